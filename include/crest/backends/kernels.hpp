@@ -1,0 +1,238 @@
+// The narrow kernel interface every backend implements (reference, onednn, later cuda).
+//
+// Kernels are created once at compile time from a descriptor (shapes, options, formats) and then
+// executed with raw pointers into planned memory. Creation may be slow (primitive creation,
+// algorithm choice); execution never allocates tensor memory. Each kernel may ask for transient
+// scratch memory (valid only during one call) via scratch_bytes(); the executor hands in one
+// shared scratch region sized for the largest request.
+//
+// Parameters (weights, biases) and their gradients are always in plain layout; a backend that
+// prefers another weight layout reorders inside its kernel, using scratch.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/core/dtype.hpp"
+#include "crest/core/shape.hpp"
+#include "crest/core/tensor.hpp"
+
+namespace crest {
+
+// ---------------------------------------------------------------------------------------------
+// Memory formats
+
+// Backend-private description of a blocked format (e.g. a dnnl::memory::desc).
+class OpaqueFormat {
+ public:
+  virtual ~OpaqueFormat() = default;
+  virtual bool equals(const OpaqueFormat& other) const = 0;
+  virtual std::string name() const = 0;
+};
+
+// Physical format of one activation tensor (logical shape includes the batch).
+struct MemFormat {
+  Shape shape;
+  DType dtype = DType::f32;
+  Layout layout = Layout::plain;
+  size_t bytes = 0;                             // storage size incl. any padding of blocked formats
+  std::shared_ptr<const OpaqueFormat> opaque;  // set iff layout == blocked
+
+  bool operator==(const MemFormat& o) const;
+  bool operator!=(const MemFormat& o) const { return !(*this == o); }
+  std::string str() const;  // "f32[2, 32, 64, 64, 64] nCdhw16c"
+};
+
+MemFormat plain_format(const Shape& shape, DType dtype, Layout layout = Layout::plain);
+
+// ---------------------------------------------------------------------------------------------
+// Descriptors
+
+enum class EltwiseKind : uint8_t { none, relu, leaky_relu, tanh, sigmoid, linear };
+
+// y = f(x). leaky_relu: alpha is the negative slope; linear: y = alpha * x + beta.
+// Backward always uses the output (dst): every kind listed is invertible in sign/value
+// (leaky_relu requires alpha > 0), so in-place forward and fusion as a post-op are legal.
+struct EltwiseDesc {
+  EltwiseKind kind = EltwiseKind::none;
+  float alpha = 0.f;
+  float beta = 0.f;
+};
+
+struct ConvDesc {
+  int spatial_rank = 3;                   // 1, 2 or 3
+  int64_t n = 1, in_channels = 1, out_channels = 1, groups = 1;
+  std::array<int64_t, 3> in_size{1, 1, 1}, out_size{1, 1, 1};  // first spatial_rank used
+  std::array<int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1};  // dilation 1 = dense
+  std::array<int64_t, 3> pad_lo{0, 0, 0}, pad_hi{0, 0, 0};
+  bool bias = true;
+  bool transposed = false;  // deconvolution: in/out swap roles; weights [in, out/groups, k...]
+  EltwiseDesc post_op;      // fused activation applied to the output (forward only)
+  DType dtype = DType::f32;
+};
+
+enum class PoolKind : uint8_t { max, avg_include_pad, avg_exclude_pad };
+
+struct PoolDesc {
+  int spatial_rank = 3;
+  PoolKind kind = PoolKind::max;
+  int64_t n = 1, channels = 1;
+  std::array<int64_t, 3> in_size{1, 1, 1}, out_size{1, 1, 1};
+  std::array<int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, pad_lo{0, 0, 0}, pad_hi{0, 0, 0};
+  DType dtype = DType::f32;
+};
+
+struct DenseDesc {
+  int64_t n = 1, in_features = 1, out_features = 1;
+  bool bias = true;
+  DType dtype = DType::f32;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+class ConvKernel {
+ public:
+  virtual ~ConvKernel() = default;
+  // The src/dst formats this kernel works in (chosen at creation; the compile step reorders the
+  // producer's output into src_format() when they differ).
+  virtual MemFormat src_format() const = 0;
+  virtual MemFormat dst_format() const = 0;
+  virtual size_t scratch_bytes() const = 0;
+  // weights plain [out, in/groups, k...] ([in, out/groups, k...] when transposed).
+  virtual void forward(const void* src, const void* weights, const void* bias, void* dst,
+                       void* scratch) = 0;
+  virtual void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                             void* scratch) = 0;
+  // Overwrites diff_weights / diff_bias (diff_bias may be null when the conv has no bias).
+  virtual void backward_weights(const void* src, const void* diff_dst, void* diff_weights,
+                                void* diff_bias, void* scratch) = 0;
+};
+
+class PoolKernel {
+ public:
+  virtual ~PoolKernel() = default;
+  virtual MemFormat src_format() const = 0;
+  virtual MemFormat dst_format() const = 0;
+  virtual size_t workspace_bytes() const = 0;  // kept from forward to backward (max indices)
+  virtual size_t scratch_bytes() const = 0;
+  virtual void forward(const void* src, void* dst, void* workspace, void* scratch) = 0;
+  virtual void backward(const void* diff_dst, const void* workspace, void* diff_src,
+                        void* scratch) = 0;
+};
+
+// Works on any format (element-wise), in place allowed (dst == src, diff_src == diff_dst).
+class EltwiseKernel {
+ public:
+  virtual ~EltwiseKernel() = default;
+  virtual void forward(const void* src, void* dst) = 0;
+  virtual void backward(const void* dst, const void* diff_dst, void* diff_src) = 0;
+};
+
+class DenseKernel {
+ public:
+  virtual ~DenseKernel() = default;
+  virtual size_t scratch_bytes() const = 0;
+  // src plain [n, in]; weights plain [out, in]; dst plain [n, out].
+  virtual void forward(const void* src, const void* weights, const void* bias, void* dst,
+                       void* scratch) = 0;
+  virtual void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                             void* scratch) = 0;
+  virtual void backward_weights(const void* src, const void* diff_dst, void* diff_weights,
+                                void* diff_bias, void* scratch) = 0;
+};
+
+// Copies a tensor from one format to another (same logical shape and dtype).
+class ReorderKernel {
+ public:
+  virtual ~ReorderKernel() = default;
+  virtual void execute(const void* src, void* dst) = 0;
+};
+
+// Concatenation along the channel axis (dim 1) of tensors in one common format.
+class ConcatKernel {
+ public:
+  virtual ~ConcatKernel() = default;
+  virtual MemFormat dst_format() const = 0;
+  virtual void forward(const std::vector<const void*>& srcs, void* dst) = 0;
+  // diff_srcs[i] may be null (that input needs no gradient).
+  virtual void backward(const void* diff_dst, const std::vector<void*>& diff_srcs) = 0;
+};
+
+// Element-wise operations on flat buffers of `count` elements of the kernel's dtype, used for
+// everything oneDNN has no primitive for: losses, dropout, gradient sums, optimizer updates.
+// Buffers are plain unless stated; all are safe to call with aliasing where noted.
+class VectorOps {
+ public:
+  virtual ~VectorOps() = default;
+  virtual DType dtype() const = 0;
+  virtual void fill(void* x, size_t count, double value) = 0;
+  virtual void copy(const void* src, void* dst, size_t count) = 0;
+  // dst = a + b (dst may alias a or b)
+  virtual void add(const void* a, const void* b, void* dst, size_t count) = 0;
+  // y = alpha * x + y
+  virtual void axpy(double alpha, const void* x, void* y, size_t count) = 0;
+  // dst = alpha * x (dst may alias x)
+  virtual void scale(double alpha, const void* x, void* dst, size_t count) = 0;
+  virtual double sum_squares(const void* x, size_t count) = 0;
+
+  // Dropout with a counter-based mask: element i is kept iff hash(seed, i) >= p, so backward
+  // recomputes the mask instead of storing it. dst = keep ? x / (1 - p) : 0. In place allowed.
+  virtual void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) = 0;
+
+  // Mean squared error over `count` elements; returns the loss and writes
+  // diff = 2 (pred - target) / count * diff_scale.
+  virtual double mse(const void* pred, const void* target, void* diff, size_t count,
+                     double diff_scale) = 0;
+
+  // Softmax cross-entropy over `classes` channels of plain [n, classes, spatial] logits with
+  // integer labels (int32 [n, spatial]) and per-class weights; the loss is the plain mean over
+  // n * spatial elements of weight[label] * -log softmax[label]. Writes d loss / d logits.
+  virtual double softmax_cross_entropy(const void* logits, const int32_t* labels,
+                                       const float* class_weights, void* diff_logits, int64_t n,
+                                       int64_t classes, int64_t spatial, double diff_scale) = 0;
+
+  // Keras-form SGD with momentum: v = m v - lr g; w = w + v.
+  virtual void sgd_keras(void* w, const void* g, void* v, size_t count, double lr,
+                         double momentum) = 0;
+  // Adam / AdamW (decoupled weight decay when decoupled is true, else L2 added to g).
+  // step is 1-based (bias correction).
+  virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr,
+                    double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+                    int64_t step) = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  virtual Device device() const = 0;
+  virtual bool supports(DType dtype) const = 0;
+  // Whether conv kernels can apply this activation as a fused post-op.
+  virtual bool fuses(const EltwiseDesc& e) const = 0;
+
+  // `src_hint` is the format the producer delivers; a kernel may keep it or choose another
+  // (then src_format() differs and the compile step inserts a reorder).
+  virtual std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& src_hint) = 0;
+  virtual std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& src_hint) = 0;
+  virtual std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f) = 0;
+  virtual std::unique_ptr<DenseKernel> dense(const DenseDesc& d) = 0;
+  virtual std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to) = 0;
+  virtual std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) = 0;
+  virtual std::unique_ptr<VectorOps> vector_ops(DType dtype) = 0;
+
+  // Sets the number of compute threads this backend uses.
+  virtual void set_threads(int threads) = 0;
+};
+
+// Backend registry: "reference" and "onednn" (when built). Throws crest::Error (usage) naming
+// the backend and the ones available when `name` is unknown.
+std::unique_ptr<Backend> make_backend(const std::string& name);
+std::vector<std::string> backend_names();
+
+}  // namespace crest

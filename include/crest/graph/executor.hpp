@@ -1,0 +1,97 @@
+// Executor: the compiled form of a Graph on one backend, for one batch size. Compiling does every
+// expensive thing once (shapes, kernels, layouts and reorders, activation fusion, the memory plan,
+// flat parameter buffers); forward()/backward() then only run kernels on planned memory.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/core/tensor.hpp"
+#include "crest/graph/graph.hpp"
+#include "crest/graph/memory_plan.hpp"
+#include "crest/graph/param_store.hpp"
+
+namespace crest {
+
+struct CompileOptions {
+  int64_t batch = 1;
+  DType dtype = DType::f32;
+  bool training = true;      // false: forward only, no gradients, dropout off
+  bool input_grads = false;  // also compute gradients w.r.t. float graph inputs (gradient checks)
+  bool fuse = true;          // fuse activations into convolutions where the backend can
+  uint64_t seed = 0;         // parameter initialisation and dropout masks
+};
+
+struct OpProfile {
+  std::string name, kind;
+  double forward_s = 0, backward_s = 0;  // accumulated while profiling is on
+  Flops flops;                           // per batch
+};
+
+class Executor {
+ public:
+  Executor(Graph& graph, Backend& backend, const CompileOptions& opts);
+  ~Executor();
+  Executor(const Executor&) = delete;
+  Executor& operator=(const Executor&) = delete;
+
+  // Where the caller writes a graph input before a step: the declared layout (e.g. channels-last
+  // for the data files), the compile dtype (int32 for integer inputs), batch included.
+  TensorView input(const std::string& name) const;
+  // A value marked as output (plain or channels-last layout); valid after forward().
+  TensorView output(ValueId v) const;
+  // Gradient of the loss w.r.t. a float graph input (needs CompileOptions::input_grads).
+  TensorView input_grad(const std::string& name) const;
+
+  // Runs the forward pass; returns the loss including L2 penalties (0 without a loss).
+  double forward();
+  // Backward pass: fills every parameter gradient (overwritten, not accumulated).
+  void backward();
+  double last_data_loss() const { return data_loss_; }  // the loss without L2 penalties
+
+  ParamStore& params() { return params_; }
+  const ParamStore& params() const { return params_; }
+  VectorOps& vec() { return *vec_; }
+  Backend& backend() { return backend_; }
+  const CompileOptions& options() const { return opts_; }
+  const MemoryPlan& plan() const { return plan_; }
+  size_t arena_bytes() const { return arena_.bytes(); }
+
+  // Flops of one training step (forward + the backward passes actually run) for the batch.
+  double training_flops() const;
+  double forward_flops() const;
+
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::vector<OpProfile>& profile() const { return profile_; }
+  void reset_profile();
+
+  // Human-readable table: one line per layer with output shape, format and parameters.
+  std::string summary() const;
+
+  struct Op;
+  struct Value;
+
+ private:
+  void build(Graph& graph);
+  void plan_and_bind();
+
+  Backend& backend_;
+  CompileOptions opts_;
+  std::unique_ptr<VectorOps> vec_;
+  std::vector<std::unique_ptr<Layer>> owned_layers_;  // reorders inserted by compile
+  std::vector<std::unique_ptr<Op>> ops_;
+  std::vector<std::unique_ptr<Value>> values_;
+  std::vector<GraphInput> inputs_;
+  std::vector<int> graph_to_internal_;  // graph ValueId -> internal value (after output reorders)
+  int loss_op_ = -1;
+  ParamStore params_;
+  MemoryPlan plan_;
+  Buffer arena_;
+  uint64_t step_ = 0;
+  double data_loss_ = 0;
+  bool profiling_ = false;
+  std::vector<OpProfile> profile_;
+};
+
+}  // namespace crest

@@ -1,0 +1,112 @@
+// Layer: one node of the static graph. A layer knows its shapes, parameters and what its backward
+// pass needs; it creates backend kernels once at compile time and runs them with pointers the
+// executor prepared. See docs/adding-a-layer.md.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/core/shape.hpp"
+
+namespace crest {
+
+enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
+
+struct ParamSpec {
+  std::string name;  // local name: "weight", "bias"; the graph prefixes the node name
+  Shape shape;
+  Init init = Init::zeros;
+  int64_t fan_in = 1, fan_out = 1;  // for the initialisers
+  double l2 = 0.0;                  // L2 penalty: loss += l2 * sum(w^2), grad += 2 l2 w
+  bool trainable = true;            // false: non-trained state (e.g. batch-norm running stats)
+};
+
+// What backward reads, so the planner keeps exactly those tensors alive.
+struct BackwardNeeds {
+  std::vector<bool> input;   // per input: backward reads the forward input
+  std::vector<bool> output;  // per output: backward reads the forward output
+  // Output 0 may share input 0's storage in forward, and diff input 0 may share diff output 0
+  // in backward (element-wise layers that need only their output). The layer must work both
+  // ways: it checks whether out == in.
+  bool inplace = false;
+  // Output 0 is a pure view of input 0 (flatten): forward never writes, so the storage is
+  // shared whenever the formats' sizes agree, whatever else reads the input.
+  bool view = false;
+};
+
+struct Flops {
+  double forward = 0, backward_data = 0, backward_weights = 0;
+};
+
+// Handed to Layer::create. Shapes include the batch.
+struct CreateContext {
+  Backend& backend;
+  DType dtype;
+  bool training;
+  std::vector<Shape> in_shapes;
+  std::vector<Shape> out_shapes;
+  // In: the format each producer delivers. The layer may overwrite an entry with the format it
+  // wants; the compile step then inserts a reorder.
+  std::vector<MemFormat> in_formats;
+  std::vector<MemFormat> out_formats;    // the layer must set one per output
+  std::vector<bool> need_input_grad;     // which inputs backward must produce a gradient for
+  size_t workspace_bytes = 0;            // kept from forward to backward (e.g. max-pool indices)
+  size_t scratch_bytes = 0;              // transient, during one forward or backward call
+};
+
+// Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),
+// so running a step builds nothing.
+struct RunContext {
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  std::vector<const void*> diff_out;   // backward: gradient w.r.t. each output
+  std::vector<void*> diff_in;          // backward: null where no gradient is needed
+  std::vector<void*> params;           // in ParamSpec order, plain layout
+  std::vector<void*> grads;            // same order; overwritten (not accumulated) by backward
+  void* workspace = nullptr;
+  void* scratch = nullptr;
+  VectorOps* vec = nullptr;            // element-wise helpers of the executor's backend/dtype
+  bool training = true;
+  uint64_t seed = 0;                   // changes every step (dropout masks)
+  double loss = 0;                     // loss layers write the scalar loss here
+};
+
+class Layer {
+ public:
+  virtual ~Layer() = default;
+  virtual std::string kind() const = 0;  // "conv", "pool", ... as in configs and summaries
+
+  // Output shapes (batch included) from input shapes. Throws crest::Error (input) on a mismatch.
+  virtual std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const = 0;
+  virtual std::vector<ParamSpec> param_specs(const std::vector<Shape>& /*in*/) const { return {}; }
+  virtual BackwardNeeds backward_needs(size_t n_inputs, size_t n_outputs) const {
+    return {std::vector<bool>(n_inputs, false), std::vector<bool>(n_outputs, false), false};
+  }
+
+  // An activation returns its element-wise op so the compile step can fuse it into the producer.
+  virtual std::optional<EltwiseDesc> activation() const { return std::nullopt; }
+  // Called before create(): absorb `e` as a post-op. Returns false if this layer can't.
+  virtual bool fuse_activation(const EltwiseDesc& /*e*/, const Backend& /*b*/) { return false; }
+  // Called on an activation whose op was fused into its producer: forward becomes a no-op.
+  virtual void mark_fused() {}
+
+  // Loss layers produce a scalar loss and start backward (no diff_out).
+  virtual bool is_loss() const { return false; }
+  // Whether input i is a data input whose gradient is never needed (e.g. labels, targets).
+  virtual bool input_is_constant(size_t /*i*/) const { return false; }
+
+  virtual void create(CreateContext& ctx) = 0;
+  virtual void forward(RunContext& ctx) = 0;
+  virtual void backward(RunContext& ctx) = 0;
+
+  virtual Flops flops(const std::vector<Shape>& /*in*/, const std::vector<Shape>& /*out*/) const {
+    return {};
+  }
+  // One line for model summaries: options that matter ("3x3x3 s1 p1 +leaky_relu").
+  virtual std::string describe() const { return ""; }
+};
+
+}  // namespace crest

@@ -1,0 +1,51 @@
+// Parameters, their gradients and (in the optimizer) their state live in flat buffers, one
+// 256-byte-aligned slice per tensor, so gradient buckets, norms and checkpoints are slices of
+// three buffers. Trainable slices come first; non-trained state (running statistics) after.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "crest/core/tensor.hpp"
+#include "crest/graph/layer.hpp"
+
+namespace crest {
+
+struct ParamSlot {
+  std::string name;  // "<layer>.<param>", e.g. "conv1.weight"
+  Shape shape;
+  size_t offset = 0;  // bytes into the flat buffers
+  size_t count = 0;   // elements
+  ParamSpec spec;
+};
+
+class ParamStore {
+ public:
+  ParamStore() = default;
+  ParamStore(std::vector<ParamSlot> slots, DType dtype);
+
+  DType dtype() const { return dtype_; }
+  const std::vector<ParamSlot>& slots() const { return slots_; }
+  size_t bytes() const { return values_.bytes(); }
+  size_t trainable_bytes() const { return trainable_bytes_; }
+  size_t trainable_count_padded() const { return trainable_bytes_ / dtype_size(dtype_); }
+  int64_t parameter_count() const;  // trainable elements, without padding
+
+  void* values() const { return values_.data(); }
+  void* grads() const { return grads_.data(); }
+  TensorView value(size_t slot) const;
+  TensorView grad(size_t slot) const;
+  // Index of the slot named `name`, or -1.
+  int find(const std::string& name) const;
+
+  // Deterministic initialisation: each slot's generator is seeded from (seed, slot name), so
+  // adding a layer does not change the others' initial values.
+  void initialize(uint64_t seed);
+
+ private:
+  std::vector<ParamSlot> slots_;
+  DType dtype_ = DType::f32;
+  Buffer values_, grads_;
+  size_t trainable_bytes_ = 0;
+};
+
+}  // namespace crest

@@ -1,0 +1,42 @@
+// Element-wise combinations of tensors and dropout.
+#pragma once
+#include <memory>
+
+#include "crest/graph/layer.hpp"
+
+namespace crest {
+
+// out = a + b (same shape; b is reordered to a's format when they differ).
+class AddLayer : public Layer {
+ public:
+  std::string kind() const override { return "add"; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
+  void create(CreateContext& ctx) override;
+  void forward(RunContext& ctx) override;
+  void backward(RunContext& ctx) override;
+
+ private:
+  size_t count_ = 0;
+};
+
+// Inverted dropout: in training keep each element with probability 1 - p and scale by 1/(1-p);
+// identity in inference. The mask comes from a counter-based hash of (step seed, index), so
+// backward recomputes it instead of storing it.
+class DropoutLayer : public Layer {
+ public:
+  explicit DropoutLayer(float p) : p_(p) {}
+  std::string kind() const override { return "dropout"; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
+  BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
+  void create(CreateContext& ctx) override;
+  void forward(RunContext& ctx) override;
+  void backward(RunContext& ctx) override;
+  std::string describe() const override;
+
+ private:
+  float p_;
+  size_t count_ = 0;
+  bool training_ = true;
+};
+
+}  // namespace crest

@@ -1,0 +1,47 @@
+// Loss layers: each takes the prediction and a constant target, produces a scalar [1] output
+// and starts backward.
+#pragma once
+#include <vector>
+
+#include "crest/graph/layer.hpp"
+
+namespace crest {
+
+// Mean squared error over all elements (Keras 'mse' with equal-length targets).
+class MseLossLayer : public Layer {
+ public:
+  std::string kind() const override { return "mse_loss"; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
+  BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
+  bool is_loss() const override { return true; }
+  bool input_is_constant(size_t i) const override { return i == 1; }
+  void create(CreateContext& ctx) override;
+  void forward(RunContext& ctx) override;
+  void backward(RunContext& ctx) override;
+
+ private:
+  size_t count_ = 0;
+};
+
+// Softmax cross-entropy over channel 1 of [N, C, spatial...] logits with int32 labels
+// [N, spatial...] and per-class weights: plain mean over N x spatial of w[label] * -log p[label]
+// (the DeepCAM reference: not divided by the sum of weights).
+class SoftmaxCrossEntropyLayer : public Layer {
+ public:
+  explicit SoftmaxCrossEntropyLayer(std::vector<float> class_weights = {})
+      : weights_(std::move(class_weights)) {}
+  std::string kind() const override { return "softmax_cross_entropy"; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
+  BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
+  bool is_loss() const override { return true; }
+  bool input_is_constant(size_t i) const override { return i == 1; }
+  void create(CreateContext& ctx) override;
+  void forward(RunContext& ctx) override;
+  void backward(RunContext& ctx) override;
+
+ private:
+  std::vector<float> weights_;
+  int64_t n_ = 0, classes_ = 0, spatial_ = 0;
+};
+
+}  // namespace crest

@@ -1,0 +1,66 @@
+// Optimizers update the flat parameter buffer from the flat gradient buffer in one call (the
+// element-wise kernels live in the backend's VectorOps). Their state is flat buffers of the same
+// layout, so checkpoints and sharded optimizers see slices.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/graph/param_store.hpp"
+
+namespace crest {
+
+class Optimizer {
+ public:
+  virtual ~Optimizer() = default;
+  virtual std::string name() const = 0;
+  // Allocates zeroed state for `params`; must be called before step().
+  void attach(ParamStore& params, VectorOps& vec);
+  // One update with learning rate `lr` from the current gradients.
+  virtual void step(double lr) = 0;
+  // State buffers by name ("velocity", "m", "v"), for checkpoints.
+  std::vector<std::pair<std::string, Buffer*>> state();
+  int64_t steps_taken() const { return steps_; }
+
+ protected:
+  virtual std::vector<std::string> state_names() const = 0;
+  ParamStore* params_ = nullptr;
+  VectorOps* vec_ = nullptr;
+  std::vector<Buffer> state_;
+  size_t count_ = 0;  // trainable elements incl. alignment padding (which stays zero)
+  int64_t steps_ = 0;
+};
+
+// SGD with momentum in the Keras form the CosmoFlow reference uses: v = m v - lr g; w = w + v.
+// (torch.optim.SGD scales differently when lr changes between steps.)
+class SgdKeras : public Optimizer {
+ public:
+  explicit SgdKeras(double momentum) : momentum_(momentum) {}
+  std::string name() const override { return "sgd"; }
+  void step(double lr) override;
+
+ protected:
+  std::vector<std::string> state_names() const override { return {"velocity"}; }
+
+ private:
+  double momentum_;
+};
+
+// Adam (L2 added to the gradient) and AdamW (decoupled weight decay) with bias correction.
+class Adam : public Optimizer {
+ public:
+  Adam(double beta1, double beta2, double eps, double weight_decay, bool decoupled)
+      : beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay), decoupled_(decoupled) {}
+  std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
+  void step(double lr) override;
+
+ protected:
+  std::vector<std::string> state_names() const override { return {"m", "v"}; }
+
+ private:
+  double beta1_, beta2_, eps_, wd_;
+  bool decoupled_;
+};
+
+}  // namespace crest

@@ -1,0 +1,147 @@
+// Run configuration: the reference CosmoFlow YAML schema (mlcommons/hpc cosmoflow/configs), typed.
+//
+// The reference files load unchanged; crest-only keys are additions (marked below), never
+// renames. Loading validates everything up front — unknown keys, types, impossible values,
+// cross-field consistency — so a run fails in the first second with a message naming the file,
+// the line and the key path, instead of hours later. Loading never writes anything.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crest/core/shape.hpp"
+
+namespace crest {
+
+// mlperf: submission info for the MLPerf log (all optional strings).
+struct MlperfConfig {
+  bool present = false;  // the section was given
+  std::string org;
+  std::string division;  // closed | open
+  std::string status;    // onprem, cloud, ...
+  std::string platform;
+};
+
+enum class DatasetKind { cosmo, dummy };
+enum class Compression { none, gzip };
+enum class OnSampleError { fail, skip };
+
+struct DataConfig {
+  DatasetKind name = DatasetKind::cosmo;
+  std::string data_dir;  // required for cosmo: <data_dir>/{train,validation}/*.tfrecord
+  Compression compression = Compression::none;  // YAML null/absent = none, GZIP = gzip
+  int64_t n_train = 0;                          // > 0
+  int64_t n_valid = 0;                          // >= 0; 0 = no validation
+  Shape sample_shape;                           // [D, H, W, C], channels last as in the files
+  Shape target_shape;                           // default [model.target_size]
+  int64_t batch_size = 0;                       // per rank
+  int n_epochs = 0;
+  bool shard = true;
+  bool apply_log = false;  // reference default; x <- ln(x + 1) when true
+  int prefetch = 4;        // batches read ahead
+  // Reference keys passed through to its dataset builder.
+  int n_parallel_reads = 0;  // 0 = automatic
+  int samples_per_file = 1;  // must be 1 (one sample per file, as in the reference data)
+  bool shuffle_valid = false;
+  // crest additions.
+  bool shuffle = true;      // shuffle training files each epoch (reference: shuffle_train)
+  uint64_t seed = 0;        // per-epoch permutation from (seed, epoch)
+  int64_t cache_bytes = 0;  // bounded sample cache per rank; 0 = none ("4GiB" accepted)
+  std::string stage_dir;    // node-local staging directory; empty = read in place
+  OnSampleError on_error = OnSampleError::fail;  // a corrupt sample stops the run or is skipped
+};
+
+enum class Activation { leaky_relu, relu, tanh };
+enum class Pooling { max, avg };
+
+struct ModelConfig {
+  std::string name = "cosmoflow";
+  Shape input_shape;  // defaults to data.sample_shape and must equal it
+  int kernel_size = 3;
+  int target_size = 4;
+  int conv_size = 32;  // filters of the first conv; block i has conv_size * 2^i
+  int n_conv_layers = 5;
+  int fc1_size = 128;
+  int fc2_size = 64;
+  Activation hidden_activation = Activation::leaky_relu;
+  Pooling pooling_type = Pooling::max;
+  double dropout = 0.5;  // [0, 1)
+  double l2 = 0;         // l2 * sum(w^2) on the two hidden dense kernels
+};
+
+enum class OptimizerKind { sgd, adam, adamw };
+
+struct OptimizerConfig {
+  OptimizerKind name = OptimizerKind::sgd;
+  // No learning rate here: lr_schedule.base_lr is the one source of truth. The reference's
+  // optimizer.lr (its --lr flag) is accepted only without an lr_schedule section (the schedule
+  // would overwrite it every epoch) and becomes lr_schedule.base_lr with scaling none.
+  double momentum = 0;                // SGD only (Keras form)
+  bool nesterov = false;              // SGD only
+  double beta1 = 0.9, beta2 = 0.999;  // Adam/AdamW: `betas: [b1, b2]` or Keras beta_1/beta_2
+  double eps = 1e-7;                  // Keras default (the reference framework); `epsilon` too
+  double weight_decay = 0;            // default 0, AdamW 0.01
+};
+
+enum class LrScaling { none, linear, sqrt };
+
+// Without an lr_schedule section: base_lr = optimizer.lr, or the Keras default of the optimizer
+// (SGD 0.01, Adam/AdamW 0.001), constant.
+struct LrScheduleConfig {
+  double base_lr = 0.01;
+  LrScaling scaling = LrScaling::none;
+  int64_t base_batch_size = 0;  // > 0 unless scaling is none
+  int n_warmup_epochs = 0;
+  std::map<int, double> decay_schedule;  // epoch -> factor applied after that epoch
+};
+
+struct TrainConfig {
+  std::string loss = "mse";
+  std::vector<std::string> metrics{"mean_absolute_error"};  // canonical Keras names
+  std::optional<int> early_stopping_patience;               // epochs without val_loss improvement
+  std::optional<double> target_mae;  // stop at the first epoch with val MAE <= this
+};
+
+// crest: section (crest addition).
+struct RuntimeConfig {
+  std::string backend = "onednn";  // a name from backend_names()
+  int threads = 0;                 // compute threads per rank; 0 = all cores
+};
+
+struct Config {
+  std::string source;                  // the file (or name) it was loaded from
+  std::vector<std::string> overrides;  // as given, in order
+  std::string output_dir;              // default runs/<file stem>
+  MlperfConfig mlperf;
+  DataConfig data;
+  ModelConfig model;
+  OptimizerConfig optimizer;
+  LrScheduleConfig lr_schedule;
+  TrainConfig train;
+  RuntimeConfig crest;
+  // The complete effective configuration (overrides applied, every default spelled out) as YAML
+  // in the reference schema, for run directories. Loading it again gives the same Config.
+  std::string resolved_yaml;
+};
+
+// Loads, applies `overrides` ("key.path=value", value parsed as YAML, e.g. data.batch_size=2 or
+// data.sample_shape=[32,32,32,4]; "key=null" restores a default) and validates. Throws
+// crest::Error (input; usage for a malformed override) naming the file, line and key path.
+Config load_config(const std::string& path, const std::vector<std::string>& overrides = {});
+// The same from YAML text; `source` names it in messages (e.g. "<builtin demo>").
+Config load_config_text(const std::string& yaml, const std::string& source,
+                        const std::vector<std::string>& overrides = {});
+
+// Renders `config` as YAML (what resolved_yaml holds).
+std::string to_yaml(const Config& config);
+
+// Reference spellings, for logs and the resolved YAML.
+const char* dataset_name(DatasetKind k);      // "cosmo", "dummy"
+const char* activation_name(Activation a);    // "LeakyReLU", "ReLU", "Tanh"
+const char* pooling_name(Pooling p);          // "MaxPool3D", "AvgPool3D"
+const char* optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW"
+const char* scaling_name(LrScaling s);        // "none", "linear", "sqrt"
+
+}  // namespace crest

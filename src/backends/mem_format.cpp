@@ -1,0 +1,30 @@
+#include <sstream>
+
+#include "crest/backends/kernels.hpp"
+
+namespace crest {
+
+bool MemFormat::operator==(const MemFormat& o) const {
+  if (shape != o.shape || dtype != o.dtype || layout != o.layout) return false;
+  if (layout != Layout::blocked) return true;
+  if (!opaque || !o.opaque) return opaque == o.opaque;
+  return opaque->equals(*o.opaque);
+}
+
+std::string MemFormat::str() const {
+  std::ostringstream os;
+  os << dtype_name(dtype) << shape.str() << ' '
+     << (layout == Layout::blocked && opaque ? opaque->name() : std::string(layout_name(layout)));
+  return os.str();
+}
+
+MemFormat plain_format(const Shape& shape, DType dtype, Layout layout) {
+  MemFormat f;
+  f.shape = shape;
+  f.dtype = dtype;
+  f.layout = layout;
+  f.bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  return f;
+}
+
+}  // namespace crest

@@ -1,0 +1,78 @@
+// The oneDNN backend object: one engine and stream for all its kernels, and the routing of each
+// kernel request to its family's file.
+#include <omp.h>
+
+#include "backends/onednn/concat.hpp"
+#include "backends/onednn/context.hpp"
+#include "backends/onednn/conv.hpp"
+#include "backends/onednn/dense.hpp"
+#include "backends/onednn/eltwise.hpp"
+#include "backends/onednn/onednn_backend.hpp"
+#include "backends/onednn/pool.hpp"
+#include "backends/onednn/reorder.hpp"
+#include "backends/onednn/vector_ops.hpp"
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+class OneDnnBackend final : public Backend {
+ public:
+  OneDnnBackend() : ctx_(std::make_shared<onednn::Context>()) {}
+
+  std::string name() const override { return "onednn"; }
+  Device device() const override { return Device::cpu; }
+  // bf16 needs its own accumulation and tolerance story; until then, f32 only.
+  bool supports(DType dtype) const override { return dtype == DType::f32; }
+  bool fuses(const EltwiseDesc& e) const override { return onednn::eltwise_supported(e); }
+
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& src_hint) override {
+    require(d.dtype, "convolution");
+    return onednn::make_conv(ctx_, d, src_hint);
+  }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& src_hint) override {
+    require(d.dtype, "pooling");
+    return onednn::make_pool(ctx_, d, src_hint);
+  }
+  std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f) override {
+    require(f.dtype, "eltwise");
+    return onednn::make_eltwise(ctx_, d, f);
+  }
+  std::unique_ptr<DenseKernel> dense(const DenseDesc& d) override {
+    require(d.dtype, "dense");
+    return onednn::make_dense(ctx_, d);
+  }
+  std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to) override {
+    require(from.dtype, "reorder");
+    return onednn::make_reorder(ctx_, from, to);
+  }
+  std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) override {
+    for (const MemFormat& f : srcs) require(f.dtype, "concat");
+    return onednn::make_concat(ctx_, srcs);
+  }
+  std::unique_ptr<VectorOps> vector_ops(DType dtype) override {
+    require(dtype, "vector ops");
+    return onednn::make_vector_ops(dtype);
+  }
+
+  // oneDNN (OpenMP runtime) and the vector ops both run on the OpenMP thread team.
+  void set_threads(int threads) override {
+    if (threads < 1) throw_usage("thread count must be >= 1, got " + std::to_string(threads));
+    omp_set_num_threads(threads);
+  }
+
+ private:
+  void require(DType t, const char* what) const {
+    if (!supports(t))
+      throw_usage(std::string(what) + ": the onednn backend does not support " + dtype_name(t) +
+                  " (f32 only; use the reference backend for f64)");
+  }
+
+  onednn::ContextPtr ctx_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<OneDnnBackend>(); }
+
+}  // namespace crest

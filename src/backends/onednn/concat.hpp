@@ -1,0 +1,13 @@
+// Concatenation along channels (dim 1) and its backward split.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "backends/onednn/context.hpp"
+#include "crest/backends/kernels.hpp"
+
+namespace crest::onednn {
+
+std::unique_ptr<ConcatKernel> make_concat(ContextPtr ctx, const std::vector<MemFormat>& srcs);
+
+}  // namespace crest::onednn

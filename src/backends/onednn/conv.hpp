@@ -1,0 +1,12 @@
+// Convolution and transposed convolution (deconvolution) kernels.
+#pragma once
+#include <memory>
+
+#include "backends/onednn/context.hpp"
+#include "crest/backends/kernels.hpp"
+
+namespace crest::onednn {
+
+std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint);
+
+}  // namespace crest::onednn

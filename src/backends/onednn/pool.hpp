@@ -1,0 +1,12 @@
+// Max and average pooling kernels.
+#pragma once
+#include <memory>
+
+#include "backends/onednn/context.hpp"
+#include "crest/backends/kernels.hpp"
+
+namespace crest::onednn {
+
+std::unique_ptr<PoolKernel> make_pool(ContextPtr ctx, const PoolDesc& d, const MemFormat& src_hint);
+
+}  // namespace crest::onednn

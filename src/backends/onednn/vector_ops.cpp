@@ -1,0 +1,233 @@
+// f32 flat-buffer operations. Element-wise loops are `omp parallel for simd`; arithmetic runs in
+// double where the reference backend does, so both round the same way and agree to the last
+// bit on most elements. Reductions split the range into a fixed number of chunks that depends
+// only on the element count, sum each chunk on whichever thread gets it and add the partial
+// sums in chunk order: the result is the same for every thread count.
+#include "backends/onednn/vector_ops.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <string>
+
+#include "backends/dropout_hash.hpp"
+#include "crest/core/error.hpp"
+
+namespace crest::onednn {
+
+namespace {
+
+// Below this many elements a parallel region costs more than it saves.
+constexpr size_t kParallelMin = 1 << 14;
+// Reductions: at most this many fixed chunks (a stack array), each at least kChunkMin elements.
+constexpr size_t kMaxChunks = 64;
+constexpr size_t kChunkMin = 1 << 12;
+
+// Sums term(i) over [0, count) deterministically (see the file comment). `term` may also write
+// per-element outputs (the loss gradients).
+template <typename Term>
+double chunked_sum(size_t count, Term&& term) {
+  const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+  double partial[kMaxChunks];
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t lo = count * c / chunks;
+    const size_t hi = count * (c + 1) / chunks;
+    double s = 0.0;
+#pragma omp simd reduction(+ : s)
+    for (size_t i = lo; i < hi; ++i) s += term(i);
+    partial[c] = s;
+  }
+  double total = 0.0;
+  for (size_t c = 0; c < chunks; ++c) total += partial[c];
+  return total;
+}
+
+class F32Ops final : public VectorOps {
+ public:
+  DType dtype() const override { return DType::f32; }
+
+  void fill(void* x, size_t count, double value) override {
+    float* p = static_cast<float*>(x);
+    const float v = static_cast<float>(value);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) p[i] = v;
+  }
+
+  void copy(const void* src, void* dst, size_t count) override {
+    const float* s = static_cast<const float*>(src);
+    float* d = static_cast<float*>(dst);
+    if (s == d) return;
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) d[i] = s[i];
+  }
+
+  void add(const void* a, const void* b, void* dst, size_t count) override {
+    const float* x = static_cast<const float*>(a);
+    const float* y = static_cast<const float*>(b);
+    float* d = static_cast<float*>(dst);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) d[i] = x[i] + y[i];
+  }
+
+  void axpy(double alpha, const void* x, void* y, size_t count) override {
+    const float* s = static_cast<const float*>(x);
+    float* d = static_cast<float*>(y);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i)
+      d[i] = static_cast<float>(alpha * static_cast<double>(s[i]) + static_cast<double>(d[i]));
+  }
+
+  void scale(double alpha, const void* x, void* dst, size_t count) override {
+    const float* s = static_cast<const float*>(x);
+    float* d = static_cast<float*>(dst);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) d[i] = static_cast<float>(alpha * static_cast<double>(s[i]));
+  }
+
+  double sum_squares(const void* x, size_t count) override {
+    const float* s = static_cast<const float*>(x);
+    return chunked_sum(count, [s](size_t i) {
+      const double v = s[i];
+      return v * v;
+    });
+  }
+
+  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+    if (!(p >= 0.f && p <= 1.f))
+      throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
+    const float* s = static_cast<const float*>(x);
+    float* d = static_cast<float*>(dst);
+    // p == 1 keeps nothing, so the infinite scale is never used.
+    const double keep_scale = p < 1.f ? 1.0 / (1.0 - static_cast<double>(p)) : 0.0;
+    const double rate = p;
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) {
+      const bool keep = dropout_uniform(seed, i) >= rate;
+      d[i] = keep ? static_cast<float>(static_cast<double>(s[i]) * keep_scale) : 0.f;
+    }
+  }
+
+  double mse(const void* pred, const void* target, void* diff, size_t count,
+             double diff_scale) override {
+    if (count == 0) throw_input("mse: needs at least one element");
+    const float* p = static_cast<const float*>(pred);
+    const float* t = static_cast<const float*>(target);
+    float* g = static_cast<float*>(diff);  // may be null when only the loss is wanted
+    const double grad_scale = 2.0 / static_cast<double>(count) * diff_scale;
+    double sum;
+    if (g != nullptr) {
+      sum = chunked_sum(count, [=](size_t i) {
+        const double e = static_cast<double>(p[i]) - static_cast<double>(t[i]);
+        g[i] = static_cast<float>(grad_scale * e);
+        return e * e;
+      });
+    } else {
+      sum = chunked_sum(count, [=](size_t i) {
+        const double e = static_cast<double>(p[i]) - static_cast<double>(t[i]);
+        return e * e;
+      });
+    }
+    return sum / static_cast<double>(count);
+  }
+
+  double softmax_cross_entropy(const void* logits_v, const int32_t* labels,
+                               const float* class_weights, void* diff_logits, int64_t n,
+                               int64_t classes, int64_t spatial, double diff_scale) override {
+    if (n <= 0 || classes <= 0 || spatial <= 0)
+      throw_input("softmax_cross_entropy: batch (" + std::to_string(n) + "), classes (" +
+                  std::to_string(classes) + ") and spatial size (" + std::to_string(spatial) +
+                  ") must be positive");
+    const auto positions = static_cast<size_t>(n * spatial);
+    // Validate labels first: nothing may throw inside the parallel loop.
+    size_t first_bad = positions;
+#pragma omp parallel for reduction(min : first_bad) schedule(static) if (positions >= kParallelMin)
+    for (size_t q = 0; q < positions; ++q)
+      if (labels[q] < 0 || labels[q] >= classes) first_bad = std::min(first_bad, q);
+    if (first_bad < positions)
+      throw_input("softmax_cross_entropy: label " + std::to_string(labels[first_bad]) +
+                  " at batch " + std::to_string(first_bad / static_cast<size_t>(spatial)) +
+                  ", position " + std::to_string(first_bad % static_cast<size_t>(spatial)) +
+                  " is outside [0, " + std::to_string(classes) + ")");
+
+    const float* logits = static_cast<const float*>(logits_v);
+    float* diff = static_cast<float*>(diff_logits);  // may be null when only the loss is wanted
+    const double inv_positions = 1.0 / static_cast<double>(positions);
+    // One position q = b * spatial + s; its channel c sits at (b * classes + c) * spatial + s.
+    auto position_loss = [=](size_t q) {
+      const int64_t b = static_cast<int64_t>(q) / spatial;
+      const int64_t s = static_cast<int64_t>(q) % spatial;
+      const float* x = logits + b * classes * spatial + s;
+      const int32_t label = labels[q];
+      // log-sum-exp shifted by the maximum so exp never overflows.
+      double max_logit = x[0];
+      for (int64_t c = 1; c < classes; ++c)
+        max_logit = std::max(max_logit, static_cast<double>(x[c * spatial]));
+      double sum_exp = 0.0;
+      for (int64_t c = 0; c < classes; ++c)
+        sum_exp += std::exp(static_cast<double>(x[c * spatial]) - max_logit);
+      const double log_sum_exp = max_logit + std::log(sum_exp);
+      const double weight = class_weights ? static_cast<double>(class_weights[label]) : 1.0;
+      if (diff != nullptr) {
+        float* dx = diff + b * classes * spatial + s;
+        const double scale = diff_scale * weight * inv_positions;
+        for (int64_t c = 0; c < classes; ++c) {
+          const double softmax = std::exp(static_cast<double>(x[c * spatial]) - log_sum_exp);
+          dx[c * spatial] = static_cast<float>(scale * (softmax - (c == label ? 1.0 : 0.0)));
+        }
+      }
+      return weight * (log_sum_exp - static_cast<double>(x[label * spatial]));
+    };
+    return chunked_sum(positions, position_loss) * inv_positions;
+  }
+
+  void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr,
+                 double momentum) override {
+    float* w = static_cast<float*>(w_v);
+    const float* g = static_cast<const float*>(g_v);
+    float* v = static_cast<float*>(v_v);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) {
+      const double velocity = momentum * static_cast<double>(v[i]) - lr * static_cast<double>(g[i]);
+      v[i] = static_cast<float>(velocity);
+      w[i] = static_cast<float>(static_cast<double>(w[i]) + velocity);
+    }
+  }
+
+  void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr,
+            double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+            int64_t step) override {
+    if (step < 1) throw_input("adam: step is 1-based, got " + std::to_string(step));
+    float* w = static_cast<float*>(w_v);
+    const float* g = static_cast<const float*>(g_v);
+    float* m = static_cast<float*>(m_v);
+    float* v = static_cast<float*>(v_v);
+    const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+    const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+    // L2 Adam folds the decay into the gradient (and so into the moments); AdamW does not.
+    const double l2 = decoupled ? 0.0 : weight_decay;
+    const double decay = decoupled ? weight_decay : 0.0;
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) {
+      const double weight = w[i];
+      const double grad = static_cast<double>(g[i]) + l2 * weight;
+      const double m_new = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * grad;
+      const double v_new = beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * grad * grad;
+      m[i] = static_cast<float>(m_new);
+      v[i] = static_cast<float>(v_new);
+      const double update =
+          (m_new / correction1) / (std::sqrt(v_new / correction2) + eps) + decay * weight;
+      w[i] = static_cast<float>(weight - lr * update);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<VectorOps> make_vector_ops(DType dtype) {
+  if (dtype != DType::f32)
+    throw_usage("the onednn backend's vector ops are f32 only, got " + dtype_name(dtype));
+  return std::make_unique<F32Ops>();
+}
+
+}  // namespace crest::onednn

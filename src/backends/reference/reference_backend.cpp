@@ -1,0 +1,51 @@
+// The reference backend object: routes each kernel request to its family's factory.
+#include "backends/reference/reference_backend.hpp"
+
+#include "backends/reference/reference_kernels.hpp"
+
+namespace crest {
+namespace {
+
+class ReferenceBackend final : public Backend {
+ public:
+  std::string name() const override { return "reference"; }
+  Device device() const override { return Device::cpu; }
+  bool supports(DType dtype) const override {
+    return dtype == DType::f32 || dtype == DType::f64;
+  }
+  // The reference conv applies any activation after the bias itself.
+  bool fuses(const EltwiseDesc& e) const override { return e.kind != EltwiseKind::none; }
+
+  // The hints are ignored: the reference kernels always work in plain layout and the compile
+  // step inserts a reorder when the producer delivers something else.
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& /*src_hint*/) override {
+    return reference::make_conv(d);
+  }
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& /*src_hint*/) override {
+    return reference::make_pool(d);
+  }
+  std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f) override {
+    return reference::make_eltwise(d, f);
+  }
+  std::unique_ptr<DenseKernel> dense(const DenseDesc& d) override {
+    return reference::make_dense(d);
+  }
+  std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to) override {
+    return reference::make_reorder(from, to);
+  }
+  std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) override {
+    return reference::make_concat(srcs);
+  }
+  std::unique_ptr<VectorOps> vector_ops(DType dtype) override {
+    return reference::make_vector_ops(dtype);
+  }
+
+  // Single-threaded by design: the oracle's results must not depend on a thread count.
+  void set_threads(int /*threads*/) override {}
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
+
+}  // namespace crest

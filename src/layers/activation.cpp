@@ -1,0 +1,56 @@
+#include "crest/layers/activation.hpp"
+
+#include <sstream>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+std::string ActivationLayer::kind() const {
+  switch (op_.kind) {
+    case EltwiseKind::relu: return "relu";
+    case EltwiseKind::leaky_relu: return "leaky_relu";
+    case EltwiseKind::tanh: return "tanh";
+    case EltwiseKind::sigmoid: return "sigmoid";
+    case EltwiseKind::linear: return "scale";
+    case EltwiseKind::none: break;
+  }
+  return "identity";
+}
+
+std::vector<Shape> ActivationLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.size() != 1) throw_input(kind() + " takes one input");
+  if (op_.kind == EltwiseKind::leaky_relu && !(op_.alpha > 0.f))
+    throw_input("leaky_relu needs a positive slope (got " + std::to_string(op_.alpha) + ")");
+  return in;
+}
+
+BackwardNeeds ActivationLayer::backward_needs(size_t n_in, size_t n_out) const {
+  // Backward uses the output only (dst-based derivatives), which is what makes in-place legal.
+  return {std::vector<bool>(n_in, false), std::vector<bool>(n_out, true), true};
+}
+
+void ActivationLayer::create(CreateContext& ctx) {
+  ctx.out_formats = {ctx.in_formats[0]};
+  kernel_ = ctx.backend.eltwise(op_, ctx.in_formats[0]);
+}
+
+void ActivationLayer::forward(RunContext& ctx) {
+  // Fused: the producer already applied the op to this (shared) buffer.
+  if (fused_) return;
+  kernel_->forward(ctx.in[0], ctx.out[0]);
+}
+
+void ActivationLayer::backward(RunContext& ctx) {
+  if (ctx.diff_in[0]) kernel_->backward(ctx.out[0], ctx.diff_out[0], ctx.diff_in[0]);
+}
+
+std::string ActivationLayer::describe() const {
+  std::ostringstream os;
+  if (op_.kind == EltwiseKind::leaky_relu) os << "slope " << op_.alpha;
+  if (op_.kind == EltwiseKind::linear) os << "x" << op_.alpha << (op_.beta != 0.f ? " +b" : "");
+  if (fused_) os << (os.tellp() > 0 ? " " : "") << "(fused)";
+  return os.str();
+}
+
+}  // namespace crest

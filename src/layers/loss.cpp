@@ -1,0 +1,75 @@
+#include "crest/layers/loss.hpp"
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+std::vector<Shape> MseLossLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.size() != 2 || in[0] != in[1])
+    throw_input("mse loss needs prediction and target of the same shape" +
+                (in.size() == 2 ? ", got " + in[0].str() + " and " + in[1].str() : std::string()));
+  return {Shape{1}};
+}
+
+BackwardNeeds MseLossLayer::backward_needs(size_t n_in, size_t n_out) const {
+  return {std::vector<bool>(n_in, true), std::vector<bool>(n_out, false), false};
+}
+
+void MseLossLayer::create(CreateContext& ctx) {
+  ctx.in_formats[0] = plain_format(ctx.in_shapes[0], ctx.dtype);
+  ctx.in_formats[1] = plain_format(ctx.in_shapes[1], ctx.dtype);
+  ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
+  count_ = static_cast<size_t>(ctx.in_shapes[0].numel());
+  ctx.scratch_bytes = count_ * dtype_size(ctx.dtype);  // forward's throw-away gradient
+}
+
+void MseLossLayer::forward(RunContext& ctx) {
+  ctx.loss = ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.scratch, count_, 1.0);
+  ctx.vec->fill(ctx.out[0], 1, ctx.loss);
+}
+
+void MseLossLayer::backward(RunContext& ctx) {
+  if (ctx.diff_in[0]) ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.diff_in[0], count_, 1.0);
+}
+
+std::vector<Shape> SoftmaxCrossEntropyLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.size() != 2 || in[0].rank() < 2 || in[1].rank() != in[0].rank() - 1)
+    throw_input("softmax cross-entropy needs logits [N, C, spatial...] and labels [N, spatial...]");
+  for (int d = 0; d < in[1].rank(); ++d)
+    if (in[1][d] != in[0][d == 0 ? 0 : d + 1])
+      throw_input("labels " + in[1].str() + " do not match logits " + in[0].str());
+  if (!weights_.empty() && static_cast<int64_t>(weights_.size()) != in[0][1])
+    throw_input("softmax cross-entropy has " + std::to_string(weights_.size()) +
+                " class weights for " + std::to_string(in[0][1]) + " classes");
+  return {Shape{1}};
+}
+
+BackwardNeeds SoftmaxCrossEntropyLayer::backward_needs(size_t n_in, size_t n_out) const {
+  return {std::vector<bool>(n_in, true), std::vector<bool>(n_out, false), false};
+}
+
+void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
+  const Shape& s = ctx.in_shapes[0];
+  n_ = s[0];
+  classes_ = s[1];
+  spatial_ = s.numel() / std::max<int64_t>(n_ * classes_, 1);
+  if (weights_.empty()) weights_.assign(static_cast<size_t>(classes_), 1.f);
+  ctx.in_formats[0] = plain_format(s, ctx.dtype);
+  ctx.in_formats[1] = plain_format(ctx.in_shapes[1], DType::i32);
+  ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
+  ctx.scratch_bytes = static_cast<size_t>(s.numel()) * dtype_size(ctx.dtype);
+}
+
+void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
+  ctx.loss = ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
+                                            weights_.data(), ctx.scratch, n_, classes_, spatial_, 1.0);
+  ctx.vec->fill(ctx.out[0], 1, ctx.loss);
+}
+
+void SoftmaxCrossEntropyLayer::backward(RunContext& ctx) {
+  if (ctx.diff_in[0])
+    ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
+                                   weights_.data(), ctx.diff_in[0], n_, classes_, spatial_, 1.0);
+}
+
+}  // namespace crest

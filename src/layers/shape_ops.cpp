@@ -1,0 +1,87 @@
+#include "crest/layers/shape_ops.hpp"
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+// ------------------------------------------------------------------------------------- flatten
+
+std::vector<Shape> FlattenLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.size() != 1 || in[0].rank() < 2) throw_input("flatten needs one input of rank >= 2");
+  return {Shape{in[0][0], in[0].numel() / std::max<int64_t>(in[0][0], 1)}};
+}
+
+BackwardNeeds FlattenLayer::backward_needs(size_t n_in, size_t n_out) const {
+  BackwardNeeds n{std::vector<bool>(n_in, false), std::vector<bool>(n_out, false), false};
+  n.view = true;
+  return n;
+}
+
+void FlattenLayer::create(CreateContext& ctx) {
+  const Shape& in = ctx.in_shapes[0];
+  // Channels-last storage of [N, C, spatial...] is exactly [N, spatial..., C] flattened.
+  ctx.in_formats[0] = plain_format(in, ctx.dtype, in.rank() > 2 ? Layout::channels_last : Layout::plain);
+  ctx.out_formats = {plain_format(ctx.out_shapes[0], ctx.dtype)};
+  bytes_ = ctx.out_formats[0].bytes;
+}
+
+void FlattenLayer::forward(RunContext& ctx) {
+  if (ctx.out[0] != ctx.in[0]) ctx.vec->copy(ctx.in[0], ctx.out[0], bytes_ / dtype_size(ctx.vec->dtype()));
+}
+
+void FlattenLayer::backward(RunContext& ctx) {
+  if (ctx.diff_in[0] && ctx.diff_in[0] != ctx.diff_out[0])
+    ctx.vec->copy(ctx.diff_out[0], ctx.diff_in[0], bytes_ / dtype_size(ctx.vec->dtype()));
+}
+
+// -------------------------------------------------------------------------------------- concat
+
+std::vector<Shape> ConcatLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.size() < 2) throw_input("concat needs at least two inputs");
+  Shape out = in[0];
+  for (size_t i = 1; i < in.size(); ++i) {
+    bool ok = in[i].rank() == out.rank();
+    for (int d = 0; ok && d < out.rank(); ++d) ok = d == 1 || in[i][d] == out[d];
+    if (!ok)
+      throw_input("concat inputs must agree in every dimension but channels: " + in[0].str() +
+                  " vs " + in[i].str());
+    out[1] += in[i][1];
+  }
+  return {out};
+}
+
+void ConcatLayer::create(CreateContext& ctx) {
+  kernel_ = ctx.backend.concat(ctx.in_formats);
+  ctx.out_formats = {kernel_->dst_format()};
+  srcs_.assign(ctx.in_formats.size(), nullptr);
+  diffs_.assign(ctx.in_formats.size(), nullptr);
+}
+
+void ConcatLayer::forward(RunContext& ctx) {
+  for (size_t i = 0; i < srcs_.size(); ++i) srcs_[i] = ctx.in[i];
+  kernel_->forward(srcs_, ctx.out[0]);
+}
+
+void ConcatLayer::backward(RunContext& ctx) {
+  for (size_t i = 0; i < diffs_.size(); ++i) diffs_[i] = ctx.diff_in[i];
+  kernel_->backward(ctx.diff_out[0], diffs_);
+}
+
+// ------------------------------------------------------------------------------------- reorder
+
+void ReorderLayer::create(CreateContext& ctx) {
+  ctx.in_formats[0] = from_;
+  ctx.out_formats = {to_};
+  fwd_ = ctx.backend.reorder(from_, to_);
+  if (ctx.need_input_grad[0]) bwd_ = ctx.backend.reorder(to_, from_);
+}
+
+void ReorderLayer::forward(RunContext& ctx) { fwd_->execute(ctx.in[0], ctx.out[0]); }
+
+void ReorderLayer::backward(RunContext& ctx) {
+  if (bwd_ && ctx.diff_in[0]) bwd_->execute(ctx.diff_out[0], ctx.diff_in[0]);
+}
+
+std::string ReorderLayer::describe() const { return from_.str() + " -> " + to_.str(); }
+
+}  // namespace crest

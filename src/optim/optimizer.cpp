@@ -1,0 +1,41 @@
+#include "crest/optim/optimizer.hpp"
+
+#include <cstring>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+void Optimizer::attach(ParamStore& params, VectorOps& vec) {
+  params_ = &params;
+  vec_ = &vec;
+  count_ = params.trainable_count_padded();
+  state_.clear();
+  for (size_t i = 0; i < state_names().size(); ++i) {
+    state_.emplace_back(std::max<size_t>(params.trainable_bytes(), 256));
+    std::memset(state_.back().data(), 0, state_.back().bytes());
+  }
+  steps_ = 0;
+}
+
+std::vector<std::pair<std::string, Buffer*>> Optimizer::state() {
+  std::vector<std::pair<std::string, Buffer*>> out;
+  const auto names = state_names();
+  for (size_t i = 0; i < state_.size(); ++i) out.push_back({names[i], &state_[i]});
+  return out;
+}
+
+void SgdKeras::step(double lr) {
+  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  vec_->sgd_keras(params_->values(), params_->grads(), state_[0].data(), count_, lr, momentum_);
+  ++steps_;
+}
+
+void Adam::step(double lr) {
+  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  ++steps_;
+  vec_->adam(params_->values(), params_->grads(), state_[0].data(), state_[1].data(), count_, lr,
+             beta1_, beta2_, eps_, wd_, decoupled_, steps_);
+}
+
+}  // namespace crest
