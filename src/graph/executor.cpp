@@ -455,7 +455,6 @@ void Executor::plan_and_bind() {
   plan_.scratch_bytes = scratch;
   const size_t scratch_offset = align_up(plan_.arena_bytes, 256);
   arena_ = Buffer(scratch_offset + std::max<size_t>(scratch, 256) + 256);
-  std::memset(arena_.data(), 0, arena_.bytes());
   char* base = static_cast<char*>(arena_.data());
   auto ptr = [&](int block) -> void* {
     return block < 0 ? nullptr : base + plan_.blocks[static_cast<size_t>(block)].offset;
@@ -517,14 +516,16 @@ TensorView Executor::output(ValueId g) const {
                     {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
 }
 
-double Executor::forward() {
+double Executor::forward(bool training) {
   using clock = std::chrono::steady_clock;
-  ++step_;
+  training = training && opts_.training;
+  if (training) ++step_;
   // A different dropout mask every step and every layer, reproducible from the seed.
   const uint64_t step_seed = (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
   for (size_t i = 0; i < ops_.size(); ++i) {
     Op& op = *ops_[i];
     op.ctx.seed = step_seed ^ (i * 0x94D049BB133111EBull);
+    op.ctx.training = training;
     if (profiling_) {
       const auto t0 = clock::now();
       op.layer->forward(op.ctx);

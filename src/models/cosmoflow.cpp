@@ -17,7 +17,8 @@ namespace {
 std::unique_ptr<Layer> hidden_activation(const std::string& name) {
   if (name == "LeakyReLU" || name == "leaky_relu") return ActivationLayer::leaky_relu(0.3f);
   if (name == "ReLU" || name == "relu") return ActivationLayer::relu();
-  throw_input("model.hidden_activation: unsupported '" + name + "' (LeakyReLU or ReLU)");
+  if (name == "Tanh" || name == "tanh") return ActivationLayer::tanh();
+  throw_input("model.hidden_activation: unsupported '" + name + "' (LeakyReLU, ReLU or Tanh)");
 }
 
 }  // namespace

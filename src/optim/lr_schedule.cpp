@@ -15,8 +15,7 @@ void LrSchedule::validate() const {
     throw_input("lr_schedule.base_batch_size must be positive, got " +
                 std::to_string(base_batch_size));
   if (n_warmup_epochs < 0)
-    throw_input("lr_schedule.n_warmup_epochs must be >= 0, got " +
-                std::to_string(n_warmup_epochs));
+    throw_input("lr_schedule.n_warmup_epochs must be >= 0, got " + std::to_string(n_warmup_epochs));
   for (const auto& [epoch, factor] : decay_schedule) {
     if (epoch < 0)
       throw_input("lr_schedule.decay_schedule epoch must be >= 0, got " + std::to_string(epoch));
@@ -48,8 +47,8 @@ double LrSchedule::lr(int epoch, int64_t global_batch) const {
   if (epoch < 0) throw_input("epoch must be >= 0, got " + std::to_string(epoch));
   const double peak = base_lr * scale(global_batch);
   if (epoch < n_warmup_epochs)
-    return base_lr + static_cast<double>(epoch) * (peak - base_lr) /
-                         static_cast<double>(n_warmup_epochs);
+    return base_lr +
+           static_cast<double>(epoch) * (peak - base_lr) / static_cast<double>(n_warmup_epochs);
   // Largest decay epoch E with E < epoch: the entry just before lower_bound(epoch).
   double d = 1.0;
   auto it = decay_schedule.lower_bound(epoch);

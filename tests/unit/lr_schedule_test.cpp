@@ -31,7 +31,8 @@ struct Point {
 void expect_points(const LrSchedule& s, int64_t global_batch, const std::vector<Point>& pts) {
   for (const auto& p : pts) {
     const double got = s.lr(p.epoch, global_batch);
-    EXPECT_NEAR(got, p.lr, 1e-12 * p.lr) << "global batch " << global_batch << ", epoch " << p.epoch;
+    EXPECT_NEAR(got, p.lr, 1e-12 * p.lr)
+        << "global batch " << global_batch << ", epoch " << p.epoch;
   }
 }
 

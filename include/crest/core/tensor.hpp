@@ -45,8 +45,8 @@ class TensorView {
   TensorDesc desc_;
 };
 
-// Owning, aligned buffer for the few places that own memory (arena, flat parameter buffers,
-// test fixtures). Never used inside a training step.
+// Owning, aligned, zero-initialised buffer for the few places that own memory (arena, flat
+// parameter buffers, test fixtures). Never allocated inside a training step.
 class Buffer {
  public:
   Buffer() = default;
@@ -61,6 +61,7 @@ class Buffer {
   size_t bytes() const { return bytes_; }
 
  private:
+  void release();
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };

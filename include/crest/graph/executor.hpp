@@ -45,7 +45,8 @@ class Executor {
   TensorView input_grad(const std::string& name) const;
 
   // Runs the forward pass; returns the loss including L2 penalties (0 without a loss).
-  double forward();
+  // training=false evaluates (dropout off) on an executor compiled for training.
+  double forward(bool training = true);
   // Backward pass: fills every parameter gradient (overwritten, not accumulated).
   void backward();
   double last_data_loss() const { return data_loss_; }  // the loss without L2 penalties

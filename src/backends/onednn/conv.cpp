@@ -4,8 +4,10 @@
 #include "backends/onednn/conv.hpp"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
+#include <optional>
+#include <utility>
+#include <vector>
 #include <string>
 
 #include "backends/onednn/eltwise.hpp"
@@ -100,6 +102,16 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
+// The three primitives of one layout choice (src and dst formats are shared by all three: the
+// gradient of a tensor has the tensor's format).
+template <typename Family>
+struct Choice {
+  typename Family::Fwd::primitive_desc fwd;
+  typename Family::BwdData::primitive_desc bwd_data;
+  typename Family::BwdWeights::primitive_desc bwd_weights;
+  int reference_impls = 0;  // how many of the three only oneDNN's slow reference code offers
+};
+
 template <typename Family>
 class OneDnnConv final : public ConvKernel {
  public:
@@ -107,8 +119,6 @@ class OneDnnConv final : public ConvKernel {
       : ctx_(std::move(ctx)), has_bias_(d.bias) {
     const Geometry g = geometry(d);
     what_ = std::string(Family::kName) + " " + g.text;
-    const memory::desc any_src(g.src, g.dt, tag::any);
-    const memory::desc any_dst(g.dst, g.dt, tag::any);
     const memory::desc any_wei(g.weights, g.dt, tag::any);
     const memory::desc bias_md = d.bias ? memory::desc(g.bias, g.dt, tag::a) : memory::desc();
 
@@ -120,37 +130,73 @@ class OneDnnConv final : public ConvKernel {
       attr.set_post_ops(ops);
     }
 
-    auto forward_pd = [&](const memory::desc& src) {
-      return guarded(what_ + " forward", [&] {
-        typename Family::Fwd::desc fd(dnnl::prop_kind::forward_training, Family::kAlgorithm, src,
-                                      any_wei, bias_md, any_dst, g.strides, g.dilates, g.pad_l,
-                                      g.pad_r);
-        return typename Family::Fwd::primitive_desc(fd, attr, ctx_->engine);
-      });
+    // All three passes for one (src, dst) layout pair; may throw dnnl::error (unimplemented).
+    auto make_choice = [&](const memory::desc& src, const memory::desc& dst) {
+      typename Family::Fwd::desc fd(dnnl::prop_kind::forward_training, Family::kAlgorithm, src,
+                                    any_wei, bias_md, dst, g.strides, g.dilates, g.pad_l,
+                                    g.pad_r);
+      typename Family::Fwd::primitive_desc fpd(fd, attr, ctx_->engine);
+      const memory::desc s = fpd.src_desc(), t = fpd.dst_desc();
+      typename Family::BwdData::desc bd(Family::kAlgorithm, s, any_wei, t, g.strides, g.dilates,
+                                        g.pad_l, g.pad_r);
+      typename Family::BwdWeights::desc bw(Family::kAlgorithm, s, any_wei, bias_md, t, g.strides,
+                                           g.dilates, g.pad_l, g.pad_r);
+      Choice<Family> c{fpd,
+                       {bd, user_scratchpad_attr(), ctx_->engine, fpd},
+                       {bw, user_scratchpad_attr(), ctx_->engine, fpd}};
+      c.reference_impls = int(is_reference_impl(c.fwd)) + int(is_reference_impl(c.bwd_data)) +
+                          int(is_reference_impl(c.bwd_weights));
+      return c;
     };
 
-    typename Family::Fwd::primitive_desc fpd = forward_pd(any_src);
-    // With few input channels per group oneDNN's blocked layouts are mostly padding (4 channels
-    // stored as 16), so a primitive that reads the producer's plain/channels_last data directly
-    // saves both the reorder and the memory. Take it unless only a reference kernel offers it.
-    if (src_hint.layout != Layout::blocked && src_hint.shape == to_shape(g.src) &&
-        src_hint.dtype == d.dtype && d.in_channels / d.groups < 16) {
+    // Candidate layouts, best guess first. oneDNN's own forward choice (`any`) is not enough:
+    // crest trains, so backward must run in the same src/dst layouts, and for some shapes only
+    // oneDNN's reference code does that. The CosmoFlow conv1 class (4 input channels) is the
+    // case in point: `any` picks ncdhw src, where both backward passes are reference-only, while
+    // ndhwc src and dst have JIT kernels for all three passes. With few input channels per group
+    // the producer's plain/channels_last layout also avoids a reorder and blocked layouts' padding
+    // (4 channels stored as 16), so it is tried first.
+    const Shape src_shape = to_shape(g.src), dst_shape = to_shape(g.dst);
+    const memory::desc any_src(g.src, g.dt, tag::any), any_dst(g.dst, g.dt, tag::any);
+    std::vector<std::pair<memory::desc, memory::desc>> candidates;
+    const bool hint_usable = src_hint.layout != Layout::blocked && src_hint.shape == src_shape &&
+                             src_hint.dtype == d.dtype;
+    auto add_hint = [&] {
       const memory::desc hint = to_desc(src_hint);
-      if (fpd.src_desc() != hint) {
-        try {
-          auto hpd = forward_pd(hint);
-          if (!is_reference_impl(hpd)) fpd = hpd;
-        } catch (const Error&) {
-          // No kernel for that layout: keep oneDNN's own choice.
-        }
+      candidates.emplace_back(hint, layout_desc(dst_shape, d.dtype, src_hint.layout));
+      candidates.emplace_back(hint, any_dst);
+    };
+    const bool few_channels = d.in_channels / d.groups < 16;
+    if (hint_usable && few_channels) add_hint();
+    candidates.emplace_back(any_src, any_dst);
+    if (hint_usable && !few_channels) add_hint();
+    for (Layout l : {Layout::channels_last, Layout::plain})
+      candidates.emplace_back(layout_desc(src_shape, d.dtype, l),
+                              layout_desc(dst_shape, d.dtype, l));
+
+    std::optional<Choice<Family>> best;
+    std::string last_error;
+    for (const auto& [src, dst] : candidates) {
+      try {
+        Choice<Family> c = make_choice(src, dst);
+        if (!best || c.reference_impls < best->reference_impls) best = std::move(c);
+        if (best->reference_impls == 0) break;
+      } catch (const dnnl::error& e) {
+        last_error = e.what();  // no kernel for this layout pair: try the next
       }
     }
+    if (!best) throw_runtime("oneDNN " + what_ + ": cannot create the primitives (" + last_error + ")");
+    const auto& fpd = best->fwd;
+    const auto& bdpd = best->bwd_data;
+    const auto& bwpd = best->bwd_weights;
+
     const memory::desc src_md = fpd.src_desc();
     const memory::desc dst_md = fpd.dst_desc();
     src_fmt_ = to_mem_format(src_md, d.dtype);
     dst_fmt_ = to_mem_format(dst_md, d.dtype);
-    what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + ", " +
-             fpd.impl_info_str() + "]";
+    what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + "; " +
+             fpd.impl_info_str() + ", " + bdpd.impl_info_str() + ", " + bwpd.impl_info_str() +
+             "]";
 
     fwd_ = BoundPrimitive(ctx_, fpd, what_ + " forward");
     fwd_.bind(DNNL_ARG_SRC, src_md);
@@ -159,25 +205,12 @@ class OneDnnConv final : public ConvKernel {
     fwd_.bind(DNNL_ARG_DST, dst_md);
     wei_fwd_ = LayoutBridge(ctx_, g.weights_plain, fpd.weights_desc(), what_ + " weights");
 
-    // The gradient of a tensor has the tensor's format: diff_src in src's, diff_dst in dst's.
-    auto bdpd = guarded(what_ + " backward data", [&] {
-      typename Family::BwdData::desc bd(Family::kAlgorithm, src_md, any_wei, dst_md, g.strides,
-                                        g.dilates, g.pad_l, g.pad_r);
-      return typename Family::BwdData::primitive_desc(bd, user_scratchpad_attr(), ctx_->engine,
-                                                      fpd);
-    });
     bwd_data_ = BoundPrimitive(ctx_, bdpd, what_ + " backward data");
     bwd_data_.bind(DNNL_ARG_DIFF_DST, dst_md);
     bwd_data_.bind(DNNL_ARG_WEIGHTS, bdpd.weights_desc());
     bwd_data_.bind(DNNL_ARG_DIFF_SRC, src_md);
     wei_bwd_data_ = LayoutBridge(ctx_, g.weights_plain, bdpd.weights_desc(), what_ + " weights");
 
-    auto bwpd = guarded(what_ + " backward weights", [&] {
-      typename Family::BwdWeights::desc bw(Family::kAlgorithm, src_md, any_wei, bias_md, dst_md,
-                                           g.strides, g.dilates, g.pad_l, g.pad_r);
-      return typename Family::BwdWeights::primitive_desc(bw, user_scratchpad_attr(),
-                                                         ctx_->engine, fpd);
-    });
     bwd_weights_ = BoundPrimitive(ctx_, bwpd, what_ + " backward weights");
     bwd_weights_.bind(DNNL_ARG_SRC, src_md);
     bwd_weights_.bind(DNNL_ARG_DIFF_DST, dst_md);

@@ -1,0 +1,33 @@
+// The reference's "dummy" dataset: a fixed set of random samples of the configured shape,
+// generated on the fly from (seed, sample index) so any number of samples costs no memory and
+// every epoch sees the same data.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "crest/core/shape.hpp"
+#include "crest/core/tensor.hpp"
+
+namespace crest {
+
+class DummyDataset {
+ public:
+  // sample_shape is [D, H, W, C] (channels last, as the files); targets have target_size values.
+  DummyDataset(const Shape& sample_shape, int64_t target_size, int64_t n_samples, uint64_t seed);
+
+  int64_t size() const { return n_; }
+  // Writes samples `indices` into x (channels-last [N, D, H, W, C] storage: uniform [0, 1)) and
+  // y ([N, target_size]: uniform [-1, 1)). Parallel over elements; deterministic.
+  void fill_batch(const std::vector<int64_t>& indices, const TensorView& x, const TensorView& y) const;
+
+ private:
+  Shape sample_shape_;
+  int64_t target_size_, n_;
+  uint64_t seed_;
+};
+
+// Per-epoch order of n samples: sorted when shuffle is false, else a permutation determined by
+// (seed, epoch) alone.
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch);
+
+}  // namespace crest

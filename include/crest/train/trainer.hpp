@@ -1,0 +1,47 @@
+// The training loop of `crest train`: builds the model from a Config, compiles it, and runs
+// epochs of training and validation with the reference learning-rate schedule.
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/models/cosmoflow.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest {
+
+struct TrainOptions {
+  std::string init_weights;  // safetensors to start from (else the seeded initialisation)
+  std::string save_weights;  // safetensors written at the end
+  bool dry_run = false;      // build and compile only, print the summary, touch no data
+};
+
+struct EpochStats {
+  int epoch = 0;  // 1-based
+  double lr = 0;
+  double train_loss = 0;  // mean over the epoch's steps, incl. L2 penalty
+  double val_loss = 0, val_mae = 0;
+  double seconds = 0, samples_per_s = 0;
+  double data_wait_s = 0;  // time the steps waited for input batches
+};
+
+struct TrainSummary {
+  std::vector<EpochStats> epochs;
+  std::string status = "success";  // "success", "aborted" (stopped early without target)
+  int64_t parameter_count = 0;
+  size_t planned_bytes = 0;
+};
+
+// Model options from the config's model section.
+CosmoFlowOptions cosmoflow_options(const ModelConfig& m);
+
+// Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.
+TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log);
+
+// "8,907,556"
+std::string with_thousands(int64_t n);
+
+}  // namespace crest

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages crest needs to build and test, when they are missing.
+# As root it runs apt-get; otherwise it prints the command to run and stops with an error.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libdnnl-dev            # oneDNN 2.6: the CPU kernels
+  libyaml-cpp-dev        # configs
+  nlohmann-json3-dev     # JSON (bench output, safetensors headers)
+  libcli11-dev           # the command line
+  libgtest-dev libgmock-dev  # the test suite
+  python3 python3-venv   # tests/interop and fixture scripts
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "crest needs these Debian packages: ${missing[*]}" >&2
+  echo "run: sudo apt-get install -y ${missing[*]}" >&2
+  exit 1
+fi
+
+echo "installing: ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,66 @@
+#include "crest/data/dummy_dataset.hpp"
+
+#include <algorithm>
+#include <numeric>
+#include <random>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+double unit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+
+template <typename T>
+void fill(const DummyDataset& ds, const std::vector<int64_t>& idx, T* x, T* y, int64_t per_sample,
+          int64_t targets, uint64_t seed) {
+  (void)ds;
+  const auto n = static_cast<int64_t>(idx.size());
+  for (int64_t b = 0; b < n; ++b) {
+    const uint64_t base = mix(seed ^ mix(static_cast<uint64_t>(idx[static_cast<size_t>(b)])));
+    T* xs = x + b * per_sample;
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < per_sample; ++i) xs[i] = static_cast<T>(unit(mix(base + static_cast<uint64_t>(i))));
+    for (int64_t t = 0; t < targets; ++t)
+      y[b * targets + t] = static_cast<T>(2 * unit(mix(~base + static_cast<uint64_t>(t))) - 1);
+  }
+}
+
+}  // namespace
+
+DummyDataset::DummyDataset(const Shape& sample_shape, int64_t target_size, int64_t n_samples, uint64_t seed)
+    : sample_shape_(sample_shape), target_size_(target_size), n_(n_samples), seed_(seed) {
+  if (n_samples < 1) throw_input("the dummy dataset needs at least one sample");
+}
+
+void DummyDataset::fill_batch(const std::vector<int64_t>& indices, const TensorView& x, const TensorView& y) const {
+  const int64_t per_sample = sample_shape_.numel();
+  CREST_CHECK(x.numel() == per_sample * static_cast<int64_t>(indices.size()), "dummy batch shape");
+  CREST_CHECK(y.numel() == target_size_ * static_cast<int64_t>(indices.size()), "dummy target shape");
+  if (x.dtype() == DType::f32) fill(*this, indices, x.as<float>(), y.as<float>(), per_sample, target_size_, seed_);
+  else if (x.dtype() == DType::f64) fill(*this, indices, x.as<double>(), y.as<double>(), per_sample, target_size_, seed_);
+  else throw_runtime("dummy dataset: unsupported dtype " + dtype_name(x.dtype()));
+}
+
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle) return order;
+  // Fisher-Yates with our own bounded draws: std::shuffle's distribution use is
+  // implementation-defined, and the order must not depend on the standard library.
+  std::mt19937_64 g(mix(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1));
+  for (size_t i = order.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(g() % i);
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+}  // namespace crest

@@ -1,0 +1,171 @@
+// crest bench train: time training steps of a model on random data and print one JSON line
+//   (samples/s from the best step, FLOP/s from the analytic model FLOPs, peak RSS);
+//   --profile adds one JSON line per layer (forward/backward time and GFLOP/s).
+// crest bench peak: the machine's GEMM rate, fp32 and bf16, the roofline reference.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "backends/onednn/gemm_peak.hpp"
+#include "crest/core/error.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/models/cosmoflow.hpp"
+#include "crest/optim/optimizer.hpp"
+#include "tools/commands.hpp"
+
+namespace crest::tools {
+namespace {
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+int resolve_threads(int t) {
+  return t > 0 ? t : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+struct BenchTrainArgs {
+  std::string model = "cosmoflow", backend = "onednn";
+  int64_t size = 128, batch = 2, conv_size = 32;
+  int steps = 3, warmup = 1, threads = 0;
+  double dropout = 0.5;
+  bool profile = false;
+};
+
+void bench_train(const BenchTrainArgs& a) {
+  if (a.model != "cosmoflow") throw_usage("bench train: unknown model '" + a.model + "' (available: cosmoflow)");
+  if (a.steps < 1 || a.warmup < 0 || a.batch < 1) throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
+  auto backend = make_backend(a.backend);
+  const int threads = resolve_threads(a.threads);
+  backend->set_threads(threads);
+  CosmoFlowOptions o;
+  o.input_shape = {a.size, a.size, a.size, 4};
+  o.conv_size = a.conv_size;
+  o.dropout = a.dropout;
+  CosmoFlowModel m = build_cosmoflow(o);
+  CompileOptions co;
+  co.batch = a.batch;
+  const auto tc = std::chrono::steady_clock::now();
+  Executor ex(m.graph, *backend, co);
+  const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
+  SgdKeras opt(0.9);
+  opt.attach(ex.params(), ex.vec());
+  // Random inputs like the peer script's (values of ln(1 + counts) are O(1)).
+  {
+    TensorView x = ex.input("x"), y = ex.input("y");
+    uint64_t s = 42;
+    auto next = [&s] {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      return static_cast<float>((s >> 40) * 0x1.0p-24);
+    };
+    for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = 2.f * next();
+    for (int64_t i = 0; i < y.numel(); ++i) y.as<float>()[i] = 2.f * next() - 1.f;
+  }
+  auto step = [&] {
+    ex.forward(true);
+    ex.backward();
+    opt.step(1e-3);
+  };
+  for (int i = 0; i < a.warmup; ++i) step();
+  ex.set_profiling(a.profile);
+  std::vector<double> times;
+  for (int i = 0; i < a.steps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  std::vector<double> sorted = times;
+  std::sort(sorted.begin(), sorted.end());
+  const double best = sorted.front();
+  const double flops = ex.training_flops();  // per batch
+  nlohmann::json j;
+  j["bench"] = "train";
+  j["model"] = a.model;
+  j["backend"] = backend->name();
+  j["size"] = a.size;
+  j["batch"] = a.batch;
+  j["conv_size"] = a.conv_size;
+  j["threads"] = threads;
+  j["steps"] = a.steps;
+  j["step_s_min"] = best;
+  j["step_s_median"] = sorted[sorted.size() / 2];
+  j["samples_per_s"] = static_cast<double>(a.batch) / best;
+  j["gflop_per_sample"] = flops / static_cast<double>(a.batch) / 1e9;
+  j["gflops"] = flops / best / 1e9;
+  j["compile_s"] = compile_s;
+  j["arena_mb"] = static_cast<double>(ex.plan().arena_bytes) / (1 << 20);
+  j["peak_rss_mb"] = peak_rss_mb();
+  j["peak_rss_mb_per_sample"] = peak_rss_mb() / static_cast<double>(a.batch);
+  std::cout << j.dump() << std::endl;
+  if (a.profile) {
+    for (const OpProfile& p : ex.profile()) {
+      nlohmann::json l;
+      l["layer"] = p.name;
+      l["kind"] = p.kind;
+      l["forward_ms"] = 1e3 * p.forward_s / a.steps;
+      l["backward_ms"] = 1e3 * p.backward_s / a.steps;
+      l["forward_gflops"] = p.forward_s > 0 ? p.flops.forward * a.steps / p.forward_s / 1e9 : 0.0;
+      const double bflops = p.flops.backward_data + p.flops.backward_weights;
+      l["backward_gflops"] = p.backward_s > 0 ? bflops * a.steps / p.backward_s / 1e9 : 0.0;
+      std::cout << l.dump() << "\n";
+    }
+  }
+}
+
+void bench_peak(int threads_arg, int64_t n, int iters) {
+  auto backend = make_backend("onednn");
+  const int threads = resolve_threads(threads_arg);
+  backend->set_threads(threads);
+  for (DType t : {DType::f32, DType::bf16}) {
+    const GemmPeak p = measure_gemm_peak(t, n, n, n, iters);
+    nlohmann::json j;
+    j["bench"] = "peak";
+    j["dtype"] = dtype_name(t);
+    j["threads"] = threads;
+    j["m"] = j["n"] = j["k"] = n;
+    j["supported"] = p.supported;
+    j["gflops"] = p.gflops;
+    j["implementation"] = p.implementation;
+    std::cout << j.dump() << std::endl;
+  }
+}
+
+}  // namespace
+
+void register_bench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks that print JSON lines");
+  bench->require_subcommand(1);
+  auto ta = std::make_shared<BenchTrainArgs>();
+  CLI::App* train = bench->add_subcommand("train", "time training steps on random data");
+  train->add_option("--model", ta->model, "model (cosmoflow)");
+  train->add_option("--size", ta->size, "cube size (a multiple of 32)");
+  train->add_option("--batch", ta->batch, "batch size");
+  train->add_option("--steps", ta->steps, "timed steps");
+  train->add_option("--warmup", ta->warmup, "untimed steps first");
+  train->add_option("--threads", ta->threads, "compute threads (0 = all cores)");
+  train->add_option("--backend", ta->backend, "onednn or reference");
+  train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
+  train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
+  train->add_flag("--profile", ta->profile, "also print per-layer times");
+  train->callback([ta] { bench_train(*ta); });
+
+  auto threads = std::make_shared<int>(0);
+  auto n = std::make_shared<int64_t>(2048);
+  auto iters = std::make_shared<int>(5);
+  CLI::App* peak = bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16): the roofline reference");
+  peak->add_option("--threads", *threads, "compute threads (0 = all cores)");
+  peak->add_option("--size", *n, "matrix size");
+  peak->add_option("--iters", *iters, "timed runs (best is reported)");
+  peak->callback([threads, n, iters] { bench_peak(*threads, *n, *iters); });
+}
+
+}  // namespace crest::tools

@@ -1,0 +1,11 @@
+// Sub-command registration: each command lives in its own file and adds itself to the app.
+// Commands run inside CLI11 callbacks, so their crest::Error propagates out of app.parse().
+#pragma once
+#include <CLI/CLI.hpp>
+
+namespace crest::tools {
+
+void register_train(CLI::App& app);  // crest train
+void register_bench(CLI::App& app);  // crest bench train | peak
+
+}  // namespace crest::tools

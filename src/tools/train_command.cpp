@@ -1,0 +1,43 @@
+// crest train --config FILE [key.path=value ...] [--init-weights F] [--save-weights F] [--dry-run]
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/core/error.hpp"
+#include "crest/train/config.hpp"
+#include "crest/train/trainer.hpp"
+#include "tools/commands.hpp"
+
+namespace crest::tools {
+
+void register_train(CLI::App& app) {
+  struct Args {
+    std::string config;
+    std::vector<std::string> rest;
+    TrainOptions opts;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("train", "train a model from a YAML config (reference schema)");
+  cmd->add_option("--config,-c", args->config, "config file (e.g. configs/cosmoflow-demo.yaml)");
+  cmd->add_option("overrides", args->rest, "key.path=value overrides, e.g. data.batch_size=2");
+  cmd->add_option("--init-weights", args->opts.init_weights, "start from these weights (safetensors)");
+  cmd->add_option("--save-weights", args->opts.save_weights, "write the trained weights (safetensors)");
+  cmd->add_flag("--dry-run", args->opts.dry_run,
+                "validate the config, build and compile the model, print a summary; touch no data");
+  cmd->callback([args] {
+    std::vector<std::string> overrides;
+    for (const auto& a : args->rest) {
+      // The config may also be given as the first bare argument: crest train FILE [overrides].
+      if (a.find('=') == std::string::npos && args->config.empty()) args->config = a;
+      else if (a.find('=') == std::string::npos)
+        throw_usage("'" + a + "' is neither an option nor a key.path=value override");
+      else overrides.push_back(a);
+    }
+    if (args->config.empty()) throw_usage("crest train needs --config FILE");
+    const Config config = load_config(args->config, overrides);
+    run_training(config, args->opts, std::cout);
+  });
+}
+
+}  // namespace crest::tools

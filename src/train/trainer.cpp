@@ -1,0 +1,231 @@
+#include "crest/train/trainer.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <ostream>
+#include <sstream>
+#include <thread>
+
+#include "crest/core/error.hpp"
+#include "crest/data/dummy_dataset.hpp"
+#include "crest/optim/lr_schedule.hpp"
+#include "crest/optim/optimizer.hpp"
+#include "crest/train/weights.hpp"
+
+namespace crest {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
+  switch (o.name) {
+    case OptimizerKind::sgd:
+      if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
+      return std::make_unique<SgdKeras>(o.momentum);
+    case OptimizerKind::adam: return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, false);
+    case OptimizerKind::adamw: return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, true);
+  }
+  throw_input("optimizer.name: unsupported optimizer");
+}
+
+LrSchedule make_schedule(const LrScheduleConfig& c) {
+  LrSchedule s;
+  s.base_lr = c.base_lr;
+  s.scaling = c.scaling == LrScaling::linear ? LrSchedule::linear
+              : c.scaling == LrScaling::sqrt ? LrSchedule::sqrt
+                                             : LrSchedule::none;
+  s.base_batch_size = c.base_batch_size > 0 ? c.base_batch_size : 1;
+  s.n_warmup_epochs = c.n_warmup_epochs;
+  s.decay_schedule = c.decay_schedule;
+  s.validate();
+  return s;
+}
+
+std::string human_bytes(double b) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(1);
+  if (b >= 1 << 30) os << b / (1 << 30) << " GiB";
+  else os << b / (1 << 20) << " MiB";
+  return os.str();
+}
+
+double mean_abs_error(const TensorView& pred, const TensorView& y) {
+  double s = 0;
+  const auto n = static_cast<size_t>(y.numel());
+  for (size_t i = 0; i < n; ++i)
+    s += pred.dtype() == DType::f32 ? std::abs(static_cast<double>(pred.as<float>()[i]) - y.as<float>()[i])
+                                     : std::abs(pred.as<double>()[i] - y.as<double>()[i]);
+  return s / static_cast<double>(n);
+}
+
+}  // namespace
+
+std::string with_thousands(int64_t n) {
+  std::string s = std::to_string(n), out;
+  const int len = static_cast<int>(s.size());
+  for (int i = 0; i < len; ++i) {
+    out += s[static_cast<size_t>(i)];
+    const int left = len - 1 - i;
+    if (left > 0 && left % 3 == 0 && s[static_cast<size_t>(i)] != '-') out += ',';
+  }
+  return out;
+}
+
+CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
+  if (m.name != "cosmoflow") throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");
+  CosmoFlowOptions o;
+  if (m.input_shape.rank() != 4) throw_input("model.input_shape: expected [D, H, W, C]");
+  o.input_shape = {m.input_shape[0], m.input_shape[1], m.input_shape[2], m.input_shape[3]};
+  o.kernel_size = m.kernel_size;
+  o.target_size = m.target_size;
+  o.conv_size = m.conv_size;
+  o.n_conv_layers = m.n_conv_layers;
+  o.fc1_size = m.fc1_size;
+  o.fc2_size = m.fc2_size;
+  o.hidden_activation = activation_name(m.hidden_activation);
+  o.pooling_type = pooling_name(m.pooling_type);
+  o.dropout = m.dropout;
+  o.l2 = m.l2;
+  return o;
+}
+
+TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log) {
+  const auto t_start = Clock::now();
+  if (config.data.name != DatasetKind::dummy && !options.dry_run)
+    throw_input(config.source + ": data.name: reading the '" + dataset_name(config.data.name) +
+                "' TFRecord files is not implemented yet (the data pipeline issue); use data.name=dummy");
+  auto backend = make_backend(config.crest.backend);
+  const int threads = config.crest.threads > 0 ? config.crest.threads
+                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  backend->set_threads(threads);
+
+  CosmoFlowModel model = build_cosmoflow(cosmoflow_options(config.model));
+  CompileOptions co;
+  co.batch = config.data.batch_size;
+  co.seed = config.data.seed;
+  const auto t_compile = Clock::now();
+  Executor ex(model.graph, *backend, co);
+  const double compile_s = since(t_compile);
+  auto optimizer = make_optimizer(config.optimizer);
+  optimizer->attach(ex.params(), ex.vec());
+  const LrSchedule schedule = make_schedule(config.lr_schedule);
+  if (!options.init_weights.empty()) load_weights(ex.params(), options.init_weights);
+
+  TrainSummary summary;
+  summary.parameter_count = ex.params().parameter_count();
+  const size_t state_bytes = ex.params().trainable_bytes() * optimizer->state().size();
+  summary.planned_bytes = ex.plan().arena_bytes + ex.plan().scratch_bytes + 2 * ex.params().bytes() + state_bytes;
+
+  log << "crest " << CREST_VERSION << " | config " << config.source << " | backend " << backend->name()
+      << " | " << threads << " threads | batch " << config.data.batch_size << "\n";
+  if (options.dry_run) {
+    log << ex.summary();
+    log << "total parameters: " << with_thousands(summary.parameter_count) << "\n";
+    log << "planned memory: " << human_bytes(static_cast<double>(summary.planned_bytes))
+        << " (activations " << human_bytes(static_cast<double>(ex.plan().arena_bytes)) << ", scratch "
+        << human_bytes(static_cast<double>(ex.plan().scratch_bytes)) << ", parameters+gradients "
+        << human_bytes(2.0 * static_cast<double>(ex.params().bytes())) << ", optimizer state "
+        << human_bytes(static_cast<double>(state_bytes)) << ")\n";
+    log << "compiled in " << std::fixed << std::setprecision(2) << compile_s << " s; dry run: no data read, nothing written\n";
+    return summary;
+  }
+
+  const int64_t batch = config.data.batch_size;
+  const Shape& ss = config.data.sample_shape;
+  const int64_t targets = config.model.target_size;
+  DummyDataset train_set(ss, targets, config.data.n_train, config.data.seed);
+  const int64_t train_steps = config.data.n_train / batch;
+  const int64_t valid_steps = config.data.n_valid / batch;
+  if (train_steps < 1)
+    throw_input(config.source + ": data.n_train (" + std::to_string(config.data.n_train) +
+                ") is smaller than data.batch_size (" + std::to_string(batch) + ")");
+  if (config.data.n_train % batch)
+    log << "note: dropping the last " << config.data.n_train % batch << " training samples of each epoch (not a full batch)\n";
+  std::unique_ptr<DummyDataset> valid_set;
+  if (valid_steps > 0)
+    valid_set = std::make_unique<DummyDataset>(ss, targets, config.data.n_valid, config.data.seed + 0x5EED);
+
+  TensorView x = ex.input("x"), y = ex.input("y");
+  TensorView pred = ex.output(model.prediction);
+  std::vector<int64_t> idx(static_cast<size_t>(batch));
+  double best_val = std::numeric_limits<double>::infinity();
+  int since_best = 0;
+  summary.status = "success";
+  for (int epoch = 0; epoch < config.data.n_epochs; ++epoch) {
+    EpochStats st;
+    st.epoch = epoch + 1;
+    st.lr = schedule.lr(epoch, batch);
+    const auto t0 = Clock::now();
+    const std::vector<int64_t> order = epoch_order(config.data.n_train, config.data.shuffle, config.data.seed, epoch);
+    double loss_sum = 0;
+    for (int64_t s = 0; s < train_steps; ++s) {
+      const auto td = Clock::now();
+      for (int64_t b = 0; b < batch; ++b) idx[static_cast<size_t>(b)] = order[static_cast<size_t>(s * batch + b)];
+      train_set.fill_batch(idx, x, y);
+      st.data_wait_s += since(td);
+      const double loss = ex.forward(true);
+      if (!std::isfinite(loss))
+        throw_runtime("the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch + 1) +
+                      ", step " + std::to_string(s + 1) + " (learning rate too high?)");
+      loss_sum += loss;
+      ex.backward();
+      optimizer->step(st.lr);
+    }
+    st.train_loss = loss_sum / static_cast<double>(train_steps);
+    const double train_s = since(t0);
+    st.samples_per_s = static_cast<double>(train_steps * batch) / train_s;
+    if (valid_set) {
+      double vl = 0, vm = 0;
+      for (int64_t s = 0; s < valid_steps; ++s) {
+        for (int64_t b = 0; b < batch; ++b) idx[static_cast<size_t>(b)] = s * batch + b;
+        valid_set->fill_batch(idx, x, y);
+        ex.forward(false);
+        vl += ex.last_data_loss();
+        vm += mean_abs_error(pred, y);
+      }
+      st.val_loss = vl / static_cast<double>(valid_steps);
+      st.val_mae = vm / static_cast<double>(valid_steps);
+    }
+    st.seconds = since(t0);
+    summary.epochs.push_back(st);
+    log << "epoch " << st.epoch << "/" << config.data.n_epochs << std::fixed << std::setprecision(4)
+        << "  loss " << st.train_loss;
+    if (valid_set) log << "  val_loss " << st.val_loss << "  val_mae " << st.val_mae;
+    log << std::setprecision(5) << "  lr " << st.lr << std::setprecision(2) << "  " << st.samples_per_s
+        << " samples/s  data wait " << std::setprecision(1) << 100.0 * st.data_wait_s / std::max(train_s, 1e-9)
+        << "%  " << std::setprecision(1) << st.seconds << " s\n";
+    log.flush();
+    if (valid_set && config.train.target_mae && st.val_mae <= *config.train.target_mae) {
+      log << "target reached: val_mae " << st.val_mae << " <= " << *config.train.target_mae << "\n";
+      break;
+    }
+    if (valid_set && config.train.early_stopping_patience) {
+      if (st.val_loss < best_val) {
+        best_val = st.val_loss;
+        since_best = 0;
+      } else if (++since_best >= *config.train.early_stopping_patience) {
+        log << "early stopping: val_loss has not improved for " << since_best << " epochs\n";
+        summary.status = config.train.target_mae ? "aborted" : "success";
+        break;
+      }
+    }
+    if (epoch + 1 == config.data.n_epochs && config.train.target_mae) summary.status = "aborted";
+  }
+  if (!options.save_weights.empty()) {
+    save_weights(ex.params(), options.save_weights,
+                 {{"format", "crest weights"}, {"model", "cosmoflow"}, {"config", config.source}});
+    log << "weights saved to " << options.save_weights << "\n";
+  }
+  const EpochStats& last = summary.epochs.back();
+  log << std::fixed << std::setprecision(4) << "done: " << summary.epochs.size() << " epochs in "
+      << std::setprecision(1) << since(t_start) << " s; final loss " << std::setprecision(4) << last.train_loss;
+  if (valid_set) log << ", val_mae " << last.val_mae;
+  log << "; " << with_thousands(summary.parameter_count) << " parameters; status " << summary.status << "\n";
+  return summary;
+}
+
+}  // namespace crest
