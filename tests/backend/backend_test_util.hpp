@@ -67,8 +67,8 @@ inline double max_abs(const std::vector<float>& v) {
 }
 
 // |got - ref| <= tol * (1 + max |ref|) everywhere; reports the worst element.
-inline void expect_close(const std::vector<float>& got, const std::vector<float>& ref,
-                         double tol, const std::string& what) {
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& ref, double tol,
+                         const std::string& what) {
   ASSERT_EQ(got.size(), ref.size()) << what;
   const double bound = tol * (1.0 + max_abs(ref));
   double worst = 0.0;
@@ -85,7 +85,8 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
 }
 
 // A blocked format of `shape` as the onednn backend lays out conv outputs (e.g. nChw16c), taken
-// from a 1x1 convolution with that many output channels.
+// from a 3x3 "same" convolution with that many channels (with 16 or more channels oneDNN's
+// direct kernels choose a blocked layout).
 inline MemFormat onednn_conv_format(Backend& onednn, const Shape& shape) {
   ConvDesc d;
   d.spatial_rank = shape.rank() - 2;
@@ -95,6 +96,9 @@ inline MemFormat onednn_conv_format(Backend& onednn, const Shape& shape) {
   for (int i = 0; i < d.spatial_rank; ++i) {
     d.in_size[static_cast<size_t>(i)] = shape[i + 2];
     d.out_size[static_cast<size_t>(i)] = shape[i + 2];
+    d.kernel[static_cast<size_t>(i)] = 3;
+    d.pad_lo[static_cast<size_t>(i)] = 1;
+    d.pad_hi[static_cast<size_t>(i)] = 1;
   }
   return onednn.conv(d, plain_format(shape, DType::f32))->dst_format();
 }

@@ -106,21 +106,30 @@ std::pair<MemFormat, MemFormat> check_conv(const ConvCase& c, uint32_t seed = 1)
   return {ok->src_format(), ok->dst_format()};
 }
 
-TEST(OneDnnConv, Conv1D) {
-  check_conv({.rank = 1, .ic = 3, .oc = 5, .size = 11});
-}
+TEST(OneDnnConv, Conv1D) { check_conv({.rank = 1, .ic = 3, .oc = 5, .size = 11}); }
 
 TEST(OneDnnConv, Conv1DStridedDilatedAsymmetricNoBias) {
-  check_conv({.rank = 1, .ic = 6, .oc = 4, .size = 13, .stride = 2, .dilation = 2, .pad_lo = 2,
-              .pad_hi = 0, .bias = false});
+  check_conv({.rank = 1,
+              .ic = 6,
+              .oc = 4,
+              .size = 13,
+              .stride = 2,
+              .dilation = 2,
+              .pad_lo = 2,
+              .pad_hi = 0,
+              .bias = false});
 }
 
-TEST(OneDnnConv, Conv2DBlockedChannels) {
-  check_conv({.rank = 2, .ic = 16, .oc = 32, .size = 6});
-}
+TEST(OneDnnConv, Conv2DBlockedChannels) { check_conv({.rank = 2, .ic = 16, .oc = 32, .size = 6}); }
 
 TEST(OneDnnConv, Conv2DStrideAsymmetricPadding) {
-  check_conv({.rank = 2, .ic = 8, .oc = 16, .size = 8, .kernel = 3, .stride = 2, .pad_lo = 1,
+  check_conv({.rank = 2,
+              .ic = 8,
+              .oc = 16,
+              .size = 8,
+              .kernel = 3,
+              .stride = 2,
+              .pad_lo = 1,
               .pad_hi = 0});
 }
 
@@ -143,8 +152,15 @@ TEST(OneDnnConv, Conv2DChannelsLastHint) {
 
 TEST(OneDnnConv, Conv3D) {
   check_conv({.rank = 3, .ic = 16, .oc = 32, .size = 5, .stride = 2});
-  check_conv({.rank = 3, .ic = 8, .oc = 8, .groups = 2, .size = 5, .dilation = 2, .pad_lo = 2,
-              .pad_hi = 1, .bias = false});
+  check_conv({.rank = 3,
+              .ic = 8,
+              .oc = 8,
+              .groups = 2,
+              .size = 5,
+              .dilation = 2,
+              .pad_lo = 2,
+              .pad_hi = 1,
+              .bias = false});
 }
 
 TEST(OneDnnConv, FusedActivations) {
@@ -161,39 +177,90 @@ TEST(OneDnnConv, FusedActivations) {
 }
 
 TEST(OneDnnConv, Transposed1D) {
-  check_conv({.rank = 1, .ic = 5, .oc = 3, .size = 6, .kernel = 3, .stride = 2, .pad_lo = 1,
-              .pad_hi = 1, .transposed = true});
+  check_conv({.rank = 1,
+              .ic = 5,
+              .oc = 3,
+              .size = 6,
+              .kernel = 3,
+              .stride = 2,
+              .pad_lo = 1,
+              .pad_hi = 1,
+              .transposed = true});
 }
 
 TEST(OneDnnConv, Transposed2D) {
   // Non-square channels show whether the [in, out/g, k] weight view is transposed correctly.
-  check_conv({.rank = 2, .ic = 16, .oc = 8, .size = 4, .kernel = 4, .stride = 2, .pad_lo = 1,
-              .pad_hi = 1, .transposed = true});
-  check_conv({.rank = 2, .ic = 6, .oc = 4, .groups = 2, .size = 5, .kernel = 3, .stride = 2,
-              .pad_lo = 1, .pad_hi = 1, .output_padding = 1, .bias = false, .transposed = true});
-  check_conv({.rank = 2, .ic = 4, .oc = 6, .size = 5, .kernel = 3, .dilation = 2, .pad_lo = 0,
-              .pad_hi = 1, .transposed = true,
+  check_conv({.rank = 2,
+              .ic = 16,
+              .oc = 8,
+              .size = 4,
+              .kernel = 4,
+              .stride = 2,
+              .pad_lo = 1,
+              .pad_hi = 1,
+              .transposed = true});
+  check_conv({.rank = 2,
+              .ic = 6,
+              .oc = 4,
+              .groups = 2,
+              .size = 5,
+              .kernel = 3,
+              .stride = 2,
+              .pad_lo = 1,
+              .pad_hi = 1,
+              .output_padding = 1,
+              .bias = false,
+              .transposed = true});
+  check_conv({.rank = 2,
+              .ic = 4,
+              .oc = 6,
+              .size = 5,
+              .kernel = 3,
+              .dilation = 2,
+              .pad_lo = 0,
+              .pad_hi = 1,
+              .transposed = true,
               .post = {EltwiseKind::leaky_relu, 0.2f, 0.f}});
 }
 
 TEST(OneDnnConv, Transposed3D) {
-  check_conv({.rank = 3, .ic = 16, .oc = 16, .size = 3, .kernel = 2, .stride = 2, .pad_lo = 0,
-              .pad_hi = 0, .transposed = true});
-  check_conv({.rank = 3, .ic = 4, .oc = 8, .groups = 2, .size = 3, .kernel = 3, .stride = 2,
-              .pad_lo = 1, .pad_hi = 1, .output_padding = 1, .transposed = true});
+  check_conv({.rank = 3,
+              .ic = 16,
+              .oc = 16,
+              .size = 3,
+              .kernel = 2,
+              .stride = 2,
+              .pad_lo = 0,
+              .pad_hi = 0,
+              .transposed = true});
+  check_conv({.rank = 3,
+              .ic = 4,
+              .oc = 8,
+              .groups = 2,
+              .size = 3,
+              .kernel = 3,
+              .stride = 2,
+              .pad_lo = 1,
+              .pad_hi = 1,
+              .output_padding = 1,
+              .transposed = true});
 }
 
 // The CosmoFlow network at a small size: conv1 reads 4-channel channels_last data (the layout of
 // the dataset files), conv2 reads what conv1 produced (after the compile step's reorder).
 TEST(OneDnnConv, CosmoFlowConvShapes) {
   const EltwiseDesc leaky{EltwiseKind::leaky_relu, 0.3f, 0.f};
-  const auto [src1, dst1] = check_conv({.rank = 3, .n = 2, .ic = 4, .oc = 32, .size = 12,
-                                        .post = leaky, .hint = Layout::channels_last});
+  const auto [src1, dst1] = check_conv({.rank = 3,
+                                        .n = 2,
+                                        .ic = 4,
+                                        .oc = 32,
+                                        .size = 12,
+                                        .post = leaky,
+                                        .hint = Layout::channels_last});
   const auto [src2, dst2] =
       check_conv({.rank = 3, .n = 2, .ic = 32, .oc = 64, .size = 6, .post = leaky});
   std::cout << "[ onednn   ] cosmoflow conv1 src " << src1.str() << " dst " << dst1.str()
-            << "\n[ onednn   ] cosmoflow conv2 src " << src2.str() << " dst " << dst2.str()
-            << "\n";
+            << "\n[ onednn   ] cosmoflow conv2 src " << src2.str() << " dst " << dst2.str() << "\n";
   // The tiny-channel input is read in the dataset's own layout: no reorder, no 4-to-16 padding.
   EXPECT_EQ(src1.layout, Layout::channels_last) << src1.str();
 }

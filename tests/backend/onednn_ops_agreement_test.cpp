@@ -43,8 +43,8 @@ void check_pool(const PoolCase& c) {
     out_dims.push_back(d.out_size[i]);
   }
   const Shape in_shape(in_dims), out_shape(out_dims);
-  const MemFormat hint = c.blocked ? onednn_conv_format(*dnn, in_shape)
-                                   : plain_format(in_shape, DType::f32);
+  const MemFormat hint =
+      c.blocked ? onednn_conv_format(*dnn, in_shape) : plain_format(in_shape, DType::f32);
   if (c.blocked) {
     ASSERT_EQ(hint.layout, Layout::blocked) << hint.str();
   }
@@ -79,28 +79,50 @@ TEST(OneDnnPool, Max) {
 }
 
 TEST(OneDnnPool, AverageIncludePadding) {
-  check_pool({.rank = 2, .kind = PoolKind::avg_include_pad, .size = 6, .kernel = 3, .stride = 1,
-              .pad_lo = 1, .pad_hi = 1});
-  check_pool({.rank = 3, .kind = PoolKind::avg_include_pad, .channels = 20, .size = 5,
-              .kernel = 2, .stride = 2, .pad_lo = 1, .pad_hi = 0, .blocked = true});
+  check_pool({.rank = 2,
+              .kind = PoolKind::avg_include_pad,
+              .size = 6,
+              .kernel = 3,
+              .stride = 1,
+              .pad_lo = 1,
+              .pad_hi = 1});
+  check_pool({.rank = 3,
+              .kind = PoolKind::avg_include_pad,
+              .channels = 20,
+              .size = 5,
+              .kernel = 2,
+              .stride = 2,
+              .pad_lo = 1,
+              .pad_hi = 0,
+              .blocked = true});
 }
 
 TEST(OneDnnPool, AverageExcludePadding) {
-  check_pool({.rank = 2, .kind = PoolKind::avg_exclude_pad, .size = 6, .kernel = 3, .stride = 2,
-              .pad_lo = 1, .pad_hi = 2});
-  check_pool({.rank = 1, .kind = PoolKind::avg_exclude_pad, .channels = 16, .size = 10,
-              .kernel = 3, .stride = 3, .pad_lo = 2, .pad_hi = 1, .blocked = true});
+  check_pool({.rank = 2,
+              .kind = PoolKind::avg_exclude_pad,
+              .size = 6,
+              .kernel = 3,
+              .stride = 2,
+              .pad_lo = 1,
+              .pad_hi = 2});
+  check_pool({.rank = 1,
+              .kind = PoolKind::avg_exclude_pad,
+              .channels = 16,
+              .size = 10,
+              .kernel = 3,
+              .stride = 3,
+              .pad_lo = 2,
+              .pad_hi = 1,
+              .blocked = true});
 }
 
 // ---------------------------------------------------------------------------------------------
 // Activations
 
-const EltwiseDesc kActivations[] = {{EltwiseKind::relu, 0.f, 0.f},
-                                    {EltwiseKind::leaky_relu, 0.3f, 0.f},
-                                    {EltwiseKind::tanh, 0.f, 0.f},
-                                    {EltwiseKind::sigmoid, 0.f, 0.f},
-                                    {EltwiseKind::linear, 1.5f, 0.25f},
-                                    {EltwiseKind::none, 0.f, 0.f}};
+const EltwiseDesc kActivations[] = {
+    {EltwiseKind::relu, 0.f, 0.f},      {EltwiseKind::leaky_relu, 0.3f, 0.f},
+    {EltwiseKind::tanh, 0.f, 0.f},      {EltwiseKind::sigmoid, 0.f, 0.f},
+    {EltwiseKind::linear, 1.5f, 0.25f}, {EltwiseKind::none, 0.f, 0.f}};
 
 void check_eltwise(const EltwiseDesc& e, const MemFormat& f, bool in_place) {
   auto ref = make_backend("reference");
@@ -166,9 +188,9 @@ TEST(OneDnnEltwise, FusesExactlyTheDstInvertibleKinds) {
   EXPECT_TRUE(dnn->fuses({EltwiseKind::tanh, 0.f, 0.f}));
   EXPECT_TRUE(dnn->fuses({EltwiseKind::sigmoid, 0.f, 0.f}));
   EXPECT_TRUE(dnn->fuses({EltwiseKind::linear, 2.f, 1.f}));
-  EXPECT_THROW(dnn->eltwise({EltwiseKind::leaky_relu, -0.5f, 0.f},
-                            plain_format(Shape{2, 3}, DType::f32)),
-               Error);
+  EXPECT_THROW(
+      dnn->eltwise({EltwiseKind::leaky_relu, -0.5f, 0.f}, plain_format(Shape{2, 3}, DType::f32)),
+      Error);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -202,8 +224,7 @@ void check_dense(int64_t n, int64_t in, int64_t out, bool bias) {
 
   std::vector<float> dw_ref(w.size()), dw(w.size(), 1e30f), db_ref(b.size()), db(b.size(), 1e30f);
   rk->backward_weights(x.data(), dy.data(), dw_ref.data(), db_ref.data(), nullptr);
-  ok->backward_weights(x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr,
-                       scratch.data());
+  ok->backward_weights(x.data(), dy.data(), dw.data(), bias ? db.data() : nullptr, scratch.data());
   expect_close(dw, dw_ref, 1e-5, "dense backward weights");
   if (bias) expect_close(db, db_ref, 1e-5, "dense backward bias");
 }

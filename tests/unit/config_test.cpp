@@ -297,7 +297,7 @@ TEST_F(ConfigTest, LoadsReferenceDummyYamlUnchanged) {
 TEST_F(ConfigTest, SharedReferenceFilesLoadWhenPresent) {
   // The copies the project keeps beside SPEC.md; skipped where that folder is absent.
   for (const char* name : {"cosmo.yaml", "cosmo_dummy.yaml"}) {
-    const std::string path = std::string("/work/shared/reference/") + name;
+    const std::string path = std::string(CREST_SOURCE_DIR) + "/../shared/reference/" + name;
     if (!fs::exists(path)) GTEST_SKIP() << path << " not present";
     EXPECT_NO_THROW(load_config(path)) << path;
   }

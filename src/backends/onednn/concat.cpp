@@ -5,6 +5,8 @@
 #include "backends/onednn/concat.hpp"
 
 #include <algorithm>
+#include <optional>
+#include <string>
 
 #include "backends/onednn/format.hpp"
 #include "backends/onednn/primitive.hpp"
@@ -44,19 +46,32 @@ class OneDnnConcat final : public ConcatKernel {
       out[1] += f.shape[1];
     }
 
+    // Output layout, in order of preference: the inputs' own layout (so the next convolution
+    // needs no reorder), oneDNN's choice, plain. Each must let every input's channel range be
+    // addressed as a sub-memory, which backward needs.
     auto make_pd = [&](const memory::desc* dst) {
-      return guarded(what_, [&] {
-        return dst ? dnnl::concat::primitive_desc(*dst, 1, src_mds, ctx->engine,
-                                                  user_scratchpad_attr())
-                   : dnnl::concat::primitive_desc(1, src_mds, ctx->engine,
-                                                  user_scratchpad_attr());
-      });
+      return dst ? dnnl::concat::primitive_desc(*dst, 1, src_mds, ctx->engine,
+                                                user_scratchpad_attr())
+                 : dnnl::concat::primitive_desc(1, src_mds, ctx->engine, user_scratchpad_attr());
     };
-    dnnl::concat::primitive_desc pd = make_pd(nullptr);
-    if (!slices_exist(pd.dst_desc(), srcs)) {
-      const memory::desc plain = layout_desc(out, dtype, Layout::plain);
-      pd = make_pd(&plain);
+    std::optional<dnnl::concat::primitive_desc> chosen;
+    const memory::desc like_inputs = same_layout(src_mds[0], to_dims(out));
+    bool inputs_alike = true;
+    for (size_t i = 0; i < src_mds.size(); ++i)
+      inputs_alike = inputs_alike && same_layout(src_mds[0], to_dims(srcs[i].shape)) == src_mds[i];
+    const memory::desc plain = layout_desc(out, dtype, Layout::plain);
+    const memory::desc* preferences[] = {inputs_alike ? &like_inputs : nullptr, nullptr, &plain};
+    std::string last_error = "no layout lets backward address every input's channels";
+    for (size_t k = inputs_alike ? 0 : 1; k < 3 && !chosen; ++k) {
+      try {
+        auto pd = make_pd(preferences[k]);
+        if (slices_exist(pd.dst_desc(), srcs)) chosen = pd;
+      } catch (const dnnl::error& e) {
+        last_error = e.what();
+      }
     }
+    if (!chosen) throw_runtime("oneDNN " + what_ + ": " + last_error);
+    const dnnl::concat::primitive_desc& pd = *chosen;
     const memory::desc dst_md = pd.dst_desc();
     dst_fmt_ = to_mem_format(dst_md, dtype);
 

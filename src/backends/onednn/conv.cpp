@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
-#include <string>
 
 #include "backends/onednn/eltwise.hpp"
 #include "backends/onednn/format.hpp"
@@ -93,8 +93,8 @@ Geometry geometry(const ConvDesc& d) {
     return s;
   };
   g.text = "src " + list(g.src) + " weights " + list(g.weights) + " dst " + list(g.dst) +
-           " stride " + list(g.strides) + " dilation " + list(g.dilates) + " pad " +
-           list(g.pad_l) + "/" + list(g.pad_r) + (d.bias ? " bias" : "");
+           " stride " + list(g.strides) + " dilation " + list(g.dilates) + " pad " + list(g.pad_l) +
+           "/" + list(g.pad_r) + (d.bias ? " bias" : "");
   return g;
 }
 
@@ -133,8 +133,7 @@ class OneDnnConv final : public ConvKernel {
     // All three passes for one (src, dst) layout pair; may throw dnnl::error (unimplemented).
     auto make_choice = [&](const memory::desc& src, const memory::desc& dst) {
       typename Family::Fwd::desc fd(dnnl::prop_kind::forward_training, Family::kAlgorithm, src,
-                                    any_wei, bias_md, dst, g.strides, g.dilates, g.pad_l,
-                                    g.pad_r);
+                                    any_wei, bias_md, dst, g.strides, g.dilates, g.pad_l, g.pad_r);
       typename Family::Fwd::primitive_desc fpd(fd, attr, ctx_->engine);
       const memory::desc s = fpd.src_desc(), t = fpd.dst_desc();
       typename Family::BwdData::desc bd(Family::kAlgorithm, s, any_wei, t, g.strides, g.dilates,
@@ -185,7 +184,8 @@ class OneDnnConv final : public ConvKernel {
         last_error = e.what();  // no kernel for this layout pair: try the next
       }
     }
-    if (!best) throw_runtime("oneDNN " + what_ + ": cannot create the primitives (" + last_error + ")");
+    if (!best)
+      throw_runtime("oneDNN " + what_ + ": cannot create the primitives (" + last_error + ")");
     const auto& fpd = best->fwd;
     const auto& bdpd = best->bwd_data;
     const auto& bwpd = best->bwd_weights;
@@ -195,8 +195,7 @@ class OneDnnConv final : public ConvKernel {
     src_fmt_ = to_mem_format(src_md, d.dtype);
     dst_fmt_ = to_mem_format(dst_md, d.dtype);
     what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + "; " +
-             fpd.impl_info_str() + ", " + bdpd.impl_info_str() + ", " + bwpd.impl_info_str() +
-             "]";
+             fpd.impl_info_str() + ", " + bdpd.impl_info_str() + ", " + bwpd.impl_info_str() + "]";
 
     fwd_ = BoundPrimitive(ctx_, fpd, what_ + " forward");
     fwd_.bind(DNNL_ARG_SRC, src_md);
@@ -219,8 +218,8 @@ class OneDnnConv final : public ConvKernel {
       bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwpd.diff_bias_desc());
       bias_bytes_ = bwpd.diff_bias_desc().get_size();
     }
-    diff_wei_ = LayoutBridge(ctx_, bwpd.diff_weights_desc(), g.weights_plain,
-                             what_ + " weight gradient");
+    diff_wei_ =
+        LayoutBridge(ctx_, bwpd.diff_weights_desc(), g.weights_plain, what_ + " weight gradient");
 
     scratch_ = std::max({carve_call_scratch(nullptr, wei_fwd_, fwd_, 0).used,
                          carve_call_scratch(nullptr, wei_bwd_data_, bwd_data_, 0).used,
@@ -261,8 +260,8 @@ class OneDnnConv final : public ConvKernel {
     bwd_data_.run(p.shared);
   }
 
-  void backward_weights(const void* src, const void* diff_dst, void* diff_weights,
-                        void* diff_bias, void* scratch) override {
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch) override {
     const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
     bwd_weights_.set(DNNL_ARG_SRC, src);
     bwd_weights_.set(DNNL_ARG_DIFF_DST, diff_dst);

@@ -23,16 +23,15 @@ class OneDnnDense final : public DenseKernel {
     const memory::desc dst_md({d.n, d.out_features}, dt, tag::ab);
     const memory::desc wei_plain({d.out_features, d.in_features}, dt, tag::ab);
     const memory::desc wei_any({d.out_features, d.in_features}, dt, tag::any);
-    const memory::desc bias_md = d.bias ? memory::desc({d.out_features}, dt, tag::a)
-                                        : memory::desc();
+    const memory::desc bias_md =
+        d.bias ? memory::desc({d.out_features}, dt, tag::a) : memory::desc();
 
     // Plain weights first (the GEMM-based kernels take them as they are); only if no kernel
     // does, let oneDNN choose and reorder per call.
     auto forward_pd = [&](const memory::desc& wei) {
-      dnnl::inner_product_forward::desc fd(dnnl::prop_kind::forward_training, src_md, wei,
-                                           bias_md, dst_md);
-      return dnnl::inner_product_forward::primitive_desc(fd, user_scratchpad_attr(),
-                                                         ctx->engine);
+      dnnl::inner_product_forward::desc fd(dnnl::prop_kind::forward_training, src_md, wei, bias_md,
+                                           dst_md);
+      return dnnl::inner_product_forward::primitive_desc(fd, user_scratchpad_attr(), ctx->engine);
     };
     dnnl::inner_product_forward::primitive_desc fpd;
     try {
@@ -85,8 +84,7 @@ class OneDnnDense final : public DenseKernel {
       bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bias_md);
       bias_bytes_ = bias_md.get_size();
     }
-    diff_wei_ = LayoutBridge(ctx, bwpd.diff_weights_desc(), wei_plain,
-                             what_ + " weight gradient");
+    diff_wei_ = LayoutBridge(ctx, bwpd.diff_weights_desc(), wei_plain, what_ + " weight gradient");
 
     scratch_ = std::max({carve_call_scratch(nullptr, wei_fwd_, fwd_, 0).used,
                          carve_call_scratch(nullptr, wei_bwd_data_, bwd_data_, 0).used,
@@ -122,8 +120,8 @@ class OneDnnDense final : public DenseKernel {
     bwd_data_.run(p.shared);
   }
 
-  void backward_weights(const void* src, const void* diff_dst, void* diff_weights,
-                        void* diff_bias, void* scratch) override {
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch) override {
     const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
     bwd_weights_.set(DNNL_ARG_SRC, src);
     bwd_weights_.set(DNNL_ARG_DIFF_DST, diff_dst);

@@ -37,8 +37,8 @@ EltwiseAlgorithm eltwise_algorithm(const EltwiseDesc& e) {
       return {algorithm::eltwise_relu_use_dst_for_bwd, algorithm::eltwise_relu_use_dst_for_bwd,
               e.alpha, 0.f};
     case EltwiseKind::tanh:
-      return {algorithm::eltwise_tanh_use_dst_for_bwd, algorithm::eltwise_tanh_use_dst_for_bwd,
-              0.f, 0.f};
+      return {algorithm::eltwise_tanh_use_dst_for_bwd, algorithm::eltwise_tanh_use_dst_for_bwd, 0.f,
+              0.f};
     case EltwiseKind::sigmoid:
       return {algorithm::eltwise_logistic_use_dst_for_bwd,
               algorithm::eltwise_logistic_use_dst_for_bwd, 0.f, 0.f};
@@ -63,8 +63,7 @@ class OneDnnEltwise final : public EltwiseKernel {
     guarded(what, [&] {
       const auto attr = user_scratchpad_attr();
       dnnl::eltwise_forward::primitive_desc fpd(
-          {dnnl::prop_kind::forward_training, a.forward, md, a.alpha, a.beta}, attr,
-          ctx->engine);
+          {dnnl::prop_kind::forward_training, a.forward, md, a.alpha, a.beta}, attr, ctx->engine);
       dnnl::eltwise_backward::primitive_desc bpd({a.backward, md, md, a.alpha, a.beta}, attr,
                                                  ctx->engine, fpd);
       fwd_ = BoundPrimitive(ctx, fpd, what + " forward");

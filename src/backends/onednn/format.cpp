@@ -87,6 +87,39 @@ memory::desc layout_desc(const Shape& shape, DType dtype, Layout layout) {
   return memory::desc(dims, to_dnnl(dtype), strides_for_order(dims, perm));
 }
 
+memory::desc same_layout(const memory::desc& like, const memory::dims& dims) {
+  dnnl_memory_desc_t md = like.data;
+  CREST_CHECK(md.format_kind == dnnl_blocked && static_cast<size_t>(md.ndims) == dims.size(),
+              "same_layout needs a blocked descriptor of the same rank");
+  auto& blk = md.format_desc.blocking;
+  const int n = md.ndims;
+  memory::dim block[DNNL_MAX_NDIMS];
+  std::fill(block, block + n, memory::dim{1});
+  memory::dim inner = 1;
+  for (int i = 0; i < blk.inner_nblks; ++i) {
+    block[blk.inner_idxs[i]] *= blk.inner_blks[i];
+    inner *= blk.inner_blks[i];
+  }
+  std::vector<int> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int a, int b) { return blk.strides[a] > blk.strides[b]; });
+  for (int i = 0; i < n; ++i) {
+    md.dims[i] = dims[static_cast<size_t>(i)];
+    md.padded_dims[i] = (md.dims[i] + block[i] - 1) / block[i] * block[i];
+    md.padded_offsets[i] = 0;
+  }
+  md.offset0 = 0;
+  // Outer strides from the innermost outer dimension outwards, over whole inner blocks.
+  memory::dim stride = inner;
+  for (size_t k = order.size(); k-- > 0;) {
+    const int i = order[k];
+    blk.strides[i] = stride;
+    stride *= md.padded_dims[i] / block[i];
+  }
+  return memory::desc(md);
+}
+
 memory::desc to_desc(const MemFormat& f) {
   if (f.layout != Layout::blocked) return layout_desc(f.shape, f.dtype, f.layout);
   const auto* o = dynamic_cast<const DnnlFormat*>(f.opaque.get());

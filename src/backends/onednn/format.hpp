@@ -2,8 +2,8 @@
 // oneDNN descriptor itself (DnnlFormat) so a format chosen by one primitive can be handed to the
 // next one unchanged.
 #pragma once
-#include <string>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 
 #include "crest/backends/kernels.hpp"
 
@@ -30,6 +30,11 @@ dnnl::memory::dims strides_for_order(const dnnl::memory::dims& dims, const std::
 
 // Plain (abcd...) or channels_last (acd...b) descriptor of a logical N, C, spatial... shape.
 dnnl::memory::desc layout_desc(const Shape& shape, DType dtype, Layout layout);
+
+// The layout of `like` (same dimension order and blocking) for a tensor of other dimensions,
+// e.g. nChw16c with 48 channels from nChw16c with 16. Used to give a concat output its inputs'
+// layout.
+dnnl::memory::desc same_layout(const dnnl::memory::desc& like, const dnnl::memory::dims& dims);
 
 // The oneDNN descriptor of any crest format.
 dnnl::memory::desc to_desc(const MemFormat& f);

@@ -64,8 +64,7 @@ class OneDnnPool final : public PoolKernel {
 
     auto bpd = guarded(what_ + " backward", [&] {
       dnnl::pooling_backward::desc bd(alg, src_md, dst_md, strides, kernel, pad_l, pad_r);
-      return dnnl::pooling_backward::primitive_desc(bd, user_scratchpad_attr(), ctx->engine,
-                                                    fpd);
+      return dnnl::pooling_backward::primitive_desc(bd, user_scratchpad_attr(), ctx->engine, fpd);
     });
     bwd_ = BoundPrimitive(ctx, bpd, what_ + " backward");
     bwd_.bind(DNNL_ARG_DIFF_DST, dst_md);

@@ -1,10 +1,10 @@
 // A oneDNN primitive bound once to its argument memory objects, so that executing it is only
 // "point the arguments at this call's buffers, run": no descriptor work, no allocation.
 #pragma once
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
-#include <oneapi/dnnl/dnnl.hpp>
 
 #include "backends/onednn/context.hpp"
 #include "crest/core/error.hpp"

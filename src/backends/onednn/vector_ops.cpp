@@ -194,9 +194,8 @@ class F32Ops final : public VectorOps {
     }
   }
 
-  void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr,
-            double beta1, double beta2, double eps, double weight_decay, bool decoupled,
-            int64_t step) override {
+  void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr, double beta1,
+            double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override {
     if (step < 1) throw_input("adam: step is 1-based, got " + std::to_string(step));
     float* w = static_cast<float*>(w_v);
     const float* g = static_cast<const float*>(g_v);

@@ -1,0 +1,158 @@
+// The `crest` binary end to end: exit codes, messages naming the key and file, the dry-run
+// summary, training on the dummy dataset, and weights saved and loaded through the CLI.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+
+#include "support/test_util.hpp"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct CliRun {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+CliRun crest(const std::string& args) {
+  const std::string cmd = std::string(CREST_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  const int status = p ? pclose(p) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("crest_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator())); }
+
+ private:
+  fs::path path_;
+  static inline int counter_ = 0;
+};
+
+const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml");
+// A small, fast variant of the demo for the tests.
+const std::string kSmall = kDemo + " data.n_train=8 data.n_valid=4 data.n_epochs=2 model.conv_size=4 crest.threads=2";
+
+TEST(Cli, DryRunOfTheReferenceConfigCountsParameters) {
+  CliRun r = crest("train --config " + crest::test::source_path("configs/cosmoflow.yaml") + " --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("8,907,556"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("planned memory"), std::string::npos);
+  EXPECT_NE(r.out.find("conv5"), std::string::npos);
+}
+
+TEST(Cli, ReferenceDummyConfigLoadsUnchanged) {
+  // CI clones the repository with shared/ beside it.
+  const std::string ref = crest::test::source_path("../shared/reference/cosmo_dummy.yaml");
+  if (!fs::exists(ref)) GTEST_SKIP() << ref << " not present";
+  CliRun r = crest("train --config " + ref + " --dry-run data.batch_size=1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("8,907,556"), std::string::npos);
+}
+
+TEST(Cli, UnknownKeyExits2AndNamesKeyAndFile) {
+  TempDir d;
+  CliRun r = crest("train --config " + kDemo + " data.bogus_key=3 output_dir=" + d.file("out"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data.bogus_key"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cosmoflow-demo.yaml"), std::string::npos) << r.out;
+  EXPECT_EQ(d.entries(), 0u) << "a failed config must write nothing";
+}
+
+TEST(Cli, WrongTypeExits2AndNamesKey) {
+  CliRun r = crest("train --config " + kDemo + " data.batch_size=abc");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data.batch_size"), std::string::npos) << r.out;
+}
+
+TEST(Cli, ImpossibleSizeExits2AndNamesKey) {
+  CliRun r = crest("train --config " + kDemo + " data.sample_shape=[48,48,48,4]");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("sample_shape"), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadConfigFileExits2) {
+  TempDir d;
+  std::ofstream(d.file("bad.yaml")) << "data: [unclosed\n";
+  CliRun r = crest("train --config " + d.file("bad.yaml"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bad.yaml"), std::string::npos) << r.out;
+  CliRun m = crest("train --config " + d.file("missing.yaml"));
+  EXPECT_EQ(m.code, 2) << m.out;
+  EXPECT_NE(m.out.find("missing.yaml"), std::string::npos) << m.out;
+}
+
+TEST(Cli, TrainsOnDummyDataWithFiniteLoss) {
+  CliRun r = crest("train --config " + kSmall);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("epoch 2/2 +loss ([0-9.]+)"))) << r.out;
+  EXPECT_TRUE(std::isfinite(std::stod(m[1])));
+  EXPECT_NE(r.out.find("done:"), std::string::npos);
+}
+
+TEST(Cli, LossGoesDownOnATinyFixedDataset) {
+  // 8 fixed random samples, no dropout: the network fits them (slowly: random volumes look
+  // alike after five poolings, so this checks the direction, not the speed).
+  CliRun r = crest("train --config " + kSmall +
+                " data.n_epochs=20 model.dropout=0 lr_schedule.base_lr=0.01 lr_schedule.n_warmup_epochs=0 "
+                "lr_schedule.decay_schedule={}");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<double> losses;
+  const std::regex re("epoch [0-9]+/20 +loss ([0-9.]+)");
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), re); it != std::sregex_iterator(); ++it)
+    losses.push_back(std::stod((*it)[1]));
+  ASSERT_EQ(losses.size(), 20u) << r.out;
+  EXPECT_LT(losses.back(), 0.85 * losses.front()) << r.out;
+}
+
+TEST(Cli, SavedWeightsLoadBackAndBadFilesAreRefused) {
+  TempDir d;
+  const std::string w = d.file("w.safetensors");
+  CliRun a = crest("train --config " + kSmall + " data.n_epochs=1 --save-weights " + w);
+  ASSERT_EQ(a.code, 0) << a.out;
+  ASSERT_TRUE(fs::exists(w));
+  CliRun b = crest("train --config " + kSmall + " data.n_epochs=1 --init-weights " + w);
+  EXPECT_EQ(b.code, 0) << b.out;
+  // Weights of another model size are refused with the tensor named.
+  CliRun c = crest("train --config " + kSmall + " model.conv_size=8 --init-weights " + w);
+  EXPECT_EQ(c.code, 2) << c.out;
+  EXPECT_NE(c.out.find("conv1.weight"), std::string::npos) << c.out;
+  // A truncated file is refused with the file named, and never crashes.
+  std::ofstream(d.file("trunc.safetensors"), std::ios::binary) << std::string("\x10\x00\x00", 3);
+  CliRun t = crest("train --config " + kSmall + " --init-weights " + d.file("trunc.safetensors"));
+  EXPECT_EQ(t.code, 2) << t.out;
+  EXPECT_NE(t.out.find("trunc.safetensors"), std::string::npos) << t.out;
+}
+
+TEST(Cli, BenchTrainPrintsJson) {
+  CliRun r = crest("bench train --size 32 --batch 2 --steps 1 --warmup 0 --conv-size 4 --threads 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* key : {"\"samples_per_s\"", "\"step_s_min\"", "\"gflops\"", "\"peak_rss_mb\""})
+    EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+}
+
+TEST(Cli, UnknownCommandExits2) {
+  EXPECT_EQ(crest("frobnicate").code, 2);
+  EXPECT_EQ(crest("train").code, 2);
+}
+
+}  // namespace
