@@ -57,7 +57,7 @@ TEST(OneDnnReorder, FormatsDescribeThemselves) {
   // Padding counts in the size: 20 channels are stored as whole blocks.
   const MemFormat padded = onednn_conv_format(*dnn, Shape{2, 20, 3, 3, 3});
   ASSERT_EQ(padded.opaque->name(), name);
-  EXPECT_EQ(padded.bytes, static_cast<size_t>(2 * (20 + block - 1) / block * block * 27 * 4));
+  EXPECT_EQ(padded.bytes, static_cast<size_t>(2 * ((20 + block - 1) / block * block) * 27 * 4));
 }
 
 // Concat `channels` inputs of shape [n, c_i, spatial] in `layout` (blocked: the conv layout)
