@@ -117,8 +117,42 @@ void Executor::build(Graph& graph) {
     v.needs_grad = opts_.training && opts_.input_grads && !inputs_[i].integer;
   }
 
-  // 1. Shapes, parameters, gradient needs.
   auto& nodes = graph.nodes();
+  if (opts_.fuse) {
+    // 0. act -> max-pool becomes max-pool -> act for monotone activations: the same values and
+    // gradients (max commutes with a non-decreasing function; the argmax is unchanged for a
+    // strictly increasing one, and for ReLU ties only among values whose gradient is zero), but
+    // the activation's forward and backward touch a tensor 2^d times smaller. CosmoFlow's
+    // conv -> LeakyReLU -> MaxPool3D blocks spend ~3% of a 128^3 step in the activation backward
+    // otherwise.
+    std::vector<int> readers_of(static_cast<size_t>(graph.value_count()), 0);
+    for (auto& node : nodes)
+      for (ValueId v : node.inputs) ++readers_of[static_cast<size_t>(v)];
+    for (ValueId v : graph.outputs()) readers_of[static_cast<size_t>(v)] += 2;
+    if (graph.loss() >= 0) readers_of[static_cast<size_t>(graph.loss())] += 2;
+    for (size_t b = 0; b + 1 < nodes.size(); ++b) {
+      GraphNode& act = nodes[b];
+      GraphNode& pool = nodes[b + 1];
+      const auto e = act.layer->activation();
+      const bool monotone = e && ((e->kind == EltwiseKind::leaky_relu && e->alpha > 0) ||
+                                  (e->kind == EltwiseKind::relu && e->alpha >= 0) ||
+                                  e->kind == EltwiseKind::tanh || e->kind == EltwiseKind::sigmoid);
+      if (!monotone || act.inputs.size() != 1 || act.outputs.size() != 1 || pool.inputs.size() != 1 ||
+          pool.outputs.size() != 1 || pool.inputs[0] != act.outputs[0] ||
+          readers_of[static_cast<size_t>(act.outputs[0])] != 1 ||
+          !pool.layer->commutes_with_monotone_activation())
+        continue;
+      const ValueId x = act.inputs[0], mid = act.outputs[0], y = pool.outputs[0];
+      std::swap(act, pool);  // nodes[b] is now the pool, nodes[b + 1] the activation
+      nodes[b].inputs = {x};
+      nodes[b].outputs = {mid};
+      nodes[b + 1].inputs = {mid};
+      nodes[b + 1].outputs = {y};
+      ++b;
+    }
+  }
+
+  // 1. Shapes, parameters, gradient needs.
   std::vector<ParamSlot> slots;
   struct Pending {
     GraphNode* node;

@@ -93,6 +93,11 @@ class Layer {
   // Called on an activation whose op was fused into its producer: forward becomes a no-op.
   virtual void mark_fused() {}
 
+  // Max pooling commutes with monotone non-decreasing element-wise functions
+  // (pool(f(x)) == f(pool(x))), which lets the compile step run an activation on the pooled,
+  // smaller tensor instead.
+  virtual bool commutes_with_monotone_activation() const { return false; }
+
   // Loss layers produce a scalar loss and start backward (no diff_out).
   virtual bool is_loss() const { return false; }
   // Whether input i is a data input whose gradient is never needed (e.g. labels, targets).
