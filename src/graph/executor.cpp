@@ -16,6 +16,7 @@
 #include <sstream>
 
 #include "crest/core/error.hpp"
+#include "crest/core/units.hpp"
 #include "crest/layers/shape_ops.hpp"
 
 namespace crest {
@@ -76,15 +77,6 @@ template <typename V>
 V& at(std::vector<V>& v, int i) { return v[static_cast<size_t>(i)]; }
 template <typename V>
 const V& at(const std::vector<V>& v, int i) { return v[static_cast<size_t>(i)]; }
-
-std::string human_bytes(double b) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (b >= 1 << 30) os << b / (1 << 30) << " GiB";
-  else if (b >= 1 << 20) os << b / (1 << 20) << " MiB";
-  else os << b / 1024 << " KiB";
-  return os.str();
-}
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "crest/core/error.hpp"
+#include "crest/core/units.hpp"
 #include "crest/data/dummy_dataset.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -45,14 +46,6 @@ LrSchedule make_schedule(const LrScheduleConfig& c) {
   return s;
 }
 
-std::string human_bytes(double b) {
-  std::ostringstream os;
-  os << std::fixed << std::setprecision(1);
-  if (b >= 1 << 30) os << b / (1 << 30) << " GiB";
-  else os << b / (1 << 20) << " MiB";
-  return os.str();
-}
-
 double mean_abs_error(const TensorView& pred, const TensorView& y) {
   double s = 0;
   const auto n = static_cast<size_t>(y.numel());
@@ -63,17 +56,6 @@ double mean_abs_error(const TensorView& pred, const TensorView& y) {
 }
 
 }  // namespace
-
-std::string with_thousands(int64_t n) {
-  std::string s = std::to_string(n), out;
-  const int len = static_cast<int>(s.size());
-  for (int i = 0; i < len; ++i) {
-    out += s[static_cast<size_t>(i)];
-    const int left = len - 1 - i;
-    if (left > 0 && left % 3 == 0 && s[static_cast<size_t>(i)] != '-') out += ',';
-  }
-  return out;
-}
 
 CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
   if (m.name != "cosmoflow") throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");

@@ -41,7 +41,4 @@ CosmoFlowOptions cosmoflow_options(const ModelConfig& m);
 // Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log);
 
-// "8,907,556"
-std::string with_thousands(int64_t n);
-
 }  // namespace crest

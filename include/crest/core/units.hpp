@@ -1,0 +1,11 @@
+// Numbers for people: byte sizes and thousands separators in summaries and logs.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace crest {
+
+std::string human_bytes(double bytes);  // "38.5 MiB", "1.7 GiB"
+std::string with_thousands(int64_t n);  // "8,907,556"
+
+}  // namespace crest
