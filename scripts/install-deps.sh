@@ -9,6 +9,8 @@ packages=(
   libyaml-cpp-dev        # configs
   nlohmann-json3-dev     # JSON (bench output, safetensors headers)
   libcli11-dev           # the command line
+  zlib1g-dev             # gzip TFRecords
+  libhdf5-dev            # DeepCAM HDF5 samples and stats.h5
   libgtest-dev libgmock-dev  # the test suite
   python3 python3-venv   # tests/interop and fixture scripts
 )
