@@ -12,9 +12,13 @@
 namespace crest {
 namespace {
 
-void check_graph_gradients(bool fuse) {
+// Labels for an integer target input: a fixed pattern that uses every class.
+void fill_labels(const TensorView& y, int classes) {
+  for (int64_t i = 0; i < y.numel(); ++i) y.as<int32_t>()[i] = static_cast<int32_t>((i * 7 + i / 5) % classes);
+}
+
+void check_graph_gradients(test::SmallModel m, bool fuse) {
   auto backend = make_backend("reference");
-  test::SmallModel m = test::branchy_model();
   CompileOptions o;
   o.batch = 2;
   o.dtype = DType::f64;
@@ -23,7 +27,10 @@ void check_graph_gradients(bool fuse) {
   o.seed = 3;
   Executor ex(m.graph, *backend, o);
   test::fill_uniform(ex.input("x"), 11);
-  test::fill_uniform(ex.input("y"), 12);
+  if (ex.input("y").dtype() == DType::i32)
+    fill_labels(ex.input("y"), 3);
+  else
+    test::fill_uniform(ex.input("y"), 12);
   ex.forward();
   ex.backward();
 
@@ -62,8 +69,19 @@ void check_graph_gradients(bool fuse) {
   }
 }
 
-TEST(GraphGradCheck, BranchyModelFused) { check_graph_gradients(true); }
-TEST(GraphGradCheck, BranchyModelUnfused) { check_graph_gradients(false); }
+TEST(GraphGradCheck, BranchyModelFused) { check_graph_gradients(test::branchy_model(), true); }
+TEST(GraphGradCheck, BranchyModelUnfused) { check_graph_gradients(test::branchy_model(), false); }
+// Transposed, strided, dilated and grouped convolution feeding a class-weighted softmax
+// cross-entropy over integer labels.
+TEST(GraphGradCheck, SegmentationModelFused) {
+  check_graph_gradients(test::segmentation_model(), true);
+}
+TEST(GraphGradCheck, SegmentationModelUnfused) {
+  check_graph_gradients(test::segmentation_model(), false);
+}
+// Average and global average pooling in 3-D, a value read by two branches, concat of pooled
+// features.
+TEST(GraphGradCheck, Pooling3dModel) { check_graph_gradients(test::pooling3d_model(), true); }
 
 }  // namespace
 }  // namespace crest

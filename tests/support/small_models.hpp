@@ -1,6 +1,8 @@
 // Small graphs that exercise every path of the compile step: channels-last input (reorder),
 // fused conv+activation, pooling, a value read by two layers (gradient accumulation), concat,
-// flatten, dense with L2, dropout, tanh/scale and an MSE loss.
+// flatten, dense with L2, dropout, tanh/scale and an MSE loss; a segmentation graph (strided,
+// dilated and grouped conv, transposed conv, global pooling, softmax cross-entropy) and a 3-D
+// regression graph (average pooling, global pooling).
 #pragma once
 #include <memory>
 
@@ -50,6 +52,83 @@ inline SmallModel branchy_model(float dropout = 0.f) {
   s = g.add("fc2", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
   s = g.add("tanh", ActivationLayer::tanh(), {s});
   m.out = g.add("scale", ActivationLayer::scale(1.2f), {s});
+  m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.out, m.y});
+  g.mark_output(m.out);
+  g.set_loss(m.loss);
+  return m;
+}
+
+// 2-D segmentation, DeepLab-shaped: x [2, 8, 8] -> conv3x3 stride 2 (4) -> relu -> grouped,
+// dilated, bias-free conv3x3 'same' (4, groups 2, dilation 2) -> leaky relu -> transposed conv3x3
+// stride 2 (padding 1, output padding 1) back to 8x8 with 3 class logits -> class-weighted softmax
+// cross-entropy against int32 labels [8, 8].
+inline SmallModel segmentation_model() {
+  SmallModel m;
+  Graph& g = m.graph;
+  m.x = g.input("x", Shape{2, 8, 8});
+  m.y = g.input("y", Shape{8, 8}, Layout::plain, /*integer=*/true);
+  ConvOptions down;
+  down.out_channels = 4;
+  down.kernel = {3, 3};
+  down.stride = {2, 2};
+  down.padding = {1, 1};
+  ValueId t = g.add("down", std::make_unique<ConvLayer>(down), {m.x});
+  t = g.add("down_act", ActivationLayer::relu(), {t});
+  ConvOptions atrous;
+  atrous.out_channels = 4;
+  atrous.kernel = {3, 3};
+  atrous.dilation = {2, 2};
+  atrous.same = true;
+  atrous.groups = 2;
+  atrous.bias = false;
+  t = g.add("atrous", std::make_unique<ConvLayer>(atrous), {t});
+  t = g.add("atrous_act", ActivationLayer::leaky_relu(0.2f), {t});
+  ConvOptions up;
+  up.out_channels = 3;
+  up.kernel = {3, 3};
+  up.stride = {2, 2};
+  up.padding = {1, 1};
+  up.output_padding = {1, 1};
+  up.transposed = true;
+  m.out = g.add("up", std::make_unique<ConvLayer>(up), {t});
+  m.loss = g.add("loss",
+                 std::make_unique<SoftmaxCrossEntropyLayer>(std::vector<float>{1.0f, 2.6f, 1.7f}),
+                 {m.out, m.y});
+  g.mark_output(m.out);
+  g.set_loss(m.loss);
+  return m;
+}
+
+// 3-D regression with the pooling kinds CosmoFlow does not use: x [2, 6, 6, 6] channels-last ->
+// conv3x3x3 (3) -> tanh -> avg pool 2 -> {global avg pool} and {conv1x1x1 (2) -> global avg pool}
+// -> concat -> flatten -> dense(2) -> mse.
+inline SmallModel pooling3d_model() {
+  SmallModel m;
+  Graph& g = m.graph;
+  m.x = g.input("x", Shape{2, 6, 6, 6}, Layout::channels_last);
+  m.y = g.input("y", Shape{2});
+  ConvOptions c;
+  c.out_channels = 3;
+  c.kernel = {3, 3, 3};
+  c.same = true;
+  ValueId t = g.add("conv", std::make_unique<ConvLayer>(c), {m.x});
+  t = g.add("conv_act", ActivationLayer::tanh(), {t});
+  PoolOptions avg;
+  avg.kind = PoolKind::avg_exclude_pad;
+  avg.kernel = {2, 2, 2};
+  t = g.add("avg", std::make_unique<PoolLayer>(avg), {t});
+  PoolOptions global;
+  global.kind = PoolKind::avg_exclude_pad;
+  global.global = true;
+  const ValueId a = g.add("global_a", std::make_unique<PoolLayer>(global), {t});
+  ConvOptions pw;
+  pw.out_channels = 2;
+  pw.kernel = {1, 1, 1};
+  ValueId b = g.add("pointwise", std::make_unique<ConvLayer>(pw), {t});
+  b = g.add("global_b", std::make_unique<PoolLayer>(global), {b});
+  ValueId s = g.add("concat", std::make_unique<ConcatLayer>(), {a, b});
+  s = g.add("flatten", std::make_unique<FlattenLayer>(), {s});
+  m.out = g.add("fc", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
   m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.out, m.y});
   g.mark_output(m.out);
   g.set_loss(m.loss);
