@@ -1,8 +1,6 @@
 #include "crest/data/dummy_dataset.hpp"
 
 #include <algorithm>
-#include <numeric>
-#include <random>
 
 #include "crest/core/error.hpp"
 
@@ -47,20 +45,6 @@ void DummyDataset::fill_batch(const std::vector<int64_t>& indices, const TensorV
   if (x.dtype() == DType::f32) fill(*this, indices, x.as<float>(), y.as<float>(), per_sample, target_size_, seed_);
   else if (x.dtype() == DType::f64) fill(*this, indices, x.as<double>(), y.as<double>(), per_sample, target_size_, seed_);
   else throw_runtime("dummy dataset: unsupported dtype " + dtype_name(x.dtype()));
-}
-
-std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch) {
-  std::vector<int64_t> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  if (!shuffle) return order;
-  // Fisher-Yates with our own bounded draws: std::shuffle's distribution use is
-  // implementation-defined, and the order must not depend on the standard library.
-  std::mt19937_64 g(mix(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1));
-  for (size_t i = order.size(); i > 1; --i) {
-    const size_t j = static_cast<size_t>(g() % i);
-    std::swap(order[i - 1], order[j]);
-  }
-  return order;
 }
 
 }  // namespace crest

@@ -517,10 +517,27 @@ TensorView Executor::input(const std::string& name) const {
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (inputs_[i].name == name) {
       const Value& v = *values_[i];
-      return TensorView(static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset,
-                        {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
+      void* planned = static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset;
+      void* data = i < input_bindings_.size() && input_bindings_[i] ? const_cast<void*>(input_bindings_[i]) : planned;
+      return TensorView(data, {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
     }
   throw_usage("the model has no input named '" + name + "'");
+}
+
+bool Executor::bind_input(const std::string& name, const void* data) {
+  size_t i = 0;
+  while (i < inputs_.size() && inputs_[i].name != name) ++i;
+  if (i == inputs_.size()) throw_usage("the model has no input named '" + name + "'");
+  const Value& v = *values_[i];
+  for (size_t u = 0; u < values_.size(); ++u)
+    if (u != i && values_[u]->storage == v.storage) return false;
+  const void* p = data ? data : static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset;
+  for (auto& op : ops_)
+    for (size_t k = 0; k < op->in.size(); ++k)
+      if (op->in[k] == static_cast<int>(i)) op->ctx.in[k] = p;
+  input_bindings_.resize(inputs_.size(), nullptr);
+  input_bindings_[i] = data;
+  return true;
 }
 
 TensorView Executor::input_grad(const std::string& name) const {

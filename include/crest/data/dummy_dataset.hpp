@@ -7,6 +7,7 @@
 
 #include "crest/core/shape.hpp"
 #include "crest/core/tensor.hpp"
+#include "crest/data/sharding.hpp"  // epoch_order, used with this dataset
 
 namespace crest {
 
@@ -25,9 +26,5 @@ class DummyDataset {
   int64_t target_size_, n_;
   uint64_t seed_;
 };
-
-// Per-epoch order of n samples: sorted when shuffle is false, else a permutation determined by
-// (seed, epoch) alone.
-std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch);
 
 }  // namespace crest

@@ -39,6 +39,13 @@ class Executor {
   // Where the caller writes a graph input before a step: the declared layout (e.g. channels-last
   // for the data files), the compile dtype (int32 for integer inputs), batch included.
   TensorView input(const std::string& name) const;
+  // Points graph input `name` at caller-owned memory (a data loader's batch buffer) for the
+  // following steps, so a batch is read where the loader decoded it, without a copy. `data` must
+  // hold input(name).bytes() in input(name)'s layout and stay valid while steps run; nullptr
+  // restores the planned storage. Returns false and changes nothing when the input's storage is
+  // shared with another value (an in-place consumer would write into the caller's buffer): the
+  // caller then writes into input(name) instead.
+  bool bind_input(const std::string& name, const void* data);
   // A value marked as output (plain or channels-last layout); valid after forward().
   TensorView output(ValueId v) const;
   // Gradient of the loss w.r.t. a float graph input (needs CompileOptions::input_grads).
@@ -84,6 +91,7 @@ class Executor {
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<GraphInput> inputs_;
+  std::vector<const void*> input_bindings_;  // per graph input: caller memory, or null (planned)
   std::vector<int> graph_to_internal_;  // graph ValueId -> internal value (after output reorders)
   int loss_op_ = -1;
   ParamStore params_;

@@ -1,0 +1,130 @@
+// DataLoader: feeds one rank's batches of a SampleSource ahead of compute.
+//
+// A pool of threads reads (file I/O, gzip inflate) and decodes (parse, check, transform) samples
+// of the batches ahead, in parallel across files, straight into a ring of batch buffers
+// (`prefetch` batches ahead plus the one being consumed). The trainer points the executor's
+// inputs at the ready buffer (Executor::bind_input), so a batch is never copied. Batches come out
+// in the epoch's order whatever order the threads finish in, so a run is deterministic.
+//
+// A bounded cache keeps sample payloads (the decompressed file contents) read in the first epoch
+// and serves them from the second epoch on, skipping I/O and inflate.
+//
+// Bad samples: with skip_bad_samples false (data.on_error: fail) the first error is rethrown by
+// next(), naming the file. With true (skip), the sample is dropped, counted and remembered, and its
+// place in the batch is filled with one of this rank's spare samples of the epoch (the remainder
+// the epoch would otherwise drop); when no spare is left, next() fails saying so.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "crest/core/tensor.hpp"
+#include "crest/data/sample_source.hpp"
+#include "crest/data/sharding.hpp"
+
+namespace crest {
+
+class Communicator;
+
+struct LoaderOptions {
+  int64_t batch_size = 1;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  int prefetch = 4;             // batches decoded ahead of the one being consumed (>= 1)
+  int threads = 0;              // reader/decoder threads; 0 = min(4, hardware threads)
+  int64_t cache_bytes = 0;      // payload cache bound; 0 = no cache
+  bool skip_bad_samples = false;
+};
+
+// Counters of one epoch (reset by start_epoch).
+struct LoaderStats {
+  int64_t batches = 0, samples = 0;
+  int64_t payload_bytes = 0;    // decompressed bytes read from files (cache misses)
+  int64_t cache_hits = 0;
+  int64_t skipped = 0;          // bad samples dropped this epoch
+  double wait_s = 0;            // time next() blocked: the consumer starved
+  double read_s = 0;            // summed over threads: file I/O + inflate
+  double decode_s = 0;          // summed over threads: parse + check + transform
+};
+
+// A ready batch: views of the loader's buffers, valid until release(). x is float32 channels-last
+// [batch, spec.x_shape...]; y is float32 [batch, targets] or int32 [batch, H, W].
+struct LoadedBatch {
+  int64_t index = -1;  // within the epoch
+  TensorView x, y;
+  int slot = -1;
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const SampleSource> source, const LoaderOptions& options,
+             const Communicator& comm);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  const ShardPlan& plan() const { return plan_; }
+  const SampleSource& source() const { return *source_; }
+  int threads() const { return static_cast<int>(workers_.size()); }
+  int64_t cached_bytes() const;
+
+  // Starts reading epoch `epoch` (its order from (seed, epoch)). The previous epoch's batches must
+  // all have been released.
+  void start_epoch(int epoch);
+  // The next batch of the epoch, in order; blocks until it is decoded. Rethrows a read/decode
+  // error (crest::Error naming the file). Throws when the epoch has no batch left.
+  LoadedBatch next();
+  void release(const LoadedBatch& batch);
+  const LoaderStats& stats() const { return stats_; }
+  // Sample ids (source indices) of this rank in the epoch's consumption order (for tests).
+  const std::vector<int64_t>& epoch_samples() const { return samples_; }
+
+ private:
+  struct Slot;
+  struct Task {
+    int slot;
+    int64_t position;  // within the batch
+    int64_t sample;
+  };
+  void worker_loop();
+  void schedule_locked();
+  void run_task(const Task& t);
+  // Fetches sample's payload from the cache or the source; returns a pointer to cached bytes or
+  // fills `scratch`.
+  std::span<const std::byte> payload_of(int64_t sample, std::vector<std::byte>& scratch, LoaderStats& local);
+  bool take_spare_locked(int64_t& sample);
+
+  std::shared_ptr<const SampleSource> source_;
+  LoaderOptions opts_;
+  ShardPlan plan_;
+  std::vector<std::unique_ptr<Slot>> slots_;
+
+  mutable std::mutex mu_;
+  std::condition_variable work_cv_, ready_cv_;
+  std::deque<Task> tasks_;
+  bool stop_ = false;
+  std::vector<int64_t> samples_;  // this epoch, this rank: used then spares
+  int64_t next_spare_ = 0;        // index into samples_
+  int64_t scheduled_ = 0, consumed_ = 0;
+  int in_flight_ = 0;  // tasks taken by a worker and not finished
+  std::unordered_set<int64_t> bad_samples_;  // remembered across epochs (skip mode)
+  LoaderStats stats_;
+
+  mutable std::shared_mutex cache_mu_;
+  std::unordered_map<int64_t, std::vector<std::byte>> cache_;  // nodes are stable: no eviction
+  int64_t cache_used_ = 0;
+  int epoch_ = -1;
+
+  std::vector<std::thread> workers_;
+};
+
+}  // namespace crest

@@ -1,0 +1,75 @@
+#include "crest/data/sharding.hpp"
+
+#include <numeric>
+#include <random>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+uint64_t mix(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+std::string ShardPlan::describe() const {
+  std::string s = std::to_string(samples) + " samples";
+  if (size > 1)
+    s += ", rank " + std::to_string(rank) + " of " + std::to_string(size) + " reads " +
+         std::to_string(per_rank);
+  s += ": " + std::to_string(batches) + " batches of " + std::to_string(batch_size) +
+       (size > 1 ? " per rank" : "");
+  const int64_t dropped = dropped_per_epoch();
+  if (dropped > 0)
+    s += "; the last " + std::to_string(dropped) +
+         " samples of each epoch's order are dropped (drop remainder: every rank runs full, equal "
+         "batches)";
+  return s;
+}
+
+ShardPlan plan_shards(int64_t samples, int64_t batch_size, int rank, int size) {
+  if (size < 1 || rank < 0 || rank >= size)
+    throw_runtime("internal error: rank " + std::to_string(rank) + " of " + std::to_string(size));
+  if (batch_size < 1) throw_input("data.batch_size must be at least 1");
+  ShardPlan p;
+  p.samples = samples;
+  p.batch_size = batch_size;
+  p.rank = rank;
+  p.size = size;
+  p.per_rank = samples / size;
+  p.batches = p.per_rank / batch_size;
+  if (p.batches < 1)
+    throw_input(std::to_string(samples) + " samples cannot give every one of " + std::to_string(size) +
+                " ranks a full batch of " + std::to_string(batch_size) + " (need at least " +
+                std::to_string(batch_size * size) + ")");
+  return p;
+}
+
+std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  if (!shuffle) return order;
+  // Fisher-Yates with our own bounded draws: std::shuffle's distribution use is
+  // implementation-defined, and the order must not depend on the standard library.
+  std::mt19937_64 g(mix(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1));
+  for (size_t i = order.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(g() % i);
+    std::swap(order[i - 1], order[j]);
+  }
+  return order;
+}
+
+std::vector<int64_t> rank_samples(const ShardPlan& plan, const std::vector<int64_t>& order) {
+  CREST_CHECK(static_cast<int64_t>(order.size()) == plan.samples, "epoch order size");
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(plan.samples / plan.size + 1));
+  for (int64_t i = plan.rank; i < plan.samples; i += plan.size) mine.push_back(order[static_cast<size_t>(i)]);
+  return mine;
+}
+
+}  // namespace crest
