@@ -1,0 +1,68 @@
+// HDF5 files of the DeepCAM dataset (SPEC.md §2), through the HDF5 C library.
+//
+// Sample files data-*.h5: `climate/data` float32 (H, W, C) and `climate/labels_0` (H, W) class
+// ids, stored as float32 in the real data (any float or integer type is accepted on read).
+// stats.h5: group `climate` with `count` (integer scalar) and float arrays `minval`, `maxval`,
+// `mean`, `sqmean` of one value per channel.
+//
+// Thread safety: an HDF5 library is only safe to call from several threads when it was built
+// with --enable-threadsafe, which no distribution promises (Debian's serial build happens to be;
+// others are not). Every function here therefore holds one process-wide mutex for its whole
+// duration; code elsewhere in crest that calls HDF5 directly must hold hdf5_mutex() too.
+// HDF5's habit of printing its error stack to stderr is switched off; failures become
+// crest::Error (input) naming the file, the dataset and HDF5's own innermost reason.
+//
+// Writers are atomic: HDF5 writes a temporary file next to the target, which is fsync'ed and
+// renamed into place only once complete.
+#pragma once
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace crest {
+
+// The lock every HDF5 call in crest is made under.
+std::mutex& hdf5_mutex();
+
+struct DeepcamSampleShape {
+  int64_t height = 0;
+  int64_t width = 0;
+  int64_t channels = 0;
+
+  bool operator==(const DeepcamSampleShape&) const = default;
+  std::string str() const;  // "768x1152x16 (HxWxC)"
+};
+
+// Opens `path` and checks climate/data is float32 of rank 3 and climate/labels_0 of rank 2 (any
+// float or integer type) with the same height and width. Returns the shape; throws crest::Error
+// (input) naming the file and the dataset otherwise.
+DeepcamSampleShape probe_deepcam_sample(const std::string& path);
+
+// Reads one sample straight into caller buffers: data_hwc holds H*W*C floats, labels_hw H*W
+// int32 class ids (converted from the stored type; a float label must be an integral value, an
+// integer label must fit int32). Either pointer may be null to skip that dataset. The file's
+// shape must equal `expected`; the error names found and expected.
+void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expected,
+                         float* data_hwc, int32_t* labels_hw);
+
+// Writes a sample as the real dataset stores it (both datasets float32, little-endian,
+// contiguous), atomically.
+void write_deepcam_sample(const std::string& path, const DeepcamSampleShape& shape,
+                          const float* data_hwc, const float* labels_hw);
+
+struct DeepcamStats {
+  int64_t count = 0;
+  std::vector<float> minval, maxval, mean, sqmean;  // one per channel
+};
+
+// Reads stats.h5; checks all four arrays are 1-D float with the same (non-zero) length.
+DeepcamStats read_deepcam_stats(const std::string& path);
+// Writes stats.h5 (count int64 scalar, arrays float32), atomically.
+void write_deepcam_stats(const std::string& path, const DeepcamStats& stats);
+
+// A listing of every group and dataset in the file with type, shape and storage, one per line
+// (for `crest inspect`).
+std::string describe_hdf5(const std::string& path);
+
+}  // namespace crest
