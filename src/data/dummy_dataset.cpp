@@ -48,3 +48,38 @@ void DummyDataset::fill_batch(const std::vector<int64_t>& indices, const TensorV
 }
 
 }  // namespace crest
+
+namespace crest {
+namespace {
+
+class DummySource final : public SampleSource {
+ public:
+  DummySource(const Shape& sample_shape, int64_t targets, int64_t n, uint64_t seed)
+      : ds_(sample_shape, targets, n, seed), name_("<dummy>") {
+    spec_.x_shape = sample_shape;
+    spec_.y_shape = Shape{targets};
+  }
+  std::string format() const override { return "dummy"; }
+  const SampleSpec& spec() const override { return spec_; }
+  int64_t size() const override { return ds_.size(); }
+  const std::string& path(int64_t) const override { return name_; }
+  void read(int64_t, std::vector<std::byte>& payload) const override { payload.clear(); }
+  void decode(int64_t i, std::span<const std::byte>, float* x, void* y) const override {
+    ds_.fill_batch({i}, TensorView(x, {spec_.x_shape.with_batch(1), DType::f32, Device::cpu, Layout::plain}),
+                   TensorView(y, {spec_.y_shape.with_batch(1), DType::f32, Device::cpu, Layout::plain}));
+  }
+
+ private:
+  DummyDataset ds_;
+  SampleSpec spec_;
+  std::string name_;
+};
+
+}  // namespace
+
+std::shared_ptr<SampleSource> make_dummy_source(const Shape& sample_shape, int64_t target_size,
+                                                int64_t n_samples, uint64_t seed) {
+  return std::make_shared<DummySource>(sample_shape, target_size, n_samples, seed);
+}
+
+}  // namespace crest

@@ -1,5 +1,7 @@
 #include "crest/data/loader.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -234,6 +236,9 @@ void DataLoader::run_task(const Task& t) {
 }
 
 void DataLoader::worker_loop() {
+  // Parallelism here is across samples; a decoder's own OpenMP loops stay single-threaded so the
+  // loader never oversubscribes the cores the compute threads use.
+  omp_set_num_threads(1);
   for (;;) {
     Task t;
     {

@@ -166,6 +166,7 @@ void register_bench(CLI::App& app) {
   peak->add_option("--size", *n, "matrix size");
   peak->add_option("--iters", *iters, "timed runs (best is reported)");
   peak->callback([threads, n, iters] { bench_peak(*threads, *n, *iters); });
+  register_bench_loader(*bench);
 }
 
 }  // namespace crest::tools

@@ -6,6 +6,8 @@
 namespace crest::tools {
 
 void register_train(CLI::App& app);  // crest train
-void register_bench(CLI::App& app);  // crest bench train | peak
+void register_bench(CLI::App& app);  // crest bench train | peak | loader
+void register_data_tools(CLI::App& app);
+void register_bench_loader(CLI::App& bench);  // crest bench loader (bench_loader.cpp)  // crest datagen | stage | validate | inspect
 
 }  // namespace crest::tools

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("crest ") + CREST_VERSION);
   crest::tools::register_train(app);
   crest::tools::register_bench(app);
+  crest::tools::register_data_tools(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -35,7 +35,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
         "batch_size", "n_epochs", "shard", "apply_log", "prefetch", "n_parallel_reads",
         "samples_per_file", "shuffle_train", "shuffle_valid",
         // crest additions
-        "shuffle", "seed", "cache_bytes", "stage_dir", "on_error"}},
+        "shuffle", "seed", "cache_bytes", "stage_dir", "on_error", "format"}},
       {"model",
        {"name", "input_shape", "kernel_size", "target_size", "conv_size", "n_conv_layers",
         "fc1_size", "fc2_size", "hidden_activation", "pooling_type", "dropout", "l2"}},
@@ -656,6 +656,8 @@ Config Loader::build(const YAML::Node& root) {
   d.stage_dir = opt_string(data, "stage_dir").value_or("");
   if (auto oe = opt_choice(data, "on_error", {{"fail"}, {"skip"}}))
     d.on_error = static_cast<OnSampleError>(*oe);
+  if (auto f = opt_choice(data, "format", {{"tfrecord"}, {"npy"}}))
+    d.format = static_cast<SampleFileFormat>(*f);
 
   // ---- optimizer
   if (!top.entries.count("optimizer"))
@@ -929,6 +931,7 @@ std::string to_yaml(const Config& c) {
     << "  cache_bytes: " << d.cache_bytes << "\n";
   if (!d.stage_dir.empty()) y << "  stage_dir: " << quote(d.stage_dir) << "\n";
   y << "  on_error: " << (d.on_error == OnSampleError::skip ? "skip" : "fail") << "\n";
+  y << "  format: " << (d.format == SampleFileFormat::npy ? "npy" : "tfrecord") << "\n";
 
   const ModelConfig& m = c.model;
   y << "\nmodel:\n"

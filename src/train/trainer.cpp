@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <limits>
 #include <ostream>
@@ -11,9 +12,11 @@
 
 #include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
-#include "crest/data/dummy_dataset.hpp"
+#include "crest/data/loader.hpp"
+#include "crest/dist/communicator.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 
 namespace crest {
@@ -77,9 +80,6 @@ CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
 
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log) {
   const auto t_start = Clock::now();
-  if (config.data.name != DatasetKind::dummy && !options.dry_run)
-    throw_input(config.source + ": data.name: reading the '" + dataset_name(config.data.name) +
-                "' TFRecord files is not implemented yet (the data pipeline issue); use data.name=dummy");
   auto backend = make_backend(config.crest.backend);
   const int threads = config.crest.threads > 0 ? config.crest.threads
                                                : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -117,23 +117,32 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   }
 
   const int64_t batch = config.data.batch_size;
-  const Shape& ss = config.data.sample_shape;
-  const int64_t targets = config.model.target_size;
-  DummyDataset train_set(ss, targets, config.data.n_train, config.data.seed);
-  const int64_t train_steps = config.data.n_train / batch;
-  const int64_t valid_steps = config.data.n_valid / batch;
-  if (train_steps < 1)
-    throw_input(config.source + ": data.n_train (" + std::to_string(config.data.n_train) +
-                ") is smaller than data.batch_size (" + std::to_string(batch) + ")");
-  if (config.data.n_train % batch)
-    log << "note: dropping the last " << config.data.n_train % batch << " training samples of each epoch (not a full batch)\n";
-  std::unique_ptr<DummyDataset> valid_set;
-  if (valid_steps > 0)
-    valid_set = std::make_unique<DummyDataset>(ss, targets, config.data.n_valid, config.data.seed + 0x5EED);
+  const DataConfig& dc = config.data;
+  auto comm = make_single_process_communicator();
+  const TrainingData data = open_training_data(config, *comm, log);
+  summary.stage_s = data.stage_s;
+  const std::shared_ptr<SampleSource>& train_src = data.train;
+  const std::shared_ptr<SampleSource>& valid_src = data.valid;
+  const LoaderOptions lo = loader_options(dc);
+  DataLoader train_loader(train_src, lo, *comm);
+  log << "train data: " << train_src->format() << ", " << train_loader.plan().describe() << " ("
+      << train_loader.threads() << " reader threads, " << dc.prefetch << " batches ahead)\n";
+  std::unique_ptr<DataLoader> valid_loader;
+  if (valid_src) {
+    LoaderOptions vo = lo;
+    vo.shuffle = dc.shuffle_valid;
+    vo.cache_bytes = 0;  // the cache bound is the training shard's
+    valid_loader = std::make_unique<DataLoader>(valid_src, vo, *comm);
+    log << "validation data: " << valid_loader->plan().describe() << "\n";
+  }
+  const int64_t train_steps = train_loader.plan().batches;
 
-  TensorView x = ex.input("x"), y = ex.input("y");
   TensorView pred = ex.output(model.prediction);
-  std::vector<int64_t> idx(static_cast<size_t>(batch));
+  // Reads a loaded batch in place when the graph allows it, else copies it into the inputs.
+  auto feed = [&](const LoadedBatch& b) {
+    for (const auto& [name, view] : {std::pair<const char*, const TensorView*>{"x", &b.x}, {"y", &b.y}})
+      if (!ex.bind_input(name, view->data())) std::memcpy(ex.input(name).data(), view->data(), view->bytes());
+  };
   double best_val = std::numeric_limits<double>::infinity();
   int since_best = 0;
   summary.status = "success";
@@ -142,13 +151,11 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     st.epoch = epoch + 1;
     st.lr = schedule.lr(epoch, batch);
     const auto t0 = Clock::now();
-    const std::vector<int64_t> order = epoch_order(config.data.n_train, config.data.shuffle, config.data.seed, epoch);
+    train_loader.start_epoch(epoch);
     double loss_sum = 0;
     for (int64_t s = 0; s < train_steps; ++s) {
-      const auto td = Clock::now();
-      for (int64_t b = 0; b < batch; ++b) idx[static_cast<size_t>(b)] = order[static_cast<size_t>(s * batch + b)];
-      train_set.fill_batch(idx, x, y);
-      st.data_wait_s += since(td);
+      const LoadedBatch b = train_loader.next();
+      feed(b);
       const double loss = ex.forward(true);
       if (!std::isfinite(loss))
         throw_runtime("the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch + 1) +
@@ -156,19 +163,27 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       loss_sum += loss;
       ex.backward();
       optimizer->step(st.lr);
+      train_loader.release(b);
     }
+    st.data_wait_s = train_loader.stats().wait_s;
+    st.skipped = train_loader.stats().skipped;
+    st.cache_hits = train_loader.stats().cache_hits;
     st.train_loss = loss_sum / static_cast<double>(train_steps);
     const double train_s = since(t0);
     st.samples_per_s = static_cast<double>(train_steps * batch) / train_s;
-    if (valid_set) {
+    if (valid_loader) {
+      const int64_t valid_steps = valid_loader->plan().batches;
       double vl = 0, vm = 0;
+      valid_loader->start_epoch(epoch);
       for (int64_t s = 0; s < valid_steps; ++s) {
-        for (int64_t b = 0; b < batch; ++b) idx[static_cast<size_t>(b)] = s * batch + b;
-        valid_set->fill_batch(idx, x, y);
+        const LoadedBatch b = valid_loader->next();
+        feed(b);
         ex.forward(false);
         vl += ex.last_data_loss();
-        vm += mean_abs_error(pred, y);
+        vm += mean_abs_error(pred, b.y);
+        valid_loader->release(b);
       }
+      st.skipped += valid_loader->stats().skipped;
       st.val_loss = vl / static_cast<double>(valid_steps);
       st.val_mae = vm / static_cast<double>(valid_steps);
     }
@@ -176,16 +191,18 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     summary.epochs.push_back(st);
     log << "epoch " << st.epoch << "/" << config.data.n_epochs << std::fixed << std::setprecision(4)
         << "  loss " << st.train_loss;
-    if (valid_set) log << "  val_loss " << st.val_loss << "  val_mae " << st.val_mae;
+    if (valid_loader) log << "  val_loss " << st.val_loss << "  val_mae " << st.val_mae;
     log << std::setprecision(5) << "  lr " << st.lr << std::setprecision(2) << "  " << st.samples_per_s
         << " samples/s  data wait " << std::setprecision(1) << 100.0 * st.data_wait_s / std::max(train_s, 1e-9)
-        << "%  " << std::setprecision(1) << st.seconds << " s\n";
+        << "%  " << std::setprecision(1) << st.seconds << " s";
+    if (st.skipped > 0) log << "  (" << st.skipped << " bad samples skipped)";
+    log << "\n";
     log.flush();
-    if (valid_set && config.train.target_mae && st.val_mae <= *config.train.target_mae) {
+    if (valid_loader && config.train.target_mae && st.val_mae <= *config.train.target_mae) {
       log << "target reached: val_mae " << st.val_mae << " <= " << *config.train.target_mae << "\n";
       break;
     }
-    if (valid_set && config.train.early_stopping_patience) {
+    if (valid_loader && config.train.early_stopping_patience) {
       if (st.val_loss < best_val) {
         best_val = st.val_loss;
         since_best = 0;
@@ -205,7 +222,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   const EpochStats& last = summary.epochs.back();
   log << std::fixed << std::setprecision(4) << "done: " << summary.epochs.size() << " epochs in "
       << std::setprecision(1) << since(t_start) << " s; final loss " << std::setprecision(4) << last.train_loss;
-  if (valid_set) log << ", val_mae " << last.val_mae;
+  if (valid_loader) log << ", val_mae " << last.val_mae;
   log << "; " << with_thousands(summary.parameter_count) << " parameters; status " << summary.status << "\n";
   return summary;
 }

@@ -10,42 +10,17 @@
 #include <sstream>
 #include <string>
 
+#include "support/cli_util.hpp"
 #include "support/test_util.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;  // stdout and stderr together
-};
-
-CliRun crest(const std::string& args) {
-  const std::string cmd = std::string(CREST_BINARY) + " " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  const int status = p ? pclose(p) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-class TempDir {
- public:
-  TempDir() {
-    path_ = fs::temp_directory_path() / ("crest_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator())); }
-
- private:
-  fs::path path_;
-  static inline int counter_ = 0;
-};
+using crest::test::CliRun;
+using crest::test::TempDir;
+using crest::test::run_crest;
+CliRun crest(const std::string& args) { return run_crest(args); }
 
 const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml");
 // A small, fast variant of the demo for the tests.

@@ -28,3 +28,16 @@ class DummyDataset {
 };
 
 }  // namespace crest
+
+#include <memory>
+
+#include "crest/data/sample_source.hpp"
+
+namespace crest {
+
+// The dummy dataset as a SampleSource, so `data.name: dummy` runs through the same loader
+// (threads, prefetch, data-wait accounting) as files do. Samples have no payload to read.
+std::shared_ptr<SampleSource> make_dummy_source(const Shape& sample_shape, int64_t target_size,
+                                                int64_t n_samples, uint64_t seed);
+
+}  // namespace crest

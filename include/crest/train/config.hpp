@@ -27,6 +27,9 @@ struct MlperfConfig {
 enum class DatasetKind { cosmo, dummy };
 enum class Compression { none, gzip };
 enum class OnSampleError { fail, skip };
+// How samples are stored: the reference's TFRecords, or NVIDIA's .npy variant
+// (<stem>.data.npy int16 [D, H, W, C] beside <stem>.label.npy float32 [targets]).
+enum class SampleFileFormat { tfrecord, npy };
 
 struct DataConfig {
   DatasetKind name = DatasetKind::cosmo;
@@ -51,6 +54,7 @@ struct DataConfig {
   int64_t cache_bytes = 0;  // bounded sample cache per rank; 0 = none ("4GiB" accepted)
   std::string stage_dir;    // node-local staging directory; empty = read in place
   OnSampleError on_error = OnSampleError::fail;  // a corrupt sample stops the run or is skipped
+  SampleFileFormat format = SampleFileFormat::tfrecord;
 };
 
 enum class Activation { leaky_relu, relu, tanh };

@@ -26,6 +26,8 @@ struct EpochStats {
   double val_loss = 0, val_mae = 0;
   double seconds = 0, samples_per_s = 0;
   double data_wait_s = 0;  // time the steps waited for input batches
+  int64_t skipped = 0;     // bad samples dropped (data.on_error: skip), train + validation
+  int64_t cache_hits = 0;  // training samples served from the loader's cache
 };
 
 struct TrainSummary {
@@ -33,6 +35,7 @@ struct TrainSummary {
   std::string status = "success";  // "success", "aborted" (stopped early without target)
   int64_t parameter_count = 0;
   size_t planned_bytes = 0;
+  double stage_s = 0;  // staging to data.stage_dir before training
 };
 
 // Model options from the config's model section.

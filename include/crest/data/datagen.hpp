@@ -1,0 +1,42 @@
+// `crest datagen`: learnable synthetic datasets written in exactly the reference formats, so the
+// whole pipeline (staging, loading, training, validation) runs without the multi-TB downloads.
+// <out>/train/ and <out>/validation/ (and <out>/stats.h5 for DeepCAM, computed over train).
+// A file is a pure function of (seed, split, index): parallel generation gives the same bytes as
+// serial, and any file can be regenerated alone.
+#pragma once
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+
+namespace crest {
+
+enum class DatagenKind { cosmoflow, deepcam };
+enum class DatagenFormat { tfrecord, npy, hdf5 };
+
+struct DatagenOptions {
+  DatagenKind kind = DatagenKind::cosmoflow;
+  std::string out;
+  int64_t n_train = 0, n_valid = 0;
+  int64_t size = 128;                 // CosmoFlow cube edge (multiple of 32)
+  int64_t height = 768, width = 1152; // DeepCAM
+  DatagenFormat format = DatagenFormat::tfrecord;  // cosmoflow: tfrecord|npy; deepcam: hdf5|npy
+  bool gzip = false;                  // CosmoFlow TFRecords GZIP-compressed (as v1.0 data)
+  uint64_t seed = 0;
+  int threads = 0;                    // files generated in parallel; 0 = hardware threads
+  bool overwrite = false;             // replace existing sample files (otherwise refuse)
+};
+
+struct DatagenResult {
+  int64_t files = 0;   // sample files written (a .npy pair counts once)
+  int64_t bytes = 0;   // bytes written
+  double seconds = 0;
+};
+
+// Throws crest::Error (usage/input) for impossible options or existing output (without
+// overwrite), naming the option or the path.
+DatagenResult generate_dataset(const DatagenOptions& options, std::ostream& log);
+
+// File names, shared with the readers' conventions.
+std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index);
+
+}  // namespace crest

@@ -1,0 +1,25 @@
+// The sample sources a config names: the dummy dataset, or the CosmoFlow files under
+// data.data_dir (staged to data.stage_dir first when set), limited to n_train / n_valid.
+// Shared by `crest train` and `crest bench loader` so both read data the same way.
+#pragma once
+#include <iosfwd>
+#include <memory>
+
+#include "crest/data/loader.hpp"
+#include "crest/data/sample_source.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest {
+
+class Communicator;
+
+struct TrainingData {
+  std::shared_ptr<SampleSource> train, valid;  // valid is null when n_valid is 0
+  double stage_s = 0;
+};
+
+TrainingData open_training_data(const Config& config, const Communicator& comm, std::ostream& log);
+// Loader options from the data section (prefetch, threads = n_parallel_reads, cache, on_error).
+LoaderOptions loader_options(const DataConfig& data);
+
+}  // namespace crest

@@ -1,0 +1,197 @@
+// The data tools end to end through the binary: datagen writes what validate accepts and inspect
+// describes; existing data is never overwritten unless asked; validate lists every damaged file
+// with its defect; staging copies verified files, reuses a complete staging and refuses to write
+// over anything else; training reads the generated files, and a bad sample stops the run (fail)
+// or is dropped and counted (skip).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "crest/data/formats/npy.hpp"
+#include "support/cli_util.hpp"
+#include "support/test_util.hpp"
+
+namespace crest {
+namespace {
+
+using test::run_crest;
+using test::TempDir;
+namespace fs = std::filesystem;
+
+std::vector<char> slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+}
+
+void flip_byte(const std::string& path, size_t offset) {
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekg(static_cast<std::streamoff>(offset));
+  char c = 0;
+  f.get(c);
+  f.seekp(static_cast<std::streamoff>(offset));
+  f.put(static_cast<char>(c ^ 0x5A));
+}
+
+std::string cosmo_dataset(const TempDir& t, const std::string& extra = "--gzip") {
+  const std::string dir = t.file("cosmo");
+  const auto r = run_crest("datagen cosmoflow --out " + dir + " --train 8 --valid 4 --size 32 --seed 3 " + extra);
+  EXPECT_EQ(r.code, 0) << r.out;
+  return dir;
+}
+
+const std::string kTrainOnFiles =
+    "train --config " + test::source_path("configs/cosmoflow-demo.yaml") +
+    " data.name=cosmo data.n_train=8 data.n_valid=4 data.n_epochs=1 data.apply_log=true model.conv_size=4 "
+    "crest.threads=2";
+
+TEST(DataCli, DatagenOutputValidatesAndInspects) {
+  TempDir t;
+  const std::string dir = cosmo_dataset(t);
+  EXPECT_EQ(fs::file_size(dir + "/train/sample-000000.tfrecord") > 0, true);
+  auto v = run_crest("validate " + dir);
+  ASSERT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("12 good samples"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("cosmoflow-tfrecord-gzip"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("[32, 32, 32, 4]"), std::string::npos) << v.out;
+  auto i = run_crest("inspect " + dir + "/validation/sample-000001.tfrecord");
+  ASSERT_EQ(i.code, 0) << i.out;
+  EXPECT_NE(i.out.find("tf.train.Example"), std::string::npos) << i.out;
+  EXPECT_NE(i.out.find("262,144 bytes"), std::string::npos) << i.out;  // 32^3 x 4 x int16
+  // Deterministic: the same seed gives the same bytes.
+  TempDir t2;
+  const std::string again = cosmo_dataset(t2);
+  EXPECT_EQ(slurp(dir + "/train/sample-000005.tfrecord"), slurp(again + "/train/sample-000005.tfrecord"));
+}
+
+TEST(DataCli, DatagenNeverOverwritesUnlessAsked) {
+  TempDir t;
+  const std::string dir = cosmo_dataset(t);
+  const auto before = slurp(dir + "/train/sample-000000.tfrecord");
+  auto r = run_crest("datagen cosmoflow --out " + dir + " --train 8 --valid 4 --size 32 --seed 99");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+  EXPECT_EQ(slurp(dir + "/train/sample-000000.tfrecord"), before);
+  r = run_crest("datagen cosmoflow --out " + dir + " --train 8 --valid 4 --size 32 --seed 99 --gzip --overwrite");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(slurp(dir + "/train/sample-000000.tfrecord"), before);
+  EXPECT_EQ(run_crest("datagen cosmoflow --out " + t.file("x") + " --train 2 --valid 0 --size 48").code, 2);
+}
+
+TEST(DataCli, ValidateListsEveryDamagedFile) {
+  TempDir t;
+  const std::string dir = cosmo_dataset(t, "");  // plain TFRecords: damage is easy to place
+  const std::string crc = dir + "/train/sample-000002.tfrecord";
+  const std::string cut = dir + "/train/sample-000004.tfrecord";
+  flip_byte(crc, 5000);
+  fs::resize_file(cut, fs::file_size(cut) - 100);
+  // A sample of another shape among the 32^3 ones.
+  TempDir t2;
+  ASSERT_EQ(run_crest("datagen cosmoflow --out " + t2.file("d") + " --train 1 --valid 0 --size 64").code, 0);
+  fs::copy_file(t2.file("d") + "/train/sample-000000.tfrecord", dir + "/validation/sample-000099.tfrecord");
+  auto v = run_crest("validate " + dir);
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find("3 bad files"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("sample-000002.tfrecord: "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("CRC"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("sample-000004.tfrecord: "), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("sample-000099.tfrecord: sample shape [64, 64, 64, 4] differs"), std::string::npos) << v.out;
+  // With the shape given, every 32^3 file is now the odd one out.
+  v = run_crest("validate " + dir + " --sample-shape 64,64,64,4");
+  EXPECT_EQ(v.code, 2);
+  EXPECT_NE(v.out.find("(--sample-shape)"), std::string::npos) << v.out;
+  EXPECT_EQ(run_crest("validate " + t.file("nothing-here")).code, 2);
+}
+
+TEST(DataCli, StagingCopiesVerifiesReusesAndRefuses) {
+  TempDir t;
+  const std::string dir = cosmo_dataset(t);
+  const std::string dst = t.file("local");
+  auto s = run_crest("stage --from " + dir + " --to " + dst);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("every file verified"), std::string::npos) << s.out;
+  for (const char* f : {"/train/sample-000000.tfrecord", "/validation/sample-000003.tfrecord"})
+    EXPECT_EQ(slurp(dir + f), slurp(dst + f)) << f;
+  s = run_crest("stage --from " + dir + " --to " + dst);
+  ASSERT_EQ(s.code, 0) << s.out;
+  EXPECT_NE(s.out.find("reusing"), std::string::npos) << s.out;
+  // Something else in the destination: refused, and what is there stays.
+  const std::string other = t.file("other");
+  fs::create_directories(other);
+  std::ofstream(other + "/keep.txt") << "mine";
+  s = run_crest("stage --from " + dir + " --to " + other);
+  EXPECT_EQ(s.code, 2) << s.out;
+  EXPECT_EQ(slurp(other + "/keep.txt").size(), 4u);
+  // Inflating gives plain TFRecords with the same records.
+  const std::string plain = t.file("plain");
+  ASSERT_EQ(run_crest("stage --from " + dir + " --to " + plain + " --inflate").code, 0);
+  auto v = run_crest("validate " + plain);
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("(cosmoflow-tfrecord,"), std::string::npos) << v.out;
+}
+
+TEST(DataCli, TrainsFromTfrecordsAndNpyAndStagesFirst) {
+  TempDir t;
+  const std::string gz = cosmo_dataset(t);
+  auto r = run_crest(kTrainOnFiles + " data.data_dir=" + gz + " data.compression=GZIP data.stage_dir=" + t.file("stage"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("staged 12 files"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cosmoflow-tfrecord-gzip"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status success"), std::string::npos) << r.out;
+  // The configured compression must match the files.
+  r = run_crest(kTrainOnFiles + " data.data_dir=" + gz);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("GZIP-compressed but data.compression is null"), std::string::npos) << r.out;
+  const std::string npy = t.file("npy");
+  ASSERT_EQ(run_crest("datagen cosmoflow --out " + npy + " --train 8 --valid 4 --size 32 --format npy").code, 0);
+  r = run_crest(kTrainOnFiles + " data.format=npy data.data_dir=" + npy);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("cosmoflow-npy"), std::string::npos) << r.out;
+  // More samples configured than there are files.
+  r = run_crest(kTrainOnFiles + " data.data_dir=" + gz + " data.compression=GZIP data.n_train=50");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("holds 8 sample files but 50"), std::string::npos) << r.out;
+}
+
+TEST(DataCli, BadSampleFailsOrIsSkippedAndCounted) {
+  TempDir t;
+  const std::string dir = cosmo_dataset(t, "");
+  // 10 training files, 8 used: the spares let skip mode fill the hole.
+  TempDir t2;
+  ASSERT_EQ(run_crest("datagen cosmoflow --out " + t2.file("d") + " --train 10 --valid 0 --size 32").code, 0);
+  const std::string train = t2.file("d");
+  flip_byte(train + "/train/sample-000003.tfrecord", 7000);
+  auto r = run_crest(kTrainOnFiles + " data.data_dir=" + train + " data.n_valid=0 data.shuffle=false");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("sample-000003.tfrecord"), std::string::npos) << r.out;
+  r = run_crest(kTrainOnFiles + " data.data_dir=" + train + " data.n_valid=0 data.n_train=10 data.shuffle=false data.on_error=skip");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("1 bad samples skipped"), std::string::npos) << r.out;
+}
+
+TEST(DataCli, DeepcamDatagenWritesStatsAndValidatesLabels) {
+  TempDir t;
+  const std::string dir = t.file("cam");
+  auto r = run_crest("datagen deepcam --out " + dir + " --train 3 --valid 1 --height 96 --width 144");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(fs::exists(dir + "/stats.h5"));
+  auto v = run_crest("validate " + dir);
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("[96, 144, 16]"), std::string::npos) << v.out;
+  auto i = run_crest("inspect " + dir + "/train/data-000000.h5");
+  EXPECT_NE(i.out.find("labels_0"), std::string::npos) << i.out;
+  // The npy variant, with one label file broken (a class id that does not exist).
+  const std::string npy = t.file("camnpy");
+  ASSERT_EQ(run_crest("datagen deepcam --out " + npy + " --train 2 --valid 0 --height 32 --width 48 --format npy").code, 0);
+  std::vector<float> labels(32 * 48, 0.f);
+  labels[100] = 7.f;
+  write_npy(npy + "/train/label-000001.npy", DType::f32, {32, 48}, labels.data());
+  v = run_crest("validate " + npy);
+  EXPECT_EQ(v.code, 2) << v.out;
+  EXPECT_NE(v.out.find("data-000001.npy: label 7 at pixel (2, 4)"), std::string::npos) << v.out;
+}
+
+}  // namespace
+}  // namespace crest

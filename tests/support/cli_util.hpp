@@ -1,0 +1,46 @@
+// Running the `crest` binary from tests, and scratch directories that clean up after themselves.
+#pragma once
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <iterator>
+#include <string>
+
+namespace crest::test {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code;
+  std::string out;  // stdout and stderr together
+};
+
+inline CliRun run_crest(const std::string& args) {
+  const std::string cmd = std::string(CREST_BINARY) + " " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  const int status = p ? pclose(p) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    path_ = fs::temp_directory_path() / ("crest_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  std::string file(const std::string& name) const { return (path_ / name).string(); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator())); }
+
+ private:
+  fs::path path_;
+  static inline int counter_ = 0;
+};
+
+}  // namespace crest::test
