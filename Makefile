@@ -5,7 +5,7 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps configure build run test clean
+.PHONY: all deps venv configure build run test clean
 
 all: build
 
@@ -22,8 +22,12 @@ build: configure
 run: build
 	$(BUILD_DIR)/bin/crest train --config configs/cosmoflow-demo.yaml
 
+# Python packages for tests/interop (PyPI, into .venv).
+venv:
+	@bash scripts/setup-venv.sh
+
 # The whole test suite through CTest.
-test: build
+test: build venv
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 clean:
