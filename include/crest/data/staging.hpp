@@ -8,9 +8,10 @@
 // the distributed mode (each rank reads a disjoint part, the node receives the rest by
 // allgather) behind the same function.
 //
-// Every file is checksummed (CRC32C) while it is read and verified after it is written (size and
-// checksum of the bytes on disk); with `inflate`, GZIP TFRecords are inflated to plain ones (every
-// record's CRCs checked by the reader) to trade local disk for CPU in every later epoch.
+// Every file is checksummed (CRC32C) while it is read, and its size on disk is checked after it
+// is written; the checksums go into the manifest. With `inflate`, GZIP TFRecords are inflated to
+// plain ones (every record's CRCs checked by the reader, the output parsed back) to trade local
+// disk for CPU in every later epoch.
 // Files are written under a temporary name and renamed, and a manifest
 // (DST/.crest-stage.json: source, files, sizes, checksums) is written last: a destination with a
 // manifest matching the source listing is reused as is; anything else already in DST is an
