@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/data/formats/crc32c.hpp"
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/inspect.hpp"
@@ -67,6 +68,25 @@ TEST_F(InspectTest, DescribesTfRecordFilesAndTheirFirstExample) {
   o.write(bytes_of("\x08\x01 not protobuf"));
   o.close();
   expect_contains(inspect_file(other), {"records: 1", "not a tf.train.Example"});
+}
+
+TEST_F(InspectTest, PlainTfRecordsThatLookLikeOtherFormatsAreStillTfRecords) {
+  // First record lengths whose header starts like gzip (1f 8b) or whose length CRC starts with
+  // '{' (as a safetensors header would).
+  size_t brace_length = 1;
+  for (;; ++brace_length) {
+    unsigned char len[8] = {};
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(brace_length >> (8 * i));
+    if ((crc32c_mask(crc32c(len, 8)) & 0xff) == '{') break;
+  }
+  for (size_t length : {size_t{0x8b1f}, brace_length}) {
+    const std::string path = dir_.file("r" + std::to_string(length));
+    TfRecordWriter w(path);
+    w.write(std::vector<std::byte>(length, std::byte{7}));
+    w.close();
+    EXPECT_EQ(detect_data_file_format(path), DataFileFormat::tfrecord) << length;
+    expect_contains(inspect_file(path), {"TFRecord, uncompressed", "records: 1"});
+  }
 }
 
 TEST_F(InspectTest, DescribesHdf5) {

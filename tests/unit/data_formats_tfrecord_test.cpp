@@ -209,6 +209,16 @@ TEST_F(TfrecordCorruptionTest, FlippedDataByteIsADataCrcMismatch) {
   expect_error(b, "data CRC mismatch (stored 0x");
 }
 
+TEST_F(TfrecordCorruptionTest, ReaderStaysFailedAfterAnError) {
+  auto b = bytes_;
+  b[21 + 12 + 500] ^= std::byte{0x01};
+  TfRecordReader reader = TfRecordReader::from_memory(b, "mem");
+  std::vector<std::byte> r;
+  EXPECT_TRUE(reader.next(r));
+  for (int i = 0; i < 2; ++i)
+    expect_input_error([&] { (void)reader.next(r); }, {"mem: record 1", "data CRC mismatch"});
+}
+
 TEST_F(TfrecordCorruptionTest, FlippedLengthByteIsALengthCrcMismatch) {
   auto b = bytes_;
   b[21 + 1] ^= std::byte{0x04};
@@ -233,14 +243,16 @@ TEST_F(TfrecordCorruptionTest, TruncationsNameWhereTheFileEnds) {
 }
 
 TEST_F(TfrecordCorruptionTest, GzipTruncationsAreReportedWithRecordAndOffset) {
-  // Same file compressed: truncation is now found while inflating; the message names the
-  // record and the uncompressed offset, or the gzip stream.
+  // Same file compressed: truncation is found while inflating; the message names the record
+  // being read and its offset in the uncompressed stream.
   const std::string gz = dir_.file("good.gz");
   write_records(gz, TfRecordCompression::gzip, {bytes_of("hello"), random_bytes(1000, 5)});
   const auto z = read_file_bytes(gz);
   const std::string path = dir_.file("cut.gz");
   write_file_bytes(path, std::vector<std::byte>(z.begin(), z.end() - 4));
-  expect_input_error([&] { (void)read_single_record(path); }, {path, "gzip stream truncated"});
+  // Both records complete, the trailer cut: found when looking for a third record.
+  expect_input_error([&] { (void)read_single_record(path); },
+                     {path + ": record 2 at uncompressed byte offset 1037: gzip stream truncated"});
   write_file_bytes(path,
                    std::vector<std::byte>(z.begin(), z.begin() + static_cast<long>(z.size() / 2)));
   expect_input_error(
@@ -250,7 +262,7 @@ TEST_F(TfrecordCorruptionTest, GzipTruncationsAreReportedWithRecordAndOffset) {
         while (reader.next(r)) {
         }
       },
-      {path, "gzip stream truncated"});
+      {path + ": record 1 at uncompressed byte offset 21: gzip stream truncated"});
 }
 
 TEST_F(TfrecordCorruptionTest, CorruptGzipStreams) {
@@ -365,6 +377,19 @@ TEST_F(TfrecordTest, WriterRejectsBadOptions) {
   EXPECT_EQ(parse_tfrecord_compression(""), TfRecordCompression::none);
   EXPECT_EQ(parse_tfrecord_compression("auto"), TfRecordCompression::detect);
   expect_input_error([] { (void)parse_tfrecord_compression("zlib"); }, {"'zlib'"});
+}
+
+TEST_F(TfrecordTest, DetectTellsAPlainFileWhoseLengthStartsLikeGzip) {
+  // A first record of 0x8b1f bytes: the file starts with 1f 8b, like a gzip stream.
+  const auto record = random_bytes(0x8b1f, 4);
+  const std::string path = dir_.file("looks_gzip.tfrecord");
+  write_records(path, TfRecordCompression::none, {record});
+  const auto bytes = read_file_bytes(path);
+  ASSERT_EQ(bytes[0], std::byte{0x1f});
+  ASSERT_EQ(bytes[1], std::byte{0x8b});
+  TfRecordReader reader(path);
+  EXPECT_EQ(reader.compression(), TfRecordCompression::none);
+  EXPECT_EQ(read_all(reader), std::vector<std::vector<std::byte>>{record});
 }
 
 TEST_F(TfrecordTest, EmptyFileHasNoRecords) {

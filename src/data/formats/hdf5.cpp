@@ -126,13 +126,27 @@ std::string type_text(hid_t type) {
   }
 }
 
+// File access properties: keep HDF5's file locking, but do not fail on file systems that do not
+// support it (Lustre and GPFS mounts often do not; h5py users work around that with
+// HDF5_USE_FILE_LOCKING=FALSE, which still takes precedence).
+Handle file_access_properties(const std::string& path) {
+  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
+  if (!fapl.valid())
+    fail(path, "cannot create HDF5 file access properties (" + hdf5_reason() + ")");
+#if H5_VERSION_GE(1, 10, 7)
+  if (H5Pset_file_locking(fapl.get(), true, true) < 0) (void)hdf5_reason();
+#endif
+  return fapl;
+}
+
 Handle open_file(const std::string& path) {
   // Our own open first: a missing or unreadable file gets the system's reason, not HDF5's.
   { formats_io::InputFile probe(path); }
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 == 0) fail(path, "not an HDF5 file (no HDF5 signature)");
   if (is_hdf5 < 0) fail(path, "cannot read as HDF5 (" + hdf5_reason() + ")");
-  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+  const Handle fapl = file_access_properties(path);
+  const hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, fapl.get());
   if (f < 0) fail(path, "cannot open as HDF5 (" + hdf5_reason() + ")");
   return Handle(f, H5Fclose);
 }
@@ -253,7 +267,8 @@ void read_labels(const std::string& path, const SampleFile& s, int32_t* labels) 
 // ---- writing ----
 
 Handle create_file(const formats_io::AtomicOutputFile& out) {
-  const hid_t f = H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  const Handle fapl = file_access_properties(out.path());
+  const hid_t f = H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (f < 0) fail(out.path(), "cannot create (" + hdf5_reason() + ")");
   return Handle(f, H5Fclose);
 }

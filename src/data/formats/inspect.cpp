@@ -176,6 +176,11 @@ DataFileFormat detect_data_file_format(const std::string& path) {
   const size_t n = static_cast<size_t>(std::min<uint64_t>(size, head.size()));
   file.read_exact_at(0, head.data(), n, "the format probe");
 
+  // A plain TFRecord is recognised by its length CRC first: the odds that another format's
+  // first 12 bytes pass it are 2^-32, while a TFRecord's first bytes can look like others'
+  // (a length starting 1f 8b, a length CRC starting with '{', an HDF5 file inside a record).
+  if (n >= 12 && crc32c_mask(crc32c(head.data(), 8)) == load_le(head.data() + 8, 4))
+    return DataFileFormat::tfrecord;
   if (n >= 2 && head[0] == 0x1f && head[1] == 0x8b) return DataFileFormat::tfrecord_gzip;
   if (n >= 6 && std::memcmp(head.data(), "\x93NUMPY", 6) == 0) return DataFileFormat::npy;
   // HDF5 allows a user block before the superblock: the signature sits at 0, 512, 1024, ...
@@ -188,8 +193,6 @@ DataFileFormat detect_data_file_format(const std::string& path) {
     const uint64_t header = load_le(head.data(), 8);
     if (header >= 2 && header <= size - 8 && head[8] == '{') return DataFileFormat::safetensors;
   }
-  if (n >= 12 && crc32c_mask(crc32c(head.data(), 8)) == load_le(head.data() + 8, 4))
-    return DataFileFormat::tfrecord;
   throw_input(path + ": unknown format: not TFRecord, HDF5, .npy or safetensors (first bytes: " +
               hex_bytes(head.data(), std::min<size_t>(n, 12)) + ")");
 }

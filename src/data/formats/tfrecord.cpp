@@ -239,8 +239,12 @@ class GzipStream final : public RecordStream {
   uint64_t member_out_ = 0;
 };
 
-bool starts_with_gzip_magic(const std::byte* p, size_t n) {
-  return n >= 2 && p[0] == std::byte{0x1f} && p[1] == std::byte{0x8b};
+// gzip iff the gzip magic 1f 8b comes first. A plain file starts with its first record's length,
+// which could begin with those two bytes too (a length of 35,615 + k * 65,536); a plain file
+// is then recognised by its length CRC, which a gzip header matches with odds of 2^-32.
+bool looks_gzip(const std::byte* p, size_t n) {
+  if (n < 2 || p[0] != std::byte{0x1f} || p[1] != std::byte{0x8b}) return false;
+  return n < 12 || crc32c_mask(crc32c(p, 8)) != load_le32(p + 8);
 }
 
 }  // namespace
@@ -272,13 +276,15 @@ struct TfRecordReader::Impl {
   uint64_t records = 0;
   uint64_t offset = 0;
   bool ended = false;
+  // After a defect the stream position is meaningless: every later call repeats the error.
+  std::optional<Error> failure;
 
   Impl(std::string n, std::unique_ptr<StoredBytes> in, TfRecordCompression c, const std::byte* head,
        size_t head_bytes)
       : name(std::move(n)), compression(c) {
     if (compression == TfRecordCompression::detect)
-      compression = starts_with_gzip_magic(head, head_bytes) ? TfRecordCompression::gzip
-                                                             : TfRecordCompression::none;
+      compression =
+          looks_gzip(head, head_bytes) ? TfRecordCompression::gzip : TfRecordCompression::none;
     if (compression == TfRecordCompression::gzip)
       stream = std::make_unique<GzipStream>(std::move(in), name);
     else
@@ -304,7 +310,17 @@ struct TfRecordReader::Impl {
   }
 
   bool next(std::vector<std::byte>& record) {
+    if (failure) throw *failure;
     if (ended) return false;
+    try {
+      return next_record(record);
+    } catch (const Error& e) {
+      failure = e;
+      throw;
+    }
+  }
+
+  bool next_record(std::vector<std::byte>& record) {
     std::array<std::byte, 12> header{};
     const size_t got = read(header.data(), header.size());
     if (got == 0) {
@@ -365,7 +381,7 @@ TfRecordReader::TfRecordReader(std::unique_ptr<Impl> impl) : impl_(std::move(imp
 
 TfRecordReader::TfRecordReader(const std::string& path, TfRecordCompression compression) {
   auto in = std::make_unique<FileBytes>(path);
-  std::array<std::byte, 2> head{};
+  std::array<std::byte, 12> head{};
   const size_t head_bytes = in->peek(head.data(), head.size());
   impl_ = std::make_unique<Impl>(path, std::move(in), compression, head.data(), head_bytes);
 }

@@ -8,10 +8,10 @@ enum class DataFileFormat { tfrecord, tfrecord_gzip, hdf5, npy, safetensors };
 
 const char* data_file_format_name(DataFileFormat f);  // "TFRecord", "HDF5", ...
 
-// Recognises the format from the first bytes: gzip magic 1f 8b (a gzip-compressed TFRecord),
-// the HDF5 signature \x89HDF\r\n\x1a\n (at offset 0 or a user-block offset 512, 1024, ...),
-// \x93NUMPY, a safetensors header length followed by '{', or a TFRecord length header whose
-// CRC matches. Throws crest::Error (input) naming the file when it is none of these.
+// Recognises the format from the first bytes: a TFRecord length header whose CRC matches, gzip
+// magic 1f 8b (a gzip-compressed TFRecord), \x93NUMPY, the HDF5 signature \x89HDF\r\n\x1a\n
+// (at offset 0 or a user-block offset 512, 1024, ...), or a safetensors header length followed
+// by '{'. Throws crest::Error (input) naming the file when it is none of these.
 DataFileFormat detect_data_file_format(const std::string& path);
 
 // A human-readable, multi-line description. TFRecord: compression, record count (every CRC is

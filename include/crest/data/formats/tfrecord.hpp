@@ -24,7 +24,10 @@ namespace crest {
 enum class TfRecordCompression {
   none,
   gzip,
-  detect,  // reading only: gzip iff the file starts with the gzip magic 1f 8b
+  // Reading only: gzip iff the file starts with the gzip magic 1f 8b (unless its first 12
+  // bytes are a valid TFRecord length header, which a plain file with a first record of
+  // 35,615 + k * 65,536 bytes has).
+  detect,
 };
 
 const char* tfrecord_compression_name(TfRecordCompression c);  // "none", "gzip", "detect"
@@ -52,7 +55,8 @@ class TfRecordReader {
 
   // Reads the next record into `record` (resized to its length). Returns false at a clean end
   // of file (for gzip: after the last member's trailer was verified); throws crest::Error
-  // (input) on any defect. Passing the same vector every time avoids reallocating it.
+  // (input) on any defect, and again on every later call (the position is lost). Passing the
+  // same vector every time avoids reallocating it.
   bool next(std::vector<std::byte>& record);
 
   const std::string& name() const;
