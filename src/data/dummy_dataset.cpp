@@ -2,17 +2,14 @@
 
 #include <algorithm>
 
+#include "backends/dropout_hash.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest {
 namespace {
 
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
+// SplitMix64's step: the same mixer the dropout masks and synthetic data use.
+uint64_t mix(uint64_t z) { return splitmix64_mix(z + 0x9E3779B97F4A7C15ull); }
 
 double unit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
 
