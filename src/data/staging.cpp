@@ -30,7 +30,10 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 constexpr const char* kManifest = ".crest-stage.json";
-constexpr size_t kChunk = 8u << 20;
+// Copy buffer: small enough to stay in the core's L2 cache between read(), CRC and write().
+// Measured on 1 GiB of page-cached files: 256 KiB copies 3-4x faster than 8 MiB (which makes
+// every byte travel through memory twice more) and on par with cp's in-kernel copy.
+constexpr size_t kChunk = size_t{256} << 10;
 
 struct FileToStage {
   std::string rel;  // relative to from/ and to/
@@ -134,7 +137,7 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     // Every record's CRCs are checked by the reader; the plain output is re-read below.
     TfRecordReader reader(src, TfRecordCompression::gzip);
     std::vector<std::byte> record;
-    Fd outf(tmp.path, O_WRONLY | O_TRUNC);
+    Fd outf(tmp.path, O_WRONLY);
     // Plain framing written here rather than through TfRecordWriter: it would fsync and rename
     // on its own, and staging renames once after verification.
     uint64_t records = 0;
@@ -161,7 +164,9 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     std::tie(out.crc, out.bytes) = checksum_file(tmp.path, buf);
   } else {
     Fd in(src, O_RDONLY);
-    Fd outf(tmp.path, O_WRONLY | O_TRUNC);
+    // No O_TRUNC (mkstemp made the file empty): on ext4 a truncate-to-zero marks the file for
+    // writeback on close (auto_da_alloc), which made every staged file wait for the disk.
+    Fd outf(tmp.path, O_WRONLY);
     uint32_t crc = 0;
     int64_t total = 0;
     for (size_t n; (n = in.read_some(buf.data(), buf.size())) > 0;) {
