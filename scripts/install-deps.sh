@@ -11,6 +11,7 @@ packages=(
   libcli11-dev           # the command line
   zlib1g-dev             # gzip TFRecords
   libhdf5-dev            # DeepCAM HDF5 samples and stats.h5
+  libopenmpi-dev openmpi-bin  # multi-rank training (MPI) and mpirun for its tests
   libgtest-dev libgmock-dev  # the test suite
   python3 python3-venv   # tests/interop and fixture scripts
 )

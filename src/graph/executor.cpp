@@ -344,6 +344,10 @@ void Executor::build(Graph& graph) {
     op->flops = op->layer->flops([&] { std::vector<Shape> s; for (int v : op->in) s.push_back(val(v).shape); return s; }(),
                                  [&] { std::vector<Shape> s; for (int v : op->out) s.push_back(val(v).shape); return s; }());
   }
+  finished_in_backward_.assign(params_.slots().size(), false);
+  for (const auto& op : ops_)
+    if (op->run_backward)
+      for (int s : op->param_slots) finished_in_backward_[static_cast<size_t>(s)] = true;
 }
 
 void Executor::plan_and_bind() {
@@ -603,11 +607,34 @@ void Executor::backward() {
       vec_->add(g, t, g, val(a.value).fmt.bytes / dtype_size(val(a.value).fmt.dtype));
     }
     if (profiling_) profile_[k].backward_s += std::chrono::duration<double>(clock::now() - t0).count();
+    // This op's parameter gradients are final now (one op owns each parameter): add the L2
+    // term and hand them on, so a gradient bucket can start communicating while backward goes on.
+    // Last slot first (bias before weight): all of an op's gradients are done at once, and this
+    // order walks the flat buffer downwards, so gradient buckets are contiguous slices.
+    for (auto it = op.param_slots.rbegin(); it != op.param_slots.rend(); ++it) finish_gradient(*it);
   }
-  for (size_t s = 0; s < params_.slots().size(); ++s) {
-    const auto& slot = params_.slots()[s];
-    if (slot.spec.l2 > 0) vec_->axpy(2.0 * slot.spec.l2, params_.value(s).data(), params_.grad(s).data(), slot.count);
-  }
+  // Parameters of ops that run no backward (none in the models so far) keep the old rule.
+  for (size_t s = 0; s < params_.slots().size(); ++s)
+    if (!finished_in_backward_[s]) finish_gradient(static_cast<int>(s));
+}
+
+void Executor::finish_gradient(int s) {
+  const auto& slot = params_.slots()[static_cast<size_t>(s)];
+  if (!slot.spec.trainable) return;
+  if (slot.spec.l2 > 0)
+    vec_->axpy(2.0 * slot.spec.l2, params_.value(static_cast<size_t>(s)).data(), params_.grad(static_cast<size_t>(s)).data(), slot.count);
+  if (gradient_ready_) gradient_ready_(s);
+}
+
+std::vector<int> Executor::gradient_ready_order() const {
+  std::vector<int> order;
+  for (size_t k = ops_.size(); k-- > 0;)
+    if (ops_[k]->run_backward)
+      for (auto it = ops_[k]->param_slots.rbegin(); it != ops_[k]->param_slots.rend(); ++it)
+        if (params_.slots()[static_cast<size_t>(*it)].spec.trainable) order.push_back(*it);
+  for (size_t s = 0; s < params_.slots().size(); ++s)
+    if (!finished_in_backward_[s] && params_.slots()[s].spec.trainable) order.push_back(static_cast<int>(s));
+  return order;
 }
 
 double Executor::forward_flops() const {

@@ -5,7 +5,19 @@
 #include <iostream>
 
 #include "crest/core/error.hpp"
+#include "crest/dist/communicator.hpp"
 #include "tools/commands.hpp"
+
+namespace {
+// A rank that fails must not leave the others waiting in a collective: in a multi-rank job the
+// error ends the whole job (after the message, which names this rank's problem).
+int fail(const char* what, int code) {
+  std::fprintf(stderr, "crest: error: %s\n", what);
+  std::fflush(stderr);
+  crest::abort_parallel_job(code);
+  return code;
+}
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"crest: deep learning on scientific data at supercomputer scale"};
@@ -20,11 +32,9 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   } catch (const crest::Error& e) {
-    std::fprintf(stderr, "crest: error: %s\n", e.what());
-    return e.exit_code();
+    return fail(e.what(), e.exit_code());
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "crest: error: %s\n", e.what());
-    return 1;
+    return fail(e.what(), 1);
   }
   return 0;
 }

@@ -28,7 +28,7 @@ namespace {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> s = {
-      {"", {"output_dir", "mlperf", "data", "model", "optimizer", "lr_schedule", "train", "crest"}},
+      {"", {"output_dir", "mlperf", "data", "model", "optimizer", "lr_schedule", "train", "crest", "dist"}},
       {"mlperf", {"org", "division", "status", "platform"}},
       {"data",
        {"name", "data_dir", "compression", "n_train", "n_valid", "sample_shape", "target_shape",
@@ -46,6 +46,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
        {"base_lr", "scaling", "base_batch_size", "n_warmup_epochs", "decay_schedule"}},
       {"train", {"loss", "metrics", "early_stopping_patience", "target_mae"}},
       {"crest", {"backend", "threads"}},
+      {"dist", {"backend", "bucket_mb", "first_bucket_mb", "timeout_s"}},
   };
   return s;
 }
@@ -815,6 +816,24 @@ Config Loader::build(const YAML::Node& root) {
   }
   c.crest.threads = static_cast<int>(opt_int(rt, "threads", 0, 1 << 16).value_or(0));
 
+  // ---- dist
+  const Section ds = section(top, "dist");
+  if (auto b = opt_string(ds, "backend")) {
+    if (*b != "auto" && *b != "mpi" && *b != "single")
+      fail(ds, "backend", "unknown value " + quote(*b) + " (expected auto, mpi or single)");
+    c.dist.backend = *b;
+  }
+  auto positive = [&](const char* key, double& out, double max) {
+    if (auto v = opt_double(ds, key)) {
+      if (!(*v > 0) || *v > max)
+        fail(ds, key, "must be in (0, " + format_double(max) + "], got " + format_double(*v));
+      out = *v;
+    }
+  };
+  positive("bucket_mb", c.dist.bucket_mb, 4096);
+  positive("first_bucket_mb", c.dist.first_bucket_mb, 4096);
+  positive("timeout_s", c.dist.timeout_s, 7 * 24 * 3600.0);
+
   return c;
 }
 
@@ -987,6 +1006,12 @@ std::string to_yaml(const Config& c) {
   y << "\ncrest:\n"
     << "  backend: " << c.crest.backend << "\n"
     << "  threads: " << c.crest.threads << "\n";
+
+  y << "\ndist:\n"
+    << "  backend: " << c.dist.backend << "\n"
+    << "  bucket_mb: " << format_double(c.dist.bucket_mb) << "\n"
+    << "  first_bucket_mb: " << format_double(c.dist.first_bucket_mb) << "\n"
+    << "  timeout_s: " << format_double(c.dist.timeout_s) << "\n";
   return y.str();
 }
 

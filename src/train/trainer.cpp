@@ -14,6 +14,7 @@
 #include "crest/core/units.hpp"
 #include "crest/data/loader.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/dist/gradient_sync.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/training_data.hpp"
@@ -78,11 +79,21 @@ CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
   return o;
 }
 
-TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log) {
+TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& all_ranks_log) {
   const auto t_start = Clock::now();
+  WorldOptions wo;
+  wo.backend = config.dist.backend;
+  wo.timeout_s = config.dist.timeout_s;
+  auto comm = make_world_communicator(wo);
+  // Rank 0 speaks for the job; the others stay quiet (their errors still reach stderr).
+  std::ostream discard(nullptr);
+  std::ostream& log = comm->rank() == 0 ? all_ranks_log : discard;
   auto backend = make_backend(config.crest.backend);
-  const int threads = config.crest.threads > 0 ? config.crest.threads
-                                               : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Default: this node's cores shared among the ranks on it.
+  const int threads = config.crest.threads > 0
+                          ? config.crest.threads
+                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
+                                                               static_cast<unsigned>(comm->local_size())));
   backend->set_threads(threads);
 
   CosmoFlowModel model = build_cosmoflow(cosmoflow_options(config.model));
@@ -96,6 +107,12 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   optimizer->attach(ex.params(), ex.vec());
   const LrSchedule schedule = make_schedule(config.lr_schedule);
   if (!options.init_weights.empty()) load_weights(ex.params(), options.init_weights);
+  // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
+  // gradient buckets averaged while backward runs.
+  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), config.dist.first_bucket_mb, config.dist.bucket_mb);
+  sync.verify_same_layout_everywhere();
+  sync.broadcast_parameters(ex.params());
+  if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });
 
   TrainSummary summary;
   summary.parameter_count = ex.params().parameter_count();
@@ -103,7 +120,13 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   summary.planned_bytes = ex.plan().arena_bytes + ex.plan().scratch_bytes + 2 * ex.params().bytes() + state_bytes;
 
   log << "crest " << CREST_VERSION << " | config " << config.source << " | backend " << backend->name()
-      << " | " << threads << " threads | batch " << config.data.batch_size << "\n";
+      << " | " << threads << " threads";
+  if (comm->size() > 1)
+    log << " per rank | " << comm->size() << " ranks (" << comm->name() << ", " << comm->local_size()
+        << " on this node) | batch " << config.data.batch_size << " per rank, " << config.data.batch_size * comm->size()
+        << " global | " << sync.buckets().size() << " gradient buckets\n";
+  else
+    log << " | batch " << config.data.batch_size << "\n";
   if (options.dry_run) {
     log << ex.summary();
     log << "total parameters: " << with_thousands(summary.parameter_count) << "\n";
@@ -118,7 +141,10 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
 
   const int64_t batch = config.data.batch_size;
   const DataConfig& dc = config.data;
-  auto comm = make_single_process_communicator();
+  if (comm->size() > 1 && !dc.stage_dir.empty())
+    throw_input(config.source + ": data.stage_dir with " + std::to_string(comm->size()) +
+                " ranks needs distributed staging, which crest does not have yet; stage with `crest stage` "
+                "per node before the job, or run without data.stage_dir");
   const TrainingData data = open_training_data(config, *comm, log);
   summary.stage_s = data.stage_s;
   const std::shared_ptr<SampleSource>& train_src = data.train;
@@ -149,7 +175,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   for (int epoch = 0; epoch < config.data.n_epochs; ++epoch) {
     EpochStats st;
     st.epoch = epoch + 1;
-    st.lr = schedule.lr(epoch, batch);
+    st.lr = schedule.lr(epoch, batch * comm->size());  // the schedule scales with the global batch
     const auto t0 = Clock::now();
     train_loader.start_epoch(epoch);
     double loss_sum = 0;
@@ -162,15 +188,21 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
                       ", step " + std::to_string(s + 1) + " (learning rate too high?)");
       loss_sum += loss;
       ex.backward();
+      sync.finish();
       optimizer->step(st.lr);
       train_loader.release(b);
     }
-    st.data_wait_s = train_loader.stats().wait_s;
-    st.skipped = train_loader.stats().skipped;
-    st.cache_hits = train_loader.stats().cache_hits;
-    st.train_loss = loss_sum / static_cast<double>(train_steps);
+    // Job-wide figures: sums over ranks (losses and counts), data wait as the ranks' mean.
+    double train_sums[3] = {loss_sum, static_cast<double>(train_steps), train_loader.stats().wait_s};
+    comm->allreduce_sum(train_sums, 3);
+    int64_t counts[2] = {train_loader.stats().skipped, train_loader.stats().cache_hits};
+    comm->allreduce_sum(counts, 2);
+    st.data_wait_s = train_sums[2] / comm->size();
+    st.skipped = counts[0];
+    st.cache_hits = counts[1];
+    st.train_loss = train_sums[0] / train_sums[1];
     const double train_s = since(t0);
-    st.samples_per_s = static_cast<double>(train_steps * batch) / train_s;
+    st.samples_per_s = static_cast<double>(train_steps * batch * comm->size()) / train_s;
     if (valid_loader) {
       const int64_t valid_steps = valid_loader->plan().batches;
       double vl = 0, vm = 0;
@@ -183,9 +215,12 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
         vm += mean_abs_error(pred, b.y);
         valid_loader->release(b);
       }
-      st.skipped += valid_loader->stats().skipped;
-      st.val_loss = vl / static_cast<double>(valid_steps);
-      st.val_mae = vm / static_cast<double>(valid_steps);
+      // Every batch has the same size, so the mean of batch means over all ranks is the mean.
+      double valid_sums[4] = {vl, vm, static_cast<double>(valid_steps), static_cast<double>(valid_loader->stats().skipped)};
+      comm->allreduce_sum(valid_sums, 4);
+      st.skipped += static_cast<int64_t>(valid_sums[3]);
+      st.val_loss = valid_sums[0] / valid_sums[2];
+      st.val_mae = valid_sums[1] / valid_sums[2];
     }
     st.seconds = since(t0);
     summary.epochs.push_back(st);
@@ -214,7 +249,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     }
     if (epoch + 1 == config.data.n_epochs && config.train.target_mae) summary.status = "aborted";
   }
-  if (!options.save_weights.empty()) {
+  if (!options.save_weights.empty() && comm->rank() == 0) {  // identical on every rank
     save_weights(ex.params(), options.save_weights,
                  {{"format", "crest weights"}, {"model", "cosmoflow"}, {"config", config.source}});
     log << "weights saved to " << options.save_weights << "\n";

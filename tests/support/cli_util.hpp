@@ -27,6 +27,26 @@ inline CliRun run_crest(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+// `mpirun ARGS` (e.g. "-np 2 <crest> train ..."), oversubscribed (more ranks than cores is fine
+// for tests). `limit_s` bounds the whole job: a hang fails the test instead of the CI run.
+inline CliRun run_mpirun(const std::string& args, int limit_s = 120) {
+  // Root in CI containers: Open MPI refuses to run as root unless told it is on purpose.
+  const std::string cmd =
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout " +
+      std::to_string(limit_s) + " " + CREST_MPIEXEC + " --bind-to none " + args + " 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  const int status = p ? pclose(p) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// `crest ARGS` as `ranks` MPI processes.
+inline CliRun run_crest_mpi(int ranks, const std::string& args, int limit_s = 120) {
+  return run_mpirun("-np " + std::to_string(ranks) + " " + CREST_BINARY + " " + args, limit_s);
+}
+
 class TempDir {
  public:
   TempDir() {

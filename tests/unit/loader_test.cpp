@@ -14,27 +14,12 @@
 #include "crest/core/error.hpp"
 #include "crest/data/loader.hpp"
 #include "crest/dist/communicator.hpp"
+#include "support/fake_communicator.hpp"
 
 namespace crest {
 namespace {
 
-class FakeComm final : public Communicator {
- public:
-  FakeComm(int rank, int size) : rank_(rank), size_(size) {}
-  std::string name() const override { return "fake"; }
-  int rank() const override { return rank_; }
-  int size() const override { return size_; }
-  int local_rank() const override { return rank_; }
-  int local_size() const override { return size_; }
-  void barrier() override {}
-  void allreduce_sum(double*, size_t) override {}
-  void allreduce_sum(int64_t*, size_t) override {}
-  void broadcast(void*, size_t, int) override {}
-  std::vector<std::byte> allgatherv(const std::vector<std::byte>& m) override { return m; }
-
- private:
-  int rank_, size_;
-};
+using FakeComm = test::FakeCommunicator;
 
 class FakeSource final : public SampleSource {
  public:

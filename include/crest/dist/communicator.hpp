@@ -11,6 +11,15 @@
 
 namespace crest {
 
+// A collective that was started and not waited for (a gradient bucket's allreduce running while
+// backward goes on). wait() returns once this rank's part is complete; it rethrows the
+// collective's error, and past the communicator's timeout it aborts the job with a message.
+class PendingCollective {
+ public:
+  virtual ~PendingCollective() = default;
+  virtual void wait() = 0;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -27,13 +36,36 @@ class Communicator {
   // counts, never as means of means).
   virtual void allreduce_sum(double* values, size_t n) = 0;
   virtual void allreduce_sum(int64_t* values, size_t n) = 0;
+  // In-place float sum, then multiplication by `scale` (1/size() gives the average: sum then
+  // scale, as gradient averaging needs). Starts and returns at once; `what` names the collective
+  // in watchdog messages. `values` must stay valid and untouched until wait() returns.
+  virtual std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
+                                                             std::string what) = 0;
   // Rank `root`'s bytes replace everyone's; all ranks pass the same size.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank contributes `mine`; all ranks receive the concatenation in rank order.
   virtual std::vector<std::byte> allgatherv(const std::vector<std::byte>& mine) = 0;
+  // Like allgatherv, but returns each rank's part separately (index = rank).
+  std::vector<std::vector<std::byte>> allgather_parts(const std::vector<std::byte>& mine);
+  // Ranks with the same `color` form a new communicator, ordered by (key, rank).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 };
 
-// One process: rank 0 of 1. Collectives are identities.
+// One process: rank 0 of 1. Collectives are identities (start_allreduce only scales).
 std::unique_ptr<Communicator> make_single_process_communicator();
+
+// The process world of a run (src/dist/world.cpp chooses).
+struct WorldOptions {
+  std::string backend = "auto";  // auto: MPI when a launcher started this process; mpi; single
+  double timeout_s = 300;        // watchdog deadline of every collective
+};
+std::unique_ptr<Communicator> make_world_communicator(const WorldOptions& options);
+// True when environment variables of mpirun/srun/jsrun/flux say this process is one rank of a
+// parallel job (read before MPI_Init, as MPI itself cannot be asked yet).
+bool launched_as_parallel_job();
+// After a fatal error on one rank of a running MPI job: brings every rank down (MPI_Abort) so
+// nobody waits forever in a collective. Returns without doing anything when MPI is not active
+// or the job has one rank.
+void abort_parallel_job(int exit_code);
 
 }  // namespace crest

@@ -2,6 +2,7 @@
 // expensive thing once (shapes, kernels, layouts and reorders, activation fusion, the memory plan,
 // flat parameter buffers); forward()/backward() then only run kernels on planned memory.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -58,6 +59,13 @@ class Executor {
   void backward();
   double last_data_loss() const { return data_loss_; }  // the loss without L2 penalties
 
+  // Trainable parameter slots in the order backward() completes their gradients (L2 term
+  // included): reverse execution order. The same on every rank for the same graph.
+  std::vector<int> gradient_ready_order() const;
+  // Called by backward() with each slot, in gradient_ready_order(), as soon as its gradient is
+  // final (data-parallel training starts a bucket's allreduce from here). Empty: no calls.
+  void set_gradient_ready(std::function<void(int slot)> fn) { gradient_ready_ = std::move(fn); }
+
   ParamStore& params() { return params_; }
   const ParamStore& params() const { return params_; }
   VectorOps& vec() { return *vec_; }
@@ -83,6 +91,7 @@ class Executor {
  private:
   void build(Graph& graph);
   void plan_and_bind();
+  void finish_gradient(int slot);
 
   Backend& backend_;
   CompileOptions opts_;
@@ -101,6 +110,8 @@ class Executor {
   double data_loss_ = 0;
   bool profiling_ = false;
   std::vector<OpProfile> profile_;
+  std::vector<bool> finished_in_backward_;  // per slot: its op's backward completes it
+  std::function<void(int)> gradient_ready_;
 };
 
 }  // namespace crest

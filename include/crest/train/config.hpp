@@ -114,6 +114,14 @@ struct RuntimeConfig {
   int threads = 0;                 // compute threads per rank; 0 = all cores
 };
 
+// dist: section (crest addition): how ranks work together (docs/distributed.md).
+struct DistConfig {
+  std::string backend = "auto";  // auto (MPI when launched by mpirun/srun/jsrun/flux), mpi, single
+  double bucket_mb = 25;         // gradient bucket size (the first bucket is smaller, first_bucket_mb)
+  double first_bucket_mb = 1;    // the last layers' gradients are ready first: start early
+  double timeout_s = 300;        // a collective not done by then aborts the job with a message
+};
+
 struct Config {
   std::string source;                  // the file (or name) it was loaded from
   std::vector<std::string> overrides;  // as given, in order
@@ -125,6 +133,7 @@ struct Config {
   LrScheduleConfig lr_schedule;
   TrainConfig train;
   RuntimeConfig crest;
+  DistConfig dist;
   // The complete effective configuration (overrides applied, every default spelled out) as YAML
   // in the reference schema, for run directories. Loading it again gives the same Config.
   std::string resolved_yaml;

@@ -1,0 +1,75 @@
+// GradientSync: data-parallel gradient averaging in buckets, overlapped with backward
+// (DESIGN.md "Distribution"; docs/distributed.md).
+//
+// Buckets are slices of the flat gradient buffer taken in the order backward finishes the
+// gradients (reverse execution order): a small first bucket, so communication starts as soon as
+// the last layers are done, then buckets of `bucket_mb`. When backward finishes a bucket's last
+// gradient, the bucket's allreduce starts on the communicator's thread while backward goes on;
+// finish() waits for all of them. Average = sum over ranks, then scale by 1/size.
+//
+// Every rank must have the same layout, so it is verified at start: each rank's layout text
+// (parameter names, shapes, buckets) is gathered and a mismatch is an error naming the first
+// difference — never a silent exchange of the wrong bytes.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/dist/communicator.hpp"
+#include "crest/graph/param_store.hpp"
+
+namespace crest {
+
+struct GradientBucket {
+  std::vector<int> slots;           // parameter slots, in ready order
+  size_t begin_byte = 0, end_byte = 0;  // the slice of the flat gradient buffer (slots are adjacent)
+  size_t bytes() const { return end_byte - begin_byte; }
+};
+
+struct GradientSyncStats {
+  int64_t steps = 0;
+  double finish_wait_s = 0;  // time finish() waited for buckets still in flight (not hidden)
+};
+
+class GradientSync {
+ public:
+  // `ready_order`: trainable slots in the order backward completes their gradients
+  // (Executor::gradient_ready_order()). Sizes in MB (10^6 bytes).
+  GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
+               double first_bucket_mb, double bucket_mb);
+  ~GradientSync();
+  GradientSync(const GradientSync&) = delete;
+  GradientSync& operator=(const GradientSync&) = delete;
+
+  const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  // One line per slot and bucket: what must be identical on every rank.
+  std::string layout() const;
+
+  // Collective: every rank's layout equals rank 0's, else crest::Error (input) naming the rank
+  // and the first line that differs.
+  void verify_same_layout_everywhere();
+  // Collective: rank 0's parameter values replace everyone's (trainable and non-trained state).
+  void broadcast_parameters(ParamStore& params);
+
+  // The hook for Executor::set_gradient_ready: starts a bucket's allreduce when its last slot
+  // is ready. No-op on one rank.
+  void gradient_ready(int slot);
+  // Waits for every bucket of this step (starting any not started, e.g. when no hook ran) and
+  // leaves the averaged gradients in the buffer.
+  void finish();
+
+  const GradientSyncStats& stats() const { return stats_; }
+
+ private:
+  Communicator& comm_;
+  const ParamStore& params_;
+  std::vector<GradientBucket> buckets_;
+  std::vector<int> bucket_of_slot_;       // slot -> bucket index, -1 for slots not synchronised
+  std::vector<int> missing_;              // per bucket: slots not yet ready this step
+  std::vector<std::unique_ptr<PendingCollective>> pending_;  // per bucket, this step
+  GradientSyncStats stats_;
+  void start_bucket(size_t b);
+};
+
+}  // namespace crest

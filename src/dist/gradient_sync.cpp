@@ -1,0 +1,138 @@
+#include "crest/dist/gradient_sync.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <sstream>
+
+#include "crest/core/error.hpp"
+#include "crest/core/units.hpp"
+
+namespace crest {
+
+GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
+                           double first_bucket_mb, double bucket_mb)
+    : comm_(comm), params_(params), bucket_of_slot_(params.slots().size(), -1) {
+  if (params.dtype() != DType::f32) throw_usage("gradient synchronisation supports f32 parameters only");
+  const auto& slots = params.slots();
+  GradientBucket cur;
+  auto limit = [&] { return static_cast<size_t>((buckets_.empty() ? first_bucket_mb : bucket_mb) * 1e6); };
+  auto close = [&] {
+    if (cur.slots.empty()) return;
+    buckets_.push_back(cur);
+    cur = GradientBucket{};
+  };
+  int lo = 0, hi = 0;  // the bucket's slot index range [lo, hi]
+  for (int s : ready_order) {
+    const ParamSlot& slot = slots.at(static_cast<size_t>(s));
+    if (!slot.spec.trainable) throw_usage("gradient_ready_order lists non-trainable slot " + slot.name);
+    const size_t begin = slot.offset, end = slot.offset + slot.count * sizeof(float);
+    // A bucket is one slice of the flat buffer: slots lie in index order, so a slot joins only
+    // when its index borders the bucket's (the zero padding between aligned slots rides along).
+    const bool adjacent = !cur.slots.empty() && (s == lo - 1 || s == hi + 1);
+    if (!cur.slots.empty() && (!adjacent || cur.bytes() >= limit())) close();
+    if (cur.slots.empty()) {
+      cur.begin_byte = begin;
+      cur.end_byte = end;
+      lo = hi = s;
+    } else {
+      cur.begin_byte = std::min(cur.begin_byte, begin);
+      cur.end_byte = std::max(cur.end_byte, end);
+      lo = std::min(lo, s);
+      hi = std::max(hi, s);
+    }
+    cur.slots.push_back(s);
+  }
+  close();
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    for (int s : buckets_[b].slots) {
+      if (bucket_of_slot_[static_cast<size_t>(s)] != -1)
+        throw_usage("gradient_ready_order lists slot " + slots[static_cast<size_t>(s)].name + " twice");
+      bucket_of_slot_[static_cast<size_t>(s)] = static_cast<int>(b);
+    }
+  missing_.assign(buckets_.size(), 0);
+  pending_.resize(buckets_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());
+}
+
+GradientSync::~GradientSync() = default;
+
+std::string GradientSync::layout() const {
+  std::ostringstream os;
+  const auto& slots = params_.slots();
+  for (const auto& s : slots)
+    os << "param " << s.name << " " << s.shape.str() << " offset " << s.offset
+       << (s.spec.trainable ? "" : " (state)") << "\n";
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    os << "bucket " << b << " bytes [" << buckets_[b].begin_byte << ", " << buckets_[b].end_byte << "):";
+    for (int s : buckets_[b].slots) os << " " << slots[static_cast<size_t>(s)].name;
+    os << "\n";
+  }
+  return os.str();
+}
+
+void GradientSync::verify_same_layout_everywhere() {
+  if (comm_.size() == 1) return;
+  const std::string mine = layout();
+  std::vector<std::byte> bytes(mine.size());
+  std::memcpy(bytes.data(), mine.data(), mine.size());
+  const auto parts = comm_.allgather_parts(bytes);
+  const std::string& reference = std::string(reinterpret_cast<const char*>(parts.at(0).data()), parts.at(0).size());
+  for (size_t r = 1; r < parts.size(); ++r) {
+    const std::string other(reinterpret_cast<const char*>(parts[r].data()), parts[r].size());
+    if (other == reference) continue;
+    std::istringstream a(reference), b(other);
+    std::string la, lb;
+    int line = 0;
+    for (;;) {
+      const bool ha = static_cast<bool>(std::getline(a, la)), hb = static_cast<bool>(std::getline(b, lb));
+      ++line;
+      if (!ha) la = "(nothing)";
+      if (!hb) lb = "(nothing)";
+      if (la != lb || (!ha && !hb)) break;
+    }
+    throw_input("rank " + std::to_string(r) + " built a different model than rank 0 (gradient layout line " +
+                std::to_string(line) + ": rank 0 has '" + la + "', rank " + std::to_string(r) + " has '" + lb +
+                "'); every rank must run the same config");
+  }
+}
+
+void GradientSync::broadcast_parameters(ParamStore& params) {
+  if (comm_.size() == 1) return;
+  comm_.broadcast(params.values(), params.bytes(), 0);
+}
+
+void GradientSync::start_bucket(size_t b) {
+  const GradientBucket& bk = buckets_[b];
+  auto* base = static_cast<char*>(params_.grads());
+  pending_[b] = comm_.start_allreduce(reinterpret_cast<float*>(base + bk.begin_byte), bk.bytes() / sizeof(float),
+                                      1.f / static_cast<float>(comm_.size()),
+                                      "allreduce of gradient bucket " + std::to_string(b + 1) + "/" +
+                                          std::to_string(buckets_.size()) + " (" +
+                                          human_bytes(static_cast<double>(bk.bytes())) + ", step " +
+                                          std::to_string(stats_.steps + 1) + ")");
+}
+
+void GradientSync::gradient_ready(int slot) {
+  if (comm_.size() == 1) return;
+  const int b = bucket_of_slot_.at(static_cast<size_t>(slot));
+  if (b < 0) return;
+  if (--missing_[static_cast<size_t>(b)] == 0) start_bucket(static_cast<size_t>(b));
+}
+
+void GradientSync::finish() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (comm_.size() > 1) {
+    for (size_t b = 0; b < buckets_.size(); ++b)
+      if (!pending_[b]) start_bucket(b);  // in bucket order: the same sequence on every rank
+    for (auto& p : pending_) {
+      p->wait();
+      p.reset();
+    }
+  }
+  for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());
+  stats_.finish_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.steps;
+}
+
+}  // namespace crest

@@ -1,0 +1,257 @@
+// MPI communicator. Every MPI call after MPI_Init runs on the communication thread
+// (dist/comm_thread.hpp), so the library only has to provide MPI_THREAD_SERIALIZED; crest asks
+// for MPI_THREAD_MULTIPLE so that the watchdog may call MPI_Abort while that thread is stuck.
+#include "dist/mpi_communicator.hpp"
+
+// The C API only (OMPI_SKIP_MPICXX: mpi.h would otherwise pull in the deprecated C++ bindings).
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "crest/core/error.hpp"
+#include "dist/comm_thread.hpp"
+
+namespace crest::dist_detail {
+namespace {
+
+// Largest element count handed to one MPI call (counts are int).
+constexpr size_t kMaxCount = size_t{1} << 30;
+
+std::string mpi_error_text(int rc) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, text, &len) != MPI_SUCCESS) return "MPI error " + std::to_string(rc);
+  return std::string(text, static_cast<size_t>(len));
+}
+
+void check(int rc, const std::string& what) {
+  if (rc != MPI_SUCCESS) throw_runtime("MPI " + what + " failed: " + mpi_error_text(rc));
+}
+
+// Process-wide MPI state: initialised on first use, finalised at exit unless the job aborted.
+class MpiRuntime {
+ public:
+  static MpiRuntime& get() {
+    static MpiRuntime runtime;
+    return runtime;
+  }
+  void init() {
+    std::lock_guard lock(mu_);
+    if (initialized_) return;
+    int already = 0;
+    MPI_Initialized(&already);
+    if (!already) check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided_), "MPI_Init_thread");
+    else MPI_Query_thread(&provided_);
+    if (provided_ < MPI_THREAD_SERIALIZED)
+      throw_runtime("the MPI library gives thread level " + std::to_string(provided_) +
+                    "; crest needs MPI_THREAD_SERIALIZED or better (its communication thread calls MPI)");
+    // Errors come back as return codes, which crest turns into messages; the default handler
+    // would abort without saying which collective failed.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    MPI_Comm_size(MPI_COMM_WORLD, &world_size_);
+    initialized_ = true;
+  }
+  bool active() const {
+    int fin = 0;
+    MPI_Finalized(&fin);
+    return initialized_ && !fin;
+  }
+  bool multiple() const { return provided_ >= MPI_THREAD_MULTIPLE; }
+  int world_size() const { return world_size_; }
+  ~MpiRuntime() {
+    if (active()) MPI_Finalize();
+  }
+
+ private:
+  std::mutex mu_;
+  bool initialized_ = false;
+  int provided_ = 0;
+  int world_size_ = 1;
+};
+
+[[noreturn]] void watchdog_abort(int rank, int size, const CommTask& task, double waited_s, double timeout_s) {
+  std::fprintf(stderr,
+               "crest: rank %d of %d: %s (collective #%llu) has not completed after %.0f s "
+               "(dist.timeout_s = %g)%s. Another rank has died, hangs, or runs a different "
+               "sequence of collectives; MPI cannot tell which ranks have not arrived. "
+               "Aborting the job.\n",
+               rank, size, task.what.c_str(), static_cast<unsigned long long>(task.sequence), waited_s, timeout_s,
+               task.started ? "" : " — it is still queued behind the collective in progress");
+  std::fflush(stderr);
+  if (MpiRuntime::get().multiple()) MPI_Abort(MPI_COMM_WORLD, 3);
+  std::_Exit(3);  // the launcher sees a failed rank and ends the job
+}
+
+class MpiPending final : public PendingCollective {
+ public:
+  MpiPending(std::shared_ptr<CommThread> thread, std::shared_ptr<CommTask> task)
+      : thread_(std::move(thread)), task_(std::move(task)) {}
+  ~MpiPending() override {
+    // The buffer must not go away under a running collective: wait, but never throw here.
+    if (task_) try {
+        thread_->wait(task_);
+      } catch (...) {
+      }
+  }
+  void wait() override {
+    auto t = std::move(task_);
+    if (t) thread_->wait(t);
+  }
+
+ private:
+  std::shared_ptr<CommThread> thread_;
+  std::shared_ptr<CommTask> task_;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<CommThread> thread)
+      : comm_(comm), owned_(owned), thread_(std::move(thread)) {
+    thread_->run(
+        [&] {
+          check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+          check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+          // Local rank and size: the ranks sharing this node's memory.
+          MPI_Comm node = MPI_COMM_NULL;
+          check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+                "MPI_Comm_split_type (node-local ranks)");
+          MPI_Comm_rank(node, &local_rank_);
+          MPI_Comm_size(node, &local_size_);
+          MPI_Comm_free(&node);
+        },
+        "communicator set-up");
+  }
+  ~MpiCommunicator() override {
+    if (owned_) try {
+        thread_->run([this] { MPI_Comm_free(&comm_); }, "MPI_Comm_free");
+      } catch (...) {
+      }
+  }
+
+  std::string name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return local_rank_; }
+  int local_size() const override { return local_size_; }
+
+  void barrier() override {
+    thread_->run([this] { check(MPI_Barrier(comm_), "MPI_Barrier"); }, "barrier");
+  }
+  void allreduce_sum(double* values, size_t n) override {
+    thread_->run([=, this] { sum_in_place(values, n, MPI_DOUBLE, sizeof(double)); },
+                 "allreduce of " + std::to_string(n) + " doubles (metrics)");
+  }
+  void allreduce_sum(int64_t* values, size_t n) override {
+    thread_->run([=, this] { sum_in_place(values, n, MPI_INT64_T, sizeof(int64_t)); },
+                 "allreduce of " + std::to_string(n) + " integers (counts)");
+  }
+  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale, std::string what) override {
+    auto task = thread_->submit(
+        [=, this] {
+          sum_in_place(values, n, MPI_FLOAT, sizeof(float));
+          if (scale != 1.f)
+            for (size_t i = 0; i < n; ++i) values[i] *= scale;
+        },
+        std::move(what));
+    return std::make_unique<MpiPending>(thread_, std::move(task));
+  }
+  void broadcast(void* data, size_t bytes, int root) override {
+    thread_->run(
+        [=, this] {
+          auto* p = static_cast<char*>(data);
+          for (size_t done = 0; done < bytes;) {
+            const size_t k = std::min(bytes - done, kMaxCount);
+            check(MPI_Bcast(p + done, static_cast<int>(k), MPI_BYTE, root, comm_), "MPI_Bcast");
+            done += k;
+          }
+        },
+        "broadcast of " + std::to_string(bytes) + " bytes from rank " + std::to_string(root));
+  }
+  std::vector<std::byte> allgatherv(const std::vector<std::byte>& mine) override {
+    std::vector<std::byte> out;
+    thread_->run([&] { out = gather_all(mine); }, "allgather of " + std::to_string(mine.size()) + " bytes");
+    return out;
+  }
+  std::unique_ptr<Communicator> split(int color, int key) override {
+    MPI_Comm sub = MPI_COMM_NULL;
+    thread_->run([&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); }, "split");
+    return std::make_unique<MpiCommunicator>(sub, true, thread_);
+  }
+
+ private:
+  // Runs on the communication thread.
+  void sum_in_place(void* values, size_t n, MPI_Datatype type, size_t elem) {
+    auto* p = static_cast<char*>(values);
+    for (size_t done = 0; done < n;) {
+      const size_t k = std::min(n - done, kMaxCount);
+      check(MPI_Allreduce(MPI_IN_PLACE, p + done * elem, static_cast<int>(k), type, MPI_SUM, comm_), "MPI_Allreduce");
+      done += k;
+    }
+  }
+
+  // Runs on the communication thread. Parts larger than MPI's int counts allow go in rounds:
+  // each round moves at most 1 GiB in total, so no call comes near the 2 GiB limit.
+  std::vector<std::byte> gather_all(const std::vector<std::byte>& mine) {
+    const auto n = static_cast<size_t>(size_);
+    std::vector<int64_t> sizes(n);
+    const int64_t my = static_cast<int64_t>(mine.size());
+    check(MPI_Allgather(&my, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_), "MPI_Allgather (sizes)");
+    std::vector<size_t> offset(n + 1, 0);
+    for (size_t r = 0; r < n; ++r) offset[r + 1] = offset[r] + static_cast<size_t>(sizes[r]);
+    std::vector<std::byte> out(offset[n]);
+    const size_t chunk = std::max<size_t>(1, kMaxCount / n);
+    const size_t largest = static_cast<size_t>(*std::max_element(sizes.begin(), sizes.end()));
+    std::vector<std::byte> recv;
+    std::vector<int> counts(n), displs(n);
+    for (size_t start = 0; start < largest; start += chunk) {
+      int total = 0;
+      for (size_t r = 0; r < n; ++r) {
+        const size_t s = static_cast<size_t>(sizes[r]);
+        counts[r] = static_cast<int>(s > start ? std::min(chunk, s - start) : 0);
+        displs[r] = total;
+        total += counts[r];
+      }
+      recv.resize(static_cast<size_t>(total));
+      const int mine_count = counts[static_cast<size_t>(rank_)];
+      check(MPI_Allgatherv(mine_count ? mine.data() + start : nullptr, mine_count, MPI_BYTE, recv.data(),
+                           counts.data(), displs.data(), MPI_BYTE, comm_),
+            "MPI_Allgatherv");
+      for (size_t r = 0; r < n; ++r)
+        if (counts[r])
+          std::memcpy(out.data() + offset[r] + start, recv.data() + displs[r], static_cast<size_t>(counts[r]));
+    }
+    return out;
+  }
+
+  MPI_Comm comm_;
+  bool owned_;
+  std::shared_ptr<CommThread> thread_;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_world(double timeout_s) {
+  MpiRuntime::get().init();
+  int rank = 0, size = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  auto thread = std::make_shared<CommThread>(timeout_s, [rank, size, timeout_s](const CommTask& t, double waited) {
+    watchdog_abort(rank, size, t, waited, timeout_s);
+  });
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::move(thread));
+}
+
+void mpi_abort_if_parallel(int exit_code) {
+  MpiRuntime& rt = MpiRuntime::get();
+  if (rt.active() && rt.world_size() > 1) MPI_Abort(MPI_COMM_WORLD, exit_code);
+}
+
+}  // namespace crest::dist_detail

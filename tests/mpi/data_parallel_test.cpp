@@ -1,0 +1,155 @@
+// Data-parallel training under mpirun (1, 2 and 4 ranks, oversubscribed on CI's 2 cores):
+// equivalence with one process, refusal of mismatched models, and no silent hangs when a rank
+// fails, dies or stops responding.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cmath>
+#include <regex>
+
+#include "crest/data/safetensors.hpp"
+#include "support/cli_util.hpp"
+
+namespace crest {
+namespace {
+
+using test::run_crest;
+using test::run_crest_mpi;
+using test::run_mpirun;
+using test::TempDir;
+
+const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
+
+// Three steps of global batch 4 on the demo's synthetic 32^3 data, sorted order, no dropout:
+// with the reference's strided sharding, step k's global batch is the same 4 samples for any
+// rank count.
+std::string train_args(int local_batch, const std::string& weights) {
+  return "train --config " + kDemo + " data.n_train=12 data.n_valid=4 data.n_epochs=1 data.batch_size=" +
+         std::to_string(local_batch) + " model.dropout=0 data.shuffle=false crest.threads=1 --save-weights " + weights;
+}
+
+// Largest per-tensor relative difference ||a - b|| / ||a||.
+double worst_relative_difference(const std::string& a_path, const std::string& b_path) {
+  SafetensorsFile a(a_path), b(b_path);
+  EXPECT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const auto& t : a.tensors()) {
+    const SafetensorsTensor& u = b.at(t.name);
+    EXPECT_EQ(t.shape, u.shape) << t.name;
+    const auto* x = reinterpret_cast<const float*>(t.data);
+    const auto* y = reinterpret_cast<const float*>(u.data);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      norm += double(x[i]) * x[i];
+    }
+    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
+  }
+  return worst;
+}
+
+std::string final_line(const std::string& out) {
+  const auto at = out.find("done: ");
+  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+}
+
+TEST(DataParallel, RanksTimesLocalBatchReproduceOneProcessWithTheGlobalBatch) {
+  TempDir dir;
+  const auto one = run_crest(train_args(4, dir.file("one.safetensors")));
+  ASSERT_EQ(one.code, 0) << one.out;
+  // "final loss L, val_mae M": losses and MAE are reduced over all ranks, so they match too.
+  const std::regex metrics("final loss [0-9.]+, val_mae [0-9.]+");
+  std::smatch m1;
+  const std::string l1 = final_line(one.out);
+  ASSERT_TRUE(std::regex_search(l1, m1, metrics)) << one.out;
+  for (int ranks : {1, 2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const std::string w = dir.file("ranks" + std::to_string(ranks) + ".safetensors");
+    const auto r = run_crest_mpi(ranks, train_args(4 / ranks, w));
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_LE(worst_relative_difference(dir.file("one.safetensors"), w), 1e-5);
+    std::smatch mn;
+    const std::string ln = final_line(r.out);
+    ASSERT_TRUE(std::regex_search(ln, mn, metrics)) << r.out;
+    EXPECT_EQ(m1.str(), mn.str());
+    if (ranks > 1) {
+      EXPECT_NE(r.out.find(std::to_string(ranks) + " ranks (mpi"), std::string::npos) << r.out;
+      // Rank 0 alone reports: one summary line, not one per rank.
+      EXPECT_EQ(r.out.find("done: "), r.out.rfind("done: ")) << r.out;
+    }
+  }
+}
+
+TEST(DataParallel, RanksThatBuiltDifferentModelsAreRefusedWithWhatDiffers) {
+  TempDir dir;
+  const std::string crest = CREST_BINARY;
+  const auto r = run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) + " : -np 1 " + crest +
+                                " " + train_args(2, dir.file("b.safetensors")) + " model.fc1_size=64",
+                            90);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
+  EXPECT_NE(r.out.find("rank 1 built a different model than rank 0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fc1.weight"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("a.safetensors")));
+}
+
+TEST(DataParallel, ARankThatFailsEndsTheWholeJob) {
+  TempDir dir;
+  const std::string crest = CREST_BINARY;
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) + " data.n_epochs=50 : -np 1 " +
+                                crest + " " + train_args(2, dir.file("b.safetensors")) + " data.no_such_key=1",
+                            90);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
+  EXPECT_NE(r.out.find("no_such_key"), std::string::npos) << r.out;
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);
+}
+
+// Starts a long 2-rank job, then sends `signal` to one rank after `delay_s`; returns the job's
+// exit and output. The rank is a child of mpirun (Open MPI starts local ranks itself).
+test::CliRun run_and_signal_one_rank(const std::string& signal, const std::string& extra, int limit_s) {
+  TempDir dir;
+  const std::string job = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + CREST_MPIEXEC +
+                          " --bind-to none -np 2 " + CREST_BINARY + " " + train_args(1, dir.file("w.safetensors")) +
+                          " data.n_train=64 data.n_epochs=200 " + extra;
+  const std::string script = "(" + job + ") >> " + dir.file("out.txt") + " 2>&1 & M=$!; sleep 4; " +
+                             "R=$(pgrep -P $M -x crest | head -1); echo \"signalled rank pid $R\" >> " +
+                             dir.file("out.txt") + "; kill -" + signal + " $R; wait $M; code=$?; cat " +
+                             dir.file("out.txt") + "; exit $code";
+  const std::string cmd = "timeout " + std::to_string(limit_s) + " bash -c '" + script + "' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  while (p && fgets(buf, sizeof buf, p)) out += buf;
+  const int status = p ? pclose(p) : -1;
+  // Leave nothing behind if the job did hang: the stopped or orphaned rank must not outlive us.
+  std::system(("pkill -9 -f '" + dir.file("w.safetensors") + "' 2>/dev/null").c_str());
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+TEST(DataParallel, AKilledRankBringsTheJobDownWithAMessage) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_and_signal_one_rank("9", "dist.timeout_s=20", 100);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.out.find("signalled rank pid "), std::string::npos) << r.out;
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
+  EXPECT_LT(took, 4 + 20 + 60) << r.out;
+  EXPECT_EQ(r.out.find("done: "), std::string::npos) << r.out;
+}
+
+TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto r = run_and_signal_one_rank("STOP", "dist.timeout_s=3", 60);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
+  EXPECT_NE(r.out.find("has not completed after"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dist.timeout_s = 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Aborting the job"), std::string::npos) << r.out;
+  EXPECT_LT(took, 4 + 3 + 30) << r.out;
+}
+
+}  // namespace
+}  // namespace crest

@@ -1,0 +1,39 @@
+// A Communicator that pretends to be rank `rank` of `size` without any other process: for unit
+// tests of code that only asks who it is (sharding, staging, bucket layout). Collectives act
+// as if every other rank contributed nothing (sums are identities, gathers return this rank's
+// part), which is enough for layout and ordering tests and never for arithmetic ones.
+#pragma once
+#include "crest/dist/communicator.hpp"
+
+namespace crest::test {
+
+class FakeCommunicator final : public Communicator {
+ public:
+  FakeCommunicator(int rank, int size) : rank_(rank), size_(size) {}
+  std::string name() const override { return "fake"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  int local_rank() const override { return rank_; }
+  int local_size() const override { return size_; }
+  void barrier() override {}
+  void allreduce_sum(double*, size_t) override {}
+  void allreduce_sum(int64_t*, size_t) override {}
+  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale, std::string what) override {
+    started.push_back(what);
+    for (size_t i = 0; i < n; ++i) values[i] *= scale;
+    struct Done final : PendingCollective {
+      void wait() override {}
+    };
+    return std::make_unique<Done>();
+  }
+  void broadcast(void*, size_t, int) override {}
+  std::vector<std::byte> allgatherv(const std::vector<std::byte>& m) override { return m; }
+  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<FakeCommunicator>(0, 1); }
+
+  std::vector<std::string> started;  // what start_allreduce was asked, in order
+
+ private:
+  int rank_, size_;
+};
+
+}  // namespace crest::test
