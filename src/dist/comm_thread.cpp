@@ -4,6 +4,10 @@
 
 namespace crest::dist_detail {
 
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
 CommThread::CommThread(double timeout_s, TimeoutHandler on_timeout)
     : timeout_s_(timeout_s), on_timeout_(std::move(on_timeout)), worker_([this] { loop(); }) {}
 
@@ -20,6 +24,7 @@ std::shared_ptr<CommTask> CommThread::submit(std::function<void()> fn, std::stri
   auto task = std::make_shared<CommTask>();
   task->run = std::move(fn);
   task->what = std::move(what);
+  task->queued_at = steady_seconds();
   {
     std::lock_guard lock(mu_);
     task->sequence = next_sequence_++;
@@ -54,6 +59,7 @@ void CommThread::loop() {
       task = queue_.front();
       queue_.pop_front();
       task->started = true;
+      task->started_at = steady_seconds();
     }
     std::exception_ptr error;
     try {
@@ -65,6 +71,7 @@ void CommThread::loop() {
       std::lock_guard lock(mu_);
       task->error = error;
       task->done = true;
+      task->done_at = steady_seconds();
       task->run = nullptr;  // release captured buffers' owners early
     }
     done_cv_.notify_all();

@@ -22,6 +22,8 @@
 
 namespace crest::dist_detail {
 
+double steady_seconds();  // std::chrono::steady_clock::now() in seconds
+
 // One submitted piece of communication work.
 struct CommTask {
   std::function<void()> run;
@@ -30,6 +32,7 @@ struct CommTask {
   // Guarded by the owning CommThread's mutex.
   bool started = false, done = false;
   std::exception_ptr error;
+  double queued_at = 0, started_at = 0, done_at = 0;  // steady_clock seconds
 };
 
 class CommThread {

@@ -125,8 +125,12 @@ void GradientSync::finish() {
   if (comm_.size() > 1) {
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (!pending_[b]) start_bucket(b);  // in bucket order: the same sequence on every rank
+    last_timing_.clear();
     for (auto& p : pending_) {
       p->wait();
+      const PendingCollective::Timing t = p->timing();
+      stats_.allreduce_s += t.done - t.started;
+      last_timing_.push_back(t);
       p.reset();
     }
   }

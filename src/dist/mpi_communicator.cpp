@@ -95,19 +95,23 @@ class MpiPending final : public PendingCollective {
       : thread_(std::move(thread)), task_(std::move(task)) {}
   ~MpiPending() override {
     // The buffer must not go away under a running collective: wait, but never throw here.
-    if (task_) try {
+    if (!waited_) try {
         thread_->wait(task_);
       } catch (...) {
       }
   }
   void wait() override {
-    auto t = std::move(task_);
-    if (t) thread_->wait(t);
+    if (task_ && !waited_) {
+      waited_ = true;
+      thread_->wait(task_);
+    }
   }
+  Timing timing() const override { return {task_->queued_at, task_->started_at, task_->done_at}; }
 
  private:
   std::shared_ptr<CommThread> thread_;
   std::shared_ptr<CommTask> task_;
+  bool waited_ = false;
 };
 
 class MpiCommunicator final : public Communicator {

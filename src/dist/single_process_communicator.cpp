@@ -1,3 +1,4 @@
+#include <chrono>
 #include <cstring>
 
 #include "crest/dist/communicator.hpp"
@@ -7,8 +8,15 @@ namespace {
 
 class DoneCollective final : public PendingCollective {
  public:
+  explicit DoneCollective(double t) : at_(t) {}
   void wait() override {}
+  Timing timing() const override { return {at_, at_, at_}; }
+
+ private:
+  double at_;
 };
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
 
 class SingleProcessCommunicator final : public Communicator {
  public:
@@ -21,9 +29,10 @@ class SingleProcessCommunicator final : public Communicator {
   void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(int64_t*, size_t) override {}
   std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale, std::string) override {
+    const double t = now_s();
     if (scale != 1.f)
       for (size_t i = 0; i < n; ++i) values[i] *= scale;
-    return std::make_unique<DoneCollective>();
+    return std::make_unique<DoneCollective>(t);
   }
   void broadcast(void*, size_t, int) override {}
   std::vector<std::byte> allgatherv(const std::vector<std::byte>& mine) override { return mine; }

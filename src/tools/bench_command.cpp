@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -15,6 +16,8 @@
 
 #include "backends/onednn/gemm_peak.hpp"
 #include "crest/core/error.hpp"
+#include "crest/dist/communicator.hpp"
+#include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -39,13 +42,33 @@ struct BenchTrainArgs {
   int steps = 3, warmup = 1, threads = 0;
   double dropout = 0.5;
   bool profile = false;
+  // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
+  double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
 };
+
+// The largest of every rank's value (collective).
+double max_over_ranks(Communicator& comm, double v) {
+  std::vector<std::byte> mine(sizeof v);
+  std::memcpy(mine.data(), &v, sizeof v);
+  const std::vector<std::byte> all = comm.allgatherv(mine);
+  double m = v;
+  for (size_t at = 0; at + sizeof v <= all.size(); at += sizeof v) {
+    double x = 0;
+    std::memcpy(&x, all.data() + at, sizeof x);
+    m = std::max(m, x);
+  }
+  return m;
+}
 
 void bench_train(const BenchTrainArgs& a) {
   if (a.model != "cosmoflow") throw_usage("bench train: unknown model '" + a.model + "' (available: cosmoflow)");
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1) throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
+  WorldOptions wo;
+  wo.timeout_s = a.timeout_s;
+  auto comm = make_world_communicator(wo);
   auto backend = make_backend(a.backend);
-  const int threads = resolve_threads(a.threads);
+  // Default: the node's cores shared among its ranks.
+  const int threads = a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size());
   backend->set_threads(threads);
   CosmoFlowOptions o;
   o.input_shape = {a.size, a.size, a.size, 4};
@@ -59,6 +82,10 @@ void bench_train(const BenchTrainArgs& a) {
   const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
   SgdKeras opt(0.9);
   opt.attach(ex.params(), ex.vec());
+  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb);
+  sync.verify_same_layout_everywhere();
+  sync.broadcast_parameters(ex.params());
+  if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });
   // Random inputs like the peer script's (values of ln(1 + counts) are O(1)).
   {
     TensorView x = ex.input("x"), y = ex.input("y");
@@ -73,9 +100,11 @@ void bench_train(const BenchTrainArgs& a) {
   auto step = [&] {
     ex.forward(true);
     ex.backward();
+    sync.finish();
     opt.step(1e-3);
   };
   for (int i = 0; i < a.warmup; ++i) step();
+  sync.reset_stats();
   ex.set_profiling(a.profile);
   std::vector<double> times;
   for (int i = 0; i < a.steps; ++i) {
@@ -85,7 +114,14 @@ void bench_train(const BenchTrainArgs& a) {
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
-  const double best = sorted.front();
+  // Steps are synchronous across ranks (the allreduce), so the slowest rank's best step is the
+  // job's; the same for memory.
+  const double best = max_over_ranks(*comm, sorted.front());
+  const double median = max_over_ranks(*comm, sorted[sorted.size() / 2]);
+  const double rss = max_over_ranks(*comm, peak_rss_mb());
+  const double exposed = max_over_ranks(*comm, sync.stats().finish_wait_s / a.steps);
+  const double allreduce = max_over_ranks(*comm, sync.stats().allreduce_s / a.steps);
+  if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
   nlohmann::json j;
   j["bench"] = "train";
@@ -97,14 +133,26 @@ void bench_train(const BenchTrainArgs& a) {
   j["threads"] = threads;
   j["steps"] = a.steps;
   j["step_s_min"] = best;
-  j["step_s_median"] = sorted[sorted.size() / 2];
-  j["samples_per_s"] = static_cast<double>(a.batch) / best;
+  j["step_s_median"] = median;
+  j["samples_per_s"] = static_cast<double>(a.batch * comm->size()) / best;  // global
   j["gflop_per_sample"] = flops / static_cast<double>(a.batch) / 1e9;
-  j["gflops"] = flops / best / 1e9;
+  j["gflops"] = flops * comm->size() / best / 1e9;
   j["compile_s"] = compile_s;
   j["arena_mb"] = static_cast<double>(ex.plan().arena_bytes) / (1 << 20);
-  j["peak_rss_mb"] = peak_rss_mb();
-  j["peak_rss_mb_per_sample"] = peak_rss_mb() / static_cast<double>(a.batch);
+  j["peak_rss_mb"] = rss;  // per rank, the largest
+  j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
+  j["ranks"] = comm->size();
+  if (comm->size() > 1) {
+    j["global_batch"] = a.batch * comm->size();
+    j["gradient_buckets"] = sync.buckets().size();
+    j["allreduce_s_per_step"] = allreduce;
+    j["exposed_allreduce_s_per_step"] = exposed;
+    j["hidden_fraction"] = allreduce > 0 ? std::clamp(1.0 - exposed / allreduce, 0.0, 1.0) : 1.0;
+    if (a.baseline > 0) {
+      j["baseline_samples_per_s"] = a.baseline;
+      j["scaling_efficiency"] = static_cast<double>(a.batch * comm->size()) / best / a.baseline;
+    }
+  }
   std::cout << j.dump() << std::endl;
   if (a.profile) {
     for (const OpProfile& p : ex.profile()) {
@@ -156,6 +204,11 @@ void register_bench(CLI::App& app) {
   train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
   train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
+  train->add_option("--bucket-mb", ta->bucket_mb, "under mpirun: gradient bucket size (MB)");
+  train->add_option("--first-bucket-mb", ta->first_bucket_mb, "under mpirun: first gradient bucket size (MB)");
+  train->add_option("--baseline", ta->baseline,
+                    "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
+  train->add_option("--timeout", ta->timeout_s, "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });
 
   auto threads = std::make_shared<int>(0);
@@ -167,6 +220,7 @@ void register_bench(CLI::App& app) {
   peak->add_option("--iters", *iters, "timed runs (best is reported)");
   peak->callback([threads, n, iters] { bench_peak(*threads, *n, *iters); });
   register_bench_loader(*bench);
+  register_bench_allreduce(*bench);
 }
 
 }  // namespace crest::tools

@@ -22,6 +22,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--config,-c", args->config, "config file (e.g. configs/cosmoflow-demo.yaml)");
   cmd->add_option("overrides", args->rest, "key.path=value overrides, e.g. data.batch_size=2");
   cmd->add_option("--init-weights", args->opts.init_weights, "start from these weights (safetensors)");
+  cmd->add_option("--timeline", args->opts.timeline,
+                  "write a Chrome-trace timeline of every rank (chrome://tracing, Perfetto)");
   cmd->add_option("--save-weights", args->opts.save_weights, "write the trained weights (safetensors)");
   cmd->add_flag("--dry-run", args->opts.dry_run,
                 "validate the config, build and compile the model, print a summary; touch no data");

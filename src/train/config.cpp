@@ -46,7 +46,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
        {"base_lr", "scaling", "base_batch_size", "n_warmup_epochs", "decay_schedule"}},
       {"train", {"loss", "metrics", "early_stopping_patience", "target_mae"}},
       {"crest", {"backend", "threads"}},
-      {"dist", {"backend", "bucket_mb", "first_bucket_mb", "timeout_s"}},
+      {"dist", {"backend", "bucket_mb", "first_bucket_mb", "timeout_s", "timeline"}},
   };
   return s;
 }
@@ -833,6 +833,7 @@ Config Loader::build(const YAML::Node& root) {
   positive("bucket_mb", c.dist.bucket_mb, 4096);
   positive("first_bucket_mb", c.dist.first_bucket_mb, 4096);
   positive("timeout_s", c.dist.timeout_s, 7 * 24 * 3600.0);
+  if (auto path = opt_string(ds, "timeline")) c.dist.timeline = *path;
 
   return c;
 }
@@ -1012,6 +1013,7 @@ std::string to_yaml(const Config& c) {
     << "  bucket_mb: " << format_double(c.dist.bucket_mb) << "\n"
     << "  first_bucket_mb: " << format_double(c.dist.first_bucket_mb) << "\n"
     << "  timeout_s: " << format_double(c.dist.timeout_s) << "\n";
+  if (!c.dist.timeline.empty()) y << "  timeline: " << quote(c.dist.timeline) << "\n";
   return y.str();
 }
 

@@ -15,6 +15,7 @@
 #include "crest/data/loader.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
+#include "crest/dist/timeline.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/training_data.hpp"
@@ -169,6 +170,43 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     for (const auto& [name, view] : {std::pair<const char*, const TensorView*>{"x", &b.x}, {"y", &b.y}})
       if (!ex.bind_input(name, view->data())) std::memcpy(ex.input(name).data(), view->data(), view->bytes());
   };
+  Timeline timeline(*comm, options.timeline.empty() ? config.dist.timeline : options.timeline);
+  // One training step, recorded on the timeline when there is one.
+  auto train_step = [&](DataLoader& loader, double lr, int64_t step) {
+    const double t0 = Timeline::now();
+    const LoadedBatch b = loader.next();
+    const double t1 = Timeline::now();
+    feed(b);
+    const double loss = ex.forward(true);
+    const double t2 = Timeline::now();
+    if (!std::isfinite(loss))
+      throw_runtime("the training loss became " + std::to_string(loss) + " at step " + std::to_string(step + 1) +
+                    " of the epoch (learning rate too high?)");
+    ex.backward();
+    const double t3 = Timeline::now();
+    sync.finish();
+    const double t4 = Timeline::now();
+    optimizer->step(lr);
+    loader.release(b);
+    if (timeline.enabled()) {
+      const double t5 = Timeline::now();
+      const std::string args = "{\"step\":" + std::to_string(step + 1) + "}";
+      timeline.span("data wait", Timeline::compute, t0, t1, args);
+      timeline.span("forward", Timeline::compute, t1, t2, args);
+      timeline.span("backward", Timeline::compute, t2, t3, args);
+      if (comm->size() > 1) timeline.span("gradient wait", Timeline::compute, t3, t4, args);
+      timeline.span("optimizer", Timeline::compute, t4, t5, args);
+      const auto& timing = sync.last_step_timing();
+      for (size_t k = 0; k < timing.size(); ++k) {
+        const std::string bucket = "bucket " + std::to_string(k + 1) + "/" + std::to_string(timing.size());
+        const std::string bargs = "{\"step\":" + std::to_string(step + 1) +
+                                  ",\"bytes\":" + std::to_string(sync.buckets()[k].bytes()) + "}";
+        timeline.span(bucket + " queued", Timeline::communication, timing[k].queued, timing[k].started, bargs);
+        timeline.span("allreduce " + bucket, Timeline::communication, timing[k].started, timing[k].done, bargs);
+      }
+    }
+    return loss;
+  };
   double best_val = std::numeric_limits<double>::infinity();
   int since_best = 0;
   summary.status = "success";
@@ -180,17 +218,11 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     train_loader.start_epoch(epoch);
     double loss_sum = 0;
     for (int64_t s = 0; s < train_steps; ++s) {
-      const LoadedBatch b = train_loader.next();
-      feed(b);
-      const double loss = ex.forward(true);
-      if (!std::isfinite(loss))
-        throw_runtime("the training loss became " + std::to_string(loss) + " at epoch " + std::to_string(epoch + 1) +
-                      ", step " + std::to_string(s + 1) + " (learning rate too high?)");
-      loss_sum += loss;
-      ex.backward();
-      sync.finish();
-      optimizer->step(st.lr);
-      train_loader.release(b);
+      try {
+        loss_sum += train_step(train_loader, st.lr, s);
+      } catch (const Error& e) {
+        throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what());
+      }
     }
     // Job-wide figures: sums over ranks (losses and counts), data wait as the ranks' mean.
     double train_sums[3] = {loss_sum, static_cast<double>(train_steps), train_loader.stats().wait_s};
@@ -249,6 +281,9 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     }
     if (epoch + 1 == config.data.n_epochs && config.train.target_mae) summary.status = "aborted";
   }
+  timeline.write(*comm);
+  if (timeline.enabled())
+    log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
   if (!options.save_weights.empty() && comm->rank() == 0) {  // identical on every rank
     save_weights(ex.params(), options.save_weights,
                  {{"format", "crest weights"}, {"model", "cosmoflow"}, {"config", config.source}});

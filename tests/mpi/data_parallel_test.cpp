@@ -5,7 +5,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
+#include <set>
+#include <sstream>
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
@@ -149,6 +153,87 @@ TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
   EXPECT_NE(r.out.find("dist.timeout_s = 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Aborting the job"), std::string::npos) << r.out;
   EXPECT_LT(took, 4 + 3 + 30) << r.out;
+}
+
+std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty() && l[0] == '{') lines.push_back(nlohmann::json::parse(l));
+  return lines;
+}
+
+TEST(DataParallel, BenchAllreduceChecksTheSumAndReportsBusBandwidth) {
+  for (int ranks : {2, 4}) {
+    const auto r = run_crest_mpi(ranks, "bench allreduce --sizes 1K,256K --iters 3");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto lines = json_lines(r.out);
+    ASSERT_EQ(lines.size(), 2u) << "rank 0 alone prints, one line per size:\n" << r.out;
+    EXPECT_EQ(lines[0]["bytes"], 1024);
+    EXPECT_EQ(lines[1]["bytes"], 256 * 1024);
+    for (const auto& j : lines) {
+      EXPECT_EQ(j["ranks"], ranks);
+      EXPECT_EQ(j["communicator"], "mpi");
+      EXPECT_EQ(j["checked"], true);
+      EXPECT_GT(j["time_us"].get<double>(), 0);
+      // nccl-tests: algbw = bytes / time; busbw = algbw * 2 (n - 1) / n.
+      const double algbw = j["bytes"].get<double>() / (j["time_us"].get<double>() * 1e-6) / 1e9;
+      EXPECT_NEAR(j["algbw_gb_s"].get<double>(), algbw, 1e-9 + 1e-6 * algbw);
+      EXPECT_NEAR(j["busbw_gb_s"].get<double>(), algbw * 2.0 * (ranks - 1) / ranks, 1e-9 + 1e-6 * algbw);
+    }
+  }
+  const auto bad = run_crest("bench allreduce --sizes 1X");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("'1X' is not a size"), std::string::npos) << bad.out;
+}
+
+TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunication) {
+  const auto r = run_crest_mpi(2, "bench train --size 32 --batch 1 --steps 2 --warmup 1 --threads 1 --bucket-mb 1 --baseline 10");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const auto& j = lines[0];
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["global_batch"], 2);
+  EXPECT_NEAR(j["samples_per_s"].get<double>(), 2.0 / j["step_s_min"].get<double>(), 1e-9);
+  EXPECT_GE(j["gradient_buckets"].get<int>(), 2);
+  EXPECT_GE(j["hidden_fraction"].get<double>(), 0.0);
+  EXPECT_LE(j["hidden_fraction"].get<double>(), 1.0);
+  EXPECT_GT(j["allreduce_s_per_step"].get<double>(), 0.0);
+  EXPECT_EQ(j["baseline_samples_per_s"], 10);
+  EXPECT_NEAR(j["scaling_efficiency"].get<double>(), j["samples_per_s"].get<double>() / 10, 1e-9);
+}
+
+TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
+  TempDir dir;
+  const std::string trace = dir.file("timeline.json");
+  const auto r = run_crest_mpi(2, train_args(2, dir.file("w.safetensors")) + " dist.bucket_mb=1 --timeline " + trace);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(trace);
+  ASSERT_TRUE(in) << r.out;
+  const nlohmann::json t = nlohmann::json::parse(in);
+  std::set<std::pair<int, std::string>> seen;
+  int allreduces = 0, buckets = 0;
+  for (const auto& e : t.at("traceEvents")) {
+    if (e.at("ph") != "X") continue;
+    const std::string name = e.at("name");
+    const int pid = e.at("pid");
+    seen.insert({pid, name});
+    EXPECT_GE(e.at("dur").get<double>(), 0.0);
+    if (name.rfind("allreduce bucket ", 0) == 0) {
+      ++allreduces;
+      buckets = std::stoi(name.substr(name.find('/') + 1));
+      seen.insert({pid, "allreduce"});
+      EXPECT_EQ(e.at("tid"), 1);  // the communication row
+      EXPECT_GT(e.at("args").at("bytes").get<int64_t>(), 0);
+    }
+  }
+  for (int rank : {0, 1})
+    for (const char* name : {"data wait", "forward", "backward", "gradient wait", "optimizer", "allreduce"})
+      EXPECT_TRUE(seen.count({rank, name})) << "rank " << rank << " has no '" << name << "' span";
+  // 3 steps x 2 ranks x the buckets of every step.
+  EXPECT_GE(buckets, 2);
+  EXPECT_EQ(allreduces, 3 * 2 * buckets);
 }
 
 }  // namespace

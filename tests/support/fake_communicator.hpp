@@ -23,6 +23,7 @@ class FakeCommunicator final : public Communicator {
     for (size_t i = 0; i < n; ++i) values[i] *= scale;
     struct Done final : PendingCollective {
       void wait() override {}
+      Timing timing() const override { return {}; }
     };
     return std::make_unique<Done>();
   }

@@ -548,3 +548,31 @@ TEST_F(ConfigTest, LoadingWritesNothing) {
 
 }  // namespace
 }  // namespace crest
+
+namespace crest {
+namespace {
+
+TEST_F(ConfigTest, DistSectionKeysAndErrors) {
+  const Config c = load_config(write("d.yaml", kSmall), {"dist.bucket_mb=4", "dist.first_bucket_mb=0.5",
+                                                         "dist.timeout_s=60", "dist.backend=mpi",
+                                                         "dist.timeline=runs/t.json"});
+  EXPECT_DOUBLE_EQ(c.dist.bucket_mb, 4);
+  EXPECT_DOUBLE_EQ(c.dist.first_bucket_mb, 0.5);
+  EXPECT_DOUBLE_EQ(c.dist.timeout_s, 60);
+  EXPECT_EQ(c.dist.backend, "mpi");
+  EXPECT_EQ(c.dist.timeline, "runs/t.json");
+  const Config b = load_config(write("e.yaml", c.resolved_yaml));
+  EXPECT_EQ(b.dist.timeline, "runs/t.json");
+  EXPECT_DOUBLE_EQ(b.dist.bucket_mb, 4);
+  const Config d = load_config(write("f.yaml", kSmall));
+  EXPECT_EQ(d.dist.backend, "auto");
+  EXPECT_DOUBLE_EQ(d.dist.bucket_mb, 25);
+  EXPECT_DOUBLE_EQ(d.dist.timeout_s, 300);
+  expect_override_error("dist.bucket_mb=0", "dist.bucket_mb", "must be in");
+  expect_override_error("dist.timeout_s=-1", "dist.timeout_s", "must be in");
+  expect_override_error("dist.backend=nccl", "dist.backend", "expected auto, mpi or single");
+  expect_override_error("dist.buckets=3", "dist.buckets", "unknown key");
+}
+
+}  // namespace
+}  // namespace crest

@@ -18,6 +18,12 @@ class PendingCollective {
  public:
   virtual ~PendingCollective() = default;
   virtual void wait() = 0;
+  // When it was queued, started running and completed, in seconds of std::chrono::steady_clock
+  // (time_since_epoch); valid after wait(). Timelines and the hidden-communication figure.
+  struct Timing {
+    double queued = 0, started = 0, done = 0;
+  };
+  virtual Timing timing() const = 0;
 };
 
 class Communicator {

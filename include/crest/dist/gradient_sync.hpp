@@ -11,6 +11,7 @@
 // (parameter names, shapes, buckets) is gathered and a mismatch is an error naming the first
 // difference — never a silent exchange of the wrong bytes.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -29,7 +30,12 @@ struct GradientBucket {
 
 struct GradientSyncStats {
   int64_t steps = 0;
-  double finish_wait_s = 0;  // time finish() waited for buckets still in flight (not hidden)
+  double allreduce_s = 0;    // time the buckets' allreduces ran on the communication thread
+  double finish_wait_s = 0;  // time finish() waited for them after backward: not hidden
+  // Share of allreduce time hidden behind backward (1 when nothing was communicated).
+  double hidden_fraction() const {
+    return allreduce_s > 0 ? std::clamp(1.0 - finish_wait_s / allreduce_s, 0.0, 1.0) : 1.0;
+  }
 };
 
 class GradientSync {
@@ -60,6 +66,9 @@ class GradientSync {
   void finish();
 
   const GradientSyncStats& stats() const { return stats_; }
+  void reset_stats() { stats_ = {}; }
+  // The last finished step's buckets: when each was queued, ran and completed (timelines).
+  const std::vector<PendingCollective::Timing>& last_step_timing() const { return last_timing_; }
 
  private:
   Communicator& comm_;
@@ -69,6 +78,7 @@ class GradientSync {
   std::vector<int> missing_;              // per bucket: slots not yet ready this step
   std::vector<std::unique_ptr<PendingCollective>> pending_;  // per bucket, this step
   GradientSyncStats stats_;
+  std::vector<PendingCollective::Timing> last_timing_;
   void start_bucket(size_t b);
 };
 

@@ -120,6 +120,7 @@ struct DistConfig {
   double bucket_mb = 25;         // gradient bucket size (the first bucket is smaller, first_bucket_mb)
   double first_bucket_mb = 1;    // the last layers' gradients are ready first: start early
   double timeout_s = 300;        // a collective not done by then aborts the job with a message
+  std::string timeline;          // Chrome-trace file of every rank's steps (empty: none)
 };
 
 struct Config {

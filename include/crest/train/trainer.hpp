@@ -17,6 +17,7 @@ struct TrainOptions {
   std::string init_weights;  // safetensors to start from (else the seeded initialisation)
   std::string save_weights;  // safetensors written at the end
   bool dry_run = false;      // build and compile only, print the summary, touch no data
+  std::string timeline;      // Chrome-trace timeline of every rank (else dist.timeline)
 };
 
 struct EpochStats {
