@@ -49,6 +49,17 @@ void CommThread::wait(const std::shared_ptr<CommTask>& task) {
 
 void CommThread::run(std::function<void()> fn, std::string what) { wait(submit(std::move(fn), std::move(what))); }
 
+CommThread::Activity CommThread::activity() {
+  std::lock_guard lock(mu_);
+  Activity a;
+  a.completed = completed_;
+  if (running_) {
+    a.running = running_->sequence;
+    a.running_what = running_->what;
+  }
+  return a;
+}
+
 void CommThread::loop() {
   for (;;) {
     std::shared_ptr<CommTask> task;
@@ -60,6 +71,7 @@ void CommThread::loop() {
       queue_.pop_front();
       task->started = true;
       task->started_at = steady_seconds();
+      running_ = task;
     }
     std::exception_ptr error;
     try {
@@ -72,6 +84,8 @@ void CommThread::loop() {
       task->error = error;
       task->done = true;
       task->done_at = steady_seconds();
+      running_.reset();
+      ++completed_;
       task->run = nullptr;  // release captured buffers' owners early
     }
     done_cv_.notify_all();

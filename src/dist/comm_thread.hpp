@@ -54,6 +54,14 @@ class CommThread {
 
   double timeout_s() const { return timeout_s_; }
 
+  // What the worker is doing, for other ranks asking after a timeout.
+  struct Activity {
+    uint64_t running = 0;  // sequence number of the task in progress, 0 when idle
+    std::string running_what;
+    uint64_t completed = 0;  // tasks completed so far
+  };
+  Activity activity();
+
  private:
   void loop();
 
@@ -63,6 +71,8 @@ class CommThread {
   std::condition_variable work_cv_, done_cv_;
   std::deque<std::shared_ptr<CommTask>> queue_;
   uint64_t next_sequence_ = 1;
+  std::shared_ptr<CommTask> running_;
+  uint64_t completed_ = 0;
   bool stopping_ = false;
   std::thread worker_;
 };

@@ -9,11 +9,16 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <thread>
+
+#include <time.h>
 
 #include "crest/core/error.hpp"
 #include "dist/comm_thread.hpp"
@@ -76,14 +81,127 @@ class MpiRuntime {
   int world_size_ = 1;
 };
 
-[[noreturn]] void watchdog_abort(int rank, int size, const CommTask& task, double waited_s, double timeout_s) {
+// Answers other ranks' "what are you doing?" after their watchdog fired, on a communicator of its
+// own (a duplicate of the world), from a thread that polls every 20 ms rather than blocking in
+// MPI_Recv (which would spin on a core all run long). Needs MPI_THREAD_MULTIPLE: it talks while
+// the communication thread is inside a collective.
+class StatusResponder {
+ public:
+  StatusResponder(int rank, int size) : rank_(rank), size_(size) {
+    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup (status channel)");
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  }
+  ~StatusResponder() { stop(); }
+  void start(CommThread* source) {
+    source_ = source;
+    thread_ = std::thread([this] { loop(); });
+  }
+  void stop() {
+    if (!thread_.joinable()) return;
+    stopping_ = true;
+    thread_.join();
+    MPI_Comm_free(&comm_);
+  }
+
+  // Asks every other rank what it is doing; waits at most `wait_s`. One line per rank.
+  std::string ask_others(double wait_s) {
+    std::vector<MPI_Request> reqs;
+    std::vector<int> peers;
+    std::vector<std::array<char, kReply>> replies(static_cast<size_t>(size_));
+    char query = 1;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      MPI_Request rq = MPI_REQUEST_NULL, sq = MPI_REQUEST_NULL;
+      if (MPI_Irecv(replies[static_cast<size_t>(r)].data(), kReply, MPI_CHAR, r, kTagReply, comm_, &rq) != MPI_SUCCESS ||
+          MPI_Isend(&query, 1, MPI_CHAR, r, kTagQuery, comm_, &sq) != MPI_SUCCESS)
+        continue;
+      MPI_Request_free(&sq);  // one byte: sent eagerly, nothing to wait for
+      reqs.push_back(rq);
+      peers.push_back(r);
+    }
+    std::vector<bool> answered(reqs.size(), false);
+    const double deadline = steady_seconds() + wait_s;
+    for (size_t left = reqs.size(); left > 0 && steady_seconds() < deadline;) {
+      for (size_t i = 0; i < reqs.size(); ++i) {
+        if (answered[i]) continue;
+        int flag = 0;
+        MPI_Test(&reqs[i], &flag, MPI_STATUS_IGNORE);
+        if (flag) {
+          answered[i] = true;
+          --left;
+        }
+      }
+      const timespec pause{0, 10'000'000};
+      nanosleep(&pause, nullptr);
+    }
+    std::string out;
+    for (size_t i = 0; i < reqs.size(); ++i) {
+      const int r = peers[i];
+      out += "  rank " + std::to_string(r) + ": ";
+      if (answered[i]) {
+        auto& text = replies[static_cast<size_t>(r)];
+        text[kReply - 1] = '\0';
+        out += std::string(text.data()) + "\n";
+      } else {
+        MPI_Cancel(&reqs[i]);
+        out += "no answer within " + std::to_string(static_cast<int>(wait_s)) +
+               " s (dead, stopped, or stuck outside crest's communication)\n";
+      }
+    }
+    return out;
+  }
+
+ private:
+  static constexpr int kReply = 256, kTagQuery = 1, kTagReply = 2;
+
+  void loop() {
+    char query = 0;
+    MPI_Request req = MPI_REQUEST_NULL;
+    MPI_Status st;
+    for (;;) {
+      if (req == MPI_REQUEST_NULL && MPI_Irecv(&query, 1, MPI_CHAR, MPI_ANY_SOURCE, kTagQuery, comm_, &req) != MPI_SUCCESS)
+        return;
+      int flag = 0;
+      MPI_Test(&req, &flag, &st);
+      if (flag) {
+        const CommThread::Activity a = source_->activity();
+        std::array<char, kReply> reply{};
+        const std::string text = a.running ? "in collective #" + std::to_string(a.running) + ": " + a.running_what
+                                           : "not in a collective (" + std::to_string(a.completed) + " completed)";
+        std::snprintf(reply.data(), reply.size(), "%s", text.c_str());
+        MPI_Send(reply.data(), kReply, MPI_CHAR, st.MPI_SOURCE, kTagReply, comm_);
+        req = MPI_REQUEST_NULL;
+        continue;
+      }
+      if (stopping_) {
+        MPI_Cancel(&req);
+        MPI_Wait(&req, MPI_STATUS_IGNORE);
+        return;
+      }
+      const timespec pause{0, 20'000'000};  // 20 ms: costs nothing, answers fast enough
+      nanosleep(&pause, nullptr);
+    }
+  }
+
+  int rank_, size_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  CommThread* source_ = nullptr;
+  std::atomic<bool> stopping_{false};
+  std::thread thread_;
+};
+
+[[noreturn]] void watchdog_abort(int rank, int size, const CommTask& task, double waited_s, double timeout_s,
+                                 StatusResponder* responder) {
   std::fprintf(stderr,
                "crest: rank %d of %d: %s (collective #%llu) has not completed after %.0f s "
                "(dist.timeout_s = %g)%s. Another rank has died, hangs, or runs a different "
-               "sequence of collectives; MPI cannot tell which ranks have not arrived. "
-               "Aborting the job.\n",
+               "sequence of collectives. Asking the other ranks what they are doing...\n",
                rank, size, task.what.c_str(), static_cast<unsigned long long>(task.sequence), waited_s, timeout_s,
                task.started ? "" : " — it is still queued behind the collective in progress");
+  std::fflush(stderr);
+  const std::string others = responder ? responder->ask_others(2.0)
+                                       : "  (cannot ask: the MPI library does not provide MPI_THREAD_MULTIPLE)\n";
+  std::fprintf(stderr, "crest: rank %d of %d: the other ranks:\n%sAborting the job.\n", rank, size, others.c_str());
   std::fflush(stderr);
   if (MpiRuntime::get().multiple()) MPI_Abort(MPI_COMM_WORLD, 3);
   std::_Exit(3);  // the launcher sees a failed rank and ends the job
@@ -116,8 +234,9 @@ class MpiPending final : public PendingCollective {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<CommThread> thread)
-      : comm_(comm), owned_(owned), thread_(std::move(thread)) {
+  MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<CommThread> thread,
+                  std::shared_ptr<StatusResponder> responder = nullptr)
+      : comm_(comm), owned_(owned), thread_(std::move(thread)), responder_(std::move(responder)) {
     thread_->run(
         [&] {
           check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
@@ -133,6 +252,7 @@ class MpiCommunicator final : public Communicator {
         "communicator set-up");
   }
   ~MpiCommunicator() override {
+    if (responder_) responder_->stop();
     if (owned_) try {
         thread_->run([this] { MPI_Comm_free(&comm_); }, "MPI_Comm_free");
       } catch (...) {
@@ -237,6 +357,7 @@ class MpiCommunicator final : public Communicator {
   MPI_Comm comm_;
   bool owned_;
   std::shared_ptr<CommThread> thread_;
+  std::shared_ptr<StatusResponder> responder_;
   int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
 };
 
@@ -247,10 +368,14 @@ std::unique_ptr<Communicator> make_mpi_world(double timeout_s) {
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
-  auto thread = std::make_shared<CommThread>(timeout_s, [rank, size, timeout_s](const CommTask& t, double waited) {
-    watchdog_abort(rank, size, t, waited, timeout_s);
+  // Created before the communication thread: MPI_Comm_dup runs here, with no other MPI caller.
+  std::shared_ptr<StatusResponder> responder;
+  if (MpiRuntime::get().multiple() && size > 1) responder = std::make_shared<StatusResponder>(rank, size);
+  auto thread = std::make_shared<CommThread>(timeout_s, [rank, size, timeout_s, responder](const CommTask& t, double waited) {
+    watchdog_abort(rank, size, t, waited, timeout_s, responder.get());
   });
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::move(thread));
+  if (responder) responder->start(thread.get());
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::move(thread), std::move(responder));
 }
 
 void mpi_abort_if_parallel(int exit_code) {

@@ -141,6 +141,8 @@ TEST(DataParallel, AKilledRankBringsTheJobDownWithAMessage) {
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
   EXPECT_LT(took, 4 + 20 + 60) << r.out;
   EXPECT_EQ(r.out.find("done: "), std::string::npos) << r.out;
+  // The launcher names the dead rank (Open MPI: "... exited on signal 9 (Killed)").
+  EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
 }
 
 TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
@@ -152,6 +154,8 @@ TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
   EXPECT_NE(r.out.find("has not completed after"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("dist.timeout_s = 3"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("Aborting the job"), std::string::npos) << r.out;
+  // The waiting rank asked the other one, which could not answer: it is the one stopped.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("rank [01]: no answer within 2 s"))) << r.out;
   EXPECT_LT(took, 4 + 3 + 30) << r.out;
 }
 
