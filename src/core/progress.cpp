@@ -13,11 +13,12 @@ namespace {
 double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
 }  // namespace
 
-Progress::Progress(std::string label, int64_t total_items, double interval_s)
+Progress::Progress(std::string label, int64_t total_items, double interval_s, bool visible)
     : label_(std::move(label)),
       total_(total_items),
       interval_s_(interval_s),
       tty_(isatty(fileno(stderr)) == 1),
+      visible_(visible),
       start_(std::chrono::steady_clock::now()),
       last_print_(start_) {}
 
@@ -50,7 +51,7 @@ void Progress::advance(int64_t items, int64_t bytes) {
   bytes_ += bytes;
   const auto now = std::chrono::steady_clock::now();
   const double due = tty_ ? 0.2 : interval_s_;
-  if (seconds(now - last_print_) < due) return;
+  if (!visible_ || seconds(now - last_print_) < due) return;
   last_print_ = now;
   const std::string s = line_locked();
   if (tty_)
@@ -63,6 +64,7 @@ void Progress::advance(int64_t items, int64_t bytes) {
 std::string Progress::finish() {
   std::lock_guard lock(mu_);
   const std::string s = line_locked();
+  if (!visible_) return s;
   std::fprintf(stderr, tty_ ? "\r%s\033[K\n" : "%s\n", s.c_str());
   std::fflush(stderr);
   return s;

@@ -11,6 +11,8 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -194,7 +196,8 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
   return out;
 }
 
-std::vector<FileToStage> files_of_rank(const StageOptions& o, const Communicator& comm) {
+// Every file of the dataset: top-level files, then each split's sorted files.
+std::vector<FileToStage> list_dataset(const StageOptions& o) {
   std::error_code ec;
   if (!fs::is_directory(o.from, ec)) throw_input(o.from + ": not a directory (the dataset to stage)");
   auto regular = [&](const fs::path& dir) {
@@ -219,9 +222,7 @@ std::vector<FileToStage> files_of_rank(const StageOptions& o, const Communicator
     const fs::path dir = fs::path(o.from) / split;
     if (!fs::is_directory(dir, ec)) continue;
     any_split = true;
-    const auto names = regular(dir);
-    for (size_t i = static_cast<size_t>(comm.rank()); i < names.size(); i += static_cast<size_t>(comm.size()))
-      add(split + "/" + names[i]);
+    for (const std::string& name : regular(dir)) add(split + "/" + name);
   }
   if (!any_split) {
     std::string list;
@@ -231,13 +232,14 @@ std::vector<FileToStage> files_of_rank(const StageOptions& o, const Communicator
   return mine;
 }
 
-json manifest_of(const StageOptions& o, const Communicator& comm, const std::vector<StagedFile>& files) {
+// `ranks`: 1 for a single-process staging, the job size for a distributed one (which leaves the
+// whole dataset on every node).
+json manifest_of(const StageOptions& o, int ranks, const std::vector<StagedFile>& files) {
   json m;
   m["format"] = "crest staging manifest 1";
   m["source"] = fs::absolute(o.from).lexically_normal().string();
   m["inflate"] = o.inflate;
-  m["rank"] = comm.rank();
-  m["size"] = comm.size();
+  m["staged_by_ranks"] = ranks;  // informational: every staging holds the whole dataset
   json list = json::array();
   for (const auto& f : files)
     list.push_back({{"path", f.rel}, {"source_bytes", f.source_bytes}, {"bytes", f.bytes}, {"crc32c", f.crc}});
@@ -246,15 +248,15 @@ json manifest_of(const StageOptions& o, const Communicator& comm, const std::vec
 }
 
 // True when `to` holds a complete staging of exactly these source files.
-bool existing_staging_matches(const StageOptions& o, const Communicator& comm, const std::vector<FileToStage>& want) {
+bool existing_staging_matches(const StageOptions& o, const std::vector<FileToStage>& want) {
   const fs::path mpath = fs::path(o.to) / kManifest;
   std::ifstream in(mpath);
   if (!in) return false;
   json m;
   try {
     in >> m;
-    if (m.value("source", "") != fs::absolute(o.from).lexically_normal().string() || m.value("inflate", !o.inflate) != o.inflate ||
-        m.value("rank", -1) != comm.rank() || m.value("size", -1) != comm.size())
+    // Any complete staging holds the whole dataset, whichever rank count wrote it.
+    if (m.value("source", "") != fs::absolute(o.from).lexically_normal().string() || m.value("inflate", !o.inflate) != o.inflate)
       return false;
     const json& files = m.at("files");
     if (files.size() != want.size()) return false;
@@ -272,16 +274,245 @@ bool existing_staging_matches(const StageOptions& o, const Communicator& comm, c
   return true;
 }
 
+
+// The manifest last, atomically: its presence means every file listed is complete and verified.
+void write_manifest(const StageOptions& o, int ranks, const std::vector<StagedFile>& staged) {
+  const std::string mpath = (fs::path(o.to) / kManifest).string();
+  const std::string tmp = make_temp(mpath);
+  std::ofstream out(tmp);
+  out << manifest_of(o, ranks, staged).dump(1) << "\n";
+  out.close();
+  if (!out || ::rename(tmp.c_str(), mpath.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    throw_input(mpath + ": cannot write the staging manifest");
+  }
+}
+
+// Every rank's text; throws (on every rank alike) when any rank's is not empty, naming it.
+void fail_together(Communicator& comm, const std::string& mine) {
+  std::vector<std::byte> bytes(mine.size());
+  if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), mine.size());
+  const auto parts = comm.allgather_parts(bytes);
+  for (size_t r = 0; r < parts.size(); ++r)
+    if (!parts[r].empty())
+      throw_input("stage (rank " + std::to_string(r) + "): " +
+                  std::string(reinterpret_cast<const char*>(parts[r].data()), parts[r].size()));
+}
+
+template <typename T>
+void put(std::vector<std::byte>& out, const T& v) {
+  const auto* p = reinterpret_cast<const std::byte*>(&v);
+  out.insert(out.end(), p, p + sizeof v);
+}
+template <typename T>
+T get(const std::vector<std::byte>& in, size_t at) {
+  T v{};
+  std::memcpy(&v, in.data() + at, sizeof v);
+  return v;
+}
+
+// One piece of one file in an exchange round: header, then the bytes.
+struct PieceHeader {
+  int64_t file = -1;     // index in the listing
+  int64_t offset = 0;    // of these bytes in the file
+  int64_t total = 0;     // the file's size
+  uint32_t crc = 0;      // the reader's CRC32C of the whole file (in the last piece)
+  uint32_t last = 0;
+};
+
+StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::ostream& log) {
+  const int rank = comm.rank(), size = comm.size();
+  if (o.inflate)
+    throw_usage("stage --inflate runs in one process only for now; stage the GZIP files, or inflate before the job");
+  std::string problem;
+  std::vector<FileToStage> all;
+  try {
+    all = list_dataset(o);
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  fail_together(comm, problem);
+  // Every rank must work from the same listing, or files would be skipped or read twice.
+  {
+    std::string listing;
+    for (const auto& f : all) listing += f.rel + " " + std::to_string(f.source_bytes) + "\n";
+    std::vector<std::byte> bytes(listing.size());
+    std::memcpy(bytes.data(), listing.data(), listing.size());
+    const auto parts = comm.allgather_parts(bytes);
+    for (size_t r = 1; r < parts.size(); ++r)
+      if (parts[r] != parts[0])
+        throw_input("stage: rank " + std::to_string(r) + " sees a different listing of " + o.from +
+                    " than rank 0 (files changing during staging, or a different --from)");
+  }
+  int64_t total = 0;
+  for (const auto& f : all) total += f.source_bytes;
+
+  StageResult r;
+  r.files = static_cast<int64_t>(all.size());
+  int64_t complete = existing_staging_matches(o, all) ? 1 : 0;
+  comm.allreduce_sum(&complete, 1);
+  if (complete == size) {
+    r.reused = true;
+    r.bytes_written = total;
+    log << "stage: " << o.to << " already holds a verified staging of " << o.from << " on every node (" << r.files
+        << " files, " << human_bytes(static_cast<double>(total)) << "); reusing it\n";
+    return r;
+  }
+  // Nothing is written until every rank has checked its destination (ranks of a node share it).
+  std::error_code ec;
+  if (fs::exists(o.to, ec) && !fs::is_empty(o.to, ec) && !o.overwrite)
+    problem = o.to + ": exists and is not empty (and is not a complete staging of " + o.from +
+              "); refusing to write over it (pass --overwrite)";
+  fail_together(comm, problem);
+  comm.barrier();
+  if (comm.local_rank() == 0) fs::remove(fs::path(o.to) / kManifest, ec);  // incomplete until rewritten
+  fs::create_directories(o.to, ec);
+  if (ec) problem = o.to + ": cannot create: " + ec.message();
+  fail_together(comm, problem);
+
+  log << "stage: " << all.size() << " files (" << human_bytes(static_cast<double>(total)) << ") from " << o.from << " to "
+      << o.to << " on every node; " << size << " ranks each read 1/" << size << " and exchange the rest\n";
+  log.flush();
+  Progress progress("stage", static_cast<int64_t>(all.size()), 10.0, rank == 0);
+
+  // Per round, every rank contributes at most `chunk` bytes: a round moves at most 1 GiB.
+  const size_t chunk = std::clamp<size_t>((size_t{1} << 30) / static_cast<size_t>(size), size_t{1} << 20, size_t{64} << 20);
+  const auto writes = [&](int64_t i) { return i % comm.local_size() == comm.local_rank(); };
+
+  // Reader state: this rank's files are r, r + n, ...
+  int64_t next_file = rank, reading = -1, offset = 0;
+  uint32_t read_crc = 0;
+  std::unique_ptr<Fd> in;
+  int64_t files_read = 0, bytes_read = 0;
+  // Writer state, per file this rank writes.
+  struct Out {
+    std::unique_ptr<TempFile> tmp;
+    std::unique_ptr<Fd> fd;
+    int64_t written = 0;
+    uint32_t crc = 0;
+  };
+  std::map<int64_t, Out> open_outs;
+  std::vector<StagedFile> staged(all.size());
+  std::vector<std::byte> piece, data(chunk);
+  for (;;) {
+    piece.clear();
+    if (!in && next_file < static_cast<int64_t>(all.size())) {
+      reading = next_file;
+      next_file += size;
+      in = std::make_unique<Fd>((fs::path(o.from) / all[static_cast<size_t>(reading)].rel).string(), O_RDONLY);
+      offset = 0;
+      read_crc = 0;
+      ++files_read;
+    }
+    if (in) {
+      const FileToStage& f = all[static_cast<size_t>(reading)];
+      size_t got = 0;
+      // Fill the piece in cache-sized reads, checksumming each while it is hot.
+      while (got < chunk) {
+        const size_t n = in->read_some(data.data() + got, std::min(chunk - got, kChunk));
+        if (n == 0) break;
+        read_crc = crc32c(data.data() + got, n, read_crc);
+        got += n;
+      }
+      PieceHeader h{reading, offset, f.source_bytes, read_crc, 0};
+      offset += static_cast<int64_t>(got);
+      bytes_read += static_cast<int64_t>(got);
+      if (got < chunk) {  // end of file
+        if (offset != f.source_bytes)
+          throw_input((fs::path(o.from) / f.rel).string() + ": changed while staging (" + std::to_string(f.source_bytes) +
+                      " bytes listed, " + std::to_string(offset) + " read)");
+        h.last = 1;
+        in.reset();
+      }
+      put(piece, h);
+      piece.insert(piece.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(got));
+    }
+    const auto parts = comm.allgather_parts(piece);
+    bool any = false;
+    for (size_t from = 0; from < parts.size(); ++from) {
+      const auto& p = parts[from];
+      if (p.empty()) continue;
+      any = true;
+      if (static_cast<int>(from) != rank) r.bytes_exchanged += static_cast<int64_t>(p.size());
+      const PieceHeader h = get<PieceHeader>(p, 0);
+      if (h.last) progress.advance(1, h.total);
+      if (!writes(h.file)) continue;
+      const FileToStage& f = all.at(static_cast<size_t>(h.file));
+      Out& w = open_outs[h.file];
+      const std::string dst = (fs::path(o.to) / f.rel).string();
+      if (!w.fd) {
+        fs::create_directories(fs::path(dst).parent_path(), ec);
+        w.tmp = std::make_unique<TempFile>();  // (a temporary TempFile would unlink on destruction)
+        w.tmp->path = make_temp(dst);
+        w.fd = std::make_unique<Fd>(w.tmp->path, O_WRONLY);  // no O_TRUNC: see stage_one
+      }
+      const size_t n = p.size() - sizeof(PieceHeader);
+      if (h.offset != w.written) throw_runtime(dst + ": staging pieces arrived out of order");
+      w.fd->write_all(p.data() + sizeof(PieceHeader), n);
+      w.crc = crc32c(p.data() + sizeof(PieceHeader), n, w.crc);
+      w.written += static_cast<int64_t>(n);
+      if (h.last) {
+        w.fd->close();
+        if (w.written != h.total || w.crc != h.crc)
+          throw_input(dst + ": verification failed: received " + std::to_string(w.written) + " bytes with CRC32C " +
+                      std::to_string(w.crc) + ", rank " + std::to_string(from) + " read " + std::to_string(h.total) +
+                      " bytes with CRC32C " + std::to_string(h.crc));
+        std::error_code size_ec;
+        if (static_cast<int64_t>(fs::file_size(w.tmp->path, size_ec)) != w.written || size_ec)
+          throw_input(dst + ": verification failed: the size on disk is not what was written");
+        if (::rename(w.tmp->path.c_str(), dst.c_str()) != 0) throw_input(dst + ": cannot rename into place: " + err_text());
+        w.tmp->path.clear();
+        staged[static_cast<size_t>(h.file)] = {f.rel, f.source_bytes, w.written, w.crc};
+        r.bytes_written += w.written;
+        open_outs.erase(h.file);
+      }
+    }
+    if (!any) break;
+  }
+  if (!open_outs.empty()) throw_runtime(o.to + ": staging ended with files incomplete");
+  // Job-wide counts: each file read exactly once, each byte of the source once.
+  int64_t sums[2] = {files_read, bytes_read};
+  comm.allreduce_sum(sums, 2);
+  r.files_read_job = sums[0];
+  r.bytes_read_job = sums[1];
+  r.bytes_read = bytes_read;
+  // The node's manifest: every file, checksums from the readers (all writers agreed with them).
+  std::vector<std::byte> mine;
+  for (size_t i = 0; i < staged.size(); ++i)
+    if (writes(static_cast<int64_t>(i))) {
+      put(mine, static_cast<int64_t>(i));
+      put(mine, staged[i].bytes);
+      put(mine, staged[i].crc);
+    }
+  const std::vector<std::byte> node = comm.allgatherv(mine);  // all ranks' records; one node's suffice
+  for (size_t at = 0; at + 20 <= node.size(); at += 20) {
+    const auto i = static_cast<size_t>(get<int64_t>(node, at));
+    staged[i] = {all[i].rel, all[i].source_bytes, get<int64_t>(node, at + 8), get<uint32_t>(node, at + 16)};
+  }
+  comm.barrier();  // every file of every node is in place
+  if (comm.local_rank() == 0) write_manifest(o, size, staged);
+  progress.finish();
+  r.seconds = progress.elapsed_s();
+  log << "staged " << r.files << " files (" << human_bytes(static_cast<double>(total)) << ") on every node in " << r.seconds
+      << " s: " << r.files_read_job << " file reads and " << human_bytes(static_cast<double>(r.bytes_read_job))
+      << " from the shared store across " << size << " ranks (each file once), "
+      << static_cast<int64_t>(static_cast<double>(r.bytes_read_job) / 1e6 / std::max(r.seconds, 1e-9))
+      << " MB/s; rank 0 received " << human_bytes(static_cast<double>(r.bytes_exchanged)) << " from the others ("
+      << static_cast<int64_t>(r.exchange_mb_s()) << " MB/s), every file verified\n";
+  return r;
+}
+
 }  // namespace
 
-StageResult stage_dataset(const StageOptions& o, const Communicator& comm, std::ostream& log) {
+StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostream& log) {
   if (o.from.empty() || o.to.empty()) throw_usage("stage: --from and --to are required");
   std::error_code ec;
   if (fs::exists(o.to, ec) && fs::equivalent(o.from, o.to, ec))
     throw_usage("stage: --from and --to are the same directory (" + o.to + ")");
-  const std::vector<FileToStage> files = files_of_rank(o, comm);
+  if (comm.size() > 1) return stage_distributed(o, comm, log);
+  const std::vector<FileToStage> files = list_dataset(o);
   StageResult r;
-  if (existing_staging_matches(o, comm, files)) {
+  if (existing_staging_matches(o, files)) {
     r.reused = true;
     r.files = static_cast<int64_t>(files.size());
     for (const auto& f : files) r.bytes_written += fs::file_size(fs::path(o.to) / f.rel, ec);
@@ -332,18 +563,7 @@ StageResult stage_dataset(const StageOptions& o, const Communicator& comm, std::
   for (auto& t : pool) t.join();
   if (error) std::rethrow_exception(error);
 
-  // The manifest last, atomically: its presence means every file above is complete and verified.
-  const std::string mpath = (fs::path(o.to) / kManifest).string();
-  {
-    const std::string tmp = make_temp(mpath);
-    std::ofstream out(tmp);
-    out << manifest_of(o, comm, staged).dump(1) << "\n";
-    out.close();
-    if (!out || ::rename(tmp.c_str(), mpath.c_str()) != 0) {
-      ::unlink(tmp.c_str());
-      throw_input(mpath + ": cannot write the staging manifest");
-    }
-  }
+  write_manifest(o, 1, staged);
   progress.finish();
   r.files = static_cast<int64_t>(files.size());
   r.bytes_read = total;

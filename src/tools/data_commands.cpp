@@ -63,15 +63,16 @@ void register_datagen(CLI::App& app) {
 
 void register_stage(CLI::App& app) {
   auto o = std::make_shared<StageOptions>();
-  CLI::App* cmd = app.add_subcommand("stage", "copy this rank's files of a dataset to node-local storage, verified");
+  CLI::App* cmd = app.add_subcommand("stage", "copy a dataset to node-local storage, verified (under mpirun: each file read once per job)");
   cmd->add_option("--from", o->from, "dataset directory on the shared file system")->required();
   cmd->add_option("--to", o->to, "node-local destination directory")->required();
   cmd->add_flag("--inflate", o->inflate, "inflate GZIP TFRecords to plain ones (more disk, less CPU per epoch)");
   cmd->add_flag("--overwrite", o->overwrite, "replace files already in the destination");
   cmd->add_option("--threads", o->threads, "files copied in parallel (default 4)");
   cmd->callback([o] {
-    auto comm = make_single_process_communicator();
-    stage_dataset(*o, *comm, std::cout);
+    auto comm = make_world_communicator(WorldOptions{});
+    std::ostream discard(nullptr);
+    stage_dataset(*o, *comm, comm->rank() == 0 ? std::cout : discard);  // rank 0 reports
   });
 }
 

@@ -142,10 +142,6 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
 
   const int64_t batch = config.data.batch_size;
   const DataConfig& dc = config.data;
-  if (comm->size() > 1 && !dc.stage_dir.empty())
-    throw_input(config.source + ": data.stage_dir with " + std::to_string(comm->size()) +
-                " ranks needs distributed staging, which crest does not have yet; stage with `crest stage` "
-                "per node before the job, or run without data.stage_dir");
   const TrainingData data = open_training_data(config, *comm, log);
   summary.stage_s = data.stage_s;
   const std::shared_ptr<SampleSource>& train_src = data.train;

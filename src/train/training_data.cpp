@@ -9,7 +9,7 @@
 
 namespace crest {
 
-TrainingData open_training_data(const Config& config, const Communicator& comm, std::ostream& log) {
+TrainingData open_training_data(const Config& config, Communicator& comm, std::ostream& log) {
   const DataConfig& dc = config.data;
   TrainingData d;
   if (dc.name == DatasetKind::dummy) {

@@ -242,3 +242,82 @@ TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
 
 }  // namespace
 }  // namespace crest
+
+namespace crest {
+namespace {
+
+std::string file_bytes(const std::string& path) {
+  std::string out;
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return out;
+  char buf[65536];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+  std::fclose(f);
+  return out;
+}
+
+// Every file of `a` is in `b` with the same bytes.
+void expect_same_tree(const std::string& a, const std::string& b) {
+  size_t n = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(a)) {
+    if (!e.is_regular_file()) continue;
+    const auto rel = std::filesystem::relative(e.path(), a);
+    const std::filesystem::path other = std::filesystem::path(b) / rel;
+    ASSERT_TRUE(std::filesystem::exists(other)) << rel << " missing in " << b;
+    EXPECT_TRUE(file_bytes(e.path().string()) == file_bytes(other.string())) << rel << " differs";
+    ++n;
+  }
+  EXPECT_GT(n, 0u);
+}
+
+TEST(DistributedStaging, EveryFileLandsOnTheNodeReadOnceFromTheSource) {
+  TempDir dir;
+  const std::string src = dir.file("src");
+  const auto gen = run_crest("datagen cosmoflow --out " + src + " --train 7 --valid 3 --size 32");
+  ASSERT_EQ(gen.code, 0) << gen.out;
+  { std::ofstream(src + "/notes.txt") << "top-level files go everywhere too\n"; }
+  for (int ranks : {2, 4}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const std::string dst = dir.file("dst" + std::to_string(ranks));
+    const auto r = run_crest_mpi(ranks, "stage --from " + src + " --to " + dst);
+    ASSERT_EQ(r.code, 0) << r.out;
+    expect_same_tree(src, dst);
+    // 11 files: 11 reads across all ranks (each file once), every byte once.
+    EXPECT_NE(r.out.find("staged 11 files"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(": 11 file reads and"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("across " + std::to_string(ranks) + " ranks (each file once)"), std::string::npos) << r.out;
+    EXPECT_EQ(r.out.find("staged"), r.out.rfind("staged")) << "rank 0 alone reports:\n" << r.out;
+    EXPECT_TRUE(std::filesystem::exists(dst + "/.crest-stage.json"));
+    // A complete staging is reused, by any rank count.
+    const auto again = run_crest_mpi(3, "stage --from " + src + " --to " + dst);
+    ASSERT_EQ(again.code, 0) << again.out;
+    EXPECT_NE(again.out.find("reusing it"), std::string::npos) << again.out;
+  }
+  // Training with data.stage_dir under mpirun stages, then reads the staged copy.
+  const std::string stage = dir.file("node-local");
+  const auto t = run_crest_mpi(2, "train --config " + kDemo + " data.name=cosmo data.data_dir=" + src + " data.stage_dir=" + stage +
+                                      " data.n_train=6 data.n_valid=2 data.batch_size=1 data.n_epochs=1 crest.threads=1");
+  ASSERT_EQ(t.code, 0) << t.out;
+  expect_same_tree(src, stage);
+  EXPECT_NE(t.out.find("done: 1 epochs"), std::string::npos) << t.out;
+}
+
+TEST(DistributedStaging, RefusesANonEmptyDestinationOnEveryRankWithoutWritingIt) {
+  TempDir dir;
+  const std::string src = dir.file("src"), dst = dir.file("dst");
+  ASSERT_EQ(run_crest("datagen cosmoflow --out " + src + " --train 2 --valid 0 --size 32").code, 0);
+  std::filesystem::create_directories(dst);
+  { std::ofstream(dst + "/precious.txt") << "keep me\n"; }
+  const auto r = run_crest_mpi(2, "stage --from " + src + " --to " + dst);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << r.out;
+  EXPECT_NE(r.out.find("refusing to write over it"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dst + "/train"));
+  std::ifstream kept(dst + "/precious.txt");
+  std::string line;
+  std::getline(kept, line);
+  EXPECT_EQ(line, "keep me");
+}
+
+}  // namespace
+}  // namespace crest

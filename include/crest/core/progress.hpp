@@ -11,7 +11,8 @@ namespace crest {
 
 class Progress {
  public:
-  Progress(std::string label, int64_t total_items, double interval_s = 10.0);
+  // `visible` false: counts and times, prints nothing (ranks other than 0 of a parallel job).
+  Progress(std::string label, int64_t total_items, double interval_s = 10.0, bool visible = true);
   // Records `items` more finished items carrying `bytes` bytes; prints when due.
   void advance(int64_t items, int64_t bytes = 0);
   // Prints the final line (always) and returns it.
@@ -25,6 +26,7 @@ class Progress {
   int64_t total_, done_ = 0, bytes_ = 0;
   double interval_s_;
   bool tty_;
+  bool visible_;
   std::chrono::steady_clock::time_point start_, last_print_;
   mutable std::mutex mu_;
 };

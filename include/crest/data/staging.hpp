@@ -2,11 +2,17 @@
 // storage before training, so the shared file system is read once per job instead of once per
 // epoch (SPEC.md §1 "Staging", the MLPerf HPC practice).
 //
-// Which files: for each split directory (train/, validation/) the sorted file list, of which rank
-// r of size takes files r, r + size, ... (the reference's files[rank::size]); top-level files
-// (DeepCAM's stats.h5) go to every rank. With one process that is everything. The MPI issue adds
-// the distributed mode (each rank reads a disjoint part, the node receives the rest by
-// allgather) behind the same function.
+// One process copies every file (top-level files such as DeepCAM's stats.h5, then each split
+// directory's sorted files).
+//
+// Several ranks (the distributed mode): every node ends up with the whole dataset in `to`
+// (the loader's per-epoch global shuffle can hand any sample to any rank), while the shared file
+// system serves each byte once per job: rank r reads files r, r + n, … of the listing, and the
+// bytes travel to every other rank by allgather, in rounds of bounded size (at most 1 GiB per
+// call, well below MPI's 2 GiB count limit, and at most 64 MiB per rank per round). On each
+// node, file i is written by the rank whose local rank is i mod local_size, so a node's ranks
+// share the writing. Each file's CRC32C is computed by its reader and checked by its writers.
+// All ranks must see the same listing (checked). GZIP inflation is single-process only.
 //
 // Every file is checksummed (CRC32C) while it is read, and its size on disk is checked after it
 // is written; the checksums go into the manifest. With `inflate`, GZIP TFRecords are inflated to
@@ -40,11 +46,17 @@ struct StageResult {
   int64_t bytes_written = 0;  // to `to`
   double seconds = 0;
   bool reused = false;        // an existing complete staging was found and kept
+  // Distributed mode: job-wide totals (every rank has the same figures).
+  int64_t files_read_job = 0;      // source files opened, summed over ranks (= files: once each)
+  int64_t bytes_read_job = 0;      // bytes read from `from`, summed over ranks
+  int64_t bytes_exchanged = 0;     // bytes this rank received from other ranks
+  double exchange_mb_s() const { return seconds > 0 ? static_cast<double>(bytes_exchanged) / 1e6 / seconds : 0; }
   double read_mb_s() const { return seconds > 0 ? static_cast<double>(bytes_read) / 1e6 / seconds : 0; }
 };
 
 // Throws crest::Error (input) naming the file and the defect (unreadable source, checksum
 // mismatch after writing, disk full, existing files); files already staged stay intact.
-StageResult stage_dataset(const StageOptions& options, const Communicator& comm, std::ostream& log);
+// Collective when comm.size() > 1 (every rank calls it with the same options).
+StageResult stage_dataset(const StageOptions& options, Communicator& comm, std::ostream& log);
 
 }  // namespace crest

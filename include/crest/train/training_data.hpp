@@ -18,7 +18,7 @@ struct TrainingData {
   double stage_s = 0;
 };
 
-TrainingData open_training_data(const Config& config, const Communicator& comm, std::ostream& log);
+TrainingData open_training_data(const Config& config, Communicator& comm, std::ostream& log);
 // Loader options from the data section (prefetch, threads = n_parallel_reads, cache, on_error).
 LoaderOptions loader_options(const DataConfig& data);
 
