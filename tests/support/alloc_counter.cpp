@@ -24,7 +24,26 @@ void* allocate(size_t n, size_t align) {
   if (!p) throw std::bad_alloc();
   return p;
 }
+void* allocate_nothrow(size_t n, size_t align) noexcept {
+  try {
+    return allocate(n, align);
+  } catch (...) {
+    return nullptr;
+  }
+}
 }  // namespace
+
+// Every form is replaced, the nothrow ones included (std::stable_sort's buffer uses them): a
+// form left out would allocate with the runtime's operator new and be freed by ours, a
+// mismatch AddressSanitizer reports.
+void* operator new(size_t n, const std::nothrow_t&) noexcept { return allocate_nothrow(n, 0); }
+void* operator new[](size_t n, const std::nothrow_t&) noexcept { return allocate_nothrow(n, 0); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return allocate_nothrow(n, static_cast<size_t>(a)); }
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return allocate_nothrow(n, static_cast<size_t>(a)); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
 
 void* operator new(size_t n) { return allocate(n, 0); }
 void* operator new[](size_t n) { return allocate(n, 0); }
