@@ -1,4 +1,5 @@
-// crest train --config FILE [key.path=value ...] [--init-weights F] [--save-weights F] [--dry-run]
+// crest train --config FILE [key.path=value ...] [--init-weights F] [--save-weights F] [--threads N]
+//             [--timeline F] [--dry-run]
 #include <iostream>
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@ void register_train(CLI::App& app) {
     std::string config;
     std::vector<std::string> rest;
     TrainOptions opts;
+    int threads = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "train a model from a YAML config (reference schema)");
@@ -25,6 +27,8 @@ void register_train(CLI::App& app) {
   cmd->add_option("--timeline", args->opts.timeline,
                   "write a Chrome-trace timeline of every rank (chrome://tracing, Perfetto)");
   cmd->add_option("--save-weights", args->opts.save_weights, "write the trained weights (safetensors)");
+  cmd->add_option("--threads", args->threads,
+                  "compute threads per rank (same as crest.threads=N; default: the node's cores / its ranks)");
   cmd->add_flag("--dry-run", args->opts.dry_run,
                 "validate the config, build and compile the model, print a summary; touch no data");
   cmd->callback([args] {
@@ -37,6 +41,8 @@ void register_train(CLI::App& app) {
       else overrides.push_back(a);
     }
     if (args->config.empty()) throw_usage("crest train needs --config FILE");
+    if (args->threads < 0) throw_usage("--threads must be >= 0 (0: the node's cores divided among its ranks)");
+    if (args->threads > 0) overrides.push_back("crest.threads=" + std::to_string(args->threads));
     const Config config = load_config(args->config, overrides);
     run_training(config, args->opts, std::cout);
   });

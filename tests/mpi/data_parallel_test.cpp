@@ -110,6 +110,15 @@ TEST(DataParallel, ARankThatFailsEndsTheWholeJob) {
   EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);
 }
 
+TEST(DataParallel, TooFewSamplesForEveryRankIsAnErrorNotAHang) {
+  TempDir dir;
+  const auto r = run_crest_mpi(4, train_args(1, dir.file("w.safetensors")) + " data.n_train=2 --threads 1", 60);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
+  EXPECT_NE(r.out.find("2 samples cannot give every one of 4 ranks a full batch of 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 threads per rank"), std::string::npos) << r.out;
+}
+
 // Starts a long 2-rank job, then sends `signal` to one rank after `delay_s`; returns the job's
 // exit and output. The rank is a child of mpirun (Open MPI starts local ranks itself).
 test::CliRun run_and_signal_one_rank(const std::string& signal, const std::string& extra, int limit_s) {
