@@ -5,14 +5,23 @@
 #include <cstring>
 #include <sstream>
 
+#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
 
 namespace crest {
 
+GradientCompression parse_gradient_compression(const std::string& text) {
+  if (text == "none") return GradientCompression::none;
+  if (text == "bf16") return GradientCompression::bf16;
+  throw_input("unknown gradient compression '" + text + "' (expected none or bf16)");
+}
+
+const char* gradient_compression_name(GradientCompression c) { return c == GradientCompression::bf16 ? "bf16" : "none"; }
+
 GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
-                           double first_bucket_mb, double bucket_mb)
-    : comm_(comm), params_(params), bucket_of_slot_(params.slots().size(), -1) {
+                           double first_bucket_mb, double bucket_mb, GradientCompression compress)
+    : comm_(comm), params_(params), bucket_of_slot_(params.slots().size(), -1), compress_(compress) {
   if (params.dtype() != DType::f32) throw_usage("gradient synchronisation supports f32 parameters only");
   const auto& slots = params.slots();
   GradientBucket cur;
@@ -50,6 +59,8 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const s
         throw_usage("gradient_ready_order lists slot " + slots[static_cast<size_t>(s)].name + " twice");
       bucket_of_slot_[static_cast<size_t>(s)] = static_cast<int>(b);
     }
+  // Allocated once: a training step allocates nothing.
+  if (compress_ == GradientCompression::bf16 && comm_.size() > 1) narrow_.assign(params.trainable_bytes() / sizeof(float), 0);
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());
@@ -60,6 +71,7 @@ GradientSync::~GradientSync() = default;
 std::string GradientSync::layout() const {
   std::ostringstream os;
   const auto& slots = params_.slots();
+  os << "compression " << gradient_compression_name(compress_) << "\n";
   for (const auto& s : slots)
     os << "param " << s.name << " " << s.shape.str() << " offset " << s.offset
        << (s.spec.trainable ? "" : " (state)") << "\n";
@@ -105,12 +117,19 @@ void GradientSync::broadcast_parameters(ParamStore& params) {
 void GradientSync::start_bucket(size_t b) {
   const GradientBucket& bk = buckets_[b];
   auto* base = static_cast<char*>(params_.grads());
-  pending_[b] = comm_.start_allreduce(reinterpret_cast<float*>(base + bk.begin_byte), bk.bytes() / sizeof(float),
-                                      1.f / static_cast<float>(comm_.size()),
-                                      "allreduce of gradient bucket " + std::to_string(b + 1) + "/" +
-                                          std::to_string(buckets_.size()) + " (" +
-                                          human_bytes(static_cast<double>(bk.bytes())) + ", step " +
-                                          std::to_string(stats_.steps + 1) + ")");
+  auto* grads = reinterpret_cast<float*>(base + bk.begin_byte);
+  const size_t n = bk.bytes() / sizeof(float);
+  const bool narrow = compress_ == GradientCompression::bf16;
+  const std::string what = "allreduce of gradient bucket " + std::to_string(b + 1) + "/" + std::to_string(buckets_.size()) +
+                           " (" + human_bytes(static_cast<double>(narrow ? bk.bytes() / 2 : bk.bytes())) +
+                           (narrow ? " bf16" : "") + ", step " + std::to_string(stats_.steps + 1) + ")";
+  if (!narrow) {
+    pending_[b] = comm_.start_allreduce(grads, n, 1.f / static_cast<float>(comm_.size()), what);
+    return;
+  }
+  uint16_t* out = narrow_.data() + bk.begin_byte / sizeof(float);
+  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(grads[i]);
+  pending_[b] = comm_.start_allreduce_bf16(out, n, what);
 }
 
 void GradientSync::gradient_ready(int slot) {
@@ -126,12 +145,20 @@ void GradientSync::finish() {
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (!pending_[b]) start_bucket(b);  // in bucket order: the same sequence on every rank
     last_timing_.clear();
-    for (auto& p : pending_) {
+    const float scale = 1.f / static_cast<float>(comm_.size());
+    for (size_t b = 0; b < buckets_.size(); ++b) {
+      auto& p = pending_[b];
       p->wait();
       const PendingCollective::Timing t = p->timing();
       stats_.allreduce_s += t.done - t.started;
       last_timing_.push_back(t);
       p.reset();
+      if (compress_ == GradientCompression::bf16) {  // widen the sum back, averaged
+        const GradientBucket& bk = buckets_[b];
+        auto* grads = reinterpret_cast<float*>(static_cast<char*>(params_.grads()) + bk.begin_byte);
+        const uint16_t* in = narrow_.data() + bk.begin_byte / sizeof(float);
+        for (size_t i = 0; i < bk.bytes() / sizeof(float); ++i) grads[i] = bf16_to_float(in[i]) * scale;
+      }
     }
   }
   for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());

@@ -20,6 +20,7 @@
 
 #include <time.h>
 
+#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "dist/comm_thread.hpp"
 
@@ -207,6 +208,23 @@ class StatusResponder {
   std::_Exit(3);  // the launcher sees a failed rank and ends the job
 }
 
+// MPI has no bfloat16: a user reduction over 16-bit words sums them as bf16 (in float, rounded
+// back to nearest even). Created once, on the communication thread, and never freed (it lives as
+// long as MPI).
+void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+}
+MPI_Op bf16_sum_op() {
+  static MPI_Op op = [] {
+    MPI_Op o = MPI_OP_NULL;
+    check(MPI_Op_create(&bf16_sum, 1, &o), "MPI_Op_create (bf16 sum)");
+    return o;
+  }();
+  return op;
+}
+
 class MpiPending final : public PendingCollective {
  public:
   MpiPending(std::shared_ptr<CommThread> thread, std::shared_ptr<CommTask> task)
@@ -282,6 +300,19 @@ class MpiCommunicator final : public Communicator {
           sum_in_place(values, n, MPI_FLOAT, sizeof(float));
           if (scale != 1.f)
             for (size_t i = 0; i < n; ++i) values[i] *= scale;
+        },
+        std::move(what));
+    return std::make_unique<MpiPending>(thread_, std::move(task));
+  }
+  std::unique_ptr<PendingCollective> start_allreduce_bf16(uint16_t* values, size_t n, std::string what) override {
+    auto task = thread_->submit(
+        [=, this] {
+          for (size_t done = 0; done < n;) {
+            const size_t k = std::min(n - done, kMaxCount);
+            check(MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(k), MPI_UINT16_T, bf16_sum_op(), comm_),
+                  "MPI_Allreduce (bf16)");
+            done += k;
+          }
         },
         std::move(what));
     return std::make_unique<MpiPending>(thread_, std::move(task));

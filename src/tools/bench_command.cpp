@@ -44,6 +44,7 @@ struct BenchTrainArgs {
   bool profile = false;
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
+  std::string compress = "none";
 };
 
 // The largest of every rank's value (collective).
@@ -82,7 +83,8 @@ void bench_train(const BenchTrainArgs& a) {
   const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
   SgdKeras opt(0.9);
   opt.attach(ex.params(), ex.vec());
-  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb);
+  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb,
+                    parse_gradient_compression(a.compress));
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
   if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });
@@ -145,6 +147,7 @@ void bench_train(const BenchTrainArgs& a) {
   if (comm->size() > 1) {
     j["global_batch"] = a.batch * comm->size();
     j["gradient_buckets"] = sync.buckets().size();
+    j["compress"] = a.compress;
     j["allreduce_s_per_step"] = allreduce;
     j["exposed_allreduce_s_per_step"] = exposed;
     j["hidden_fraction"] = allreduce > 0 ? std::clamp(1.0 - exposed / allreduce, 0.0, 1.0) : 1.0;
@@ -208,6 +211,7 @@ void register_bench(CLI::App& app) {
   train->add_option("--first-bucket-mb", ta->first_bucket_mb, "under mpirun: first gradient bucket size (MB)");
   train->add_option("--baseline", ta->baseline,
                     "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
+  train->add_option("--compress", ta->compress, "under mpirun: gradient buckets as none (float32) or bf16");
   train->add_option("--timeout", ta->timeout_s, "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });
 

@@ -46,7 +46,7 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
        {"base_lr", "scaling", "base_batch_size", "n_warmup_epochs", "decay_schedule"}},
       {"train", {"loss", "metrics", "early_stopping_patience", "target_mae"}},
       {"crest", {"backend", "threads"}},
-      {"dist", {"backend", "bucket_mb", "first_bucket_mb", "timeout_s", "timeline"}},
+      {"dist", {"backend", "bucket_mb", "first_bucket_mb", "timeout_s", "timeline", "compress"}},
   };
   return s;
 }
@@ -834,6 +834,12 @@ Config Loader::build(const YAML::Node& root) {
   positive("first_bucket_mb", c.dist.first_bucket_mb, 4096);
   positive("timeout_s", c.dist.timeout_s, 7 * 24 * 3600.0);
   if (auto path = opt_string(ds, "timeline")) c.dist.timeline = *path;
+  if (auto z = opt_string(ds, "compress")) {
+    if (*z != "none" && *z != "bf16")
+      fail(ds, "compress", "unknown value " + quote(*z) + " (expected none or bf16; fp16 is not offered: gradients " +
+                               "need float32's exponent range, which bf16 keeps)");
+    c.dist.compress = *z;
+  }
 
   return c;
 }
@@ -1012,7 +1018,8 @@ std::string to_yaml(const Config& c) {
     << "  backend: " << c.dist.backend << "\n"
     << "  bucket_mb: " << format_double(c.dist.bucket_mb) << "\n"
     << "  first_bucket_mb: " << format_double(c.dist.first_bucket_mb) << "\n"
-    << "  timeout_s: " << format_double(c.dist.timeout_s) << "\n";
+    << "  timeout_s: " << format_double(c.dist.timeout_s) << "\n"
+    << "  compress: " << c.dist.compress << "\n";
   if (!c.dist.timeline.empty()) y << "  timeline: " << quote(c.dist.timeline) << "\n";
   return y.str();
 }

@@ -110,7 +110,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   if (!options.init_weights.empty()) load_weights(ex.params(), options.init_weights);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
-  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), config.dist.first_bucket_mb, config.dist.bucket_mb);
+  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), config.dist.first_bucket_mb, config.dist.bucket_mb,
+                    parse_gradient_compression(config.dist.compress));
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
   if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });

@@ -84,6 +84,19 @@ TEST(DataParallel, RanksTimesLocalBatchReproduceOneProcessWithTheGlobalBatch) {
   }
 }
 
+TEST(DataParallel, Bf16CompressedBucketsStayCloseButAreReallyCompressed) {
+  TempDir dir;
+  const auto one = run_crest(train_args(4, dir.file("one.safetensors")));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto r = run_crest_mpi(2, train_args(2, dir.file("bf16.safetensors")) + " dist.compress=bf16");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const double d = worst_relative_difference(dir.file("one.safetensors"), dir.file("bf16.safetensors"));
+  // bf16 keeps 8 significant bits of each gradient (relative error <= 2^-9 per value): the
+  // weights move by a little less than exactly, far more than float32 summation order explains.
+  EXPECT_LT(d, 1e-2);
+  EXPECT_GT(d, 1e-5) << "the gradients did not travel as bf16";
+}
+
 TEST(DataParallel, RanksThatBuiltDifferentModelsAreRefusedWithWhatDiffers) {
   TempDir dir;
   const std::string crest = CREST_BINARY;

@@ -27,6 +27,14 @@ class FakeCommunicator final : public Communicator {
     };
     return std::make_unique<Done>();
   }
+  std::unique_ptr<PendingCollective> start_allreduce_bf16(uint16_t*, size_t, std::string what) override {
+    started.push_back(what);
+    struct Done final : PendingCollective {
+      void wait() override {}
+      Timing timing() const override { return {}; }
+    };
+    return std::make_unique<Done>();
+  }
   void broadcast(void*, size_t, int) override {}
   std::vector<std::byte> allgatherv(const std::vector<std::byte>& m) override { return m; }
   std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<FakeCommunicator>(0, 1); }

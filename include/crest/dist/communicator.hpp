@@ -47,6 +47,9 @@ class Communicator {
   // in watchdog messages. `values` must stay valid and untouched until wait() returns.
   virtual std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                              std::string what) = 0;
+  // The same for bfloat16 values (gradient compression): an in-place sum, each addition done in
+  // float and rounded back to bf16. No scale: the caller scales when it widens back to float.
+  virtual std::unique_ptr<PendingCollective> start_allreduce_bf16(uint16_t* values, size_t n, std::string what) = 0;
   // Rank `root`'s bytes replace everyone's; all ranks pass the same size.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank contributes `mine`; all ranks receive the concatenation in rank order.

@@ -15,12 +15,20 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "crest/dist/communicator.hpp"
 #include "crest/graph/param_store.hpp"
 
 namespace crest {
+
+// What travels: float32 gradients, or bfloat16 (half the bytes; each value keeps 8 bits of
+// mantissa, the sum is rounded to bf16 at every addition — Horovod's compression idea, with bf16
+// because gradients need float32's exponent range and bf16 keeps it).
+enum class GradientCompression { none, bf16 };
+GradientCompression parse_gradient_compression(const std::string& text);  // "none", "bf16"
+const char* gradient_compression_name(GradientCompression c);
 
 struct GradientBucket {
   std::vector<int> slots;           // parameter slots, in ready order
@@ -43,7 +51,7 @@ class GradientSync {
   // `ready_order`: trainable slots in the order backward completes their gradients
   // (Executor::gradient_ready_order()). Sizes in MB (10^6 bytes).
   GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
-               double first_bucket_mb, double bucket_mb);
+               double first_bucket_mb, double bucket_mb, GradientCompression compress = GradientCompression::none);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -79,6 +87,8 @@ class GradientSync {
   std::vector<std::unique_ptr<PendingCollective>> pending_;  // per bucket, this step
   GradientSyncStats stats_;
   std::vector<PendingCollective::Timing> last_timing_;
+  GradientCompression compress_;
+  std::vector<uint16_t> narrow_;  // bf16 copy of the gradient buffer (index = byte offset / 4)
   void start_bucket(size_t b);
 };
 

@@ -121,6 +121,7 @@ struct DistConfig {
   double first_bucket_mb = 1;    // the last layers' gradients are ready first: start early
   double timeout_s = 300;        // a collective not done by then aborts the job with a message
   std::string timeline;          // Chrome-trace file of every rank's steps (empty: none)
+  std::string compress = "none"; // gradient buckets travel as float32 (none) or bf16
 };
 
 struct Config {
