@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -46,6 +47,18 @@ class SingleProcessCommunicator final : public Communicator {
 
 std::unique_ptr<Communicator> make_single_process_communicator() {
   return std::make_unique<SingleProcessCommunicator>();
+}
+
+double Communicator::allreduce_max(double v) {
+  std::vector<std::byte> mine(sizeof v);
+  std::memcpy(mine.data(), &v, sizeof v);
+  const std::vector<std::byte> all = allgatherv(mine);
+  for (size_t at = 0; at + sizeof v <= all.size(); at += sizeof v) {
+    double x = 0;
+    std::memcpy(&x, all.data() + at, sizeof x);
+    v = std::max(v, x);
+  }
+  return v;
 }
 
 // Every rank's part is framed by its length, so parts can be told apart after the gather.

@@ -42,17 +42,6 @@ size_t parse_size(const std::string& text) {
   return bytes;
 }
 
-double max_over_ranks(Communicator& comm, double v) {
-  std::vector<std::byte> mine(sizeof v);
-  std::memcpy(mine.data(), &v, sizeof v);
-  const std::vector<std::byte> all = comm.allgatherv(mine);
-  for (size_t at = 0; at + sizeof v <= all.size(); at += sizeof v) {
-    double x = 0;
-    std::memcpy(&x, all.data() + at, sizeof x);
-    v = std::max(v, x);
-  }
-  return v;
-}
 
 struct Args {
   std::string sizes = "1K,1M,64M";
@@ -87,7 +76,7 @@ void bench_allreduce(const Args& a) {
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.iters; ++i) once();
     const double mine_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
-    const double t = max_over_ranks(*comm, mine_s);
+    const double t = comm->allreduce_max(mine_s);
     if (comm->rank() != 0) continue;
     const double algbw = static_cast<double>(count * sizeof(float)) / t / 1e9;
     nlohmann::json j;

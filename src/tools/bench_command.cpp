@@ -47,19 +47,6 @@ struct BenchTrainArgs {
   std::string compress = "none";
 };
 
-// The largest of every rank's value (collective).
-double max_over_ranks(Communicator& comm, double v) {
-  std::vector<std::byte> mine(sizeof v);
-  std::memcpy(mine.data(), &v, sizeof v);
-  const std::vector<std::byte> all = comm.allgatherv(mine);
-  double m = v;
-  for (size_t at = 0; at + sizeof v <= all.size(); at += sizeof v) {
-    double x = 0;
-    std::memcpy(&x, all.data() + at, sizeof x);
-    m = std::max(m, x);
-  }
-  return m;
-}
 
 void bench_train(const BenchTrainArgs& a) {
   if (a.model != "cosmoflow") throw_usage("bench train: unknown model '" + a.model + "' (available: cosmoflow)");
@@ -118,11 +105,11 @@ void bench_train(const BenchTrainArgs& a) {
   std::sort(sorted.begin(), sorted.end());
   // Steps are synchronous across ranks (the allreduce), so the slowest rank's best step is the
   // job's; the same for memory.
-  const double best = max_over_ranks(*comm, sorted.front());
-  const double median = max_over_ranks(*comm, sorted[sorted.size() / 2]);
-  const double rss = max_over_ranks(*comm, peak_rss_mb());
-  const double exposed = max_over_ranks(*comm, sync.stats().finish_wait_s / a.steps);
-  const double allreduce = max_over_ranks(*comm, sync.stats().allreduce_s / a.steps);
+  const double best = comm->allreduce_max(sorted.front());
+  const double median = comm->allreduce_max(sorted[sorted.size() / 2]);
+  const double rss = comm->allreduce_max(peak_rss_mb());
+  const double exposed = comm->allreduce_max(sync.stats().finish_wait_s / a.steps);
+  const double allreduce = comm->allreduce_max(sync.stats().allreduce_s / a.steps);
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
   nlohmann::json j;

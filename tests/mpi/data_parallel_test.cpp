@@ -143,15 +143,10 @@ test::CliRun run_and_signal_one_rank(const std::string& signal, const std::strin
                              "R=$(pgrep -P $M -x crest | head -1); echo \"signalled rank pid $R\" >> " +
                              dir.file("out.txt") + "; kill -" + signal + " $R; wait $M; code=$?; cat " +
                              dir.file("out.txt") + "; exit $code";
-  const std::string cmd = "timeout " + std::to_string(limit_s) + " bash -c '" + script + "' 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  const int status = p ? pclose(p) : -1;
+  const test::CliRun r = test::run_shell("timeout " + std::to_string(limit_s) + " bash -c '" + script + "' 2>&1");
   // Leave nothing behind if the job did hang: the stopped or orphaned rank must not outlive us.
   std::system(("pkill -9 -f '" + dir.file("w.safetensors") + "' 2>/dev/null").c_str());
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return r;
 }
 
 TEST(DataParallel, AKilledRankBringsTheJobDownWithAMessage) {

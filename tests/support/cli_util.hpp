@@ -17,8 +17,8 @@ struct CliRun {
   std::string out;  // stdout and stderr together
 };
 
-inline CliRun run_crest(const std::string& args) {
-  const std::string cmd = std::string(CREST_BINARY) + " " + args + " 2>&1";
+// A shell command line; its exit code and everything it printed (add 2>&1 for stderr).
+inline CliRun run_shell(const std::string& cmd) {
   FILE* p = popen(cmd.c_str(), "r");
   std::string out;
   char buf[4096];
@@ -27,19 +27,14 @@ inline CliRun run_crest(const std::string& args) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
+inline CliRun run_crest(const std::string& args) { return run_shell(std::string(CREST_BINARY) + " " + args + " 2>&1"); }
+
 // `mpirun ARGS` (e.g. "-np 2 <crest> train ..."), oversubscribed (more ranks than cores is fine
 // for tests). `limit_s` bounds the whole job: a hang fails the test instead of the CI run.
 inline CliRun run_mpirun(const std::string& args, int limit_s = 120) {
   // Root in CI containers: Open MPI refuses to run as root unless told it is on purpose.
-  const std::string cmd =
-      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout " +
-      std::to_string(limit_s) + " " + CREST_MPIEXEC + " --bind-to none " + args + " 2>&1";
-  FILE* p = popen(cmd.c_str(), "r");
-  std::string out;
-  char buf[4096];
-  while (p && fgets(buf, sizeof buf, p)) out += buf;
-  const int status = p ? pclose(p) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+  return run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout " +
+                   std::to_string(limit_s) + " " + CREST_MPIEXEC + " --bind-to none " + args + " 2>&1");
 }
 
 // `crest ARGS` as `ranks` MPI processes.

@@ -56,6 +56,8 @@ class Communicator {
   virtual std::vector<std::byte> allgatherv(const std::vector<std::byte>& mine) = 0;
   // Like allgatherv, but returns each rank's part separately (index = rank).
   std::vector<std::vector<std::byte>> allgather_parts(const std::vector<std::byte>& mine);
+  // The largest of every rank's `v` (benchmarks report the slowest rank).
+  double allreduce_max(double v);
   // Ranks with the same `color` form a new communicator, ordered by (key, rank).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
 };
