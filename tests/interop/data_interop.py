@@ -5,6 +5,8 @@ and GZIP), HDF5 samples and stats.h5 by h5py, .npy by numpy.
 Python -> crest: TFRecords written by the `tfrecord` package (and gzipped by Python's gzip),
 HDF5 files written by h5py (contiguous and chunked+gzip), accepted by `crest validate` and
 described by `crest inspect` with the same values. The real deepcam_stats.h5 loads in both.
+TensorBoard: an event file written by the `tensorboard` package is a TFRecord crest reads with
+every CRC verified, and tensorboard's own record reader reads crest's TFRecords.
 
 Run: CREST_BINARY=build/bin/crest .venv/bin/python tests/interop/data_interop.py
 """
@@ -15,9 +17,15 @@ import subprocess
 import sys
 import tempfile
 
+import glob
+
 import h5py
 import numpy as np
 import tfrecord
+import tfrecord.example_pb2
+from tensorboard.backend.event_processing.event_file_loader import RawEventFileLoader
+from tensorboard.compat.proto import event_pb2, summary_pb2
+from tensorboard.summary.writer.event_file_writer import EventFileWriter
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -124,6 +132,27 @@ def python_files_read_by_crest(tmp):
     assert rc == 2 and "data-9.h5" in text and "labels_0" in text, (rc, text)
 
 
+def tensorboard_files(tmp):
+    # tensorboard -> crest: an event file (first record file_version, then one per event).
+    logdir = os.path.join(tmp, "tb")
+    w = EventFileWriter(logdir)
+    for step in range(3):
+        value = summary_pb2.Summary.Value(tag="loss", simple_value=0.5 / (step + 1))
+        w.add_event(event_pb2.Event(step=step, wall_time=1.0 + step, summary=summary_pb2.Summary(value=[value])))
+    w.close()
+    (events,) = glob.glob(os.path.join(logdir, "events.out.tfevents.*"))
+    _, text = crest("inspect", events)
+    assert "TFRecord, uncompressed" in text and "records: 4" in text and "all CRCs verified" in text, text
+    # crest -> tensorboard: its record reader (which checks the CRCs) reads crest's TFRecords.
+    out = os.path.join(tmp, "tb-cf")
+    crest("datagen", "cosmoflow", "--out", out, "--train", "1", "--valid", "0", "--size", "32")
+    records = list(RawEventFileLoader(os.path.join(out, "train", "sample-000000.tfrecord")).Load())
+    assert len(records) == 1, len(records)
+    ex = tfrecord.example_pb2.Example.FromString(records[0])
+    assert len(ex.features.feature["x"].bytes_list.value[0]) == 32 ** 3 * 4 * 2
+    assert len(ex.features.feature["y"].float_list.value) == 4
+
+
 def real_stats_file():
     with h5py.File(STATS, "r") as f:
         count = int(f["climate/count"][()])
@@ -139,6 +168,7 @@ def main():
     try:
         crest_files_read_by_python(tmp)
         python_files_read_by_crest(tmp)
+        tensorboard_files(tmp)
         real_stats_file()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
