@@ -12,11 +12,18 @@ CommThread::CommThread(double timeout_s, TimeoutHandler on_timeout)
     : timeout_s_(timeout_s), on_timeout_(std::move(on_timeout)), worker_([this] { loop(); }) {}
 
 CommThread::~CommThread() {
-  {
-    std::lock_guard lock(mu_);
-    stopping_ = true;
-  }
+  std::unique_lock lock(mu_);
+  stopping_ = true;
   work_cv_.notify_all();
+  const auto limit = std::chrono::duration<double>(timeout_s_);
+  if (!done_cv_.wait_for(lock, limit, [&] { return exited_; })) {
+    CommTask stuck;
+    stuck.what = "the communication thread's shutdown";
+    if (running_) stuck = *running_;
+    lock.unlock();
+    on_timeout_(stuck, timeout_s_);  // does not return
+  }
+  lock.unlock();
   worker_.join();
 }
 
@@ -66,7 +73,11 @@ void CommThread::loop() {
     {
       std::unique_lock lock(mu_);
       work_cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything queued has run
+      if (queue_.empty()) {  // stopping, and everything queued has run
+        exited_ = true;
+        done_cv_.notify_all();
+        return;
+      }
       task = queue_.front();
       queue_.pop_front();
       task->started = true;

@@ -41,7 +41,9 @@ class CommThread {
   // `timeout_s`; it must not return (it aborts the job).
   using TimeoutHandler = std::function<void(const CommTask&, double)>;
   CommThread(double timeout_s, TimeoutHandler on_timeout);
-  ~CommThread();  // runs what is queued, then stops
+  // Runs what is queued, then stops. A worker still inside a collective after timeout_s (this
+  // rank is unwinding from an error while the others never join) goes to on_timeout too.
+  ~CommThread();
   CommThread(const CommThread&) = delete;
   CommThread& operator=(const CommThread&) = delete;
 
@@ -74,6 +76,7 @@ class CommThread {
   std::shared_ptr<CommTask> running_;
   uint64_t completed_ = 0;
   bool stopping_ = false;
+  bool exited_ = false;
   std::thread worker_;
 };
 
