@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iomanip>
 #include <limits>
+#include <optional>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -18,6 +19,7 @@
 #include "crest/dist/timeline.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/train/tensorboard.hpp"
 #include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 
@@ -160,6 +162,13 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     log << "validation data: " << valid_loader->plan().describe() << "\n";
   }
   const int64_t train_steps = train_loader.plan().batches;
+  // TensorBoard scalars, from rank 0 (the values are job-wide), in output_dir/tensorboard/.
+  std::optional<TensorBoardWriter> tensorboard;
+  if (comm->rank() == 0 && !config.output_dir.empty()) {
+    tensorboard.emplace(config.output_dir + "/tensorboard");
+    log << "tensorboard: " << tensorboard->path() << "\n";
+  }
+  int64_t global_step = 0;
 
   TensorView pred = ex.output(model.prediction);
   // Reads a loaded batch in place when the graph allows it, else copies it into the inputs.
@@ -216,7 +225,11 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     double loss_sum = 0;
     for (int64_t s = 0; s < train_steps; ++s) {
       try {
-        loss_sum += train_step(train_loader, st.lr, s);
+        const double loss = train_step(train_loader, st.lr, s);
+        loss_sum += loss;
+        ++global_step;
+        // This rank's batch loss per step (the epoch figures below are job-wide).
+        if (tensorboard) tensorboard->scalar("train/loss_step", global_step, loss);
       } catch (const Error& e) {
         throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what());
       }
@@ -253,6 +266,18 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     }
     st.seconds = since(t0);
     summary.epochs.push_back(st);
+    if (tensorboard) {
+      const int64_t e = st.epoch;
+      tensorboard->scalar("train/loss", e, st.train_loss);
+      tensorboard->scalar("train/learning_rate", e, st.lr);
+      tensorboard->scalar("train/samples_per_s", e, st.samples_per_s);
+      tensorboard->scalar("train/data_wait_pct", e, 100.0 * st.data_wait_s / std::max(train_s, 1e-9));
+      if (valid_loader) {
+        tensorboard->scalar("validation/loss", e, st.val_loss);
+        tensorboard->scalar("validation/mae", e, st.val_mae);
+      }
+      tensorboard->flush();
+    }
     log << "epoch " << st.epoch << "/" << config.data.n_epochs << std::fixed << std::setprecision(4)
         << "  loss " << st.train_loss;
     if (valid_loader) log << "  val_loss " << st.val_loss << "  val_mae " << st.val_mae;

@@ -1,13 +1,15 @@
 """Interop of crest's TensorBoard event files with TensorBoard itself (issue: run records).
 
-The writer (crest::TensorBoardWriter) is not reachable from the CLI yet, so the file comes from
-the unit test TensorBoardWriter.WritesInteropFile, which writes into $CREST_TB_INTEROP_DIR when
-that is set. TensorBoard's EventAccumulator (the code behind its scalar dashboard) then has to
+Two sources of event files: the unit test TensorBoardWriter.WritesInteropFile (which writes
+into $CREST_TB_INTEROP_DIR when that is set: edge values such as NaN, infinities, huge steps), and
+a short `crest train` run, whose output_dir/tensorboard/ must hold the epoch scalars the log
+prints. TensorBoard's EventAccumulator (the code behind its scalar dashboard) then has to
 find the file by name, accept its file_version, and give back every scalar with its tag, step,
 wall time and value (rounded to float32, NaN and infinities included). Its record reader checks
 the TFRecord CRCs, so a framing mistake fails here too.
 
-Run: CREST_TESTS_BINARY=build/bin/crest_tests .venv/bin/python tests/interop/tensorboard_interop.py
+Run: CREST_TESTS_BINARY=build/bin/crest_tests CREST_BINARY=build/bin/crest \
+     .venv/bin/python tests/interop/tensorboard_interop.py
 """
 import math
 import os
@@ -21,6 +23,8 @@ from tensorboard.backend.event_processing.event_file_loader import RawEventFileL
 from tensorboard.compat.proto import event_pb2
 
 CREST_TESTS = os.environ.get("CREST_TESTS_BINARY", "build/bin/crest_tests")
+CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
+SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Must match interop_scalars() in tests/unit/tensorboard_test.cpp, in the same order.
 EXPECTED = [
@@ -89,12 +93,44 @@ def check_raw_records(path):
         assert same(v.simple_value, f32(value)), (event, value)
 
 
+def check_training_run(tmp):
+    """`crest train` writes per-epoch scalars that match its own log lines."""
+    out_dir = os.path.join(tmp, "train-run")
+    r = subprocess.run([CREST, "train", "--config", os.path.join(SOURCE, "configs", "cosmoflow-demo.yaml"),
+                        "data.n_epochs=2", "data.n_train=16", "data.n_valid=8", f"output_dir={out_dir}"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    logged = {}
+    for line in r.stdout.splitlines():
+        if line.startswith("epoch "):
+            words = line.split()
+            epoch = int(words[1].split("/")[0])
+            logged[epoch] = {words[i]: float(words[i + 1]) for i in range(2, len(words) - 1)
+                             if words[i] in ("loss", "val_loss", "val_mae", "lr")}
+    assert sorted(logged) == [1, 2], r.stdout
+    acc = EventAccumulator(os.path.join(out_dir, "tensorboard"))
+    acc.Reload()
+    tags = set(acc.Tags()["scalars"])
+    want = {"train/loss", "train/learning_rate", "train/samples_per_s", "train/data_wait_pct",
+            "validation/loss", "validation/mae", "train/loss_step"}
+    assert want <= tags, tags
+    for tag, key in [("train/loss", "loss"), ("validation/loss", "val_loss"),
+                     ("validation/mae", "val_mae"), ("train/learning_rate", "lr")]:
+        events = acc.Scalars(tag)
+        assert [e.step for e in events] == [1, 2], (tag, events)
+        for e in events:
+            assert abs(e.value - logged[e.step][key]) <= 1e-4 + 1e-4 * abs(e.value), (tag, e, logged[e.step])
+    steps = [e.step for e in acc.Scalars("train/loss_step")]
+    assert steps == list(range(1, len(steps) + 1)) and len(steps) == 2 * 16 // 4, steps
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="crest-tb-interop-") as tmp:
         logdir = os.path.join(tmp, "run")
         path = write_event_file(logdir)
         check_accumulator(logdir)
         check_raw_records(path)
+        check_training_run(tmp)
     print("tensorboard interop: ok")
     return 0
 
