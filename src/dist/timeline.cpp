@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "crest/core/error.hpp"
@@ -17,6 +18,13 @@ double Timeline::now() {
 Timeline::Timeline(Communicator& comm, std::string path, size_t max_events)
     : path_(std::move(path)), max_events_(max_events) {
   if (path_.empty()) return;
+  // A bad path is found now, not after hours of training: the directory must exist.
+  if (comm.rank() == 0) {
+    const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw_input(path_ + ": cannot write the timeline there: " + dir.string() + " is not a directory");
+  }
   comm.barrier();
   origin_ = now();
 }

@@ -303,14 +303,15 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     }
     if (epoch + 1 == config.data.n_epochs && config.train.target_mae) summary.status = "aborted";
   }
-  timeline.write(*comm);
-  if (timeline.enabled())
-    log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
+  // The weights first: they are the run's result, the timeline only describes it.
   if (!options.save_weights.empty() && comm->rank() == 0) {  // identical on every rank
     save_weights(ex.params(), options.save_weights,
                  {{"format", "crest weights"}, {"model", "cosmoflow"}, {"config", config.source}});
     log << "weights saved to " << options.save_weights << "\n";
   }
+  timeline.write(*comm);
+  if (timeline.enabled())
+    log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
   const EpochStats& last = summary.epochs.back();
   log << std::fixed << std::setprecision(4) << "done: " << summary.epochs.size() << " epochs in "
       << std::setprecision(1) << since(t_start) << " s; final loss " << std::setprecision(4) << last.train_loss;

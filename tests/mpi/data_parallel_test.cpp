@@ -252,6 +252,11 @@ TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
   for (int rank : {0, 1})
     for (const char* name : {"data wait", "forward", "backward", "gradient wait", "optimizer", "allreduce"})
       EXPECT_TRUE(seen.count({rank, name})) << "rank " << rank << " has no '" << name << "' span";
+  // A timeline in a directory that does not exist is refused before training starts.
+  const auto bad = run_crest(train_args(4, dir.file("w2.safetensors")) + " --timeline " + dir.file("no/such/dir/t.json"));
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("is not a directory"), std::string::npos) << bad.out;
+  EXPECT_EQ(bad.out.find("epoch 1/"), std::string::npos) << bad.out;
   // 3 steps x 2 ranks x the buckets of every step.
   EXPECT_GE(buckets, 2);
   EXPECT_EQ(allreduces, 3 * 2 * buckets);
