@@ -35,4 +35,12 @@ class Shape {
   int rank_ = 0;
 };
 
+// Product of dimension sizes given as a list (file formats' shapes may exceed kMaxRank); 1 for
+// a scalar. Callers check overflow where the dims come from a file.
+inline int64_t numel_of(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
 }  // namespace crest

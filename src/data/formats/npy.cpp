@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "crest/core/error.hpp"
+#include "crest/core/shape.hpp"
 #include "data/formats/file_io.hpp"
 
 namespace crest {
@@ -362,17 +363,9 @@ NpyDType to_npy_dtype(DType t) {
   throw_input("numpy has no bfloat16 dtype: convert to f32 before writing .npy");
 }
 
-int64_t NpyHeader::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;  // cannot overflow: the reader checked numel * itemsize
-  return n;
-}
+int64_t NpyHeader::numel() const { return numel_of(shape); }  // the reader checked numel * itemsize
 
-int64_t NpyArray::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
-}
+int64_t NpyArray::numel() const { return numel_of(shape); }
 
 NpyHeader read_npy_header(const std::string& path) {
   formats_io::InputFile file(path);

@@ -213,11 +213,7 @@ SafetensorsDType to_safetensors_dtype(DType t) {
   throw_runtime("internal error: unhandled DType");
 }
 
-int64_t SafetensorsTensor::numel() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;  // cannot overflow: the reader checked numel * size
-  return n;
-}
+int64_t SafetensorsTensor::numel() const { return numel_of(shape); }  // the reader checked numel * size
 
 Shape SafetensorsTensor::crest_shape() const {
   if (shape.size() > static_cast<size_t>(Shape::kMaxRank))
