@@ -44,7 +44,10 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
         "epsilon", "weight_decay"}},
       {"lr_schedule",
        {"base_lr", "scaling", "base_batch_size", "n_warmup_epochs", "decay_schedule"}},
-      {"train", {"loss", "metrics", "early_stopping_patience", "target_mae"}},
+      {"train",
+       {"loss", "metrics", "early_stopping_patience", "target_mae",
+        // crest additions
+        "checkpoint_every", "checkpoint_keep", "log_every_s", "report"}},
       {"crest", {"backend", "threads"}},
       {"dist", {"backend", "bucket_mb", "first_bucket_mb", "timeout_s", "timeline", "compress"}},
   };
@@ -802,6 +805,27 @@ Config Loader::build(const YAML::Node& root) {
     if (*v <= 0) fail(train, "target_mae", "must be positive, got " + format_double(*v));
     t.target_mae = *v;
   }
+  if (const Entry* e = get(train, "checkpoint_every")) {
+    // "N" or "N epochs" (after every N-th epoch), "N steps" (every N training steps); 0: only at
+    // the end of the run.
+    const std::string text = e->value.IsScalar() ? e->value.Scalar() : std::string();
+    std::istringstream in(text);
+    long long n = -1;
+    std::string unit, rest;
+    in >> n >> unit >> rest;
+    const bool ok_unit = unit.empty() || unit == "epoch" || unit == "epochs" || unit == "step" || unit == "steps";
+    if (!e->value.IsScalar() || in.bad() || n < 0 || n > (1ll << 40) || !ok_unit || !rest.empty())
+      fail(train, "checkpoint_every",
+           "expected a count of epochs (2, \"2 epochs\") or steps (\"500 steps\"), got " + describe(e->value));
+    t.checkpoint_every = n;
+    t.checkpoint_every_steps = unit.rfind("step", 0) == 0;
+  }
+  if (auto v = opt_int(train, "checkpoint_keep", 1, 1 << 20)) t.checkpoint_keep = static_cast<int>(*v);
+  if (auto v = opt_double(train, "log_every_s")) {
+    if (!(*v > 0)) fail(train, "log_every_s", "must be positive, got " + format_double(*v));
+    t.log_every_s = *v;
+  }
+  if (auto v = opt_bool(train, "report")) t.report = *v;
 
   // ---- crest
   const Section rt = section(top, "crest");
@@ -1009,6 +1033,11 @@ std::string to_yaml(const Config& c) {
   if (t.early_stopping_patience)
     y << "  early_stopping_patience: " << *t.early_stopping_patience << "\n";
   if (t.target_mae) y << "  target_mae: " << format_double(*t.target_mae) << "\n";
+  y << "  checkpoint_every: " << quote(std::to_string(t.checkpoint_every) + (t.checkpoint_every_steps ? " steps" : " epochs"))
+    << "\n"
+    << "  checkpoint_keep: " << t.checkpoint_keep << "\n"
+    << "  log_every_s: " << format_double(t.log_every_s) << "\n"
+    << "  report: " << (t.report ? "true" : "false") << "\n";
 
   y << "\ncrest:\n"
     << "  backend: " << c.crest.backend << "\n"

@@ -19,7 +19,7 @@
 #include "crest/dist/timeline.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/train/tensorboard.hpp"
+#include "crest/train/observers.hpp"
 #include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 
@@ -91,6 +91,18 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   // Rank 0 speaks for the job; the others stay quiet (their errors still reach stderr).
   std::ostream discard(nullptr);
   std::ostream& log = comm->rank() == 0 ? all_ranks_log : discard;
+  // The run's records (rank 0 only; every figure they get is job-wide).
+  std::vector<std::unique_ptr<RunObserver>> owned_observers;
+  std::vector<RunObserver*> observers;
+  if (comm->rank() == 0 && !options.dry_run) {
+    owned_observers = make_run_observers(config, log);
+    for (auto& o : owned_observers) observers.push_back(o.get());
+    observers.insert(observers.end(), options.extra_observers.begin(), options.extra_observers.end());
+  }
+  auto notify = [&observers](auto&& call) {
+    for (RunObserver* o : observers) call(*o);
+  };
+  notify([&](RunObserver& o) { o.init_start(config); });
   auto backend = make_backend(config.crest.backend);
   // Default: this node's cores shared among the ranks on it.
   const int threads = config.crest.threads > 0
@@ -145,7 +157,9 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
 
   const int64_t batch = config.data.batch_size;
   const DataConfig& dc = config.data;
+  if (!dc.stage_dir.empty()) notify([](RunObserver& o) { o.staging_start(); });
   const TrainingData data = open_training_data(config, *comm, log);
+  if (!dc.stage_dir.empty()) notify([&](RunObserver& o) { o.staging_stop(data.stage_s); });
   summary.stage_s = data.stage_s;
   const std::shared_ptr<SampleSource>& train_src = data.train;
   const std::shared_ptr<SampleSource>& valid_src = data.valid;
@@ -162,13 +176,22 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     log << "validation data: " << valid_loader->plan().describe() << "\n";
   }
   const int64_t train_steps = train_loader.plan().batches;
-  // TensorBoard scalars, from rank 0 (the values are job-wide), in output_dir/tensorboard/.
-  std::optional<TensorBoardWriter> tensorboard;
-  if (comm->rank() == 0 && !config.output_dir.empty()) {
-    tensorboard.emplace(config.output_dir + "/tensorboard");
-    log << "tensorboard: " << tensorboard->path() << "\n";
-  }
   int64_t global_step = 0;
+  RunFacts facts;
+  facts.config = &config;
+  facts.ranks = comm->size();
+  facts.local_ranks = comm->local_size();
+  facts.nodes = (comm->size() + comm->local_size() - 1) / comm->local_size();
+  facts.threads = threads;
+  facts.backend = backend->name();
+  facts.global_batch = batch * comm->size();
+  facts.train_samples = train_steps * batch * comm->size();
+  facts.eval_samples = valid_loader ? valid_loader->plan().batches * batch * comm->size() : 0;
+  facts.steps_per_epoch = train_steps;
+  facts.parameter_count = summary.parameter_count;
+  facts.train_flops_per_step = ex.training_flops();
+  notify([&](RunObserver& o) { o.init_stop(facts); });
+  notify([&](RunObserver& o) { o.run_start(facts); });
 
   TensorView pred = ex.output(model.prediction);
   // Reads a loaded batch in place when the graph allows it, else copies it into the inputs.
@@ -221,6 +244,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     st.epoch = epoch + 1;
     st.lr = schedule.lr(epoch, batch * comm->size());  // the schedule scales with the global batch
     const auto t0 = Clock::now();
+    notify([&](RunObserver& o) { o.epoch_start(st.epoch); });
     train_loader.start_epoch(epoch);
     double loss_sum = 0;
     for (int64_t s = 0; s < train_steps; ++s) {
@@ -228,8 +252,16 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
         const double loss = train_step(train_loader, st.lr, s);
         loss_sum += loss;
         ++global_step;
-        // This rank's batch loss per step (the epoch figures below are job-wide).
-        if (tensorboard) tensorboard->scalar("train/loss_step", global_step, loss);
+        if (!observers.empty()) {
+          StepInfo si;
+          si.epoch = st.epoch;
+          si.step_in_epoch = s + 1;
+          si.steps_per_epoch = train_steps;
+          si.global_step = global_step;
+          si.loss = loss;  // this rank's batch loss (the epoch figures below are job-wide)
+          si.epoch_elapsed_s = since(t0);
+          notify([&](RunObserver& o) { o.step_end(si); });
+        }
       } catch (const Error& e) {
         throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what());
       }
@@ -244,10 +276,12 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     st.cache_hits = counts[1];
     st.train_loss = train_sums[0] / train_sums[1];
     const double train_s = since(t0);
+    st.train_seconds = train_s;
     st.samples_per_s = static_cast<double>(train_steps * batch * comm->size()) / train_s;
     if (valid_loader) {
       const int64_t valid_steps = valid_loader->plan().batches;
       double vl = 0, vm = 0;
+      notify([&](RunObserver& o) { o.eval_start(st.epoch); });
       valid_loader->start_epoch(epoch);
       for (int64_t s = 0; s < valid_steps; ++s) {
         const LoadedBatch b = valid_loader->next();
@@ -263,21 +297,12 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       st.skipped += static_cast<int64_t>(valid_sums[3]);
       st.val_loss = valid_sums[0] / valid_sums[2];
       st.val_mae = valid_sums[1] / valid_sums[2];
+      st.validated = true;
+      notify([&](RunObserver& o) { o.eval_stop(st.epoch); });
     }
     st.seconds = since(t0);
     summary.epochs.push_back(st);
-    if (tensorboard) {
-      const int64_t e = st.epoch;
-      tensorboard->scalar("train/loss", e, st.train_loss);
-      tensorboard->scalar("train/learning_rate", e, st.lr);
-      tensorboard->scalar("train/samples_per_s", e, st.samples_per_s);
-      tensorboard->scalar("train/data_wait_pct", e, 100.0 * st.data_wait_s / std::max(train_s, 1e-9));
-      if (valid_loader) {
-        tensorboard->scalar("validation/loss", e, st.val_loss);
-        tensorboard->scalar("validation/mae", e, st.val_mae);
-      }
-      tensorboard->flush();
-    }
+    notify([&](RunObserver& o) { o.epoch_stop(st); });
     log << "epoch " << st.epoch << "/" << config.data.n_epochs << std::fixed << std::setprecision(4)
         << "  loss " << st.train_loss;
     if (valid_loader) log << "  val_loss " << st.val_loss << "  val_mae " << st.val_mae;
@@ -312,6 +337,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   timeline.write(*comm);
   if (timeline.enabled())
     log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
+  notify([&](RunObserver& o) { o.run_stop(summary); });
   const EpochStats& last = summary.epochs.back();
   log << std::fixed << std::setprecision(4) << "done: " << summary.epochs.size() << " epochs in "
       << std::setprecision(1) << since(t_start) << " s; final loss " << std::setprecision(4) << last.train_loss;

@@ -106,6 +106,12 @@ struct TrainConfig {
   std::vector<std::string> metrics{"mean_absolute_error"};  // canonical Keras names
   std::optional<int> early_stopping_patience;               // epochs without val_loss improvement
   std::optional<double> target_mae;  // stop at the first epoch with val MAE <= this
+  // crest additions.
+  int64_t checkpoint_every = 1;         // checkpoint after every N epochs (or steps); 0: at the end only
+  bool checkpoint_every_steps = false;  // checkpoint_every counts steps ("500 steps")
+  int checkpoint_keep = 3;              // newest checkpoints kept in output_dir/checkpoints/
+  double log_every_s = 30;              // progress line interval when stdout is not a terminal
+  bool report = false;                  // write output_dir/report.html and report.json
 };
 
 // crest: section (crest addition).

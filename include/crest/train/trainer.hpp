@@ -10,6 +10,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/train/config.hpp"
+#include "crest/train/run_observer.hpp"
 
 namespace crest {
 
@@ -18,6 +19,8 @@ struct TrainOptions {
   std::string save_weights;  // safetensors written at the end
   bool dry_run = false;      // build and compile only, print the summary, touch no data
   std::string timeline;      // Chrome-trace timeline of every rank (else dist.timeline)
+  // Observers in addition to the config's (tests, benchmarks); not owned, rank 0 only.
+  std::vector<RunObserver*> extra_observers;
 };
 
 struct EpochStats {
@@ -25,7 +28,9 @@ struct EpochStats {
   double lr = 0;
   double train_loss = 0;  // mean over the epoch's steps, incl. L2 penalty
   double val_loss = 0, val_mae = 0;
+  bool validated = false;  // val_loss/val_mae hold this epoch's validation
   double seconds = 0, samples_per_s = 0;
+  double train_seconds = 0;  // the training steps only (seconds includes validation)
   double data_wait_s = 0;  // time the steps waited for input batches
   int64_t skipped = 0;     // bad samples dropped (data.on_error: skip), train + validation
   int64_t cache_hits = 0;  // training samples served from the loader's cache

@@ -1,0 +1,23 @@
+// The records a run leaves, as RunObservers (run_observer.hpp): one factory so the trainer does
+// not need to know which exist. Each observer is created only where its config asks for it.
+#pragma once
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "crest/train/config.hpp"
+#include "crest/train/run_observer.hpp"
+
+namespace crest {
+
+// Rank 0's observers for a run of `config`: TensorBoard scalars (output_dir/tensorboard/), the
+// MLPerf log, the progress display on `log`, the performance report. Throws crest::Error (input)
+// naming a path that cannot be created, before any training starts.
+std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, std::ostream& log);
+
+// TensorBoard scalars in `logdir`: train/loss_step every step (rank 0's batch loss), and per
+// epoch train/loss, train/learning_rate, train/samples_per_s, train/data_wait_pct,
+// validation/loss and validation/mae (job-wide, step = epoch). Flushed every epoch.
+std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir, std::ostream& log);
+
+}  // namespace crest

@@ -1,0 +1,68 @@
+// RunObserver: what a training run tells the records it leaves (MLPerf log, TensorBoard, progress,
+// performance report). The trainer calls every observer at the same points, in this order:
+//
+//   init_start → [staging_start → staging_stop] → init_stop → run_start →
+//     (epoch_start → step_end × steps → [eval_start → eval_stop] → epoch_stop)* → run_stop
+//
+// Only rank 0 has observers; every figure passed in is already job-wide (reduced over ranks)
+// unless its comment says otherwise. Observers read the wall clock themselves when they need the
+// time of an event: each call happens when the event happens.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "crest/graph/executor.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest {
+
+struct EpochStats;
+struct TrainSummary;
+
+// Facts about the run known once the model is built and the data opened.
+struct RunFacts {
+  const Config* config = nullptr;
+  int ranks = 1, local_ranks = 1;  // local_ranks: ranks on rank 0's node
+  int nodes = 1;                   // ranks / local_ranks, rounded up
+  int threads = 1;                 // compute threads per rank
+  std::string backend;             // "onednn", "reference"
+  int64_t global_batch = 0;        // batch_size × ranks
+  int64_t train_samples = 0;       // used per epoch, job-wide (the sharded plan's total)
+  int64_t eval_samples = 0;        // 0: no validation
+  int64_t steps_per_epoch = 0;
+  int64_t parameter_count = 0;
+  double train_flops_per_step = 0;  // one rank's forward + backward flops of one step
+  int first_epoch = 0;              // 0-based; > 0 when resumed from a checkpoint
+  int64_t first_step = 0;           // global steps already done (resumed)
+};
+
+// One training step as rank 0 saw it (loss: rank 0's batch loss, not reduced).
+struct StepInfo {
+  int epoch = 0;             // 1-based
+  int64_t step_in_epoch = 0;  // 1-based
+  int64_t steps_per_epoch = 0;
+  int64_t global_step = 0;  // 1-based, counting from the run's first step (resumes included)
+  double loss = 0;
+  double epoch_elapsed_s = 0;  // since this epoch's epoch_start
+};
+
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void init_start(const Config& /*config*/) {}
+  virtual void staging_start() {}
+  virtual void staging_stop(double /*seconds*/) {}
+  virtual void init_stop(const RunFacts& /*facts*/) {}
+  virtual void run_start(const RunFacts& /*facts*/) {}
+  virtual void epoch_start(int /*epoch*/) {}  // 1-based
+  virtual void step_end(const StepInfo& /*step*/) {}
+  virtual void eval_start(int /*epoch*/) {}
+  virtual void eval_stop(int /*epoch*/) {}
+  virtual void epoch_stop(const EpochStats& /*stats*/) {}
+  // Per-layer times of the run's profiled steps (empty unless profiling was on).
+  virtual void layer_profile(const std::vector<OpProfile>& /*ops*/, int64_t /*profiled_steps*/) {}
+  virtual void run_stop(const TrainSummary& /*summary*/) {}
+};
+
+}  // namespace crest

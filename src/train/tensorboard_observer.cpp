@@ -1,0 +1,42 @@
+// TensorBoard scalars as a RunObserver (what is written: observers.hpp and docs/run-directory.md).
+#include <algorithm>
+#include <ostream>
+
+#include "crest/train/observers.hpp"
+#include "crest/train/tensorboard.hpp"
+#include "crest/train/trainer.hpp"
+
+namespace crest {
+namespace {
+
+class TensorBoardObserver : public RunObserver {
+ public:
+  TensorBoardObserver(const std::string& logdir, std::ostream& log) : writer_(logdir) {
+    log << "tensorboard: " << writer_.path() << "\n";
+  }
+  void step_end(const StepInfo& s) override { writer_.scalar("train/loss_step", s.global_step, s.loss); }
+  void epoch_stop(const EpochStats& st) override {
+    const int64_t e = st.epoch;
+    writer_.scalar("train/loss", e, st.train_loss);
+    writer_.scalar("train/learning_rate", e, st.lr);
+    writer_.scalar("train/samples_per_s", e, st.samples_per_s);
+    writer_.scalar("train/data_wait_pct", e, 100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9));
+    if (st.validated) {
+      writer_.scalar("validation/loss", e, st.val_loss);
+      writer_.scalar("validation/mae", e, st.val_mae);
+    }
+    writer_.flush();
+  }
+  void run_stop(const TrainSummary&) override { writer_.close(); }
+
+ private:
+  TensorBoardWriter writer_;
+};
+
+}  // namespace
+
+std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir, std::ostream& log) {
+  return std::make_unique<TensorBoardObserver>(logdir, log);
+}
+
+}  // namespace crest
