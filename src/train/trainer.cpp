@@ -190,6 +190,9 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   facts.steps_per_epoch = train_steps;
   facts.parameter_count = summary.parameter_count;
   facts.train_flops_per_step = ex.training_flops();
+  // The report's per-layer table needs every op's time (a clock read around each op).
+  ex.set_profiling(config.train.report);
+  int64_t profiled_steps = 0;
   notify([&](RunObserver& o) { o.init_stop(facts); });
   notify([&](RunObserver& o) { o.run_start(facts); });
 
@@ -246,12 +249,14 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     const auto t0 = Clock::now();
     notify([&](RunObserver& o) { o.epoch_start(st.epoch); });
     train_loader.start_epoch(epoch);
+    sync.reset_stats();
     double loss_sum = 0;
     for (int64_t s = 0; s < train_steps; ++s) {
       try {
         const double loss = train_step(train_loader, st.lr, s);
         loss_sum += loss;
         ++global_step;
+        ++profiled_steps;
         if (!observers.empty()) {
           StepInfo si;
           si.epoch = st.epoch;
@@ -267,8 +272,11 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       }
     }
     // Job-wide figures: sums over ranks (losses and counts), data wait as the ranks' mean.
-    double train_sums[3] = {loss_sum, static_cast<double>(train_steps), train_loader.stats().wait_s};
-    comm->allreduce_sum(train_sums, 3);
+    double train_sums[5] = {loss_sum, static_cast<double>(train_steps), train_loader.stats().wait_s,
+                            sync.stats().allreduce_s, sync.stats().finish_wait_s};
+    comm->allreduce_sum(train_sums, 5);
+    st.allreduce_s = train_sums[3] / comm->size();
+    st.allreduce_exposed_s = train_sums[4] / comm->size();
     int64_t counts[2] = {train_loader.stats().skipped, train_loader.stats().cache_hits};
     comm->allreduce_sum(counts, 2);
     st.data_wait_s = train_sums[2] / comm->size();
@@ -337,6 +345,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   timeline.write(*comm);
   if (timeline.enabled())
     log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
+  if (config.train.report) notify([&](RunObserver& o) { o.layer_profile(ex.profile(), profiled_steps); });
   notify([&](RunObserver& o) { o.run_stop(summary); });
   const EpochStats& last = summary.epochs.back();
   log << std::fixed << std::setprecision(4) << "done: " << summary.epochs.size() << " epochs in "

@@ -32,6 +32,9 @@ struct EpochStats {
   double seconds = 0, samples_per_s = 0;
   double train_seconds = 0;  // the training steps only (seconds includes validation)
   double data_wait_s = 0;  // time the steps waited for input batches
+  // Gradient allreduce per rank (means over ranks; 0 on one rank): time the buckets'
+  // allreduces ran, and the part the step waited for after backward (not hidden).
+  double allreduce_s = 0, allreduce_exposed_s = 0;
   int64_t skipped = 0;     // bad samples dropped (data.on_error: skip), train + validation
   int64_t cache_hits = 0;  // training samples served from the loader's cache
 };
