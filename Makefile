@@ -20,7 +20,7 @@ build: configure
 
 # The default job: CosmoFlow on built-in synthetic data, a few epochs, about a minute on 2 cores.
 run: build
-	$(BUILD_DIR)/bin/crest train --config configs/cosmoflow-demo.yaml
+	$(BUILD_DIR)/bin/crest train --config configs/cosmoflow-demo.yaml --overwrite
 
 # Python packages for tests/interop (PyPI, into .venv).
 venv:

@@ -61,7 +61,10 @@ int64_t DataLoader::cached_bytes() const {
   return cache_used_;
 }
 
-void DataLoader::start_epoch(int epoch) {
+void DataLoader::start_epoch(int epoch, int64_t first_batch) {
+  if (first_batch < 0 || first_batch > plan_.batches)
+    throw_runtime("internal error: DataLoader::start_epoch at batch " + std::to_string(first_batch) + " of " +
+                  std::to_string(plan_.batches));
   std::unique_lock lock(mu_);
   for (const auto& s : slots_)
     if (s->state == Slot::State::held)
@@ -76,7 +79,7 @@ void DataLoader::start_epoch(int epoch) {
   epoch_ = epoch;
   samples_ = rank_samples(plan_, epoch_order(plan_.samples, opts_.shuffle, opts_.seed, epoch));
   next_spare_ = plan_.used_per_rank();
-  scheduled_ = consumed_ = 0;
+  scheduled_ = consumed_ = first_batch;
   stats_ = LoaderStats{};
   schedule_locked();
 }

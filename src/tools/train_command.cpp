@@ -1,5 +1,7 @@
 // crest train --config FILE [key.path=value ...] [--init-weights F] [--save-weights F] [--threads N]
-//             [--timeline F] [--dry-run]
+//             [--timeline F] [--dry-run] [--overwrite]
+// crest train --resume RUN_DIR [key.path=value ...]   (the config is RUN_DIR/config.yaml)
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,6 +20,7 @@ void register_train(CLI::App& app) {
     std::vector<std::string> rest;
     TrainOptions opts;
     int threads = 0;
+    std::string resume;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "train a model from a YAML config (reference schema)");
@@ -29,6 +32,10 @@ void register_train(CLI::App& app) {
   cmd->add_option("--save-weights", args->opts.save_weights, "write the trained weights (safetensors)");
   cmd->add_option("--threads", args->threads,
                   "compute threads per rank (same as crest.threads=N; default: the node's cores / its ranks)");
+  cmd->add_option("--resume", args->resume,
+                  "continue the run in RUN_DIR from its newest checkpoint (config: RUN_DIR/config.yaml + overrides)");
+  cmd->add_flag("--overwrite", args->opts.overwrite,
+                "start afresh in an output_dir that holds an earlier run's checkpoints (deletes them)");
   cmd->add_flag("--dry-run", args->opts.dry_run,
                 "validate the config, build and compile the model, print a summary; touch no data");
   cmd->callback([args] {
@@ -40,7 +47,19 @@ void register_train(CLI::App& app) {
         throw_usage("'" + a + "' is neither an option nor a key.path=value override");
       else overrides.push_back(a);
     }
-    if (args->config.empty()) throw_usage("crest train needs --config FILE");
+    if (!args->resume.empty()) {
+      // The run directory carries its own resolved config; overrides change it (model changes
+      // are refused against the checkpoint), and output_dir is the directory itself.
+      if (!args->config.empty())
+        throw_usage("--resume takes its config from " + args->resume + "/config.yaml: give overrides, not --config");
+      if (args->opts.overwrite) throw_usage("--resume and --overwrite contradict each other");
+      args->config = args->resume + "/config.yaml";
+      if (!std::filesystem::exists(args->config))
+        throw_input(args->config + ": not found: " + args->resume + " is not a crest run directory");
+      overrides.push_back("output_dir=" + args->resume);
+      args->opts.resume = true;
+    }
+    if (args->config.empty()) throw_usage("crest train needs --config FILE (or --resume RUN_DIR)");
     if (args->threads < 0) throw_usage("--threads must be >= 0 (0: the node's cores divided among its ranks)");
     if (args->threads > 0) overrides.push_back("crest.threads=" + std::to_string(args->threads));
     const Config config = load_config(args->config, overrides);

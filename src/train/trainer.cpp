@@ -19,7 +19,9 @@
 #include "crest/dist/timeline.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
+#include "crest/train/run_directory.hpp"
 #include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 
@@ -88,9 +90,21 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   wo.backend = config.dist.backend;
   wo.timeout_s = config.dist.timeout_s;
   auto comm = make_world_communicator(wo);
-  // Rank 0 speaks for the job; the others stay quiet (their errors still reach stderr).
+  // Before anything slow: the run directory must be usable (and a resume possible).
+  const RunDirectory run_dir = options.dry_run ? RunDirectory{}
+                                               : prepare_run_directory(config, options.resume, options.overwrite, *comm);
+  // Rank 0 speaks for the job, also into output_dir/train.log; the others stay quiet (their
+  // errors still reach stderr).
   std::ostream discard(nullptr);
-  std::ostream& log = comm->rank() == 0 ? all_ranks_log : discard;
+  std::unique_ptr<RunLog> run_log;
+  if (comm->rank() == 0)
+    run_log = std::make_unique<RunLog>(all_ranks_log, run_dir.checkpoint_dir.empty() ? "" : config.output_dir + "/train.log",
+                                       options.resume);
+  std::ostream& log = comm->rank() == 0 ? run_log->stream() : discard;
+  if (run_dir.resume_info)
+    log << "resuming " << config.output_dir << " from " << run_dir.resume_from << " (epoch "
+        << run_dir.resume_info->position.epoch + 1 << ", step " << run_dir.resume_info->position.step_in_epoch
+        << " of it; " << run_dir.resume_info->position.global_step << " steps done)\n";
   // The run's records (rank 0 only; every figure they get is job-wide).
   std::vector<std::unique_ptr<RunObserver>> owned_observers;
   std::vector<RunObserver*> observers;
@@ -176,7 +190,6 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     log << "validation data: " << valid_loader->plan().describe() << "\n";
   }
   const int64_t train_steps = train_loader.plan().batches;
-  int64_t global_step = 0;
   RunFacts facts;
   facts.config = &config;
   facts.ranks = comm->size();
@@ -193,6 +206,50 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   // The report's per-layer table needs every op's time (a clock read around each op).
   ex.set_profiling(config.train.report);
   int64_t profiled_steps = 0;
+
+  // Resume: rank 0 loads the checkpoint (everything verified before anything is changed), then
+  // every rank takes rank 0's weights, optimizer state and position.
+  TrainingPosition pos;
+  if (options.resume) {
+    std::string problem;
+    std::string history_text;
+    if (comm->rank() == 0) {
+      try {
+        problem = resume_position_problem(*run_dir.resume_info, config, comm->size(), train_steps);
+        if (problem.empty()) {
+          const CheckpointInfo info = read_checkpoint(run_dir.resume_from, ex.params(), *optimizer);
+          pos = info.position;
+          summary.epochs = info.history;
+        } else {
+          problem = run_dir.resume_from + ": " + problem;
+        }
+      } catch (const Error& e) {
+        problem = e.what();
+      }
+    }
+    fail_with_rank0(*comm, problem);
+    sync.broadcast_parameters(ex.params());
+    for (auto& [name, buffer] : optimizer->state()) comm->broadcast(buffer->data(), buffer->bytes(), 0);
+    struct {
+      int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best;
+      uint64_t executor_steps;
+      double epoch_loss_sum, best_val_loss;
+    } p{pos.epoch, pos.step_in_epoch, pos.global_step, pos.optimizer_steps, pos.epochs_since_best,
+        pos.executor_steps, pos.epoch_loss_sum, pos.best_val_loss};
+    comm->broadcast(&p, sizeof p, 0);
+    pos.epoch = static_cast<int>(p.epoch);
+    pos.step_in_epoch = p.step_in_epoch;
+    pos.global_step = p.global_step;
+    pos.optimizer_steps = p.optimizer_steps;
+    pos.epochs_since_best = static_cast<int>(p.since_best);
+    pos.executor_steps = p.executor_steps;
+    pos.epoch_loss_sum = comm->rank() == 0 ? p.epoch_loss_sum : 0;  // saved as the job's sum
+    pos.best_val_loss = p.best_val_loss;
+    optimizer->set_steps_taken(pos.optimizer_steps);
+    ex.set_training_steps(pos.executor_steps);
+  }
+  facts.first_epoch = pos.epoch;
+  facts.first_step = pos.global_step;
   notify([&](RunObserver& o) { o.init_stop(facts); });
   notify([&](RunObserver& o) { o.run_start(facts); });
 
@@ -239,30 +296,67 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     }
     return loss;
   };
-  double best_val = std::numeric_limits<double>::infinity();
-  int since_best = 0;
-  summary.status = "success";
-  for (int epoch = 0; epoch < config.data.n_epochs; ++epoch) {
+  // Checkpoints: the state between two steps, written by rank 0 (every rank holds the same).
+  const TrainConfig& tc = config.train;
+  auto checkpoint = [&](int epoch, int64_t step_in_epoch, double job_loss_sum, const std::string& status) {
+    if (run_dir.checkpoint_dir.empty() || comm->rank() != 0) return;
+    CheckpointInfo info;
+    info.position = pos;
+    info.position.epoch = epoch;
+    info.position.step_in_epoch = step_in_epoch;
+    info.position.global_step = pos.global_step;
+    info.position.executor_steps = ex.training_steps();
+    info.position.optimizer_steps = optimizer->steps_taken();
+    info.position.epoch_loss_sum = job_loss_sum;
+    info.position.status = status;
+    info.history = summary.epochs;
+    info.ranks = comm->size();
+    info.batch_size = batch;
+    info.steps_per_epoch = train_steps;
+    info.optimizer = optimizer->name();
+    info.config_yaml = config.resolved_yaml;
+    info.crest_version = CREST_VERSION;
+    summary.last_checkpoint = write_checkpoint(run_dir.checkpoint_dir, info, ex.params(), *optimizer, tc.checkpoint_keep);
+    log << "checkpoint: " << summary.last_checkpoint << "\n";
+  };
+  summary.status = pos.status.empty() ? "success" : pos.status;
+  if (pos.epoch >= config.data.n_epochs)
+    log << "nothing to do: the run has done " << pos.epoch << " epochs and data.n_epochs is " << config.data.n_epochs
+        << " (raise it to train on)\n";
+  for (int epoch = pos.epoch; epoch < config.data.n_epochs; ++epoch) {
     EpochStats st;
     st.epoch = epoch + 1;
     st.lr = schedule.lr(epoch, batch * comm->size());  // the schedule scales with the global batch
     const auto t0 = Clock::now();
     notify([&](RunObserver& o) { o.epoch_start(st.epoch); });
-    train_loader.start_epoch(epoch);
+    // A resumed epoch continues where its checkpoint was taken.
+    const int64_t first_step = epoch == pos.epoch ? pos.step_in_epoch : 0;
+    train_loader.start_epoch(epoch, first_step);
     sync.reset_stats();
-    double loss_sum = 0;
-    for (int64_t s = 0; s < train_steps; ++s) {
+    double loss_sum = epoch == pos.epoch ? pos.epoch_loss_sum : 0;
+    bool checkpoint_due = tc.checkpoint_every > 0 && !tc.checkpoint_every_steps && (epoch + 1) % tc.checkpoint_every == 0;
+    for (int64_t s = first_step; s < train_steps; ++s) {
       try {
         const double loss = train_step(train_loader, st.lr, s);
         loss_sum += loss;
-        ++global_step;
+        ++pos.global_step;
+        ++summary.steps;
         ++profiled_steps;
+        if (tc.checkpoint_every_steps && tc.checkpoint_every > 0 && pos.global_step % tc.checkpoint_every == 0) {
+          if (s + 1 < train_steps) {
+            double job_sum = loss_sum;  // the epoch's loss so far, summed over ranks
+            comm->allreduce_sum(&job_sum, 1);
+            checkpoint(epoch, s + 1, job_sum, "");
+          } else {
+            checkpoint_due = true;  // after validation, as the epoch's checkpoint
+          }
+        }
         if (!observers.empty()) {
           StepInfo si;
           si.epoch = st.epoch;
           si.step_in_epoch = s + 1;
           si.steps_per_epoch = train_steps;
-          si.global_step = global_step;
+          si.global_step = pos.global_step;
           si.loss = loss;  // this rank's batch loss (the epoch figures below are job-wide)
           si.epoch_elapsed_s = since(t0);
           notify([&](RunObserver& o) { o.step_end(si); });
@@ -272,7 +366,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       }
     }
     // Job-wide figures: sums over ranks (losses and counts), data wait as the ranks' mean.
-    double train_sums[5] = {loss_sum, static_cast<double>(train_steps), train_loader.stats().wait_s,
+    double train_sums[5] = {loss_sum, static_cast<double>(train_steps - first_step), train_loader.stats().wait_s,
                             sync.stats().allreduce_s, sync.stats().finish_wait_s};
     comm->allreduce_sum(train_sums, 5);
     st.allreduce_s = train_sums[3] / comm->size();
@@ -282,10 +376,11 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     st.data_wait_s = train_sums[2] / comm->size();
     st.skipped = counts[0];
     st.cache_hits = counts[1];
-    st.train_loss = train_sums[0] / train_sums[1];
+    // Mean over the whole epoch's steps (a resumed epoch brings its earlier steps' sum along).
+    st.train_loss = train_sums[0] / static_cast<double>(train_steps * comm->size());
     const double train_s = since(t0);
     st.train_seconds = train_s;
-    st.samples_per_s = static_cast<double>(train_steps * batch * comm->size()) / train_s;
+    st.samples_per_s = static_cast<double>((train_steps - first_step) * batch * comm->size()) / train_s;
     if (valid_loader) {
       const int64_t valid_steps = valid_loader->plan().batches;
       double vl = 0, vm = 0;
@@ -320,21 +415,26 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     if (st.skipped > 0) log << "  (" << st.skipped << " bad samples skipped)";
     log << "\n";
     log.flush();
-    if (valid_loader && config.train.target_mae && st.val_mae <= *config.train.target_mae) {
-      log << "target reached: val_mae " << st.val_mae << " <= " << *config.train.target_mae << "\n";
-      break;
+    // Stop rules, then the epoch's checkpoint (which records the early-stopping state).
+    bool stop = false;
+    if (valid_loader && tc.target_mae && st.val_mae <= *tc.target_mae) {
+      log << "target reached: val_mae " << st.val_mae << " <= " << *tc.target_mae << "\n";
+      stop = true;
     }
-    if (valid_loader && config.train.early_stopping_patience) {
-      if (st.val_loss < best_val) {
-        best_val = st.val_loss;
-        since_best = 0;
-      } else if (++since_best >= *config.train.early_stopping_patience) {
-        log << "early stopping: val_loss has not improved for " << since_best << " epochs\n";
-        summary.status = config.train.target_mae ? "aborted" : "success";
-        break;
+    if (!stop && valid_loader && tc.early_stopping_patience) {
+      if (st.val_loss < pos.best_val_loss) {
+        pos.best_val_loss = st.val_loss;
+        pos.epochs_since_best = 0;
+      } else if (++pos.epochs_since_best >= *tc.early_stopping_patience) {
+        log << "early stopping: val_loss has not improved for " << pos.epochs_since_best << " epochs\n";
+        summary.status = tc.target_mae ? "aborted" : "success";
+        stop = true;
       }
     }
-    if (epoch + 1 == config.data.n_epochs && config.train.target_mae) summary.status = "aborted";
+    const bool last = stop || epoch + 1 == config.data.n_epochs;
+    if (last && !stop && tc.target_mae) summary.status = "aborted";
+    if (checkpoint_due || last) checkpoint(epoch + 1, 0, 0.0, last ? summary.status : "");
+    if (stop) break;
   }
   // The weights first: they are the run's result, the timeline only describes it.
   if (!options.save_weights.empty() && comm->rank() == 0) {  // identical on every rank
@@ -347,10 +447,13 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
   if (config.train.report) notify([&](RunObserver& o) { o.layer_profile(ex.profile(), profiled_steps); });
   notify([&](RunObserver& o) { o.run_stop(summary); });
-  const EpochStats& last = summary.epochs.back();
-  log << std::fixed << std::setprecision(4) << "done: " << summary.epochs.size() << " epochs in "
-      << std::setprecision(1) << since(t_start) << " s; final loss " << std::setprecision(4) << last.train_loss;
-  if (valid_loader) log << ", val_mae " << last.val_mae;
+  log << std::fixed << "done: " << summary.epochs.size() << " epochs in " << std::setprecision(1) << since(t_start)
+      << " s";
+  if (!summary.epochs.empty()) {
+    const EpochStats& last = summary.epochs.back();
+    log << "; final loss " << std::setprecision(4) << last.train_loss;
+    if (last.validated) log << ", val_mae " << last.val_mae;
+  }
   log << "; " << with_thousands(summary.parameter_count) << " parameters; status " << summary.status << "\n";
   return summary;
 }

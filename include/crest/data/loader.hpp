@@ -77,9 +77,10 @@ class DataLoader {
   int threads() const { return static_cast<int>(workers_.size()); }
   int64_t cached_bytes() const;
 
-  // Starts reading epoch `epoch` (its order from (seed, epoch)). The previous epoch's batches must
-  // all have been released.
-  void start_epoch(int epoch);
+  // Starts reading epoch `epoch` (its order from (seed, epoch)) at batch `first_batch` (> 0 when
+  // a run resumes mid-epoch: the batches before it are neither read nor returned). The previous
+  // epoch's batches must all have been released.
+  void start_epoch(int epoch, int64_t first_batch = 0);
   // The next batch of the epoch, in order; blocks until it is decoded. Rethrows a read/decode
   // error (crest::Error naming the file). Throws when the epoch has no batch left.
   LoadedBatch next();

@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -112,7 +113,11 @@ struct SafetensorsEntry {
 // temporary file in the same directory is written, fsync'ed and renamed over `path`, so an
 // existing file is untouched if anything fails. Throws crest::Error (input) naming the file and
 // the problem (duplicate or empty names, null data, I/O failure).
+// `after_tensor(written, total)`, when set, is called after each tensor's bytes reach the
+// temporary file (bytes written so far, file size): checkpoint tests use it to kill the process
+// half-way through a write.
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
-                       const std::map<std::string, std::string>& metadata = {});
+                       const std::map<std::string, std::string>& metadata = {},
+                       const std::function<void(size_t written, size_t total)>& after_tensor = {});
 
 }  // namespace crest

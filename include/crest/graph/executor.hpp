@@ -58,6 +58,10 @@ class Executor {
   // Backward pass: fills every parameter gradient (overwritten, not accumulated).
   void backward();
   double last_data_loss() const { return data_loss_; }  // the loss without L2 penalties
+  // Training forward passes run so far: the counter the dropout masks are drawn from, saved in
+  // checkpoints so a resumed run draws the same masks as an uninterrupted one.
+  uint64_t training_steps() const { return step_; }
+  void set_training_steps(uint64_t steps) { step_ = steps; }
 
   // Trainable parameter slots in the order backward() completes their gradients (L2 term
   // included): reverse execution order. The same on every rank for the same graph.

@@ -22,6 +22,8 @@ class Optimizer {
   // State buffers by name ("velocity", "m", "v"), for checkpoints.
   std::vector<std::pair<std::string, Buffer*>> state();
   int64_t steps_taken() const { return steps_; }
+  // Restores the step count from a checkpoint (Adam's bias correction depends on it).
+  void set_steps_taken(int64_t steps) { steps_ = steps; }
 
  protected:
   virtual std::vector<std::string> state_names() const = 0;

@@ -19,6 +19,8 @@ struct TrainOptions {
   std::string save_weights;  // safetensors written at the end
   bool dry_run = false;      // build and compile only, print the summary, touch no data
   std::string timeline;      // Chrome-trace timeline of every rank (else dist.timeline)
+  bool resume = false;       // continue output_dir's run from its newest checkpoint
+  bool overwrite = false;    // a fresh run may delete the checkpoints of an earlier one in output_dir
   // Observers in addition to the config's (tests, benchmarks); not owned, rank 0 only.
   std::vector<RunObserver*> extra_observers;
 };
@@ -42,6 +44,8 @@ struct EpochStats {
 struct TrainSummary {
   std::vector<EpochStats> epochs;
   std::string status = "success";  // "success", "aborted" (stopped early without target)
+  int64_t steps = 0;               // training steps done by this invocation
+  std::string last_checkpoint;     // the newest checkpoint written (rank 0), "" if none
   int64_t parameter_count = 0;
   size_t planned_bytes = 0;
   double stage_s = 0;  // staging to data.stage_dir before training

@@ -369,7 +369,8 @@ void SafetensorsFile::read_into(const std::string& name, DType dtype, const Shap
 }
 
 void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
-                       const std::map<std::string, std::string>& metadata) {
+                       const std::map<std::string, std::string>& metadata,
+                       const std::function<void(size_t written, size_t total)>& after_tensor) {
   // Validate everything before touching the file system.
   std::set<std::string> seen;
   for (const auto& e : tensors) {
@@ -420,9 +421,13 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
 
   write_all(tmp.fd, &n, 8, path);
   write_all(tmp.fd, text.data(), text.size(), path);
+  const size_t total = 8 + text.size() + offset;
+  size_t written = 8 + text.size();
   for (const auto* e : order) {
     const size_t bytes = static_cast<size_t>(e->shape.numel()) * dtype_size(e->dtype);
     if (bytes) write_all(tmp.fd, e->data, bytes, path);
+    written += bytes;
+    if (after_tensor) after_tensor(written, total);
   }
   // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
   if (::fsync(tmp.fd) != 0) fail(path, "fsync failed: " + errno_text());

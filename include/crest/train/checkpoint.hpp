@@ -1,0 +1,74 @@
+// Checkpoints: everything a run needs to continue exactly where it stopped.
+//
+// One checkpoint is one safetensors file, output_dir/checkpoints/ckpt-<global step>.safetensors:
+//   model/<param>                 every parameter (its slot's shape)
+//   optimizer/<state>/<param>     every optimizer state buffer, sliced like the parameters
+//   __metadata__                  format, crest version, position (epoch, step in epoch, global
+//                                 step), the dropout counter, optimizer steps, early-stopping
+//                                 state, the finished epochs' figures, ranks, the resolved
+//                                 config, and a CRC32C over all of it (tensors and metadata).
+// Shuffling needs no saved state: an epoch's order is a function of (data.seed, epoch), so the
+// data position is the epoch and the steps done in it.
+//
+// Writing is atomic (temp file, fsync, rename, then the directory fsync'ed): a kill or a full
+// disk during a write leaves every earlier checkpoint as it was. Only after the new file is in
+// place are the oldest ones beyond `keep` removed.
+#pragma once
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "crest/graph/param_store.hpp"
+#include "crest/optim/optimizer.hpp"
+#include "crest/train/trainer.hpp"
+
+namespace crest {
+
+// Where a run stands between two steps.
+struct TrainingPosition {
+  int epoch = 0;               // 0-based: the epoch in progress (or the next one)
+  int64_t step_in_epoch = 0;   // steps of `epoch` already done
+  int64_t global_step = 0;     // steps done since the run began
+  uint64_t executor_steps = 0; // the executor's dropout counter (Executor::training_steps)
+  int64_t optimizer_steps = 0;
+  double epoch_loss_sum = 0;   // this rank's summed step losses of the partial epoch
+  double best_val_loss = std::numeric_limits<double>::infinity();  // early stopping
+  int epochs_since_best = 0;
+  std::string status;          // set when the run ended: "success", "aborted"; empty while it runs
+};
+
+struct CheckpointInfo {
+  TrainingPosition position;
+  std::vector<EpochStats> history;  // the finished epochs
+  int ranks = 1;
+  int64_t batch_size = 0;        // per rank
+  int64_t steps_per_epoch = 0;
+  std::string optimizer;         // Optimizer::name()
+  std::string config_yaml;       // Config::resolved_yaml of the run that wrote it
+  std::string crest_version;
+};
+
+// Writes a checkpoint of `params` and `optimizer` into `dir` (created if needed) atomically,
+// then keeps only the newest `keep` checkpoints there. Returns the new file's path. Throws
+// crest::Error naming the file on any failure (disk full, permissions); earlier checkpoints are
+// untouched then. Test hook: with CREST_TEST_KILL_DURING_CHECKPOINT=N in the environment the
+// process kills itself (SIGKILL) half-way through writing its N-th checkpoint.
+std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info, const ParamStore& params,
+                             Optimizer& optimizer, int keep);
+
+// Checkpoint files in `dir`, oldest first (by the global step in their names). Temporary files
+// of interrupted writes are not checkpoints and are not listed.
+std::vector<std::string> list_checkpoints(const std::string& dir);
+
+// Reads and verifies `path` completely (format, checksum, every tensor's name, dtype and shape
+// against `params` and `optimizer`) before changing anything; then loads parameters and
+// optimizer state and returns the rest. Throws crest::Error (input) naming the file and the
+// defect: truncated, corrupt, not a crest checkpoint, another model.
+CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer);
+
+// The metadata alone (no model needed), verified by checksum: for `crest inspect` and for
+// comparing configs before the model is built.
+CheckpointInfo read_checkpoint_info(const std::string& path);
+
+}  // namespace crest
