@@ -1,10 +1,16 @@
 #include "crest/train/observers.hpp"
 
+#include "crest/core/error.hpp"
+
 namespace crest {
 
 std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, std::ostream& log) {
   std::vector<std::unique_ptr<RunObserver>> observers;
   if (!config.output_dir.empty()) observers.push_back(make_tensorboard_observer(config.output_dir + "/tensorboard", log));
+  if (config.train.report) {
+    if (config.output_dir.empty()) throw_usage("train.report: true needs an output_dir to write report.html into");
+    observers.push_back(make_report_observer(config.output_dir, log));
+  }
   return observers;
 }
 

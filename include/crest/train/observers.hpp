@@ -20,4 +20,9 @@ std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& confi
 // validation/loss and validation/mae (job-wide, step = epoch). Flushed every epoch.
 std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir, std::ostream& log);
 
+// The performance report (train.report: true): `dir`/report.json and `dir`/report.html written
+// when the run stops, with per-epoch figures, the per-layer profile and % of this machine's
+// measured fp32 GEMM peak (report.hpp, docs/report.md). Checks now that `dir` is writable.
+std::unique_ptr<RunObserver> make_report_observer(const std::string& dir, std::ostream& log);
+
 }  // namespace crest
