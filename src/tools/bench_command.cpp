@@ -1,6 +1,7 @@
 // crest bench train: time training steps of a model on random data and print one JSON line
 //   (samples/s from the best step, FLOP/s from the analytic model FLOPs, peak RSS);
-//   --profile adds one JSON line per layer (forward/backward time and GFLOP/s).
+//   --profile adds one JSON line per layer (forward/backward time and GFLOP/s); --report DIR
+//   writes DIR/report.{json,html} (the performance report, docs/report.md) from the same figures.
 // crest bench peak: the machine's GEMM rate, fp32 and bf16, the roofline reference.
 #include <sys/resource.h>
 
@@ -21,6 +22,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/train/report.hpp"
 #include "tools/commands.hpp"
 
 namespace crest::tools {
@@ -42,6 +44,8 @@ struct BenchTrainArgs {
   int steps = 3, warmup = 1, threads = 0;
   double dropout = 0.5;
   bool profile = false;
+  std::string report;      // directory for report.{json,html}; "" = none
+  double peak_gflops = 0;  // the report's peak; 0 = measure it after the run
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
@@ -51,6 +55,9 @@ struct BenchTrainArgs {
 void bench_train(const BenchTrainArgs& a) {
   if (a.model != "cosmoflow") throw_usage("bench train: unknown model '" + a.model + "' (available: cosmoflow)");
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1) throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
+  if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
+  // Before the benchmark, not after it: an unwritable report directory fails in the first second.
+  if (!a.report.empty()) check_report_dir(a.report);
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
@@ -94,7 +101,8 @@ void bench_train(const BenchTrainArgs& a) {
   };
   for (int i = 0; i < a.warmup; ++i) step();
   sync.reset_stats();
-  ex.set_profiling(a.profile);
+  // The report's per-layer table needs the profile too.
+  ex.set_profiling(a.profile || !a.report.empty());
   std::vector<double> times;
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
@@ -142,6 +150,43 @@ void bench_train(const BenchTrainArgs& a) {
       j["baseline_samples_per_s"] = a.baseline;
       j["scaling_efficiency"] = static_cast<double>(a.batch * comm->size()) / best / a.baseline;
     }
+  }
+  if (!a.report.empty()) {
+    PerformanceReport r;
+    ReportRun& u = r.run;
+    u.source = "crest bench train";
+    u.model = a.model;
+    u.config = "--size " + std::to_string(a.size) + " --batch " + std::to_string(a.batch) + " --conv-size " +
+               std::to_string(a.conv_size) + " --steps " + std::to_string(a.steps) + " --warmup " +
+               std::to_string(a.warmup) + " --threads " + std::to_string(threads);
+    u.backend = backend->name();
+    u.status = "measured";
+    u.ranks = comm->size();
+    u.nodes = (comm->size() + comm->local_size() - 1) / comm->local_size();
+    u.threads = threads;
+    u.batch_per_rank = a.batch;
+    u.global_batch = a.batch * comm->size();
+    u.parameter_count = ex.params().parameter_count();
+    u.train_flops_per_step = flops;
+    u.samples_per_s = j["samples_per_s"].get<double>();
+    u.step_s = best;
+    u.step_s_median = median;
+    if (a.peak_gflops > 0)
+      r.peak = ReportPeak{a.peak_gflops, "given", "given with --peak-gflops (for example a figure from `crest bench peak`)"};
+    else
+      r.peak = measure_report_peak(threads);
+    r.profiled_steps = a.steps;
+    r.layers = report_layers(ex.profile(), a.steps, r.peak.gflops);
+    for (double t : times) r.time.steps_s += t;  // rank 0's timed steps
+    r.time.allreduce_s = allreduce * a.steps;
+    r.time.allreduce_exposed_s = exposed * a.steps;
+    r.notes = {"A benchmark: random data already in memory, so no input pipeline and no data wait; no epochs, "
+               "no losses.",
+               "Throughput and step time are from the best of " + std::to_string(a.steps) +
+                   " timed steps (the slowest rank's); the time breakdown sums all timed steps.",
+               "Per-layer times are rank 0's, from a clock read around every op of every timed step."};
+    j["report"] = write_report(a.report, r);
+    std::cerr << "report: " << j["report"].get<std::string>() << " (and report.json)\n";
   }
   std::cout << j.dump() << std::endl;
   if (a.profile) {
@@ -194,6 +239,9 @@ void register_bench(CLI::App& app) {
   train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
   train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
+  train->add_option("--report", ta->report, "write DIR/report.html and DIR/report.json (the performance report)");
+  train->add_option("--peak-gflops", ta->peak_gflops,
+                    "the report's peak (GFLOP/s per rank, e.g. from `crest bench peak`); default: measure it");
   train->add_option("--bucket-mb", ta->bucket_mb, "under mpirun: gradient bucket size (MB)");
   train->add_option("--first-bucket-mb", ta->first_bucket_mb, "under mpirun: first gradient bucket size (MB)");
   train->add_option("--baseline", ta->baseline,
