@@ -14,6 +14,7 @@ packages=(
   libopenmpi-dev openmpi-bin  # multi-rank training (MPI) and mpirun for its tests
   libgtest-dev libgmock-dev  # the test suite
   python3 python3-venv   # tests/interop and fixture scripts
+  chromium               # headless, renders report.html in tests/interop/report_render.py
 )
 
 missing=()
