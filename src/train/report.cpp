@@ -683,10 +683,10 @@ std::string report_html(const PerformanceReport& r) {
 
 void check_report_dir(const std::string& dir) {
   std::error_code ec;
+  if (std::filesystem::exists(dir, ec) && !std::filesystem::is_directory(dir, ec))
+    throw_input(dir + ": cannot write the report there: it exists and is not a directory");
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_input(dir + ": cannot create the report directory: " + ec.message());
-  if (!std::filesystem::is_directory(dir, ec))
-    throw_input(dir + ": cannot write the report there: it exists and is not a directory");
   // Creating (and dropping) the temporary file the writer will use proves the directory writable.
   formats_io::AtomicOutputFile probe(dir + "/report.json");
   probe.abandon();
