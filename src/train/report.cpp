@@ -105,6 +105,7 @@ std::string shorten(const std::string& raw, size_t max) {
 // About `sig` significant digits, without exponents in the usual range; "–" when not finite.
 std::string num(double v, int sig = 4) {
   if (!finite(v)) return "\xE2\x80\x93";
+  if (v == 0) return "0";  // exactly nothing (an op without arithmetic), not a rounded 0.0000
   char buf[64];
   const double a = std::fabs(v);
   if (a != 0 && (a >= 1e7 || a < 1e-4)) {
@@ -650,7 +651,9 @@ std::string report_html(const PerformanceReport& r) {
     o << "<p>Means over " << r.profiled_steps << " profiled training step" << (r.profiled_steps == 1 ? "" : "s")
       << " of one rank; the layers add up to " << html(num(layer_ms, 4)) << " ms per step";
     if (finite(u.step_s) && u.step_s > 0) o << " of a " << html(num(u.step_s * 1e3, 4)) << " ms step";
-    o << ".</p>";
+    o << ". % of peak divides a layer's GFLOP/s by the peak figure in the run facts: a measured GEMM rate, "
+         "not the chip's theoretical peak, so a layer measured while the machine was quieter than during the "
+         "peak measurement can pass 100%.</p>";
     o << hbar_chart("chart-layer-time", "Forward and backward time per layer and step", "milliseconds per step", lrows,
                     {"forward", "backward"}, {kForwardColor, kBackwardColor});
     const bool peak = finite(r.peak.gflops) && r.peak.gflops > 0;
