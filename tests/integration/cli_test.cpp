@@ -23,8 +23,12 @@ using crest::test::run_crest;
 CliRun crest(const std::string& args) { return run_crest(args); }
 
 const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml");
+// This test process's run directory (removed at exit): runs write checkpoints there, and a run
+// replaces an earlier one's only with --overwrite.
+const TempDir kRuns;
 // A small, fast variant of the demo for the tests.
-const std::string kSmall = kDemo + " data.n_train=8 data.n_valid=4 data.n_epochs=2 model.conv_size=4 crest.threads=2";
+const std::string kSmall = kDemo + " data.n_train=8 data.n_valid=4 data.n_epochs=2 model.conv_size=4 crest.threads=2" +
+                           " --overwrite output_dir=" + kRuns.file("run");
 
 TEST(Cli, DryRunOfTheReferenceConfigCountsParameters) {
   CliRun r = crest("train --config " + crest::test::source_path("configs/cosmoflow.yaml") + " --dry-run");

@@ -42,10 +42,12 @@ std::string cosmo_dataset(const TempDir& t, const std::string& extra = "--gzip")
   return dir;
 }
 
+// This test process's run directory (removed at exit); --overwrite: tests train several times.
+const TempDir kRuns;
 const std::string kTrainOnFiles =
     "train --config " + test::source_path("configs/cosmoflow-demo.yaml") +
     " data.name=cosmo data.n_train=8 data.n_valid=4 data.n_epochs=1 data.apply_log=true model.conv_size=4 "
-    "crest.threads=2";
+    "crest.threads=2 --overwrite output_dir=" + kRuns.file("run");
 
 TEST(DataCli, DatagenOutputValidatesAndInspects) {
   TempDir t;

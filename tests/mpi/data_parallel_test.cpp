@@ -29,7 +29,8 @@ const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-de
 // rank count.
 std::string train_args(int local_batch, const std::string& weights) {
   return "train --config " + kDemo + " data.n_train=12 data.n_valid=4 data.n_epochs=1 data.batch_size=" +
-         std::to_string(local_batch) + " model.dropout=0 data.shuffle=false crest.threads=1 --save-weights " + weights;
+         std::to_string(local_batch) + " model.dropout=0 data.shuffle=false crest.threads=1 --save-weights " + weights +
+         " output_dir=" + weights + ".run";
 }
 
 // Largest per-tensor relative difference ||a - b|| / ||a||.
@@ -318,7 +319,8 @@ TEST(DistributedStaging, EveryFileLandsOnTheNodeReadOnceFromTheSource) {
   // Training with data.stage_dir under mpirun stages, then reads the staged copy.
   const std::string stage = dir.file("node-local");
   const auto t = run_crest_mpi(2, "train --config " + kDemo + " data.name=cosmo data.data_dir=" + src + " data.stage_dir=" + stage +
-                                      " data.n_train=6 data.n_valid=2 data.batch_size=1 data.n_epochs=1 crest.threads=1");
+                                      " data.n_train=6 data.n_valid=2 data.batch_size=1 data.n_epochs=1 crest.threads=1 output_dir=" +
+                                      dir.file("run"));
   ASSERT_EQ(t.code, 0) << t.out;
   expect_same_tree(src, stage);
   EXPECT_NE(t.out.find("done: 1 epochs"), std::string::npos) << t.out;
