@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -20,6 +21,7 @@ namespace {
 using test::run_crest;
 using test::run_crest_mpi;
 using test::run_mpirun;
+using test::run_shell;
 using test::TempDir;
 
 const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
@@ -261,6 +263,34 @@ TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
   // 3 steps x 2 ranks x the buckets of every step.
   EXPECT_GE(buckets, 2);
   EXPECT_EQ(allreduces, 3 * 2 * buckets);
+}
+
+// Resume under mpirun: 2 ranks stopped mid-epoch continue bit-identically (shuffle and dropout
+// on), rank 0 alone reads the checkpoint; another rank count is refused mid-epoch.
+TEST(DataParallel, ResumedMidEpochRunIsBitIdenticalAndNeedsTheSameRanks) {
+  TempDir dir;
+  const std::string small = "train --config " + kDemo +
+                            " data.n_train=16 data.n_valid=4 data.batch_size=2 data.sample_shape=[16,16,16,4]"
+                            " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=1 ";
+  const auto straight = run_crest_mpi(2, small + "data.n_epochs=2 output_dir=" + dir.file("straight") +
+                                             " --save-weights " + dir.file("straight.safetensors"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  // 4 steps per epoch; checkpoints at steps 3 and 6; killed while writing the second.
+  const auto killed = run_shell("CREST_TEST_KILL_DURING_CHECKPOINT=2 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+                                "timeout 120 " + std::string(CREST_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " +
+                                CREST_BINARY + " " + small + "data.n_epochs=2 'train.checkpoint_every=3 steps' output_dir=" +
+                                dir.file("run") + " 2>&1");
+  EXPECT_NE(killed.code, 0) << killed.out;
+  const auto refused = run_crest("train --resume " + dir.file("run"));
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("same ranks"), std::string::npos) << refused.out;
+  const auto resumed = run_crest_mpi(2, "train --resume " + dir.file("run") + " --save-weights " + dir.file("run.safetensors"));
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("epoch 1, step 3"), std::string::npos) << resumed.out;
+  SafetensorsFile a(dir.file("straight.safetensors")), b(dir.file("run.safetensors"));
+  for (const auto& t : a.tensors())
+    EXPECT_EQ(std::memcmp(t.data, b.at(t.name).data, t.bytes), 0) << t.name;
+  EXPECT_EQ(final_line(straight.out).substr(0, 20), final_line(resumed.out).substr(0, 20));
 }
 
 }  // namespace
