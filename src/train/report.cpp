@@ -38,25 +38,34 @@ std::string clean_utf8(const std::string& s) {
   for (size_t i = 0; i < n;) {
     const unsigned char c = p[i];
     if (c < 0x80) {
-      if (c < 0x20 && c != '\t' && c != '\n') out += kReplacement;
-      else if (c == 0x7F) out += kReplacement;
-      else out += static_cast<char>(c);
+      if (c < 0x20 && c != '\t' && c != '\n')
+        out += kReplacement;
+      else if (c == 0x7F)
+        out += kReplacement;
+      else
+        out += static_cast<char>(c);
       ++i;
       continue;
     }
     size_t len = 0;
     uint32_t cp = 0;
-    if ((c & 0xE0) == 0xC0) len = 2, cp = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0) len = 3, cp = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0) len = 4, cp = c & 0x07;
+    if ((c & 0xE0) == 0xC0)
+      len = 2, cp = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+      len = 3, cp = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+      len = 4, cp = c & 0x07;
     bool ok = len > 0 && i + len <= n;
     for (size_t k = 1; ok && k < len; ++k) {
-      if ((p[i + k] & 0xC0) != 0x80) ok = false;
-      else cp = (cp << 6) | (p[i + k] & 0x3F);
+      if ((p[i + k] & 0xC0) != 0x80)
+        ok = false;
+      else
+        cp = (cp << 6) | (p[i + k] & 0x3F);
     }
     // Overlong forms, surrogates and values past U+10FFFF are not valid UTF-8 either.
-    if (ok) ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
-                 !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
+    if (ok)
+      ok = !(len == 2 && cp < 0x80) && !(len == 3 && cp < 0x800) && !(len == 4 && cp < 0x10000) &&
+           !(cp >= 0xD800 && cp <= 0xDFFF) && cp <= 0x10FFFF;
     if (ok) {
       out.append(s, i, len);
       i += len;
@@ -75,12 +84,23 @@ std::string html(const std::string& raw) {
   out.reserve(s.size() + 16);
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -169,19 +189,22 @@ const char* kFont = "font-family=\"system-ui, sans-serif\"";
 
 // The opening of a chart: a titled, labelled <svg> with a viewBox so it scales with the page.
 std::string svg_open(const std::string& id, const std::string& title, double w, double h) {
-  return "<svg id=\"" + html(id) + "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + c1(w) +
-         " " + c1(h) + "\" width=\"" + c1(w) + "\" height=\"" + c1(h) + "\" role=\"img\" aria-label=\"" +
+  return "<svg id=\"" + html(id) +
+         "\" class=\"chart\" xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 " + c1(w) + " " +
+         c1(h) + "\" width=\"" + c1(w) + "\" height=\"" + c1(h) + "\" role=\"img\" aria-label=\"" +
          html(title) + "\" " + kFont + " font-size=\"12\"><title>" + html(title) + "</title>\n";
 }
 
 std::string text(double x, double y, const std::string& s, const std::string& extra = "") {
-  return "<text x=\"" + c1(x) + "\" y=\"" + c1(y) + "\"" + (extra.empty() ? "" : " " + extra) + ">" + html(s) +
-         "</text>";
+  return "<text x=\"" + c1(x) + "\" y=\"" + c1(y) + "\"" + (extra.empty() ? "" : " " + extra) +
+         ">" + html(s) + "</text>";
 }
 
-std::string rect(double x, double y, double w, double h, const std::string& fill, const std::string& tip) {
-  return "<rect x=\"" + c1(x) + "\" y=\"" + c1(y) + "\" width=\"" + c1(std::max(0.0, w)) + "\" height=\"" +
-         c1(std::max(0.0, h)) + "\" fill=\"" + fill + "\"><title>" + html(tip) + "</title></rect>";
+std::string rect(double x, double y, double w, double h, const std::string& fill,
+                 const std::string& tip) {
+  return "<rect x=\"" + c1(x) + "\" y=\"" + c1(y) + "\" width=\"" + c1(std::max(0.0, w)) +
+         "\" height=\"" + c1(std::max(0.0, h)) + "\" fill=\"" + fill + "\"><title>" + html(tip) +
+         "</title></rect>";
 }
 
 struct Series {
@@ -210,24 +233,31 @@ std::string line_chart(const std::string& id, const std::string& title, const st
   std::string s = svg_open(id, title, W, H);
   s += text(L, 18, title, "font-weight=\"600\" font-size=\"13\"") + "\n";
   s += "<g class=\"axes\" stroke=\"#d0d4da\" stroke-width=\"1\">";
-  for (double t : ya.ticks) s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" + c1(py(t)) + "\"/>";
+  for (double t : ya.ticks)
+    s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" +
+         c1(py(t)) + "\"/>";
   s += "</g><g fill=\"#555\" text-anchor=\"end\">";
   for (double t : ya.ticks) s += text(L - 6, py(t) + 4, tick(t));
   s += "</g><g fill=\"#555\" text-anchor=\"middle\">";
   const size_t every = std::max<size_t>(1, (x.size() + 9) / 10);  // at most ~10 epoch labels
-  for (size_t i = 0; i < x.size(); i += every) s += text(px(x[i]), T + ph + 16, std::to_string(x[i]));
+  for (size_t i = 0; i < x.size(); i += every)
+    s += text(px(x[i]), T + ph + 16, std::to_string(x[i]));
   s += "</g>";
   s += text(L + pw / 2, H - 6, "epoch", "fill=\"#555\" text-anchor=\"middle\"");
   s += text(14, T + ph / 2, y_label,
-            "fill=\"#555\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + c1(T + ph / 2) + ")\"") + "\n";
-  s += "<rect class=\"frame\" x=\"" + c1(L) + "\" y=\"" + c1(T) + "\" width=\"" + c1(pw) + "\" height=\"" + c1(ph) +
-       "\" fill=\"none\" stroke=\"#9aa0a6\"/>\n";
-  if (!any) s += text(L + pw / 2, T + ph / 2, "no finite values to plot", "fill=\"#b00\" text-anchor=\"middle\"");
+            "fill=\"#555\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + c1(T + ph / 2) +
+                ")\"") +
+       "\n";
+  s += "<rect class=\"frame\" x=\"" + c1(L) + "\" y=\"" + c1(T) + "\" width=\"" + c1(pw) +
+       "\" height=\"" + c1(ph) + "\" fill=\"none\" stroke=\"#9aa0a6\"/>\n";
+  if (!any)
+    s += text(L + pw / 2, T + ph / 2, "no finite values to plot",
+              "fill=\"#b00\" text-anchor=\"middle\"");
   double lx = L + pw;  // legend, right-aligned above the plot
   for (auto it = series.rbegin(); it != series.rend(); ++it) {
     lx -= 14 + 7.0 * static_cast<double>(it->name.size()) + 18;
-    s += "<line x1=\"" + c1(lx) + "\" x2=\"" + c1(lx + 14) + "\" y1=\"14\" y2=\"14\" stroke=\"" + it->color +
-         "\" stroke-width=\"2.5\"/>" + text(lx + 18, 18, it->name, "fill=\"#333\"");
+    s += "<line x1=\"" + c1(lx) + "\" x2=\"" + c1(lx + 14) + "\" y1=\"14\" y2=\"14\" stroke=\"" +
+         it->color + "\" stroke-width=\"2.5\"/>" + text(lx + 18, 18, it->name, "fill=\"#333\"");
   }
   for (const Series& sr : series) {
     std::string d;
@@ -245,8 +275,9 @@ std::string line_chart(const std::string& id, const std::string& title, const st
       s += "<path d=\"" + d + "\" fill=\"none\" stroke=\"" + sr.color + "\" stroke-width=\"2\"/>";
     for (size_t i = 0; i < x.size() && i < sr.y.size(); ++i)
       if (finite(sr.y[i]))
-        s += "<circle cx=\"" + c1(px(x[i])) + "\" cy=\"" + c1(py(sr.y[i])) + "\" r=\"3.5\" fill=\"" + sr.color +
-             "\"><title>" + html(sr.name + ", epoch " + std::to_string(x[i]) + ": " + num(sr.y[i], 6)) +
+        s += "<circle cx=\"" + c1(px(x[i])) + "\" cy=\"" + c1(py(sr.y[i])) +
+             "\" r=\"3.5\" fill=\"" + sr.color + "\"><title>" +
+             html(sr.name + ", epoch " + std::to_string(x[i]) + ": " + num(sr.y[i], 6)) +
              "</title></circle>";
     s += "</g>\n";
   }
@@ -255,7 +286,8 @@ std::string line_chart(const std::string& id, const std::string& title, const st
 
 // One bar per epoch (throughput).
 std::string bar_chart(const std::string& id, const std::string& title, const std::string& y_label,
-                      const std::vector<int>& x, const std::vector<double>& y, const std::string& color) {
+                      const std::vector<int>& x, const std::vector<double>& y,
+                      const std::string& color) {
   const double W = 560, H = 300, L = 68, R = 16, T = 34, B = 44;
   const double pw = W - L - R, ph = H - T - B;
   double ymax = 0;
@@ -268,13 +300,17 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
   std::string s = svg_open(id, title, W, H);
   s += text(L, 18, title, "font-weight=\"600\" font-size=\"13\"") + "\n";
   s += "<g class=\"axes\" stroke=\"#d0d4da\">";
-  for (double t : ya.ticks) s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" + c1(py(t)) + "\"/>";
+  for (double t : ya.ticks)
+    s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" +
+         c1(py(t)) + "\"/>";
   s += "</g><g fill=\"#555\" text-anchor=\"end\">";
   for (double t : ya.ticks) s += text(L - 6, py(t) + 4, tick(t));
   s += "</g>";
   s += text(L + pw / 2, H - 6, "epoch", "fill=\"#555\" text-anchor=\"middle\"");
   s += text(14, T + ph / 2, y_label,
-            "fill=\"#555\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + c1(T + ph / 2) + ")\"") + "\n";
+            "fill=\"#555\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + c1(T + ph / 2) +
+                ")\"") +
+       "\n";
   const size_t every = std::max<size_t>(1, (x.size() + 9) / 10);
   s += "<g class=\"bars\">";
   for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
@@ -282,10 +318,11 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
     if (finite(y[i]) && y[i] > 0)
       s += rect(cx - bw / 2, py(y[i]), bw, py(0) - py(y[i]), color,
                 "epoch " + std::to_string(x[i]) + ": " + num(y[i], 5) + " " + y_label);
-    if (i % every == 0) s += text(cx, T + ph + 16, std::to_string(x[i]), "fill=\"#555\" text-anchor=\"middle\"");
+    if (i % every == 0)
+      s += text(cx, T + ph + 16, std::to_string(x[i]), "fill=\"#555\" text-anchor=\"middle\"");
   }
-  s += "</g>\n<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(T + ph) + "\" y2=\"" + c1(T + ph) +
-       "\" stroke=\"#9aa0a6\"/>\n";
+  s += "</g>\n<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(T + ph) +
+       "\" y2=\"" + c1(T + ph) + "\" stroke=\"#9aa0a6\"/>\n";
   return s + "</svg>\n";
 }
 
@@ -317,38 +354,45 @@ std::string hbar_chart(const std::string& id, const std::string& title, const st
   s += text(8, 18, title, "font-weight=\"600\" font-size=\"13\"") + "\n";
   double lx = L;
   for (size_t k = 0; k < part_names.size(); ++k) {
-    s += "<rect x=\"" + c1(lx) + "\" y=\"26\" width=\"12\" height=\"12\" fill=\"" + colors[k % colors.size()] + "\"/>" +
-         text(lx + 16, 36, part_names[k], "fill=\"#333\"");
+    s += "<rect x=\"" + c1(lx) + "\" y=\"26\" width=\"12\" height=\"12\" fill=\"" +
+         colors[k % colors.size()] + "\"/>" + text(lx + 16, 36, part_names[k], "fill=\"#333\"");
     lx += 16 + 7.0 * static_cast<double>(part_names[k].size()) + 20;
   }
   s += "<g class=\"axes\" stroke=\"#e3e6ea\">";
-  for (double t : xa.ticks) s += "<line x1=\"" + c1(px(t)) + "\" x2=\"" + c1(px(t)) + "\" y1=\"" + c1(T) + "\" y2=\"" + c1(bottom) + "\"/>";
+  for (double t : xa.ticks)
+    s += "<line x1=\"" + c1(px(t)) + "\" x2=\"" + c1(px(t)) + "\" y1=\"" + c1(T) + "\" y2=\"" +
+         c1(bottom) + "\"/>";
   s += "</g><g fill=\"#555\" text-anchor=\"middle\">";
   for (double t : xa.ticks) s += text(px(t), bottom + 14, tick(t));
   s += "</g>" + text(L + pw / 2, H - 6, x_label, "fill=\"#555\" text-anchor=\"middle\"") + "\n";
-  if (rows.empty()) s += text(L + pw / 2, T + 13, "nothing measured", "fill=\"#b00\" text-anchor=\"middle\"");
+  if (rows.empty())
+    s += text(L + pw / 2, T + 13, "nothing measured", "fill=\"#b00\" text-anchor=\"middle\"");
   s += "<g class=\"bars\">";
   for (size_t i = 0; i < rows.size(); ++i) {
     const HBarRow& r = rows[i];
     const double y = T + row_h * static_cast<double>(i);
-    s += "<g class=\"row\"><text x=\"" + c1(L - 6) + "\" y=\"" + c1(y + 13) + "\" text-anchor=\"end\" fill=\"#222\">" +
-         html(shorten(r.label, 30)) + "<title>" + html(r.label) + "</title></text>";
+    s += "<g class=\"row\"><text x=\"" + c1(L - 6) + "\" y=\"" + c1(y + 13) +
+         "\" text-anchor=\"end\" fill=\"#222\">" + html(shorten(r.label, 30)) + "<title>" +
+         html(r.label) + "</title></text>";
     double at = 0;
     for (size_t k = 0; k < r.parts.size(); ++k) {
       const double v = finite(r.parts[k]) && r.parts[k] > 0 ? r.parts[k] : 0;
-      s += rect(px(at), y + 2, px(at + v) - px(at), row_h - 4, colors[k % colors.size()],
-                r.label + ": " + (k < part_names.size() ? part_names[k] : "") + " " + num(r.parts[k], 4));
+      s += rect(
+          px(at), y + 2, px(at + v) - px(at), row_h - 4, colors[k % colors.size()],
+          r.label + ": " + (k < part_names.size() ? part_names[k] : "") + " " + num(r.parts[k], 4));
       at += v;
     }
     s += text(px(at) + 5, y + 13, r.value, "fill=\"#444\"") + "</g>";
   }
   s += "</g>\n";
   if (finite(ref) && ref > 0) {
-    s += "<line class=\"ref\" x1=\"" + c1(px(ref)) + "\" x2=\"" + c1(px(ref)) + "\" y1=\"" + c1(T - 4) + "\" y2=\"" +
-         c1(bottom) + "\" stroke=\"#c0392b\" stroke-dasharray=\"5 3\" stroke-width=\"1.5\"/>" +
+    s += "<line class=\"ref\" x1=\"" + c1(px(ref)) + "\" x2=\"" + c1(px(ref)) + "\" y1=\"" +
+         c1(T - 4) + "\" y2=\"" + c1(bottom) +
+         "\" stroke=\"#c0392b\" stroke-dasharray=\"5 3\" stroke-width=\"1.5\"/>" +
          text(px(ref) - 4, T - 8, ref_label, "fill=\"#c0392b\" text-anchor=\"end\"") + "\n";
   }
-  s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L) + "\" y1=\"" + c1(T) + "\" y2=\"" + c1(bottom) + "\" stroke=\"#9aa0a6\"/>\n";
+  s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L) + "\" y1=\"" + c1(T) + "\" y2=\"" + c1(bottom) +
+       "\" stroke=\"#9aa0a6\"/>\n";
   return s + "</svg>\n";
 }
 
@@ -379,7 +423,9 @@ const std::string kTrainColor = "#1f77b4", kValColor = "#ff7f0e", kForwardColor 
                   kBackwardColor = "#f58518", kComputeColor = "#54a24b", kWaitColor = "#e45756",
                   kAllreduceColor = "#b279a2", kValidColor = "#9d9da1";
 
-std::string fact(const std::string& k, const std::string& v) { return "<dt>" + html(k) + "</dt><dd>" + html(v) + "</dd>"; }
+std::string fact(const std::string& k, const std::string& v) {
+  return "<dt>" + html(k) + "</dt><dd>" + html(v) + "</dd>";
+}
 
 std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -398,9 +444,12 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 }  // namespace
 
-double ReportTime::compute_s() const { return std::max(0.0, steps_s - data_wait_s - allreduce_exposed_s); }
+double ReportTime::compute_s() const {
+  return std::max(0.0, steps_s - data_wait_s - allreduce_exposed_s);
+}
 
-std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_t steps, double peak_gflops) {
+std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_t steps,
+                                       double peak_gflops) {
   std::vector<ReportLayer> rows;
   rows.reserve(ops.size());
   const double n = static_cast<double>(steps);
@@ -413,11 +462,14 @@ std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_
     r.backward_ms = steps > 0 ? 1e3 * p.backward_s / n : kReportNaN;
     r.gflop_per_step = (fwd + bwd) / 1e9;
     // A rate needs a measured time: an op too quick for the clock (or never run) has none.
-    auto rate = [&](double flops, double seconds) { return steps > 0 && seconds > 0 ? flops * n / seconds / 1e9 : kReportNaN; };
+    auto rate = [&](double flops, double seconds) {
+      return steps > 0 && seconds > 0 ? flops * n / seconds / 1e9 : kReportNaN;
+    };
     r.gflops = rate(fwd + bwd, p.forward_s + p.backward_s);
     r.forward_gflops = rate(fwd, p.forward_s);
     r.backward_gflops = rate(bwd, p.backward_s);
-    if (finite(peak_gflops) && peak_gflops > 0 && finite(r.gflops)) r.percent_of_peak = 100.0 * r.gflops / peak_gflops;
+    if (finite(peak_gflops) && peak_gflops > 0 && finite(r.gflops))
+      r.percent_of_peak = 100.0 * r.gflops / peak_gflops;
     rows.push_back(std::move(r));
   }
   return rows;
@@ -440,17 +492,19 @@ ReportPeak measure_report_peak(int threads, int64_t n, int iters) {
   const GemmPeak g = measure_gemm_peak(DType::f32, n, n, n, iters);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ReportPeak p;
-  const std::string what = "oneDNN fp32 matmul " + std::to_string(n) + "\xC2\xB3 with " + std::to_string(threads) +
-                           " thread" + (threads == 1 ? "" : "s") + " (the code of `crest bench peak`)";
+  const std::string what = "oneDNN fp32 matmul " + std::to_string(n) + "\xC2\xB3 with " +
+                           std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") +
+                           " (the code of `crest bench peak`)";
   if (!g.supported) {
     p.source = "none";
-    p.how = what + " has no optimised implementation on this CPU (" + g.implementation + "): no peak to compare with";
+    p.how = what + " has no optimised implementation on this CPU (" + g.implementation +
+            "): no peak to compare with";
     return p;
   }
   p.gflops = g.gflops;
   p.source = "measured";
-  p.how = "measured right after the run: " + what + ", " + g.implementation + ", best of " + std::to_string(iters) +
-          " after a warm-up, " + num(took, 2) + " s";
+  p.how = "measured right after the run: " + what + ", " + g.implementation + ", best of " +
+          std::to_string(iters) + " after a warm-up, " + num(took, 2) + " s";
   return p;
 }
 
@@ -480,7 +534,10 @@ nlohmann::json report_json(const PerformanceReport& r) {
               {"samples_per_s", jnum(u.samples_per_s)},
               {"step_s", jnum(u.step_s)},
               {"step_s_median", jnum(u.step_s_median)}};
-  j["peak"] = {{"gflops", jnum(r.peak.gflops)}, {"source", r.peak.source}, {"how", r.peak.how}, {"dtype", "f32"}};
+  j["peak"] = {{"gflops", jnum(r.peak.gflops)},
+               {"source", r.peak.source},
+               {"how", r.peak.how},
+               {"dtype", "f32"}};
   json epochs = json::array();
   for (const ReportEpoch& e : r.epochs)
     epochs.push_back({{"epoch", e.epoch},
@@ -527,33 +584,45 @@ std::string report_html(const PerformanceReport& r) {
   // The CSP forbids every fetch (scripts, images, fonts, frames): the page can only show what
   // it carries, and a browser reports a violation if anything in it tried to reach out.
   o << "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
-    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src 'unsafe-inline'\">\n"
+    << "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; style-src "
+       "'unsafe-inline'\">\n"
     << "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-    << "<title>crest performance report: " << html(heading) << "</title>\n<style>" << kCss << "</style>\n</head>\n<body>\n";
-  o << "<header><h1>crest performance report</h1><p class=\"sub\">" << html(heading) << " \xC2\xB7 " << html(r.created)
-    << "</p></header>\n";
+    << "<title>crest performance report: " << html(heading) << "</title>\n<style>" << kCss
+    << "</style>\n</head>\n<body>\n";
+  o << "<header><h1>crest performance report</h1><p class=\"sub\">" << html(heading) << " \xC2\xB7 "
+    << html(r.created) << "</p></header>\n";
 
   // Run facts.
   o << "<section id=\"run\"><h2>Run</h2><dl class=\"facts\">";
   o << fact("command", u.source) << fact("config", u.config.empty() ? "\xE2\x80\x93" : u.config)
     << fact("status", u.status) << fact("backend", u.backend)
-    << fact("ranks", std::to_string(u.ranks) + " on " + std::to_string(u.nodes) + " node" + (u.nodes == 1 ? "" : "s") +
-                         ", " + std::to_string(u.threads) + " compute thread" + (u.threads == 1 ? "" : "s") + " per rank")
-    << fact("batch", std::to_string(u.batch_per_rank) + " per rank, " + std::to_string(u.global_batch) + " global")
+    << fact("ranks", std::to_string(u.ranks) + " on " + std::to_string(u.nodes) + " node" +
+                         (u.nodes == 1 ? "" : "s") + ", " + std::to_string(u.threads) +
+                         " compute thread" + (u.threads == 1 ? "" : "s") + " per rank")
+    << fact("batch", std::to_string(u.batch_per_rank) + " per rank, " +
+                         std::to_string(u.global_batch) + " global")
     << fact("parameters", std::to_string(u.parameter_count))
-    << fact("work per step", num(u.train_flops_per_step / 1e9, 4) + " GFLOP per rank (forward + backward)");
+    << fact("work per step",
+            num(u.train_flops_per_step / 1e9, 4) + " GFLOP per rank (forward + backward)");
   if (u.steps_per_epoch > 0)
-    o << fact("per epoch", std::to_string(u.steps_per_epoch) + " steps, " + std::to_string(u.train_samples) +
-                               " training samples, " + std::to_string(u.eval_samples) + " validation samples");
+    o << fact("per epoch", std::to_string(u.steps_per_epoch) + " steps, " +
+                               std::to_string(u.train_samples) + " training samples, " +
+                               std::to_string(u.eval_samples) + " validation samples");
   o << fact("throughput", num(u.samples_per_s, 4) + " samples/s (job-wide)")
-    << fact("step time", num(u.step_s * 1e3, 4) + " ms" +
-                             (finite(u.step_s_median) ? " best, " + num(u.step_s_median * 1e3, 4) + " ms median" : ""));
+    << fact("step time",
+            num(u.step_s * 1e3, 4) + " ms" +
+                (finite(u.step_s_median) ? " best, " + num(u.step_s_median * 1e3, 4) + " ms median"
+                                         : ""));
   if (finite(u.step_s) && u.step_s > 0 && u.train_flops_per_step > 0)
-    o << fact("achieved", num(u.train_flops_per_step / u.step_s / 1e9, 4) + " GFLOP/s per rank" +
-                              (finite(r.peak.gflops) && r.peak.gflops > 0
-                                   ? " = " + pct(u.train_flops_per_step / u.step_s / 1e9, r.peak.gflops) + " of peak"
-                                   : ""));
-  o << fact("peak", finite(r.peak.gflops) ? num(r.peak.gflops, 4) + " GFLOP/s (" + r.peak.source + ")" : "none")
+    o << fact(
+        "achieved",
+        num(u.train_flops_per_step / u.step_s / 1e9, 4) + " GFLOP/s per rank" +
+            (finite(r.peak.gflops) && r.peak.gflops > 0
+                 ? " = " + pct(u.train_flops_per_step / u.step_s / 1e9, r.peak.gflops) + " of peak"
+                 : ""));
+  o << fact("peak", finite(r.peak.gflops)
+                        ? num(r.peak.gflops, 4) + " GFLOP/s (" + r.peak.source + ")"
+                        : "none")
     << fact("peak source", r.peak.how);
   o << "</dl></section>\n";
 
@@ -577,22 +646,28 @@ std::string report_html(const PerformanceReport& r) {
   }
   o << "<section id=\"curves\"><h2>Training curves</h2>";
   if (r.epochs.empty()) {
-    o << "<p class=\"empty\">No epochs: a benchmark of single steps on random data has no loss curve.</p>";
+    o << "<p class=\"empty\">No epochs: a benchmark of single steps on random data has no loss "
+         "curve.</p>";
   } else {
     o << "<div class=\"charts\">";
     std::vector<Series> loss{{"train loss", kTrainColor, train_loss}};
     if (validated) loss.push_back({"validation loss", kValColor, val_loss});
     o << line_chart("chart-loss", "Loss per epoch", "loss", xs, loss);
-    if (validated) o << line_chart("chart-mae", "Validation MAE per epoch", "mean absolute error", xs, {{"validation MAE", kValColor, val_mae}});
+    if (validated)
+      o << line_chart("chart-mae", "Validation MAE per epoch", "mean absolute error", xs,
+                      {{"validation MAE", kValColor, val_mae}});
     o << "</div>";
-    if (!validated) o << "<p class=\"empty\">No validation in this run (data.n_valid: 0): no validation loss or MAE.</p>";
+    if (!validated)
+      o << "<p class=\"empty\">No validation in this run (data.n_valid: 0): no validation loss or "
+           "MAE.</p>";
   }
   o << "</section>\n<section id=\"throughput\"><h2>Throughput</h2>";
   if (r.epochs.empty())
-    o << "<p>" << html(num(u.samples_per_s, 4)) << " samples/s from the best of " << r.profiled_steps
-      << " timed steps.</p>";
+    o << "<p>" << html(num(u.samples_per_s, 4)) << " samples/s from the best of "
+      << r.profiled_steps << " timed steps.</p>";
   else
-    o << bar_chart("chart-throughput", "Training throughput per epoch", "samples/s", xs, sps, kTrainColor);
+    o << bar_chart("chart-throughput", "Training throughput per epoch", "samples/s", xs, sps,
+                   kTrainColor);
 
   // Time breakdown: per epoch and in total.
   o << "</section>\n<section id=\"time\"><h2>Where the time went</h2>";
@@ -601,37 +676,45 @@ std::string report_html(const PerformanceReport& r) {
   for (const ReportEpoch& e : r.epochs) {
     const double compute = std::max(0.0, e.train_seconds - e.data_wait_s - e.allreduce_exposed_s);
     trows.push_back({"epoch " + std::to_string(e.epoch),
-                     {compute, e.data_wait_s, e.allreduce_exposed_s, std::max(0.0, e.seconds - e.train_seconds)},
+                     {compute, e.data_wait_s, e.allreduce_exposed_s,
+                      std::max(0.0, e.seconds - e.train_seconds)},
                      num(e.seconds, 3) + " s"});
   }
-  trows.push_back({r.epochs.empty() ? std::to_string(r.profiled_steps) + " timed steps" : "whole run",
-                   {t.compute_s(), t.data_wait_s, t.allreduce_exposed_s, t.validation_s},
-                   num(t.steps_s + t.validation_s, 3) + " s"});
-  o << hbar_chart("chart-time", "Time: compute, data wait, exposed allreduce, validation", "seconds", trows,
-                  {"compute", "data wait", "exposed allreduce", "validation"},
+  trows.push_back(
+      {r.epochs.empty() ? std::to_string(r.profiled_steps) + " timed steps" : "whole run",
+       {t.compute_s(), t.data_wait_s, t.allreduce_exposed_s, t.validation_s},
+       num(t.steps_s + t.validation_s, 3) + " s"});
+  o << hbar_chart("chart-time", "Time: compute, data wait, exposed allreduce, validation",
+                  "seconds", trows, {"compute", "data wait", "exposed allreduce", "validation"},
                   {kComputeColor, kWaitColor, kAllreduceColor, kValidColor});
-  o << "<table id=\"time-table\"><tr><th class=\"l\">part</th><th>seconds</th><th>share of training steps</th></tr>"
-    << "<tr><td class=\"l\">training steps</td><td>" << num(t.steps_s, 4) << "</td><td>" << pct(t.steps_s, t.steps_s)
-    << "</td></tr><tr><td class=\"l\">compute (the rest)</td><td>" << num(t.compute_s(), 4) << "</td><td>"
-    << pct(t.compute_s(), t.steps_s) << "</td></tr><tr><td class=\"l\">data wait</td><td>" << num(t.data_wait_s, 4)
-    << "</td><td>" << pct(t.data_wait_s, t.steps_s) << "</td></tr><tr><td class=\"l\">allreduce, exposed</td><td>"
+  o << "<table id=\"time-table\"><tr><th class=\"l\">part</th><th>seconds</th><th>share of "
+       "training steps</th></tr>"
+    << "<tr><td class=\"l\">training steps</td><td>" << num(t.steps_s, 4) << "</td><td>"
+    << pct(t.steps_s, t.steps_s) << "</td></tr><tr><td class=\"l\">compute (the rest)</td><td>"
+    << num(t.compute_s(), 4) << "</td><td>" << pct(t.compute_s(), t.steps_s)
+    << "</td></tr><tr><td class=\"l\">data wait</td><td>" << num(t.data_wait_s, 4) << "</td><td>"
+    << pct(t.data_wait_s, t.steps_s) << "</td></tr><tr><td class=\"l\">allreduce, exposed</td><td>"
     << num(t.allreduce_exposed_s, 4) << "</td><td>" << pct(t.allreduce_exposed_s, t.steps_s)
-    << "</td></tr><tr><td class=\"l\">allreduce, running (hidden " << pct(t.allreduce_s - t.allreduce_exposed_s, t.allreduce_s)
-    << ")</td><td>" << num(t.allreduce_s, 4) << "</td><td>" << pct(t.allreduce_s, t.steps_s)
-    << "</td></tr><tr><td class=\"l\">validation (outside the steps)</td><td>" << num(t.validation_s, 4)
-    << "</td><td>\xE2\x80\x93</td></tr></table>";
+    << "</td></tr><tr><td class=\"l\">allreduce, running (hidden "
+    << pct(t.allreduce_s - t.allreduce_exposed_s, t.allreduce_s) << ")</td><td>"
+    << num(t.allreduce_s, 4) << "</td><td>" << pct(t.allreduce_s, t.steps_s)
+    << "</td></tr><tr><td class=\"l\">validation (outside the steps)</td><td>"
+    << num(t.validation_s, 4) << "</td><td>\xE2\x80\x93</td></tr></table>";
   if (u.ranks == 1) o << "<p class=\"empty\">One rank: no gradient allreduce.</p>";
 
   if (!r.epochs.empty()) {
-    o << "<h3>Per epoch</h3><table id=\"epoch-table\"><tr><th>epoch</th><th>learning rate</th><th>train loss</th>"
+    o << "<h3>Per epoch</h3><table id=\"epoch-table\"><tr><th>epoch</th><th>learning "
+         "rate</th><th>train loss</th>"
          "<th>val loss</th><th>val MAE</th><th>samples/s</th><th>steps s</th><th>data wait s</th>"
          "<th>allreduce s</th><th>exposed s</th><th>epoch s</th></tr>";
     for (const ReportEpoch& e : r.epochs)
-      o << "<tr><td>" << e.epoch << "</td><td>" << num(e.lr, 4) << "</td><td>" << num(e.train_loss, 5) << "</td><td>"
+      o << "<tr><td>" << e.epoch << "</td><td>" << num(e.lr, 4) << "</td><td>"
+        << num(e.train_loss, 5) << "</td><td>"
         << (e.validated ? num(e.val_loss, 5) : "\xE2\x80\x93") << "</td><td>"
-        << (e.validated ? num(e.val_mae, 5) : "\xE2\x80\x93") << "</td><td>" << num(e.samples_per_s, 4) << "</td><td>"
-        << num(e.train_seconds, 4) << "</td><td>" << num(e.data_wait_s, 3) << "</td><td>" << num(e.allreduce_s, 3)
-        << "</td><td>" << num(e.allreduce_exposed_s, 3) << "</td><td>" << num(e.seconds, 4) << "</td></tr>";
+        << (e.validated ? num(e.val_mae, 5) : "\xE2\x80\x93") << "</td><td>"
+        << num(e.samples_per_s, 4) << "</td><td>" << num(e.train_seconds, 4) << "</td><td>"
+        << num(e.data_wait_s, 3) << "</td><td>" << num(e.allreduce_s, 3) << "</td><td>"
+        << num(e.allreduce_exposed_s, 3) << "</td><td>" << num(e.seconds, 4) << "</td></tr>";
     o << "</table>";
   }
 
@@ -643,36 +726,49 @@ std::string report_html(const PerformanceReport& r) {
     double layer_ms = 0;
     std::vector<HBarRow> lrows, grows;
     for (const ReportLayer& l : r.layers) {
-      const double ms = (finite(l.forward_ms) ? l.forward_ms : 0) + (finite(l.backward_ms) ? l.backward_ms : 0);
+      const double ms =
+          (finite(l.forward_ms) ? l.forward_ms : 0) + (finite(l.backward_ms) ? l.backward_ms : 0);
       layer_ms += ms;
       lrows.push_back({l.name, {l.forward_ms, l.backward_ms}, num(ms, 3) + " ms"});
-      grows.push_back({l.name, {l.gflops}, finite(l.percent_of_peak) ? pct(l.percent_of_peak, 100) : num(l.gflops, 3)});
+      grows.push_back({l.name,
+                       {l.gflops},
+                       finite(l.percent_of_peak) ? pct(l.percent_of_peak, 100) : num(l.gflops, 3)});
     }
-    o << "<p>Means over " << r.profiled_steps << " profiled training step" << (r.profiled_steps == 1 ? "" : "s")
-      << " of one rank; the layers add up to " << html(num(layer_ms, 4)) << " ms per step";
-    if (finite(u.step_s) && u.step_s > 0) o << " of a " << html(num(u.step_s * 1e3, 4)) << " ms step";
-    o << ". % of peak divides a layer's GFLOP/s by the peak figure in the run facts: a measured GEMM rate, "
-         "not the chip's theoretical peak, so a layer measured while the machine was quieter than during the "
+    o << "<p>Means over " << r.profiled_steps << " profiled training step"
+      << (r.profiled_steps == 1 ? "" : "s") << " of one rank; the layers add up to "
+      << html(num(layer_ms, 4)) << " ms per step";
+    if (finite(u.step_s) && u.step_s > 0)
+      o << " of a " << html(num(u.step_s * 1e3, 4)) << " ms step";
+    o << ". % of peak divides a layer's GFLOP/s by the peak figure in the run facts: a measured "
+         "GEMM rate, "
+         "not the chip's theoretical peak, so a layer measured while the machine was quieter than "
+         "during the "
          "peak measurement can pass 100%.</p>";
-    o << hbar_chart("chart-layer-time", "Forward and backward time per layer and step", "milliseconds per step", lrows,
-                    {"forward", "backward"}, {kForwardColor, kBackwardColor});
+    o << hbar_chart("chart-layer-time", "Forward and backward time per layer and step",
+                    "milliseconds per step", lrows, {"forward", "backward"},
+                    {kForwardColor, kBackwardColor});
     const bool peak = finite(r.peak.gflops) && r.peak.gflops > 0;
-    o << hbar_chart("chart-layer-gflops", "Achieved GFLOP/s per layer (forward + backward)", "GFLOP/s", grows,
-                    {"GFLOP/s"}, {kComputeColor}, peak ? r.peak.gflops : kReportNaN,
+    o << hbar_chart("chart-layer-gflops", "Achieved GFLOP/s per layer (forward + backward)",
+                    "GFLOP/s", grows, {"GFLOP/s"}, {kComputeColor},
+                    peak ? r.peak.gflops : kReportNaN,
                     peak ? "peak " + num(r.peak.gflops, 4) + " GFLOP/s" : "");
-    o << "<table id=\"layer-table\"><tr><th>#</th><th class=\"l\">layer</th><th class=\"l\">kind</th>"
+    o << "<table id=\"layer-table\"><tr><th>#</th><th class=\"l\">layer</th><th "
+         "class=\"l\">kind</th>"
          "<th>forward ms</th><th>backward ms</th><th>total ms</th><th>share</th><th>GFLOP/step</th>"
          "<th>GFLOP/s</th><th class=\"l\">% of peak</th></tr>";
     for (size_t i = 0; i < r.layers.size(); ++i) {
       const ReportLayer& l = r.layers[i];
-      const double ms = (finite(l.forward_ms) ? l.forward_ms : 0) + (finite(l.backward_ms) ? l.backward_ms : 0);
-      o << "<tr><td>" << i + 1 << "</td><td class=\"l name\" title=\"" << html(l.name) << "\">" << html(l.name)
-        << "</td><td class=\"l\">" << html(l.kind) << "</td><td>" << num(l.forward_ms, 4) << "</td><td>"
-        << num(l.backward_ms, 4) << "</td><td>" << num(ms, 4) << "</td><td>" << pct(ms, layer_ms) << "</td><td>"
-        << num(l.gflop_per_step, 4) << "</td><td>" << num(l.gflops, 4) << "</td><td class=\"l\">";
+      const double ms =
+          (finite(l.forward_ms) ? l.forward_ms : 0) + (finite(l.backward_ms) ? l.backward_ms : 0);
+      o << "<tr><td>" << i + 1 << "</td><td class=\"l name\" title=\"" << html(l.name) << "\">"
+        << html(l.name) << "</td><td class=\"l\">" << html(l.kind) << "</td><td>"
+        << num(l.forward_ms, 4) << "</td><td>" << num(l.backward_ms, 4) << "</td><td>" << num(ms, 4)
+        << "</td><td>" << pct(ms, layer_ms) << "</td><td>" << num(l.gflop_per_step, 4)
+        << "</td><td>" << num(l.gflops, 4) << "</td><td class=\"l\">";
       if (finite(l.percent_of_peak))
-        o << num(l.percent_of_peak, 3) << "%<span class=\"bar\" style=\"width:"
-          << c1(std::clamp(l.percent_of_peak, 0.0, 100.0)) << "px\"></span>";
+        o << num(l.percent_of_peak, 3)
+          << "%<span class=\"bar\" style=\"width:" << c1(std::clamp(l.percent_of_peak, 0.0, 100.0))
+          << "px\"></span>";
       else
         o << "\xE2\x80\x93";
       o << "</td></tr>";
@@ -680,7 +776,8 @@ std::string report_html(const PerformanceReport& r) {
     o << "</table>";
   }
   o << "</section>\n<footer>Written by crest " << CREST_VERSION << " at " << html(r.created)
-    << ". The same numbers are in report.json beside this page; docs/report.md explains them.</footer>\n</body>\n</html>\n";
+    << ". The same numbers are in report.json beside this page; docs/report.md explains "
+       "them.</footer>\n</body>\n</html>\n";
   return o.str();
 }
 

@@ -66,7 +66,8 @@ class ReportObserver : public RunObserver {
     u.status = summary.status;
     if (u.parameter_count == 0) u.parameter_count = summary.parameter_count;
     report_.time = report_time(report_.epochs);
-    const double steps = static_cast<double>(u.steps_per_epoch) * static_cast<double>(report_.epochs.size());
+    const double steps =
+        static_cast<double>(u.steps_per_epoch) * static_cast<double>(report_.epochs.size());
     if (steps > 0 && report_.time.steps_s > 0) {
       u.step_s = report_.time.steps_s / steps;
       u.samples_per_s = steps * static_cast<double>(u.global_batch) / report_.time.steps_s;
@@ -76,23 +77,30 @@ class ReportObserver : public RunObserver {
     try {
       report_.peak = measure_report_peak(u.threads);
     } catch (const Error& e) {
-      report_.peak = ReportPeak{kReportNaN, "none", std::string("the peak measurement failed: ") + e.what()};
+      report_.peak =
+          ReportPeak{kReportNaN, "none", std::string("the peak measurement failed: ") + e.what()};
     }
     report_.layers = report_layers(ops_, report_.profiled_steps, report_.peak.gflops);
     auto& notes = report_.notes;
     notes.push_back(
-        "Per-layer times come from a clock read around every op of every training step (train.report: true turns "
+        "Per-layer times come from a clock read around every op of every training step "
+        "(train.report: true turns "
         "this on), which makes the run slightly slower than one without the report.");
     if (u.eval_samples > 0)
       notes.push_back(
-          "The forward times per layer also contain the validation passes (the profile runs during validation "
-          "too), while they are divided by the training steps only: forward ms/step reads high by about the "
+          "The forward times per layer also contain the validation passes (the profile runs during "
+          "validation "
+          "too), while they are divided by the training steps only: forward ms/step reads high by "
+          "about the "
           "validation share.");
     if (u.ranks > 1)
-      notes.push_back("Per-layer times are rank 0's; epoch figures are job-wide (data wait and allreduce as the "
-                      "ranks' mean).");
+      notes.push_back(
+          "Per-layer times are rank 0's; epoch figures are job-wide (data wait and allreduce as "
+          "the "
+          "ranks' mean).");
     if (!summary.epochs.empty() && summary.stage_s > 0)
-      notes.push_back("Staging to data.stage_dir took " + std::to_string(static_cast<int64_t>(summary.stage_s + 0.5)) +
+      notes.push_back("Staging to data.stage_dir took " +
+                      std::to_string(static_cast<int64_t>(summary.stage_s + 0.5)) +
                       " s before the first epoch (not in the time breakdown).");
     const std::string page = write_report(dir_, report_);
     log_ << "report: " << page << " (and report.json)\n";

@@ -3,6 +3,8 @@
 // escaped, no script or network reference, the edge cases: one epoch, no validation, NaN losses,
 // zero-time layers, bench runs without epochs) and writing (atomic, errors name the path).
 // tests/interop/report_render.py opens real reports in headless Chromium.
+#include "crest/train/report.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,7 +21,6 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
-#include "crest/train/report.hpp"
 #include "unit/data_formats_test_util.hpp"
 
 namespace crest {
@@ -49,8 +50,8 @@ std::string chart(const std::string& page, const std::string& id) {
   return page.substr(start, page.find("</svg>", start) + 6 - start);
 }
 
-OpProfile op(const std::string& name, const std::string& kind, double fwd_s, double bwd_s, double fwd_flops,
-             double bwd_data_flops, double bwd_weight_flops) {
+OpProfile op(const std::string& name, const std::string& kind, double fwd_s, double bwd_s,
+             double fwd_flops, double bwd_data_flops, double bwd_weight_flops) {
   OpProfile p;
   p.name = name;
   p.kind = kind;
@@ -62,7 +63,8 @@ OpProfile op(const std::string& name, const std::string& kind, double fwd_s, dou
   return p;
 }
 
-ReportEpoch epoch(int n, double loss, bool validated, double val_loss = kReportNaN, double val_mae = kReportNaN) {
+ReportEpoch epoch(int n, double loss, bool validated, double val_loss = kReportNaN,
+                  double val_mae = kReportNaN) {
   ReportEpoch e;
   e.epoch = n;
   e.lr = 0.01 * n;
@@ -101,8 +103,9 @@ PerformanceReport sample_report() {
   r.epochs = {epoch(1, 0.75, true, 0.5, 0.375), epoch(2, 0.5, true, 0.25, 0.3125)};
   r.time = report_time(r.epochs);
   r.profiled_steps = 4;
-  r.layers = report_layers({op("conv1", "conv", 0.2, 0.4, 1e9, 1e9, 2e9), op("flatten", "flatten", 0, 0, 0, 0, 0)}, 4,
-                           r.peak.gflops);
+  r.layers = report_layers(
+      {op("conv1", "conv", 0.2, 0.4, 1e9, 1e9, 2e9), op("flatten", "flatten", 0, 0, 0, 0, 0)}, 4,
+      r.peak.gflops);
   r.notes = {"a note"};
   r.created = "2026-01-02T03:04:05Z";
   return r;
@@ -117,15 +120,16 @@ TEST(Report, LayerRowsAreMeansPerStepAndRatesOfTheMeasuredTime) {
   EXPECT_DOUBLE_EQ(l.forward_ms, 50.0);    // 0.2 s over 4 steps
   EXPECT_DOUBLE_EQ(l.backward_ms, 100.0);  // 0.4 s over 4 steps
   EXPECT_DOUBLE_EQ(l.gflop_per_step, 4.0);
-  EXPECT_DOUBLE_EQ(l.gflops, 4.0 * 4 / 0.6);      // 16 GFLOP in 0.6 s
+  EXPECT_DOUBLE_EQ(l.gflops, 4.0 * 4 / 0.6);  // 16 GFLOP in 0.6 s
   EXPECT_DOUBLE_EQ(l.forward_gflops, 1.0 * 4 / 0.2);
   EXPECT_DOUBLE_EQ(l.backward_gflops, 3.0 * 4 / 0.4);
   EXPECT_DOUBLE_EQ(l.percent_of_peak, 100.0 * (16 / 0.6) / 80.0);
 }
 
 TEST(Report, ZeroTimeLayersAndMissingPeakGiveNoRateRatherThanZero) {
-  const auto rows = report_layers({op("fast", "flatten", 0, 0, 0, 0, 0), op("conv", "conv", 0, 0.5, 1e9, 1e9, 0)}, 2,
-                                  kReportNaN);
+  const auto rows =
+      report_layers({op("fast", "flatten", 0, 0, 0, 0, 0), op("conv", "conv", 0, 0.5, 1e9, 1e9, 0)},
+                    2, kReportNaN);
   EXPECT_EQ(rows[0].forward_ms, 0.0);
   EXPECT_TRUE(std::isnan(rows[0].gflops));
   EXPECT_TRUE(std::isnan(rows[0].percent_of_peak));
@@ -218,7 +222,8 @@ TEST(Report, JsonNumbersAreTheInputs) {
 TEST(Report, PageShowsTheNumbersAndAllItsCharts) {
   const std::string page = report_html(sample_report());
   EXPECT_EQ(page.rfind("<!DOCTYPE html>", 0), 0u);
-  for (const char* id : {"chart-loss", "chart-mae", "chart-throughput", "chart-time", "chart-layer-time", "chart-layer-gflops"})
+  for (const char* id : {"chart-loss", "chart-mae", "chart-throughput", "chart-time",
+                         "chart-layer-time", "chart-layer-gflops"})
     EXPECT_NE(chart(page, id), "") << id;
   // Two epochs: a line and a dot per point in each loss series.
   const std::string loss = chart(page, "chart-loss");
@@ -240,7 +245,8 @@ TEST(Report, PageNeedsNoScriptAndReferencesNoNetwork) {
   const std::string page = report_html(sample_report());
   std::string rest = page;
   // The SVG namespace is an identifier, never fetched; remove it and no URL may remain.
-  for (size_t at; (at = rest.find("xmlns=\"http://www.w3.org/2000/svg\"")) != std::string::npos;) rest.erase(at, 34);
+  for (size_t at; (at = rest.find("xmlns=\"http://www.w3.org/2000/svg\"")) != std::string::npos;)
+    rest.erase(at, 34);
   EXPECT_EQ(rest.find("://"), std::string::npos);
   EXPECT_EQ(page.find("<script"), std::string::npos);
   EXPECT_EQ(page.find(" src="), std::string::npos);
@@ -255,9 +261,10 @@ TEST(Report, HostileNamesAreEscapedInThePageAndKeptInTheJson) {
   const std::string quotes = "a'b\"c&d</title>";
   r.run.config = "</title><script>alert(1)</script>";
   r.notes = {"<img src=x onerror=alert(1)>"};
-  r.layers = report_layers({op(evil, "<b>kind</b>", 0.1, 0.1, 1e9, 0, 0), op(quotes, "conv", 0.1, 0.1, 1e9, 0, 0),
-                            op("bad\xff\xfe utf8 \x01 ctl", "conv", 0.1, 0.1, 1e9, 0, 0)},
-                           1, 80);
+  r.layers = report_layers(
+      {op(evil, "<b>kind</b>", 0.1, 0.1, 1e9, 0, 0), op(quotes, "conv", 0.1, 0.1, 1e9, 0, 0),
+       op("bad\xff\xfe utf8 \x01 ctl", "conv", 0.1, 0.1, 1e9, 0, 0)},
+      1, 80);
   const std::string page = report_html(r);
   std::string lower = page;
   for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -292,7 +299,8 @@ TEST(Report, LongNamesAreShortenedInChartsOnlyAtCharacterBoundaries) {
   const std::string page = report_html(r);
   std::string cut;
   for (int i = 0; i < 30; ++i) cut += "\xC3\xA9";
-  EXPECT_NE(chart(page, "chart-layer-time").find(">" + cut + "\xE2\x80\xA6<title>"), std::string::npos);
+  EXPECT_NE(chart(page, "chart-layer-time").find(">" + cut + "\xE2\x80\xA6<title>"),
+            std::string::npos);
   EXPECT_NE(page.find(">" + name + "</td>"), std::string::npos);  // the table has it whole
 }
 
@@ -333,7 +341,8 @@ TEST(Report, NonFiniteLossesLeaveGapsAndNullsNotNanText) {
   EXPECT_EQ(j["epochs"][2]["train_loss"].get<double>(), 0.25);
 
   r.epochs = {epoch(1, kReportNaN, false)};  // nothing finite to plot at all
-  EXPECT_NE(chart(report_html(r), "chart-loss").find("no finite values to plot"), std::string::npos);
+  EXPECT_NE(chart(report_html(r), "chart-loss").find("no finite values to plot"),
+            std::string::npos);
 }
 
 TEST(Report, BenchRunsWithoutEpochsShowTimeAndLayersOnly) {
@@ -370,12 +379,14 @@ TEST(Report, WritesBothFilesIntoANewDirectoryAndLeavesNoTemporaryFile) {
   r.created.clear();  // the writer stamps it
   EXPECT_EQ(write_report(out, r), out + "/report.html");
   std::vector<std::string> names;
-  for (const auto& e : std::filesystem::directory_iterator(out)) names.push_back(e.path().filename());
+  for (const auto& e : std::filesystem::directory_iterator(out))
+    names.push_back(e.path().filename());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"report.html", "report.json"}));
   const json j = json::parse(slurp(out + "/report.json"));
   const std::string created = j["created"];
-  EXPECT_TRUE(std::regex_match(created, std::regex("\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ"))) << created;
+  EXPECT_TRUE(std::regex_match(created, std::regex("\\d{4}-\\d\\d-\\d\\dT\\d\\d:\\d\\d:\\d\\dZ")))
+      << created;
   r.created = created;
   EXPECT_EQ(j, json::parse(report_json(r).dump()));
   EXPECT_EQ(slurp(out + "/report.html"), report_html(r));

@@ -25,16 +25,16 @@ struct ReportRun {
   std::string model = "cosmoflow";
   std::string config;  // the config file (train), or the bench arguments
   std::string backend;
-  std::string status;  // train: "success"/"aborted"; bench: "measured"
+  std::string status;                     // train: "success"/"aborted"; bench: "measured"
   int ranks = 1, nodes = 1, threads = 1;  // threads: compute threads per rank
   int64_t batch_per_rank = 0, global_batch = 0;
   int64_t parameter_count = 0;
-  int64_t steps_per_epoch = 0;             // 0 for bench runs (no epochs)
+  int64_t steps_per_epoch = 0;                  // 0 for bench runs (no epochs)
   int64_t train_samples = 0, eval_samples = 0;  // per epoch, job-wide
-  double train_flops_per_step = 0;         // one rank's forward + backward FLOPs of one step
-  double samples_per_s = kReportNaN;       // the run's headline throughput (job-wide)
-  double step_s = kReportNaN;              // train: mean step; bench: best step
-  double step_s_median = kReportNaN;       // bench only
+  double train_flops_per_step = 0;              // one rank's forward + backward FLOPs of one step
+  double samples_per_s = kReportNaN;            // the run's headline throughput (job-wide)
+  double step_s = kReportNaN;                   // train: mean step; bench: best step
+  double step_s_median = kReportNaN;            // bench only
 };
 
 // The figure "% of peak" divides by: one rank's fp32 GEMM rate with the rank's threads.
@@ -61,18 +61,18 @@ struct ReportLayer {
   double gflop_per_step = 0;               // forward + backward FLOPs of one step (one rank)
   double gflops = kReportNaN;              // achieved: NaN when the op took no measurable time
   double forward_gflops = kReportNaN, backward_gflops = kReportNaN;  // the same per direction
-  double percent_of_peak = kReportNaN;     // NaN without a peak or without gflops
+  double percent_of_peak = kReportNaN;  // NaN without a peak or without gflops
 };
 
 // Where the training steps' wall time went, job-wide means per rank, summed over the run.
 // compute_s is what is left after the data wait and the exposed (not hidden) allreduce.
 struct ReportTime {
-  double steps_s = 0;             // wall time of the training steps (no validation)
-  double data_wait_s = 0;         // steps waiting for input batches
-  double allreduce_s = 0;         // gradient allreduce running (mostly hidden behind backward)
+  double steps_s = 0;              // wall time of the training steps (no validation)
+  double data_wait_s = 0;          // steps waiting for input batches
+  double allreduce_s = 0;          // gradient allreduce running (mostly hidden behind backward)
   double allreduce_exposed_s = 0;  // the part the steps waited for
-  double validation_s = 0;        // outside the steps: validation passes
-  double compute_s() const;       // steps_s - data_wait_s - allreduce_exposed_s, at least 0
+  double validation_s = 0;         // outside the steps: validation passes
+  double compute_s() const;        // steps_s - data_wait_s - allreduce_exposed_s, at least 0
 };
 
 struct PerformanceReport {
@@ -88,7 +88,8 @@ struct PerformanceReport {
 
 // Per-layer rows from an executor's accumulated profile over `steps` profiled steps, with % of
 // `peak_gflops` (NaN: none). Layers are kept in execution order.
-std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_t steps, double peak_gflops);
+std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_t steps,
+                                       double peak_gflops);
 
 // The time breakdown summed over epochs.
 ReportTime report_time(const std::vector<ReportEpoch>& epochs);
