@@ -319,6 +319,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     summary.last_checkpoint = write_checkpoint(run_dir.checkpoint_dir, info, ex.params(), *optimizer, tc.checkpoint_keep);
     log << "checkpoint: " << summary.last_checkpoint << "\n";
   };
+  double run_epoch_s = 0;  // epochs of this invocation, for the ETA
+  int run_epochs = 0;
   summary.status = pos.status.empty() ? "success" : pos.status;
   if (pos.epoch >= config.data.n_epochs)
     log << "nothing to do: the run has done " << pos.epoch << " epochs and data.n_epochs is " << config.data.n_epochs
@@ -413,6 +415,12 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
         << " samples/s  data wait " << std::setprecision(1) << 100.0 * st.data_wait_s / std::max(train_s, 1e-9)
         << "%  " << std::setprecision(1) << st.seconds << " s";
     if (st.skipped > 0) log << "  (" << st.skipped << " bad samples skipped)";
+    // The rest of the run at this invocation's mean epoch time (the first epoch included: it
+    // pays for cache misses the others do not, so the estimate errs long early on).
+    run_epoch_s += st.seconds;
+    ++run_epochs;
+    if (epoch + 1 < config.data.n_epochs)
+      log << "  ETA " << human_duration(run_epoch_s / run_epochs * (config.data.n_epochs - epoch - 1));
     log << "\n";
     log.flush();
     // Stop rules, then the epoch's checkpoint (which records the early-stopping state).

@@ -103,6 +103,41 @@ TEST(Cli, LossGoesDownOnATinyFixedDataset) {
   EXPECT_LT(losses.back(), 0.85 * losses.front()) << r.out;
 }
 
+TEST(Cli, ProgressIsAPlainLineEveryLogIntervalWhenStdoutIsNotATerminal) {
+  // Batch 1: 8 steps per epoch, a line due after every step at this interval.
+  CliRun r = crest("train --config " + kSmall + " data.batch_size=1 train.log_every_s=0.000001");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("epoch 1/2: step 2/8 (25%)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("samples/s, loss "), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find('\r'), std::string::npos) << "no carriage returns in a batch log";
+  // The epoch line has the run's ETA while epochs remain.
+  EXPECT_TRUE(std::regex_search(r.out, std::regex("epoch 1/2 .* ETA [0-9]+ s\n"))) << r.out;
+  // The log file in the run directory has the same lines.
+  std::ifstream log(kRuns.file("run/train.log"));
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_NE(text.str().find("epoch 1/2: step 2/8"), std::string::npos) << text.str();
+  // At the default interval (30 s) a short run prints epoch lines only.
+  CliRun quiet = crest("train --config " + kSmall + " data.batch_size=1");
+  ASSERT_EQ(quiet.code, 0) << quiet.out;
+  EXPECT_EQ(quiet.out.find(": step "), std::string::npos) << quiet.out;
+}
+
+TEST(Cli, ProgressIsABarOnATerminal) {
+  // script(1) gives crest a pseudo-terminal as stdout.
+  const std::string cmd = std::string(CREST_BINARY) + " train --config " + kSmall + " data.batch_size=1";
+  CliRun r = crest::test::run_shell("script -qec '" + cmd + "' /dev/null 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\r["), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("#"), std::string::npos) << r.out;
+  // The bar stays out of the log file.
+  std::ifstream log(kRuns.file("run/train.log"));
+  std::stringstream text;
+  text << log.rdbuf();
+  EXPECT_EQ(text.str().find('\r'), std::string::npos) << text.str();
+  EXPECT_NE(text.str().find("epoch 2/2"), std::string::npos) << text.str();
+}
+
 TEST(Cli, SavedWeightsLoadBackAndBadFilesAreRefused) {
   TempDir d;
   const std::string w = d.file("w.safetensors");

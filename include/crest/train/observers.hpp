@@ -18,7 +18,23 @@ std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& confi
 // TensorBoard scalars in `logdir`: train/loss_step every step (rank 0's batch loss), and per
 // epoch train/loss, train/learning_rate, train/samples_per_s, train/data_wait_pct,
 // validation/loss and validation/mae (job-wide, step = epoch). Flushed every epoch.
+// Progress inside each epoch: a bar on stdout when `terminal`, else a line on `log` every
+// `log_every_s` seconds (train.log_every_s).
+std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double log_every_s, bool terminal);
+
 std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir, std::ostream& log);
+
+// The MLPerf HPC log (docs/mlperf.md): `:::MLLOG` lines for the hpc 3.0.0 compliance checker,
+// CosmoFlow closed division, written to `path` (output_dir/mllog.txt) as the run goes and echoed
+// to `log` when `echo` is set (config mlperf.stdout). A fresh log moves an existing file at
+// `path` aside (MllogWriter); `append` adds to it instead (a resumed run). Throws crest::Error
+// (input) naming the path when the file cannot be created.
+struct MlperfObserverOptions {
+  bool echo = false;
+  bool append = false;
+};
+std::unique_ptr<RunObserver> make_mlperf_observer(const std::string& path, std::ostream& log,
+                                                  const MlperfObserverOptions& options = {});
 
 // The performance report (train.report: true): `dir`/report.json and `dir`/report.html written
 // when the run stops, with per-epoch figures, the per-layer profile and % of this machine's
