@@ -86,13 +86,6 @@ class ReportObserver : public RunObserver {
         "Per-layer times come from a clock read around every op of every training step "
         "(train.report: true turns "
         "this on), which makes the run slightly slower than one without the report.");
-    if (u.eval_samples > 0)
-      notes.push_back(
-          "The forward times per layer also contain the validation passes (the profile runs during "
-          "validation "
-          "too), while they are divided by the training steps only: forward ms/step reads high by "
-          "about the "
-          "validation share.");
     if (u.ranks > 1)
       notes.push_back(
           "Per-layer times are rank 0's; epoch figures are job-wide (data wait and allreduce as "

@@ -387,6 +387,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       const int64_t valid_steps = valid_loader->plan().batches;
       double vl = 0, vm = 0;
       notify([&](RunObserver& o) { o.eval_start(st.epoch); });
+      ex.set_profiling(false);  // the report's per-layer times are per training step
       valid_loader->start_epoch(epoch);
       for (int64_t s = 0; s < valid_steps; ++s) {
         const LoadedBatch b = valid_loader->next();
@@ -403,6 +404,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       st.val_loss = valid_sums[0] / valid_sums[2];
       st.val_mae = valid_sums[1] / valid_sums[2];
       st.validated = true;
+      ex.set_profiling(config.train.report);
       notify([&](RunObserver& o) { o.eval_stop(st.epoch); });
     }
     st.seconds = since(t0);
