@@ -29,7 +29,9 @@ namespace {
 const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> s = {
       {"", {"output_dir", "mlperf", "data", "model", "optimizer", "lr_schedule", "train", "crest", "dist"}},
-      {"mlperf", {"org", "division", "status", "platform"}},
+      {"mlperf", {"org", "division", "status", "platform",
+                  // crest additions
+                  "stdout"}},
       {"data",
        {"name", "data_dir", "compression", "n_train", "n_valid", "sample_shape", "target_shape",
         "batch_size", "n_epochs", "shard", "apply_log", "prefetch", "n_parallel_reads",
@@ -522,6 +524,7 @@ Config Loader::build(const YAML::Node& root) {
   }
   c.mlperf.status = opt_string(mlperf, "status").value_or("");
   c.mlperf.platform = opt_string(mlperf, "platform").value_or("");
+  c.mlperf.echo_stdout = opt_bool(mlperf, "stdout").value_or(false);
 
   // ---- model (first: the data shape checks need n_conv_layers)
   if (!top.entries.count("model")) throw_input(source_ + ": model: required section is missing");
@@ -958,6 +961,7 @@ std::string to_yaml(const Config& c) {
     if (!c.mlperf.division.empty()) y << "  division: " << c.mlperf.division << "\n";
     if (!c.mlperf.status.empty()) y << "  status: " << quote(c.mlperf.status) << "\n";
     if (!c.mlperf.platform.empty()) y << "  platform: " << quote(c.mlperf.platform) << "\n";
+    y << "  stdout: " << (c.mlperf.echo_stdout ? "true" : "false") << "\n";
   }
   const DataConfig& d = c.data;
   y << "\ndata:\n"

@@ -15,13 +15,17 @@
 
 namespace crest {
 
-// mlperf: submission info for the MLPerf log (all optional strings).
+// mlperf: submission info for the MLPerf log (all optional strings; docs/mlperf.md says what an
+// empty one becomes in the log).
 struct MlperfConfig {
   bool present = false;  // the section was given
   std::string org;
   std::string division;  // closed | open
   std::string status;    // onprem, cloud, ...
   std::string platform;
+  // crest addition (key `stdout`): echo every :::MLLOG line to stdout as well as mllog.txt, the
+  // way the reference's mllog prints them, for job logs that get collected anyway.
+  bool echo_stdout = false;
 };
 
 enum class DatasetKind { cosmo, dummy };
