@@ -1,11 +1,13 @@
 #include "crest/dist/gradient_sync.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <cstring>
 #include <sstream>
 
 #include "crest/core/bf16.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
 
@@ -14,10 +16,13 @@ namespace crest {
 GradientCompression parse_gradient_compression(const std::string& text) {
   if (text == "none") return GradientCompression::none;
   if (text == "bf16") return GradientCompression::bf16;
-  throw_input("unknown gradient compression '" + text + "' (expected none or bf16)");
+  if (text == "fp16") return GradientCompression::fp16;
+  throw_input("unknown gradient compression '" + text + "' (expected none, bf16 or fp16)");
 }
 
-const char* gradient_compression_name(GradientCompression c) { return c == GradientCompression::bf16 ? "bf16" : "none"; }
+const char* gradient_compression_name(GradientCompression c) {
+  return c == GradientCompression::bf16 ? "bf16" : c == GradientCompression::fp16 ? "fp16" : "none";
+}
 
 GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
                            double first_bucket_mb, double bucket_mb, GradientCompression compress)
@@ -60,7 +65,7 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const s
       bucket_of_slot_[static_cast<size_t>(s)] = static_cast<int>(b);
     }
   // Allocated once: a training step allocates nothing.
-  if (compress_ == GradientCompression::bf16 && comm_.size() > 1) narrow_.assign(params.trainable_bytes() / sizeof(float), 0);
+  if (compress_ != GradientCompression::none && comm_.size() > 1) narrow_.assign(params.trainable_bytes() / sizeof(float), 0);
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());
@@ -119,17 +124,35 @@ void GradientSync::start_bucket(size_t b) {
   auto* base = static_cast<char*>(params_.grads());
   auto* grads = reinterpret_cast<float*>(base + bk.begin_byte);
   const size_t n = bk.bytes() / sizeof(float);
-  const bool narrow = compress_ == GradientCompression::bf16;
+  const bool narrow = compress_ != GradientCompression::none;
   const std::string what = "allreduce of gradient bucket " + std::to_string(b + 1) + "/" + std::to_string(buckets_.size()) +
                            " (" + human_bytes(static_cast<double>(narrow ? bk.bytes() / 2 : bk.bytes())) +
-                           (narrow ? " bf16" : "") + ", step " + std::to_string(stats_.steps + 1) + ")";
+                           (narrow ? std::string(" ") + gradient_compression_name(compress_) : "") + ", step " +
+                           std::to_string(stats_.steps + 1) + ")";
+  const float scale = 1.f / static_cast<float>(comm_.size());
   if (!narrow) {
-    pending_[b] = comm_.start_allreduce(grads, n, 1.f / static_cast<float>(comm_.size()), what);
+    pending_[b] = comm_.start_allreduce(grads, n, scale, what);
     return;
   }
+  // Scaled before narrowing: the sum of the ranks' shares is the average, within range whenever
+  // every share is.
   uint16_t* out = narrow_.data() + bk.begin_byte / sizeof(float);
-  for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(grads[i]);
-  pending_[b] = comm_.start_allreduce_bf16(out, n, what);
+  if (compress_ == GradientCompression::bf16) {
+    for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(grads[i] * scale);
+    pending_[b] = comm_.start_allreduce_16(out, n, Float16::bf16, what);
+    return;
+  }
+  float largest = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const float v = grads[i] * scale;
+    largest = std::max(largest, std::abs(v));
+    out[i] = float_to_fp16(v);
+  }
+  // An infinite fp16 sum would silently poison every weight: refuse instead, saying what to do.
+  if (!(largest <= kFp16Max))
+    throw_runtime("dist.compress: fp16: " + what + " holds a gradient of " + std::to_string(largest) +
+                  " (after 1/ranks), beyond fp16's 65504; use dist.compress: bf16 (float32's range) or none");
+  pending_[b] = comm_.start_allreduce_16(out, n, Float16::fp16, what);
 }
 
 void GradientSync::gradient_ready(int slot) {
@@ -145,7 +168,6 @@ void GradientSync::finish() {
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (!pending_[b]) start_bucket(b);  // in bucket order: the same sequence on every rank
     last_timing_.clear();
-    const float scale = 1.f / static_cast<float>(comm_.size());
     for (size_t b = 0; b < buckets_.size(); ++b) {
       auto& p = pending_[b];
       p->wait();
@@ -153,11 +175,15 @@ void GradientSync::finish() {
       stats_.allreduce_s += t.done - t.started;
       last_timing_.push_back(t);
       p.reset();
-      if (compress_ == GradientCompression::bf16) {  // widen the sum back, averaged
+      if (compress_ != GradientCompression::none) {  // widen the average back
         const GradientBucket& bk = buckets_[b];
         auto* grads = reinterpret_cast<float*>(static_cast<char*>(params_.grads()) + bk.begin_byte);
         const uint16_t* in = narrow_.data() + bk.begin_byte / sizeof(float);
-        for (size_t i = 0; i < bk.bytes() / sizeof(float); ++i) grads[i] = bf16_to_float(in[i]) * scale;
+        const size_t n = bk.bytes() / sizeof(float);
+        if (compress_ == GradientCompression::bf16)
+          for (size_t i = 0; i < n; ++i) grads[i] = bf16_to_float(in[i]);
+        else
+          for (size_t i = 0; i < n; ++i) grads[i] = fp16_to_float(in[i]);
       }
     }
   }

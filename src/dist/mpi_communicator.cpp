@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "crest/core/bf16.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/error.hpp"
 #include "dist/comm_thread.hpp"
 
@@ -208,21 +209,27 @@ class StatusResponder {
   std::_Exit(3);  // the launcher sees a failed rank and ends the job
 }
 
-// MPI has no bfloat16: a user reduction over 16-bit words sums them as bf16 (in float, rounded
-// back to nearest even). Created once, on the communication thread, and never freed (it lives as
-// long as MPI).
-void bf16_sum(void* in, void* inout, int* len, MPI_Datatype*) {
+// MPI has no bfloat16 and (before MPI 4.1) no fp16: user reductions over 16-bit words sum them
+// in float, rounded back to nearest even. Created once, on the communication thread, and never
+// freed (they live as long as MPI).
+template <float (*widen)(uint16_t), uint16_t (*narrow)(float)>
+void sum_16(void* in, void* inout, int* len, MPI_Datatype*) {
   const auto* a = static_cast<const uint16_t*>(in);
   auto* b = static_cast<uint16_t*>(inout);
-  for (int i = 0; i < *len; ++i) b[i] = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+  for (int i = 0; i < *len; ++i) b[i] = narrow(widen(a[i]) + widen(b[i]));
 }
-MPI_Op bf16_sum_op() {
-  static MPI_Op op = [] {
+MPI_Op sum_16_op(Float16 format) {
+  static const MPI_Op bf16 = [] {
     MPI_Op o = MPI_OP_NULL;
-    check(MPI_Op_create(&bf16_sum, 1, &o), "MPI_Op_create (bf16 sum)");
+    check(MPI_Op_create(&sum_16<bf16_to_float, float_to_bf16>, 1, &o), "MPI_Op_create (bf16 sum)");
     return o;
   }();
-  return op;
+  static const MPI_Op fp16 = [] {
+    MPI_Op o = MPI_OP_NULL;
+    check(MPI_Op_create(&sum_16<fp16_to_float, float_to_fp16>, 1, &o), "MPI_Op_create (fp16 sum)");
+    return o;
+  }();
+  return format == Float16::bf16 ? bf16 : fp16;
 }
 
 class MpiPending final : public PendingCollective {
@@ -304,13 +311,14 @@ class MpiCommunicator final : public Communicator {
         std::move(what));
     return std::make_unique<MpiPending>(thread_, std::move(task));
   }
-  std::unique_ptr<PendingCollective> start_allreduce_bf16(uint16_t* values, size_t n, std::string what) override {
+  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n, Float16 format,
+                                                        std::string what) override {
     auto task = thread_->submit(
         [=, this] {
           for (size_t done = 0; done < n;) {
             const size_t k = std::min(n - done, kMaxCount);
-            check(MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(k), MPI_UINT16_T, bf16_sum_op(), comm_),
-                  "MPI_Allreduce (bf16)");
+            check(MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(k), MPI_UINT16_T, sum_16_op(format), comm_),
+                  format == Float16::bf16 ? "MPI_Allreduce (bf16)" : "MPI_Allreduce (fp16)");
             done += k;
           }
         },

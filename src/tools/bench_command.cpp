@@ -246,7 +246,7 @@ void register_bench(CLI::App& app) {
   train->add_option("--first-bucket-mb", ta->first_bucket_mb, "under mpirun: first gradient bucket size (MB)");
   train->add_option("--baseline", ta->baseline,
                     "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
-  train->add_option("--compress", ta->compress, "under mpirun: gradient buckets as none (float32) or bf16");
+  train->add_option("--compress", ta->compress, "under mpirun: gradient buckets as none (float32), bf16 or fp16");
   train->add_option("--timeout", ta->timeout_s, "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });
 

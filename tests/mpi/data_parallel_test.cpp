@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -87,7 +88,7 @@ TEST(DataParallel, RanksTimesLocalBatchReproduceOneProcessWithTheGlobalBatch) {
   }
 }
 
-TEST(DataParallel, Bf16CompressedBucketsStayCloseButAreReallyCompressed) {
+TEST(DataParallel, Bf16AndFp16CompressedBucketsStayCloseButAreReallyCompressed) {
   TempDir dir;
   const auto one = run_crest(train_args(4, dir.file("one.safetensors")));
   ASSERT_EQ(one.code, 0) << one.out;
@@ -98,6 +99,13 @@ TEST(DataParallel, Bf16CompressedBucketsStayCloseButAreReallyCompressed) {
   // weights move by a little less than exactly, far more than float32 summation order explains.
   EXPECT_LT(d, 1e-2);
   EXPECT_GT(d, 1e-5) << "the gradients did not travel as bf16";
+  // fp16 keeps 11 significant bits: closer than bf16, still visibly not float32.
+  const auto h = run_crest_mpi(2, train_args(2, dir.file("fp16.safetensors")) + " dist.compress=fp16");
+  ASSERT_EQ(h.code, 0) << h.out;
+  const double d16 = worst_relative_difference(dir.file("one.safetensors"), dir.file("fp16.safetensors"));
+  std::printf("worst relative difference: bf16 %.3g, fp16 %.3g\n", d, d16);
+  EXPECT_LT(d16, d / 2) << "fp16 should be closer than bf16";
+  EXPECT_GT(d16, 1e-7) << "the gradients did not travel as fp16";
 }
 
 TEST(DataParallel, RanksThatBuiltDifferentModelsAreRefusedWithWhatDiffers) {

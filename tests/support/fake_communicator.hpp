@@ -27,7 +27,7 @@ class FakeCommunicator final : public Communicator {
     };
     return std::make_unique<Done>();
   }
-  std::unique_ptr<PendingCollective> start_allreduce_bf16(uint16_t*, size_t, std::string what) override {
+  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16, std::string what) override {
     started.push_back(what);
     struct Done final : PendingCollective {
       void wait() override {}

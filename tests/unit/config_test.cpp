@@ -572,7 +572,8 @@ TEST_F(ConfigTest, DistSectionKeysAndErrors) {
   expect_override_error("dist.timeout_s=-1", "dist.timeout_s", "must be in");
   expect_override_error("dist.backend=nccl", "dist.backend", "expected auto, mpi or single");
   expect_override_error("dist.buckets=3", "dist.buckets", "unknown key");
-  expect_override_error("dist.compress=fp16", "dist.compress", "expected none or bf16");
+  expect_override_error("dist.compress=fp8", "dist.compress", "expected none, bf16 or fp16");
+  EXPECT_EQ(load_config(write("h.yaml", kSmall), {"dist.compress=fp16"}).dist.compress, "fp16");
   EXPECT_EQ(load_config(write("g.yaml", kSmall), {"dist.compress=bf16"}).dist.compress, "bf16");
 }
 

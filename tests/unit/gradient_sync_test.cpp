@@ -4,10 +4,13 @@
 // tested under mpirun (tests/mpi/).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
@@ -109,6 +112,57 @@ TEST(GradientSync, BackwardStartsEachBucketOnceInOrderAndFinishAverages) {
   ex.backward();
   sync.finish();
   EXPECT_EQ(comm.started.size(), 2 * sync.buckets().size());
+}
+
+TEST(Fp16, ConvertsAsIeeeHalfRoundingToNearestEven) {
+  EXPECT_EQ(float_to_fp16(1.f), 0x3c00);
+  EXPECT_EQ(float_to_fp16(-2.f), 0xc000);
+  EXPECT_EQ(float_to_fp16(kFp16Max), 0x7bff);
+  EXPECT_EQ(float_to_fp16(65520.f), 0x7c00);  // rounds up to infinity
+  EXPECT_EQ(float_to_fp16(1e-8f), 0x0000);    // below half the smallest subnormal
+  EXPECT_EQ(float_to_fp16(1.f + 1.f / 2048), 0x3c00);  // a tie: to even (down)
+  EXPECT_EQ(float_to_fp16(1.f + 3.f / 2048), 0x3c02);  // a tie: to even (up)
+  EXPECT_EQ(fp16_to_float(0x3555), 0.333251953125f);
+  EXPECT_EQ(fp16_to_float(0x0001), std::ldexp(1.f, -24));
+}
+
+// fp16 compression on a fake 2-rank job (the other rank contributes nothing): the gradient comes
+// back as fp16(g / 2), and a gradient beyond fp16's range is refused, naming the bucket.
+TEST(GradientSync, Fp16CompressionRoundsTheAverageAndRefusesOverflow) {
+  test::SmallModel m = test::branchy_model();
+  auto backend = make_backend("reference");
+  CompileOptions co;
+  co.batch = 2;
+  Executor ex(m.graph, *backend, co);
+  for (size_t i = 0; i < static_cast<size_t>(ex.input("x").numel()); ++i) ex.input("x").as<float>()[i] = 0.01f * static_cast<float>(i % 37);
+  for (size_t i = 0; i < static_cast<size_t>(ex.input("y").numel()); ++i) ex.input("y").as<float>()[i] = 0.5f;
+  ex.forward();
+  ex.backward();
+  const size_t n = ex.params().trainable_bytes() / sizeof(float);
+  auto* grads = static_cast<float*>(ex.params().grads());
+  const std::vector<float> plain(grads, grads + n);
+
+  test::FakeCommunicator comm(0, 2);
+  GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3, GradientCompression::fp16);
+  sync.finish();  // starts every bucket, then widens
+  ASSERT_FALSE(comm.started.empty());
+  EXPECT_NE(comm.started[0].find("fp16"), std::string::npos) << comm.started[0];
+  size_t rounded = 0;
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_EQ(grads[i], fp16_to_float(float_to_fp16(0.5f * plain[i]))) << i;
+    rounded += grads[i] != 0.5f * plain[i];
+  }
+  EXPECT_GT(rounded, 0u) << "nothing was narrowed";
+
+  grads[0] = 1e6f;  // 5e5 after 1/ranks: beyond 65504
+  try {
+    sync.finish();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("gradient bucket"), std::string::npos) << what;
+    EXPECT_NE(what.find("bf16"), std::string::npos) << what;
+  }
 }
 
 TEST(GradientSync, OneRankDoesNoCommunication) {

@@ -11,6 +11,10 @@
 
 namespace crest {
 
+// 16-bit float formats a collective can sum: bfloat16 (float32's exponent, 8 significant bits)
+// and IEEE fp16 (5 exponent bits, 11 significant bits).
+enum class Float16 { bf16, fp16 };
+
 // A collective that was started and not waited for (a gradient bucket's allreduce running while
 // backward goes on). wait() returns once this rank's part is complete; it rethrows the
 // collective's error, and past the communicator's timeout it aborts the job with a message.
@@ -47,9 +51,10 @@ class Communicator {
   // in watchdog messages. `values` must stay valid and untouched until wait() returns.
   virtual std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                              std::string what) = 0;
-  // The same for bfloat16 values (gradient compression): an in-place sum, each addition done in
-  // float and rounded back to bf16. No scale: the caller scales when it widens back to float.
-  virtual std::unique_ptr<PendingCollective> start_allreduce_bf16(uint16_t* values, size_t n, std::string what) = 0;
+  // The same for 16-bit floats (gradient compression): an in-place sum, each addition done in
+  // float and rounded back to the 16-bit format. No scale: the caller scales before narrowing.
+  virtual std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n, Float16 format,
+                                                                std::string what) = 0;
   // Rank `root`'s bytes replace everyone's; all ranks pass the same size.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank contributes `mine`; all ranks receive the concatenation in rank order.

@@ -23,11 +23,14 @@
 
 namespace crest {
 
-// What travels: float32 gradients, or bfloat16 (half the bytes; each value keeps 8 bits of
-// mantissa, the sum is rounded to bf16 at every addition — Horovod's compression idea, with bf16
-// because gradients need float32's exponent range and bf16 keeps it).
-enum class GradientCompression { none, bf16 };
-GradientCompression parse_gradient_compression(const std::string& text);  // "none", "bf16"
+// What travels: float32 gradients, or a 16-bit float (half the bytes; the sum is rounded to it at
+// every addition — Horovod's compression idea). Gradients are scaled by 1/ranks before they are
+// narrowed, so the sum is the average and stays in range. bf16 keeps float32's exponent range
+// with 8 significant bits: the safe choice. fp16 keeps 11 significant bits but only values up to
+// 65504 and down to 6e-8: larger gradients are refused (an error naming the bucket), smaller ones
+// flush to zero.
+enum class GradientCompression { none, bf16, fp16 };
+GradientCompression parse_gradient_compression(const std::string& text);  // "none", "bf16", "fp16"
 const char* gradient_compression_name(GradientCompression c);
 
 struct GradientBucket {
