@@ -862,9 +862,8 @@ Config Loader::build(const YAML::Node& root) {
   positive("timeout_s", c.dist.timeout_s, 7 * 24 * 3600.0);
   if (auto path = opt_string(ds, "timeline")) c.dist.timeline = *path;
   if (auto z = opt_string(ds, "compress")) {
-    if (*z != "none" && *z != "bf16")
-      fail(ds, "compress", "unknown value " + quote(*z) + " (expected none or bf16; fp16 is not offered: gradients " +
-                               "need float32's exponent range, which bf16 keeps)");
+    if (*z != "none" && *z != "bf16" && *z != "fp16")
+      fail(ds, "compress", "unknown value " + quote(*z) + " (expected none, bf16 or fp16)");
     c.dist.compress = *z;
   }
 
