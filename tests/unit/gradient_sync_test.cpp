@@ -70,14 +70,25 @@ TEST(GradientSync, BucketsAreContiguousSlicesInBackwardOrderCoveringEveryGradien
   EXPECT_NE(layout.find("bucket " + std::to_string(sync.buckets().size() - 1) + " "), std::string::npos);
 }
 
-TEST(GradientSync, BackwardStartsEachBucketOnceInOrderAndFinishAverages) {
+// The branchy test model on the reference backend, batch 2, with fixed inputs.
+struct FedModel {
   test::SmallModel m = test::branchy_model();
-  auto backend = make_backend("reference");
-  CompileOptions co;
-  co.batch = 2;
-  Executor ex(m.graph, *backend, co);
-  for (size_t i = 0; i < static_cast<size_t>(ex.input("x").numel()); ++i) ex.input("x").as<float>()[i] = 0.01f * static_cast<float>(i % 37);
-  for (size_t i = 0; i < static_cast<size_t>(ex.input("y").numel()); ++i) ex.input("y").as<float>()[i] = 0.5f;
+  std::unique_ptr<Backend> backend = make_backend("reference");
+  Executor ex{m.graph, *backend, [] {
+                CompileOptions co;
+                co.batch = 2;
+                return co;
+              }()};
+  FedModel() {
+    for (size_t i = 0; i < static_cast<size_t>(ex.input("x").numel()); ++i)
+      ex.input("x").as<float>()[i] = 0.01f * static_cast<float>(i % 37);
+    for (size_t i = 0; i < static_cast<size_t>(ex.input("y").numel()); ++i) ex.input("y").as<float>()[i] = 0.5f;
+  }
+};
+
+TEST(GradientSync, BackwardStartsEachBucketOnceInOrderAndFinishAverages) {
+  FedModel fed;
+  Executor& ex = fed.ex;
 
   // The gradients of one step without synchronisation.
   ex.forward();
@@ -129,13 +140,8 @@ TEST(Fp16, ConvertsAsIeeeHalfRoundingToNearestEven) {
 // fp16 compression on a fake 2-rank job (the other rank contributes nothing): the gradient comes
 // back as fp16(g / 2), and a gradient beyond fp16's range is refused, naming the bucket.
 TEST(GradientSync, Fp16CompressionRoundsTheAverageAndRefusesOverflow) {
-  test::SmallModel m = test::branchy_model();
-  auto backend = make_backend("reference");
-  CompileOptions co;
-  co.batch = 2;
-  Executor ex(m.graph, *backend, co);
-  for (size_t i = 0; i < static_cast<size_t>(ex.input("x").numel()); ++i) ex.input("x").as<float>()[i] = 0.01f * static_cast<float>(i % 37);
-  for (size_t i = 0; i < static_cast<size_t>(ex.input("y").numel()); ++i) ex.input("y").as<float>()[i] = 0.5f;
+  FedModel fed;
+  Executor& ex = fed.ex;
   ex.forward();
   ex.backward();
   const size_t n = ex.params().trainable_bytes() / sizeof(float);
