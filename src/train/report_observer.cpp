@@ -37,6 +37,9 @@ class ReportObserver : public RunObserver {
     u.train_samples = f.train_samples;
     u.eval_samples = f.eval_samples;
     u.train_flops_per_step = f.train_flops_per_step;
+    // A resumed run's report covers the whole run: the checkpoint brings the earlier epochs.
+    if (f.previous_epochs != nullptr)
+      for (const EpochStats& e : *f.previous_epochs) epoch_stop(e);
   }
 
   void epoch_stop(const EpochStats& s) override {

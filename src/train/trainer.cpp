@@ -250,6 +250,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   }
   facts.first_epoch = pos.epoch;
   facts.first_step = pos.global_step;
+  facts.previous_epochs = &summary.epochs;  // the checkpoint's history when resumed
   notify([&](RunObserver& o) { o.init_stop(facts); });
   notify([&](RunObserver& o) { o.run_start(facts); });
 

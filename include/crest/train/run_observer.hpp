@@ -35,6 +35,9 @@ struct RunFacts {
   double train_flops_per_step = 0;  // one rank's forward + backward flops of one step
   int first_epoch = 0;              // 0-based; > 0 when resumed from a checkpoint
   int64_t first_step = 0;           // global steps already done (resumed)
+  // The epochs finished before a resume (from the checkpoint), for records that show the whole
+  // run; null or empty for a fresh run. Valid during run_start.
+  const std::vector<EpochStats>* previous_epochs = nullptr;
 };
 
 // One training step as rank 0 saw it (loss: rank 0's batch loss, not reduced).
