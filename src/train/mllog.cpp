@@ -94,17 +94,45 @@ void append_string(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Python's repr(float), which json.dumps uses: the shortest digits that read back to the same
+// double, in fixed notation for decimal exponents -4..15 (always with a '.': "3.0", "0.0001",
+// "1000000000000000.0") and in scientific notation otherwise, with a signed exponent of at least
+// two digits ("1e-05", "1.5e+16"). std::to_chars gives the same shortest digits.
 void append_double(std::string& out, double v) {
   if (!std::isfinite(v)) {
     out += "null";  // see mllog.hpp: bare NaN/Infinity would make the line invalid JSON
     return;
   }
   char buf[64];
-  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // shortest round-trip text
-  const std::string_view text(buf, static_cast<size_t>(end - buf));
-  out += text;
-  // "3" would read back as a Python int; Python itself writes 3.0 for a float.
-  if (text.find_first_of(".e") == std::string_view::npos) out += ".0";
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v, std::chars_format::scientific);
+  std::string_view text(buf, static_cast<size_t>(end - buf));  // "-1.2345e-05", "0e+00"
+  if (text.front() == '-') {
+    out += '-';
+    text.remove_prefix(1);
+  }
+  const size_t e = text.find('e');
+  std::string digits;
+  for (char c : text.substr(0, e))
+    if (c != '.') digits += c;
+  int exp = 0;
+  const std::string_view exp_text = text.substr(e + 1);
+  std::from_chars(exp_text.data() + (exp_text.front() == '+' ? 1 : 0), exp_text.data() + exp_text.size(), exp);
+  const size_t n = digits.size();
+  if (exp < -4 || exp >= 16) {
+    out += digits[0];
+    if (n > 1) out += "." + digits.substr(1);
+    out += exp < 0 ? "e-" : "e+";
+    if (std::abs(exp) < 10) out += '0';
+    out += std::to_string(std::abs(exp));
+  } else if (exp >= 0) {
+    const auto int_digits = static_cast<size_t>(exp) + 1;
+    if (n <= int_digits)
+      out += digits + std::string(int_digits - n, '0') + ".0";
+    else
+      out += digits.substr(0, int_digits) + "." + digits.substr(int_digits);
+  } else {
+    out += "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
+  }
 }
 
 void append_json(std::string& out, const MllogValue& v) {

@@ -64,6 +64,18 @@ TEST(MllogJson, IntegersStayIntegersAndDoublesRoundTrip) {
   EXPECT_EQ(mllog_json(0.124), "0.124");
   EXPECT_EQ(mllog_json(1e-05), "1e-05");
   EXPECT_EQ(mllog_json(1e16), "1e+16");
+  // repr(float)'s switch between fixed and scientific notation (exponents -4..15 are fixed).
+  EXPECT_EQ(mllog_json(0.0001), "0.0001");
+  EXPECT_EQ(mllog_json(0.00012), "0.00012");
+  EXPECT_EQ(mllog_json(1.5e-7), "1.5e-07");
+  EXPECT_EQ(mllog_json(1e15), "1000000000000000.0");
+  EXPECT_EQ(mllog_json(1234567890123456.7), "1234567890123456.8");
+  EXPECT_EQ(mllog_json(12345678901234567.0), "1.2345678901234568e+16");
+  EXPECT_EQ(mllog_json(123456.789), "123456.789");
+  EXPECT_EQ(mllog_json(-2.5e-300), "-2.5e-300");
+  EXPECT_EQ(mllog_json(std::numeric_limits<double>::max()), "1.7976931348623157e+308");
+  EXPECT_EQ(mllog_json(std::numeric_limits<double>::denorm_min()), "5e-324");
+  EXPECT_EQ(mllog_json(0.0), "0.0");
   // The shortest text that reads back to the very same double (17 digits where needed).
   for (double v : {0.1 + 0.2, 1.0 / 3.0, 0.12399999999999999, std::numeric_limits<double>::denorm_min(),
                    std::numeric_limits<double>::max(), 123456.789e-300}) {
@@ -435,6 +447,46 @@ TEST(MlperfObserver, EchoesEveryLineWhenAsked) {
   for (const auto& l : lines_of(printed))
     if (l.rfind(":::MLLOG ", 0) == 0) ++echoed;
   EXPECT_EQ(echoed, lines.size());
+}
+
+TEST(MlperfObserver, AResumedRunSaysWhereItContinuesAndWhereTheEarlierLogWent) {
+  const Config config = demo_config({});
+  ScratchDir dir;
+  const std::string path = dir.file("mllog.txt");
+  std::ostringstream log;
+  { MllogWriter(path, {}).event("submission_org", "interrupted run"); }
+  {
+    auto obs = make_mlperf_observer(path, log);
+    RunFacts facts = facts_of(config);
+    facts.first_epoch = 2;  // epochs 1 and 2 done
+    facts.first_step = 8;
+    obs->init_start(config);
+    obs->init_stop(facts);
+    obs->run_start(facts);
+    obs->run_stop(TrainSummary{});
+  }
+  std::vector<nlohmann::json> lines;
+  for (const auto& l : lines_of(read_text(path))) lines.push_back(parse_line(l));
+  const auto& resumed = only(lines, "crest_resumed");
+  EXPECT_EQ(resumed["metadata"]["epoch_num"], 3);
+  EXPECT_EQ(resumed["metadata"]["global_step"], 8);
+  EXPECT_EQ(resumed["metadata"]["previous_log"], dir.file("mllog.1.txt"));
+  EXPECT_NE(log.str().find("mllog.1.txt"), std::string::npos) << log.str();
+  EXPECT_EQ(parse_line(read_text(dir.file("mllog.1.txt")))["value"], "interrupted run");
+}
+
+TEST(MlperfObserver, StdoutKeyIsParsedRoundTripsAndIsChecked) {
+  EXPECT_FALSE(demo_config({}).mlperf.echo_stdout);
+  const Config on = demo_config({"mlperf.stdout=true"});
+  EXPECT_TRUE(on.mlperf.echo_stdout);
+  EXPECT_NE(on.resolved_yaml.find("  stdout: true"), std::string::npos) << on.resolved_yaml;
+  EXPECT_TRUE(load_config_text(on.resolved_yaml, "<resolved>").mlperf.echo_stdout);
+  try {
+    (void)demo_config({"mlperf.stdout=maybe"});
+    ADD_FAILURE() << "mlperf.stdout=maybe accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mlperf.stdout"), std::string::npos) << e.what();
+  }
 }
 
 TEST(MlperfObserver, ARunEndingInAnErrorStillLogsAnAbortedRunStop) {

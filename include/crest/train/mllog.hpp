@@ -28,9 +28,9 @@ enum class MllogEventType { interval_start, interval_end, point_in_time };
 // "INTERVAL_START", "INTERVAL_END", "POINT_IN_TIME".
 const char* mllog_event_type_name(MllogEventType type);
 
-// `v` as JSON text in Python's json.dumps style: integers as integers; doubles in the shortest
-// text that reads back to the same double, with ".0" added where that text would otherwise look
-// like an integer (Python then reads a float back, as it wrote one); NaN and ±infinity as null;
+// `v` as JSON text, byte for byte as Python's json.dumps writes it: integers as integers; doubles
+// as repr(float) spells them (the shortest digits that read back to the same double; "3.0",
+// "0.0001", "1e-05", "1e+16"), so a float reads back as a float; NaN and ±infinity as null;
 // strings escaped as with ensure_ascii (", \, control characters, everything above U+007F as
 // \uXXXX, surrogate pairs beyond the BMP; a byte that is not valid UTF-8 becomes U+FFFD).
 std::string mllog_json(const MllogValue& v);
