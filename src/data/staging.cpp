@@ -370,17 +370,47 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   if (ec) problem = o.to + ": cannot create: " + ec.message();
   fail_together(comm, problem);
 
+  // Node-aware exchange. On every node, file i is written by local rank i mod L. The ranks with
+  // the same local rank, one per node, form a group that needs exactly the files with i mod L
+  // equal to their local rank: they read those between them (the j-th by group member j mod
+  // nodes) and allgather only within the group. So each byte is read once by the job, and each
+  // rank receives its node's share from the other nodes (on one node: nothing at all), instead of
+  // every rank receiving the whole dataset. Nodes with different rank counts fall back to one
+  // group of all ranks (every rank receives everything and writes its node share).
+  const int local_size = comm.local_size(), local_rank = comm.local_rank();
+  const bool uniform = comm.allreduce_max(local_size) == -comm.allreduce_max(-local_size);
+  std::unique_ptr<Communicator> node_peers;
+  if (uniform) node_peers = comm.split(local_rank, rank);
+  Communicator& group = uniform ? *node_peers : comm;
+  const auto writes = [&](int64_t i) { return i % local_size == local_rank; };
+  // The group's files in order, and the ones this rank reads.
+  std::vector<int64_t> group_files, my_reads;
+  for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i)
+    if (!uniform || writes(i)) group_files.push_back(i);
+  for (size_t j = 0; j < group_files.size(); ++j)
+    if (static_cast<int>(j % static_cast<size_t>(group.size())) == group.rank()) my_reads.push_back(group_files[j]);
+  int64_t group_bytes = 0;
+  for (int64_t i : group_files) group_bytes += all[static_cast<size_t>(i)].source_bytes;
+
+  const int nodes = uniform ? group.size() : 0;
   log << "stage: " << all.size() << " files (" << human_bytes(static_cast<double>(total)) << ") from " << o.from << " to "
-      << o.to << " on every node; " << size << " ranks each read 1/" << size << " and exchange the rest\n";
+      << o.to << " on every node; ";
+  if (uniform)
+    log << nodes << (nodes == 1 ? " node" : " nodes") << " x " << local_size
+        << " ranks: each rank reads 1/" << size << " and receives its node share from the other nodes\n";
+  else
+    log << size << " ranks (nodes with different rank counts) each read 1/" << size << " and exchange the rest\n";
   log.flush();
-  Progress progress("stage", static_cast<int64_t>(all.size()), 10.0, rank == 0);
+  // Rank 0 shows its group's files: 1/local_size of the dataset, in the same proportion.
+  Progress progress("stage", static_cast<int64_t>(group_files.size()), 10.0, rank == 0);
 
   // Per round, every rank contributes at most `chunk` bytes: a round moves at most 1 GiB.
-  const size_t chunk = std::clamp<size_t>((size_t{1} << 30) / static_cast<size_t>(size), size_t{1} << 20, size_t{64} << 20);
-  const auto writes = [&](int64_t i) { return i % comm.local_size() == comm.local_rank(); };
+  const size_t chunk =
+      std::clamp<size_t>((size_t{1} << 30) / static_cast<size_t>(group.size()), size_t{1} << 20, size_t{64} << 20);
 
-  // Reader state: this rank's files are r, r + n, ...
-  int64_t next_file = rank, reading = -1, offset = 0;
+  // Reader state: this rank's files are my_reads, in order.
+  size_t next_read = 0;
+  int64_t reading = -1, offset = 0;
   uint32_t read_crc = 0;
   std::unique_ptr<Fd> in;
   int64_t files_read = 0, bytes_read = 0;
@@ -396,9 +426,8 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   std::vector<std::byte> piece, data(chunk);
   for (;;) {
     piece.clear();
-    if (!in && next_file < static_cast<int64_t>(all.size())) {
-      reading = next_file;
-      next_file += size;
+    if (!in && next_read < my_reads.size()) {
+      reading = my_reads[next_read++];
       in = std::make_unique<Fd>((fs::path(o.from) / all[static_cast<size_t>(reading)].rel).string(), O_RDONLY);
       offset = 0;
       read_crc = 0;
@@ -427,13 +456,13 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       put(piece, h);
       piece.insert(piece.end(), data.begin(), data.begin() + static_cast<std::ptrdiff_t>(got));
     }
-    const auto parts = comm.allgather_parts(piece);
+    const auto parts = group.allgather_parts(piece);
     bool any = false;
     for (size_t from = 0; from < parts.size(); ++from) {
       const auto& p = parts[from];
       if (p.empty()) continue;
       any = true;
-      if (static_cast<int>(from) != rank) r.bytes_exchanged += static_cast<int64_t>(p.size());
+      if (static_cast<int>(from) != group.rank()) r.bytes_exchanged += static_cast<int64_t>(p.size());
       const PieceHeader h = get<PieceHeader>(p, 0);
       if (h.last) progress.advance(1, h.total);
       if (!writes(h.file)) continue;
@@ -497,7 +526,8 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       << " s: " << r.files_read_job << " file reads and " << human_bytes(static_cast<double>(r.bytes_read_job))
       << " from the shared store across " << size << " ranks (each file once), "
       << static_cast<int64_t>(static_cast<double>(r.bytes_read_job) / 1e6 / std::max(r.seconds, 1e-9))
-      << " MB/s; rank 0 received " << human_bytes(static_cast<double>(r.bytes_exchanged)) << " from the others ("
+      << " MB/s; rank 0 received " << human_bytes(static_cast<double>(r.bytes_exchanged)) << " of its node share of "
+      << human_bytes(static_cast<double>(group_bytes)) << " from the others ("
       << static_cast<int64_t>(r.exchange_mb_s()) << " MB/s), every file verified\n";
   return r;
 }

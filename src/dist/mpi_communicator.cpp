@@ -266,10 +266,15 @@ class MpiCommunicator final : public Communicator {
         [&] {
           check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
           check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-          // Local rank and size: the ranks sharing this node's memory.
+          // Local rank and size: the ranks sharing this node's memory. Test hook: with
+          // CREST_TEST_RANKS_PER_NODE=k, ranks k*j .. k*j+k-1 count as node j, so node-aware code
+          // (distributed staging) can be tested on one machine.
           MPI_Comm node = MPI_COMM_NULL;
-          check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
-                "MPI_Comm_split_type (node-local ranks)");
+          if (const char* k = std::getenv("CREST_TEST_RANKS_PER_NODE"); k && std::atoi(k) > 0)
+            check(MPI_Comm_split(comm_, rank_ / std::atoi(k), rank_, &node), "MPI_Comm_split (simulated nodes)");
+          else
+            check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
+                  "MPI_Comm_split_type (node-local ranks)");
           MPI_Comm_rank(node, &local_rank_);
           MPI_Comm_size(node, &local_size_);
           MPI_Comm_free(&node);

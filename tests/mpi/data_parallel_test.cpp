@@ -364,6 +364,42 @@ TEST(DistributedStaging, EveryFileLandsOnTheNodeReadOnceFromTheSource) {
   EXPECT_NE(t.out.find("done: 1 epochs"), std::string::npos) << t.out;
 }
 
+// Two nodes of two ranks, simulated on this machine (CREST_TEST_RANKS_PER_NODE: ranks 0-1 are
+// node 0, 2-3 node 1), each node with its own destination (MPMD: one --to per node). Every file
+// lands on both nodes, each is read once, and a rank receives only its node share of the data
+// from the other node (the files its local rank writes), not the whole dataset.
+TEST(DistributedStaging, NodeAwareExchangeSendsEachRankOnlyItsNodeShare) {
+  TempDir dir;
+  const std::string src = dir.file("src");
+  ASSERT_EQ(run_crest("datagen cosmoflow --out " + src + " --train 7 --valid 3 --size 32").code, 0);
+  { std::ofstream(src + "/notes.txt") << "top-level files go everywhere too\n"; }
+  int64_t total = 0;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(src))
+    if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
+  const std::string stage = std::string(CREST_BINARY) + " stage --from " + src + " --to ";
+  // (-x per application context: Open MPI applies it to its own context only.)
+  const auto r = run_mpirun("-x CREST_TEST_RANKS_PER_NODE=2 -np 2 " + stage + dir.file("node0") +
+                            " : -x CREST_TEST_RANKS_PER_NODE=2 -np 2 " + stage + dir.file("node1"), 60);
+  ASSERT_EQ(r.code, 0) << r.out;
+  expect_same_tree(src, dir.file("node0"));
+  expect_same_tree(src, dir.file("node1"));
+  EXPECT_NE(r.out.find("2 nodes x 2 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": 11 file reads and"), std::string::npos) << r.out;
+  // Rank 0 (local rank 0 of node 0) writes files 0, 2, 4, ... and receives the half of those
+  // that node 1 read: about a quarter of the data. The flat exchange gave it three quarters.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("rank 0 received ([0-9.]+) (KiB|MiB)"))) << r.out;
+  const double received = std::stod(m[1]) * (m[2] == "MiB" ? 1048576.0 : 1024.0);
+  EXPECT_LT(received, 0.45 * static_cast<double>(total)) << r.out;
+  EXPECT_GT(received, 0.05 * static_cast<double>(total)) << r.out;
+  // One real node: no rank receives anything; each writes what it read itself.
+  const auto one = run_crest_mpi(2, "stage --from " + src + " --to " + dir.file("single"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  expect_same_tree(src, dir.file("single"));
+  EXPECT_NE(one.out.find("1 node x 2 ranks"), std::string::npos) << one.out;
+  EXPECT_NE(one.out.find("rank 0 received 0.0 KiB"), std::string::npos) << one.out;
+}
+
 TEST(DistributedStaging, RefusesANonEmptyDestinationOnEveryRankWithoutWritingIt) {
   TempDir dir;
   const std::string src = dir.file("src"), dst = dir.file("dst");
