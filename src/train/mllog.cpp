@@ -35,7 +35,11 @@ void append_u_escape(std::string& out, unsigned unit) {
 // surrogates, values above U+10FFFF and truncated sequences are invalid: U+FFFD, one byte on.
 char32_t next_code_point(std::string_view s, size_t& i) {
   const auto b0 = static_cast<unsigned char>(s[i]);
-  int len = b0 < 0x80 ? 1 : (b0 & 0xe0) == 0xc0 ? 2 : (b0 & 0xf0) == 0xe0 ? 3 : (b0 & 0xf8) == 0xf0 ? 4 : 0;
+  int len = b0 < 0x80             ? 1
+            : (b0 & 0xe0) == 0xc0 ? 2
+            : (b0 & 0xf0) == 0xe0 ? 3
+            : (b0 & 0xf8) == 0xf0 ? 4
+                                  : 0;
   if (len == 1) {
     ++i;
     return b0;
@@ -68,13 +72,27 @@ void append_string(std::string& out, std::string_view s) {
   for (size_t i = 0; i < s.size();) {
     const char32_t cp = next_code_point(s, i);
     switch (cp) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (cp < 0x20 || cp > 0x7e) {
           if (cp == 0x7f) {
@@ -116,7 +134,8 @@ void append_double(std::string& out, double v) {
     if (c != '.') digits += c;
   int exp = 0;
   const std::string_view exp_text = text.substr(e + 1);
-  std::from_chars(exp_text.data() + (exp_text.front() == '+' ? 1 : 0), exp_text.data() + exp_text.size(), exp);
+  std::from_chars(exp_text.data() + (exp_text.front() == '+' ? 1 : 0),
+                  exp_text.data() + exp_text.size(), exp);
   const size_t n = digits.size();
   if (exp < -4 || exp >= 16) {
     out += digits[0];
@@ -138,12 +157,24 @@ void append_double(std::string& out, double v) {
 void append_json(std::string& out, const MllogValue& v) {
   using T = MllogValue::value_t;
   switch (v.type()) {
-    case T::null: out += "null"; return;
-    case T::boolean: out += v.get<bool>() ? "true" : "false"; return;
-    case T::number_integer: out += std::to_string(v.get<int64_t>()); return;
-    case T::number_unsigned: out += std::to_string(v.get<uint64_t>()); return;
-    case T::number_float: append_double(out, v.get<double>()); return;
-    case T::string: append_string(out, v.get_ref<const std::string&>()); return;
+    case T::null:
+      out += "null";
+      return;
+    case T::boolean:
+      out += v.get<bool>() ? "true" : "false";
+      return;
+    case T::number_integer:
+      out += std::to_string(v.get<int64_t>());
+      return;
+    case T::number_unsigned:
+      out += std::to_string(v.get<uint64_t>());
+      return;
+    case T::number_float:
+      append_double(out, v.get<double>());
+      return;
+    case T::string:
+      append_string(out, v.get_ref<const std::string&>());
+      return;
     case T::array: {
       out += '[';
       bool first = true;
@@ -169,7 +200,8 @@ void append_json(std::string& out, const MllogValue& v) {
       return;
     }
     case T::binary:
-    case T::discarded: break;
+    case T::discarded:
+      break;
   }
   throw_runtime("internal error: an MLPerf log value of JSON type '" + std::string(v.type_name()) +
                 "' cannot be written");
@@ -179,7 +211,8 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) throw_input(path + ": cannot write the MLPerf log: " + errno_text(n < 0 ? errno : EIO));
+    if (n <= 0)
+      throw_input(path + ": cannot write the MLPerf log: " + errno_text(n < 0 ? errno : EIO));
     bytes.remove_prefix(static_cast<size_t>(n));
   }
 }
@@ -199,18 +232,23 @@ std::string move_aside(const std::string& path) {
       if (::rename(path.c_str(), to.c_str()) == 0) return to;
     }
     if (errno == ENOENT) return "";  // someone else moved it first: nothing left to keep
-    throw_input(path + ": cannot move the previous run's MLPerf log aside to " + to + ": " + errno_text(errno));
+    throw_input(path + ": cannot move the previous run's MLPerf log aside to " + to + ": " +
+                errno_text(errno));
   }
-  throw_input(path + ": cannot move the previous run's MLPerf log aside: 99999 older logs are in the way");
+  throw_input(path +
+              ": cannot move the previous run's MLPerf log aside: 99999 older logs are in the way");
 }
 
 }  // namespace
 
 const char* mllog_event_type_name(MllogEventType type) {
   switch (type) {
-    case MllogEventType::interval_start: return "INTERVAL_START";
-    case MllogEventType::interval_end: return "INTERVAL_END";
-    case MllogEventType::point_in_time: return "POINT_IN_TIME";
+    case MllogEventType::interval_start:
+      return "INTERVAL_START";
+    case MllogEventType::interval_end:
+      return "INTERVAL_END";
+    case MllogEventType::point_in_time:
+      return "POINT_IN_TIME";
   }
   return "POINT_IN_TIME";
 }
@@ -237,17 +275,20 @@ int64_t mllog_now_ms() {
   return duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count();
 }
 
-std::string mllog_line(int64_t time_ms, MllogEventType type, std::string_view key, const MllogValue& value,
-                       const MllogValue& metadata, const std::source_location& where) {
+std::string mllog_line(int64_t time_ms, MllogEventType type, std::string_view key,
+                       const MllogValue& value, const MllogValue& metadata,
+                       const std::source_location& where) {
   if (!metadata.is_null() && !metadata.is_object())
-    throw_runtime("internal error: MLPerf log metadata of '" + std::string(key) + "' is not an object");
+    throw_runtime("internal error: MLPerf log metadata of '" + std::string(key) +
+                  "' is not an object");
   MllogValue meta = MllogValue::object();
   meta["file"] = mllog_source_file(where.file_name());
   meta["lineno"] = static_cast<int64_t>(where.line());
   if (metadata.is_object())
     for (const auto& [k, v] : metadata.items()) {
       if (meta.contains(k))
-        throw_runtime("internal error: MLPerf log metadata of '" + std::string(key) + "' repeats '" + k + "'");
+        throw_runtime("internal error: MLPerf log metadata of '" + std::string(key) +
+                      "' repeats '" + k + "'");
       meta[k] = v;
     }
   // The order of mllog.py's _encode_log.
@@ -261,12 +302,15 @@ std::string mllog_line(int64_t time_ms, MllogEventType type, std::string_view ke
   return ":::MLLOG " + mllog_json(line);
 }
 
-MllogWriter::MllogWriter(std::string path, Options options) : path_(std::move(path)), echo_(options.echo) {
+MllogWriter::MllogWriter(std::string path, Options options)
+    : path_(std::move(path)), echo_(options.echo) {
   const std::filesystem::path parent = std::filesystem::path(path_).parent_path();
   if (!parent.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(parent, ec);
-    if (ec) throw_input(parent.string() + ": cannot create the directory of the MLPerf log: " + ec.message());
+    if (ec)
+      throw_input(parent.string() +
+                  ": cannot create the directory of the MLPerf log: " + ec.message());
   }
   int flags = O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC;
   if (!options.append) flags |= O_EXCL;  // a fresh log: never write into an existing file
@@ -299,9 +343,11 @@ void MllogWriter::event(std::string_view key, const MllogValue& value, const Mll
 }
 
 void MllogWriter::log(MllogEventType type, std::string_view key, const MllogValue& value,
-                      const MllogValue& metadata, const std::source_location& where, int64_t time_ms) {
+                      const MllogValue& metadata, const std::source_location& where,
+                      int64_t time_ms) {
   if (failed_)
-    throw_input(path_ + ": an earlier write to this MLPerf log failed; no more lines are written to it");
+    throw_input(path_ +
+                ": an earlier write to this MLPerf log failed; no more lines are written to it");
   const std::string line = mllog_line(time_ms, type, key, value, metadata, where) + "\n";
   try {
     // One write() per line: with O_APPEND the line lands whole at the end of the file.

@@ -17,9 +17,12 @@ namespace {
 // The checker's spelling (closed division: 'sgd' or 'SGD'); config's optimizer_name is Keras'.
 const char* mllog_optimizer_name(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::sgd: return "sgd";
-    case OptimizerKind::adam: return "adam";
-    case OptimizerKind::adamw: return "adamw";
+    case OptimizerKind::sgd:
+      return "sgd";
+    case OptimizerKind::adam:
+      return "adam";
+    case OptimizerKind::adamw:
+      return "adamw";
   }
   return "unknown";
 }
@@ -35,14 +38,17 @@ double lr_scale(const LrScheduleConfig& c, int64_t global_batch) {
   return s.scale(global_batch);
 }
 
-std::string or_default(const std::string& value, const char* fallback) { return value.empty() ? fallback : value; }
+std::string or_default(const std::string& value, const char* fallback) {
+  return value.empty() ? fallback : value;
+}
 
 class MlperfObserver : public RunObserver {
  public:
   MlperfObserver(const std::string& path, std::ostream& log, const MlperfObserverOptions& o)
       : writer_(path, {.append = o.append, .echo = o.echo ? &log : nullptr}) {
     log << "mllog: " << writer_.path();
-    if (!writer_.moved_previous_to().empty()) log << " (the previous log was moved to " << writer_.moved_previous_to() << ")";
+    if (!writer_.moved_previous_to().empty())
+      log << " (the previous log was moved to " << writer_.moved_previous_to() << ")";
     log << "\n";
   }
 
@@ -88,7 +94,8 @@ class MlperfObserver : public RunObserver {
     }
     writer_.event("number_of_nodes", f.nodes);
     // One GPU per rank on the CUDA backend; the CPU backends use no accelerator.
-    writer_.event("accelerators_per_node", f.backend.find("cuda") != std::string::npos ? f.local_ranks : 0);
+    writer_.event("accelerators_per_node",
+                  f.backend.find("cuda") != std::string::npos ? f.local_ranks : 0);
     writer_.event("seed", static_cast<int64_t>(c.data.seed));
     writer_.event("global_batch_size", f.global_batch);
     writer_.event("train_samples", f.train_samples);
@@ -115,7 +122,8 @@ class MlperfObserver : public RunObserver {
     // Not a compliant MLPerf run either way: the rules time one uninterrupted run.
     if (f.first_epoch > 0 || f.first_step > 0)
       writer_.event("crest_resumed", nullptr,
-                    {{"epoch_num", f.first_epoch + 1}, {"global_step", f.first_step},
+                    {{"epoch_num", f.first_epoch + 1},
+                     {"global_step", f.first_step},
                      {"previous_log", writer_.moved_previous_to()}});
   }
 
@@ -123,7 +131,9 @@ class MlperfObserver : public RunObserver {
     last_epoch_ = epoch;
     writer_.start("epoch_start", nullptr, {{"epoch_num", epoch}});
   }
-  void eval_start(int epoch) override { writer_.start("eval_start", nullptr, {{"epoch_num", epoch}}); }
+  void eval_start(int epoch) override {
+    writer_.start("eval_start", nullptr, {{"epoch_num", epoch}});
+  }
   void eval_stop(int epoch) override { writer_.end("eval_stop", nullptr, {{"epoch_num", epoch}}); }
 
   void epoch_stop(const EpochStats& st) override {
@@ -138,7 +148,8 @@ class MlperfObserver : public RunObserver {
     const auto& target = config_->train.target_mae;
     const bool reached = target && !summary.epochs.empty() && summary.epochs.back().validated &&
                          summary.epochs.back().val_mae <= *target;
-    writer_.end("run_stop", nullptr, {{"status", reached ? "success" : "aborted"}, {"epoch_num", last_epoch_}});
+    writer_.end("run_stop", nullptr,
+                {{"status", reached ? "success" : "aborted"}, {"epoch_num", last_epoch_}});
     run_stopped_ = true;
   }
 

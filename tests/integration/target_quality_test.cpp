@@ -43,7 +43,8 @@ class TargetQuality : public ::testing::Test {
   static std::vector<double> val_maes(const std::string& out) {
     std::vector<double> maes;
     const std::regex re("(^|\n)epoch [0-9]+/[0-9]+ .*?val_mae ([0-9.]+)");
-    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator(); ++it)
+    for (auto it = std::sregex_iterator(out.begin(), out.end(), re); it != std::sregex_iterator();
+         ++it)
       maes.push_back(std::stod((*it)[2]));
     return maes;
   }
@@ -68,9 +69,11 @@ TEST_F(TargetQuality, StopsAtTheFirstEpochThatReachesTheTarget) {
   EXPECT_LT(maes.size(), 20u) << "never reached 0.3:\n" << r.out;
   // Printed with 4 decimals: the stop compares the exact value, so allow the rounding.
   EXPECT_LE(maes.back(), 0.3 + 5e-5) << r.out;
-  for (size_t i = 0; i + 1 < maes.size(); ++i) EXPECT_GT(maes[i], 0.3 - 5e-5) << "epoch " << i + 1 << "\n" << r.out;
+  for (size_t i = 0; i + 1 < maes.size(); ++i)
+    EXPECT_GT(maes[i], 0.3 - 5e-5) << "epoch " << i + 1 << "\n" << r.out;
   EXPECT_NE(r.out.find("target reached: val_mae"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("done: " + std::to_string(maes.size()) + " epochs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done: " + std::to_string(maes.size()) + " epochs"), std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("status success"), std::string::npos) << r.out;
   const std::string stop = mllog_run_stop(out);
   EXPECT_NE(stop.find("\"status\": \"success\""), std::string::npos) << stop;

@@ -3,6 +3,8 @@
 // aside and never replaced, append, failures naming the file) and the MLPerf observer's events on
 // a fake run driven through its RunObserver hooks. tests/interop/mllog_interop.py runs the
 // official compliance checker on the log of a real training run.
+#include "crest/train/mllog.hpp"
+
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
@@ -19,7 +21,6 @@
 
 #include "crest/core/error.hpp"
 #include "crest/train/config.hpp"
-#include "crest/train/mllog.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/trainer.hpp"
 #include "support/test_util.hpp"
@@ -77,8 +78,9 @@ TEST(MllogJson, IntegersStayIntegersAndDoublesRoundTrip) {
   EXPECT_EQ(mllog_json(std::numeric_limits<double>::denorm_min()), "5e-324");
   EXPECT_EQ(mllog_json(0.0), "0.0");
   // The shortest text that reads back to the very same double (17 digits where needed).
-  for (double v : {0.1 + 0.2, 1.0 / 3.0, 0.12399999999999999, std::numeric_limits<double>::denorm_min(),
-                   std::numeric_limits<double>::max(), 123456.789e-300}) {
+  for (double v :
+       {0.1 + 0.2, 1.0 / 3.0, 0.12399999999999999, std::numeric_limits<double>::denorm_min(),
+        std::numeric_limits<double>::max(), 123456.789e-300}) {
     const std::string text = mllog_json(v);
     EXPECT_EQ(nlohmann::json::parse(text).get<double>(), v) << text;
   }
@@ -104,10 +106,10 @@ TEST(MllogJson, StringsAreEscapedLikePythonEnsureAscii) {
   EXPECT_EQ(mllog_json("\n\r\t\b\f"), R"("\n\r\t\b\f")");
   EXPECT_EQ(mllog_json(std::string("\x01\x1f", 2)), R"("\u0001\u001f")");
   EXPECT_EQ(mllog_json(std::string("nul\0x", 5)), R"("nul\u0000x")");
-  EXPECT_EQ(mllog_json("\x7f"), "\"\x7f\"");  // DEL is ASCII: Python leaves it raw
-  EXPECT_EQ(mllog_json("caf\xc3\xa9"), R"("caf\u00e9")");                // é, 2 bytes
-  EXPECT_EQ(mllog_json("\xe2\x82\xac"), R"("\u20ac")");                  // €, 3 bytes
-  EXPECT_EQ(mllog_json("\xf0\x9f\x98\x80"), R"("\ud83d\ude00")");        // 😀: a surrogate pair
+  EXPECT_EQ(mllog_json("\x7f"), "\"\x7f\"");               // DEL is ASCII: Python leaves it raw
+  EXPECT_EQ(mllog_json("caf\xc3\xa9"), R"("caf\u00e9")");  // é, 2 bytes
+  EXPECT_EQ(mllog_json("\xe2\x82\xac"), R"("\u20ac")");    // €, 3 bytes
+  EXPECT_EQ(mllog_json("\xf0\x9f\x98\x80"), R"("\ud83d\ude00")");  // 😀: a surrogate pair
   // Bytes that are not UTF-8 (a Latin-1 file name, a cut sequence, an overlong '/', an encoded
   // surrogate) each become U+FFFD instead of invalid output.
   EXPECT_EQ(mllog_json("caf\xe9"), R"("caf\ufffd")");
@@ -133,17 +135,23 @@ TEST(MllogJson, ContainersUsePythonSeparatorsAndKeepKeyOrder) {
 
 TEST(MllogLine, HasTheLayoutOfMllogPy) {
   const auto where = std::source_location::current();
-  const std::string line =
-      mllog_line(1700000000123, MllogEventType::point_in_time, "eval_error", 0.5, {{"epoch_num", 3}}, where);
-  EXPECT_EQ(line, ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1700000000123, \"event_type\": \"POINT_IN_TIME\", "
-                  "\"key\": \"eval_error\", \"value\": 0.5, \"metadata\": {\"file\": \"tests/unit/mllog_test.cpp\", "
-                  "\"lineno\": " +
-                      std::to_string(where.line()) + ", \"epoch_num\": 3}}");
-  const auto j = parse_line(mllog_line(5, MllogEventType::interval_start, "init_start", nullptr, nullptr, where));
+  const std::string line = mllog_line(1700000000123, MllogEventType::point_in_time, "eval_error",
+                                      0.5, {{"epoch_num", 3}}, where);
+  EXPECT_EQ(line,
+            ":::MLLOG {\"namespace\": \"\", \"time_ms\": 1700000000123, \"event_type\": "
+            "\"POINT_IN_TIME\", "
+            "\"key\": \"eval_error\", \"value\": 0.5, \"metadata\": {\"file\": "
+            "\"tests/unit/mllog_test.cpp\", "
+            "\"lineno\": " +
+                std::to_string(where.line()) + ", \"epoch_num\": 3}}");
+  const auto j = parse_line(
+      mllog_line(5, MllogEventType::interval_start, "init_start", nullptr, nullptr, where));
   EXPECT_EQ(j["event_type"], "INTERVAL_START");
   EXPECT_TRUE(j["value"].is_null());
   EXPECT_EQ(j["metadata"].size(), 2u);  // file and lineno only
-  EXPECT_EQ(parse_line(mllog_line(5, MllogEventType::interval_end, "x", 1, nullptr, where))["event_type"], "INTERVAL_END");
+  EXPECT_EQ(
+      parse_line(mllog_line(5, MllogEventType::interval_end, "x", 1, nullptr, where))["event_type"],
+      "INTERVAL_END");
 }
 
 TEST(MllogLine, MetadataMayNotOverrideTheCallSite) {
@@ -155,12 +163,16 @@ TEST(MllogLine, MetadataMayNotOverrideTheCallSite) {
     EXPECT_EQ(e.kind(), ErrorKind::runtime);
     EXPECT_NE(std::string(e.what()).find("'lineno'"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((void)mllog_line(1, MllogEventType::point_in_time, "k", 1, MllogValue::array({1}), where), Error);
+  EXPECT_THROW(
+      (void)mllog_line(1, MllogEventType::point_in_time, "k", 1, MllogValue::array({1}), where),
+      Error);
 }
 
 TEST(MllogLine, SourceFileIsRelativeToTheRepository) {
-  EXPECT_EQ(mllog_source_file("/work/main/src/train/mlperf_observer.cpp"), "src/train/mlperf_observer.cpp");
-  EXPECT_EQ(mllog_source_file("/home/u/src/crest/tests/unit/mllog_test.cpp"), "tests/unit/mllog_test.cpp");
+  EXPECT_EQ(mllog_source_file("/work/main/src/train/mlperf_observer.cpp"),
+            "src/train/mlperf_observer.cpp");
+  EXPECT_EQ(mllog_source_file("/home/u/src/crest/tests/unit/mllog_test.cpp"),
+            "tests/unit/mllog_test.cpp");
   EXPECT_EQ(mllog_source_file("/x/include/crest/train/mllog.hpp"), "include/crest/train/mllog.hpp");
   EXPECT_EQ(mllog_source_file("elsewhere.cpp"), "elsewhere.cpp");
 }
@@ -226,14 +238,17 @@ TEST(MllogWriter, UnwritableDirectoryThrowsNamingThePath) {
   // A regular file where the directory should be: fails for root too, unlike permissions.
   test::write_file_bytes(dir.file("plain"), test::bytes_of("not a directory"));
   const std::string under_file = dir.file("plain") + "/run/mllog.txt";
-  expect_input_error([&] { MllogWriter w(under_file, {}); }, {dir.file("plain") + "/run", "MLPerf log"});
+  expect_input_error([&] { MllogWriter w(under_file, {}); },
+                     {dir.file("plain") + "/run", "MLPerf log"});
   // The log's own name taken by a directory that cannot be moved aside is not the case here
   // (directories move too); a file inside a read-only directory is, for non-root users.
   if (::geteuid() != 0) {
     const std::string ro = dir.file("ro");
     std::filesystem::create_directory(ro);
-    std::filesystem::permissions(ro, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
-    expect_input_error([&] { MllogWriter w(ro + "/mllog.txt", {}); }, {ro + "/mllog.txt", "cannot create"});
+    std::filesystem::permissions(
+        ro, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
+    expect_input_error([&] { MllogWriter w(ro + "/mllog.txt", {}); },
+                       {ro + "/mllog.txt", "cannot create"});
     std::filesystem::permissions(ro, std::filesystem::perms::owner_all);
   }
 }
@@ -308,8 +323,8 @@ EpochStats epoch_stats(int epoch, double val_mae) {
 
 // Runs the observer through `maes.size()` epochs the way the trainer calls it (with staging)
 // and returns the log's lines, parsed.
-std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<double>& maes, std::string* printed = nullptr,
-                                     bool echo = false) {
+std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<double>& maes,
+                                     std::string* printed = nullptr, bool echo = false) {
   ScratchDir dir;
   const std::string path = dir.file("out/mllog.txt");
   std::ostringstream log;
@@ -357,20 +372,48 @@ const nlohmann::json& only(const std::vector<nlohmann::json>& lines, const std::
 }
 
 TEST(MlperfObserver, LogsTheCheckersEventsInOrder) {
-  const Config config = demo_config({"mlperf.org=ACME", "mlperf.division=closed", "mlperf.status=onprem",
-                                     "mlperf.platform=2xCPU", "train.target_mae=0.124", "model.l2=0.01",
-                                     "lr_schedule.decay_schedule={2: 0.5, 8: 0.25}"});
+  const Config config = demo_config(
+      {"mlperf.org=ACME", "mlperf.division=closed", "mlperf.status=onprem", "mlperf.platform=2xCPU",
+       "train.target_mae=0.124", "model.l2=0.01", "lr_schedule.decay_schedule={2: 0.5, 8: 0.25}"});
   std::string printed;
   const auto lines = fake_run(config, {0.3, 0.1}, &printed);
-  const std::vector<std::string> expected = {
-      "cache_clear", "init_start", "submission_benchmark", "submission_org", "submission_division",
-      "submission_status", "submission_platform", "staging_start", "staging_stop", "number_of_nodes",
-      "accelerators_per_node", "seed", "global_batch_size", "train_samples", "eval_samples",
-      "gradient_accumulation_steps", "opt_name", "opt_base_learning_rate", "opt_learning_rate_warmup_epochs",
-      "opt_learning_rate_warmup_factor", "opt_learning_rate_decay_boundary_epochs",
-      "opt_learning_rate_decay_factor", "dropout", "opt_weight_decay", "init_stop", "run_start",
-      "epoch_start", "eval_start", "eval_stop", "epoch_stop", "eval_error",
-      "epoch_start", "eval_start", "eval_stop", "epoch_stop", "eval_error", "run_stop"};
+  const std::vector<std::string> expected = {"cache_clear",
+                                             "init_start",
+                                             "submission_benchmark",
+                                             "submission_org",
+                                             "submission_division",
+                                             "submission_status",
+                                             "submission_platform",
+                                             "staging_start",
+                                             "staging_stop",
+                                             "number_of_nodes",
+                                             "accelerators_per_node",
+                                             "seed",
+                                             "global_batch_size",
+                                             "train_samples",
+                                             "eval_samples",
+                                             "gradient_accumulation_steps",
+                                             "opt_name",
+                                             "opt_base_learning_rate",
+                                             "opt_learning_rate_warmup_epochs",
+                                             "opt_learning_rate_warmup_factor",
+                                             "opt_learning_rate_decay_boundary_epochs",
+                                             "opt_learning_rate_decay_factor",
+                                             "dropout",
+                                             "opt_weight_decay",
+                                             "init_stop",
+                                             "run_start",
+                                             "epoch_start",
+                                             "eval_start",
+                                             "eval_stop",
+                                             "epoch_stop",
+                                             "eval_error",
+                                             "epoch_start",
+                                             "eval_start",
+                                             "eval_stop",
+                                             "epoch_stop",
+                                             "eval_error",
+                                             "run_stop"};
   EXPECT_EQ(keys_of(lines), expected);
   // Interval kinds as mllog's start/end/event.
   for (const auto& j : lines) {
@@ -400,15 +443,18 @@ TEST(MlperfObserver, LogsTheCheckersEventsInOrder) {
   EXPECT_DOUBLE_EQ(only(lines, "opt_base_learning_rate")["value"].get<double>(), 0.04);
   EXPECT_DOUBLE_EQ(only(lines, "opt_learning_rate_warmup_factor")["value"].get<double>(), 4.0);
   EXPECT_EQ(only(lines, "opt_learning_rate_warmup_epochs")["value"], 1);
-  EXPECT_EQ(only(lines, "opt_learning_rate_decay_boundary_epochs")["value"], nlohmann::json::array({2, 8}));
-  EXPECT_EQ(only(lines, "opt_learning_rate_decay_factor")["value"], nlohmann::json::array({0.5, 0.25}));
+  EXPECT_EQ(only(lines, "opt_learning_rate_decay_boundary_epochs")["value"],
+            nlohmann::json::array({2, 8}));
+  EXPECT_EQ(only(lines, "opt_learning_rate_decay_factor")["value"],
+            nlohmann::json::array({0.5, 0.25}));
   EXPECT_EQ(only(lines, "dropout")["value"], 0.5);
   EXPECT_EQ(only(lines, "opt_weight_decay")["value"], 0.01);
   // Epoch numbers on every epoch and eval event; eval_error is the epoch's val_mae, exactly.
   std::vector<double> errors;
   for (const auto& j : lines) {
     const std::string key = j["key"];
-    if (key == "epoch_start" || key == "epoch_stop" || key == "eval_start" || key == "eval_stop" || key == "eval_error") {
+    if (key == "epoch_start" || key == "epoch_stop" || key == "eval_start" || key == "eval_stop" ||
+        key == "eval_error") {
       EXPECT_TRUE(j["metadata"].contains("epoch_num")) << j;
     }
     if (j["key"] == "eval_error") errors.push_back(j["value"]);
@@ -423,12 +469,15 @@ TEST(MlperfObserver, LogsTheCheckersEventsInOrder) {
 }
 
 TEST(MlperfObserver, StatusIsSuccessOnlyWhenTheTargetWasReached) {
-  EXPECT_EQ(only(fake_run(demo_config({"train.target_mae=0.124"}), {0.3, 0.2}), "run_stop")["metadata"]["status"],
+  EXPECT_EQ(only(fake_run(demo_config({"train.target_mae=0.124"}), {0.3, 0.2}),
+                 "run_stop")["metadata"]["status"],
             "aborted");
   // Without a target the trainer calls a finished run a success; MLPerf does not.
-  EXPECT_EQ(only(fake_run(demo_config({}), {0.3, 0.1}), "run_stop")["metadata"]["status"], "aborted");
+  EXPECT_EQ(only(fake_run(demo_config({}), {0.3, 0.1}), "run_stop")["metadata"]["status"],
+            "aborted");
   // Exactly on the target counts (<=), as in the trainer's stop and the checker's rule.
-  EXPECT_EQ(only(fake_run(demo_config({"train.target_mae=0.125"}), {0.125}), "run_stop")["metadata"]["status"],
+  EXPECT_EQ(only(fake_run(demo_config({"train.target_mae=0.125"}), {0.125}),
+                 "run_stop")["metadata"]["status"],
             "success");
 }
 

@@ -44,8 +44,9 @@ int64_t mllog_now_ms();
 
 // One complete line, without the newline. `metadata` must be an object (or null for none); the
 // call site's "file" and "lineno" come first, then its entries (which must not repeat them).
-std::string mllog_line(int64_t time_ms, MllogEventType type, std::string_view key, const MllogValue& value,
-                       const MllogValue& metadata, const std::source_location& where);
+std::string mllog_line(int64_t time_ms, MllogEventType type, std::string_view key,
+                       const MllogValue& value, const MllogValue& metadata,
+                       const std::source_location& where);
 
 // Appends MLPerf log lines to one file. Every line goes to the kernel in one write() as soon as it
 // is logged (no buffering in crest: a crash leaves every earlier line, whole), and is echoed to
@@ -73,15 +74,18 @@ class MllogWriter {
   // Python mllog's start (INTERVAL_START), end (INTERVAL_END) and event (POINT_IN_TIME). The call
   // site is the "file"/"lineno" metadata. Throws crest::Error (input) naming the file on a write
   // failure (disk full, quota, I/O error); after one, every later call throws too.
-  void start(std::string_view key, const MllogValue& value = nullptr, const MllogValue& metadata = nullptr,
+  void start(std::string_view key, const MllogValue& value = nullptr,
+             const MllogValue& metadata = nullptr,
              std::source_location where = std::source_location::current());
-  void end(std::string_view key, const MllogValue& value = nullptr, const MllogValue& metadata = nullptr,
+  void end(std::string_view key, const MllogValue& value = nullptr,
+           const MllogValue& metadata = nullptr,
            std::source_location where = std::source_location::current());
-  void event(std::string_view key, const MllogValue& value = nullptr, const MllogValue& metadata = nullptr,
+  void event(std::string_view key, const MllogValue& value = nullptr,
+             const MllogValue& metadata = nullptr,
              std::source_location where = std::source_location::current());
   // The general form, with an explicit time (tests).
-  void log(MllogEventType type, std::string_view key, const MllogValue& value, const MllogValue& metadata,
-           const std::source_location& where, int64_t time_ms);
+  void log(MllogEventType type, std::string_view key, const MllogValue& value,
+           const MllogValue& metadata, const std::source_location& where, int64_t time_ms);
 
   const std::string& path() const { return path_; }
   // Where a previous log at path() was moved (empty when there was none, or when appending).
