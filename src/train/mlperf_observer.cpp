@@ -117,14 +117,10 @@ class MlperfObserver : public RunObserver {
   void run_start(const RunFacts& f) override {
     writer_.start("run_start");
     run_started_ = true;
-    // A resumed run (make_run_observers does not know about --resume yet, so its log starts
-    // afresh like any other) says where it picked up and where the earlier part of the log went.
-    // Not a compliant MLPerf run either way: the rules time one uninterrupted run.
+    // A resumed run appends to the run's log and says where it picked up. Not a compliant MLPerf
+    // run: the rules time one uninterrupted run.
     if (f.first_epoch > 0 || f.first_step > 0)
-      writer_.event("crest_resumed", nullptr,
-                    {{"epoch_num", f.first_epoch + 1},
-                     {"global_step", f.first_step},
-                     {"previous_log", writer_.moved_previous_to()}});
+      writer_.event("crest_resumed", nullptr, {{"epoch_num", f.first_epoch + 1}, {"global_step", f.first_step}});
   }
 
   void epoch_start(int epoch) override {

@@ -109,7 +109,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   std::vector<std::unique_ptr<RunObserver>> owned_observers;
   std::vector<RunObserver*> observers;
   if (comm->rank() == 0 && !options.dry_run) {
-    owned_observers = make_run_observers(config, log);
+    owned_observers = make_run_observers(config, log, options.resume);
     for (auto& o : owned_observers) observers.push_back(o.get());
     observers.insert(observers.end(), options.extra_observers.begin(), options.extra_observers.end());
   }
@@ -429,7 +429,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     // Stop rules, then the epoch's checkpoint (which records the early-stopping state).
     bool stop = false;
     if (valid_loader && tc.target_mae && st.val_mae <= *tc.target_mae) {
-      log << "target reached: val_mae " << st.val_mae << " <= " << *tc.target_mae << "\n";
+      log << std::setprecision(4) << "target reached: val_mae " << st.val_mae << " <= " << *tc.target_mae << "\n";
       stop = true;
     }
     if (!stop && valid_loader && tc.early_stopping_patience) {

@@ -82,6 +82,11 @@ TEST(Checkpoint, ResumeAfterAnEpochIsBitIdenticalToAStraightRun) {
   const std::string text = read_text(d.file("split/train.log"));
   EXPECT_NE(text.find("epoch 1/1"), std::string::npos) << text;
   EXPECT_NE(text.find("epoch 2/2"), std::string::npos) << text;
+  // The MLPerf log is continued, not replaced.
+  const std::string mllog = read_text(d.file("split/mllog.txt"));
+  EXPECT_NE(mllog.find("\"crest_resumed\""), std::string::npos) << mllog;
+  EXPECT_LT(mllog.find("\"epoch_num\": 1"), mllog.find("\"crest_resumed\"")) << mllog;
+  EXPECT_FALSE(fs::exists(d.file("split/mllog.1.txt")));
 }
 
 TEST(Checkpoint, KillDuringAWriteLeavesThePreviousOneAndMidEpochResumeIsExact) {
