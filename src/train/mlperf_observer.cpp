@@ -28,15 +28,7 @@ const char* mllog_optimizer_name(OptimizerKind k) {
 }
 
 // The batch scale of the peak rate, as the trainer's schedule computes it.
-double lr_scale(const LrScheduleConfig& c, int64_t global_batch) {
-  LrSchedule s;
-  s.base_lr = c.base_lr;
-  s.scaling = c.scaling == LrScaling::linear ? LrSchedule::linear
-              : c.scaling == LrScaling::sqrt ? LrSchedule::sqrt
-                                             : LrSchedule::none;
-  s.base_batch_size = c.base_batch_size > 0 ? c.base_batch_size : 1;
-  return s.scale(global_batch);
-}
+double lr_scale(const LrScheduleConfig& c, int64_t global_batch) { return lr_schedule_of(c).scale(global_batch); }
 
 std::string or_default(const std::string& value, const char* fallback) {
   return value.empty() ? fallback : value;

@@ -42,7 +42,18 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
   throw_input("optimizer.name: unsupported optimizer");
 }
 
-LrSchedule make_schedule(const LrScheduleConfig& c) {
+double mean_abs_error(const TensorView& pred, const TensorView& y) {
+  double s = 0;
+  const auto n = static_cast<size_t>(y.numel());
+  for (size_t i = 0; i < n; ++i)
+    s += pred.dtype() == DType::f32 ? std::abs(static_cast<double>(pred.as<float>()[i]) - y.as<float>()[i])
+                                     : std::abs(pred.as<double>()[i] - y.as<double>()[i]);
+  return s / static_cast<double>(n);
+}
+
+}  // namespace
+
+LrSchedule lr_schedule_of(const LrScheduleConfig& c) {
   LrSchedule s;
   s.base_lr = c.base_lr;
   s.scaling = c.scaling == LrScaling::linear ? LrSchedule::linear
@@ -54,17 +65,6 @@ LrSchedule make_schedule(const LrScheduleConfig& c) {
   s.validate();
   return s;
 }
-
-double mean_abs_error(const TensorView& pred, const TensorView& y) {
-  double s = 0;
-  const auto n = static_cast<size_t>(y.numel());
-  for (size_t i = 0; i < n; ++i)
-    s += pred.dtype() == DType::f32 ? std::abs(static_cast<double>(pred.as<float>()[i]) - y.as<float>()[i])
-                                     : std::abs(pred.as<double>()[i] - y.as<double>()[i]);
-  return s / static_cast<double>(n);
-}
-
-}  // namespace
 
 CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
   if (m.name != "cosmoflow") throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");
@@ -134,7 +134,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   const double compile_s = since(t_compile);
   auto optimizer = make_optimizer(config.optimizer);
   optimizer->attach(ex.params(), ex.vec());
-  const LrSchedule schedule = make_schedule(config.lr_schedule);
+  const LrSchedule schedule = lr_schedule_of(config.lr_schedule);
   if (!options.init_weights.empty()) load_weights(ex.params(), options.init_weights);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.

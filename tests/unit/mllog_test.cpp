@@ -23,11 +23,14 @@
 #include "crest/train/config.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/trainer.hpp"
+#include "support/file_size_limit.hpp"
 #include "support/test_util.hpp"
 #include "unit/data_formats_test_util.hpp"
 
 namespace crest {
 namespace {
+
+using crest::test::FileSizeLimit;
 
 using test::expect_input_error;
 using test::ScratchDir;
@@ -252,31 +255,6 @@ TEST(MllogWriter, UnwritableDirectoryThrowsNamingThePath) {
     std::filesystem::permissions(ro, std::filesystem::perms::owner_all);
   }
 }
-
-// Makes writes past `bytes` into regular files fail with EFBIG (instead of SIGXFSZ) for the
-// test's duration: a full disk without root or a small file system.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    rlimit lim = old_;
-    lim.rlim_cur = bytes;
-    ok_ = ::setrlimit(RLIMIT_FSIZE, &lim) == 0;
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    ::signal(SIGXFSZ, old_handler_);
-  }
-  FileSizeLimit(const FileSizeLimit&) = delete;
-  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  rlimit old_{};
-  void (*old_handler_)(int) = SIG_DFL;
-  bool ok_ = false;
-};
 
 TEST(MllogWriter, WriteFailureThrowsNamingTheFileAndStopsTheLog) {
   ScratchDir dir;

@@ -21,10 +21,13 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "support/file_size_limit.hpp"
 #include "unit/data_formats_test_util.hpp"
 
 namespace crest {
 namespace {
+
+using crest::test::FileSizeLimit;
 
 using nlohmann::json;
 using test::expect_input_error;
@@ -404,31 +407,6 @@ TEST(Report, DirectoryThatCannotBeCreatedIsAnErrorNamingIt) {
                      {blocker + "/sub", "cannot create the report directory"});
   expect_input_error([&] { check_report_dir(blocker); }, {blocker, "not a directory"});
 }
-
-// Makes writes past `bytes` into regular files fail with EFBIG (instead of SIGXFSZ) for the
-// test's duration: a full disk that needs neither root nor a small file system.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    rlimit lim = old_;
-    lim.rlim_cur = bytes;
-    ok_ = ::setrlimit(RLIMIT_FSIZE, &lim) == 0;
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    ::signal(SIGXFSZ, old_handler_);
-  }
-  FileSizeLimit(const FileSizeLimit&) = delete;
-  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  rlimit old_{};
-  void (*old_handler_)(int) = SIG_DFL;
-  bool ok_ = false;
-};
 
 TEST(Report, WriteFailureNamesTheFileAndKeepsTheEarlierReport) {
   ScratchDir dir;

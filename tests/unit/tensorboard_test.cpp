@@ -26,10 +26,13 @@
 #include "crest/core/error.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/train/tensorboard.hpp"
+#include "support/file_size_limit.hpp"
 #include "unit/data_formats_test_util.hpp"
 
 namespace crest {
 namespace {
+
+using crest::test::FileSizeLimit;
 
 using test::expect_input_error;
 using test::from_hex;
@@ -402,31 +405,6 @@ TEST(TensorBoardWriter, UnwritableDirectoryThrowsNamingTheFile) {
                      {logdir + "/events.out.tfevents.", "cannot create"});
   std::filesystem::permissions(logdir, std::filesystem::perms::owner_all);
 }
-
-// Makes writes past `bytes` into regular files fail with EFBIG (instead of SIGXFSZ) for the
-// test's duration: a disk-full that needs neither root nor a small file system.
-class FileSizeLimit {
- public:
-  explicit FileSizeLimit(rlim_t bytes) {
-    old_handler_ = ::signal(SIGXFSZ, SIG_IGN);
-    ::getrlimit(RLIMIT_FSIZE, &old_);
-    rlimit lim = old_;
-    lim.rlim_cur = bytes;
-    ok_ = ::setrlimit(RLIMIT_FSIZE, &lim) == 0;
-  }
-  ~FileSizeLimit() {
-    ::setrlimit(RLIMIT_FSIZE, &old_);
-    ::signal(SIGXFSZ, old_handler_);
-  }
-  FileSizeLimit(const FileSizeLimit&) = delete;
-  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
-  bool ok() const { return ok_; }
-
- private:
-  rlimit old_{};
-  void (*old_handler_)(int) = SIG_DFL;
-  bool ok_ = false;
-};
 
 TEST(TensorBoardWriter, WriteFailureThrowsNamingTheFileAndLeavesWholeRecords) {
   ScratchDir dir;

@@ -9,6 +9,7 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
+#include "crest/optim/lr_schedule.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/run_observer.hpp"
 
@@ -50,6 +51,9 @@ struct TrainSummary {
   size_t planned_bytes = 0;
   double stage_s = 0;  // staging to data.stage_dir before training
 };
+
+// The learning-rate schedule of the config's lr_schedule section (validated).
+LrSchedule lr_schedule_of(const LrScheduleConfig& c);
 
 // Model options from the config's model section.
 CosmoFlowOptions cosmoflow_options(const ModelConfig& m);
