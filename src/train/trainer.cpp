@@ -97,22 +97,28 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   // errors still reach stderr).
   std::ostream discard(nullptr);
   std::unique_ptr<RunLog> run_log;
-  if (comm->rank() == 0)
-    run_log = std::make_unique<RunLog>(all_ranks_log, run_dir.checkpoint_dir.empty() ? "" : config.output_dir + "/train.log",
-                                       options.resume);
-  std::ostream& log = comm->rank() == 0 ? run_log->stream() : discard;
-  if (run_dir.resume_info)
-    log << "resuming " << config.output_dir << " from " << run_dir.resume_from << " (epoch "
-        << run_dir.resume_info->position.epoch + 1 << ", step " << run_dir.resume_info->position.step_in_epoch
-        << " of it; " << run_dir.resume_info->position.global_step << " steps done)\n";
   // The run's records (rank 0 only; every figure they get is job-wide).
   std::vector<std::unique_ptr<RunObserver>> owned_observers;
   std::vector<RunObserver*> observers;
-  if (comm->rank() == 0 && !options.dry_run) {
-    owned_observers = make_run_observers(config, log, options.resume);
-    for (auto& o : owned_observers) observers.push_back(o.get());
-    observers.insert(observers.end(), options.extra_observers.begin(), options.extra_observers.end());
+  std::string problem;  // rank 0's, shared so every rank stops with it
+  if (comm->rank() == 0) {
+    try {
+      run_log = std::make_unique<RunLog>(
+          all_ranks_log, run_dir.checkpoint_dir.empty() ? "" : config.output_dir + "/train.log", options.resume);
+      if (run_dir.resume_info)
+        run_log->stream() << "resuming " << config.output_dir << " from " << run_dir.resume_from << " (epoch "
+                          << run_dir.resume_info->position.epoch + 1 << ", step "
+                          << run_dir.resume_info->position.step_in_epoch << " of it; "
+                          << run_dir.resume_info->position.global_step << " steps done)\n";
+      if (!options.dry_run) owned_observers = make_run_observers(config, run_log->stream(), options.resume);
+    } catch (const Error& e) {
+      problem = e.what();
+    }
   }
+  fail_with_rank0(*comm, problem);
+  std::ostream& log = comm->rank() == 0 ? run_log->stream() : discard;
+  for (auto& o : owned_observers) observers.push_back(o.get());
+  if (comm->rank() == 0) observers.insert(observers.end(), options.extra_observers.begin(), options.extra_observers.end());
   auto notify = [&observers](auto&& call) {
     for (RunObserver* o : observers) call(*o);
   };
@@ -211,8 +217,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   // every rank takes rank 0's weights, optimizer state and position.
   TrainingPosition pos;
   if (options.resume) {
-    std::string problem;
-    std::string history_text;
+    // (`problem` is empty here: the set-up's was thrown above.)
     if (comm->rank() == 0) {
       try {
         problem = resume_position_problem(*run_dir.resume_info, config, comm->size(), train_steps);
