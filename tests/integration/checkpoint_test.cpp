@@ -210,6 +210,28 @@ TEST(Checkpoint, IncompatibleResumesAreRefusedWithWhatDiffers) {
   EXPECT_NE(batch.out.find("data.batch_size"), std::string::npos) << batch.out;
 }
 
+// Early stopping counts epochs without a lower validation loss, across a resume too: the count
+// is in the checkpoint. A learning rate of 1e-30 leaves the weights (and so the loss) unchanged.
+TEST(Checkpoint, EarlyStoppingStopsAfterPatienceEpochsAndItsCountSurvivesAResume) {
+  TempDir d;
+  const std::string still = " lr_schedule.base_lr=1e-30 lr_schedule.n_warmup_epochs=0 lr_schedule.decay_schedule={}"
+                            " model.dropout=0 train.early_stopping_patience=2";
+  CliRun straight = run_crest("train " + kSmall + still + " data.n_epochs=10" + out_of(d.file("straight")));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  EXPECT_NE(straight.out.find("early stopping: val_loss has not improved for 2 epochs"), std::string::npos)
+      << straight.out;
+  EXPECT_NE(straight.out.find("done: 3 epochs"), std::string::npos) << straight.out;
+  EXPECT_EQ(straight.out.find("epoch 4/10"), std::string::npos) << straight.out;
+  // Two epochs (one without improvement), then resumed: it stops after the third, as above.
+  ASSERT_EQ(run_crest("train " + kSmall + still + " data.n_epochs=2" + out_of(d.file("split"))).code, 0);
+  CliRun resumed = run_crest("train --resume " + d.file("split") + " data.n_epochs=10");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("early stopping: val_loss has not improved for 2 epochs"), std::string::npos)
+      << resumed.out;
+  EXPECT_NE(resumed.out.find("epoch 3/10"), std::string::npos) << resumed.out;
+  EXPECT_EQ(resumed.out.find("epoch 4/10"), std::string::npos) << resumed.out;
+}
+
 TEST(Checkpoint, AFreshRunDoesNotSilentlyReplaceAnEarlierRun) {
   TempDir d;
   ASSERT_EQ(run_crest("train " + kSmall + " data.n_epochs=1" + out_of(d.file("run"))).code, 0);
