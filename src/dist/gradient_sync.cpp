@@ -20,6 +20,44 @@ GradientCompression parse_gradient_compression(const std::string& text) {
   throw_input("unknown gradient compression '" + text + "' (expected none, bf16 or fp16)");
 }
 
+double OverlapFigures::hidden_fraction() const {
+  return allreduce_s > 0 ? std::clamp(1.0 - exposed_s / allreduce_s, 0.0, 1.0) : 1.0;
+}
+
+double OverlapFigures::hidden_fraction_excluding_imbalance() const {
+  return communication_s > 0 ? std::clamp(1.0 - exposed_communication_s / communication_s, 0.0, 1.0) : 1.0;
+}
+
+OverlapFigures overlap_figures(const std::vector<std::vector<double>>& wait,
+                               const std::vector<std::vector<double>>& allreduce) {
+  OverlapFigures f;
+  if (wait.empty() || wait.size() != allreduce.size()) throw_usage("overlap_figures: one row per rank in both");
+  const size_t steps = wait[0].size();
+  for (size_t r = 0; r < wait.size(); ++r)
+    if (wait[r].size() != steps || allreduce[r].size() != steps)
+      throw_usage("overlap_figures: every rank needs the same number of steps");
+  if (steps == 0) return f;
+  std::vector<double> wait_total(wait.size(), 0), allreduce_total(wait.size(), 0);
+  for (size_t k = 0; k < steps; ++k) {
+    double min_wait = wait[0][k], min_allreduce = allreduce[0][k];
+    for (size_t r = 0; r < wait.size(); ++r) {
+      min_wait = std::min(min_wait, wait[r][k]);
+      min_allreduce = std::min(min_allreduce, allreduce[r][k]);
+      wait_total[r] += wait[r][k];
+      allreduce_total[r] += allreduce[r][k];
+    }
+    f.exposed_communication_s += min_wait;
+    f.communication_s += min_allreduce;
+  }
+  const auto n = static_cast<double>(steps);
+  f.exposed_s = *std::max_element(wait_total.begin(), wait_total.end()) / n;
+  f.allreduce_s = *std::max_element(allreduce_total.begin(), allreduce_total.end()) / n;
+  f.exposed_communication_s /= n;
+  f.communication_s /= n;
+  f.imbalance_s = std::max(0.0, f.exposed_s - f.exposed_communication_s);
+  return f;
+}
+
 const char* gradient_compression_name(GradientCompression c) {
   return c == GradientCompression::bf16 ? "bf16" : c == GradientCompression::fp16 ? "fp16" : "none";
 }

@@ -103,12 +103,26 @@ void bench_train(const BenchTrainArgs& a) {
   sync.reset_stats();
   // The report's per-layer table needs the profile too.
   ex.set_profiling(a.profile || !a.report.empty());
-  std::vector<double> times;
+  std::vector<double> times, waits, allreduces;  // per timed step, this rank's
   for (int i = 0; i < a.steps; ++i) {
     const auto t0 = std::chrono::steady_clock::now();
+    const GradientSyncStats before = sync.stats();
     step();
     times.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    waits.push_back(sync.stats().finish_wait_s - before.finish_wait_s);
+    allreduces.push_back(sync.stats().allreduce_s - before.allreduce_s);
   }
+  // Every rank's per-step figures, to tell communication from waiting for slower ranks.
+  std::vector<std::vector<double>> all_waits, all_allreduces;
+  for (auto [mine, all] : {std::pair{&waits, &all_waits}, std::pair{&allreduces, &all_allreduces}}) {
+    std::vector<std::byte> bytes(mine->size() * sizeof(double));
+    std::memcpy(bytes.data(), mine->data(), bytes.size());
+    for (const auto& part : comm->allgather_parts(bytes)) {
+      all->emplace_back(part.size() / sizeof(double));
+      std::memcpy(all->back().data(), part.data(), part.size());
+    }
+  }
+  const OverlapFigures overlap = overlap_figures(all_waits, all_allreduces);
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   // Steps are synchronous across ranks (the allreduce), so the slowest rank's best step is the
@@ -116,8 +130,8 @@ void bench_train(const BenchTrainArgs& a) {
   const double best = comm->allreduce_max(sorted.front());
   const double median = comm->allreduce_max(sorted[sorted.size() / 2]);
   const double rss = comm->allreduce_max(peak_rss_mb());
-  const double exposed = comm->allreduce_max(sync.stats().finish_wait_s / a.steps);
-  const double allreduce = comm->allreduce_max(sync.stats().allreduce_s / a.steps);
+  const double exposed = overlap.exposed_s;
+  const double allreduce = overlap.allreduce_s;
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
   nlohmann::json j;
@@ -145,7 +159,12 @@ void bench_train(const BenchTrainArgs& a) {
     j["compress"] = a.compress;
     j["allreduce_s_per_step"] = allreduce;
     j["exposed_allreduce_s_per_step"] = exposed;
-    j["hidden_fraction"] = allreduce > 0 ? std::clamp(1.0 - exposed / allreduce, 0.0, 1.0) : 1.0;
+    j["hidden_fraction"] = overlap.hidden_fraction();
+    // The same without load imbalance: the network's time, and the part of it backward did not hide.
+    j["communication_s_per_step"] = overlap.communication_s;
+    j["exposed_communication_s_per_step"] = overlap.exposed_communication_s;
+    j["imbalance_wait_s_per_step"] = overlap.imbalance_s;
+    j["hidden_fraction_excluding_imbalance"] = overlap.hidden_fraction_excluding_imbalance();
     if (a.baseline > 0) {
       j["baseline_samples_per_s"] = a.baseline;
       j["scaling_efficiency"] = static_cast<double>(a.batch * comm->size()) / best / a.baseline;

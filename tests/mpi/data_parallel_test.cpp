@@ -232,6 +232,14 @@ TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunic
   EXPECT_GE(j["hidden_fraction"].get<double>(), 0.0);
   EXPECT_LE(j["hidden_fraction"].get<double>(), 1.0);
   EXPECT_GT(j["allreduce_s_per_step"].get<double>(), 0.0);
+  // Load imbalance is told apart: the network's time is at most the slowest-waiting rank's.
+  EXPECT_GT(j["communication_s_per_step"].get<double>(), 0.0);
+  EXPECT_LE(j["communication_s_per_step"].get<double>(), j["allreduce_s_per_step"].get<double>());
+  EXPECT_LE(j["exposed_communication_s_per_step"].get<double>(), j["exposed_allreduce_s_per_step"].get<double>());
+  EXPECT_NEAR(j["imbalance_wait_s_per_step"].get<double>(),
+              j["exposed_allreduce_s_per_step"].get<double>() - j["exposed_communication_s_per_step"].get<double>(), 1e-12);
+  EXPECT_GE(j["hidden_fraction_excluding_imbalance"].get<double>(), 0.0);
+  EXPECT_LE(j["hidden_fraction_excluding_imbalance"].get<double>(), 1.0);
   EXPECT_EQ(j["baseline_samples_per_s"], 10);
   EXPECT_NEAR(j["scaling_efficiency"].get<double>(), j["samples_per_s"].get<double>() / 10, 1e-9);
 }

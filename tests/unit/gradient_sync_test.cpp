@@ -171,6 +171,22 @@ TEST(GradientSync, Fp16CompressionRoundsTheAverageAndRefusesOverflow) {
   }
 }
 
+// Rank 1 arrives 80 ms late in step 0: rank 0 waits 81 ms (80 of them for rank 1), rank 1 waits
+// 1 ms for the network. In step 1 they arrive together and both wait 2 ms.
+TEST(OverlapFigures, SeparateWaitingForSlowerRanksFromCommunication) {
+  const OverlapFigures f = overlap_figures({{0.081, 0.002}, {0.001, 0.002}}, {{0.090, 0.010}, {0.010, 0.012}});
+  EXPECT_DOUBLE_EQ(f.exposed_s, (0.081 + 0.002) / 2);           // rank 0's: the largest
+  EXPECT_DOUBLE_EQ(f.allreduce_s, (0.090 + 0.010) / 2);         // rank 0's: the largest
+  EXPECT_DOUBLE_EQ(f.exposed_communication_s, (0.001 + 0.002) / 2);
+  EXPECT_DOUBLE_EQ(f.communication_s, (0.010 + 0.010) / 2);
+  EXPECT_DOUBLE_EQ(f.imbalance_s, f.exposed_s - f.exposed_communication_s);
+  EXPECT_NEAR(f.hidden_fraction(), 1 - 0.0415 / 0.05, 1e-12);
+  EXPECT_NEAR(f.hidden_fraction_excluding_imbalance(), 1 - 0.0015 / 0.010, 1e-12);
+  // Nothing communicated: everything hidden; ragged input is a usage error.
+  EXPECT_EQ(overlap_figures({{0.0}}, {{0.0}}).hidden_fraction_excluding_imbalance(), 1.0);
+  EXPECT_THROW(overlap_figures({{0.1, 0.2}, {0.1}}, {{0.1, 0.2}, {0.1}}), Error);
+}
+
 TEST(GradientSync, OneRankDoesNoCommunication) {
   test::SmallModel m = test::branchy_model();
   auto backend = make_backend("reference");

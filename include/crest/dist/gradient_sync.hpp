@@ -49,6 +49,28 @@ struct GradientSyncStats {
   }
 };
 
+// Communication against load imbalance, from every rank's per-step figures. A rank's wait after
+// backward (and its collectives' duration) includes waiting for slower ranks to arrive: when rank
+// 1's backward ends 80 ms after rank 0's, rank 0 waits 80 ms although the bytes take 1 ms. The
+// rank that arrives last waits only for the network, so per step the smallest wait over the ranks
+// is the communication not hidden, and the smallest collective time the communication itself;
+// the largest wait minus the smallest is load imbalance. No clocks are compared across ranks.
+struct OverlapFigures {
+  double allreduce_s = 0;                // per step: the largest rank's collective time
+  double exposed_s = 0;                  // per step: the largest rank's wait after backward
+  double communication_s = 0;            // per step: sum over steps of the smallest collective time
+  double exposed_communication_s = 0;    // per step: sum over steps of the smallest wait
+  double imbalance_s = 0;                // per step: exposed_s - exposed_communication_s
+  // 1 - exposed / allreduce: what the slowest-waiting rank saw (imbalance counted as communication).
+  double hidden_fraction() const;
+  // 1 - exposed communication / communication: the share of the network's time hidden behind backward.
+  double hidden_fraction_excluding_imbalance() const;
+};
+// `wait[r][k]`, `allreduce[r][k]`: rank r's wait after backward and collective time in step k
+// (every rank the same number of steps). Throws crest::Error (usage) on ragged input.
+OverlapFigures overlap_figures(const std::vector<std::vector<double>>& wait,
+                               const std::vector<std::vector<double>>& allreduce);
+
 class GradientSync {
  public:
   // `ready_order`: trainable slots in the order backward completes their gradients
