@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <iomanip>
 #include <limits>
 #include <optional>
@@ -322,8 +323,13 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     info.optimizer = optimizer->name();
     info.config_yaml = config.resolved_yaml;
     info.crest_version = CREST_VERSION;
+    const auto t0 = Clock::now();
     summary.last_checkpoint = write_checkpoint(run_dir.checkpoint_dir, info, ex.params(), *optimizer, tc.checkpoint_keep);
-    log << "checkpoint: " << summary.last_checkpoint << "\n";
+    // Its size and time: what checkpointing costs the run (fsync included).
+    std::error_code ec;
+    const auto bytes = std::filesystem::file_size(summary.last_checkpoint, ec);
+    log << "checkpoint: " << summary.last_checkpoint << " (" << human_bytes(static_cast<double>(ec ? 0 : bytes)) << ", "
+        << std::fixed << std::setprecision(2) << since(t0) << " s)\n";
   };
   double run_epoch_s = 0;  // epochs of this invocation, for the ETA
   int run_epochs = 0;
