@@ -200,6 +200,18 @@ std::string text(double x, double y, const std::string& s, const std::string& ex
          ">" + html(s) + "</text>";
 }
 
+// Horizontal gridlines at the y axis' ticks, with the tick labels left of the plot.
+template <class ToY>
+std::string y_gridlines(double left, double width, const Axis& ya, ToY py) {
+  std::string s = "<g class=\"axes\" stroke=\"#d0d4da\" stroke-width=\"1\">";
+  for (double t : ya.ticks)
+    s += "<line x1=\"" + c1(left) + "\" x2=\"" + c1(left + width) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" +
+         c1(py(t)) + "\"/>";
+  s += "</g><g fill=\"#555\" text-anchor=\"end\">";
+  for (double t : ya.ticks) s += text(left - 6, py(t) + 4, tick(t));
+  return s + "</g>";
+}
+
 std::string rect(double x, double y, double w, double h, const std::string& fill,
                  const std::string& tip) {
   return "<rect x=\"" + c1(x) + "\" y=\"" + c1(y) + "\" width=\"" + c1(std::max(0.0, w)) +
@@ -232,13 +244,8 @@ std::string line_chart(const std::string& id, const std::string& title, const st
   auto py = [&](double v) { return T + ph - (v - ya.lo) / (ya.hi - ya.lo) * ph; };
   std::string s = svg_open(id, title, W, H);
   s += text(L, 18, title, "font-weight=\"600\" font-size=\"13\"") + "\n";
-  s += "<g class=\"axes\" stroke=\"#d0d4da\" stroke-width=\"1\">";
-  for (double t : ya.ticks)
-    s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" +
-         c1(py(t)) + "\"/>";
-  s += "</g><g fill=\"#555\" text-anchor=\"end\">";
-  for (double t : ya.ticks) s += text(L - 6, py(t) + 4, tick(t));
-  s += "</g><g fill=\"#555\" text-anchor=\"middle\">";
+  s += y_gridlines(L, pw, ya, py);
+  s += "<g fill=\"#555\" text-anchor=\"middle\">";
   const size_t every = std::max<size_t>(1, (x.size() + 9) / 10);  // at most ~10 epoch labels
   for (size_t i = 0; i < x.size(); i += every)
     s += text(px(x[i]), T + ph + 16, std::to_string(x[i]));
@@ -299,13 +306,7 @@ std::string bar_chart(const std::string& id, const std::string& title, const std
   const double bw = std::min(60.0, slot * 0.7);
   std::string s = svg_open(id, title, W, H);
   s += text(L, 18, title, "font-weight=\"600\" font-size=\"13\"") + "\n";
-  s += "<g class=\"axes\" stroke=\"#d0d4da\">";
-  for (double t : ya.ticks)
-    s += "<line x1=\"" + c1(L) + "\" x2=\"" + c1(L + pw) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" +
-         c1(py(t)) + "\"/>";
-  s += "</g><g fill=\"#555\" text-anchor=\"end\">";
-  for (double t : ya.ticks) s += text(L - 6, py(t) + 4, tick(t));
-  s += "</g>";
+  s += y_gridlines(L, pw, ya, py);
   s += text(L + pw / 2, H - 6, "epoch", "fill=\"#555\" text-anchor=\"middle\"");
   s += text(14, T + ph / 2, y_label,
             "fill=\"#555\" text-anchor=\"middle\" transform=\"rotate(-90 14 " + c1(T + ph / 2) +
