@@ -6,8 +6,6 @@
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
-#include <limits>
-#include <optional>
 #include <ostream>
 #include <sstream>
 #include <thread>
