@@ -1,7 +1,5 @@
 #include "crest/train/run_directory.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -13,6 +11,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
+#include "data/formats/file_io.hpp"
 
 namespace crest {
 namespace fs = std::filesystem;
@@ -58,24 +57,11 @@ std::string value_of(const std::string& yaml, const std::string& section, const 
   return "";
 }
 
+// The resolved config, with the writer every crest output uses (temp file, fsync, rename).
 void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      throw_input(path + ": cannot write: " + std::strerror(errno));
-    }
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw_input(path + ": cannot write: " + why);
-  }
+  formats_io::AtomicOutputFile out(path);
+  out.write(text.data(), text.size());
+  out.commit();
 }
 
 }  // namespace
