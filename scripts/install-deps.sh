@@ -1,21 +1,28 @@
 #!/usr/bin/env bash
-# Installs the Debian 12 packages crest needs to build and test, when they are missing.
+# Installs the Debian 12 packages crest needs, when they are missing: what `make run` needs to
+# build and train, and with --test also what only the test suite needs (`make test`).
 # As root it runs apt-get; otherwise it prints the command to run and stops with an error.
 set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
   libdnnl-dev            # oneDNN 2.6: the CPU kernels
+  ocl-icd-opencl-dev     # Debian's dnnl-config.cmake asks for OpenCL (a Recommends of libdnnl-dev)
   libyaml-cpp-dev        # configs
   nlohmann-json3-dev     # JSON (bench output, safetensors headers)
   libcli11-dev           # the command line
   zlib1g-dev             # gzip TFRecords
   libhdf5-dev            # DeepCAM HDF5 samples and stats.h5
   libopenmpi-dev openmpi-bin  # multi-rank training (MPI) and mpirun for its tests
-  libgtest-dev libgmock-dev  # the test suite
-  python3 python3-venv   # tests/interop and fixture scripts
-  chromium               # headless, renders report.html in tests/interop/report_render.py
 )
+if [ "${1:-}" = "--test" ]; then
+  packages+=(
+    libgtest-dev libgmock-dev  # the test suite
+    python3 python3-venv   # tests/interop and fixture scripts
+    chromium               # headless, renders report.html in tests/interop/report_render.py
+    clang-format           # the formatting check of .ci/run and `make format-check`
+  )
+fi
 
 missing=()
 for p in "${packages[@]}"; do

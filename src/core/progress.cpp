@@ -10,7 +10,9 @@
 namespace crest {
 
 namespace {
-double seconds(std::chrono::steady_clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 }  // namespace
 
 Progress::Progress(std::string label, int64_t total_items, double interval_s, bool visible)
@@ -32,13 +34,18 @@ int64_t Progress::bytes() const {
 std::string Progress::line_locked() const {
   const double t = std::max(1e-9, seconds(std::chrono::steady_clock::now() - start_));
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s: %lld/%lld (%.0f%%), %.1f/s", label_.c_str(), static_cast<long long>(done_),
-                static_cast<long long>(total_), total_ > 0 ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0,
-                static_cast<double>(done_) / t);
+  std::snprintf(
+      buf, sizeof buf, "%s: %lld/%lld (%.0f%%), %.1f/s", label_.c_str(),
+      static_cast<long long>(done_), static_cast<long long>(total_),
+      total_ > 0 ? 100.0 * static_cast<double>(done_) / static_cast<double>(total_) : 100.0,
+      static_cast<double>(done_) / t);
   std::string s = buf;
-  if (bytes_ > 0) s += ", " + human_bytes(static_cast<double>(bytes_)) + " at " + human_bytes(static_cast<double>(bytes_) / t) + "/s";
+  if (bytes_ > 0)
+    s += ", " + human_bytes(static_cast<double>(bytes_)) + " at " +
+         human_bytes(static_cast<double>(bytes_) / t) + "/s";
   if (done_ > 0 && done_ < total_) {
-    std::snprintf(buf, sizeof buf, ", ETA %.0f s", t / static_cast<double>(done_) * static_cast<double>(total_ - done_));
+    std::snprintf(buf, sizeof buf, ", ETA %.0f s",
+                  t / static_cast<double>(done_) * static_cast<double>(total_ - done_));
     s += buf;
   }
   std::snprintf(buf, sizeof buf, ", %.1f s", t);

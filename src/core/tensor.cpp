@@ -13,9 +13,12 @@ const char* device_name(Device d) { return d == Device::cpu ? "cpu" : "cuda"; }
 
 const char* layout_name(Layout l) {
   switch (l) {
-    case Layout::plain: return "plain";
-    case Layout::channels_last: return "channels_last";
-    case Layout::blocked: return "blocked";
+    case Layout::plain:
+      return "plain";
+    case Layout::channels_last:
+      return "channels_last";
+    case Layout::blocked:
+      return "blocked";
   }
   return "?";
 }
@@ -43,8 +46,10 @@ Buffer::~Buffer() { release(); }
 
 void Buffer::release() {
   if (!data_) return;
-  if (bytes_ >= kMmapThreshold) munmap(data_, bytes_);
-  else std::free(data_);
+  if (bytes_ >= kMmapThreshold)
+    munmap(data_, bytes_);
+  else
+    std::free(data_);
   data_ = nullptr;
 }
 

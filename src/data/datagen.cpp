@@ -31,7 +31,9 @@ namespace fs = std::filesystem;
 
 // Train and validation samples come from different seeds, so growing one split never changes
 // the other.
-uint64_t split_seed(uint64_t seed, int split) { return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(split + 1); }
+uint64_t split_seed(uint64_t seed, int split) {
+  return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(split + 1);
+}
 
 int64_t file_bytes(const std::string& path) {
   std::error_code ec;
@@ -52,27 +54,36 @@ struct Job {
 
 void check_options(const DatagenOptions& o) {
   if (o.out.empty()) throw_usage("datagen: --out DIR is required");
-  if (o.n_train < 0 || o.n_valid < 0) throw_usage("datagen: --train and --valid must not be negative");
+  if (o.n_train < 0 || o.n_valid < 0)
+    throw_usage("datagen: --train and --valid must not be negative");
   if (o.n_train + o.n_valid == 0) throw_usage("datagen: nothing to generate (--train 0 --valid 0)");
   if (o.kind == DatagenKind::cosmoflow) {
-    if (o.size < 32 || o.size % 32) throw_usage("datagen: --size " + std::to_string(o.size) + " must be a positive multiple of 32");
-    if (o.format == DatagenFormat::hdf5) throw_usage("datagen cosmoflow: --format must be tfrecord or npy");
+    if (o.size < 32 || o.size % 32)
+      throw_usage("datagen: --size " + std::to_string(o.size) +
+                  " must be a positive multiple of 32");
+    if (o.format == DatagenFormat::hdf5)
+      throw_usage("datagen cosmoflow: --format must be tfrecord or npy");
   } else {
     if (o.height < 16 || o.width < 16 || o.height % 16 || o.width % 16)
       throw_usage("datagen deepcam: --height and --width must be positive multiples of 16 (got " +
                   std::to_string(o.height) + "x" + std::to_string(o.width) + ")");
-    if (o.format == DatagenFormat::tfrecord) throw_usage("datagen deepcam: --format must be hdf5 or npy");
+    if (o.format == DatagenFormat::tfrecord)
+      throw_usage("datagen deepcam: --format must be hdf5 or npy");
     if (o.gzip) throw_usage("datagen deepcam: --gzip applies to CosmoFlow TFRecords only");
-    if (o.n_train < 1) throw_usage("datagen deepcam: --train must be at least 1 (stats.h5 is computed over train)");
+    if (o.n_train < 1)
+      throw_usage("datagen deepcam: --train must be at least 1 (stats.h5 is computed over train)");
   }
-  if (o.gzip && o.format != DatagenFormat::tfrecord) throw_usage("datagen: --gzip needs --format tfrecord");
+  if (o.gzip && o.format != DatagenFormat::tfrecord)
+    throw_usage("datagen: --gzip needs --format tfrecord");
 }
 
 // Refuses to write into a split directory that already holds files, unless overwrite is set.
 void prepare_dir(const std::string& dir, bool overwrite) {
   std::error_code ec;
   if (fs::exists(dir, ec) && !overwrite && !fs::is_empty(dir, ec))
-    throw_input(dir + ": exists and is not empty; refusing to write over it (pass --overwrite to replace the files)");
+    throw_input(dir +
+                ": exists and is not empty; refusing to write over it (pass --overwrite to replace "
+                "the files)");
   fs::create_directories(dir, ec);
   if (ec) throw_input(dir + ": cannot create the directory: " + ec.message());
 }
@@ -82,20 +93,25 @@ void prepare_dir(const std::string& dir, bool overwrite) {
 std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index) {
   char buf[64];
   if (kind == DatagenKind::cosmoflow)
-    std::snprintf(buf, sizeof buf, format == DatagenFormat::npy ? "sample-%06lld.data.npy" : "sample-%06lld.tfrecord",
-                  static_cast<long long>(index));
+    std::snprintf(
+        buf, sizeof buf,
+        format == DatagenFormat::npy ? "sample-%06lld.data.npy" : "sample-%06lld.tfrecord",
+        static_cast<long long>(index));
   else
-    std::snprintf(buf, sizeof buf, format == DatagenFormat::npy ? "data-%06lld.npy" : "data-%06lld.h5",
+    std::snprintf(buf, sizeof buf,
+                  format == DatagenFormat::npy ? "data-%06lld.npy" : "data-%06lld.h5",
                   static_cast<long long>(index));
   return buf;
 }
 
 DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   check_options(o);
-  const std::string dirs[2] = {(fs::path(o.out) / "train").string(), (fs::path(o.out) / "validation").string()};
+  const std::string dirs[2] = {(fs::path(o.out) / "train").string(),
+                               (fs::path(o.out) / "validation").string()};
   const int64_t counts[2] = {o.n_train, o.n_valid};
   if (o.kind == DatagenKind::deepcam && !o.overwrite && fs::exists(fs::path(o.out) / "stats.h5"))
-    throw_input((fs::path(o.out) / "stats.h5").string() + ": exists; refusing to write over it (pass --overwrite)");
+    throw_input((fs::path(o.out) / "stats.h5").string() +
+                ": exists; refusing to write over it (pass --overwrite)");
   for (int s = 0; s < 2; ++s)
     if (counts[s] > 0) prepare_dir(dirs[s], o.overwrite);
 
@@ -103,7 +119,8 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   for (int s = 0; s < 2; ++s)
     for (int64_t i = 0; i < counts[s]; ++i) jobs.push_back({s, i});
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int workers = static_cast<int>(std::min<int64_t>(o.threads > 0 ? o.threads : hw, static_cast<int64_t>(jobs.size())));
+  const int workers = static_cast<int>(
+      std::min<int64_t>(o.threads > 0 ? o.threads : hw, static_cast<int64_t>(jobs.size())));
   // Files in parallel; the cores left over go to OpenMP inside each generator.
   const int omp_per_worker = std::max(1, hw / workers);
 
@@ -113,9 +130,10 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   const DeepcamChannelStats dstats = default_deepcam_channel_stats();
   std::vector<ChannelSums> sums(static_cast<size_t>(cosmo ? 0 : o.n_train));
 
-  log << "datagen " << (cosmo ? "cosmoflow" : "deepcam") << ": " << o.n_train << " train + " << o.n_valid
-      << " validation samples of "
-      << (cosmo ? std::to_string(o.size) + "^3 x 4 int16" : std::to_string(o.height) + "x" + std::to_string(o.width) + "x16 float32")
+  log << "datagen " << (cosmo ? "cosmoflow" : "deepcam") << ": " << o.n_train << " train + "
+      << o.n_valid << " validation samples of "
+      << (cosmo ? std::to_string(o.size) + "^3 x 4 int16"
+                : std::to_string(o.height) + "x" + std::to_string(o.width) + "x16 float32")
       << " into " << o.out << " (" << workers << " parallel files, seed " << o.seed << ")\n";
   log.flush();
 
@@ -136,7 +154,8 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
       }
       const Job job = jobs[j];
       const uint64_t seed = split_seed(o.seed, job.split);
-      const std::string path = (fs::path(dirs[job.split]) / datagen_file_name(o.kind, o.format, job.index)).string();
+      const std::string path =
+          (fs::path(dirs[job.split]) / datagen_file_name(o.kind, o.format, job.index)).string();
       try {
         int64_t bytes = 0;
         if (cosmo) {
@@ -167,7 +186,10 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
             write_deepcam_sample(path, {o.height, o.width, 16}, data.data(), labels.data());
             bytes = file_bytes(path);
           } else {
-            const std::string label = (fs::path(dirs[job.split]) / ("label-" + datagen_file_name(o.kind, o.format, job.index).substr(5))).string();
+            const std::string label =
+                (fs::path(dirs[job.split]) /
+                 ("label-" + datagen_file_name(o.kind, o.format, job.index).substr(5)))
+                    .string();
             write_npy(label, DType::f32, {o.height, o.width}, labels.data());
             write_npy(path, DType::f32, {o.height, o.width, 16}, data.data());
             bytes = file_bytes(path) + file_bytes(label);
@@ -229,7 +251,8 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   r.bytes = written.load();
   r.seconds = progress.elapsed_s();
   log << "wrote " << r.files << " samples, " << human_bytes(static_cast<double>(r.bytes)) << " in "
-      << r.seconds << " s (" << human_bytes(static_cast<double>(r.bytes) / std::max(r.seconds, 1e-9)) << "/s)\n";
+      << r.seconds << " s ("
+      << human_bytes(static_cast<double>(r.bytes) / std::max(r.seconds, 1e-9)) << "/s)\n";
   return r;
 }
 

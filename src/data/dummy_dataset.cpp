@@ -22,7 +22,8 @@ void fill(const DummyDataset& ds, const std::vector<int64_t>& idx, T* x, T* y, i
     const uint64_t base = mix(seed ^ mix(static_cast<uint64_t>(idx[static_cast<size_t>(b)])));
     T* xs = x + b * per_sample;
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < per_sample; ++i) xs[i] = static_cast<T>(unit(mix(base + static_cast<uint64_t>(i))));
+    for (int64_t i = 0; i < per_sample; ++i)
+      xs[i] = static_cast<T>(unit(mix(base + static_cast<uint64_t>(i))));
     for (int64_t t = 0; t < targets; ++t)
       y[b * targets + t] = static_cast<T>(2 * unit(mix(~base + static_cast<uint64_t>(t))) - 1);
   }
@@ -30,18 +31,24 @@ void fill(const DummyDataset& ds, const std::vector<int64_t>& idx, T* x, T* y, i
 
 }  // namespace
 
-DummyDataset::DummyDataset(const Shape& sample_shape, int64_t target_size, int64_t n_samples, uint64_t seed)
+DummyDataset::DummyDataset(const Shape& sample_shape, int64_t target_size, int64_t n_samples,
+                           uint64_t seed)
     : sample_shape_(sample_shape), target_size_(target_size), n_(n_samples), seed_(seed) {
   if (n_samples < 1) throw_input("the dummy dataset needs at least one sample");
 }
 
-void DummyDataset::fill_batch(const std::vector<int64_t>& indices, const TensorView& x, const TensorView& y) const {
+void DummyDataset::fill_batch(const std::vector<int64_t>& indices, const TensorView& x,
+                              const TensorView& y) const {
   const int64_t per_sample = sample_shape_.numel();
   CREST_CHECK(x.numel() == per_sample * static_cast<int64_t>(indices.size()), "dummy batch shape");
-  CREST_CHECK(y.numel() == target_size_ * static_cast<int64_t>(indices.size()), "dummy target shape");
-  if (x.dtype() == DType::f32) fill(*this, indices, x.as<float>(), y.as<float>(), per_sample, target_size_, seed_);
-  else if (x.dtype() == DType::f64) fill(*this, indices, x.as<double>(), y.as<double>(), per_sample, target_size_, seed_);
-  else throw_runtime("dummy dataset: unsupported dtype " + dtype_name(x.dtype()));
+  CREST_CHECK(y.numel() == target_size_ * static_cast<int64_t>(indices.size()),
+              "dummy target shape");
+  if (x.dtype() == DType::f32)
+    fill(*this, indices, x.as<float>(), y.as<float>(), per_sample, target_size_, seed_);
+  else if (x.dtype() == DType::f64)
+    fill(*this, indices, x.as<double>(), y.as<double>(), per_sample, target_size_, seed_);
+  else
+    throw_runtime("dummy dataset: unsupported dtype " + dtype_name(x.dtype()));
 }
 
 }  // namespace crest
@@ -62,8 +69,9 @@ class DummySource final : public SampleSource {
   const std::string& path(int64_t) const override { return name_; }
   void read(int64_t, std::vector<std::byte>& payload) const override { payload.clear(); }
   void decode(int64_t i, std::span<const std::byte>, float* x, void* y) const override {
-    ds_.fill_batch({i}, TensorView(x, {spec_.x_shape.with_batch(1), DType::f32, Device::cpu, Layout::plain}),
-                   TensorView(y, {spec_.y_shape.with_batch(1), DType::f32, Device::cpu, Layout::plain}));
+    ds_.fill_batch(
+        {i}, TensorView(x, {spec_.x_shape.with_batch(1), DType::f32, Device::cpu, Layout::plain}),
+        TensorView(y, {spec_.y_shape.with_batch(1), DType::f32, Device::cpu, Layout::plain}));
   }
 
  private:

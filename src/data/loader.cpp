@@ -42,7 +42,8 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     slots_.push_back(std::move(s));
   }
   int threads = opts_.threads;
-  if (threads <= 0) threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  if (threads <= 0)
+    threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -63,8 +64,8 @@ int64_t DataLoader::cached_bytes() const {
 
 void DataLoader::start_epoch(int epoch, int64_t first_batch) {
   if (first_batch < 0 || first_batch > plan_.batches)
-    throw_runtime("internal error: DataLoader::start_epoch at batch " + std::to_string(first_batch) + " of " +
-                  std::to_string(plan_.batches));
+    throw_runtime("internal error: DataLoader::start_epoch at batch " +
+                  std::to_string(first_batch) + " of " + std::to_string(plan_.batches));
   std::unique_lock lock(mu_);
   for (const auto& s : slots_)
     if (s->state == Slot::State::held)
@@ -126,9 +127,11 @@ LoadedBatch DataLoader::next() {
   out.index = consumed_++;
   out.slot = slot_index;
   const SampleSpec& spec = source_->spec();
-  out.x = TensorView(slot->x.data(), {spec.x_shape.with_batch(opts_.batch_size), DType::f32, Device::cpu, Layout::plain});
-  out.y = TensorView(slot->y.data(), {spec.y_shape.with_batch(opts_.batch_size), spec.y_integer ? DType::i32 : DType::f32,
+  out.x = TensorView(slot->x.data(), {spec.x_shape.with_batch(opts_.batch_size), DType::f32,
                                       Device::cpu, Layout::plain});
+  out.y = TensorView(slot->y.data(),
+                     {spec.y_shape.with_batch(opts_.batch_size),
+                      spec.y_integer ? DType::i32 : DType::f32, Device::cpu, Layout::plain});
   ++stats_.batches;
   stats_.samples += opts_.batch_size;
   return out;
@@ -136,9 +139,11 @@ LoadedBatch DataLoader::next() {
 
 void DataLoader::release(const LoadedBatch& batch) {
   std::lock_guard lock(mu_);
-  CREST_CHECK(batch.slot >= 0 && static_cast<size_t>(batch.slot) < slots_.size(), "release of an unknown batch");
+  CREST_CHECK(batch.slot >= 0 && static_cast<size_t>(batch.slot) < slots_.size(),
+              "release of an unknown batch");
   Slot& s = *slots_[static_cast<size_t>(batch.slot)];
-  CREST_CHECK(s.state == Slot::State::held && s.batch == batch.index, "release of a batch not held");
+  CREST_CHECK(s.state == Slot::State::held && s.batch == batch.index,
+              "release of a batch not held");
   s.state = Slot::State::free;
   schedule_locked();
 }
@@ -170,7 +175,8 @@ std::span<const std::byte> DataLoader::payload_of(int64_t sample, std::vector<st
   local.payload_bytes += static_cast<int64_t>(scratch.size());
   if (opts_.cache_bytes > 0) {
     std::unique_lock lock(cache_mu_);
-    if (cache_used_ + static_cast<int64_t>(scratch.size()) <= opts_.cache_bytes && !cache_.count(sample)) {
+    if (cache_used_ + static_cast<int64_t>(scratch.size()) <= opts_.cache_bytes &&
+        !cache_.count(sample)) {
       auto& entry = cache_[sample];
       entry = scratch;
       cache_used_ += static_cast<int64_t>(entry.size());
@@ -183,7 +189,8 @@ std::span<const std::byte> DataLoader::payload_of(int64_t sample, std::vector<st
 void DataLoader::run_task(const Task& t) {
   Slot& slot = *slots_[static_cast<size_t>(t.slot)];
   const SampleSpec& spec = source_->spec();
-  float* x = reinterpret_cast<float*>(static_cast<char*>(slot.x.data()) + spec.x_bytes() * static_cast<size_t>(t.position));
+  float* x = reinterpret_cast<float*>(static_cast<char*>(slot.x.data()) +
+                                      spec.x_bytes() * static_cast<size_t>(t.position));
   void* y = static_cast<char*>(slot.y.data()) + spec.y_bytes() * static_cast<size_t>(t.position);
   thread_local std::vector<std::byte> scratch;
   LoaderStats local;
@@ -220,10 +227,11 @@ void DataLoader::run_task(const Task& t) {
     }
     if (!take_spare_locked(sample)) {
       failure = std::make_exception_ptr(Error(
-          ErrorKind::input, "data.on_error=skip: " + std::to_string(stats_.skipped) +
-                                " bad samples skipped this epoch and no spare sample is left on this rank "
-                                "to complete batch " + std::to_string(slot.batch) + " (last bad file: " +
-                                source_->path(t.sample) + ")"));
+          ErrorKind::input,
+          "data.on_error=skip: " + std::to_string(stats_.skipped) +
+              " bad samples skipped this epoch and no spare sample is left on this rank "
+              "to complete batch " +
+              std::to_string(slot.batch) + " (last bad file: " + source_->path(t.sample) + ")"));
       break;
     }
   }

@@ -41,9 +41,9 @@ ShardPlan plan_shards(int64_t samples, int64_t batch_size, int rank, int size) {
   p.per_rank = samples / size;
   p.batches = p.per_rank / batch_size;
   if (p.batches < 1)
-    throw_input(std::to_string(samples) + " samples cannot give every one of " + std::to_string(size) +
-                " ranks a full batch of " + std::to_string(batch_size) + " (need at least " +
-                std::to_string(batch_size * size) + ")");
+    throw_input(std::to_string(samples) + " samples cannot give every one of " +
+                std::to_string(size) + " ranks a full batch of " + std::to_string(batch_size) +
+                " (need at least " + std::to_string(batch_size * size) + ")");
   return p;
 }
 
@@ -65,7 +65,8 @@ std::vector<int64_t> rank_samples(const ShardPlan& plan, const std::vector<int64
   CREST_CHECK(static_cast<int64_t>(order.size()) == plan.samples, "epoch order size");
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(plan.samples / plan.size + 1));
-  for (int64_t i = plan.rank; i < plan.samples; i += plan.size) mine.push_back(order[static_cast<size_t>(i)]);
+  for (int64_t i = plan.rank; i < plan.samples; i += plan.size)
+    mine.push_back(order[static_cast<size_t>(i)]);
   return mine;
 }
 

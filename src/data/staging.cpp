@@ -74,14 +74,16 @@ class Fd {
       const ssize_t w = ::write(fd_, c, n);
       if (w < 0) {
         if (errno == EINTR) continue;
-        throw_input(path_ + ": write failed: " + err_text() + (errno == ENOSPC ? " (the disk is full)" : ""));
+        throw_input(path_ + ": write failed: " + err_text() +
+                    (errno == ENOSPC ? " (the disk is full)" : ""));
       }
       c += w;
       n -= static_cast<size_t>(w);
     }
   }
   void close() {
-    if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0) throw_input(path_ + ": close failed: " + err_text());
+    if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0)
+      throw_input(path_ + ": close failed: " + err_text());
   }
 
  private:
@@ -112,7 +114,8 @@ struct TempFile {
 std::string make_temp(const std::string& final_path) {
   std::string t = final_path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(t.data());
-  if (fd < 0) throw_input(final_path + ": cannot create a temporary file next to it: " + err_text());
+  if (fd < 0)
+    throw_input(final_path + ": cannot create a temporary file next to it: " + err_text());
   (void)::fchmod(fd, 0644);
   ::close(fd);
   return t;
@@ -127,7 +130,8 @@ bool is_gzip_tfrecord(const std::string& path) {
 }
 
 StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<std::byte>& buf) {
-  const std::string src = (fs::path(o.from) / f.rel).string(), dst = (fs::path(o.to) / f.rel).string();
+  const std::string src = (fs::path(o.from) / f.rel).string(),
+                    dst = (fs::path(o.to) / f.rel).string();
   std::error_code ec;
   fs::create_directories(fs::path(dst).parent_path(), ec);
   if (ec) throw_input(fs::path(dst).parent_path().string() + ": cannot create: " + ec.message());
@@ -178,8 +182,8 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     }
     outf.close();
     if (total != f.source_bytes)
-      throw_input(src + ": changed while staging (" + std::to_string(f.source_bytes) + " bytes listed, " +
-                  std::to_string(total) + " read)");
+      throw_input(src + ": changed while staging (" + std::to_string(f.source_bytes) +
+                  " bytes listed, " + std::to_string(total) + " read)");
     // The size on disk must be what was read. The bytes are not read back: that would come from
     // the page cache just written, proving nothing about the device, at the cost of a second
     // pass; the checksum of what was read goes into the manifest instead.
@@ -191,7 +195,8 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     out.crc = crc;
     out.bytes = total;
   }
-  if (::rename(tmp.path.c_str(), dst.c_str()) != 0) throw_input(dst + ": cannot rename into place: " + err_text());
+  if (::rename(tmp.path.c_str(), dst.c_str()) != 0)
+    throw_input(dst + ": cannot rename into place: " + err_text());
   tmp.path.clear();
   return out;
 }
@@ -199,7 +204,8 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
 // Every file of the dataset: top-level files, then each split's sorted files.
 std::vector<FileToStage> list_dataset(const StageOptions& o) {
   std::error_code ec;
-  if (!fs::is_directory(o.from, ec)) throw_input(o.from + ": not a directory (the dataset to stage)");
+  if (!fs::is_directory(o.from, ec))
+    throw_input(o.from + ": not a directory (the dataset to stage)");
   auto regular = [&](const fs::path& dir) {
     std::vector<std::string> names;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
@@ -242,7 +248,8 @@ json manifest_of(const StageOptions& o, int ranks, const std::vector<StagedFile>
   m["staged_by_ranks"] = ranks;  // informational: every staging holds the whole dataset
   json list = json::array();
   for (const auto& f : files)
-    list.push_back({{"path", f.rel}, {"source_bytes", f.source_bytes}, {"bytes", f.bytes}, {"crc32c", f.crc}});
+    list.push_back(
+        {{"path", f.rel}, {"source_bytes", f.source_bytes}, {"bytes", f.bytes}, {"crc32c", f.crc}});
   m["files"] = list;
   return m;
 }
@@ -256,16 +263,20 @@ bool existing_staging_matches(const StageOptions& o, const std::vector<FileToSta
   try {
     in >> m;
     // Any complete staging holds the whole dataset, whichever rank count wrote it.
-    if (m.value("source", "") != fs::absolute(o.from).lexically_normal().string() || m.value("inflate", !o.inflate) != o.inflate)
+    if (m.value("source", "") != fs::absolute(o.from).lexically_normal().string() ||
+        m.value("inflate", !o.inflate) != o.inflate)
       return false;
     const json& files = m.at("files");
     if (files.size() != want.size()) return false;
     for (size_t i = 0; i < want.size(); ++i) {
       const json& f = files[i];
-      if (f.at("path").get<std::string>() != want[i].rel || f.at("source_bytes").get<int64_t>() != want[i].source_bytes)
+      if (f.at("path").get<std::string>() != want[i].rel ||
+          f.at("source_bytes").get<int64_t>() != want[i].source_bytes)
         return false;
       std::error_code ec;
-      if (static_cast<int64_t>(fs::file_size(fs::path(o.to) / want[i].rel, ec)) != f.at("bytes").get<int64_t>() || ec)
+      if (static_cast<int64_t>(fs::file_size(fs::path(o.to) / want[i].rel, ec)) !=
+              f.at("bytes").get<int64_t>() ||
+          ec)
         return false;
     }
   } catch (const std::exception&) {
@@ -273,7 +284,6 @@ bool existing_staging_matches(const StageOptions& o, const std::vector<FileToSta
   }
   return true;
 }
-
 
 // The manifest last, atomically: its presence means every file listed is complete and verified.
 void write_manifest(const StageOptions& o, int ranks, const std::vector<StagedFile>& staged) {
@@ -313,17 +323,19 @@ T get(const std::vector<std::byte>& in, size_t at) {
 
 // One piece of one file in an exchange round: header, then the bytes.
 struct PieceHeader {
-  int64_t file = -1;     // index in the listing
-  int64_t offset = 0;    // of these bytes in the file
-  int64_t total = 0;     // the file's size
-  uint32_t crc = 0;      // the reader's CRC32C of the whole file (in the last piece)
+  int64_t file = -1;   // index in the listing
+  int64_t offset = 0;  // of these bytes in the file
+  int64_t total = 0;   // the file's size
+  uint32_t crc = 0;    // the reader's CRC32C of the whole file (in the last piece)
   uint32_t last = 0;
 };
 
 StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::ostream& log) {
   const int rank = comm.rank(), size = comm.size();
   if (o.inflate)
-    throw_usage("stage --inflate runs in one process only for now; stage the GZIP files, or inflate before the job");
+    throw_usage(
+        "stage --inflate runs in one process only for now; stage the GZIP files, or inflate before "
+        "the job");
   std::string problem;
   std::vector<FileToStage> all;
   try {
@@ -354,8 +366,9 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   if (complete == size) {
     r.reused = true;
     r.bytes_written = total;
-    log << "stage: " << o.to << " already holds a verified staging of " << o.from << " on every node (" << r.files
-        << " files, " << human_bytes(static_cast<double>(total)) << "); reusing it\n";
+    log << "stage: " << o.to << " already holds a verified staging of " << o.from
+        << " on every node (" << r.files << " files, " << human_bytes(static_cast<double>(total))
+        << "); reusing it\n";
     return r;
   }
   // Nothing is written until every rank has checked its destination (ranks of a node share it).
@@ -365,7 +378,8 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
               "); refusing to write over it (pass --overwrite)";
   fail_together(comm, problem);
   comm.barrier();
-  if (comm.local_rank() == 0) fs::remove(fs::path(o.to) / kManifest, ec);  // incomplete until rewritten
+  if (comm.local_rank() == 0)
+    fs::remove(fs::path(o.to) / kManifest, ec);  // incomplete until rewritten
   fs::create_directories(o.to, ec);
   if (ec) problem = o.to + ": cannot create: " + ec.message();
   fail_together(comm, problem);
@@ -388,25 +402,28 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   for (int64_t i = 0; i < static_cast<int64_t>(all.size()); ++i)
     if (!uniform || writes(i)) group_files.push_back(i);
   for (size_t j = 0; j < group_files.size(); ++j)
-    if (static_cast<int>(j % static_cast<size_t>(group.size())) == group.rank()) my_reads.push_back(group_files[j]);
+    if (static_cast<int>(j % static_cast<size_t>(group.size())) == group.rank())
+      my_reads.push_back(group_files[j]);
   int64_t group_bytes = 0;
   for (int64_t i : group_files) group_bytes += all[static_cast<size_t>(i)].source_bytes;
 
   const int nodes = uniform ? group.size() : 0;
-  log << "stage: " << all.size() << " files (" << human_bytes(static_cast<double>(total)) << ") from " << o.from << " to "
-      << o.to << " on every node; ";
+  log << "stage: " << all.size() << " files (" << human_bytes(static_cast<double>(total))
+      << ") from " << o.from << " to " << o.to << " on every node; ";
   if (uniform)
     log << nodes << (nodes == 1 ? " node" : " nodes") << " x " << local_size
-        << " ranks: each rank reads 1/" << size << " and receives its node share from the other nodes\n";
+        << " ranks: each rank reads 1/" << size
+        << " and receives its node share from the other nodes\n";
   else
-    log << size << " ranks (nodes with different rank counts) each read 1/" << size << " and exchange the rest\n";
+    log << size << " ranks (nodes with different rank counts) each read 1/" << size
+        << " and exchange the rest\n";
   log.flush();
   // Rank 0 shows its group's files: 1/local_size of the dataset, in the same proportion.
   Progress progress("stage", static_cast<int64_t>(group_files.size()), 10.0, rank == 0);
 
   // Per round, every rank contributes at most `chunk` bytes: a round moves at most 1 GiB.
-  const size_t chunk =
-      std::clamp<size_t>((size_t{1} << 30) / static_cast<size_t>(group.size()), size_t{1} << 20, size_t{64} << 20);
+  const size_t chunk = std::clamp<size_t>((size_t{1} << 30) / static_cast<size_t>(group.size()),
+                                          size_t{1} << 20, size_t{64} << 20);
 
   // Reader state: this rank's files are my_reads, in order.
   size_t next_read = 0;
@@ -428,7 +445,8 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
     piece.clear();
     if (!in && next_read < my_reads.size()) {
       reading = my_reads[next_read++];
-      in = std::make_unique<Fd>((fs::path(o.from) / all[static_cast<size_t>(reading)].rel).string(), O_RDONLY);
+      in = std::make_unique<Fd>((fs::path(o.from) / all[static_cast<size_t>(reading)].rel).string(),
+                                O_RDONLY);
       offset = 0;
       read_crc = 0;
       ++files_read;
@@ -448,8 +466,9 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       bytes_read += static_cast<int64_t>(got);
       if (got < chunk) {  // end of file
         if (offset != f.source_bytes)
-          throw_input((fs::path(o.from) / f.rel).string() + ": changed while staging (" + std::to_string(f.source_bytes) +
-                      " bytes listed, " + std::to_string(offset) + " read)");
+          throw_input((fs::path(o.from) / f.rel).string() + ": changed while staging (" +
+                      std::to_string(f.source_bytes) + " bytes listed, " + std::to_string(offset) +
+                      " read)");
         h.last = 1;
         in.reset();
       }
@@ -462,7 +481,8 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       const auto& p = parts[from];
       if (p.empty()) continue;
       any = true;
-      if (static_cast<int>(from) != group.rank()) r.bytes_exchanged += static_cast<int64_t>(p.size());
+      if (static_cast<int>(from) != group.rank())
+        r.bytes_exchanged += static_cast<int64_t>(p.size());
       const PieceHeader h = get<PieceHeader>(p, 0);
       if (h.last) progress.advance(1, h.total);
       if (!writes(h.file)) continue;
@@ -483,13 +503,15 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       if (h.last) {
         w.fd->close();
         if (w.written != h.total || w.crc != h.crc)
-          throw_input(dst + ": verification failed: received " + std::to_string(w.written) + " bytes with CRC32C " +
-                      std::to_string(w.crc) + ", rank " + std::to_string(from) + " read " + std::to_string(h.total) +
+          throw_input(dst + ": verification failed: received " + std::to_string(w.written) +
+                      " bytes with CRC32C " + std::to_string(w.crc) + ", rank " +
+                      std::to_string(from) + " read " + std::to_string(h.total) +
                       " bytes with CRC32C " + std::to_string(h.crc));
         std::error_code size_ec;
         if (static_cast<int64_t>(fs::file_size(w.tmp->path, size_ec)) != w.written || size_ec)
           throw_input(dst + ": verification failed: the size on disk is not what was written");
-        if (::rename(w.tmp->path.c_str(), dst.c_str()) != 0) throw_input(dst + ": cannot rename into place: " + err_text());
+        if (::rename(w.tmp->path.c_str(), dst.c_str()) != 0)
+          throw_input(dst + ": cannot rename into place: " + err_text());
         w.tmp->path.clear();
         staged[static_cast<size_t>(h.file)] = {f.rel, f.source_bytes, w.written, w.crc};
         r.bytes_written += w.written;
@@ -513,22 +535,27 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       put(mine, staged[i].bytes);
       put(mine, staged[i].crc);
     }
-  const std::vector<std::byte> node = comm.allgatherv(mine);  // all ranks' records; one node's suffice
+  const std::vector<std::byte> node =
+      comm.allgatherv(mine);  // all ranks' records; one node's suffice
   for (size_t at = 0; at + 20 <= node.size(); at += 20) {
     const auto i = static_cast<size_t>(get<int64_t>(node, at));
-    staged[i] = {all[i].rel, all[i].source_bytes, get<int64_t>(node, at + 8), get<uint32_t>(node, at + 16)};
+    staged[i] = {all[i].rel, all[i].source_bytes, get<int64_t>(node, at + 8),
+                 get<uint32_t>(node, at + 16)};
   }
   comm.barrier();  // every file of every node is in place
   if (comm.local_rank() == 0) write_manifest(o, size, staged);
   progress.finish();
   r.seconds = progress.elapsed_s();
-  log << "staged " << r.files << " files (" << human_bytes(static_cast<double>(total)) << ") on every node in " << r.seconds
-      << " s: " << r.files_read_job << " file reads and " << human_bytes(static_cast<double>(r.bytes_read_job))
-      << " from the shared store across " << size << " ranks (each file once), "
-      << static_cast<int64_t>(static_cast<double>(r.bytes_read_job) / 1e6 / std::max(r.seconds, 1e-9))
-      << " MB/s; rank 0 received " << human_bytes(static_cast<double>(r.bytes_exchanged)) << " of its node share of "
-      << human_bytes(static_cast<double>(group_bytes)) << " from the others ("
-      << static_cast<int64_t>(r.exchange_mb_s()) << " MB/s), every file verified\n";
+  log << "staged " << r.files << " files (" << human_bytes(static_cast<double>(total))
+      << ") on every node in " << r.seconds << " s: " << r.files_read_job << " file reads and "
+      << human_bytes(static_cast<double>(r.bytes_read_job)) << " from the shared store across "
+      << size << " ranks (each file once), "
+      << static_cast<int64_t>(static_cast<double>(r.bytes_read_job) / 1e6 /
+                              std::max(r.seconds, 1e-9))
+      << " MB/s; rank 0 received " << human_bytes(static_cast<double>(r.bytes_exchanged))
+      << " of its node share of " << human_bytes(static_cast<double>(group_bytes))
+      << " from the others (" << static_cast<int64_t>(r.exchange_mb_s())
+      << " MB/s), every file verified\n";
   return r;
 }
 
@@ -561,9 +588,12 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
 
   int64_t total = 0;
   for (const auto& f : files) total += f.source_bytes;
-  log << "stage: " << files.size() << " files (" << human_bytes(static_cast<double>(total)) << ") from " << o.from
-      << " to " << o.to << (o.inflate ? ", inflating GZIP TFRecords" : "")
-      << (comm.size() > 1 ? ", rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size()) : "") << "\n";
+  log << "stage: " << files.size() << " files (" << human_bytes(static_cast<double>(total))
+      << ") from " << o.from << " to " << o.to << (o.inflate ? ", inflating GZIP TFRecords" : "")
+      << (comm.size() > 1
+              ? ", rank " + std::to_string(comm.rank()) + " of " + std::to_string(comm.size())
+              : "")
+      << "\n";
   log.flush();
 
   Progress progress("stage", static_cast<int64_t>(files.size()));
@@ -572,7 +602,8 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
   std::atomic<int64_t> written{0};
   std::mutex mu;
   std::exception_ptr error;
-  const int workers = static_cast<int>(std::min<size_t>(o.threads > 0 ? static_cast<size_t>(o.threads) : 4, std::max<size_t>(1, files.size())));
+  const int workers = static_cast<int>(std::min<size_t>(
+      o.threads > 0 ? static_cast<size_t>(o.threads) : 4, std::max<size_t>(1, files.size())));
   std::vector<std::thread> pool;
   for (int t = 0; t < workers; ++t)
     pool.emplace_back([&] {
@@ -599,9 +630,9 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
   r.bytes_read = total;
   r.bytes_written = written.load();
   r.seconds = progress.elapsed_s();
-  log << "staged " << r.files << " files: read " << human_bytes(static_cast<double>(r.bytes_read)) << ", wrote "
-      << human_bytes(static_cast<double>(r.bytes_written)) << " in " << r.seconds << " s ("
-      << static_cast<int64_t>(r.read_mb_s()) << " MB/s read), every file verified\n";
+  log << "staged " << r.files << " files: read " << human_bytes(static_cast<double>(r.bytes_read))
+      << ", wrote " << human_bytes(static_cast<double>(r.bytes_written)) << " in " << r.seconds
+      << " s (" << static_cast<int64_t>(r.read_mb_s()) << " MB/s read), every file verified\n";
   return r;
 }
 

@@ -26,9 +26,12 @@ namespace fs = std::filesystem;
 enum class Kind { cosmo_tfrecord, cosmo_npy, deepcam_hdf5, deepcam_npy };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
-bool starts_with(const std::string& s, const std::string& prefix) { return s.rfind(prefix, 0) == 0; }
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
 
 // What one file holds, as far as the shape check needs it.
 struct FileFacts {
@@ -45,7 +48,8 @@ Shape cube_from_bytes(size_t x_bytes) {
   return Shape{static_cast<int64_t>(x_bytes / 2)};  // not a cube: report the element count
 }
 
-FileFacts check_cosmo_tfrecord(const std::string& path, int64_t targets, std::vector<std::byte>& record) {
+FileFacts check_cosmo_tfrecord(const std::string& path, int64_t targets,
+                               std::vector<std::byte>& record) {
   FileFacts f;
   std::error_code ec;
   f.bytes = static_cast<int64_t>(fs::file_size(path, ec));
@@ -55,9 +59,11 @@ FileFacts check_cosmo_tfrecord(const std::string& path, int64_t targets, std::ve
   const ExampleView ex = ExampleView::parse(record, path);
   const ExampleFeature& x = ex.at("x", ExampleFeature::Kind::bytes);
   const ExampleFeature& y = ex.at("y", ExampleFeature::Kind::floats);
-  if (x.bytes.size() != 1) throw_input("feature 'x' holds " + std::to_string(x.bytes.size()) + " values, expected 1");
+  if (x.bytes.size() != 1)
+    throw_input("feature 'x' holds " + std::to_string(x.bytes.size()) + " values, expected 1");
   if (static_cast<int64_t>(y.floats.size()) != targets)
-    throw_input("feature 'y' holds " + std::to_string(y.floats.size()) + " floats, expected " + std::to_string(targets));
+    throw_input("feature 'y' holds " + std::to_string(y.floats.size()) + " floats, expected " +
+                std::to_string(targets));
   for (float v : y.floats)
     if (!std::isfinite(v)) throw_input("feature 'y' holds a non-finite value");
   f.shape = cube_from_bytes(x.bytes[0].size());
@@ -84,13 +90,16 @@ FileFacts check_cosmo_npy(const std::string& path, int64_t targets) {
   return f;
 }
 
-void check_labels_and_data(const std::vector<float>& data, const std::vector<int32_t>& labels, int64_t width) {
+void check_labels_and_data(const std::vector<float>& data, const std::vector<int32_t>& labels,
+                           int64_t width) {
   for (size_t i = 0; i < data.size(); ++i)
-    if (!std::isfinite(data[i])) throw_input("climate/data holds a non-finite value at element " + std::to_string(i));
+    if (!std::isfinite(data[i]))
+      throw_input("climate/data holds a non-finite value at element " + std::to_string(i));
   for (size_t p = 0; p < labels.size(); ++p)
     if (labels[p] < 0 || labels[p] > 2)
-      throw_input("label " + std::to_string(labels[p]) + " at pixel (" + std::to_string(static_cast<int64_t>(p) / width) +
-                  ", " + std::to_string(static_cast<int64_t>(p) % width) + ") is not 0, 1 or 2");
+      throw_input("label " + std::to_string(labels[p]) + " at pixel (" +
+                  std::to_string(static_cast<int64_t>(p) / width) + ", " +
+                  std::to_string(static_cast<int64_t>(p) % width) + ") is not 0, 1 or 2");
 }
 
 FileFacts check_deepcam(const std::string& path, Kind kind) {
@@ -109,17 +118,20 @@ FileFacts check_deepcam(const std::string& path, Kind kind) {
     width = s.width;
   } else {
     const NpyHeader h = read_npy_header(path);
-    if (h.dtype != NpyDType::f32 || h.shape.size() != 3) throw_input("expected float32 [H, W, C] data");
+    if (h.dtype != NpyDType::f32 || h.shape.size() != 3)
+      throw_input("expected float32 [H, W, C] data");
     f.shape = Shape(h.shape);
     data.resize(static_cast<size_t>(f.shape.numel()));
     read_npy_into(path, DType::f32, f.shape.to_vector(), data.data());
     const fs::path p(path);
-    const std::string label = (p.parent_path() / ("label-" + p.filename().string().substr(5))).string();
+    const std::string label =
+        (p.parent_path() / ("label-" + p.filename().string().substr(5))).string();
     std::vector<float> lf(static_cast<size_t>(f.shape[0] * f.shape[1]));
     read_npy_into(label, DType::f32, {f.shape[0], f.shape[1]}, lf.data());
     labels.assign(lf.begin(), lf.end());
     for (size_t i = 0; i < lf.size(); ++i)
-      if (lf[i] != static_cast<float>(labels[i])) throw_input(label + ": label " + std::to_string(lf[i]) + " is not an integer");
+      if (lf[i] != static_cast<float>(labels[i]))
+        throw_input(label + ": label " + std::to_string(lf[i]) + " is not an integer");
     width = f.shape[1];
     f.bytes += static_cast<int64_t>(fs::file_size(label, ec));
   }
@@ -128,7 +140,8 @@ FileFacts check_deepcam(const std::string& path, Kind kind) {
 }
 
 // The split directories to check, and the files of each.
-std::vector<std::string> dataset_files(const std::string& dir, Kind& kind, const std::string& format) {
+std::vector<std::string> dataset_files(const std::string& dir, Kind& kind,
+                                       const std::string& format) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) throw_input(dir + ": not a directory");
   std::vector<fs::path> dirs;
@@ -141,10 +154,14 @@ std::vector<std::string> dataset_files(const std::string& dir, Kind& kind, const
       const std::string name = it->path().filename().string();
       if (!it->is_regular_file(ec) || starts_with(name, ".")) continue;
       const std::string p = it->path().string();
-      if (ends_with(name, ".tfrecord")) by_kind[Kind::cosmo_tfrecord].push_back(p);
-      else if (ends_with(name, ".data.npy")) by_kind[Kind::cosmo_npy].push_back(p);
-      else if (starts_with(name, "data-") && ends_with(name, ".h5")) by_kind[Kind::deepcam_hdf5].push_back(p);
-      else if (starts_with(name, "data-") && ends_with(name, ".npy")) by_kind[Kind::deepcam_npy].push_back(p);
+      if (ends_with(name, ".tfrecord"))
+        by_kind[Kind::cosmo_tfrecord].push_back(p);
+      else if (ends_with(name, ".data.npy"))
+        by_kind[Kind::cosmo_npy].push_back(p);
+      else if (starts_with(name, "data-") && ends_with(name, ".h5"))
+        by_kind[Kind::deepcam_hdf5].push_back(p);
+      else if (starts_with(name, "data-") && ends_with(name, ".npy"))
+        by_kind[Kind::deepcam_npy].push_back(p);
     }
   if (ec) throw_input(dir + ": cannot list: " + ec.message());
   if (format == "cosmoflow") {
@@ -159,7 +176,8 @@ std::vector<std::string> dataset_files(const std::string& dir, Kind& kind, const
   if (by_kind.empty())
     throw_input(dir + ": no sample files found (*.tfrecord, *.data.npy, data-*.h5, data-*.npy" +
                 std::string(format.empty() ? "" : " for " + format) + ")");
-  if (by_kind.size() > 1) throw_input(dir + ": holds sample files of several formats; pass --format or separate them");
+  if (by_kind.size() > 1)
+    throw_input(dir + ": holds sample files of several formats; pass --format or separate them");
   kind = by_kind.begin()->first;
   auto files = by_kind.begin()->second;
   std::sort(files.begin(), files.end());
@@ -170,8 +188,9 @@ std::vector<std::string> dataset_files(const std::string& dir, Kind& kind, const
 
 std::string ValidateReport::summary() const {
   std::ostringstream s;
-  s << "validated " << files << " files (" << format << ", sample shape " << sample_shape.str() << "): " << samples
-    << " good samples, " << human_bytes(static_cast<double>(bytes)) << ", " << errors.size() << " bad files";
+  s << "validated " << files << " files (" << format << ", sample shape " << sample_shape.str()
+    << "): " << samples << " good samples, " << human_bytes(static_cast<double>(bytes)) << ", "
+    << errors.size() << " bad files";
   return s.str();
 }
 
@@ -183,7 +202,8 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
   Progress progress("validate", static_cast<int64_t>(files.size()));
   std::atomic<size_t> next{0};
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int workers = static_cast<int>(std::min<size_t>(o.threads > 0 ? static_cast<size_t>(o.threads) : static_cast<size_t>(hw), files.size()));
+  const int workers = static_cast<int>(std::min<size_t>(
+      o.threads > 0 ? static_cast<size_t>(o.threads) : static_cast<size_t>(hw), files.size()));
   std::vector<std::thread> pool;
   for (int t = 0; t < workers; ++t)
     pool.emplace_back([&] {
@@ -191,9 +211,12 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
       for (size_t i; (i = next.fetch_add(1)) < files.size();) {
         FileFacts& f = facts[i];
         try {
-          if (kind == Kind::cosmo_tfrecord) f = check_cosmo_tfrecord(files[i], o.targets, record);
-          else if (kind == Kind::cosmo_npy) f = check_cosmo_npy(files[i], o.targets);
-          else f = check_deepcam(files[i], kind);
+          if (kind == Kind::cosmo_tfrecord)
+            f = check_cosmo_tfrecord(files[i], o.targets, record);
+          else if (kind == Kind::cosmo_npy)
+            f = check_cosmo_npy(files[i], o.targets);
+          else
+            f = check_deepcam(files[i], kind);
         } catch (const Error& e) {
           std::string what = e.what();
           // Messages from the readers start with the path; the report lists the path separately.
@@ -229,15 +252,19 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
   for (size_t i = 0; i < files.size(); ++i) {
     FileFacts& f = facts[i];
     if (f.error.empty() && f.shape != r.sample_shape)
-      f.error = "sample shape " + f.shape.str() + " differs from the expected " + r.sample_shape.str() +
+      f.error = "sample shape " + f.shape.str() + " differs from the expected " +
+                r.sample_shape.str() +
                 (o.sample_shape ? " (--sample-shape)" : " (the majority of the files)");
     r.bytes += f.bytes;
     gzip_seen = gzip_seen || f.gzip;
-    if (f.error.empty()) ++r.samples;
-    else r.errors.emplace_back(files[i], f.error);
+    if (f.error.empty())
+      ++r.samples;
+    else
+      r.errors.emplace_back(files[i], f.error);
   }
   r.files = static_cast<int64_t>(files.size());
-  r.format = kind == Kind::cosmo_tfrecord ? (gzip_seen ? "cosmoflow-tfrecord-gzip" : "cosmoflow-tfrecord")
+  r.format = kind == Kind::cosmo_tfrecord
+                 ? (gzip_seen ? "cosmoflow-tfrecord-gzip" : "cosmoflow-tfrecord")
              : kind == Kind::cosmo_npy    ? "cosmoflow-npy"
              : kind == Kind::deepcam_hdf5 ? "deepcam-hdf5"
                                           : "deepcam-npy";

@@ -44,7 +44,8 @@ std::shared_ptr<CommTask> CommThread::submit(std::function<void()> fn, std::stri
 void CommThread::wait(const std::shared_ptr<CommTask>& task) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
-  const auto deadline = start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double>(timeout_s_));
+  const auto deadline = start + std::chrono::duration_cast<clock::duration>(
+                                    std::chrono::duration<double>(timeout_s_));
   std::unique_lock lock(mu_);
   if (!done_cv_.wait_until(lock, deadline, [&] { return task->done; })) {
     const double waited = std::chrono::duration<double>(clock::now() - start).count();
@@ -54,7 +55,9 @@ void CommThread::wait(const std::shared_ptr<CommTask>& task) {
   if (task->error) std::rethrow_exception(task->error);
 }
 
-void CommThread::run(std::function<void()> fn, std::string what) { wait(submit(std::move(fn), std::move(what))); }
+void CommThread::run(std::function<void()> fn, std::string what) {
+  wait(submit(std::move(fn), std::move(what)));
+}
 
 CommThread::Activity CommThread::activity() {
   std::lock_guard lock(mu_);

@@ -1,14 +1,14 @@
 #include "crest/dist/gradient_sync.hpp"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <sstream>
 
 #include "crest/core/bf16.hpp"
-#include "crest/core/fp16.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/units.hpp"
 
 namespace crest {
@@ -25,13 +25,15 @@ double OverlapFigures::hidden_fraction() const {
 }
 
 double OverlapFigures::hidden_fraction_excluding_imbalance() const {
-  return communication_s > 0 ? std::clamp(1.0 - exposed_communication_s / communication_s, 0.0, 1.0) : 1.0;
+  return communication_s > 0 ? std::clamp(1.0 - exposed_communication_s / communication_s, 0.0, 1.0)
+                             : 1.0;
 }
 
 OverlapFigures overlap_figures(const std::vector<std::vector<double>>& wait,
                                const std::vector<std::vector<double>>& allreduce) {
   OverlapFigures f;
-  if (wait.empty() || wait.size() != allreduce.size()) throw_usage("overlap_figures: one row per rank in both");
+  if (wait.empty() || wait.size() != allreduce.size())
+    throw_usage("overlap_figures: one row per rank in both");
   const size_t steps = wait[0].size();
   for (size_t r = 0; r < wait.size(); ++r)
     if (wait[r].size() != steps || allreduce[r].size() != steps)
@@ -62,13 +64,20 @@ const char* gradient_compression_name(GradientCompression c) {
   return c == GradientCompression::bf16 ? "bf16" : c == GradientCompression::fp16 ? "fp16" : "none";
 }
 
-GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
-                           double first_bucket_mb, double bucket_mb, GradientCompression compress)
-    : comm_(comm), params_(params), bucket_of_slot_(params.slots().size(), -1), compress_(compress) {
-  if (params.dtype() != DType::f32) throw_usage("gradient synchronisation supports f32 parameters only");
+GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
+                           const std::vector<int>& ready_order, double first_bucket_mb,
+                           double bucket_mb, GradientCompression compress)
+    : comm_(comm),
+      params_(params),
+      bucket_of_slot_(params.slots().size(), -1),
+      compress_(compress) {
+  if (params.dtype() != DType::f32)
+    throw_usage("gradient synchronisation supports f32 parameters only");
   const auto& slots = params.slots();
   GradientBucket cur;
-  auto limit = [&] { return static_cast<size_t>((buckets_.empty() ? first_bucket_mb : bucket_mb) * 1e6); };
+  auto limit = [&] {
+    return static_cast<size_t>((buckets_.empty() ? first_bucket_mb : bucket_mb) * 1e6);
+  };
   auto close = [&] {
     if (cur.slots.empty()) return;
     buckets_.push_back(cur);
@@ -77,7 +86,8 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const s
   int lo = 0, hi = 0;  // the bucket's slot index range [lo, hi]
   for (int s : ready_order) {
     const ParamSlot& slot = slots.at(static_cast<size_t>(s));
-    if (!slot.spec.trainable) throw_usage("gradient_ready_order lists non-trainable slot " + slot.name);
+    if (!slot.spec.trainable)
+      throw_usage("gradient_ready_order lists non-trainable slot " + slot.name);
     const size_t begin = slot.offset, end = slot.offset + slot.count * sizeof(float);
     // A bucket is one slice of the flat buffer: slots lie in index order, so a slot joins only
     // when its index borders the bucket's (the zero padding between aligned slots rides along).
@@ -99,14 +109,17 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params, const s
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (int s : buckets_[b].slots) {
       if (bucket_of_slot_[static_cast<size_t>(s)] != -1)
-        throw_usage("gradient_ready_order lists slot " + slots[static_cast<size_t>(s)].name + " twice");
+        throw_usage("gradient_ready_order lists slot " + slots[static_cast<size_t>(s)].name +
+                    " twice");
       bucket_of_slot_[static_cast<size_t>(s)] = static_cast<int>(b);
     }
   // Allocated once: a training step allocates nothing.
-  if (compress_ != GradientCompression::none && comm_.size() > 1) narrow_.assign(params.trainable_bytes() / sizeof(float), 0);
+  if (compress_ != GradientCompression::none && comm_.size() > 1)
+    narrow_.assign(params.trainable_bytes() / sizeof(float), 0);
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
-  for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    missing_[b] = static_cast<int>(buckets_[b].slots.size());
 }
 
 GradientSync::~GradientSync() = default;
@@ -119,7 +132,8 @@ std::string GradientSync::layout() const {
     os << "param " << s.name << " " << s.shape.str() << " offset " << s.offset
        << (s.spec.trainable ? "" : " (state)") << "\n";
   for (size_t b = 0; b < buckets_.size(); ++b) {
-    os << "bucket " << b << " bytes [" << buckets_[b].begin_byte << ", " << buckets_[b].end_byte << "):";
+    os << "bucket " << b << " bytes [" << buckets_[b].begin_byte << ", " << buckets_[b].end_byte
+       << "):";
     for (int s : buckets_[b].slots) os << " " << slots[static_cast<size_t>(s)].name;
     os << "\n";
   }
@@ -132,7 +146,8 @@ void GradientSync::verify_same_layout_everywhere() {
   std::vector<std::byte> bytes(mine.size());
   std::memcpy(bytes.data(), mine.data(), mine.size());
   const auto parts = comm_.allgather_parts(bytes);
-  const std::string& reference = std::string(reinterpret_cast<const char*>(parts.at(0).data()), parts.at(0).size());
+  const std::string& reference =
+      std::string(reinterpret_cast<const char*>(parts.at(0).data()), parts.at(0).size());
   for (size_t r = 1; r < parts.size(); ++r) {
     const std::string other(reinterpret_cast<const char*>(parts[r].data()), parts[r].size());
     if (other == reference) continue;
@@ -140,15 +155,17 @@ void GradientSync::verify_same_layout_everywhere() {
     std::string la, lb;
     int line = 0;
     for (;;) {
-      const bool ha = static_cast<bool>(std::getline(a, la)), hb = static_cast<bool>(std::getline(b, lb));
+      const bool ha = static_cast<bool>(std::getline(a, la)),
+                 hb = static_cast<bool>(std::getline(b, lb));
       ++line;
       if (!ha) la = "(nothing)";
       if (!hb) lb = "(nothing)";
       if (la != lb || (!ha && !hb)) break;
     }
-    throw_input("rank " + std::to_string(r) + " built a different model than rank 0 (gradient layout line " +
-                std::to_string(line) + ": rank 0 has '" + la + "', rank " + std::to_string(r) + " has '" + lb +
-                "'); every rank must run the same config");
+    throw_input("rank " + std::to_string(r) +
+                " built a different model than rank 0 (gradient layout line " +
+                std::to_string(line) + ": rank 0 has '" + la + "', rank " + std::to_string(r) +
+                " has '" + lb + "'); every rank must run the same config");
   }
 }
 
@@ -163,10 +180,11 @@ void GradientSync::start_bucket(size_t b) {
   auto* grads = reinterpret_cast<float*>(base + bk.begin_byte);
   const size_t n = bk.bytes() / sizeof(float);
   const bool narrow = compress_ != GradientCompression::none;
-  const std::string what = "allreduce of gradient bucket " + std::to_string(b + 1) + "/" + std::to_string(buckets_.size()) +
-                           " (" + human_bytes(static_cast<double>(narrow ? bk.bytes() / 2 : bk.bytes())) +
-                           (narrow ? std::string(" ") + gradient_compression_name(compress_) : "") + ", step " +
-                           std::to_string(stats_.steps + 1) + ")";
+  const std::string what = "allreduce of gradient bucket " + std::to_string(b + 1) + "/" +
+                           std::to_string(buckets_.size()) + " (" +
+                           human_bytes(static_cast<double>(narrow ? bk.bytes() / 2 : bk.bytes())) +
+                           (narrow ? std::string(" ") + gradient_compression_name(compress_) : "") +
+                           ", step " + std::to_string(stats_.steps + 1) + ")";
   const float scale = 1.f / static_cast<float>(comm_.size());
   if (!narrow) {
     pending_[b] = comm_.start_allreduce(grads, n, scale, what);
@@ -188,8 +206,9 @@ void GradientSync::start_bucket(size_t b) {
   }
   // An infinite fp16 sum would silently poison every weight: refuse instead, saying what to do.
   if (!(largest <= kFp16Max))
-    throw_runtime("dist.compress: fp16: " + what + " holds a gradient of " + std::to_string(largest) +
-                  " (after 1/ranks), beyond fp16's 65504; use dist.compress: bf16 (float32's range) or none");
+    throw_runtime(
+        "dist.compress: fp16: " + what + " holds a gradient of " + std::to_string(largest) +
+        " (after 1/ranks), beyond fp16's 65504; use dist.compress: bf16 (float32's range) or none");
   pending_[b] = comm_.start_allreduce_16(out, n, Float16::fp16, what);
 }
 
@@ -225,8 +244,10 @@ void GradientSync::finish() {
       }
     }
   }
-  for (size_t b = 0; b < buckets_.size(); ++b) missing_[b] = static_cast<int>(buckets_[b].slots.size());
-  stats_.finish_wait_s += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    missing_[b] = static_cast<int>(buckets_[b].slots.size());
+  stats_.finish_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.steps;
 }
 

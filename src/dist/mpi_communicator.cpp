@@ -7,6 +7,7 @@
 #define OMPI_SKIP_MPICXX 1
 #define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
+#include <time.h>
 
 #include <algorithm>
 #include <array>
@@ -18,11 +19,9 @@
 #include <mutex>
 #include <thread>
 
-#include <time.h>
-
 #include "crest/core/bf16.hpp"
-#include "crest/core/fp16.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "dist/comm_thread.hpp"
 
 namespace crest::dist_detail {
@@ -54,11 +53,14 @@ class MpiRuntime {
     if (initialized_) return;
     int already = 0;
     MPI_Initialized(&already);
-    if (!already) check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided_), "MPI_Init_thread");
-    else MPI_Query_thread(&provided_);
+    if (!already)
+      check(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided_), "MPI_Init_thread");
+    else
+      MPI_Query_thread(&provided_);
     if (provided_ < MPI_THREAD_SERIALIZED)
-      throw_runtime("the MPI library gives thread level " + std::to_string(provided_) +
-                    "; crest needs MPI_THREAD_SERIALIZED or better (its communication thread calls MPI)");
+      throw_runtime(
+          "the MPI library gives thread level " + std::to_string(provided_) +
+          "; crest needs MPI_THREAD_SERIALIZED or better (its communication thread calls MPI)");
     // Errors come back as return codes, which crest turns into messages; the default handler
     // would abort without saying which collective failed.
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
@@ -114,7 +116,8 @@ class StatusResponder {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       MPI_Request rq = MPI_REQUEST_NULL, sq = MPI_REQUEST_NULL;
-      if (MPI_Irecv(replies[static_cast<size_t>(r)].data(), kReply, MPI_CHAR, r, kTagReply, comm_, &rq) != MPI_SUCCESS ||
+      if (MPI_Irecv(replies[static_cast<size_t>(r)].data(), kReply, MPI_CHAR, r, kTagReply, comm_,
+                    &rq) != MPI_SUCCESS ||
           MPI_Isend(&query, 1, MPI_CHAR, r, kTagQuery, comm_, &sq) != MPI_SUCCESS)
         continue;
       MPI_Request_free(&sq);  // one byte: sent eagerly, nothing to wait for
@@ -161,15 +164,17 @@ class StatusResponder {
     MPI_Request req = MPI_REQUEST_NULL;
     MPI_Status st;
     for (;;) {
-      if (req == MPI_REQUEST_NULL && MPI_Irecv(&query, 1, MPI_CHAR, MPI_ANY_SOURCE, kTagQuery, comm_, &req) != MPI_SUCCESS)
+      if (req == MPI_REQUEST_NULL &&
+          MPI_Irecv(&query, 1, MPI_CHAR, MPI_ANY_SOURCE, kTagQuery, comm_, &req) != MPI_SUCCESS)
         return;
       int flag = 0;
       MPI_Test(&req, &flag, &st);
       if (flag) {
         const CommThread::Activity a = source_->activity();
         std::array<char, kReply> reply{};
-        const std::string text = a.running ? "in collective #" + std::to_string(a.running) + ": " + a.running_what
-                                           : "not in a collective (" + std::to_string(a.completed) + " completed)";
+        const std::string text =
+            a.running ? "in collective #" + std::to_string(a.running) + ": " + a.running_what
+                      : "not in a collective (" + std::to_string(a.completed) + " completed)";
         std::snprintf(reply.data(), reply.size(), "%s", text.c_str());
         MPI_Send(reply.data(), kReply, MPI_CHAR, st.MPI_SOURCE, kTagReply, comm_);
         req = MPI_REQUEST_NULL;
@@ -192,18 +197,21 @@ class StatusResponder {
   std::thread thread_;
 };
 
-[[noreturn]] void watchdog_abort(int rank, int size, const CommTask& task, double waited_s, double timeout_s,
-                                 StatusResponder* responder) {
+[[noreturn]] void watchdog_abort(int rank, int size, const CommTask& task, double waited_s,
+                                 double timeout_s, StatusResponder* responder) {
   std::fprintf(stderr,
                "crest: rank %d of %d: %s (collective #%llu) has not completed after %.0f s "
                "(dist.timeout_s = %g)%s. Another rank has died, hangs, or runs a different "
                "sequence of collectives. Asking the other ranks what they are doing...\n",
-               rank, size, task.what.c_str(), static_cast<unsigned long long>(task.sequence), waited_s, timeout_s,
+               rank, size, task.what.c_str(), static_cast<unsigned long long>(task.sequence),
+               waited_s, timeout_s,
                task.started ? "" : " — it is still queued behind the collective in progress");
   std::fflush(stderr);
-  const std::string others = responder ? responder->ask_others(2.0)
-                                       : "  (cannot ask: the MPI library does not provide MPI_THREAD_MULTIPLE)\n";
-  std::fprintf(stderr, "crest: rank %d of %d: the other ranks:\n%sAborting the job.\n", rank, size, others.c_str());
+  const std::string others =
+      responder ? responder->ask_others(2.0)
+                : "  (cannot ask: the MPI library does not provide MPI_THREAD_MULTIPLE)\n";
+  std::fprintf(stderr, "crest: rank %d of %d: the other ranks:\n%sAborting the job.\n", rank, size,
+               others.c_str());
   std::fflush(stderr);
   if (MpiRuntime::get().multiple()) MPI_Abort(MPI_COMM_WORLD, 3);
   std::_Exit(3);  // the launcher sees a failed rank and ends the job
@@ -271,7 +279,8 @@ class MpiCommunicator final : public Communicator {
           // (distributed staging) can be tested on one machine.
           MPI_Comm node = MPI_COMM_NULL;
           if (const char* k = std::getenv("CREST_TEST_RANKS_PER_NODE"); k && std::atoi(k) > 0)
-            check(MPI_Comm_split(comm_, rank_ / std::atoi(k), rank_, &node), "MPI_Comm_split (simulated nodes)");
+            check(MPI_Comm_split(comm_, rank_ / std::atoi(k), rank_, &node),
+                  "MPI_Comm_split (simulated nodes)");
           else
             check(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &node),
                   "MPI_Comm_split_type (node-local ranks)");
@@ -306,7 +315,8 @@ class MpiCommunicator final : public Communicator {
     thread_->run([=, this] { sum_in_place(values, n, MPI_INT64_T, sizeof(int64_t)); },
                  "allreduce of " + std::to_string(n) + " integers (counts)");
   }
-  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale, std::string what) override {
+  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
+                                                     std::string what) override {
     auto task = thread_->submit(
         [=, this] {
           sum_in_place(values, n, MPI_FLOAT, sizeof(float));
@@ -322,7 +332,8 @@ class MpiCommunicator final : public Communicator {
         [=, this] {
           for (size_t done = 0; done < n;) {
             const size_t k = std::min(n - done, kMaxCount);
-            check(MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(k), MPI_UINT16_T, sum_16_op(format), comm_),
+            check(MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(k), MPI_UINT16_T,
+                                sum_16_op(format), comm_),
                   format == Float16::bf16 ? "MPI_Allreduce (bf16)" : "MPI_Allreduce (fp16)");
             done += k;
           }
@@ -344,12 +355,14 @@ class MpiCommunicator final : public Communicator {
   }
   std::vector<std::byte> allgatherv(const std::vector<std::byte>& mine) override {
     std::vector<std::byte> out;
-    thread_->run([&] { out = gather_all(mine); }, "allgather of " + std::to_string(mine.size()) + " bytes");
+    thread_->run([&] { out = gather_all(mine); },
+                 "allgather of " + std::to_string(mine.size()) + " bytes");
     return out;
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
-    thread_->run([&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); }, "split");
+    thread_->run([&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); },
+                 "split");
     return std::make_unique<MpiCommunicator>(sub, true, thread_);
   }
 
@@ -359,7 +372,8 @@ class MpiCommunicator final : public Communicator {
     auto* p = static_cast<char*>(values);
     for (size_t done = 0; done < n;) {
       const size_t k = std::min(n - done, kMaxCount);
-      check(MPI_Allreduce(MPI_IN_PLACE, p + done * elem, static_cast<int>(k), type, MPI_SUM, comm_), "MPI_Allreduce");
+      check(MPI_Allreduce(MPI_IN_PLACE, p + done * elem, static_cast<int>(k), type, MPI_SUM, comm_),
+            "MPI_Allreduce");
       done += k;
     }
   }
@@ -370,7 +384,8 @@ class MpiCommunicator final : public Communicator {
     const auto n = static_cast<size_t>(size_);
     std::vector<int64_t> sizes(n);
     const int64_t my = static_cast<int64_t>(mine.size());
-    check(MPI_Allgather(&my, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_), "MPI_Allgather (sizes)");
+    check(MPI_Allgather(&my, 1, MPI_INT64_T, sizes.data(), 1, MPI_INT64_T, comm_),
+          "MPI_Allgather (sizes)");
     std::vector<size_t> offset(n + 1, 0);
     for (size_t r = 0; r < n; ++r) offset[r + 1] = offset[r] + static_cast<size_t>(sizes[r]);
     std::vector<std::byte> out(offset[n]);
@@ -388,12 +403,13 @@ class MpiCommunicator final : public Communicator {
       }
       recv.resize(static_cast<size_t>(total));
       const int mine_count = counts[static_cast<size_t>(rank_)];
-      check(MPI_Allgatherv(mine_count ? mine.data() + start : nullptr, mine_count, MPI_BYTE, recv.data(),
-                           counts.data(), displs.data(), MPI_BYTE, comm_),
+      check(MPI_Allgatherv(mine_count ? mine.data() + start : nullptr, mine_count, MPI_BYTE,
+                           recv.data(), counts.data(), displs.data(), MPI_BYTE, comm_),
             "MPI_Allgatherv");
       for (size_t r = 0; r < n; ++r)
         if (counts[r])
-          std::memcpy(out.data() + offset[r] + start, recv.data() + displs[r], static_cast<size_t>(counts[r]));
+          std::memcpy(out.data() + offset[r] + start, recv.data() + displs[r],
+                      static_cast<size_t>(counts[r]));
     }
     return out;
   }
@@ -414,12 +430,15 @@ std::unique_ptr<Communicator> make_mpi_world(double timeout_s) {
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   // Created before the communication thread: MPI_Comm_dup runs here, with no other MPI caller.
   std::shared_ptr<StatusResponder> responder;
-  if (MpiRuntime::get().multiple() && size > 1) responder = std::make_shared<StatusResponder>(rank, size);
-  auto thread = std::make_shared<CommThread>(timeout_s, [rank, size, timeout_s, responder](const CommTask& t, double waited) {
-    watchdog_abort(rank, size, t, waited, timeout_s, responder.get());
-  });
+  if (MpiRuntime::get().multiple() && size > 1)
+    responder = std::make_shared<StatusResponder>(rank, size);
+  auto thread = std::make_shared<CommThread>(
+      timeout_s, [rank, size, timeout_s, responder](const CommTask& t, double waited) {
+        watchdog_abort(rank, size, t, waited, timeout_s, responder.get());
+      });
   if (responder) responder->start(thread.get());
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::move(thread), std::move(responder));
+  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::move(thread),
+                                           std::move(responder));
 }
 
 void mpi_abort_if_parallel(int exit_code) {

@@ -17,7 +17,9 @@ class DoneCollective final : public PendingCollective {
   double at_;
 };
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double now_s() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 class SingleProcessCommunicator final : public Communicator {
  public:
@@ -29,18 +31,22 @@ class SingleProcessCommunicator final : public Communicator {
   void barrier() override {}
   void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(int64_t*, size_t) override {}
-  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale, std::string) override {
+  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
+                                                     std::string) override {
     const double t = now_s();
     if (scale != 1.f)
       for (size_t i = 0; i < n; ++i) values[i] *= scale;
     return std::make_unique<DoneCollective>(t);
   }
-  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16, std::string) override {
+  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16,
+                                                        std::string) override {
     return std::make_unique<DoneCollective>(now_s());
   }
   void broadcast(void*, size_t, int) override {}
   std::vector<std::byte> allgatherv(const std::vector<std::byte>& mine) override { return mine; }
-  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<SingleProcessCommunicator>(); }
+  std::unique_ptr<Communicator> split(int, int) override {
+    return std::make_unique<SingleProcessCommunicator>();
+  }
 };
 
 }  // namespace
@@ -62,10 +68,12 @@ double Communicator::allreduce_max(double v) {
 }
 
 // Every rank's part is framed by its length, so parts can be told apart after the gather.
-std::vector<std::vector<std::byte>> Communicator::allgather_parts(const std::vector<std::byte>& mine) {
+std::vector<std::vector<std::byte>> Communicator::allgather_parts(
+    const std::vector<std::byte>& mine) {
   const uint64_t n = mine.size();
   std::vector<std::byte> framed(sizeof n + mine.size());
-  for (size_t i = 0; i < sizeof n; ++i) framed[i] = static_cast<std::byte>((n >> (8 * i)) & 0xff);  // little endian
+  for (size_t i = 0; i < sizeof n; ++i)
+    framed[i] = static_cast<std::byte>((n >> (8 * i)) & 0xff);  // little endian
   if (!mine.empty()) std::memcpy(&framed[sizeof n], mine.data(), mine.size());
   const std::vector<std::byte> all = allgatherv(framed);
   std::vector<std::vector<std::byte>> parts;
@@ -74,7 +82,8 @@ std::vector<std::vector<std::byte>> Communicator::allgather_parts(const std::vec
     uint64_t len = 0;
     for (size_t i = 0; i < sizeof len; ++i) len |= static_cast<uint64_t>(all[at + i]) << (8 * i);
     at += sizeof len;
-    parts.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at), all.begin() + static_cast<std::ptrdiff_t>(at + len));
+    parts.emplace_back(all.begin() + static_cast<std::ptrdiff_t>(at),
+                       all.begin() + static_cast<std::ptrdiff_t>(at + len));
     at += len;
   }
   return parts;

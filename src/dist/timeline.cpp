@@ -23,21 +23,23 @@ Timeline::Timeline(Communicator& comm, std::string path, size_t max_events)
     const std::filesystem::path dir = std::filesystem::path(path_).parent_path();
     std::error_code ec;
     if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-      throw_input(path_ + ": cannot write the timeline there: " + dir.string() + " is not a directory");
+      throw_input(path_ + ": cannot write the timeline there: " + dir.string() +
+                  " is not a directory");
   }
   comm.barrier();
   origin_ = now();
 }
 
-void Timeline::span(const std::string& name, Row row, double start, double end, const std::string& args) {
+void Timeline::span(const std::string& name, Row row, double start, double end,
+                    const std::string& args) {
   if (path_.empty()) return;
   if (events_.size() >= max_events_) {
     truncated_ = true;
     return;
   }
   char head[160];
-  std::snprintf(head, sizeof head, "\"ph\":\"X\",\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f", static_cast<int>(row),
-                (start - origin_) * 1e6, std::max(0.0, end - start) * 1e6);
+  std::snprintf(head, sizeof head, "\"ph\":\"X\",\"tid\":%d,\"ts\":%.3f,\"dur\":%.3f",
+                static_cast<int>(row), (start - origin_) * 1e6, std::max(0.0, end - start) * 1e6);
   std::string e = "{\"name\":" + nlohmann::json(name).dump() + "," + head;
   if (!args.empty()) e += ",\"args\":" + args;
   e += "}";
@@ -64,13 +66,17 @@ void Timeline::write(Communicator& comm) {
   };
   for (size_t r = 0; r < parts.size(); ++r) {
     const std::string pid = std::to_string(r);
-    add("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":\"rank " + pid + "\"}}");
-    add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":0,\"args\":{\"name\":\"compute\"}}");
-    add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"tid\":1,\"args\":{\"name\":\"communication\"}}");
+    add("{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":" + pid + ",\"args\":{\"name\":\"rank " +
+        pid + "\"}}");
+    add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
+        ",\"tid\":0,\"args\":{\"name\":\"compute\"}}");
+    add("{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":" + pid +
+        ",\"tid\":1,\"args\":{\"name\":\"communication\"}}");
     const std::string text(reinterpret_cast<const char*>(parts[r].data()), parts[r].size());
     size_t at = 0;
     for (size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
-      add("{\"pid\":" + pid + "," + text.substr(at + 1, nl - at - 1));  // splice the pid in after '{'
+      add("{\"pid\":" + pid + "," +
+          text.substr(at + 1, nl - at - 1));  // splice the pid in after '{'
   }
   out += "\n]}\n";
   formats_io::AtomicOutputFile f(path_);

@@ -15,7 +15,8 @@ namespace {
 int announced_job_size() {
   // Open MPI's mpirun, MPICH/Hydra and Slurm's PMI, PMIx (srun --mpi=pmix, prterun), IBM
   // jsrun (Summit), Flux.
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "JSM_NAMESPACE_SIZE", "FLUX_JOB_SIZE"}) {
+  for (const char* var :
+       {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "JSM_NAMESPACE_SIZE", "FLUX_JOB_SIZE"}) {
     if (const char* v = std::getenv(var)) {
       const int n = std::atoi(v);
       if (n > 0) return n;
@@ -35,13 +36,15 @@ std::unique_ptr<Communicator> make_world_communicator(const WorldOptions& option
     if (announced_job_size() > 1)
       throw_input("dist.backend is 'single' but a launcher started this process as one of " +
                   std::to_string(announced_job_size()) +
-                  " ranks: every rank would train alone and write the same outputs (use dist.backend: auto or mpi)");
+                  " ranks: every rank would train alone and write the same outputs (use "
+                  "dist.backend: auto or mpi)");
     return make_single_process_communicator();
   }
   if (options.backend == "mpi" || (options.backend == "auto" && launched_as_parallel_job()))
     return dist_detail::make_mpi_world(options.timeout_s);
   if (options.backend != "auto")
-    throw_usage("dist.backend: unknown value '" + options.backend + "' (expected auto, mpi or single)");
+    throw_usage("dist.backend: unknown value '" + options.backend +
+                "' (expected auto, mpi or single)");
   return make_single_process_communicator();
 }
 

@@ -25,13 +25,13 @@ struct Executor::Value {
   std::string name;
   Shape shape;
   MemFormat fmt;
-  int producer = -1;            // op index; -1 for graph inputs
-  std::vector<int> consumers;   // op indices (an op appears once per input slot)
+  int producer = -1;           // op index; -1 for graph inputs
+  std::vector<int> consumers;  // op indices (an op appears once per input slot)
   bool needs_grad = false;
-  bool pinned = false;          // graph inputs, marked outputs, the loss: alive the whole step
+  bool pinned = false;  // graph inputs, marked outputs, the loss: alive the whole step
   int graph_input = -1;
-  int storage = -1;             // plan block of the forward value
-  int grad_storage = -1;        // plan block of its gradient
+  int storage = -1;       // plan block of the forward value
+  int grad_storage = -1;  // plan block of its gradient
 };
 
 struct Executor::Op {
@@ -44,8 +44,8 @@ struct Executor::Op {
   size_t workspace_bytes = 0, scratch_bytes = 0;
   int workspace_block = -1;
   bool run_backward = false;
-  bool inplace = false;        // output 0 shares input 0's storage
-  bool grad_inplace = false;   // diff input 0 shares diff output 0
+  bool inplace = false;       // output 0 shares input 0's storage
+  bool grad_inplace = false;  // diff input 0 shares diff output 0
   bool fused_into_producer = false;
   Flops flops;
   RunContext ctx;
@@ -64,7 +64,9 @@ class UnionFind {
  public:
   explicit UnionFind(size_t n) : parent_(n) { std::iota(parent_.begin(), parent_.end(), 0); }
   int find(int x) {
-    while (parent_[static_cast<size_t>(x)] != x) x = parent_[static_cast<size_t>(x)] = parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
+    while (parent_[static_cast<size_t>(x)] != x)
+      x = parent_[static_cast<size_t>(x)] =
+          parent_[static_cast<size_t>(parent_[static_cast<size_t>(x)])];
     return x;
   }
   void unite(int a, int b) { parent_[static_cast<size_t>(find(a))] = find(b); }
@@ -74,9 +76,13 @@ class UnionFind {
 };
 
 template <typename V>
-V& at(std::vector<V>& v, int i) { return v[static_cast<size_t>(i)]; }
+V& at(std::vector<V>& v, int i) {
+  return v[static_cast<size_t>(i)];
+}
 template <typename V>
-const V& at(const std::vector<V>& v, int i) { return v[static_cast<size_t>(i)]; }
+const V& at(const std::vector<V>& v, int i) {
+  return v[static_cast<size_t>(i)];
+}
 
 }  // namespace
 
@@ -84,7 +90,8 @@ Executor::Executor(Graph& graph, Backend& backend, const CompileOptions& opts)
     : backend_(backend), opts_(opts) {
   if (opts.batch < 1) throw_usage("batch size must be >= 1");
   if (!backend.supports(opts.dtype))
-    throw_usage("backend '" + backend.name() + "' does not support dtype " + dtype_name(opts.dtype));
+    throw_usage("backend '" + backend.name() + "' does not support dtype " +
+                dtype_name(opts.dtype));
   vec_ = backend.vector_ops(opts.dtype);
   build(graph);
   plan_and_bind();
@@ -129,8 +136,8 @@ void Executor::build(Graph& graph) {
       const bool monotone = e && ((e->kind == EltwiseKind::leaky_relu && e->alpha > 0) ||
                                   (e->kind == EltwiseKind::relu && e->alpha >= 0) ||
                                   e->kind == EltwiseKind::tanh || e->kind == EltwiseKind::sigmoid);
-      if (!monotone || act.inputs.size() != 1 || act.outputs.size() != 1 || pool.inputs.size() != 1 ||
-          pool.outputs.size() != 1 || pool.inputs[0] != act.outputs[0] ||
+      if (!monotone || act.inputs.size() != 1 || act.outputs.size() != 1 ||
+          pool.inputs.size() != 1 || pool.outputs.size() != 1 || pool.inputs[0] != act.outputs[0] ||
           readers_of[static_cast<size_t>(act.outputs[0])] != 1 ||
           !pool.layer->commutes_with_monotone_activation())
         continue;
@@ -199,7 +206,8 @@ void Executor::build(Graph& graph) {
         for (size_t i = 0; i < it->inputs.size(); ++i)
           if (!it->layer->input_is_constant(i)) reaches[static_cast<size_t>(it->inputs[i])] = true;
     }
-    for (size_t v = 0; v < values_.size(); ++v) values_[v]->needs_grad = values_[v]->needs_grad && reaches[v];
+    for (size_t v = 0; v < values_.size(); ++v)
+      values_[v]->needs_grad = values_[v]->needs_grad && reaches[v];
   } else {
     for (auto& v : values_) v->needs_grad = false;
   }
@@ -278,8 +286,16 @@ void Executor::build(Graph& graph) {
         val(nv).shape = val(v).shape;
         val(nv).needs_grad = val(v).needs_grad;
         rop->out = {nv};
-        CreateContext rc{backend_, opts_.dtype, opts_.training, {val(v).shape}, {val(v).shape},
-                         {val(v).fmt}, {}, {val(v).needs_grad}, 0, 0};
+        CreateContext rc{backend_,
+                         opts_.dtype,
+                         opts_.training,
+                         {val(v).shape},
+                         {val(v).shape},
+                         {val(v).fmt},
+                         {},
+                         {val(v).needs_grad},
+                         0,
+                         0};
         layer->create(rc);
         val(nv).fmt = rc.out_formats[0];
         rop->need_input_grad = rc.need_input_grad;
@@ -315,8 +331,16 @@ void Executor::build(Graph& graph) {
       val(nv).shape = val(g).shape;
       val(nv).fmt = plain;
       rop->out = {nv};
-      CreateContext rc{backend_, opts_.dtype, opts_.training, {plain.shape}, {plain.shape},
-                       {val(g).fmt}, {}, {false}, 0, 0};
+      CreateContext rc{backend_,
+                       opts_.dtype,
+                       opts_.training,
+                       {plain.shape},
+                       {plain.shape},
+                       {val(g).fmt},
+                       {},
+                       {false},
+                       0,
+                       0};
       layer->create(rc);
       rop->need_input_grad = {false};
       owned_layers_.push_back(std::move(layer));
@@ -328,7 +352,8 @@ void Executor::build(Graph& graph) {
     }
   }
   if (graph.loss() >= 0) val(graph.loss()).pinned = true;
-  if (graph.loss() >= 0 && loss_op_ < 0) throw_usage("the graph's loss value is not produced by a loss layer");
+  if (graph.loss() >= 0 && loss_op_ < 0)
+    throw_usage("the graph's loss value is not produced by a loss layer");
 
   // Backward bookkeeping per op.
   for (auto& op : ops_) {
@@ -336,13 +361,23 @@ void Executor::build(Graph& graph) {
     bool any_in_grad = false;
     for (bool b : op->need_input_grad) any_in_grad |= b;
     bool has_trainable = false;
-    for (int s : op->param_slots) has_trainable |= params_.slots()[static_cast<size_t>(s)].spec.trainable;
+    for (int s : op->param_slots)
+      has_trainable |= params_.slots()[static_cast<size_t>(s)].spec.trainable;
     bool outputs_have_grad = op->layer->is_loss();
     for (int v : op->out) outputs_have_grad |= val(v).needs_grad;
     op->run_backward = opts_.training && outputs_have_grad && (any_in_grad || has_trainable);
     // Loss layers start backward from their inputs; everyone else from their outputs' gradient.
-    op->flops = op->layer->flops([&] { std::vector<Shape> s; for (int v : op->in) s.push_back(val(v).shape); return s; }(),
-                                 [&] { std::vector<Shape> s; for (int v : op->out) s.push_back(val(v).shape); return s; }());
+    op->flops = op->layer->flops(
+        [&] {
+          std::vector<Shape> s;
+          for (int v : op->in) s.push_back(val(v).shape);
+          return s;
+        }(),
+        [&] {
+          std::vector<Shape> s;
+          for (int v : op->out) s.push_back(val(v).shape);
+          return s;
+        }());
   }
   finished_in_backward_.assign(params_.slots().size(), false);
   for (const auto& op : ops_)
@@ -374,8 +409,7 @@ void Executor::plan_and_bind() {
       // Overwriting x is safe only if nothing else reads it and its producer's backward
       // does not need it, and x is not itself a view of something still alive.
       const int p = val(x).producer;
-      const bool producer_needs =
-          p >= 0 && ops_[static_cast<size_t>(p)]->needs.output[0];
+      const bool producer_needs = p >= 0 && ops_[static_cast<size_t>(p)]->needs.output[0];
       share = single_reader(x) && !producer_needs && val(x).graph_input < 0 &&
               group_size[static_cast<size_t>(uf.find(x))] == 1;
     }
@@ -403,7 +437,10 @@ void Executor::plan_and_bind() {
   };
   for (size_t v = 0; v < nv; ++v) {
     Value& x = *values_[v];
-    if (x.pinned) { touch(v, 0); touch(v, end - 1); }
+    if (x.pinned) {
+      touch(v, 0);
+      touch(v, end - 1);
+    }
     if (x.producer >= 0) touch(v, tf(x.producer));
     for (int c : x.consumers) touch(v, tf(c));
     if (!opts_.training) continue;
@@ -416,14 +453,16 @@ void Executor::plan_and_bind() {
     if (x.producer >= 0) {
       const Op& op = *ops_[static_cast<size_t>(x.producer)];
       for (size_t j = 0; j < op.out.size(); ++j)
-        if (op.out[j] == static_cast<int>(v) && op.run_backward && op.needs.output[j]) touch(v, tb(x.producer));
+        if (op.out[j] == static_cast<int>(v) && op.run_backward && op.needs.output[j])
+          touch(v, tb(x.producer));
     }
     // Gradient: written by the last reader's backward, read by the producer's backward.
     if (x.needs_grad) {
       const size_t g = nv + v;
       for (int c : x.consumers)
         if (ops_[static_cast<size_t>(c)]->run_backward) touch(g, tb(c));
-      if (x.producer >= 0 && ops_[static_cast<size_t>(x.producer)]->run_backward) touch(g, tb(x.producer));
+      if (x.producer >= 0 && ops_[static_cast<size_t>(x.producer)]->run_backward)
+        touch(g, tb(x.producer));
       if (x.graph_input >= 0) touch(g, end - 1);
     }
   }
@@ -444,8 +483,10 @@ void Executor::plan_and_bind() {
     b.bytes = std::max(b.bytes, x.fmt.bytes);
     b.first = std::min(b.first, first[item]);
     b.last = std::max(b.last, last[item]);
-    if (item < nv) values_[item]->storage = it->second;
-    else values_[item - nv]->grad_storage = it->second;
+    if (item < nv)
+      values_[item]->storage = it->second;
+    else
+      values_[item - nv]->grad_storage = it->second;
   }
   // Workspaces (forward to backward) and temporary gradients of values with several readers.
   size_t scratch = 0;
@@ -454,8 +495,8 @@ void Executor::plan_and_bind() {
     scratch = std::max(scratch, op.scratch_bytes);
     if (op.workspace_bytes) {
       op.workspace_block = static_cast<int>(plan_.blocks.size());
-      plan_.blocks.push_back({op.name + ":workspace", op.workspace_bytes, tf(i),
-                              op.run_backward ? tb(i) : tf(i), 0});
+      plan_.blocks.push_back(
+          {op.name + ":workspace", op.workspace_bytes, tf(i), op.run_backward ? tb(i) : tf(i), 0});
     }
     op.temp_grad_block.assign(op.in.size(), -1);
   }
@@ -469,7 +510,8 @@ void Executor::plan_and_bind() {
         const Op& op = *ops_[static_cast<size_t>(c)];
         if (!op.run_backward) continue;
         for (size_t i = 0; i < op.in.size(); ++i)
-          if (op.in[i] == static_cast<int>(v) && op.need_input_grad[i]) slots_in_order.push_back({c, i});
+          if (op.in[i] == static_cast<int>(v) && op.need_input_grad[i])
+            slots_in_order.push_back({c, i});
       }
       for (size_t k = 1; k < slots_in_order.size(); ++k) {
         auto [c, i] = slots_in_order[k];
@@ -498,11 +540,13 @@ void Executor::plan_and_bind() {
     c = RunContext{};
     for (int v : op.in) c.in.push_back(ptr(val(v).storage));
     for (int v : op.out) c.out.push_back(ptr(val(v).storage));
-    for (int v : op.out) c.diff_out.push_back(val(v).needs_grad ? ptr(val(v).grad_storage) : nullptr);
+    for (int v : op.out)
+      c.diff_out.push_back(val(v).needs_grad ? ptr(val(v).grad_storage) : nullptr);
     for (size_t k = 0; k < op.in.size(); ++k) {
       void* d = nullptr;
       if (op.run_backward && op.need_input_grad[k])
-        d = op.temp_grad_block[k] >= 0 ? ptr(op.temp_grad_block[k]) : ptr(val(op.in[k]).grad_storage);
+        d = op.temp_grad_block[k] >= 0 ? ptr(op.temp_grad_block[k])
+                                       : ptr(val(op.in[k]).grad_storage);
       c.diff_in.push_back(d);
     }
     for (int s : op.param_slots) {
@@ -521,8 +565,11 @@ TensorView Executor::input(const std::string& name) const {
   for (size_t i = 0; i < inputs_.size(); ++i)
     if (inputs_[i].name == name) {
       const Value& v = *values_[i];
-      void* planned = static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset;
-      void* data = i < input_bindings_.size() && input_bindings_[i] ? const_cast<void*>(input_bindings_[i]) : planned;
+      void* planned =
+          static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset;
+      void* data = i < input_bindings_.size() && input_bindings_[i]
+                       ? const_cast<void*>(input_bindings_[i])
+                       : planned;
       return TensorView(data, {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
     }
   throw_usage("the model has no input named '" + name + "'");
@@ -535,7 +582,9 @@ bool Executor::bind_input(const std::string& name, const void* data) {
   const Value& v = *values_[i];
   for (size_t u = 0; u < values_.size(); ++u)
     if (u != i && values_[u]->storage == v.storage) return false;
-  const void* p = data ? data : static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset;
+  const void* p = data ? data
+                       : static_cast<char*>(arena_.data()) +
+                             plan_.blocks[static_cast<size_t>(v.storage)].offset;
   for (auto& op : ops_)
     for (size_t k = 0; k < op->in.size(); ++k)
       if (op->in[k] == static_cast<int>(i)) op->ctx.in[k] = p;
@@ -549,7 +598,8 @@ TensorView Executor::input_grad(const std::string& name) const {
     if (inputs_[i].name == name) {
       const Value& v = *values_[i];
       if (v.grad_storage < 0) throw_usage("no gradient is computed for input '" + name + "'");
-      return TensorView(static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.grad_storage)].offset,
+      return TensorView(static_cast<char*>(arena_.data()) +
+                            plan_.blocks[static_cast<size_t>(v.grad_storage)].offset,
                         {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
     }
   throw_usage("the model has no input named '" + name + "'");
@@ -559,8 +609,9 @@ TensorView Executor::output(ValueId g) const {
   if (g < 0 || static_cast<size_t>(g) >= graph_to_internal_.size()) throw_usage("no such value");
   const Value& v = *values_[static_cast<size_t>(graph_to_internal_[static_cast<size_t>(g)])];
   if (!v.pinned || v.storage < 0) throw_usage("value '" + v.name + "' was not marked as an output");
-  return TensorView(static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset,
-                    {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
+  return TensorView(
+      static_cast<char*>(arena_.data()) + plan_.blocks[static_cast<size_t>(v.storage)].offset,
+      {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
 }
 
 double Executor::forward(bool training) {
@@ -568,7 +619,8 @@ double Executor::forward(bool training) {
   training = training && opts_.training;
   if (training) ++step_;
   // A different dropout mask every step and every layer, reproducible from the seed.
-  const uint64_t step_seed = (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
+  const uint64_t step_seed =
+      (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
   for (size_t i = 0; i < ops_.size(); ++i) {
     Op& op = *ops_[i];
     op.ctx.seed = step_seed ^ (i * 0x94D049BB133111EBull);
@@ -586,7 +638,8 @@ double Executor::forward(bool training) {
   double penalty = 0;
   for (size_t s = 0; s < params_.slots().size(); ++s) {
     const auto& slot = params_.slots()[s];
-    if (slot.spec.l2 > 0) penalty += slot.spec.l2 * vec_->sum_squares(params_.value(s).data(), slot.count);
+    if (slot.spec.l2 > 0)
+      penalty += slot.spec.l2 * vec_->sum_squares(params_.value(s).data(), slot.count);
   }
   return data_loss_ + penalty;
 }
@@ -606,7 +659,8 @@ void Executor::backward() {
       const void* t = base + plan_.blocks[static_cast<size_t>(a.temp_block)].offset;
       vec_->add(g, t, g, val(a.value).fmt.bytes / dtype_size(val(a.value).fmt.dtype));
     }
-    if (profiling_) profile_[k].backward_s += std::chrono::duration<double>(clock::now() - t0).count();
+    if (profiling_)
+      profile_[k].backward_s += std::chrono::duration<double>(clock::now() - t0).count();
     // This op's parameter gradients are final now (one op owns each parameter): add the L2
     // term and hand them on, so a gradient bucket can start communicating while backward goes on.
     // Last slot first (bias before weight): all of an op's gradients are done at once, and this
@@ -622,7 +676,8 @@ void Executor::finish_gradient(int s) {
   const auto& slot = params_.slots()[static_cast<size_t>(s)];
   if (!slot.spec.trainable) return;
   if (slot.spec.l2 > 0)
-    vec_->axpy(2.0 * slot.spec.l2, params_.value(static_cast<size_t>(s)).data(), params_.grad(static_cast<size_t>(s)).data(), slot.count);
+    vec_->axpy(2.0 * slot.spec.l2, params_.value(static_cast<size_t>(s)).data(),
+               params_.grad(static_cast<size_t>(s)).data(), slot.count);
   if (gradient_ready_) gradient_ready_(s);
 }
 
@@ -633,7 +688,8 @@ std::vector<int> Executor::gradient_ready_order() const {
       for (auto it = ops_[k]->param_slots.rbegin(); it != ops_[k]->param_slots.rend(); ++it)
         if (params_.slots()[static_cast<size_t>(*it)].spec.trainable) order.push_back(*it);
   for (size_t s = 0; s < params_.slots().size(); ++s)
-    if (!finished_in_backward_[s] && params_.slots()[s].spec.trainable) order.push_back(static_cast<int>(s));
+    if (!finished_in_backward_[s] && params_.slots()[s].spec.trainable)
+      order.push_back(static_cast<int>(s));
   return order;
 }
 
@@ -668,18 +724,21 @@ std::string Executor::summary() const {
   int64_t total = 0;
   for (const auto& op : ops_) {
     int64_t np = 0;
-    for (int s : op->param_slots) np += static_cast<int64_t>(params_.slots()[static_cast<size_t>(s)].count);
+    for (int s : op->param_slots)
+      np += static_cast<int64_t>(params_.slots()[static_cast<size_t>(s)].count);
     total += np;
     const Value& out = *values_[static_cast<size_t>(op->out.at(0))];
-    std::string fmt = out.fmt.layout == Layout::blocked && out.fmt.opaque ? out.fmt.opaque->name()
-                                                                           : layout_name(out.fmt.layout);
+    std::string fmt = out.fmt.layout == Layout::blocked && out.fmt.opaque
+                          ? out.fmt.opaque->name()
+                          : layout_name(out.fmt.layout);
     std::string notes = op->layer->describe();
     if (op->inplace) notes += notes.empty() ? "in place" : ", in place";
     os << std::left << std::setw(24) << op->name.substr(0, 23) << std::setw(16) << op->layer->kind()
-       << std::setw(26) << out.shape.str() << std::setw(22) << fmt << std::right << std::setw(12) << np
-       << "  " << notes << "\n";
+       << std::setw(26) << out.shape.str() << std::setw(22) << fmt << std::right << std::setw(12)
+       << np << "  " << notes << "\n";
   }
-  os << "parameters: " << total << " (" << human_bytes(static_cast<double>(params_.bytes())) << ")\n";
+  os << "parameters: " << total << " (" << human_bytes(static_cast<double>(params_.bytes()))
+     << ")\n";
   os << "activation arena: " << human_bytes(static_cast<double>(plan_.arena_bytes)) << " planned ("
      << human_bytes(static_cast<double>(plan_.naive_bytes)) << " without reuse), scratch "
      << human_bytes(static_cast<double>(plan_.scratch_bytes)) << "\n";

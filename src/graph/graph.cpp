@@ -6,7 +6,8 @@ namespace crest {
 
 ValueId Graph::input(const std::string& name, const Shape& per_sample, Layout layout,
                      bool integer) {
-  if (!nodes_.empty()) throw_usage("graph inputs must be declared before any layer ('" + name + "')");
+  if (!nodes_.empty())
+    throw_usage("graph inputs must be declared before any layer ('" + name + "')");
   for (const auto& in : inputs_)
     if (in.name == name) throw_usage("duplicate graph input '" + name + "'");
   inputs_.push_back({name, per_sample, layout, integer});

@@ -18,9 +18,8 @@ void plan_memory(MemoryPlan& plan, size_t alignment) {
   std::vector<size_t> order(plan.blocks.size());
   std::iota(order.begin(), order.end(), 0);
   // Largest first: big tensors get the low offsets and small ones fill the gaps between them.
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return plan.blocks[a].bytes > plan.blocks[b].bytes;
-  });
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return plan.blocks[a].bytes > plan.blocks[b].bytes; });
   std::vector<size_t> placed;
   plan.arena_bytes = 0;
   plan.naive_bytes = 0;
@@ -33,7 +32,8 @@ void plan_memory(MemoryPlan& plan, size_t alignment) {
     for (size_t p : placed)
       if (alive_together(plan.blocks[p], blk))
         taken.push_back({plan.blocks[p].offset,
-                         plan.blocks[p].offset + align_up(std::max<size_t>(plan.blocks[p].bytes, 1), alignment)});
+                         plan.blocks[p].offset +
+                             align_up(std::max<size_t>(plan.blocks[p].bytes, 1), alignment)});
     std::sort(taken.begin(), taken.end());
     size_t offset = 0;
     for (const auto& [lo, hi] : taken) {

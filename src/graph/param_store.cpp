@@ -21,12 +21,17 @@ double uniform01(std::mt19937_64& g) { return static_cast<double>(g() >> 11) * 0
 template <typename T>
 void fill_slot(T* w, const ParamSlot& s, uint64_t seed) {
   std::mt19937_64 gen(fnv1a(s.name, seed * 0x9E3779B97F4A7C15ull + 1));
-  const double fan_in = static_cast<double>(s.spec.fan_in), fan_out = static_cast<double>(s.spec.fan_out);
+  const double fan_in = static_cast<double>(s.spec.fan_in),
+               fan_out = static_cast<double>(s.spec.fan_out);
   for (size_t i = 0; i < s.count; ++i) {
     double v = 0;
     switch (s.spec.init) {
-      case Init::zeros: v = 0; break;
-      case Init::ones: v = 1; break;
+      case Init::zeros:
+        v = 0;
+        break;
+      case Init::ones:
+        v = 1;
+        break;
       case Init::glorot_uniform: {
         const double limit = std::sqrt(6.0 / (fan_in + fan_out));
         v = (2 * uniform01(gen) - 1) * limit;
@@ -53,7 +58,8 @@ void fill_slot(T* w, const ParamSlot& s, uint64_t seed) {
 
 ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype) : dtype_(dtype) {
   // Trainable first so the optimizer sees one contiguous prefix.
-  std::stable_partition(slots.begin(), slots.end(), [](const ParamSlot& s) { return s.spec.trainable; });
+  std::stable_partition(slots.begin(), slots.end(),
+                        [](const ParamSlot& s) { return s.spec.trainable; });
   size_t offset = 0;
   for (auto& s : slots) {
     s.count = static_cast<size_t>(s.shape.numel());
@@ -78,12 +84,14 @@ int64_t ParamStore::parameter_count() const {
 
 TensorView ParamStore::value(size_t i) const {
   const auto& s = slots_.at(i);
-  return TensorView(static_cast<char*>(values_.data()) + s.offset, {s.shape, dtype_, Device::cpu, Layout::plain});
+  return TensorView(static_cast<char*>(values_.data()) + s.offset,
+                    {s.shape, dtype_, Device::cpu, Layout::plain});
 }
 
 TensorView ParamStore::grad(size_t i) const {
   const auto& s = slots_.at(i);
-  return TensorView(static_cast<char*>(grads_.data()) + s.offset, {s.shape, dtype_, Device::cpu, Layout::plain});
+  return TensorView(static_cast<char*>(grads_.data()) + s.offset,
+                    {s.shape, dtype_, Device::cpu, Layout::plain});
 }
 
 int ParamStore::find(const std::string& name) const {
@@ -94,9 +102,12 @@ int ParamStore::find(const std::string& name) const {
 
 void ParamStore::initialize(uint64_t seed) {
   for (size_t i = 0; i < slots_.size(); ++i) {
-    if (dtype_ == DType::f32) fill_slot(value(i).as<float>(), slots_[i], seed);
-    else if (dtype_ == DType::f64) fill_slot(value(i).as<double>(), slots_[i], seed);
-    else throw_runtime("parameter initialisation supports f32 and f64 only");
+    if (dtype_ == DType::f32)
+      fill_slot(value(i).as<float>(), slots_[i], seed);
+    else if (dtype_ == DType::f64)
+      fill_slot(value(i).as<double>(), slots_[i], seed);
+    else
+      throw_runtime("parameter initialisation supports f32 and f64 only");
   }
 }
 

@@ -8,12 +8,18 @@ namespace crest {
 
 std::string ActivationLayer::kind() const {
   switch (op_.kind) {
-    case EltwiseKind::relu: return "relu";
-    case EltwiseKind::leaky_relu: return "leaky_relu";
-    case EltwiseKind::tanh: return "tanh";
-    case EltwiseKind::sigmoid: return "sigmoid";
-    case EltwiseKind::linear: return "scale";
-    case EltwiseKind::none: break;
+    case EltwiseKind::relu:
+      return "relu";
+    case EltwiseKind::leaky_relu:
+      return "leaky_relu";
+    case EltwiseKind::tanh:
+      return "tanh";
+    case EltwiseKind::sigmoid:
+      return "sigmoid";
+    case EltwiseKind::linear:
+      return "scale";
+    case EltwiseKind::none:
+      break;
   }
   return "identity";
 }

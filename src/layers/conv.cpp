@@ -30,8 +30,10 @@ ConvLayer::ConvLayer(ConvOptions o) : opts_(std::move(o)) {
     if (opts_.kernel[i] < 1 || opts_.stride[i] < 1 || opts_.dilation[i] < 1 || opts_.padding[i] < 0)
       throw_input("conv kernel, stride and dilation must be >= 1 and padding >= 0");
   }
-  if (opts_.out_channels < 1 || opts_.groups < 1) throw_input("conv needs out_channels, groups >= 1");
-  if (opts_.same && opts_.transposed) throw_input("'same' padding is not defined for transposed conv");
+  if (opts_.out_channels < 1 || opts_.groups < 1)
+    throw_input("conv needs out_channels, groups >= 1");
+  if (opts_.same && opts_.transposed)
+    throw_input("'same' padding is not defined for transposed conv");
 }
 
 ConvDesc ConvLayer::make_desc(const Shape& in, const Shape& out, DType dtype) const {
@@ -55,7 +57,8 @@ ConvDesc ConvLayer::make_desc(const Shape& in, const Shape& out, DType dtype) co
     d.dilation[u] = opts_.dilation[u];
     const int64_t eff = opts_.dilation[u] * (opts_.kernel[u] - 1) + 1;
     if (opts_.same) {
-      const int64_t total = std::max<int64_t>((d.out_size[u] - 1) * d.stride[u] + eff - d.in_size[u], 0);
+      const int64_t total =
+          std::max<int64_t>((d.out_size[u] - 1) * d.stride[u] + eff - d.in_size[u], 0);
       d.pad_lo[u] = total / 2;
       d.pad_hi[u] = total - total / 2;
     } else {
@@ -103,8 +106,8 @@ std::vector<ParamSpec> ConvLayer::param_specs(const std::vector<Shape>& in) cons
   const int64_t cin = in[0][1], g = opts_.groups, cout = opts_.out_channels;
   int64_t kvol = 1;
   for (auto k : opts_.kernel) kvol *= k;
-  std::vector<int64_t> w = opts_.transposed ? std::vector<int64_t>{cin, cout / g}
-                                            : std::vector<int64_t>{cout, cin / g};
+  std::vector<int64_t> w =
+      opts_.transposed ? std::vector<int64_t>{cin, cout / g} : std::vector<int64_t>{cout, cin / g};
   for (auto k : opts_.kernel) w.push_back(k);
   ParamSpec weight{"weight", Shape(w), opts_.init, cin / g * kvol, cout / g * kvol, opts_.l2, true};
   if (opts_.transposed) std::swap(weight.fan_in, weight.fan_out);
@@ -155,8 +158,10 @@ Flops ConvLayer::flops(const std::vector<Shape>& in, const std::vector<Shape>& o
   int64_t kvol = 1;
   for (auto k : opts_.kernel) kvol *= k;
   const Shape& big = opts_.transposed ? in[0] : out[0];
-  const int64_t cin_per_group = opts_.transposed ? out[0][1] / opts_.groups : in[0][1] / opts_.groups;
-  const double f = 2.0 * static_cast<double>(big.numel()) * static_cast<double>(cin_per_group * kvol);
+  const int64_t cin_per_group =
+      opts_.transposed ? out[0][1] / opts_.groups : in[0][1] / opts_.groups;
+  const double f =
+      2.0 * static_cast<double>(big.numel()) * static_cast<double>(cin_per_group * kvol);
   return {f, need_input_grad_ ? f : 0.0, f};
 }
 
@@ -164,8 +169,10 @@ std::string ConvLayer::describe() const {
   std::ostringstream os;
   for (size_t i = 0; i < opts_.kernel.size(); ++i) os << (i ? "x" : "") << opts_.kernel[i];
   os << " s" << opts_.stride[0];
-  if (opts_.same) os << " same";
-  else os << " p" << opts_.padding[0];
+  if (opts_.same)
+    os << " same";
+  else
+    os << " p" << opts_.padding[0];
   if (opts_.dilation[0] != 1) os << " d" << opts_.dilation[0];
   if (opts_.groups != 1) os << " g" << opts_.groups;
   if (post_op_.kind != EltwiseKind::none) os << " +fused act";

@@ -52,6 +52,8 @@ Flops DenseLayer::flops(const std::vector<Shape>& in, const std::vector<Shape>&)
   return {f, need_input_grad_ ? f : 0.0, f};
 }
 
-std::string DenseLayer::describe() const { return opts_.l2 > 0 ? "l2 " + std::to_string(opts_.l2) : ""; }
+std::string DenseLayer::describe() const {
+  return opts_.l2 > 0 ? "l2 " + std::to_string(opts_.l2) : "";
+}
 
 }  // namespace crest

@@ -31,22 +31,27 @@ BackwardNeeds DropoutLayer::backward_needs(size_t n_in, size_t n_out) const {
 }
 
 void DropoutLayer::create(CreateContext& ctx) {
-  if (!(p_ >= 0.f && p_ < 1.f)) throw_input("dropout rate must be in [0, 1), got " + std::to_string(p_));
+  if (!(p_ >= 0.f && p_ < 1.f))
+    throw_input("dropout rate must be in [0, 1), got " + std::to_string(p_));
   ctx.out_formats = {ctx.in_formats[0]};
   count_ = ctx.in_formats[0].bytes / dtype_size(ctx.dtype);
   training_ = ctx.training;
 }
 
 void DropoutLayer::forward(RunContext& ctx) {
-  if (ctx.training && p_ > 0.f) ctx.vec->dropout(ctx.in[0], ctx.out[0], count_, p_, ctx.seed);
-  else if (ctx.out[0] != ctx.in[0]) ctx.vec->copy(ctx.in[0], ctx.out[0], count_);
+  if (ctx.training && p_ > 0.f)
+    ctx.vec->dropout(ctx.in[0], ctx.out[0], count_, p_, ctx.seed);
+  else if (ctx.out[0] != ctx.in[0])
+    ctx.vec->copy(ctx.in[0], ctx.out[0], count_);
 }
 
 void DropoutLayer::backward(RunContext& ctx) {
   if (!ctx.diff_in[0]) return;
   // The same (seed, index) mask and scale applied to the gradient is the exact derivative.
-  if (p_ > 0.f) ctx.vec->dropout(ctx.diff_out[0], ctx.diff_in[0], count_, p_, ctx.seed);
-  else if (ctx.diff_in[0] != ctx.diff_out[0]) ctx.vec->copy(ctx.diff_out[0], ctx.diff_in[0], count_);
+  if (p_ > 0.f)
+    ctx.vec->dropout(ctx.diff_out[0], ctx.diff_in[0], count_, p_, ctx.seed);
+  else if (ctx.diff_in[0] != ctx.diff_out[0])
+    ctx.vec->copy(ctx.diff_out[0], ctx.diff_in[0], count_);
 }
 
 std::string DropoutLayer::describe() const {

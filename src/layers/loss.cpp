@@ -61,8 +61,9 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
 }
 
 void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
-  ctx.loss = ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                            weights_.data(), ctx.scratch, n_, classes_, spatial_, 1.0);
+  ctx.loss =
+      ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
+                                     weights_.data(), ctx.scratch, n_, classes_, spatial_, 1.0);
   ctx.vec->fill(ctx.out[0], 1, ctx.loss);
 }
 

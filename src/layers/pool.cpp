@@ -55,7 +55,8 @@ PoolDesc PoolLayer::make_desc(const Shape& in, const Shape& out, DType dtype) co
       continue;
     }
     d.kernel[u] = opts_.kernel[u];
-    d.stride[u] = opts_.stride.empty() ? d.kernel[u] : opts_.stride[opts_.stride.size() == 1 ? 0 : u];
+    d.stride[u] =
+        opts_.stride.empty() ? d.kernel[u] : opts_.stride[opts_.stride.size() == 1 ? 0 : u];
     const int64_t p = opts_.padding.empty() ? 0 : opts_.padding[opts_.padding.size() == 1 ? 0 : u];
     // Symmetric padding; out = floor((in + 2p - k) / s) + 1 as every framework computes it.
     d.pad_lo[u] = p;
@@ -78,7 +79,8 @@ void PoolLayer::forward(RunContext& ctx) {
 }
 
 void PoolLayer::backward(RunContext& ctx) {
-  if (ctx.diff_in[0]) kernel_->backward(ctx.diff_out[0], ctx.workspace, ctx.diff_in[0], ctx.scratch);
+  if (ctx.diff_in[0])
+    kernel_->backward(ctx.diff_out[0], ctx.workspace, ctx.diff_in[0], ctx.scratch);
 }
 
 Flops PoolLayer::flops(const std::vector<Shape>& in, const std::vector<Shape>&) const {

@@ -20,13 +20,15 @@ BackwardNeeds FlattenLayer::backward_needs(size_t n_in, size_t n_out) const {
 void FlattenLayer::create(CreateContext& ctx) {
   const Shape& in = ctx.in_shapes[0];
   // Channels-last storage of [N, C, spatial...] is exactly [N, spatial..., C] flattened.
-  ctx.in_formats[0] = plain_format(in, ctx.dtype, in.rank() > 2 ? Layout::channels_last : Layout::plain);
+  ctx.in_formats[0] =
+      plain_format(in, ctx.dtype, in.rank() > 2 ? Layout::channels_last : Layout::plain);
   ctx.out_formats = {plain_format(ctx.out_shapes[0], ctx.dtype)};
   bytes_ = ctx.out_formats[0].bytes;
 }
 
 void FlattenLayer::forward(RunContext& ctx) {
-  if (ctx.out[0] != ctx.in[0]) ctx.vec->copy(ctx.in[0], ctx.out[0], bytes_ / dtype_size(ctx.vec->dtype()));
+  if (ctx.out[0] != ctx.in[0])
+    ctx.vec->copy(ctx.in[0], ctx.out[0], bytes_ / dtype_size(ctx.vec->dtype()));
 }
 
 void FlattenLayer::backward(RunContext& ctx) {

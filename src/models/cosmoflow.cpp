@@ -24,15 +24,20 @@ std::unique_ptr<Layer> hidden_activation(const std::string& name) {
 }  // namespace
 
 CosmoFlowModel build_cosmoflow(const CosmoFlowOptions& o) {
-  const int64_t d = o.input_shape[0], h = o.input_shape[1], w = o.input_shape[2], c = o.input_shape[3];
+  const int64_t d = o.input_shape[0], h = o.input_shape[1], w = o.input_shape[2],
+                c = o.input_shape[3];
   const int64_t div = int64_t{1} << o.n_conv_layers;
   if (d % div || h % div || w % div || d < div || h < div || w < div)
     throw_input("model.input_shape: spatial sizes must be positive multiples of " +
                 std::to_string(div) + " (2^n_conv_layers)");
   PoolKind pool;
-  if (o.pooling_type == "MaxPool3D") pool = PoolKind::max;
-  else if (o.pooling_type == "AvgPool3D") pool = PoolKind::avg_include_pad;
-  else throw_input("model.pooling_type: unsupported '" + o.pooling_type + "' (MaxPool3D or AvgPool3D)");
+  if (o.pooling_type == "MaxPool3D")
+    pool = PoolKind::max;
+  else if (o.pooling_type == "AvgPool3D")
+    pool = PoolKind::avg_include_pad;
+  else
+    throw_input("model.pooling_type: unsupported '" + o.pooling_type +
+                "' (MaxPool3D or AvgPool3D)");
 
   CosmoFlowModel m;
   Graph& g = m.graph;
@@ -57,11 +62,19 @@ CosmoFlowModel build_cosmoflow(const CosmoFlowOptions& o) {
   const int64_t hidden[2] = {o.fc1_size, o.fc2_size};
   for (int i = 0; i < 2; ++i) {
     const std::string k = std::to_string(i + 1);
-    t = g.add("fc" + k, std::make_unique<DenseLayer>(DenseOptions{hidden[i], true, Init::glorot_uniform, o.l2}), {t});
+    t = g.add(
+        "fc" + k,
+        std::make_unique<DenseLayer>(DenseOptions{hidden[i], true, Init::glorot_uniform, o.l2}),
+        {t});
     t = g.add("fc" + k + "_act", hidden_activation(o.hidden_activation), {t});
-    if (o.dropout > 0) t = g.add("fc" + k + "_dropout", std::make_unique<DropoutLayer>(static_cast<float>(o.dropout)), {t});
+    if (o.dropout > 0)
+      t = g.add("fc" + k + "_dropout",
+                std::make_unique<DropoutLayer>(static_cast<float>(o.dropout)), {t});
   }
-  t = g.add("fc3", std::make_unique<DenseLayer>(DenseOptions{o.target_size, true, Init::glorot_uniform, 0.0}), {t});
+  t = g.add(
+      "fc3",
+      std::make_unique<DenseLayer>(DenseOptions{o.target_size, true, Init::glorot_uniform, 0.0}),
+      {t});
   t = g.add("tanh", ActivationLayer::tanh(), {t});
   m.prediction = g.add("output_scale", ActivationLayer::scale(1.2f), {t});
   m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.prediction, m.y});
@@ -78,7 +91,8 @@ int64_t cosmoflow_parameter_count(const CosmoFlowOptions& o) {
     cin = cout;
   }
   const int64_t div = int64_t{1} << o.n_conv_layers;
-  const int64_t flat = cin * (o.input_shape[0] / div) * (o.input_shape[1] / div) * (o.input_shape[2] / div);
+  const int64_t flat =
+      cin * (o.input_shape[0] / div) * (o.input_shape[1] / div) * (o.input_shape[2] / div);
   n += o.fc1_size * flat + o.fc1_size + o.fc2_size * o.fc1_size + o.fc2_size +
        o.target_size * o.fc2_size + o.target_size;
   return n;

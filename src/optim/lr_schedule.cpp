@@ -35,9 +35,12 @@ double LrSchedule::scale(int64_t global_batch) const {
                 std::to_string(base_batch_size));
   const double ratio = static_cast<double>(global_batch) / static_cast<double>(base_batch_size);
   switch (scaling) {
-    case linear: return ratio;
-    case sqrt: return std::sqrt(ratio);
-    case none: return 1.0;
+    case linear:
+      return ratio;
+    case sqrt:
+      return std::sqrt(ratio);
+    case none:
+      return 1.0;
   }
   throw_input("lr_schedule.scaling has an invalid value");
 }
@@ -65,9 +68,12 @@ LrSchedule::Scaling LrSchedule::parse_scaling(const std::string& name) {
 
 const char* LrSchedule::scaling_name(Scaling s) {
   switch (s) {
-    case linear: return "linear";
-    case sqrt: return "sqrt";
-    case none: return "none";
+    case linear:
+      return "linear";
+    case sqrt:
+      return "sqrt";
+    case none:
+      return "none";
   }
   return "?";
 }

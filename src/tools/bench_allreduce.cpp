@@ -29,10 +29,23 @@ size_t parse_size(const std::string& text) {
   size_t mult = 1;
   std::string digits = text;
   switch (text.back()) {
-    case 'K': case 'k': mult = size_t{1} << 10; digits.pop_back(); break;
-    case 'M': case 'm': mult = size_t{1} << 20; digits.pop_back(); break;
-    case 'G': case 'g': mult = size_t{1} << 30; digits.pop_back(); break;
-    default: break;
+    case 'K':
+    case 'k':
+      mult = size_t{1} << 10;
+      digits.pop_back();
+      break;
+    case 'M':
+    case 'm':
+      mult = size_t{1} << 20;
+      digits.pop_back();
+      break;
+    case 'G':
+    case 'g':
+      mult = size_t{1} << 30;
+      digits.pop_back();
+      break;
+    default:
+      break;
   }
   if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
     throw_usage("bench allreduce --sizes: '" + text + "' is not a size (e.g. 1K, 1M, 64M, 4096)");
@@ -41,7 +54,6 @@ size_t parse_size(const std::string& text) {
     throw_usage("bench allreduce --sizes: '" + text + "' must be between 4 bytes and 16G");
   return bytes;
 }
-
 
 struct Args {
   std::string sizes = "1K,1M,64M";
@@ -63,19 +75,25 @@ void bench_allreduce(const Args& a) {
     std::vector<float> buf(count);
     const float mine = static_cast<float>(comm->rank() + 1);
     const float expect = static_cast<float>(n) * static_cast<float>(n + 1) / 2.f;
-    auto once = [&] { comm->start_allreduce(buf.data(), count, 1.f, "bench allreduce of " + std::to_string(bytes) + " bytes")->wait(); };
+    auto once = [&] {
+      comm->start_allreduce(buf.data(), count, 1.f,
+                            "bench allreduce of " + std::to_string(bytes) + " bytes")
+          ->wait();
+    };
     std::fill(buf.begin(), buf.end(), mine);
     for (int i = 0; i < a.warmup; ++i) once();
     std::fill(buf.begin(), buf.end(), mine);
     once();  // checked run
     for (size_t i = 0; i < count; ++i)
       if (buf[i] != expect)
-        throw_runtime("bench allreduce: wrong result at element " + std::to_string(i) + " of a " + std::to_string(bytes) +
-                      "-byte allreduce: " + std::to_string(buf[i]) + ", expected " + std::to_string(expect));
+        throw_runtime("bench allreduce: wrong result at element " + std::to_string(i) + " of a " +
+                      std::to_string(bytes) + "-byte allreduce: " + std::to_string(buf[i]) +
+                      ", expected " + std::to_string(expect));
     comm->barrier();
     const auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < a.iters; ++i) once();
-    const double mine_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
+    const double mine_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / a.iters;
     const double t = comm->allreduce_max(mine_s);
     if (comm->rank() != 0) continue;
     const double algbw = static_cast<double>(count * sizeof(float)) / t / 1e9;
@@ -98,7 +116,8 @@ void bench_allreduce(const Args& a) {
 
 void register_bench_allreduce(CLI::App& bench) {
   auto a = std::make_shared<Args>();
-  CLI::App* c = bench.add_subcommand("allreduce", "allreduce time and algorithm/bus bandwidth per message size");
+  CLI::App* c = bench.add_subcommand("allreduce",
+                                     "allreduce time and algorithm/bus bandwidth per message size");
   c->add_option("--sizes", a->sizes, "message sizes in bytes, comma-separated (K, M, G suffixes)");
   c->add_option("--iters", a->iters, "timed allreduces per size");
   c->add_option("--warmup", a->warmup, "untimed allreduces per size first");

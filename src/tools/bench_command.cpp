@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -51,10 +51,11 @@ struct BenchTrainArgs {
   std::string compress = "none";
 };
 
-
 void bench_train(const BenchTrainArgs& a) {
-  if (a.model != "cosmoflow") throw_usage("bench train: unknown model '" + a.model + "' (available: cosmoflow)");
-  if (a.steps < 1 || a.warmup < 0 || a.batch < 1) throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
+  if (a.model != "cosmoflow")
+    throw_usage("bench train: unknown model '" + a.model + "' (available: cosmoflow)");
+  if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
+    throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
   if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
   // Before the benchmark, not after it: an unwritable report directory fails in the first second.
   if (!a.report.empty()) check_report_dir(a.report);
@@ -63,7 +64,8 @@ void bench_train(const BenchTrainArgs& a) {
   auto comm = make_world_communicator(wo);
   auto backend = make_backend(a.backend);
   // Default: the node's cores shared among its ranks.
-  const int threads = a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size());
+  const int threads =
+      a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size());
   backend->set_threads(threads);
   CosmoFlowOptions o;
   o.input_shape = {a.size, a.size, a.size, 4};
@@ -74,7 +76,8 @@ void bench_train(const BenchTrainArgs& a) {
   co.batch = a.batch;
   const auto tc = std::chrono::steady_clock::now();
   Executor ex(m.graph, *backend, co);
-  const double compile_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
+  const double compile_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
   SgdKeras opt(0.9);
   opt.attach(ex.params(), ex.vec());
   GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb,
@@ -114,7 +117,8 @@ void bench_train(const BenchTrainArgs& a) {
   }
   // Every rank's per-step figures, to tell communication from waiting for slower ranks.
   std::vector<std::vector<double>> all_waits, all_allreduces;
-  for (auto [mine, all] : {std::pair{&waits, &all_waits}, std::pair{&allreduces, &all_allreduces}}) {
+  for (auto [mine, all] :
+       {std::pair{&waits, &all_waits}, std::pair{&allreduces, &all_allreduces}}) {
     std::vector<std::byte> bytes(mine->size() * sizeof(double));
     std::memcpy(bytes.data(), mine->data(), bytes.size());
     for (const auto& part : comm->allgather_parts(bytes)) {
@@ -160,7 +164,8 @@ void bench_train(const BenchTrainArgs& a) {
     j["allreduce_s_per_step"] = allreduce;
     j["exposed_allreduce_s_per_step"] = exposed;
     j["hidden_fraction"] = overlap.hidden_fraction();
-    // The same without load imbalance: the network's time, and the part of it backward did not hide.
+    // The same without load imbalance: the network's time, and the part of it backward did not
+    // hide.
     j["communication_s_per_step"] = overlap.communication_s;
     j["exposed_communication_s_per_step"] = overlap.exposed_communication_s;
     j["imbalance_wait_s_per_step"] = overlap.imbalance_s;
@@ -175,9 +180,10 @@ void bench_train(const BenchTrainArgs& a) {
     ReportRun& u = r.run;
     u.source = "crest bench train";
     u.model = a.model;
-    u.config = "--size " + std::to_string(a.size) + " --batch " + std::to_string(a.batch) + " --conv-size " +
-               std::to_string(a.conv_size) + " --steps " + std::to_string(a.steps) + " --warmup " +
-               std::to_string(a.warmup) + " --threads " + std::to_string(threads);
+    u.config = "--size " + std::to_string(a.size) + " --batch " + std::to_string(a.batch) +
+               " --conv-size " + std::to_string(a.conv_size) + " --steps " +
+               std::to_string(a.steps) + " --warmup " + std::to_string(a.warmup) + " --threads " +
+               std::to_string(threads);
     u.backend = backend->name();
     u.status = "measured";
     u.ranks = comm->size();
@@ -191,7 +197,9 @@ void bench_train(const BenchTrainArgs& a) {
     u.step_s = best;
     u.step_s_median = median;
     if (a.peak_gflops > 0)
-      r.peak = ReportPeak{a.peak_gflops, "given", "given with --peak-gflops (for example a figure from `crest bench peak`)"};
+      r.peak =
+          ReportPeak{a.peak_gflops, "given",
+                     "given with --peak-gflops (for example a figure from `crest bench peak`)"};
     else
       r.peak = measure_report_peak(threads);
     r.profiled_steps = a.steps;
@@ -199,11 +207,13 @@ void bench_train(const BenchTrainArgs& a) {
     for (double t : times) r.time.steps_s += t;  // rank 0's timed steps
     r.time.allreduce_s = allreduce * a.steps;
     r.time.allreduce_exposed_s = exposed * a.steps;
-    r.notes = {"A benchmark: random data already in memory, so no input pipeline and no data wait; no epochs, "
-               "no losses.",
-               "Throughput and step time are from the best of " + std::to_string(a.steps) +
-                   " timed steps (the slowest rank's); the time breakdown sums all timed steps.",
-               "Per-layer times are rank 0's, from a clock read around every op of every timed step."};
+    r.notes = {
+        "A benchmark: random data already in memory, so no input pipeline and no data wait; no "
+        "epochs, "
+        "no losses.",
+        "Throughput and step time are from the best of " + std::to_string(a.steps) +
+            " timed steps (the slowest rank's); the time breakdown sums all timed steps.",
+        "Per-layer times are rank 0's, from a clock read around every op of every timed step."};
     j["report"] = write_report(a.report, r);
     std::cerr << "report: " << j["report"].get<std::string>() << " (and report.json)\n";
   }
@@ -258,21 +268,28 @@ void register_bench(CLI::App& app) {
   train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
   train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
-  train->add_option("--report", ta->report, "write DIR/report.html and DIR/report.json (the performance report)");
-  train->add_option("--peak-gflops", ta->peak_gflops,
-                    "the report's peak (GFLOP/s per rank, e.g. from `crest bench peak`); default: measure it");
+  train->add_option("--report", ta->report,
+                    "write DIR/report.html and DIR/report.json (the performance report)");
+  train->add_option(
+      "--peak-gflops", ta->peak_gflops,
+      "the report's peak (GFLOP/s per rank, e.g. from `crest bench peak`); default: measure it");
   train->add_option("--bucket-mb", ta->bucket_mb, "under mpirun: gradient bucket size (MB)");
-  train->add_option("--first-bucket-mb", ta->first_bucket_mb, "under mpirun: first gradient bucket size (MB)");
-  train->add_option("--baseline", ta->baseline,
-                    "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
-  train->add_option("--compress", ta->compress, "under mpirun: gradient buckets as none (float32), bf16 or fp16");
-  train->add_option("--timeout", ta->timeout_s, "under mpirun: watchdog deadline of each collective (s)");
+  train->add_option("--first-bucket-mb", ta->first_bucket_mb,
+                    "under mpirun: first gradient bucket size (MB)");
+  train->add_option(
+      "--baseline", ta->baseline,
+      "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
+  train->add_option("--compress", ta->compress,
+                    "under mpirun: gradient buckets as none (float32), bf16 or fp16");
+  train->add_option("--timeout", ta->timeout_s,
+                    "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });
 
   auto threads = std::make_shared<int>(0);
   auto n = std::make_shared<int64_t>(2048);
   auto iters = std::make_shared<int>(5);
-  CLI::App* peak = bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16): the roofline reference");
+  CLI::App* peak =
+      bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16): the roofline reference");
   peak->add_option("--threads", *threads, "compute threads (0 = all cores)");
   peak->add_option("--size", *n, "matrix size");
   peak->add_option("--iters", *iters, "timed runs (best is reported)");

@@ -30,7 +30,9 @@ namespace crest::tools {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 void drop_cache(const std::string& path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
@@ -41,7 +43,8 @@ void drop_cache(const std::string& path) {
 }
 
 // Reads the whole file with large sequential reads; returns the bytes.
-int64_t read_file(const std::string& path, std::vector<std::byte>& buf, std::vector<std::byte>* keep) {
+int64_t read_file(const std::string& path, std::vector<std::byte>& buf,
+                  std::vector<std::byte>* keep) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) throw_input(path + ": cannot open");
   int64_t total = 0;
@@ -79,7 +82,8 @@ void bench_loader(const Args& a) {
   // 256 KiB reads: the fastest plain read loop on the development VM (an 8 MiB buffer no longer
   // fits the L2 cache and reads 2-4x slower), so the raw figure is the honest ceiling.
   std::vector<std::byte> buf(size_t{256} << 10), file_bytes, payload;
-  std::vector<float> x(static_cast<size_t>(spec.x_shape.numel())), y(static_cast<size_t>(spec.y_shape.numel()));
+  std::vector<float> x(static_cast<size_t>(spec.x_shape.numel())),
+      y(static_cast<size_t>(spec.y_shape.numel()));
   const bool files = src.format() != "dummy";
   if (files) {
     // 1. Raw sequential read of every file.
@@ -106,7 +110,8 @@ void bench_loader(const Args& a) {
       src.decode(i, payload, x.data(), y.data());
       decode_s += since(t0);
     }
-    out["inflate_mb_s"] = static_cast<double>(inflated) / 1e6 / inflate_s;  // uncompressed bytes out
+    out["inflate_mb_s"] =
+        static_cast<double>(inflated) / 1e6 / inflate_s;  // uncompressed bytes out
     out["compression_ratio"] = static_cast<double>(inflated) / static_cast<double>(compressed);
     out["decode_samples_s"] = static_cast<double>(m) / decode_s;
     out["decode_mb_s"] = static_cast<double>(inflated) / 1e6 / decode_s;
@@ -133,7 +138,8 @@ void bench_loader(const Args& a) {
   out["epochs"] = a.epochs;
   out["samples_per_s"] = best;
   out["samples_per_s_mean"] = static_cast<double>(total_samples) / total_s;
-  out["end_to_end_mb_s"] = static_cast<double>(payload_total) / 1e6 / total_s;  // decompressed bytes
+  out["end_to_end_mb_s"] =
+      static_cast<double>(payload_total) / 1e6 / total_s;  // decompressed bytes
   out["cold_cache"] = files && !a.warm;
   std::cout << out.dump() << std::endl;
 }
@@ -142,12 +148,16 @@ void bench_loader(const Args& a) {
 
 void register_bench_loader(CLI::App& bench) {
   auto a = std::make_shared<Args>();
-  CLI::App* cmd = bench.add_subcommand("loader", "time the data path of a config: read, inflate, decode, end to end");
-  cmd->add_option("--config,-c", a->config, "config file whose data section is measured")->required();
+  CLI::App* cmd = bench.add_subcommand(
+      "loader", "time the data path of a config: read, inflate, decode, end to end");
+  cmd->add_option("--config,-c", a->config, "config file whose data section is measured")
+      ->required();
   cmd->add_option("overrides", a->overrides, "key.path=value overrides");
   cmd->add_option("--epochs", a->epochs, "end-to-end epochs (best is reported)");
-  cmd->add_option("--threads", a->threads, "reader threads (default: data.n_parallel_reads or automatic)");
-  cmd->add_flag("--warm", a->warm, "keep the files in the page cache (default: drop them before reading)");
+  cmd->add_option("--threads", a->threads,
+                  "reader threads (default: data.n_parallel_reads or automatic)");
+  cmd->add_flag("--warm", a->warm,
+                "keep the files in the page cache (default: drop them before reading)");
   cmd->callback([a] { bench_loader(*a); });
 }
 

@@ -26,10 +26,12 @@ Shape parse_shape(const std::string& text, const std::string& option) {
       if (used != part.size() || v < 1) throw std::invalid_argument(part);
       dims.push_back(v);
     } catch (const std::exception&) {
-      throw_usage(option + ": '" + text + "' is not a comma-separated list of positive sizes (e.g. 128,128,128,4)");
+      throw_usage(option + ": '" + text +
+                  "' is not a comma-separated list of positive sizes (e.g. 128,128,128,4)");
     }
   }
-  if (dims.empty() || dims.size() > 8) throw_usage(option + ": expected 1 to 8 sizes, got '" + text + "'");
+  if (dims.empty() || dims.size() > 8)
+    throw_usage(option + ": expected 1 to 8 sizes, got '" + text + "'");
   return Shape(dims);
 }
 
@@ -37,36 +39,52 @@ void register_datagen(CLI::App& app) {
   auto o = std::make_shared<DatagenOptions>();
   auto kind = std::make_shared<std::string>();
   auto format = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("datagen", "write a learnable synthetic CosmoFlow or DeepCAM dataset in the reference formats");
-  cmd->add_option("kind", *kind, "cosmoflow or deepcam")->required()->check(CLI::IsMember({"cosmoflow", "deepcam"}));
-  cmd->add_option("--out,-o", o->out, "output directory (train/, validation/ and, for deepcam, stats.h5)")->required();
+  CLI::App* cmd = app.add_subcommand(
+      "datagen",
+      "write a learnable synthetic CosmoFlow or DeepCAM dataset in the reference formats");
+  cmd->add_option("kind", *kind, "cosmoflow or deepcam")
+      ->required()
+      ->check(CLI::IsMember({"cosmoflow", "deepcam"}));
+  cmd->add_option("--out,-o", o->out,
+                  "output directory (train/, validation/ and, for deepcam, stats.h5)")
+      ->required();
   cmd->add_option("--train", o->n_train, "training samples")->required();
   cmd->add_option("--valid", o->n_valid, "validation samples")->required();
   cmd->add_option("--size", o->size, "cosmoflow: cube edge, a multiple of 32 (default 128)");
   cmd->add_option("--height", o->height, "deepcam: rows (default 768)");
   cmd->add_option("--width", o->width, "deepcam: columns (default 1152)");
-  cmd->add_option("--format", *format, "cosmoflow: tfrecord (default) or npy; deepcam: hdf5 (default) or npy");
-  cmd->add_flag("--gzip", o->gzip, "cosmoflow: GZIP-compressed TFRecords, as the MLPerf v1.0+ data");
+  cmd->add_option("--format", *format,
+                  "cosmoflow: tfrecord (default) or npy; deepcam: hdf5 (default) or npy");
+  cmd->add_flag("--gzip", o->gzip,
+                "cosmoflow: GZIP-compressed TFRecords, as the MLPerf v1.0+ data");
   cmd->add_option("--seed", o->seed, "random seed (default 0)");
   cmd->add_option("--threads", o->threads, "files generated in parallel (default: all cores)");
   cmd->add_flag("--overwrite", o->overwrite, "replace existing files in the output directory");
   cmd->callback([o, kind, format] {
     o->kind = *kind == "deepcam" ? DatagenKind::deepcam : DatagenKind::cosmoflow;
-    if (format->empty()) o->format = o->kind == DatagenKind::deepcam ? DatagenFormat::hdf5 : DatagenFormat::tfrecord;
-    else if (*format == "tfrecord") o->format = DatagenFormat::tfrecord;
-    else if (*format == "npy") o->format = DatagenFormat::npy;
-    else if (*format == "hdf5") o->format = DatagenFormat::hdf5;
-    else throw_usage("datagen: --format must be tfrecord, npy or hdf5, got '" + *format + "'");
+    if (format->empty())
+      o->format = o->kind == DatagenKind::deepcam ? DatagenFormat::hdf5 : DatagenFormat::tfrecord;
+    else if (*format == "tfrecord")
+      o->format = DatagenFormat::tfrecord;
+    else if (*format == "npy")
+      o->format = DatagenFormat::npy;
+    else if (*format == "hdf5")
+      o->format = DatagenFormat::hdf5;
+    else
+      throw_usage("datagen: --format must be tfrecord, npy or hdf5, got '" + *format + "'");
     generate_dataset(*o, std::cout);
   });
 }
 
 void register_stage(CLI::App& app) {
   auto o = std::make_shared<StageOptions>();
-  CLI::App* cmd = app.add_subcommand("stage", "copy a dataset to node-local storage, verified (under mpirun: each file read once per job)");
+  CLI::App* cmd = app.add_subcommand(
+      "stage",
+      "copy a dataset to node-local storage, verified (under mpirun: each file read once per job)");
   cmd->add_option("--from", o->from, "dataset directory on the shared file system")->required();
   cmd->add_option("--to", o->to, "node-local destination directory")->required();
-  cmd->add_flag("--inflate", o->inflate, "inflate GZIP TFRecords to plain ones (more disk, less CPU per epoch)");
+  cmd->add_flag("--inflate", o->inflate,
+                "inflate GZIP TFRecords to plain ones (more disk, less CPU per epoch)");
   cmd->add_flag("--overwrite", o->overwrite, "replace files already in the destination");
   cmd->add_option("--threads", o->threads, "files copied in parallel (default 4)");
   cmd->callback([o] {
@@ -79,9 +97,12 @@ void register_stage(CLI::App& app) {
 void register_validate(CLI::App& app) {
   auto o = std::make_shared<ValidateOptions>();
   auto shape = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("validate", "check every sample file of a dataset; list each bad file");
-  cmd->add_option("dir", o->dir, "dataset root (with train/, validation/) or one split directory")->required();
-  cmd->add_option("--sample-shape", *shape, "expected sample shape, e.g. 128,128,128,4 (default: the majority)");
+  CLI::App* cmd =
+      app.add_subcommand("validate", "check every sample file of a dataset; list each bad file");
+  cmd->add_option("dir", o->dir, "dataset root (with train/, validation/) or one split directory")
+      ->required();
+  cmd->add_option("--sample-shape", *shape,
+                  "expected sample shape, e.g. 128,128,128,4 (default: the majority)");
   cmd->add_option("--format", o->format, "cosmoflow or deepcam (default: from the file names)");
   cmd->add_option("--targets", o->targets, "cosmoflow: target values per sample (default 4)");
   cmd->add_option("--threads", o->threads, "files checked in parallel (default: all cores)");
@@ -89,14 +110,15 @@ void register_validate(CLI::App& app) {
     if (!shape->empty()) o->sample_shape = parse_shape(*shape, "--sample-shape");
     const ValidateReport r = validate_dataset(*o, std::cout);
     if (!r.ok())
-      throw_input(o->dir + ": " + std::to_string(r.errors.size()) + " of " + std::to_string(r.files) +
-                  " files are bad (listed above)");
+      throw_input(o->dir + ": " + std::to_string(r.errors.size()) + " of " +
+                  std::to_string(r.files) + " files are bad (listed above)");
   });
 }
 
 void register_inspect(CLI::App& app) {
   auto file = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("inspect", "show what one file holds (TFRecord, HDF5, npy, safetensors)");
+  CLI::App* cmd =
+      app.add_subcommand("inspect", "show what one file holds (TFRecord, HDF5, npy, safetensors)");
   cmd->add_option("file", *file, "the file")->required();
   cmd->callback([file] { std::cout << inspect_file(*file); });
 }

@@ -56,7 +56,8 @@ uint32_t content_crc(const std::map<std::string, std::string>& metadata,
     crc = crc32c(v.data(), v.size(), crc);
     crc = crc32c("\n", 1, crc);
   }
-  std::sort(tensors.begin(), tensors.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
   for (const auto& [name, data] : tensors) {
     crc = crc32c(name.data(), name.size(), crc);
     crc = crc32c(data.first, data.second, crc);
@@ -74,10 +75,11 @@ std::string crc_text(uint32_t crc) {
 std::string history_text(const std::vector<EpochStats>& history) {
   std::ostringstream o;
   for (const EpochStats& e : history)
-    o << e.epoch << ' ' << exact(e.lr) << ' ' << exact(e.train_loss) << ' ' << (e.validated ? 1 : 0) << ' '
-      << exact(e.val_loss) << ' ' << exact(e.val_mae) << ' ' << exact(e.seconds) << ' ' << exact(e.samples_per_s)
-      << ' ' << exact(e.train_seconds) << ' ' << exact(e.data_wait_s) << ' ' << exact(e.allreduce_s) << ' '
-      << exact(e.allreduce_exposed_s) << ' ' << e.skipped << ' ' << e.cache_hits << '\n';
+    o << e.epoch << ' ' << exact(e.lr) << ' ' << exact(e.train_loss) << ' ' << (e.validated ? 1 : 0)
+      << ' ' << exact(e.val_loss) << ' ' << exact(e.val_mae) << ' ' << exact(e.seconds) << ' '
+      << exact(e.samples_per_s) << ' ' << exact(e.train_seconds) << ' ' << exact(e.data_wait_s)
+      << ' ' << exact(e.allreduce_s) << ' ' << exact(e.allreduce_exposed_s) << ' ' << e.skipped
+      << ' ' << e.cache_hits << '\n';
   return o.str();
 }
 
@@ -112,7 +114,8 @@ std::vector<EpochStats> parse_history(const std::string& path, const std::string
     std::string v[14];
     for (auto& x : v) f >> x;
     std::string extra;
-    if (v[13].empty() || (f >> extra)) defect(path, "checkpoint field 'history' has a malformed line: '" + line + "'");
+    if (v[13].empty() || (f >> extra))
+      defect(path, "checkpoint field 'history' has a malformed line: '" + line + "'");
     EpochStats e;
     e.epoch = static_cast<int>(parse_int(path, "history", v[0]));
     e.lr = parse_double(path, "history", v[1]);
@@ -149,15 +152,16 @@ SafetensorsFile open_verified(const std::string& path) {
   const auto format = md.find("format");
   if (format == md.end() || format->second != kFormat)
     defect(path, "not a crest checkpoint (metadata 'format' is " +
-                     (format == md.end() ? std::string("missing") : "'" + format->second + "'") + ", expected '" +
-                     kFormat + "')");
+                     (format == md.end() ? std::string("missing") : "'" + format->second + "'") +
+                     ", expected '" + kFormat + "')");
   const auto sum = md.find("checksum");
   if (sum == md.end()) defect(path, "checkpoint has no checksum");
   std::vector<std::pair<std::string, std::pair<const void*, size_t>>> tensors;
   for (const auto& t : file.tensors()) tensors.push_back({t.name, {t.data, t.bytes}});
   const std::string actual = crc_text(content_crc(md, tensors));
   if (actual != sum->second)
-    defect(path, "checkpoint is corrupt: content checksum is " + actual + ", the file says " + sum->second);
+    defect(path, "checkpoint is corrupt: content checksum is " + actual + ", the file says " +
+                     sum->second);
   return file;
 }
 
@@ -174,11 +178,13 @@ CheckpointInfo info_of(const SafetensorsFile& file) {
   pos.epoch = static_cast<int>(parse_int(p, "epoch", field(file, "epoch")));
   pos.step_in_epoch = parse_int(p, "step_in_epoch", field(file, "step_in_epoch"));
   pos.global_step = parse_int(p, "global_step", field(file, "global_step"));
-  pos.executor_steps = static_cast<uint64_t>(parse_int(p, "executor_steps", field(file, "executor_steps")));
+  pos.executor_steps =
+      static_cast<uint64_t>(parse_int(p, "executor_steps", field(file, "executor_steps")));
   pos.optimizer_steps = parse_int(p, "optimizer_steps", field(file, "optimizer_steps"));
   pos.epoch_loss_sum = parse_double(p, "epoch_loss_sum", field(file, "epoch_loss_sum"));
   pos.best_val_loss = parse_double(p, "best_val_loss", field(file, "best_val_loss"));
-  pos.epochs_since_best = static_cast<int>(parse_int(p, "epochs_since_best", field(file, "epochs_since_best")));
+  pos.epochs_since_best =
+      static_cast<int>(parse_int(p, "epochs_since_best", field(file, "epochs_since_best")));
   pos.status = field(file, "status");
   info.history = parse_history(p, field(file, "history"));
   info.ranks = static_cast<int>(parse_int(p, "ranks", field(file, "ranks")));
@@ -198,7 +204,8 @@ int64_t step_of(const fs::path& p) {
       name.compare(name.size() - suf.size(), suf.size(), suf) != 0)
     return -1;
   const std::string digits = name.substr(pre.size(), name.size() - pre.size() - suf.size());
-  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
+  if (digits.empty() || digits.size() > 18 || !std::all_of(digits.begin(), digits.end(), ::isdigit))
+    return -1;
   return std::stoll(digits);
 }
 
@@ -218,13 +225,14 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return out;
 }
 
-std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info, const ParamStore& params,
-                             Optimizer& optimizer, int keep) {
+std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
+                             const ParamStore& params, Optimizer& optimizer, int keep) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw_input(dir + ": cannot create the checkpoint directory: " + ec.message());
   char name[64];
-  std::snprintf(name, sizeof name, "%s%012lld%s", kPrefix, static_cast<long long>(info.position.global_step), kSuffix);
+  std::snprintf(name, sizeof name, "%s%012lld%s", kPrefix,
+                static_cast<long long>(info.position.global_step), kSuffix);
   const std::string path = (fs::path(dir) / name).string();
 
   const TrainingPosition& pos = info.position;
@@ -250,7 +258,8 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
   const std::vector<SafetensorsEntry> entries = entries_of(params, optimizer);
   std::vector<std::pair<std::string, std::pair<const void*, size_t>>> tensors;
   for (const auto& e : entries)
-    tensors.push_back({e.name, {e.data, static_cast<size_t>(e.shape.numel()) * dtype_size(e.dtype)}});
+    tensors.push_back(
+        {e.name, {e.data, static_cast<size_t>(e.shape.numel()) * dtype_size(e.dtype)}});
   md["checksum"] = crc_text(content_crc(md, tensors));
 
   // Test hook (see the header): die half-way through the N-th checkpoint write of this process.
@@ -265,33 +274,39 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
 
   // Only now, with the new one in place, drop the oldest beyond `keep`.
   const auto all = list_checkpoints(dir);
-  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i) fs::remove(all[i], ec);
+  for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i)
+    fs::remove(all[i], ec);
   return path;
 }
 
-CheckpointInfo read_checkpoint_info(const std::string& path) { return info_of(open_verified(path)); }
+CheckpointInfo read_checkpoint_info(const std::string& path) {
+  return info_of(open_verified(path));
+}
 
 CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer) {
   const SafetensorsFile file = open_verified(path);
   CheckpointInfo info = info_of(file);
   if (info.optimizer != optimizer.name())
-    defect(path, "checkpoint holds the state of optimizer '" + info.optimizer + "', this run uses '" +
-                     optimizer.name() + "' (optimizer.name cannot change on resume)");
+    defect(path, "checkpoint holds the state of optimizer '" + info.optimizer +
+                     "', this run uses '" + optimizer.name() +
+                     "' (optimizer.name cannot change on resume)");
   // Verify every tensor (names, dtypes, shapes, nothing extra) before loading any.
   const std::vector<SafetensorsEntry> entries = entries_of(params, optimizer);
   for (const auto& e : entries) {
     const SafetensorsTensor* t = file.find(e.name);
     if (!t)
-      defect(path, "checkpoint lacks '" + e.name + "' " + e.shape.str() +
-                       " (was it written for another model? model settings cannot change on resume)");
+      defect(path,
+             "checkpoint lacks '" + e.name + "' " + e.shape.str() +
+                 " (was it written for another model? model settings cannot change on resume)");
     if (t->dtype != to_safetensors_dtype(e.dtype) || t->shape != e.shape.to_vector())
-      defect(path, "checkpoint tensor '" + e.name + "' is " + safetensors_dtype_name(t->dtype) + " " +
-                       t->crest_shape().str() + ", this model needs " +
+      defect(path, "checkpoint tensor '" + e.name + "' is " + safetensors_dtype_name(t->dtype) +
+                       " " + t->crest_shape().str() + ", this model needs " +
                        safetensors_dtype_name(to_safetensors_dtype(e.dtype)) + " " + e.shape.str());
   }
   if (file.tensors().size() != entries.size()) {
     for (const auto& t : file.tensors()) {
-      const bool known = std::any_of(entries.begin(), entries.end(), [&](const auto& e) { return e.name == t.name; });
+      const bool known = std::any_of(entries.begin(), entries.end(),
+                                     [&](const auto& e) { return e.name == t.name; });
       if (!known) defect(path, "checkpoint tensor '" + t.name + "' is not part of this model");
     }
   }

@@ -28,10 +28,13 @@ namespace {
 
 const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> s = {
-      {"", {"output_dir", "mlperf", "data", "model", "optimizer", "lr_schedule", "train", "crest", "dist"}},
-      {"mlperf", {"org", "division", "status", "platform",
-                  // crest additions
-                  "stdout"}},
+      {"",
+       {"output_dir", "mlperf", "data", "model", "optimizer", "lr_schedule", "train", "crest",
+        "dist"}},
+      {"mlperf",
+       {"org", "division", "status", "platform",
+        // crest additions
+        "stdout"}},
       {"data",
        {"name", "data_dir", "compression", "n_train", "n_valid", "sample_shape", "target_shape",
         "batch_size", "n_epochs", "shard", "apply_log", "prefetch", "n_parallel_reads",
@@ -816,14 +819,17 @@ Config Loader::build(const YAML::Node& root) {
     long long n = -1;
     std::string unit, rest;
     in >> n >> unit >> rest;
-    const bool ok_unit = unit.empty() || unit == "epoch" || unit == "epochs" || unit == "step" || unit == "steps";
+    const bool ok_unit =
+        unit.empty() || unit == "epoch" || unit == "epochs" || unit == "step" || unit == "steps";
     if (!e->value.IsScalar() || in.bad() || n < 0 || n > (1ll << 40) || !ok_unit || !rest.empty())
       fail(train, "checkpoint_every",
-           "expected a count of epochs (2, \"2 epochs\") or steps (\"500 steps\"), got " + describe(e->value));
+           "expected a count of epochs (2, \"2 epochs\") or steps (\"500 steps\"), got " +
+               describe(e->value));
     t.checkpoint_every = n;
     t.checkpoint_every_steps = unit.rfind("step", 0) == 0;
   }
-  if (auto v = opt_int(train, "checkpoint_keep", 1, 1 << 20)) t.checkpoint_keep = static_cast<int>(*v);
+  if (auto v = opt_int(train, "checkpoint_keep", 1, 1 << 20))
+    t.checkpoint_keep = static_cast<int>(*v);
   if (auto v = opt_double(train, "log_every_s")) {
     if (!(*v > 0)) fail(train, "log_every_s", "must be positive, got " + format_double(*v));
     t.log_every_s = *v;
@@ -887,9 +893,12 @@ const char* dataset_name(DatasetKind k) { return k == DatasetKind::dummy ? "dumm
 
 const char* activation_name(Activation a) {
   switch (a) {
-    case Activation::leaky_relu: return "LeakyReLU";
-    case Activation::relu: return "ReLU";
-    case Activation::tanh: return "Tanh";
+    case Activation::leaky_relu:
+      return "LeakyReLU";
+    case Activation::relu:
+      return "ReLU";
+    case Activation::tanh:
+      return "Tanh";
   }
   return "?";
 }
@@ -898,18 +907,24 @@ const char* pooling_name(Pooling p) { return p == Pooling::avg ? "AvgPool3D" : "
 
 const char* optimizer_name(OptimizerKind k) {
   switch (k) {
-    case OptimizerKind::sgd: return "SGD";
-    case OptimizerKind::adam: return "Adam";
-    case OptimizerKind::adamw: return "AdamW";
+    case OptimizerKind::sgd:
+      return "SGD";
+    case OptimizerKind::adam:
+      return "Adam";
+    case OptimizerKind::adamw:
+      return "AdamW";
   }
   return "?";
 }
 
 const char* scaling_name(LrScaling s) {
   switch (s) {
-    case LrScaling::none: return "none";
-    case LrScaling::linear: return "linear";
-    case LrScaling::sqrt: return "sqrt";
+    case LrScaling::none:
+      return "none";
+    case LrScaling::linear:
+      return "linear";
+    case LrScaling::sqrt:
+      return "sqrt";
   }
   return "?";
 }
@@ -1036,7 +1051,8 @@ std::string to_yaml(const Config& c) {
   if (t.early_stopping_patience)
     y << "  early_stopping_patience: " << *t.early_stopping_patience << "\n";
   if (t.target_mae) y << "  target_mae: " << format_double(*t.target_mae) << "\n";
-  y << "  checkpoint_every: " << quote(std::to_string(t.checkpoint_every) + (t.checkpoint_every_steps ? " steps" : " epochs"))
+  y << "  checkpoint_every: "
+    << quote(std::to_string(t.checkpoint_every) + (t.checkpoint_every_steps ? " steps" : " epochs"))
     << "\n"
     << "  checkpoint_keep: " << t.checkpoint_keep << "\n"
     << "  log_every_s: " << format_double(t.log_every_s) << "\n"

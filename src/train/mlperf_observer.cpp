@@ -28,7 +28,9 @@ const char* mllog_optimizer_name(OptimizerKind k) {
 }
 
 // The batch scale of the peak rate, as the trainer's schedule computes it.
-double lr_scale(const LrScheduleConfig& c, int64_t global_batch) { return lr_schedule_of(c).scale(global_batch); }
+double lr_scale(const LrScheduleConfig& c, int64_t global_batch) {
+  return lr_schedule_of(c).scale(global_batch);
+}
 
 std::string or_default(const std::string& value, const char* fallback) {
   return value.empty() ? fallback : value;
@@ -112,7 +114,8 @@ class MlperfObserver : public RunObserver {
     // A resumed run appends to the run's log and says where it picked up. Not a compliant MLPerf
     // run: the rules time one uninterrupted run.
     if (f.first_epoch > 0 || f.first_step > 0)
-      writer_.event("crest_resumed", nullptr, {{"epoch_num", f.first_epoch + 1}, {"global_step", f.first_step}});
+      writer_.event("crest_resumed", nullptr,
+                    {{"epoch_num", f.first_epoch + 1}, {"global_step", f.first_step}});
   }
 
   void epoch_start(int epoch) override {

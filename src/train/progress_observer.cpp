@@ -39,15 +39,20 @@ class ProgressObserver : public RunObserver {
     last_ = now;
     const int64_t done = s.step_in_epoch - first_step_;
     const double rate = static_cast<double>(done) / std::max(s.epoch_elapsed_s, 1e-9);  // steps/s
-    const double eta = static_cast<double>(s.steps_per_epoch - s.step_in_epoch) / std::max(rate, 1e-9);
+    const double eta =
+        static_cast<double>(s.steps_per_epoch - s.step_in_epoch) / std::max(rate, 1e-9);
     char text[256];
-    std::snprintf(text, sizeof text, "epoch %d/%d: step %lld/%lld (%.0f%%), %.2f samples/s, loss %.4f, epoch ETA %.0f s",
-                  s.epoch, epochs_, static_cast<long long>(s.step_in_epoch), static_cast<long long>(s.steps_per_epoch),
-                  100.0 * static_cast<double>(s.step_in_epoch) / static_cast<double>(s.steps_per_epoch),
-                  rate * static_cast<double>(global_batch_), s.loss, eta);
+    std::snprintf(
+        text, sizeof text,
+        "epoch %d/%d: step %lld/%lld (%.0f%%), %.2f samples/s, loss %.4f, epoch ETA %.0f s",
+        s.epoch, epochs_, static_cast<long long>(s.step_in_epoch),
+        static_cast<long long>(s.steps_per_epoch),
+        100.0 * static_cast<double>(s.step_in_epoch) / static_cast<double>(s.steps_per_epoch),
+        rate * static_cast<double>(global_batch_), s.loss, eta);
     if (terminal_) {
       // Straight to the terminal, not into train.log: a bar is only meaningful where it redraws.
-      std::cout << '\r' << bar(s.step_in_epoch, s.steps_per_epoch) << ' ' << text << "\033[K" << std::flush;
+      std::cout << '\r' << bar(s.step_in_epoch, s.steps_per_epoch) << ' ' << text << "\033[K"
+                << std::flush;
       drawn_ = true;
     } else {
       log_ << text << '\n' << std::flush;
@@ -60,7 +65,8 @@ class ProgressObserver : public RunObserver {
   static std::string bar(int64_t done, int64_t total) {
     constexpr int kWidth = 24;
     const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(total, 1));
-    return "[" + std::string(static_cast<size_t>(filled), '#') + std::string(static_cast<size_t>(kWidth - filled), '.') + "]";
+    return "[" + std::string(static_cast<size_t>(filled), '#') +
+           std::string(static_cast<size_t>(kWidth - filled), '.') + "]";
   }
   void clear() {
     if (!drawn_) return;
@@ -80,7 +86,8 @@ class ProgressObserver : public RunObserver {
 
 }  // namespace
 
-std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double log_every_s, bool terminal) {
+std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double log_every_s,
+                                                    bool terminal) {
   return std::make_unique<ProgressObserver>(log, log_every_s, terminal);
 }
 

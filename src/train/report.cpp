@@ -205,8 +205,8 @@ template <class ToY>
 std::string y_gridlines(double left, double width, const Axis& ya, ToY py) {
   std::string s = "<g class=\"axes\" stroke=\"#d0d4da\" stroke-width=\"1\">";
   for (double t : ya.ticks)
-    s += "<line x1=\"" + c1(left) + "\" x2=\"" + c1(left + width) + "\" y1=\"" + c1(py(t)) + "\" y2=\"" +
-         c1(py(t)) + "\"/>";
+    s += "<line x1=\"" + c1(left) + "\" x2=\"" + c1(left + width) + "\" y1=\"" + c1(py(t)) +
+         "\" y2=\"" + c1(py(t)) + "\"/>";
   s += "</g><g fill=\"#555\" text-anchor=\"end\">";
   for (double t : ya.ticks) s += text(left - 6, py(t) + 4, tick(t));
   return s + "</g>";

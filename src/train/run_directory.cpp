@@ -1,6 +1,5 @@
 #include "crest/train/run_directory.hpp"
 
-
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,14 +25,17 @@ std::vector<std::string> section_lines(const std::string& yaml, const std::strin
   std::string line;
   bool inside = false;
   while (std::getline(in, line)) {
-    if (!line.empty() && line[0] != ' ' && line[0] != '#') inside = line == section + ":";
-    else if (inside && !line.empty()) out.push_back(line);
+    if (!line.empty() && line[0] != ' ' && line[0] != '#')
+      inside = line == section + ":";
+    else if (inside && !line.empty())
+      out.push_back(line);
   }
   return out;
 }
 
 // "" when `section` is the same in both, else which line differs.
-std::string section_difference(const std::string& saved, const std::string& now, const std::string& section) {
+std::string section_difference(const std::string& saved, const std::string& now,
+                               const std::string& section) {
   const auto a = section_lines(saved, section), b = section_lines(now, section);
   for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
     const std::string x = i < a.size() ? a[i] : "(nothing)", y = i < b.size() ? b[i] : "(nothing)";
@@ -82,8 +84,9 @@ void fail_with_rank0(Communicator& comm, const std::string& problem) {
 std::string resume_position_problem(const CheckpointInfo& info, const Config& config, int ranks,
                                     int64_t steps_per_epoch) {
   if (info.position.step_in_epoch == 0) return "";
-  const std::string where = "the checkpoint stopped mid-epoch (epoch " + std::to_string(info.position.epoch + 1) +
-                            ", step " + std::to_string(info.position.step_in_epoch) + "); to continue that epoch ";
+  const std::string where =
+      "the checkpoint stopped mid-epoch (epoch " + std::to_string(info.position.epoch + 1) +
+      ", step " + std::to_string(info.position.step_in_epoch) + "); to continue that epoch ";
   if (info.ranks != ranks)
     return where + "the job needs the same ranks: it was written by " + std::to_string(info.ranks) +
            ", this job has " + std::to_string(ranks);
@@ -91,16 +94,19 @@ std::string resume_position_problem(const CheckpointInfo& info, const Config& co
     return where + "data.batch_size must stay " + std::to_string(info.batch_size) + " (now " +
            std::to_string(config.data.batch_size) + ")";
   if (info.steps_per_epoch != steps_per_epoch)
-    return where + "the epoch must keep its " + std::to_string(info.steps_per_epoch) + " steps (now " +
-           std::to_string(steps_per_epoch) + ": data.n_train or the files changed)";
+    return where + "the epoch must keep its " + std::to_string(info.steps_per_epoch) +
+           " steps (now " + std::to_string(steps_per_epoch) +
+           ": data.n_train or the files changed)";
   for (const char* key : {"seed", "shuffle"}) {
-    const std::string saved = value_of(info.config_yaml, "data", key), now = value_of(config.resolved_yaml, "data", key);
+    const std::string saved = value_of(info.config_yaml, "data", key),
+                      now = value_of(config.resolved_yaml, "data", key);
     if (saved != now) return where + "data." + key + " must stay " + saved + " (now " + now + ")";
   }
   return "";
 }
 
-RunDirectory prepare_run_directory(const Config& config, bool resume, bool overwrite, Communicator& comm) {
+RunDirectory prepare_run_directory(const Config& config, bool resume, bool overwrite,
+                                   Communicator& comm) {
   RunDirectory rd;
   if (config.output_dir.empty()) {
     if (resume) throw_input("--resume needs an output_dir to continue from");
@@ -113,22 +119,29 @@ RunDirectory prepare_run_directory(const Config& config, bool resume, bool overw
       const auto existing = list_checkpoints(rd.checkpoint_dir);
       if (resume) {
         if (existing.empty())
-          throw_input(rd.checkpoint_dir + ": no checkpoint to resume from (the run wrote none, or it is not a run directory)");
+          throw_input(
+              rd.checkpoint_dir +
+              ": no checkpoint to resume from (the run wrote none, or it is not a run directory)");
         rd.resume_from = existing.back();
         rd.resume_info = read_checkpoint_info(rd.resume_from);
         for (const char* section : {"model"})
-          if (auto d = section_difference(rd.resume_info->config_yaml, config.resolved_yaml, section); !d.empty())
+          if (auto d =
+                  section_difference(rd.resume_info->config_yaml, config.resolved_yaml, section);
+              !d.empty())
             throw_input(rd.resume_from + ": cannot resume with a changed model: " + d);
         const std::string opt_saved = value_of(rd.resume_info->config_yaml, "optimizer", "name");
         const std::string opt_now = value_of(config.resolved_yaml, "optimizer", "name");
         if (opt_saved != opt_now)
-          throw_input(rd.resume_from + ": cannot resume with another optimizer: the checkpoint has " + opt_saved +
+          throw_input(rd.resume_from +
+                      ": cannot resume with another optimizer: the checkpoint has " + opt_saved +
                       ", this run " + opt_now);
       } else if (!existing.empty()) {
         if (!overwrite)
-          throw_input(config.output_dir + " already holds checkpoints of an earlier run (newest " +
-                      fs::path(existing.back()).filename().string() + "): continue it with `crest train --resume " +
-                      config.output_dir + "`, choose another output_dir=, or start over with --overwrite (deletes them)");
+          throw_input(
+              config.output_dir + " already holds checkpoints of an earlier run (newest " +
+              fs::path(existing.back()).filename().string() +
+              "): continue it with `crest train --resume " + config.output_dir +
+              "`, choose another output_dir=, or start over with --overwrite (deletes them)");
         for (const auto& f : existing) fs::remove(f);
       }
       std::error_code ec;
@@ -138,7 +151,8 @@ RunDirectory prepare_run_directory(const Config& config, bool resume, bool overw
       // it is only clutter now.
       if (fs::is_directory(rd.checkpoint_dir, ec))
         for (const auto& e : fs::directory_iterator(rd.checkpoint_dir, ec))
-          if (e.path().filename().string().find(".safetensors.tmp-") != std::string::npos) fs::remove(e.path(), ec);
+          if (e.path().filename().string().find(".safetensors.tmp-") != std::string::npos)
+            fs::remove(e.path(), ec);
       write_text_atomically(config.output_dir + "/config.yaml", config.resolved_yaml);
     } catch (const Error& e) {
       problem = e.what();
@@ -186,7 +200,8 @@ struct RunLog::Impl {
   std::unique_ptr<std::ostream> out;
 };
 
-RunLog::RunLog(std::ostream& to, const std::string& path, bool append) : impl_(std::make_unique<Impl>()) {
+RunLog::RunLog(std::ostream& to, const std::string& path, bool append)
+    : impl_(std::make_unique<Impl>()) {
   if (!path.empty()) {
     impl_->file.open(path, append ? std::ios::app : std::ios::trunc);
     if (!impl_->file) throw_input(path + ": cannot write the run log: " + std::strerror(errno));

@@ -99,8 +99,7 @@ std::atomic<uint64_t> g_file_counter{0};
 }  // namespace
 
 double TensorBoardWriter::now() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 TensorBoardWriter::TensorBoardWriter(const std::string& logdir) {
@@ -178,8 +177,9 @@ const std::string& TensorBoardWriter::path() const { return path_; }
 void TensorBoardWriter::check_open() const {
   if (fd_ < 0) throw_runtime("internal error: " + path_ + ": TensorBoard writer used after close");
   if (failed_)
-    throw_input(path_ + ": an earlier write to this TensorBoard event file failed; no more "
-                        "events are written to it");
+    throw_input(path_ +
+                ": an earlier write to this TensorBoard event file failed; no more "
+                "events are written to it");
 }
 
 void TensorBoardWriter::scalar(const std::string& tag, int64_t step, double value,

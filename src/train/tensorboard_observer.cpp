@@ -14,13 +14,16 @@ class TensorBoardObserver : public RunObserver {
   TensorBoardObserver(const std::string& logdir, std::ostream& log) : writer_(logdir) {
     log << "tensorboard: " << writer_.path() << "\n";
   }
-  void step_end(const StepInfo& s) override { writer_.scalar("train/loss_step", s.global_step, s.loss); }
+  void step_end(const StepInfo& s) override {
+    writer_.scalar("train/loss_step", s.global_step, s.loss);
+  }
   void epoch_stop(const EpochStats& st) override {
     const int64_t e = st.epoch;
     writer_.scalar("train/loss", e, st.train_loss);
     writer_.scalar("train/learning_rate", e, st.lr);
     writer_.scalar("train/samples_per_s", e, st.samples_per_s);
-    writer_.scalar("train/data_wait_pct", e, 100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9));
+    writer_.scalar("train/data_wait_pct", e,
+                   100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9));
     if (st.validated) {
       writer_.scalar("validation/loss", e, st.val_loss);
       writer_.scalar("validation/mae", e, st.val_mae);
@@ -35,7 +38,8 @@ class TensorBoardObserver : public RunObserver {
 
 }  // namespace
 
-std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir, std::ostream& log) {
+std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir,
+                                                       std::ostream& log) {
   return std::make_unique<TensorBoardObserver>(logdir, log);
 }
 

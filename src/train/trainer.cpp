@@ -28,15 +28,19 @@ namespace crest {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
   switch (o.name) {
     case OptimizerKind::sgd:
       if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
       return std::make_unique<SgdKeras>(o.momentum);
-    case OptimizerKind::adam: return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, false);
-    case OptimizerKind::adamw: return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, true);
+    case OptimizerKind::adam:
+      return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, false);
+    case OptimizerKind::adamw:
+      return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, true);
   }
   throw_input("optimizer.name: unsupported optimizer");
 }
@@ -45,8 +49,9 @@ double mean_abs_error(const TensorView& pred, const TensorView& y) {
   double s = 0;
   const auto n = static_cast<size_t>(y.numel());
   for (size_t i = 0; i < n; ++i)
-    s += pred.dtype() == DType::f32 ? std::abs(static_cast<double>(pred.as<float>()[i]) - y.as<float>()[i])
-                                     : std::abs(pred.as<double>()[i] - y.as<double>()[i]);
+    s += pred.dtype() == DType::f32
+             ? std::abs(static_cast<double>(pred.as<float>()[i]) - y.as<float>()[i])
+             : std::abs(pred.as<double>()[i] - y.as<double>()[i]);
   return s / static_cast<double>(n);
 }
 
@@ -66,7 +71,8 @@ LrSchedule lr_schedule_of(const LrScheduleConfig& c) {
 }
 
 CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
-  if (m.name != "cosmoflow") throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");
+  if (m.name != "cosmoflow")
+    throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");
   CosmoFlowOptions o;
   if (m.input_shape.rank() != 4) throw_input("model.input_shape: expected [D, H, W, C]");
   o.input_shape = {m.input_shape[0], m.input_shape[1], m.input_shape[2], m.input_shape[3]};
@@ -83,15 +89,17 @@ CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
   return o;
 }
 
-TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& all_ranks_log) {
+TrainSummary run_training(const Config& config, const TrainOptions& options,
+                          std::ostream& all_ranks_log) {
   const auto t_start = Clock::now();
   WorldOptions wo;
   wo.backend = config.dist.backend;
   wo.timeout_s = config.dist.timeout_s;
   auto comm = make_world_communicator(wo);
   // Before anything slow: the run directory must be usable (and a resume possible).
-  const RunDirectory run_dir = options.dry_run ? RunDirectory{}
-                                               : prepare_run_directory(config, options.resume, options.overwrite, *comm);
+  const RunDirectory run_dir =
+      options.dry_run ? RunDirectory{}
+                      : prepare_run_directory(config, options.resume, options.overwrite, *comm);
   // Rank 0 speaks for the job, also into output_dir/train.log; the others stay quiet (their
   // errors still reach stderr).
   std::ostream discard(nullptr);
@@ -103,13 +111,15 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   if (comm->rank() == 0) {
     try {
       run_log = std::make_unique<RunLog>(
-          all_ranks_log, run_dir.checkpoint_dir.empty() ? "" : config.output_dir + "/train.log", options.resume);
+          all_ranks_log, run_dir.checkpoint_dir.empty() ? "" : config.output_dir + "/train.log",
+          options.resume);
       if (run_dir.resume_info)
-        run_log->stream() << "resuming " << config.output_dir << " from " << run_dir.resume_from << " (epoch "
-                          << run_dir.resume_info->position.epoch + 1 << ", step "
+        run_log->stream() << "resuming " << config.output_dir << " from " << run_dir.resume_from
+                          << " (epoch " << run_dir.resume_info->position.epoch + 1 << ", step "
                           << run_dir.resume_info->position.step_in_epoch << " of it; "
                           << run_dir.resume_info->position.global_step << " steps done)\n";
-      if (!options.dry_run) owned_observers = make_run_observers(config, run_log->stream(), options.resume);
+      if (!options.dry_run)
+        owned_observers = make_run_observers(config, run_log->stream(), options.resume);
     } catch (const Error& e) {
       problem = e.what();
     }
@@ -117,17 +127,20 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   fail_with_rank0(*comm, problem);
   std::ostream& log = comm->rank() == 0 ? run_log->stream() : discard;
   for (auto& o : owned_observers) observers.push_back(o.get());
-  if (comm->rank() == 0) observers.insert(observers.end(), options.extra_observers.begin(), options.extra_observers.end());
+  if (comm->rank() == 0)
+    observers.insert(observers.end(), options.extra_observers.begin(),
+                     options.extra_observers.end());
   auto notify = [&observers](auto&& call) {
     for (RunObserver* o : observers) call(*o);
   };
   notify([&](RunObserver& o) { o.init_start(config); });
   auto backend = make_backend(config.crest.backend);
   // Default: this node's cores shared among the ranks on it.
-  const int threads = config.crest.threads > 0
-                          ? config.crest.threads
-                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
-                                                               static_cast<unsigned>(comm->local_size())));
+  const int threads =
+      config.crest.threads > 0
+          ? config.crest.threads
+          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
+                                              static_cast<unsigned>(comm->local_size())));
   backend->set_threads(threads);
 
   CosmoFlowModel model = build_cosmoflow(cosmoflow_options(config.model));
@@ -143,8 +156,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   if (!options.init_weights.empty()) load_weights(ex.params(), options.init_weights);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
-  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), config.dist.first_bucket_mb, config.dist.bucket_mb,
-                    parse_gradient_compression(config.dist.compress));
+  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), config.dist.first_bucket_mb,
+                    config.dist.bucket_mb, parse_gradient_compression(config.dist.compress));
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
   if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });
@@ -152,25 +165,28 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   TrainSummary summary;
   summary.parameter_count = ex.params().parameter_count();
   const size_t state_bytes = ex.params().trainable_bytes() * optimizer->state().size();
-  summary.planned_bytes = ex.plan().arena_bytes + ex.plan().scratch_bytes + 2 * ex.params().bytes() + state_bytes;
+  summary.planned_bytes =
+      ex.plan().arena_bytes + ex.plan().scratch_bytes + 2 * ex.params().bytes() + state_bytes;
 
-  log << "crest " << CREST_VERSION << " | config " << config.source << " | backend " << backend->name()
-      << " | " << threads << " threads";
+  log << "crest " << CREST_VERSION << " | config " << config.source << " | backend "
+      << backend->name() << " | " << threads << " threads";
   if (comm->size() > 1)
-    log << " per rank | " << comm->size() << " ranks (" << comm->name() << ", " << comm->local_size()
-        << " on this node) | batch " << config.data.batch_size << " per rank, " << config.data.batch_size * comm->size()
-        << " global | " << sync.buckets().size() << " gradient buckets\n";
+    log << " per rank | " << comm->size() << " ranks (" << comm->name() << ", "
+        << comm->local_size() << " on this node) | batch " << config.data.batch_size
+        << " per rank, " << config.data.batch_size * comm->size() << " global | "
+        << sync.buckets().size() << " gradient buckets\n";
   else
     log << " | batch " << config.data.batch_size << "\n";
   if (options.dry_run) {
     log << ex.summary();
     log << "total parameters: " << with_thousands(summary.parameter_count) << "\n";
     log << "planned memory: " << human_bytes(static_cast<double>(summary.planned_bytes))
-        << " (activations " << human_bytes(static_cast<double>(ex.plan().arena_bytes)) << ", scratch "
-        << human_bytes(static_cast<double>(ex.plan().scratch_bytes)) << ", parameters+gradients "
-        << human_bytes(2.0 * static_cast<double>(ex.params().bytes())) << ", optimizer state "
-        << human_bytes(static_cast<double>(state_bytes)) << ")\n";
-    log << "compiled in " << std::fixed << std::setprecision(2) << compile_s << " s; dry run: no data read, nothing written\n";
+        << " (activations " << human_bytes(static_cast<double>(ex.plan().arena_bytes))
+        << ", scratch " << human_bytes(static_cast<double>(ex.plan().scratch_bytes))
+        << ", parameters+gradients " << human_bytes(2.0 * static_cast<double>(ex.params().bytes()))
+        << ", optimizer state " << human_bytes(static_cast<double>(state_bytes)) << ")\n";
+    log << "compiled in " << std::fixed << std::setprecision(2) << compile_s
+        << " s; dry run: no data read, nothing written\n";
     return summary;
   }
 
@@ -233,13 +249,15 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     }
     fail_with_rank0(*comm, problem);
     sync.broadcast_parameters(ex.params());
-    for (auto& [name, buffer] : optimizer->state()) comm->broadcast(buffer->data(), buffer->bytes(), 0);
+    for (auto& [name, buffer] : optimizer->state())
+      comm->broadcast(buffer->data(), buffer->bytes(), 0);
     struct {
       int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best;
       uint64_t executor_steps;
       double epoch_loss_sum, best_val_loss;
-    } p{pos.epoch, pos.step_in_epoch, pos.global_step, pos.optimizer_steps, pos.epochs_since_best,
-        pos.executor_steps, pos.epoch_loss_sum, pos.best_val_loss};
+    } p{pos.epoch,           pos.step_in_epoch,     pos.global_step,
+        pos.optimizer_steps, pos.epochs_since_best, pos.executor_steps,
+        pos.epoch_loss_sum,  pos.best_val_loss};
     comm->broadcast(&p, sizeof p, 0);
     pos.epoch = static_cast<int>(p.epoch);
     pos.step_in_epoch = p.step_in_epoch;
@@ -261,8 +279,10 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   TensorView pred = ex.output(model.prediction);
   // Reads a loaded batch in place when the graph allows it, else copies it into the inputs.
   auto feed = [&](const LoadedBatch& b) {
-    for (const auto& [name, view] : {std::pair<const char*, const TensorView*>{"x", &b.x}, {"y", &b.y}})
-      if (!ex.bind_input(name, view->data())) std::memcpy(ex.input(name).data(), view->data(), view->bytes());
+    for (const auto& [name, view] :
+         {std::pair<const char*, const TensorView*>{"x", &b.x}, {"y", &b.y}})
+      if (!ex.bind_input(name, view->data()))
+        std::memcpy(ex.input(name).data(), view->data(), view->bytes());
   };
   Timeline timeline(*comm, options.timeline.empty() ? config.dist.timeline : options.timeline);
   // One training step, recorded on the timeline when there is one.
@@ -274,8 +294,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     const double loss = ex.forward(true);
     const double t2 = Timeline::now();
     if (!std::isfinite(loss))
-      throw_runtime("the training loss became " + std::to_string(loss) + " at step " + std::to_string(step + 1) +
-                    " of the epoch (learning rate too high?)");
+      throw_runtime("the training loss became " + std::to_string(loss) + " at step " +
+                    std::to_string(step + 1) + " of the epoch (learning rate too high?)");
     ex.backward();
     const double t3 = Timeline::now();
     sync.finish();
@@ -292,18 +312,22 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       timeline.span("optimizer", Timeline::compute, t4, t5, args);
       const auto& timing = sync.last_step_timing();
       for (size_t k = 0; k < timing.size(); ++k) {
-        const std::string bucket = "bucket " + std::to_string(k + 1) + "/" + std::to_string(timing.size());
+        const std::string bucket =
+            "bucket " + std::to_string(k + 1) + "/" + std::to_string(timing.size());
         const std::string bargs = "{\"step\":" + std::to_string(step + 1) +
                                   ",\"bytes\":" + std::to_string(sync.buckets()[k].bytes()) + "}";
-        timeline.span(bucket + " queued", Timeline::communication, timing[k].queued, timing[k].started, bargs);
-        timeline.span("allreduce " + bucket, Timeline::communication, timing[k].started, timing[k].done, bargs);
+        timeline.span(bucket + " queued", Timeline::communication, timing[k].queued,
+                      timing[k].started, bargs);
+        timeline.span("allreduce " + bucket, Timeline::communication, timing[k].started,
+                      timing[k].done, bargs);
       }
     }
     return loss;
   };
   // Checkpoints: the state between two steps, written by rank 0 (every rank holds the same).
   const TrainConfig& tc = config.train;
-  auto checkpoint = [&](int epoch, int64_t step_in_epoch, double job_loss_sum, const std::string& status) {
+  auto checkpoint = [&](int epoch, int64_t step_in_epoch, double job_loss_sum,
+                        const std::string& status) {
     if (run_dir.checkpoint_dir.empty() || comm->rank() != 0) return;
     CheckpointInfo info;
     info.position = pos;
@@ -322,19 +346,21 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     info.config_yaml = config.resolved_yaml;
     info.crest_version = CREST_VERSION;
     const auto t0 = Clock::now();
-    summary.last_checkpoint = write_checkpoint(run_dir.checkpoint_dir, info, ex.params(), *optimizer, tc.checkpoint_keep);
+    summary.last_checkpoint =
+        write_checkpoint(run_dir.checkpoint_dir, info, ex.params(), *optimizer, tc.checkpoint_keep);
     // Its size and time: what checkpointing costs the run (fsync included).
     std::error_code ec;
     const auto bytes = std::filesystem::file_size(summary.last_checkpoint, ec);
-    log << "checkpoint: " << summary.last_checkpoint << " (" << human_bytes(static_cast<double>(ec ? 0 : bytes)) << ", "
-        << std::fixed << std::setprecision(2) << since(t0) << " s)\n";
+    log << "checkpoint: " << summary.last_checkpoint << " ("
+        << human_bytes(static_cast<double>(ec ? 0 : bytes)) << ", " << std::fixed
+        << std::setprecision(2) << since(t0) << " s)\n";
   };
   double run_epoch_s = 0;  // epochs of this invocation, for the ETA
   int run_epochs = 0;
   summary.status = pos.status.empty() ? "success" : pos.status;
   if (pos.epoch >= config.data.n_epochs)
-    log << "nothing to do: the run has done " << pos.epoch << " epochs and data.n_epochs is " << config.data.n_epochs
-        << " (raise it to train on)\n";
+    log << "nothing to do: the run has done " << pos.epoch << " epochs and data.n_epochs is "
+        << config.data.n_epochs << " (raise it to train on)\n";
   for (int epoch = pos.epoch; epoch < config.data.n_epochs; ++epoch) {
     EpochStats st;
     st.epoch = epoch + 1;
@@ -346,7 +372,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     train_loader.start_epoch(epoch, first_step);
     sync.reset_stats();
     double loss_sum = epoch == pos.epoch ? pos.epoch_loss_sum : 0;
-    bool checkpoint_due = tc.checkpoint_every > 0 && !tc.checkpoint_every_steps && (epoch + 1) % tc.checkpoint_every == 0;
+    bool checkpoint_due = tc.checkpoint_every > 0 && !tc.checkpoint_every_steps &&
+                          (epoch + 1) % tc.checkpoint_every == 0;
     for (int64_t s = first_step; s < train_steps; ++s) {
       try {
         const double loss = train_step(train_loader, st.lr, s);
@@ -354,7 +381,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
         ++pos.global_step;
         ++summary.steps;
         ++profiled_steps;
-        if (tc.checkpoint_every_steps && tc.checkpoint_every > 0 && pos.global_step % tc.checkpoint_every == 0) {
+        if (tc.checkpoint_every_steps && tc.checkpoint_every > 0 &&
+            pos.global_step % tc.checkpoint_every == 0) {
           if (s + 1 < train_steps) {
             double job_sum = loss_sum;  // the epoch's loss so far, summed over ranks
             comm->allreduce_sum(&job_sum, 1);
@@ -378,8 +406,9 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
       }
     }
     // Job-wide figures: sums over ranks (losses and counts), data wait as the ranks' mean.
-    double train_sums[5] = {loss_sum, static_cast<double>(train_steps - first_step), train_loader.stats().wait_s,
-                            sync.stats().allreduce_s, sync.stats().finish_wait_s};
+    double train_sums[5] = {loss_sum, static_cast<double>(train_steps - first_step),
+                            train_loader.stats().wait_s, sync.stats().allreduce_s,
+                            sync.stats().finish_wait_s};
     comm->allreduce_sum(train_sums, 5);
     st.allreduce_s = train_sums[3] / comm->size();
     st.allreduce_exposed_s = train_sums[4] / comm->size();
@@ -392,7 +421,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     st.train_loss = train_sums[0] / static_cast<double>(train_steps * comm->size());
     const double train_s = since(t0);
     st.train_seconds = train_s;
-    st.samples_per_s = static_cast<double>((train_steps - first_step) * batch * comm->size()) / train_s;
+    st.samples_per_s =
+        static_cast<double>((train_steps - first_step) * batch * comm->size()) / train_s;
     if (valid_loader) {
       const int64_t valid_steps = valid_loader->plan().batches;
       double vl = 0, vm = 0;
@@ -408,7 +438,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
         valid_loader->release(b);
       }
       // Every batch has the same size, so the mean of batch means over all ranks is the mean.
-      double valid_sums[4] = {vl, vm, static_cast<double>(valid_steps), static_cast<double>(valid_loader->stats().skipped)};
+      double valid_sums[4] = {vl, vm, static_cast<double>(valid_steps),
+                              static_cast<double>(valid_loader->stats().skipped)};
       comm->allreduce_sum(valid_sums, 4);
       st.skipped += static_cast<int64_t>(valid_sums[3]);
       st.val_loss = valid_sums[0] / valid_sums[2];
@@ -423,22 +454,25 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
     log << "epoch " << st.epoch << "/" << config.data.n_epochs << std::fixed << std::setprecision(4)
         << "  loss " << st.train_loss;
     if (valid_loader) log << "  val_loss " << st.val_loss << "  val_mae " << st.val_mae;
-    log << std::setprecision(5) << "  lr " << st.lr << std::setprecision(2) << "  " << st.samples_per_s
-        << " samples/s  data wait " << std::setprecision(1) << 100.0 * st.data_wait_s / std::max(train_s, 1e-9)
-        << "%  " << std::setprecision(1) << st.seconds << " s";
+    log << std::setprecision(5) << "  lr " << st.lr << std::setprecision(2) << "  "
+        << st.samples_per_s << " samples/s  data wait " << std::setprecision(1)
+        << 100.0 * st.data_wait_s / std::max(train_s, 1e-9) << "%  " << std::setprecision(1)
+        << st.seconds << " s";
     if (st.skipped > 0) log << "  (" << st.skipped << " bad samples skipped)";
     // The rest of the run at this invocation's mean epoch time (the first epoch included: it
     // pays for cache misses the others do not, so the estimate errs long early on).
     run_epoch_s += st.seconds;
     ++run_epochs;
     if (epoch + 1 < config.data.n_epochs)
-      log << "  ETA " << human_duration(run_epoch_s / run_epochs * (config.data.n_epochs - epoch - 1));
+      log << "  ETA "
+          << human_duration(run_epoch_s / run_epochs * (config.data.n_epochs - epoch - 1));
     log << "\n";
     log.flush();
     // Stop rules, then the epoch's checkpoint (which records the early-stopping state).
     bool stop = false;
     if (valid_loader && tc.target_mae && st.val_mae <= *tc.target_mae) {
-      log << std::setprecision(4) << "target reached: val_mae " << st.val_mae << " <= " << *tc.target_mae << "\n";
+      log << std::setprecision(4) << "target reached: val_mae " << st.val_mae
+          << " <= " << *tc.target_mae << "\n";
       stop = true;
     }
     if (!stop && valid_loader && tc.early_stopping_patience) {
@@ -446,7 +480,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
         pos.best_val_loss = st.val_loss;
         pos.epochs_since_best = 0;
       } else if (++pos.epochs_since_best >= *tc.early_stopping_patience) {
-        log << "early stopping: val_loss has not improved for " << pos.epochs_since_best << " epochs\n";
+        log << "early stopping: val_loss has not improved for " << pos.epochs_since_best
+            << " epochs\n";
         summary.status = tc.target_mae ? "aborted" : "success";
         stop = true;
       }
@@ -464,17 +499,20 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
   }
   timeline.write(*comm);
   if (timeline.enabled())
-    log << "timeline written to " << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
-  if (config.train.report) notify([&](RunObserver& o) { o.layer_profile(ex.profile(), profiled_steps); });
+    log << "timeline written to "
+        << (options.timeline.empty() ? config.dist.timeline : options.timeline) << "\n";
+  if (config.train.report)
+    notify([&](RunObserver& o) { o.layer_profile(ex.profile(), profiled_steps); });
   notify([&](RunObserver& o) { o.run_stop(summary); });
-  log << std::fixed << "done: " << summary.epochs.size() << " epochs in " << std::setprecision(1) << since(t_start)
-      << " s";
+  log << std::fixed << "done: " << summary.epochs.size() << " epochs in " << std::setprecision(1)
+      << since(t_start) << " s";
   if (!summary.epochs.empty()) {
     const EpochStats& last = summary.epochs.back();
     log << "; final loss " << std::setprecision(4) << last.train_loss;
     if (last.validated) log << ", val_mae " << last.val_mae;
   }
-  log << "; " << with_thousands(summary.parameter_count) << " parameters; status " << summary.status << "\n";
+  log << "; " << with_thousands(summary.parameter_count) << " parameters; status " << summary.status
+      << "\n";
   return summary;
 }
 

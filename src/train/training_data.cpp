@@ -15,7 +15,8 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
   if (dc.name == DatasetKind::dummy) {
     d.train = make_dummy_source(dc.sample_shape, config.model.target_size, dc.n_train, dc.seed);
     if (dc.n_valid > 0)
-      d.valid = make_dummy_source(dc.sample_shape, config.model.target_size, dc.n_valid, dc.seed + 0x5EED);
+      d.valid = make_dummy_source(dc.sample_shape, config.model.target_size, dc.n_valid,
+                                  dc.seed + 0x5EED);
     return d;
   }
   std::string root = dc.data_dir;
@@ -27,7 +28,8 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
     root = dc.stage_dir;
   }
   CosmoflowSourceOptions so;
-  so.format = dc.format == SampleFileFormat::npy ? CosmoflowFileFormat::npy : CosmoflowFileFormat::tfrecord;
+  so.format =
+      dc.format == SampleFileFormat::npy ? CosmoflowFileFormat::npy : CosmoflowFileFormat::tfrecord;
   so.gzip = dc.compression == Compression::gzip;
   so.sample_shape = dc.sample_shape;
   so.targets = config.model.target_size;

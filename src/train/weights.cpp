@@ -18,8 +18,8 @@ void load_weights(ParamStore& params, const std::string& path) {
     const SafetensorsTensor* t = file.find(slot.name);
     if (!t) throw_input(path + ": missing parameter '" + slot.name + "' " + slot.shape.str());
     if (t->dtype != SafetensorsDType::F32 && t->dtype != SafetensorsDType::F64)
-      throw_input(path + ": parameter '" + slot.name + "' has dtype " + safetensors_dtype_name(t->dtype) +
-                  " (expected F32 or F64)");
+      throw_input(path + ": parameter '" + slot.name + "' has dtype " +
+                  safetensors_dtype_name(t->dtype) + " (expected F32 or F64)");
     if (t->shape != slot.shape.to_vector())
       throw_input(path + ": parameter '" + slot.name + "' has shape " + t->crest_shape().str() +
                   ", the model expects " + slot.shape.str());
@@ -42,8 +42,10 @@ void load_weights(ParamStore& params, const std::string& path) {
       } else {
         std::memcpy(&v, t.data + i * 8, 8);
       }
-      if (params.dtype() == DType::f32) dst.as<float>()[i] = static_cast<float>(v);
-      else dst.as<double>()[i] = v;
+      if (params.dtype() == DType::f32)
+        dst.as<float>()[i] = static_cast<float>(v);
+      else
+        dst.as<double>()[i] = v;
     }
   }
 }

@@ -24,7 +24,8 @@ void compare_executors(Graph& g_ref, Graph& g_dnn, int64_t batch) {
   std::memcpy(b.params().values(), a.params().values(), a.params().bytes());
   for (const char* in : {"x", "y"}) {
     if (a.input(in).dtype() == DType::i32) {  // class labels 0..2
-      for (int64_t i = 0; i < a.input(in).numel(); ++i) a.input(in).as<int32_t>()[i] = (i * 5 + i / 3) % 3;
+      for (int64_t i = 0; i < a.input(in).numel(); ++i)
+        a.input(in).as<int32_t>()[i] = (i * 5 + i / 3) % 3;
     } else {
       test::fill_uniform(a.input(in), 21, 0, 2);
     }

@@ -34,8 +34,8 @@ ConvDesc conv(int rank, int64_t n, int64_t cin, int64_t cout, Axes in, Axes kern
   d.bias = bias;
   d.dtype = DType::f64;
   for (size_t i = 0; i < 3; ++i)
-    d.out_size[i] = (in[i] + pad_lo[i] + pad_hi[i] - dilation[i] * (kernel[i] - 1) - 1) /
-                        stride[i] + 1;
+    d.out_size[i] =
+        (in[i] + pad_lo[i] + pad_hi[i] - dilation[i] * (kernel[i] - 1) - 1) / stride[i] + 1;
   return d;
 }
 
@@ -82,8 +82,8 @@ void check_conv(const ConvDesc& d, uint64_t seed = 1) {
   // backward_* take the gradient wrt the pre-activation; apply the post-op's backward first.
   std::vector<double> diff_pre = r;
   if (d.post_op.kind != EltwiseKind::none)
-    backend->eltwise(d.post_op, kernel->dst_format())->backward(y.data(), r.data(),
-                                                                diff_pre.data());
+    backend->eltwise(d.post_op, kernel->dst_format())
+        ->backward(y.data(), r.data(), diff_pre.data());
   std::vector<double> dx = poisoned(src_count), dw = poisoned(w_count), db = poisoned(b_count);
   kernel->backward_data(diff_pre.data(), w.data(), dx.data(), nullptr);
   kernel->backward_weights(x.data(), diff_pre.data(), dw.data(), d.bias ? db.data() : nullptr,
@@ -115,23 +115,20 @@ TEST(GradCheck, Conv2dDilation2) {
 }
 
 TEST(GradCheck, Conv2dGroups2) {
-  check_conv(conv(2, 2, 4, 6, {5, 4, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, {1, 1, 1},
-                  2));
+  check_conv(conv(2, 2, 4, 6, {5, 4, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, {1, 1, 1}, 2));
 }
 
 TEST(GradCheck, Conv2dDepthwise) {
-  check_conv(conv(2, 2, 3, 3, {5, 5, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, {1, 1, 1},
-                  3));
+  check_conv(conv(2, 2, 3, 3, {5, 5, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, {1, 1, 1}, 3));
 }
 
 TEST(GradCheck, Conv2dDepthwiseMultiplier2) {
-  check_conv(conv(2, 1, 2, 4, {4, 5, 1}, {2, 3, 1}, {2, 1, 1}, {0, 1, 0}, {1, 1, 0}, {1, 1, 1},
-                  2));
+  check_conv(conv(2, 1, 2, 4, {4, 5, 1}, {2, 3, 1}, {2, 1, 1}, {0, 1, 0}, {1, 1, 0}, {1, 1, 1}, 2));
 }
 
 TEST(GradCheck, Conv2dNoBias) {
-  check_conv(conv(2, 2, 2, 3, {5, 5, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, {1, 1, 1},
-                  1, /*bias=*/false));
+  check_conv(conv(2, 2, 2, 3, {5, 5, 1}, {3, 3, 1}, {1, 1, 1}, {1, 1, 0}, {1, 1, 0}, {1, 1, 1}, 1,
+                  /*bias=*/false));
 }
 
 TEST(GradCheck, Conv2dTanhPostOp) {
@@ -151,17 +148,14 @@ TEST(GradCheck, Conv3dStride2Pad1) {
 }
 
 TEST(GradCheck, Conv3dDilation2Groups2AsymmetricPad) {
-  check_conv(conv(3, 2, 2, 4, {4, 5, 4}, {2, 2, 2}, {1, 2, 1}, {1, 0, 2}, {0, 1, 1}, {2, 2, 2},
-                  2));
+  check_conv(conv(3, 2, 2, 4, {4, 5, 4}, {2, 2, 2}, {1, 2, 1}, {1, 0, 2}, {0, 1, 1}, {2, 2, 2}, 2));
 }
 
-TEST(GradCheck, Conv3dKernel1) {
-  check_conv(conv(3, 2, 3, 2, {2, 3, 2}, {1, 1, 1}));
-}
+TEST(GradCheck, Conv3dKernel1) { check_conv(conv(3, 2, 3, 2, {2, 3, 2}, {1, 1, 1})); }
 
 TEST(GradCheck, ConvTransposed1dStride2OutputPadding) {
-  check_conv(deconv(1, 2, 2, 3, {4, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 0, 0}, {1, 1, 1},
-                    1, {1, 0, 0}));
+  check_conv(deconv(1, 2, 2, 3, {4, 1, 1}, {3, 1, 1}, {2, 1, 1}, {1, 0, 0}, {1, 0, 0}, {1, 1, 1}, 1,
+                    {1, 0, 0}));
 }
 
 TEST(GradCheck, ConvTransposed2dStride2) {
@@ -169,13 +163,12 @@ TEST(GradCheck, ConvTransposed2dStride2) {
 }
 
 TEST(GradCheck, ConvTransposed2dDilation2AsymmetricPad) {
-  check_conv(deconv(2, 1, 2, 2, {3, 4, 1}, {2, 3, 1}, {1, 2, 1}, {1, 0, 0}, {0, 2, 0},
-                    {2, 2, 1}));
+  check_conv(deconv(2, 1, 2, 2, {3, 4, 1}, {2, 3, 1}, {1, 2, 1}, {1, 0, 0}, {0, 2, 0}, {2, 2, 1}));
 }
 
 TEST(GradCheck, ConvTransposed3dStride2Groups2) {
-  check_conv(deconv(3, 1, 4, 2, {2, 3, 2}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1},
-                    2));
+  check_conv(
+      deconv(3, 1, 4, 2, {2, 3, 2}, {2, 2, 2}, {2, 2, 2}, {0, 0, 0}, {0, 0, 0}, {1, 1, 1}, 2));
 }
 
 TEST(GradCheck, ConvTransposed2dNoBiasSigmoidPostOp) {

@@ -83,8 +83,8 @@ inline void expect_gradient(const std::string& what, std::vector<double>& x,
     const double allowed = tol.rtol * std::max(std::abs(analytic[i]), std::abs(numeric)) + tol.atol;
     worst = std::max(worst, error);
     if (!(error <= allowed) && ++mismatches <= 5)
-      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric "
-                    << numeric << " (error " << error << ", allowed " << allowed << ")";
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << analytic[i] << ", numeric " << numeric
+                    << " (error " << error << ", allowed " << allowed << ")";
   }
   EXPECT_EQ(mismatches, 0) << what << ": " << mismatches << " of " << x.size()
                            << " elements differ; worst absolute error " << worst;

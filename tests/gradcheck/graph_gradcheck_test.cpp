@@ -14,7 +14,8 @@ namespace {
 
 // Labels for an integer target input: a fixed pattern that uses every class.
 void fill_labels(const TensorView& y, int classes) {
-  for (int64_t i = 0; i < y.numel(); ++i) y.as<int32_t>()[i] = static_cast<int32_t>((i * 7 + i / 5) % classes);
+  for (int64_t i = 0; i < y.numel(); ++i)
+    y.as<int32_t>()[i] = static_cast<int32_t>((i * 7 + i / 5) % classes);
 }
 
 void check_graph_gradients(test::SmallModel m, bool fuse) {
@@ -44,7 +45,9 @@ void check_graph_gradients(test::SmallModel m, bool fuse) {
     *p = keep;
     return (lp - lm) / (2 * h);
   };
-  auto close = [](double a, double n) { return std::abs(a - n) <= 1e-6 * (1 + std::abs(n)) + 1e-8; };
+  auto close = [](double a, double n) {
+    return std::abs(a - n) <= 1e-6 * (1 + std::abs(n)) + 1e-8;
+  };
 
   // The input gradient lives in the arena, which the forward passes below reuse: copy it now.
   TensorView x = ex.input("x");
@@ -59,7 +62,8 @@ void check_graph_gradients(test::SmallModel m, bool fuse) {
     for (size_t i = 0; i < slot.count; i += 1 + slot.count / 7) {
       const double analytic = g[i];
       const double num = numeric(&w[i]);
-      EXPECT_TRUE(close(analytic, num)) << slot.name << "[" << i << "]: analytic " << analytic << " numeric " << num;
+      EXPECT_TRUE(close(analytic, num))
+          << slot.name << "[" << i << "]: analytic " << analytic << " numeric " << num;
     }
   }
   // Input gradient (x is channels-last; both views index the same storage).

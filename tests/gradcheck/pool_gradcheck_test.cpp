@@ -61,38 +61,36 @@ TEST(GradCheck, MaxPool2dStride2) {
 }
 
 TEST(GradCheck, MaxPool2dPaddedOverlapping) {
-  check_pool(pool(PoolKind::max, 2, 1, 2, {5, 5, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0},
-                  {1, 1, 0}));
+  check_pool(pool(PoolKind::max, 2, 1, 2, {5, 5, 1}, {3, 3, 1}, {2, 2, 1}, {1, 1, 0}, {1, 1, 0}));
 }
 
 TEST(GradCheck, MaxPool3dStride2AsymmetricPad) {
-  check_pool(pool(PoolKind::max, 3, 1, 2, {4, 5, 4}, {2, 3, 2}, {2, 2, 2}, {1, 0, 0},
-                  {0, 2, 1}));
+  check_pool(pool(PoolKind::max, 3, 1, 2, {4, 5, 4}, {2, 3, 2}, {2, 2, 2}, {1, 0, 0}, {0, 2, 1}));
 }
 
 TEST(GradCheck, AvgPool2dIncludePadPadded) {
-  check_pool(pool(PoolKind::avg_include_pad, 2, 2, 2, {5, 4, 1}, {3, 3, 1}, {2, 1, 1},
-                  {1, 1, 0}, {1, 1, 0}));
+  check_pool(pool(PoolKind::avg_include_pad, 2, 2, 2, {5, 4, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0},
+                  {1, 1, 0}));
 }
 
 TEST(GradCheck, AvgPool2dExcludePadPadded) {
-  check_pool(pool(PoolKind::avg_exclude_pad, 2, 2, 2, {5, 4, 1}, {3, 3, 1}, {2, 1, 1},
-                  {1, 1, 0}, {1, 1, 0}));
+  check_pool(pool(PoolKind::avg_exclude_pad, 2, 2, 2, {5, 4, 1}, {3, 3, 1}, {2, 1, 1}, {1, 1, 0},
+                  {1, 1, 0}));
 }
 
 TEST(GradCheck, AvgPool1dExcludePadAsymmetric) {
-  check_pool(pool(PoolKind::avg_exclude_pad, 1, 1, 3, {7, 1, 1}, {4, 1, 1}, {3, 1, 1},
-                  {2, 0, 0}, {3, 0, 0}));
+  check_pool(pool(PoolKind::avg_exclude_pad, 1, 1, 3, {7, 1, 1}, {4, 1, 1}, {3, 1, 1}, {2, 0, 0},
+                  {3, 0, 0}));
 }
 
 TEST(GradCheck, AvgPool3dIncludePadStride2) {
-  check_pool(pool(PoolKind::avg_include_pad, 3, 1, 2, {4, 4, 5}, {2, 2, 3}, {2, 2, 2},
-                  {0, 1, 1}, {0, 1, 1}));
+  check_pool(pool(PoolKind::avg_include_pad, 3, 1, 2, {4, 4, 5}, {2, 2, 3}, {2, 2, 2}, {0, 1, 1},
+                  {0, 1, 1}));
 }
 
 TEST(GradCheck, AvgPool3dExcludePadStride2) {
-  check_pool(pool(PoolKind::avg_exclude_pad, 3, 1, 2, {4, 4, 5}, {2, 2, 3}, {2, 2, 2},
-                  {0, 1, 1}, {0, 1, 1}));
+  check_pool(pool(PoolKind::avg_exclude_pad, 3, 1, 2, {4, 4, 5}, {2, 2, 3}, {2, 2, 2}, {0, 1, 1},
+                  {0, 1, 1}));
 }
 
 }  // namespace

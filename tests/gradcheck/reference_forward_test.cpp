@@ -196,8 +196,8 @@ TEST(Reference, EltwiseBackwardFromDst) {
   const std::vector<double> dy{1, 1, 1};
   std::vector<double> dx(3);
   const std::vector<double> relu_out{-0.2, 0, 3};
-  b->eltwise({EltwiseKind::leaky_relu, 0.1f, 0.f}, f)->backward(relu_out.data(), dy.data(),
-                                                                 dx.data());
+  b->eltwise({EltwiseKind::leaky_relu, 0.1f, 0.f}, f)
+      ->backward(relu_out.data(), dy.data(), dx.data());
   EXPECT_EQ(dx, (std::vector<double>{static_cast<double>(0.1f), static_cast<double>(0.1f), 1}));
   const std::vector<double> tanh_out{0.5, 0, -0.5};
   b->eltwise({EltwiseKind::tanh, 0.f, 0.f}, f)->backward(tanh_out.data(), dy.data(), dx.data());
@@ -235,8 +235,8 @@ TEST(Reference, DenseKnownValues) {
 TEST(Reference, ReorderPlainToChannelsLast) {
   auto b = make_reference_backend();
   const Shape s{1, 2, 3};
-  auto k = b->reorder(plain_format(s, DType::f64),
-                      plain_format(s, DType::f64, Layout::channels_last));
+  auto k =
+      b->reorder(plain_format(s, DType::f64), plain_format(s, DType::f64, Layout::channels_last));
   const std::vector<double> x{0, 1, 2, 3, 4, 5};
   std::vector<double> y(6);
   k->execute(x.data(), y.data());

@@ -120,38 +120,59 @@ TEST(Reference, OtherKernelsRejectBadInput) {
   dense.in_features = 0;
   expect_error([&] { b->dense(dense); }, ErrorKind::input, "in_features");
   expect_error([&] { b->vector_ops(DType::i32); }, ErrorKind::input, "f32 or f64");
-  expect_error([&] { b->eltwise({EltwiseKind::relu, -0.5f, 0.f},
-                                plain_format(Shape{4}, DType::f32)); },
-               ErrorKind::input, "relu");
+  expect_error(
+      [&] {
+        b->eltwise({EltwiseKind::relu, -0.5f, 0.f}, plain_format(Shape{4}, DType::f32));
+      },
+      ErrorKind::input, "relu");
   expect_error([&] { b->concat({}); }, ErrorKind::input, "at least one");
-  expect_error([&] { b->concat({plain_format(Shape{2, 3, 4}, DType::f32),
-                                plain_format(Shape{2, 3, 5}, DType::f32)}); },
-               ErrorKind::input, "does not match");
-  expect_error([&] { b->reorder(plain_format(Shape{2, 3, 4}, DType::f32),
-                                plain_format(Shape{2, 3, 4}, DType::f64)); },
-               ErrorKind::input, "same shape and dtype");
-  expect_error([&] { b->reorder(plain_format(Shape{2, 3}, DType::f32),
-                                plain_format(Shape{2, 3}, DType::f32, Layout::channels_last)); },
-               ErrorKind::input, "rank 3 to 5");
+  expect_error(
+      [&] {
+        b->concat(
+            {plain_format(Shape{2, 3, 4}, DType::f32), plain_format(Shape{2, 3, 5}, DType::f32)});
+      },
+      ErrorKind::input, "does not match");
+  expect_error(
+      [&] {
+        b->reorder(plain_format(Shape{2, 3, 4}, DType::f32),
+                   plain_format(Shape{2, 3, 4}, DType::f64));
+      },
+      ErrorKind::input, "same shape and dtype");
+  expect_error(
+      [&] {
+        b->reorder(plain_format(Shape{2, 3}, DType::f32),
+                   plain_format(Shape{2, 3}, DType::f32, Layout::channels_last));
+      },
+      ErrorKind::input, "rank 3 to 5");
   MemFormat blocked = plain_format(Shape{2, 16, 4, 4}, DType::f32, Layout::blocked);
-  expect_error([&] { b->reorder(blocked, plain_format(Shape{2, 16, 4, 4}, DType::f32)); },
-               ErrorKind::runtime, "blocked");
-  expect_error([&] { b->eltwise({EltwiseKind::tanh, 0.f, 0.f}, blocked); }, ErrorKind::runtime,
-               "blocked");
+  expect_error(
+      [&] {
+        b->reorder(blocked, plain_format(Shape{2, 16, 4, 4}, DType::f32));
+      },
+      ErrorKind::runtime, "blocked");
+  expect_error(
+      [&] {
+        b->eltwise({EltwiseKind::tanh, 0.f, 0.f}, blocked);
+      },
+      ErrorKind::runtime, "blocked");
 }
 
 TEST(Reference, LossesRejectBadInput) {
   auto v = make_reference_backend()->vector_ops(DType::f64);
   const std::vector<double> logits{0, 0};
   const std::vector<int32_t> labels{2};
-  expect_error([&] {
-    v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, nullptr, 1, 2, 1, 1.0);
-  }, ErrorKind::input, "label 2");
+  expect_error(
+      [&] {
+        v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, nullptr, 1, 2, 1, 1.0);
+      },
+      ErrorKind::input, "label 2");
   std::vector<double> x(2);
   expect_error([&] { v->dropout(x.data(), x.data(), 2, 1.5f, 0); }, ErrorKind::input, "rate");
-  expect_error([&] {
-    v->adam(x.data(), x.data(), x.data(), x.data(), 2, 0.1, 0.9, 0.999, 1e-8, 0.0, true, 0);
-  }, ErrorKind::input, "1-based");
+  expect_error(
+      [&] {
+        v->adam(x.data(), x.data(), x.data(), x.data(), 2, 0.1, 0.9, 0.999, 1e-8, 0.0, true, 0);
+      },
+      ErrorKind::input, "1-based");
 }
 
 }  // namespace

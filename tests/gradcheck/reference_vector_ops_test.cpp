@@ -49,9 +49,9 @@ TEST(Reference, SoftmaxCrossEntropyKnownValues) {
   const std::vector<double> logits{0, 0};
   const std::vector<int32_t> labels{0};
   std::vector<double> diff(2);
-  EXPECT_DOUBLE_EQ(v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, diff.data(), 1,
-                                            2, 1, 1.0),
-                   std::numbers::ln2);
+  EXPECT_DOUBLE_EQ(
+      v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, diff.data(), 1, 2, 1, 1.0),
+      std::numbers::ln2);
   EXPECT_DOUBLE_EQ(diff[0], -0.5);
   EXPECT_DOUBLE_EQ(diff[1], 0.5);
   // A class weight scales both the loss and the gradient of that position.

@@ -2,10 +2,12 @@
 // ones (shuffle and dropout on, at an epoch boundary and mid-epoch), a write killed half-way or
 // cut short by a full disk leaves the previous checkpoint usable, damaged or foreign files and
 // incompatible resumes are refused with messages naming the file and the defect.
+#include "crest/train/checkpoint.hpp"
+
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -13,7 +15,6 @@
 
 #include "crest/core/error.hpp"
 #include "crest/data/safetensors.hpp"
-#include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
 #include "support/test_util.hpp"
 
@@ -28,9 +29,10 @@ using crest::test::TempDir;
 
 const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml");
 // The demo (dropout 0.5, shuffled training data) made small: 4 steps per epoch.
-const std::string kSmall = "--config " + kDemo +
-                           " data.n_train=16 data.n_valid=8 data.sample_shape=[16,16,16,4]"
-                           " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2";
+const std::string kSmall =
+    "--config " + kDemo +
+    " data.n_train=16 data.n_valid=8 data.sample_shape=[16,16,16,4]"
+    " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2";
 
 std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -48,26 +50,30 @@ void expect_same_tensors(const std::string& a, const std::string& b) {
   for (const auto& t : fa.tensors()) {
     const auto& u = fb.at(t.name);
     ASSERT_EQ(t.bytes, u.bytes) << t.name;
-    EXPECT_EQ(std::memcmp(t.data, u.data, t.bytes), 0) << t.name << " differs between " << a << " and " << b;
+    EXPECT_EQ(std::memcmp(t.data, u.data, t.bytes), 0)
+        << t.name << " differs between " << a << " and " << b;
   }
 }
 
-std::vector<std::string> checkpoints(const std::string& run) { return crest::list_checkpoints(run + "/checkpoints"); }
+std::vector<std::string> checkpoints(const std::string& run) {
+  return crest::list_checkpoints(run + "/checkpoints");
+}
 
 TEST(Checkpoint, ResumeAfterAnEpochIsBitIdenticalToAStraightRun) {
   TempDir d;
-  CliRun straight = run_crest("train " + kSmall + " data.n_epochs=2" + out_of(d.file("straight")) + " --save-weights " +
-                              d.file("straight.safetensors"));
+  CliRun straight = run_crest("train " + kSmall + " data.n_epochs=2" + out_of(d.file("straight")) +
+                              " --save-weights " + d.file("straight.safetensors"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   CliRun first = run_crest("train " + kSmall + " data.n_epochs=1" + out_of(d.file("split")));
   ASSERT_EQ(first.code, 0) << first.out;
   ASSERT_EQ(checkpoints(d.file("split")).size(), 1u);
   // The config comes from the run directory; the override lengthens the run.
-  CliRun resumed = run_crest("train --resume " + d.file("split") + " data.n_epochs=2 --save-weights " +
-                             d.file("split.safetensors"));
+  CliRun resumed = run_crest("train --resume " + d.file("split") +
+                             " data.n_epochs=2 --save-weights " + d.file("split.safetensors"));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
-  EXPECT_EQ(resumed.out.find("epoch 1/2"), std::string::npos) << "epoch 1 ran again:\n" << resumed.out;
+  EXPECT_EQ(resumed.out.find("epoch 1/2"), std::string::npos) << "epoch 1 ran again:\n"
+                                                              << resumed.out;
   expect_same_tensors(d.file("straight.safetensors"), d.file("split.safetensors"));
   // The checkpoints hold the same optimizer state too.
   expect_same_tensors(checkpoints(d.file("straight")).back(), checkpoints(d.file("split")).back());
@@ -91,13 +97,14 @@ TEST(Checkpoint, ResumeAfterAnEpochIsBitIdenticalToAStraightRun) {
 
 TEST(Checkpoint, KillDuringAWriteLeavesThePreviousOneAndMidEpochResumeIsExact) {
   TempDir d;
-  CliRun straight = run_crest("train " + kSmall + " data.n_epochs=2" + out_of(d.file("straight")) + " --save-weights " +
-                              d.file("straight.safetensors"));
+  CliRun straight = run_crest("train " + kSmall + " data.n_epochs=2" + out_of(d.file("straight")) +
+                              " --save-weights " + d.file("straight.safetensors"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   // Checkpoints every 3 steps: step 3 (mid-epoch 1) is written, the process dies half-way
   // through writing step 6's (mid-epoch 2).
-  CliRun killed = run_shell("CREST_TEST_KILL_DURING_CHECKPOINT=2 " + std::string(CREST_BINARY) + " train " + kSmall +
-                            " data.n_epochs=2 'train.checkpoint_every=3 steps'" + out_of(d.file("run")) + " 2>&1");
+  CliRun killed = run_shell(
+      "CREST_TEST_KILL_DURING_CHECKPOINT=2 " + std::string(CREST_BINARY) + " train " + kSmall +
+      " data.n_epochs=2 'train.checkpoint_every=3 steps'" + out_of(d.file("run")) + " 2>&1");
   EXPECT_NE(killed.code, 0) << killed.out;
   const auto left = checkpoints(d.file("run"));
   ASSERT_EQ(left.size(), 1u) << killed.out;
@@ -109,12 +116,14 @@ TEST(Checkpoint, KillDuringAWriteLeavesThePreviousOneAndMidEpochResumeIsExact) {
     temp_left |= e.path().filename().string().find(".tmp-") != std::string::npos;
   EXPECT_TRUE(temp_left) << "the kill should have hit a write in progress";
 
-  CliRun resumed = run_crest("train --resume " + d.file("run") + " --save-weights " + d.file("run.safetensors"));
+  CliRun resumed =
+      run_crest("train --resume " + d.file("run") + " --save-weights " + d.file("run.safetensors"));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("epoch 1, step 3"), std::string::npos) << resumed.out;
   expect_same_tensors(d.file("straight.safetensors"), d.file("run.safetensors"));
   for (const auto& e : fs::directory_iterator(d.file("run/checkpoints")))
-    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << "stale temporary file left";
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos)
+        << "stale temporary file left";
 }
 
 TEST(Checkpoint, FullDiskDuringAWriteFailsNamingTheFileAndKeepsThePreviousOne) {
@@ -124,8 +133,9 @@ TEST(Checkpoint, FullDiskDuringAWriteFailsNamingTheFileAndKeepsThePreviousOne) {
   const auto size = fs::file_size(good);
   // A file size limit below one checkpoint: write() fails with EFBIG as on a full disk (SIGXFSZ
   // ignored so the process sees the error instead of dying).
-  CliRun full = run_shell("trap '' XFSZ; ulimit -f " + std::to_string(size / 1024 / 2) + "; " + CREST_BINARY +
-                          " train --resume " + d.file("run") + " data.n_epochs=2 2>&1");
+  CliRun full =
+      run_shell("trap '' XFSZ; ulimit -f " + std::to_string(size / 1024 / 2) + "; " + CREST_BINARY +
+                " train --resume " + d.file("run") + " data.n_epochs=2 2>&1");
   EXPECT_NE(full.code, 0) << full.out;
   EXPECT_NE(full.out.find("ckpt-000000000008.safetensors"), std::string::npos) << full.out;
   EXPECT_EQ(checkpoints(d.file("run")), std::vector<std::string>{good});
@@ -137,7 +147,8 @@ TEST(Checkpoint, FullDiskDuringAWriteFailsNamingTheFileAndKeepsThePreviousOne) {
 
 TEST(Checkpoint, KeepsTheNewestKAndWritesAtTheEnd) {
   TempDir d;
-  CliRun r = run_crest("train " + kSmall + " data.n_epochs=3 train.checkpoint_every=2 train.checkpoint_keep=1" +
+  CliRun r = run_crest("train " + kSmall +
+                       " data.n_epochs=3 train.checkpoint_every=2 train.checkpoint_keep=1" +
                        out_of(d.file("run")));
   ASSERT_EQ(r.code, 0) << r.out;
   // Epoch 2's checkpoint (step 8), then the final one (step 12), which replaces it.
@@ -158,8 +169,8 @@ TEST(Checkpoint, KeepsTheNewestKAndWritesAtTheEnd) {
 
 TEST(Checkpoint, DamagedOrForeignFilesAreRefusedNamingTheFile) {
   TempDir d;
-  ASSERT_EQ(run_crest("train " + kSmall + " data.n_epochs=1" + out_of(d.file("run")) + " --save-weights " +
-                      d.file("w.safetensors"))
+  ASSERT_EQ(run_crest("train " + kSmall + " data.n_epochs=1" + out_of(d.file("run")) +
+                      " --save-weights " + d.file("w.safetensors"))
                 .code,
             0);
   const std::string ckpt = checkpoints(d.file("run")).back();
@@ -178,7 +189,8 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefusedNamingTheFile) {
   EXPECT_NE(resume_error().find("corrupt"), std::string::npos);
   fs::resize_file(ckpt, fs::file_size(ckpt) / 2);  // truncated
   EXPECT_NE(resume_error().find(ckpt), std::string::npos);
-  fs::copy_file(d.file("w.safetensors"), ckpt, fs::copy_options::overwrite_existing);  // weights, not a checkpoint
+  fs::copy_file(d.file("w.safetensors"), ckpt,
+                fs::copy_options::overwrite_existing);  // weights, not a checkpoint
   EXPECT_NE(resume_error().find("not a crest checkpoint"), std::string::npos);
   { std::ofstream(ckpt, std::ios::trunc) << "hello"; }  // not safetensors at all
   resume_error();
@@ -189,18 +201,21 @@ TEST(Checkpoint, DamagedOrForeignFilesAreRefusedNamingTheFile) {
 TEST(Checkpoint, IncompatibleResumesAreRefusedWithWhatDiffers) {
   TempDir d;
   ASSERT_EQ(run_crest("train " + kSmall + " data.n_epochs=1" + out_of(d.file("run"))).code, 0);
-  CliRun model = run_crest("train --resume " + d.file("run") + " data.n_epochs=2 model.fc1_size=64");
+  CliRun model =
+      run_crest("train --resume " + d.file("run") + " data.n_epochs=2 model.fc1_size=64");
   EXPECT_EQ(model.code, 2) << model.out;
   EXPECT_NE(model.out.find("changed model"), std::string::npos) << model.out;
   EXPECT_NE(model.out.find("fc1_size"), std::string::npos) << model.out;
-  CliRun opt = run_crest("train --resume " + d.file("run") + " data.n_epochs=2 optimizer.name=Adam");
+  CliRun opt =
+      run_crest("train --resume " + d.file("run") + " data.n_epochs=2 optimizer.name=Adam");
   EXPECT_EQ(opt.code, 2) << opt.out;
   EXPECT_NE(opt.out.find("optimizer"), std::string::npos) << opt.out;
   CliRun nodir = run_crest("train --resume " + d.file("nothing"));
   EXPECT_EQ(nodir.code, 2) << nodir.out;
   EXPECT_NE(nodir.out.find("not a crest run directory"), std::string::npos) << nodir.out;
   // Mid-epoch, the data position needs the same batch size.
-  ASSERT_EQ(run_crest("train " + kSmall + " data.n_epochs=1 'train.checkpoint_every=2 steps' train.checkpoint_keep=5" +
+  ASSERT_EQ(run_crest("train " + kSmall +
+                      " data.n_epochs=1 'train.checkpoint_every=2 steps' train.checkpoint_keep=5" +
                       out_of(d.file("mid")))
                 .code,
             0);
@@ -214,19 +229,24 @@ TEST(Checkpoint, IncompatibleResumesAreRefusedWithWhatDiffers) {
 // is in the checkpoint. A learning rate of 1e-30 leaves the weights (and so the loss) unchanged.
 TEST(Checkpoint, EarlyStoppingStopsAfterPatienceEpochsAndItsCountSurvivesAResume) {
   TempDir d;
-  const std::string still = " lr_schedule.base_lr=1e-30 lr_schedule.n_warmup_epochs=0 lr_schedule.decay_schedule={}"
-                            " model.dropout=0 train.early_stopping_patience=2";
-  CliRun straight = run_crest("train " + kSmall + still + " data.n_epochs=10" + out_of(d.file("straight")));
+  const std::string still =
+      " lr_schedule.base_lr=1e-30 lr_schedule.n_warmup_epochs=0 lr_schedule.decay_schedule={}"
+      " model.dropout=0 train.early_stopping_patience=2";
+  CliRun straight =
+      run_crest("train " + kSmall + still + " data.n_epochs=10" + out_of(d.file("straight")));
   ASSERT_EQ(straight.code, 0) << straight.out;
-  EXPECT_NE(straight.out.find("early stopping: val_loss has not improved for 2 epochs"), std::string::npos)
+  EXPECT_NE(straight.out.find("early stopping: val_loss has not improved for 2 epochs"),
+            std::string::npos)
       << straight.out;
   EXPECT_NE(straight.out.find("done: 3 epochs"), std::string::npos) << straight.out;
   EXPECT_EQ(straight.out.find("epoch 4/10"), std::string::npos) << straight.out;
   // Two epochs (one without improvement), then resumed: it stops after the third, as above.
-  ASSERT_EQ(run_crest("train " + kSmall + still + " data.n_epochs=2" + out_of(d.file("split"))).code, 0);
+  ASSERT_EQ(
+      run_crest("train " + kSmall + still + " data.n_epochs=2" + out_of(d.file("split"))).code, 0);
   CliRun resumed = run_crest("train --resume " + d.file("split") + " data.n_epochs=10");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
-  EXPECT_NE(resumed.out.find("early stopping: val_loss has not improved for 2 epochs"), std::string::npos)
+  EXPECT_NE(resumed.out.find("early stopping: val_loss has not improved for 2 epochs"),
+            std::string::npos)
       << resumed.out;
   EXPECT_NE(resumed.out.find("epoch 3/10"), std::string::npos) << resumed.out;
   EXPECT_EQ(resumed.out.find("epoch 4/10"), std::string::npos) << resumed.out;
@@ -240,7 +260,8 @@ TEST(Checkpoint, AFreshRunDoesNotSilentlyReplaceAnEarlierRun) {
   EXPECT_EQ(again.code, 2) << again.out;
   EXPECT_NE(again.out.find("--resume"), std::string::npos) << again.out;
   EXPECT_EQ(checkpoints(d.file("run")), before);
-  CliRun over = run_crest("train " + kSmall + " data.n_epochs=1 --overwrite" + out_of(d.file("run")));
+  CliRun over =
+      run_crest("train " + kSmall + " data.n_epochs=1 --overwrite" + out_of(d.file("run")));
   EXPECT_EQ(over.code, 0) << over.out;
 }
 

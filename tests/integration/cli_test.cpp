@@ -18,8 +18,8 @@ namespace fs = std::filesystem;
 namespace {
 
 using crest::test::CliRun;
-using crest::test::TempDir;
 using crest::test::run_crest;
+using crest::test::TempDir;
 CliRun crest(const std::string& args) { return run_crest(args); }
 
 const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml");
@@ -27,11 +27,13 @@ const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml"
 // replaces an earlier one's only with --overwrite.
 const TempDir kRuns;
 // A small, fast variant of the demo for the tests.
-const std::string kSmall = kDemo + " data.n_train=8 data.n_valid=4 data.n_epochs=2 model.conv_size=4 crest.threads=2" +
-                           " --overwrite output_dir=" + kRuns.file("run");
+const std::string kSmall =
+    kDemo + " data.n_train=8 data.n_valid=4 data.n_epochs=2 model.conv_size=4 crest.threads=2" +
+    " --overwrite output_dir=" + kRuns.file("run");
 
 TEST(Cli, DryRunOfTheReferenceConfigCountsParameters) {
-  CliRun r = crest("train --config " + crest::test::source_path("configs/cosmoflow.yaml") + " --dry-run");
+  CliRun r =
+      crest("train --config " + crest::test::source_path("configs/cosmoflow.yaml") + " --dry-run");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("8,907,556"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("planned memory"), std::string::npos);
@@ -91,13 +93,15 @@ TEST(Cli, TrainsOnDummyDataWithFiniteLoss) {
 TEST(Cli, LossGoesDownOnATinyFixedDataset) {
   // 8 fixed random samples, no dropout: the network fits them (slowly: random volumes look
   // alike after five poolings, so this checks the direction, not the speed).
-  CliRun r = crest("train --config " + kSmall +
-                " data.n_epochs=20 model.dropout=0 lr_schedule.base_lr=0.01 lr_schedule.n_warmup_epochs=0 "
-                "lr_schedule.decay_schedule={}");
+  CliRun r = crest(
+      "train --config " + kSmall +
+      " data.n_epochs=20 model.dropout=0 lr_schedule.base_lr=0.01 lr_schedule.n_warmup_epochs=0 "
+      "lr_schedule.decay_schedule={}");
   ASSERT_EQ(r.code, 0) << r.out;
   std::vector<double> losses;
   const std::regex re("epoch [0-9]+/20 +loss ([0-9.]+)");
-  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), re); it != std::sregex_iterator(); ++it)
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), re); it != std::sregex_iterator();
+       ++it)
     losses.push_back(std::stod((*it)[1]));
   ASSERT_EQ(losses.size(), 20u) << r.out;
   EXPECT_LT(losses.back(), 0.85 * losses.front()) << r.out;
@@ -125,7 +129,8 @@ TEST(Cli, ProgressIsAPlainLineEveryLogIntervalWhenStdoutIsNotATerminal) {
 
 TEST(Cli, ProgressIsABarOnATerminal) {
   // script(1) gives crest a pseudo-terminal as stdout.
-  const std::string cmd = std::string(CREST_BINARY) + " train --config " + kSmall + " data.batch_size=1";
+  const std::string cmd =
+      std::string(CREST_BINARY) + " train --config " + kSmall + " data.batch_size=1";
   CliRun r = crest::test::run_shell("script -qec '" + cmd + "' /dev/null 2>&1");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("\r["), std::string::npos) << r.out;
@@ -158,7 +163,8 @@ TEST(Cli, SavedWeightsLoadBackAndBadFilesAreRefused) {
 }
 
 TEST(Cli, BenchTrainPrintsJson) {
-  CliRun r = crest("bench train --size 32 --batch 2 --steps 1 --warmup 0 --conv-size 4 --threads 2");
+  CliRun r =
+      crest("bench train --size 32 --batch 2 --steps 1 --warmup 0 --conv-size 4 --threads 2");
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* key : {"\"samples_per_s\"", "\"step_s_min\"", "\"gflops\"", "\"peak_rss_mb\""})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;

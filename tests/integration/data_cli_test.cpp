@@ -37,17 +37,20 @@ void flip_byte(const std::string& path, size_t offset) {
 
 std::string cosmo_dataset(const TempDir& t, const std::string& extra = "--gzip") {
   const std::string dir = t.file("cosmo");
-  const auto r = run_crest("datagen cosmoflow --out " + dir + " --train 8 --valid 4 --size 32 --seed 3 " + extra);
+  const auto r = run_crest("datagen cosmoflow --out " + dir +
+                           " --train 8 --valid 4 --size 32 --seed 3 " + extra);
   EXPECT_EQ(r.code, 0) << r.out;
   return dir;
 }
 
 // This test process's run directory (removed at exit); --overwrite: tests train several times.
 const TempDir kRuns;
-const std::string kTrainOnFiles =
-    "train --config " + test::source_path("configs/cosmoflow-demo.yaml") +
-    " data.name=cosmo data.n_train=8 data.n_valid=4 data.n_epochs=1 data.apply_log=true model.conv_size=4 "
-    "crest.threads=2 --overwrite output_dir=" + kRuns.file("run");
+const std::string kTrainOnFiles = "train --config " +
+                                  test::source_path("configs/cosmoflow-demo.yaml") +
+                                  " data.name=cosmo data.n_train=8 data.n_valid=4 data.n_epochs=1 "
+                                  "data.apply_log=true model.conv_size=4 "
+                                  "crest.threads=2 --overwrite output_dir=" +
+                                  kRuns.file("run");
 
 TEST(DataCli, DatagenOutputValidatesAndInspects) {
   TempDir t;
@@ -65,7 +68,8 @@ TEST(DataCli, DatagenOutputValidatesAndInspects) {
   // Deterministic: the same seed gives the same bytes.
   TempDir t2;
   const std::string again = cosmo_dataset(t2);
-  EXPECT_EQ(slurp(dir + "/train/sample-000005.tfrecord"), slurp(again + "/train/sample-000005.tfrecord"));
+  EXPECT_EQ(slurp(dir + "/train/sample-000005.tfrecord"),
+            slurp(again + "/train/sample-000005.tfrecord"));
 }
 
 TEST(DataCli, DatagenNeverOverwritesUnlessAsked) {
@@ -76,10 +80,13 @@ TEST(DataCli, DatagenNeverOverwritesUnlessAsked) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
   EXPECT_EQ(slurp(dir + "/train/sample-000000.tfrecord"), before);
-  r = run_crest("datagen cosmoflow --out " + dir + " --train 8 --valid 4 --size 32 --seed 99 --gzip --overwrite");
+  r = run_crest("datagen cosmoflow --out " + dir +
+                " --train 8 --valid 4 --size 32 --seed 99 --gzip --overwrite");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(slurp(dir + "/train/sample-000000.tfrecord"), before);
-  EXPECT_EQ(run_crest("datagen cosmoflow --out " + t.file("x") + " --train 2 --valid 0 --size 48").code, 2);
+  EXPECT_EQ(
+      run_crest("datagen cosmoflow --out " + t.file("x") + " --train 2 --valid 0 --size 48").code,
+      2);
 }
 
 TEST(DataCli, ValidateListsEveryDamagedFile) {
@@ -91,15 +98,20 @@ TEST(DataCli, ValidateListsEveryDamagedFile) {
   fs::resize_file(cut, fs::file_size(cut) - 100);
   // A sample of another shape among the 32^3 ones.
   TempDir t2;
-  ASSERT_EQ(run_crest("datagen cosmoflow --out " + t2.file("d") + " --train 1 --valid 0 --size 64").code, 0);
-  fs::copy_file(t2.file("d") + "/train/sample-000000.tfrecord", dir + "/validation/sample-000099.tfrecord");
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --out " + t2.file("d") + " --train 1 --valid 0 --size 64").code,
+      0);
+  fs::copy_file(t2.file("d") + "/train/sample-000000.tfrecord",
+                dir + "/validation/sample-000099.tfrecord");
   auto v = run_crest("validate " + dir);
   EXPECT_EQ(v.code, 2) << v.out;
   EXPECT_NE(v.out.find("3 bad files"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("sample-000002.tfrecord: "), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("CRC"), std::string::npos) << v.out;
   EXPECT_NE(v.out.find("sample-000004.tfrecord: "), std::string::npos) << v.out;
-  EXPECT_NE(v.out.find("sample-000099.tfrecord: sample shape [64, 64, 64, 4] differs"), std::string::npos) << v.out;
+  EXPECT_NE(v.out.find("sample-000099.tfrecord: sample shape [64, 64, 64, 4] differs"),
+            std::string::npos)
+      << v.out;
   // With the shape given, every 32^3 file is now the odd one out.
   v = run_crest("validate " + dir + " --sample-shape 64,64,64,4");
   EXPECT_EQ(v.code, 2);
@@ -137,7 +149,8 @@ TEST(DataCli, StagingCopiesVerifiesReusesAndRefuses) {
 TEST(DataCli, TrainsFromTfrecordsAndNpyAndStagesFirst) {
   TempDir t;
   const std::string gz = cosmo_dataset(t);
-  auto r = run_crest(kTrainOnFiles + " data.data_dir=" + gz + " data.compression=GZIP data.stage_dir=" + t.file("stage"));
+  auto r = run_crest(kTrainOnFiles + " data.data_dir=" + gz +
+                     " data.compression=GZIP data.stage_dir=" + t.file("stage"));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("staged 12 files"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("cosmoflow-tfrecord-gzip"), std::string::npos) << r.out;
@@ -147,7 +160,10 @@ TEST(DataCli, TrainsFromTfrecordsAndNpyAndStagesFirst) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("GZIP-compressed but data.compression is null"), std::string::npos) << r.out;
   const std::string npy = t.file("npy");
-  ASSERT_EQ(run_crest("datagen cosmoflow --out " + npy + " --train 8 --valid 4 --size 32 --format npy").code, 0);
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --out " + npy + " --train 8 --valid 4 --size 32 --format npy")
+          .code,
+      0);
   r = run_crest(kTrainOnFiles + " data.format=npy data.data_dir=" + npy);
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("cosmoflow-npy"), std::string::npos) << r.out;
@@ -162,13 +178,17 @@ TEST(DataCli, BadSampleFailsOrIsSkippedAndCounted) {
   const std::string dir = cosmo_dataset(t, "");
   // 10 training files, 8 used: the spares let skip mode fill the hole.
   TempDir t2;
-  ASSERT_EQ(run_crest("datagen cosmoflow --out " + t2.file("d") + " --train 10 --valid 0 --size 32").code, 0);
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --out " + t2.file("d") + " --train 10 --valid 0 --size 32").code,
+      0);
   const std::string train = t2.file("d");
   flip_byte(train + "/train/sample-000003.tfrecord", 7000);
-  auto r = run_crest(kTrainOnFiles + " data.data_dir=" + train + " data.n_valid=0 data.shuffle=false");
+  auto r =
+      run_crest(kTrainOnFiles + " data.data_dir=" + train + " data.n_valid=0 data.shuffle=false");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("sample-000003.tfrecord"), std::string::npos) << r.out;
-  r = run_crest(kTrainOnFiles + " data.data_dir=" + train + " data.n_valid=0 data.n_train=10 data.shuffle=false data.on_error=skip");
+  r = run_crest(kTrainOnFiles + " data.data_dir=" + train +
+                " data.n_valid=0 data.n_train=10 data.shuffle=false data.on_error=skip");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("1 bad samples skipped"), std::string::npos) << r.out;
 }
@@ -176,7 +196,8 @@ TEST(DataCli, BadSampleFailsOrIsSkippedAndCounted) {
 TEST(DataCli, DeepcamDatagenWritesStatsAndValidatesLabels) {
   TempDir t;
   const std::string dir = t.file("cam");
-  auto r = run_crest("datagen deepcam --out " + dir + " --train 3 --valid 1 --height 96 --width 144");
+  auto r =
+      run_crest("datagen deepcam --out " + dir + " --train 3 --valid 1 --height 96 --width 144");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_TRUE(fs::exists(dir + "/stats.h5"));
   auto v = run_crest("validate " + dir);
@@ -186,7 +207,10 @@ TEST(DataCli, DeepcamDatagenWritesStatsAndValidatesLabels) {
   EXPECT_NE(i.out.find("labels_0"), std::string::npos) << i.out;
   // The npy variant, with one label file broken (a class id that does not exist).
   const std::string npy = t.file("camnpy");
-  ASSERT_EQ(run_crest("datagen deepcam --out " + npy + " --train 2 --valid 0 --height 32 --width 48 --format npy").code, 0);
+  ASSERT_EQ(run_crest("datagen deepcam --out " + npy +
+                      " --train 2 --valid 0 --height 32 --width 48 --format npy")
+                .code,
+            0);
   std::vector<float> labels(32 * 48, 0.f);
   labels[100] = 7.f;
   write_npy(npy + "/train/label-000001.npy", DType::f32, {32, 48}, labels.data());

@@ -51,10 +51,12 @@ void run_parity(const std::string& backend_name) {
   const SafetensorsTensor& output = fx.at("output");
   for (size_t step = 0; step < 3; ++step) {
     const double l = ex.forward(true);
-    EXPECT_NEAR(l, f64_at(loss, step), 1e-5 * std::abs(f64_at(loss, step))) << "loss before step " << step + 1;
+    EXPECT_NEAR(l, f64_at(loss, step), 1e-5 * std::abs(f64_at(loss, step)))
+        << "loss before step " << step + 1;
     const TensorView pred = ex.output(m.prediction);
     for (size_t i = 0; i < 16; ++i)
-      EXPECT_NEAR(pred.as<float>()[i], f64_at(output, step * 16 + i), 1e-5) << "output " << i << " step " << step + 1;
+      EXPECT_NEAR(pred.as<float>()[i], f64_at(output, step * 16 + i), 1e-5)
+          << "output " << i << " step " << step + 1;
     ex.backward();
     opt.step(0.01);
   }

@@ -82,7 +82,8 @@ TEST_F(TargetQuality, StopsAtTheFirstEpochThatReachesTheTarget) {
 
 TEST_F(TargetQuality, AnUnreachableTargetRunsEveryEpochAndAborts) {
   TempDir out;
-  const CliRun r = train(out, "train.target_mae=0.001 data.n_epochs=2 data.n_train=64 data.n_valid=16");
+  const CliRun r =
+      train(out, "train.target_mae=0.001 data.n_epochs=2 data.n_train=64 data.n_valid=16");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(val_maes(r.out).size(), 2u) << r.out;
   EXPECT_EQ(r.out.find("target reached"), std::string::npos) << r.out;

@@ -31,8 +31,10 @@ const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-de
 // with the reference's strided sharding, step k's global batch is the same 4 samples for any
 // rank count.
 std::string train_args(int local_batch, const std::string& weights) {
-  return "train --config " + kDemo + " data.n_train=12 data.n_valid=4 data.n_epochs=1 data.batch_size=" +
-         std::to_string(local_batch) + " model.dropout=0 data.shuffle=false crest.threads=1 --save-weights " + weights +
+  return "train --config " + kDemo +
+         " data.n_train=12 data.n_valid=4 data.n_epochs=1 data.batch_size=" +
+         std::to_string(local_batch) +
+         " model.dropout=0 data.shuffle=false crest.threads=1 --save-weights " + weights +
          " output_dir=" + weights + ".run";
 }
 
@@ -92,17 +94,21 @@ TEST(DataParallel, Bf16AndFp16CompressedBucketsStayCloseButAreReallyCompressed) 
   TempDir dir;
   const auto one = run_crest(train_args(4, dir.file("one.safetensors")));
   ASSERT_EQ(one.code, 0) << one.out;
-  const auto r = run_crest_mpi(2, train_args(2, dir.file("bf16.safetensors")) + " dist.compress=bf16");
+  const auto r =
+      run_crest_mpi(2, train_args(2, dir.file("bf16.safetensors")) + " dist.compress=bf16");
   ASSERT_EQ(r.code, 0) << r.out;
-  const double d = worst_relative_difference(dir.file("one.safetensors"), dir.file("bf16.safetensors"));
+  const double d =
+      worst_relative_difference(dir.file("one.safetensors"), dir.file("bf16.safetensors"));
   // bf16 keeps 8 significant bits of each gradient (relative error <= 2^-9 per value): the
   // weights move by a little less than exactly, far more than float32 summation order explains.
   EXPECT_LT(d, 1e-2);
   EXPECT_GT(d, 1e-5) << "the gradients did not travel as bf16";
   // fp16 keeps 11 significant bits: closer than bf16, still visibly not float32.
-  const auto h = run_crest_mpi(2, train_args(2, dir.file("fp16.safetensors")) + " dist.compress=fp16");
+  const auto h =
+      run_crest_mpi(2, train_args(2, dir.file("fp16.safetensors")) + " dist.compress=fp16");
   ASSERT_EQ(h.code, 0) << h.out;
-  const double d16 = worst_relative_difference(dir.file("one.safetensors"), dir.file("fp16.safetensors"));
+  const double d16 =
+      worst_relative_difference(dir.file("one.safetensors"), dir.file("fp16.safetensors"));
   std::printf("worst relative difference: bf16 %.3g, fp16 %.3g\n", d, d16);
   EXPECT_LT(d16, d / 2) << "fp16 should be closer than bf16";
   EXPECT_GT(d16, 1e-7) << "the gradients did not travel as fp16";
@@ -111,9 +117,10 @@ TEST(DataParallel, Bf16AndFp16CompressedBucketsStayCloseButAreReallyCompressed) 
 TEST(DataParallel, RanksThatBuiltDifferentModelsAreRefusedWithWhatDiffers) {
   TempDir dir;
   const std::string crest = CREST_BINARY;
-  const auto r = run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) + " : -np 1 " + crest +
-                                " " + train_args(2, dir.file("b.safetensors")) + " model.fc1_size=64",
-                            90);
+  const auto r =
+      run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) + " : -np 1 " +
+                     crest + " " + train_args(2, dir.file("b.safetensors")) + " model.fc1_size=64",
+                 90);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
   EXPECT_NE(r.out.find("rank 1 built a different model than rank 0"), std::string::npos) << r.out;
@@ -125,8 +132,9 @@ TEST(DataParallel, ARankThatFailsEndsTheWholeJob) {
   TempDir dir;
   const std::string crest = CREST_BINARY;
   const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) + " data.n_epochs=50 : -np 1 " +
-                                crest + " " + train_args(2, dir.file("b.safetensors")) + " data.no_such_key=1",
+  const auto r = run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) +
+                                " data.n_epochs=50 : -np 1 " + crest + " " +
+                                train_args(2, dir.file("b.safetensors")) + " data.no_such_key=1",
                             90);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
@@ -136,25 +144,32 @@ TEST(DataParallel, ARankThatFailsEndsTheWholeJob) {
 
 TEST(DataParallel, TooFewSamplesForEveryRankIsAnErrorNotAHang) {
   TempDir dir;
-  const auto r = run_crest_mpi(4, train_args(1, dir.file("w.safetensors")) + " data.n_train=2 --threads 1", 60);
+  const auto r = run_crest_mpi(
+      4, train_args(1, dir.file("w.safetensors")) + " data.n_train=2 --threads 1", 60);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
-  EXPECT_NE(r.out.find("2 samples cannot give every one of 4 ranks a full batch of 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 samples cannot give every one of 4 ranks a full batch of 1"),
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("1 threads per rank"), std::string::npos) << r.out;
 }
 
 // Starts a long 2-rank job, then sends `signal` to one rank after `delay_s`; returns the job's
 // exit and output. The rank is a child of mpirun (Open MPI starts local ranks itself).
-test::CliRun run_and_signal_one_rank(const std::string& signal, const std::string& extra, int limit_s) {
+test::CliRun run_and_signal_one_rank(const std::string& signal, const std::string& extra,
+                                     int limit_s) {
   TempDir dir;
-  const std::string job = std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + CREST_MPIEXEC +
-                          " --bind-to none -np 2 " + CREST_BINARY + " " + train_args(1, dir.file("w.safetensors")) +
-                          " data.n_train=64 data.n_epochs=200 " + extra;
-  const std::string script = "(" + job + ") >> " + dir.file("out.txt") + " 2>&1 & M=$!; sleep 4; " +
-                             "R=$(pgrep -P $M -x crest | head -1); echo \"signalled rank pid $R\" >> " +
-                             dir.file("out.txt") + "; kill -" + signal + " $R; wait $M; code=$?; cat " +
-                             dir.file("out.txt") + "; exit $code";
-  const test::CliRun r = test::run_shell("timeout " + std::to_string(limit_s) + " bash -c '" + script + "' 2>&1");
+  const std::string job =
+      std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + CREST_MPIEXEC +
+      " --bind-to none -np 2 " + CREST_BINARY + " " + train_args(1, dir.file("w.safetensors")) +
+      " data.n_train=64 data.n_epochs=200 " + extra;
+  const std::string script =
+      "(" + job + ") >> " + dir.file("out.txt") + " 2>&1 & M=$!; sleep 4; " +
+      "R=$(pgrep -P $M -x crest | head -1); echo \"signalled rank pid $R\" >> " +
+      dir.file("out.txt") + "; kill -" + signal + " $R; wait $M; code=$?; cat " +
+      dir.file("out.txt") + "; exit $code";
+  const test::CliRun r =
+      test::run_shell("timeout " + std::to_string(limit_s) + " bash -c '" + script + "' 2>&1");
   // Leave nothing behind if the job did hang: the stopped or orphaned rank must not outlive us.
   std::system(("pkill -9 -f '" + dir.file("w.safetensors") + "' 2>/dev/null").c_str());
   return r;
@@ -211,7 +226,8 @@ TEST(DataParallel, BenchAllreduceChecksTheSumAndReportsBusBandwidth) {
       // nccl-tests: algbw = bytes / time; busbw = algbw * 2 (n - 1) / n.
       const double algbw = j["bytes"].get<double>() / (j["time_us"].get<double>() * 1e-6) / 1e9;
       EXPECT_NEAR(j["algbw_gb_s"].get<double>(), algbw, 1e-9 + 1e-6 * algbw);
-      EXPECT_NEAR(j["busbw_gb_s"].get<double>(), algbw * 2.0 * (ranks - 1) / ranks, 1e-9 + 1e-6 * algbw);
+      EXPECT_NEAR(j["busbw_gb_s"].get<double>(), algbw * 2.0 * (ranks - 1) / ranks,
+                  1e-9 + 1e-6 * algbw);
     }
   }
   const auto bad = run_crest("bench allreduce --sizes 1X");
@@ -220,7 +236,9 @@ TEST(DataParallel, BenchAllreduceChecksTheSumAndReportsBusBandwidth) {
 }
 
 TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunication) {
-  const auto r = run_crest_mpi(2, "bench train --size 32 --batch 1 --steps 2 --warmup 1 --threads 1 --bucket-mb 1 --baseline 10");
+  const auto r = run_crest_mpi(2,
+                               "bench train --size 32 --batch 1 --steps 2 --warmup 1 --threads 1 "
+                               "--bucket-mb 1 --baseline 10");
   ASSERT_EQ(r.code, 0) << r.out;
   const auto lines = json_lines(r.out);
   ASSERT_EQ(lines.size(), 1u) << r.out;
@@ -235,9 +253,12 @@ TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunic
   // Load imbalance is told apart: the network's time is at most the slowest-waiting rank's.
   EXPECT_GT(j["communication_s_per_step"].get<double>(), 0.0);
   EXPECT_LE(j["communication_s_per_step"].get<double>(), j["allreduce_s_per_step"].get<double>());
-  EXPECT_LE(j["exposed_communication_s_per_step"].get<double>(), j["exposed_allreduce_s_per_step"].get<double>());
+  EXPECT_LE(j["exposed_communication_s_per_step"].get<double>(),
+            j["exposed_allreduce_s_per_step"].get<double>());
   EXPECT_NEAR(j["imbalance_wait_s_per_step"].get<double>(),
-              j["exposed_allreduce_s_per_step"].get<double>() - j["exposed_communication_s_per_step"].get<double>(), 1e-12);
+              j["exposed_allreduce_s_per_step"].get<double>() -
+                  j["exposed_communication_s_per_step"].get<double>(),
+              1e-12);
   EXPECT_GE(j["hidden_fraction_excluding_imbalance"].get<double>(), 0.0);
   EXPECT_LE(j["hidden_fraction_excluding_imbalance"].get<double>(), 1.0);
   EXPECT_EQ(j["baseline_samples_per_s"], 10);
@@ -247,7 +268,8 @@ TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunic
 TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
   TempDir dir;
   const std::string trace = dir.file("timeline.json");
-  const auto r = run_crest_mpi(2, train_args(2, dir.file("w.safetensors")) + " dist.bucket_mb=1 --timeline " + trace);
+  const auto r = run_crest_mpi(
+      2, train_args(2, dir.file("w.safetensors")) + " dist.bucket_mb=1 --timeline " + trace);
   ASSERT_EQ(r.code, 0) << r.out;
   std::ifstream in(trace);
   ASSERT_TRUE(in) << r.out;
@@ -269,10 +291,12 @@ TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
     }
   }
   for (int rank : {0, 1})
-    for (const char* name : {"data wait", "forward", "backward", "gradient wait", "optimizer", "allreduce"})
+    for (const char* name :
+         {"data wait", "forward", "backward", "gradient wait", "optimizer", "allreduce"})
       EXPECT_TRUE(seen.count({rank, name})) << "rank " << rank << " has no '" << name << "' span";
   // A timeline in a directory that does not exist is refused before training starts.
-  const auto bad = run_crest(train_args(4, dir.file("w2.safetensors")) + " --timeline " + dir.file("no/such/dir/t.json"));
+  const auto bad = run_crest(train_args(4, dir.file("w2.safetensors")) + " --timeline " +
+                             dir.file("no/such/dir/t.json"));
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("is not a directory"), std::string::npos) << bad.out;
   EXPECT_EQ(bad.out.find("epoch 1/"), std::string::npos) << bad.out;
@@ -285,22 +309,28 @@ TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
 // on), rank 0 alone reads the checkpoint; another rank count is refused mid-epoch.
 TEST(DataParallel, ResumedMidEpochRunIsBitIdenticalAndNeedsTheSameRanks) {
   TempDir dir;
-  const std::string small = "train --config " + kDemo +
-                            " data.n_train=16 data.n_valid=4 data.batch_size=2 data.sample_shape=[16,16,16,4]"
-                            " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=1 ";
-  const auto straight = run_crest_mpi(2, small + "data.n_epochs=2 output_dir=" + dir.file("straight") +
-                                             " --save-weights " + dir.file("straight.safetensors"));
+  const std::string small =
+      "train --config " + kDemo +
+      " data.n_train=16 data.n_valid=4 data.batch_size=2 data.sample_shape=[16,16,16,4]"
+      " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=1 ";
+  const auto straight =
+      run_crest_mpi(2, small + "data.n_epochs=2 output_dir=" + dir.file("straight") +
+                           " --save-weights " + dir.file("straight.safetensors"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   // 4 steps per epoch; checkpoints at steps 3 and 6; killed while writing the second.
-  const auto killed = run_shell("CREST_TEST_KILL_DURING_CHECKPOINT=2 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
-                                "timeout 120 " + std::string(CREST_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " +
-                                CREST_BINARY + " " + small + "data.n_epochs=2 'train.checkpoint_every=3 steps' output_dir=" +
-                                dir.file("run") + " 2>&1");
+  const auto killed = run_shell(
+      "CREST_TEST_KILL_DURING_CHECKPOINT=2 OMPI_ALLOW_RUN_AS_ROOT=1 "
+      "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "timeout 120 " +
+      std::string(CREST_MPIEXEC) + " --oversubscribe --bind-to none -np 2 " + CREST_BINARY + " " +
+      small + "data.n_epochs=2 'train.checkpoint_every=3 steps' output_dir=" + dir.file("run") +
+      " 2>&1");
   EXPECT_NE(killed.code, 0) << killed.out;
   const auto refused = run_crest("train --resume " + dir.file("run"));
   EXPECT_EQ(refused.code, 2) << refused.out;
   EXPECT_NE(refused.out.find("same ranks"), std::string::npos) << refused.out;
-  const auto resumed = run_crest_mpi(2, "train --resume " + dir.file("run") + " --save-weights " + dir.file("run.safetensors"));
+  const auto resumed = run_crest_mpi(
+      2, "train --resume " + dir.file("run") + " --save-weights " + dir.file("run.safetensors"));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_NE(resumed.out.find("epoch 1, step 3"), std::string::npos) << resumed.out;
   SafetensorsFile a(dir.file("straight.safetensors")), b(dir.file("run.safetensors"));
@@ -354,7 +384,9 @@ TEST(DistributedStaging, EveryFileLandsOnTheNodeReadOnceFromTheSource) {
     // 11 files: 11 reads across all ranks (each file once), every byte once.
     EXPECT_NE(r.out.find("staged 11 files"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(": 11 file reads and"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("across " + std::to_string(ranks) + " ranks (each file once)"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("across " + std::to_string(ranks) + " ranks (each file once)"),
+              std::string::npos)
+        << r.out;
     EXPECT_EQ(r.out.find("staged"), r.out.rfind("staged")) << "rank 0 alone reports:\n" << r.out;
     EXPECT_TRUE(std::filesystem::exists(dst + "/.crest-stage.json"));
     // A complete staging is reused, by any rank count.
@@ -364,9 +396,12 @@ TEST(DistributedStaging, EveryFileLandsOnTheNodeReadOnceFromTheSource) {
   }
   // Training with data.stage_dir under mpirun stages, then reads the staged copy.
   const std::string stage = dir.file("node-local");
-  const auto t = run_crest_mpi(2, "train --config " + kDemo + " data.name=cosmo data.data_dir=" + src + " data.stage_dir=" + stage +
-                                      " data.n_train=6 data.n_valid=2 data.batch_size=1 data.n_epochs=1 crest.threads=1 output_dir=" +
-                                      dir.file("run"));
+  const auto t =
+      run_crest_mpi(2, "train --config " + kDemo + " data.name=cosmo data.data_dir=" + src +
+                           " data.stage_dir=" + stage +
+                           " data.n_train=6 data.n_valid=2 data.batch_size=1 data.n_epochs=1 "
+                           "crest.threads=1 output_dir=" +
+                           dir.file("run"));
   ASSERT_EQ(t.code, 0) << t.out;
   expect_same_tree(src, stage);
   EXPECT_NE(t.out.find("done: 1 epochs"), std::string::npos) << t.out;
@@ -386,8 +421,10 @@ TEST(DistributedStaging, NodeAwareExchangeSendsEachRankOnlyItsNodeShare) {
     if (e.is_regular_file()) total += static_cast<int64_t>(e.file_size());
   const std::string stage = std::string(CREST_BINARY) + " stage --from " + src + " --to ";
   // (-x per application context: Open MPI applies it to its own context only.)
-  const auto r = run_mpirun("-x CREST_TEST_RANKS_PER_NODE=2 -np 2 " + stage + dir.file("node0") +
-                            " : -x CREST_TEST_RANKS_PER_NODE=2 -np 2 " + stage + dir.file("node1"), 60);
+  const auto r =
+      run_mpirun("-x CREST_TEST_RANKS_PER_NODE=2 -np 2 " + stage + dir.file("node0") +
+                     " : -x CREST_TEST_RANKS_PER_NODE=2 -np 2 " + stage + dir.file("node1"),
+                 60);
   ASSERT_EQ(r.code, 0) << r.out;
   expect_same_tree(src, dir.file("node0"));
   expect_same_tree(src, dir.file("node1"));
@@ -396,7 +433,8 @@ TEST(DistributedStaging, NodeAwareExchangeSendsEachRankOnlyItsNodeShare) {
   // Rank 0 (local rank 0 of node 0) writes files 0, 2, 4, ... and receives the half of those
   // that node 1 read: about a quarter of the data. The flat exchange gave it three quarters.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("rank 0 received ([0-9.]+) (KiB|MiB)"))) << r.out;
+  ASSERT_TRUE(std::regex_search(r.out, m, std::regex("rank 0 received ([0-9.]+) (KiB|MiB)")))
+      << r.out;
   const double received = std::stod(m[1]) * (m[2] == "MiB" ? 1048576.0 : 1024.0);
   EXPECT_LT(received, 0.45 * static_cast<double>(total)) << r.out;
   EXPECT_GT(received, 0.05 * static_cast<double>(total)) << r.out;

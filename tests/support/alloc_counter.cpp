@@ -19,8 +19,9 @@ void record(size_t n) {
 
 void* allocate(size_t n, size_t align) {
   record(n);
-  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align)
-                                              : std::malloc(n ? n : 1);
+  void* p = align > alignof(std::max_align_t)
+                ? std::aligned_alloc(align, (n + align - 1) / align * align)
+                : std::malloc(n ? n : 1);
   if (!p) throw std::bad_alloc();
   return p;
 }
@@ -38,8 +39,12 @@ void* allocate_nothrow(size_t n, size_t align) noexcept {
 // mismatch AddressSanitizer reports.
 void* operator new(size_t n, const std::nothrow_t&) noexcept { return allocate_nothrow(n, 0); }
 void* operator new[](size_t n, const std::nothrow_t&) noexcept { return allocate_nothrow(n, 0); }
-void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return allocate_nothrow(n, static_cast<size_t>(a)); }
-void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept { return allocate_nothrow(n, static_cast<size_t>(a)); }
+void* operator new(size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate_nothrow(n, static_cast<size_t>(a));
+}
+void* operator new[](size_t n, std::align_val_t a, const std::nothrow_t&) noexcept {
+  return allocate_nothrow(n, static_cast<size_t>(a));
+}
 void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete[](void* p, const std::nothrow_t&) noexcept { std::free(p); }
 void operator delete(void* p, std::align_val_t, const std::nothrow_t&) noexcept { std::free(p); }
@@ -69,6 +74,8 @@ AllocationCounter::AllocationCounter() {
 
 AllocationCounter::~AllocationCounter() { g_on = false; }
 
-AllocationStats AllocationCounter::stats() const { return {g_count.load(), g_bytes.load(), g_largest.load()}; }
+AllocationStats AllocationCounter::stats() const {
+  return {g_count.load(), g_bytes.load(), g_largest.load()};
+}
 
 }  // namespace crest::test

@@ -27,14 +27,18 @@ inline CliRun run_shell(const std::string& cmd) {
   return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
 }
 
-inline CliRun run_crest(const std::string& args) { return run_shell(std::string(CREST_BINARY) + " " + args + " 2>&1"); }
+inline CliRun run_crest(const std::string& args) {
+  return run_shell(std::string(CREST_BINARY) + " " + args + " 2>&1");
+}
 
 // `mpirun ARGS` (e.g. "-np 2 <crest> train ..."), oversubscribed (more ranks than cores is fine
 // for tests). `limit_s` bounds the whole job: a hang fails the test instead of the CI run.
 inline CliRun run_mpirun(const std::string& args, int limit_s = 120) {
   // Root in CI containers: Open MPI refuses to run as root unless told it is on purpose.
-  return run_shell("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1 timeout " +
-                   std::to_string(limit_s) + " " + CREST_MPIEXEC + " --bind-to none " + args + " 2>&1");
+  return run_shell(
+      "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+      "OMPI_MCA_rmaps_base_oversubscribe=1 timeout " +
+      std::to_string(limit_s) + " " + CREST_MPIEXEC + " --bind-to none " + args + " 2>&1");
 }
 
 // `crest ARGS` as `ranks` MPI processes.
@@ -45,13 +49,17 @@ inline CliRun run_crest_mpi(int ranks, const std::string& args, int limit_s = 12
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("crest_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("crest_cli_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::remove_all(path_);
     fs::create_directories(path_);
   }
   ~TempDir() { fs::remove_all(path_); }
   std::string file(const std::string& name) const { return (path_ / name).string(); }
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(path_), fs::directory_iterator())); }
+  size_t entries() const {
+    return static_cast<size_t>(
+        std::distance(fs::directory_iterator(path_), fs::directory_iterator()));
+  }
 
  private:
   fs::path path_;

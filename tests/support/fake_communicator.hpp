@@ -18,7 +18,8 @@ class FakeCommunicator final : public Communicator {
   void barrier() override {}
   void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(int64_t*, size_t) override {}
-  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale, std::string what) override {
+  std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
+                                                     std::string what) override {
     started.push_back(what);
     for (size_t i = 0; i < n; ++i) values[i] *= scale;
     struct Done final : PendingCollective {
@@ -27,7 +28,8 @@ class FakeCommunicator final : public Communicator {
     };
     return std::make_unique<Done>();
   }
-  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16, std::string what) override {
+  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16,
+                                                        std::string what) override {
     started.push_back(what);
     struct Done final : PendingCollective {
       void wait() override {}
@@ -37,7 +39,9 @@ class FakeCommunicator final : public Communicator {
   }
   void broadcast(void*, size_t, int) override {}
   std::vector<std::byte> allgatherv(const std::vector<std::byte>& m) override { return m; }
-  std::unique_ptr<Communicator> split(int, int) override { return std::make_unique<FakeCommunicator>(0, 1); }
+  std::unique_ptr<Communicator> split(int, int) override {
+    return std::make_unique<FakeCommunicator>(0, 1);
+  }
 
   std::vector<std::string> started;  // what start_allreduce was asked, in order
 

@@ -46,10 +46,12 @@ inline SmallModel branchy_model(float dropout = 0.f) {
   ValueId s = g.add("add", std::make_unique<AddLayer>(), {b, pooled});
   s = g.add("concat", std::make_unique<ConcatLayer>(), {s, pooled});
   s = g.add("flatten", std::make_unique<FlattenLayer>(), {s});
-  s = g.add("fc1", std::make_unique<DenseLayer>(DenseOptions{5, true, Init::glorot_uniform, 0.1}), {s});
+  s = g.add("fc1", std::make_unique<DenseLayer>(DenseOptions{5, true, Init::glorot_uniform, 0.1}),
+            {s});
   s = g.add("fc1_act", ActivationLayer::sigmoid(), {s});
   if (dropout > 0) s = g.add("drop", std::make_unique<DropoutLayer>(dropout), {s});
-  s = g.add("fc2", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
+  s = g.add("fc2", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}),
+            {s});
   s = g.add("tanh", ActivationLayer::tanh(), {s});
   m.out = g.add("scale", ActivationLayer::scale(1.2f), {s});
   m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.out, m.y});
@@ -128,7 +130,8 @@ inline SmallModel pooling3d_model() {
   b = g.add("global_b", std::make_unique<PoolLayer>(global), {b});
   ValueId s = g.add("concat", std::make_unique<ConcatLayer>(), {a, b});
   s = g.add("flatten", std::make_unique<FlattenLayer>(), {s});
-  m.out = g.add("fc", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
+  m.out = g.add(
+      "fc", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
   m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.out, m.y});
   g.mark_output(m.out);
   g.set_loss(m.loss);

@@ -33,6 +33,8 @@ inline double rel_distance(const TensorView& a, const TensorView& b) {
   return diff / (1 + scale);
 }
 
-inline std::string source_path(const std::string& rel) { return std::string(CREST_SOURCE_DIR) + "/" + rel; }
+inline std::string source_path(const std::string& rel) {
+  return std::string(CREST_SOURCE_DIR) + "/" + rel;
+}
 
 }  // namespace crest::test

@@ -38,7 +38,8 @@ struct Trained {
   void train(int steps) {
     for (int s = 0; s < steps; ++s) {
       TensorView x = ex->input("x"), y = ex->input("y");
-      for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = std::sin(0.1f * static_cast<float>(i + s));
+      for (int64_t i = 0; i < x.numel(); ++i)
+        x.as<float>()[i] = std::sin(0.1f * static_cast<float>(i + s));
       for (int64_t i = 0; i < y.numel(); ++i) y.as<float>()[i] = 0.5f;
       ex->forward(true);
       ex->backward();
@@ -84,11 +85,16 @@ TEST(CheckpointFile, RoundTripsEveryFieldAndTensorExactly) {
 
   Trained b(test::branchy_model(), /*seed=*/2);  // other initial weights, zero optimizer state
   const CheckpointInfo got = read_checkpoint(path, b.ex->params(), *b.opt);
-  EXPECT_EQ(std::memcmp(a.ex->params().values(), b.ex->params().values(), a.ex->params().trainable_bytes()), 0);
+  EXPECT_EQ(std::memcmp(a.ex->params().values(), b.ex->params().values(),
+                        a.ex->params().trainable_bytes()),
+            0);
   const auto sa = a.opt->state(), sb = b.opt->state();
   ASSERT_EQ(sa.size(), 2u);
   for (size_t i = 0; i < sa.size(); ++i)
-    EXPECT_EQ(std::memcmp(sa[i].second->data(), sb[i].second->data(), a.ex->params().trainable_bytes()), 0) << sa[i].first;
+    EXPECT_EQ(
+        std::memcmp(sa[i].second->data(), sb[i].second->data(), a.ex->params().trainable_bytes()),
+        0)
+        << sa[i].first;
   EXPECT_EQ(b.opt->steps_taken(), 3);
   EXPECT_EQ(got.position.epoch, 3);
   EXPECT_EQ(got.position.step_in_epoch, 7);
@@ -109,7 +115,8 @@ TEST(CheckpointFile, AnotherModelIsRefusedBeforeAnythingChanges) {
   test::TempDir d;
   Trained a(test::branchy_model());
   a.train(1);
-  const std::string path = write_checkpoint(d.file("ckpt"), sample_info(), a.ex->params(), *a.opt, 3);
+  const std::string path =
+      write_checkpoint(d.file("ckpt"), sample_info(), a.ex->params(), *a.opt, 3);
   Trained other(test::pooling3d_model());
   std::vector<std::byte> before(other.ex->params().bytes());
   std::memcpy(before.data(), other.ex->params().values(), before.size());

@@ -553,9 +553,9 @@ namespace crest {
 namespace {
 
 TEST_F(ConfigTest, DistSectionKeysAndErrors) {
-  const Config c = load_config(write("d.yaml", kSmall), {"dist.bucket_mb=4", "dist.first_bucket_mb=0.5",
-                                                         "dist.timeout_s=60", "dist.backend=mpi",
-                                                         "dist.timeline=runs/t.json"});
+  const Config c = load_config(write("d.yaml", kSmall),
+                               {"dist.bucket_mb=4", "dist.first_bucket_mb=0.5", "dist.timeout_s=60",
+                                "dist.backend=mpi", "dist.timeline=runs/t.json"});
   EXPECT_DOUBLE_EQ(c.dist.bucket_mb, 4);
   EXPECT_DOUBLE_EQ(c.dist.first_bucket_mb, 0.5);
   EXPECT_DOUBLE_EQ(c.dist.timeout_s, 60);

@@ -1,6 +1,8 @@
 // CosmoFlow sample decoding: int16 counts become float32 exactly as the reference's
 // preprocessing (cast, then ln(x + 1) with apply_log), targets pass through, and a file whose
 // volume does not match data.sample_shape is refused by name.
+#include "crest/data/datasets/cosmoflow_source.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
-#include "crest/data/datasets/cosmoflow_source.hpp"
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "support/cli_util.hpp"
@@ -16,7 +17,8 @@
 namespace crest {
 namespace {
 
-void write_sample(const std::string& path, const std::vector<int16_t>& x, const std::vector<float>& y) {
+void write_sample(const std::string& path, const std::vector<int16_t>& x,
+                  const std::vector<float>& y) {
   ExampleBuilder ex;
   ex.add_bytes("x", std::as_bytes(std::span<const int16_t>(x)));
   ex.add_floats("y", y);
@@ -46,7 +48,9 @@ TEST(CosmoflowSource, DecodesCountsWithLog1pAndTargets) {
     std::vector<float> xs(x.size()), ys(2);
     src->decode(0, payload, xs.data(), ys.data());
     for (size_t i = 0; i < x.size(); ++i)
-      EXPECT_EQ(xs[i], log ? static_cast<float>(std::log1p(static_cast<double>(x[i]))) : static_cast<float>(x[i])) << i;
+      EXPECT_EQ(xs[i], log ? static_cast<float>(std::log1p(static_cast<double>(x[i])))
+                           : static_cast<float>(x[i]))
+          << i;
     EXPECT_EQ(ys[0], 0.5f);
     EXPECT_EQ(ys[1], -0.25f);
   }
@@ -60,7 +64,9 @@ TEST(CosmoflowSource, DecodesCountsWithLog1pAndTargets) {
     src->decode(0, payload, xs.data(), ys.data());
     FAIL();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("a.tfrecord: feature 'x' is 256 bytes, expected 2048"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a.tfrecord: feature 'x' is 256 bytes, expected 2048"),
+              std::string::npos)
+        << e.what();
   }
   // An empty directory is an error naming it.
   std::filesystem::create_directories(t.file("empty"));

@@ -1,12 +1,13 @@
 // Compile-step and executor invariants on real models: the memory plan is valid and smaller than
 // the naive sum, a training step allocates no tensor memory, the parameter count is the
 // reference's, and training on a fixed batch lowers the loss.
+#include "crest/graph/executor.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "crest/core/error.hpp"
-#include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/alloc_counter.hpp"

@@ -46,7 +46,8 @@ TEST_P(FlattenOrder, IsDepthHeightWidthChannels) {
           for (int64_t w = 0; w < W; ++w) {
             const int64_t src = (((n * C + ch) * D + d) * H + h) * W + w;
             const int64_t dst = n * D * H * W * C + ((d * H + h) * W + w) * C + ch;
-            ASSERT_EQ(out.as<float>()[dst], static_cast<float>(src)) << "n" << n << " c" << ch << " d" << d;
+            ASSERT_EQ(out.as<float>()[dst], static_cast<float>(src))
+                << "n" << n << " c" << ch << " d" << d;
           }
 }
 

@@ -2,6 +2,8 @@
 // trainable gradient exactly once, a small first bucket) and the executor hook that starts each
 // bucket as soon as backward has finished its gradients. The arithmetic over real ranks is
 // tested under mpirun (tests/mpi/).
+#include "crest/dist/gradient_sync.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
-#include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "support/fake_communicator.hpp"
@@ -67,7 +68,8 @@ TEST(GradientSync, BucketsAreContiguousSlicesInBackwardOrderCoveringEveryGradien
   // The layout text names every parameter and bucket (what ranks compare).
   const std::string layout = sync.layout();
   for (const auto& s : slots) EXPECT_NE(layout.find("param " + s.name + " "), std::string::npos);
-  EXPECT_NE(layout.find("bucket " + std::to_string(sync.buckets().size() - 1) + " "), std::string::npos);
+  EXPECT_NE(layout.find("bucket " + std::to_string(sync.buckets().size() - 1) + " "),
+            std::string::npos);
 }
 
 // The branchy test model on the reference backend, batch 2, with fixed inputs.
@@ -82,7 +84,8 @@ struct FedModel {
   FedModel() {
     for (size_t i = 0; i < static_cast<size_t>(ex.input("x").numel()); ++i)
       ex.input("x").as<float>()[i] = 0.01f * static_cast<float>(i % 37);
-    for (size_t i = 0; i < static_cast<size_t>(ex.input("y").numel()); ++i) ex.input("y").as<float>()[i] = 0.5f;
+    for (size_t i = 0; i < static_cast<size_t>(ex.input("y").numel()); ++i)
+      ex.input("y").as<float>()[i] = 0.5f;
   }
 };
 
@@ -109,13 +112,16 @@ TEST(GradientSync, BackwardStartsEachBucketOnceInOrderAndFinishAverages) {
   sync.finish();
   ASSERT_EQ(comm.started.size(), sync.buckets().size()) << "finish() starts nothing twice";
   for (size_t b = 0; b < comm.started.size(); ++b)
-    EXPECT_NE(comm.started[b].find("gradient bucket " + std::to_string(b + 1) + "/"), std::string::npos) << comm.started[b];
+    EXPECT_NE(comm.started[b].find("gradient bucket " + std::to_string(b + 1) + "/"),
+              std::string::npos)
+        << comm.started[b];
   const auto* synced = static_cast<const float*>(ex.params().grads());
   const auto* before = reinterpret_cast<const float*>(plain.data());
   for (const auto& s : ex.params().slots()) {
     if (!s.spec.trainable) continue;
     for (size_t i = 0; i < s.count; ++i)
-      ASSERT_FLOAT_EQ(synced[s.offset / 4 + i], 0.5f * before[s.offset / 4 + i]) << s.name << "[" << i << "]";
+      ASSERT_FLOAT_EQ(synced[s.offset / 4 + i], 0.5f * before[s.offset / 4 + i])
+          << s.name << "[" << i << "]";
   }
 
   // Next step: the buckets start again.
@@ -129,8 +135,8 @@ TEST(Fp16, ConvertsAsIeeeHalfRoundingToNearestEven) {
   EXPECT_EQ(float_to_fp16(1.f), 0x3c00);
   EXPECT_EQ(float_to_fp16(-2.f), 0xc000);
   EXPECT_EQ(float_to_fp16(kFp16Max), 0x7bff);
-  EXPECT_EQ(float_to_fp16(65520.f), 0x7c00);  // rounds up to infinity
-  EXPECT_EQ(float_to_fp16(1e-8f), 0x0000);    // below half the smallest subnormal
+  EXPECT_EQ(float_to_fp16(65520.f), 0x7c00);           // rounds up to infinity
+  EXPECT_EQ(float_to_fp16(1e-8f), 0x0000);             // below half the smallest subnormal
   EXPECT_EQ(float_to_fp16(1.f + 1.f / 2048), 0x3c00);  // a tie: to even (down)
   EXPECT_EQ(float_to_fp16(1.f + 3.f / 2048), 0x3c02);  // a tie: to even (up)
   EXPECT_EQ(fp16_to_float(0x3555), 0.333251953125f);
@@ -149,7 +155,8 @@ TEST(GradientSync, Fp16CompressionRoundsTheAverageAndRefusesOverflow) {
   const std::vector<float> plain(grads, grads + n);
 
   test::FakeCommunicator comm(0, 2);
-  GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3, GradientCompression::fp16);
+  GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3,
+                    GradientCompression::fp16);
   sync.finish();  // starts every bucket, then widens
   ASSERT_FALSE(comm.started.empty());
   EXPECT_NE(comm.started[0].find("fp16"), std::string::npos) << comm.started[0];
@@ -174,9 +181,10 @@ TEST(GradientSync, Fp16CompressionRoundsTheAverageAndRefusesOverflow) {
 // Rank 1 arrives 80 ms late in step 0: rank 0 waits 81 ms (80 of them for rank 1), rank 1 waits
 // 1 ms for the network. In step 1 they arrive together and both wait 2 ms.
 TEST(OverlapFigures, SeparateWaitingForSlowerRanksFromCommunication) {
-  const OverlapFigures f = overlap_figures({{0.081, 0.002}, {0.001, 0.002}}, {{0.090, 0.010}, {0.010, 0.012}});
-  EXPECT_DOUBLE_EQ(f.exposed_s, (0.081 + 0.002) / 2);           // rank 0's: the largest
-  EXPECT_DOUBLE_EQ(f.allreduce_s, (0.090 + 0.010) / 2);         // rank 0's: the largest
+  const OverlapFigures f =
+      overlap_figures({{0.081, 0.002}, {0.001, 0.002}}, {{0.090, 0.010}, {0.010, 0.012}});
+  EXPECT_DOUBLE_EQ(f.exposed_s, (0.081 + 0.002) / 2);    // rank 0's: the largest
+  EXPECT_DOUBLE_EQ(f.allreduce_s, (0.090 + 0.010) / 2);  // rank 0's: the largest
   EXPECT_DOUBLE_EQ(f.exposed_communication_s, (0.001 + 0.002) / 2);
   EXPECT_DOUBLE_EQ(f.communication_s, (0.010 + 0.010) / 2);
   EXPECT_DOUBLE_EQ(f.imbalance_s, f.exposed_s - f.exposed_communication_s);

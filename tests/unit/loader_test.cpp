@@ -2,6 +2,8 @@
 // rank, order determined by (seed, epoch), batches in order whatever order threads finish in,
 // the payload cache, and both bad-sample policies. A fake source makes every property visible:
 // sample i decodes to x = i everywhere and y = i.
+#include "crest/data/loader.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <thread>
 
 #include "crest/core/error.hpp"
-#include "crest/data/loader.hpp"
 #include "crest/dist/communicator.hpp"
 #include "support/fake_communicator.hpp"
 
@@ -27,7 +28,8 @@ class FakeSource final : public SampleSource {
       : n_(n), bad_(std::move(bad)), jitter_(jitter) {
     spec_.x_shape = Shape{2, 3, 1};
     spec_.y_shape = Shape{1};
-    for (int64_t i = 0; i < n; ++i) paths_.push_back("fake/sample-" + std::to_string(i) + ".tfrecord");
+    for (int64_t i = 0; i < n; ++i)
+      paths_.push_back("fake/sample-" + std::to_string(i) + ".tfrecord");
   }
   std::string format() const override { return "fake"; }
   const SampleSpec& spec() const override { return spec_; }
@@ -112,7 +114,8 @@ TEST(Loader, EverySampleOnceAcrossRanksWithEqualBatches) {
     }
     std::set<int64_t> unique(all.begin(), all.end());
     EXPECT_EQ(unique.size(), all.size()) << "a sample was read twice in epoch " << epoch;
-    EXPECT_EQ(static_cast<int64_t>(all.size()), 101 - plan_shards(101, 3, 0, size).dropped_per_epoch());
+    EXPECT_EQ(static_cast<int64_t>(all.size()),
+              101 - plan_shards(101, 3, 0, size).dropped_per_epoch());
     for (int64_t id : all) EXPECT_TRUE(id >= 0 && id < 101);
   }
 }

@@ -1,13 +1,14 @@
 // LrSchedule against hand-computed values of the reference CosmoFlow schedule (SPEC.md §1).
 // Every expected number below was worked out by hand, not with the formula under test:
 //   reference: base_lr 0.001, linear, base batch 64, 4 warmup epochs, decays {32: 0.25, 64: 0.125}.
+#include "crest/optim/lr_schedule.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <vector>
 
 #include "crest/core/error.hpp"
-#include "crest/optim/lr_schedule.hpp"
 
 namespace {
 
@@ -49,23 +50,49 @@ TEST(LrSchedule, DefaultsAreTheReference) {
 // Global batch 64 = base batch: scale 1, peak 0.001, the warmup is flat.
 TEST(LrSchedule, ReferenceAtBatch64) {
   expect_points(reference(), 64,
-                {{0, 0.001}, {1, 0.001}, {3, 0.001}, {4, 0.001}, {5, 0.001}, {32, 0.001},
-                 {33, 0.00025}, {64, 0.00025}, {65, 0.000125}, {127, 0.000125}});
+                {{0, 0.001},
+                 {1, 0.001},
+                 {3, 0.001},
+                 {4, 0.001},
+                 {5, 0.001},
+                 {32, 0.001},
+                 {33, 0.00025},
+                 {64, 0.00025},
+                 {65, 0.000125},
+                 {127, 0.000125}});
 }
 
 // Global batch 256: scale 4, peak 0.004; warmup steps (0.004 - 0.001) / 4 = 0.00075 per epoch.
 // Decay 32 applies from epoch 33 (0.004 * 0.25 = 0.001), decay 64 from 65 (0.004 * 0.125).
 TEST(LrSchedule, ReferenceAtBatch256) {
   expect_points(reference(), 256,
-                {{0, 0.001}, {1, 0.00175}, {2, 0.0025}, {3, 0.00325}, {4, 0.004}, {5, 0.004},
-                 {32, 0.004}, {33, 0.001}, {64, 0.001}, {65, 0.0005}, {127, 0.0005}});
+                {{0, 0.001},
+                 {1, 0.00175},
+                 {2, 0.0025},
+                 {3, 0.00325},
+                 {4, 0.004},
+                 {5, 0.004},
+                 {32, 0.004},
+                 {33, 0.001},
+                 {64, 0.001},
+                 {65, 0.0005},
+                 {127, 0.0005}});
 }
 
 // Global batch 1024: scale 16, peak 0.016; warmup step (0.016 - 0.001) / 4 = 0.00375.
 TEST(LrSchedule, ReferenceAtBatch1024) {
   expect_points(reference(), 1024,
-                {{0, 0.001}, {1, 0.00475}, {2, 0.0085}, {3, 0.01225}, {4, 0.016}, {5, 0.016},
-                 {32, 0.016}, {33, 0.004}, {64, 0.004}, {65, 0.002}, {127, 0.002}});
+                {{0, 0.001},
+                 {1, 0.00475},
+                 {2, 0.0085},
+                 {3, 0.01225},
+                 {4, 0.016},
+                 {5, 0.016},
+                 {32, 0.016},
+                 {33, 0.004},
+                 {64, 0.004},
+                 {65, 0.002},
+                 {127, 0.002}});
 }
 
 // Past the last decay epoch the last factor holds (no further decay, no reset).
@@ -78,8 +105,15 @@ TEST(LrSchedule, SqrtScaling) {
   LrSchedule s = reference();
   s.scaling = LrSchedule::sqrt;
   expect_points(s, 256,
-                {{0, 0.001}, {1, 0.00125}, {2, 0.0015}, {3, 0.00175}, {4, 0.002}, {32, 0.002},
-                 {33, 0.0005}, {65, 0.00025}, {127, 0.00025}});
+                {{0, 0.001},
+                 {1, 0.00125},
+                 {2, 0.0015},
+                 {3, 0.00175},
+                 {4, 0.002},
+                 {32, 0.002},
+                 {33, 0.0005},
+                 {65, 0.00025},
+                 {127, 0.00025}});
   // 1024/64 = 16 -> scale 4, peak 0.004 (the same numbers as linear at 256).
   expect_points(s, 1024,
                 {{0, 0.001}, {1, 0.00175}, {3, 0.00325}, {4, 0.004}, {33, 0.001}, {65, 0.0005}});
@@ -95,8 +129,15 @@ TEST(LrSchedule, NoScaling) {
   s.scaling = LrSchedule::none;
   for (int64_t gb : {1, 64, 1024, 65536}) {
     expect_points(s, gb,
-                  {{0, 0.001}, {1, 0.001}, {3, 0.001}, {4, 0.001}, {32, 0.001}, {33, 0.00025},
-                   {64, 0.00025}, {65, 0.000125}, {127, 0.000125}});
+                  {{0, 0.001},
+                   {1, 0.001},
+                   {3, 0.001},
+                   {4, 0.001},
+                   {32, 0.001},
+                   {33, 0.00025},
+                   {64, 0.00025},
+                   {65, 0.000125},
+                   {127, 0.000125}});
     EXPECT_EQ(s.scale(gb), 1.0);
   }
 }
@@ -106,8 +147,15 @@ TEST(LrSchedule, NoWarmup) {
   LrSchedule s = reference();
   s.n_warmup_epochs = 0;
   expect_points(s, 256,
-                {{0, 0.004}, {1, 0.004}, {3, 0.004}, {4, 0.004}, {32, 0.004}, {33, 0.001},
-                 {64, 0.001}, {65, 0.0005}, {127, 0.0005}});
+                {{0, 0.004},
+                 {1, 0.004},
+                 {3, 0.004},
+                 {4, 0.004},
+                 {32, 0.004},
+                 {33, 0.001},
+                 {64, 0.001},
+                 {65, 0.0005},
+                 {127, 0.0005}});
   expect_points(s, 1024, {{0, 0.016}, {33, 0.004}, {65, 0.002}});
 }
 
@@ -115,8 +163,13 @@ TEST(LrSchedule, NoWarmup) {
 // steps of (0.00025 - 0.001) / 4 = -0.0001875.
 TEST(LrSchedule, BatchBelowBaseWarmsDown) {
   expect_points(reference(), 16,
-                {{0, 0.001}, {1, 0.0008125}, {2, 0.000625}, {3, 0.0004375}, {4, 0.00025},
-                 {33, 0.0000625}, {65, 0.00003125}});
+                {{0, 0.001},
+                 {1, 0.0008125},
+                 {2, 0.000625},
+                 {3, 0.0004375},
+                 {4, 0.00025},
+                 {33, 0.0000625},
+                 {65, 0.00003125}});
 }
 
 // A decay at epoch E applies only from E + 1 on (E < e, strictly), also for E = 0; an empty

@@ -1,8 +1,8 @@
+#include "crest/graph/memory_plan.hpp"
+
 #include <gtest/gtest.h>
 
 #include <random>
-
-#include "crest/graph/memory_plan.hpp"
 
 namespace crest {
 namespace {
@@ -14,7 +14,8 @@ TEST(MemoryPlan, RandomBlocksNeverOverlapWhileAliveAndPeakBelowNaive) {
     const int n = 5 + static_cast<int>(g() % 60);
     for (int i = 0; i < n; ++i) {
       const int a = static_cast<int>(g() % 40), b = static_cast<int>(g() % 40);
-      plan.blocks.push_back({"b" + std::to_string(i), 1 + g() % 100000, std::min(a, b), std::max(a, b), 0});
+      plan.blocks.push_back(
+          {"b" + std::to_string(i), 1 + g() % 100000, std::min(a, b), std::max(a, b), 0});
     }
     plan_memory(plan);
     std::string why;

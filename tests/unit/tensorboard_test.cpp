@@ -3,6 +3,8 @@
 // here, byte-exact encodings checked against what the Python protobuf library serializes, and
 // the failure paths (unwritable directory, write failure, use after failure or close).
 // tests/interop/tensorboard_interop.py reads the file of WritesInteropFile with TensorBoard.
+#include "crest/train/tensorboard.hpp"
+
 #include <gtest/gtest.h>
 #include <limits.h>
 #include <signal.h>
@@ -11,8 +13,8 @@
 
 #include <algorithm>
 #include <bit>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
@@ -25,7 +27,6 @@
 
 #include "crest/core/error.hpp"
 #include "crest/data/formats/tfrecord.hpp"
-#include "crest/train/tensorboard.hpp"
 #include "support/file_size_limit.hpp"
 #include "unit/data_formats_test_util.hpp"
 
@@ -247,8 +248,8 @@ TEST(TensorBoardWriter, FramesRecordsAsTfRecord) {
   w.scalar("a", 1, 1.0, 1.5);
   w.close();
   const auto bytes = test::read_file_bytes(w.path());
-  const auto first = static_cast<std::ptrdiff_t>(read_records(w.path()).at(0).size() +
-                                                 kTfRecordFramingBytes);
+  const auto first =
+      static_cast<std::ptrdiff_t>(read_records(w.path()).at(0).size() + kTfRecordFramingBytes);
   const std::vector<std::byte> frame(
       bytes.begin() + std::min<std::ptrdiff_t>(first, std::ssize(bytes)), bytes.end());
   EXPECT_EQ(frame, from_hex("1700000000000000e7cef81e09000000000000f83f10012a0a0a080a01611500"
@@ -399,8 +400,8 @@ TEST(TensorBoardWriter, UnwritableDirectoryThrowsNamingTheFile) {
   ScratchDir dir;
   const std::string logdir = dir.file("ro");
   std::filesystem::create_directory(logdir);
-  std::filesystem::permissions(logdir, std::filesystem::perms::owner_read |
-                                           std::filesystem::perms::owner_exec);
+  std::filesystem::permissions(
+      logdir, std::filesystem::perms::owner_read | std::filesystem::perms::owner_exec);
   expect_input_error([&] { TensorBoardWriter w(logdir); },
                      {logdir + "/events.out.tfevents.", "cannot create"});
   std::filesystem::permissions(logdir, std::filesystem::perms::owner_all);
@@ -451,10 +452,10 @@ struct InteropScalar {
 std::vector<InteropScalar> interop_scalars() {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
-  return {{"loss/train", 0, 2.5},  {"lr", 0, 0.001},      {"loss/train", 1, 0.1},
-          {"lr", 1, 0.002},        {"loss/train", 2, 1e-8}, {"lr", 2, 0.0005},
-          {"loss/valid", 2, 0.75}, {"odd", 10, nan},       {"odd", 11, inf},
-          {"odd", 12, -inf},       {"big", int64_t{1} << 40, -3.25}};
+  return {
+      {"loss/train", 0, 2.5},  {"lr", 0, 0.001},  {"loss/train", 1, 0.1},          {"lr", 1, 0.002},
+      {"loss/train", 2, 1e-8}, {"lr", 2, 0.0005}, {"loss/valid", 2, 0.75},         {"odd", 10, nan},
+      {"odd", 11, inf},        {"odd", 12, -inf}, {"big", int64_t{1} << 40, -3.25}};
 }
 
 // Writes the interop file into $CREST_TB_INTEROP_DIR; wall_time of each event is
@@ -462,7 +463,8 @@ std::vector<InteropScalar> interop_scalars() {
 TEST(TensorBoardWriter, WritesInteropFile) {
   const char* dir = std::getenv("CREST_TB_INTEROP_DIR");
   if (dir == nullptr || *dir == '\0')
-    GTEST_SKIP() << "CREST_TB_INTEROP_DIR is not set (tests/interop/tensorboard_interop.py sets it)";
+    GTEST_SKIP()
+        << "CREST_TB_INTEROP_DIR is not set (tests/interop/tensorboard_interop.py sets it)";
   TensorBoardWriter w(dir);
   for (const auto& s : interop_scalars()) {
     const double wall = 1700000000.5 + (s.step < 1000 ? static_cast<double>(s.step) : 0.0);

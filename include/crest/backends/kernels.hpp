@@ -38,7 +38,7 @@ struct MemFormat {
   Shape shape;
   DType dtype = DType::f32;
   Layout layout = Layout::plain;
-  size_t bytes = 0;                             // storage size incl. any padding of blocked formats
+  size_t bytes = 0;                            // storage size incl. any padding of blocked formats
   std::shared_ptr<const OpaqueFormat> opaque;  // set iff layout == blocked
 
   bool operator==(const MemFormat& o) const;
@@ -63,7 +63,7 @@ struct EltwiseDesc {
 };
 
 struct ConvDesc {
-  int spatial_rank = 3;                   // 1, 2 or 3
+  int spatial_rank = 3;  // 1, 2 or 3
   int64_t n = 1, in_channels = 1, out_channels = 1, groups = 1;
   std::array<int64_t, 3> in_size{1, 1, 1}, out_size{1, 1, 1};  // first spatial_rank used
   std::array<int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1};  // dilation 1 = dense
@@ -200,8 +200,8 @@ class VectorOps {
                          double momentum) = 0;
   // Adam / AdamW (decoupled weight decay when decoupled is true, else L2 added to g).
   // step is 1-based (bias correction).
-  virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr,
-                    double beta1, double beta2, double eps, double weight_decay, bool decoupled,
+  virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
+                    double beta2, double eps, double weight_decay, bool decoupled,
                     int64_t step) = 0;
 };
 

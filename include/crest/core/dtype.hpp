@@ -11,13 +11,17 @@ enum class DType : uint8_t { f32, f64, bf16, f16, i16, i32, i64, u8 };
 constexpr size_t dtype_size(DType t) {
   switch (t) {
     case DType::f64:
-    case DType::i64: return 8;
+    case DType::i64:
+      return 8;
     case DType::f32:
-    case DType::i32: return 4;
+    case DType::i32:
+      return 4;
     case DType::bf16:
     case DType::f16:
-    case DType::i16: return 2;
-    case DType::u8: return 1;
+    case DType::i16:
+      return 2;
+    case DType::u8:
+      return 1;
   }
   return 0;
 }
@@ -26,12 +30,31 @@ std::string dtype_name(DType t);
 // Parses "f32", "float32", "bf16", ...; throws crest::Error (input) naming the text otherwise.
 DType parse_dtype(const std::string& name);
 
-template <typename T> struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<int16_t> { static constexpr DType value = DType::i16; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_of<uint8_t> { static constexpr DType value = DType::u8; };
+template <typename T>
+struct dtype_of;
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<int16_t> {
+  static constexpr DType value = DType::i16;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_of<uint8_t> {
+  static constexpr DType value = DType::u8;
+};
 
 }  // namespace crest

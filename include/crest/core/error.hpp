@@ -24,11 +24,11 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void throw_runtime(const std::string& m) { throw Error(ErrorKind::runtime, m); }
 
 // Internal invariant check: a failure is a bug in crest, not in the user's input.
-#define CREST_CHECK(cond, msg)                                                        \
-  do {                                                                                \
-    if (!(cond))                                                                      \
+#define CREST_CHECK(cond, msg)                                                              \
+  do {                                                                                      \
+    if (!(cond))                                                                            \
       ::crest::throw_runtime(std::string("internal error: ") + (msg) + " [" #cond "] at " + \
-                             __FILE__ + ":" + std::to_string(__LINE__));               \
+                             __FILE__ + ":" + std::to_string(__LINE__));                    \
   } while (0)
 
 }  // namespace crest

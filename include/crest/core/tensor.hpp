@@ -33,7 +33,10 @@ class TensorView {
   TensorView(void* data, TensorDesc desc) : data_(data), desc_(desc) {}
 
   void* data() const { return data_; }
-  template <typename T> T* as() const { return static_cast<T*>(data_); }
+  template <typename T>
+  T* as() const {
+    return static_cast<T*>(data_);
+  }
   const TensorDesc& desc() const { return desc_; }
   const Shape& shape() const { return desc_.shape; }
   DType dtype() const { return desc_.dtype; }

@@ -17,18 +17,18 @@ struct DatagenOptions {
   DatagenKind kind = DatagenKind::cosmoflow;
   std::string out;
   int64_t n_train = 0, n_valid = 0;
-  int64_t size = 128;                 // CosmoFlow cube edge (multiple of 32)
-  int64_t height = 768, width = 1152; // DeepCAM
+  int64_t size = 128;                              // CosmoFlow cube edge (multiple of 32)
+  int64_t height = 768, width = 1152;              // DeepCAM
   DatagenFormat format = DatagenFormat::tfrecord;  // cosmoflow: tfrecord|npy; deepcam: hdf5|npy
-  bool gzip = false;                  // CosmoFlow TFRecords GZIP-compressed (as v1.0 data)
+  bool gzip = false;  // CosmoFlow TFRecords GZIP-compressed (as v1.0 data)
   uint64_t seed = 0;
-  int threads = 0;                    // files generated in parallel; 0 = hardware threads
-  bool overwrite = false;             // replace existing sample files (otherwise refuse)
+  int threads = 0;         // files generated in parallel; 0 = hardware threads
+  bool overwrite = false;  // replace existing sample files (otherwise refuse)
 };
 
 struct DatagenResult {
-  int64_t files = 0;   // sample files written (a .npy pair counts once)
-  int64_t bytes = 0;   // bytes written
+  int64_t files = 0;  // sample files written (a .npy pair counts once)
+  int64_t bytes = 0;  // bytes written
   double seconds = 0;
 };
 

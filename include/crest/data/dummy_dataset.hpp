@@ -19,7 +19,8 @@ class DummyDataset {
   int64_t size() const { return n_; }
   // Writes samples `indices` into x (channels-last [N, D, H, W, C] storage: uniform [0, 1)) and
   // y ([N, target_size]: uniform [-1, 1)). Parallel over elements; deterministic.
-  void fill_batch(const std::vector<int64_t>& indices, const TensorView& x, const TensorView& y) const;
+  void fill_batch(const std::vector<int64_t>& indices, const TensorView& x,
+                  const TensorView& y) const;
 
  private:
   Shape sample_shape_;

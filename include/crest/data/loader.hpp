@@ -39,21 +39,21 @@ struct LoaderOptions {
   int64_t batch_size = 1;
   bool shuffle = true;
   uint64_t seed = 0;
-  int prefetch = 4;             // batches decoded ahead of the one being consumed (>= 1)
-  int threads = 0;              // reader/decoder threads; 0 = min(4, hardware threads)
-  int64_t cache_bytes = 0;      // payload cache bound; 0 = no cache
+  int prefetch = 4;         // batches decoded ahead of the one being consumed (>= 1)
+  int threads = 0;          // reader/decoder threads; 0 = min(4, hardware threads)
+  int64_t cache_bytes = 0;  // payload cache bound; 0 = no cache
   bool skip_bad_samples = false;
 };
 
 // Counters of one epoch (reset by start_epoch).
 struct LoaderStats {
   int64_t batches = 0, samples = 0;
-  int64_t payload_bytes = 0;    // decompressed bytes read from files (cache misses)
+  int64_t payload_bytes = 0;  // decompressed bytes read from files (cache misses)
   int64_t cache_hits = 0;
-  int64_t skipped = 0;          // bad samples dropped this epoch
-  double wait_s = 0;            // time next() blocked: the consumer starved
-  double read_s = 0;            // summed over threads: file I/O + inflate
-  double decode_s = 0;          // summed over threads: parse + check + transform
+  int64_t skipped = 0;  // bad samples dropped this epoch
+  double wait_s = 0;    // time next() blocked: the consumer starved
+  double read_s = 0;    // summed over threads: file I/O + inflate
+  double decode_s = 0;  // summed over threads: parse + check + transform
 };
 
 // A ready batch: views of the loader's buffers, valid until release(). x is float32 channels-last
@@ -101,7 +101,8 @@ class DataLoader {
   void run_task(const Task& t);
   // Fetches sample's payload from the cache or the source; returns a pointer to cached bytes or
   // fills `scratch`.
-  std::span<const std::byte> payload_of(int64_t sample, std::vector<std::byte>& scratch, LoaderStats& local);
+  std::span<const std::byte> payload_of(int64_t sample, std::vector<std::byte>& scratch,
+                                        LoaderStats& local);
   bool take_spare_locked(int64_t& sample);
 
   std::shared_ptr<const SampleSource> source_;
@@ -116,7 +117,7 @@ class DataLoader {
   std::vector<int64_t> samples_;  // this epoch, this rank: used then spares
   int64_t next_spare_ = 0;        // index into samples_
   int64_t scheduled_ = 0, consumed_ = 0;
-  int in_flight_ = 0;  // tasks taken by a worker and not finished
+  int in_flight_ = 0;                        // tasks taken by a worker and not finished
   std::unordered_set<int64_t> bad_samples_;  // remembered across epochs (skip mode)
   LoaderStats stats_;
 

@@ -34,8 +34,9 @@ class SampleSource {
   // Reads sample i's payload: file I/O and decompression, nothing that depends on the model.
   // Throws crest::Error (input) naming the file on any defect. Thread-safe.
   virtual void read(int64_t i, std::vector<std::byte>& payload) const = 0;
-  // Parses and checks `payload` of sample i and writes the transformed sample into x (spec().x_bytes())
-  // and y (spec().y_bytes()). Throws crest::Error (input) naming the file. Thread-safe.
+  // Parses and checks `payload` of sample i and writes the transformed sample into x
+  // (spec().x_bytes()) and y (spec().y_bytes()). Throws crest::Error (input) naming the file.
+  // Thread-safe.
   virtual void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const = 0;
 };
 

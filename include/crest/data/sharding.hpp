@@ -14,8 +14,8 @@ struct ShardPlan {
   int64_t samples = 0;     // in the split
   int64_t batch_size = 0;  // per rank
   int rank = 0, size = 1;
-  int64_t per_rank = 0;    // samples this rank's stride covers: floor(samples / size)
-  int64_t batches = 0;     // full batches per epoch, equal on every rank
+  int64_t per_rank = 0;  // samples this rank's stride covers: floor(samples / size)
+  int64_t batches = 0;   // full batches per epoch, equal on every rank
   int64_t used_per_rank() const { return batches * batch_size; }
   // Samples of the split not trained on in an epoch (all ranks together).
   int64_t dropped_per_epoch() const { return samples - used_per_rank() * size; }

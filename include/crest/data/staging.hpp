@@ -45,13 +45,17 @@ struct StageResult {
   int64_t bytes_read = 0;     // from `from`
   int64_t bytes_written = 0;  // to `to`
   double seconds = 0;
-  bool reused = false;        // an existing complete staging was found and kept
+  bool reused = false;  // an existing complete staging was found and kept
   // Distributed mode: job-wide totals (every rank has the same figures).
-  int64_t files_read_job = 0;      // source files opened, summed over ranks (= files: once each)
-  int64_t bytes_read_job = 0;      // bytes read from `from`, summed over ranks
-  int64_t bytes_exchanged = 0;     // bytes this rank received from other ranks
-  double exchange_mb_s() const { return seconds > 0 ? static_cast<double>(bytes_exchanged) / 1e6 / seconds : 0; }
-  double read_mb_s() const { return seconds > 0 ? static_cast<double>(bytes_read) / 1e6 / seconds : 0; }
+  int64_t files_read_job = 0;   // source files opened, summed over ranks (= files: once each)
+  int64_t bytes_read_job = 0;   // bytes read from `from`, summed over ranks
+  int64_t bytes_exchanged = 0;  // bytes this rank received from other ranks
+  double exchange_mb_s() const {
+    return seconds > 0 ? static_cast<double>(bytes_exchanged) / 1e6 / seconds : 0;
+  }
+  double read_mb_s() const {
+    return seconds > 0 ? static_cast<double>(bytes_read) / 1e6 / seconds : 0;
+  }
 };
 
 // Throws crest::Error (input) naming the file and the defect (unreadable source, checksum

@@ -16,11 +16,11 @@
 namespace crest {
 
 struct ValidateOptions {
-  std::string dir;                   // a dataset root (train/, validation/) or one split directory
-  std::string format;                // "", "cosmoflow" or "deepcam" ("" = from the files)
+  std::string dir;                    // a dataset root (train/, validation/) or one split directory
+  std::string format;                 // "", "cosmoflow" or "deepcam" ("" = from the files)
   std::optional<Shape> sample_shape;  // [D, H, W, C] or [H, W, C]; default: the majority
-  int64_t targets = 4;               // CosmoFlow y length
-  int threads = 0;                   // 0 = hardware threads
+  int64_t targets = 4;                // CosmoFlow y length
+  int threads = 0;                    // 0 = hardware threads
 };
 
 struct ValidateReport {

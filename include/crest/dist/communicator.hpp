@@ -53,7 +53,8 @@ class Communicator {
                                                              std::string what) = 0;
   // The same for 16-bit floats (gradient compression): an in-place sum, each addition done in
   // float and rounded back to the 16-bit format. No scale: the caller scales before narrowing.
-  virtual std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n, Float16 format,
+  virtual std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n,
+                                                                Float16 format,
                                                                 std::string what) = 0;
   // Rank `root`'s bytes replace everyone's; all ranks pass the same size.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;

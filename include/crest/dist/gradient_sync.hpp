@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <cstdint>
 #include <vector>
 
 #include "crest/dist/communicator.hpp"
@@ -34,8 +33,9 @@ GradientCompression parse_gradient_compression(const std::string& text);  // "no
 const char* gradient_compression_name(GradientCompression c);
 
 struct GradientBucket {
-  std::vector<int> slots;           // parameter slots, in ready order
-  size_t begin_byte = 0, end_byte = 0;  // the slice of the flat gradient buffer (slots are adjacent)
+  std::vector<int> slots;  // parameter slots, in ready order
+  size_t begin_byte = 0,
+         end_byte = 0;  // the slice of the flat gradient buffer (slots are adjacent)
   size_t bytes() const { return end_byte - begin_byte; }
 };
 
@@ -56,14 +56,16 @@ struct GradientSyncStats {
 // is the communication not hidden, and the smallest collective time the communication itself;
 // the largest wait minus the smallest is load imbalance. No clocks are compared across ranks.
 struct OverlapFigures {
-  double allreduce_s = 0;                // per step: the largest rank's collective time
-  double exposed_s = 0;                  // per step: the largest rank's wait after backward
-  double communication_s = 0;            // per step: sum over steps of the smallest collective time
-  double exposed_communication_s = 0;    // per step: sum over steps of the smallest wait
-  double imbalance_s = 0;                // per step: exposed_s - exposed_communication_s
-  // 1 - exposed / allreduce: what the slowest-waiting rank saw (imbalance counted as communication).
+  double allreduce_s = 0;              // per step: the largest rank's collective time
+  double exposed_s = 0;                // per step: the largest rank's wait after backward
+  double communication_s = 0;          // per step: sum over steps of the smallest collective time
+  double exposed_communication_s = 0;  // per step: sum over steps of the smallest wait
+  double imbalance_s = 0;              // per step: exposed_s - exposed_communication_s
+  // 1 - exposed / allreduce: what the slowest-waiting rank saw (imbalance counted as
+  // communication).
   double hidden_fraction() const;
-  // 1 - exposed communication / communication: the share of the network's time hidden behind backward.
+  // 1 - exposed communication / communication: the share of the network's time hidden behind
+  // backward.
   double hidden_fraction_excluding_imbalance() const;
 };
 // `wait[r][k]`, `allreduce[r][k]`: rank r's wait after backward and collective time in step k
@@ -76,7 +78,8 @@ class GradientSync {
   // `ready_order`: trainable slots in the order backward completes their gradients
   // (Executor::gradient_ready_order()). Sizes in MB (10^6 bytes).
   GradientSync(Communicator& comm, const ParamStore& params, const std::vector<int>& ready_order,
-               double first_bucket_mb, double bucket_mb, GradientCompression compress = GradientCompression::none);
+               double first_bucket_mb, double bucket_mb,
+               GradientCompression compress = GradientCompression::none);
   ~GradientSync();
   GradientSync(const GradientSync&) = delete;
   GradientSync& operator=(const GradientSync&) = delete;
@@ -107,8 +110,8 @@ class GradientSync {
   Communicator& comm_;
   const ParamStore& params_;
   std::vector<GradientBucket> buckets_;
-  std::vector<int> bucket_of_slot_;       // slot -> bucket index, -1 for slots not synchronised
-  std::vector<int> missing_;              // per bucket: slots not yet ready this step
+  std::vector<int> bucket_of_slot_;  // slot -> bucket index, -1 for slots not synchronised
+  std::vector<int> missing_;         // per bucket: slots not yet ready this step
   std::vector<std::unique_ptr<PendingCollective>> pending_;  // per bucket, this step
   GradientSyncStats stats_;
   std::vector<PendingCollective::Timing> last_timing_;

@@ -26,7 +26,8 @@ class Timeline {
   static double now();  // steady_clock seconds, the clock of PendingCollective::Timing
   enum Row { compute = 0, communication = 1 };
   // A span [start, end) in steady_clock seconds; `args` is a JSON object text or empty.
-  void span(const std::string& name, Row row, double start, double end, const std::string& args = "");
+  void span(const std::string& name, Row row, double start, double end,
+            const std::string& args = "");
 
   // Collective: gathers every rank's events and writes the trace to the path (rank 0 writes).
   void write(Communicator& comm);

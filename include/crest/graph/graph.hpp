@@ -13,9 +13,9 @@ using ValueId = int;
 
 struct GraphInput {
   std::string name;
-  Shape per_sample;          // logical dims without batch, channels first: [C, D, H, W]
-  Layout layout;             // how the caller writes it (channels_last for the data files)
-  bool integer = false;      // int32 (class labels) instead of the compile dtype
+  Shape per_sample;      // logical dims without batch, channels first: [C, D, H, W]
+  Layout layout;         // how the caller writes it (channels_last for the data files)
+  bool integer = false;  // int32 (class labels) instead of the compile dtype
 };
 
 struct GraphNode {

@@ -51,10 +51,10 @@ struct CreateContext {
   // In: the format each producer delivers. The layer may overwrite an entry with the format it
   // wants; the compile step then inserts a reorder.
   std::vector<MemFormat> in_formats;
-  std::vector<MemFormat> out_formats;    // the layer must set one per output
-  std::vector<bool> need_input_grad;     // which inputs backward must produce a gradient for
-  size_t workspace_bytes = 0;            // kept from forward to backward (e.g. max-pool indices)
-  size_t scratch_bytes = 0;              // transient, during one forward or backward call
+  std::vector<MemFormat> out_formats;  // the layer must set one per output
+  std::vector<bool> need_input_grad;   // which inputs backward must produce a gradient for
+  size_t workspace_bytes = 0;          // kept from forward to backward (e.g. max-pool indices)
+  size_t scratch_bytes = 0;            // transient, during one forward or backward call
 };
 
 // Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),
@@ -62,16 +62,16 @@ struct CreateContext {
 struct RunContext {
   std::vector<const void*> in;
   std::vector<void*> out;
-  std::vector<const void*> diff_out;   // backward: gradient w.r.t. each output
-  std::vector<void*> diff_in;          // backward: null where no gradient is needed
-  std::vector<void*> params;           // in ParamSpec order, plain layout
-  std::vector<void*> grads;            // same order; overwritten (not accumulated) by backward
+  std::vector<const void*> diff_out;  // backward: gradient w.r.t. each output
+  std::vector<void*> diff_in;         // backward: null where no gradient is needed
+  std::vector<void*> params;          // in ParamSpec order, plain layout
+  std::vector<void*> grads;           // same order; overwritten (not accumulated) by backward
   void* workspace = nullptr;
   void* scratch = nullptr;
-  VectorOps* vec = nullptr;            // element-wise helpers of the executor's backend/dtype
+  VectorOps* vec = nullptr;  // element-wise helpers of the executor's backend/dtype
   bool training = true;
-  uint64_t seed = 0;                   // changes every step (dropout masks)
-  double loss = 0;                     // loss layers write the scalar loss here
+  uint64_t seed = 0;  // changes every step (dropout masks)
+  double loss = 0;    // loss layers write the scalar loss here
 };
 
 class Layer {

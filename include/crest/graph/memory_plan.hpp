@@ -8,7 +8,7 @@
 namespace crest {
 
 struct PlanBlock {
-  std::string what;   // "conv1:out", "grad conv1:out", "pool1:workspace" (for summaries and tests)
+  std::string what;  // "conv1:out", "grad conv1:out", "pool1:workspace" (for summaries and tests)
   size_t bytes = 0;
   int first = 0;      // first schedule step the block is alive (inclusive)
   int last = 0;       // last schedule step (inclusive)

@@ -16,7 +16,7 @@ struct ConvOptions {
   // the odd pixel of padding going to the end.
   std::vector<int64_t> padding;
   bool same = false;
-  std::vector<int64_t> output_padding;   // transposed only: extra size at the end (as PyTorch)
+  std::vector<int64_t> output_padding;  // transposed only: extra size at the end (as PyTorch)
   int64_t groups = 1;
   bool bias = true;
   bool transposed = false;

@@ -27,25 +27,25 @@ namespace crest {
 
 // Where a run stands between two steps.
 struct TrainingPosition {
-  int epoch = 0;               // 0-based: the epoch in progress (or the next one)
-  int64_t step_in_epoch = 0;   // steps of `epoch` already done
-  int64_t global_step = 0;     // steps done since the run began
-  uint64_t executor_steps = 0; // the executor's dropout counter (Executor::training_steps)
+  int epoch = 0;                // 0-based: the epoch in progress (or the next one)
+  int64_t step_in_epoch = 0;    // steps of `epoch` already done
+  int64_t global_step = 0;      // steps done since the run began
+  uint64_t executor_steps = 0;  // the executor's dropout counter (Executor::training_steps)
   int64_t optimizer_steps = 0;
-  double epoch_loss_sum = 0;   // this rank's summed step losses of the partial epoch
+  double epoch_loss_sum = 0;  // this rank's summed step losses of the partial epoch
   double best_val_loss = std::numeric_limits<double>::infinity();  // early stopping
   int epochs_since_best = 0;
-  std::string status;          // set when the run ended: "success", "aborted"; empty while it runs
+  std::string status;  // set when the run ended: "success", "aborted"; empty while it runs
 };
 
 struct CheckpointInfo {
   TrainingPosition position;
   std::vector<EpochStats> history;  // the finished epochs
   int ranks = 1;
-  int64_t batch_size = 0;        // per rank
+  int64_t batch_size = 0;  // per rank
   int64_t steps_per_epoch = 0;
-  std::string optimizer;         // Optimizer::name()
-  std::string config_yaml;       // Config::resolved_yaml of the run that wrote it
+  std::string optimizer;    // Optimizer::name()
+  std::string config_yaml;  // Config::resolved_yaml of the run that wrote it
   std::string crest_version;
 };
 
@@ -54,8 +54,8 @@ struct CheckpointInfo {
 // crest::Error naming the file on any failure (disk full, permissions); earlier checkpoints are
 // untouched then. Test hook: with CREST_TEST_KILL_DURING_CHECKPOINT=N in the environment the
 // process kills itself (SIGKILL) half-way through writing its N-th checkpoint.
-std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info, const ParamStore& params,
-                             Optimizer& optimizer, int keep);
+std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
+                             const ParamStore& params, Optimizer& optimizer, int keep);
 
 // Checkpoint files in `dir`, oldest first (by the global step in their names). Temporary files
 // of interrupted writes are not checkpoints and are not listed.

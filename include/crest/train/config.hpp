@@ -111,7 +111,7 @@ struct TrainConfig {
   std::optional<int> early_stopping_patience;               // epochs without val_loss improvement
   std::optional<double> target_mae;  // stop at the first epoch with val MAE <= this
   // crest additions.
-  int64_t checkpoint_every = 1;         // checkpoint after every N epochs (or steps); 0: at the end only
+  int64_t checkpoint_every = 1;  // checkpoint after every N epochs (or steps); 0: at the end only
   bool checkpoint_every_steps = false;  // checkpoint_every counts steps ("500 steps")
   int checkpoint_keep = 3;              // newest checkpoints kept in output_dir/checkpoints/
   double log_every_s = 30;              // progress line interval when stdout is not a terminal
@@ -127,11 +127,11 @@ struct RuntimeConfig {
 // dist: section (crest addition): how ranks work together (docs/distributed.md).
 struct DistConfig {
   std::string backend = "auto";  // auto (MPI when launched by mpirun/srun/jsrun/flux), mpi, single
-  double bucket_mb = 25;         // gradient bucket size (the first bucket is smaller, first_bucket_mb)
-  double first_bucket_mb = 1;    // the last layers' gradients are ready first: start early
-  double timeout_s = 300;        // a collective not done by then aborts the job with a message
-  std::string timeline;          // Chrome-trace file of every rank's steps (empty: none)
-  std::string compress = "none"; // gradient buckets travel as float32 (none) or bf16
+  double bucket_mb = 25;  // gradient bucket size (the first bucket is smaller, first_bucket_mb)
+  double first_bucket_mb = 1;     // the last layers' gradients are ready first: start early
+  double timeout_s = 300;         // a collective not done by then aborts the job with a message
+  std::string timeline;           // Chrome-trace file of every rank's steps (empty: none)
+  std::string compress = "none";  // gradient buckets travel as float32 (none) or bf16
 };
 
 struct Config {

@@ -14,17 +14,20 @@ namespace crest {
 // MLPerf log, the progress display on `log`, the performance report. Throws crest::Error (input)
 // naming a path that cannot be created, before any training starts. `resumed`: the run continues
 // from a checkpoint, so the records it appends to (the MLPerf log) are continued, not replaced.
-std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, std::ostream& log,
+std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config,
+                                                             std::ostream& log,
                                                              bool resumed = false);
 
 // Progress inside each epoch: a bar on stdout when `terminal`, else a line on `log` every
 // `log_every_s` seconds (train.log_every_s).
-std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double log_every_s, bool terminal);
+std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double log_every_s,
+                                                    bool terminal);
 
 // TensorBoard scalars in `logdir`: train/loss_step every step (rank 0's batch loss), and per
 // epoch train/loss, train/learning_rate, train/samples_per_s, train/data_wait_pct,
 // validation/loss and validation/mae (job-wide, step = epoch). Flushed every epoch.
-std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir, std::ostream& log);
+std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir,
+                                                       std::ostream& log);
 
 // The MLPerf HPC log (docs/mlperf.md): `:::MLLOG` lines for the hpc 3.0.0 compliance checker,
 // CosmoFlow closed division, written to `path` (output_dir/mllog.txt) as the run goes and echoed

@@ -30,7 +30,8 @@ struct RunDirectory {
 //    what a checkpoint cannot carry over (the model, the optimizer);
 //  - writes output_dir/config.yaml (the resolved config, atomically).
 // Throws crest::Error (input) on every rank alike, naming the path and the problem.
-RunDirectory prepare_run_directory(const Config& config, bool resume, bool overwrite, Communicator& comm);
+RunDirectory prepare_run_directory(const Config& config, bool resume, bool overwrite,
+                                   Communicator& comm);
 
 // Why the data position saved in `info` cannot be continued by this job (different ranks, batch
 // size, steps per epoch, shuffle seed mid-epoch), or "" when it can. At an epoch boundary only

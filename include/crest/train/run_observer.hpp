@@ -42,7 +42,7 @@ struct RunFacts {
 
 // One training step as rank 0 saw it (loss: rank 0's batch loss, not reduced).
 struct StepInfo {
-  int epoch = 0;             // 1-based
+  int epoch = 0;              // 1-based
   int64_t step_in_epoch = 0;  // 1-based
   int64_t steps_per_epoch = 0;
   int64_t global_step = 0;  // 1-based, counting from the run's first step (resumes included)

@@ -21,7 +21,7 @@ struct TrainOptions {
   bool dry_run = false;      // build and compile only, print the summary, touch no data
   std::string timeline;      // Chrome-trace timeline of every rank (else dist.timeline)
   bool resume = false;       // continue output_dir's run from its newest checkpoint
-  bool overwrite = false;    // a fresh run may delete the checkpoints of an earlier one in output_dir
+  bool overwrite = false;  // a fresh run may delete the checkpoints of an earlier one in output_dir
   // Observers in addition to the config's (tests, benchmarks); not owned, rank 0 only.
   std::vector<RunObserver*> extra_observers;
 };
@@ -34,7 +34,7 @@ struct EpochStats {
   bool validated = false;  // val_loss/val_mae hold this epoch's validation
   double seconds = 0, samples_per_s = 0;
   double train_seconds = 0;  // the training steps only (seconds includes validation)
-  double data_wait_s = 0;  // time the steps waited for input batches
+  double data_wait_s = 0;    // time the steps waited for input batches
   // Gradient allreduce per rank (means over ranks; 0 on one rank): time the buckets'
   // allreduces ran, and the part the step waited for after backward (not hidden).
   double allreduce_s = 0, allreduce_exposed_s = 0;

@@ -13,11 +13,15 @@ bool eltwise_supported(const EltwiseDesc& e) {
   switch (e.kind) {
     case EltwiseKind::tanh:
     case EltwiseKind::sigmoid:
-    case EltwiseKind::linear: return true;
-    case EltwiseKind::relu: return e.alpha >= 0.f;
+    case EltwiseKind::linear:
+      return true;
+    case EltwiseKind::relu:
+      return e.alpha >= 0.f;
     // A non-positive slope loses the sign of x, so dst no longer determines the derivative.
-    case EltwiseKind::leaky_relu: return e.alpha > 0.f;
-    case EltwiseKind::none: return false;
+    case EltwiseKind::leaky_relu:
+      return e.alpha > 0.f;
+    case EltwiseKind::none:
+      return false;
   }
   return false;
 }

@@ -51,12 +51,18 @@ bool DnnlFormat::equals(const OpaqueFormat& other) const {
 
 memory::data_type to_dnnl(DType t) {
   switch (t) {
-    case DType::f32: return memory::data_type::f32;
-    case DType::bf16: return memory::data_type::bf16;
-    case DType::f16: return memory::data_type::f16;
-    case DType::i32: return memory::data_type::s32;
-    case DType::u8: return memory::data_type::u8;
-    default: break;
+    case DType::f32:
+      return memory::data_type::f32;
+    case DType::bf16:
+      return memory::data_type::bf16;
+    case DType::f16:
+      return memory::data_type::f16;
+    case DType::i32:
+      return memory::data_type::s32;
+    case DType::u8:
+      return memory::data_type::u8;
+    default:
+      break;
   }
   throw_usage("the onednn backend has no " + dtype_name(t) + " tensors");
 }
@@ -167,12 +173,24 @@ std::string describe(const memory::desc& d) {
   if (d.is_zero()) return "none";
   std::string t;
   switch (d.data_type()) {
-    case memory::data_type::f32: t = "f32"; break;
-    case memory::data_type::bf16: t = "bf16"; break;
-    case memory::data_type::f16: t = "f16"; break;
-    case memory::data_type::s32: t = "i32"; break;
-    case memory::data_type::u8: t = "u8"; break;
-    default: t = "?"; break;
+    case memory::data_type::f32:
+      t = "f32";
+      break;
+    case memory::data_type::bf16:
+      t = "bf16";
+      break;
+    case memory::data_type::f16:
+      t = "f16";
+      break;
+    case memory::data_type::s32:
+      t = "i32";
+      break;
+    case memory::data_type::u8:
+      t = "u8";
+      break;
+    default:
+      t = "?";
+      break;
   }
   return t + to_shape(d.dims()).str() + " " + format_name(d);
 }

@@ -16,7 +16,8 @@ GemmPeak measure_gemm_peak(DType dtype, int64_t m, int64_t n, int64_t k, int ite
   try {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream s(eng);
-    dnnl::memory::desc a({m, k}, in_type, tag::ab), b({k, n}, in_type, tag::any), c({m, n}, dt::f32, tag::ab);
+    dnnl::memory::desc a({m, k}, in_type, tag::ab), b({k, n}, in_type, tag::any),
+        c({m, n}, dt::f32, tag::ab);
     dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
     out.implementation = pd.impl_info_str();
     // oneDNN falls back to reference loops where the ISA lacks the type: not a peak.
@@ -47,10 +48,12 @@ GemmPeak measure_gemm_peak(DType dtype, int64_t m, int64_t n, int64_t k, int ite
     for (int i = 0; i < iters; ++i) {
       const auto t0 = std::chrono::steady_clock::now();
       run();
-      best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      best = std::min(best,
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     }
     out.supported = true;
-    out.gflops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / best / 1e9;
+    out.gflops =
+        2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / best / 1e9;
   } catch (const dnnl::error& e) {
     throw_runtime(std::string("oneDNN matmul for bench peak failed: ") + e.what());
   }

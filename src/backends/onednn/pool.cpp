@@ -14,9 +14,12 @@ namespace {
 
 dnnl::algorithm pool_algorithm(PoolKind k) {
   switch (k) {
-    case PoolKind::max: return dnnl::algorithm::pooling_max;
-    case PoolKind::avg_include_pad: return dnnl::algorithm::pooling_avg_include_padding;
-    case PoolKind::avg_exclude_pad: return dnnl::algorithm::pooling_avg_exclude_padding;
+    case PoolKind::max:
+      return dnnl::algorithm::pooling_max;
+    case PoolKind::avg_include_pad:
+      return dnnl::algorithm::pooling_avg_include_padding;
+    case PoolKind::avg_exclude_pad:
+      return dnnl::algorithm::pooling_avg_exclude_padding;
   }
   throw_usage("unknown pooling kind");
 }

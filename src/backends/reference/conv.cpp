@@ -88,20 +88,19 @@ void validate_conv(const ConvDesc& d) {
     const auto a = static_cast<size_t>(i);
     const std::string axis = axis_label(i);
     if (d.in_size[a] <= 0 || d.out_size[a] <= 0)
-      throw_input(what + ": spatial sizes must be positive, got in_size " +
-                  dims_str(d.in_size, r) + ", out_size " + dims_str(d.out_size, r));
+      throw_input(what + ": spatial sizes must be positive, got in_size " + dims_str(d.in_size, r) +
+                  ", out_size " + dims_str(d.out_size, r));
     if (d.kernel[a] <= 0 || d.stride[a] <= 0 || d.dilation[a] <= 0)
-      throw_input(what + ": kernel " + dims_str(d.kernel, r) + ", stride " +
-                  dims_str(d.stride, r) + " and dilation " + dims_str(d.dilation, r) +
+      throw_input(what + ": kernel " + dims_str(d.kernel, r) + ", stride " + dims_str(d.stride, r) +
+                  " and dilation " + dims_str(d.dilation, r) +
                   " must be positive (dilation 1 is a dense kernel)");
     if (d.pad_lo[a] < 0 || d.pad_hi[a] < 0)
       throw_input(what + ": padding must be >= 0, got pad_lo " + dims_str(d.pad_lo, r) +
                   ", pad_hi " + dims_str(d.pad_hi, r));
-    const std::string geometry = "kernel " + std::to_string(d.kernel[a]) + ", stride " +
-                                 std::to_string(d.stride[a]) + ", dilation " +
-                                 std::to_string(d.dilation[a]) + ", pad_lo " +
-                                 std::to_string(d.pad_lo[a]) + ", pad_hi " +
-                                 std::to_string(d.pad_hi[a]);
+    const std::string geometry =
+        "kernel " + std::to_string(d.kernel[a]) + ", stride " + std::to_string(d.stride[a]) +
+        ", dilation " + std::to_string(d.dilation[a]) + ", pad_lo " + std::to_string(d.pad_lo[a]) +
+        ", pad_hi " + std::to_string(d.pad_hi[a]);
     if (!d.transposed) {
       const int64_t expect = conv_out_size(d.in_size[a], d.kernel[a], d.stride[a], d.dilation[a],
                                            d.pad_lo[a], d.pad_hi[a]);
@@ -111,8 +110,8 @@ void validate_conv(const ConvDesc& d) {
                     geometry + ")");
       if (d.out_size[a] != expect)
         throw_input(what + ": out_size" + axis + " is " + std::to_string(d.out_size[a]) +
-                    " but input " + std::to_string(d.in_size[a]) + " with " + geometry +
-                    " gives " + std::to_string(expect));
+                    " but input " + std::to_string(d.in_size[a]) + " with " + geometry + " gives " +
+                    std::to_string(expect));
     } else {
       // The transposed conv is the adjoint of the conv from out_size to in_size, so that conv
       // must map out_size back to in_size. Sizes up to stride - 1 above the minimum (PyTorch's
@@ -154,14 +153,14 @@ class Conv final : public ConvKernel {
   }
 
   MemFormat src_format() const override {
-    return plain_format(activation_shape(desc_.n, desc_.in_channels, desc_.in_size,
-                                         desc_.spatial_rank),
-                        desc_.dtype);
+    return plain_format(
+        activation_shape(desc_.n, desc_.in_channels, desc_.in_size, desc_.spatial_rank),
+        desc_.dtype);
   }
   MemFormat dst_format() const override {
-    return plain_format(activation_shape(desc_.n, desc_.out_channels, desc_.out_size,
-                                         desc_.spatial_rank),
-                        desc_.dtype);
+    return plain_format(
+        activation_shape(desc_.n, desc_.out_channels, desc_.out_size, desc_.spatial_rank),
+        desc_.dtype);
   }
   size_t scratch_bytes() const override { return 0; }
 

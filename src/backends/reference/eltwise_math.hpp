@@ -14,18 +14,23 @@ template <typename T>
 T eltwise_forward(const EltwiseDesc& d, T x) {
   const T alpha = static_cast<T>(d.alpha);
   switch (d.kind) {
-    case EltwiseKind::none: return x;
+    case EltwiseKind::none:
+      return x;
     case EltwiseKind::relu:
-    case EltwiseKind::leaky_relu: return x > T(0) ? x : alpha * x;
-    case EltwiseKind::tanh: return std::tanh(x);
+    case EltwiseKind::leaky_relu:
+      return x > T(0) ? x : alpha * x;
+    case EltwiseKind::tanh:
+      return std::tanh(x);
     case EltwiseKind::sigmoid:
       // Two branches so exp never overflows: exp of a non-positive number only.
-      if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
+      if (x >= T(0))
+        return T(1) / (T(1) + std::exp(-x));
       else {
         const T e = std::exp(x);
         return e / (T(1) + e);
       }
-    case EltwiseKind::linear: return alpha * x + static_cast<T>(d.beta);
+    case EltwiseKind::linear:
+      return alpha * x + static_cast<T>(d.beta);
   }
   return x;
 }
@@ -34,12 +39,17 @@ T eltwise_forward(const EltwiseDesc& d, T x) {
 template <typename T>
 T eltwise_derivative_from_dst(const EltwiseDesc& d, T y) {
   switch (d.kind) {
-    case EltwiseKind::none: return T(1);
+    case EltwiseKind::none:
+      return T(1);
     case EltwiseKind::relu:
-    case EltwiseKind::leaky_relu: return y > T(0) ? T(1) : static_cast<T>(d.alpha);
-    case EltwiseKind::tanh: return T(1) - y * y;
-    case EltwiseKind::sigmoid: return y * (T(1) - y);
-    case EltwiseKind::linear: return static_cast<T>(d.alpha);
+    case EltwiseKind::leaky_relu:
+      return y > T(0) ? T(1) : static_cast<T>(d.alpha);
+    case EltwiseKind::tanh:
+      return T(1) - y * y;
+    case EltwiseKind::sigmoid:
+      return y * (T(1) - y);
+    case EltwiseKind::linear:
+      return static_cast<T>(d.alpha);
   }
   return T(1);
 }

@@ -20,8 +20,8 @@ void validate_pool(const PoolDesc& d) {
     const auto a = static_cast<size_t>(i);
     const std::string axis = axis_label(i);
     if (d.in_size[a] <= 0 || d.out_size[a] <= 0)
-      throw_input(what + ": spatial sizes must be positive, got in_size " +
-                  dims_str(d.in_size, r) + ", out_size " + dims_str(d.out_size, r));
+      throw_input(what + ": spatial sizes must be positive, got in_size " + dims_str(d.in_size, r) +
+                  ", out_size " + dims_str(d.out_size, r));
     if (d.kernel[a] <= 0 || d.stride[a] <= 0)
       throw_input(what + ": kernel " + dims_str(d.kernel, r) + " and stride " +
                   dims_str(d.stride, r) + " must be positive");
@@ -62,14 +62,12 @@ class Pool final : public PoolKernel {
   }
 
   MemFormat src_format() const override {
-    return plain_format(activation_shape(desc_.n, desc_.channels, desc_.in_size,
-                                         desc_.spatial_rank),
-                        desc_.dtype);
+    return plain_format(
+        activation_shape(desc_.n, desc_.channels, desc_.in_size, desc_.spatial_rank), desc_.dtype);
   }
   MemFormat dst_format() const override {
-    return plain_format(activation_shape(desc_.n, desc_.channels, desc_.out_size,
-                                         desc_.spatial_rank),
-                        desc_.dtype);
+    return plain_format(
+        activation_shape(desc_.n, desc_.channels, desc_.out_size, desc_.spatial_rank), desc_.dtype);
   }
   // Max pooling keeps, per output element, the flat src index (int64) of its argmax.
   size_t workspace_bytes() const override {

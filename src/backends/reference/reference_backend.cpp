@@ -10,9 +10,7 @@ class ReferenceBackend final : public Backend {
  public:
   std::string name() const override { return "reference"; }
   Device device() const override { return Device::cpu; }
-  bool supports(DType dtype) const override {
-    return dtype == DType::f32 || dtype == DType::f64;
-  }
+  bool supports(DType dtype) const override { return dtype == DType::f32 || dtype == DType::f64; }
   // The reference conv applies any activation after the bias itself.
   bool fuses(const EltwiseDesc& e) const override { return e.kind != EltwiseKind::none; }
 

@@ -36,8 +36,7 @@ inline int64_t volume(const Dims3& d) { return d[0] * d[1] * d[2]; }
 // "[4, 4]": the first `rank` entries, for error messages.
 inline std::string dims_str(const std::array<int64_t, 3>& v, int rank) {
   std::string s = "[";
-  for (int i = 0; i < rank; ++i)
-    s += (i ? ", " : "") + std::to_string(v[static_cast<size_t>(i)]);
+  for (int i = 0; i < rank; ++i) s += (i ? ", " : "") + std::to_string(v[static_cast<size_t>(i)]);
   return s + "]";
 }
 
@@ -60,8 +59,7 @@ inline Shape activation_shape(int64_t n, int64_t c, const std::array<int64_t, 3>
 // The reference backend computes in f32 and f64 only.
 inline void require_float_dtype(DType t, const std::string& what) {
   if (t != DType::f32 && t != DType::f64)
-    throw_input(what + ": the reference backend computes in f32 or f64 only, got " +
-                dtype_name(t));
+    throw_input(what + ": the reference backend computes in f32 or f64 only, got " + dtype_name(t));
 }
 
 }  // namespace crest::reference

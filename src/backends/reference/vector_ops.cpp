@@ -98,8 +98,8 @@ class Ops final : public VectorOps {
         const int32_t label = labels[b * spatial + s];
         if (label < 0 || label >= classes)
           throw_input("softmax_cross_entropy: label " + std::to_string(label) + " at batch " +
-                      std::to_string(b) + ", position " + std::to_string(s) +
-                      " is outside [0, " + std::to_string(classes) + ")");
+                      std::to_string(b) + ", position " + std::to_string(s) + " is outside [0, " +
+                      std::to_string(classes) + ")");
         // Channel c of this position sits at (b * classes + c) * spatial + s.
         auto at = [&](int64_t c) { return (b * classes + c) * spatial + s; };
         // log-sum-exp shifted by the maximum so exp never overflows.
@@ -135,9 +135,8 @@ class Ops final : public VectorOps {
     }
   }
 
-  void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr,
-            double beta1, double beta2, double eps, double weight_decay, bool decoupled,
-            int64_t step) override {
+  void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr, double beta1,
+            double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override {
     if (step < 1) throw_input("adam: step is 1-based, got " + std::to_string(step));
     T* w = static_cast<T*>(w_v);
     const T* g = static_cast<const T*>(g_v);

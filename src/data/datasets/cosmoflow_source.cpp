@@ -59,7 +59,9 @@ class CosmoflowSource : public SampleSource {
 class CosmoflowTfrecordSource final : public CosmoflowSource {
  public:
   using CosmoflowSource::CosmoflowSource;
-  std::string format() const override { return opts_.gzip ? "cosmoflow-tfrecord-gzip" : "cosmoflow-tfrecord"; }
+  std::string format() const override {
+    return opts_.gzip ? "cosmoflow-tfrecord-gzip" : "cosmoflow-tfrecord";
+  }
 
   void read(int64_t i, std::vector<std::byte>& payload) const override {
     // The configured compression is what the reference would use; a file that disagrees is
@@ -71,10 +73,13 @@ class CosmoflowTfrecordSource final : public CosmoflowSource {
       throw_input(file + ": the file is " + (is_gzip ? "GZIP-compressed" : "not compressed") +
                   " but data.compression is " + (opts_.gzip ? "GZIP" : "null"));
     std::vector<std::byte>& record = payload;
-    if (!probe.next(record)) throw_input(file + ": holds no record (expected one tf.train.Example)");
+    if (!probe.next(record))
+      throw_input(file + ": holds no record (expected one tf.train.Example)");
     std::vector<std::byte> extra;
     if (probe.next(extra))
-      throw_input(file + ": holds more than one record (crest reads one sample per file, as the reference data)");
+      throw_input(
+          file +
+          ": holds more than one record (crest reads one sample per file, as the reference data)");
   }
 
   void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const override {
@@ -83,14 +88,16 @@ class CosmoflowTfrecordSource final : public CosmoflowSource {
     const ExampleFeature& fx = ex.at("x", ExampleFeature::Kind::bytes);
     const ExampleFeature& fy = ex.at("y", ExampleFeature::Kind::floats);
     if (fx.bytes.size() != 1)
-      throw_input(file + ": feature 'x' holds " + std::to_string(fx.bytes.size()) + " values, expected 1");
+      throw_input(file + ": feature 'x' holds " + std::to_string(fx.bytes.size()) +
+                  " values, expected 1");
     const size_t expect = static_cast<size_t>(voxels_) * 2;
     if (fx.bytes[0].size() != expect)
-      throw_input(file + ": feature 'x' is " + std::to_string(fx.bytes[0].size()) + " bytes, expected " +
-                  std::to_string(expect) + " (int16 " + spec_.x_shape.str() + ", data.sample_shape)");
+      throw_input(file + ": feature 'x' is " + std::to_string(fx.bytes[0].size()) +
+                  " bytes, expected " + std::to_string(expect) + " (int16 " + spec_.x_shape.str() +
+                  ", data.sample_shape)");
     if (static_cast<int64_t>(fy.floats.size()) != opts_.targets)
-      throw_input(file + ": feature 'y' holds " + std::to_string(fy.floats.size()) + " floats, expected " +
-                  std::to_string(opts_.targets) + " (model.target_size)");
+      throw_input(file + ": feature 'y' holds " + std::to_string(fy.floats.size()) +
+                  " floats, expected " + std::to_string(opts_.targets) + " (model.target_size)");
     convert_volume(fx.bytes[0].data(), voxels_, opts_.apply_log, x);
     std::memcpy(y, fy.floats.data(), fy.floats.size() * sizeof(float));
   }

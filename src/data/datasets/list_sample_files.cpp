@@ -11,7 +11,8 @@ std::vector<std::string> list_sample_files(const std::string& dir,
                                            const std::vector<std::string>& suffixes) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::is_directory(dir, ec)) throw_input(dir + ": not a directory (expected sample files in it)");
+  if (!fs::is_directory(dir, ec))
+    throw_input(dir + ": not a directory (expected sample files in it)");
   std::vector<std::string> files;
   fs::directory_iterator it(dir, ec);
   if (ec) throw_input(dir + ": cannot list the directory: " + ec.message());

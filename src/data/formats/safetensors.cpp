@@ -182,38 +182,57 @@ const char* safetensors_dtype_name(SafetensorsDType t) { return info(t).name; }
 
 std::optional<DType> to_crest_dtype(SafetensorsDType t) {
   switch (t) {
-    case SafetensorsDType::F64: return DType::f64;
-    case SafetensorsDType::F32: return DType::f32;
-    case SafetensorsDType::F16: return DType::f16;
-    case SafetensorsDType::BF16: return DType::bf16;
-    case SafetensorsDType::I64: return DType::i64;
-    case SafetensorsDType::I32: return DType::i32;
-    case SafetensorsDType::I16: return DType::i16;
-    case SafetensorsDType::U8: return DType::u8;
+    case SafetensorsDType::F64:
+      return DType::f64;
+    case SafetensorsDType::F32:
+      return DType::f32;
+    case SafetensorsDType::F16:
+      return DType::f16;
+    case SafetensorsDType::BF16:
+      return DType::bf16;
+    case SafetensorsDType::I64:
+      return DType::i64;
+    case SafetensorsDType::I32:
+      return DType::i32;
+    case SafetensorsDType::I16:
+      return DType::i16;
+    case SafetensorsDType::U8:
+      return DType::u8;
     case SafetensorsDType::I8:
     case SafetensorsDType::U64:
     case SafetensorsDType::U32:
     case SafetensorsDType::U16:
-    case SafetensorsDType::BOOL: return std::nullopt;
+    case SafetensorsDType::BOOL:
+      return std::nullopt;
   }
   return std::nullopt;
 }
 
 SafetensorsDType to_safetensors_dtype(DType t) {
   switch (t) {
-    case DType::f64: return SafetensorsDType::F64;
-    case DType::f32: return SafetensorsDType::F32;
-    case DType::f16: return SafetensorsDType::F16;
-    case DType::bf16: return SafetensorsDType::BF16;
-    case DType::i64: return SafetensorsDType::I64;
-    case DType::i32: return SafetensorsDType::I32;
-    case DType::i16: return SafetensorsDType::I16;
-    case DType::u8: return SafetensorsDType::U8;
+    case DType::f64:
+      return SafetensorsDType::F64;
+    case DType::f32:
+      return SafetensorsDType::F32;
+    case DType::f16:
+      return SafetensorsDType::F16;
+    case DType::bf16:
+      return SafetensorsDType::BF16;
+    case DType::i64:
+      return SafetensorsDType::I64;
+    case DType::i32:
+      return SafetensorsDType::I32;
+    case DType::i16:
+      return SafetensorsDType::I16;
+    case DType::u8:
+      return SafetensorsDType::U8;
   }
   throw_runtime("internal error: unhandled DType");
 }
 
-int64_t SafetensorsTensor::numel() const { return numel_of(shape); }  // the reader checked numel * size
+int64_t SafetensorsTensor::numel() const {
+  return numel_of(shape);
+}  // the reader checked numel * size
 
 Shape SafetensorsTensor::crest_shape() const {
   if (shape.size() > static_cast<size_t>(Shape::kMaxRank))

@@ -15,13 +15,13 @@ namespace crest {
 enum class CosmoflowFileFormat { tfrecord, npy };
 
 struct CosmoflowSourceOptions {
-  std::string dir;                      // e.g. <data_dir>/train
+  std::string dir;  // e.g. <data_dir>/train
   CosmoflowFileFormat format = CosmoflowFileFormat::tfrecord;
-  bool gzip = false;                    // TFRecords are GZIP-compressed (data.compression)
-  Shape sample_shape;                   // [D, H, W, C]
+  bool gzip = false;   // TFRecords are GZIP-compressed (data.compression)
+  Shape sample_shape;  // [D, H, W, C]
   int64_t targets = 4;
   bool apply_log = false;
-  int64_t limit = 0;                    // use only the first `limit` files (sorted); 0 = all
+  int64_t limit = 0;  // use only the first `limit` files (sorted); 0 = all
 };
 
 // Lists the files (sorted) and checks there are enough; every per-file defect is found when the
