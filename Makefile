@@ -5,29 +5,44 @@ BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
 
-.PHONY: all deps venv configure build run test clean
+.PHONY: all deps test-deps venv configure build build-crest run test format format-check clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
+# What only the test suite needs (GoogleTest, Python venv tools, Chromium, clang-format).
+test-deps:
+	@bash scripts/install-deps.sh --test
+
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) > /dev/null
 
-build: configure
+# The crest binary alone: what `make run` needs (the test suite is not compiled for it).
+build-crest: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target crest
+
+build: test-deps configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # The default job: CosmoFlow on built-in synthetic data, a few epochs, about a minute on 2 cores.
-run: build
+run: build-crest
 	$(BUILD_DIR)/bin/crest train --config configs/cosmoflow-demo.yaml --overwrite
 
 # Python packages for tests/interop (PyPI, into .venv).
-venv:
+venv: test-deps
 	@bash scripts/setup-venv.sh
 
+# Every C++ source must match .clang-format (CI runs this before the tests).
+format-check: test-deps
+	@git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' | xargs clang-format --dry-run -Werror
+
+format: test-deps
+	@git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' | xargs clang-format -i
+
 # The whole test suite through CTest.
-test: build venv
+test: format-check build venv
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
 clean:
