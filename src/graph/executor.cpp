@@ -75,6 +75,14 @@ class UnionFind {
   std::vector<int> parent_;
 };
 
+// A graph node during one compile: its own Layer instance, which compiling may rewire (the
+// activation/pool swap) and configure (fusion, kernels).
+struct CompiledNode {
+  std::string name;
+  std::unique_ptr<Layer> layer;
+  std::vector<ValueId> inputs, outputs;
+};
+
 template <typename V>
 V& at(std::vector<V>& v, int i) {
   return v[static_cast<size_t>(i)];
@@ -86,7 +94,7 @@ const V& at(const std::vector<V>& v, int i) {
 
 }  // namespace
 
-Executor::Executor(Graph& graph, Backend& backend, const CompileOptions& opts)
+Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& opts)
     : backend_(backend), opts_(opts) {
   if (opts.batch < 1) throw_usage("batch size must be >= 1");
   if (!backend.supports(opts.dtype))
@@ -99,7 +107,7 @@ Executor::Executor(Graph& graph, Backend& backend, const CompileOptions& opts)
 
 Executor::~Executor() = default;
 
-void Executor::build(Graph& graph) {
+void Executor::build(const Graph& graph) {
   inputs_ = graph.inputs();
   const int n_graph_values = graph.value_count();
   for (int v = 0; v < n_graph_values; ++v) values_.push_back(std::make_unique<Value>());
@@ -116,7 +124,16 @@ void Executor::build(Graph& graph) {
     v.needs_grad = opts_.training && opts_.input_grads && !inputs_[i].integer;
   }
 
-  auto& nodes = graph.nodes();
+  // A fresh layer per node: compiling changes the layers (fusion, kernels), never the graph.
+  std::vector<CompiledNode> nodes;
+  for (const GraphNode& gn : graph.nodes()) {
+    try {
+      nodes.push_back(
+          {gn.name, find_layer_kind(gn.layer.kind).make(gn.layer.attrs), gn.inputs, gn.outputs});
+    } catch (const Error& e) {
+      throw Error(e.kind(), "layer '" + gn.name + "' (" + gn.layer.kind + "): " + e.what());
+    }
+  }
   if (opts_.fuse) {
     // 0. act -> max-pool becomes max-pool -> act for monotone activations: the same values and
     // gradients (max commutes with a non-decreasing function; the argmax is unchanged for a
@@ -130,8 +147,8 @@ void Executor::build(Graph& graph) {
     for (ValueId v : graph.outputs()) readers_of[static_cast<size_t>(v)] += 2;
     if (graph.loss() >= 0) readers_of[static_cast<size_t>(graph.loss())] += 2;
     for (size_t b = 0; b + 1 < nodes.size(); ++b) {
-      GraphNode& act = nodes[b];
-      GraphNode& pool = nodes[b + 1];
+      CompiledNode& act = nodes[b];
+      CompiledNode& pool = nodes[b + 1];
       const auto e = act.layer->activation();
       const bool monotone = e && ((e->kind == EltwiseKind::leaky_relu && e->alpha > 0) ||
                                   (e->kind == EltwiseKind::relu && e->alpha >= 0) ||
@@ -154,7 +171,7 @@ void Executor::build(Graph& graph) {
   // 1. Shapes, parameters, gradient needs.
   std::vector<ParamSlot> slots;
   struct Pending {
-    GraphNode* node;
+    CompiledNode* node;
     std::vector<int> param_slots;
   };
   std::vector<Pending> pending;
@@ -245,7 +262,7 @@ void Executor::build(Graph& graph) {
     ops_.push_back(std::move(op));
   };
   for (size_t k = 0; k < nodes.size(); ++k) {
-    GraphNode& node = nodes[k];
+    CompiledNode& node = nodes[k];
     auto op = std::make_unique<Op>();
     op->name = node.name;
     op->layer = node.layer.get();
@@ -351,6 +368,7 @@ void Executor::build(Graph& graph) {
       v.pinned = true;
     }
   }
+  for (auto& node : nodes) owned_layers_.push_back(std::move(node.layer));
   if (graph.loss() >= 0) val(graph.loss()).pinned = true;
   if (graph.loss() >= 0 && loss_op_ < 0)
     throw_usage("the graph's loss value is not produced by a loss layer");

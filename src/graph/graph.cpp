@@ -14,16 +14,23 @@ ValueId Graph::input(const std::string& name, const Shape& per_sample, Layout la
   return n_values_++;
 }
 
-ValueId Graph::add(const std::string& name, std::unique_ptr<Layer> layer,
+ValueId Graph::add(const std::string& name, const LayerSpec& layer,
                    const std::vector<ValueId>& inputs, int n_outputs) {
   for (const auto& n : nodes_)
-    if (n.name == name) throw_usage("duplicate layer name '" + name + "'");
+    if (n.name == name) throw_input("duplicate layer name '" + name + "'");
+  for (const auto& in : inputs_)
+    if (in.name == name) throw_input("layer '" + name + "' has the name of a graph input");
   for (ValueId v : inputs)
     if (v < 0 || v >= n_values_)
       throw_usage("layer '" + name + "' uses an undefined value " + std::to_string(v));
   GraphNode node;
   node.name = name;
-  node.layer = std::move(layer);
+  node.layer.kind = layer.kind;
+  try {
+    node.layer.attrs = find_layer_kind(layer.kind).canonical(layer.attrs);
+  } catch (const Error& e) {
+    throw Error(e.kind(), "layer '" + name + "' (" + layer.kind + "): " + e.what());
+  }
   node.inputs = inputs;
   for (int i = 0; i < n_outputs; ++i) node.outputs.push_back(n_values_++);
   nodes_.push_back(std::move(node));
@@ -32,8 +39,21 @@ ValueId Graph::add(const std::string& name, std::unique_ptr<Layer> layer,
 
 ValueId Graph::output_of(const std::string& node, int i) const {
   for (const auto& n : nodes_)
-    if (n.name == node) return n.outputs.at(static_cast<size_t>(i));
-  throw_usage("no layer named '" + node + "'");
+    if (n.name == node) {
+      if (i < 0 || static_cast<size_t>(i) >= n.outputs.size())
+        throw_input("layer '" + node + "' has no output " + std::to_string(i));
+      return n.outputs[static_cast<size_t>(i)];
+    }
+  throw_input("no layer named '" + node + "'");
+}
+
+std::string Graph::value_name(ValueId v) const {
+  if (v >= 0 && static_cast<size_t>(v) < inputs_.size())
+    return inputs_[static_cast<size_t>(v)].name;
+  for (const auto& n : nodes_)
+    for (size_t j = 0; j < n.outputs.size(); ++j)
+      if (n.outputs[j] == v) return j == 0 ? n.name : n.name + ":" + std::to_string(j);
+  return "value " + std::to_string(v);
 }
 
 }  // namespace crest

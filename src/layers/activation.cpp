@@ -5,6 +5,45 @@
 #include "crest/core/error.hpp"
 
 namespace crest {
+namespace {
+
+using O = EltwiseDesc;
+
+// The kind of activation is the node's kind; its attributes are the op's parameters.
+LayerKind activation_kind(const std::string& name, EltwiseKind kind,
+                          std::vector<AttrField<O>> fields) {
+  return layer_kind<ActivationLayer, O>(name, std::move(fields), [kind](O& o) { o.kind = kind; });
+}
+
+std::vector<AttrField<O>> slope_fields() { return {attr_field("negative_slope", &O::alpha)}; }
+std::vector<AttrField<O>> scale_fields() {
+  return {attr_field("scale", &O::alpha), attr_field("shift", &O::beta)};
+}
+
+}  // namespace
+
+CREST_REGISTER_LAYER(relu, activation_kind("relu", EltwiseKind::relu, {}));
+CREST_REGISTER_LAYER(leaky_relu,
+                     activation_kind("leaky_relu", EltwiseKind::leaky_relu, slope_fields()));
+CREST_REGISTER_LAYER(tanh, activation_kind("tanh", EltwiseKind::tanh, {}));
+CREST_REGISTER_LAYER(sigmoid, activation_kind("sigmoid", EltwiseKind::sigmoid, {}));
+CREST_REGISTER_LAYER(scale, activation_kind("scale", EltwiseKind::linear, scale_fields()));
+
+LayerSpec layers::relu() { return {"relu", {}}; }
+LayerSpec layers::leaky_relu(float negative_slope) {
+  return layer_spec("leaky_relu", slope_fields(), O{EltwiseKind::leaky_relu, negative_slope, 0.f});
+}
+LayerSpec layers::tanh() { return {"tanh", {}}; }
+LayerSpec layers::sigmoid() { return {"sigmoid", {}}; }
+LayerSpec layers::scale(float scale, float shift) {
+  return layer_spec("scale", scale_fields(), O{EltwiseKind::linear, scale, shift});
+}
+
+ActivationLayer::ActivationLayer(EltwiseDesc e) : op_(e) {
+  if (op_.kind == EltwiseKind::leaky_relu && !(op_.alpha > 0.f))
+    throw_input("leaky_relu needs a positive negative_slope (got " + std::to_string(op_.alpha) +
+                ")");
+}
 
 std::string ActivationLayer::kind() const {
   switch (op_.kind) {
@@ -26,8 +65,6 @@ std::string ActivationLayer::kind() const {
 
 std::vector<Shape> ActivationLayer::infer_shapes(const std::vector<Shape>& in) const {
   if (in.size() != 1) throw_input(kind() + " takes one input");
-  if (op_.kind == EltwiseKind::leaky_relu && !(op_.alpha > 0.f))
-    throw_input("leaky_relu needs a positive slope (got " + std::to_string(op_.alpha) + ")");
   return in;
 }
 

@@ -17,7 +17,42 @@ std::vector<int64_t> per_dim(const std::vector<int64_t>& v, size_t rank, int64_t
   return v;
 }
 
+std::vector<AttrField<ConvOptions>> conv_fields(bool transposed) {
+  using O = ConvOptions;
+  std::vector<AttrField<O>> f = {attr_field("out_channels", &O::out_channels),
+                                 attr_field("kernel", &O::kernel),
+                                 attr_field("stride", &O::stride),
+                                 attr_field("dilation", &O::dilation),
+                                 attr_field("padding", &O::padding),
+                                 attr_field("groups", &O::groups),
+                                 attr_field("bias", &O::bias),
+                                 attr_field("init", &O::init),
+                                 attr_field("l2", &O::l2)};
+  f.push_back(transposed ? attr_field("output_padding", &O::output_padding)
+                         : attr_field("same", &O::same));
+  return f;
+}
+
 }  // namespace
+
+CREST_REGISTER_LAYER(conv, layer_kind<ConvLayer, ConvOptions>("conv", conv_fields(false),
+                                                              [](ConvOptions& o) {
+                                                                o.transposed = false;
+                                                              }));
+CREST_REGISTER_LAYER(conv_transpose,
+                     layer_kind<ConvLayer, ConvOptions>("conv_transpose", conv_fields(true),
+                                                        [](ConvOptions& o) {
+                                                          o.transposed = true;
+                                                        }));
+
+LayerSpec layers::conv(const ConvOptions& o) {
+  if (o.transposed) return conv_transpose(o);
+  return layer_spec("conv", conv_fields(false), o);
+}
+
+LayerSpec layers::conv_transpose(const ConvOptions& o) {
+  return layer_spec("conv_transpose", conv_fields(true), o);
+}
 
 ConvLayer::ConvLayer(ConvOptions o) : opts_(std::move(o)) {
   const size_t r = opts_.kernel.size();

@@ -3,6 +3,19 @@
 #include "crest/core/error.hpp"
 
 namespace crest {
+namespace {
+
+std::vector<AttrField<DenseOptions>> dense_fields() {
+  using O = DenseOptions;
+  return {attr_field("out_features", &O::out_features), attr_field("bias", &O::bias),
+          attr_field("init", &O::init), attr_field("l2", &O::l2)};
+}
+
+}  // namespace
+
+CREST_REGISTER_LAYER(dense, layer_kind<DenseLayer, DenseOptions>("dense", dense_fields()));
+
+LayerSpec layers::dense(const DenseOptions& o) { return layer_spec("dense", dense_fields(), o); }
 
 std::vector<Shape> DenseLayer::infer_shapes(const std::vector<Shape>& in) const {
   if (in.size() != 1 || in[0].rank() != 2)

@@ -5,6 +5,22 @@
 #include "crest/core/error.hpp"
 
 namespace crest {
+namespace {
+
+std::vector<AttrField<DropoutOptions>> dropout_fields() {
+  return {attr_field("p", &DropoutOptions::p)};
+}
+
+}  // namespace
+
+CREST_REGISTER_LAYER(add, layer_kind<AddLayer>("add"));
+CREST_REGISTER_LAYER(dropout,
+                     layer_kind<DropoutLayer, DropoutOptions>("dropout", dropout_fields()));
+
+LayerSpec layers::add() { return {"add", {}}; }
+LayerSpec layers::dropout(float p) {
+  return layer_spec("dropout", dropout_fields(), DropoutOptions{p});
+}
 
 std::vector<Shape> AddLayer::infer_shapes(const std::vector<Shape>& in) const {
   if (in.size() != 2 || in[0] != in[1])
@@ -30,9 +46,12 @@ BackwardNeeds DropoutLayer::backward_needs(size_t n_in, size_t n_out) const {
   return {std::vector<bool>(n_in, false), std::vector<bool>(n_out, false), true};
 }
 
-void DropoutLayer::create(CreateContext& ctx) {
+DropoutLayer::DropoutLayer(DropoutOptions o) : p_(o.p) {
   if (!(p_ >= 0.f && p_ < 1.f))
-    throw_input("dropout rate must be in [0, 1), got " + std::to_string(p_));
+    throw_input("dropout rate p must be in [0, 1), got " + std::to_string(p_));
+}
+
+void DropoutLayer::create(CreateContext& ctx) {
   ctx.out_formats = {ctx.in_formats[0]};
   count_ = ctx.in_formats[0].bytes / dtype_size(ctx.dtype);
   training_ = ctx.training;

@@ -3,6 +3,24 @@
 #include "crest/core/error.hpp"
 
 namespace crest {
+namespace {
+
+std::vector<AttrField<SoftmaxCrossEntropyOptions>> cross_entropy_fields() {
+  return {attr_field("class_weights", &SoftmaxCrossEntropyOptions::class_weights)};
+}
+
+}  // namespace
+
+CREST_REGISTER_LAYER(mse_loss, layer_kind<MseLossLayer>("mse_loss"));
+CREST_REGISTER_LAYER(softmax_cross_entropy,
+                     layer_kind<SoftmaxCrossEntropyLayer, SoftmaxCrossEntropyOptions>(
+                         "softmax_cross_entropy", cross_entropy_fields()));
+
+LayerSpec layers::mse_loss() { return {"mse_loss", {}}; }
+LayerSpec layers::softmax_cross_entropy(std::vector<float> class_weights) {
+  return layer_spec("softmax_cross_entropy", cross_entropy_fields(),
+                    SoftmaxCrossEntropyOptions{std::move(class_weights)});
+}
 
 std::vector<Shape> MseLossLayer::infer_shapes(const std::vector<Shape>& in) const {
   if (in.size() != 2 || in[0] != in[1])

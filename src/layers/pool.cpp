@@ -5,6 +5,46 @@
 #include "crest/core/error.hpp"
 
 namespace crest {
+namespace {
+
+using O = PoolOptions;
+
+std::vector<AttrField<O>> window_fields() {
+  return {attr_field("kernel", &O::kernel), attr_field("stride", &O::stride),
+          attr_field("padding", &O::padding)};
+}
+
+// PyTorch's AvgPool count_include_pad (default true; Keras pools without padding either way).
+std::vector<AttrField<O>> avg_fields() {
+  auto f = window_fields();
+  f.push_back({"count_include_pad", AttrType::boolean,
+               [](O& o, const AttrValue& v) {
+                 o.kind = std::get<bool>(v) ? PoolKind::avg_include_pad : PoolKind::avg_exclude_pad;
+               },
+               [](const O& o) -> AttrValue { return o.kind != PoolKind::avg_exclude_pad; }});
+  return f;
+}
+
+}  // namespace
+
+CREST_REGISTER_LAYER(max_pool, layer_kind<PoolLayer, O>("max_pool", window_fields(), [](O& o) {
+                       o.kind = PoolKind::max;
+                       o.global = false;
+                     }));
+CREST_REGISTER_LAYER(avg_pool, layer_kind<PoolLayer, O>("avg_pool", avg_fields(), [](O& o) {
+                       if (o.kind == PoolKind::max) o.kind = PoolKind::avg_include_pad;
+                       o.global = false;
+                     }));
+CREST_REGISTER_LAYER(global_avg_pool, layer_kind<PoolLayer, O>("global_avg_pool", {}, [](O& o) {
+                       o.kind = PoolKind::avg_include_pad;
+                       o.global = true;
+                     }));
+
+LayerSpec layers::pool(const PoolOptions& o) {
+  if (o.global) return layer_spec("global_avg_pool", std::vector<AttrField<O>>{}, o);
+  if (o.kind == PoolKind::max) return layer_spec("max_pool", window_fields(), o);
+  return layer_spec("avg_pool", avg_fields(), o);
+}
 
 std::string PoolLayer::kind() const {
   if (opts_.global) return "global_avg_pool";

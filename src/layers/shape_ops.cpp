@@ -4,6 +4,12 @@
 
 namespace crest {
 
+CREST_REGISTER_LAYER(flatten, layer_kind<FlattenLayer>("flatten"));
+CREST_REGISTER_LAYER(concat, layer_kind<ConcatLayer>("concat"));
+
+LayerSpec layers::flatten() { return {"flatten", {}}; }
+LayerSpec layers::concat() { return {"concat", {}}; }
+
 // ------------------------------------------------------------------------------------- flatten
 
 std::vector<Shape> FlattenLayer::infer_shapes(const std::vector<Shape>& in) const {

@@ -14,10 +14,10 @@
 namespace crest {
 namespace {
 
-std::unique_ptr<Layer> hidden_activation(const std::string& name) {
-  if (name == "LeakyReLU" || name == "leaky_relu") return ActivationLayer::leaky_relu(0.3f);
-  if (name == "ReLU" || name == "relu") return ActivationLayer::relu();
-  if (name == "Tanh" || name == "tanh") return ActivationLayer::tanh();
+LayerSpec hidden_activation(const std::string& name) {
+  if (name == "LeakyReLU" || name == "leaky_relu") return layers::leaky_relu(0.3f);
+  if (name == "ReLU" || name == "relu") return layers::relu();
+  if (name == "Tanh" || name == "tanh") return layers::tanh();
   throw_input("model.hidden_activation: unsupported '" + name + "' (LeakyReLU, ReLU or Tanh)");
 }
 
@@ -51,33 +51,28 @@ CosmoFlowModel build_cosmoflow(const CosmoFlowOptions& o) {
     co.kernel = {o.kernel_size, o.kernel_size, o.kernel_size};
     co.same = true;
     co.init = Init::glorot_uniform;
-    t = g.add("conv" + k, std::make_unique<ConvLayer>(co), {t});
+    t = g.add("conv" + k, layers::conv(co), {t});
     t = g.add("act" + k, hidden_activation(o.hidden_activation), {t});
     PoolOptions po;
     po.kind = pool;
     po.kernel = {2, 2, 2};
-    t = g.add("pool" + k, std::make_unique<PoolLayer>(po), {t});
+    t = g.add("pool" + k, layers::pool(po), {t});
   }
-  t = g.add("flatten", std::make_unique<FlattenLayer>(), {t});
+  t = g.add("flatten", layers::flatten(), {t});
   const int64_t hidden[2] = {o.fc1_size, o.fc2_size};
   for (int i = 0; i < 2; ++i) {
     const std::string k = std::to_string(i + 1);
-    t = g.add(
-        "fc" + k,
-        std::make_unique<DenseLayer>(DenseOptions{hidden[i], true, Init::glorot_uniform, o.l2}),
-        {t});
+    t = g.add("fc" + k, layers::dense(DenseOptions{hidden[i], true, Init::glorot_uniform, o.l2}),
+              {t});
     t = g.add("fc" + k + "_act", hidden_activation(o.hidden_activation), {t});
     if (o.dropout > 0)
-      t = g.add("fc" + k + "_dropout",
-                std::make_unique<DropoutLayer>(static_cast<float>(o.dropout)), {t});
+      t = g.add("fc" + k + "_dropout", layers::dropout(static_cast<float>(o.dropout)), {t});
   }
-  t = g.add(
-      "fc3",
-      std::make_unique<DenseLayer>(DenseOptions{o.target_size, true, Init::glorot_uniform, 0.0}),
-      {t});
-  t = g.add("tanh", ActivationLayer::tanh(), {t});
-  m.prediction = g.add("output_scale", ActivationLayer::scale(1.2f), {t});
-  m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.prediction, m.y});
+  t = g.add("fc3", layers::dense(DenseOptions{o.target_size, true, Init::glorot_uniform, 0.0}),
+            {t});
+  t = g.add("tanh", layers::tanh(), {t});
+  m.prediction = g.add("output_scale", layers::scale(1.2f), {t});
+  m.loss = g.add("loss", layers::mse_loss(), {m.prediction, m.y});
   g.mark_output(m.prediction);
   g.set_loss(m.loss);
   return m;

@@ -33,28 +33,26 @@ inline SmallModel branchy_model(float dropout = 0.f) {
   c1.out_channels = 4;
   c1.kernel = {3, 3};
   c1.same = true;
-  ValueId t = g.add("conv1", std::make_unique<ConvLayer>(c1), {m.x});
-  t = g.add("act1", ActivationLayer::leaky_relu(0.3f), {t});
+  ValueId t = g.add("conv1", layers::conv(c1), {m.x});
+  t = g.add("act1", layers::leaky_relu(0.3f), {t});
   PoolOptions p;
   p.kernel = {2, 2};
-  const ValueId pooled = g.add("pool1", std::make_unique<PoolLayer>(p), {t});
+  const ValueId pooled = g.add("pool1", layers::pool(p), {t});
   ConvOptions c2;
   c2.out_channels = 4;
   c2.kernel = {1, 1};
-  ValueId b = g.add("conv2", std::make_unique<ConvLayer>(c2), {pooled});
-  b = g.add("act2", ActivationLayer::tanh(), {b});
-  ValueId s = g.add("add", std::make_unique<AddLayer>(), {b, pooled});
-  s = g.add("concat", std::make_unique<ConcatLayer>(), {s, pooled});
-  s = g.add("flatten", std::make_unique<FlattenLayer>(), {s});
-  s = g.add("fc1", std::make_unique<DenseLayer>(DenseOptions{5, true, Init::glorot_uniform, 0.1}),
-            {s});
-  s = g.add("fc1_act", ActivationLayer::sigmoid(), {s});
-  if (dropout > 0) s = g.add("drop", std::make_unique<DropoutLayer>(dropout), {s});
-  s = g.add("fc2", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}),
-            {s});
-  s = g.add("tanh", ActivationLayer::tanh(), {s});
-  m.out = g.add("scale", ActivationLayer::scale(1.2f), {s});
-  m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.out, m.y});
+  ValueId b = g.add("conv2", layers::conv(c2), {pooled});
+  b = g.add("act2", layers::tanh(), {b});
+  ValueId s = g.add("add", layers::add(), {b, pooled});
+  s = g.add("concat", layers::concat(), {s, pooled});
+  s = g.add("flatten", layers::flatten(), {s});
+  s = g.add("fc1", layers::dense(DenseOptions{5, true, Init::glorot_uniform, 0.1}), {s});
+  s = g.add("fc1_act", layers::sigmoid(), {s});
+  if (dropout > 0) s = g.add("drop", layers::dropout(dropout), {s});
+  s = g.add("fc2", layers::dense(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
+  s = g.add("tanh", layers::tanh(), {s});
+  m.out = g.add("scale", layers::scale(1.2f), {s});
+  m.loss = g.add("loss", layers::mse_loss(), {m.out, m.y});
   g.mark_output(m.out);
   g.set_loss(m.loss);
   return m;
@@ -74,8 +72,8 @@ inline SmallModel segmentation_model() {
   down.kernel = {3, 3};
   down.stride = {2, 2};
   down.padding = {1, 1};
-  ValueId t = g.add("down", std::make_unique<ConvLayer>(down), {m.x});
-  t = g.add("down_act", ActivationLayer::relu(), {t});
+  ValueId t = g.add("down", layers::conv(down), {m.x});
+  t = g.add("down_act", layers::relu(), {t});
   ConvOptions atrous;
   atrous.out_channels = 4;
   atrous.kernel = {3, 3};
@@ -83,8 +81,8 @@ inline SmallModel segmentation_model() {
   atrous.same = true;
   atrous.groups = 2;
   atrous.bias = false;
-  t = g.add("atrous", std::make_unique<ConvLayer>(atrous), {t});
-  t = g.add("atrous_act", ActivationLayer::leaky_relu(0.2f), {t});
+  t = g.add("atrous", layers::conv(atrous), {t});
+  t = g.add("atrous_act", layers::leaky_relu(0.2f), {t});
   ConvOptions up;
   up.out_channels = 3;
   up.kernel = {3, 3};
@@ -92,9 +90,8 @@ inline SmallModel segmentation_model() {
   up.padding = {1, 1};
   up.output_padding = {1, 1};
   up.transposed = true;
-  m.out = g.add("up", std::make_unique<ConvLayer>(up), {t});
-  m.loss = g.add("loss",
-                 std::make_unique<SoftmaxCrossEntropyLayer>(std::vector<float>{1.0f, 2.6f, 1.7f}),
+  m.out = g.add("up", layers::conv(up), {t});
+  m.loss = g.add("loss", layers::softmax_cross_entropy(std::vector<float>{1.0f, 2.6f, 1.7f}),
                  {m.out, m.y});
   g.mark_output(m.out);
   g.set_loss(m.loss);
@@ -113,26 +110,25 @@ inline SmallModel pooling3d_model() {
   c.out_channels = 3;
   c.kernel = {3, 3, 3};
   c.same = true;
-  ValueId t = g.add("conv", std::make_unique<ConvLayer>(c), {m.x});
-  t = g.add("conv_act", ActivationLayer::tanh(), {t});
+  ValueId t = g.add("conv", layers::conv(c), {m.x});
+  t = g.add("conv_act", layers::tanh(), {t});
   PoolOptions avg;
   avg.kind = PoolKind::avg_exclude_pad;
   avg.kernel = {2, 2, 2};
-  t = g.add("avg", std::make_unique<PoolLayer>(avg), {t});
+  t = g.add("avg", layers::pool(avg), {t});
   PoolOptions global;
   global.kind = PoolKind::avg_exclude_pad;
   global.global = true;
-  const ValueId a = g.add("global_a", std::make_unique<PoolLayer>(global), {t});
+  const ValueId a = g.add("global_a", layers::pool(global), {t});
   ConvOptions pw;
   pw.out_channels = 2;
   pw.kernel = {1, 1, 1};
-  ValueId b = g.add("pointwise", std::make_unique<ConvLayer>(pw), {t});
-  b = g.add("global_b", std::make_unique<PoolLayer>(global), {b});
-  ValueId s = g.add("concat", std::make_unique<ConcatLayer>(), {a, b});
-  s = g.add("flatten", std::make_unique<FlattenLayer>(), {s});
-  m.out = g.add(
-      "fc", std::make_unique<DenseLayer>(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
-  m.loss = g.add("loss", std::make_unique<MseLossLayer>(), {m.out, m.y});
+  ValueId b = g.add("pointwise", layers::conv(pw), {t});
+  b = g.add("global_b", layers::pool(global), {b});
+  ValueId s = g.add("concat", layers::concat(), {a, b});
+  s = g.add("flatten", layers::flatten(), {s});
+  m.out = g.add("fc", layers::dense(DenseOptions{2, true, Init::glorot_uniform, 0.0}), {s});
+  m.loss = g.add("loss", layers::mse_loss(), {m.out, m.y});
   g.mark_output(m.out);
   g.set_loss(m.loss);
   return m;

@@ -137,7 +137,7 @@ TEST(Executor, UnknownInputNameIsAUsageError) {
 TEST(Executor, ShapeMismatchNamesTheLayer) {
   Graph g;
   ValueId x = g.input("x", Shape{3, 8, 8});
-  g.add("fc", std::make_unique<DenseLayer>(DenseOptions{4}), {x});  // dense needs rank 2
+  g.add("fc", layers::dense(DenseOptions{4}), {x});  // dense needs rank 2
   auto backend = make_backend("reference");
   try {
     Executor ex(g, *backend, CompileOptions{});

@@ -24,8 +24,8 @@ TEST_P(FlattenOrder, IsDepthHeightWidthChannels) {
   co.out_channels = C;
   co.kernel = {1, 1, 1};
   co.bias = false;
-  ValueId t = g.add("id", std::make_unique<ConvLayer>(co), {x});
-  ValueId f = g.add("flatten", std::make_unique<FlattenLayer>(), {t});
+  ValueId t = g.add("id", layers::conv(co), {x});
+  ValueId f = g.add("flatten", layers::flatten(), {t});
   g.mark_output(f);
   auto backend = make_backend(GetParam());
   CompileOptions c;

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "crest/core/dtype.hpp"
+#include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
 #include "crest/core/tensor.hpp"
 
@@ -75,6 +76,11 @@ struct ConvDesc {
 };
 
 enum class PoolKind : uint8_t { max, avg_include_pad, avg_exclude_pad };
+template <>
+inline constexpr EnumEntries<PoolKind, 3> kEnumTable<PoolKind> = {
+    {{PoolKind::max, "max"},
+     {PoolKind::avg_include_pad, "avg_include_pad"},
+     {PoolKind::avg_exclude_pad, "avg_exclude_pad"}}};
 
 struct PoolDesc {
   int spatial_rank = 3;

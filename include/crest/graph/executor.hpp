@@ -32,7 +32,8 @@ struct OpProfile {
 
 class Executor {
  public:
-  Executor(Graph& graph, Backend& backend, const CompileOptions& opts);
+  // Compiles `graph` without changing it: the same graph compiles any number of times.
+  Executor(const Graph& graph, Backend& backend, const CompileOptions& opts);
   ~Executor();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
@@ -93,14 +94,14 @@ class Executor {
   struct Value;
 
  private:
-  void build(Graph& graph);
+  void build(const Graph& graph);
   void plan_and_bind();
   void finish_gradient(int slot);
 
   Backend& backend_;
   CompileOptions opts_;
   std::unique_ptr<VectorOps> vec_;
-  std::vector<std::unique_ptr<Layer>> owned_layers_;  // reorders inserted by compile
+  std::vector<std::unique_ptr<Layer>> owned_layers_;  // the nodes' layers and inserted reorders
   std::vector<std::unique_ptr<Op>> ops_;
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<GraphInput> inputs_;

@@ -9,11 +9,18 @@
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
 
 namespace crest {
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
+template <>
+inline constexpr EnumEntries<Init, 5> kEnumTable<Init> = {{{Init::zeros, "zeros"},
+                                                           {Init::ones, "ones"},
+                                                           {Init::glorot_uniform, "glorot_uniform"},
+                                                           {Init::kaiming_normal, "kaiming_normal"},
+                                                           {Init::torch_default, "torch_default"}}};
 
 struct ParamSpec {
   std::string name;  // local name: "weight", "bias"; the graph prefixes the node name

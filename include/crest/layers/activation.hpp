@@ -4,13 +4,13 @@
 #pragma once
 #include <memory>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
 class ActivationLayer : public Layer {
  public:
-  explicit ActivationLayer(EltwiseDesc e) : op_(e) {}
+  explicit ActivationLayer(EltwiseDesc e);
   static std::unique_ptr<ActivationLayer> relu() { return make(EltwiseKind::relu, 0.f); }
   static std::unique_ptr<ActivationLayer> leaky_relu(float slope) {
     return make(EltwiseKind::leaky_relu, slope);
@@ -39,5 +39,14 @@ class ActivationLayer : public Layer {
   bool fused_ = false;
   std::unique_ptr<EltwiseKernel> kernel_;
 };
+
+// Builder helpers: nodes of kind "relu", "leaky_relu", "tanh", "sigmoid" and "scale".
+namespace layers {
+LayerSpec relu();
+LayerSpec leaky_relu(float negative_slope);
+LayerSpec tanh();
+LayerSpec sigmoid();
+LayerSpec scale(float scale, float shift = 0.f);
+}  // namespace layers
 
 }  // namespace crest

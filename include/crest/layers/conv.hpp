@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
@@ -47,5 +47,11 @@ class ConvLayer : public Layer {
   std::unique_ptr<ConvKernel> kernel_;
   bool need_input_grad_ = false;
 };
+
+// Builder helpers: graph nodes of kind "conv" and "conv_transpose".
+namespace layers {
+LayerSpec conv(const ConvOptions& o);
+LayerSpec conv_transpose(const ConvOptions& o);
+}  // namespace layers
 
 }  // namespace crest

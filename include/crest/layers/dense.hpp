@@ -2,7 +2,7 @@
 #pragma once
 #include <memory>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
@@ -31,5 +31,10 @@ class DenseLayer : public Layer {
   std::unique_ptr<DenseKernel> kernel_;
   bool need_input_grad_ = false;
 };
+
+// Builder helper: a node of kind "dense".
+namespace layers {
+LayerSpec dense(const DenseOptions& o);
+}  // namespace layers
 
 }  // namespace crest

@@ -2,7 +2,7 @@
 #pragma once
 #include <memory>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
@@ -22,9 +22,13 @@ class AddLayer : public Layer {
 // Inverted dropout: in training keep each element with probability 1 - p and scale by 1/(1-p);
 // identity in inference. The mask comes from a counter-based hash of (step seed, index), so
 // backward recomputes it instead of storing it.
+struct DropoutOptions {
+  float p = 0.5f;  // the probability of dropping an element
+};
+
 class DropoutLayer : public Layer {
  public:
-  explicit DropoutLayer(float p) : p_(p) {}
+  explicit DropoutLayer(DropoutOptions o);
   std::string kind() const override { return "dropout"; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
@@ -38,5 +42,11 @@ class DropoutLayer : public Layer {
   size_t count_ = 0;
   bool training_ = true;
 };
+
+// Builder helpers: nodes of kind "add" and "dropout".
+namespace layers {
+LayerSpec add();
+LayerSpec dropout(float p);
+}  // namespace layers
 
 }  // namespace crest

@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
@@ -26,10 +26,14 @@ class MseLossLayer : public Layer {
 // Softmax cross-entropy over channel 1 of [N, C, spatial...] logits with int32 labels
 // [N, spatial...] and per-class weights: plain mean over N x spatial of w[label] * -log p[label]
 // (the DeepCAM reference: not divided by the sum of weights).
+struct SoftmaxCrossEntropyOptions {
+  std::vector<float> class_weights;  // empty: 1 for every class
+};
+
 class SoftmaxCrossEntropyLayer : public Layer {
  public:
-  explicit SoftmaxCrossEntropyLayer(std::vector<float> class_weights = {})
-      : weights_(std::move(class_weights)) {}
+  explicit SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o)
+      : weights_(std::move(o.class_weights)) {}
   std::string kind() const override { return "softmax_cross_entropy"; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
@@ -43,5 +47,11 @@ class SoftmaxCrossEntropyLayer : public Layer {
   std::vector<float> weights_;
   int64_t n_ = 0, classes_ = 0, spatial_ = 0;
 };
+
+// Builder helpers: nodes of kind "mse_loss" and "softmax_cross_entropy".
+namespace layers {
+LayerSpec mse_loss();
+LayerSpec softmax_cross_entropy(std::vector<float> class_weights = {});
+}  // namespace layers
 
 }  // namespace crest

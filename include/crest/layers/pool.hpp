@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
@@ -34,5 +34,10 @@ class PoolLayer : public Layer {
   PoolOptions opts_;
   std::unique_ptr<PoolKernel> kernel_;
 };
+
+// Builder helper: a node of kind "max_pool", "avg_pool" or "global_avg_pool" as `o` says.
+namespace layers {
+LayerSpec pool(const PoolOptions& o);
+}  // namespace layers
 
 }  // namespace crest

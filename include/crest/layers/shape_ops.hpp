@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "crest/graph/layer.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 
@@ -52,5 +52,11 @@ class ReorderLayer : public Layer {
   MemFormat from_, to_;
   std::unique_ptr<ReorderKernel> fwd_, bwd_;
 };
+
+// Builder helpers: nodes of kind "flatten" and "concat".
+namespace layers {
+LayerSpec flatten();
+LayerSpec concat();
+}  // namespace layers
 
 }  // namespace crest
