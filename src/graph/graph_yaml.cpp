@@ -16,9 +16,9 @@ class GraphReader {
   Graph read(const YAML::Node& section) {
     for (const auto& kv : section) {
       const std::string key = kv.first.as<std::string>();
-      if (!is_graph_yaml_key(key))
+      if (!is_graph_yaml_key(key) && key != "name")  // a config's model section names itself
         fail(kv.first, path_ + "." + key,
-             "unknown key (a graph model has inputs, layers, outputs, loss)");
+             "unknown key (a graph model has name, inputs, layers, outputs, loss)");
     }
     read_inputs(section["inputs"]);
     const YAML::Node layers = section["layers"];

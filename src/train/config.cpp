@@ -18,6 +18,7 @@
 
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
+#include "crest/graph/graph_yaml.hpp"
 
 namespace crest {
 
@@ -43,7 +44,9 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& schema() {
         "shuffle", "seed", "cache_bytes", "stage_dir", "on_error", "format"}},
       {"model",
        {"name", "input_shape", "kernel_size", "target_size", "conv_size", "n_conv_layers",
-        "fc1_size", "fc2_size", "hidden_activation", "pooling_type", "dropout", "l2"}},
+        "fc1_size", "fc2_size", "hidden_activation", "pooling_type", "dropout", "l2",
+        // crest additions: a network given as a graph (docs/models.md)
+        "inputs", "layers", "outputs", "loss"}},
       {"optimizer",
        {"name", "lr", "learning_rate", "momentum", "nesterov", "betas", "beta_1", "beta_2", "eps",
         "epsilon", "weight_decay"}},
@@ -219,6 +222,7 @@ class Loader {
   }
 
   Section section(const Section& parent, const std::string& key);
+  void read_graph_model(const Section& model, const YAML::Node& node, ModelConfig& m) const;
 
   // The value of `key`, or nullptr when absent or null (null means "use the default").
   const Entry* get(const Section& s, const std::string& key) const {
@@ -285,6 +289,38 @@ Section Loader::section(const Section& parent, const std::string& key) {
       fail(path, kv->first, "duplicate key");
   }
   return s;
+}
+
+// A network given as a graph: only the graph keys (and name: graph) belong in the section, and the
+// graph must fit the CosmoFlow task the trainer runs: inputs x and y, an output and a loss.
+void Loader::read_graph_model(const Section& model, const YAML::Node& node, ModelConfig& m) const {
+  for (const auto& [key, entry] : model.entries) {
+    if (is_graph_yaml_key(key)) continue;
+    if (key == "name") {
+      if (fold(entry.value.Scalar()) != "graph")
+        fail(model, key, "a model given as layers: is named graph, got " + describe(entry.value));
+      continue;
+    }
+    fail(model, key,
+         "is an option of the built-in cosmoflow model; a model given as layers: takes only name, "
+         "inputs, layers, outputs and loss");
+  }
+  auto g = std::make_shared<Graph>(graph_from_yaml(node, source_, "model"));
+  auto input_shape = [&](const char* name) -> const Shape* {
+    for (const auto& in : g->inputs())
+      if (in.name == name && !in.integer) return &in.per_sample;
+    return nullptr;
+  };
+  const Shape* x = input_shape("x");
+  const Shape* y = input_shape("y");
+  if (!x || x->rank() != 4 || !y || y->rank() != 1)
+    fail(model, "inputs",
+         "the CosmoFlow task needs inputs x [C, D, H, W] (the samples) and y [targets]");
+  if (g->outputs().empty()) fail(model, "outputs", "name the prediction (the first output)");
+  if (g->loss() < 0) fail(model, "loss", "name the loss value");
+  m.name = "graph";
+  m.target_size = static_cast<int>((*y)[0]);
+  m.graph = std::move(g);
 }
 
 int64_t Loader::to_int(const std::string& path, const YAML::Node& at, const YAML::Node& v,
@@ -533,12 +569,18 @@ Config Loader::build(const YAML::Node& root) {
   if (!top.entries.count("model")) throw_input(source_ + ": model: required section is missing");
   const Section model = section(top, "model");
   ModelConfig& m = c.model;
-  if (auto name = opt_choice(model, "name", {{"cosmoflow"}})) {
+  if (model.entries.count("layers")) {
+    read_graph_model(model, top.entries.at("model").value, m);
+  } else if (auto name = opt_choice(model, "name", {{"cosmoflow"}})) {
     (void)name;
     m.name = "cosmoflow";
   } else {
-    fail(model, "name", "required key is missing (the model to build: cosmoflow)");
+    fail(model, "name",
+         "required key is missing (the model to build: cosmoflow, or a graph given as layers:)");
   }
+  for (const char* key : {"inputs", "outputs", "loss"})
+    if (!m.graph && model.entries.count(key))
+      fail(model, key, "belongs to a model given as layers:, and there is no model.layers");
   m.kernel_size = static_cast<int>(opt_int(model, "kernel_size", 1).value_or(m.kernel_size));
   // 'same' padding with an even kernel pads asymmetrically; crest's conv kernels do not.
   if (m.kernel_size % 2 == 0)
@@ -608,8 +650,9 @@ Config Loader::build(const YAML::Node& root) {
     fail(data, "sample_shape",
          "expected 4 entries [D, H, W, C], got " + std::to_string(sample->size()) + ": " +
              shape_text(*sample));
-  // Every conv block halves each spatial size with a 2x2x2 pool.
-  const int64_t divisor = int64_t{1} << m.n_conv_layers;
+  // Every conv block halves each spatial size with a 2x2x2 pool (a graph model's own layers are
+  // checked when it is compiled).
+  const int64_t divisor = m.graph ? 1 : int64_t{1} << m.n_conv_layers;
   for (int i = 0; i < 3; ++i) {
     const int64_t s = (*sample)[static_cast<size_t>(i)];
     if (s % divisor != 0)
@@ -630,6 +673,15 @@ Config Loader::build(const YAML::Node& root) {
                " (they must be equal; input_shape may be left out)");
   }
   m.input_shape = d.sample_shape;
+  if (m.graph) {
+    const Shape& s = d.sample_shape;
+    const Shape want{s[3], s[0], s[1], s[2]};
+    for (const auto& in : m.graph->inputs())
+      if (in.name == "x" && in.per_sample != want)
+        fail(data, "sample_shape",
+             shape_text(*sample) + " [D, H, W, C] does not match the model's input x " +
+                 in.per_sample.str() + " [C, D, H, W] (expected " + want.str() + ")");
+  }
 
   if (auto target = opt_int_list(data, "target_shape", 1)) {
     if (target->size() != 1 || (*target)[0] != m.target_size)
@@ -1002,19 +1054,25 @@ std::string to_yaml(const Config& c) {
   y << "  format: " << (d.format == SampleFileFormat::npy ? "npy" : "tfrecord") << "\n";
 
   const ModelConfig& m = c.model;
-  y << "\nmodel:\n"
-    << "  name: " << m.name << "\n"
-    << "  input_shape: " << ints(m.input_shape) << "\n"
-    << "  kernel_size: " << m.kernel_size << "\n"
-    << "  target_size: " << m.target_size << "\n"
-    << "  conv_size: " << m.conv_size << "\n"
-    << "  n_conv_layers: " << m.n_conv_layers << "\n"
-    << "  fc1_size: " << m.fc1_size << "\n"
-    << "  fc2_size: " << m.fc2_size << "\n"
-    << "  hidden_activation: " << activation_name(m.hidden_activation) << "\n"
-    << "  pooling_type: " << pooling_name(m.pooling_type) << "\n"
-    << "  dropout: " << format_double(m.dropout) << "\n"
-    << "  l2: " << format_double(m.l2) << "\n";
+  if (m.graph) {
+    y << "\nmodel:\n  name: graph\n";
+    std::istringstream lines(graph_to_yaml(*m.graph));
+    for (std::string line; std::getline(lines, line);) y << "  " << line << "\n";
+  } else {
+    y << "\nmodel:\n"
+      << "  name: " << m.name << "\n"
+      << "  input_shape: " << ints(m.input_shape) << "\n"
+      << "  kernel_size: " << m.kernel_size << "\n"
+      << "  target_size: " << m.target_size << "\n"
+      << "  conv_size: " << m.conv_size << "\n"
+      << "  n_conv_layers: " << m.n_conv_layers << "\n"
+      << "  fc1_size: " << m.fc1_size << "\n"
+      << "  fc2_size: " << m.fc2_size << "\n"
+      << "  hidden_activation: " << activation_name(m.hidden_activation) << "\n"
+      << "  pooling_type: " << pooling_name(m.pooling_type) << "\n"
+      << "  dropout: " << format_double(m.dropout) << "\n"
+      << "  l2: " << format_double(m.l2) << "\n";
+  }
 
   const OptimizerConfig& o = c.optimizer;
   y << "\noptimizer:\n"

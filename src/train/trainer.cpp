@@ -89,6 +89,12 @@ CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
   return o;
 }
 
+TrainableModel build_model(const ModelConfig& m) {
+  if (m.graph) return {*m.graph, m.graph->outputs().at(0), m.graph->loss()};
+  CosmoFlowModel c = build_cosmoflow(cosmoflow_options(m));
+  return {std::move(c.graph), c.prediction, c.loss};
+}
+
 TrainSummary run_training(const Config& config, const TrainOptions& options,
                           std::ostream& all_ranks_log) {
   const auto t_start = Clock::now();
@@ -143,7 +149,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
                                               static_cast<unsigned>(comm->local_size())));
   backend->set_threads(threads);
 
-  CosmoFlowModel model = build_cosmoflow(cosmoflow_options(config.model));
+  const TrainableModel model = build_model(config.model);
   CompileOptions co;
   co.batch = config.data.batch_size;
   co.seed = config.data.seed;
@@ -493,8 +499,9 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
   }
   // The weights first: they are the run's result, the timeline only describes it.
   if (!options.save_weights.empty() && comm->rank() == 0) {  // identical on every rank
-    save_weights(ex.params(), options.save_weights,
-                 {{"format", "crest weights"}, {"model", "cosmoflow"}, {"config", config.source}});
+    save_weights(
+        ex.params(), options.save_weights,
+        {{"format", "crest weights"}, {"model", config.model.name}, {"config", config.source}});
     log << "weights saved to " << options.save_weights << "\n";
   }
   timeline.write(*comm);

@@ -7,11 +7,13 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "crest/core/shape.hpp"
+#include "crest/graph/graph.hpp"
 
 namespace crest {
 
@@ -65,7 +67,11 @@ enum class Activation { leaky_relu, relu, tanh };
 enum class Pooling { max, avg };
 
 struct ModelConfig {
+  // "cosmoflow", or "graph": a network given as `layers:` (docs/models.md), held in `graph`.
   std::string name = "cosmoflow";
+  // A graph model's network; it trains on the CosmoFlow task: input x [C, D, H, W] (the data's
+  // sample, channels-last), input y [target_size], outputs[0] the prediction, and a loss.
+  std::shared_ptr<const Graph> graph;
   Shape input_shape;  // defaults to data.sample_shape and must equal it
   int kernel_size = 3;
   int target_size = 4;

@@ -55,8 +55,17 @@ struct TrainSummary {
 // The learning-rate schedule of the config's lr_schedule section (validated).
 LrSchedule lr_schedule_of(const LrScheduleConfig& c);
 
-// Model options from the config's model section.
+// Model options from the config's model section (the built-in cosmoflow model).
 CosmoFlowOptions cosmoflow_options(const ModelConfig& m);
+
+// The network a config's model section describes, with the values the trainer reads: the
+// built-in cosmoflow model, or a graph given as layers: (outputs[0] is the prediction).
+struct TrainableModel {
+  Graph graph;
+  ValueId prediction = -1;
+  ValueId loss = -1;
+};
+TrainableModel build_model(const ModelConfig& m);
 
 // Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log);
