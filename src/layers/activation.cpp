@@ -78,11 +78,7 @@ void ActivationLayer::create(CreateContext& ctx) {
   kernel_ = ctx.backend.eltwise(op_, ctx.in_formats[0]);
 }
 
-void ActivationLayer::forward(RunContext& ctx) {
-  // Fused: the producer already applied the op to this (shared) buffer.
-  if (fused_) return;
-  kernel_->forward(ctx.in[0], ctx.out[0]);
-}
+void ActivationLayer::forward(RunContext& ctx) { kernel_->forward(ctx.in[0], ctx.out[0]); }
 
 void ActivationLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0]) kernel_->backward(ctx.out[0], ctx.diff_out[0], ctx.diff_in[0]);
@@ -92,7 +88,6 @@ std::string ActivationLayer::describe() const {
   std::ostringstream os;
   if (op_.kind == EltwiseKind::leaky_relu) os << "slope " << op_.alpha;
   if (op_.kind == EltwiseKind::linear) os << "x" << op_.alpha << (op_.beta != 0.f ? " +b" : "");
-  if (fused_) os << (os.tellp() > 0 ? " " : "") << "(fused)";
   return os.str();
 }
 

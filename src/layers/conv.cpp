@@ -160,13 +160,8 @@ BackwardNeeds ConvLayer::backward_needs(size_t n_in, size_t n_out) const {
   return n;
 }
 
-bool ConvLayer::fuse_activation(const EltwiseDesc& e, const Backend& b) {
-  if (post_op_.kind != EltwiseKind::none || !b.fuses(e)) return false;
-  post_op_ = e;
-  return true;
-}
-
 void ConvLayer::create(CreateContext& ctx) {
+  post_op_ = ctx.post_op;
   kernel_ = ctx.backend.conv(make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype),
                              ctx.in_formats[0]);
   ctx.in_formats[0] = kernel_->src_format();

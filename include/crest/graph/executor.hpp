@@ -15,6 +15,10 @@
 
 namespace crest {
 
+namespace compile {
+struct Program;
+}
+
 struct CompileOptions {
   int64_t batch = 1;
   DType dtype = DType::f32;
@@ -71,12 +75,12 @@ class Executor {
   // final (data-parallel training starts a bucket's allreduce from here). Empty: no calls.
   void set_gradient_ready(std::function<void(int slot)> fn) { gradient_ready_ = std::move(fn); }
 
-  ParamStore& params() { return params_; }
-  const ParamStore& params() const { return params_; }
+  ParamStore& params();
+  const ParamStore& params() const;
   VectorOps& vec() { return *vec_; }
   Backend& backend() { return backend_; }
   const CompileOptions& options() const { return opts_; }
-  const MemoryPlan& plan() const { return plan_; }
+  const MemoryPlan& plan() const;
   size_t arena_bytes() const { return arena_.bytes(); }
 
   // Flops of one training step (forward + the backward passes actually run) for the batch.
@@ -90,32 +94,21 @@ class Executor {
   // Human-readable table: one line per layer with output shape, format and parameters.
   std::string summary() const;
 
-  struct Op;
-  struct Value;
-
  private:
-  void build(const Graph& graph);
-  void plan_and_bind();
+  void bind_run_contexts();
   void finish_gradient(int slot);
+  void* block_ptr(int block) const;
 
   Backend& backend_;
   CompileOptions opts_;
   std::unique_ptr<VectorOps> vec_;
-  std::vector<std::unique_ptr<Layer>> owned_layers_;  // the nodes' layers and inserted reorders
-  std::vector<std::unique_ptr<Op>> ops_;
-  std::vector<std::unique_ptr<Value>> values_;
-  std::vector<GraphInput> inputs_;
+  std::unique_ptr<compile::Program> prog_;   // what the compile passes built
   std::vector<const void*> input_bindings_;  // per graph input: caller memory, or null (planned)
-  std::vector<int> graph_to_internal_;  // graph ValueId -> internal value (after output reorders)
-  int loss_op_ = -1;
-  ParamStore params_;
-  MemoryPlan plan_;
   Buffer arena_;
   uint64_t step_ = 0;
   double data_loss_ = 0;
   bool profiling_ = false;
   std::vector<OpProfile> profile_;
-  std::vector<bool> finished_in_backward_;  // per slot: its op's backward completes it
   std::function<void(int)> gradient_ready_;
 };
 

@@ -62,6 +62,9 @@ struct CreateContext {
   std::vector<bool> need_input_grad;   // which inputs backward must produce a gradient for
   size_t workspace_bytes = 0;          // kept from forward to backward (e.g. max-pool indices)
   size_t scratch_bytes = 0;            // transient, during one forward or backward call
+  // An activation the compile step fused into this layer's output (kind none: no fusion). Only
+  // kinds listed in src/graph/compile/choose_fusions.cpp get one; their kernels apply it.
+  EltwiseDesc post_op;
 };
 
 // Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),
@@ -93,17 +96,10 @@ class Layer {
     return {std::vector<bool>(n_inputs, false), std::vector<bool>(n_outputs, false), false};
   }
 
-  // An activation returns its element-wise op so the compile step can fuse it into the producer.
+  // An activation returns its element-wise op so the compile step can fuse it into a producer
+  // (the producer's kernel applies it and the activation's forward is not run) or move it after
+  // a max pooling.
   virtual std::optional<EltwiseDesc> activation() const { return std::nullopt; }
-  // Called before create(): absorb `e` as a post-op. Returns false if this layer can't.
-  virtual bool fuse_activation(const EltwiseDesc& /*e*/, const Backend& /*b*/) { return false; }
-  // Called on an activation whose op was fused into its producer: forward becomes a no-op.
-  virtual void mark_fused() {}
-
-  // Max pooling commutes with monotone non-decreasing element-wise functions
-  // (pool(f(x)) == f(pool(x))), which lets the compile step run an activation on the pooled,
-  // smaller tensor instead.
-  virtual bool commutes_with_monotone_activation() const { return false; }
 
   // Loss layers produce a scalar loss and start backward (no diff_out).
   virtual bool is_loss() const { return false; }

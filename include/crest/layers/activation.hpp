@@ -25,7 +25,6 @@ class ActivationLayer : public Layer {
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   std::optional<EltwiseDesc> activation() const override { return op_; }
-  void mark_fused() override { fused_ = true; }
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;
@@ -36,7 +35,6 @@ class ActivationLayer : public Layer {
     return std::make_unique<ActivationLayer>(EltwiseDesc{k, a, 0.f});
   }
   EltwiseDesc op_;
-  bool fused_ = false;
   std::unique_ptr<EltwiseKernel> kernel_;
 };
 

@@ -31,7 +31,6 @@ class ConvLayer : public Layer {
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
-  bool fuse_activation(const EltwiseDesc& e, const Backend& b) override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;

@@ -19,9 +19,6 @@ class PoolLayer : public Layer {
  public:
   explicit PoolLayer(PoolOptions o) : opts_(std::move(o)) {}
   std::string kind() const override;
-  bool commutes_with_monotone_activation() const override {
-    return opts_.kind == PoolKind::max && !opts_.global;
-  }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;

@@ -1,0 +1,47 @@
+// Fusion by pattern, decided here and not by the layers: a producer whose kernel can apply an
+// activation to its output (a post-op) absorbs the activation that is its output's only reader.
+// The activation then runs no forward of its own; it runs in place on the shared output and
+// computes its backward from it. The producer learns its post-op from CreateContext::post_op.
+#include <algorithm>
+#include <array>
+#include <string_view>
+
+#include "compile/program.hpp"
+
+namespace crest::compile {
+namespace {
+
+// Node kinds whose kernels take a fused activation (ConvKernel's post_op).
+constexpr std::array<std::string_view, 2> kTakesPostOp = {"conv", "conv_transpose"};
+
+bool takes_post_op(const Node& n) {
+  return std::find(kTakesPostOp.begin(), kTakesPostOp.end(), n.kind) != kTakesPostOp.end();
+}
+
+}  // namespace
+
+void choose_fusions(Program& p, const Graph& g) {
+  if (!p.opts.fuse) return;
+  std::vector<int> readers = p.graph_readers(g);
+  auto& nodes = p.nodes;
+  for (size_t a = 0; a + 1 < nodes.size(); ++a) {
+    Node& producer = nodes[a];
+    if (!takes_post_op(producer) || producer.outputs.size() != 1 ||
+        readers[static_cast<size_t>(producer.outputs[0])] != 1)
+      continue;
+    // An activation overwrites the output in place: not if the producer's backward reads it.
+    if (producer.layer->backward_needs(producer.inputs.size(), 1).output[0]) continue;
+    for (size_t b = a + 1; b < nodes.size(); ++b) {
+      Node& act = nodes[b];
+      if (act.inputs.size() != 1 || act.inputs[0] != producer.outputs[0]) continue;
+      const auto e = act.layer->activation();
+      if (e && p.backend.fuses(*e)) {
+        producer.post_op = *e;
+        act.fused_into_producer = true;
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace crest::compile

@@ -1,0 +1,111 @@
+// Kernels and layouts, written once for every layer: layers create their kernels in execution
+// order and may ask for an input in another format than its producer delivers (oneDNN's blocked
+// formats); a reorder is then inserted, shared by every reader that wants the same format.
+// Marked outputs are reordered to a plain layout so callers can read them without a backend.
+#include <map>
+#include <numeric>
+
+#include "compile/program.hpp"
+#include "crest/core/error.hpp"
+#include "crest/layers/shape_ops.hpp"
+
+namespace crest::compile {
+namespace {
+
+// A reorder op from value v's format to `to`; returns the new value.
+int add_reorder(Program& p, int v, const MemFormat& to, const std::string& suffix, bool grad) {
+  const MemFormat from = p.val(v).fmt;
+  auto layer = std::make_unique<ReorderLayer>(from, to);
+  auto op = std::make_unique<Op>();
+  op->name = p.val(v).name + suffix;
+  op->layer = layer.get();
+  op->in = {v};
+  const int nv = p.add_value(op->name, p.val(v).shape);
+  p.val(nv).needs_grad = grad && p.val(v).needs_grad;
+  op->out = {nv};
+  CreateContext rc{p.backend,
+                   p.opts.dtype,
+                   p.opts.training,
+                   {p.val(v).shape},
+                   {p.val(v).shape},
+                   {from},
+                   {},
+                   {p.val(nv).needs_grad},
+                   0,
+                   0,
+                   EltwiseDesc{}};
+  layer->create(rc);
+  p.val(nv).fmt = rc.out_formats[0];
+  op->need_input_grad = rc.need_input_grad;
+  p.layers.push_back(std::move(layer));
+  p.add_op(std::move(op));
+  return nv;
+}
+
+void create_node(Program& p, Node& node, std::map<std::pair<int, std::string>, int>& reordered) {
+  auto op = std::make_unique<Op>();
+  op->name = node.name;
+  op->layer = node.layer.get();
+  op->in.assign(node.inputs.begin(), node.inputs.end());
+  op->out.assign(node.outputs.begin(), node.outputs.end());
+  op->param_slots = node.param_slots;
+  op->fused_into_producer = node.fused_into_producer;
+  CreateContext cc{p.backend, p.opts.dtype, p.opts.training, {}, {}, {}, {}, {}, 0,
+                   0,         node.post_op};
+  for (int v : op->in) {
+    cc.in_shapes.push_back(p.val(v).shape);
+    cc.in_formats.push_back(p.val(v).fmt);
+  }
+  for (size_t i = 0; i < op->in.size(); ++i)
+    cc.need_input_grad.push_back(p.val(op->in[i]).needs_grad && !node.layer->input_is_constant(i));
+  for (int v : op->out) cc.out_shapes.push_back(p.val(v).shape);
+  try {
+    node.layer->create(cc);
+  } catch (const Error& e) {
+    rethrow_for_node(e, node.name, node.layer->kind());
+  }
+  if (cc.out_formats.size() != op->out.size())
+    throw_runtime("layer '" + node.name + "' set " + std::to_string(cc.out_formats.size()) +
+                  " output formats for " + std::to_string(op->out.size()) + " outputs");
+  for (size_t i = 0; i < op->in.size(); ++i) {
+    const int v = op->in[i];
+    if (cc.in_formats[i] == p.val(v).fmt) continue;
+    const auto key = std::make_pair(v, cc.in_formats[i].str());
+    auto found = reordered.find(key);
+    if (found == reordered.end())
+      found = reordered.emplace(key, add_reorder(p, v, cc.in_formats[i], ">reorder", true)).first;
+    op->in[i] = found->second;
+  }
+  for (size_t j = 0; j < op->out.size(); ++j) p.val(op->out[j]).fmt = cc.out_formats[j];
+  op->need_input_grad = cc.need_input_grad;
+  op->workspace_bytes = cc.workspace_bytes;
+  op->scratch_bytes = cc.scratch_bytes;
+  if (node.layer->is_loss()) p.loss_op = static_cast<int>(p.ops.size());
+  p.add_op(std::move(op));
+}
+
+}  // namespace
+
+void create_kernels(Program& p, const Graph& g) {
+  std::map<std::pair<int, std::string>, int> reordered;  // (value, wanted format) -> value
+  for (Node& node : p.nodes) create_node(p, node, reordered);
+
+  p.graph_to_internal.resize(static_cast<size_t>(g.value_count()));
+  std::iota(p.graph_to_internal.begin(), p.graph_to_internal.end(), 0);
+  for (ValueId out : g.outputs()) {
+    if (p.val(out).fmt.layout == Layout::blocked) {
+      const int nv = add_reorder(p, out, plain_format(p.val(out).shape, p.val(out).fmt.dtype),
+                                 ">plain", false);
+      p.graph_to_internal[static_cast<size_t>(out)] = nv;
+      p.val(nv).pinned = true;
+    } else {
+      p.val(out).pinned = true;
+    }
+  }
+  for (Node& node : p.nodes) p.layers.push_back(std::move(node.layer));
+  if (g.loss() >= 0) p.val(g.loss()).pinned = true;
+  if (g.loss() >= 0 && p.loss_op < 0)
+    throw_usage("the graph's loss value is not produced by a loss layer");
+}
+
+}  // namespace crest::compile

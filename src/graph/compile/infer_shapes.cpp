@@ -1,0 +1,85 @@
+// Shapes, parameters and gradient needs. A value needs a gradient iff it is downstream of a
+// trainable parameter (or of a graph input when input_grads is set) and upstream of the loss,
+// so the first convolution's input gradient is never computed.
+#include "compile/program.hpp"
+#include "crest/core/error.hpp"
+
+namespace crest::compile {
+namespace {
+
+void add_graph_inputs(Program& p, const Graph& g) {
+  for (int v = 0; v < g.value_count(); ++v) p.values.push_back(std::make_unique<Value>());
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const GraphInput& in = p.inputs[i];
+    Value& v = p.val(static_cast<int>(i));
+    v.name = in.name;
+    v.shape = in.per_sample.with_batch(p.opts.batch);
+    v.fmt = plain_format(v.shape, in.integer ? DType::i32 : p.opts.dtype, in.layout);
+    v.pinned = true;
+    v.graph_input = static_cast<int>(i);
+    v.needs_grad = p.opts.training && p.opts.input_grads && !in.integer;
+  }
+}
+
+// Only values upstream of the loss get gradients.
+void keep_gradients_that_reach_the_loss(Program& p, const Graph& g) {
+  if (g.loss() < 0) {
+    for (auto& v : p.values) v->needs_grad = false;
+    return;
+  }
+  std::vector<bool> reaches(p.values.size(), false);
+  reaches[static_cast<size_t>(g.loss())] = true;
+  for (auto it = p.nodes.rbegin(); it != p.nodes.rend(); ++it) {
+    bool any = false;
+    for (ValueId o : it->outputs) any = any || reaches[static_cast<size_t>(o)];
+    if (any)
+      for (size_t i = 0; i < it->inputs.size(); ++i)
+        if (!it->layer->input_is_constant(i)) reaches[static_cast<size_t>(it->inputs[i])] = true;
+  }
+  for (size_t v = 0; v < p.values.size(); ++v)
+    p.values[v]->needs_grad = p.values[v]->needs_grad && reaches[v];
+}
+
+}  // namespace
+
+void infer_shapes(Program& p, const Graph& g) {
+  add_graph_inputs(p, g);
+  std::vector<ParamSlot> slots;
+  for (Node& node : p.nodes) {
+    std::vector<Shape> in_shapes;
+    for (ValueId v : node.inputs) in_shapes.push_back(p.val(v).shape);
+    std::vector<Shape> out_shapes;
+    try {
+      out_shapes = node.layer->infer_shapes(in_shapes);
+    } catch (const Error& e) {
+      rethrow_for_node(e, node.name, node.layer->kind());
+    }
+    if (out_shapes.size() != node.outputs.size())
+      throw_runtime("layer '" + node.name + "' produced " + std::to_string(out_shapes.size()) +
+                    " shapes for " + std::to_string(node.outputs.size()) + " outputs");
+    bool has_trainable = false;
+    for (const ParamSpec& spec : node.layer->param_specs(in_shapes)) {
+      node.param_slots.push_back(static_cast<int>(slots.size()));
+      slots.push_back({node.name + "." + spec.name, spec.shape, 0, 0, spec});
+      has_trainable = has_trainable || spec.trainable;
+    }
+    bool grad = p.opts.training && has_trainable;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      grad = grad || (p.val(node.inputs[i]).needs_grad && !node.layer->input_is_constant(i));
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      Value& o = p.val(node.outputs[j]);
+      o.name = node.name;
+      if (node.outputs.size() > 1) o.name.append(":").append(std::to_string(j));
+      o.shape = out_shapes[j];
+      o.needs_grad = grad;
+    }
+  }
+  p.params = ParamStore(slots, p.opts.dtype);
+  // ParamStore orders slots trainable first: map the nodes' indices to the store's.
+  for (Node& node : p.nodes)
+    for (int& s : node.param_slots) s = p.params.find(slots[static_cast<size_t>(s)].name);
+  p.params.initialize(p.opts.seed);
+  keep_gradients_that_reach_the_loss(p, g);
+}
+
+}  // namespace crest::compile

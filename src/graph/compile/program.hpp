@@ -1,0 +1,112 @@
+// The compiled form of a graph while compile() builds it and after: private to src/graph.
+//
+// compile() runs the passes below in order, one file each (src/graph/compile/), on a Program:
+//   instantiate_layers     a fresh Layer per graph node (the graph itself is never changed)
+//   swap_activation_pool   act -> max-pool becomes max-pool -> act (same values, smaller tensor)
+//   infer_shapes           shapes, parameters, which values need a gradient
+//   choose_fusions         producer + activation patterns the backend runs as one kernel
+//   create_kernels         kernels in order, reorders where a layer wants another format
+//   plan_backward          what each op's backward reads and whether it runs
+//   plan_storage           in-place and view sharing, lifetimes, one arena by liveness
+// The Executor then binds every pointer once (run contexts) and runs steps.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/graph/executor.hpp"
+#include "crest/graph/graph.hpp"
+#include "crest/graph/layer.hpp"
+#include "crest/graph/memory_plan.hpp"
+#include "crest/graph/param_store.hpp"
+
+namespace crest::compile {
+
+// A graph node during one compile: its own Layer, which the passes may rewire (the swap) and
+// configure (fusion, kernels).
+struct Node {
+  std::string name;
+  std::string kind;
+  std::unique_ptr<Layer> layer;
+  std::vector<ValueId> inputs, outputs;
+  std::vector<int> param_slots;      // into Program::params, in the layer's ParamSpec order
+  EltwiseDesc post_op;               // an activation fused into this node's output
+  bool fused_into_producer = false;  // this activation runs inside its producer's kernel
+};
+
+struct Value {
+  std::string name;
+  Shape shape;
+  MemFormat fmt;
+  int producer = -1;           // op index; -1 for graph inputs
+  std::vector<int> consumers;  // op indices (an op appears once per input slot)
+  bool needs_grad = false;
+  bool pinned = false;  // graph inputs, marked outputs, the loss: alive the whole step
+  int graph_input = -1;
+  int storage = -1;       // plan block of the forward value
+  int grad_storage = -1;  // plan block of its gradient
+};
+
+struct Op {
+  std::string name;
+  Layer* layer = nullptr;
+  std::vector<int> in, out;
+  std::vector<int> param_slots;
+  BackwardNeeds needs;
+  std::vector<bool> need_input_grad;
+  size_t workspace_bytes = 0, scratch_bytes = 0;
+  int workspace_block = -1;
+  bool run_backward = false;
+  bool inplace = false;       // output 0 shares input 0's storage
+  bool grad_inplace = false;  // diff input 0 shares diff output 0
+  bool fused_into_producer = false;
+  Flops flops;
+  RunContext ctx;
+  // After this op's backward: grad(value) += temp block, for values read by several layers.
+  struct Accum {
+    int value;
+    int temp_block;
+  };
+  std::vector<Accum> accum;
+  std::vector<int> temp_grad_block;  // per input slot: -1 = writes the value's gradient directly
+};
+
+struct Program {
+  Program(Backend& b, const CompileOptions& o) : backend(b), opts(o) {}
+  Backend& backend;
+  CompileOptions opts;
+  std::vector<GraphInput> inputs;
+  std::vector<Node> nodes;                     // the graph's nodes, in execution order
+  std::vector<std::unique_ptr<Layer>> layers;  // every op's layer (nodes' and inserted reorders)
+  std::vector<std::unique_ptr<Value>> values;  // graph values first, then inserted ones
+  std::vector<std::unique_ptr<Op>> ops;
+  std::vector<int> graph_to_internal;  // graph ValueId -> value a caller reads (output reorders)
+  int loss_op = -1;
+  ParamStore params;
+  std::vector<bool> finished_in_backward;  // per parameter slot: its op's backward completes it
+  MemoryPlan plan;
+
+  Value& val(int v) { return *values[static_cast<size_t>(v)]; }
+  const Value& val(int v) const { return *values[static_cast<size_t>(v)]; }
+  Op& op(int i) { return *ops[static_cast<size_t>(i)]; }
+  // How many layers read each graph value (+2 for outputs and the loss, which must stay).
+  std::vector<int> graph_readers(const Graph& g) const;
+  // Appends an op and records it as producer/consumer of its values; returns its index.
+  int add_op(std::unique_ptr<Op> op);
+  // Appends a value; returns its index.
+  int add_value(const std::string& name, const Shape& shape);
+};
+
+void instantiate_layers(Program& p, const Graph& g);
+void swap_activation_pool(Program& p, const Graph& g);
+void infer_shapes(Program& p, const Graph& g);
+void choose_fusions(Program& p, const Graph& g);
+void create_kernels(Program& p, const Graph& g);
+void plan_backward(Program& p);
+void plan_storage(Program& p);
+
+// "layer 'name' (kind): message" with the error's kind kept.
+[[noreturn]] void rethrow_for_node(const Error& e, const std::string& name,
+                                   const std::string& kind);
+
+}  // namespace crest::compile

@@ -1,0 +1,113 @@
+// The compile passes one by one (src/graph/compile/), on the branchy test model: each pass is a
+// function of the Program the previous ones left, so its decisions can be checked directly.
+#include <gtest/gtest.h>
+
+#include "crest/core/error.hpp"
+#include "crest/models/cosmoflow.hpp"
+#include "graph/compile/program.hpp"
+#include "support/small_models.hpp"
+
+namespace crest::compile {
+namespace {
+
+struct Compiled {
+  explicit Compiled(const Graph& g, const std::string& backend_name, bool fuse = true)
+      : backend(make_backend(backend_name)), p(*backend, [&] {
+          CompileOptions o;
+          o.batch = 2;
+          o.fuse = fuse;
+          return o;
+        }()) {
+    instantiate_layers(p, g);
+  }
+  std::unique_ptr<Backend> backend;
+  Program p;
+};
+
+const Node& node(const Program& p, const std::string& name) {
+  for (const Node& n : p.nodes)
+    if (n.name == name) return n;
+  throw std::runtime_error("no node " + name);
+}
+
+size_t position(const Program& p, const std::string& name) {
+  for (size_t i = 0; i < p.nodes.size(); ++i)
+    if (p.nodes[i].name == name) return i;
+  return p.nodes.size();
+}
+
+TEST(CompilePasses, InstantiateMakesOneLayerPerNodeAndLeavesTheGraph) {
+  const test::SmallModel m = test::branchy_model();
+  Compiled c(m.graph, "reference");
+  ASSERT_EQ(c.p.nodes.size(), m.graph.nodes().size());
+  for (size_t i = 0; i < c.p.nodes.size(); ++i) {
+    EXPECT_EQ(c.p.nodes[i].name, m.graph.nodes()[i].name);
+    EXPECT_NE(c.p.nodes[i].layer, nullptr);
+  }
+}
+
+TEST(CompilePasses, MonotoneActivationMovesAfterMaxPoolOnlyWhenFusing) {
+  const test::SmallModel m = test::branchy_model();
+  Compiled on(m.graph, "reference"), off(m.graph, "reference", /*fuse=*/false);
+  swap_activation_pool(on.p, m.graph);
+  swap_activation_pool(off.p, m.graph);
+  EXPECT_LT(position(on.p, "pool1"), position(on.p, "act1"));
+  EXPECT_LT(position(off.p, "act1"), position(off.p, "pool1"));
+  // The pool now reads the conv output, the activation the pool's.
+  EXPECT_EQ(node(on.p, "pool1").inputs, node(on.p, "conv1").outputs);
+  EXPECT_EQ(node(on.p, "act1").inputs, node(on.p, "pool1").outputs);
+}
+
+TEST(CompilePasses, GradientsOnlyWhereTheyReachTheLossFromAParameter) {
+  const test::SmallModel m = test::branchy_model();
+  Compiled c(m.graph, "reference");
+  infer_shapes(c.p, m.graph);
+  EXPECT_FALSE(c.p.val(m.x).needs_grad);  // the data needs no gradient
+  EXPECT_FALSE(c.p.val(m.y).needs_grad);
+  EXPECT_TRUE(c.p.val(node(c.p, "conv1").outputs[0]).needs_grad);
+  EXPECT_EQ(c.p.val(node(c.p, "conv1").outputs[0]).shape, (Shape{2, 4, 6, 8}));
+  EXPECT_EQ(node(c.p, "conv1").param_slots.size(), 2u);  // weight and bias
+}
+
+TEST(CompilePasses, ConvAbsorbsTheActivationThatIsItsOnlyReader) {
+  const test::SmallModel m = test::branchy_model();
+  Compiled c(m.graph, "onednn");
+  swap_activation_pool(c.p, m.graph);
+  infer_shapes(c.p, m.graph);
+  choose_fusions(c.p, m.graph);
+  // conv2 -> act2 (tanh): fused. conv1 is read by pool1 after the swap: nothing to fuse.
+  EXPECT_EQ(node(c.p, "conv2").post_op.kind, EltwiseKind::tanh);
+  EXPECT_TRUE(node(c.p, "act2").fused_into_producer);
+  EXPECT_EQ(node(c.p, "conv1").post_op.kind, EltwiseKind::none);
+  EXPECT_FALSE(node(c.p, "act1").fused_into_producer);
+  // A dense layer takes no post-op: fc1's sigmoid runs on its own.
+  EXPECT_FALSE(node(c.p, "fc1_act").fused_into_producer);
+}
+
+TEST(CompilePasses, KernelsReorderAndThePlanIsValid) {
+  CosmoFlowOptions o;
+  o.input_shape = {32, 32, 32, 4};
+  o.conv_size = 16;  // 16 channels and more: oneDNN's blocked nCdhw16c between the convs
+  const CosmoFlowModel m = build_cosmoflow(o);
+  Compiled c(m.graph, "onednn");
+  swap_activation_pool(c.p, m.graph);
+  infer_shapes(c.p, m.graph);
+  choose_fusions(c.p, m.graph);
+  create_kernels(c.p, m.graph);
+  int reorders = 0;
+  for (const auto& op : c.p.ops) reorders += op->layer->kind() == "reorder";
+  EXPECT_GT(reorders, 0) << "channels-last conv1 and blocked conv2 meet: a reorder between";
+  EXPECT_GE(c.p.loss_op, 0);
+  plan_backward(c.p);
+  plan_storage(c.p);
+  std::string why;
+  EXPECT_TRUE(plan_is_valid(c.p.plan, &why)) << why;
+  EXPECT_LT(c.p.plan.arena_bytes, c.p.plan.naive_bytes);
+  for (const auto& op : c.p.ops)
+    if (op->fused_into_producer) {
+      EXPECT_TRUE(op->inplace) << op->name;
+    }
+}
+
+}  // namespace
+}  // namespace crest::compile
