@@ -1,6 +1,6 @@
-// The onednn convolution kernels agree with the reference backend: forward (with fused
-// activations), backward data and backward weights, 1-D to 3-D, strided, padded, dilated,
-// grouped and transposed, in whatever layouts oneDNN picks.
+// The onednn convolution kernels where the layer-level table (tests/ops/op_table_test.cpp) cannot
+// reach: asymmetric padding, fused post-ops, the producer's layout hint, CosmoFlow's shapes,
+// scratch sizes and errors. Forward, backward data and backward weights against the reference.
 #include <gtest/gtest.h>
 
 #include <iostream>
@@ -106,8 +106,6 @@ std::pair<MemFormat, MemFormat> check_conv(const ConvCase& c, uint32_t seed = 1)
   return {ok->src_format(), ok->dst_format()};
 }
 
-TEST(OneDnnConv, Conv1D) { check_conv({.rank = 1, .ic = 3, .oc = 5, .size = 11}); }
-
 TEST(OneDnnConv, Conv1DStridedDilatedAsymmetricNoBias) {
   check_conv({.rank = 1,
               .ic = 6,
@@ -120,8 +118,6 @@ TEST(OneDnnConv, Conv1DStridedDilatedAsymmetricNoBias) {
               .bias = false});
 }
 
-TEST(OneDnnConv, Conv2DBlockedChannels) { check_conv({.rank = 2, .ic = 16, .oc = 32, .size = 6}); }
-
 TEST(OneDnnConv, Conv2DStrideAsymmetricPadding) {
   check_conv({.rank = 2,
               .ic = 8,
@@ -133,34 +129,8 @@ TEST(OneDnnConv, Conv2DStrideAsymmetricPadding) {
               .pad_hi = 0});
 }
 
-TEST(OneDnnConv, Conv2DDilated) {
-  check_conv({.rank = 2, .ic = 16, .oc = 16, .size = 9, .dilation = 2, .pad_lo = 2, .pad_hi = 2});
-}
-
-TEST(OneDnnConv, Conv2DGroups) {
-  check_conv({.rank = 2, .ic = 8, .oc = 12, .groups = 2, .size = 7, .stride = 2});
-  check_conv({.rank = 2, .ic = 32, .oc = 64, .groups = 2, .size = 5, .bias = false});
-}
-
-TEST(OneDnnConv, Conv2DDepthwise) {
-  check_conv({.rank = 2, .ic = 16, .oc = 16, .groups = 16, .size = 6});
-}
-
 TEST(OneDnnConv, Conv2DChannelsLastHint) {
   check_conv({.rank = 2, .ic = 3, .oc = 16, .size = 8, .hint = Layout::channels_last});
-}
-
-TEST(OneDnnConv, Conv3D) {
-  check_conv({.rank = 3, .ic = 16, .oc = 32, .size = 5, .stride = 2});
-  check_conv({.rank = 3,
-              .ic = 8,
-              .oc = 8,
-              .groups = 2,
-              .size = 5,
-              .dilation = 2,
-              .pad_lo = 2,
-              .pad_hi = 1,
-              .bias = false});
 }
 
 TEST(OneDnnConv, FusedActivations) {
@@ -174,76 +144,6 @@ TEST(OneDnnConv, FusedActivations) {
     check_conv({.rank = 2, .ic = 16, .oc = 16, .size = 5, .post = e});
     check_conv({.rank = 1, .ic = 3, .oc = 5, .size = 9, .post = e});
   }
-}
-
-TEST(OneDnnConv, Transposed1D) {
-  check_conv({.rank = 1,
-              .ic = 5,
-              .oc = 3,
-              .size = 6,
-              .kernel = 3,
-              .stride = 2,
-              .pad_lo = 1,
-              .pad_hi = 1,
-              .transposed = true});
-}
-
-TEST(OneDnnConv, Transposed2D) {
-  // Non-square channels show whether the [in, out/g, k] weight view is transposed correctly.
-  check_conv({.rank = 2,
-              .ic = 16,
-              .oc = 8,
-              .size = 4,
-              .kernel = 4,
-              .stride = 2,
-              .pad_lo = 1,
-              .pad_hi = 1,
-              .transposed = true});
-  check_conv({.rank = 2,
-              .ic = 6,
-              .oc = 4,
-              .groups = 2,
-              .size = 5,
-              .kernel = 3,
-              .stride = 2,
-              .pad_lo = 1,
-              .pad_hi = 1,
-              .output_padding = 1,
-              .bias = false,
-              .transposed = true});
-  check_conv({.rank = 2,
-              .ic = 4,
-              .oc = 6,
-              .size = 5,
-              .kernel = 3,
-              .dilation = 2,
-              .pad_lo = 0,
-              .pad_hi = 1,
-              .transposed = true,
-              .post = {EltwiseKind::leaky_relu, 0.2f, 0.f}});
-}
-
-TEST(OneDnnConv, Transposed3D) {
-  check_conv({.rank = 3,
-              .ic = 16,
-              .oc = 16,
-              .size = 3,
-              .kernel = 2,
-              .stride = 2,
-              .pad_lo = 0,
-              .pad_hi = 0,
-              .transposed = true});
-  check_conv({.rank = 3,
-              .ic = 4,
-              .oc = 8,
-              .groups = 2,
-              .size = 3,
-              .kernel = 3,
-              .stride = 2,
-              .pad_lo = 1,
-              .pad_hi = 1,
-              .output_padding = 1,
-              .transposed = true});
 }
 
 // The CosmoFlow network at a small size: conv1 reads 4-channel channels_last data (the layout of
