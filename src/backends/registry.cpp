@@ -1,16 +1,60 @@
-// Backend registry: the one place that knows which backends exist.
-#include "backends/onednn/onednn_backend.hpp"
-#include "backends/reference/reference_backend.hpp"
+// The backend and kernel registries: filled by CREST_REGISTER_BACKEND / CREST_REGISTER_KERNEL
+// lines in the backend folders CMake builds, so nothing here names a backend.
+#include <map>
+
+#include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest {
+namespace {
 
-std::vector<std::string> backend_names() { return {"reference", "onednn"}; }
+using BackendMaker = std::unique_ptr<Backend> (*)();
+
+std::map<std::string, BackendMaker>& backends() {
+  static std::map<std::string, BackendMaker> makers;
+  return makers;
+}
+
+std::map<std::pair<std::string, std::type_index>, std::shared_ptr<const void>>& kernels() {
+  static std::map<std::pair<std::string, std::type_index>, std::shared_ptr<const void>> makers;
+  return makers;
+}
+
+}  // namespace
+
+bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)()) {
+  CREST_CHECK(backends().emplace(name, make).second, "backend '" + name + "' registered twice");
+  return true;
+}
+
+void kernel_registry::add(const std::string& backend, std::type_index kernel,
+                          std::shared_ptr<const void> maker) {
+  CREST_CHECK(kernels().emplace(std::make_pair(backend, kernel), std::move(maker)).second,
+              "a kernel registered twice for backend '" + backend + "'");
+}
+
+const void* kernel_registry::find(const std::string& backend, std::type_index kernel) {
+  auto it = kernels().find({backend, kernel});
+  return it == kernels().end() ? nullptr : it->second.get();
+}
+
+// The reference backend first (the oracle), the others by name.
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  if (backends().count("reference")) names.push_back("reference");
+  for (const auto& [name, make] : backends())
+    if (name != "reference") names.push_back(name);
+  return names;
+}
 
 std::unique_ptr<Backend> make_backend(const std::string& name) {
-  if (name == "reference") return make_reference_backend();
-  if (name == "onednn") return make_onednn_backend();
-  throw_usage("unknown backend '" + name + "' (available: reference, onednn)");
+  auto it = backends().find(name);
+  if (it == backends().end()) {
+    std::string known;
+    for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
+    throw_usage("unknown backend '" + name + "' (available: " + known + ")");
+  }
+  return it->second();
 }
 
 }  // namespace crest

@@ -15,7 +15,6 @@
 #include <thread>
 #include <vector>
 
-#include "backends/onednn/gemm_peak.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
@@ -201,7 +200,7 @@ void bench_train(const BenchTrainArgs& a) {
           ReportPeak{a.peak_gflops, "given",
                      "given with --peak-gflops (for example a figure from `crest bench peak`)"};
     else
-      r.peak = measure_report_peak(threads);
+      r.peak = measure_report_peak(*backend, threads);
     r.profiled_steps = a.steps;
     r.layers = report_layers(ex.profile(), a.steps, r.peak.gflops);
     for (double t : times) r.time.steps_s += t;  // rank 0's timed steps
@@ -238,7 +237,7 @@ void bench_peak(int threads_arg, int64_t n, int iters) {
   const int threads = resolve_threads(threads_arg);
   backend->set_threads(threads);
   for (DType t : {DType::f32, DType::bf16}) {
-    const GemmPeak p = measure_gemm_peak(t, n, n, n, iters);
+    const PeakRate p = backend->peak(t, n, iters);
     nlohmann::json j;
     j["bench"] = "peak";
     j["dtype"] = dtype_name(t);

@@ -18,7 +18,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "backends/onednn/gemm_peak.hpp"
 #include "crest/core/error.hpp"
 #include "data/formats/file_io.hpp"
 
@@ -488,12 +487,12 @@ ReportTime report_time(const std::vector<ReportEpoch>& epochs) {
   return t;
 }
 
-ReportPeak measure_report_peak(int threads, int64_t n, int iters) {
+ReportPeak measure_report_peak(Backend& backend, int threads, int64_t n, int iters) {
   const auto t0 = std::chrono::steady_clock::now();
-  const GemmPeak g = measure_gemm_peak(DType::f32, n, n, n, iters);
+  const PeakRate g = backend.peak(DType::f32, n, iters);
   const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ReportPeak p;
-  const std::string what = "oneDNN fp32 matmul " + std::to_string(n) + "\xC2\xB3 with " +
+  const std::string what = backend.name() + " fp32 matmul " + std::to_string(n) + "\xC2\xB3 with " +
                            std::to_string(threads) + " thread" + (threads == 1 ? "" : "s") +
                            " (the code of `crest bench peak`)";
   if (!g.supported) {

@@ -78,7 +78,9 @@ class ReportObserver : public RunObserver {
     // The peak is measured after training so it neither slows the run nor competes with it for
     // the cores; a failed measurement costs the % column, not the report.
     try {
-      report_.peak = measure_report_peak(u.threads);
+      auto backend = make_backend(u.backend);
+      backend->set_threads(u.threads);
+      report_.peak = measure_report_peak(*backend, u.threads);
     } catch (const Error& e) {
       report_.peak =
           ReportPeak{kReportNaN, "none", std::string("the peak measurement failed: ") + e.what()};

@@ -14,10 +14,12 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <vector>
 
 #include "crest/core/dtype.hpp"
 #include "crest/core/enum_table.hpp"
+#include "crest/core/error.hpp"
 #include "crest/core/shape.hpp"
 #include "crest/core/tensor.hpp"
 
@@ -213,6 +215,14 @@ class VectorOps {
 
 // ---------------------------------------------------------------------------------------------
 
+// A backend's compute peak: the best rate of a timed n x n x n GEMM (`crest bench peak`, the
+// report's "% of peak").
+struct PeakRate {
+  bool supported = false;  // false: no fast path for the dtype here, or the backend measures none
+  double gflops = 0;
+  std::string implementation;  // what ran, or why nothing did
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -234,10 +244,66 @@ class Backend {
 
   // Sets the number of compute threads this backend uses.
   virtual void set_threads(int threads) = 0;
+
+  // The machine's GEMM rate through this backend's library for `dtype` (n^3, best of `iters`).
+  virtual PeakRate peak(DType /*dtype*/, int64_t /*n*/, int /*iters*/) {
+    return {false, 0, "the " + name() + " backend measures no peak"};
+  }
+  // A backend whose registered kernels run on this backend's memory when it has none of its own
+  // for a kernel type (a CPU backend names "reference": slow, but correct); "" for none.
+  virtual std::string kernel_fallback() const { return ""; }
 };
 
-// Backend registry: "reference" and "onednn" (when built). Throws crest::Error (usage) naming
-// the backend and the ones available when `name` is unknown.
+// ---------------------------------------------------------------------------------------------
+// Kernels beyond the fixed families above register per backend, so a new layer with a new
+// kernel adds files instead of editing this interface and every backend's factory:
+//
+//   struct ChannelAffineKernel { using Desc = ChannelAffineDesc; static constexpr const char*
+//                                kName = "channel_affine"; virtual ... };   // the layer's header
+//   CREST_REGISTER_KERNEL(reference_channel_affine, "reference", ChannelAffineKernel, make);
+//   auto k = make_kernel<ChannelAffineKernel>(ctx.backend, desc);          // in Layer::create
+
+template <typename K>
+using KernelMaker = std::unique_ptr<K> (*)(Backend& backend, const typename K::Desc& desc);
+
+namespace kernel_registry {
+void add(const std::string& backend, std::type_index kernel, std::shared_ptr<const void> maker);
+const void* find(const std::string& backend, std::type_index kernel);  // null: none
+}  // namespace kernel_registry
+
+template <typename K>
+bool register_kernel(const std::string& backend, KernelMaker<K> make) {
+  kernel_registry::add(backend, typeid(K), std::make_shared<const KernelMaker<K>>(make));
+  return true;
+}
+
+// The backend's own kernel, else its fallback's; throws crest::Error (usage) naming both.
+template <typename K>
+std::unique_ptr<K> make_kernel(Backend& backend, const typename K::Desc& desc) {
+  for (const std::string& name : {backend.name(), backend.kernel_fallback()}) {
+    if (name.empty()) continue;
+    if (const void* m = kernel_registry::find(name, typeid(K)))
+      return (*static_cast<const KernelMaker<K>*>(m))(backend, desc);
+  }
+  throw_usage(
+      "backend '" + backend.name() + "' has no " + K::kName + " kernel" +
+      (backend.kernel_fallback().empty() ? "" : " (nor has '" + backend.kernel_fallback() + "')"));
+}
+
+#define CREST_REGISTER_KERNEL(id, backend, Kernel, maker)           \
+  [[maybe_unused]] static const bool crest_kernel_registered_##id = \
+      ::crest::register_kernel<Kernel>(backend, maker)
+
+// Backends register their factory with one line in their own folder (only the folders CMake
+// builds are linked): CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend);
+bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)());
+
+#define CREST_REGISTER_BACKEND(id, name, make)                       \
+  [[maybe_unused]] static const bool crest_backend_registered_##id = \
+      ::crest::register_backend(name, make)
+
+// The registered backends: "reference" always, "onednn" when built. Throws crest::Error (usage)
+// naming the backend and the ones available when `name` is unknown.
 std::unique_ptr<Backend> make_backend(const std::string& name);
 std::vector<std::string> backend_names();
 

@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/backends/kernels.hpp"
 #include "crest/graph/executor.hpp"
 
 namespace crest {
@@ -94,9 +95,9 @@ std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_
 // The time breakdown summed over epochs.
 ReportTime report_time(const std::vector<ReportEpoch>& epochs);
 
-// This machine's fp32 GEMM peak through `crest bench peak`'s code (oneDNN matmul n³, best of
-// `iters` after a warm-up) on the calling thread's OpenMP team, described in `how`.
-ReportPeak measure_report_peak(int threads, int64_t n = 2048, int iters = 3);
+// This machine's fp32 GEMM peak through the backend (`crest bench peak`'s code: a matmul n³,
+// best of `iters` after a warm-up) with the backend's threads, described in `how`.
+ReportPeak measure_report_peak(Backend& backend, int threads, int64_t n = 2048, int iters = 3);
 
 // The document written to report.json, and the page written to report.html.
 nlohmann::json report_json(const PerformanceReport& report);

@@ -7,6 +7,7 @@
 #include "backends/onednn/conv.hpp"
 #include "backends/onednn/dense.hpp"
 #include "backends/onednn/eltwise.hpp"
+#include "backends/onednn/gemm_peak.hpp"
 #include "backends/onednn/onednn_backend.hpp"
 #include "backends/onednn/pool.hpp"
 #include "backends/onednn/reorder.hpp"
@@ -61,6 +62,13 @@ class OneDnnBackend final : public Backend {
     omp_set_num_threads(threads);
   }
 
+  PeakRate peak(DType dtype, int64_t n, int iters) override {
+    const GemmPeak g = measure_gemm_peak(dtype, n, n, n, iters);
+    return {g.supported, g.gflops, g.implementation};
+  }
+  // Its memory is host memory: the reference backend's registered kernels run on it.
+  std::string kernel_fallback() const override { return "reference"; }
+
  private:
   void require(DType t, const char* what) const {
     if (!supports(t))
@@ -74,5 +82,7 @@ class OneDnnBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<OneDnnBackend>(); }
+
+CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend);
 
 }  // namespace crest

@@ -46,4 +46,6 @@ class ReferenceBackend final : public Backend {
 
 std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
 
+CREST_REGISTER_BACKEND(reference, "reference", make_reference_backend);
+
 }  // namespace crest
