@@ -48,13 +48,11 @@ struct StagedFile {
   uint32_t crc = 0;
 };
 
-std::string err_text() { return std::strerror(errno); }
-
 class Fd {
  public:
   Fd(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
     fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-    if (fd_ < 0) throw_input(path + ": cannot open: " + err_text());
+    if (fd_ < 0) throw_io(path, "cannot open", errno);
   }
   ~Fd() {
     if (fd_ >= 0) ::close(fd_);
@@ -65,7 +63,7 @@ class Fd {
     for (;;) {
       const ssize_t r = ::read(fd_, p, n);
       if (r >= 0) return static_cast<size_t>(r);
-      if (errno != EINTR) throw_input(path_ + ": read failed: " + err_text());
+      if (errno != EINTR) throw_io(path_, "read failed", errno);
     }
   }
   void write_all(const void* p, size_t n) {
@@ -74,16 +72,14 @@ class Fd {
       const ssize_t w = ::write(fd_, c, n);
       if (w < 0) {
         if (errno == EINTR) continue;
-        throw_input(path_ + ": write failed: " + err_text() +
-                    (errno == ENOSPC ? " (the disk is full)" : ""));
+        throw_io(path_, "write failed", errno);
       }
       c += w;
       n -= static_cast<size_t>(w);
     }
   }
   void close() {
-    if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0)
-      throw_input(path_ + ": close failed: " + err_text());
+    if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0) throw_io(path_, "close failed", errno);
   }
 
  private:
@@ -114,8 +110,7 @@ struct TempFile {
 std::string make_temp(const std::string& final_path) {
   std::string t = final_path + ".tmp-XXXXXX";
   const int fd = ::mkstemp(t.data());
-  if (fd < 0)
-    throw_input(final_path + ": cannot create a temporary file next to it: " + err_text());
+  if (fd < 0) throw_io(final_path, "cannot create a temporary file next to it", errno);
   (void)::fchmod(fd, 0644);
   ::close(fd);
   return t;
@@ -196,7 +191,7 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     out.bytes = total;
   }
   if (::rename(tmp.path.c_str(), dst.c_str()) != 0)
-    throw_input(dst + ": cannot rename into place: " + err_text());
+    throw_io(dst, "cannot rename into place", errno);
   tmp.path.clear();
   return out;
 }
@@ -511,7 +506,7 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
         if (static_cast<int64_t>(fs::file_size(w.tmp->path, size_ec)) != w.written || size_ec)
           throw_input(dst + ": verification failed: the size on disk is not what was written");
         if (::rename(w.tmp->path.c_str(), dst.c_str()) != 0)
-          throw_input(dst + ": cannot rename into place: " + err_text());
+          throw_io(dst, "cannot rename into place", errno);
         w.tmp->path.clear();
         staged[static_cast<size_t>(h.file)] = {f.rel, f.source_bytes, w.written, w.crc};
         r.bytes_written += w.written;

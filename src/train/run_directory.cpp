@@ -1,6 +1,6 @@
 #include "crest/train/run_directory.hpp"
 
-#include <cstring>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -204,7 +204,7 @@ RunLog::RunLog(std::ostream& to, const std::string& path, bool append)
     : impl_(std::make_unique<Impl>()) {
   if (!path.empty()) {
     impl_->file.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!impl_->file) throw_input(path + ": cannot write the run log: " + std::strerror(errno));
+    if (!impl_->file) throw_io(path, "cannot write the run log", errno);
   }
   impl_->buf = std::make_unique<TeeBuf>(to.rdbuf(), path.empty() ? nullptr : impl_->file.rdbuf());
   impl_->out = std::make_unique<std::ostream>(impl_->buf.get());

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 #include <filesystem>
 #include <utility>
 
@@ -13,16 +12,14 @@
 
 namespace crest::formats_io {
 
-std::string errno_text(int err) { return std::strerror(err); }
-
 InputFile::InputFile(const std::string& path) : path_(path) {
   fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd_ < 0) throw_input(path + ": cannot open: " + errno_text(errno));
+  if (fd_ < 0) throw_io(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd_, &st) != 0) {
     const int err = errno;
     ::close(fd_);
-    throw_input(path + ": cannot stat: " + errno_text(err));
+    throw_io(path, "cannot stat", err);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd_);
@@ -44,7 +41,7 @@ size_t InputFile::read_some(void* dst, size_t n) {
     const ssize_t r = ::read(fd_, p + done, n - done);
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw_input(path_ + ": read failed: " + errno_text(errno));
+      throw_io(path_, "read failed", errno);
     }
     if (r == 0) break;
     done += static_cast<size_t>(r);
@@ -59,7 +56,7 @@ void InputFile::read_exact_at(uint64_t offset, void* dst, size_t n, const std::s
     const ssize_t r = ::pread(fd_, p + done, n - done, static_cast<off_t>(offset + done));
     if (r < 0) {
       if (errno == EINTR) continue;
-      throw_input(path_ + ": read failed: " + errno_text(errno));
+      throw_io(path_, "read failed", errno);
     }
     if (r == 0)
       throw_input(path_ + ": truncated: " + what + " needs " + std::to_string(n) +
@@ -75,13 +72,13 @@ AtomicOutputFile::AtomicOutputFile(std::string path)
   if (fd_ < 0) {
     const int err = errno;
     temp_path_.clear();  // nothing was created
-    throw_input(path_ + ": cannot create a temporary file next to it: " + errno_text(err));
+    throw_io(path_, "cannot create a temporary file next to it", err);
   }
   // mkstemp creates 0600; data files are meant to be shared like any other output.
   if (::fchmod(fd_, 0644) != 0) {
     const int err = errno;
     abandon();
-    throw_input(path_ + ": cannot set permissions: " + errno_text(err));
+    throw_io(path_, "cannot set permissions", err);
   }
 }
 
@@ -100,7 +97,7 @@ void AtomicOutputFile::write(const void* data, size_t n) {
     const ssize_t w = ::write(fd_, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw_input(path_ + ": write failed: " + errno_text(errno));
+      throw_io(path_, "write failed", errno);
     }
     p += w;
     n -= static_cast<size_t>(w);
@@ -108,8 +105,7 @@ void AtomicOutputFile::write(const void* data, size_t n) {
 }
 
 void AtomicOutputFile::close_descriptor() {
-  if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0)
-    throw_input(path_ + ": close failed: " + errno_text(errno));
+  if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0) throw_io(path_, "close failed", errno);
 }
 
 void AtomicOutputFile::commit() {
@@ -117,13 +113,13 @@ void AtomicOutputFile::commit() {
   // A library that wrote by name (HDF5) left us without a descriptor: reopen to fsync.
   if (fd_ < 0) {
     fd_ = ::open(temp_path_.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw_input(path_ + ": cannot reopen the temporary file: " + errno_text(errno));
+    if (fd_ < 0) throw_io(path_, "cannot reopen the temporary file", errno);
   }
   // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
-  if (::fsync(fd_) != 0) throw_input(path_ + ": fsync failed: " + errno_text(errno));
+  if (::fsync(fd_) != 0) throw_io(path_, "fsync failed", errno);
   close_descriptor();
   if (::rename(temp_path_.c_str(), path_.c_str()) != 0)
-    throw_input(path_ + ": cannot rename the temporary file into place: " + errno_text(errno));
+    throw_io(path_, "cannot rename the temporary file into place", errno);
   done_ = true;
   // Make the rename itself durable. Best effort: some file systems refuse fsync on directories.
   std::filesystem::path dir = std::filesystem::path(path_).parent_path();

@@ -7,8 +7,6 @@
 
 namespace crest::formats_io {
 
-std::string errno_text(int err);
-
 // A file opened read-only. Every error names the path.
 class InputFile {
  public:

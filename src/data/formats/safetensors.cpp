@@ -49,8 +49,6 @@ const DTypeInfo& info(SafetensorsDType t) {
   throw_runtime("internal error: unhandled SafetensorsDType");
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw_input(path + ": " + what);
 }
@@ -168,7 +166,7 @@ void write_all(int fd, const void* data, size_t n, const std::string& path) {
     const ssize_t w = ::write(fd, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      fail(path, "write failed: " + errno_text());
+      throw_io(path, "write failed", errno);
     }
     p += w;
     n -= static_cast<size_t>(w);
@@ -243,12 +241,12 @@ Shape SafetensorsTensor::crest_shape() const {
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot open: " + errno_text());
+  if (fd < 0) throw_io(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     ::close(fd);
-    fail(path, "cannot stat: " + why);
+    throw_io(path, "cannot stat", err);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -261,9 +259,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                    " bytes, shorter than the 8-byte header length");
   }
   void* m = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  const std::string map_error = m == MAP_FAILED ? errno_text() : "";
+  const int map_error = m == MAP_FAILED ? errno : 0;
   ::close(fd);  // the mapping keeps the file alive
-  if (m == MAP_FAILED) fail(path, "cannot map: " + map_error);
+  if (m == MAP_FAILED) throw_io(path, "cannot map", map_error);
   map_ = m;
   map_bytes_ = file_bytes;
 
@@ -431,12 +429,12 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   tmp.path = path + ".tmp-XXXXXX";
   tmp.fd = ::mkstemp(tmp.path.data());
   if (tmp.fd < 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     tmp.path.clear();  // nothing was created
-    fail(path, "cannot create a temporary file next to it: " + why);
+    throw_io(path, "cannot create a temporary file next to it", err);
   }
   // mkstemp creates 0600; weight files are meant to be shared like any other output.
-  if (::fchmod(tmp.fd, 0644) != 0) fail(path, "cannot set permissions: " + errno_text());
+  if (::fchmod(tmp.fd, 0644) != 0) throw_io(path, "cannot set permissions", errno);
 
   write_all(tmp.fd, &n, 8, path);
   write_all(tmp.fd, text.data(), text.size(), path);
@@ -449,11 +447,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     if (after_tensor) after_tensor(written, total);
   }
   // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
-  if (::fsync(tmp.fd) != 0) fail(path, "fsync failed: " + errno_text());
+  if (::fsync(tmp.fd) != 0) throw_io(path, "fsync failed", errno);
   const int fd = std::exchange(tmp.fd, -1);
-  if (::close(fd) != 0) fail(path, "close failed: " + errno_text());
+  if (::close(fd) != 0) throw_io(path, "close failed", errno);
   if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    fail(path, "cannot rename the temporary file into place: " + errno_text());
+    throw_io(path, "cannot rename the temporary file into place", errno);
   tmp.committed = true;
 
   // Make the rename itself durable. Best effort: the data is already safe under the new name
