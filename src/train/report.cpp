@@ -19,8 +19,8 @@
 #include <sstream>
 
 #include "backends/onednn/gemm_peak.hpp"
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
-#include "data/formats/file_io.hpp"
 
 namespace crest {
 namespace {
@@ -437,12 +437,6 @@ std::string utc_now() {
   return buf;
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  formats_io::AtomicOutputFile f(path);
-  f.write(bytes.data(), bytes.size());
-  f.commit();
-}
-
 }  // namespace
 
 double ReportTime::compute_s() const {
@@ -789,7 +783,7 @@ void check_report_dir(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_input(dir + ": cannot create the report directory: " + ec.message());
   // Creating (and dropping) the temporary file the writer will use proves the directory writable.
-  formats_io::AtomicOutputFile probe(dir + "/report.json");
+  AtomicOutputFile probe(dir + "/report.json");
   probe.abandon();
 }
 
@@ -798,10 +792,11 @@ std::string write_report(const std::string& dir, const PerformanceReport& report
   if (r.created.empty()) r.created = utc_now();
   check_report_dir(dir);
   // Invalid UTF-8 in a name is replaced rather than refused: a report must not fail on it.
-  write_file(dir + "/report.json",
-             report_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file_atomically(
+      dir + "/report.json",
+      report_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   const std::string page = dir + "/report.html";
-  write_file(page, report_html(r));
+  write_file_atomically(page, report_html(r));
   return page;
 }
 

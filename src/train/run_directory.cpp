@@ -8,9 +8,9 @@
 #include <streambuf>
 #include <vector>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "data/formats/file_io.hpp"
 
 namespace crest {
 namespace fs = std::filesystem;
@@ -57,13 +57,6 @@ std::string value_of(const std::string& yaml, const std::string& section, const 
     }
   }
   return "";
-}
-
-// The resolved config, with the writer every crest output uses (temp file, fsync, rename).
-void write_text_atomically(const std::string& path, const std::string& text) {
-  formats_io::AtomicOutputFile out(path);
-  out.write(text.data(), text.size());
-  out.commit();
 }
 
 }  // namespace
@@ -153,7 +146,7 @@ RunDirectory prepare_run_directory(const Config& config, bool resume, bool overw
         for (const auto& e : fs::directory_iterator(rd.checkpoint_dir, ec))
           if (e.path().filename().string().find(".safetensors.tmp-") != std::string::npos)
             fs::remove(e.path(), ec);
-      write_text_atomically(config.output_dir + "/config.yaml", config.resolved_yaml);
+      write_file_atomically(config.output_dir + "/config.yaml", config.resolved_yaml);
     } catch (const Error& e) {
       problem = e.what();
     }
