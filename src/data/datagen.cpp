@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/formats/example.hpp"
@@ -32,7 +33,7 @@ namespace fs = std::filesystem;
 // Train and validation samples come from different seeds, so growing one split never changes
 // the other.
 uint64_t split_seed(uint64_t seed, int split) {
-  return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(split + 1);
+  return seed + rng::kGoldenGamma * static_cast<uint64_t>(split + 1);
 }
 
 int64_t file_bytes(const std::string& path) {
