@@ -8,13 +8,12 @@
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <thread>
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/formats/crc32c.hpp"
@@ -522,31 +521,17 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
 
   Progress progress("stage", static_cast<int64_t>(files.size()));
   std::vector<StagedFile> staged(files.size());
-  std::atomic<size_t> next{0};
   std::atomic<int64_t> written{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  const int workers = static_cast<int>(std::min<size_t>(
-      o.threads > 0 ? static_cast<size_t>(o.threads) : 4, std::max<size_t>(1, files.size())));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t)
-    pool.emplace_back([&] {
-      std::vector<std::byte> buf(kChunk);
-      for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-        try {
-          staged[i] = stage_one(o, files[i], buf);
-          written += staged[i].bytes;
-          progress.advance(1, files[i].source_bytes);
-        } catch (...) {
-          std::lock_guard lock(mu);
-          if (!error) error = std::current_exception();
-          next = files.size();
-          return;
-        }
-      }
-    });
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  const int threads = o.threads > 0 ? o.threads : 4;
+  std::vector<std::vector<std::byte>> buffers(
+      static_cast<size_t>(parallel_for_workers(files.size(), threads)));
+  parallel_for(files.size(), threads, [&](size_t i, int worker) {
+    std::vector<std::byte>& buf = buffers[static_cast<size_t>(worker)];
+    buf.resize(kChunk);
+    staged[i] = stage_one(o, files[i], buf);
+    written += staged[i].bytes;
+    progress.advance(1, files[i].source_bytes);
+  });
 
   write_manifest(o, 1, staged);
   progress.finish();
