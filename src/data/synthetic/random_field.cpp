@@ -1,4 +1,4 @@
-#include "data/synthetic/random_field.hpp"
+#include "crest/data/synthetic/random_field.hpp"
 
 #include <algorithm>
 #include <cmath>
