@@ -6,15 +6,14 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <limits>
-#include <mutex>
 #include <ostream>
-#include <thread>
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
+#include "crest/core/parallel_for.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/formats/example.hpp"
@@ -32,7 +31,7 @@ namespace fs = std::filesystem;
 // Train and validation samples come from different seeds, so growing one split never changes
 // the other.
 uint64_t split_seed(uint64_t seed, int split) {
-  return seed + 0x9E3779B97F4A7C15ull * static_cast<uint64_t>(split + 1);
+  return seed + rng::kGoldenGamma * static_cast<uint64_t>(split + 1);
 }
 
 int64_t file_bytes(const std::string& path) {
@@ -118,11 +117,11 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   std::vector<Job> jobs;
   for (int s = 0; s < 2; ++s)
     for (int64_t i = 0; i < counts[s]; ++i) jobs.push_back({s, i});
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int workers = static_cast<int>(
-      std::min<int64_t>(o.threads > 0 ? o.threads : hw, static_cast<int64_t>(jobs.size())));
+  const int hw = hardware_threads();
+  const int threads = o.threads > 0 ? o.threads : hw;
+  const int workers = parallel_for_workers(jobs.size(), threads);
   // Files in parallel; the cores left over go to OpenMP inside each generator.
-  const int omp_per_worker = std::max(1, hw / workers);
+  const int omp_per_worker = std::max(1, hw / std::max(1, workers));
 
   const bool cosmo = o.kind == DatagenKind::cosmoflow;
   const CosmoflowSampleSpec cspec{o.size, 4};
@@ -138,91 +137,75 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   log.flush();
 
   Progress progress("datagen", static_cast<int64_t>(jobs.size()));
-  std::atomic<size_t> next{0};
   std::atomic<int64_t> written{0};
-  std::mutex error_mu;
-  std::exception_ptr error;
-
-  auto work = [&] {
-    omp_set_num_threads(omp_per_worker);
+  struct Scratch {
     std::vector<int16_t> volume;
     std::vector<float> data, labels;
-    for (size_t j; (j = next.fetch_add(1)) < jobs.size();) {
-      {
-        std::lock_guard lock(error_mu);
-        if (error) return;
+  };
+  std::vector<Scratch> scratch(static_cast<size_t>(workers));  // one per worker
+  parallel_for(jobs.size(), threads, [&](size_t j, int worker) {
+    omp_set_num_threads(omp_per_worker);  // this worker thread's share of the cores
+    auto& [volume, data, labels] = scratch[static_cast<size_t>(worker)];
+    const Job job = jobs[j];
+    const uint64_t seed = split_seed(o.seed, job.split);
+    const std::string path =
+        (fs::path(dirs[job.split]) / datagen_file_name(o.kind, o.format, job.index)).string();
+    int64_t bytes = 0;
+    if (cosmo) {
+      volume.resize(static_cast<size_t>(o.size * o.size * o.size * 4));
+      float targets[4];
+      generate_cosmoflow_sample(seed, job.index, cspec, volume.data(), targets);
+      if (o.format == DatagenFormat::tfrecord) {
+        ExampleBuilder ex;
+        ex.add_bytes("x", std::as_bytes(std::span<const int16_t>(volume)));
+        ex.add_floats("y", std::span<const float>(targets, 4));
+        const std::vector<std::byte> record = ex.encode();
+        TfRecordWriter w(path, o.gzip ? TfRecordCompression::gzip : TfRecordCompression::none);
+        w.write(record);
+        w.close();
+        bytes = file_bytes(path);
+      } else {
+        const std::string label = path.substr(0, path.size() - 9) + ".label.npy";
+        write_npy(label, DType::f32, {4}, targets);
+        write_npy(path, DType::i16, {o.size, o.size, o.size, 4}, volume.data());
+        bytes = file_bytes(path) + file_bytes(label);
       }
-      const Job job = jobs[j];
-      const uint64_t seed = split_seed(o.seed, job.split);
-      const std::string path =
-          (fs::path(dirs[job.split]) / datagen_file_name(o.kind, o.format, job.index)).string();
-      try {
-        int64_t bytes = 0;
-        if (cosmo) {
-          volume.resize(static_cast<size_t>(o.size * o.size * o.size * 4));
-          float targets[4];
-          generate_cosmoflow_sample(seed, job.index, cspec, volume.data(), targets);
-          if (o.format == DatagenFormat::tfrecord) {
-            ExampleBuilder ex;
-            ex.add_bytes("x", std::as_bytes(std::span<const int16_t>(volume)));
-            ex.add_floats("y", std::span<const float>(targets, 4));
-            const std::vector<std::byte> record = ex.encode();
-            TfRecordWriter w(path, o.gzip ? TfRecordCompression::gzip : TfRecordCompression::none);
-            w.write(record);
-            w.close();
-            bytes = file_bytes(path);
-          } else {
-            const std::string label = path.substr(0, path.size() - 9) + ".label.npy";
-            write_npy(label, DType::f32, {4}, targets);
-            write_npy(path, DType::i16, {o.size, o.size, o.size, 4}, volume.data());
-            bytes = file_bytes(path) + file_bytes(label);
+    } else {
+      const int64_t pixels = o.height * o.width;
+      data.resize(static_cast<size_t>(pixels * 16));
+      labels.resize(static_cast<size_t>(pixels));
+      generate_deepcam_sample(seed, job.index, dspec, dstats, data.data(), labels.data());
+      if (o.format == DatagenFormat::hdf5) {
+        write_deepcam_sample(path, {o.height, o.width, 16}, data.data(), labels.data());
+        bytes = file_bytes(path);
+      } else {
+        const std::string label =
+            (fs::path(dirs[job.split]) /
+             ("label-" + datagen_file_name(o.kind, o.format, job.index).substr(5)))
+                .string();
+        write_npy(label, DType::f32, {o.height, o.width}, labels.data());
+        write_npy(path, DType::f32, {o.height, o.width, 16}, data.data());
+        bytes = file_bytes(path) + file_bytes(label);
+      }
+      if (job.split == 0) {
+        ChannelSums& cs = sums[static_cast<size_t>(job.index)];
+        cs.min.assign(16, std::numeric_limits<double>::infinity());
+        cs.max.assign(16, -std::numeric_limits<double>::infinity());
+        cs.sum.assign(16, 0);
+        cs.sqsum.assign(16, 0);
+        for (int64_t p = 0; p < pixels; ++p)
+          for (size_t c = 0; c < 16; ++c) {
+            const double v = data[static_cast<size_t>(p) * 16 + c];
+            cs.min[c] = std::min(cs.min[c], v);
+            cs.max[c] = std::max(cs.max[c], v);
+            cs.sum[c] += v;
+            cs.sqsum[c] += v * v;
           }
-        } else {
-          const int64_t pixels = o.height * o.width;
-          data.resize(static_cast<size_t>(pixels * 16));
-          labels.resize(static_cast<size_t>(pixels));
-          generate_deepcam_sample(seed, job.index, dspec, dstats, data.data(), labels.data());
-          if (o.format == DatagenFormat::hdf5) {
-            write_deepcam_sample(path, {o.height, o.width, 16}, data.data(), labels.data());
-            bytes = file_bytes(path);
-          } else {
-            const std::string label =
-                (fs::path(dirs[job.split]) /
-                 ("label-" + datagen_file_name(o.kind, o.format, job.index).substr(5)))
-                    .string();
-            write_npy(label, DType::f32, {o.height, o.width}, labels.data());
-            write_npy(path, DType::f32, {o.height, o.width, 16}, data.data());
-            bytes = file_bytes(path) + file_bytes(label);
-          }
-          if (job.split == 0) {
-            ChannelSums& cs = sums[static_cast<size_t>(job.index)];
-            cs.min.assign(16, std::numeric_limits<double>::infinity());
-            cs.max.assign(16, -std::numeric_limits<double>::infinity());
-            cs.sum.assign(16, 0);
-            cs.sqsum.assign(16, 0);
-            for (int64_t p = 0; p < pixels; ++p)
-              for (size_t c = 0; c < 16; ++c) {
-                const double v = data[static_cast<size_t>(p) * 16 + c];
-                cs.min[c] = std::min(cs.min[c], v);
-                cs.max[c] = std::max(cs.max[c], v);
-                cs.sum[c] += v;
-                cs.sqsum[c] += v * v;
-              }
-          }
-        }
-        written += bytes;
-        progress.advance(1, bytes);
-      } catch (...) {
-        std::lock_guard lock(error_mu);
-        if (!error) error = std::current_exception();
-        return;
       }
     }
-  };
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t) pool.emplace_back(work);
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+    written += bytes;
+    progress.advance(1, bytes);
+  });
 
   DatagenResult r;
   r.files = static_cast<int64_t>(jobs.size());

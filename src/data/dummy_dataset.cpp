@@ -2,16 +2,14 @@
 
 #include <algorithm>
 
-#include "backends/dropout_hash.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
 
 namespace crest {
 namespace {
 
-// SplitMix64's step: the same mixer the dropout masks and synthetic data use.
-uint64_t mix(uint64_t z) { return splitmix64_mix(z + 0x9E3779B97F4A7C15ull); }
-
-double unit(uint64_t h) { return static_cast<double>(h >> 11) * 0x1.0p-53; }
+using rng::splitmix64;
+using rng::unit_double;
 
 template <typename T>
 void fill(const DummyDataset& ds, const std::vector<int64_t>& idx, T* x, T* y, int64_t per_sample,
@@ -19,13 +17,15 @@ void fill(const DummyDataset& ds, const std::vector<int64_t>& idx, T* x, T* y, i
   (void)ds;
   const auto n = static_cast<int64_t>(idx.size());
   for (int64_t b = 0; b < n; ++b) {
-    const uint64_t base = mix(seed ^ mix(static_cast<uint64_t>(idx[static_cast<size_t>(b)])));
+    const uint64_t base =
+        splitmix64(seed ^ splitmix64(static_cast<uint64_t>(idx[static_cast<size_t>(b)])));
     T* xs = x + b * per_sample;
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < per_sample; ++i)
-      xs[i] = static_cast<T>(unit(mix(base + static_cast<uint64_t>(i))));
+      xs[i] = static_cast<T>(unit_double(splitmix64(base + static_cast<uint64_t>(i))));
     for (int64_t t = 0; t < targets; ++t)
-      y[b * targets + t] = static_cast<T>(2 * unit(mix(~base + static_cast<uint64_t>(t))) - 1);
+      y[b * targets + t] =
+          static_cast<T>(2 * unit_double(splitmix64(~base + static_cast<uint64_t>(t))) - 1);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 
 namespace crest {
@@ -42,8 +43,7 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     slots_.push_back(std::move(s));
   }
   int threads = opts_.threads;
-  if (threads <= 0)
-    threads = static_cast<int>(std::clamp(std::thread::hardware_concurrency(), 1u, 4u));
+  if (threads <= 0) threads = std::min(hardware_threads(), 4);
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

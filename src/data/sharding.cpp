@@ -3,16 +3,10 @@
 #include <numeric>
 #include <random>
 
-#include "backends/dropout_hash.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
 
 namespace crest {
-namespace {
-
-// SplitMix64's step: the same mixer the dropout masks and synthetic data use.
-uint64_t mix(uint64_t z) { return splitmix64_mix(z + 0x9E3779B97F4A7C15ull); }
-
-}  // namespace
 
 std::string ShardPlan::describe() const {
   std::string s = std::to_string(samples) + " samples";
@@ -53,7 +47,7 @@ std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epo
   if (!shuffle) return order;
   // Fisher-Yates with our own bounded draws: std::shuffle's distribution use is
   // implementation-defined, and the order must not depend on the standard library.
-  std::mt19937_64 g(mix(seed * 0x9E3779B97F4A7C15ull + static_cast<uint64_t>(epoch) + 1));
+  std::mt19937_64 g(rng::splitmix64(seed * rng::kGoldenGamma + static_cast<uint64_t>(epoch) + 1));
   for (size_t i = order.size(); i > 1; --i) {
     const size_t j = static_cast<size_t>(g() % i);
     std::swap(order[i - 1], order[j]);

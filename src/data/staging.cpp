@@ -1,29 +1,25 @@
 #include "crest/data/staging.hpp"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <cstring>
 #include <exception>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <ostream>
-#include <thread>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/formats/crc32c.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/dist/communicator.hpp"
+#include "data/formats/file_io.hpp"
 
 namespace crest {
 namespace {
@@ -48,52 +44,9 @@ struct StagedFile {
   uint32_t crc = 0;
 };
 
-std::string err_text() { return std::strerror(errno); }
-
-class Fd {
- public:
-  Fd(const std::string& path, int flags, mode_t mode = 0644) : path_(path) {
-    fd_ = ::open(path.c_str(), flags | O_CLOEXEC, mode);
-    if (fd_ < 0) throw_input(path + ": cannot open: " + err_text());
-  }
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  size_t read_some(void* p, size_t n) {
-    for (;;) {
-      const ssize_t r = ::read(fd_, p, n);
-      if (r >= 0) return static_cast<size_t>(r);
-      if (errno != EINTR) throw_input(path_ + ": read failed: " + err_text());
-    }
-  }
-  void write_all(const void* p, size_t n) {
-    const auto* c = static_cast<const char*>(p);
-    while (n > 0) {
-      const ssize_t w = ::write(fd_, c, n);
-      if (w < 0) {
-        if (errno == EINTR) continue;
-        throw_input(path_ + ": write failed: " + err_text() +
-                    (errno == ENOSPC ? " (the disk is full)" : ""));
-      }
-      c += w;
-      n -= static_cast<size_t>(w);
-    }
-  }
-  void close() {
-    if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0)
-      throw_input(path_ + ": close failed: " + err_text());
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-};
-
 // CRC32C and size of a file's bytes.
 std::pair<uint32_t, int64_t> checksum_file(const std::string& path, std::vector<std::byte>& buf) {
-  Fd in(path, O_RDONLY);
+  formats_io::InputFile in(path);
   uint32_t crc = 0;
   int64_t total = 0;
   for (size_t n; (n = in.read_some(buf.data(), buf.size())) > 0;) {
@@ -101,24 +54,6 @@ std::pair<uint32_t, int64_t> checksum_file(const std::string& path, std::vector<
     total += static_cast<int64_t>(n);
   }
   return {crc, total};
-}
-
-// Removes a temporary file unless released: a failed copy leaves nothing behind.
-struct TempFile {
-  std::string path;
-  ~TempFile() {
-    if (!path.empty()) ::unlink(path.c_str());
-  }
-};
-
-std::string make_temp(const std::string& final_path) {
-  std::string t = final_path + ".tmp-XXXXXX";
-  const int fd = ::mkstemp(t.data());
-  if (fd < 0)
-    throw_input(final_path + ": cannot create a temporary file next to it: " + err_text());
-  (void)::fchmod(fd, 0644);
-  ::close(fd);
-  return t;
 }
 
 bool is_gzip_tfrecord(const std::string& path) {
@@ -135,7 +70,9 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
   std::error_code ec;
   fs::create_directories(fs::path(dst).parent_path(), ec);
   if (ec) throw_input(fs::path(dst).parent_path().string() + ": cannot create: " + ec.message());
-  TempFile tmp{make_temp(dst)};
+  // No fsync per file: staging copies thousands of files and the manifest, written last, is what
+  // says the staging is complete.
+  AtomicOutputFile file(dst, CommitSync::rename_only);
   StagedFile out;
   out.rel = f.rel;
   out.source_bytes = f.source_bytes;
@@ -143,7 +80,6 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     // Every record's CRCs are checked by the reader; the plain output is re-read below.
     TfRecordReader reader(src, TfRecordCompression::gzip);
     std::vector<std::byte> record;
-    Fd outf(tmp.path, O_WRONLY);
     // Plain framing written here rather than through TfRecordWriter: it would fsync and rename
     // on its own, and staging renames once after verification.
     uint64_t records = 0;
@@ -154,33 +90,33 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
       const uint32_t lcrc = crc32c_mask(crc32c(head, 8));
       std::memcpy(head + 8, &lcrc, 4);
       const uint32_t dcrc = crc32c_mask(crc32c(record.data(), record.size()));
-      outf.write_all(head, 12);
-      outf.write_all(record.data(), record.size());
-      outf.write_all(&dcrc, 4);
+      file.write(head, 12);
+      file.write(record.data(), record.size());
+      file.write(&dcrc, 4);
       ++records;
     }
-    outf.close();
+    file.close_descriptor();
     // Verify what landed on disk: it must parse with every CRC intact and hold the same records.
-    TfRecordReader check(tmp.path, TfRecordCompression::none);
+    TfRecordReader check(file.temp_path(), TfRecordCompression::none);
     uint64_t again = 0;
     while (check.next(record)) ++again;
     if (again != records)
       throw_input(dst + ": verification failed: " + std::to_string(again) + " records on disk, " +
                   std::to_string(records) + " written");
-    std::tie(out.crc, out.bytes) = checksum_file(tmp.path, buf);
+    std::tie(out.crc, out.bytes) = checksum_file(file.temp_path(), buf);
   } else {
-    Fd in(src, O_RDONLY);
-    // No O_TRUNC (mkstemp made the file empty): on ext4 a truncate-to-zero marks the file for
-    // writeback on close (auto_da_alloc), which made every staged file wait for the disk.
-    Fd outf(tmp.path, O_WRONLY);
+    formats_io::InputFile in(src);
+    // The temporary file is written as mkstemp made it, never truncated: on ext4 a
+    // truncate-to-zero marks the file for writeback on close (auto_da_alloc), which made every
+    // staged file wait for the disk.
     uint32_t crc = 0;
     int64_t total = 0;
     for (size_t n; (n = in.read_some(buf.data(), buf.size())) > 0;) {
       crc = crc32c(buf.data(), n, crc);
-      outf.write_all(buf.data(), n);
+      file.write(buf.data(), n);
       total += static_cast<int64_t>(n);
     }
-    outf.close();
+    file.close_descriptor();
     if (total != f.source_bytes)
       throw_input(src + ": changed while staging (" + std::to_string(f.source_bytes) +
                   " bytes listed, " + std::to_string(total) + " read)");
@@ -188,16 +124,14 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
     // the page cache just written, proving nothing about the device, at the cost of a second
     // pass; the checksum of what was read goes into the manifest instead.
     std::error_code size_ec;
-    const auto on_disk = static_cast<int64_t>(fs::file_size(tmp.path, size_ec));
+    const auto on_disk = static_cast<int64_t>(fs::file_size(file.temp_path(), size_ec));
     if (size_ec || on_disk != total)
       throw_input(dst + ": verification failed: " + std::to_string(on_disk) + " bytes on disk, " +
                   std::to_string(total) + " read from " + src);
     out.crc = crc;
     out.bytes = total;
   }
-  if (::rename(tmp.path.c_str(), dst.c_str()) != 0)
-    throw_input(dst + ": cannot rename into place: " + err_text());
-  tmp.path.clear();
+  file.commit();
   return out;
 }
 
@@ -288,14 +222,7 @@ bool existing_staging_matches(const StageOptions& o, const std::vector<FileToSta
 // The manifest last, atomically: its presence means every file listed is complete and verified.
 void write_manifest(const StageOptions& o, int ranks, const std::vector<StagedFile>& staged) {
   const std::string mpath = (fs::path(o.to) / kManifest).string();
-  const std::string tmp = make_temp(mpath);
-  std::ofstream out(tmp);
-  out << manifest_of(o, ranks, staged).dump(1) << "\n";
-  out.close();
-  if (!out || ::rename(tmp.c_str(), mpath.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    throw_input(mpath + ": cannot write the staging manifest");
-  }
+  write_file_atomically(mpath, manifest_of(o, ranks, staged).dump(1) + "\n");
 }
 
 // Every rank's text; throws (on every rank alike) when any rank's is not empty, naming it.
@@ -429,12 +356,11 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   size_t next_read = 0;
   int64_t reading = -1, offset = 0;
   uint32_t read_crc = 0;
-  std::unique_ptr<Fd> in;
+  std::unique_ptr<formats_io::InputFile> in;
   int64_t files_read = 0, bytes_read = 0;
   // Writer state, per file this rank writes.
   struct Out {
-    std::unique_ptr<TempFile> tmp;
-    std::unique_ptr<Fd> fd;
+    std::unique_ptr<AtomicOutputFile> file;
     int64_t written = 0;
     uint32_t crc = 0;
   };
@@ -445,8 +371,8 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
     piece.clear();
     if (!in && next_read < my_reads.size()) {
       reading = my_reads[next_read++];
-      in = std::make_unique<Fd>((fs::path(o.from) / all[static_cast<size_t>(reading)].rel).string(),
-                                O_RDONLY);
+      in = std::make_unique<formats_io::InputFile>(
+          (fs::path(o.from) / all[static_cast<size_t>(reading)].rel).string());
       offset = 0;
       read_crc = 0;
       ++files_read;
@@ -489,30 +415,27 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
       const FileToStage& f = all.at(static_cast<size_t>(h.file));
       Out& w = open_outs[h.file];
       const std::string dst = (fs::path(o.to) / f.rel).string();
-      if (!w.fd) {
+      if (!w.file) {
         fs::create_directories(fs::path(dst).parent_path(), ec);
-        w.tmp = std::make_unique<TempFile>();  // (a temporary TempFile would unlink on destruction)
-        w.tmp->path = make_temp(dst);
-        w.fd = std::make_unique<Fd>(w.tmp->path, O_WRONLY);  // no O_TRUNC: see stage_one
+        w.file = std::make_unique<AtomicOutputFile>(dst, CommitSync::rename_only);  // as stage_one
       }
       const size_t n = p.size() - sizeof(PieceHeader);
       if (h.offset != w.written) throw_runtime(dst + ": staging pieces arrived out of order");
-      w.fd->write_all(p.data() + sizeof(PieceHeader), n);
+      w.file->write(p.data() + sizeof(PieceHeader), n);
       w.crc = crc32c(p.data() + sizeof(PieceHeader), n, w.crc);
       w.written += static_cast<int64_t>(n);
       if (h.last) {
-        w.fd->close();
+        w.file->close_descriptor();
         if (w.written != h.total || w.crc != h.crc)
           throw_input(dst + ": verification failed: received " + std::to_string(w.written) +
                       " bytes with CRC32C " + std::to_string(w.crc) + ", rank " +
                       std::to_string(from) + " read " + std::to_string(h.total) +
                       " bytes with CRC32C " + std::to_string(h.crc));
         std::error_code size_ec;
-        if (static_cast<int64_t>(fs::file_size(w.tmp->path, size_ec)) != w.written || size_ec)
+        if (static_cast<int64_t>(fs::file_size(w.file->temp_path(), size_ec)) != w.written ||
+            size_ec)
           throw_input(dst + ": verification failed: the size on disk is not what was written");
-        if (::rename(w.tmp->path.c_str(), dst.c_str()) != 0)
-          throw_input(dst + ": cannot rename into place: " + err_text());
-        w.tmp->path.clear();
+        w.file->commit();
         staged[static_cast<size_t>(h.file)] = {f.rel, f.source_bytes, w.written, w.crc};
         r.bytes_written += w.written;
         open_outs.erase(h.file);
@@ -598,31 +521,17 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
 
   Progress progress("stage", static_cast<int64_t>(files.size()));
   std::vector<StagedFile> staged(files.size());
-  std::atomic<size_t> next{0};
   std::atomic<int64_t> written{0};
-  std::mutex mu;
-  std::exception_ptr error;
-  const int workers = static_cast<int>(std::min<size_t>(
-      o.threads > 0 ? static_cast<size_t>(o.threads) : 4, std::max<size_t>(1, files.size())));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t)
-    pool.emplace_back([&] {
-      std::vector<std::byte> buf(kChunk);
-      for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-        try {
-          staged[i] = stage_one(o, files[i], buf);
-          written += staged[i].bytes;
-          progress.advance(1, files[i].source_bytes);
-        } catch (...) {
-          std::lock_guard lock(mu);
-          if (!error) error = std::current_exception();
-          next = files.size();
-          return;
-        }
-      }
-    });
-  for (auto& t : pool) t.join();
-  if (error) std::rethrow_exception(error);
+  const int threads = o.threads > 0 ? o.threads : 4;
+  std::vector<std::vector<std::byte>> buffers(
+      static_cast<size_t>(parallel_for_workers(files.size(), threads)));
+  parallel_for(files.size(), threads, [&](size_t i, int worker) {
+    std::vector<std::byte>& buf = buffers[static_cast<size_t>(worker)];
+    buf.resize(kChunk);
+    staged[i] = stage_one(o, files[i], buf);
+    written += staged[i].bytes;
+    progress.advance(1, files[i].source_bytes);
+  });
 
   write_manifest(o, 1, staged);
   progress.finish();

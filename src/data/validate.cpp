@@ -1,16 +1,14 @@
 #include "crest/data/validate.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <ostream>
 #include <sstream>
-#include <thread>
 
 #include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/formats/example.hpp"
@@ -200,35 +198,29 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
   const std::vector<std::string> files = dataset_files(o.dir, kind, o.format);
   std::vector<FileFacts> facts(files.size());
   Progress progress("validate", static_cast<int64_t>(files.size()));
-  std::atomic<size_t> next{0};
-  const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  const int workers = static_cast<int>(std::min<size_t>(
-      o.threads > 0 ? static_cast<size_t>(o.threads) : static_cast<size_t>(hw), files.size()));
-  std::vector<std::thread> pool;
-  for (int t = 0; t < workers; ++t)
-    pool.emplace_back([&] {
-      std::vector<std::byte> record;
-      for (size_t i; (i = next.fetch_add(1)) < files.size();) {
-        FileFacts& f = facts[i];
-        try {
-          if (kind == Kind::cosmo_tfrecord)
-            f = check_cosmo_tfrecord(files[i], o.targets, record);
-          else if (kind == Kind::cosmo_npy)
-            f = check_cosmo_npy(files[i], o.targets);
-          else
-            f = check_deepcam(files[i], kind);
-        } catch (const Error& e) {
-          std::string what = e.what();
-          // Messages from the readers start with the path; the report lists the path separately.
-          if (starts_with(what, files[i] + ": ")) what = what.substr(files[i].size() + 2);
-          f.error = what;
-        } catch (const std::exception& e) {
-          f.error = e.what();
-        }
-        progress.advance(1, f.bytes);
-      }
-    });
-  for (auto& t : pool) t.join();
+  const int threads = o.threads > 0 ? o.threads : hardware_threads();
+  std::vector<std::vector<std::byte>> records(
+      static_cast<size_t>(parallel_for_workers(files.size(), threads)));  // one per worker
+  // A bad file is a finding, not a failure: every file is checked and its error kept.
+  parallel_for(files.size(), threads, [&](size_t i, int worker) {
+    FileFacts& f = facts[i];
+    try {
+      if (kind == Kind::cosmo_tfrecord)
+        f = check_cosmo_tfrecord(files[i], o.targets, records[static_cast<size_t>(worker)]);
+      else if (kind == Kind::cosmo_npy)
+        f = check_cosmo_npy(files[i], o.targets);
+      else
+        f = check_deepcam(files[i], kind);
+    } catch (const Error& e) {
+      std::string what = e.what();
+      // Messages from the readers start with the path; the report lists the path separately.
+      if (starts_with(what, files[i] + ": ")) what = what.substr(files[i].size() + 2);
+      f.error = what;
+    } catch (const std::exception& e) {
+      f.error = e.what();
+    }
+    progress.advance(1, f.bytes);
+  });
 
   // The expected shape: given, or the most common one among the readable files.
   if (o.sample_shape) {

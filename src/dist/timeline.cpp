@@ -6,8 +6,8 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
-#include "data/formats/file_io.hpp"
 
 namespace crest {
 
@@ -79,9 +79,7 @@ void Timeline::write(Communicator& comm) {
           text.substr(at + 1, nl - at - 1));  // splice the pid in after '{'
   }
   out += "\n]}\n";
-  formats_io::AtomicOutputFile f(path_);
-  f.write(out.data(), out.size());
-  f.commit();
+  write_file_atomically(path_, out);
 }
 
 }  // namespace crest

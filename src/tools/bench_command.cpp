@@ -12,10 +12,10 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <thread>
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
@@ -33,9 +33,7 @@ double peak_rss_mb() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-int resolve_threads(int t) {
-  return t > 0 ? t : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-}
+int resolve_threads(int t) { return t > 0 ? t : hardware_threads(); }
 
 struct BenchTrainArgs {
   std::string model = "cosmoflow", backend = "onednn";

@@ -8,7 +8,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <ostream>
 #include <utility>
@@ -17,13 +16,6 @@
 
 namespace crest {
 namespace {
-
-std::string errno_text(int err) {
-  std::string text = std::strerror(err);
-  if (err == ENOSPC) text += " (the disk is full)";
-  if (err == EDQUOT) text += " (disk quota exceeded)";
-  return text;
-}
 
 void append_u_escape(std::string& out, unsigned unit) {
   char buf[8];
@@ -211,8 +203,7 @@ void write_all(int fd, std::string_view bytes, const std::string& path) {
   while (!bytes.empty()) {
     const ssize_t n = ::write(fd, bytes.data(), bytes.size());
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
-      throw_input(path + ": cannot write the MLPerf log: " + errno_text(n < 0 ? errno : EIO));
+    if (n <= 0) throw_io(path, "cannot write the MLPerf log", n < 0 ? errno : EIO);
     bytes.remove_prefix(static_cast<size_t>(n));
   }
 }
@@ -232,8 +223,7 @@ std::string move_aside(const std::string& path) {
       if (::rename(path.c_str(), to.c_str()) == 0) return to;
     }
     if (errno == ENOENT) return "";  // someone else moved it first: nothing left to keep
-    throw_input(path + ": cannot move the previous run's MLPerf log aside to " + to + ": " +
-                errno_text(errno));
+    throw_io(path, "cannot move the previous run's MLPerf log aside to " + to, errno);
   }
   throw_input(path +
               ": cannot move the previous run's MLPerf log aside: 99999 older logs are in the way");
@@ -320,7 +310,7 @@ MllogWriter::MllogWriter(std::string path, Options options)
     const std::string moved = move_aside(path_);
     if (!moved.empty()) moved_to_ = moved;
   }
-  if (fd_ < 0) throw_input(path_ + ": cannot create the MLPerf log: " + errno_text(errno));
+  if (fd_ < 0) throw_io(path_, "cannot create the MLPerf log", errno);
 }
 
 MllogWriter::~MllogWriter() {

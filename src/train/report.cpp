@@ -18,8 +18,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
-#include "data/formats/file_io.hpp"
 
 namespace crest {
 namespace {
@@ -436,12 +436,6 @@ std::string utc_now() {
   return buf;
 }
 
-void write_file(const std::string& path, const std::string& bytes) {
-  formats_io::AtomicOutputFile f(path);
-  f.write(bytes.data(), bytes.size());
-  f.commit();
-}
-
 }  // namespace
 
 double ReportTime::compute_s() const {
@@ -788,7 +782,7 @@ void check_report_dir(const std::string& dir) {
   std::filesystem::create_directories(dir, ec);
   if (ec) throw_input(dir + ": cannot create the report directory: " + ec.message());
   // Creating (and dropping) the temporary file the writer will use proves the directory writable.
-  formats_io::AtomicOutputFile probe(dir + "/report.json");
+  AtomicOutputFile probe(dir + "/report.json");
   probe.abandon();
 }
 
@@ -797,10 +791,11 @@ std::string write_report(const std::string& dir, const PerformanceReport& report
   if (r.created.empty()) r.created = utc_now();
   check_report_dir(dir);
   // Invalid UTF-8 in a name is replaced rather than refused: a report must not fail on it.
-  write_file(dir + "/report.json",
-             report_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  write_file_atomically(
+      dir + "/report.json",
+      report_json(r).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
   const std::string page = dir + "/report.html";
-  write_file(page, report_html(r));
+  write_file_atomically(page, report_html(r));
   return page;
 }
 

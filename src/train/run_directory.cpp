@@ -1,6 +1,6 @@
 #include "crest/train/run_directory.hpp"
 
-#include <cstring>
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <ostream>
@@ -8,9 +8,9 @@
 #include <streambuf>
 #include <vector>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "data/formats/file_io.hpp"
 
 namespace crest {
 namespace fs = std::filesystem;
@@ -57,13 +57,6 @@ std::string value_of(const std::string& yaml, const std::string& section, const 
     }
   }
   return "";
-}
-
-// The resolved config, with the writer every crest output uses (temp file, fsync, rename).
-void write_text_atomically(const std::string& path, const std::string& text) {
-  formats_io::AtomicOutputFile out(path);
-  out.write(text.data(), text.size());
-  out.commit();
 }
 
 }  // namespace
@@ -153,7 +146,7 @@ RunDirectory prepare_run_directory(const Config& config, bool resume, bool overw
         for (const auto& e : fs::directory_iterator(rd.checkpoint_dir, ec))
           if (e.path().filename().string().find(".safetensors.tmp-") != std::string::npos)
             fs::remove(e.path(), ec);
-      write_text_atomically(config.output_dir + "/config.yaml", config.resolved_yaml);
+      write_file_atomically(config.output_dir + "/config.yaml", config.resolved_yaml);
     } catch (const Error& e) {
       problem = e.what();
     }
@@ -204,7 +197,7 @@ RunLog::RunLog(std::ostream& to, const std::string& path, bool append)
     : impl_(std::make_unique<Impl>()) {
   if (!path.empty()) {
     impl_->file.open(path, append ? std::ios::app : std::ios::trunc);
-    if (!impl_->file) throw_input(path + ": cannot write the run log: " + std::strerror(errno));
+    if (!impl_->file) throw_io(path, "cannot write the run log", errno);
   }
   impl_->buf = std::make_unique<TeeBuf>(to.rdbuf(), path.empty() ? nullptr : impl_->file.rdbuf());
   impl_->out = std::make_unique<std::ostream>(impl_->buf.get());

@@ -10,7 +10,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <string_view>
 #include <utility>
@@ -78,13 +77,6 @@ constexpr uint32_t kValueSimpleValue = 2;
 // What every reader checks the first record for ("brain.Event:" prefix, version 2).
 constexpr std::string_view kFileVersion = "brain.Event:2";
 
-std::string errno_text(int err) {
-  std::string text = std::strerror(err);
-  if (err == ENOSPC) text += " (the disk is full)";
-  if (err == EDQUOT) text += " (disk quota exceeded)";
-  return text;
-}
-
 std::string hostname() {
   char buf[HOST_NAME_MAX + 1] = {};
   if (::gethostname(buf, sizeof buf) != 0 || buf[0] == '\0') return "localhost";
@@ -122,8 +114,7 @@ TensorBoardWriter::TensorBoardWriter(const std::string& logdir) {
     fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     if (fd_ >= 0 || errno != EEXIST) break;
   }
-  if (fd_ < 0)
-    throw_input(path_ + ": cannot create the TensorBoard event file: " + errno_text(errno));
+  if (fd_ < 0) throw_io(path_, "cannot create the TensorBoard event file", errno);
 
   std::string event;
   put_double(event, kEventWallTime, start);
@@ -225,7 +216,7 @@ void TensorBoardWriter::flush() {
         // Nothing more to do: TensorBoard stops reading at the torn record.
       }
       pending_.clear();
-      throw_input(path_ + ": cannot write to the TensorBoard event file: " + errno_text(err));
+      throw_io(path_, "cannot write to the TensorBoard event file", err);
     }
     done += static_cast<size_t>(w);
   }

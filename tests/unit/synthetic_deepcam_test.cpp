@@ -13,7 +13,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/data/synthetic/deepcam_generator.hpp"
-#include "data/synthetic/random_field.hpp"
+#include "crest/data/synthetic/random_field.hpp"
 
 namespace crest {
 namespace {

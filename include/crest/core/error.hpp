@@ -23,6 +23,15 @@ class Error : public std::runtime_error {
 [[noreturn]] inline void throw_input(const std::string& m) { throw Error(ErrorKind::input, m); }
 [[noreturn]] inline void throw_runtime(const std::string& m) { throw Error(ErrorKind::runtime, m); }
 
+// The system's text for an errno value, with a hint where the cause is the user's to fix:
+// "No space left on device (the disk is full)". Thread-safe (strerror is not).
+std::string errno_text(int err);
+
+// An input error for a failed system call on `path`: "<path>: <what>: <errno_text(err)>", e.g.
+// throw_io(path, "cannot open", errno). Pass errno directly, or a copy saved before any other call
+// (close, unlink) that may change it.
+[[noreturn]] void throw_io(const std::string& path, const std::string& what, int err);
+
 // Internal invariant check: a failure is a bug in crest, not in the user's input.
 #define CREST_CHECK(cond, msg)                                                              \
   do {                                                                                      \

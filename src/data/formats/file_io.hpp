@@ -1,13 +1,11 @@
-// POSIX file plumbing shared by the format readers and writers (private to src/data/formats):
-// an owned read-only descriptor with exact reads, and the atomic output file every writer uses.
+// POSIX file plumbing shared by the readers of src/data (private to it): an owned read-only
+// descriptor with exact reads. Writers use crest/core/atomic_file.hpp.
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
 namespace crest::formats_io {
-
-std::string errno_text(int err);
 
 // A file opened read-only. Every error names the path.
 class InputFile {
@@ -30,35 +28,6 @@ class InputFile {
   std::string path_;
   int fd_ = -1;
   uint64_t size_ = 0;
-};
-
-// Writes a file atomically: the bytes go to a temporary file created next to `path` (rename is
-// only atomic within one file system), which commit() fsyncs and renames over `path`. Until then
-// `path` keeps its old contents; destruction without commit removes the temporary file, so an
-// exception or a crash never leaves a half-written file under the final name.
-class AtomicOutputFile {
- public:
-  explicit AtomicOutputFile(std::string path);
-  ~AtomicOutputFile();
-  AtomicOutputFile(const AtomicOutputFile&) = delete;
-  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
-
-  const std::string& path() const { return path_; }
-  const std::string& temp_path() const { return temp_path_; }
-
-  void write(const void* data, size_t n);
-  // Closes our descriptor without committing, for libraries that write by name (HDF5).
-  void close_descriptor();
-  // fsync, close, rename over path(), then fsync the directory (best effort).
-  void commit();
-  // Removes the temporary file now (the destructor does it too).
-  void abandon() noexcept;
-
- private:
-  std::string path_;
-  std::string temp_path_;
-  int fd_ = -1;
-  bool done_ = false;
 };
 
 }  // namespace crest::formats_io

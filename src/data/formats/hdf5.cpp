@@ -8,6 +8,7 @@
 #include <limits>
 #include <utility>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "data/formats/file_io.hpp"
 
@@ -266,7 +267,7 @@ void read_labels(const std::string& path, const SampleFile& s, int32_t* labels) 
 
 // ---- writing ----
 
-Handle create_file(const formats_io::AtomicOutputFile& out) {
+Handle create_file(const AtomicOutputFile& out) {
   const Handle fapl = file_access_properties(out.path());
   const hid_t f = H5Fcreate(out.temp_path().c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl.get());
   if (f < 0) fail(out.path(), "cannot create (" + hdf5_reason() + ")");
@@ -297,7 +298,7 @@ void write_dataset(const std::string& path, hid_t group, const char* name, hid_t
   if (dset.close() < 0) fail(path, std::string(name) + ": close failed (" + hdf5_reason() + ")");
 }
 
-void finish_file(formats_io::AtomicOutputFile& out, Handle& group, Handle& file) {
+void finish_file(AtomicOutputFile& out, Handle& group, Handle& file) {
   if (group.close() < 0 || file.close() < 0)
     fail(out.path(), "closing the HDF5 file failed (" + hdf5_reason() + ")");
   out.commit();
@@ -400,7 +401,7 @@ void write_deepcam_sample(const std::string& path, const DeepcamSampleShape& sha
     fail(path, "cannot write a sample of shape " + shape.str());
   if (!data_hwc || !labels_hw) fail(path, "cannot write a sample without data and labels");
   Hdf5Session session;
-  formats_io::AtomicOutputFile out(path);
+  AtomicOutputFile out(path);
   out.close_descriptor();  // HDF5 writes the temporary file by name
   Handle file = create_file(out);
   Handle climate = create_group(path, file.get(), "climate");
@@ -442,7 +443,7 @@ void write_deepcam_stats(const std::string& path, const DeepcamStats& stats) {
          "cannot write statistics: minval, maxval, mean and sqmean must have the same, "
          "non-zero length");
   Hdf5Session session;
-  formats_io::AtomicOutputFile out(path);
+  AtomicOutputFile out(path);
   out.close_descriptor();
   Handle file = create_file(out);
   Handle climate = create_group(path, file.get(), "climate");

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <limits>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/shape.hpp"
 #include "data/formats/file_io.hpp"
@@ -433,7 +434,7 @@ void write_npy(const std::string& path, NpyDType dtype, const std::vector<int64_
     for (int i = 0; i < 4; ++i) prefix += static_cast<char>((text.size() >> (8 * i)) & 0xff);
   }
 
-  formats_io::AtomicOutputFile out(path);
+  AtomicOutputFile out(path);
   out.write(prefix.data(), prefix.size());
   out.write(text.data(), text.size());
   if (bytes) out.write(data, static_cast<size_t>(bytes));

@@ -9,12 +9,12 @@
 #include <bit>
 #include <cerrno>
 #include <cstring>
-#include <filesystem>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <utility>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest {
@@ -48,8 +48,6 @@ const DTypeInfo& info(SafetensorsDType t) {
     if (d.dtype == t) return d;
   throw_runtime("internal error: unhandled SafetensorsDType");
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw_input(path + ": " + what);
@@ -150,31 +148,6 @@ SafetensorsTensor parse_entry(const std::string& path, const std::string& name, 
   return t;
 }
 
-// Closes the descriptor and removes the temporary file unless the write was committed, so every
-// early exit (exception included) leaves the directory as it was.
-struct TempFile {
-  int fd = -1;
-  std::string path;
-  bool committed = false;
-  ~TempFile() {
-    if (fd >= 0) ::close(fd);
-    if (!committed && !path.empty()) ::unlink(path.c_str());
-  }
-};
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      fail(path, "write failed: " + errno_text());
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 }  // namespace
 
 size_t safetensors_dtype_size(SafetensorsDType t) { return info(t).size; }
@@ -243,12 +216,12 @@ Shape SafetensorsTensor::crest_shape() const {
 
 SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) fail(path, "cannot open: " + errno_text());
+  if (fd < 0) throw_io(path, "cannot open", errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
-    const std::string why = errno_text();
+    const int err = errno;
     ::close(fd);
-    fail(path, "cannot stat: " + why);
+    throw_io(path, "cannot stat", err);
   }
   if (!S_ISREG(st.st_mode)) {
     ::close(fd);
@@ -261,9 +234,9 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
                    " bytes, shorter than the 8-byte header length");
   }
   void* m = ::mmap(nullptr, file_bytes, PROT_READ, MAP_PRIVATE, fd, 0);
-  const std::string map_error = m == MAP_FAILED ? errno_text() : "";
+  const int map_error = m == MAP_FAILED ? errno : 0;
   ::close(fd);  // the mapping keeps the file alive
-  if (m == MAP_FAILED) fail(path, "cannot map: " + map_error);
+  if (m == MAP_FAILED) throw_io(path, "cannot map", map_error);
   map_ = m;
   map_bytes_ = file_bytes;
 
@@ -426,45 +399,19 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
   uint64_t n = text.size();
   if constexpr (std::endian::native == std::endian::big) n = __builtin_bswap64(n);
 
-  // mkstemp in the target's own directory: rename() is only atomic within one file system.
-  TempFile tmp;
-  tmp.path = path + ".tmp-XXXXXX";
-  tmp.fd = ::mkstemp(tmp.path.data());
-  if (tmp.fd < 0) {
-    const std::string why = errno_text();
-    tmp.path.clear();  // nothing was created
-    fail(path, "cannot create a temporary file next to it: " + why);
-  }
-  // mkstemp creates 0600; weight files are meant to be shared like any other output.
-  if (::fchmod(tmp.fd, 0644) != 0) fail(path, "cannot set permissions: " + errno_text());
-
-  write_all(tmp.fd, &n, 8, path);
-  write_all(tmp.fd, text.data(), text.size(), path);
+  // Temporary file, fsync, rename, directory fsync: a crash leaves the old file or the new one.
+  AtomicOutputFile out(path);
+  out.write(&n, 8);
+  out.write(text);
   const size_t total = 8 + text.size() + offset;
   size_t written = 8 + text.size();
   for (const auto* e : order) {
     const size_t bytes = static_cast<size_t>(e->shape.numel()) * dtype_size(e->dtype);
-    if (bytes) write_all(tmp.fd, e->data, bytes, path);
+    if (bytes) out.write(e->data, bytes);
     written += bytes;
     if (after_tensor) after_tensor(written, total);
   }
-  // fsync before rename: otherwise a crash can leave the new name pointing at an empty file.
-  if (::fsync(tmp.fd) != 0) fail(path, "fsync failed: " + errno_text());
-  const int fd = std::exchange(tmp.fd, -1);
-  if (::close(fd) != 0) fail(path, "close failed: " + errno_text());
-  if (::rename(tmp.path.c_str(), path.c_str()) != 0)
-    fail(path, "cannot rename the temporary file into place: " + errno_text());
-  tmp.committed = true;
-
-  // Make the rename itself durable. Best effort: the data is already safe under the new name
-  // as far as this process can tell, and some file systems refuse fsync on directories.
-  std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  out.commit();
 }
 
 }  // namespace crest

@@ -10,6 +10,7 @@
 #include <optional>
 #include <utility>
 
+#include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/crc32c.hpp"
 #include "data/formats/file_io.hpp"
@@ -436,7 +437,7 @@ std::vector<std::byte> read_single_record(const std::string& path,
 }
 
 struct TfRecordWriter::Impl {
-  formats_io::AtomicOutputFile out;
+  AtomicOutputFile out;
   TfRecordCompression compression;
   std::vector<std::byte> buffer;
   size_t used = 0;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
-#include "data/synthetic/random_field.hpp"
+#include "crest/data/synthetic/random_field.hpp"
 
 namespace crest {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "crest/core/error.hpp"
-#include "data/synthetic/random_field.hpp"
+#include "crest/data/synthetic/random_field.hpp"
 
 namespace crest {
 namespace {
@@ -232,7 +232,7 @@ std::vector<float> smooth_noise(const NoiseSpec& ns, int64_t h, int64_t w, uint6
   const double norm = 1.0 / std::sqrt(total);
   for (const auto& [o, a] : used)
     synthetic::add_smooth_noise_2d(f.data(), h, w, ns.cells_y << o, ns.cells_x << o,
-                                   splitmix64_mix(key + static_cast<uint64_t>(o)), a * norm);
+                                   rng::splitmix64_mix(key + static_cast<uint64_t>(o)), a * norm);
   return f;
 }
 

@@ -1,4 +1,4 @@
-#include "data/synthetic/random_field.hpp"
+#include "crest/data/synthetic/random_field.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -71,7 +71,7 @@ int64_t poisson(uint64_t key, uint64_t counter, double mean) {
     return k;
   }
   // A derived key keeps these two extra draws off the counters other elements use.
-  const double z = normal(splitmix64_mix(key ^ 0x6A09E667F3BCC909ull), counter);
+  const double z = normal(rng::splitmix64_mix(key ^ 0x6A09E667F3BCC909ull), counter);
   return std::max<int64_t>(0, std::llround(mean + std::sqrt(mean) * z));
 }
 

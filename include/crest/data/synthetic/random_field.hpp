@@ -11,11 +11,9 @@
 #include <utility>
 #include <vector>
 
-#include "backends/dropout_hash.hpp"
+#include "crest/core/hash_rng.hpp"
 
 namespace crest::synthetic {
-
-inline constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
 
 // Loops over at most this many elements run on one thread. A sample makes dozens of parallel
 // regions; on small grids their forks and barriers cost more than the work, and far more when
@@ -28,25 +26,19 @@ inline bool worth_parallel(int64_t elements) { return elements > kParallelMinEle
 // The key of one independent stream of draws. Each input is mixed in turn so that neighbouring
 // seeds, indices and streams give unrelated keys.
 inline uint64_t stream_key(uint64_t seed, int64_t index, uint64_t stream) {
-  uint64_t k = splitmix64_mix(seed ^ 0x243F6A8885A308D3ull);
-  k = splitmix64_mix(k + static_cast<uint64_t>(index) * kGoldenGamma);
-  return splitmix64_mix(k ^ (stream * 0xD1B54A32D192ED03ull + 0x13198A2E03707344ull));
+  uint64_t k = rng::splitmix64_mix(seed ^ 0x243F6A8885A308D3ull);
+  k = rng::splitmix64_mix(k + static_cast<uint64_t>(index) * rng::kGoldenGamma);
+  return rng::splitmix64_mix(k ^ (stream * 0xD1B54A32D192ED03ull + 0x13198A2E03707344ull));
 }
 
-// 64 random bits for draw `counter` of the stream: SplitMix64 over the arithmetic sequence
-// key + (counter + 1) * gamma, the construction SplitMix64 itself is tested with.
-inline uint64_t draw_bits(uint64_t key, uint64_t counter) {
-  return splitmix64_mix(key + (counter + 1) * kGoldenGamma);
-}
-
-// Uniform in [0, 1), a multiple of 2^-53.
+// Uniform in [0, 1), a multiple of 2^-53, from draw `counter` of the stream.
 inline double uniform01(uint64_t key, uint64_t counter) {
-  return static_cast<double>(draw_bits(key, counter) >> 11) * 0x1.0p-53;
+  return rng::unit_double(rng::counter_bits(key, counter));
 }
 
-// Uniform in (0, 1): safe to take the logarithm of.
+// Uniform in (0, 1]: never 0, so safe to take the logarithm of.
 inline double uniform_open(uint64_t key, uint64_t counter) {
-  return (static_cast<double>(draw_bits(key, counter) >> 11) + 0.5) * 0x1.0p-53;
+  return rng::unit_double_open(rng::counter_bits(key, counter));
 }
 
 inline double uniform_in(uint64_t key, uint64_t counter, double lo, double hi) {
