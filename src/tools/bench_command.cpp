@@ -22,6 +22,7 @@
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/report.hpp"
+#include "crest/train/train_step.hpp"
 #include "tools/commands.hpp"
 
 namespace crest::tools {
@@ -81,7 +82,7 @@ void bench_train(const BenchTrainArgs& a) {
                     parse_gradient_compression(a.compress));
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
-  if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });
+  TrainStep train_step(ex, opt, &sync);
   // Random inputs like the peer script's (values of ln(1 + counts) are O(1)).
   {
     TensorView x = ex.input("x"), y = ex.input("y");
@@ -93,12 +94,7 @@ void bench_train(const BenchTrainArgs& a) {
     for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = 2.f * next();
     for (int64_t i = 0; i < y.numel(); ++i) y.as<float>()[i] = 2.f * next() - 1.f;
   }
-  auto step = [&] {
-    ex.forward(true);
-    ex.backward();
-    sync.finish();
-    opt.step(1e-3);
-  };
+  auto step = [&] { train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
   sync.reset_stats();
   // The report's per-layer table needs the profile too.

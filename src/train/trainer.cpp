@@ -21,6 +21,7 @@
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/run_directory.hpp"
+#include "crest/train/train_step.hpp"
 #include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 
@@ -166,7 +167,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
                     config.dist.bucket_mb, parse_gradient_compression(config.dist.compress));
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
-  if (comm->size() > 1) ex.set_gradient_ready([&sync](int slot) { sync.gradient_ready(slot); });
+  TrainStep step_runner(ex, *optimizer, &sync);
 
   TrainSummary summary;
   summary.parameter_count = ex.params().parameter_count();
@@ -297,19 +298,15 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
     const LoadedBatch b = loader.next();
     const double t1 = Timeline::now();
     feed(b);
-    const double loss = ex.forward(true);
-    const double t2 = Timeline::now();
-    if (!std::isfinite(loss))
+    const StepResult r = step_runner.run(lr);
+    const double loss = r.loss;
+    if (!r.finite)
       throw_runtime("the training loss became " + std::to_string(loss) + " at step " +
                     std::to_string(step + 1) + " of the epoch (learning rate too high?)");
-    ex.backward();
-    const double t3 = Timeline::now();
-    sync.finish();
-    const double t4 = Timeline::now();
-    optimizer->step(lr);
+    const double t2 = r.forward_done, t3 = r.backward_done, t4 = r.gradients_done;
     loader.release(b);
     if (timeline.enabled()) {
-      const double t5 = Timeline::now();
+      const double t5 = r.update_done;
       const std::string args = "{\"step\":" + std::to_string(step + 1) + "}";
       timeline.span("data wait", Timeline::compute, t0, t1, args);
       timeline.span("forward", Timeline::compute, t1, t2, args);

@@ -10,6 +10,7 @@
 #include "crest/core/error.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/train/train_step.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
@@ -108,13 +109,10 @@ TEST_P(ExecutorOnBackend, LossDecreasesOnAFixedBatch) {
   opt.attach(ex.params(), ex.vec());
   test::fill_uniform(ex.input("x"), 3, 0, 3);
   test::fill_uniform(ex.input("y"), 4, -0.8, 0.8);
-  const double first = ex.forward();
-  double last = first;
-  for (int i = 0; i < 10; ++i) {
-    ex.backward();
-    opt.step(0.002);
-    last = ex.forward();
-  }
+  TrainStep step(ex, opt, nullptr);
+  const double first = step.run(0.002).loss;
+  for (int i = 0; i < 9; ++i) step.run(0.002);
+  const double last = ex.forward();
   EXPECT_TRUE(std::isfinite(last));
   EXPECT_LT(last, 0.7 * first);
 }

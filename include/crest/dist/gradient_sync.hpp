@@ -85,6 +85,7 @@ class GradientSync {
   GradientSync& operator=(const GradientSync&) = delete;
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
+  int ranks() const;
   // One line per slot and bucket: what must be identical on every rank.
   std::string layout() const;
 
