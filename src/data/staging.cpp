@@ -19,7 +19,7 @@
 #include "crest/data/formats/crc32c.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/dist/communicator.hpp"
-#include "data/formats/file_io.hpp"
+#include "formats/file_io.hpp"
 
 namespace crest {
 namespace {

@@ -1,4 +1,4 @@
-#include "dist/comm_thread.hpp"
+#include "comm_thread.hpp"
 
 #include <chrono>
 

@@ -1,7 +1,7 @@
 // MPI communicator. Every MPI call after MPI_Init runs on the communication thread
 // (dist/comm_thread.hpp), so the library only has to provide MPI_THREAD_SERIALIZED; crest asks
 // for MPI_THREAD_MULTIPLE so that the watchdog may call MPI_Abort while that thread is stuck.
-#include "dist/mpi_communicator.hpp"
+#include "mpi_communicator.hpp"
 
 // The C API only (OMPI_SKIP_MPICXX: mpi.h would otherwise pull in the deprecated C++ bindings).
 #define OMPI_SKIP_MPICXX 1
@@ -22,7 +22,7 @@
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
-#include "dist/comm_thread.hpp"
+#include "comm_thread.hpp"
 
 namespace crest::dist_detail {
 namespace {

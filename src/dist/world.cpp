@@ -4,7 +4,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "dist/mpi_communicator.hpp"
+#include "mpi_communicator.hpp"
 
 namespace crest {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "tools/commands.hpp"
+#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

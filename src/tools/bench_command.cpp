@@ -23,7 +23,7 @@
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/report.hpp"
 #include "crest/train/train_step.hpp"
-#include "tools/commands.hpp"
+#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

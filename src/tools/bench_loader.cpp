@@ -24,7 +24,7 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/training_data.hpp"
-#include "tools/commands.hpp"
+#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

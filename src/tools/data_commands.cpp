@@ -10,7 +10,7 @@
 #include "crest/data/staging.hpp"
 #include "crest/data/validate.hpp"
 #include "crest/dist/communicator.hpp"
-#include "tools/commands.hpp"
+#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

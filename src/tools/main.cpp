@@ -6,7 +6,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "tools/commands.hpp"
+#include "commands.hpp"
 
 namespace {
 // A rank that fails must not leave the others waiting in a collective: in a multi-rank job the

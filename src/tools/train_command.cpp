@@ -11,7 +11,7 @@
 #include "crest/core/error.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/trainer.hpp"
-#include "tools/commands.hpp"
+#include "commands.hpp"
 
 namespace crest::tools {
 

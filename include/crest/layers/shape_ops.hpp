@@ -1,5 +1,5 @@
-// Layers that only move data: flatten (channels-last order, as the reference Keras models),
-// concat along channels, and the reorder the compile step inserts between formats.
+// Layers that only move data: flatten (channels-last order, as the reference Keras models) and
+// concat along channels. (The reorder the compiler inserts is private to src/graph/compile.)
 #pragma once
 #include <memory>
 
@@ -35,22 +35,6 @@ class ConcatLayer : public Layer {
   std::unique_ptr<ConcatKernel> kernel_;
   std::vector<const void*> srcs_;
   std::vector<void*> diffs_;
-};
-
-// Inserted by the compile step; not for model builders.
-class ReorderLayer : public Layer {
- public:
-  ReorderLayer(MemFormat from, MemFormat to) : from_(std::move(from)), to_(std::move(to)) {}
-  std::string kind() const override { return "reorder"; }
-  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
-  void create(CreateContext& ctx) override;
-  void forward(RunContext& ctx) override;
-  void backward(RunContext& ctx) override;
-  std::string describe() const override;
-
- private:
-  MemFormat from_, to_;
-  std::unique_ptr<ReorderKernel> fwd_, bwd_;
 };
 
 // Builder helpers: nodes of kind "flatten" and "concat".

@@ -2,16 +2,16 @@
 // kernel request to its family's file.
 #include <omp.h>
 
-#include "backends/onednn/concat.hpp"
-#include "backends/onednn/context.hpp"
-#include "backends/onednn/conv.hpp"
-#include "backends/onednn/dense.hpp"
-#include "backends/onednn/eltwise.hpp"
-#include "backends/onednn/gemm_peak.hpp"
-#include "backends/onednn/onednn_backend.hpp"
-#include "backends/onednn/pool.hpp"
-#include "backends/onednn/reorder.hpp"
-#include "backends/onednn/vector_ops.hpp"
+#include "onednn/concat.hpp"
+#include "onednn/context.hpp"
+#include "onednn/conv.hpp"
+#include "onednn/dense.hpp"
+#include "onednn/eltwise.hpp"
+#include "onednn/gemm_peak.hpp"
+#include "onednn/onednn_backend.hpp"
+#include "onednn/pool.hpp"
+#include "onednn/reorder.hpp"
+#include "onednn/vector_ops.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest {

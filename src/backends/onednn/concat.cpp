@@ -2,14 +2,14 @@
 // with a reorder from a sub-memory descriptor, so no scratch is needed. Blocked layouts allow a
 // sub-memory only at channel offsets that are multiples of the block, so when the layout oneDNN
 // picks for the output does not, the output is made plain instead.
-#include "backends/onednn/concat.hpp"
+#include "onednn/concat.hpp"
 
 #include <algorithm>
 #include <optional>
 #include <string>
 
-#include "backends/onednn/format.hpp"
-#include "backends/onednn/primitive.hpp"
+#include "onednn/format.hpp"
+#include "onednn/primitive.hpp"
 
 namespace crest::onednn {
 

@@ -1,7 +1,7 @@
 // One kernel template serves convolution and deconvolution: oneDNN gives both the same
 // descriptor shape, and crest's transposed weights [in, out/g, k...] are just a strided view of
 // oneDNN's logical deconvolution weights [g, out/g, in/g, k...].
-#include "backends/onednn/conv.hpp"
+#include "onednn/conv.hpp"
 
 #include <algorithm>
 #include <numeric>
@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "backends/onednn/eltwise.hpp"
-#include "backends/onednn/format.hpp"
-#include "backends/onednn/primitive.hpp"
+#include "onednn/eltwise.hpp"
+#include "onednn/format.hpp"
+#include "onednn/primitive.hpp"
 
 namespace crest::onednn {
 

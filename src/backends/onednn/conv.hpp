@@ -2,7 +2,7 @@
 #pragma once
 #include <memory>
 
-#include "backends/onednn/context.hpp"
+#include "onednn/context.hpp"
 #include "crest/backends/kernels.hpp"
 
 namespace crest::onednn {

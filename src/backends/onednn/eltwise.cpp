@@ -1,9 +1,9 @@
-#include "backends/onednn/eltwise.hpp"
+#include "onednn/eltwise.hpp"
 
 #include <algorithm>
 
-#include "backends/onednn/format.hpp"
-#include "backends/onednn/primitive.hpp"
+#include "onednn/format.hpp"
+#include "onednn/primitive.hpp"
 
 namespace crest::onednn {
 

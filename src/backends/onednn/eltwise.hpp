@@ -3,7 +3,7 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "backends/onednn/context.hpp"
+#include "onednn/context.hpp"
 #include "crest/backends/kernels.hpp"
 
 namespace crest::onednn {

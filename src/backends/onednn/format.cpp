@@ -1,4 +1,4 @@
-#include "backends/onednn/format.hpp"
+#include "onednn/format.hpp"
 
 #include <algorithm>
 #include <numeric>

@@ -1,4 +1,4 @@
-#include "backends/onednn/gemm_peak.hpp"
+#include "onednn/gemm_peak.hpp"
 
 #include <chrono>
 #include <oneapi/dnnl/dnnl.hpp>

@@ -1,10 +1,10 @@
-#include "backends/onednn/pool.hpp"
+#include "onednn/pool.hpp"
 
 #include <algorithm>
 #include <string>
 
-#include "backends/onednn/format.hpp"
-#include "backends/onednn/primitive.hpp"
+#include "onednn/format.hpp"
+#include "onednn/primitive.hpp"
 
 namespace crest::onednn {
 

@@ -1,8 +1,8 @@
-#include "backends/onednn/primitive.hpp"
+#include "onednn/primitive.hpp"
 
 #include <algorithm>
 
-#include "backends/onednn/format.hpp"
+#include "onednn/format.hpp"
 #include "crest/core/tensor.hpp"
 
 namespace crest::onednn {

@@ -6,7 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "backends/onednn/context.hpp"
+#include "onednn/context.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest::onednn {

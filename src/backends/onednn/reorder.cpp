@@ -1,7 +1,7 @@
-#include "backends/onednn/reorder.hpp"
+#include "onednn/reorder.hpp"
 
-#include "backends/onednn/format.hpp"
-#include "backends/onednn/primitive.hpp"
+#include "onednn/format.hpp"
+#include "onednn/primitive.hpp"
 
 namespace crest::onednn {
 

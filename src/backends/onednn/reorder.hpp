@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "backends/onednn/context.hpp"
+#include "onednn/context.hpp"
 #include "crest/backends/kernels.hpp"
 
 namespace crest::onednn {

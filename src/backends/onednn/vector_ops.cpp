@@ -3,14 +3,14 @@
 // bit on most elements. Reductions split the range into a fixed number of chunks that depends
 // only on the element count, sum each chunk on whichever thread gets it and add the partial
 // sums in chunk order: the result is the same for every thread count.
-#include "backends/onednn/vector_ops.hpp"
+#include "onednn/vector_ops.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <string>
 
-#include "backends/dropout_hash.hpp"
+#include "dropout_hash.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest::onednn {

@@ -1,7 +1,7 @@
 // Reference per-channel affine map: plain loops over [n, channels, spatial], float and double.
-#include "crest/layers/channel_affine.hpp"
+#include "crest/backends/channel_affine_kernel.hpp"
 
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

@@ -8,8 +8,8 @@
 // relation once and using it for all six passes keeps forward and backward exact adjoints.
 #include <string>
 
-#include "backends/reference/eltwise_math.hpp"
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/eltwise_math.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

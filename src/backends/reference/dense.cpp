@@ -1,7 +1,7 @@
 // Reference fully connected layer: dst[n, o] = sum_i src[n, i] * w[o, i] + b[o].
 #include <string>
 
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

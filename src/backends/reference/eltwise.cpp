@@ -1,8 +1,8 @@
 // Reference element-wise activations: y = f(x) over every element, backward from y alone.
 #include <cmath>
 
-#include "backends/reference/eltwise_math.hpp"
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/eltwise_math.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 

@@ -2,7 +2,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

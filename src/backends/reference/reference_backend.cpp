@@ -1,7 +1,7 @@
 // The reference backend object: routes each kernel request to its family's factory.
-#include "backends/reference/reference_backend.hpp"
+#include "reference/reference_backend.hpp"
 
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest {
 namespace {

@@ -4,7 +4,7 @@
 #include <cstring>
 #include <string>
 
-#include "backends/reference/reference_kernels.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

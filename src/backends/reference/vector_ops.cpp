@@ -5,8 +5,8 @@
 #include <cmath>
 #include <string>
 
-#include "backends/dropout_hash.hpp"
-#include "backends/reference/reference_kernels.hpp"
+#include "dropout_hash.hpp"
+#include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
 namespace {

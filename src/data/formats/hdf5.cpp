@@ -10,7 +10,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
-#include "data/formats/file_io.hpp"
+#include "formats/file_io.hpp"
 
 namespace crest {
 

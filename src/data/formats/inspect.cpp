@@ -13,7 +13,7 @@
 #include "crest/data/formats/npy.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/data/safetensors.hpp"
-#include "data/formats/file_io.hpp"
+#include "formats/file_io.hpp"
 
 namespace crest {
 

@@ -7,7 +7,7 @@
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/shape.hpp"
-#include "data/formats/file_io.hpp"
+#include "formats/file_io.hpp"
 
 namespace crest {
 

@@ -13,7 +13,7 @@
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/crc32c.hpp"
-#include "data/formats/file_io.hpp"
+#include "formats/file_io.hpp"
 
 namespace crest {
 

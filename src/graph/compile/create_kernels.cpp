@@ -6,8 +6,8 @@
 #include <numeric>
 
 #include "compile/program.hpp"
+#include "compile/reorder_layer.hpp"
 #include "crest/core/error.hpp"
-#include "crest/layers/shape_ops.hpp"
 
 namespace crest::compile {
 namespace {
