@@ -339,6 +339,24 @@ TEST(DataParallel, ResumedMidEpochRunIsBitIdenticalAndNeedsTheSameRanks) {
   EXPECT_EQ(final_line(straight.out).substr(0, 20), final_line(resumed.out).substr(0, 20));
 }
 
+// A user error rank 0 finds for the whole job (here: an output_dir that holds an earlier run's
+// checkpoints, without --overwrite) is printed once, not once per rank, and ends the job with
+// exit 2 and nothing overwritten.
+TEST(DataParallel, AnErrorEveryRankSharesIsPrintedOnce) {
+  TempDir dir;
+  const std::string args = train_args(2, dir.file("w.safetensors"));
+  ASSERT_EQ(run_crest(args).code, 0);
+  const auto r = run_crest_mpi(4, args + " --threads 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+  size_t errors = 0;
+  for (auto at = r.out.find("crest: error:"); at != std::string::npos;
+       at = r.out.find("crest: error:", at + 1))
+    ++errors;
+  EXPECT_EQ(errors, 1u) << r.out;
+  EXPECT_EQ(r.out.find("epoch 1/"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace crest
 
