@@ -226,8 +226,9 @@ class Backend {
   virtual std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) = 0;
   virtual std::unique_ptr<VectorOps> vector_ops(DType dtype) = 0;
 
-  // Sets the number of compute threads this backend uses.
-  virtual void set_threads(int threads) = 0;
+  // Sets the number of compute threads this backend uses; returns the number it will really use
+  // (what a run reports: the reference backend is single-threaded whatever it is asked).
+  virtual int set_threads(int threads) = 0;
 };
 
 // Backend registry: "reference" and "onednn" (when built). Throws crest::Error (usage) naming
