@@ -4,8 +4,10 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+PREFIX ?= /usr/local
 
-.PHONY: all deps test-deps venv configure build build-crest run test format format-check clean
+.PHONY: all deps test-deps venv configure build build-crest install run test format format-check \
+        tidy clean
 
 all: build
 
@@ -25,6 +27,10 @@ build-crest: configure
 
 build: test-deps configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Puts the crest binary on PATH: $(PREFIX)/bin/crest (root for /usr/local; else PREFIX=$HOME/.local).
+install: build-crest
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The default job: CosmoFlow on built-in synthetic data, a few epochs, about a minute on 2 cores.
 run: build-crest
