@@ -14,7 +14,7 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-# What only the test suite needs (GoogleTest, Python venv tools, Chromium, clang-format).
+# What only the test suite needs (GoogleTest, Python venv tools, Chromium, clang-format/-tidy).
 test-deps:
 	@bash scripts/install-deps.sh --test
 
@@ -46,6 +46,10 @@ format-check: test-deps
 
 format: test-deps
 	@git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' | xargs clang-format -i
+
+# clang-tidy (.clang-tidy) on the lines changed since BASE (default: the merge-base with main).
+tidy: test-deps configure
+	@bash scripts/tidy-changed.sh $(BASE)
 
 # The whole test suite through CTest.
 test: format-check build venv
