@@ -4,15 +4,17 @@
 BUILD_DIR ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?= -DCMAKE_BUILD_TYPE=Release
+PREFIX ?= /usr/local
 
-.PHONY: all deps test-deps venv configure build build-crest run test format format-check clean
+.PHONY: all deps test-deps venv configure build build-crest install run test format format-check \
+        tidy clean
 
 all: build
 
 deps:
 	@bash scripts/install-deps.sh
 
-# What only the test suite needs (GoogleTest, Python venv tools, Chromium, clang-format).
+# What only the test suite needs (GoogleTest, Python venv tools, Chromium, clang-format/-tidy).
 test-deps:
 	@bash scripts/install-deps.sh --test
 
@@ -25,6 +27,10 @@ build-crest: configure
 
 build: test-deps configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# Puts the crest binary on PATH: $(PREFIX)/bin/crest (root for /usr/local; else PREFIX=$HOME/.local).
+install: build-crest
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The default job: CosmoFlow on built-in synthetic data, a few epochs, about a minute on 2 cores.
 run: build-crest
@@ -40,6 +46,10 @@ format-check: test-deps
 
 format: test-deps
 	@git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' | xargs clang-format -i
+
+# clang-tidy (.clang-tidy) on the lines changed since BASE (default: the merge-base with main).
+tidy: test-deps configure
+	@bash scripts/tidy-changed.sh $(BASE)
 
 # The whole test suite through CTest.
 test: format-check build venv

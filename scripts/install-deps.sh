@@ -21,6 +21,7 @@ if [ "${1:-}" = "--test" ]; then
     python3 python3-venv   # tests/interop and fixture scripts
     chromium               # headless, renders report.html in tests/interop/report_render.py
     clang-format           # the formatting check of .ci/run and `make format-check`
+    clang-tidy             # .clang-tidy on changed lines (scripts/tidy-changed.sh, .ci/run, make tidy)
   )
 fi
 

@@ -62,9 +62,9 @@ void bench_train(const BenchTrainArgs& a) {
   auto comm = make_world_communicator(wo);
   auto backend = make_backend(a.backend);
   // Default: the node's cores shared among its ranks.
-  const int threads =
-      a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size());
-  backend->set_threads(threads);
+  // What the backend really uses is reported (the reference backend runs on one thread).
+  const int threads = backend->set_threads(
+      a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size()));
   CosmoFlowOptions o;
   o.input_shape = {a.size, a.size, a.size, 4};
   o.conv_size = a.conv_size;
@@ -228,8 +228,7 @@ void bench_train(const BenchTrainArgs& a) {
 
 void bench_peak(int threads_arg, int64_t n, int iters) {
   auto backend = make_backend("onednn");
-  const int threads = resolve_threads(threads_arg);
-  backend->set_threads(threads);
+  const int threads = backend->set_threads(resolve_threads(threads_arg));
   for (DType t : {DType::f32, DType::bf16}) {
     const PeakRate p = backend->peak(t, n, iters);
     nlohmann::json j;

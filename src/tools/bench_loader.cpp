@@ -1,5 +1,5 @@
-// crest bench loader --config FILE [overrides] [--epochs E] [--threads T]: how fast the data path
-// of a config is, stage by stage, on the config's own files:
+// crest bench loader --data DIR | --config FILE [overrides] [--epochs E] [--threads T]: how fast
+// the data path is, stage by stage, on a dataset's own files:
 //   raw_read   plain sequential read of the files (the disk's rate: the ceiling for uncompressed
 //              data), one thread
 //   inflate    gzip inflate + record CRCs from memory, one thread (0 for plain files)
@@ -7,11 +7,15 @@
 //   end_to_end the DataLoader with its threads and prefetch, epochs back to back
 // Each file's page-cache pages are dropped (posix_fadvise DONTNEED) before the raw read and
 // before each end-to-end epoch, so reads come from the device unless --warm is given.
+// With --data DIR (a dataset root as `crest datagen` writes it) the data section is inferred from
+// the files: format, compression, sample shape, targets and the training file count; --config
+// is then optional and overrides still win.
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -19,8 +23,12 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/data/formats/example.hpp"
+#include "crest/data/formats/inspect.hpp"
+#include "crest/data/formats/npy.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/data/loader.hpp"
+#include "crest/data/sample_source.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/training_data.hpp"
@@ -57,17 +65,126 @@ int64_t read_file(const std::string& path, std::vector<std::byte>& buf,
   return total;
 }
 
+// What the files of <root>/train say about the data section (CosmoFlow datasets: TFRecord or
+// NVIDIA's npy, as `crest datagen cosmoflow` writes them).
+struct DatasetFacts {
+  bool npy = false;
+  bool gzip = false;
+  std::vector<int64_t> sample_shape;  // [D, H, W, C]
+  int64_t targets = 0;
+  int64_t n_train = 0;
+};
+
+std::vector<int64_t> npy_shape(const std::string& path) { return read_npy_header(path).shape; }
+
+DatasetFacts inspect_dataset(const std::string& root) {
+  namespace fs = std::filesystem;
+  const std::string dir = root + "/train";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw_input(root +
+                ": no train/ directory in it (--data takes a dataset root as crest datagen "
+                "cosmoflow writes it: train/ and validation/ with one sample per file)");
+  const std::vector<std::string> files = list_sample_files(dir, {".tfrecord", ".data.npy"});
+  auto is_npy = [](const std::string& f) { return f.ends_with(".data.npy"); };
+  const auto npy = std::count_if(files.begin(), files.end(), is_npy);
+  if (npy != 0 && npy != static_cast<int64_t>(files.size()))
+    throw_input(
+        dir +
+        ": holds both .tfrecord and .data.npy files; use --config FILE (data.format) instead "
+        "of --data");
+  DatasetFacts f;
+  f.npy = npy != 0;
+  f.n_train = static_cast<int64_t>(files.size());
+  const std::string& first = files.front();
+  if (f.npy) {
+    f.sample_shape = npy_shape(first);
+    const std::vector<int64_t> y =
+        npy_shape(first.substr(0, first.size() - 9) + ".label.npy");  // <stem>.label.npy
+    if (f.sample_shape.size() != 4 || y.size() != 1)
+      throw_input(first + ": expected int16 [D, H, W, C] data and a [targets] label file");
+    f.targets = y[0];
+    return f;
+  }
+  f.gzip = detect_data_file_format(first) == DataFileFormat::tfrecord_gzip;
+  TfRecordReader reader(first, f.gzip ? TfRecordCompression::gzip : TfRecordCompression::none);
+  std::vector<std::byte> record;
+  if (!reader.next(record)) throw_input(first + ": holds no record");
+  const ExampleView ex = ExampleView::parse(record, first);
+  const ExampleFeature& x = ex.at("x", ExampleFeature::Kind::bytes);
+  if (x.bytes.size() != 1) throw_input(first + ": feature 'x' is not one bytes value");
+  // int16 [D, D, D, 4], as the reference data and crest datagen store it.
+  const size_t bytes = x.bytes[0].size();
+  const auto d = static_cast<int64_t>(std::llround(std::cbrt(static_cast<double>(bytes) / 8.0)));
+  if (d < 1 || static_cast<size_t>(d * d * d * 8) != bytes)
+    throw_input(first + ": 'x' holds " + std::to_string(bytes) +
+                " bytes, not an int16 cube of 4 channels; use --config FILE (data.sample_shape) "
+                "instead of --data");
+  f.sample_shape = {d, d, d, 4};
+  f.targets = static_cast<int64_t>(ex.at("y", ExampleFeature::Kind::floats).floats.size());
+  return f;
+}
+
+std::string shape_value(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? "," : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// Without --config: the smallest config whose data section the loader reads the way training
+// would (the reference's preprocessing: apply_log), batches of 4 (fewer for a tinier dataset).
+// The model section only has to validate against the sample shape: the loader never builds it.
+std::string builtin_config(const DatasetFacts& f) {
+  int pools = 5;  // the reference network's; fewer when the volume does not divide by 2^5
+  for (size_t i = 0; i < 3; ++i)
+    while (pools > 1 && f.sample_shape[i] % (int64_t{1} << pools) != 0) --pools;
+  return "data:\n  name: cosmo\n  data_dir: unset\n  n_train: 1\n  batch_size: " +
+         std::to_string(std::min<int64_t>(4, f.n_train)) +
+         "\n  n_epochs: 1\n  sample_shape: " + shape_value(f.sample_shape) +
+         "\n  apply_log: true\nmodel:\n  name: cosmoflow\n  n_conv_layers: " +
+         std::to_string(pools) + "\noptimizer:\n  name: SGD\n";
+}
+
+// The data section as the files have it, applied before the user's own overrides.
+std::vector<std::string> dataset_overrides(const std::string& root, const DatasetFacts& f) {
+  return {"data.name=cosmo",
+          "data.data_dir=" + nlohmann::json(root).dump(),  // a quoted YAML string
+          std::string("data.format=") + (f.npy ? "npy" : "tfrecord"),
+          std::string("data.compression=") + (f.gzip ? "GZIP" : "null"),
+          "data.sample_shape=" + shape_value(f.sample_shape),
+          "model.target_size=" + std::to_string(f.targets),
+          "data.target_shape=[" + std::to_string(f.targets) + "]",
+          "data.n_train=" + std::to_string(f.n_train),
+          "data.n_valid=0"};  // the bench reads the training split only
+}
+
 struct Args {
   std::string config;
+  std::string data;
   std::vector<std::string> overrides;
   int epochs = 2;
   int threads = 0;
   bool warm = false;
 };
 
+Config bench_config(const Args& a) {
+  if (a.data.empty()) {
+    if (a.config.empty())
+      throw_usage(
+          "bench loader needs --data DIR (a dataset, e.g. from crest datagen) or --config FILE");
+    return load_config(a.config, a.overrides);
+  }
+  const DatasetFacts facts = inspect_dataset(a.data);
+  std::vector<std::string> overrides = dataset_overrides(a.data, facts);
+  overrides.insert(overrides.end(), a.overrides.begin(), a.overrides.end());
+  if (a.config.empty())
+    return load_config_text(builtin_config(facts), "<bench loader --data " + a.data + ">",
+                            overrides);
+  return load_config(a.config, overrides);
+}
+
 void bench_loader(const Args& a) {
-  if (a.config.empty()) throw_usage("bench loader needs --config FILE");
-  const Config config = load_config(a.config, a.overrides);
+  const Config config = bench_config(a);
   auto comm = make_single_process_communicator();
   const TrainingData data = open_training_data(config, *comm, std::cerr);
   const SampleSource& src = *data.train;
@@ -150,8 +267,11 @@ void register_bench_loader(CLI::App& bench) {
   auto a = std::make_shared<Args>();
   CLI::App* cmd = bench.add_subcommand(
       "loader", "time the data path of a config: read, inflate, decode, end to end");
-  cmd->add_option("--config,-c", a->config, "config file whose data section is measured")
-      ->required();
+  cmd->add_option("--data,-d", a->data,
+                  "dataset root (train/, validation/), e.g. from crest datagen: format, "
+                  "compression, sample shape and file count are read from its files");
+  cmd->add_option("--config,-c", a->config,
+                  "config file whose data section is measured (with --data: the rest of it)");
   cmd->add_option("overrides", a->overrides, "key.path=value overrides");
   cmd->add_option("--epochs", a->epochs, "end-to-end epochs (best is reported)");
   cmd->add_option("--threads", a->threads,

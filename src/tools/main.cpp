@@ -17,6 +17,18 @@ int fail(const char* what, int code) {
   crest::abort_parallel_job(code);
   return code;
 }
+
+// An error every rank raised at the same point (a user error rank 0 found and shared, such as an
+// output_dir that holds an earlier run): rank 0 prints it, once for the job, and every rank exits
+// with its code. No abort: no rank is left in a collective, and an abort from a quiet rank could
+// end the job before rank 0 has said why.
+int fail_everywhere(const crest::Error& e) {
+  if (e.scope() == crest::Error::Scope::every_rank_printed_here) {
+    std::fprintf(stderr, "crest: error: %s\n", e.what());
+    std::fflush(stderr);
+  }
+  return e.exit_code();
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -32,6 +44,7 @@ int main(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 2;
   } catch (const crest::Error& e) {
+    if (e.scope() != crest::Error::Scope::this_rank) return fail_everywhere(e);
     return fail(e.what(), e.exit_code());
   } catch (const std::exception& e) {
     return fail(e.what(), 1);

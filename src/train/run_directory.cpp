@@ -71,7 +71,11 @@ void broadcast_text(Communicator& comm, std::string& text) {
 void fail_with_rank0(Communicator& comm, const std::string& problem) {
   std::string p = comm.rank() == 0 ? problem : std::string();
   broadcast_text(comm, p);
-  if (!p.empty()) throw_input(p);
+  // Every rank stops here with the same message: rank 0 says it, once for the job.
+  if (!p.empty())
+    throw Error(ErrorKind::input, p,
+                comm.rank() == 0 ? Error::Scope::every_rank_printed_here
+                                 : Error::Scope::every_rank_printed_elsewhere);
 }
 
 std::string resume_position_problem(const CheckpointInfo& info, const Config& config, int ranks,

@@ -142,13 +142,13 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
   };
   notify([&](RunObserver& o) { o.init_start(config); });
   auto backend = make_backend(config.crest.backend);
-  // Default: this node's cores shared among the ranks on it.
-  const int threads =
+  // Default: this node's cores shared among the ranks on it. Reported is what the backend really
+  // uses (the reference backend: one thread, whatever was asked).
+  const int threads = backend->set_threads(
       config.crest.threads > 0
           ? config.crest.threads
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
-                                              static_cast<unsigned>(comm->local_size())));
-  backend->set_threads(threads);
+                                              static_cast<unsigned>(comm->local_size()))));
 
   const TrainableModel model = build_model(config.model);
   CompileOptions co;
@@ -184,6 +184,10 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
         << sync.buckets().size() << " gradient buckets\n";
   else
     log << " | batch " << config.data.batch_size << "\n";
+  if (backend->name() == "reference")
+    log << "warning: crest.backend=reference: the reference kernels are plain single-threaded "
+           "loops, a correctness oracle for tests; training runs about 100x slower than with "
+           "crest.backend=onednn (the default)\n";
   if (options.dry_run) {
     log << ex.summary();
     log << "total parameters: " << with_thousands(summary.parameter_count) << "\n";

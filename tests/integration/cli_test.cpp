@@ -49,6 +49,21 @@ TEST(Cli, ReferenceDummyConfigLoadsUnchanged) {
   EXPECT_NE(r.out.find("8,907,556"), std::string::npos);
 }
 
+// The reference backend is a single-threaded oracle: a run on it says so and reports the one
+// thread it really uses, not the crest.threads it was given.
+TEST(Cli, ReferenceBackendWarnsAndReportsTheThreadItUses) {
+  CliRun r =
+      crest("train --config " + kDemo + " crest.backend=reference crest.threads=2 --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("backend reference | 1 threads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("warning: crest.backend=reference"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("100x slower"), std::string::npos) << r.out;
+  r = crest("train --config " + kDemo + " crest.threads=2 --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("backend onednn | 2 threads"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("warning:"), std::string::npos) << r.out;
+}
+
 TEST(Cli, UnknownKeyExits2AndNamesKeyAndFile) {
   TempDir d;
   CliRun r = crest("train --config " + kDemo + " data.bogus_key=3 output_dir=" + d.file("out"));

@@ -2,11 +2,13 @@
 // describes; existing data is never overwritten unless asked; validate lists every damaged file
 // with its defect; staging copies verified files, reuses a complete staging and refuses to write
 // over anything else; training reads the generated files, and a bad sample stops the run (fail)
-// or is dropped and counted (skip).
+// or is dropped and counted (skip); bench loader runs on datagen's output with no config.
 #include <gtest/gtest.h>
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -217,6 +219,60 @@ TEST(DataCli, DeepcamDatagenWritesStatsAndValidatesLabels) {
   v = run_crest("validate " + npy);
   EXPECT_EQ(v.code, 2) << v.out;
   EXPECT_NE(v.out.find("data-000001.npy: label 7 at pixel (2, 4)"), std::string::npos) << v.out;
+}
+
+// The JSON line `crest bench loader` prints (its log goes to stderr, run_crest merges them).
+nlohmann::json bench_line(const std::string& out) {
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty() && l[0] == '{') return nlohmann::json::parse(l);
+  ADD_FAILURE() << "no JSON line in:\n" << out;
+  return {};
+}
+
+// A newcomer's `crest bench loader --data DIR` on what `crest datagen` wrote: no config and no
+// overrides; format, compression, sample shape and file count come from the files.
+TEST(DataCli, BenchLoaderRunsOnDatagenOutputWithoutAConfig) {
+  TempDir t;
+  const std::string gz = cosmo_dataset(t);  // 8 training files, 32^3, GZIP
+  auto r = run_crest("bench loader --data " + gz + " --epochs 1 --warm");
+  ASSERT_EQ(r.code, 0) << r.out;
+  nlohmann::json j = bench_line(r.out);
+  EXPECT_EQ(j["format"], "cosmoflow-tfrecord-gzip") << r.out;
+  EXPECT_EQ(j["samples"], 8) << r.out;
+  EXPECT_EQ(j["sample_shape"], nlohmann::json({32, 32, 32, 4})) << r.out;
+  EXPECT_GT(j["compression_ratio"].get<double>(), 1.0) << r.out;
+  EXPECT_GT(j["samples_per_s"].get<double>(), 0.0) << r.out;
+
+  // NVIDIA's npy variant, 64^3: the shape comes from the files, not from any default.
+  const std::string npy = t.file("npy");
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --out " + npy + " --train 5 --valid 2 --size 64 --format npy")
+          .code,
+      0);
+  r = run_crest("bench loader --data " + npy + " --epochs 1 --warm");
+  ASSERT_EQ(r.code, 0) << r.out;
+  j = bench_line(r.out);
+  EXPECT_EQ(j["format"], "cosmoflow-npy") << r.out;
+  EXPECT_EQ(j["samples"], 5) << r.out;
+  EXPECT_EQ(j["sample_shape"], nlohmann::json({64, 64, 64, 4})) << r.out;
+
+  // With a config (the demo's: dummy data, 32^3, 16 validation samples) the files still decide
+  // the data section; the user's overrides come last and win.
+  r = run_crest("bench loader --data " + npy + " --config " +
+                test::source_path("configs/cosmoflow-demo.yaml") +
+                " data.batch_size=2 --epochs 1 --warm");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(bench_line(r.out)["samples"], 5) << r.out;
+
+  // Neither: a usage error that says what to give.
+  r = run_crest("bench loader");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--data DIR"), std::string::npos) << r.out;
+  // Not a dataset root: named, exit 2.
+  r = run_crest("bench loader --data " + gz + "/train");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("no train/ directory"), std::string::npos) << r.out;
 }
 
 }  // namespace

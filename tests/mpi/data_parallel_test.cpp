@@ -3,7 +3,6 @@
 // fails, dies or stops responding.
 #include <gtest/gtest.h>
 
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -58,9 +57,13 @@ double worst_relative_difference(const std::string& a_path, const std::string& b
   return worst;
 }
 
+// The run's summary line ("done: 2 epochs in 3.1 s; final loss ..."), with its elapsed time
+// blanked: two runs of the same training agree on everything else in it.
 std::string final_line(const std::string& out) {
   const auto at = out.find("done: ");
-  return at == std::string::npos ? "" : out.substr(at, out.find('\n', at) - at);
+  if (at == std::string::npos) return "";
+  return std::regex_replace(out.substr(at, out.find('\n', at) - at), std::regex(" in [0-9.]+ s"),
+                            " in <elapsed> s");
 }
 
 TEST(DataParallel, RanksTimesLocalBatchReproduceOneProcessWithTheGlobalBatch) {
@@ -128,18 +131,17 @@ TEST(DataParallel, RanksThatBuiltDifferentModelsAreRefusedWithWhatDiffers) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("a.safetensors")));
 }
 
+// Without the abort, rank 0 would wait in a collective until the time limit (exit 124).
 TEST(DataParallel, ARankThatFailsEndsTheWholeJob) {
   TempDir dir;
   const std::string crest = CREST_BINARY;
-  const auto t0 = std::chrono::steady_clock::now();
   const auto r = run_mpirun("-np 1 " + crest + " " + train_args(2, dir.file("a.safetensors")) +
                                 " data.n_epochs=50 : -np 1 " + crest + " " +
                                 train_args(2, dir.file("b.safetensors")) + " data.no_such_key=1",
-                            90);
+                            180);
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
   EXPECT_NE(r.out.find("no_such_key"), std::string::npos) << r.out;
-  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 60);
 }
 
 TEST(DataParallel, TooFewSamplesForEveryRankIsAnErrorNotAHang) {
@@ -154,8 +156,11 @@ TEST(DataParallel, TooFewSamplesForEveryRankIsAnErrorNotAHang) {
   EXPECT_NE(r.out.find("1 threads per rank"), std::string::npos) << r.out;
 }
 
-// Starts a long 2-rank job, then sends `signal` to one rank after `delay_s`; returns the job's
-// exit and output. The rank is a child of mpirun (Open MPI starts local ranks itself).
+// Starts a long 2-rank job, waits until it trains (its first epoch line: both ranks are past
+// MPI start-up and in the step's collectives), then sends `signal` to one rank; returns the job's
+// exit and output. The rank is a child of mpirun (Open MPI starts local ranks itself). A job that
+// never gets to train within limit_s - 60 s (a generous bound: start-up on a slow, loaded machine
+// takes seconds) fails the test saying so, instead of signalling a rank still in MPI_Init.
 test::CliRun run_and_signal_one_rank(const std::string& signal, const std::string& extra,
                                      int limit_s) {
   TempDir dir;
@@ -163,11 +168,18 @@ test::CliRun run_and_signal_one_rank(const std::string& signal, const std::strin
       std::string("OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") + CREST_MPIEXEC +
       " --bind-to none -np 2 " + CREST_BINARY + " " + train_args(1, dir.file("w.safetensors")) +
       " data.n_train=64 data.n_epochs=200 " + extra;
+  const std::string out = dir.file("out.txt");
+  // The epoch's summary line ("epoch 1/200  loss ..."), not its progress bar ("epoch 1/200:
+  // step ..."); under mpirun rank 0's stdout is a terminal, so the bar comes first on that line.
+  // Waiting for it has its own deadline (limit_s - 60 s), leaving time for what follows.
   const std::string script =
-      "(" + job + ") >> " + dir.file("out.txt") + " 2>&1 & M=$!; sleep 4; " +
-      "R=$(pgrep -P $M -x crest | head -1); echo \"signalled rank pid $R\" >> " +
-      dir.file("out.txt") + "; kill -" + signal + " $R; wait $M; code=$?; cat " +
-      dir.file("out.txt") + "; exit $code";
+      "(" + job + ") >> " + out + " 2>&1 & M=$!; " + "until grep -Eq \"epoch 1/[0-9]+ +loss\" " +
+      out + " 2>/dev/null; do " + "if ! kill -0 $M 2>/dev/null || [ $SECONDS -ge " +
+      std::to_string(limit_s - 60) +
+      " ]; then echo \"the job did not get to train (after $SECONDS s)\"; kill -9 $M; cat " + out +
+      "; exit 3; fi; sleep 0.2; done; " +
+      "R=$(pgrep -P $M -x crest | head -1); echo \"signalled rank pid $R\" >> " + out + "; kill -" +
+      signal + " $R; wait $M; code=$?; cat " + out + "; exit $code";
   const test::CliRun r =
       test::run_shell("timeout " + std::to_string(limit_s) + " bash -c '" + script + "' 2>&1");
   // Leave nothing behind if the job did hang: the stopped or orphaned rank must not outlive us.
@@ -175,23 +187,21 @@ test::CliRun run_and_signal_one_rank(const std::string& signal, const std::strin
   return r;
 }
 
+// A hang shows as exit 124 of the time limit (generous: the job must first get to train).
 TEST(DataParallel, AKilledRankBringsTheJobDownWithAMessage) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_and_signal_one_rank("9", "dist.timeout_s=20", 100);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto r = run_and_signal_one_rank("9", "dist.timeout_s=20", 300);
   EXPECT_NE(r.out.find("signalled rank pid "), std::string::npos) << r.out;
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
-  EXPECT_LT(took, 4 + 20 + 60) << r.out;
   EXPECT_EQ(r.out.find("done: "), std::string::npos) << r.out;
   // The launcher names the dead rank (Open MPI: "... exited on signal 9 (Killed)").
   EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
 }
 
+// Without the watchdog the job would hang until the time limit (exit 124).
 TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const auto r = run_and_signal_one_rank("STOP", "dist.timeout_s=3", 60);
-  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto r = run_and_signal_one_rank("STOP", "dist.timeout_s=3", 300);
+  EXPECT_NE(r.out.find("signalled rank pid "), std::string::npos) << r.out;
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung until the test's time limit:\n" << r.out;
   EXPECT_NE(r.out.find("has not completed after"), std::string::npos) << r.out;
@@ -199,7 +209,6 @@ TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
   EXPECT_NE(r.out.find("Aborting the job"), std::string::npos) << r.out;
   // The waiting rank asked the other one, which could not answer: it is the one stopped.
   EXPECT_TRUE(std::regex_search(r.out, std::regex("rank [01]: no answer within 2 s"))) << r.out;
-  EXPECT_LT(took, 4 + 3 + 30) << r.out;
 }
 
 std::vector<nlohmann::json> json_lines(const std::string& out) {
@@ -336,7 +345,27 @@ TEST(DataParallel, ResumedMidEpochRunIsBitIdenticalAndNeedsTheSameRanks) {
   SafetensorsFile a(dir.file("straight.safetensors")), b(dir.file("run.safetensors"));
   for (const auto& t : a.tensors())
     EXPECT_EQ(std::memcmp(t.data, b.at(t.name).data, t.bytes), 0) << t.name;
-  EXPECT_EQ(final_line(straight.out).substr(0, 20), final_line(resumed.out).substr(0, 20));
+  // The same summary (epochs, final loss, val_mae, status), whatever each run's elapsed time.
+  EXPECT_NE(final_line(straight.out), "") << straight.out;
+  EXPECT_EQ(final_line(straight.out), final_line(resumed.out));
+}
+
+// A user error rank 0 finds for the whole job (here: an output_dir that holds an earlier run's
+// checkpoints, without --overwrite) is printed once, not once per rank, and ends the job with
+// exit 2 and nothing overwritten.
+TEST(DataParallel, AnErrorEveryRankSharesIsPrintedOnce) {
+  TempDir dir;
+  const std::string args = train_args(2, dir.file("w.safetensors"));
+  ASSERT_EQ(run_crest(args).code, 0);
+  const auto r = run_crest_mpi(4, args + " --threads 1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--overwrite"), std::string::npos) << r.out;
+  size_t errors = 0;
+  for (auto at = r.out.find("crest: error:"); at != std::string::npos;
+       at = r.out.find("crest: error:", at + 1))
+    ++errors;
+  EXPECT_EQ(errors, 1u) << r.out;
+  EXPECT_EQ(r.out.find("epoch 1/"), std::string::npos) << r.out;
 }
 
 }  // namespace

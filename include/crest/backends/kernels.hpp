@@ -242,8 +242,9 @@ class Backend {
   virtual std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) = 0;
   virtual std::unique_ptr<VectorOps> vector_ops(DType dtype) = 0;
 
-  // Sets the number of compute threads this backend uses.
-  virtual void set_threads(int threads) = 0;
+  // Sets the number of compute threads this backend uses; returns the number it will really use
+  // (what a run reports: the reference backend is single-threaded whatever it is asked).
+  virtual int set_threads(int threads) = 0;
 
   // The machine's GEMM rate through this backend's library for `dtype` (n^3, best of `iters`).
   virtual PeakRate peak(DType /*dtype*/, int64_t /*n*/, int /*iters*/) {
@@ -259,7 +260,7 @@ class Backend {
 // kernel adds files instead of editing this interface and every backend's factory:
 //
 //   struct ChannelAffineKernel { using Desc = ChannelAffineDesc; static constexpr const char*
-//                                kName = "channel_affine"; virtual ... };   // the layer's header
+//                                kName = "channel_affine"; virtual ... };   // its own header
 //   CREST_REGISTER_KERNEL(reference_channel_affine, "reference", ChannelAffineKernel, make);
 //   auto k = make_kernel<ChannelAffineKernel>(ctx.backend, desc);          // in Layer::create
 

@@ -10,12 +10,21 @@ enum class ErrorKind { usage, input, runtime };
 
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  // Where else in a multi-rank job the same error is raised (the command line prints and ends the
+  // job according to it): `this_rank` only (the job must be aborted: the other ranks may be
+  // waiting in a collective), or every rank at the same point with the same message, where one
+  // rank prints it (`every_rank_printed_here`) and the others stay quiet.
+  enum class Scope { this_rank, every_rank_printed_here, every_rank_printed_elsewhere };
+
+  Error(ErrorKind kind, const std::string& message, Scope scope = Scope::this_rank)
+      : std::runtime_error(message), kind_(kind), scope_(scope) {}
   ErrorKind kind() const { return kind_; }
   int exit_code() const { return kind_ == ErrorKind::runtime ? 1 : 2; }
+  Scope scope() const { return scope_; }
 
  private:
   ErrorKind kind_;
+  Scope scope_;
 };
 
 // Shorthands so call sites read as what went wrong.

@@ -57,9 +57,10 @@ class OneDnnBackend final : public Backend {
   }
 
   // oneDNN (OpenMP runtime) and the vector ops both run on the OpenMP thread team.
-  void set_threads(int threads) override {
+  int set_threads(int threads) override {
     if (threads < 1) throw_usage("thread count must be >= 1, got " + std::to_string(threads));
     omp_set_num_threads(threads);
+    return threads;
   }
 
   PeakRate peak(DType dtype, int64_t n, int iters) override {

@@ -39,7 +39,7 @@ class ReferenceBackend final : public Backend {
   }
 
   // Single-threaded by design: the oracle's results must not depend on a thread count.
-  void set_threads(int /*threads*/) override {}
+  int set_threads(int /*threads*/) override { return 1; }
 };
 
 }  // namespace
