@@ -41,7 +41,7 @@ const void* kernel_registry::find(const std::string& backend, std::type_index ke
 // The reference backend first (the oracle), the others by name.
 std::vector<std::string> backend_names() {
   std::vector<std::string> names;
-  if (backends().count("reference")) names.push_back("reference");
+  if (backends().count("reference")) names.emplace_back("reference");
   for (const auto& [name, make] : backends())
     if (name != "reference") names.push_back(name);
   return names;

@@ -128,7 +128,7 @@ AttrValue coerce_attr(const AttrValue& v, AttrType want, const std::string& key)
 // A kind whose layer L is constructed from an options struct O described by `fields`. `fix`
 // runs after the attributes are read (a kind that pins an option, e.g. conv_transpose).
 template <typename L, typename O>
-LayerKind layer_kind(std::string name, std::vector<AttrField<O>> fields,
+LayerKind layer_kind(const std::string& name, std::vector<AttrField<O>> fields,
                      std::function<void(O&)> fix = {}) {
   LayerKind k;
   k.name = name;
@@ -165,7 +165,7 @@ LayerKind layer_kind(std::string name, std::vector<AttrField<O>> fields,
 
 // A kind without attributes whose layer is default-constructed (add, flatten, mse_loss).
 template <typename L>
-LayerKind layer_kind(std::string name) {
+LayerKind layer_kind(const std::string& name) {
   LayerKind k;
   k.name = name;
   k.canonical = [name](const Attributes& attrs) {

@@ -1,6 +1,8 @@
 // Shapes, parameters and gradient needs. A value needs a gradient iff it is downstream of a
 // trainable parameter (or of a graph input when input_grads is set) and upstream of the loss,
 // so the first convolution's input gradient is never computed.
+#include <ranges>
+
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
 
@@ -29,12 +31,12 @@ void keep_gradients_that_reach_the_loss(Program& p, const Graph& g) {
   }
   std::vector<bool> reaches(p.values.size(), false);
   reaches[static_cast<size_t>(g.loss())] = true;
-  for (auto it = p.nodes.rbegin(); it != p.nodes.rend(); ++it) {
+  for (const Node& node : std::views::reverse(p.nodes)) {  // consumers before producers
     bool any = false;
-    for (ValueId o : it->outputs) any = any || reaches[static_cast<size_t>(o)];
-    if (any)
-      for (size_t i = 0; i < it->inputs.size(); ++i)
-        if (!it->layer->input_is_constant(i)) reaches[static_cast<size_t>(it->inputs[i])] = true;
+    for (ValueId o : node.outputs) any = any || reaches[static_cast<size_t>(o)];
+    if (!any) continue;
+    for (size_t i = 0; i < node.inputs.size(); ++i)
+      if (!node.layer->input_is_constant(i)) reaches[static_cast<size_t>(node.inputs[i])] = true;
   }
   for (size_t v = 0; v < p.values.size(); ++v)
     p.values[v]->needs_grad = p.values[v]->needs_grad && reaches[v];

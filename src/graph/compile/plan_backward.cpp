@@ -8,6 +8,7 @@ namespace {
 
 std::vector<Shape> shapes_of(const Program& p, const std::vector<int>& values) {
   std::vector<Shape> s;
+  s.reserve(values.size());
   for (int v : values) s.push_back(p.val(v).shape);
   return s;
 }

@@ -168,7 +168,7 @@ struct StoragePlanner {
           if (!op.run_backward) continue;
           for (size_t i = 0; i < op.in.size(); ++i)
             if (op.in[i] == static_cast<int>(v) && op.need_input_grad[i])
-              slots_in_order.push_back({c, i});
+              slots_in_order.emplace_back(c, i);
         }
         for (size_t k = 1; k < slots_in_order.size(); ++k) {
           auto [c, i] = slots_in_order[k];
