@@ -63,10 +63,7 @@ TEST(GraphModelCli, TrainsAndResumesFromTheRunDirectory) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(r.out, m, std::regex("epoch 1/1 +loss ([0-9.]+)"))) << r.out;
   EXPECT_TRUE(std::isfinite(std::stod(m[1])));
-  std::ifstream saved(run + "/config.yaml");
-  std::stringstream buffer;
-  buffer << saved.rdbuf();
-  const std::string text = buffer.str();
+  const std::string text = crest::test::slurp(run + "/config.yaml");
   EXPECT_NE(text.find("name: graph"), std::string::npos) << text;
   EXPECT_NE(text.find("{name: conv, kind: conv, inputs: [x]"), std::string::npos) << text;
   // The resume reads the graph back from config.yaml: the same model, so it is accepted.

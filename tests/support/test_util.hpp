@@ -2,7 +2,9 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <fstream>
 #include <random>
+#include <sstream>
 #include <string>
 
 #include "crest/core/tensor.hpp"
@@ -31,6 +33,14 @@ inline double rel_distance(const TensorView& a, const TensorView& b) {
     scale = std::max(scale, std::abs(element(b, i)));
   }
   return diff / (1 + scale);
+}
+
+// A whole file's bytes ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
 }
 
 inline std::string source_path(const std::string& rel) {

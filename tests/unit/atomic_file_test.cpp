@@ -12,6 +12,7 @@
 
 #include "crest/core/error.hpp"
 #include "support/file_size_limit.hpp"
+#include "support/test_util.hpp"
 #include "unit/data_formats_test_util.hpp"
 
 namespace crest {
@@ -20,12 +21,7 @@ namespace {
 using test::expect_input_error;
 using test::ScratchDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::slurp;
 
 TEST(AtomicOutputFile, CommitReplacesTheTargetInOneStep) {
   ScratchDir dir;

@@ -22,6 +22,7 @@
 
 #include "crest/core/error.hpp"
 #include "support/file_size_limit.hpp"
+#include "support/test_util.hpp"
 #include "unit/data_formats_test_util.hpp"
 
 namespace crest {
@@ -33,12 +34,7 @@ using nlohmann::json;
 using test::expect_input_error;
 using test::ScratchDir;
 
-std::string slurp(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream s;
-  s << f.rdbuf();
-  return s.str();
-}
+using test::slurp;
 
 size_t count(const std::string& hay, const std::string& needle) {
   size_t n = 0;
