@@ -19,10 +19,10 @@
 #include <mutex>
 #include <thread>
 
+#include "comm_thread.hpp"
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
-#include "comm_thread.hpp"
 
 namespace crest::dist_detail {
 namespace {

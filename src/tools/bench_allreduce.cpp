@@ -16,9 +16,9 @@
 #include <sstream>
 #include <vector>
 
+#include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
@@ -23,7 +24,6 @@
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/report.hpp"
 #include "crest/train/train_step.hpp"
-#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

@@ -22,6 +22,7 @@
 #include <nlohmann/json.hpp>
 #include <vector>
 
+#include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/inspect.hpp"
@@ -32,7 +33,6 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/training_data.hpp"
-#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

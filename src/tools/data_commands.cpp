@@ -4,13 +4,13 @@
 #include <sstream>
 #include <string>
 
+#include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/datagen.hpp"
 #include "crest/data/formats/inspect.hpp"
 #include "crest/data/staging.hpp"
 #include "crest/data/validate.hpp"
 #include "crest/dist/communicator.hpp"
-#include "commands.hpp"
 
 namespace crest::tools {
 namespace {

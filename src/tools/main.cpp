@@ -4,9 +4,9 @@
 #include <cstdio>
 #include <iostream>
 
+#include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
-#include "commands.hpp"
 
 namespace {
 // A rank that fails must not leave the others waiting in a collective: in a multi-rank job the

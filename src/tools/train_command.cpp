@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/trainer.hpp"
-#include "commands.hpp"
 
 namespace crest::tools {
 

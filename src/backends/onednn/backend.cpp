@@ -2,6 +2,7 @@
 // kernel request to its family's file.
 #include <omp.h>
 
+#include "crest/core/error.hpp"
 #include "onednn/concat.hpp"
 #include "onednn/context.hpp"
 #include "onednn/conv.hpp"
@@ -12,7 +13,6 @@
 #include "onednn/pool.hpp"
 #include "onednn/reorder.hpp"
 #include "onednn/vector_ops.hpp"
-#include "crest/core/error.hpp"
 
 namespace crest {
 namespace {

@@ -2,8 +2,8 @@
 #pragma once
 #include <memory>
 
-#include "onednn/context.hpp"
 #include "crest/backends/kernels.hpp"
+#include "onednn/context.hpp"
 
 namespace crest::onednn {
 

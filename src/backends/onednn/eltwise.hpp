@@ -3,8 +3,8 @@
 #include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 
-#include "onednn/context.hpp"
 #include "crest/backends/kernels.hpp"
+#include "onednn/context.hpp"
 
 namespace crest::onednn {
 

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 
-#include "onednn/format.hpp"
 #include "crest/core/tensor.hpp"
+#include "onednn/format.hpp"
 
 namespace crest::onednn {
 

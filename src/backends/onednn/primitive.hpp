@@ -6,8 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "onednn/context.hpp"
 #include "crest/core/error.hpp"
+#include "onednn/context.hpp"
 
 namespace crest::onednn {
 

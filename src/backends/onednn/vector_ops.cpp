@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <string>
 
-#include "dropout_hash.hpp"
 #include "crest/core/error.hpp"
+#include "dropout_hash.hpp"
 
 namespace crest::onednn {
 

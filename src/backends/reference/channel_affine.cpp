@@ -1,6 +1,5 @@
 // Reference per-channel affine map: plain loops over [n, channels, spatial], float and double.
 #include "crest/backends/channel_affine_kernel.hpp"
-
 #include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
