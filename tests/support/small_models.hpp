@@ -14,8 +14,21 @@
 #include "crest/layers/loss.hpp"
 #include "crest/layers/pool.hpp"
 #include "crest/layers/shape_ops.hpp"
+#include "crest/models/cosmoflow.hpp"
 
 namespace crest::test {
+
+// The reference CosmoFlow network at size^3 with conv_size filters in the first block: every
+// layer of the real one, small enough for a unit test. Dropout and L2 as the caller needs.
+inline CosmoFlowOptions small_cosmoflow(int64_t size = 32, int64_t conv_size = 4,
+                                        double dropout = 0.0, double l2 = 0.0) {
+  CosmoFlowOptions o;
+  o.input_shape = {size, size, size, 4};
+  o.conv_size = conv_size;
+  o.dropout = dropout;
+  o.l2 = l2;
+  return o;
+}
 
 struct SmallModel {
   Graph graph;

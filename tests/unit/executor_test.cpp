@@ -18,13 +18,8 @@
 namespace crest {
 namespace {
 
-CosmoFlowOptions small_cosmoflow(int64_t size = 32, int64_t conv_size = 4) {
-  CosmoFlowOptions o;
-  o.input_shape = {size, size, size, 4};
-  o.conv_size = conv_size;
-  o.dropout = 0.5;
-  o.l2 = 0.01;
-  return o;
+CosmoFlowOptions small_cosmoflow() {
+  return test::small_cosmoflow(32, 4, /*dropout=*/0.5, /*l2=*/0.01);
 }
 
 TEST(CosmoFlow, ReferenceParameterCount) {
@@ -155,11 +150,11 @@ namespace {
 // into the planned input storage, on both backends.
 TEST_P(ExecutorOnBackend, BoundInputsMatchCopiedInputs) {
   auto backend = make_backend(GetParam());
-  CosmoFlowModel m1 = build_cosmoflow(small_cosmoflow()), m2 = build_cosmoflow(small_cosmoflow());
+  const CosmoFlowModel m = build_cosmoflow(small_cosmoflow());
   CompileOptions c;
   c.batch = 2;
   c.seed = 5;
-  Executor copied(m1.graph, *backend, c), bound(m2.graph, *backend, c);
+  Executor copied(m.graph, *backend, c), bound(m.graph, *backend, c);
   Buffer x(copied.input("x").bytes()), y(copied.input("y").bytes());
   const TensorView xv(x.data(), copied.input("x").desc()), yv(y.data(), copied.input("y").desc());
   test::fill_uniform(xv, 1, 0, 2);

@@ -21,12 +21,7 @@
 namespace crest {
 namespace {
 
-CosmoFlowModel small_cosmoflow() {
-  CosmoFlowOptions o;
-  o.input_shape = {32, 32, 32, 4};
-  o.dropout = 0;
-  return build_cosmoflow(o);
-}
+CosmoFlowModel small_cosmoflow() { return build_cosmoflow(test::small_cosmoflow(32, 32)); }
 
 TEST(GradientSync, BucketsAreContiguousSlicesInBackwardOrderCoveringEveryGradientOnce) {
   CosmoFlowModel m = small_cosmoflow();

@@ -16,14 +16,6 @@
 namespace crest {
 namespace {
 
-CosmoFlowOptions small_cosmoflow() {
-  CosmoFlowOptions o;
-  o.input_shape = {32, 32, 32, 4};
-  o.conv_size = 4;
-  o.dropout = 0.5;
-  return o;
-}
-
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
@@ -41,7 +33,7 @@ class GraphCompilesTwice : public ::testing::TestWithParam<std::string> {};
 // program's weights, predicts what the train program predicts for the same samples.
 TEST_P(GraphCompilesTwice, TrainAndEvalBatchesAgree) {
   auto backend = make_backend(GetParam());
-  const CosmoFlowModel m = build_cosmoflow(small_cosmoflow());
+  const CosmoFlowModel m = build_cosmoflow(test::small_cosmoflow(32, 4, /*dropout=*/0.5));
   const Graph before = m.graph;
   CompileOptions train_opts;
   train_opts.batch = 4;
