@@ -71,31 +71,6 @@ LrSchedule lr_schedule_of(const LrScheduleConfig& c) {
   return s;
 }
 
-CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
-  if (m.name != "cosmoflow")
-    throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");
-  CosmoFlowOptions o;
-  if (m.input_shape.rank() != 4) throw_input("model.input_shape: expected [D, H, W, C]");
-  o.input_shape = {m.input_shape[0], m.input_shape[1], m.input_shape[2], m.input_shape[3]};
-  o.kernel_size = m.kernel_size;
-  o.target_size = m.target_size;
-  o.conv_size = m.conv_size;
-  o.n_conv_layers = m.n_conv_layers;
-  o.fc1_size = m.fc1_size;
-  o.fc2_size = m.fc2_size;
-  o.hidden_activation = activation_name(m.hidden_activation);
-  o.pooling_type = pooling_name(m.pooling_type);
-  o.dropout = m.dropout;
-  o.l2 = m.l2;
-  return o;
-}
-
-TrainableModel build_model(const ModelConfig& m) {
-  if (m.graph) return {*m.graph, m.graph->outputs().at(0), m.graph->loss()};
-  CosmoFlowModel c = build_cosmoflow(cosmoflow_options(m));
-  return {std::move(c.graph), c.prediction, c.loss};
-}
-
 TrainSummary run_training(const Config& config, const TrainOptions& options,
                           std::ostream& all_ranks_log) {
   const auto t_start = Clock::now();
@@ -150,7 +125,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
           : static_cast<int>(std::max(1u, std::thread::hardware_concurrency() /
                                               static_cast<unsigned>(comm->local_size()))));
 
-  const TrainableModel model = build_model(config.model);
+  const BuiltModel model = build_model(config.model);
   CompileOptions co;
   co.batch = config.data.batch_size;
   co.seed = config.data.seed;

@@ -8,6 +8,7 @@
 
 #include "crest/backends/kernels.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/models/built_model.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/train/config.hpp"
@@ -58,14 +59,9 @@ LrSchedule lr_schedule_of(const LrScheduleConfig& c);
 // Model options from the config's model section (the built-in cosmoflow model).
 CosmoFlowOptions cosmoflow_options(const ModelConfig& m);
 
-// The network a config's model section describes, with the values the trainer reads: the
-// built-in cosmoflow model, or a graph given as layers: (outputs[0] is the prediction).
-struct TrainableModel {
-  Graph graph;
-  ValueId prediction = -1;
-  ValueId loss = -1;
-};
-TrainableModel build_model(const ModelConfig& m);
+// The network a config's model section describes: the built-in cosmoflow model, or a graph
+// given as layers: (outputs[0] is the prediction). Defined in build_model.cpp.
+BuiltModel build_model(const ModelConfig& m);
 
 // Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log);
