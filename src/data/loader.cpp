@@ -127,11 +127,11 @@ LoadedBatch DataLoader::next() {
   out.index = consumed_++;
   out.slot = slot_index;
   const SampleSpec& spec = source_->spec();
-  out.x = TensorView(slot->x.data(), {spec.x_shape.with_batch(opts_.batch_size), DType::f32,
-                                      Device::cpu, Layout::plain});
-  out.y = TensorView(slot->y.data(),
-                     {spec.y_shape.with_batch(opts_.batch_size),
-                      spec.y_integer ? DType::i32 : DType::f32, Device::cpu, Layout::plain});
+  out.sample = TensorView(slot->x.data(), {spec.x_shape.with_batch(opts_.batch_size), DType::f32,
+                                           Device::cpu, Layout::plain});
+  out.target = TensorView(slot->y.data(),
+                          {spec.y_shape.with_batch(opts_.batch_size),
+                           spec.y_integer ? DType::i32 : DType::f32, Device::cpu, Layout::plain});
   ++stats_.batches;
   stats_.samples += opts_.batch_size;
   return out;

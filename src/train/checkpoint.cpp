@@ -71,15 +71,23 @@ std::string crc_text(uint32_t crc) {
   return buf;
 }
 
+// An epoch's validation metrics as one field: "mae=<exact>,mse=<exact>", "-" for none.
+std::string metrics_text(const std::vector<MetricValue>& metrics) {
+  std::string out;
+  for (const MetricValue& m : metrics)
+    out += (out.empty() ? "" : ",") + m.name + "=" + exact(m.value);
+  return out.empty() ? "-" : out;
+}
+
 // One finished epoch per line, every field exact.
 std::string history_text(const std::vector<EpochStats>& history) {
   std::ostringstream o;
   for (const EpochStats& e : history)
     o << e.epoch << ' ' << exact(e.lr) << ' ' << exact(e.train_loss) << ' ' << (e.validated ? 1 : 0)
-      << ' ' << exact(e.val_loss) << ' ' << exact(e.val_mae) << ' ' << exact(e.seconds) << ' '
-      << exact(e.samples_per_s) << ' ' << exact(e.train_seconds) << ' ' << exact(e.data_wait_s)
-      << ' ' << exact(e.allreduce_s) << ' ' << exact(e.allreduce_exposed_s) << ' ' << e.skipped
-      << ' ' << e.cache_hits << '\n';
+      << ' ' << exact(e.val_loss) << ' ' << metrics_text(e.val_metrics) << ' ' << exact(e.seconds)
+      << ' ' << exact(e.samples_per_s) << ' ' << exact(e.train_seconds) << ' '
+      << exact(e.data_wait_s) << ' ' << exact(e.allreduce_s) << ' ' << exact(e.allreduce_exposed_s)
+      << ' ' << e.skipped << ' ' << e.cache_hits << '\n';
   return o.str();
 }
 
@@ -105,6 +113,23 @@ int64_t parse_int(const std::string& path, const std::string& key, const std::st
   return v;
 }
 
+// metrics_text read back. Checkpoints of crest versions before metrics were named hold only the
+// validation MAE there, as a plain number.
+std::vector<MetricValue> parse_metrics(const std::string& path, const std::string& text) {
+  std::vector<MetricValue> out;
+  if (text == "-") return out;
+  if (text.find('=') == std::string::npos) return {{"mae", parse_double(path, "history", text)}};
+  std::istringstream in(text);
+  std::string item;
+  while (std::getline(in, item, ',')) {
+    const size_t eq = item.find('=');
+    if (eq == 0 || eq == std::string::npos)
+      defect(path, "checkpoint field 'history' has a malformed metric: '" + item + "'");
+    out.push_back({item.substr(0, eq), parse_double(path, "history", item.substr(eq + 1))});
+  }
+  return out;
+}
+
 std::vector<EpochStats> parse_history(const std::string& path, const std::string& text) {
   std::vector<EpochStats> out;
   std::istringstream in(text);
@@ -122,7 +147,7 @@ std::vector<EpochStats> parse_history(const std::string& path, const std::string
     e.train_loss = parse_double(path, "history", v[2]);
     e.validated = v[3] == "1";
     e.val_loss = parse_double(path, "history", v[4]);
-    e.val_mae = parse_double(path, "history", v[5]);
+    e.val_metrics = parse_metrics(path, v[5]);
     e.seconds = parse_double(path, "history", v[6]);
     e.samples_per_s = parse_double(path, "history", v[7]);
     e.train_seconds = parse_double(path, "history", v[8]);

@@ -39,7 +39,7 @@ std::string or_default(const std::string& value, const char* fallback) {
 class MlperfObserver : public RunObserver {
  public:
   MlperfObserver(const std::string& path, std::ostream& log, const MlperfObserverOptions& o)
-      : writer_(path, {.append = o.append, .echo = o.echo ? &log : nullptr}) {
+      : writer_(path, {.append = o.append, .echo = o.echo ? &log : nullptr}), options_(o) {
     log << "mllog: " << writer_.path();
     if (!writer_.moved_previous_to().empty())
       log << " (the previous log was moved to " << writer_.moved_previous_to() << ")";
@@ -63,7 +63,7 @@ class MlperfObserver : public RunObserver {
     writer_.event("cache_clear");
     writer_.start("init_start");
     const MlperfConfig& m = config.mlperf;
-    writer_.event("submission_benchmark", "cosmoflow");
+    writer_.event("submission_benchmark", options_.benchmark);
     // Defaults that pass the checker but say plainly that nobody filled them in.
     writer_.event("submission_org", or_default(m.org, "UNDEFINED"));
     writer_.event("submission_division", or_default(m.division, "closed"));
@@ -129,16 +129,22 @@ class MlperfObserver : public RunObserver {
 
   void epoch_stop(const EpochStats& st) override {
     writer_.end("epoch_stop", nullptr, {{"epoch_num", st.epoch}});
-    // After epoch_stop, as the reference's callback does; the value is the printed val_mae.
-    if (st.validated) writer_.event("eval_error", st.val_mae, {{"epoch_num", st.epoch}});
+    // After epoch_stop, as the reference's callback does; the value is the printed one
+    // (val_mae for CosmoFlow).
+    const std::optional<double> quality = st.val_metric(options_.quality_metric);
+    if (st.validated && quality) writer_.event("eval_error", *quality, {{"epoch_num", st.epoch}});
   }
 
   void run_stop(const TrainSummary& summary) override {
     // MLPerf's "success" means the target quality was reached. TrainSummary.status also says
-    // "success" for a run without train.target_mae that simply ran all its epochs: not here.
-    const auto& target = config_->train.target_mae;
-    const bool reached = target && !summary.epochs.empty() && summary.epochs.back().validated &&
-                         summary.epochs.back().val_mae <= *target;
+    // "success" for a run without a target (train.target_mae) that simply ran all its epochs:
+    // not here.
+    const auto& target = options_.target;
+    const std::optional<double> last =
+        summary.epochs.empty()
+            ? std::nullopt
+            : summary.epochs.back().val_metric(target ? target->metric->short_name : "");
+    const bool reached = target && last && target->reached(*last);
     writer_.end("run_stop", nullptr,
                 {{"status", reached ? "success" : "aborted"}, {"epoch_num", last_epoch_}});
     run_stopped_ = true;
@@ -146,6 +152,7 @@ class MlperfObserver : public RunObserver {
 
  private:
   MllogWriter writer_;
+  MlperfObserverOptions options_;
   const Config* config_ = nullptr;  // the run's, alive from init_start to run_stop
   int last_epoch_ = 0;
   bool run_started_ = false, run_stopped_ = false;

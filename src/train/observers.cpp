@@ -6,7 +6,17 @@
 
 namespace crest {
 
-std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config,
+MlperfObserverOptions mlperf_options(const Config& config, const Task& task, bool resumed) {
+  MlperfObserverOptions mo;
+  mo.echo = config.mlperf.echo_stdout;
+  mo.append = resumed;
+  mo.benchmark = task.name;
+  mo.quality_metric = task.quality_metric() ? task.quality_metric()->short_name : "";
+  mo.target = task.target;
+  return mo;
+}
+
+std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, const Task& task,
                                                              std::ostream& log, bool resumed) {
   std::vector<std::unique_ptr<RunObserver>> observers;
   observers.push_back(
@@ -14,13 +24,12 @@ std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& confi
   if (!config.output_dir.empty())
     observers.push_back(make_tensorboard_observer(config.output_dir + "/tensorboard", log));
   if (!config.output_dir.empty())
-    observers.push_back(
-        make_mlperf_observer(config.output_dir + "/mllog.txt", log,
-                             {.echo = config.mlperf.echo_stdout, .append = resumed}));
+    observers.push_back(make_mlperf_observer(config.output_dir + "/mllog.txt", log,
+                                             mlperf_options(config, task, resumed)));
   if (config.train.report) {
     if (config.output_dir.empty())
       throw_usage("train.report: true needs an output_dir to write report.html into");
-    observers.push_back(make_report_observer(config.output_dir, log));
+    observers.push_back(make_report_observer(config.output_dir, task, log));
   }
   return observers;
 }

@@ -10,6 +10,7 @@
 #include "crest/train/report.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -77,6 +78,12 @@ std::string clean_utf8(const std::string& s) {
 }
 
 // Text for HTML content and attribute values (both quote kinds escaped).
+// "mae" -> "MAE": metric short names are abbreviations.
+std::string upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
 std::string html(const std::string& raw) {
   const std::string s = clean_utf8(raw);
   std::string out;
@@ -533,19 +540,22 @@ nlohmann::json report_json(const PerformanceReport& r) {
                {"how", r.peak.how},
                {"dtype", "f32"}};
   json epochs = json::array();
-  for (const ReportEpoch& e : r.epochs)
+  for (const ReportEpoch& e : r.epochs) {
     epochs.push_back({{"epoch", e.epoch},
                       {"lr", jnum(e.lr)},
                       {"train_loss", jnum(e.train_loss)},
                       {"validated", e.validated},
                       {"val_loss", e.validated ? jnum(e.val_loss) : json(nullptr)},
-                      {"val_mae", e.validated ? jnum(e.val_mae) : json(nullptr)},
                       {"seconds", jnum(e.seconds)},
                       {"train_seconds", jnum(e.train_seconds)},
                       {"samples_per_s", jnum(e.samples_per_s)},
                       {"data_wait_s", jnum(e.data_wait_s)},
                       {"allreduce_s", jnum(e.allreduce_s)},
                       {"allreduce_exposed_s", jnum(e.allreduce_exposed_s)}});
+    for (size_t k = 0; k < u.metrics.size(); ++k)
+      epochs.back()["val_" + u.metrics[k].name] =
+          k < e.val_metrics.size() ? jnum(e.val_metrics[k]) : json(nullptr);
+  }
   j["epochs"] = std::move(epochs);
   const ReportTime& t = r.time;
   j["time"] = {{"steps_s", jnum(t.steps_s)},
@@ -628,13 +638,15 @@ std::string report_html(const PerformanceReport& r) {
 
   // Curves and throughput per epoch.
   std::vector<int> xs;
-  std::vector<double> train_loss, val_loss, val_mae, sps;
+  std::vector<double> train_loss, val_loss, sps;
+  std::vector<std::vector<double>> val_metrics(u.metrics.size());
   bool validated = false;
   for (const ReportEpoch& e : r.epochs) {
     xs.push_back(e.epoch);
     train_loss.push_back(e.train_loss);
     val_loss.push_back(e.validated ? e.val_loss : kReportNaN);
-    val_mae.push_back(e.validated ? e.val_mae : kReportNaN);
+    for (size_t k = 0; k < u.metrics.size(); ++k)
+      val_metrics[k].push_back(k < e.val_metrics.size() ? e.val_metrics[k] : kReportNaN);
     sps.push_back(e.samples_per_s);
     validated = validated || e.validated;
   }
@@ -647,13 +659,15 @@ std::string report_html(const PerformanceReport& r) {
     std::vector<Series> loss{{"train loss", kTrainColor, train_loss}};
     if (validated) loss.push_back({"validation loss", kValColor, val_loss});
     o << line_chart("chart-loss", "Loss per epoch", "loss", xs, loss);
-    if (validated)
-      o << line_chart("chart-mae", "Validation MAE per epoch", "mean absolute error", xs,
-                      {{"validation MAE", kValColor, val_mae}});
+    for (size_t k = 0; validated && k < u.metrics.size(); ++k) {
+      const std::string label = upper(u.metrics[k].name);
+      o << line_chart("chart-" + u.metrics[k].name, "Validation " + label + " per epoch",
+                      u.metrics[k].title, xs, {{"validation " + label, kValColor, val_metrics[k]}});
+    }
     o << "</div>";
     if (!validated)
       o << "<p class=\"empty\">No validation in this run (data.n_valid: 0): no validation loss or "
-           "MAE.</p>";
+           "metrics.</p>";
   }
   o << "</section>\n<section id=\"throughput\"><h2>Throughput</h2>";
   if (r.epochs.empty())
@@ -699,16 +713,20 @@ std::string report_html(const PerformanceReport& r) {
   if (!r.epochs.empty()) {
     o << "<h3>Per epoch</h3><table id=\"epoch-table\"><tr><th>epoch</th><th>learning "
          "rate</th><th>train loss</th>"
-         "<th>val loss</th><th>val MAE</th><th>samples/s</th><th>steps s</th><th>data wait s</th>"
+         "<th>val loss</th>";
+    for (const ReportMetric& m : u.metrics) o << "<th>val " << html(upper(m.name)) << "</th>";
+    o << "<th>samples/s</th><th>steps s</th><th>data wait s</th>"
          "<th>allreduce s</th><th>exposed s</th><th>epoch s</th></tr>";
-    for (const ReportEpoch& e : r.epochs)
+    for (const ReportEpoch& e : r.epochs) {
       o << "<tr><td>" << e.epoch << "</td><td>" << num(e.lr, 4) << "</td><td>"
         << num(e.train_loss, 5) << "</td><td>"
-        << (e.validated ? num(e.val_loss, 5) : "\xE2\x80\x93") << "</td><td>"
-        << (e.validated ? num(e.val_mae, 5) : "\xE2\x80\x93") << "</td><td>"
-        << num(e.samples_per_s, 4) << "</td><td>" << num(e.train_seconds, 4) << "</td><td>"
+        << (e.validated ? num(e.val_loss, 5) : "\xE2\x80\x93") << "</td><td>";
+      for (size_t k = 0; k < u.metrics.size(); ++k)
+        o << (k < e.val_metrics.size() ? num(e.val_metrics[k], 5) : "\xE2\x80\x93") << "</td><td>";
+      o << num(e.samples_per_s, 4) << "</td><td>" << num(e.train_seconds, 4) << "</td><td>"
         << num(e.data_wait_s, 3) << "</td><td>" << num(e.allreduce_s, 3) << "</td><td>"
         << num(e.allreduce_exposed_s, 3) << "</td><td>" << num(e.seconds, 4) << "</td></tr>";
+    }
     o << "</table>";
   }
 

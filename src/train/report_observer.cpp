@@ -7,6 +7,7 @@
 #include "crest/core/error.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/report.hpp"
+#include "crest/train/task.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest {
@@ -14,15 +15,17 @@ namespace {
 
 class ReportObserver : public RunObserver {
  public:
-  ReportObserver(std::string dir, std::ostream& log) : dir_(std::move(dir)), log_(log) {
+  ReportObserver(std::string dir, const Task& task, std::ostream& log)
+      : dir_(std::move(dir)), log_(log) {
     // Fail before training, not after hours of it, when the report could not be written.
     check_report_dir(dir_);
+    report_.run.model = task.name;
+    for (const Metric* m : task.metrics) report_.run.metrics.push_back({m->short_name, m->title});
   }
 
   void run_start(const RunFacts& f) override {
     ReportRun& u = report_.run;
     u.source = "crest train";
-    u.model = "cosmoflow";
     if (f.config != nullptr) {
       u.config = f.config->source;
       u.batch_per_rank = f.config->data.batch_size;
@@ -49,7 +52,9 @@ class ReportObserver : public RunObserver {
     e.train_loss = s.train_loss;
     e.validated = s.validated;
     e.val_loss = s.validated ? s.val_loss : kReportNaN;
-    e.val_mae = s.validated ? s.val_mae : kReportNaN;
+    if (s.validated)
+      for (const ReportMetric& m : report_.run.metrics)
+        e.val_metrics.push_back(s.val_metric(m.name).value_or(kReportNaN));
     e.seconds = s.seconds;
     e.train_seconds = s.train_seconds;
     e.samples_per_s = s.samples_per_s;
@@ -113,8 +118,9 @@ class ReportObserver : public RunObserver {
 
 }  // namespace
 
-std::unique_ptr<RunObserver> make_report_observer(const std::string& dir, std::ostream& log) {
-  return std::make_unique<ReportObserver>(dir, log);
+std::unique_ptr<RunObserver> make_report_observer(const std::string& dir, const Task& task,
+                                                  std::ostream& log) {
+  return std::make_unique<ReportObserver>(dir, task, log);
 }
 
 }  // namespace crest

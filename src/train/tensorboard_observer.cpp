@@ -26,7 +26,8 @@ class TensorBoardObserver : public RunObserver {
                    100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9));
     if (st.validated) {
       writer_.scalar("validation/loss", e, st.val_loss);
-      writer_.scalar("validation/mae", e, st.val_mae);
+      for (const MetricValue& m : st.val_metrics)
+        writer_.scalar("validation/" + m.name, e, m.value);
     }
     writer_.flush();
   }

@@ -62,7 +62,7 @@ CheckpointInfo sample_info() {
   e.epoch = 1;
   e.train_loss = 1.0 / 3.0;
   e.validated = true;
-  e.val_mae = std::nextafter(0.124, 1.0);
+  e.val_metrics = {{"mae", std::nextafter(0.124, 1.0)}, {"mse", 1.0 / 3.0}};
   e.skipped = 5;
   info.history = {e, e};
   info.history[1].epoch = 2;
@@ -104,7 +104,8 @@ TEST(CheckpointFile, RoundTripsEveryFieldAndTensorExactly) {
   EXPECT_EQ(got.position.epochs_since_best, 2);
   ASSERT_EQ(got.history.size(), 2u);
   EXPECT_EQ(got.history[0].train_loss, 1.0 / 3.0);
-  EXPECT_EQ(got.history[1].val_mae, std::nextafter(0.124, 1.0));
+  EXPECT_EQ(got.history[1].val_metrics, info.history[1].val_metrics);
+  EXPECT_EQ(got.history[0].val_metric("mae"), std::nextafter(0.124, 1.0));
   EXPECT_TRUE(got.history[1].validated);
   EXPECT_EQ(got.history[1].skipped, 5);
   EXPECT_EQ(got.ranks, 4);

@@ -77,10 +77,10 @@ std::vector<int64_t> consume_epoch(DataLoader& dl, int epoch) {
   for (int64_t b = 0; b < dl.plan().batches; ++b) {
     LoadedBatch batch = dl.next();
     EXPECT_EQ(batch.index, b);
-    const int64_t per = batch.x.numel() / dl.plan().batch_size;
+    const int64_t per = batch.sample.numel() / dl.plan().batch_size;
     for (int64_t s = 0; s < dl.plan().batch_size; ++s) {
-      const float id = batch.y.as<float>()[s];
-      for (int64_t k = 0; k < per; ++k) EXPECT_EQ(batch.x.as<float>()[s * per + k], id);
+      const float id = batch.target.as<float>()[s];
+      for (int64_t k = 0; k < per; ++k) EXPECT_EQ(batch.sample.as<float>()[s * per + k], id);
       seen.push_back(static_cast<int64_t>(id));
     }
     dl.release(batch);

@@ -294,7 +294,7 @@ EpochStats epoch_stats(int epoch, double val_mae) {
   EpochStats st;
   st.epoch = epoch;
   st.validated = true;
-  st.val_mae = val_mae;
+  st.val_metrics = {{"mae", val_mae}};
   st.val_loss = val_mae * val_mae;
   return st;
 }
@@ -307,7 +307,9 @@ std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<dou
   const std::string path = dir.file("out/mllog.txt");
   std::ostringstream log;
   {
-    auto obs = make_mlperf_observer(path, log, {.echo = echo});
+    MlperfObserverOptions options = mlperf_options(config, make_task(config), false);
+    options.echo = echo;
+    auto obs = make_mlperf_observer(path, log, options);
     const RunFacts facts = facts_of(config);
     obs->init_start(config);
     obs->staging_start();
@@ -483,7 +485,7 @@ TEST(MlperfObserver, AResumedRunAppendsAndSaysWhereItContinues) {
   std::ostringstream log;
   { MllogWriter(path, {}).event("submission_org", "interrupted run"); }
   {
-    auto obs = make_mlperf_observer(path, log, {.append = true});
+    auto obs = make_mlperf_observer(path, log, mlperf_options(config, make_task(config), true));
     RunFacts facts = facts_of(config);
     facts.first_epoch = 2;  // epochs 1 and 2 done
     facts.first_step = 8;

@@ -70,7 +70,7 @@ ReportEpoch epoch(int n, double loss, bool validated, double val_loss = kReportN
   e.train_loss = loss;
   e.validated = validated;
   e.val_loss = val_loss;
-  e.val_mae = val_mae;
+  if (validated) e.val_metrics = {val_mae};  // the run's one metric, mae
   e.seconds = 2.5 * n;
   e.train_seconds = 2.0 * n;
   e.samples_per_s = 100.0 + n;
@@ -83,6 +83,7 @@ ReportEpoch epoch(int n, double loss, bool validated, double val_loss = kReportN
 PerformanceReport sample_report() {
   PerformanceReport r;
   r.run.source = "crest train";
+  r.run.metrics = {{"mae", "mean absolute error"}};
   r.run.config = "configs/demo.yaml";
   r.run.backend = "onednn";
   r.run.status = "success";
@@ -183,7 +184,7 @@ TEST(Report, JsonNumbersAreTheInputs) {
     EXPECT_EQ(je["lr"].get<double>(), e.lr);
     EXPECT_EQ(je["train_loss"].get<double>(), e.train_loss);
     EXPECT_EQ(je["val_loss"].get<double>(), e.val_loss);
-    EXPECT_EQ(je["val_mae"].get<double>(), e.val_mae);
+    EXPECT_EQ(je["val_mae"].get<double>(), e.val_metrics.at(0));
     EXPECT_EQ(je["validated"], true);
     EXPECT_EQ(je["seconds"].get<double>(), e.seconds);
     EXPECT_EQ(je["train_seconds"].get<double>(), e.train_seconds);

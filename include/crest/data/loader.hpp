@@ -59,8 +59,8 @@ struct LoaderStats {
 // A ready batch: views of the loader's buffers, valid until release(). x is float32 channels-last
 // [batch, spec.x_shape...]; y is float32 [batch, targets] or int32 [batch, H, W].
 struct LoadedBatch {
-  int64_t index = -1;  // within the epoch
-  TensorView x, y;
+  int64_t index = -1;         // within the epoch
+  TensorView sample, target;  // the samples' data and their targets, batch first
   int slot = -1;
 };
 

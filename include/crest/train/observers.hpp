@@ -3,18 +3,22 @@
 #pragma once
 #include <iosfwd>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "crest/train/config.hpp"
 #include "crest/train/run_observer.hpp"
+#include "crest/train/task.hpp"
 
 namespace crest {
 
-// Rank 0's observers for a run of `config`: TensorBoard scalars (output_dir/tensorboard/), the
-// MLPerf log, the progress display on `log`, the performance report. Throws crest::Error (input)
-// naming a path that cannot be created, before any training starts. `resumed`: the run continues
-// from a checkpoint, so the records it appends to (the MLPerf log) are continued, not replaced.
-std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config,
+// Rank 0's observers for a run of `task` configured by `config`: TensorBoard scalars
+// (output_dir/tensorboard/), the MLPerf log, the progress display on `log`, the performance report.
+// Throws crest::Error (input) naming a path that cannot be created, before any training starts.
+// `resumed`: the run continues from a checkpoint, so the records it appends to (the MLPerf log) are
+// continued, not replaced.
+std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, const Task& task,
                                                              std::ostream& log,
                                                              bool resumed = false);
 
@@ -25,25 +29,35 @@ std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double lo
 
 // TensorBoard scalars in `logdir`: train/loss_step every step (rank 0's batch loss), and per
 // epoch train/loss, train/learning_rate, train/samples_per_s, train/data_wait_pct,
-// validation/loss and validation/mae (job-wide, step = epoch). Flushed every epoch.
+// validation/loss and validation/<metric> for each of the task's metrics (validation/mae;
+// job-wide, step = epoch). Flushed every epoch.
 std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir,
                                                        std::ostream& log);
 
 // The MLPerf HPC log (docs/mlperf.md): `:::MLLOG` lines for the hpc 3.0.0 compliance checker,
-// CosmoFlow closed division, written to `path` (output_dir/mllog.txt) as the run goes and echoed
-// to `log` when `echo` is set (config mlperf.stdout). A fresh log moves an existing file at
-// `path` aside (MllogWriter); `append` adds to it instead (a resumed run). Throws crest::Error
-// (input) naming the path when the file cannot be created.
+// for the task's benchmark (its model name) and quality metric, written to `path`
+// (output_dir/mllog.txt) as the run goes and echoed to `log` when `echo` is set (config
+// mlperf.stdout). A fresh log moves an existing file at `path` aside (MllogWriter); `append` adds
+// to it instead (a resumed run). Throws crest::Error (input) naming the path when the file cannot
+// be created.
 struct MlperfObserverOptions {
   bool echo = false;
   bool append = false;
+  std::string benchmark = "cosmoflow";  // submission_benchmark
+  // The metric eval_error carries (Metric::short_name; "" logs none) and the target that makes
+  // run_stop's status "success".
+  std::string quality_metric = "mae";
+  std::optional<QualityTarget> target;
 };
+// The options a run of `task` writes its MLPerf log with (echo, benchmark, quality, target).
+MlperfObserverOptions mlperf_options(const Config& config, const Task& task, bool resumed);
 std::unique_ptr<RunObserver> make_mlperf_observer(const std::string& path, std::ostream& log,
                                                   const MlperfObserverOptions& options = {});
 
 // The performance report (train.report: true): `dir`/report.json and `dir`/report.html written
 // when the run stops, with per-epoch figures, the per-layer profile and % of this machine's
 // measured fp32 GEMM peak (report.hpp, docs/report.md). Checks now that `dir` is writable.
-std::unique_ptr<RunObserver> make_report_observer(const std::string& dir, std::ostream& log);
+std::unique_ptr<RunObserver> make_report_observer(const std::string& dir, const Task& task,
+                                                  std::ostream& log);
 
 }  // namespace crest

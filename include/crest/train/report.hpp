@@ -21,10 +21,17 @@ namespace crest {
 inline constexpr double kReportNaN = std::numeric_limits<double>::quiet_NaN();
 
 // What ran: the facts printed at the top of the page.
+// A validation metric the run measured (Metric::short_name and title).
+struct ReportMetric {
+  std::string name;   // "mae": JSON key val_mae, chart id chart-mae
+  std::string title;  // "mean absolute error"
+};
+
 struct ReportRun {
-  std::string source;  // "crest train" or "crest bench train"
-  std::string model = "cosmoflow";
-  std::string config;  // the config file (train), or the bench arguments
+  std::string source;                 // "crest train" or "crest bench train"
+  std::string model;                  // the task's model name
+  std::vector<ReportMetric> metrics;  // the task's validation metrics, in its order
+  std::string config;                 // the config file (train), or the bench arguments
   std::string backend;
   std::string status;                     // train: "success"/"aborted"; bench: "measured"
   int ranks = 1, nodes = 1, threads = 1;  // threads: compute threads per rank
@@ -49,7 +56,8 @@ struct ReportEpoch {
   int epoch = 0;  // 1-based
   double lr = kReportNaN;
   double train_loss = kReportNaN;
-  double val_loss = kReportNaN, val_mae = kReportNaN;  // NaN when the epoch was not validated
+  double val_loss = kReportNaN;     // NaN when the epoch was not validated
+  std::vector<double> val_metrics;  // one per ReportRun::metrics; empty when not validated
   bool validated = false;
   double seconds = 0, train_seconds = 0, samples_per_s = 0;
   double data_wait_s = 0, allreduce_s = 0, allreduce_exposed_s = 0;

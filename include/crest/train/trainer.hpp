@@ -3,6 +3,7 @@
 #pragma once
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/train/config.hpp"
+#include "crest/train/metric.hpp"
 #include "crest/train/run_observer.hpp"
 
 namespace crest {
@@ -31,8 +33,9 @@ struct EpochStats {
   int epoch = 0;  // 1-based
   double lr = 0;
   double train_loss = 0;  // mean over the epoch's steps, incl. L2 penalty
-  double val_loss = 0, val_mae = 0;
-  bool validated = false;  // val_loss/val_mae hold this epoch's validation
+  double val_loss = 0;
+  std::vector<MetricValue> val_metrics;  // the task's metrics, in its order
+  bool validated = false;                // val_loss and val_metrics hold this epoch's validation
   double seconds = 0, samples_per_s = 0;
   double train_seconds = 0;  // the training steps only (seconds includes validation)
   double data_wait_s = 0;    // time the steps waited for input batches
@@ -41,6 +44,8 @@ struct EpochStats {
   double allreduce_s = 0, allreduce_exposed_s = 0;
   int64_t skipped = 0;     // bad samples dropped (data.on_error: skip), train + validation
   int64_t cache_hits = 0;  // training samples served from the loader's cache
+  // The value of metric `short_name` ("mae"); nullopt when not measured this epoch.
+  std::optional<double> val_metric(const std::string& short_name) const;
 };
 
 struct TrainSummary {

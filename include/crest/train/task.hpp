@@ -1,0 +1,38 @@
+// A training task: what is learned and how it is judged. The trainer runs any task the same way;
+// CosmoFlow is one: its network fed each batch's samples and targets, the network's own loss
+// (MSE), validation MAE, and "stop once val MAE <= train.target_mae" as its quality rule.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crest/models/built_model.hpp"
+#include "crest/train/config.hpp"
+#include "crest/train/metric.hpp"
+
+namespace crest {
+
+// The quality a run aims for: a validation metric reaching a value.
+struct QualityTarget {
+  const Metric* metric = nullptr;
+  double value = 0;
+  bool reached(double v) const { return metric->lower_is_better ? v <= value : v >= value; }
+  // "val_mae 0.1203 <= 0.124"
+  std::string describe(double v) const;
+};
+
+struct Task {
+  std::string name;  // the model's name; MLPerf's submission_benchmark
+  BuiltModel model;
+  std::vector<const Metric*> metrics;   // validation metrics, in log order
+  std::optional<QualityTarget> target;  // none: the run ends after data.n_epochs
+  // The metric whose value the records call the run's quality (MLPerf eval_error): the
+  // target's, else the first metric; null without metrics.
+  const Metric* quality_metric() const;
+};
+
+// The task a config describes: its model (build_model), train.metrics, and the quality target
+// (train.target_mae: validation MAE, which is then measured even when train.metrics omits it).
+Task make_task(const Config& config);
+
+}  // namespace crest

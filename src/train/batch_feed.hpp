@@ -1,0 +1,31 @@
+// Moving batches between the data loader and a compiled model: a loaded batch into the graph's
+// sample and target inputs, and the prediction back to host memory for the metrics. The one
+// place the trainer touches model memory, so a device backend changes only this file's copies.
+#pragma once
+#include <vector>
+
+#include "crest/data/loader.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/models/built_model.hpp"
+
+namespace crest {
+
+class BatchFeed {
+ public:
+  BatchFeed(Executor& ex, const BuiltModel& model);
+
+  // Makes `batch` the model's input for the next steps: bound in place where the graph allows
+  // it and the dtypes agree, else copied (and converted to the input's dtype).
+  void feed(const LoadedBatch& batch);
+  // The prediction of the last forward pass, in host memory (valid until the next call).
+  TensorView host_prediction();
+
+ private:
+  void feed_one(const std::string& input, const TensorView& from);
+
+  Executor& ex_;
+  const BuiltModel& model_;
+  std::vector<unsigned char> prediction_copy_;
+};
+
+}  // namespace crest

@@ -1,0 +1,53 @@
+#include "checkpointer.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <iomanip>
+#include <ostream>
+
+#include "crest/core/units.hpp"
+
+namespace crest {
+
+Checkpointer::Checkpointer(const Config& config, CheckpointContext context, Executor& ex,
+                           Optimizer& optimizer, std::ostream& log)
+    : config_(config), context_(std::move(context)), ex_(ex), optimizer_(optimizer), log_(log) {}
+
+bool Checkpointer::due_after_step(int64_t global_step) const {
+  const TrainConfig& tc = config_.train;
+  return tc.checkpoint_every_steps && tc.checkpoint_every > 0 &&
+         global_step % tc.checkpoint_every == 0;
+}
+
+bool Checkpointer::due_after_epoch(int epoch) const {
+  const TrainConfig& tc = config_.train;
+  return tc.checkpoint_every > 0 && !tc.checkpoint_every_steps &&
+         (epoch + 1) % tc.checkpoint_every == 0;
+}
+
+void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& history) {
+  if (context_.dir.empty() || !context_.writer) return;
+  CheckpointInfo info;
+  info.position = std::move(at);
+  info.position.executor_steps = ex_.training_steps();
+  info.position.optimizer_steps = optimizer_.steps_taken();
+  info.history = history;
+  info.ranks = context_.ranks;
+  info.batch_size = context_.batch_size;
+  info.steps_per_epoch = context_.steps_per_epoch;
+  info.optimizer = optimizer_.name();
+  info.config_yaml = config_.resolved_yaml;
+  info.crest_version = CREST_VERSION;
+  const auto t0 = std::chrono::steady_clock::now();
+  last_ =
+      write_checkpoint(context_.dir, info, ex_.params(), optimizer_, config_.train.checkpoint_keep);
+  // Its size and time: what checkpointing costs the run (fsync included).
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::error_code ec;
+  const auto bytes = std::filesystem::file_size(last_, ec);
+  log_ << "checkpoint: " << last_ << " (" << human_bytes(static_cast<double>(ec ? 0 : bytes))
+       << ", " << std::fixed << std::setprecision(2) << seconds << " s)\n";
+}
+
+}  // namespace crest

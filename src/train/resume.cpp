@@ -1,0 +1,59 @@
+#include "resume.hpp"
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+// Rank 0's position to every rank, as one fixed-size message.
+void broadcast_position(Communicator& comm, TrainingPosition& pos) {
+  struct {
+    int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best;
+    uint64_t executor_steps;
+    double epoch_loss_sum, best_val_loss;
+  } p{pos.epoch,           pos.step_in_epoch,     pos.global_step,
+      pos.optimizer_steps, pos.epochs_since_best, pos.executor_steps,
+      pos.epoch_loss_sum,  pos.best_val_loss};
+  comm.broadcast(&p, sizeof p, 0);
+  pos.epoch = static_cast<int>(p.epoch);
+  pos.step_in_epoch = p.step_in_epoch;
+  pos.global_step = p.global_step;
+  pos.optimizer_steps = p.optimizer_steps;
+  pos.epochs_since_best = static_cast<int>(p.since_best);
+  pos.executor_steps = p.executor_steps;
+  pos.epoch_loss_sum = comm.rank() == 0 ? p.epoch_loss_sum : 0;  // saved as the job's sum
+  pos.best_val_loss = p.best_val_loss;
+}
+
+}  // namespace
+
+TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
+                                        Communicator& comm, GradientSync& sync, Executor& ex,
+                                        Optimizer& optimizer, int64_t steps_per_epoch,
+                                        std::vector<EpochStats>& history) {
+  TrainingPosition pos;
+  std::string problem;
+  if (comm.rank() == 0) {
+    try {
+      problem = resume_position_problem(*run_dir.resume_info, config, comm.size(), steps_per_epoch);
+      if (problem.empty()) {
+        const CheckpointInfo info = read_checkpoint(run_dir.resume_from, ex.params(), optimizer);
+        pos = info.position;
+        history = info.history;
+      } else {
+        problem = run_dir.resume_from + ": " + problem;
+      }
+    } catch (const Error& e) {
+      problem = e.what();
+    }
+  }
+  fail_with_rank0(comm, problem);
+  sync.broadcast_parameters(ex.params());
+  for (auto& [name, buffer] : optimizer.state()) comm.broadcast(buffer->data(), buffer->bytes(), 0);
+  broadcast_position(comm, pos);
+  optimizer.set_steps_taken(pos.optimizer_steps);
+  ex.set_training_steps(pos.executor_steps);
+  return pos;
+}
+
+}  // namespace crest

@@ -1,0 +1,21 @@
+// Continuing a run from its checkpoint (crest train --resume): rank 0 reads and verifies the
+// checkpoint completely before anything changes, then every rank takes rank 0's weights,
+// optimizer state and position.
+#pragma once
+#include <vector>
+
+#include "crest/dist/gradient_sync.hpp"
+#include "crest/train/checkpoint.hpp"
+#include "crest/train/run_directory.hpp"
+
+namespace crest {
+
+// Loads `run_dir`'s checkpoint into `ex` and `optimizer` on every rank (collective) and returns
+// the position to continue from; `history` gets the finished epochs (rank 0). Throws crest::Error
+// (input) on every rank when the checkpoint cannot continue this job.
+TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
+                                        Communicator& comm, GradientSync& sync, Executor& ex,
+                                        Optimizer& optimizer, int64_t steps_per_epoch,
+                                        std::vector<EpochStats>& history);
+
+}  // namespace crest

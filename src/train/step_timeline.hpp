@@ -1,0 +1,16 @@
+// A training step on the run's Chrome-trace timeline (dist.timeline): its phases on the compute
+// row and each gradient bucket's queueing and allreduce on the communication row.
+#pragma once
+#include <cstdint>
+
+#include "crest/dist/gradient_sync.hpp"
+#include "crest/dist/timeline.hpp"
+#include "crest/train/train_step.hpp"
+
+namespace crest {
+
+// `data_start`/`data_done`: when the step asked the loader for its batch and got it.
+void record_step(Timeline& timeline, const GradientSync& sync, int64_t step_in_epoch,
+                 double data_start, double data_done, const StepResult& r);
+
+}  // namespace crest
