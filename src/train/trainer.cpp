@@ -46,14 +46,23 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
   throw_input("optimizer.name: unsupported optimizer");
 }
 
+// Element i of a float32 or float64 tensor: the prediction is in the compile dtype, the loader's
+// targets always float32.
+double element(const TensorView& t, size_t i) {
+  return t.dtype() == DType::f64 ? t.as<double>()[i] : static_cast<double>(t.as<float>()[i]);
+}
+
 double mean_abs_error(const TensorView& pred, const TensorView& y) {
   double s = 0;
   const auto n = static_cast<size_t>(y.numel());
-  for (size_t i = 0; i < n; ++i)
-    s += pred.dtype() == DType::f32
-             ? std::abs(static_cast<double>(pred.as<float>()[i]) - y.as<float>()[i])
-             : std::abs(pred.as<double>()[i] - y.as<double>()[i]);
+  for (size_t i = 0; i < n; ++i) s += std::abs(element(pred, i) - element(y, i));
   return s / static_cast<double>(n);
+}
+
+// A float32 batch into a float64 input (crest.precision: float64), element by element.
+void widen_into(const TensorView& from, const TensorView& to) {
+  const auto n = static_cast<size_t>(from.numel());
+  for (size_t i = 0; i < n; ++i) to.as<double>()[i] = static_cast<double>(from.as<float>()[i]);
 }
 
 }  // namespace
@@ -129,6 +138,7 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
   CompileOptions co;
   co.batch = config.data.batch_size;
   co.seed = config.data.seed;
+  co.dtype = precision_dtype(config.crest.precision);
   const auto t_compile = Clock::now();
   Executor ex(model.graph, *backend, co);
   const double compile_s = since(t_compile);
@@ -264,11 +274,16 @@ TrainSummary run_training(const Config& config, const TrainOptions& options,
 
   TensorView pred = ex.output(model.prediction);
   // Reads a loaded batch in place when the graph allows it, else copies it into the inputs.
+  // A float64 program (crest.precision) cannot read the float32 batch in place: it is widened.
   auto feed = [&](const LoadedBatch& b) {
     for (const auto& [name, view] :
-         {std::pair<const char*, const TensorView*>{"x", &b.x}, {"y", &b.y}})
-      if (!ex.bind_input(name, view->data()))
-        std::memcpy(ex.input(name).data(), view->data(), view->bytes());
+         {std::pair<const char*, const TensorView*>{"x", &b.x}, {"y", &b.y}}) {
+      const TensorView in = ex.input(name);
+      if (in.dtype() != view->dtype())
+        widen_into(*view, in);
+      else if (!ex.bind_input(name, view->data()))
+        std::memcpy(in.data(), view->data(), view->bytes());
+    }
   };
   Timeline timeline(*comm, options.timeline.empty() ? config.dist.timeline : options.timeline);
   // One training step, recorded on the timeline when there is one.
