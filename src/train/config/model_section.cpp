@@ -12,6 +12,14 @@
 namespace crest::config {
 namespace {
 
+// "is an option of the built-in cosmoflow model; " for a key some registered model declares.
+std::string owner_of(const std::string& key) {
+  for (const auto& name : model_names())
+    for (const auto& k : find_model_kind(name).keys)
+      if (k.key == key) return "is an option of the built-in " + name + " model; ";
+  return "is not a key here: ";
+}
+
 // A network given as a graph: only the graph keys (and name: graph) belong in the section, and
 // the graph must fit the CosmoFlow task the trainer runs: inputs x and y, an output and a loss.
 ModelConfig read_graph_model(const SectionReader& r, const YAML::Node& node) {
@@ -22,9 +30,9 @@ ModelConfig read_graph_model(const SectionReader& r, const YAML::Node& node) {
         r.fail(key, "a model given as layers: is named graph, got " + describe(entry.value));
       continue;
     }
-    r.fail(key,
-           "is not a key of a model given as layers: (it takes only name, inputs, layers, "
-           "outputs and loss)");
+    r.fail(key, owner_of(key) +
+                    "a model given as layers: takes only name, inputs, layers, "
+                    "outputs and loss");
   }
   auto g = std::make_shared<Graph>(graph_from_yaml(node, r.source().name(), "model"));
   auto input_shape = [&](const char* name) -> const Shape* {
