@@ -39,15 +39,11 @@ Field<S> shape_field(const std::string& key, Shape S::*m, size_t rank, const std
           [=](const S& s, Lines& l) { l.add(key, (s.*m).str()); }};
 }
 
-// shuffle_train (the reference's name) and shuffle (crest's) are one setting.
-Field<S> shuffle_field(const std::string& key) {
-  return {key,
-          [key](const SectionReader& r, S& s) {
-            if (auto v = r.opt_bool(key)) s.shuffle = *v;
-          },
-          key == "shuffle"
-              ? [](const S& s, Lines& l) { l.add("shuffle", s.shuffle ? "true" : "false"); }
-              : std::function<void(const S&, Lines&)>()};
+// shuffle_train is the reference's name of crest's shuffle: read into it, printed as shuffle.
+Field<S> shuffle_train_field() {
+  Field<S> f = bool_field("shuffle_train", &S::shuffle);
+  f.print = nullptr;
+  return f;
 }
 
 Field<S> seed_field() {
@@ -100,10 +96,10 @@ const Table<DataConfig>& data_table() {
        required(int_field("n_epochs", &S::n_epochs, 1)), bool_field("shard", &S::shard),
        bool_field("apply_log", &S::apply_log), int_field("prefetch", &S::prefetch, 0),
        int_field("n_parallel_reads", &S::n_parallel_reads, 0),
-       int_field("samples_per_file", &S::samples_per_file, 1), shuffle_field("shuffle_train"),
+       int_field("samples_per_file", &S::samples_per_file, 1), shuffle_train_field(),
        bool_field("shuffle_valid", &S::shuffle_valid),
        // crest additions
-       shuffle_field("shuffle"), seed_field(), cache_field(),
+       bool_field("shuffle", &S::shuffle), seed_field(), cache_field(),
        string_field("stage_dir", &S::stage_dir), enum_field("on_error", &S::on_error),
        enum_field("format", &S::format)},
       check_data};
