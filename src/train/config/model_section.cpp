@@ -115,8 +115,7 @@ ModelConfig read_registered_model(const SectionReader& r,
     const auto k = std::find_if(kind.keys.begin(), kind.keys.end(),
                                 [&](const AttrKey& a) { return a.key == key; });
     if (k == kind.keys.end())
-      r.fail(key, "unknown key" + suggestion(r.section().path, key, known) + " (model " +
-                      kind.name + ")");
+      r.fail(key, "unknown key of model " + kind.name + suggestion(r.section().path, key, known));
     if (r.has(key)) given.set(key, attr_of(r, key, k->type));
   }
   for (const auto& k : kind.keys)

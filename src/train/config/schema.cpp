@@ -77,10 +77,14 @@ std::string suggestion(const std::string& section, const std::string& key,
          join_list(known) + ")";
 }
 
+// In file order, so the first unknown key of the file is the one named.
 void check_known_keys(const Source& src, const Section& s, const std::vector<std::string>& known) {
-  for (const auto& [name, entry] : s.entries)
+  if (!s.value.IsMap()) return;
+  for (auto kv = s.value.begin(); kv != s.value.end(); ++kv) {
+    const std::string name = kv->first.Scalar();
     if (std::find(known.begin(), known.end(), name) == known.end())
-      src.fail(join_path(s.path, name), entry.key, "unknown key" + suggestion(s.path, name, known));
+      src.fail(join_path(s.path, name), kv->first, "unknown key" + suggestion(s.path, name, known));
+  }
 }
 
 }  // namespace crest::config
