@@ -71,8 +71,12 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
       params_(params),
       bucket_of_slot_(params.slots().size(), -1),
       compress_(compress) {
-  if (params.dtype() != DType::f32)
-    throw_usage("gradient synchronisation supports f32 parameters only");
+  // The collectives move float32; one rank reduces nothing, so the float64 oracle mode
+  // (crest.precision: float64) runs there.
+  if (params.dtype() != DType::f32 && comm.size() > 1)
+    throw_usage(
+        "gradient synchronisation across ranks supports f32 parameters only "
+        "(crest.precision: float64 runs on one rank)");
   const auto& slots = params.slots();
   GradientBucket cur;
   auto limit = [&] {
@@ -88,7 +92,7 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
     const ParamSlot& slot = slots.at(static_cast<size_t>(s));
     if (!slot.spec.trainable)
       throw_usage("gradient_ready_order lists non-trainable slot " + slot.name);
-    const size_t begin = slot.offset, end = slot.offset + slot.count * sizeof(float);
+    const size_t begin = slot.offset, end = slot.offset + slot.count * dtype_size(params.dtype());
     // A bucket is one slice of the flat buffer: slots lie in index order, so a slot joins only
     // when its index borders the bucket's (the zero padding between aligned slots rides along).
     const bool adjacent = !cur.slots.empty() && (s == lo - 1 || s == hi + 1);

@@ -1,5 +1,6 @@
 #include "crest/models/cosmoflow.hpp"
 
+#include <charconv>
 #include <memory>
 
 #include "crest/core/error.hpp"
@@ -10,34 +11,34 @@
 #include "crest/layers/loss.hpp"
 #include "crest/layers/pool.hpp"
 #include "crest/layers/shape_ops.hpp"
+#include "crest/models/model_registry.hpp"
 
 namespace crest {
 namespace {
 
-LayerSpec hidden_activation(const std::string& name) {
-  if (name == "LeakyReLU" || name == "leaky_relu") return layers::leaky_relu(0.3f);
-  if (name == "ReLU" || name == "relu") return layers::relu();
-  if (name == "Tanh" || name == "tanh") return layers::tanh();
-  throw_input("model.hidden_activation: unsupported '" + name + "' (LeakyReLU, ReLU or Tanh)");
+LayerSpec hidden_activation(Activation a) {
+  switch (a) {
+    case Activation::leaky_relu:
+      return layers::leaky_relu(0.3f);
+    case Activation::relu:
+      return layers::relu();
+    case Activation::tanh:
+      return layers::tanh();
+  }
+  throw_input("model.hidden_activation: unsupported value");
 }
 
 }  // namespace
 
 CosmoFlowModel build_cosmoflow(const CosmoFlowOptions& o) {
+  if (o.input_shape.size() != 4) throw_input("model.input_shape: expected [D, H, W, C]");
   const int64_t d = o.input_shape[0], h = o.input_shape[1], w = o.input_shape[2],
                 c = o.input_shape[3];
   const int64_t div = int64_t{1} << o.n_conv_layers;
   if (d % div || h % div || w % div || d < div || h < div || w < div)
     throw_input("model.input_shape: spatial sizes must be positive multiples of " +
                 std::to_string(div) + " (2^n_conv_layers)");
-  PoolKind pool;
-  if (o.pooling_type == "MaxPool3D")
-    pool = PoolKind::max;
-  else if (o.pooling_type == "AvgPool3D")
-    pool = PoolKind::avg_include_pad;
-  else
-    throw_input("model.pooling_type: unsupported '" + o.pooling_type +
-                "' (MaxPool3D or AvgPool3D)");
+  const PoolKind pool = o.pooling_type == Pooling::max ? PoolKind::max : PoolKind::avg_include_pad;
 
   CosmoFlowModel m;
   Graph& g = m.graph;
@@ -92,5 +93,103 @@ int64_t cosmoflow_parameter_count(const CosmoFlowOptions& o) {
        o.target_size * o.fc2_size + o.target_size;
   return n;
 }
+
+namespace {
+
+using O = CosmoFlowOptions;
+
+// The section keys are the reference's (mlcommons/hpc cosmoflow/configs), in its order.
+std::vector<AttrField<O>> cosmoflow_fields() {
+  return {attr_field("input_shape", &O::input_shape),
+          attr_field("kernel_size", &O::kernel_size),
+          attr_field("target_size", &O::target_size),
+          attr_field("conv_size", &O::conv_size),
+          attr_field("n_conv_layers", &O::n_conv_layers),
+          attr_field("fc1_size", &O::fc1_size),
+          attr_field("fc2_size", &O::fc2_size),
+          spelled_field("hidden_activation", &O::hidden_activation),
+          spelled_field("pooling_type", &O::pooling_type),
+          attr_field("dropout", &O::dropout),
+          attr_field("l2", &O::l2)};
+}
+
+// The reference's defaults: as O{}, but with its dropout (O{} has none, for exact tests).
+O reference_options() {
+  O o;
+  o.dropout = 0.5;
+  return o;
+}
+
+std::string number_text(double v) {
+  char buf[32];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, end);
+}
+
+std::string list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void check_positive(const char* key, int64_t v, int64_t max = 1 << 30) {
+  if (v < 1) throw ModelKeyError(key, "expected a positive integer, got " + std::to_string(v));
+  if (v > max)
+    throw ModelKeyError(
+        key, "value " + std::to_string(v) + " is too large (at most " + std::to_string(max) + ")");
+}
+
+// Every conv block halves each spatial size with a 2x2x2 pool.
+void check_input_shape(const O& o) {
+  const auto& s = o.input_shape;
+  if (s.size() != 4)
+    throw ModelKeyError("input_shape", "expected 4 entries [D, H, W, C], got " + list_text(s));
+  for (int64_t v : s)
+    if (v < 1) throw ModelKeyError("input_shape", "entries must be positive, got " + list_text(s));
+  const int64_t divisor = int64_t{1} << o.n_conv_layers;
+  for (size_t i = 0; i < 3; ++i)
+    if (s[i] % divisor != 0)
+      throw ModelKeyError("input_shape",
+                          "spatial size " + std::to_string(s[i]) + " in " + list_text(s) +
+                              " is not divisible by " + std::to_string(divisor) +
+                              " = 2^model.n_conv_layers (" + std::to_string(o.n_conv_layers) +
+                              " pooling layers halve it)");
+}
+
+void check_cosmoflow(const O& o) {
+  check_positive("kernel_size", o.kernel_size);
+  // 'same' padding with an even kernel pads asymmetrically; crest's conv kernels do not.
+  if (o.kernel_size % 2 == 0)
+    throw ModelKeyError("kernel_size", "expected an odd kernel size ('same' padding), got " +
+                                           std::to_string(o.kernel_size));
+  check_positive("target_size", o.target_size);
+  check_positive("conv_size", o.conv_size);
+  check_positive("n_conv_layers", o.n_conv_layers, 20);
+  check_positive("fc1_size", o.fc1_size);
+  check_positive("fc2_size", o.fc2_size);
+  if (o.dropout < 0 || o.dropout >= 1)
+    throw ModelKeyError("dropout",
+                        "expected a probability in [0, 1), got " + number_text(o.dropout));
+  if (o.l2 < 0) throw ModelKeyError("l2", "must not be negative, got " + number_text(o.l2));
+  check_input_shape(o);
+}
+
+BuiltModel built_cosmoflow(const O& o) {
+  CosmoFlowModel c = build_cosmoflow(o);
+  BuiltModel b;
+  b.graph = std::move(c.graph);
+  b.prediction = c.prediction;
+  b.loss = c.loss;
+  return b;
+}
+
+}  // namespace
+
+CosmoFlowOptions cosmoflow_options(const Attributes& canonical) {
+  return read_model_options(cosmoflow_fields(), reference_options(), canonical);
+}
+
+CREST_REGISTER_MODEL(cosmoflow, model_kind<O>("cosmoflow", cosmoflow_fields(), reference_options(),
+                                              check_cosmoflow, built_cosmoflow));
 
 }  // namespace crest

@@ -1,27 +1,10 @@
-// From a config's model section to a network: the one place that knows which models exist.
+// From a config's model section to a network. Which models exist is the model registry's
+// business: this file knows only "a registered model, or a graph".
 #include "crest/core/error.hpp"
+#include "crest/models/model_registry.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest {
-
-CosmoFlowOptions cosmoflow_options(const ModelConfig& m) {
-  if (m.name != "cosmoflow")
-    throw_input("model.name: unknown model '" + m.name + "' (available: cosmoflow)");
-  CosmoFlowOptions o;
-  if (m.input_shape.rank() != 4) throw_input("model.input_shape: expected [D, H, W, C]");
-  o.input_shape = {m.input_shape[0], m.input_shape[1], m.input_shape[2], m.input_shape[3]};
-  o.kernel_size = m.kernel_size;
-  o.target_size = m.target_size;
-  o.conv_size = m.conv_size;
-  o.n_conv_layers = m.n_conv_layers;
-  o.fc1_size = m.fc1_size;
-  o.fc2_size = m.fc2_size;
-  o.hidden_activation = activation_name(m.hidden_activation);
-  o.pooling_type = pooling_name(m.pooling_type);
-  o.dropout = m.dropout;
-  o.l2 = m.l2;
-  return o;
-}
 
 BuiltModel build_model(const ModelConfig& m) {
   if (m.graph) {
@@ -29,14 +12,18 @@ BuiltModel build_model(const ModelConfig& m) {
     b.graph = *m.graph;
     b.prediction = m.graph->outputs().at(0);
     b.loss = m.graph->loss();
+    // The data feeds the graph's inputs in order: each batch's samples, then their targets.
+    const auto& inputs = m.graph->inputs();
+    if (inputs.size() != 2)
+      throw_input("model.inputs: a graph model takes two inputs, the samples and their targets, "
+                  "in that order (it has " + std::to_string(inputs.size()) + ")");
+    b.sample_input = inputs[0].name;
+    b.target_input = inputs[1].name;
     return b;
   }
-  CosmoFlowModel c = build_cosmoflow(cosmoflow_options(m));
-  BuiltModel b;
-  b.graph = std::move(c.graph);
-  b.prediction = c.prediction;
-  b.loss = c.loss;
-  return b;
+  const ModelKind& kind = find_model_kind(m.name);
+  // Attributes from a loaded config are canonical already; this also fills in a hand-made one.
+  return kind.build(kind.canonical(m.attrs));
 }
 
 }  // namespace crest

@@ -14,6 +14,12 @@
 namespace crest {
 namespace {
 
+// A number of a registered model's section (cosmoflow's dropout and l2); 0 for a model without it.
+double model_number(const ModelConfig& m, const char* key) {
+  const AttrValue* v = m.attrs.find(key);
+  return v && std::holds_alternative<double>(*v) ? std::get<double>(*v) : 0.0;
+}
+
 // The checker's spelling (closed division: 'sgd' or 'SGD'); config's optimizer_name is Keras'.
 const char* mllog_optimizer_name(OptimizerKind k) {
   switch (k) {
@@ -102,9 +108,9 @@ class MlperfObserver : public RunObserver {
     // The reference logs only max(factors); the list, in boundary order, says the whole schedule.
     writer_.event("opt_learning_rate_decay_boundary_epochs", boundaries);
     writer_.event("opt_learning_rate_decay_factor", factors);
-    writer_.event("dropout", c.model.dropout);
+    writer_.event("dropout", model_number(c.model, "dropout"));
     // The reference's weight decay is its l2 penalty on the hidden dense kernels (model.l2).
-    writer_.event("opt_weight_decay", c.model.l2);
+    writer_.event("opt_weight_decay", model_number(c.model, "l2"));
     writer_.end("init_stop");
   }
 

@@ -13,10 +13,10 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
   const DataConfig& dc = config.data;
   TrainingData d;
   if (dc.name == DatasetKind::dummy) {
-    d.train = make_dummy_source(dc.sample_shape, config.model.target_size, dc.n_train, dc.seed);
+    d.train = make_dummy_source(dc.sample_shape, dc.target_shape[0], dc.n_train, dc.seed);
     if (dc.n_valid > 0)
-      d.valid = make_dummy_source(dc.sample_shape, config.model.target_size, dc.n_valid,
-                                  dc.seed + 0x5EED);
+      d.valid =
+          make_dummy_source(dc.sample_shape, dc.target_shape[0], dc.n_valid, dc.seed + 0x5EED);
     return d;
   }
   std::string root = dc.data_dir;
@@ -32,7 +32,7 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
       dc.format == SampleFileFormat::npy ? CosmoflowFileFormat::npy : CosmoflowFileFormat::tfrecord;
   so.gzip = dc.compression == Compression::gzip;
   so.sample_shape = dc.sample_shape;
-  so.targets = config.model.target_size;
+  so.targets = dc.target_shape[0];
   so.apply_log = dc.apply_log;
   so.dir = root + "/train";
   so.limit = dc.n_train;

@@ -14,11 +14,15 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/models/cosmoflow.hpp"
 
 namespace crest {
 namespace {
 
 namespace fs = std::filesystem;
+
+// The cosmoflow section of a loaded config, typed.
+CosmoFlowOptions cf(const Config& c) { return cosmoflow_options(c.model.attrs); }
 
 // mlcommons/hpc cosmoflow/configs/cosmo.yaml, verbatim (also /work/shared/reference/cosmo.yaml).
 const char* kReferenceCosmo = R"(output_dir: results/cosmo-002
@@ -239,17 +243,17 @@ TEST_F(ConfigTest, LoadsReferenceCosmoYamlUnchanged) {
   EXPECT_EQ(c.data.on_error, OnSampleError::fail);
 
   EXPECT_EQ(c.model.name, "cosmoflow");
-  EXPECT_EQ(c.model.input_shape, (Shape{128, 128, 128, 4}));
-  EXPECT_EQ(c.model.kernel_size, 3);
-  EXPECT_EQ(c.model.target_size, 4);
-  EXPECT_EQ(c.model.conv_size, 32);
-  EXPECT_EQ(c.model.n_conv_layers, 5);
-  EXPECT_EQ(c.model.fc1_size, 128);
-  EXPECT_EQ(c.model.fc2_size, 64);
-  EXPECT_EQ(c.model.hidden_activation, Activation::leaky_relu);
-  EXPECT_EQ(c.model.pooling_type, Pooling::max);
-  EXPECT_DOUBLE_EQ(c.model.dropout, 0.5);
-  EXPECT_DOUBLE_EQ(c.model.l2, 0.0);
+  EXPECT_EQ(cf(c).input_shape, (std::vector<int64_t>{128, 128, 128, 4}));
+  EXPECT_EQ(cf(c).kernel_size, 3);
+  EXPECT_EQ(cf(c).target_size, 4);
+  EXPECT_EQ(cf(c).conv_size, 32);
+  EXPECT_EQ(cf(c).n_conv_layers, 5);
+  EXPECT_EQ(cf(c).fc1_size, 128);
+  EXPECT_EQ(cf(c).fc2_size, 64);
+  EXPECT_EQ(cf(c).hidden_activation, Activation::leaky_relu);
+  EXPECT_EQ(cf(c).pooling_type, Pooling::max);
+  EXPECT_DOUBLE_EQ(cf(c).dropout, 0.5);
+  EXPECT_DOUBLE_EQ(cf(c).l2, 0.0);
 
   EXPECT_EQ(c.optimizer.name, OptimizerKind::sgd);
   EXPECT_DOUBLE_EQ(c.optimizer.momentum, 0.9);
@@ -286,9 +290,9 @@ TEST_F(ConfigTest, LoadsReferenceDummyYamlUnchanged) {
   EXPECT_EQ(c.data.n_valid, 256);
   EXPECT_EQ(c.data.target_shape, (Shape{4}));
   EXPECT_EQ(c.data.n_epochs, 4);
-  EXPECT_FALSE(c.data.apply_log);     // the reference default
-  EXPECT_EQ(c.model.kernel_size, 3);  // not in the file: the reference default
-  EXPECT_EQ(c.model.input_shape, (Shape{128, 128, 128, 4}));
+  EXPECT_FALSE(c.data.apply_log);   // the reference default
+  EXPECT_EQ(cf(c).kernel_size, 3);  // not in the file: the reference default
+  EXPECT_EQ(cf(c).input_shape, (std::vector<int64_t>{128, 128, 128, 4}));
   ASSERT_TRUE(c.train.early_stopping_patience.has_value());
   EXPECT_EQ(*c.train.early_stopping_patience, 8);
   EXPECT_EQ(c.lr_schedule.scaling, LrScaling::linear);
@@ -318,7 +322,7 @@ TEST_F(ConfigTest, RepositoryConfigsLoad) {
   EXPECT_EQ(demo.data.batch_size, 4);
   EXPECT_EQ(demo.data.n_epochs, 3);
   EXPECT_LE(demo.data.n_train, 128);
-  EXPECT_DOUBLE_EQ(demo.model.dropout, 0.5);
+  EXPECT_DOUBLE_EQ(cf(demo).dropout, 0.5);
 }
 
 TEST_F(ConfigTest, ResolvedYamlLoadsToTheSameConfig) {
@@ -337,7 +341,7 @@ TEST_F(ConfigTest, ResolvedYamlLoadsToTheSameConfig) {
   EXPECT_EQ(b.data.cache_bytes, int64_t{3} << 29);
   EXPECT_EQ(b.data.stage_dir, "/tmp/x y");
   EXPECT_DOUBLE_EQ(*b.train.target_mae, 0.124);
-  EXPECT_DOUBLE_EQ(b.model.l2, 1e-5);
+  EXPECT_DOUBLE_EQ(cf(b).l2, 1e-5);
   // Floats are written so YAML 1.1 readers (PyYAML) see floats too.
   EXPECT_NE(a.resolved_yaml.find("l2: 1.0e-05"), std::string::npos) << a.resolved_yaml;
 }
@@ -351,9 +355,9 @@ TEST_F(ConfigTest, OverridesScalarsListsAndNestedKeys) {
   EXPECT_EQ(c.data.batch_size, 2);
   EXPECT_EQ(c.data.sample_shape, (Shape{32, 32, 32, 4}));
   // input_shape restates sample_shape in the reference schema and follows its override.
-  EXPECT_EQ(c.model.input_shape, (Shape{32, 32, 32, 4}));
+  EXPECT_EQ(cf(c).input_shape, (std::vector<int64_t>{32, 32, 32, 4}));
   EXPECT_EQ(c.output_dir, "runs/x");
-  EXPECT_DOUBLE_EQ(c.model.dropout, 0.0);
+  EXPECT_DOUBLE_EQ(cf(c).dropout, 0.0);
   EXPECT_EQ(c.lr_schedule.decay_schedule,
             (std::map<int, double>{{16, 0.5}, {32, 0.25}, {64, 0.125}}));
   EXPECT_EQ(c.crest.threads, 3);
@@ -371,7 +375,7 @@ TEST_F(ConfigTest, OverridesReplaceSectionsAndRestoreDefaults) {
   // The last override of a key wins; null restores the default.
   Config c = load_config(path, {"data.batch_size=8", "data.batch_size=2", "model.dropout=null"});
   EXPECT_EQ(c.data.batch_size, 2);
-  EXPECT_DOUBLE_EQ(c.model.dropout, 0.5);
+  EXPECT_DOUBLE_EQ(cf(c).dropout, 0.5);
 
   // Switching optimizer means unsetting what only SGD takes.
   c = load_config(
@@ -401,13 +405,13 @@ TEST_F(ConfigTest, AcceptsReferenceSpellings) {
   const Config c =
       load_config(path, {"model.hidden_activation=relu", "model.pooling_type=AveragePooling3D",
                          "data.shuffle_train=false", "train.metrics=mae", "data.apply_log=yes"});
-  EXPECT_EQ(c.model.hidden_activation, Activation::relu);
-  EXPECT_EQ(c.model.pooling_type, Pooling::avg);
+  EXPECT_EQ(cf(c).hidden_activation, Activation::relu);
+  EXPECT_EQ(cf(c).pooling_type, Pooling::avg);
   EXPECT_FALSE(c.data.shuffle);
   EXPECT_EQ(c.train.metrics, std::vector<std::string>{"mean_absolute_error"});
   EXPECT_TRUE(c.data.apply_log);
   EXPECT_EQ(load_config(path, {"optimizer.name=sgd"}).optimizer.name, OptimizerKind::sgd);
-  EXPECT_EQ(load_config(path, {"model.hidden_activation=Tanh"}).model.hidden_activation,
+  EXPECT_EQ(cf(load_config(path, {"model.hidden_activation=Tanh"})).hidden_activation,
             Activation::tanh);
 }
 

@@ -5,6 +5,8 @@
 //   enum_name(PoolKind::max) == "max";  parse_enum<PoolKind>("max", "pool.kind")
 #pragma once
 #include <array>
+#include <cctype>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -42,6 +44,32 @@ E parse_enum(std::string_view text, const std::string& what) {
     if (name == text) return v;
   throw_input(what + ": unknown value '" + std::string(text) + "' (one of: " + enum_choices<E>() +
               ")");
+}
+
+// Files written for other tools spell values loosely (LeakyReLU, leaky_relu; AveragePooling3D).
+// A table may list several spellings of one value, the first being the one printed; these match
+// any of them ignoring case, '_' and '-'.
+inline std::string fold_spelling(std::string_view s) {
+  std::string out;
+  for (char c : s)
+    if (c != '_' && c != '-') out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+template <typename E>
+std::optional<E> match_enum_spelling(std::string_view text) {
+  for (const auto& [v, name] : kEnumTable<E>)
+    if (fold_spelling(name) == fold_spelling(text)) return v;
+  return std::nullopt;
+}
+
+// The printed spelling of each value, for error messages: "LeakyReLU, ReLU, Tanh".
+template <typename E>
+std::string enum_primary_choices() {
+  std::string s;
+  for (const auto& [v, name] : kEnumTable<E>)
+    if (enum_name(v) == name) s += (s.empty() ? "" : ", ") + std::string(name);
+  return s;
 }
 
 }  // namespace crest

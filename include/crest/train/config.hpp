@@ -12,7 +12,10 @@
 #include <string>
 #include <vector>
 
+#include "crest/core/dtype.hpp"
+#include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
+#include "crest/graph/attributes.hpp"
 #include "crest/graph/graph.hpp"
 
 namespace crest {
@@ -30,12 +33,26 @@ struct MlperfConfig {
   bool echo_stdout = false;
 };
 
+// Each enum's spellings in one table (crest/core/enum_table.hpp): the first is printed in resolved
+// YAML, any is accepted from a file (ignoring case, '_' and '-').
 enum class DatasetKind { cosmo, dummy };
+template <>
+inline constexpr EnumEntries<DatasetKind, 2> kEnumTable<DatasetKind> = {
+    {{DatasetKind::cosmo, "cosmo"}, {DatasetKind::dummy, "dummy"}}};
 enum class Compression { none, gzip };
+template <>
+inline constexpr EnumEntries<Compression, 2> kEnumTable<Compression> = {
+    {{Compression::none, "none"}, {Compression::gzip, "GZIP"}}};
 enum class OnSampleError { fail, skip };
+template <>
+inline constexpr EnumEntries<OnSampleError, 2> kEnumTable<OnSampleError> = {
+    {{OnSampleError::fail, "fail"}, {OnSampleError::skip, "skip"}}};
 // How samples are stored: the reference's TFRecords, or NVIDIA's .npy variant
 // (<stem>.data.npy int16 [D, H, W, C] beside <stem>.label.npy float32 [targets]).
 enum class SampleFileFormat { tfrecord, npy };
+template <>
+inline constexpr EnumEntries<SampleFileFormat, 2> kEnumTable<SampleFileFormat> = {
+    {{SampleFileFormat::tfrecord, "tfrecord"}, {SampleFileFormat::npy, "npy"}}};
 
 struct DataConfig {
   DatasetKind name = DatasetKind::cosmo;
@@ -44,7 +61,7 @@ struct DataConfig {
   int64_t n_train = 0;                          // > 0
   int64_t n_valid = 0;                          // >= 0; 0 = no validation
   Shape sample_shape;                           // [D, H, W, C], channels last as in the files
-  Shape target_shape;                           // default [model.target_size]
+  Shape target_shape;                           // default [model.target_size] (graph: y's shape)
   int64_t batch_size = 0;                       // per rank
   int n_epochs = 0;
   bool shard = true;
@@ -63,29 +80,23 @@ struct DataConfig {
   SampleFileFormat format = SampleFileFormat::tfrecord;
 };
 
-enum class Activation { leaky_relu, relu, tanh };
-enum class Pooling { max, avg };
-
+// The model section: a registered model (crest/models/model_registry.hpp) and its own keys, or a
+// network given as a graph (docs/models.md).
 struct ModelConfig {
-  // "cosmoflow", or "graph": a network given as `layers:` (docs/models.md), held in `graph`.
+  // A name from model_names(), or "graph": a network given as `layers:`, held in `graph`.
   std::string name = "cosmoflow";
   // A graph model's network; it trains on the CosmoFlow task: input x [C, D, H, W] (the data's
-  // sample, channels-last), input y [target_size], outputs[0] the prediction, and a loss.
+  // sample, channels-last), input y [targets], outputs[0] the prediction, and a loss.
   std::shared_ptr<const Graph> graph;
-  Shape input_shape;  // defaults to data.sample_shape and must equal it
-  int kernel_size = 3;
-  int target_size = 4;
-  int conv_size = 32;  // filters of the first conv; block i has conv_size * 2^i
-  int n_conv_layers = 5;
-  int fc1_size = 128;
-  int fc2_size = 64;
-  Activation hidden_activation = Activation::leaky_relu;
-  Pooling pooling_type = Pooling::max;
-  double dropout = 0.5;  // [0, 1)
-  double l2 = 0;         // l2 * sum(w^2) on the two hidden dense kernels
+  // A registered model's section, canonical: every key the model declares, defaults filled in
+  // (input_shape is data.sample_shape). cosmoflow_options(attrs) reads CosmoFlow's.
+  Attributes attrs;
 };
 
 enum class OptimizerKind { sgd, adam, adamw };
+template <>
+inline constexpr EnumEntries<OptimizerKind, 3> kEnumTable<OptimizerKind> = {
+    {{OptimizerKind::sgd, "SGD"}, {OptimizerKind::adam, "Adam"}, {OptimizerKind::adamw, "AdamW"}}};
 
 struct OptimizerConfig {
   OptimizerKind name = OptimizerKind::sgd;
@@ -100,6 +111,9 @@ struct OptimizerConfig {
 };
 
 enum class LrScaling { none, linear, sqrt };
+template <>
+inline constexpr EnumEntries<LrScaling, 3> kEnumTable<LrScaling> = {
+    {{LrScaling::none, "none"}, {LrScaling::linear, "linear"}, {LrScaling::sqrt, "sqrt"}}};
 
 // Without an lr_schedule section: base_lr = optimizer.lr, or the Keras default of the optimizer
 // (SGD 0.01, Adam/AdamW 0.001), constant.
@@ -124,10 +138,19 @@ struct TrainConfig {
   bool report = false;                  // write output_dir/report.html and report.json
 };
 
+// The dtype a run computes in. float64 is the oracle mode: the reference backend in double, what
+// parity checks against float64 PyTorch compare with.
+enum class Precision { float32, float64 };
+template <>
+inline constexpr EnumEntries<Precision, 2> kEnumTable<Precision> = {
+    {{Precision::float32, "float32"}, {Precision::float64, "float64"}}};
+DType precision_dtype(Precision p);
+
 // crest: section (crest addition).
 struct RuntimeConfig {
-  std::string backend = "onednn";  // a name from backend_names()
-  int threads = 0;                 // compute threads per rank; 0 = all cores
+  std::string backend = "onednn";            // a name from backend_names()
+  int threads = 0;                           // compute threads per rank; 0 = all cores
+  Precision precision = Precision::float32;  // float64 needs a backend that supports it
 };
 
 // dist: section (crest addition): how ranks work together (docs/distributed.md).
@@ -168,11 +191,9 @@ Config load_config_text(const std::string& yaml, const std::string& source,
 // Renders `config` as YAML (what resolved_yaml holds).
 std::string to_yaml(const Config& config);
 
-// Reference spellings, for logs and the resolved YAML.
-const char* dataset_name(DatasetKind k);      // "cosmo", "dummy"
-const char* activation_name(Activation a);    // "LeakyReLU", "ReLU", "Tanh"
-const char* pooling_name(Pooling p);          // "MaxPool3D", "AvgPool3D"
-const char* optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW"
-const char* scaling_name(LrScaling s);        // "none", "linear", "sqrt"
+// Reference spellings, for logs and the resolved YAML (the first of each kEnumTable entry).
+std::string dataset_name(DatasetKind k);      // "cosmo", "dummy"
+std::string optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW"
+std::string scaling_name(LrScaling s);        // "none", "linear", "sqrt"
 
 }  // namespace crest

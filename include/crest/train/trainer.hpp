@@ -61,11 +61,9 @@ struct TrainSummary {
 // The learning-rate schedule of the config's lr_schedule section (validated).
 LrSchedule lr_schedule_of(const LrScheduleConfig& c);
 
-// Model options from the config's model section (the built-in cosmoflow model).
-CosmoFlowOptions cosmoflow_options(const ModelConfig& m);
-
-// The network a config's model section describes: the built-in cosmoflow model, or a graph
-// given as layers: (outputs[0] is the prediction). Defined in build_model.cpp.
+// The network a config's model section describes: a registered model (model_registry.hpp) built
+// from its section, or a graph given as layers: (outputs[0] is the prediction). Defined in
+// build_model.cpp.
 BuiltModel build_model(const ModelConfig& m);
 
 // Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.

@@ -1,0 +1,30 @@
+// The rules that join sections: the CosmoFlow task feeds the model the data's samples and targets,
+// so model.input_shape is data.sample_shape and data.target_shape is [model.target_size]; and the
+// reference's optimizer.lr is the schedule's rate when there is no lr_schedule section.
+#pragma once
+#include <map>
+#include <string>
+
+#include "config/model_section.hpp"
+#include "config/reader.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest::config {
+
+// The model keys the data decides (input_shape), after checking that a given one agrees.
+// data.sample_shape set by an override carries model.input_shape along unless that is overridden
+// too: in the reference schema input_shape only restates it.
+std::map<std::string, TaskValue> model_values_from_data(const SectionReader& data_reader,
+                                                        const Section& model_section,
+                                                        const DataConfig& data);
+
+// data.target_shape from the model when not given, else checked against it; a graph model's x
+// checked against data.sample_shape.
+void bind_model_to_data(const SectionReader& data_reader, const ModelConfig& model,
+                        DataConfig& data);
+
+// lr_schedule.base_lr from optimizer.lr (or the Keras default) when lr_schedule is not given;
+// refuses optimizer.lr beside an lr_schedule, which would overwrite it every epoch.
+void resolve_learning_rate(const SectionReader& optimizer_reader, bool schedule_given, Config& c);
+
+}  // namespace crest::config

@@ -1,0 +1,137 @@
+// load_config: the file, the overrides applied to its tree, then every section read through its
+// table, in the order the cross-section rules need (data before model before data.target_shape).
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "config/cross_section.hpp"
+#include "config/model_section.hpp"
+#include "config/overrides.hpp"
+#include "config/schema.hpp"
+#include "config/sections.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest {
+namespace {
+
+using namespace config;
+
+// Opens section `t.section` of `top`, refuses keys its table lacks, and reads it into `out`.
+template <typename S>
+SectionReader read_section(const Source& src, const Section& top, const Table<S>& t, S& out) {
+  Section s = open_section(src, top, t.section);
+  check_known_keys(src, s, t.keys());
+  SectionReader r(src, std::move(s));
+  read_table(t, r, out);
+  return r;
+}
+
+void require_sections(const Source& src, const Section& top) {
+  for (const char* name : {"model", "data", "optimizer"})
+    if (!top.entries.count(name))
+      throw_input(src.name() + ": " + name + ": required section is missing");
+}
+
+std::string output_dir_of(const Source& src, const SectionReader& top) {
+  if (auto v = top.opt_string("output_dir")) {
+    if (v->empty()) top.fail("output_dir", "must not be empty");
+    return *v;
+  }
+  return "runs/" + std::filesystem::path(src.name()).stem().string();
+}
+
+Config build(const Source& src, const YAML::Node& root) {
+  if (!root.IsDefined() || root.IsNull()) throw_input(src.name() + ": the configuration is empty");
+  const Section top = open_top(src, root);
+  check_known_keys(src, top, *keys_of(""));
+  require_sections(src, top);
+  Config c;
+  c.source = src.name();
+  c.output_dir = output_dir_of(src, SectionReader(src, top));
+  read_section(src, top, mlperf_table(), c.mlperf);
+  c.mlperf.present = top.entries.count("mlperf") > 0;
+
+  const SectionReader data = read_section(src, top, data_table(), c.data);
+  const Section model = open_section(src, top, "model");
+  c.model = read_model_section(src, model, model_values_from_data(data, model, c.data));
+  bind_model_to_data(data, c.model, c.data);
+
+  const SectionReader opt = read_section(src, top, optimizer_table(), c.optimizer);
+  const auto schedule = top.entries.find("lr_schedule");
+  const bool schedule_given = schedule != top.entries.end() && !schedule->second.value.IsNull();
+  if (schedule_given) read_section(src, top, lr_schedule_table(), c.lr_schedule);
+  resolve_learning_rate(opt, schedule_given, c);
+
+  read_section(src, top, train_table(), c.train);
+  read_section(src, top, runtime_table(), c.crest);
+  read_section(src, top, dist_table(), c.dist);
+  return c;
+}
+
+std::string read_text(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw_input(path + ": is a directory, not a config file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw_input(path + ": cannot read config file: " + std::strerror(errno));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+YAML::Node parse(const std::string& yaml, const std::string& source) {
+  try {
+    return YAML::Load(yaml);
+  } catch (const YAML::Exception& e) {
+    const std::string at = e.mark.line >= 0 ? ":" + std::to_string(e.mark.line + 1) + ":" +
+                                                  std::to_string(e.mark.column + 1)
+                                            : "";
+    throw_input(source + at + ": YAML syntax error: " + e.msg);
+  }
+}
+
+}  // namespace
+
+Config load_config_text(const std::string& yaml, const std::string& source,
+                        const std::vector<std::string>& overrides) {
+  YAML::Node root = parse(yaml, source);
+  // Checked before overrides, which would otherwise turn a scalar document into a map.
+  if (root.IsDefined() && !root.IsNull() && !root.IsMap())
+    throw_input(source + ": expected key: value lines at the top level, got " + describe(root));
+  Source src(source);
+  for (const auto& o : overrides) apply_override(src, root, o);
+  Config c = build(src, root);
+  c.overrides = overrides;
+  c.resolved_yaml = to_yaml(c);
+  return c;
+}
+
+Config load_config(const std::string& path, const std::vector<std::string>& overrides) {
+  return load_config_text(read_text(path), path, overrides);
+}
+
+std::string to_yaml(const Config& c) {
+  std::string y = "# Resolved by crest from " + c.source;
+  if (!c.overrides.empty()) {
+    y += " with overrides:";
+    for (const auto& o : c.overrides) y += " " + o;
+  }
+  y += "\n# Every setting is spelled out; loading this file gives the same configuration.\n";
+  y += "output_dir: " + quote(c.output_dir) + "\n";
+  if (c.mlperf.present) y += print_table(mlperf_table(), c.mlperf);
+  y += print_table(data_table(), c.data);
+  y += print_model_section(c.model);
+  y += print_table(optimizer_table(), c.optimizer);
+  y += print_table(lr_schedule_table(), c.lr_schedule);
+  y += print_table(train_table(), c.train);
+  y += print_table(runtime_table(), c.crest);
+  y += print_table(dist_table(), c.dist);
+  return y;
+}
+
+std::string dataset_name(DatasetKind k) { return enum_name(k); }
+std::string optimizer_name(OptimizerKind k) { return enum_name(k); }
+std::string scaling_name(LrScaling s) { return enum_name(s); }
+
+}  // namespace crest

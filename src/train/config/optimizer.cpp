@@ -1,0 +1,106 @@
+// optimizer: Keras-form SGD, Adam and AdamW. Its learning rate lives in lr_schedule.base_lr; the
+// reference's optimizer.lr is checked here and resolved in cross_section.cpp.
+#include "config/sections.hpp"
+
+namespace crest::config {
+namespace {
+
+using S = OptimizerConfig;
+
+bool is_sgd(const S& s) { return s.name == OptimizerKind::sgd; }
+
+// The weight decay's default depends on the optimizer (AdamW: 0.01), so the name sets it.
+Field<S> name_field() {
+  Field<S> f = required(enum_field("name", &S::name), " (SGD, Adam or AdamW)");
+  auto read = f.read;
+  f.read = [read](const SectionReader& r, S& s) {
+    read(r, s);
+    s.weight_decay = s.name == OptimizerKind::adamw ? 0.01 : 0.0;
+  };
+  return f;
+}
+
+// A row printed only for the optimizers that use it.
+Field<S> only_printed_if(Field<S> f, bool (*when)(const S&)) {
+  auto print = f.print;
+  f.print = [print, when](const S& s, Lines& l) {
+    if (when(s)) print(s, l);
+  };
+  return f;
+}
+
+Field<S> betas_field() {
+  return {"betas",
+          [](const SectionReader& r, S& s) {
+            const Entry* e = r.get("betas");
+            if (!e) return;
+            if (!e->value.IsSequence() || e->value.size() != 2)
+              r.fail("betas", "expected [beta1, beta2], got " + describe(e->value));
+            double b[2];
+            for (size_t i = 0; i < 2; ++i) {
+              b[i] = r.to_double("optimizer.betas[" + std::to_string(i) + "]", e->key, e->value[i]);
+              if (const auto p = unit_interval()(b[i]); !p.empty()) r.fail("betas", p);
+            }
+            s.beta1 = b[0], s.beta2 = b[1];
+          },
+          [](const S& s, Lines& l) {
+            if (!is_sgd(s))
+              l.add("betas", "[" + format_double(s.beta1) + ", " + format_double(s.beta2) + "]");
+          }};
+}
+
+// Checked here, kept nowhere: cross_section.cpp makes it lr_schedule.base_lr.
+Field<S> learning_rate_field(const std::string& key) {
+  return {key,
+          [key](const SectionReader& r, S&) {
+            if (auto v = r.opt_double(key))
+              if (const auto p = positive()(*v); !p.empty()) r.fail(key, p);
+          },
+          nullptr};
+}
+
+// An alias of a printed key (the Keras names beta_1, epsilon).
+Field<S> unprinted(Field<S> f) {
+  f.print = nullptr;
+  return f;
+}
+
+// Each optimizer takes only its own settings: a momentum given to Adam would be ignored, and a
+// silently ignored hyperparameter is a wrong experiment. Two names of one setting are refused.
+void check_optimizer(const SectionReader& r, S& o) {
+  const std::string name = enum_name(o.name);
+  auto only_for = [&](const std::string& key, bool allowed, const std::string& who) {
+    if (r.has(key) && !allowed)
+      r.fail(key, "not used by " + name + " (only " + who + "); remove it or set it to null");
+  };
+  only_for("momentum", is_sgd(o), "SGD");
+  only_for("nesterov", is_sgd(o), "SGD");
+  for (const char* k : {"betas", "beta_1", "beta_2", "eps", "epsilon"})
+    only_for(k, !is_sgd(o), "Adam, AdamW");
+  for (const auto& [a, b] : {std::pair{"lr", "learning_rate"},
+                             {"eps", "epsilon"},
+                             {"betas", "beta_1"},
+                             {"betas", "beta_2"}})
+    if (r.has(a) && r.has(b))
+      r.fail(b, std::string("same setting as optimizer.") + a + "; give only one");
+}
+
+}  // namespace
+
+const Table<OptimizerConfig>& optimizer_table() {
+  static const Table<S> t{
+      "optimizer",
+      {name_field(), learning_rate_field("lr"), learning_rate_field("learning_rate"),
+       only_printed_if(number_field("momentum", &S::momentum, unit_interval()), is_sgd),
+       only_printed_if(bool_field("nesterov", &S::nesterov), is_sgd), betas_field(),
+       unprinted(number_field("beta_1", &S::beta1, unit_interval())),
+       unprinted(number_field("beta_2", &S::beta2, unit_interval())),
+       only_printed_if(number_field("eps", &S::eps, positive()),
+                       [](const S& s) { return !is_sgd(s); }),
+       unprinted(number_field("epsilon", &S::eps, positive())),
+       number_field("weight_decay", &S::weight_decay, non_negative())},
+      check_optimizer};
+  return t;
+}
+
+}  // namespace crest::config

@@ -1,0 +1,49 @@
+// crest: (a crest addition) the backend, its threads and the precision it computes in.
+#include "config/sections.hpp"
+#include "crest/backends/kernels.hpp"
+
+namespace crest::config {
+namespace {
+
+using S = RuntimeConfig;
+
+Field<S> backend_field() {
+  return {"backend",
+          [](const SectionReader& r, S& s) {
+            const auto b = r.opt_string("backend");
+            if (!b) return;
+            const auto names = backend_names();
+            if (std::find(names.begin(), names.end(), *b) == names.end())
+              r.fail("backend",
+                     "unknown backend " + quote(*b) + " (available: " + join_list(names) + ")");
+            s.backend = *b;
+          },
+          [](const S& s, Lines& l) { l.add("backend", s.backend); }};
+}
+
+// float64 is the oracle mode; a backend without double kernels (onednn) cannot run it, and
+// silently computing in float32 instead would defeat the comparison it is asked for.
+void check_precision(const SectionReader& r, S& s) {
+  if (s.precision == Precision::float32) return;
+  if (!make_backend(s.backend)->supports(precision_dtype(s.precision)))
+    r.fail("precision", enum_name(s.precision) + " is not supported by crest.backend " + s.backend +
+                            " (use crest.backend: reference for float64)");
+}
+
+}  // namespace
+
+const Table<RuntimeConfig>& runtime_table() {
+  static const Table<S> t{"crest",
+                          {backend_field(), int_field("threads", &S::threads, 0, 1 << 16),
+                           enum_field("precision", &S::precision)},
+                          check_precision};
+  return t;
+}
+
+}  // namespace crest::config
+
+namespace crest {
+
+DType precision_dtype(Precision p) { return p == Precision::float64 ? DType::f64 : DType::f32; }
+
+}  // namespace crest

@@ -1,0 +1,17 @@
+// The table of each config section (one file each: mlperf.cpp, data.cpp, ...). The model section
+// is not a table of its own: its keys are the registered model's (model_section.hpp).
+#pragma once
+#include "config/table.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest::config {
+
+const Table<MlperfConfig>& mlperf_table();
+const Table<DataConfig>& data_table();
+const Table<OptimizerConfig>& optimizer_table();
+const Table<LrScheduleConfig>& lr_schedule_table();
+const Table<TrainConfig>& train_table();
+const Table<RuntimeConfig>& runtime_table();
+const Table<DistConfig>& dist_table();
+
+}  // namespace crest::config

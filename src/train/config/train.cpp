@@ -1,0 +1,119 @@
+// train: the reference's loss, metrics and stopping rules, then crest additions.
+#include <sstream>
+
+#include "config/sections.hpp"
+
+namespace crest::config {
+namespace {
+
+using S = TrainConfig;
+
+Field<S> loss_field() {
+  return {"loss",
+          [](const SectionReader& r, S& t) {
+            const auto v = r.opt_string("loss");
+            if (!v) return;
+            if (fold_spelling(*v) != "mse" && fold_spelling(*v) != "meansquarederror")
+              r.fail("loss", "unknown value " + quote(*v) + " (expected one of: mse)");
+            t.loss = "mse";
+          },
+          [](const S& t, Lines& l) { l.add("loss", t.loss); }};
+}
+
+// Keras accepts a name or a list of names, with its aliases (mae, mse).
+Field<S> metrics_field() {
+  return {"metrics",
+          [](const SectionReader& r, S& t) {
+            const Entry* e = r.get("metrics");
+            if (!e) return;
+            std::vector<YAML::Node> items;
+            if (e->value.IsSequence())
+              for (size_t i = 0; i < e->value.size(); ++i) items.push_back(e->value[i]);
+            else
+              items.push_back(e->value);
+            t.metrics.clear();
+            for (size_t i = 0; i < items.size(); ++i) {
+              const std::string path = "train.metrics[" + std::to_string(i) + "]";
+              if (!items[i].IsScalar())
+                r.source().fail(path, e->key, "expected a metric name, got " + describe(items[i]));
+              const std::string name = fold_spelling(items[i].Scalar());
+              if (name == "meanabsoluteerror" || name == "mae")
+                t.metrics.push_back("mean_absolute_error");
+              else if (name == "meansquarederror" || name == "mse")
+                t.metrics.push_back("mean_squared_error");
+              else
+                r.source().fail(path, e->key,
+                                "unknown metric " + quote(items[i].Scalar()) +
+                                    " (expected mean_absolute_error or mean_squared_error)");
+            }
+          },
+          [](const S& t, Lines& l) { l.add("metrics", "[" + join_list(t.metrics) + "]"); }};
+}
+
+Field<S> patience_field() {
+  return {"early_stopping_patience",
+          [](const SectionReader& r, S& t) {
+            if (auto v = r.opt_int("early_stopping_patience", 0))
+              t.early_stopping_patience = static_cast<int>(*v);
+          },
+          [](const S& t, Lines& l) {
+            if (t.early_stopping_patience)
+              l.add("early_stopping_patience", std::to_string(*t.early_stopping_patience));
+          }};
+}
+
+Field<S> target_mae_field() {
+  return {"target_mae",
+          [](const SectionReader& r, S& t) {
+            if (auto v = r.opt_double("target_mae")) {
+              if (*v <= 0) r.fail("target_mae", "must be positive, got " + format_double(*v));
+              t.target_mae = *v;
+            }
+          },
+          [](const S& t, Lines& l) {
+            if (t.target_mae) l.add("target_mae", format_double(*t.target_mae));
+          }};
+}
+
+// "N" or "N epochs" (after every N-th epoch), "N steps" (every N training steps); 0: only at the
+// end of the run.
+Field<S> checkpoint_every_field() {
+  return {"checkpoint_every",
+          [](const SectionReader& r, S& t) {
+            const Entry* e = r.get("checkpoint_every");
+            if (!e) return;
+            const std::string text = e->value.IsScalar() ? e->value.Scalar() : std::string();
+            std::istringstream in(text);
+            long long n = -1;
+            std::string unit, rest;
+            in >> n >> unit >> rest;
+            const bool ok_unit = unit.empty() || unit == "epoch" || unit == "epochs" ||
+                                 unit == "step" || unit == "steps";
+            if (!e->value.IsScalar() || in.bad() || n < 0 || n > (1ll << 40) || !ok_unit ||
+                !rest.empty())
+              r.fail("checkpoint_every",
+                     "expected a count of epochs (2, \"2 epochs\") or steps (\"500 steps\"), got " +
+                         describe(e->value));
+            t.checkpoint_every = n;
+            t.checkpoint_every_steps = unit.rfind("step", 0) == 0;
+          },
+          [](const S& t, Lines& l) {
+            l.add("checkpoint_every", quote(std::to_string(t.checkpoint_every) +
+                                            (t.checkpoint_every_steps ? " steps" : " epochs")));
+          }};
+}
+
+}  // namespace
+
+const Table<TrainConfig>& train_table() {
+  static const Table<S> t{
+      "train",
+      {loss_field(), metrics_field(), patience_field(), target_mae_field(),
+       // crest additions
+       checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
+       number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report)},
+      {}};
+  return t;
+}
+
+}  // namespace crest::config
