@@ -6,9 +6,9 @@
 #include <cstring>
 #include <sstream>
 
-#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/core/units.hpp"
 
 namespace crest {
@@ -119,7 +119,8 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
     }
   // Allocated once: a training step allocates nothing.
   if (compress_ != GradientCompression::none && comm_.size() > 1)
-    narrow_.assign(params.trainable_bytes() / sizeof(float), 0);
+    narrow_ =
+        Buffer(params.trainable_bytes() / sizeof(float) * sizeof(uint16_t), 256, params.memory());
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b)
@@ -175,7 +176,10 @@ void GradientSync::verify_same_layout_everywhere() {
 
 void GradientSync::broadcast_parameters(ParamStore& params) {
   if (comm_.size() == 1) return;
-  comm_.broadcast(params.values(), params.bytes(), 0);
+  // The communicator works on host memory: on a device, through a host copy.
+  HostStaging host(params.memory(), params.values(), params.bytes());
+  comm_.broadcast(host.data(), params.bytes(), 0);
+  host.commit();
 }
 
 void GradientSync::start_bucket(size_t b) {
@@ -196,17 +200,13 @@ void GradientSync::start_bucket(size_t b) {
   }
   // Scaled before narrowing: the sum of the ranks' shares is the average, within range whenever
   // every share is.
-  uint16_t* out = narrow_.data() + bk.begin_byte / sizeof(float);
-  if (compress_ == GradientCompression::bf16) {
-    for (size_t i = 0; i < n; ++i) out[i] = float_to_bf16(grads[i] * scale);
+  uint16_t* out = narrow_codes() + bk.begin_byte / sizeof(float);
+  const bool bf16 = compress_ == GradientCompression::bf16;
+  const double largest =
+      params_.ops().narrow(grads, scale, out, n, bf16 ? DType::bf16 : DType::f16);
+  if (bf16) {
     pending_[b] = comm_.start_allreduce_16(out, n, Float16::bf16, what);
     return;
-  }
-  float largest = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const float v = grads[i] * scale;
-    largest = std::max(largest, std::abs(v));
-    out[i] = float_to_fp16(v);
   }
   // An infinite fp16 sum would silently poison every weight: refuse instead, saying what to do.
   if (!(largest <= kFp16Max))
@@ -241,12 +241,9 @@ void GradientSync::finish() {
       if (compress_ != GradientCompression::none) {  // widen the average back
         const GradientBucket& bk = buckets_[b];
         auto* grads = reinterpret_cast<float*>(static_cast<char*>(params_.grads()) + bk.begin_byte);
-        const uint16_t* in = narrow_.data() + bk.begin_byte / sizeof(float);
-        const size_t n = bk.bytes() / sizeof(float);
-        if (compress_ == GradientCompression::bf16)
-          for (size_t i = 0; i < n; ++i) grads[i] = bf16_to_float(in[i]);
-        else
-          for (size_t i = 0; i < n; ++i) grads[i] = fp16_to_float(in[i]);
+        const uint16_t* in = narrow_codes() + bk.begin_byte / sizeof(float);
+        params_.ops().widen(in, compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16,
+                            grads, bk.bytes() / sizeof(float));
       }
     }
   }

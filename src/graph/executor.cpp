@@ -33,8 +33,8 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::plan_backward(*prog_);
   compile::plan_storage(*prog_);
   const MemoryPlan& plan = prog_->plan;
-  arena_ =
-      Buffer(align_up(plan.arena_bytes, 256) + std::max<size_t>(plan.scratch_bytes, 256) + 256);
+  arena_ = Buffer(align_up(plan.arena_bytes, 256) + std::max<size_t>(plan.scratch_bytes, 256) + 256,
+                  256, backend.memory());
   bind_run_contexts();
 }
 

@@ -6,6 +6,7 @@
 #include <random>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 
 namespace crest {
 namespace {
@@ -56,7 +57,8 @@ void fill_slot(T* w, const ParamSlot& s, uint64_t seed) {
 
 }  // namespace
 
-ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype) : dtype_(dtype) {
+ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend)
+    : dtype_(dtype), ops_(backend.vector_ops(dtype)) {
   // Trainable first so the optimizer sees one contiguous prefix.
   std::stable_partition(slots.begin(), slots.end(),
                         [](const ParamSlot& s) { return s.spec.trainable; });
@@ -68,11 +70,15 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype) : dtype_(dtype
     if (s.spec.trainable) trainable_bytes_ = offset;
   }
   slots_ = std::move(slots);
-  values_ = Buffer(std::max<size_t>(offset, 256));
-  grads_ = Buffer(std::max<size_t>(offset, 256));
-  // Padding between slices stays zero forever, so whole-buffer optimizer updates are harmless.
-  std::memset(values_.data(), 0, values_.bytes());
-  std::memset(grads_.data(), 0, grads_.bytes());
+  // Zeroed by the resource. Padding between slices stays zero forever, so whole-buffer optimizer
+  // updates are harmless.
+  values_ = Buffer(std::max<size_t>(offset, 256), 256, backend.memory());
+  grads_ = Buffer(std::max<size_t>(offset, 256), 256, backend.memory());
+}
+
+VectorOps& ParamStore::ops() const {
+  CREST_CHECK(ops_ != nullptr, "a parameter store without a backend has no operations");
+  return *ops_;
 }
 
 int64_t ParamStore::parameter_count() const {
@@ -101,14 +107,18 @@ int ParamStore::find(const std::string& name) const {
 }
 
 void ParamStore::initialize(uint64_t seed) {
-  for (size_t i = 0; i < slots_.size(); ++i) {
+  if (dtype_ != DType::f32 && dtype_ != DType::f64)
+    throw_runtime("parameter initialisation supports f32 and f64 only");
+  // Every slot is written and the padding of a fresh host copy is zero: nothing to fetch.
+  HostStaging host(memory(), values_.data(), values_.bytes(), /*fetch=*/false);
+  for (const ParamSlot& s : slots_) {
+    char* w = host.as<char>() + s.offset;
     if (dtype_ == DType::f32)
-      fill_slot(value(i).as<float>(), slots_[i], seed);
-    else if (dtype_ == DType::f64)
-      fill_slot(value(i).as<double>(), slots_[i], seed);
+      fill_slot(reinterpret_cast<float*>(w), s, seed);
     else
-      throw_runtime("parameter initialisation supports f32 and f64 only");
+      fill_slot(reinterpret_cast<double*>(w), s, seed);
   }
+  host.commit();
 }
 
 }  // namespace crest

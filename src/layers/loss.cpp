@@ -72,6 +72,10 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
   classes_ = s[1];
   spatial_ = s.numel() / std::max<int64_t>(n_ * classes_, 1);
   if (weights_.empty()) weights_.assign(static_cast<size_t>(classes_), 1.f);
+  // The kernel reads the weights where it runs (device memory on a device backend): copied once.
+  const size_t weight_bytes = weights_.size() * sizeof(float);
+  weights_on_backend_ = Buffer(weight_bytes, 256, ctx.backend.memory());
+  ctx.backend.memory().copy_to_device(weights_on_backend_.data(), weights_.data(), weight_bytes);
   ctx.in_formats[0] = plain_format(s, ctx.dtype);
   ctx.in_formats[1] = plain_format(ctx.in_shapes[1], DType::i32);
   ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
@@ -81,14 +85,14 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
 void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
   ctx.loss =
       ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                     weights_.data(), ctx.scratch, n_, classes_, spatial_, 1.0);
+                                     class_weights(), ctx.scratch, n_, classes_, spatial_, 1.0);
   ctx.vec->fill(ctx.out[0], 1, ctx.loss);
 }
 
 void SoftmaxCrossEntropyLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0])
     ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                   weights_.data(), ctx.diff_in[0], n_, classes_, spatial_, 1.0);
+                                   class_weights(), ctx.diff_in[0], n_, classes_, spatial_, 1.0);
 }
 
 }  // namespace crest

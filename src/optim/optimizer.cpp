@@ -1,7 +1,5 @@
 #include "crest/optim/optimizer.hpp"
 
-#include <cstring>
-
 #include "crest/core/error.hpp"
 
 namespace crest {
@@ -11,9 +9,10 @@ void Optimizer::attach(ParamStore& params, VectorOps& vec) {
   vec_ = &vec;
   count_ = params.trainable_count_padded();
   state_.clear();
+  // In the parameters' memory (the backend's), zeroed there: the padding too stays zero.
   for (size_t i = 0; i < state_names().size(); ++i) {
-    state_.emplace_back(std::max<size_t>(params.trainable_bytes(), 256));
-    std::memset(state_.back().data(), 0, state_.back().bytes());
+    state_.emplace_back(std::max<size_t>(params.trainable_bytes(), 256), 256, params.memory());
+    vec.fill(state_.back().data(), state_.back().bytes() / dtype_size(params.dtype()), 0.0);
   }
   steps_ = 0;
 }

@@ -1,8 +1,7 @@
 #include "batch_feed.hpp"
 
-#include <cstring>
-
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 
 namespace crest {
 namespace {
@@ -14,14 +13,15 @@ void convert(const From* from, To* to, size_t n) {
   for (size_t i = 0; i < n; ++i) to[i] = static_cast<To>(from[i]);
 }
 
-void convert_into(const TensorView& from, const TensorView& to) {
+// `to` is host memory of to_dtype.
+void convert_into(const TensorView& from, void* to, DType to_dtype) {
   const auto n = static_cast<size_t>(from.numel());
-  if (from.dtype() == DType::f32 && to.dtype() == DType::f64)
-    return convert(from.as<float>(), to.as<double>(), n);
-  if (from.dtype() == DType::f64 && to.dtype() == DType::f32)
-    return convert(from.as<double>(), to.as<float>(), n);
-  throw_input(std::string("a batch of ") + dtype_name(from.dtype()) +
-              " cannot feed a model input of " + dtype_name(to.dtype()));
+  if (from.dtype() == DType::f32 && to_dtype == DType::f64)
+    return convert(from.as<float>(), static_cast<double*>(to), n);
+  if (from.dtype() == DType::f64 && to_dtype == DType::f32)
+    return convert(from.as<double>(), static_cast<float*>(to), n);
+  throw_input("a batch of " + dtype_name(from.dtype()) + " cannot feed a model input of " +
+              dtype_name(to_dtype));
 }
 
 }  // namespace
@@ -38,14 +38,24 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   if (from.numel() != to.numel())
     throw_input("the data's " + input + " batch has " + std::to_string(from.numel()) +
                 " elements, the model's input '" + input + "' takes " + std::to_string(to.numel()));
-  if (from.dtype() != to.dtype()) return convert_into(from, to);
-  if (!ex_.bind_input(input, from.data())) std::memcpy(to.data(), from.data(), from.bytes());
+  MemoryResource& memory = ex_.backend().memory();
+  if (from.dtype() != to.dtype()) {
+    HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
+    convert_into(from, staged.data(), to.dtype());
+    return staged.commit();
+  }
+  // The loader's buffers are host memory: the model reads them in place only where its memory
+  // is host memory too.
+  if (memory.is_host() && ex_.bind_input(input, from.data())) return;
+  memory.copy_to_device(to.data(), from.data(), from.bytes());
 }
 
 TensorView BatchFeed::host_prediction() {
   const TensorView p = ex_.output(model_.prediction);
+  MemoryResource& memory = ex_.backend().memory();
+  if (memory.is_host()) return p;
   prediction_copy_.resize(p.bytes());
-  std::memcpy(prediction_copy_.data(), p.data(), p.bytes());
+  memory.copy_to_host(prediction_copy_.data(), p.data(), p.bytes());
   return TensorView(prediction_copy_.data(), p.desc());
 }
 

@@ -17,7 +17,8 @@ class BatchFeed {
   // Makes `batch` the model's input for the next steps: bound in place where the graph allows
   // it and the dtypes agree, else copied (and converted to the input's dtype).
   void feed(const LoadedBatch& batch);
-  // The prediction of the last forward pass, in host memory (valid until the next call).
+  // The prediction of the last forward pass, in host memory: the model's own where that is host
+  // memory, else a copy (valid until the next call).
   TensorView host_prediction();
 
  private:

@@ -15,8 +15,10 @@ BuiltModel build_model(const ModelConfig& m) {
     // The data feeds the graph's inputs in order: each batch's samples, then their targets.
     const auto& inputs = m.graph->inputs();
     if (inputs.size() != 2)
-      throw_input("model.inputs: a graph model takes two inputs, the samples and their targets, "
-                  "in that order (it has " + std::to_string(inputs.size()) + ")");
+      throw_input(
+          "model.inputs: a graph model takes two inputs, the samples and their targets, "
+          "in that order (it has " +
+          std::to_string(inputs.size()) + ")");
     b.sample_input = inputs[0].name;
     b.target_input = inputs[1].name;
     return b;

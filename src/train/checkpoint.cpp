@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/data/formats/crc32c.hpp"
 #include "crest/data/safetensors.hpp"
 
@@ -30,18 +31,39 @@ std::string exact(double v) {
   return buf;
 }
 
-// Every tensor of a checkpoint, by its file name: model/<param>, optimizer/<state>/<param>.
-std::vector<SafetensorsEntry> entries_of(const ParamStore& params, Optimizer& optimizer) {
-  std::vector<SafetensorsEntry> out;
-  for (size_t s = 0; s < params.slots().size(); ++s) {
-    const ParamSlot& slot = params.slots()[s];
-    out.push_back({"model/" + slot.name, params.dtype(), slot.shape, params.value(s).data()});
+// Every tensor of a checkpoint, by its file name: model/<param>, optimizer/<state>/<param>,
+// pointing into host views of the parameter values and each optimizer state buffer (the buffers
+// themselves on host memory, copies elsewhere).
+struct HostTensors {
+  std::vector<HostStaging> buffers;
+  std::vector<SafetensorsEntry> entries;
+  void commit() {
+    for (HostStaging& b : buffers) b.commit();
   }
-  for (const auto& [state, buffer] : optimizer.state())
+};
+
+// `writable`: the entries will be loaded into, then commit() copies them back.
+HostTensors host_tensors(const ParamStore& params, Optimizer& optimizer, bool writable) {
+  HostTensors out;
+  const auto states = optimizer.state();
+  out.buffers.reserve(1 + states.size());
+  auto stage = [&](void* data, size_t bytes) -> const std::byte* {
+    if (writable)
+      out.buffers.emplace_back(params.memory(), data, bytes);
+    else
+      out.buffers.emplace_back(params.memory(), static_cast<const void*>(data), bytes);
+    return static_cast<const std::byte*>(out.buffers.back().data());
+  };
+  const std::byte* values = stage(params.values(), params.bytes());
+  for (const ParamSlot& slot : params.slots())
+    out.entries.push_back({"model/" + slot.name, params.dtype(), slot.shape, values + slot.offset});
+  for (const auto& [state, buffer] : states) {
+    const std::byte* data = stage(buffer->data(), buffer->bytes());
     for (const ParamSlot& slot : params.slots())
       if (slot.spec.trainable)
-        out.push_back({"optimizer/" + state + "/" + slot.name, params.dtype(), slot.shape,
-                       static_cast<const std::byte*>(buffer->data()) + slot.offset});
+        out.entries.push_back({"optimizer/" + state + "/" + slot.name, params.dtype(), slot.shape,
+                               data + slot.offset});
+  }
   return out;
 }
 
@@ -280,7 +302,8 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
       {"optimizer", info.optimizer},
       {"config", info.config_yaml},
   };
-  const std::vector<SafetensorsEntry> entries = entries_of(params, optimizer);
+  const HostTensors host = host_tensors(params, optimizer, /*writable=*/false);
+  const std::vector<SafetensorsEntry>& entries = host.entries;
   std::vector<std::pair<std::string, std::pair<const void*, size_t>>> tensors;
   for (const auto& e : entries)
     tensors.push_back(
@@ -316,7 +339,8 @@ CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Opti
                      "', this run uses '" + optimizer.name() +
                      "' (optimizer.name cannot change on resume)");
   // Verify every tensor (names, dtypes, shapes, nothing extra) before loading any.
-  const std::vector<SafetensorsEntry> entries = entries_of(params, optimizer);
+  HostTensors host = host_tensors(params, optimizer, /*writable=*/true);
+  const std::vector<SafetensorsEntry>& entries = host.entries;
   for (const auto& e : entries) {
     const SafetensorsTensor* t = file.find(e.name);
     if (!t)
@@ -336,6 +360,7 @@ CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Opti
     }
   }
   for (const auto& e : entries) file.read_into(e.name, e.dtype, e.shape, const_cast<void*>(e.data));
+  host.commit();
   optimizer.set_steps_taken(info.position.optimizer_steps);
   return info;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/data/safetensors.hpp"
 
 namespace crest {
@@ -27,10 +28,11 @@ void load_weights(ParamStore& params, const std::string& path) {
   for (const auto& t : file.tensors())
     if (!expected.count(t.name))
       throw_input(path + ": tensor '" + t.name + "' is not a parameter of this model");
-  for (size_t s = 0; s < params.slots().size(); ++s) {
-    const auto& slot = params.slots()[s];
+  // Fetched first: the padding between slots keeps its zeros.
+  HostStaging host(params.memory(), params.values(), params.bytes());
+  for (const ParamSlot& slot : params.slots()) {
     const SafetensorsTensor& t = file.at(slot.name);
-    TensorView dst = params.value(s);
+    char* dst = host.as<char>() + slot.offset;
     // Element-wise copy with memcpy per value: the mapping gives no alignment guarantee.
     const size_t in_size = t.dtype == SafetensorsDType::F32 ? 4 : 8;
     for (size_t i = 0; i < slot.count; ++i) {
@@ -43,20 +45,21 @@ void load_weights(ParamStore& params, const std::string& path) {
         std::memcpy(&v, t.data + i * 8, 8);
       }
       if (params.dtype() == DType::f32)
-        dst.as<float>()[i] = static_cast<float>(v);
+        reinterpret_cast<float*>(dst)[i] = static_cast<float>(v);
       else
-        dst.as<double>()[i] = v;
+        reinterpret_cast<double*>(dst)[i] = v;
     }
   }
+  host.commit();
 }
 
 void save_weights(const ParamStore& params, const std::string& path,
                   const std::map<std::string, std::string>& metadata) {
+  const HostStaging host(params.memory(), static_cast<const void*>(params.values()),
+                         params.bytes());
   std::vector<SafetensorsEntry> entries;
-  for (size_t s = 0; s < params.slots().size(); ++s) {
-    const auto& slot = params.slots()[s];
-    entries.push_back({slot.name, params.dtype(), slot.shape, params.value(s).data()});
-  }
+  for (const ParamSlot& slot : params.slots())
+    entries.push_back({slot.name, params.dtype(), slot.shape, host.as<char>() + slot.offset});
   write_safetensors(path, entries, metadata);
 }
 

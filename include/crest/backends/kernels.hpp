@@ -8,6 +8,11 @@
 //
 // Parameters (weights, biases) and their gradients are always in plain layout; a backend that
 // prefers another weight layout reorders inside its kernel, using scratch.
+//
+// Every pointer handed to a kernel or to VectorOps points into memory from the backend's
+// memory() resource (the executor's arena, the parameter store, optimizer state), and the work
+// is issued on its stream(): host code reads results only after stream().synchronize() and,
+// unless memory().is_host(), only through memory().copy_to_host.
 #pragma once
 #include <array>
 #include <cstddef>
@@ -17,9 +22,11 @@
 #include <typeindex>
 #include <vector>
 
+#include "crest/backends/stream.hpp"
 #include "crest/core/dtype.hpp"
 #include "crest/core/enum_table.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/memory_resource.hpp"
 #include "crest/core/shape.hpp"
 #include "crest/core/tensor.hpp"
 
@@ -211,6 +218,25 @@ class VectorOps {
   virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
                     double beta2, double eps, double weight_decay, bool decoupled,
                     int64_t step) = 0;
+
+  // 16-bit floats for communication (gradient compression), written once above these two.
+  // narrow: v = float(x[i]) * float(scale) (a float product), dst[i] = the 16-bit code of v in
+  // `to` (DType::bf16 or DType::f16), rounded to nearest even exactly as crest/core/bf16.hpp and
+  // fp16.hpp round: NaN stays NaN, values beyond the range become infinite. Returns the largest
+  // |v| (NaN skipped), so a caller can refuse values the narrow type cannot hold.
+  virtual double narrow(const void* x, double scale, void* dst, size_t count, DType to) = 0;
+  // dst[i] = the value of the 16-bit code src[i] of type `from` (bf16 or f16), exactly.
+  virtual void widen(const void* src, DType from, void* dst, size_t count) = 0;
+};
+
+// Whether a backend can create a kernel, and why not: the compile error names the node and
+// repeats `reason` ("f64: the onednn backend computes in f32 only").
+struct Support {
+  bool ok = true;
+  std::string reason;
+  explicit operator bool() const { return ok; }
+  static Support yes() { return {}; }
+  static Support no(std::string why) { return {false, std::move(why)}; }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -223,6 +249,11 @@ struct PeakRate {
   std::string implementation;  // what ran, or why nothing did
 };
 
+// A backend: the kernels, the memory they run on and the stream they run in. The factories below
+// first ask the matching supports() query and throw crest::Error (usage) with its reason, so a
+// backend implements only the protected create_* hooks and never half-creates a kernel it cannot
+// run; callers that want another path (a fallback backend, a different dtype) ask supports()
+// themselves first.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -232,15 +263,28 @@ class Backend {
   // Whether conv kernels can apply this activation as a fused post-op.
   virtual bool fuses(const EltwiseDesc& e) const = 0;
 
+  // Where this backend's kernels read and write (see the file comment), and the order they run.
+  virtual MemoryResource& memory() const = 0;
+  virtual Stream& stream() const = 0;
+
+  // Per-descriptor queries, answered without creating anything. The defaults ask supports(dtype)
+  // for the descriptor's dtype; a backend overrides what it knows better.
+  virtual Support supports(const ConvDesc& d) const;
+  virtual Support supports(const PoolDesc& d) const;
+  virtual Support supports(const DenseDesc& d) const;
+  virtual Support supports(const EltwiseDesc& d, const MemFormat& f) const;
+  virtual Support supports(const MemFormat& reorder_from, const MemFormat& reorder_to) const;
+  virtual Support supports(const std::vector<MemFormat>& concat_srcs) const;
+
   // `src_hint` is the format the producer delivers; a kernel may keep it or choose another
   // (then src_format() differs and the compile step inserts a reorder).
-  virtual std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& src_hint) = 0;
-  virtual std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& src_hint) = 0;
-  virtual std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f) = 0;
-  virtual std::unique_ptr<DenseKernel> dense(const DenseDesc& d) = 0;
-  virtual std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to) = 0;
-  virtual std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) = 0;
-  virtual std::unique_ptr<VectorOps> vector_ops(DType dtype) = 0;
+  std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& src_hint);
+  std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& src_hint);
+  std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f);
+  std::unique_ptr<DenseKernel> dense(const DenseDesc& d);
+  std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to);
+  std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs);
+  std::unique_ptr<VectorOps> vector_ops(DType dtype);
 
   // Sets the number of compute threads this backend uses; returns the number it will really use
   // (what a run reports: the reference backend is single-threaded whatever it is asked).
@@ -253,6 +297,22 @@ class Backend {
   // A backend whose registered kernels run on this backend's memory when it has none of its own
   // for a kernel type (a CPU backend names "reference": slow, but correct); "" for none.
   virtual std::string kernel_fallback() const { return ""; }
+
+ protected:
+  // Called only after the matching supports() said yes.
+  virtual std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& src_hint) = 0;
+  virtual std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& src_hint) = 0;
+  virtual std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d,
+                                                        const MemFormat& f) = 0;
+  virtual std::unique_ptr<DenseKernel> create_dense(const DenseDesc& d) = 0;
+  virtual std::unique_ptr<ReorderKernel> create_reorder(const MemFormat& from,
+                                                        const MemFormat& to) = 0;
+  virtual std::unique_ptr<ConcatKernel> create_concat(const std::vector<MemFormat>& srcs) = 0;
+  virtual std::unique_ptr<VectorOps> create_vector_ops(DType dtype) = 0;
+
+ private:
+  // Throws crest::Error (usage) "backend 'x' cannot create <what>: <reason>" unless s.
+  void require(const Support& s, const std::string& what) const;
 };
 
 // ---------------------------------------------------------------------------------------------

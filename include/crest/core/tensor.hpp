@@ -4,6 +4,7 @@
 #include <cstddef>
 
 #include "crest/core/dtype.hpp"
+#include "crest/core/memory_resource.hpp"
 #include "crest/core/shape.hpp"
 
 namespace crest {
@@ -49,11 +50,13 @@ class TensorView {
 };
 
 // Owning, aligned, zero-initialised buffer for the few places that own memory (arena, flat
-// parameter buffers, test fixtures). Never allocated inside a training step.
+// parameter buffers, test fixtures). Never allocated inside a training step. Model memory comes
+// from the backend's MemoryResource (backend.memory()); the host default is for buffers that are
+// host-side by nature (loader batches, staging copies).
 class Buffer {
  public:
   Buffer() = default;
-  explicit Buffer(size_t bytes, size_t alignment = 256);
+  explicit Buffer(size_t bytes, size_t alignment = 256, MemoryResource& memory = host_memory());
   ~Buffer();
   Buffer(Buffer&& o) noexcept;
   Buffer& operator=(Buffer&& o) noexcept;
@@ -62,11 +65,14 @@ class Buffer {
 
   void* data() const { return data_; }
   size_t bytes() const { return bytes_; }
+  // The resource the memory came from: only host code may touch data() when memory().is_host().
+  MemoryResource& memory() const { return *memory_; }
 
  private:
   void release();
   void* data_ = nullptr;
   size_t bytes_ = 0;
+  MemoryResource* memory_ = &host_memory();
 };
 
 inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }

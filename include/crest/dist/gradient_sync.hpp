@@ -117,7 +117,9 @@ class GradientSync {
   GradientSyncStats stats_;
   std::vector<PendingCollective::Timing> last_timing_;
   GradientCompression compress_;
-  std::vector<uint16_t> narrow_;  // bf16 copy of the gradient buffer (index = byte offset / 4)
+  // 16-bit copy of the gradient buffer, in the parameters' memory (index = byte offset / 4).
+  Buffer narrow_;
+  uint16_t* narrow_codes() const { return static_cast<uint16_t*>(narrow_.data()); }
   void start_bucket(size_t b);
 };
 

@@ -1,10 +1,14 @@
 // Parameters, their gradients and (in the optimizer) their state live in flat buffers, one
 // 256-byte-aligned slice per tensor, so gradient buckets, norms and checkpoints are slices of
 // three buffers. Trainable slices come first; non-trained state (running statistics) after.
+// The buffers live in the backend's memory resource; ops() are the backend's element-wise
+// operations on them, so code above the backend (gradient compression) is written once.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "crest/backends/kernels.hpp"
 #include "crest/core/tensor.hpp"
 #include "crest/graph/layer.hpp"
 
@@ -21,7 +25,8 @@ struct ParamSlot {
 class ParamStore {
  public:
   ParamStore() = default;
-  ParamStore(std::vector<ParamSlot> slots, DType dtype);
+  // Buffers from backend.memory(), zeroed; ops() from backend.vector_ops(dtype).
+  ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend);
 
   DType dtype() const { return dtype_; }
   const std::vector<ParamSlot>& slots() const { return slots_; }
@@ -30,6 +35,10 @@ class ParamStore {
   size_t trainable_count_padded() const { return trainable_bytes_ / dtype_size(dtype_); }
   int64_t parameter_count() const;  // trainable elements, without padding
 
+  // Where values() and grads() live: host code reads them directly only when memory().is_host().
+  MemoryResource& memory() const { return values_.memory(); }
+  // The backend's element-wise operations on these buffers (this store's dtype).
+  VectorOps& ops() const;
   void* values() const { return values_.data(); }
   void* grads() const { return grads_.data(); }
   TensorView value(size_t slot) const;
@@ -38,13 +47,15 @@ class ParamStore {
   int find(const std::string& name) const;
 
   // Deterministic initialisation: each slot's generator is seeded from (seed, slot name), so
-  // adding a layer does not change the others' initial values.
+  // adding a layer does not change the others' initial values. Computed on the host and copied
+  // into the store's memory (in place on host memory).
   void initialize(uint64_t seed);
 
  private:
   std::vector<ParamSlot> slots_;
   DType dtype_ = DType::f32;
   Buffer values_, grads_;
+  std::unique_ptr<VectorOps> ops_;
   size_t trainable_bytes_ = 0;
 };
 

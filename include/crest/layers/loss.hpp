@@ -45,6 +45,10 @@ class SoftmaxCrossEntropyLayer : public Layer {
 
  private:
   std::vector<float> weights_;
+  const float* class_weights() const {
+    return static_cast<const float*>(weights_on_backend_.data());
+  }
+  Buffer weights_on_backend_;  // weights_ where the kernel runs: the backend's memory
   int64_t n_ = 0, classes_ = 0, spatial_ = 0;
 };
 

@@ -23,39 +23,50 @@ class OneDnnBackend final : public Backend {
 
   std::string name() const override { return "onednn"; }
   Device device() const override { return Device::cpu; }
-  // bf16 needs its own accumulation and tolerance story; until then, f32 only.
+  // bf16 needs its own accumulation and tolerance story; until then, f32 only (f64 runs on the
+  // reference backend).
   bool supports(DType dtype) const override { return dtype == DType::f32; }
   bool fuses(const EltwiseDesc& e) const override { return onednn::eltwise_supported(e); }
 
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& src_hint) override {
-    require(d.dtype, "convolution");
+  // oneDNN's CPU engine works on plain host pointers, and every primitive finishes in execute().
+  MemoryResource& memory() const override { return host_memory(); }
+  Stream& stream() const override { return stream_; }
+
+  using Backend::supports;
+  // Activations whose backward oneDNN computes from dst (none: the identity, a linear map).
+  Support supports(const EltwiseDesc& d, const MemFormat& f) const override {
+    if (d.kind != EltwiseKind::none && !onednn::eltwise_supported(d))
+      return Support::no(
+          "oneDNN computes this activation's backward from its output only for "
+          "relu with slope >= 0, leaky_relu with slope > 0, tanh, sigmoid, linear");
+    return Backend::supports(d, f);
+  }
+
+ protected:
+  std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& src_hint) override {
     return onednn::make_conv(ctx_, d, src_hint);
   }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& src_hint) override {
-    require(d.dtype, "pooling");
+  std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& src_hint) override {
     return onednn::make_pool(ctx_, d, src_hint);
   }
-  std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f) override {
-    require(f.dtype, "eltwise");
+  std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d, const MemFormat& f) override {
     return onednn::make_eltwise(ctx_, d, f);
   }
-  std::unique_ptr<DenseKernel> dense(const DenseDesc& d) override {
-    require(d.dtype, "dense");
+  std::unique_ptr<DenseKernel> create_dense(const DenseDesc& d) override {
     return onednn::make_dense(ctx_, d);
   }
-  std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to) override {
-    require(from.dtype, "reorder");
+  std::unique_ptr<ReorderKernel> create_reorder(const MemFormat& from,
+                                                const MemFormat& to) override {
     return onednn::make_reorder(ctx_, from, to);
   }
-  std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) override {
-    for (const MemFormat& f : srcs) require(f.dtype, "concat");
+  std::unique_ptr<ConcatKernel> create_concat(const std::vector<MemFormat>& srcs) override {
     return onednn::make_concat(ctx_, srcs);
   }
-  std::unique_ptr<VectorOps> vector_ops(DType dtype) override {
-    require(dtype, "vector ops");
+  std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
     return onednn::make_vector_ops(dtype);
   }
 
+ public:
   // oneDNN (OpenMP runtime) and the vector ops both run on the OpenMP thread team.
   int set_threads(int threads) override {
     if (threads < 1) throw_usage("thread count must be >= 1, got " + std::to_string(threads));
@@ -71,13 +82,8 @@ class OneDnnBackend final : public Backend {
   std::string kernel_fallback() const override { return "reference"; }
 
  private:
-  void require(DType t, const char* what) const {
-    if (!supports(t))
-      throw_usage(std::string(what) + ": the onednn backend does not support " + dtype_name(t) +
-                  " (f32 only; use the reference backend for f64)");
-  }
-
   onednn::ContextPtr ctx_;
+  mutable HostStream stream_;
 };
 
 }  // namespace

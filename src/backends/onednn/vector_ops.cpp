@@ -12,6 +12,7 @@
 
 #include "crest/core/error.hpp"
 #include "dropout_hash.hpp"
+#include "float16_codes.hpp"
 
 namespace crest::onednn {
 
@@ -218,6 +219,28 @@ class F32Ops final : public VectorOps {
           (m_new / correction1) / (std::sqrt(v_new / correction2) + eps) + decay * weight;
       w[i] = static_cast<float>(weight - lr * update);
     }
+  }
+
+  // Fixed chunks as in chunked_sum; the largest magnitude does not depend on the order anyway.
+  double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
+    require_float16(to, "narrow");
+    const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+    float largest[kMaxChunks];
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (size_t c = 0; c < chunks; ++c)
+      largest[c] = narrow_range(static_cast<const float*>(x), static_cast<float>(scale),
+                                static_cast<uint16_t*>(dst), count * c / chunks,
+                                count * (c + 1) / chunks, to);
+    return *std::max_element(largest, largest + chunks);
+  }
+
+  void widen(const void* src, DType from, void* dst, size_t count) override {
+    require_float16(from, "widen");
+    const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (size_t c = 0; c < chunks; ++c)
+      widen_range(static_cast<const uint16_t*>(src), static_cast<float*>(dst), count * c / chunks,
+                  count * (c + 1) / chunks, from);
   }
 };
 

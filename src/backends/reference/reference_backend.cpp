@@ -14,32 +14,52 @@ class ReferenceBackend final : public Backend {
   // The reference conv applies any activation after the bias itself.
   bool fuses(const EltwiseDesc& e) const override { return e.kind != EltwiseKind::none; }
 
+  MemoryResource& memory() const override { return host_memory(); }
+  // Every kernel finishes before it returns.
+  Stream& stream() const override { return stream_; }
+
+  using Backend::supports;
+  // Plain loops read plain and channels-last memory only; a blocked format (oneDNN's) is opaque.
+  Support supports(const EltwiseDesc& d, const MemFormat& f) const override {
+    if (f.layout == Layout::blocked)
+      return Support::no("the reference backend cannot read blocked format " + f.str());
+    return Backend::supports(d, f);
+  }
+
+ protected:
   // The hints are ignored: the reference kernels always work in plain layout and the compile
   // step inserts a reorder when the producer delivers something else.
-  std::unique_ptr<ConvKernel> conv(const ConvDesc& d, const MemFormat& /*src_hint*/) override {
+  std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d,
+                                          const MemFormat& /*src_hint*/) override {
     return reference::make_conv(d);
   }
-  std::unique_ptr<PoolKernel> pool(const PoolDesc& d, const MemFormat& /*src_hint*/) override {
+  std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d,
+                                          const MemFormat& /*src_hint*/) override {
     return reference::make_pool(d);
   }
-  std::unique_ptr<EltwiseKernel> eltwise(const EltwiseDesc& d, const MemFormat& f) override {
+  std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d, const MemFormat& f) override {
     return reference::make_eltwise(d, f);
   }
-  std::unique_ptr<DenseKernel> dense(const DenseDesc& d) override {
+  std::unique_ptr<DenseKernel> create_dense(const DenseDesc& d) override {
     return reference::make_dense(d);
   }
-  std::unique_ptr<ReorderKernel> reorder(const MemFormat& from, const MemFormat& to) override {
+  std::unique_ptr<ReorderKernel> create_reorder(const MemFormat& from,
+                                                const MemFormat& to) override {
     return reference::make_reorder(from, to);
   }
-  std::unique_ptr<ConcatKernel> concat(const std::vector<MemFormat>& srcs) override {
+  std::unique_ptr<ConcatKernel> create_concat(const std::vector<MemFormat>& srcs) override {
     return reference::make_concat(srcs);
   }
-  std::unique_ptr<VectorOps> vector_ops(DType dtype) override {
+  std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
     return reference::make_vector_ops(dtype);
   }
 
+ public:
   // Single-threaded by design: the oracle's results must not depend on a thread count.
   int set_threads(int /*threads*/) override { return 1; }
+
+ private:
+  mutable HostStream stream_;
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "dropout_hash.hpp"
+#include "float16_codes.hpp"
 #include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
@@ -158,6 +159,17 @@ class Ops final : public VectorOps {
       if (decoupled) update += weight_decay * weight;
       w[i] = static_cast<T>(weight - lr * update);
     }
+  }
+
+  double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
+    require_float16(to, "narrow");
+    return narrow_range(static_cast<const T*>(x), static_cast<float>(scale),
+                        static_cast<uint16_t*>(dst), 0, count, to);
+  }
+
+  void widen(const void* src, DType from, void* dst, size_t count) override {
+    require_float16(from, "widen");
+    widen_range(static_cast<const uint16_t*>(src), static_cast<T*>(dst), 0, count, from);
   }
 };
 

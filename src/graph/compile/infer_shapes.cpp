@@ -76,7 +76,7 @@ void infer_shapes(Program& p, const Graph& g) {
       o.needs_grad = grad;
     }
   }
-  p.params = ParamStore(slots, p.opts.dtype);
+  p.params = ParamStore(slots, p.opts.dtype, p.backend);
   // ParamStore orders slots trainable first: map the nodes' indices to the store's.
   for (Node& node : p.nodes)
     for (int& s : node.param_slots) s = p.params.find(slots[static_cast<size_t>(s)].name);

@@ -1,0 +1,37 @@
+// Where model memory lives and how bytes move in and out of it. Every backend owns one: the CPU
+// backends share the host resource below, a device backend (CUDA) allocates device memory. Code
+// outside the backends never dereferences memory it got from a resource that is not is_host():
+// it copies through copy_to_host / copy_to_device (a staging buffer) instead.
+//
+// It lives in core, not in backends, because Buffer (the one owner of planned memory) allocates
+// through it.
+#pragma once
+#include <cstddef>
+
+namespace crest {
+
+class MemoryResource {
+ public:
+  virtual ~MemoryResource() = default;
+  // Zero-filled memory of `bytes` bytes aligned to `alignment` (a power of two); nullptr for 0
+  // bytes. Throws std::bad_alloc when out of memory, crest::Error (usage) on a bad alignment.
+  virtual void* allocate(size_t bytes, size_t alignment) = 0;
+  // Returns what allocate(bytes, ...) gave; `bytes` is the size asked for then. nullptr is a no-op.
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  // Host memory <-> this resource's memory, ordered after the work issued before on the owning
+  // backend's stream and complete when they return: the host side may be reused or read at once.
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  // Within this resource's memory.
+  virtual void copy(void* dst, const void* src, size_t bytes) = 0;
+  virtual void memset(void* dst, int value, size_t bytes) = 0;
+  // True when the host may read and write this memory directly (then the copies are memcpy, and
+  // a caller may skip them: a data loader's host batch is bound in place).
+  virtual bool is_host() const = 0;
+};
+
+// The process's host memory: zeroed, aligned, large blocks straight from mmap. Shared by the CPU
+// backends and the default for Buffers that are host-side by nature (loader batches, staging).
+MemoryResource& host_memory();
+
+}  // namespace crest

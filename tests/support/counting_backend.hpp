@@ -1,0 +1,117 @@
+// A backend for tests that runs the reference kernels on a memory resource that counts what it
+// is asked: allocations (and which pointers it handed out), copies each way and stream
+// synchronisations. With pretend_device it answers is_host() == false, so every caller outside
+// the backend must take the explicit-copy path (HostStaging) although the memory is host memory
+// underneath, and the results can still be compared bit for bit with the reference backend.
+#pragma once
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "crest/backends/kernels.hpp"
+
+namespace crest::test {
+
+class CountingMemory final : public MemoryResource {
+ public:
+  explicit CountingMemory(bool pretend_device) : pretend_device_(pretend_device) {}
+
+  void* allocate(size_t bytes, size_t alignment) override {
+    void* p = host_memory().allocate(bytes, alignment);
+    ++allocations;
+    if (p) live_[static_cast<const char*>(p)] = bytes;
+    return p;
+  }
+  void deallocate(void* p, size_t bytes) override {
+    live_.erase(static_cast<const char*>(p));
+    host_memory().deallocate(p, bytes);
+  }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override {
+    ++copies_to_device;
+    std::memcpy(dst, host_src, bytes);
+  }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
+    ++copies_to_host;
+    std::memcpy(host_dst, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void memset(void* dst, int value, size_t bytes) override { std::memset(dst, value, bytes); }
+  bool is_host() const override { return !pretend_device_; }
+
+  // Whether p lies inside a block this resource handed out and has not taken back.
+  bool owns(const void* p) const {
+    const char* c = static_cast<const char*>(p);
+    auto it = live_.upper_bound(c);
+    if (it == live_.begin()) return false;
+    --it;
+    return c < it->first + it->second;
+  }
+
+  int allocations = 0, copies_to_device = 0, copies_to_host = 0;
+
+ private:
+  bool pretend_device_;
+  std::map<const char*, size_t> live_;  // block start -> bytes
+};
+
+class CountingStream final : public Stream {
+ public:
+  void synchronize() override { ++synchronizations; }
+  int synchronizations = 0;
+};
+
+// The reference backend's kernels on a CountingMemory. refuse_conv: supports(ConvDesc) says no,
+// as a backend without convolutions would.
+class CountingBackend final : public Backend {
+ public:
+  explicit CountingBackend(bool pretend_device = false, bool refuse_conv = false)
+      : inner_(make_backend("reference")), memory_(pretend_device), refuse_conv_(refuse_conv) {}
+
+  std::string name() const override { return "counting"; }
+  Device device() const override { return Device::cpu; }
+  bool supports(DType dtype) const override { return inner_->supports(dtype); }
+  bool fuses(const EltwiseDesc& e) const override { return inner_->fuses(e); }
+  CountingMemory& memory() const override { return memory_; }
+  CountingStream& stream() const override { return stream_; }
+  int set_threads(int /*threads*/) override { return 1; }
+  std::string kernel_fallback() const override { return "reference"; }
+
+  using Backend::supports;
+  Support supports(const ConvDesc& d) const override {
+    if (refuse_conv_) return Support::no("this test backend runs no convolutions");
+    return inner_->supports(d);
+  }
+
+ protected:
+  std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& hint) override {
+    return inner_->conv(d, hint);
+  }
+  std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& hint) override {
+    return inner_->pool(d, hint);
+  }
+  std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d, const MemFormat& f) override {
+    return inner_->eltwise(d, f);
+  }
+  std::unique_ptr<DenseKernel> create_dense(const DenseDesc& d) override {
+    return inner_->dense(d);
+  }
+  std::unique_ptr<ReorderKernel> create_reorder(const MemFormat& from,
+                                                const MemFormat& to) override {
+    return inner_->reorder(from, to);
+  }
+  std::unique_ptr<ConcatKernel> create_concat(const std::vector<MemFormat>& srcs) override {
+    return inner_->concat(srcs);
+  }
+  std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
+    return inner_->vector_ops(dtype);
+  }
+
+ private:
+  std::unique_ptr<Backend> inner_;
+  mutable CountingMemory memory_;
+  mutable CountingStream stream_;
+  bool refuse_conv_;
+};
+
+}  // namespace crest::test

@@ -1,0 +1,114 @@
+// BatchFeed: how the trainer moves batches into a model and predictions out of it, on host
+// memory (in place), on memory that is not host memory (explicit copies), and into a float64
+// program (converted).
+#include "train/batch_feed.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "crest/models/cosmoflow.hpp"
+#include "support/counting_backend.hpp"
+#include "support/small_models.hpp"
+
+namespace crest {
+namespace {
+
+BuiltModel small_model() {
+  CosmoFlowModel c = build_cosmoflow(test::small_cosmoflow(32, 2));
+  BuiltModel m;
+  m.graph = std::move(c.graph);
+  m.prediction = c.prediction;
+  m.loss = c.loss;
+  return m;
+}
+
+// A loader-like batch of host float32 memory: samples and targets of `ex`'s inputs.
+struct HostBatch {
+  std::vector<float> sample, target;
+  LoadedBatch view;
+  HostBatch(const Executor& ex, const BuiltModel& m) {
+    const TensorView s = ex.input(m.sample_input), t = ex.input(m.target_input);
+    sample.resize(static_cast<size_t>(s.numel()));
+    target.resize(static_cast<size_t>(t.numel()));
+    for (size_t i = 0; i < sample.size(); ++i) sample[i] = static_cast<float>(i % 7) * 0.25f;
+    for (size_t i = 0; i < target.size(); ++i) target[i] = 0.5f - static_cast<float>(i) * 0.125f;
+    view.sample = TensorView(sample.data(), {s.shape(), DType::f32});
+    view.target = TensorView(target.data(), {t.shape(), DType::f32});
+  }
+};
+
+CompileOptions batch_of_two(DType dtype = DType::f32) {
+  CompileOptions co;
+  co.batch = 2;
+  co.dtype = dtype;
+  return co;
+}
+
+TEST(BatchFeed, OnMemoryThatIsNotHostMemoryEveryBatchAndPredictionIsAnExplicitCopy) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  Executor ex(m.graph, device, batch_of_two());
+  HostBatch batch(ex, m);
+  BatchFeed feed(ex, m);
+  const int before = device.memory().copies_to_device;
+  feed.feed(batch.view);
+  EXPECT_EQ(device.memory().copies_to_device - before, 2);  // samples and targets
+  EXPECT_EQ(std::memcmp(ex.input(m.sample_input).data(), batch.sample.data(),
+                        batch.sample.size() * sizeof(float)),
+            0);
+  ex.forward(false);
+  const int to_host = device.memory().copies_to_host;
+  const TensorView p = feed.host_prediction();
+  EXPECT_EQ(device.memory().copies_to_host - to_host, 1);
+  const TensorView model_p = ex.output(m.prediction);
+  EXPECT_NE(p.data(), model_p.data());
+  EXPECT_EQ(std::memcmp(p.data(), model_p.data(), p.bytes()), 0);
+}
+
+TEST(BatchFeed, OnHostMemoryTheBatchIsReadInPlaceAndThePredictionIsNotCopied) {
+  const BuiltModel m = small_model();
+  test::CountingBackend host;
+  Executor ex(m.graph, host, batch_of_two());
+  HostBatch batch(ex, m);
+  BatchFeed feed(ex, m);
+  const int before = host.memory().copies_to_device;
+  feed.feed(batch.view);
+  EXPECT_EQ(host.memory().copies_to_device - before, 0);
+  ex.forward(false);
+  EXPECT_EQ(feed.host_prediction().data(), ex.output(m.prediction).data());
+}
+
+TEST(BatchFeed, AFloat32BatchIsWidenedIntoAFloat64Program) {
+  const BuiltModel m = small_model();
+  auto reference = make_backend("reference");
+  Executor ex(m.graph, *reference, batch_of_two(DType::f64));
+  HostBatch batch(ex, m);
+  BatchFeed feed(ex, m);
+  feed.feed(batch.view);
+  const TensorView in = ex.input(m.target_input);
+  ASSERT_EQ(in.dtype(), DType::f64);
+  for (size_t i = 0; i < batch.target.size(); ++i)
+    EXPECT_EQ(in.as<double>()[i], static_cast<double>(batch.target[i])) << i;
+  ex.forward(false);
+  EXPECT_EQ(feed.host_prediction().dtype(), DType::f64);
+}
+
+TEST(BatchFeed, ABatchOfTheWrongSizeNamesTheInput) {
+  const BuiltModel m = small_model();
+  auto reference = make_backend("reference");
+  Executor ex(m.graph, *reference, batch_of_two());
+  HostBatch batch(ex, m);
+  batch.view.target = TensorView(batch.target.data(), {Shape{1}, DType::f32});
+  BatchFeed feed(ex, m);
+  try {
+    feed.feed(batch.view);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("input 'y'"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace crest
