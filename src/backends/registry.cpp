@@ -8,11 +8,14 @@
 namespace crest {
 namespace {
 
-using BackendMaker = std::unique_ptr<Backend> (*)();
+struct BackendEntry {
+  std::unique_ptr<Backend> (*make)();
+  int preference;
+};
 
-std::map<std::string, BackendMaker>& backends() {
-  static std::map<std::string, BackendMaker> makers;
-  return makers;
+std::map<std::string, BackendEntry>& backends() {
+  static std::map<std::string, BackendEntry> entries;
+  return entries;
 }
 
 std::map<std::pair<std::string, std::type_index>, std::shared_ptr<const void>>& kernels() {
@@ -22,9 +25,21 @@ std::map<std::pair<std::string, std::type_index>, std::shared_ptr<const void>>& 
 
 }  // namespace
 
-bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)()) {
-  CREST_CHECK(backends().emplace(name, make).second, "backend '" + name + "' registered twice");
+bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)(), int preference) {
+  CREST_CHECK(backends().emplace(name, BackendEntry{make, preference}).second,
+              "backend '" + name + "' registered twice");
   return true;
+}
+
+std::string default_backend_name() {
+  std::string best;
+  int best_preference = 0;
+  for (const auto& [name, entry] : backends())
+    if (best.empty() || entry.preference > best_preference) {
+      best = name;
+      best_preference = entry.preference;
+    }
+  return best;
 }
 
 void kernel_registry::add(const std::string& backend, std::type_index kernel,
@@ -54,7 +69,7 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
     throw_usage("unknown backend '" + name + "' (available: " + known + ")");
   }
-  return it->second();
+  return it->second.make();
 }
 
 }  // namespace crest

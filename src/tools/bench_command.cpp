@@ -12,10 +12,12 @@
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <tuple>
 #include <vector>
 
 #include "commands.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
@@ -37,7 +39,7 @@ double peak_rss_mb() {
 int resolve_threads(int t) { return t > 0 ? t : hardware_threads(); }
 
 struct BenchTrainArgs {
-  std::string model = "cosmoflow", backend = "onednn";
+  std::string model = "cosmoflow", backend = default_backend_name();
   int64_t size = 128, batch = 2, conv_size = 32;
   int steps = 3, warmup = 1, threads = 0;
   double dropout = 0.5;
@@ -84,16 +86,21 @@ void bench_train(const BenchTrainArgs& a) {
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
   TrainStep train_step(ex, opt, &sync);
-  // Random inputs like the peer script's (values of ln(1 + counts) are O(1)).
+  // Random inputs like the peer script's (values of ln(1 + counts) are O(1)), written on the host
+  // and copied into the model's memory.
   {
-    TensorView x = ex.input("x"), y = ex.input("y");
     uint64_t s = 42;
     auto next = [&s] {
       s = s * 6364136223846793005ull + 1442695040888963407ull;
       return static_cast<float>((s >> 40) * 0x1.0p-24);
     };
-    for (int64_t i = 0; i < x.numel(); ++i) x.as<float>()[i] = 2.f * next();
-    for (int64_t i = 0; i < y.numel(); ++i) y.as<float>()[i] = 2.f * next() - 1.f;
+    for (const auto& [input, scale, offset] :
+         {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {
+      const TensorView in = ex.input(input);
+      HostStaging staged(backend->memory(), in.data(), in.bytes(), /*fetch=*/false);
+      for (int64_t i = 0; i < in.numel(); ++i) staged.as<float>()[i] = scale * next() + offset;
+      staged.commit();
+    }
   }
   auto step = [&] { train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
@@ -227,14 +234,15 @@ void bench_train(const BenchTrainArgs& a) {
   }
 }
 
-void bench_peak(int threads_arg, int64_t n, int iters) {
-  auto backend = make_backend("onednn");
+void bench_peak(const std::string& backend_name, int threads_arg, int64_t n, int iters) {
+  auto backend = make_backend(backend_name);
   const int threads = backend->set_threads(resolve_threads(threads_arg));
   for (DType t : {DType::f32, DType::bf16}) {
     const PeakRate p = backend->peak(t, n, iters);
     nlohmann::json j;
     j["bench"] = "peak";
     j["dtype"] = dtype_name(t);
+    j["backend"] = backend->name();
     j["threads"] = threads;
     j["m"] = j["n"] = j["k"] = n;
     j["supported"] = p.supported;
@@ -257,7 +265,7 @@ void register_bench(CLI::App& app) {
   train->add_option("--steps", ta->steps, "timed steps");
   train->add_option("--warmup", ta->warmup, "untimed steps first");
   train->add_option("--threads", ta->threads, "compute threads (0 = all cores)");
-  train->add_option("--backend", ta->backend, "onednn or reference");
+  train->add_option("--backend", ta->backend, "a registered backend (default: the fastest built)");
   train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
   train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
@@ -281,12 +289,15 @@ void register_bench(CLI::App& app) {
   auto threads = std::make_shared<int>(0);
   auto n = std::make_shared<int64_t>(2048);
   auto iters = std::make_shared<int>(5);
+  auto peak_backend = std::make_shared<std::string>(default_backend_name());
   CLI::App* peak =
       bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16): the roofline reference");
   peak->add_option("--threads", *threads, "compute threads (0 = all cores)");
   peak->add_option("--size", *n, "matrix size");
   peak->add_option("--iters", *iters, "timed runs (best is reported)");
-  peak->callback([threads, n, iters] { bench_peak(*threads, *n, *iters); });
+  peak->add_option("--backend", *peak_backend, "a registered backend (default: the fastest built)");
+  peak->callback(
+      [peak_backend, threads, n, iters] { bench_peak(*peak_backend, *threads, *n, *iters); });
   register_bench_loader(*bench);
   register_bench_allreduce(*bench);
 }

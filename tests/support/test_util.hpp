@@ -7,6 +7,7 @@
 #include <sstream>
 #include <string>
 
+#include "crest/backends/kernels.hpp"
 #include "crest/core/tensor.hpp"
 
 namespace crest::test {
@@ -46,5 +47,16 @@ inline std::string slurp(const std::string& path) {
 inline std::string source_path(const std::string& rel) {
   return std::string(CREST_SOURCE_DIR) + "/" + rel;
 }
+
+// Whether a backend is built (oneDNN is optional: CREST_WITH_ONEDNN, found at configure time).
+inline bool has_backend(const std::string& name) {
+  for (const std::string& n : backend_names())
+    if (n == name) return true;
+  return false;
+}
+
+// Skips the calling test when `name` is not built.
+#define CREST_SKIP_WITHOUT_BACKEND(name) \
+  if (!::crest::test::has_backend(name)) GTEST_SKIP() << "backend '" << (name) << "' is not built"
 
 }  // namespace crest::test

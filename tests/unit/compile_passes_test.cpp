@@ -6,6 +6,7 @@
 #include "crest/models/cosmoflow.hpp"
 #include "graph/compile/program.hpp"
 #include "support/small_models.hpp"
+#include "support/test_util.hpp"
 
 namespace crest::compile {
 namespace {
@@ -70,6 +71,7 @@ TEST(CompilePasses, GradientsOnlyWhereTheyReachTheLossFromAParameter) {
 }
 
 TEST(CompilePasses, ConvAbsorbsTheActivationThatIsItsOnlyReader) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");  // the backend that fuses activations into convs
   const test::SmallModel m = test::branchy_model();
   Compiled c(m.graph, "onednn");
   swap_activation_pool(c.p, m.graph);
@@ -85,6 +87,7 @@ TEST(CompilePasses, ConvAbsorbsTheActivationThatIsItsOnlyReader) {
 }
 
 TEST(CompilePasses, KernelsReorderAndThePlanIsValid) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");  // the backend with blocked layouts
   CosmoFlowOptions o;
   o.input_shape = {32, 32, 32, 4};
   o.conv_size = 16;  // 16 channels and more: oneDNN's blocked nCdhw16c between the convs

@@ -112,7 +112,7 @@ TEST_P(ExecutorOnBackend, LossDecreasesOnAFixedBatch) {
   EXPECT_LT(last, 0.7 * first);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ExecutorOnBackend, ::testing::Values("reference", "onednn"));
+INSTANTIATE_TEST_SUITE_P(Backends, ExecutorOnBackend, ::testing::ValuesIn(backend_names()));
 
 TEST(Executor, UnknownInputNameIsAUsageError) {
   auto backend = make_backend("reference");

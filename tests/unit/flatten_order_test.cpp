@@ -51,7 +51,7 @@ TEST_P(FlattenOrder, IsDepthHeightWidthChannels) {
           }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, FlattenOrder, ::testing::Values("reference", "onednn"));
+INSTANTIATE_TEST_SUITE_P(Backends, FlattenOrder, ::testing::ValuesIn(backend_names()));
 
 TEST(Units, ThousandsAndBytes) {
   EXPECT_EQ(with_thousands(8907556), "8,907,556");

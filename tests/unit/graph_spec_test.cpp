@@ -63,7 +63,7 @@ TEST_P(GraphCompilesTwice, TrainAndEvalBatchesAgree) {
     EXPECT_NEAR(p2.as<float>()[i], p4.as<float>()[i + p2.numel()], 1e-5) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GraphCompilesTwice, ::testing::Values("reference", "onednn"));
+INSTANTIATE_TEST_SUITE_P(Backends, GraphCompilesTwice, ::testing::ValuesIn(backend_names()));
 
 TEST(GraphSpec, CopiesCompareEqualAndCompileAlike) {
   const test::SmallModel m = test::branchy_model(0.25f);

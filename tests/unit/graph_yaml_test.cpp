@@ -38,7 +38,7 @@ TEST(GraphYaml, CosmoFlowFileCompilesToTheBuildersProgram) {
   const CosmoFlowModel built = build_cosmoflow(o);
   EXPECT_EQ(from_yaml, built.graph) << graph_to_yaml(from_yaml) << "\n---\n"
                                     << graph_to_yaml(built.graph);
-  auto backend = make_backend("onednn");
+  auto backend = make_backend(default_backend_name());
   CompileOptions c;
   c.batch = 2;
   c.seed = 11;

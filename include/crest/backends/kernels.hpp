@@ -356,12 +356,17 @@ std::unique_ptr<K> make_kernel(Backend& backend, const typename K::Desc& desc) {
       ::crest::register_kernel<Kernel>(backend, maker)
 
 // Backends register their factory with one line in their own folder (only the folders CMake
-// builds are linked): CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend);
-bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)());
+// builds are linked): CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend, 10);
+// `preference` ranks the backends for default_backend_name(): the fastest built one wins.
+bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)(), int preference);
 
-#define CREST_REGISTER_BACKEND(id, name, make)                       \
+#define CREST_REGISTER_BACKEND(id, name, make, preference)           \
   [[maybe_unused]] static const bool crest_backend_registered_##id = \
-      ::crest::register_backend(name, make)
+      ::crest::register_backend(name, make, preference)
+
+// The backend runs use unless told otherwise (crest.backend, --backend): the registered one of
+// highest preference ("onednn" where it is built, else "reference").
+std::string default_backend_name();
 
 // The registered backends: "reference" always, "onednn" when built. Throws crest::Error (usage)
 // naming the backend and the ones available when `name` is unknown.

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/backends/kernels.hpp"
 #include "crest/core/dtype.hpp"
 #include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
@@ -148,7 +149,9 @@ DType precision_dtype(Precision p);
 
 // crest: section (crest addition).
 struct RuntimeConfig {
-  std::string backend = "onednn";            // a name from backend_names()
+  // A name from backend_names(); the fastest built one by default ("onednn" where oneDNN was
+  // found at build time, else "reference").
+  std::string backend = default_backend_name();
   int threads = 0;                           // compute threads per rank; 0 = all cores
   Precision precision = Precision::float32;  // float64 needs a backend that supports it
 };

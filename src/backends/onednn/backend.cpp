@@ -90,6 +90,6 @@ class OneDnnBackend final : public Backend {
 
 std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<OneDnnBackend>(); }
 
-CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend);
+CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend, 10);
 
 }  // namespace crest

@@ -66,6 +66,6 @@ class ReferenceBackend final : public Backend {
 
 std::unique_ptr<Backend> make_reference_backend() { return std::make_unique<ReferenceBackend>(); }
 
-CREST_REGISTER_BACKEND(reference, "reference", make_reference_backend);
+CREST_REGISTER_BACKEND(reference, "reference", make_reference_backend, 0);
 
 }  // namespace crest
