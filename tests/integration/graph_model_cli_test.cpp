@@ -72,6 +72,29 @@ TEST(GraphModelCli, TrainsAndResumesFromTheRunDirectory) {
   EXPECT_NE(resumed.out.find("epoch 2/2"), std::string::npos) << resumed.out;
 }
 
+// The trainer knows no input names: a graph's first input takes the samples and its second the
+// targets, whatever they are called, and the task's metrics come from train.metrics.
+TEST(GraphModelCli, AnyInputNamesAndMetricsTrain) {
+  TempDir d;
+  std::string renamed = kTinyGraph;
+  renamed.replace(renamed.find("{name: x,"), 9, "{name: volume,");
+  renamed.replace(renamed.find("{name: y,"), 9, "{name: truth,");
+  renamed.replace(renamed.find("[out, y]"), 8, "[out, truth]");
+  std::ofstream(d.file("renamed.yaml")) << renamed;
+  const CliRun r = run_crest("train --config " + d.file("renamed.yaml") +
+                             " train.metrics=[mean_squared_error,mae] output_dir=" + d.file("run"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(
+      r.out, m,
+      std::regex("epoch 1/1 +loss [0-9.]+ +val_loss ([0-9.]+) +val_mse ([0-9.]+) +"
+                 "val_mae ([0-9.]+)")))
+      << r.out;
+  // Validation MSE is the validation loss (the graph's loss is an MSE), up to rounding.
+  EXPECT_NEAR(std::stod(m[1]), std::stod(m[2]), 1e-4) << r.out;
+  EXPECT_GT(std::stod(m[3]), 0) << r.out;
+}
+
 TEST(GraphModelCli, TheDemoAsAGraphIsTheDemosNetwork) {
   CliRun g = run_crest("train --config " + kGraphDemo + " --dry-run");
   CliRun c = run_crest("train --config " + crest::test::source_path("configs/cosmoflow-demo.yaml") +
@@ -104,13 +127,13 @@ TEST(GraphModelCli, BadModelSectionsExit2NamingTheKey) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("does not match the model's input x"), std::string::npos) << r.out;
 
-  std::string no_y = kTinyGraph;
-  no_y.replace(no_y.find("{name: y,"), 9, "{name: t,");
-  no_y.replace(no_y.find("[out, y]"), 8, "[out, t]");
-  std::ofstream(d.file("no_y.yaml")) << no_y;
-  r = run_crest("train --config " + d.file("no_y.yaml") + out);
+  // The data feeds two inputs, samples then targets: a third has nothing to feed it.
+  std::string three = kTinyGraph;
+  three.insert(three.find("  layers:"), "    - {name: extra, shape: [2]}\n");
+  std::ofstream(d.file("three.yaml")) << three;
+  r = run_crest("train --config " + d.file("three.yaml") + out);
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find("model.inputs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("model.inputs: a graph model takes two inputs"), std::string::npos) << r.out;
   EXPECT_FALSE(fs::exists(d.file("out"))) << "a refused config must write nothing";
 }
 

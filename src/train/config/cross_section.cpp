@@ -28,10 +28,7 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
 namespace {
 
 int64_t target_size_of(const ModelConfig& m) {
-  if (m.graph) {
-    for (const auto& in : m.graph->inputs())
-      if (in.name == "y") return in.per_sample[0];
-  }
+  if (m.graph) return m.graph->inputs().at(1).per_sample[0];  // the targets' input
   if (const AttrValue* v = m.attrs.find("target_size")) return std::get<int64_t>(*v);
   return 0;
 }
@@ -40,11 +37,11 @@ void check_graph_input(const SectionReader& data_reader, const ModelConfig& m,
                        const DataConfig& data) {
   const Shape& s = data.sample_shape;
   const Shape want{s[3], s[0], s[1], s[2]};
-  for (const auto& in : m.graph->inputs())
-    if (in.name == "x" && in.per_sample != want)
-      data_reader.fail("sample_shape",
-                       s.str() + " [D, H, W, C] does not match the model's input x " +
-                           in.per_sample.str() + " [C, D, H, W] (expected " + want.str() + ")");
+  const GraphInput& in = m.graph->inputs().at(0);  // the samples' input
+  if (in.per_sample != want)
+    data_reader.fail("sample_shape", s.str() + " [D, H, W, C] does not match the model's input " +
+                                         in.name + " " + in.per_sample.str() +
+                                         " [C, D, H, W] (expected " + want.str() + ")");
 }
 
 }  // namespace

@@ -35,16 +35,13 @@ ModelConfig read_graph_model(const SectionReader& r, const YAML::Node& node) {
                     "outputs and loss");
   }
   auto g = std::make_shared<Graph>(graph_from_yaml(node, r.source().name(), "model"));
-  auto input_shape = [&](const char* name) -> const Shape* {
-    for (const auto& in : g->inputs())
-      if (in.name == name && !in.integer) return &in.per_sample;
-    return nullptr;
-  };
-  const Shape* x = input_shape("x");
-  const Shape* y = input_shape("y");
-  if (!x || x->rank() != 4 || !y || y->rank() != 1)
+  // The data feeds the inputs in order (BuiltModel): the samples, then their targets.
+  const auto& in = g->inputs();
+  if (in.size() != 2 || in[0].integer || in[0].per_sample.rank() != 4 || in[1].integer ||
+      in[1].per_sample.rank() != 1)
     r.fail("inputs",
-           "the CosmoFlow task needs inputs x [C, D, H, W] (the samples) and y [targets]");
+           "a graph model takes two inputs, in order: the samples [C, D, H, W] and their "
+           "targets [targets] (any names)");
   if (g->outputs().empty()) r.fail("outputs", "name the prediction (the first output)");
   if (g->loss() < 0) r.fail("loss", "name the loss value");
   ModelConfig m;
