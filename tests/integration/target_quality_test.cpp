@@ -25,6 +25,8 @@ const std::string kLearnable = crest::test::source_path("tests/fixtures/learnabl
 
 class TargetQuality : public ::testing::Test {
  protected:
+  // The fixture trains for real on oneDNN (the reference backend is ~100x slower).
+  void SetUp() override { CREST_SKIP_WITHOUT_BACKEND("onednn"); }
   // One dataset for the suite (the fixture's: 1024 + 128 samples of 32^3, seed 1; ~7 s to make).
   static void SetUpTestSuite() {
     data_ = new TempDir();
