@@ -208,10 +208,15 @@ void TrainingRun::print_header() {
         << " gradient buckets\n";
   else
     log << " | batch " << batch << "\n";
-  if (backend_->name() == "reference")
+  if (backend_->name() == "reference") {
     log << "warning: crest.backend=reference: the reference kernels are plain single-threaded "
-           "loops, a correctness oracle for tests; training runs about 100x slower than with "
-           "crest.backend=onednn (the default)\n";
+           "loops, a correctness oracle for tests; training runs about 100x slower than ";
+    const std::string fastest = default_backend_name();
+    if (fastest != "reference")
+      log << "with crest.backend=" << fastest << " (the default)\n";
+    else
+      log << "on oneDNN, which this build does not have (install libdnnl-dev and rebuild)\n";
+  }
 }
 
 void TrainingRun::print_dry_run() {
