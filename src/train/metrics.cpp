@@ -1,5 +1,6 @@
 #include <cmath>
 
+#include "crest/core/enum_table.hpp"
 #include "crest/core/error.hpp"
 #include "crest/train/metric.hpp"
 
@@ -54,9 +55,15 @@ const std::vector<Metric>& metrics() {
 
 }  // namespace
 
-const Metric& find_metric(const std::string& name, const std::string& key) {
+const Metric* metric_named(const std::string& spelling) {
+  const std::string folded = fold_spelling(spelling);
   for (const Metric& m : metrics())
-    if (m.name == name || m.short_name == name) return m;
+    if (fold_spelling(m.name) == folded || fold_spelling(m.short_name) == folded) return &m;
+  return nullptr;
+}
+
+const Metric& find_metric(const std::string& name, const std::string& key) {
+  if (const Metric* m = metric_named(name)) return *m;
   std::string known;
   for (const std::string& n : metric_names()) known += (known.empty() ? "" : ", ") + n;
   throw_input(key + ": unknown metric '" + name + "' (known: " + known + ")");

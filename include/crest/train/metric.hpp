@@ -21,8 +21,10 @@ struct Metric {
   std::function<double(const double* sums)> value;
 };
 
-// A metric by its canonical or short name; throws crest::Error (input) naming `key` and the
-// known metrics when there is none.
+// A metric by its canonical or short name in any spelling Keras accepts (case, '_' and '-'
+// ignored: MeanAbsoluteError, mae); null when there is none.
+const Metric* metric_named(const std::string& spelling);
+// The same; throws crest::Error (input) naming `key` and the known metrics when there is none.
 const Metric& find_metric(const std::string& name, const std::string& key);
 std::vector<std::string> metric_names();
 

@@ -10,8 +10,8 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
                                                         const DataConfig& data) {
   if (model_section.entries.count("layers")) return {};  // a graph declares its own inputs
   const SectionReader model(data_reader.source(), model_section);
-  std::vector<int64_t> sample;
-  for (int i = 0; i < data.sample_shape.rank(); ++i) sample.push_back(data.sample_shape[i]);
+  std::vector<int64_t> sample(static_cast<size_t>(data.sample_shape.rank()));
+  for (size_t i = 0; i < sample.size(); ++i) sample[i] = data.sample_shape[static_cast<int>(i)];
   if (auto input = model.opt_int_list("input_shape", 1)) {
     const Source& src = data_reader.source();
     const bool follow = src.overridden("data.sample_shape") && !src.overridden("model.input_shape");

@@ -109,8 +109,9 @@ ModelConfig read_registered_model(const SectionReader& r,
     if (key == "name") continue;
     if (is_graph_yaml_key(key))
       r.fail(key, "belongs to a model given as layers:, and there is no model.layers");
+    const std::string& wanted = key;  // (clang 14 cannot capture a structured binding)
     const auto k = std::find_if(kind.keys.begin(), kind.keys.end(),
-                                [&](const AttrKey& a) { return a.key == key; });
+                                [&](const AttrKey& a) { return a.key == wanted; });
     if (k == kind.keys.end())
       r.fail(key, "unknown key of model " + kind.name + suggestion(r.section().path, key, known));
     if (r.has(key)) given.set(key, attr_of(r, key, k->type));

@@ -11,7 +11,7 @@ namespace {
 
 std::vector<std::string> model_keys_any() {
   std::vector<std::string> keys{"name"};
-  for (const char* k : {"inputs", "layers", "outputs", "loss"}) keys.push_back(k);
+  for (const char* k : {"inputs", "layers", "outputs", "loss"}) keys.emplace_back(k);
   for (const auto& name : model_names())
     for (const auto& k : find_model_kind(name).keys)
       if (std::find(keys.begin(), keys.end(), k.key) == keys.end()) keys.push_back(k.key);

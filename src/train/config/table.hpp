@@ -85,7 +85,7 @@ Field<S> int_field(const std::string& key, M S::*m, int64_t min,
 }
 
 template <typename S>
-Field<S> number_field(const std::string& key, double S::*m, NumberCheck check) {
+Field<S> number_field(const std::string& key, double S::*m, const NumberCheck& check) {
   return {key,
           [=](const SectionReader& r, S& s) {
             if (auto v = r.opt_double(key)) {
@@ -119,8 +119,8 @@ Field<S> string_field(const std::string& key, std::string S::*m) {
 
 // One of a few words (dist.backend: auto, mpi, single), printed as is.
 template <typename S>
-Field<S> word_field(const std::string& key, std::string S::*m, std::vector<std::string> words,
-                    std::string expected) {
+Field<S> word_field(const std::string& key, std::string S::*m,
+                    const std::vector<std::string>& words, const std::string& expected) {
   return {key,
           [=](const SectionReader& r, S& s) {
             const auto v = r.opt_string(key);

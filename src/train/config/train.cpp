@@ -2,6 +2,7 @@
 #include <sstream>
 
 #include "config/sections.hpp"
+#include "crest/train/metric.hpp"
 
 namespace crest::config {
 namespace {
@@ -28,23 +29,20 @@ Field<S> metrics_field() {
             if (!e) return;
             std::vector<YAML::Node> items;
             if (e->value.IsSequence())
-              for (size_t i = 0; i < e->value.size(); ++i) items.push_back(e->value[i]);
+              for (const auto& item : e->value) items.emplace_back(item);
             else
-              items.push_back(e->value);
+              items.emplace_back(e->value);
             t.metrics.clear();
             for (size_t i = 0; i < items.size(); ++i) {
               const std::string path = "train.metrics[" + std::to_string(i) + "]";
               if (!items[i].IsScalar())
                 r.source().fail(path, e->key, "expected a metric name, got " + describe(items[i]));
-              const std::string name = fold_spelling(items[i].Scalar());
-              if (name == "meanabsoluteerror" || name == "mae")
-                t.metrics.push_back("mean_absolute_error");
-              else if (name == "meansquarederror" || name == "mse")
-                t.metrics.push_back("mean_squared_error");
-              else
+              const Metric* m = metric_named(items[i].Scalar());
+              if (!m)
                 r.source().fail(path, e->key,
                                 "unknown metric " + quote(items[i].Scalar()) +
-                                    " (expected mean_absolute_error or mean_squared_error)");
+                                    " (expected one of: " + join_list(metric_names()) + ")");
+              t.metrics.push_back(m->name);
             }
           },
           [](const S& t, Lines& l) { l.add("metrics", "[" + join_list(t.metrics) + "]"); }};
