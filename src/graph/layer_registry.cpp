@@ -1,12 +1,12 @@
 #include "crest/graph/layer_registry.hpp"
 
-#include <map>
+#include "crest/core/name_registry.hpp"
 
 namespace crest {
 namespace {
 
-std::map<std::string, LayerKind>& registry() {
-  static std::map<std::string, LayerKind> kinds;  // built during static initialisation
+NameRegistry<LayerKind>& registry() {
+  static NameRegistry<LayerKind> kinds("layer kind");  // built during static initialisation
   return kinds;
 }
 
@@ -28,25 +28,11 @@ AttrValue coerce_attr(const AttrValue& v, AttrType want, const std::string& key)
 
 bool register_layer_kind(LayerKind kind) {
   const std::string name = kind.name;
-  CREST_CHECK(registry().emplace(name, std::move(kind)).second,
-              "layer kind '" + name + "' registered twice");
-  return true;
+  return registry().add(name, std::move(kind));
 }
 
-const LayerKind& find_layer_kind(const std::string& name) {
-  auto it = registry().find(name);
-  if (it == registry().end()) {
-    std::string known;
-    for (const auto& n : layer_kind_names()) known += (known.empty() ? "" : ", ") + n;
-    throw_input("unknown layer kind '" + name + "' (known: " + known + ")");
-  }
-  return it->second;
-}
+const LayerKind& find_layer_kind(const std::string& name) { return registry().at(name); }
 
-std::vector<std::string> layer_kind_names() {
-  std::vector<std::string> names;
-  for (const auto& [name, kind] : registry()) names.push_back(name);
-  return names;
-}
+std::vector<std::string> layer_kind_names() { return registry().names(); }
 
 }  // namespace crest
