@@ -180,7 +180,7 @@ void TrainingRun::compile() {
   optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->attach(ex_->params(), ex_->vec());
   schedule_ = lr_schedule_of(config_.lr_schedule);
-  if (!options_.init_weights.empty()) load_weights(ex_->params(), options_.init_weights);
+  if (!options_.init_weights.empty()) load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
   sync_ = std::make_unique<GradientSync>(*comm_, ex_->params(), ex_->gradient_ready_order(),
@@ -436,7 +436,8 @@ void TrainingRun::finish() {
   // The weights first: they are the run's result, the timeline only describes it.
   if (!options_.save_weights.empty() && comm_->rank() == 0) {  // identical on every rank
     save_weights(ex_->params(), options_.save_weights,
-                 {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}});
+                 {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
+                 task_.model.external_params);
     *log_ << "weights saved to " << options_.save_weights << "\n";
   }
   timeline_->write(*comm_);
