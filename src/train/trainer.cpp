@@ -180,7 +180,8 @@ void TrainingRun::compile() {
   optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->attach(ex_->params(), ex_->vec());
   schedule_ = lr_schedule_of(config_.lr_schedule);
-  if (!options_.init_weights.empty()) load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
+  if (!options_.init_weights.empty())
+    load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
   sync_ = std::make_unique<GradientSync>(*comm_, ex_->params(), ex_->gradient_ready_order(),

@@ -123,9 +123,9 @@ void save_weights(const ParamStore& params, const std::string& path,
     }
     counters.push_back(std::make_unique<int64_t[]>(slot.count));
     for (size_t i = 0; i < slot.count; ++i)
-      counters.back()[i] = static_cast<int64_t>(std::llround(
-          params.dtype() == DType::f32 ? reinterpret_cast<const float*>(src)[i]
-                                       : reinterpret_cast<const double*>(src)[i]));
+      counters.back()[i] = static_cast<int64_t>(
+          std::llround(params.dtype() == DType::f32 ? reinterpret_cast<const float*>(src)[i]
+                                                    : reinterpret_cast<const double*>(src)[i]));
     entries.push_back({to.key, DType::i64, Shape(to.shape), counters.back().get()});
   }
   write_safetensors(path, entries, metadata);
