@@ -63,6 +63,9 @@ const std::vector<OpCase> kCases = {
   {"Sigmoid", "kind: sigmoid", {{2, 3, 3}}},
   {"Scale", "kind: scale, scale: 1.2, shift: -0.5", {{7}}},
   {"ChannelAffine", "kind: channel_affine", {{3, 4, 5}}},
+  {"BatchNorm1d", "kind: batch_norm", {{3, 7}}},
+  {"BatchNorm2d", "kind: batch_norm, momentum: 0.2, eps: 0.001", {{4, 3, 5}}},
+  {"BatchNorm3d", "kind: batch_norm", {{3, 2, 3, 4}}},
   {"Dense", "kind: dense, out_features: 5, l2: 0.05", {{12}}},
   {"DenseNoBias", "kind: dense, out_features: 3, bias: false, init: kaiming_normal", {{6}}},
   {"Add", "kind: add", {{3, 4, 4}, {3, 4, 4}}},
@@ -236,9 +239,13 @@ TEST_P(OpTable, EveryBackendAgreesWithTheReferenceInFloat32) {
     EXPECT_NEAR(loss, ref_loss, 1e-5 * (1 + std::abs(ref_loss))) << name;
     const ValueId out = g.output_of("op");
     EXPECT_LT(test::rel_distance(ex.output(out), ref.output(out)), 2e-5) << name << " output";
-    for (size_t s = 0; s < ref.params().slots().size(); ++s)
+    for (size_t s = 0; s < ref.params().slots().size(); ++s) {
       EXPECT_LT(test::rel_distance(ex.params().grad(s), ref.params().grad(s)), 2e-4)
           << name << " " << ref.params().slots()[s].name;
+      // State a training forward updates (batch norm's running statistics) agrees too.
+      EXPECT_LT(test::rel_distance(ex.params().value(s), ref.params().value(s)), 2e-5)
+          << name << " value of " << ref.params().slots()[s].name;
+    }
     for (const auto& in : g.inputs()) {
       if (!has_gradient(in)) continue;
       EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), 2e-4)
