@@ -71,6 +71,7 @@ const std::vector<OpCase> kCases = {
   {"Add", "kind: add", {{3, 4, 4}, {3, 4, 4}}},
   {"Concat", "kind: concat", {{2, 3, 3}, {3, 3, 3}, {1, 3, 3}}},
   {"Flatten", "kind: flatten", {{3, 2, 2}}},
+  {"ExpandAs", "kind: expand_as", {{3, 1, 1}, {-1, 2, 4, 5}}},
   {"Dropout", "kind: dropout, p: 0.4", {{64}}, /*gradcheck=*/false},
   {"MseLoss", "kind: mse_loss", {{5}, {-1, 5}}},
   {"SoftmaxCrossEntropy", "kind: softmax_cross_entropy, class_weights: [1.0, 2.6, 1.7]", {{3, 4, 5}, {0, 4, 5}}},
