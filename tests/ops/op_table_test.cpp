@@ -38,11 +38,17 @@ const std::vector<OpCase> kCases = {
   {"Conv2dGroupsStrided", "kind: conv, out_channels: 12, kernel: [3, 3], groups: 2, stride: [2]", {{8, 7, 7}}},
   {"Conv2dGroupsBlockedNoBias", "kind: conv, out_channels: 64, kernel: [3, 3], groups: 2, bias: false", {{32, 5, 5}}},
   {"Conv2dDepthwise", "kind: conv, out_channels: 8, kernel: [3, 3], groups: 8, padding: [1], bias: false", {{8, 6, 6}}},
+  // DeepLabv3+'s separable convolutions: depthwise with dilation 2 (padding = dilation) and with
+  // stride 2, with enough channels for oneDNN's blocked depthwise kernels.
+  {"Conv2dDepthwiseDilated", "kind: conv, out_channels: 16, kernel: [3, 3], groups: 16, dilation: [2], padding: [2], bias: false", {{16, 7, 6}}},
+  {"Conv2dDepthwiseStride2", "kind: conv, out_channels: 16, kernel: [3, 3], groups: 16, stride: [2], padding: [1], bias: false", {{16, 8, 7}}},
   {"Conv3dSame", "kind: conv, out_channels: 4, kernel: [3, 3, 3], same: true, l2: 0.1", {{2, 4, 5, 4}}},
   {"Conv3dStridedBlocked", "kind: conv, out_channels: 32, kernel: [3, 3, 3], stride: [2]", {{16, 5, 5, 5}}},
   {"Conv3dGroupsDilatedNoBias", "kind: conv, out_channels: 8, kernel: [3, 3, 3], groups: 2, dilation: [2], padding: [2], bias: false", {{8, 5, 5, 5}}},
   {"ConvTranspose1d", "kind: conv_transpose, out_channels: 3, kernel: [3], stride: [2], padding: [1], output_padding: [1]", {{2, 5}}},
   {"ConvTranspose2d", "kind: conv_transpose, out_channels: 3, kernel: [3, 3], stride: [2], padding: [1], output_padding: [1]", {{4, 4, 3}}},
+  // Exact x2 upsampling (DeepLabv3+'s decoder): 3x3, stride 2, padding 1, output_padding 1.
+  {"ConvTranspose2dUpsample2xBlocked", "kind: conv_transpose, out_channels: 16, kernel: [3, 3], stride: [2], padding: [1], output_padding: [1], bias: false", {{16, 3, 4}}},
   {"ConvTranspose2dBlocked", "kind: conv_transpose, out_channels: 8, kernel: [4, 4], stride: [2], padding: [1]", {{16, 4, 4}}},
   {"ConvTranspose2dGroupsNoBias", "kind: conv_transpose, out_channels: 4, kernel: [3, 3], groups: 2, stride: [2], padding: [1], output_padding: [1], bias: false", {{6, 5, 5}}},
   {"ConvTranspose2dDilated", "kind: conv_transpose, out_channels: 6, kernel: [3, 3], dilation: [2]", {{4, 5, 5}}},
