@@ -29,6 +29,8 @@ const char* mllog_optimizer_name(OptimizerKind k) {
       return "adam";
     case OptimizerKind::adamw:
       return "adamw";
+    case OptimizerKind::lamb:
+      return "lamb";
   }
   return "unknown";
 }
