@@ -101,6 +101,19 @@ Field<S> checkpoint_every_field() {
           }};
 }
 
+// A checkpoint between two micro-batches of one optimizer step would need every rank's partial
+// gradient sum; step-counted checkpoints therefore fall on optimizer steps.
+void check_train(const SectionReader& r, S& t) {
+  const int k = t.gradient_accumulation_frequency;
+  if (t.checkpoint_every_steps && t.checkpoint_every % k != 0)
+    r.fail("checkpoint_every",
+           "\"" + std::to_string(t.checkpoint_every) +
+               " steps\" is not a multiple of gradient_accumulation_frequency " +
+               std::to_string(k) +
+               " (checkpoints between the micro-batches of one optimizer "
+               "step are not supported)");
+}
+
 }  // namespace
 
 const Table<TrainConfig>& train_table() {
@@ -109,8 +122,10 @@ const Table<TrainConfig>& train_table() {
       {loss_field(), metrics_field(), patience_field(), target_mae_field(),
        // crest additions
        checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
-       number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report)},
-      {}};
+       number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report),
+       // the DeepCAM reference's
+       int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1)},
+      check_train};
   return t;
 }
 
