@@ -22,6 +22,7 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/optim/lamb.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/report.hpp"
 #include "crest/train/train_step.hpp"
@@ -41,6 +42,7 @@ int resolve_threads(int t) { return t > 0 ? t : hardware_threads(); }
 struct BenchTrainArgs {
   std::string model = "cosmoflow", backend = default_backend_name();
   int64_t size = 128, batch = 2, conv_size = 32;
+  int64_t height = 768, width = 1152;  // deepcam's sample size (the reference's)
   int steps = 3, warmup = 1, threads = 0;
   double dropout = 0.5;
   bool profile = false;
@@ -50,6 +52,54 @@ struct BenchTrainArgs {
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
 };
+
+// Through the model registry, as a config's model section would be: an unknown --model lists
+// the registered ones. --size, --conv-size and --dropout are CosmoFlow's keys, --height and
+// --width DeepCAM's.
+ModelConfig bench_model_config(const BenchTrainArgs& a) {
+  ModelConfig mc;
+  mc.name = a.model;
+  if (a.model == "deepcam") {
+    mc.attrs.set("input_shape", std::vector<int64_t>{a.height, a.width, 16});
+  } else {
+    mc.attrs.set("input_shape", std::vector<int64_t>{a.size, a.size, a.size, 4});
+    mc.attrs.set("conv_size", a.conv_size);
+    mc.attrs.set("dropout", a.dropout);
+  }
+  return mc;
+}
+
+// The model's flags, for the report's config line.
+std::string size_flags(const BenchTrainArgs& a) {
+  if (a.model == "deepcam")
+    return "--height " + std::to_string(a.height) + " --width " + std::to_string(a.width);
+  return "--size " + std::to_string(a.size) + " --conv-size " + std::to_string(a.conv_size);
+}
+
+// Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
+// fields are O(1)), written on the host and copied into the model's memory. Integer targets are
+// class labels with the classes' rough frequencies (mostly background).
+void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
+  uint64_t s = 42;
+  auto next = [&s] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>((s >> 40) * 0x1.0p-24);
+  };
+  for (const auto& [input, scale, offset] :
+       {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {
+    const TensorView in = ex.input(input);
+    HostStaging staged(backend.memory(), in.data(), in.bytes(), /*fetch=*/false);
+    for (int64_t i = 0; i < in.numel(); ++i) {
+      if (in.dtype() == DType::i32) {
+        const float u = next();
+        staged.as<int32_t>()[i] = u < 0.9f ? 0 : u < 0.92f ? 1 : 2;
+      } else {
+        staged.as<float>()[i] = scale * next() + offset;
+      }
+    }
+    staged.commit();
+  }
+}
 
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
@@ -65,43 +115,27 @@ void bench_train(const BenchTrainArgs& a) {
   // What the backend really uses is reported (the reference backend runs on one thread).
   const int threads = backend->set_threads(
       a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size()));
-  // Through the model registry, as a config's model section would be: an unknown --model lists
-  // the registered ones. The size flags are CosmoFlow's keys.
-  ModelConfig mc;
-  mc.name = a.model;
-  mc.attrs.set("input_shape", std::vector<int64_t>{a.size, a.size, a.size, 4});
-  mc.attrs.set("conv_size", a.conv_size);
-  mc.attrs.set("dropout", a.dropout);
-  const BuiltModel m = build_model(mc);
+  const BuiltModel m = build_model(bench_model_config(a));
   CompileOptions co;
   co.batch = a.batch;
   const auto tc = std::chrono::steady_clock::now();
   Executor ex(m.graph, *backend, co);
   const double compile_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
-  SgdKeras opt(0.9);
+  // Each model's reference optimizer: CosmoFlow's Keras SGD, DeepCAM's LAMB (as the peers run).
+  std::unique_ptr<Optimizer> optimizer;
+  if (a.model == "deepcam")
+    optimizer = std::make_unique<Lamb>(LambOptions{});
+  else
+    optimizer = std::make_unique<SgdKeras>(0.9);
+  Optimizer& opt = *optimizer;
   opt.attach(ex.params(), ex.vec());
   GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb,
                     parse_gradient_compression(a.compress));
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
   TrainStep train_step(ex, opt, &sync);
-  // Random inputs like the peer script's (values of ln(1 + counts) are O(1)), written on the host
-  // and copied into the model's memory.
-  {
-    uint64_t s = 42;
-    auto next = [&s] {
-      s = s * 6364136223846793005ull + 1442695040888963407ull;
-      return static_cast<float>((s >> 40) * 0x1.0p-24);
-    };
-    for (const auto& [input, scale, offset] :
-         {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {
-      const TensorView in = ex.input(input);
-      HostStaging staged(backend->memory(), in.data(), in.bytes(), /*fetch=*/false);
-      for (int64_t i = 0; i < in.numel(); ++i) staged.as<float>()[i] = scale * next() + offset;
-      staged.commit();
-    }
-  }
+  fill_random_batch(ex, m, *backend);
   auto step = [&] { train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
   sync.reset_stats();
@@ -143,9 +177,14 @@ void bench_train(const BenchTrainArgs& a) {
   j["bench"] = "train";
   j["model"] = a.model;
   j["backend"] = backend->name();
-  j["size"] = a.size;
+  if (a.model == "deepcam") {
+    j["height"] = a.height;
+    j["width"] = a.width;
+  } else {
+    j["size"] = a.size;
+    j["conv_size"] = a.conv_size;
+  }
   j["batch"] = a.batch;
-  j["conv_size"] = a.conv_size;
   j["threads"] = threads;
   j["steps"] = a.steps;
   j["step_s_min"] = best;
@@ -181,8 +220,7 @@ void bench_train(const BenchTrainArgs& a) {
     ReportRun& u = r.run;
     u.source = "crest bench train";
     u.model = a.model;
-    u.config = "--size " + std::to_string(a.size) + " --batch " + std::to_string(a.batch) +
-               " --conv-size " + std::to_string(a.conv_size) + " --steps " +
+    u.config = size_flags(a) + " --batch " + std::to_string(a.batch) + " --steps " +
                std::to_string(a.steps) + " --warmup " + std::to_string(a.warmup) + " --threads " +
                std::to_string(threads);
     u.backend = backend->name();
@@ -259,8 +297,10 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   auto ta = std::make_shared<BenchTrainArgs>();
   CLI::App* train = bench->add_subcommand("train", "time training steps on random data");
-  train->add_option("--model", ta->model, "model (cosmoflow)");
-  train->add_option("--size", ta->size, "cube size (a multiple of 32)");
+  train->add_option("--model", ta->model, "a registered model (cosmoflow, deepcam)");
+  train->add_option("--size", ta->size, "cosmoflow: cube size (a multiple of 32)");
+  train->add_option("--height", ta->height, "deepcam: sample height (a multiple of 16)");
+  train->add_option("--width", ta->width, "deepcam: sample width (a multiple of 16)");
   train->add_option("--batch", ta->batch, "batch size");
   train->add_option("--steps", ta->steps, "timed steps");
   train->add_option("--warmup", ta->warmup, "untimed steps first");
