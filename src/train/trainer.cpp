@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "batch_feed.hpp"
+#include "batch_norm_sync.hpp"
 #include "checkpointer.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
@@ -115,6 +116,7 @@ class TrainingRun {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<GroupStatReducer> bn_group_;  // synchronised batch norm; null: local
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchFeed> feed_;
   TrainingData data_;
@@ -196,6 +198,8 @@ void TrainingRun::compile() {
                                          parse_gradient_compression(config_.dist.compress));
   sync_->verify_same_layout_everywhere();
   sync_->broadcast_parameters(ex_->params());
+  bn_group_ = make_batch_norm_group(*comm_, config_.dist.batchnorm_group_size);
+  ex_->set_batch_stat_reducer(bn_group_.get());
   step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get());
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
   summary_.parameter_count = ex_->params().parameter_count();
@@ -414,6 +418,8 @@ void TrainingRun::reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t 
 void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   records_.notify([&](RunObserver& o) { o.eval_start(st.epoch); });
   ex_->set_profiling(false);  // the report's per-layer times are per training step
+  // As the DeepCAM reference: every rank validates with the running statistics of all ranks.
+  average_eval_stats(ex_->params(), *comm_);
   const ValidationResult v = validate(*ex_, *feed_, *valid_loader_, task_, *comm_, epoch);
   ex_->set_profiling(config_.train.report);
   st.val_loss = v.loss;

@@ -3,6 +3,8 @@
 // as if every other rank contributed nothing (sums are identities, gathers return this rank's
 // part), which is enough for layout and ordering tests and never for arithmetic ones.
 #pragma once
+#include <functional>
+
 #include "crest/dist/communicator.hpp"
 
 namespace crest::test {
@@ -16,7 +18,9 @@ class FakeCommunicator final : public Communicator {
   int local_rank() const override { return rank_; }
   int local_size() const override { return size_; }
   void barrier() override {}
-  void allreduce_sum(double*, size_t) override {}
+  void allreduce_sum(double* values, size_t n) override {
+    if (other_ranks_add) other_ranks_add(values, n);
+  }
   void allreduce_sum(int64_t*, size_t) override {}
   std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                      std::string what) override {
@@ -44,6 +48,8 @@ class FakeCommunicator final : public Communicator {
   }
 
   std::vector<std::string> started;  // what start_allreduce was asked, in order
+  // What the other ranks add to a double allreduce_sum (unset: nothing), for arithmetic tests.
+  std::function<void(double* values, size_t n)> other_ranks_add;
 
  private:
   int rank_, size_;

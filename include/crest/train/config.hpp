@@ -198,6 +198,9 @@ struct DistConfig {
   double timeout_s = 300;         // a collective not done by then aborts the job with a message
   std::string timeline;           // Chrome-trace file of every rank's steps (empty: none)
   std::string compress = "none";  // gradient buckets travel as float32 (none) or bf16
+  // Synchronised batch norm over groups of this many consecutive ranks (the DeepCAM reference's
+  // --batchnorm_group_size; 1 = each rank normalises with its own batch). Divides the rank count.
+  int batchnorm_group_size = 1;
 };
 
 struct Config {

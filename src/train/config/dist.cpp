@@ -14,7 +14,8 @@ const Table<DistConfig>& dist_table() {
        number_field("timeout_s", &S::timeout_s, positive_up_to(7 * 24 * 3600.0)),
        word_field("compress", &S::compress, {"none", "bf16", "fp16"},
                   "expected none, bf16 or fp16"),
-       string_field("timeline", &S::timeline)},
+       string_field("timeline", &S::timeline),
+       int_field("batchnorm_group_size", &S::batchnorm_group_size, 1, 1 << 20)},
       {}};
   return t;
 }
