@@ -103,7 +103,14 @@ class MlperfObserver : public RunObserver {
     writer_.event("global_batch_size", f.global_batch);
     writer_.event("train_samples", f.train_samples);
     writer_.event("eval_samples", f.eval_samples);
-    writer_.event("gradient_accumulation_steps", c.train.gradient_accumulation_frequency);
+    if (deepcam()) {
+      // The DeepCAM reference's own spellings (train.py, hpc_3.0.0/closed_deepcam.yaml).
+      writer_.event("number_of_ranks", f.ranks);
+      writer_.event("batchnorm_group_size", c.dist.batchnorm_group_size);
+      writer_.event("gradient_accumulation_frequency", c.train.gradient_accumulation_frequency);
+    } else {
+      writer_.event("gradient_accumulation_steps", c.train.gradient_accumulation_frequency);
+    }
     // A per-step schedule is DeepCAM's: its reference's optimizer and scheduler keys instead.
     if (c.lr_schedule.per_step) {
       for (const MllogKey& k : optimizer_log_keys(c)) writer_.event(k.key, k.value);
@@ -143,6 +150,10 @@ class MlperfObserver : public RunObserver {
   void eval_stop(int epoch) override { writer_.end("eval_stop", nullptr, {{"epoch_num", epoch}}); }
 
   void epoch_stop(const EpochStats& st) override {
+    if (deepcam()) {
+      deepcam_epoch_stop(st);
+      return;
+    }
     writer_.end("epoch_stop", nullptr, {{"epoch_num", st.epoch}});
     // After epoch_stop, as the reference's callback does; the value is the printed one
     // (val_mae for CosmoFlow).
@@ -166,6 +177,27 @@ class MlperfObserver : public RunObserver {
   }
 
  private:
+  bool deepcam() const { return options_.benchmark == "deepcam"; }
+
+  // The DeepCAM reference's epoch end (driver/trainer.py, validation.py): the epoch's rate and
+  // loss, eval_accuracy (the validation IoU) and eval_loss, target_accuracy_reached when it got
+  // there, then epoch_stop. (Its train_accuracy, the IoU of the last training batch, is not
+  // measured.)
+  void deepcam_epoch_stop(const EpochStats& st) {
+    const MllogValue at = {{"epoch_num", st.epoch}};
+    writer_.event("learning_rate", st.lr, at);
+    writer_.event("train_loss", st.train_loss, at);
+    const std::optional<double> quality = st.val_metric(options_.quality_metric);
+    if (st.validated && quality) {
+      writer_.event("eval_accuracy", *quality, at);
+      writer_.event("eval_loss", st.val_loss, at);
+      const auto& target = options_.target;
+      if (target && target->reached(*quality))
+        writer_.event("target_accuracy_reached", target->value, at);
+    }
+    writer_.end("epoch_stop", nullptr, at);
+  }
+
   MllogWriter writer_;
   MlperfObserverOptions options_;
   const Config* config_ = nullptr;  // the run's, alive from init_start to run_stop
