@@ -101,6 +101,8 @@ TEST(BatchNormLayer, ParametersArePyTorchsStateDictInOrder) {
   }
   EXPECT_EQ(ex.params().parameter_count(), 8) << "only weight and bias are trained";
   EXPECT_EQ(ex.gradient_ready_order().size(), 2u) << "no gradient is handed on for the state";
+  EXPECT_NE(ex.summary().find("parameters: 8 and 9 values of non-trained state"), std::string::npos)
+      << ex.summary();
 }
 
 TEST(BatchNormLayer, BuilderAndYamlGiveTheSameNode) {
