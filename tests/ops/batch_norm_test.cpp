@@ -394,6 +394,7 @@ std::vector<StepResult> step_ranks(const Graph& g, const Target& t, int ranks, i
     results[static_cast<size_t>(r)] = read_step(ex, g, loss);
   };
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) threads.emplace_back(step, r);
   for (auto& th : threads) th.join();
   return results;
