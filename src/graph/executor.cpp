@@ -251,11 +251,15 @@ std::string Executor::summary() const {
   os << std::left << std::setw(24) << "layer" << std::setw(16) << "kind" << std::setw(26)
      << "output" << std::setw(22) << "format" << std::right << std::setw(12) << "params"
      << "  notes\n";
-  int64_t total = 0;
+  // The params column and total count trained parameters (what a model's size means); batch
+  // norm's running statistics are counted apart as state.
+  int64_t total = 0, state = 0;
   for (const auto& op : prog_->ops) {
     int64_t np = 0;
-    for (int s : op->param_slots)
-      np += static_cast<int64_t>(params().slots()[static_cast<size_t>(s)].count);
+    for (int s : op->param_slots) {
+      const ParamSlot& slot = params().slots()[static_cast<size_t>(s)];
+      (slot.spec.trainable ? np : state) += static_cast<int64_t>(slot.count);
+    }
     total += np;
     const Value& out = *prog_->values[static_cast<size_t>(op->out.at(0))];
     std::string fmt = out.fmt.layout == Layout::blocked && out.fmt.opaque
@@ -268,8 +272,9 @@ std::string Executor::summary() const {
        << std::setw(26) << out.shape.str() << std::setw(22) << fmt << std::right << std::setw(12)
        << np << "  " << notes << "\n";
   }
-  os << "parameters: " << total << " (" << human_bytes(static_cast<double>(params().bytes()))
-     << ")\n";
+  os << "parameters: " << total;
+  if (state > 0) os << " and " << state << " values of non-trained state";
+  os << " (" << human_bytes(static_cast<double>(params().bytes())) << ")\n";
   os << "activation arena: " << human_bytes(static_cast<double>(prog_->plan.arena_bytes))
      << " planned (" << human_bytes(static_cast<double>(prog_->plan.naive_bytes))
      << " without reuse), scratch " << human_bytes(static_cast<double>(prog_->plan.scratch_bytes))

@@ -123,6 +123,7 @@ TEST(OneDnnBatchNorm, AgreesWithTheReferenceOnEveryLayoutLocalAndSynchronised) {
       test::LockstepGroup group(2);
       Result ranks[2];
       std::vector<std::thread> threads;
+      threads.reserve(2);
       for (int r = 0; r < 2; ++r)
         threads.emplace_back([&, r] {
           auto k = make_kernel<BatchNormKernel>(*dnn, desc(each, format(each), relu));

@@ -101,6 +101,8 @@ TEST(BatchNormLayer, ParametersArePyTorchsStateDictInOrder) {
   }
   EXPECT_EQ(ex.params().parameter_count(), 8) << "only weight and bias are trained";
   EXPECT_EQ(ex.gradient_ready_order().size(), 2u) << "no gradient is handed on for the state";
+  EXPECT_NE(ex.summary().find("parameters: 8 and 9 values of non-trained state"), std::string::npos)
+      << ex.summary();
 }
 
 TEST(BatchNormLayer, BuilderAndYamlGiveTheSameNode) {
@@ -392,6 +394,7 @@ std::vector<StepResult> step_ranks(const Graph& g, const Target& t, int ranks, i
     results[static_cast<size_t>(r)] = read_step(ex, g, loss);
   };
   std::vector<std::thread> threads;
+  threads.reserve(static_cast<size_t>(ranks));
   for (int r = 0; r < ranks; ++r) threads.emplace_back(step, r);
   for (auto& th : threads) th.join();
   return results;

@@ -29,8 +29,10 @@ TEST(ExpandAs, BroadcastsOverTheReferencesSpatialSize) {
     ex.forward();
     const TensorView y = ex.output(g.output_of("expand"));
     EXPECT_EQ(y.shape(), (Shape{2, 3, 2, 4}));
-    for (int64_t i = 0; i < y.numel(); ++i)
-      EXPECT_EQ(y.as<float>()[i], static_cast<float>(i / 8 + 1)) << i;
+    for (int64_t i = 0; i < y.numel(); ++i) {
+      const int64_t row = i / 8;  // (sample, channel): x's element row + 1, repeated 2 x 4 times
+      EXPECT_EQ(y.as<float>()[i], static_cast<float>(row + 1)) << i;
+    }
   }
 }
 

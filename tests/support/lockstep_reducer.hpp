@@ -14,6 +14,7 @@ namespace crest::test {
 class LockstepGroup {
  public:
   explicit LockstepGroup(int size) : barrier_(size), arrays_(static_cast<size_t>(size)) {
+    ranks_.reserve(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) ranks_.emplace_back(*this, r);
   }
   LockstepGroup(const LockstepGroup&) = delete;

@@ -42,7 +42,7 @@ struct SavedStats {
 
 class OneDnnBatchNorm final : public BatchNormKernel {
  public:
-  OneDnnBatchNorm(ContextPtr ctx, const BatchNormDesc& d) : d_(d), c_(d.channels) {
+  OneDnnBatchNorm(const ContextPtr& ctx, const BatchNormDesc& d) : d_(d), c_(d.channels) {
     if (d.dtype != DType::f32)
       throw_usage("the onednn batch_norm kernel computes in f32 only, got " + dtype_name(d.dtype));
     if (d.post_op.kind != EltwiseKind::none && !batch_norm_fuses(d.post_op))
@@ -57,9 +57,9 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     data_md_ = hint_fits ? to_desc(d.src_hint) : layout_desc(shape, d.dtype, Layout::plain);
     format_ = to_mem_format(data_md_, d.dtype);
     stat_md_ = memory::desc({d.channels}, memory::data_type::f32, memory::format_tag::a);
-    elements_ = static_cast<double>(shape.numel() / d.channels);
+    elements_ = static_cast<double>(shape.numel()) / static_cast<double>(d.channels);
     what_ = "batch_norm " + describe(data_md_);
-    guarded(what_, [&] { create_primitives(std::move(ctx)); });
+    guarded(what_, [&] { create_primitives(ctx); });
   }
 
   MemFormat format() const override { return format_; }
@@ -111,7 +111,7 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     void* shared;             // the primitives' scratchpads (they run in turn)
   };
 
-  void create_primitives(ContextPtr ctx) {
+  void create_primitives(const ContextPtr& ctx) {
     const flags affine = flags::use_scale | flags::use_shift;
     const flags relu = d_.post_op.kind == EltwiseKind::none ? flags::none : flags::fuse_norm_relu;
     const auto attr = user_scratchpad_attr();

@@ -26,7 +26,7 @@ ChannelAffineAccumulate::ChannelAffineAccumulate(const dnnl::memory::desc& md) {
   // Spatial dimensions right-aligned, as the reference kernels widen them.
   const int spatial = d.ndims - 2;
   for (int i = 0; i < spatial; ++i) {
-    const auto u = static_cast<size_t>(3 - spatial + i);
+    const size_t u = 3 - static_cast<size_t>(spatial) + static_cast<size_t>(i);
     size_[u] = d.dims[2 + i];
     stride_[u] = blk.strides[2 + i];
   }
