@@ -60,17 +60,24 @@ Field<S> patience_field() {
           }};
 }
 
-Field<S> target_mae_field() {
-  return {"target_mae",
-          [](const SectionReader& r, S& t) {
-            if (auto v = r.opt_double("target_mae")) {
-              if (*v <= 0) r.fail("target_mae", "must be positive, got " + format_double(*v));
-              t.target_mae = *v;
+// A quality target: a validation metric's value that ends the run (task.cpp says which metric).
+Field<S> target_field(const std::string& key, std::optional<double> S::*m,
+                      const NumberCheck& check) {
+  return {key,
+          [=](const SectionReader& r, S& t) {
+            if (auto v = r.opt_double(key)) {
+              if (const std::string problem = check(*v); !problem.empty()) r.fail(key, problem);
+              t.*m = *v;
             }
           },
-          [](const S& t, Lines& l) {
-            if (t.target_mae) l.add("target_mae", format_double(*t.target_mae));
+          [=](const S& t, Lines& l) {
+            if (t.*m) l.add(key, format_double(*(t.*m)));
           }};
+}
+
+void check_train(const SectionReader& r, S& t) {
+  if (t.target_mae && t.target_iou)
+    r.fail("target_iou", "a run has one quality target; train.target_mae is given too");
 }
 
 // "N" or "N epochs" (after every N-th epoch), "N steps" (every N training steps); 0: only at the
@@ -106,11 +113,13 @@ Field<S> checkpoint_every_field() {
 const Table<TrainConfig>& train_table() {
   static const Table<S> t{
       "train",
-      {loss_field(), metrics_field(), patience_field(), target_mae_field(),
+      {loss_field(), metrics_field(), patience_field(),
+       target_field("target_mae", &S::target_mae, positive()),
+       target_field("target_iou", &S::target_iou, positive_up_to(1)),
        // crest additions
        checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
        number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report)},
-      {}};
+      check_train};
   return t;
 }
 
