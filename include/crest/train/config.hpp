@@ -107,8 +107,9 @@ struct DataConfig {
 struct ModelConfig {
   // A name from model_names(), or "graph": a network given as `layers:`, held in `graph`.
   std::string name = "cosmoflow";
-  // A graph model's network; it trains on the CosmoFlow task: input x [C, D, H, W] (the data's
-  // sample, channels-last), input y [targets], outputs[0] the prediction, and a loss.
+  // A graph model's network: its first input takes the data's samples, channels first and
+  // declared channels-last (CosmoFlow [C, D, H, W], DeepCAM [C, H, W]), its second the targets
+  // ([targets], or DeepCAM's int32 labels [H, W]); outputs[0] the prediction, and a loss.
   std::shared_ptr<const Graph> graph;
   // A registered model's section, canonical: every key the model declares, defaults filled in
   // (input_shape is data.sample_shape). cosmoflow_options(attrs) reads CosmoFlow's.
