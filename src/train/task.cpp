@@ -90,7 +90,7 @@ void check_metrics_fit(const Task& task, const Config& config, const TensorDesc&
   for (const Metric* m : task.metrics) {
     std::string key = "train.metrics";
     for (const TargetKey& k : kTargetKeys)
-      if (config.train.*(k.value) && m == task.target->metric) key = k.key;
+      if (task.target && m == task.target->metric && config.train.*(k.value)) key = k.key;
     check_metric_fits(*m, pred, target, key);
   }
 }
