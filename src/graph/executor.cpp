@@ -76,9 +76,15 @@ void Executor::bind_run_contexts() {
     c.workspace = block_ptr(op.workspace_block);
     c.scratch = scratch;
     c.vec = vec_.get();
+    c.batch_stat_reducer = batch_stat_reducer_;
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops});
   }
+}
+
+void Executor::set_batch_stat_reducer(BatchStatReducer* reducer) {
+  batch_stat_reducer_ = reducer;
+  for (auto& op : prog_->ops) op->ctx.batch_stat_reducer = reducer;
 }
 
 TensorView Executor::input(const std::string& name) const {

@@ -6,9 +6,11 @@ namespace crest {
 
 CREST_REGISTER_LAYER(flatten, layer_kind<FlattenLayer>("flatten"));
 CREST_REGISTER_LAYER(concat, layer_kind<ConcatLayer>("concat"));
+CREST_REGISTER_LAYER(expand_as, layer_kind<ExpandAsLayer>("expand_as"));
 
 LayerSpec layers::flatten() { return {"flatten", {}}; }
 LayerSpec layers::concat() { return {"concat", {}}; }
+LayerSpec layers::expand_as() { return {"expand_as", {}}; }
 
 // ------------------------------------------------------------------------------------- flatten
 
@@ -73,6 +75,41 @@ void ConcatLayer::forward(RunContext& ctx) {
 void ConcatLayer::backward(RunContext& ctx) {
   for (size_t i = 0; i < diffs_.size(); ++i) diffs_[i] = ctx.diff_in[i];
   kernel_->backward(ctx.diff_out[0], diffs_);
+}
+
+// ------------------------------------------------------------------------------------ expand_as
+
+std::vector<Shape> ExpandAsLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.size() != 2)
+    throw_input("expand_as takes two inputs: x [N, C, 1, ...] and the reference [N, C', S...]");
+  const Shape& x = in[0];
+  const Shape& ref = in[1];
+  if (x.rank() < 3 || x.rank() != ref.rank() || x[0] != ref[0])
+    throw_input(
+        "expand_as needs x [N, C, 1, ...] and a reference [N, C', S...] of the same rank "
+        "and batch, got " +
+        x.str() + " and " + ref.str());
+  Shape out = ref;
+  out[1] = x[1];
+  for (int d = 2; d < x.rank(); ++d)
+    if (x[d] != 1)
+      throw_input("expand_as input x must have spatial size 1 everywhere, got " + x.str());
+  return {out};
+}
+
+void ExpandAsLayer::create(CreateContext& ctx) {
+  const Shape& out = ctx.out_shapes[0];
+  const ExpandDesc d{out[0], out[1], out.numel() / (out[0] * out[1]), ctx.dtype};
+  kernel_ = make_kernel<ExpandKernel>(ctx.backend, d);
+  // x in plain layout; the reference keeps whatever format it has, its data is never read.
+  ctx.in_formats[0] = plain_format(ctx.in_shapes[0], ctx.dtype);
+  ctx.out_formats = {plain_format(out, ctx.dtype)};
+}
+
+void ExpandAsLayer::forward(RunContext& ctx) { kernel_->forward(ctx.in[0], ctx.out[0]); }
+
+void ExpandAsLayer::backward(RunContext& ctx) {
+  if (ctx.diff_in[0]) kernel_->backward(ctx.diff_out[0], ctx.diff_in[0]);
 }
 
 }  // namespace crest

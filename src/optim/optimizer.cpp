@@ -4,13 +4,18 @@
 
 namespace crest {
 
-void Optimizer::attach(ParamStore& params, VectorOps& vec) {
+void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation) {
+  if (accumulation < 1)
+    throw_usage("gradient accumulation must be at least 1 micro-batch, got " +
+                std::to_string(accumulation));
   params_ = &params;
   vec_ = &vec;
   count_ = params.trainable_count_padded();
+  accumulation_ = accumulation;
   state_.clear();
+  const size_t buffers = state_names().size() + (accumulation > 1 ? 1 : 0);
   // In the parameters' memory (the backend's), zeroed there: the padding too stays zero.
-  for (size_t i = 0; i < state_names().size(); ++i) {
+  for (size_t i = 0; i < buffers; ++i) {
     state_.emplace_back(std::max<size_t>(params.trainable_bytes(), 256), 256, params.memory());
     vec.fill(state_.back().data(), state_.back().bytes() / dtype_size(params.dtype()), 0.0);
   }
@@ -19,9 +24,14 @@ void Optimizer::attach(ParamStore& params, VectorOps& vec) {
 
 std::vector<std::pair<std::string, Buffer*>> Optimizer::state() {
   std::vector<std::pair<std::string, Buffer*>> out;
-  const auto names = state_names();
+  auto names = state_names();
+  if (accumulation_ > 1) names.emplace_back("gradient_sum");
   for (size_t i = 0; i < state_.size(); ++i) out.push_back({names[i], &state_[i]});
   return out;
+}
+
+void* Optimizer::gradient_sum() {
+  return accumulation_ > 1 && !state_.empty() ? state_.back().data() : nullptr;
 }
 
 void SgdKeras::step(double lr) {

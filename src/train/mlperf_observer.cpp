@@ -9,6 +9,7 @@
 #include "crest/optim/lr_schedule.hpp"
 #include "crest/train/mllog.hpp"
 #include "crest/train/observers.hpp"
+#include "crest/train/optimizer_log_keys.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest {
@@ -29,6 +30,8 @@ const char* mllog_optimizer_name(OptimizerKind k) {
       return "adam";
     case OptimizerKind::adamw:
       return "adamw";
+    case OptimizerKind::lamb:
+      return "lamb";
   }
   return "unknown";
 }
@@ -100,7 +103,13 @@ class MlperfObserver : public RunObserver {
     writer_.event("global_batch_size", f.global_batch);
     writer_.event("train_samples", f.train_samples);
     writer_.event("eval_samples", f.eval_samples);
-    writer_.event("gradient_accumulation_steps", 1);
+    writer_.event("gradient_accumulation_steps", c.train.gradient_accumulation_frequency);
+    // A per-step schedule is DeepCAM's: its reference's optimizer and scheduler keys instead.
+    if (c.lr_schedule.per_step) {
+      for (const MllogKey& k : optimizer_log_keys(c)) writer_.event(k.key, k.value);
+      writer_.end("init_stop");
+      return;
+    }
     writer_.event("opt_name", mllog_optimizer_name(c.optimizer.name));
     writer_.event("opt_base_learning_rate", c.lr_schedule.base_lr * scale);
     writer_.event("opt_learning_rate_warmup_epochs", c.lr_schedule.n_warmup_epochs);

@@ -17,6 +17,7 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
+#include "crest/optim/lamb.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
@@ -48,6 +49,12 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
       return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, false);
     case OptimizerKind::adamw:
       return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, true);
+    case OptimizerKind::lamb:
+      return std::make_unique<Lamb>(LambOptions{.beta1 = o.beta1,
+                                                .beta2 = o.beta2,
+                                                .eps = o.eps,
+                                                .weight_decay = o.weight_decay,
+                                                .max_grad_norm = o.max_grad_norm});
   }
   throw_input("optimizer.name: unsupported optimizer");
 }
@@ -85,7 +92,7 @@ class TrainingRun {
   void open_data();
   RunFacts facts() const;
   void train_epoch(int epoch, EpochStats& st);
-  void train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
+  bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
   void reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t steps_run);
   void validate_epoch(int epoch, EpochStats& st);
   bool finish_epoch(int epoch, EpochStats& st);
@@ -106,7 +113,7 @@ class TrainingRun {
   std::unique_ptr<Executor> ex_;
   double compile_s_ = 0;
   std::unique_ptr<Optimizer> optimizer_;
-  LrSchedule schedule_;
+  std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchFeed> feed_;
@@ -178,9 +185,10 @@ void TrainingRun::compile() {
   ex_ = std::make_unique<Executor>(task_.model.graph, *backend_, co);
   compile_s_ = since(t0);
   optimizer_ = make_optimizer(config_.optimizer);
-  optimizer_->attach(ex_->params(), ex_->vec());
-  schedule_ = lr_schedule_of(config_.lr_schedule);
-  if (!options_.init_weights.empty()) load_weights(ex_->params(), options_.init_weights);
+  optimizer_->attach(ex_->params(), ex_->vec(), config_.train.gradient_accumulation_frequency);
+  lr_policy_ = lr_policy_of(config_.lr_schedule, config_.data.batch_size * comm_->size());
+  if (!options_.init_weights.empty())
+    load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
   sync_ = std::make_unique<GradientSync>(*comm_, ex_->params(), ex_->gradient_ready_order(),
@@ -292,9 +300,11 @@ TrainSummary TrainingRun::run() {
                        config_.data.batch_size, train_steps_};
   checkpointer_ = std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
-  if (options_.resume)
+  if (options_.resume) {
     pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, *sync_, *ex_, *optimizer_,
                                   train_steps_, summary_.epochs);
+    step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
+  }
   const RunFacts f = facts();
   records_.notify([&](RunObserver& o) { o.init_stop(f); });
   records_.notify([&](RunObserver& o) { o.run_start(f); });
@@ -316,8 +326,8 @@ TrainSummary TrainingRun::run() {
 
 void TrainingRun::train_epoch(int epoch, EpochStats& st) {
   st.epoch = epoch + 1;
-  // The schedule scales with the global batch.
-  st.lr = schedule_.lr(epoch, config_.data.batch_size * comm_->size());
+  // The epoch's rate: the one of its last optimizer step (per-step schedules change within it).
+  st.lr = lr_policy_->lr(optimizer_->steps_taken(), epoch);
   const auto t0 = Clock::now();
   records_.notify([&](RunObserver& o) { o.epoch_start(st.epoch); });
   // A resumed epoch continues where its checkpoint was taken.
@@ -327,18 +337,23 @@ void TrainingRun::train_epoch(int epoch, EpochStats& st) {
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   for (int64_t s = first_step; s < train_steps_; ++s) {
     try {
-      train_one_step(epoch, s, st.lr, loss_sum, t0);
+      const double lr = lr_policy_->lr(optimizer_->steps_taken(), epoch);
+      if (train_one_step(epoch, s, lr, loss_sum, t0)) st.lr = lr;
     } catch (const Error& e) {
       throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what());
     }
   }
+  // An accumulation window open across the epoch's end: every rank the same partial sum, so the
+  // epoch's checkpoint holds the job's state.
+  step_->share_partial_sum(*comm_);
   st.train_seconds = since(t0);
   reduce_epoch_figures(st, loss_sum, train_steps_ - first_step);
   if (valid_loader_) validate_epoch(epoch, st);
   st.seconds = since(t0);
 }
 
-void TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_sum,
+// Returns whether the micro-batch ended with an optimizer step.
+bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_sum,
                                  Clock::time_point t0) {
   const double asked = Timeline::now();
   const LoadedBatch b = train_loader_->next();
@@ -365,7 +380,7 @@ void TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
     at.status = "";
     checkpointer_->write(at, summary_.epochs);
   }
-  if (records_.observers.empty()) return;
+  if (records_.observers.empty()) return r.updated;
   StepInfo si;
   si.epoch = epoch + 1;
   si.step_in_epoch = s + 1;
@@ -374,6 +389,7 @@ void TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   si.loss = r.loss;  // this rank's batch loss (the epoch figures are job-wide)
   si.epoch_elapsed_s = since(t0);
   records_.notify([&](RunObserver& o) { o.step_end(si); });
+  return r.updated;
 }
 
 // Job-wide figures: sums over ranks (losses and counts), data wait and allreduce as the ranks'
@@ -437,7 +453,8 @@ void TrainingRun::finish() {
   // The weights first: they are the run's result, the timeline only describes it.
   if (!options_.save_weights.empty() && comm_->rank() == 0) {  // identical on every rank
     save_weights(ex_->params(), options_.save_weights,
-                 {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}});
+                 {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
+                 task_.model.external_params);
     *log_ << "weights saved to " << options_.save_weights << "\n";
   }
   timeline_->write(*comm_);
@@ -462,6 +479,28 @@ LrSchedule lr_schedule_of(const LrScheduleConfig& c) {
   s.base_batch_size = c.base_batch_size > 0 ? c.base_batch_size : 1;
   s.n_warmup_epochs = c.n_warmup_epochs;
   s.decay_schedule = c.decay_schedule;
+  s.validate();
+  return s;
+}
+
+std::unique_ptr<LrPolicy> lr_policy_of(const LrScheduleConfig& c, int64_t global_batch) {
+  if (c.per_step) return make_step_lr_policy(step_lr_schedule_of(c));
+  return make_epoch_lr_policy(lr_schedule_of(c), global_batch);
+}
+
+StepLrSchedule step_lr_schedule_of(const LrScheduleConfig& c) {
+  StepLrSchedule s;
+  s.type = c.type == StepLrType::multistep          ? StepLrSchedule::multistep
+           : c.type == StepLrType::cosine_annealing ? StepLrSchedule::cosine_annealing
+                                                    : StepLrSchedule::constant;
+  s.start_lr = c.start_lr;
+  s.milestones = c.milestones;
+  s.decay_rate = c.decay_rate;
+  s.closed_form = c.closed_form;
+  s.t_max = c.t_max;
+  s.eta_min = c.eta_min;
+  s.warmup_steps = c.lr_warmup_steps;
+  s.warmup_factor = c.lr_warmup_factor;
   s.validate();
   return s;
 }

@@ -1,6 +1,8 @@
 #include "crest/train/weights.hpp"
 
+#include <cmath>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <vector>
 
@@ -9,21 +11,83 @@
 #include "crest/data/safetensors.hpp"
 
 namespace crest {
+namespace {
 
-void load_weights(ParamStore& params, const std::string& path) {
+// Where one parameter lives in a file.
+struct FileTensor {
+  std::string key;
+  std::vector<int64_t> shape;
+  bool counter = false;  // an integer count (int64 in PyTorch's files)
+};
+
+FileTensor file_tensor(const ParamSlot& slot, const ExternalNames& names) {
+  const auto it = names.find(slot.name);
+  if (it == names.end()) return {slot.name, slot.shape.to_vector(), false};
+  CREST_CHECK(numel_of(it->second.shape) == static_cast<int64_t>(slot.count),
+              "external shape of " + slot.name + " has another element count");
+  return {it->second.key, it->second.shape, it->second.dtype == DType::i64};
+}
+
+std::string shape_text(const std::vector<int64_t>& s) {
+  std::string t = "[";
+  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
+  return t + "]";
+}
+
+// "module." when every key of the file has it (a DistributedDataParallel state_dict).
+std::string ddp_prefix(const SafetensorsFile& file) {
+  const std::string prefix = "module.";
+  if (file.tensors().empty()) return "";
+  for (const auto& t : file.tensors())
+    if (t.name.compare(0, prefix.size(), prefix) != 0) return "";
+  return prefix;
+}
+
+void check_tensor(const SafetensorsFile& file, const SafetensorsTensor* t, const FileTensor& want,
+                  const std::string& key) {
+  const std::string& path = file.path();
+  if (!t) throw_input(path + ": missing parameter '" + key + "' " + shape_text(want.shape));
+  const bool floating = t->dtype == SafetensorsDType::F32 || t->dtype == SafetensorsDType::F64;
+  if (!floating && !(want.counter && t->dtype == SafetensorsDType::I64))
+    throw_input(path + ": parameter '" + key + "' has dtype " + safetensors_dtype_name(t->dtype) +
+                (want.counter ? " (expected I64, F32 or F64)" : " (expected F32 or F64)"));
+  if (t->shape != want.shape)
+    throw_input(path + ": parameter '" + key + "' has shape " + shape_text(t->shape) +
+                ", the model expects " + shape_text(want.shape));
+}
+
+// Element i of a tensor as a double, with memcpy: the mapping gives no alignment guarantee.
+double element(const SafetensorsTensor& t, size_t i) {
+  switch (t.dtype) {
+    case SafetensorsDType::F32: {
+      float f;
+      std::memcpy(&f, t.data + i * 4, 4);
+      return f;
+    }
+    case SafetensorsDType::I64: {
+      int64_t n;
+      std::memcpy(&n, t.data + i * 8, 8);
+      return static_cast<double>(n);
+    }
+    default: {
+      double d;
+      std::memcpy(&d, t.data + i * 8, 8);
+      return d;
+    }
+  }
+}
+
+}  // namespace
+
+void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names) {
   SafetensorsFile file(path);
+  const std::string prefix = ddp_prefix(file);
   std::set<std::string> expected;
   // Validate everything before writing anything, so a bad file leaves the model untouched.
   for (const auto& slot : params.slots()) {
-    expected.insert(slot.name);
-    const SafetensorsTensor* t = file.find(slot.name);
-    if (!t) throw_input(path + ": missing parameter '" + slot.name + "' " + slot.shape.str());
-    if (t->dtype != SafetensorsDType::F32 && t->dtype != SafetensorsDType::F64)
-      throw_input(path + ": parameter '" + slot.name + "' has dtype " +
-                  safetensors_dtype_name(t->dtype) + " (expected F32 or F64)");
-    if (t->shape != slot.shape.to_vector())
-      throw_input(path + ": parameter '" + slot.name + "' has shape " + t->crest_shape().str() +
-                  ", the model expects " + slot.shape.str());
+    const FileTensor want = file_tensor(slot, names);
+    expected.insert(prefix + want.key);
+    check_tensor(file, file.find(prefix + want.key), want, prefix + want.key);
   }
   for (const auto& t : file.tensors())
     if (!expected.count(t.name))
@@ -31,19 +95,10 @@ void load_weights(ParamStore& params, const std::string& path) {
   // Fetched first: the padding between slots keeps its zeros.
   HostStaging host(params.memory(), params.values(), params.bytes());
   for (const ParamSlot& slot : params.slots()) {
-    const SafetensorsTensor& t = file.at(slot.name);
+    const SafetensorsTensor& t = file.at(prefix + file_tensor(slot, names).key);
     char* dst = host.as<char>() + slot.offset;
-    // Element-wise copy with memcpy per value: the mapping gives no alignment guarantee.
-    const size_t in_size = t.dtype == SafetensorsDType::F32 ? 4 : 8;
     for (size_t i = 0; i < slot.count; ++i) {
-      double v;
-      if (in_size == 4) {
-        float f;
-        std::memcpy(&f, t.data + i * 4, 4);
-        v = f;
-      } else {
-        std::memcpy(&v, t.data + i * 8, 8);
-      }
+      const double v = element(t, i);
       if (params.dtype() == DType::f32)
         reinterpret_cast<float*>(dst)[i] = static_cast<float>(v);
       else
@@ -54,12 +109,25 @@ void load_weights(ParamStore& params, const std::string& path) {
 }
 
 void save_weights(const ParamStore& params, const std::string& path,
-                  const std::map<std::string, std::string>& metadata) {
+                  const std::map<std::string, std::string>& metadata, const ExternalNames& names) {
   const HostStaging host(params.memory(), static_cast<const void*>(params.values()),
                          params.bytes());
   std::vector<SafetensorsEntry> entries;
-  for (const ParamSlot& slot : params.slots())
-    entries.push_back({slot.name, params.dtype(), slot.shape, host.as<char>() + slot.offset});
+  std::vector<std::unique_ptr<int64_t[]>> counters;  // int64 copies of the counters
+  for (const ParamSlot& slot : params.slots()) {
+    const FileTensor to = file_tensor(slot, names);
+    const char* src = host.as<char>() + slot.offset;
+    if (!to.counter) {
+      entries.push_back({to.key, params.dtype(), Shape(to.shape), src});
+      continue;
+    }
+    counters.push_back(std::make_unique<int64_t[]>(slot.count));
+    for (size_t i = 0; i < slot.count; ++i)
+      counters.back()[i] = static_cast<int64_t>(
+          std::llround(params.dtype() == DType::f32 ? reinterpret_cast<const float*>(src)[i]
+                                                    : reinterpret_cast<const double*>(src)[i]));
+    entries.push_back({to.key, DType::i64, Shape(to.shape), counters.back().get()});
+  }
   write_safetensors(path, entries, metadata);
 }
 

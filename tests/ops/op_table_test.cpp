@@ -38,11 +38,17 @@ const std::vector<OpCase> kCases = {
   {"Conv2dGroupsStrided", "kind: conv, out_channels: 12, kernel: [3, 3], groups: 2, stride: [2]", {{8, 7, 7}}},
   {"Conv2dGroupsBlockedNoBias", "kind: conv, out_channels: 64, kernel: [3, 3], groups: 2, bias: false", {{32, 5, 5}}},
   {"Conv2dDepthwise", "kind: conv, out_channels: 8, kernel: [3, 3], groups: 8, padding: [1], bias: false", {{8, 6, 6}}},
+  // DeepLabv3+'s separable convolutions: depthwise with dilation 2 (padding = dilation) and with
+  // stride 2, with enough channels for oneDNN's blocked depthwise kernels.
+  {"Conv2dDepthwiseDilated", "kind: conv, out_channels: 16, kernel: [3, 3], groups: 16, dilation: [2], padding: [2], bias: false", {{16, 7, 6}}},
+  {"Conv2dDepthwiseStride2", "kind: conv, out_channels: 16, kernel: [3, 3], groups: 16, stride: [2], padding: [1], bias: false", {{16, 8, 7}}},
   {"Conv3dSame", "kind: conv, out_channels: 4, kernel: [3, 3, 3], same: true, l2: 0.1", {{2, 4, 5, 4}}},
   {"Conv3dStridedBlocked", "kind: conv, out_channels: 32, kernel: [3, 3, 3], stride: [2]", {{16, 5, 5, 5}}},
   {"Conv3dGroupsDilatedNoBias", "kind: conv, out_channels: 8, kernel: [3, 3, 3], groups: 2, dilation: [2], padding: [2], bias: false", {{8, 5, 5, 5}}},
   {"ConvTranspose1d", "kind: conv_transpose, out_channels: 3, kernel: [3], stride: [2], padding: [1], output_padding: [1]", {{2, 5}}},
   {"ConvTranspose2d", "kind: conv_transpose, out_channels: 3, kernel: [3, 3], stride: [2], padding: [1], output_padding: [1]", {{4, 4, 3}}},
+  // Exact x2 upsampling (DeepLabv3+'s decoder): 3x3, stride 2, padding 1, output_padding 1.
+  {"ConvTranspose2dUpsample2xBlocked", "kind: conv_transpose, out_channels: 16, kernel: [3, 3], stride: [2], padding: [1], output_padding: [1], bias: false", {{16, 3, 4}}},
   {"ConvTranspose2dBlocked", "kind: conv_transpose, out_channels: 8, kernel: [4, 4], stride: [2], padding: [1]", {{16, 4, 4}}},
   {"ConvTranspose2dGroupsNoBias", "kind: conv_transpose, out_channels: 4, kernel: [3, 3], groups: 2, stride: [2], padding: [1], output_padding: [1], bias: false", {{6, 5, 5}}},
   {"ConvTranspose2dDilated", "kind: conv_transpose, out_channels: 6, kernel: [3, 3], dilation: [2]", {{4, 5, 5}}},
@@ -63,11 +69,15 @@ const std::vector<OpCase> kCases = {
   {"Sigmoid", "kind: sigmoid", {{2, 3, 3}}},
   {"Scale", "kind: scale, scale: 1.2, shift: -0.5", {{7}}},
   {"ChannelAffine", "kind: channel_affine", {{3, 4, 5}}},
+  {"BatchNorm1d", "kind: batch_norm", {{3, 7}}},
+  {"BatchNorm2d", "kind: batch_norm, momentum: 0.2, eps: 0.001", {{4, 3, 5}}},
+  {"BatchNorm3d", "kind: batch_norm", {{3, 2, 3, 4}}},
   {"Dense", "kind: dense, out_features: 5, l2: 0.05", {{12}}},
   {"DenseNoBias", "kind: dense, out_features: 3, bias: false, init: kaiming_normal", {{6}}},
   {"Add", "kind: add", {{3, 4, 4}, {3, 4, 4}}},
   {"Concat", "kind: concat", {{2, 3, 3}, {3, 3, 3}, {1, 3, 3}}},
   {"Flatten", "kind: flatten", {{3, 2, 2}}},
+  {"ExpandAs", "kind: expand_as", {{3, 1, 1}, {-1, 2, 4, 5}}},
   {"Dropout", "kind: dropout, p: 0.4", {{64}}, /*gradcheck=*/false},
   {"MseLoss", "kind: mse_loss", {{5}, {-1, 5}}},
   {"SoftmaxCrossEntropy", "kind: softmax_cross_entropy, class_weights: [1.0, 2.6, 1.7]", {{3, 4, 5}, {0, 4, 5}}},
@@ -236,9 +246,13 @@ TEST_P(OpTable, EveryBackendAgreesWithTheReferenceInFloat32) {
     EXPECT_NEAR(loss, ref_loss, 1e-5 * (1 + std::abs(ref_loss))) << name;
     const ValueId out = g.output_of("op");
     EXPECT_LT(test::rel_distance(ex.output(out), ref.output(out)), 2e-5) << name << " output";
-    for (size_t s = 0; s < ref.params().slots().size(); ++s)
+    for (size_t s = 0; s < ref.params().slots().size(); ++s) {
       EXPECT_LT(test::rel_distance(ex.params().grad(s), ref.params().grad(s)), 2e-4)
           << name << " " << ref.params().slots()[s].name;
+      // State a training forward updates (batch norm's running statistics) agrees too.
+      EXPECT_LT(test::rel_distance(ex.params().value(s), ref.params().value(s)), 2e-5)
+          << name << " value of " << ref.params().slots()[s].name;
+    }
     for (const auto& in : g.inputs()) {
       if (!has_gradient(in)) continue;
       EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), 2e-4)

@@ -218,6 +218,15 @@ class VectorOps {
   virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
                     double beta2, double eps, double weight_decay, bool decoupled,
                     int64_t step) = 0;
+  // LAMB's first stage (apex FusedLAMB with its defaults: bias correction, gradient averaging,
+  // decoupled weight decay), element-wise: c = g / grad_divisor (the global-norm clip; 1 when
+  // the norm is within bounds); m = beta1 m + (1 - beta1) c; v = beta2 v + (1 - beta2) c^2;
+  // u = (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps) + weight_decay w.
+  // u is written over g: the gradient is consumed, as apex does, so the trust ratio's norms and
+  // the update read it without another buffer. step is 1-based. w is only read.
+  virtual void lamb_direction(const void* w, void* g, void* m, void* v, size_t count,
+                              double grad_divisor, double beta1, double beta2, double eps,
+                              double weight_decay, int64_t step) = 0;
 
   // 16-bit floats for communication (gradient compression), written once above these two.
   // narrow: v = float(x[i]) * float(scale) (a float product), dst[i] = the 16-bit code of v in

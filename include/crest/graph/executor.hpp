@@ -74,6 +74,10 @@ class Executor {
   // Called by backward() with each slot, in gradient_ready_order(), as soon as its gradient is
   // final (data-parallel training starts a bucket's allreduce from here). Empty: no calls.
   void set_gradient_ready(std::function<void(int slot)> fn) { gradient_ready_ = std::move(fn); }
+  // Synchronised batch norm: every batch_norm layer sums its per-channel statistics over the
+  // reducer's group in training forwards and backwards (crest/backends/batch_stat_reducer.hpp).
+  // Null (the default) is local batch norm. The reducer must outlive the steps that use it.
+  void set_batch_stat_reducer(BatchStatReducer* reducer);
 
   ParamStore& params();
   const ParamStore& params() const;
@@ -110,6 +114,7 @@ class Executor {
   bool profiling_ = false;
   std::vector<OpProfile> profile_;
   std::function<void(int)> gradient_ready_;
+  BatchStatReducer* batch_stat_reducer_ = nullptr;
 };
 
 }  // namespace crest

@@ -14,6 +14,8 @@
 
 namespace crest {
 
+class BatchStatReducer;  // crest/backends/batch_stat_reducer.hpp
+
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
 template <>
 inline constexpr EnumEntries<Init, 5> kEnumTable<Init> = {{{Init::zeros, "zeros"},
@@ -29,6 +31,10 @@ struct ParamSpec {
   int64_t fan_in = 1, fan_out = 1;  // for the initialisers
   double l2 = 0.0;                  // L2 penalty: loss += l2 * sum(w^2), grad += 2 l2 w
   bool trainable = true;            // false: non-trained state (e.g. batch-norm running stats)
+  // Statistics that evaluation reads and training only estimates (batch norm's running_mean and
+  // running_var; not num_batches_tracked): data-parallel training averages them over all ranks
+  // before validation, as the reference's BatchNormStatsSynchronize does. Implies !trainable.
+  bool eval_stat = false;
 };
 
 // What backward reads, so the planner keeps exactly those tensors alive.
@@ -79,6 +85,8 @@ struct RunContext {
   void* workspace = nullptr;
   void* scratch = nullptr;
   VectorOps* vec = nullptr;  // element-wise helpers of the executor's backend/dtype
+  // Synchronised batch norm: sums per-channel statistics over a group of ranks (null: local).
+  BatchStatReducer* batch_stat_reducer = nullptr;
   bool training = true;
   uint64_t seed = 0;  // changes every step (dropout masks)
   double loss = 0;    // loss layers write the scalar loss here

@@ -1,8 +1,10 @@
-// Layers that only move data: flatten (channels-last order, as the reference Keras models) and
-// concat along channels. (The reorder the compiler inserts is private to src/graph/compile.)
+// Layers that only move data: flatten (channels-last order, as the reference Keras models),
+// concat along channels and expand_as (a broadcast over another tensor's spatial size). (The
+// reorder the compiler inserts is private to src/graph/compile.)
 #pragma once
 #include <memory>
 
+#include "crest/backends/expand_kernel.hpp"
 #include "crest/graph/layer_registry.hpp"
 
 namespace crest {
@@ -37,10 +39,28 @@ class ConcatLayer : public Layer {
   std::vector<void*> diffs_;
 };
 
-// Builder helpers: nodes of kind "flatten" and "concat".
+// Two inputs: x [N, C, 1, ..., 1] and a reference [N, C', S...] of the same rank; the output
+// [N, C, S...] repeats each x[n, c] over the reference's spatial size S (DeepLabv3+'s image-pool
+// branch brought to the feature map's size, at any input size). Only the reference's shape is
+// read: it gets no gradient and keeps its format. The gradient of x is the sum over S.
+class ExpandAsLayer : public Layer {
+ public:
+  std::string kind() const override { return "expand_as"; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
+  bool input_is_constant(size_t i) const override { return i == 1; }
+  void create(CreateContext& ctx) override;
+  void forward(RunContext& ctx) override;
+  void backward(RunContext& ctx) override;
+
+ private:
+  std::unique_ptr<ExpandKernel> kernel_;
+};
+
+// Builder helpers: nodes of kind "flatten", "concat" and "expand_as".
 namespace layers {
 LayerSpec flatten();
 LayerSpec concat();
+LayerSpec expand_as();
 }  // namespace layers
 
 }  // namespace crest

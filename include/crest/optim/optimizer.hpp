@@ -15,23 +15,33 @@ class Optimizer {
  public:
   virtual ~Optimizer() = default;
   virtual std::string name() const = 0;
-  // Allocates zeroed state for `params`; must be called before step().
-  void attach(ParamStore& params, VectorOps& vec);
-  // One update with learning rate `lr` from the current gradients.
+  // Allocates zeroed state for `params`; must be called before step(). With `accumulation` > 1
+  // the state also holds the sum of the micro-batches' gradients between two steps
+  // ("gradient_sum", see gradient_sum()): it is state like the moments, so a checkpoint taken
+  // between two updates resumes exactly (optax.MultiSteps keeps it in the optimizer state too).
+  void attach(ParamStore& params, VectorOps& vec, int accumulation = 1);
+  // One update with learning rate `lr` from the current gradients. It may consume them: LAMB
+  // leaves its update direction in the gradient buffer, as apex does.
   virtual void step(double lr) = 0;
-  // State buffers by name ("velocity", "m", "v"), for checkpoints.
+  // State buffers by name ("velocity", "m", "v", then "gradient_sum"), for checkpoints.
   std::vector<std::pair<std::string, Buffer*>> state();
   int64_t steps_taken() const { return steps_; }
   // Restores the step count from a checkpoint (Adam's bias correction depends on it).
   void set_steps_taken(int64_t steps) { steps_ = steps; }
+  // Micro-batches whose gradients make one update (train.gradient_accumulation_frequency).
+  int accumulation() const { return accumulation_; }
+  // Where the micro-batches' gradients are summed (the gradient buffer's layout); null when
+  // accumulation() is 1.
+  void* gradient_sum();
 
  protected:
   virtual std::vector<std::string> state_names() const = 0;
   ParamStore* params_ = nullptr;
   VectorOps* vec_ = nullptr;
-  std::vector<Buffer> state_;
-  size_t count_ = 0;  // trainable elements incl. alignment padding (which stays zero)
+  std::vector<Buffer> state_;  // state_names() in order, then the gradient sum
+  size_t count_ = 0;           // trainable elements incl. alignment padding (which stays zero)
   int64_t steps_ = 0;
+  int accumulation_ = 1;
 };
 
 // SGD with momentum in the Keras form the CosmoFlow reference uses: v = m v - lr g; w = w + v.
@@ -49,7 +59,8 @@ class SgdKeras : public Optimizer {
   double momentum_;
 };
 
-// Adam (L2 added to the gradient) and AdamW (decoupled weight decay) with bias correction.
+// Adam (L2 added to the gradient: torch.optim.Adam's weight_decay) and AdamW (decoupled weight
+// decay: torch.optim.AdamW) with bias correction; eps is added to sqrt(v̂), as torch does.
 class Adam : public Optimizer {
  public:
   Adam(double beta1, double beta2, double eps, double weight_decay, bool decoupled)

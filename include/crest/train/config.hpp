@@ -116,21 +116,29 @@ struct ModelConfig {
   Attributes attrs;
 };
 
-enum class OptimizerKind { sgd, adam, adamw };
+enum class OptimizerKind { sgd, adam, adamw, lamb };
 template <>
-inline constexpr EnumEntries<OptimizerKind, 3> kEnumTable<OptimizerKind> = {
-    {{OptimizerKind::sgd, "SGD"}, {OptimizerKind::adam, "Adam"}, {OptimizerKind::adamw, "AdamW"}}};
+inline constexpr EnumEntries<OptimizerKind, 4> kEnumTable<OptimizerKind> = {
+    {{OptimizerKind::sgd, "SGD"},
+     {OptimizerKind::adam, "Adam"},
+     {OptimizerKind::adamw, "AdamW"},
+     {OptimizerKind::lamb, "LAMB"}}};
 
 struct OptimizerConfig {
   OptimizerKind name = OptimizerKind::sgd;
   // No learning rate here: lr_schedule.base_lr is the one source of truth. The reference's
   // optimizer.lr (its --lr flag) is accepted only without an lr_schedule section (the schedule
   // would overwrite it every epoch) and becomes lr_schedule.base_lr with scaling none.
-  double momentum = 0;                // SGD only (Keras form)
-  bool nesterov = false;              // SGD only
-  double beta1 = 0.9, beta2 = 0.999;  // Adam/AdamW: `betas: [b1, b2]` or Keras beta_1/beta_2
-  double eps = 1e-7;                  // Keras default (the reference framework); `epsilon` too
-  double weight_decay = 0;            // default 0, AdamW 0.01
+  double momentum = 0;    // SGD only (Keras form)
+  bool nesterov = false;  // SGD only
+  // Adam/AdamW/LAMB: `betas: [b1, b2]` (DeepCAM's optimizer_betas, CosmoFlow's Keras
+  // beta_1/beta_2 are the same setting).
+  double beta1 = 0.9, beta2 = 0.999;
+  // Keras' default (CosmoFlow's framework) for Adam/AdamW; LAMB 1e-6, the DeepCAM reference's
+  // (which uses 1e-6 for its Adam and AdamW too: DeepCAM configs set it). `epsilon` too.
+  double eps = 1e-7;
+  double weight_decay = 0;     // default 0; AdamW 0.01; LAMB 1e-6 (the reference's --weight_decay)
+  double max_grad_norm = 1.0;  // LAMB only: the global gradient-norm clip (apex's default)
 };
 
 enum class LrScaling { none, linear, sqrt };
@@ -138,14 +146,37 @@ template <>
 inline constexpr EnumEntries<LrScaling, 3> kEnumTable<LrScaling> = {
     {{LrScaling::none, "none"}, {LrScaling::linear, "linear"}, {LrScaling::sqrt, "sqrt"}}};
 
-// Without an lr_schedule section: base_lr = optimizer.lr, or the Keras default of the optimizer
-// (SGD 0.01, Adam/AdamW 0.001), constant.
+// The per-step family's schedule type (DeepCAM's --lr_schedule type); none: constant start_lr.
+enum class StepLrType { none, multistep, cosine_annealing };
+template <>
+inline constexpr EnumEntries<StepLrType, 3> kEnumTable<StepLrType> = {
+    {{StepLrType::none, "none"},
+     {StepLrType::multistep, "multistep"},
+     {StepLrType::cosine_annealing, "cosine_annealing"}}};
+
+// Two families, one per section: CosmoFlow's per-epoch schedule (base_lr, scaling, ...;
+// crest/optim/lr_schedule.hpp) or DeepCAM's per-step schedule (start_lr, type, ...;
+// crest/optim/step_lr_schedule.hpp), chosen by the keys the section uses.
+// Without an lr_schedule section: the per-epoch family with base_lr = optimizer.lr, or the Keras
+// default of the optimizer (SGD 0.01, Adam/AdamW/LAMB 0.001), constant.
 struct LrScheduleConfig {
   double base_lr = 0.01;
   LrScaling scaling = LrScaling::none;
   int64_t base_batch_size = 0;  // > 0 unless scaling is none
   int n_warmup_epochs = 0;
   std::map<int, double> decay_schedule;  // epoch -> factor applied after that epoch
+
+  // The per-step family (the DeepCAM reference's argument names).
+  bool per_step = false;  // the section uses start_lr and its companions
+  double start_lr = 1e-3;
+  StepLrType type = StepLrType::none;
+  std::vector<int64_t> milestones;  // multistep: optimizer steps after the warmup
+  double decay_rate = 0.1;          // multistep, (0, 1]
+  int64_t t_max = 0;                // cosine_annealing, >= 1
+  double eta_min = 0;               // cosine_annealing, >= 0
+  int64_t lr_warmup_steps = 0;
+  double lr_warmup_factor = 1.0;  // >= 1
+  bool closed_form = false;       // crest addition: NVIDIA's closed form (multistep)
 };
 
 struct TrainConfig {
@@ -161,6 +192,9 @@ struct TrainConfig {
   int checkpoint_keep = 3;              // newest checkpoints kept in output_dir/checkpoints/
   double log_every_s = 30;              // progress line interval when stdout is not a terminal
   bool report = false;                  // write output_dir/report.html and report.json
+  // Micro-batches per optimizer step (the DeepCAM reference's argument): each micro-batch's loss
+  // counts 1/k, the k gradients are summed, and the step counts in logs count micro-batches.
+  int gradient_accumulation_frequency = 1;
 };
 
 // The dtype a run computes in. float64 is the oracle mode: the reference backend in double, what
@@ -220,7 +254,7 @@ std::string to_yaml(const Config& config);
 
 // Reference spellings, for logs and the resolved YAML (the first of each kEnumTable entry).
 std::string dataset_name(DatasetKind k);      // "cosmo", "dummy", "deepcam"
-std::string optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW"
+std::string optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW", "LAMB"
 std::string scaling_name(LrScaling s);        // "none", "linear", "sqrt"
 
 }  // namespace crest

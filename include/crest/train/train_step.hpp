@@ -1,7 +1,17 @@
 // One training step, the same for `crest train`, `crest bench train` and the tests: forward
 // (the loss), backward with each gradient bucket handed to the communicator as soon as it is
 // complete, the wait for the buckets, and the optimizer update. Allocates nothing.
+//
+// Gradient accumulation (Optimizer::accumulation() = k > 1, the DeepCAM reference's
+// gradient_accumulation_frequency): run() is one micro-batch, and every k-th one ends with the
+// update. The micro-batches' gradients are summed slot by slot as backward finishes them (into
+// Optimizer::gradient_sum(), so checkpoints hold the partial sum); on the k-th, each slot gets
+// the earlier sum added and is scaled by 1/k (the reference divides each micro-batch's loss by
+// k: the same gradient) before it is handed to the allreduce, so communication still overlaps
+// backward and runs once per update. Windows of k count from the first micro-batch of the run,
+// across epochs, as the reference's step counter does.
 #pragma once
+#include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -9,10 +19,12 @@
 namespace crest {
 
 struct StepResult {
-  double loss = 0;     // the loss the forward pass computed, L2 penalties included
-  bool finite = true;  // false: backward and the update were skipped (the weights are intact)
+  double loss = 0;       // the loss the forward pass computed, L2 penalties included (not / k)
+  bool finite = true;    // false: backward and the update were skipped (the weights are intact)
+  bool updated = false;  // this micro-batch ended with the optimizer step
   double forward_done = 0, backward_done = 0, gradients_done = 0,
-         update_done = 0;  // Timeline::now()
+         update_done = 0;  // Timeline::now(); gradients_done = update_done = backward_done when
+                           // the micro-batch only accumulated
 };
 
 class TrainStep {
@@ -23,14 +35,35 @@ class TrainStep {
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
-  // Runs one step at learning rate `lr` on the executor's current inputs. A non-finite loss
-  // skips backward and the update and is reported in the result: the caller decides.
+  // Runs one micro-batch at learning rate `lr` (used when it ends with the update) on the
+  // executor's current inputs. A non-finite loss skips backward and the update and is reported in
+  // the result: the caller decides.
   StepResult run(double lr);
 
+  // Micro-batches run so far, which places the next one in its window; a resumed run sets it to
+  // the checkpoint's global step.
+  int64_t micro_batches() const { return micro_batches_; }
+  void set_micro_batches(int64_t n) { micro_batches_ = n; }
+  // Whether the next run() ends with the optimizer step.
+  bool next_updates() const;
+  // Whether a window is open: some micro-batches summed, their update still to come.
+  bool window_open() const;
+
+  // Collective. Replaces every rank's partial gradient sum by its average over the ranks, so the
+  // state is the same everywhere and rank 0's checkpoint holds it (the final allreduce then
+  // averages the rest): the trainer calls it at every epoch's end while a window is open, in
+  // every run, so a resumed run takes the same arithmetic as a straight one. No-op on one rank.
+  void share_partial_sum(Communicator& comm);
+
  private:
+  void on_gradient_ready(int slot);
+
   Executor& ex_;
   Optimizer& optimizer_;
   GradientSync* sync_;
+  int accumulation_ = 1;
+  int64_t micro_batches_ = 0;
+  int phase_ = 0;  // this micro-batch's place in its window, while backward runs
 };
 
 }  // namespace crest

@@ -11,7 +11,9 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
 #include "crest/models/cosmoflow.hpp"
+#include "crest/optim/lr_policy.hpp"
 #include "crest/optim/lr_schedule.hpp"
+#include "crest/optim/step_lr_schedule.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/metric.hpp"
 #include "crest/train/run_observer.hpp"
@@ -30,8 +32,8 @@ struct TrainOptions {
 };
 
 struct EpochStats {
-  int epoch = 0;  // 1-based
-  double lr = 0;
+  int epoch = 0;          // 1-based
+  double lr = 0;          // the rate of the epoch's last optimizer step
   double train_loss = 0;  // mean over the epoch's steps, incl. L2 penalty
   double val_loss = 0;
   std::vector<MetricValue> val_metrics;  // the task's metrics, in its order
@@ -58,8 +60,13 @@ struct TrainSummary {
   double stage_s = 0;  // staging to data.stage_dir before training
 };
 
-// The learning-rate schedule of the config's lr_schedule section (validated).
+// The learning-rate schedule of the config's lr_schedule section (validated): the per-epoch family
+// (lr_schedule_of), the per-step family (step_lr_schedule_of), or whichever the section uses
+// behind the one interface the training loop asks (lr_policy_of; global_batch = per-rank batch
+// times ranks, for the per-epoch family's scaling).
 LrSchedule lr_schedule_of(const LrScheduleConfig& c);
+StepLrSchedule step_lr_schedule_of(const LrScheduleConfig& c);
+std::unique_ptr<LrPolicy> lr_policy_of(const LrScheduleConfig& c, int64_t global_batch);
 
 // The network a config's model section describes: a registered model (model_registry.hpp) built
 // from its section, or a graph given as layers: (outputs[0] is the prediction). Defined in

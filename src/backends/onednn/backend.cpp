@@ -81,6 +81,8 @@ class OneDnnBackend final : public Backend {
   // Its memory is host memory: the reference backend's registered kernels run on it.
   std::string kernel_fallback() const override { return "reference"; }
 
+  const onednn::ContextPtr& context() const { return ctx_; }
+
  private:
   onednn::ContextPtr ctx_;
   mutable HostStream stream_;
@@ -89,6 +91,13 @@ class OneDnnBackend final : public Backend {
 }  // namespace
 
 std::unique_ptr<Backend> make_onednn_backend() { return std::make_unique<OneDnnBackend>(); }
+
+onednn::ContextPtr onednn::backend_context(Backend& backend) {
+  const auto* b = dynamic_cast<const OneDnnBackend*>(&backend);
+  if (b == nullptr)
+    throw_usage("a oneDNN kernel was asked for on backend '" + backend.name() + "'");
+  return b->context();
+}
 
 CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend, 10);
 

@@ -4,9 +4,17 @@
 #include <memory>
 
 #include "crest/backends/kernels.hpp"
+#include "onednn/context.hpp"
 
 namespace crest {
 
 std::unique_ptr<Backend> make_onednn_backend();
+
+namespace onednn {
+// The engine and stream of a oneDNN backend, for the kernels it registers with
+// CREST_REGISTER_KERNEL (their makers receive only the Backend). Throws crest::Error (usage)
+// when `backend` is not the onednn backend.
+ContextPtr backend_context(Backend& backend);
+}  // namespace onednn
 
 }  // namespace crest

@@ -221,6 +221,31 @@ class F32Ops final : public VectorOps {
     }
   }
 
+  void lamb_direction(const void* w_v, void* g_v, void* m_v, void* v_v, size_t count,
+                      double grad_divisor, double beta1, double beta2, double eps,
+                      double weight_decay, int64_t step) override {
+    if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
+    if (!(grad_divisor > 0.0))
+      throw_input("lamb: the gradient divisor must be positive, got " +
+                  std::to_string(grad_divisor));
+    const float* w = static_cast<const float*>(w_v);
+    float* g = static_cast<float*>(g_v);
+    float* m = static_cast<float*>(m_v);
+    float* v = static_cast<float*>(v_v);
+    const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+    const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) {
+      const double clipped = static_cast<double>(g[i]) / grad_divisor;
+      const double m_new = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * clipped;
+      const double v_new = beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * clipped * clipped;
+      m[i] = static_cast<float>(m_new);
+      v[i] = static_cast<float>(v_new);
+      const double direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
+      g[i] = static_cast<float>(direction + weight_decay * static_cast<double>(w[i]));
+    }
+  }
+
   // Fixed chunks as in chunked_sum; the largest magnitude does not depend on the order anyway.
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");

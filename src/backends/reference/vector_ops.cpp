@@ -161,6 +161,30 @@ class Ops final : public VectorOps {
     }
   }
 
+  void lamb_direction(const void* w_v, void* g_v, void* m_v, void* v_v, size_t count,
+                      double grad_divisor, double beta1, double beta2, double eps,
+                      double weight_decay, int64_t step) override {
+    if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
+    if (!(grad_divisor > 0.0))
+      throw_input("lamb: the gradient divisor must be positive, got " +
+                  std::to_string(grad_divisor));
+    const T* w = static_cast<const T*>(w_v);
+    T* g = static_cast<T*>(g_v);
+    T* m = static_cast<T*>(m_v);
+    T* v = static_cast<T*>(v_v);
+    const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
+    const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+    for (size_t i = 0; i < count; ++i) {
+      const double clipped = static_cast<double>(g[i]) / grad_divisor;
+      const double m_new = beta1 * m[i] + (1.0 - beta1) * clipped;
+      const double v_new = beta2 * v[i] + (1.0 - beta2) * clipped * clipped;
+      m[i] = static_cast<T>(m_new);
+      v[i] = static_cast<T>(v_new);
+      const double direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
+      g[i] = static_cast<T>(direction + weight_decay * static_cast<double>(w[i]));
+    }
+  }
+
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");
     return narrow_range(static_cast<const T*>(x), static_cast<float>(scale),

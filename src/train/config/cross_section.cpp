@@ -124,8 +124,9 @@ void resolve_learning_rate(const SectionReader& opt, bool schedule_given, Config
   if (schedule_given) {
     if (lr)
       opt.fail(opt.has("lr") ? "lr" : "learning_rate",
-               "lr_schedule sets the learning rate every epoch, so this would be ignored; set "
-               "lr_schedule.base_lr instead");
+               std::string("lr_schedule sets the learning rate, so this would be ignored; set "
+                           "lr_schedule.") +
+                   (c.lr_schedule.per_step ? "start_lr" : "base_lr") + " instead");
     return;
   }
   c.lr_schedule.base_lr = lr.value_or(c.optimizer.name == OptimizerKind::sgd ? 0.01 : 0.001);

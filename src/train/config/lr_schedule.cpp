@@ -1,11 +1,38 @@
-// lr_schedule: the reference's schedule (linear or sqrt scaling, warmup, decay at epochs). Without
-// the section, cross_section.cpp derives a constant rate from the optimizer.
+// lr_schedule: one of two families, chosen by the keys the section uses.
+//  - per epoch (CosmoFlow's reference): base_lr, linear or sqrt scaling, warmup and decay epochs;
+//  - per optimizer step (DeepCAM's reference, its argument names): start_lr, type multistep or
+//    cosine_annealing, their settings, and a linear warmup (crest/optim/step_lr_schedule.hpp).
+// Without the section, cross_section.cpp derives a constant per-epoch rate from the optimizer.
+#include <algorithm>
+#include <vector>
+
 #include "config/sections.hpp"
 
 namespace crest::config {
 namespace {
 
 using S = LrScheduleConfig;
+
+const std::vector<std::string> kEpochKeys = {"base_lr", "scaling", "base_batch_size",
+                                             "n_warmup_epochs", "decay_schedule"};
+const std::vector<std::string> kStepKeys = {
+    "start_lr",   "type",    "milestones",      "decay_rate",
+    "t_max",      "eta_min", "lr_warmup_steps", "lr_warmup_factor",
+    "closed_form"};
+
+// A row printed only for the family (and step type) that uses it.
+Field<S> only_printed_if(Field<S> f, bool (*when)(const S&)) {
+  auto print = f.print;
+  f.print = [print, when](const S& s, Lines& l) {
+    if (when(s)) print(s, l);
+  };
+  return f;
+}
+bool per_epoch(const S& l) { return !l.per_step; }
+bool per_step(const S& l) { return l.per_step; }
+bool multistep(const S& l) { return l.per_step && l.type == StepLrType::multistep; }
+bool cosine(const S& l) { return l.per_step && l.type == StepLrType::cosine_annealing; }
+bool warmed(const S& l) { return l.per_step && l.type != StepLrType::none; }
 
 // epoch: factor lines; the keys are data, not schema.
 Field<S> decay_field() {
@@ -30,6 +57,7 @@ Field<S> decay_field() {
         }
       },
       [](const S& l, Lines& out) {
+        if (!per_epoch(l)) return;
         if (l.decay_schedule.empty()) return out.add("decay_schedule", "{}");
         out.raw("  decay_schedule:");
         for (const auto& [epoch, factor] : l.decay_schedule)
@@ -42,12 +70,88 @@ Field<S> base_batch_field() {
       int_field("base_batch_size", &S::base_batch_size, 1, std::numeric_limits<int64_t>::max());
   auto print = f.print;
   f.print = [print](const S& l, Lines& out) {
-    if (l.base_batch_size > 0) print(l, out);
+    if (per_epoch(l) && l.base_batch_size > 0) print(l, out);
   };
   return f;
 }
 
+Field<S> milestones_field() {
+  return {"milestones",
+          [](const SectionReader& r, S& l) {
+            if (auto v = r.opt_int_list("milestones", 0)) l.milestones = *v;
+          },
+          [](const S& l, Lines& out) {
+            if (multistep(l)) out.add("milestones", list_text(l.milestones));
+          }};
+}
+
+// The reference's checker wants a warmup factor >= 1 (hpc 3.0.0 closed_deepcam.yaml).
+NumberCheck at_least_one() {
+  return [](double v) { return v >= 1 ? "" : "must be >= 1, got " + format_double(v); };
+}
+
+// The family is the one whose keys the section uses; a key of the other family is refused.
+void check_one_family(const SectionReader& r, S& l) {
+  const auto given = [&r](const std::vector<std::string>& keys) {
+    std::vector<std::string> out;
+    for (const auto& k : keys)
+      if (r.has(k)) out.push_back(k);
+    return out;
+  };
+  const auto step_keys = given(kStepKeys), epoch_keys = given(kEpochKeys);
+  l.per_step = !step_keys.empty();
+  if (l.per_step && !epoch_keys.empty())
+    r.fail(epoch_keys.front(),
+           "belongs to the per-epoch schedule (CosmoFlow's), but this section "
+           "uses the per-step one (" +
+               step_keys.front() + ", DeepCAM's); give the keys of one family only");
+}
+
+// Each step type takes only its own settings: a silently ignored hyperparameter is a wrong
+// experiment.
+void check_step_keys(const SectionReader& r, const S& l) {
+  const std::string type = enum_name(l.type);
+  auto only_for = [&](const char* key, bool allowed, const std::string& who) {
+    if (r.has(key) && !allowed)
+      r.fail(key,
+             "not used by type: " + type + " (only by " + who + "); remove it or set it to null");
+  };
+  const bool none = l.type == StepLrType::none;
+  for (const char* k : {"lr_warmup_steps", "lr_warmup_factor"})
+    only_for(k, !none, "a schedule with a type: the reference ignores the warmup without one");
+  for (const char* k : {"milestones", "decay_rate", "closed_form"})
+    only_for(k, multistep(l), "type: multistep");
+  for (const char* k : {"t_max", "eta_min"}) only_for(k, cosine(l), "type: cosine_annealing");
+  if (!r.has("start_lr"))
+    r.fail("start_lr", "required key is missing (the per-step schedule's rate)");
+  if (multistep(l))
+    for (const char* k : {"milestones", "decay_rate"})
+      if (!r.has(k)) r.fail(k, "required key is missing (type: multistep)");
+  if (cosine(l) && !r.has("t_max"))
+    r.fail("t_max", "required key is missing (type: cosine_annealing)");
+}
+
+void check_milestones(const SectionReader& r, const S& l) {
+  const int64_t first = l.lr_warmup_steps > 0 ? 0 : 1;
+  for (size_t k = 0; k < l.milestones.size(); ++k) {
+    if (l.milestones[k] < first)
+      r.fail("milestones",
+             "a milestone 0 never applies without warmup (the reference's first "
+             "step already counts 1); the first decay can be at milestone 1");
+    if (k > 0 && l.milestones[k] <= l.milestones[k - 1])
+      r.fail("milestones", "must be strictly increasing, got " + list_text(l.milestones));
+  }
+}
+
 void check_schedule(const SectionReader& r, S& l) {
+  check_one_family(r, l);
+  if (l.per_step) {
+    check_step_keys(r, l);
+    check_milestones(r, l);
+    return;
+  }
+  if (!r.has("base_lr"))
+    r.fail("base_lr", "required key is missing (or start_lr and the per-step keys, DeepCAM's)");
   if (l.scaling != LrScaling::none && l.base_batch_size <= 0)
     r.fail("base_batch_size", "required with scaling: " + enum_name(l.scaling) +
                                   " (the global batch size at which base_lr applies)");
@@ -56,11 +160,27 @@ void check_schedule(const SectionReader& r, S& l) {
 }  // namespace
 
 const Table<LrScheduleConfig>& lr_schedule_table() {
-  static const Table<S> t{"lr_schedule",
-                          {required(number_field("base_lr", &S::base_lr, positive())),
-                           enum_field("scaling", &S::scaling), base_batch_field(),
-                           int_field("n_warmup_epochs", &S::n_warmup_epochs, 0), decay_field()},
-                          check_schedule};
+  static const Table<S> t{
+      "lr_schedule",
+      {// per epoch
+       only_printed_if(number_field("base_lr", &S::base_lr, positive()), per_epoch),
+       only_printed_if(enum_field("scaling", &S::scaling), per_epoch), base_batch_field(),
+       only_printed_if(int_field("n_warmup_epochs", &S::n_warmup_epochs, 0), per_epoch),
+       decay_field(),
+       // per optimizer step
+       only_printed_if(number_field("start_lr", &S::start_lr, positive()), per_step),
+       only_printed_if(enum_field("type", &S::type), per_step), milestones_field(),
+       only_printed_if(number_field("decay_rate", &S::decay_rate, positive_up_to(1)), multistep),
+       only_printed_if(bool_field("closed_form", &S::closed_form), multistep),
+       only_printed_if(int_field("t_max", &S::t_max, 1, std::numeric_limits<int64_t>::max()),
+                       cosine),
+       only_printed_if(number_field("eta_min", &S::eta_min, non_negative()), cosine),
+       only_printed_if(int_field("lr_warmup_steps", &S::lr_warmup_steps, 0,
+                                 std::numeric_limits<int64_t>::max()),
+                       warmed),
+       only_printed_if(number_field("lr_warmup_factor", &S::lr_warmup_factor, at_least_one()),
+                       warmed)},
+      check_schedule};
   return t;
 }
 

@@ -1,5 +1,6 @@
-// optimizer: Keras-form SGD, Adam and AdamW. Its learning rate lives in lr_schedule.base_lr; the
-// reference's optimizer.lr is checked here and resolved in cross_section.cpp.
+// optimizer: Keras-form SGD, Adam, AdamW and LAMB. Its learning rate lives in lr_schedule
+// (base_lr or start_lr); CosmoFlow's optimizer.lr is checked here and resolved in
+// cross_section.cpp. DeepCAM's keys keep the reference's names (optimizer_betas, weight_decay).
 #include "config/sections.hpp"
 
 namespace crest::config {
@@ -8,14 +9,17 @@ namespace {
 using S = OptimizerConfig;
 
 bool is_sgd(const S& s) { return s.name == OptimizerKind::sgd; }
+bool is_lamb(const S& s) { return s.name == OptimizerKind::lamb; }
 
-// The weight decay's default depends on the optimizer (AdamW: 0.01), so the name sets it.
+// Defaults that depend on the optimizer, so the name sets them: AdamW's weight decay 0.01 (Keras);
+// LAMB's eps 1e-6 and weight decay 1e-6 (the DeepCAM reference's FusedLAMB arguments).
 Field<S> name_field() {
-  Field<S> f = required(enum_field("name", &S::name), " (SGD, Adam or AdamW)");
+  Field<S> f = required(enum_field("name", &S::name), " (SGD, Adam, AdamW or LAMB)");
   auto read = f.read;
   f.read = [read](const SectionReader& r, S& s) {
     read(r, s);
-    s.weight_decay = s.name == OptimizerKind::adamw ? 0.01 : 0.0;
+    s.weight_decay = s.name == OptimizerKind::adamw ? 0.01 : is_lamb(s) ? 1e-6 : 0.0;
+    s.eps = is_lamb(s) ? 1e-6 : 1e-7;
   };
   return f;
 }
@@ -29,17 +33,19 @@ Field<S> only_printed_if(Field<S> f, bool (*when)(const S&)) {
   return f;
 }
 
-Field<S> betas_field() {
-  return {"betas",
-          [](const SectionReader& r, S& s) {
-            const Entry* e = r.get("betas");
+// `betas`, or the DeepCAM reference's name for it (`optimizer_betas`, unprinted).
+Field<S> betas_field(const std::string& key) {
+  return {key,
+          [key](const SectionReader& r, S& s) {
+            const Entry* e = r.get(key);
             if (!e) return;
             if (!e->value.IsSequence() || e->value.size() != 2)
-              r.fail("betas", "expected [beta1, beta2], got " + describe(e->value));
+              r.fail(key, "expected [beta1, beta2], got " + describe(e->value));
             double b[2];
             for (size_t i = 0; i < 2; ++i) {
-              b[i] = r.to_double("optimizer.betas[" + std::to_string(i) + "]", e->key, e->value[i]);
-              if (const auto p = unit_interval()(b[i]); !p.empty()) r.fail("betas", p);
+              b[i] =
+                  r.to_double(r.path_of(key) + "[" + std::to_string(i) + "]", e->key, e->value[i]);
+              if (const auto p = unit_interval()(b[i]); !p.empty()) r.fail(key, p);
             }
             s.beta1 = b[0], s.beta2 = b[1];
           },
@@ -75,12 +81,16 @@ void check_optimizer(const SectionReader& r, S& o) {
   };
   only_for("momentum", is_sgd(o), "SGD");
   only_for("nesterov", is_sgd(o), "SGD");
-  for (const char* k : {"betas", "beta_1", "beta_2", "eps", "epsilon"})
-    only_for(k, !is_sgd(o), "Adam, AdamW");
+  for (const char* k : {"betas", "optimizer_betas", "beta_1", "beta_2", "eps", "epsilon"})
+    only_for(k, !is_sgd(o), "Adam, AdamW, LAMB");
+  only_for("max_grad_norm", is_lamb(o), "LAMB");
   for (const auto& [a, b] : {std::pair{"lr", "learning_rate"},
                              {"eps", "epsilon"},
+                             {"betas", "optimizer_betas"},
                              {"betas", "beta_1"},
-                             {"betas", "beta_2"}})
+                             {"betas", "beta_2"},
+                             {"optimizer_betas", "beta_1"},
+                             {"optimizer_betas", "beta_2"}})
     if (r.has(a) && r.has(b))
       r.fail(b, std::string("same setting as optimizer.") + a + "; give only one");
 }
@@ -92,13 +102,15 @@ const Table<OptimizerConfig>& optimizer_table() {
       "optimizer",
       {name_field(), learning_rate_field("lr"), learning_rate_field("learning_rate"),
        only_printed_if(number_field("momentum", &S::momentum, unit_interval()), is_sgd),
-       only_printed_if(bool_field("nesterov", &S::nesterov), is_sgd), betas_field(),
+       only_printed_if(bool_field("nesterov", &S::nesterov), is_sgd), betas_field("betas"),
+       unprinted(betas_field("optimizer_betas")),
        unprinted(number_field("beta_1", &S::beta1, unit_interval())),
        unprinted(number_field("beta_2", &S::beta2, unit_interval())),
        only_printed_if(number_field("eps", &S::eps, positive()),
                        [](const S& s) { return !is_sgd(s); }),
        unprinted(number_field("epsilon", &S::eps, positive())),
-       number_field("weight_decay", &S::weight_decay, non_negative())},
+       number_field("weight_decay", &S::weight_decay, non_negative()),
+       only_printed_if(number_field("max_grad_norm", &S::max_grad_norm, positive()), is_lamb)},
       check_optimizer};
   return t;
 }

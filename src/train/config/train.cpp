@@ -75,11 +75,6 @@ Field<S> target_field(const std::string& key, std::optional<double> S::*m,
           }};
 }
 
-void check_train(const SectionReader& r, S& t) {
-  if (t.target_mae && t.target_iou)
-    r.fail("target_iou", "a run has one quality target; train.target_mae is given too");
-}
-
 // "N" or "N epochs" (after every N-th epoch), "N steps" (every N training steps); 0: only at the
 // end of the run.
 Field<S> checkpoint_every_field() {
@@ -108,6 +103,22 @@ Field<S> checkpoint_every_field() {
           }};
 }
 
+// A run has one quality target. A checkpoint between two micro-batches of one optimizer step would
+// need every rank's partial gradient sum; step-counted checkpoints therefore fall on optimizer
+// steps.
+void check_train(const SectionReader& r, S& t) {
+  if (t.target_mae && t.target_iou)
+    r.fail("target_iou", "a run has one quality target; train.target_mae is given too");
+  const int k = t.gradient_accumulation_frequency;
+  if (t.checkpoint_every_steps && t.checkpoint_every % k != 0)
+    r.fail("checkpoint_every",
+           "\"" + std::to_string(t.checkpoint_every) +
+               " steps\" is not a multiple of gradient_accumulation_frequency " +
+               std::to_string(k) +
+               " (checkpoints between the micro-batches of one optimizer "
+               "step are not supported)");
+}
+
 }  // namespace
 
 const Table<TrainConfig>& train_table() {
@@ -118,7 +129,9 @@ const Table<TrainConfig>& train_table() {
        target_field("target_iou", &S::target_iou, positive_up_to(1)),
        // crest additions
        checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
-       number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report)},
+       number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report),
+       // the DeepCAM reference's
+       int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1)},
       check_train};
   return t;
 }

@@ -1,0 +1,62 @@
+#include "crest/optim/lamb.hpp"
+
+#include <cmath>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+Lamb::Lamb(const LambOptions& options) : o_(options) {
+  auto in_unit = [](double b) { return b >= 0 && b < 1; };
+  if (!in_unit(o_.beta1) || !in_unit(o_.beta2))
+    throw_usage("lamb: betas must be in [0, 1), got " + std::to_string(o_.beta1) + ", " +
+                std::to_string(o_.beta2));
+  if (!(o_.eps > 0)) throw_usage("lamb: eps must be positive, got " + std::to_string(o_.eps));
+  if (!(o_.weight_decay >= 0))
+    throw_usage("lamb: weight_decay must not be negative, got " + std::to_string(o_.weight_decay));
+  if (!(o_.max_grad_norm > 0))
+    throw_usage("lamb: max_grad_norm must be positive, got " + std::to_string(o_.max_grad_norm));
+}
+
+// Summed slot by slot, in slot order: the norm covers exactly the trainable gradients (never
+// the alignment padding) and is the same on every rank, which hold the same gradients.
+double Lamb::global_gradient_norm() const {
+  double squares = 0;
+  for (size_t s = 0; s < params_->slots().size(); ++s) {
+    const ParamSlot& slot = params_->slots()[s];
+    if (slot.spec.trainable) squares += vec_->sum_squares(params_->grad(s).data(), slot.count);
+  }
+  return std::sqrt(squares);
+}
+
+// w <- w - lr r u per tensor, with u in the gradient buffer. apex computes r only when the weight
+// decay is not 0 (use_nvlamb off); without decay the step is plain lr u for every tensor.
+void Lamb::apply_trust_ratios(double lr) {
+  if (o_.weight_decay == 0) {
+    vec_->axpy(-lr, params_->grads(), params_->values(), count_);
+    return;
+  }
+  for (size_t s = 0; s < params_->slots().size(); ++s) {
+    const ParamSlot& slot = params_->slots()[s];
+    if (!slot.spec.trainable) continue;
+    void* w = params_->value(s).data();
+    const void* u = params_->grad(s).data();
+    const double w_norm = std::sqrt(vec_->sum_squares(w, slot.count));
+    const double u_norm = std::sqrt(vec_->sum_squares(u, slot.count));
+    const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
+    vec_->axpy(-lr * ratio, u, w, slot.count);
+  }
+}
+
+void Lamb::step(double lr) {
+  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  ++steps_;
+  last_norm_ = global_gradient_norm();
+  const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
+  // Element-wise over the whole trainable range: zero padding gives u = 0 there.
+  vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
+                       count_, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
+  apply_trust_ratios(lr);
+}
+
+}  // namespace crest

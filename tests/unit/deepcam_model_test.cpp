@@ -1,0 +1,202 @@
+// The DeepCAM network (src/models/deepcam.cpp): the reference's parameters, keys and
+// initialisation, any size that is a multiple of 16, and weight files in the reference's layout.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "crest/data/safetensors.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/models/deepcam.hpp"
+#include "crest/models/model_registry.hpp"
+#include "crest/train/weights.hpp"
+#include "support/test_util.hpp"
+
+namespace crest {
+namespace {
+
+namespace fs = std::filesystem;
+
+DeepcamOptions small(int64_t h = 32, int64_t w = 48) {
+  DeepcamOptions o;
+  o.input_shape = {h, w, 16};
+  return o;
+}
+
+struct Compiled {
+  BuiltModel model;
+  std::unique_ptr<Backend> backend = make_backend("reference");
+  std::unique_ptr<Executor> ex;
+  explicit Compiled(const DeepcamOptions& o, bool training = true) : model(build_deepcam(o)) {
+    CompileOptions co;
+    co.batch = 1;
+    co.training = training;
+    ex = std::make_unique<Executor>(model.graph, *backend, co);
+  }
+};
+
+// One compiled 32x48 network shared by the tests that only read it (56 M parameters each).
+Compiled& shared_model() {
+  static Compiled c(small());
+  return c;
+}
+
+// key -> "[shape] dtype", from the fixture the peer script wrote.
+std::map<std::string, std::string> reference_entries() {
+  std::ifstream f(test::source_path("tests/fixtures/deepcam_state_dict_keys.txt"));
+  std::map<std::string, std::string> m;
+  std::string line;
+  while (std::getline(f, line)) {
+    const size_t sp = line.find(' ');
+    m[line.substr(0, sp)] = line.substr(sp + 1);
+  }
+  return m;
+}
+
+std::string entry_text(const SafetensorsTensor& t) {
+  std::string s = "[";
+  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
+  s += "] ";
+  s += t.dtype == SafetensorsDType::I64 ? "int64" : "float32";
+  return s;
+}
+
+const ParamSlot& slot(const ParamStore& p, const std::string& name) {
+  for (const auto& s : p.slots())
+    if (s.name == name) return s;
+  throw std::runtime_error("no parameter " + name);
+}
+
+// Mean and standard deviation of one parameter's values.
+std::pair<double, double> moments(const ParamStore& p, const std::string& name) {
+  const TensorView v = p.value(static_cast<size_t>(&slot(p, name) - p.slots().data()));
+  double s = 0, s2 = 0;
+  const auto n = static_cast<double>(v.numel());
+  for (int64_t i = 0; i < v.numel(); ++i) {
+    const double x = test::element(v, static_cast<size_t>(i));
+    s += x;
+    s2 += x * x;
+  }
+  return {s / n, std::sqrt(s2 / n - (s / n) * (s / n))};
+}
+
+double max_abs(const ParamStore& p, const std::string& name) {
+  const TensorView v = p.value(static_cast<size_t>(&slot(p, name) - p.slots().data()));
+  double m = 0;
+  for (int64_t i = 0; i < v.numel(); ++i)
+    m = std::max(m, std::abs(test::element(v, static_cast<size_t>(i))));
+  return m;
+}
+
+TEST(DeepcamModel, HasTheReferenceParameterCountAndShapes) {
+  Compiled& c = shared_model();
+  EXPECT_EQ(c.ex->params().parameter_count(), 56454720);
+  int64_t state = 0;
+  for (const auto& s : c.ex->params().slots())
+    if (!s.spec.trainable) state += static_cast<int64_t>(s.count);
+  EXPECT_EQ(state, 97760 + 76);  // running mean and variance, and one counter per batch norm
+}
+
+TEST(DeepcamModel, WeightFilesUseTheReferenceKeysShapesAndTypes) {
+  Compiled& c = shared_model();
+  const fs::path file = fs::temp_directory_path() / "crest_deepcam_keys.safetensors";
+  save_weights(c.ex->params(), file.string(), {}, c.model.external_params);
+  const SafetensorsFile f(file.string());
+  std::map<std::string, std::string> written;
+  for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
+  const auto expected = reference_entries();
+  ASSERT_EQ(expected.size(), 529u);
+  EXPECT_EQ(written, expected);
+  fs::remove(file);
+}
+
+TEST(DeepcamModel, InitialisesEachModuleAsTheReference) {
+  Compiled& c = shared_model();
+  const ParamStore& p = c.ex->params();
+  // Kaiming-normal (fan_in, gain sqrt 2) on the backbone, depthwise (fan_in 9) included, and on
+  // the ASPP atrous branches.
+  for (const auto& [name, fan_in] : std::vector<std::pair<std::string, double>>{
+           {"xception_features.block5.rep.0.conv1.weight", 9},
+           {"xception_features.block5.rep.0.pointwise.weight", 728},
+           {"bottleneck.aspp2.atrous_convolution.weight", 2048 * 9}}) {
+    const auto [mean, sd] = moments(p, name);
+    EXPECT_NEAR(sd, std::sqrt(2 / fan_in), 0.05 * std::sqrt(2 / fan_in)) << name;
+    EXPECT_NEAR(mean, 0, 0.05 * std::sqrt(2 / fan_in)) << name;
+  }
+  // PyTorch's default U(+-1/sqrt(fan_in)) elsewhere; a transposed conv's fan_in is out * k^2.
+  for (const auto& [name, fan_in] :
+       std::vector<std::pair<std::string, double>>{{"upsample.conv1.0.weight", 304 * 9},
+                                                   {"upsample.conv1.6.bias", 256},
+                                                   {"upsample.last_deconv.0.weight", 3 * 9},
+                                                   {"bottleneck.conv.weight", 1280},
+                                                   {"conv2.weight", 128}}) {
+    const double bound = 1 / std::sqrt(fan_in);
+    EXPECT_LE(max_abs(p, name), bound) << name;
+    EXPECT_GT(max_abs(p, name), 0.9 * bound) << name;
+  }
+  const std::string bn = "xception_features.block7.rep.4.bn.";
+  EXPECT_EQ(moments(p, bn + "weight"), std::make_pair(1.0, 0.0));
+  EXPECT_EQ(moments(p, bn + "bias"), std::make_pair(0.0, 0.0));
+  EXPECT_EQ(moments(p, bn + "running_var"), std::make_pair(1.0, 0.0));
+  EXPECT_EQ(max_abs(p, "bottleneck.global_avg_pool.global_average_pool.2.bias"), 0.0);
+}
+
+TEST(DeepcamModel, RunsAtAnySizeThatIsAMultipleOf16) {
+  for (const auto& [h, w] : std::vector<std::pair<int64_t, int64_t>>{{16, 16}, {48, 32}}) {
+    Compiled c(small(h, w), /*training=*/false);
+    test::fill_uniform(c.ex->input("x"), 1);
+    const double loss = c.ex->forward(false);
+    EXPECT_TRUE(std::isfinite(loss));
+    const TensorView logits = c.ex->output(c.model.prediction);
+    EXPECT_EQ(logits.shape(), Shape({1, 3, h, w}));
+  }
+}
+
+TEST(DeepcamModel, RefusesSizesThatAreNotMultiplesOf16) {
+  const ModelKind& k = find_model_kind("deepcam");
+  Attributes a;
+  a.set("input_shape", std::vector<int64_t>{100, 144, 16});
+  try {
+    k.canonical(a);
+    FAIL() << "accepted 100x144";
+  } catch (const ModelKeyError& e) {
+    EXPECT_EQ(e.key(), "input_shape");
+    EXPECT_NE(std::string(e.what()).find("multiples of 16"), std::string::npos) << e.what();
+  }
+  a = {};
+  a.set("class_weights", std::vector<double>{1, 2});
+  EXPECT_THROW(k.canonical(a), ModelKeyError);
+}
+
+TEST(DeepcamModel, LoadsAReferenceCheckpointsDdpPrefixedKeys) {
+  Compiled a(small()), b(small());
+  const fs::path plain = fs::temp_directory_path() / "crest_deepcam_plain.safetensors";
+  const fs::path ddp = fs::temp_directory_path() / "crest_deepcam_ddp.safetensors";
+  // a's weights with one batch norm's statistics changed, re-keyed as a DDP state_dict.
+  ParamStore& pa = a.ex->params();
+  const auto& rv = slot(pa, "bn2.bn.running_var");
+  pa.value(static_cast<size_t>(&rv - pa.slots().data())).as<float>()[5] = 3.5f;
+  const auto& counter = slot(pa, "bn2.bn.num_batches_tracked");
+  pa.value(static_cast<size_t>(&counter - pa.slots().data())).as<float>()[0] = 7;
+  save_weights(pa, plain.string(), {}, a.model.external_params);
+  {
+    const SafetensorsFile f(plain.string());
+    std::vector<SafetensorsEntry> entries;
+    for (const auto& t : f.tensors())
+      entries.push_back({"module." + t.name, *to_crest_dtype(t.dtype), t.crest_shape(), t.data});
+    write_safetensors(ddp.string(), entries);
+  }
+  load_weights(b.ex->params(), ddp.string(), b.model.external_params);
+  const ParamStore& pb = b.ex->params();
+  for (size_t i = 0; i < pa.slots().size(); ++i)
+    ASSERT_EQ(test::rel_distance(pb.value(i), pa.value(i)), 0.0) << pa.slots()[i].name;
+  EXPECT_EQ(max_abs(pb, "bn2.bn.num_batches_tracked"), 7.0);
+  fs::remove(plain);
+  fs::remove(ddp);
+}
+
+}  // namespace
+}  // namespace crest
