@@ -354,6 +354,23 @@ TEST(DataCli, DeepcamDataErrorsExit2NamingTheKeyOrTheFile) {
   EXPECT_NE(r.out.find("stats.h5"), std::string::npos) << r.out;
 }
 
+// The registered deepcam model reads the channels the data selects: its input_shape is
+// [H, W, len(data.channels)] (the first convolution has 32 x C x 3 x 3 weights).
+TEST(DataCli, TheDeepcamModelsInputFollowsTheSelectedChannels) {
+  TempDir t;
+  const std::string cfg = t.file("model.yaml");
+  std::ofstream(cfg) << "data: {name: deepcam, data_dir: /nowhere, sample_shape: [32, 48, 16], "
+                        "batch_size: 1, n_epochs: 1}\nmodel: {name: deepcam}\n"
+                        "optimizer: {name: Adam}\n";
+  auto all = run_crest("train --dry-run --config " + cfg);
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("total parameters: 56,454,720"), std::string::npos) << all.out;
+  auto four = run_crest("train --dry-run --config " + cfg + " data.channels=[0,1,2,3]");
+  ASSERT_EQ(four.code, 0) << four.out;
+  EXPECT_NE(four.out.find("total parameters: 56,451,264"), std::string::npos)
+      << four.out;  // 12 input channels fewer: 12 x 32 x 9 = 3,456 weights
+}
+
 // The JSON line `crest bench loader` prints (its log goes to stderr, run_crest merges them).
 nlohmann::json bench_line(const std::string& out) {
   std::istringstream in(out);
