@@ -16,6 +16,7 @@
 #include "crest/core/parallel_for.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
+#include "crest/data/datasets/deepcam_files.hpp"
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/npy.hpp"
@@ -51,6 +52,20 @@ struct Job {
   int64_t index;
 };
 
+// NVIDIA's datalabel-*.npy: float32 [H, W, 17], the label as channel 16
+// (convert_hdf52fusednpy.py).
+void write_fused_npy(const std::string& path, int64_t height, int64_t width,
+                     const std::vector<float>& data, const std::vector<float>& labels,
+                     std::vector<float>& fused) {
+  const int64_t pixels = height * width;
+  fused.resize(static_cast<size_t>(pixels * 17));
+  for (int64_t p = 0; p < pixels; ++p) {
+    std::copy_n(data.begin() + p * 16, 16, fused.begin() + p * 17);
+    fused[static_cast<size_t>(p * 17 + 16)] = labels[static_cast<size_t>(p)];
+  }
+  write_npy(path, DType::f32, {height, width, 17}, fused.data());
+}
+
 void check_options(const DatagenOptions& o) {
   if (o.out.empty()) throw_usage("datagen: --out DIR is required");
   if (o.n_train < 0 || o.n_valid < 0)
@@ -69,11 +84,15 @@ void check_options(const DatagenOptions& o) {
     if (o.format == DatagenFormat::tfrecord)
       throw_usage("datagen deepcam: --format must be hdf5 or npy");
     if (o.gzip) throw_usage("datagen deepcam: --gzip applies to CosmoFlow TFRecords only");
+    if (o.fused && o.format != DatagenFormat::npy)
+      throw_usage("datagen deepcam: --fused needs --format npy (NVIDIA's datalabel-*.npy)");
     if (o.n_train < 1)
       throw_usage("datagen deepcam: --train must be at least 1 (stats.h5 is computed over train)");
   }
   if (o.gzip && o.format != DatagenFormat::tfrecord)
     throw_usage("datagen: --gzip needs --format tfrecord");
+  if (o.fused && o.kind != DatagenKind::deepcam)
+    throw_usage("datagen: --fused applies to DeepCAM npy files only");
 }
 
 // Refuses to write into a split directory that already holds files, unless overwrite is set.
@@ -89,17 +108,14 @@ void prepare_dir(const std::string& dir, bool overwrite) {
 
 }  // namespace
 
-std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index) {
-  char buf[64];
+std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index, bool fused) {
+  const char* pattern = "data-%06lld.h5";
   if (kind == DatagenKind::cosmoflow)
-    std::snprintf(
-        buf, sizeof buf,
-        format == DatagenFormat::npy ? "sample-%06lld.data.npy" : "sample-%06lld.tfrecord",
-        static_cast<long long>(index));
-  else
-    std::snprintf(buf, sizeof buf,
-                  format == DatagenFormat::npy ? "data-%06lld.npy" : "data-%06lld.h5",
-                  static_cast<long long>(index));
+    pattern = format == DatagenFormat::npy ? "sample-%06lld.data.npy" : "sample-%06lld.tfrecord";
+  else if (format == DatagenFormat::npy)
+    pattern = fused ? "datalabel-%06lld.npy" : "data-%06lld.npy";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, pattern, static_cast<long long>(index));
   return buf;
 }
 
@@ -140,16 +156,17 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
   std::atomic<int64_t> written{0};
   struct Scratch {
     std::vector<int16_t> volume;
-    std::vector<float> data, labels;
+    std::vector<float> data, labels, fused;
   };
   std::vector<Scratch> scratch(static_cast<size_t>(workers));  // one per worker
   parallel_for(jobs.size(), threads, [&](size_t j, int worker) {
     omp_set_num_threads(omp_per_worker);  // this worker thread's share of the cores
-    auto& [volume, data, labels] = scratch[static_cast<size_t>(worker)];
+    auto& [volume, data, labels, fused] = scratch[static_cast<size_t>(worker)];
     const Job job = jobs[j];
     const uint64_t seed = split_seed(o.seed, job.split);
     const std::string path =
-        (fs::path(dirs[job.split]) / datagen_file_name(o.kind, o.format, job.index)).string();
+        (fs::path(dirs[job.split]) / datagen_file_name(o.kind, o.format, job.index, o.fused))
+            .string();
     int64_t bytes = 0;
     if (cosmo) {
       volume.resize(static_cast<size_t>(o.size * o.size * o.size * 4));
@@ -178,11 +195,11 @@ DatagenResult generate_dataset(const DatagenOptions& o, std::ostream& log) {
       if (o.format == DatagenFormat::hdf5) {
         write_deepcam_sample(path, {o.height, o.width, 16}, data.data(), labels.data());
         bytes = file_bytes(path);
+      } else if (o.fused) {
+        write_fused_npy(path, o.height, o.width, data, labels, fused);
+        bytes = file_bytes(path);
       } else {
-        const std::string label =
-            (fs::path(dirs[job.split]) /
-             ("label-" + datagen_file_name(o.kind, o.format, job.index).substr(5)))
-                .string();
+        const std::string label = deepcam_label_path(path);
         write_npy(label, DType::f32, {o.height, o.width}, labels.data());
         write_npy(path, DType::f32, {o.height, o.width, 16}, data.data());
         bytes = file_bytes(path) + file_bytes(label);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "crest/core/error.hpp"
 #include "crest/core/parallel_for.hpp"
@@ -21,8 +22,9 @@ double seconds_since(Clock::time_point t) {
 
 struct DataLoader::Slot {
   Buffer x, y;
-  int64_t batch = -1;     // batch index within the epoch being filled / held
-  int64_t remaining = 0;  // samples still to decode
+  std::vector<uint8_t> present;  // per place: holds a sample
+  int64_t batch = -1;            // batch index within the epoch being filled / held
+  int64_t remaining = 0;         // samples still to decode
   enum class State { free, filling, ready, held } state = State::free;
   std::exception_ptr error;  // first failure among its samples (fail mode, or no spare left)
 };
@@ -32,7 +34,8 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     : source_(std::move(source)), opts_(options) {
   CREST_CHECK(source_ != nullptr, "loader without a source");
   if (opts_.prefetch < 1) throw_input("data.prefetch must be at least 1");
-  plan_ = plan_shards(source_->size(), opts_.batch_size, comm.rank(), comm.size());
+  plan_ =
+      plan_shards(source_->size(), opts_.batch_size, comm.rank(), comm.size(), opts_.every_sample);
   const SampleSpec& spec = source_->spec();
   // One slot being consumed plus `prefetch` being filled; no more than the epoch has batches.
   const int64_t n_slots = std::min<int64_t>(opts_.prefetch + 1, plan_.batches + 1);
@@ -40,6 +43,7 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     auto s = std::make_unique<Slot>();
     s->x = Buffer(spec.x_bytes() * static_cast<size_t>(opts_.batch_size));
     s->y = Buffer(spec.y_bytes() * static_cast<size_t>(opts_.batch_size));
+    s->present.assign(static_cast<size_t>(opts_.batch_size), 1);
     slots_.push_back(std::move(s));
   }
   int threads = opts_.threads;
@@ -85,6 +89,14 @@ void DataLoader::start_epoch(int epoch, int64_t first_batch) {
   schedule_locked();
 }
 
+void DataLoader::clear_place(Slot& slot, int64_t position) const {
+  const SampleSpec& spec = source_->spec();
+  const auto p = static_cast<size_t>(position);
+  std::memset(static_cast<char*>(slot.x.data()) + spec.x_bytes() * p, 0, spec.x_bytes());
+  std::memset(static_cast<char*>(slot.y.data()) + spec.y_bytes() * p, 0, spec.y_bytes());
+  slot.present[p] = 0;
+}
+
 void DataLoader::schedule_locked() {
   if (epoch_ < 0) return;
   const int64_t b = opts_.batch_size;
@@ -92,11 +104,15 @@ void DataLoader::schedule_locked() {
   for (size_t i = 0; i < slots_.size() && scheduled_ < plan_.batches; ++i) {
     Slot& s = *slots_[i];
     if (s.state != Slot::State::free) continue;
-    s.state = Slot::State::filling;
+    // Only an every-sample plan's last batch holds fewer than b samples.
+    const int64_t count = std::min(b, plan_.used_per_rank() - scheduled_ * b);
+    s.state = count > 0 ? Slot::State::filling : Slot::State::ready;
     s.batch = scheduled_;
-    s.remaining = b;
+    s.remaining = count;
     s.error = nullptr;
-    for (int64_t p = 0; p < b; ++p)
+    std::fill(s.present.begin(), s.present.end(), uint8_t{1});
+    for (int64_t p = count; p < b; ++p) clear_place(s, p);
+    for (int64_t p = 0; p < count; ++p)
       tasks_.push_back({static_cast<int>(i), p, samples_[static_cast<size_t>(scheduled_ * b + p)]});
     ++scheduled_;
     added = true;
@@ -132,8 +148,10 @@ LoadedBatch DataLoader::next() {
   out.target = TensorView(slot->y.data(),
                           {spec.y_shape.with_batch(opts_.batch_size),
                            spec.y_integer ? DType::i32 : DType::f32, Device::cpu, Layout::plain});
+  out.present = slot->present;
+  out.samples = std::count(slot->present.begin(), slot->present.end(), uint8_t{1});
   ++stats_.batches;
-  stats_.samples += opts_.batch_size;
+  stats_.samples += out.samples;
   return out;
 }
 
@@ -219,11 +237,16 @@ void DataLoader::run_task(const Task& t) {
         break;
       }
     }
-    // Skip mode: drop the sample, remember it, continue with a spare sample of the epoch.
+    // Skip mode: drop the sample, remember it, continue with a spare sample of the epoch (an
+    // every-sample plan has none: the place stays empty).
     std::lock_guard lock(mu_);
     if (!known_bad) {
       bad_samples_.insert(sample);
       ++stats_.skipped;
+    }
+    if (opts_.every_sample) {
+      clear_place(slot, t.position);
+      break;
     }
     if (!take_spare_locked(sample)) {
       failure = std::make_exception_ptr(Error(

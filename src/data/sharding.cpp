@@ -15,6 +15,8 @@ std::string ShardPlan::describe() const {
          std::to_string(per_rank);
   s += ": " + std::to_string(batches) + " batches of " + std::to_string(batch_size) +
        (size > 1 ? " per rank" : "");
+  if (every_sample)
+    return s + (per_rank % batch_size ? " (the last one partial)" : "") + "; every sample is read";
   const int64_t dropped = dropped_per_epoch();
   if (dropped > 0)
     s += "; the last " + std::to_string(dropped) +
@@ -23,7 +25,7 @@ std::string ShardPlan::describe() const {
   return s;
 }
 
-ShardPlan plan_shards(int64_t samples, int64_t batch_size, int rank, int size) {
+ShardPlan plan_shards(int64_t samples, int64_t batch_size, int rank, int size, bool every_sample) {
   if (size < 1 || rank < 0 || rank >= size)
     throw_runtime("internal error: rank " + std::to_string(rank) + " of " + std::to_string(size));
   if (batch_size < 1) throw_input("data.batch_size must be at least 1");
@@ -32,7 +34,14 @@ ShardPlan plan_shards(int64_t samples, int64_t batch_size, int rank, int size) {
   p.batch_size = batch_size;
   p.rank = rank;
   p.size = size;
+  p.every_sample = every_sample;
   p.per_rank = samples / size;
+  if (every_sample) {
+    if (samples < 1) throw_input("no sample to read");
+    p.per_rank += rank < samples % size ? 1 : 0;
+    p.batches = (p.per_rank + batch_size - 1) / batch_size;
+    return p;
+  }
   p.batches = p.per_rank / batch_size;
   if (p.batches < 1)
     throw_input(std::to_string(samples) + " samples cannot give every one of " +
@@ -59,6 +68,13 @@ std::vector<int64_t> rank_samples(const ShardPlan& plan, const std::vector<int64
   CREST_CHECK(static_cast<int64_t>(order.size()) == plan.samples, "epoch order size");
   std::vector<int64_t> mine;
   mine.reserve(static_cast<size_t>(plan.samples / plan.size + 1));
+  if (plan.every_sample) {
+    const int64_t block = plan.samples / plan.size, first = plan.rank * block;
+    for (int64_t i = first; i < first + block; ++i) mine.push_back(order[static_cast<size_t>(i)]);
+    const int64_t rest = block * plan.size + plan.rank;
+    if (rest < plan.samples) mine.push_back(order[static_cast<size_t>(rest)]);
+    return mine;
+  }
   for (int64_t i = plan.rank; i < plan.samples; i += plan.size)
     mine.push_back(order[static_cast<size_t>(i)]);
   return mine;

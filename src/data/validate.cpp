@@ -11,6 +11,7 @@
 #include "crest/core/parallel_for.hpp"
 #include "crest/core/progress.hpp"
 #include "crest/core/units.hpp"
+#include "crest/data/datasets/deepcam_files.hpp"
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/npy.hpp"
@@ -21,7 +22,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-enum class Kind { cosmo_tfrecord, cosmo_npy, deepcam_hdf5, deepcam_npy };
+enum class Kind { cosmo_tfrecord, cosmo_npy, deepcam_hdf5, deepcam_npy, deepcam_npy_fused };
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() &&
@@ -102,39 +103,47 @@ void check_labels_and_data(const std::vector<float>& data, const std::vector<int
 
 FileFacts check_deepcam(const std::string& path, Kind kind) {
   FileFacts f;
+  const DeepcamFileFormat format =
+      kind == Kind::deepcam_hdf5 ? DeepcamFileFormat::hdf5 : DeepcamFileFormat::npy;
+  const DeepcamNpyLayout layout =
+      kind == Kind::deepcam_npy_fused ? DeepcamNpyLayout::fused : DeepcamNpyLayout::pairs;
+  const DeepcamSampleShape s = probe_deepcam_file(path, format, layout);
+  f.shape = Shape{s.height, s.width, s.channels};
+  std::vector<float> data(static_cast<size_t>(s.height * s.width * s.channels));
+  std::vector<int32_t> labels(static_cast<size_t>(s.height * s.width));
+  read_deepcam_file(path, format, layout, s, data.data(), labels.data());
+  check_labels_and_data(data, labels, s.width);
   std::error_code ec;
   f.bytes = static_cast<int64_t>(fs::file_size(path, ec));
-  std::vector<float> data;
-  std::vector<int32_t> labels;
-  int64_t width = 1;
-  if (kind == Kind::deepcam_hdf5) {
-    const DeepcamSampleShape s = probe_deepcam_sample(path);
-    f.shape = Shape{s.height, s.width, s.channels};
-    data.resize(static_cast<size_t>(s.height * s.width * s.channels));
-    labels.resize(static_cast<size_t>(s.height * s.width));
-    read_deepcam_sample(path, s, data.data(), labels.data());
-    width = s.width;
-  } else {
-    const NpyHeader h = read_npy_header(path);
-    if (h.dtype != NpyDType::f32 || h.shape.size() != 3)
-      throw_input("expected float32 [H, W, C] data");
-    f.shape = Shape(h.shape);
-    data.resize(static_cast<size_t>(f.shape.numel()));
-    read_npy_into(path, DType::f32, f.shape.to_vector(), data.data());
-    const fs::path p(path);
-    const std::string label =
-        (p.parent_path() / ("label-" + p.filename().string().substr(5))).string();
-    std::vector<float> lf(static_cast<size_t>(f.shape[0] * f.shape[1]));
-    read_npy_into(label, DType::f32, {f.shape[0], f.shape[1]}, lf.data());
-    labels.assign(lf.begin(), lf.end());
-    for (size_t i = 0; i < lf.size(); ++i)
-      if (lf[i] != static_cast<float>(labels[i]))
-        throw_input(label + ": label " + std::to_string(lf[i]) + " is not an integer");
-    width = f.shape[1];
-    f.bytes += static_cast<int64_t>(fs::file_size(label, ec));
-  }
-  check_labels_and_data(data, labels, width);
+  if (kind == Kind::deepcam_npy)
+    f.bytes += static_cast<int64_t>(fs::file_size(deepcam_label_path(path), ec));
   return f;
+}
+
+// <root>/stats.h5 beside a DeepCAM dataset's splits: readable, one value per sample channel, and
+// every channel's maxval above its minval (the normalisation divides by their difference).
+std::string check_deepcam_stats(const std::string& path, int64_t channels) {
+  try {
+    const DeepcamStats st = read_deepcam_stats(path);
+    if (static_cast<int64_t>(st.minval.size()) != channels)
+      return "holds statistics of " + std::to_string(st.minval.size()) +
+             " channels, the samples have " + std::to_string(channels);
+    for (size_t c = 0; c < st.minval.size(); ++c)
+      if (!(st.maxval[c] > st.minval[c]))
+        return "channel " + std::to_string(c) + " has maxval " + std::to_string(st.maxval[c]) +
+               " not above minval " + std::to_string(st.minval[c]);
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (starts_with(what, path + ": ")) what = what.substr(path.size() + 2);
+    return what;
+  }
+  return "";
+}
+
+bool has_splits(const std::string& dir) {
+  std::error_code ec;
+  return fs::is_directory(fs::path(dir) / "train", ec) ||
+         fs::is_directory(fs::path(dir) / "validation", ec);
 }
 
 // The split directories to check, and the files of each.
@@ -156,8 +165,10 @@ std::vector<std::string> dataset_files(const std::string& dir, Kind& kind,
         by_kind[Kind::cosmo_tfrecord].push_back(p);
       else if (ends_with(name, ".data.npy"))
         by_kind[Kind::cosmo_npy].push_back(p);
-      else if (starts_with(name, "data-") && ends_with(name, ".h5"))
+      else if (ends_with(name, ".h5"))  // every .h5 of a split, as the reference reads them
         by_kind[Kind::deepcam_hdf5].push_back(p);
+      else if (starts_with(name, "datalabel-") && ends_with(name, ".npy"))
+        by_kind[Kind::deepcam_npy_fused].push_back(p);
       else if (starts_with(name, "data-") && ends_with(name, ".npy"))
         by_kind[Kind::deepcam_npy].push_back(p);
     }
@@ -165,6 +176,7 @@ std::vector<std::string> dataset_files(const std::string& dir, Kind& kind,
   if (format == "cosmoflow") {
     by_kind.erase(Kind::deepcam_hdf5);
     by_kind.erase(Kind::deepcam_npy);
+    by_kind.erase(Kind::deepcam_npy_fused);
   } else if (format == "deepcam") {
     by_kind.erase(Kind::cosmo_tfrecord);
     by_kind.erase(Kind::cosmo_npy);
@@ -172,8 +184,8 @@ std::vector<std::string> dataset_files(const std::string& dir, Kind& kind,
     throw_usage("validate: --format must be cosmoflow or deepcam, got '" + format + "'");
   }
   if (by_kind.empty())
-    throw_input(dir + ": no sample files found (*.tfrecord, *.data.npy, data-*.h5, data-*.npy" +
-                std::string(format.empty() ? "" : " for " + format) + ")");
+    throw_input(dir + ": no sample files found (*.tfrecord, *.data.npy, *.h5, data-*.npy, " +
+                "datalabel-*.npy" + std::string(format.empty() ? "" : " for " + format) + ")");
   if (by_kind.size() > 1)
     throw_input(dir + ": holds sample files of several formats; pass --format or separate them");
   kind = by_kind.begin()->first;
@@ -259,7 +271,14 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
                  ? (gzip_seen ? "cosmoflow-tfrecord-gzip" : "cosmoflow-tfrecord")
              : kind == Kind::cosmo_npy    ? "cosmoflow-npy"
              : kind == Kind::deepcam_hdf5 ? "deepcam-hdf5"
-                                          : "deepcam-npy";
+             : kind == Kind::deepcam_npy  ? "deepcam-npy"
+                                          : "deepcam-npy-fused";
+  const bool deepcam = kind != Kind::cosmo_tfrecord && kind != Kind::cosmo_npy;
+  if (deepcam && has_splits(o.dir) && r.sample_shape.rank() == 3) {
+    const std::string stats = (fs::path(o.dir) / "stats.h5").string();
+    const std::string problem = check_deepcam_stats(stats, r.sample_shape[2]);
+    if (!problem.empty()) r.errors.emplace_back(stats, problem);
+  }
   progress.finish();
   r.seconds = progress.elapsed_s();
   log << r.summary() << "\n";

@@ -51,12 +51,15 @@ void register_datagen(CLI::App& app) {
   cmd->add_option("--train", o->n_train, "training samples")->required();
   cmd->add_option("--valid", o->n_valid, "validation samples")->required();
   cmd->add_option("--size", o->size, "cosmoflow: cube edge, a multiple of 32 (default 128)");
-  cmd->add_option("--height", o->height, "deepcam: rows (default 768)");
-  cmd->add_option("--width", o->width, "deepcam: columns (default 1152)");
+  cmd->add_option("--height", o->height, "deepcam: rows, a multiple of 16 (default 768)");
+  cmd->add_option("--width", o->width, "deepcam: columns, a multiple of 16 (default 1152)");
   cmd->add_option("--format", *format,
                   "cosmoflow: tfrecord (default) or npy; deepcam: hdf5 (default) or npy");
   cmd->add_flag("--gzip", o->gzip,
                 "cosmoflow: GZIP-compressed TFRecords, as the MLPerf v1.0+ data");
+  cmd->add_flag("--fused", o->fused,
+                "deepcam npy: NVIDIA's fused datalabel-*.npy (label as the last channel) instead "
+                "of data-*.npy + label-*.npy");
   cmd->add_option("--seed", o->seed, "random seed (default 0)");
   cmd->add_option("--threads", o->threads, "files generated in parallel (default: all cores)");
   cmd->add_flag("--overwrite", o->overwrite, "replace existing files in the output directory");

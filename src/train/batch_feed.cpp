@@ -1,5 +1,7 @@
 #include "batch_feed.hpp"
 
+#include <cstring>
+
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 
@@ -13,15 +15,24 @@ void convert(const From* from, To* to, size_t n) {
   for (size_t i = 0; i < n; ++i) to[i] = static_cast<To>(from[i]);
 }
 
-// `to` is host memory of to_dtype.
-void convert_into(const TensorView& from, void* to, DType to_dtype) {
-  const auto n = static_cast<size_t>(from.numel());
-  if (from.dtype() == DType::f32 && to_dtype == DType::f64)
-    return convert(from.as<float>(), static_cast<double*>(to), n);
-  if (from.dtype() == DType::f64 && to_dtype == DType::f32)
-    return convert(from.as<double>(), static_cast<float*>(to), n);
-  throw_input("a batch of " + dtype_name(from.dtype()) + " cannot feed a model input of " +
+// n elements of from_dtype at `from` into host memory of to_dtype at `to`.
+void convert_into(const void* from, DType from_dtype, void* to, DType to_dtype, size_t n) {
+  if (from_dtype == to_dtype) {
+    std::memcpy(to, from, n * dtype_size(from_dtype));
+    return;
+  }
+  if (from_dtype == DType::f32 && to_dtype == DType::f64)
+    return convert(static_cast<const float*>(from), static_cast<double*>(to), n);
+  if (from_dtype == DType::f64 && to_dtype == DType::f32)
+    return convert(static_cast<const double*>(from), static_cast<float*>(to), n);
+  throw_input("a batch of " + dtype_name(from_dtype) + " cannot feed a model input of " +
               dtype_name(to_dtype));
+}
+
+void check_sizes(const std::string& input, const TensorView& from, const TensorView& to) {
+  if (from.numel() != to.numel())
+    throw_input("the data's " + input + " batch has " + std::to_string(from.numel()) +
+                " elements, the model's input '" + input + "' takes " + std::to_string(to.numel()));
 }
 
 }  // namespace
@@ -33,15 +44,37 @@ void BatchFeed::feed(const LoadedBatch& batch) {
   feed_one(model_.target_input, batch.target);
 }
 
+void BatchFeed::feed_copies_of(const LoadedBatch& batch, int64_t place) {
+  CREST_CHECK(place >= 0 && place < batch.sample.shape()[0], "feed_copies_of: no such place");
+  feed_copies(model_.sample_input, batch.sample, place);
+  feed_copies(model_.target_input, batch.target, place);
+}
+
+void BatchFeed::feed_copies(const std::string& input, const TensorView& from, int64_t place) {
+  ex_.bind_input(input, nullptr);  // the copies go into the model's own storage
+  const TensorView to = ex_.input(input);
+  check_sizes(input, from, to);
+  const int64_t places = from.shape()[0];
+  const auto per_sample = static_cast<size_t>(from.numel() / places);
+  const auto* sample = static_cast<const char*>(from.data()) +
+                       static_cast<size_t>(place) * per_sample * dtype_size(from.dtype());
+  HostStaging staged(ex_.backend().memory(), to.data(), to.bytes(), /*fetch=*/false);
+  const size_t to_bytes = per_sample * dtype_size(to.dtype());
+  for (int64_t i = 0; i < places; ++i)
+    convert_into(sample, from.dtype(),
+                 static_cast<char*>(staged.data()) + static_cast<size_t>(i) * to_bytes, to.dtype(),
+                 per_sample);
+  staged.commit();
+}
+
 void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   const TensorView to = ex_.input(input);
-  if (from.numel() != to.numel())
-    throw_input("the data's " + input + " batch has " + std::to_string(from.numel()) +
-                " elements, the model's input '" + input + "' takes " + std::to_string(to.numel()));
+  check_sizes(input, from, to);
   MemoryResource& memory = ex_.backend().memory();
   if (from.dtype() != to.dtype()) {
     HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
-    convert_into(from, staged.data(), to.dtype());
+    convert_into(from.data(), from.dtype(), staged.data(), to.dtype(),
+                 static_cast<size_t>(from.numel()));
     return staged.commit();
   }
   // The loader's buffers are host memory: the model reads them in place only where its memory

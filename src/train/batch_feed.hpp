@@ -1,6 +1,7 @@
 // Moving batches between the data loader and a compiled model: a loaded batch into the graph's
-// sample and target inputs, and the prediction back to host memory for the metrics. The one
-// place the trainer touches model memory, so a device backend changes only this file's copies.
+// sample and target inputs (float32 samples, float32 targets or int32 labels), and the prediction
+// back to host memory for the metrics. The one place the trainer touches model memory, so a
+// device backend changes only this file's copies.
 #pragma once
 #include <vector>
 
@@ -17,12 +18,17 @@ class BatchFeed {
   // Makes `batch` the model's input for the next steps: bound in place where the graph allows
   // it and the dtypes agree, else copied (and converted to the input's dtype).
   void feed(const LoadedBatch& batch);
+  // Fills every place of the model's inputs with the batch's sample at `place`: a compiled batch
+  // size evaluates one sample (an incomplete validation batch, sample by sample), whose loss and
+  // prediction are then those of that sample alone (evaluation mixes no samples).
+  void feed_copies_of(const LoadedBatch& batch, int64_t place);
   // The prediction of the last forward pass, in host memory: the model's own where that is host
   // memory, else a copy (valid until the next call).
   TensorView host_prediction();
 
  private:
   void feed_one(const std::string& input, const TensorView& from);
+  void feed_copies(const std::string& input, const TensorView& from, int64_t place);
 
   Executor& ex_;
   const BuiltModel& model_;

@@ -1,11 +1,27 @@
+// The metric registry and the element-wise regression metrics (mae, mse).
 #include <cmath>
 
 #include "crest/core/enum_table.hpp"
 #include "crest/core/error.hpp"
-#include "crest/train/metric.hpp"
+#include "metric_kinds.hpp"
 
 namespace crest {
 namespace {
+
+bool is_number_dtype(DType t) { return t == DType::f32 || t == DType::f64 || t == DType::i32; }
+
+// Element-wise metrics compare the prediction with its target value by value: the same element
+// count, numbers of a dtype the host reads. (CosmoFlow's [N, 4] against [N, 4].)
+std::string check_elementwise(const TensorDesc& pred, const TensorDesc& target) {
+  if (!is_number_dtype(pred.dtype) || !is_number_dtype(target.dtype))
+    return "it reads float32, float64 or int32 values, not a " + dtype_name(pred.dtype) +
+           " prediction and a " + dtype_name(target.dtype) + " target";
+  if (pred.shape.numel() != target.shape.numel())
+    return "it compares values one by one, but the prediction " + pred.shape.str() +
+           " and the target " + target.shape.str() + " differ in size";
+  if (pred.layout == Layout::blocked) return "it cannot read a blocked prediction";
+  return "";
+}
 
 // Element i of host memory of any of the dtypes predictions and targets come in.
 double value_at(const TensorView& t, size_t i) {
@@ -14,38 +30,25 @@ double value_at(const TensorView& t, size_t i) {
       return t.as<double>()[i];
     case DType::i32:
       return t.as<int32_t>()[i];
-    case DType::f32:
-      return t.as<float>()[i];
     default:
-      throw_input("metrics read float32, float64 or int32 values, not " + dtype_name(t.dtype()));
+      return t.as<float>()[i];
   }
 }
 
 // Sums f(prediction - target) over the elements; sums[1] counts them.
 template <typename F>
 void add_elementwise(const TensorView& pred, const TensorView& target, double* sums, F f) {
+  if (const std::string problem = check_elementwise(pred.desc(), target.desc()); !problem.empty())
+    throw_input("metric: " + problem);
   const auto n = static_cast<size_t>(target.numel());
-  for (size_t i = 0; i < n; ++i) {
-    sums[0] += f(value_at(pred, i) - value_at(target, i));
-  }
+  for (size_t i = 0; i < n; ++i) sums[0] += f(value_at(pred, i) - value_at(target, i));
   sums[1] += static_cast<double>(n);
 }
 
 double mean_of_sums(const double* sums) { return sums[1] > 0 ? sums[0] / sums[1] : 0; }
 
 std::vector<Metric> make_metrics() {
-  std::vector<Metric> m;
-  m.push_back({"mean_absolute_error", "mae", "mean absolute error", true, 2,
-               [](const TensorView& p, const TensorView& t, double* s) {
-                 add_elementwise(p, t, s, [](double d) { return std::abs(d); });
-               },
-               mean_of_sums});
-  m.push_back({"mean_squared_error", "mse", "mean squared error", true, 2,
-               [](const TensorView& p, const TensorView& t, double* s) {
-                 add_elementwise(p, t, s, [](double d) { return d * d; });
-               },
-               mean_of_sums});
-  return m;
+  return {make_mae_metric(), make_mse_metric(), make_iou_metric()};
 }
 
 const std::vector<Metric>& metrics() {
@@ -54,6 +57,32 @@ const std::vector<Metric>& metrics() {
 }
 
 }  // namespace
+
+Metric make_mae_metric() {
+  return {"mean_absolute_error",
+          "mae",
+          "mean absolute error",
+          true,
+          2,
+          check_elementwise,
+          [](const TensorView& p, const TensorView& t, double* s) {
+            add_elementwise(p, t, s, [](double d) { return std::abs(d); });
+          },
+          mean_of_sums};
+}
+
+Metric make_mse_metric() {
+  return {"mean_squared_error",
+          "mse",
+          "mean squared error",
+          true,
+          2,
+          check_elementwise,
+          [](const TensorView& p, const TensorView& t, double* s) {
+            add_elementwise(p, t, s, [](double d) { return d * d; });
+          },
+          mean_of_sums};
+}
 
 const Metric* metric_named(const std::string& spelling) {
   const std::string folded = fold_spelling(spelling);
@@ -73,6 +102,15 @@ std::vector<std::string> metric_names() {
   std::vector<std::string> names;
   for (const Metric& m : metrics()) names.push_back(m.name);
   return names;
+}
+
+void check_metric_fits(const Metric& metric, const TensorDesc& pred, const TensorDesc& target,
+                       const std::string& key) {
+  const std::string problem = metric.check(pred, target);
+  if (!problem.empty())
+    throw_input(key + ": metric " + metric.name + " cannot score this model's prediction " +
+                pred.shape.str() + " (" + dtype_name(pred.dtype) + ") against the data's targets " +
+                target.shape.str() + " (" + dtype_name(target.dtype) + "): " + problem);
 }
 
 }  // namespace crest

@@ -202,6 +202,9 @@ void TrainingRun::compile() {
   ex_->set_batch_stat_reducer(bn_group_.get());
   step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get());
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
+  // A metric that cannot read this model's prediction fails now, not after the first epoch.
+  check_metrics_fit(task_, config_, ex_->output(task_.model.prediction).desc(),
+                    ex_->input(task_.model.target_input).desc());
   summary_.parameter_count = ex_->params().parameter_count();
   const size_t state_bytes = ex_->params().trainable_bytes() * optimizer_->state().size();
   summary_.planned_bytes =
@@ -258,10 +261,8 @@ void TrainingRun::open_data() {
         << " (" << train_loader_->threads() << " reader threads, " << dc.prefetch
         << " batches ahead)\n";
   if (data_.valid) {
-    LoaderOptions vo = lo;
-    vo.shuffle = dc.shuffle_valid;
-    vo.cache_bytes = 0;  // the cache bound is the training shard's
-    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, *comm_);
+    valid_loader_ =
+        std::make_unique<DataLoader>(data_.valid, validation_loader_options(dc), *comm_);
     *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
   }
   train_steps_ = train_loader_->plan().batches;
@@ -278,7 +279,7 @@ RunFacts TrainingRun::facts() const {
   f.backend = backend_->name();
   f.global_batch = batch * comm_->size();
   f.train_samples = train_steps_ * batch * comm_->size();
-  f.eval_samples = valid_loader_ ? valid_loader_->plan().batches * batch * comm_->size() : 0;
+  f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;
   f.steps_per_epoch = train_steps_;
   f.parameter_count = summary_.parameter_count;
   f.train_flops_per_step = ex_->training_flops();

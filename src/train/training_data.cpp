@@ -1,13 +1,63 @@
 #include "crest/train/training_data.hpp"
 
+#include <filesystem>
 #include <ostream>
 
+#include "crest/core/error.hpp"
 #include "crest/data/datasets/cosmoflow_source.hpp"
+#include "crest/data/datasets/deepcam_source.hpp"
 #include "crest/data/dummy_dataset.hpp"
 #include "crest/data/staging.hpp"
 #include "crest/dist/communicator.hpp"
 
 namespace crest {
+namespace {
+
+// A split's limit: 0 (every file) for DeepCAM's kEverySample.
+int64_t file_limit(int64_t configured) { return configured == kEverySample ? 0 : configured; }
+
+void open_cosmoflow(const DataConfig& dc, const std::string& root, TrainingData& d) {
+  CosmoflowSourceOptions so;
+  so.format =
+      dc.format == SampleFileFormat::npy ? CosmoflowFileFormat::npy : CosmoflowFileFormat::tfrecord;
+  so.gzip = dc.compression == Compression::gzip;
+  so.sample_shape = dc.sample_shape;
+  so.targets = dc.target_shape[0];
+  so.apply_log = dc.apply_log;
+  so.dir = root + "/train";
+  so.limit = dc.n_train;
+  d.train = open_cosmoflow_source(so);
+  if (dc.n_valid > 0) {
+    so.dir = root + "/validation";
+    so.limit = dc.n_valid;
+    d.valid = open_cosmoflow_source(so);
+  }
+}
+
+// <root>/{train,validation}/ and <root>/stats.h5, the reference's layout.
+void open_deepcam(const DataConfig& dc, const std::string& root, TrainingData& d) {
+  DeepcamSourceOptions so;
+  so.format = dc.format == SampleFileFormat::npy ? DeepcamFileFormat::npy : DeepcamFileFormat::hdf5;
+  so.shape = {dc.sample_shape[0], dc.sample_shape[1], dc.sample_shape[2]};
+  so.channels = dc.channels;
+  so.stats_path = root + "/stats.h5";
+  std::error_code ec;
+  if (!std::filesystem::exists(so.stats_path, ec))
+    throw_input(so.stats_path +
+                ": missing; a DeepCAM dataset holds its normalisation statistics "
+                "there, beside train/ and validation/ (data.data_dir)");
+  so.stats = read_deepcam_stats(so.stats_path);
+  so.dir = root + "/train";
+  so.limit = file_limit(dc.n_train);
+  d.train = open_deepcam_source(so);
+  if (dc.n_valid != 0) {
+    so.dir = root + "/validation";
+    so.limit = file_limit(dc.n_valid);
+    d.valid = open_deepcam_source(so);
+  }
+}
+
+}  // namespace
 
 TrainingData open_training_data(const Config& config, Communicator& comm, std::ostream& log) {
   const DataConfig& dc = config.data;
@@ -27,21 +77,10 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
     d.stage_s = stage_dataset(stage, comm, log).seconds;
     root = dc.stage_dir;
   }
-  CosmoflowSourceOptions so;
-  so.format =
-      dc.format == SampleFileFormat::npy ? CosmoflowFileFormat::npy : CosmoflowFileFormat::tfrecord;
-  so.gzip = dc.compression == Compression::gzip;
-  so.sample_shape = dc.sample_shape;
-  so.targets = dc.target_shape[0];
-  so.apply_log = dc.apply_log;
-  so.dir = root + "/train";
-  so.limit = dc.n_train;
-  d.train = open_cosmoflow_source(so);
-  if (dc.n_valid > 0) {
-    so.dir = root + "/validation";
-    so.limit = dc.n_valid;
-    d.valid = open_cosmoflow_source(so);
-  }
+  if (dc.name == DatasetKind::deepcam)
+    open_deepcam(dc, root, d);
+  else
+    open_cosmoflow(dc, root, d);
   return d;
 }
 
@@ -55,6 +94,16 @@ LoaderOptions loader_options(const DataConfig& dc) {
   lo.cache_bytes = dc.cache_bytes;
   lo.skip_bad_samples = dc.on_error == OnSampleError::skip;
   return lo;
+}
+
+LoaderOptions validation_loader_options(const DataConfig& dc) {
+  LoaderOptions vo = loader_options(dc);
+  vo.shuffle = dc.shuffle_valid;
+  vo.cache_bytes = 0;  // the cache bound is the training shard's
+  // DeepCAM validates every sample (the reference's validation reader); CosmoFlow's reference
+  // batches validation with drop_remainder, as training.
+  vo.every_sample = dc.name == DatasetKind::deepcam;
+  return vo;
 }
 
 }  // namespace crest

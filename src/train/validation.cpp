@@ -3,47 +3,100 @@
 namespace crest {
 namespace {
 
-// Where each metric's running sums start in one vector that is reduced over ranks at once.
-std::vector<size_t> sum_offsets(const Task& task, size_t first) {
-  std::vector<size_t> at;
-  for (const Metric* m : task.metrics) {
-    at.push_back(first);
-    first += static_cast<size_t>(m->sums);
+// The running sums of a pass, in one vector reduced over ranks at once:
+// [loss weight-sum, weight, samples, skipped, each metric's sums...]. The loss is the batch mean
+// of the compiled batch, so a complete batch weighs 1 and a single sample 1/batch: with complete
+// batches only, the sum and the weight are exactly those of a mean of batch losses.
+class PassSums {
+ public:
+  explicit PassSums(const Task& task) : task_(task) {
+    size_t at = kMetrics;
+    for (const Metric* m : task.metrics) {
+      metric_at_.push_back(at);
+      at += static_cast<size_t>(m->sums);
+    }
+    sums_.assign(at, 0.0);
   }
-  at.push_back(first);
-  return at;
+  // One forward pass over `samples` samples of a compiled batch of `batch`.
+  void add_pass(const Executor& ex, int64_t samples, int64_t batch) {
+    const double weight = static_cast<double>(samples) / static_cast<double>(batch);
+    sums_[kLoss] += ex.last_data_loss() * weight;
+    sums_[kWeight] += weight;
+    sums_[kSamples] += static_cast<double>(samples);
+  }
+  void add_metrics(const TensorView& pred, const TensorView& target) {
+    for (size_t k = 0; k < task_.metrics.size(); ++k)
+      task_.metrics[k]->accumulate(pred, target, &sums_[metric_at_[k]]);
+  }
+  ValidationResult reduce(Communicator& comm, int64_t skipped) {
+    sums_[kSkipped] = static_cast<double>(skipped);
+    comm.allreduce_sum(sums_.data(), sums_.size());
+    ValidationResult r;
+    r.loss = sums_[kWeight] > 0 ? sums_[kLoss] / sums_[kWeight] : 0;
+    r.samples = static_cast<int64_t>(sums_[kSamples]);
+    r.skipped = static_cast<int64_t>(sums_[kSkipped]);
+    for (size_t k = 0; k < task_.metrics.size(); ++k)
+      r.metrics.push_back(
+          {task_.metrics[k]->short_name, task_.metrics[k]->value(&sums_[metric_at_[k]])});
+    return r;
+  }
+  bool has_metrics() const { return !task_.metrics.empty(); }
+
+ private:
+  static constexpr size_t kLoss = 0, kWeight = 1, kSamples = 2, kSkipped = 3, kMetrics = 4;
+  const Task& task_;
+  std::vector<size_t> metric_at_;
+  std::vector<double> sums_;
+};
+
+// The first sample of a batch-first view: what one copied sample's pass is scored on.
+TensorView first_sample(const TensorView& t) {
+  TensorDesc d = t.desc();
+  d.shape = t.shape().without_batch().with_batch(1);
+  return TensorView(t.data(), d);
+}
+
+void validate_complete(Executor& ex, BatchFeed& feed, const LoadedBatch& b, PassSums& sums) {
+  feed.feed(b);
+  ex.forward(false);
+  const int64_t batch = b.sample.shape()[0];
+  sums.add_pass(ex, batch, batch);
+  if (sums.has_metrics()) sums.add_metrics(feed.host_prediction(), b.target);
+}
+
+void validate_sample_by_sample(Executor& ex, BatchFeed& feed, const LoadedBatch& b,
+                               PassSums& sums) {
+  const int64_t batch = b.sample.shape()[0];
+  const size_t target_bytes = b.target.bytes() / static_cast<size_t>(batch);
+  for (int64_t place = 0; place < batch; ++place) {
+    if (!b.present[static_cast<size_t>(place)]) continue;
+    feed.feed_copies_of(b, place);
+    ex.forward(false);
+    sums.add_pass(ex, 1, batch);
+    if (!sums.has_metrics()) continue;
+    TensorView target = first_sample(b.target);
+    target =
+        TensorView(static_cast<char*>(b.target.data()) + static_cast<size_t>(place) * target_bytes,
+                   target.desc());
+    sums.add_metrics(first_sample(feed.host_prediction()), target);
+  }
 }
 
 }  // namespace
 
 ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, const Task& task,
                           Communicator& comm, int epoch) {
-  // sums = [loss sum, batches, skipped, each metric's sums...]
-  const std::vector<size_t> at = sum_offsets(task, 3);
-  std::vector<double> sums(at.back(), 0.0);
+  PassSums sums(task);
   loader.start_epoch(epoch);
   for (int64_t s = 0; s < loader.plan().batches; ++s) {
     const LoadedBatch b = loader.next();
-    feed.feed(b);
-    ex.forward(false);
-    sums[0] += ex.last_data_loss();
-    if (!task.metrics.empty()) {
-      const TensorView pred = feed.host_prediction();
-      for (size_t k = 0; k < task.metrics.size(); ++k)
-        task.metrics[k]->accumulate(pred, b.target, &sums[at[k]]);
-    }
+    if (b.complete())
+      validate_complete(ex, feed, b, sums);
+    else
+      validate_sample_by_sample(ex, feed, b, sums);
     loader.release(b);
   }
-  sums[1] = static_cast<double>(loader.plan().batches);
-  sums[2] = static_cast<double>(loader.stats().skipped);
-  comm.allreduce_sum(sums.data(), sums.size());
-  ValidationResult r;
-  // Every batch has the same size, so the mean of batch means over all ranks is the mean.
-  r.loss = sums[1] > 0 ? sums[0] / sums[1] : 0;
-  r.skipped = static_cast<int64_t>(sums[2]);
-  for (size_t k = 0; k < task.metrics.size(); ++k)
-    r.metrics.push_back({task.metrics[k]->short_name, task.metrics[k]->value(&sums[at[k]])});
-  return r;
+  return sums.reduce(comm, loader.stats().skipped);
 }
 
 }  // namespace crest

@@ -10,12 +10,18 @@
 namespace crest {
 
 struct ValidationResult {
-  double loss = 0;                   // mean over the job's validation batches
-  std::vector<MetricValue> metrics;  // the task's, in its order
+  double loss = 0;                   // mean per-sample loss over the job's validation samples
+  std::vector<MetricValue> metrics;  // the task's, in its order, over the same samples
+  int64_t samples = 0;               // validated, job-wide
   int64_t skipped = 0;               // bad samples dropped, job-wide
 };
 
-// Evaluates (dropout off) every validation batch of `epoch` (0-based) on every rank.
+// Evaluates (dropout off, batch norm on its running statistics) every validation batch of
+// `epoch` (0-based) on every rank. A complete batch is one forward pass; an incomplete one (the
+// partial last batch of an every-sample loader, or places left empty by skipped samples) is
+// evaluated sample by sample, each copied into every place of the compiled batch, so the loss
+// and the metrics are means over samples whatever the batches held. The ranks may run different
+// batch counts: the only collective is the final sum.
 ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, const Task& task,
                           Communicator& comm, int epoch);
 

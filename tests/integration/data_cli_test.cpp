@@ -221,6 +221,156 @@ TEST(DataCli, DeepcamDatagenWritesStatsAndValidatesLabels) {
   EXPECT_NE(v.out.find("data-000001.npy: label 7 at pixel (2, 4)"), std::string::npos) << v.out;
 }
 
+// A DeepCAM dataset at 32x48 (6 training, 3 validation samples), in `format` (hdf5, npy or npy
+// with --fused), from seed 5: the same samples whatever the layout.
+std::string deepcam_dataset(const TempDir& t, const std::string& name,
+                            const std::string& format = "hdf5") {
+  const std::string dir = t.file(name);
+  const auto r =
+      run_crest("datagen deepcam --out " + dir +
+                " --train 6 --valid 3 --height 32 --width 48 --seed 5 --format " + format);
+  EXPECT_EQ(r.code, 0) << r.out;
+  return dir;
+}
+
+// A segmentation network as a graph (the DeepCAM model's inputs and loss, two small convs):
+// x [16, 32, 48] channels-last, y [32, 48] int32 labels, 3 class logits, the reference's class
+// weights.
+std::string deepcam_graph_config(const TempDir& t, const std::string& data_dir) {
+  const std::string path = t.file("deepcam-graph.yaml");
+  std::ofstream(path) << "output_dir: " << t.file("deepcam-run") << R"(
+data:
+  name: deepcam
+  data_dir_prefix: )" << data_dir
+                      << R"(
+  sample_shape: [32, 48, 16]
+  batch_size: 2
+  n_epochs: 2
+  shuffle: false
+model:
+  name: graph
+  inputs:
+    - {name: x, shape: [16, 32, 48], layout: channels_last}
+    - {name: y, shape: [32, 48], integer: true}
+  layers:
+    - {name: conv1, kind: conv, out_channels: 8, kernel: [3, 3], same: true}
+    - {name: relu1, kind: relu}
+    - {name: logits, kind: conv, out_channels: 3, kernel: [3, 3], same: true}
+    - {name: loss, kind: softmax_cross_entropy, class_weights: [1.00173, 2.6146111, 1.7164197],
+       inputs: [logits, y]}
+  outputs: [logits]
+  loss: loss
+optimizer: {name: Adam, lr: 0.01}
+crest: {threads: 2}
+)";
+  return path;
+}
+
+// The epoch lines of a run's output ("epoch 1/2  loss ... val_iou ..."), up to the timing.
+std::string epoch_figures(const std::string& out) {
+  std::istringstream in(out);
+  std::string figures;
+  for (std::string l; std::getline(in, l);)
+    if (l.rfind("epoch ", 0) == 0) figures += l.substr(0, l.find("  lr ")) + "\n";
+  return figures;
+}
+
+TEST(DataCli, DeepcamTrainsAGraphModelReportsIouAndStopsAtTheTarget) {
+  TempDir t;
+  const std::string cfg = deepcam_graph_config(t, deepcam_dataset(t, "cam"));
+  auto r = run_crest("train --config " + cfg);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("train data: deepcam-hdf5, 6 samples: 3 batches of 2"), std::string::npos)
+      << r.out;
+  // Validation reads every sample: 3 samples are a full batch and a partial one.
+  EXPECT_NE(r.out.find("validation data: 3 samples: 2 batches of 2 (the last one partial); every "
+                       "sample is read"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("val_iou "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done: 2 epochs"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(t.file("deepcam-run/mllog.txt")));
+  // A reachable target ends the run after its first epoch, as a success.
+  r = run_crest("train --config " + cfg + " --overwrite train.target_iou=0.1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("target reached: val_iou"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(">= 0.1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("done: 1 epochs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("status success"), std::string::npos) << r.out;
+}
+
+// NVIDIA's layouts hold the same samples as the reference's HDF5 files: training on either gives
+// the same figures, bit for bit.
+TEST(DataCli, DeepcamNpyLayoutsTrainExactlyAsTheHdf5Files) {
+  TempDir t;
+  const std::string h5 = deepcam_dataset(t, "h5");
+  const std::string cfg = deepcam_graph_config(t, h5);
+  const std::string args = "train --config " + cfg + " --overwrite data.n_epochs=1";
+  const auto ref = run_crest(args);
+  ASSERT_EQ(ref.code, 0) << ref.out;
+  const std::string want = epoch_figures(ref.out);
+  ASSERT_FALSE(want.empty()) << ref.out;
+  for (const std::string format : {"npy", "npy --fused"}) {
+    const std::string dir = deepcam_dataset(t, format == "npy" ? "pairs" : "fused", format);
+    const auto v = run_crest("validate " + dir);
+    EXPECT_EQ(v.code, 0) << v.out;
+    EXPECT_NE(v.out.find(format == "npy" ? "deepcam-npy," : "deepcam-npy-fused,"),
+              std::string::npos)
+        << v.out;
+    const auto r = run_crest(args + " data.format=npy data.data_dir_prefix=" + dir);
+    ASSERT_EQ(r.code, 0) << r.out;
+    EXPECT_EQ(epoch_figures(r.out), want) << format << "\n" << r.out;
+  }
+}
+
+TEST(DataCli, DeepcamDataErrorsExit2NamingTheKeyOrTheFile) {
+  TempDir t;
+  const std::string dir = deepcam_dataset(t, "cam");
+  const std::string cfg = deepcam_graph_config(t, dir);
+  const std::string args = "train --config " + cfg + " --overwrite ";
+  auto r = run_crest(args + "data.channels=[0,3,16]");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data.channels[2]"), std::string::npos) << r.out;
+  r = run_crest(args + "data.sample_shape=[40,48,16]");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data.sample_shape"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("multiples of 16"), std::string::npos) << r.out;
+  // The model's input follows the selected channels: 3 selected, 16 declared.
+  r = run_crest(args + "data.channels=[0,1,2]");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data.channels"), std::string::npos) << r.out;
+  fs::remove(dir + "/stats.h5");
+  r = run_crest(args);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(dir + "/stats.h5: missing"), std::string::npos) << r.out;
+  // And datagen refuses sizes the network cannot take.
+  r = run_crest("datagen deepcam --out " + t.file("odd") +
+                " --train 1 --valid 0 --height 40 --width 48");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("multiples of 16"), std::string::npos) << r.out;
+  // validate checks stats.h5 beside the splits.
+  r = run_crest("validate " + dir);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("stats.h5"), std::string::npos) << r.out;
+}
+
+// The registered deepcam model reads the channels the data selects: its input_shape is
+// [H, W, len(data.channels)] (the first convolution has 32 x C x 3 x 3 weights).
+TEST(DataCli, TheDeepcamModelsInputFollowsTheSelectedChannels) {
+  TempDir t;
+  const std::string cfg = t.file("model.yaml");
+  std::ofstream(cfg) << "data: {name: deepcam, data_dir: /nowhere, sample_shape: [32, 48, 16], "
+                        "batch_size: 1, n_epochs: 1}\nmodel: {name: deepcam}\n"
+                        "optimizer: {name: Adam}\n";
+  auto all = run_crest("train --dry-run --config " + cfg);
+  ASSERT_EQ(all.code, 0) << all.out;
+  EXPECT_NE(all.out.find("total parameters: 56,454,720"), std::string::npos) << all.out;
+  auto four = run_crest("train --dry-run --config " + cfg + " data.channels=[0,1,2,3]");
+  ASSERT_EQ(four.code, 0) << four.out;
+  EXPECT_NE(four.out.find("total parameters: 56,451,264"), std::string::npos)
+      << four.out;  // 12 input channels fewer: 12 x 32 x 9 = 3,456 weights
+}
+
 // The JSON line `crest bench loader` prints (its log goes to stderr, run_crest merges them).
 nlohmann::json bench_line(const std::string& out) {
   std::istringstream in(out);

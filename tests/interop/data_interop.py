@@ -129,6 +129,11 @@ def python_files_read_by_crest(tmp):
             kw = dict(chunks=(16, 16, 16), compression="gzip") if chunked else {}
             f.create_dataset("climate/data", data=data, **kw)
             f.create_dataset("climate/labels_0", data=labels, **({"chunks": (16, 16), "compression": "gzip"} if chunked else {}))
+    # stats.h5 beside the splits, as the reference's summarize_data.py writes it (validate checks it).
+    with h5py.File(os.path.join(tmp, "py-cam", "stats.h5"), "w") as f:
+        f.create_dataset("climate/count", data=np.int64(2))
+        for name, value in (("minval", -5.0), ("maxval", 5.0), ("mean", 0.0), ("sqmean", 1.0)):
+            f.create_dataset(f"climate/{name}", data=np.full(16, value, np.float32))
     _, text = crest("validate", os.path.join(tmp, "py-cam"))
     assert "2 good samples" in text and "[48, 64, 16]" in text, text
     with h5py.File(os.path.join(cam, "data-9.h5"), "w") as f:

@@ -224,3 +224,86 @@ TEST(Loader, ManyThreadsManyEpochsStayConsistent) {
 
 }  // namespace
 }  // namespace crest
+
+namespace crest {
+namespace {
+
+// Every-sample plans (DeepCAM's validation): contiguous block per rank plus one of the
+// remainder, nothing dropped, the last batch partial.
+TEST(Sharding, EverySamplePlansDropNothingAndFollowTheReferenceSplit) {
+  // 10 samples on 4 ranks: blocks of 2 at [0,2) [2,4) [4,6) [6,8), remainder 8 -> rank 0,
+  // 9 -> rank 1.
+  std::vector<int64_t> order(10);
+  for (int64_t i = 0; i < 10; ++i) order[static_cast<size_t>(i)] = 100 + i;
+  const std::vector<std::vector<int64_t>> want{
+      {100, 101, 108}, {102, 103, 109}, {104, 105}, {106, 107}};
+  for (int r = 0; r < 4; ++r) {
+    const ShardPlan p = plan_shards(10, 2, r, 4, /*every_sample=*/true);
+    EXPECT_EQ(rank_samples(p, order), want[static_cast<size_t>(r)]) << "rank " << r;
+    EXPECT_EQ(p.per_rank, r < 2 ? 3 : 2);
+    EXPECT_EQ(p.batches, r < 2 ? 2 : 1);  // ranks run different batch counts
+    EXPECT_EQ(p.dropped_per_epoch(), 0);
+    EXPECT_EQ(p.samples_per_epoch(), 10);
+  }
+  EXPECT_NE(plan_shards(10, 2, 0, 4, true).describe().find("the last one partial"),
+            std::string::npos);
+  // Fewer samples than ranks: some ranks read nothing, which is no error.
+  EXPECT_EQ(plan_shards(3, 2, 3, 4, true).batches, 0);
+  EXPECT_EQ(plan_shards(3, 2, 2, 4, true).batches, 1);
+}
+
+TEST(Loader, EverySampleLoaderDeliversAPartialLastBatch) {
+  auto src = std::make_shared<FakeSource>(7, std::set<int64_t>{}, true);
+  FakeComm comm(0, 1);
+  LoaderOptions o = options(3);
+  o.shuffle = false;
+  o.every_sample = true;
+  DataLoader dl(src, o, comm);
+  ASSERT_EQ(dl.plan().batches, 3);
+  dl.start_epoch(0);
+  std::vector<int64_t> seen;
+  for (int b = 0; b < 3; ++b) {
+    const LoadedBatch batch = dl.next();
+    ASSERT_EQ(batch.present.size(), 3u);
+    EXPECT_EQ(batch.samples, b < 2 ? 3 : 1);
+    EXPECT_EQ(batch.complete(), b < 2);
+    for (size_t s = 0; s < 3; ++s) {
+      const float y = batch.target.as<float>()[s];
+      if (batch.present[s]) {
+        seen.push_back(static_cast<int64_t>(y));
+      } else {
+        // Empty places are zeros, not a previous batch's samples.
+        EXPECT_EQ(y, 0.f);
+        for (int k = 0; k < 6; ++k) EXPECT_EQ(batch.sample.as<float>()[s * 6 + k], 0.f);
+      }
+    }
+    dl.release(batch);
+  }
+  EXPECT_EQ(seen, (std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(dl.stats().samples, 7);
+}
+
+TEST(Loader, EverySampleSkipModeLeavesTheBadSamplesPlaceEmpty) {
+  auto src = std::make_shared<FakeSource>(6, std::set<int64_t>{1});
+  FakeComm comm(0, 1);
+  LoaderOptions o = options(3);
+  o.shuffle = false;
+  o.every_sample = true;
+  o.skip_bad_samples = true;
+  DataLoader dl(src, o, comm);
+  dl.start_epoch(0);
+  const LoadedBatch first = dl.next();
+  EXPECT_EQ(first.samples, 2);
+  EXPECT_EQ(std::vector<uint8_t>(first.present.begin(), first.present.end()),
+            (std::vector<uint8_t>{1, 0, 1}));
+  EXPECT_EQ(first.target.as<float>()[2], 2.f);
+  dl.release(first);
+  const LoadedBatch second = dl.next();
+  EXPECT_TRUE(second.complete());
+  dl.release(second);
+  EXPECT_EQ(dl.stats().skipped, 1);
+  EXPECT_EQ(dl.stats().samples, 5);
+}
+
+}  // namespace
+}  // namespace crest

@@ -119,5 +119,98 @@ TEST(StopRules, EarlyStoppingCountsEpochsWithoutABetterValidationLoss) {
   EXPECT_EQ(without.status_after_last_epoch(), "success");
 }
 
+// A DeepCAM task as a graph: 3 class scores against int32 labels, judged by IoU.
+Config deepcam_config(const std::vector<std::string>& overrides = {}) {
+  return load_config_text(R"(data: {name: deepcam, data_dir: /d, sample_shape: [16, 32, 16],
+       channels: [1, 2], batch_size: 2, n_epochs: 1}
+model:
+  name: graph
+  inputs:
+    - {name: fields, shape: [2, 16, 32], layout: channels_last}
+    - {name: labels, shape: [16, 32], integer: true}
+  layers:
+    - {name: logits, kind: conv, out_channels: 3, kernel: [1, 1]}
+    - {name: ce, kind: softmax_cross_entropy, inputs: [logits, labels]}
+  outputs: [logits]
+  loss: ce
+optimizer: {name: Adam}
+)",
+                          "deepcam.yaml", overrides);
+}
+
+TEST(Task, DeepcamIsJudgedByIouAndStopsWhenItReachesTheTargetFromBelow) {
+  const Task plain = make_task(deepcam_config());
+  EXPECT_EQ(plain.model.sample_input, "fields");
+  EXPECT_EQ(plain.model.target_input, "labels");
+  ASSERT_EQ(plain.metrics.size(), 1u);
+  EXPECT_EQ(plain.metrics[0]->name, "iou");
+  EXPECT_FALSE(plain.target);
+
+  const Task t = make_task(deepcam_config({"train.target_iou=0.82"}));
+  ASSERT_TRUE(t.target);
+  EXPECT_EQ(t.target->metric->name, "iou");
+  EXPECT_TRUE(t.target->reached(0.82));
+  EXPECT_FALSE(t.target->reached(0.8199));
+  EXPECT_EQ(t.target->describe(0.8301), "val_iou 0.8301 >= 0.82");
+  const StopRules rules(t, std::nullopt);
+  TrainingPosition pos;
+  EpochStats st;
+  st.validated = true;
+  st.val_metrics = {{"iou", 0.81}};
+  EXPECT_FALSE(rules.after_epoch(st, pos).stop);
+  st.val_metrics = {{"iou", 0.83}};
+  const StopDecision d = rules.after_epoch(st, pos);
+  EXPECT_TRUE(d.stop);
+  EXPECT_EQ(d.status, "success");
+  // A target on IoU measures IoU even when train.metrics names only others.
+  const Task both = make_task(deepcam_config({"train.metrics=[mse]", "train.target_iou=0.5"}));
+  ASSERT_EQ(both.metrics.size(), 2u);
+  EXPECT_EQ(both.metrics[0]->name, "iou");
+}
+
+TEST(Task, MetricsThatCannotScoreTheModelNameTheirKey) {
+  const Config c = deepcam_config({"train.metrics=[iou, mae]"});
+  const Task t = make_task(c);
+  const TensorDesc scores{Shape{2, 3, 16, 32}, DType::f32, Device::cpu, Layout::channels_last};
+  const TensorDesc labels{Shape{2, 16, 32}, DType::i32};
+  try {
+    check_metrics_fit(t, c, scores, labels);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("train.metrics: metric mean_absolute_error"), std::string::npos) << what;
+  }
+  const Task iou_only = make_task(deepcam_config({"train.target_iou=0.5"}));
+  EXPECT_NO_THROW(check_metrics_fit(iou_only, c, scores, labels));
+  // IoU on CosmoFlow's regression output names the target's key.
+  const Config cosmo = demo_config();
+  Task wrong = make_task(cosmo);
+  wrong.target = QualityTarget{&find_metric("iou", "test"), 0.5};
+  wrong.metrics = {wrong.target->metric};
+  Config with_target = cosmo;
+  with_target.train.target_iou = 0.5;
+  try {
+    check_metrics_fit(wrong, with_target, {Shape{2, 4}, DType::f32}, {Shape{2, 4}, DType::f32});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.target_iou"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Task, ARegisteredModelMustTakeTheDataItIsGiven) {
+  // The CosmoFlow model reads [4, 32, 32, 32]; the config's graph path checks shapes at load, a
+  // registered model's inputs are checked when the task is made.
+  Config c = demo_config();
+  c.data.sample_shape = Shape{32, 32, 32, 3};
+  try {
+    make_task(c);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("input 'x'"), std::string::npos) << what;
+    EXPECT_NE(what.find("data.sample_shape"), std::string::npos) << what;
+  }
+}
+
 }  // namespace
 }  // namespace crest

@@ -21,6 +21,9 @@ struct DatagenOptions {
   int64_t height = 768, width = 1152;              // DeepCAM
   DatagenFormat format = DatagenFormat::tfrecord;  // cosmoflow: tfrecord|npy; deepcam: hdf5|npy
   bool gzip = false;  // CosmoFlow TFRecords GZIP-compressed (as v1.0 data)
+  // DeepCAM npy: NVIDIA's fused datalabel-*.npy (the label as the last channel) instead of
+  // data-*.npy + label-*.npy pairs.
+  bool fused = false;
   uint64_t seed = 0;
   int threads = 0;         // files generated in parallel; 0 = hardware threads
   bool overwrite = false;  // replace existing sample files (otherwise refuse)
@@ -36,7 +39,9 @@ struct DatagenResult {
 // overwrite), naming the option or the path.
 DatagenResult generate_dataset(const DatagenOptions& options, std::ostream& log);
 
-// File names, shared with the readers' conventions.
-std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index);
+// File names, shared with the readers' conventions: CosmoFlow sample-<i>.tfrecord or
+// sample-<i>.data.npy; DeepCAM data-<i>.h5, data-<i>.npy or (fused) datalabel-<i>.npy.
+std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index,
+                              bool fused = false);
 
 }  // namespace crest

@@ -13,6 +13,10 @@
 // next(), naming the file. With true (skip), the sample is dropped, counted and remembered, and its
 // place in the batch is filled with one of this rank's spare samples of the epoch (the remainder
 // the epoch would otherwise drop); when no spare is left, next() fails saying so.
+//
+// every_sample (validation that must see every sample, as DeepCAM's): nothing is dropped, the
+// last batch of a rank may be partial, and a skipped sample leaves its place empty; a batch says
+// which of its places hold a sample (LoadedBatch::present), and empty places are zeros.
 #pragma once
 #include <condition_variable>
 #include <cstdint>
@@ -21,6 +25,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -43,6 +48,7 @@ struct LoaderOptions {
   int threads = 0;          // reader/decoder threads; 0 = min(4, hardware threads)
   int64_t cache_bytes = 0;  // payload cache bound; 0 = no cache
   bool skip_bad_samples = false;
+  bool every_sample = false;  // read every sample once per epoch (plan_shards' every_sample)
 };
 
 // Counters of one epoch (reset by start_epoch).
@@ -57,11 +63,15 @@ struct LoaderStats {
 };
 
 // A ready batch: views of the loader's buffers, valid until release(). x is float32 channels-last
-// [batch, spec.x_shape...]; y is float32 [batch, targets] or int32 [batch, H, W].
+// [batch, spec.x_shape...]; y is float32 [batch, targets] or int32 [batch, H, W]. The views always
+// hold batch_size places; only every_sample loaders leave some empty.
 struct LoadedBatch {
-  int64_t index = -1;         // within the epoch
-  TensorView sample, target;  // the samples' data and their targets, batch first
+  int64_t index = -1;                // within the epoch
+  TensorView sample, target;         // the samples' data and their targets, batch first
+  int64_t samples = 0;               // places holding a sample
+  std::span<const uint8_t> present;  // per place: 1 when it holds a sample, 0 when empty
   int slot = -1;
+  bool complete() const { return samples == static_cast<int64_t>(present.size()); }
 };
 
 class DataLoader {
@@ -96,6 +106,8 @@ class DataLoader {
     int64_t position;  // within the batch
     int64_t sample;
   };
+  // Leaves place `position` of `slot` empty: zeros, marked absent (every_sample).
+  void clear_place(Slot& slot, int64_t position) const;
   void worker_loop();
   void schedule_locked();
   void run_task(const Task& t);

@@ -1,8 +1,10 @@
 // `crest validate`: checks every sample file of a dataset before a long run finds the bad one at
 // hour three. CosmoFlow: framing, both CRCs of every record, the gzip stream, exactly one Example,
-// features x (one bytes value of the expected length) and y (target floats, finite). DeepCAM:
-// datasets, shapes, dtypes, finite data, labels in {0, 1, 2}. The expected shape is given, or
-// taken from the majority of the files; every file that differs is listed with what is wrong.
+// features x (one bytes value of the expected length) and y (target floats, finite). DeepCAM
+// (every *.h5 of a split, or NVIDIA's data-/label- or fused datalabel- npy): datasets, shapes,
+// dtypes, finite data, labels in {0, 1, 2}, and <dir>/stats.h5 beside the splits. The expected
+// shape is given, or taken from the majority of the files; every file that differs is listed
+// with what is wrong.
 #pragma once
 #include <cstdint>
 #include <iosfwd>

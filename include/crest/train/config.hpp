@@ -1,4 +1,5 @@
-// Run configuration: the reference CosmoFlow YAML schema (mlcommons/hpc cosmoflow/configs), typed.
+// Run configuration: the reference CosmoFlow YAML schema (mlcommons/hpc cosmoflow/configs), typed,
+// with DeepCAM's data under the reference's argument names (data.name: deepcam).
 //
 // The reference files load unchanged; crest-only keys are additions (marked below), never
 // renames. Loading validates everything up front — unknown keys, types, impossible values,
@@ -36,10 +37,12 @@ struct MlperfConfig {
 
 // Each enum's spellings in one table (crest/core/enum_table.hpp): the first is printed in resolved
 // YAML, any is accepted from a file (ignoring case, '_' and '-').
-enum class DatasetKind { cosmo, dummy };
+enum class DatasetKind { cosmo, dummy, deepcam };
 template <>
-inline constexpr EnumEntries<DatasetKind, 2> kEnumTable<DatasetKind> = {
-    {{DatasetKind::cosmo, "cosmo"}, {DatasetKind::dummy, "dummy"}}};
+inline constexpr EnumEntries<DatasetKind, 3> kEnumTable<DatasetKind> = {
+    {{DatasetKind::cosmo, "cosmo"},
+     {DatasetKind::dummy, "dummy"},
+     {DatasetKind::deepcam, "deepcam"}}};
 enum class Compression { none, gzip };
 template <>
 inline constexpr EnumEntries<Compression, 2> kEnumTable<Compression> = {
@@ -48,22 +51,36 @@ enum class OnSampleError { fail, skip };
 template <>
 inline constexpr EnumEntries<OnSampleError, 2> kEnumTable<OnSampleError> = {
     {{OnSampleError::fail, "fail"}, {OnSampleError::skip, "skip"}}};
-// How samples are stored: the reference's TFRecords, or NVIDIA's .npy variant
-// (<stem>.data.npy int16 [D, H, W, C] beside <stem>.label.npy float32 [targets]).
-enum class SampleFileFormat { tfrecord, npy };
+// How samples are stored. CosmoFlow: the reference's TFRecords, or crest's .npy variant
+// (<stem>.data.npy int16 [D, H, W, C] beside <stem>.label.npy float32 [targets]). DeepCAM: the
+// reference's HDF5 files, or NVIDIA's .npy variant (data-*.npy beside label-*.npy, or fused
+// datalabel-*.npy).
+enum class SampleFileFormat { tfrecord, npy, hdf5 };
 template <>
-inline constexpr EnumEntries<SampleFileFormat, 2> kEnumTable<SampleFileFormat> = {
-    {{SampleFileFormat::tfrecord, "tfrecord"}, {SampleFileFormat::npy, "npy"}}};
+inline constexpr EnumEntries<SampleFileFormat, 3> kEnumTable<SampleFileFormat> = {
+    {{SampleFileFormat::tfrecord, "tfrecord"},
+     {SampleFileFormat::npy, "npy"},
+     {SampleFileFormat::hdf5, "hdf5"}}};
+
+// data.n_train / data.n_valid of a DeepCAM dataset left out: every file of the split.
+inline constexpr int64_t kEverySample = -1;
 
 struct DataConfig {
   DatasetKind name = DatasetKind::cosmo;
-  std::string data_dir;  // required for cosmo: <data_dir>/{train,validation}/*.tfrecord
+  // Required for cosmo and deepcam: <data_dir>/{train,validation}/ (deepcam: and stats.h5).
+  // DeepCAM's reference spells it data_dir_prefix; both are read, data_dir is printed.
+  std::string data_dir;
   Compression compression = Compression::none;  // YAML null/absent = none, GZIP = gzip
-  int64_t n_train = 0;                          // > 0
-  int64_t n_valid = 0;                          // >= 0; 0 = no validation
-  Shape sample_shape;                           // [D, H, W, C], channels last as in the files
-  Shape target_shape;                           // default [model.target_size] (graph: y's shape)
-  int64_t batch_size = 0;                       // per rank
+  int64_t n_train = 0;                          // > 0 (deepcam: kEverySample when left out)
+  int64_t n_valid = 0;  // >= 0; 0 = no validation (deepcam: kEverySample when left out)
+  // As in the files, channels last: cosmo/dummy [D, H, W, C]; deepcam [H, W, C] (default
+  // [768, 1152, 16]; H and W multiples of 16), checked against every file read.
+  Shape sample_shape;
+  Shape target_shape;  // default [model.target_size] (graph: y's shape); deepcam [H, W] labels
+  // deepcam: the file channels the model reads, in this order (the reference's --channels);
+  // default every channel of sample_shape.
+  std::vector<int64_t> channels;
+  int64_t batch_size = 0;  // per rank
   int n_epochs = 0;
   bool shard = true;
   bool apply_log = false;  // reference default; x <- ln(x + 1) when true
@@ -78,7 +95,11 @@ struct DataConfig {
   int64_t cache_bytes = 0;  // bounded sample cache per rank; 0 = none ("4GiB" accepted)
   std::string stage_dir;    // node-local staging directory; empty = read in place
   OnSampleError on_error = OnSampleError::fail;  // a corrupt sample stops the run or is skipped
-  SampleFileFormat format = SampleFileFormat::tfrecord;
+  SampleFileFormat format = SampleFileFormat::tfrecord;  // deepcam: hdf5 by default
+
+  // One sample as the model reads it, channels last: sample_shape, with deepcam's channel
+  // selection applied ([H, W, channels.size()]). model.input_shape is this.
+  Shape model_sample_shape() const;
 };
 
 // The model section: a registered model (crest/models/model_registry.hpp) and its own keys, or a
@@ -86,8 +107,9 @@ struct DataConfig {
 struct ModelConfig {
   // A name from model_names(), or "graph": a network given as `layers:`, held in `graph`.
   std::string name = "cosmoflow";
-  // A graph model's network; it trains on the CosmoFlow task: input x [C, D, H, W] (the data's
-  // sample, channels-last), input y [targets], outputs[0] the prediction, and a loss.
+  // A graph model's network: its first input takes the data's samples, channels first and
+  // declared channels-last (CosmoFlow [C, D, H, W], DeepCAM [C, H, W]), its second the targets
+  // ([targets], or DeepCAM's int32 labels [H, W]); outputs[0] the prediction, and a loss.
   std::shared_ptr<const Graph> graph;
   // A registered model's section, canonical: every key the model declares, defaults filled in
   // (input_shape is data.sample_shape). cosmoflow_options(attrs) reads CosmoFlow's.
@@ -159,9 +181,11 @@ struct LrScheduleConfig {
 
 struct TrainConfig {
   std::string loss = "mse";
-  std::vector<std::string> metrics{"mean_absolute_error"};  // canonical Keras names
-  std::optional<int> early_stopping_patience;               // epochs without val_loss improvement
-  std::optional<double> target_mae;  // stop at the first epoch with val MAE <= this
+  // Canonical names; left out: [mean_absolute_error], or [iou] for data.name: deepcam.
+  std::vector<std::string> metrics{"mean_absolute_error"};
+  std::optional<int> early_stopping_patience;  // epochs without val_loss improvement
+  std::optional<double> target_mae;            // stop at the first epoch with val MAE <= this
+  std::optional<double> target_iou;  // stop at the first epoch with val IoU >= this (DeepCAM)
   // crest additions.
   int64_t checkpoint_every = 1;  // checkpoint after every N epochs (or steps); 0: at the end only
   bool checkpoint_every_steps = false;  // checkpoint_every counts steps ("500 steps")
@@ -232,7 +256,7 @@ Config load_config_text(const std::string& yaml, const std::string& source,
 std::string to_yaml(const Config& config);
 
 // Reference spellings, for logs and the resolved YAML (the first of each kEnumTable entry).
-std::string dataset_name(DatasetKind k);      // "cosmo", "dummy"
+std::string dataset_name(DatasetKind k);      // "cosmo", "dummy", "deepcam"
 std::string optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW", "LAMB"
 std::string scaling_name(LrScaling s);        // "none", "linear", "sqrt"
 

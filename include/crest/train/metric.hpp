@@ -1,6 +1,13 @@
 // Validation metrics: how a prediction is scored against its target. A metric keeps running
 // sums over a validation pass (so the figure is exact when the sums are added over batches and
 // ranks) and turns them into its value at the end.
+//
+// A metric sees the prediction and the target as they come out of the model and the loader:
+// host memory, batch first, each with its own shape, dtype and layout. Regression metrics (mae,
+// mse) compare element by element; a segmentation metric (iou) reads class scores
+// [N, classes, spatial...] (plain or channels-last) against int32 labels [N, spatial...]. Each
+// metric says in check() which pairs it can score, so a task that pairs a metric with the wrong
+// model fails when the model is compiled, not at the end of the first epoch.
 #pragma once
 #include <functional>
 #include <string>
@@ -11,22 +18,31 @@
 namespace crest {
 
 struct Metric {
-  std::string name;        // canonical Keras name, as configs write it: "mean_absolute_error"
+  std::string name;        // canonical name, as configs write it: "mean_absolute_error", "iou"
   std::string short_name;  // in logs and records: "val_mae", TensorBoard "validation/mae"
   std::string title;       // for people: "mean absolute error"
   bool lower_is_better = true;
   int sums = 1;  // running sums it keeps
-  // Adds one batch: `pred` and `target` are host memory of the same element count and dtype.
+  // "" when the metric can score predictions described by `pred` against targets described by
+  // `target` (batch first, host memory), else what is wrong with them.
+  std::function<std::string(const TensorDesc& pred, const TensorDesc& target)> check;
+  // Adds one batch (every sample of it). Throws crest::Error (input) with check()'s reason when
+  // the pair is not one it can score.
   std::function<void(const TensorView& pred, const TensorView& target, double* sums)> accumulate;
   std::function<double(const double* sums)> value;
 };
 
 // A metric by its canonical or short name in any spelling Keras accepts (case, '_' and '-'
-// ignored: MeanAbsoluteError, mae); null when there is none.
+// ignored: MeanAbsoluteError, mae, IoU); null when there is none.
 const Metric* metric_named(const std::string& spelling);
 // The same; throws crest::Error (input) naming `key` and the known metrics when there is none.
 const Metric& find_metric(const std::string& name, const std::string& key);
 std::vector<std::string> metric_names();
+
+// Throws crest::Error (input) naming `key` (e.g. "train.metrics") when `metric` cannot score
+// the model's prediction `pred` against the data's targets `target`.
+void check_metric_fits(const Metric& metric, const TensorDesc& pred, const TensorDesc& target,
+                       const std::string& key);
 
 // A metric's figure for one epoch, as the run records it.
 struct MetricValue {

@@ -1,5 +1,7 @@
-// The sample sources a config names: the dummy dataset, or the CosmoFlow files under
-// data.data_dir (staged to data.stage_dir first when set), limited to n_train / n_valid.
+// The sample sources a config names: the dummy dataset, or the CosmoFlow or DeepCAM files under
+// data.data_dir (staged to data.stage_dir first when set), limited to n_train / n_valid. DeepCAM
+// reads <data_dir>/stats.h5 for the normalisation and checks the first file of each split against
+// data.sample_shape.
 // Shared by `crest train` and `crest bench loader` so both read data the same way.
 #pragma once
 #include <iosfwd>
@@ -21,5 +23,7 @@ struct TrainingData {
 TrainingData open_training_data(const Config& config, Communicator& comm, std::ostream& log);
 // Loader options from the data section (prefetch, threads = n_parallel_reads, cache, on_error).
 LoaderOptions loader_options(const DataConfig& data);
+// The validation loader's: shuffle_valid, no cache, and (DeepCAM) every sample read.
+LoaderOptions validation_loader_options(const DataConfig& data);
 
 }  // namespace crest

@@ -1,127 +1,138 @@
 #include "crest/data/datasets/deepcam_source.hpp"
 
+#include <cmath>
 #include <cstring>
-#include <filesystem>
+#include <numeric>
 
 #include "crest/core/error.hpp"
-#include "crest/data/formats/npy.hpp"
 
 namespace crest {
 namespace {
 
+// The reference's float32 arithmetic (cam_hdf5_dataset.py): shift = minval, scale =
+// 1 / (maxval - minval) computed in float32, x' = scale * (x - shift).
+struct ChannelNorm {
+  float shift, scale;
+};
+
 class DeepcamSource final : public SampleSource {
  public:
-  DeepcamSource(const DeepcamSourceOptions& o, std::vector<std::string> files)
-      : opts_(o), files_(std::move(files)) {
-    spec_.x_shape = Shape{o.height, o.width, o.channels};
-    spec_.y_shape = Shape{o.height, o.width};
+  DeepcamSource(const DeepcamSourceOptions& o, DeepcamFiles files, std::vector<ChannelNorm> norm)
+      : opts_(o), files_(std::move(files)), norm_(std::move(norm)) {
+    selected_ = static_cast<int64_t>(opts_.channels.size());
+    pixels_ = o.shape.height * o.shape.width;
+    spec_.x_shape = Shape{o.shape.height, o.shape.width, selected_};
+    spec_.y_shape = Shape{o.shape.height, o.shape.width};
     spec_.y_integer = true;
-    pixels_ = o.height * o.width;
-    // Per-channel scale and offset so decoding is one multiply-add per value.
-    for (int64_t c = 0; c < o.channels; ++c) {
-      const double lo = o.stats.minval[static_cast<size_t>(c)],
-                   hi = o.stats.maxval[static_cast<size_t>(c)];
-      scale_.push_back(hi > lo ? static_cast<float>(1.0 / (hi - lo)) : 0.f);
-      offset_.push_back(static_cast<float>(lo));
-    }
+    all_in_order_ = selected_ == o.shape.channels;
+    for (int64_t c = 0; all_in_order_ && c < selected_; ++c)
+      all_in_order_ = opts_.channels[static_cast<size_t>(c)] == c;
   }
-  std::string format() const override {
-    return opts_.format == DeepcamFileFormat::npy ? "deepcam-npy" : "deepcam-hdf5";
-  }
+  std::string format() const override { return files_.describe(); }
   const SampleSpec& spec() const override { return spec_; }
-  int64_t size() const override { return static_cast<int64_t>(files_.size()); }
-  const std::string& path(int64_t i) const override { return files_[static_cast<size_t>(i)]; }
+  int64_t size() const override { return static_cast<int64_t>(files_.files.size()); }
+  const std::string& path(int64_t i) const override { return files_.files[static_cast<size_t>(i)]; }
 
-  // Payload: float32 data [H, W, C] then int32 labels [H, W].
+  // Payload: the selected channels, float32 [H, W, selected], then int32 labels [H, W]. Only the
+  // selected channels are kept, so the cache holds no channel the model never reads.
   void read(int64_t i, std::vector<std::byte>& payload) const override {
-    const std::string& file = path(i);
-    const size_t db = static_cast<size_t>(pixels_ * opts_.channels) * 4,
-                 lb = static_cast<size_t>(pixels_) * 4;
-    payload.resize(db + lb);
+    payload.resize(data_bytes() + label_bytes());
     auto* data = reinterpret_cast<float*>(payload.data());
-    auto* labels = reinterpret_cast<int32_t*>(payload.data() + db);
-    if (opts_.format == DeepcamFileFormat::hdf5) {
-      read_deepcam_sample(file, {opts_.height, opts_.width, opts_.channels}, data, labels);
-    } else {
-      read_npy_into(file, DType::f32, spec_.x_shape.to_vector(), data);
-      const std::string label_file = label_path(file);
-      // Labels come as float32 (as the HDF5 files) or integers; convert through the header's dtype.
-      const NpyHeader h = read_npy_header(label_file);
-      if (h.dtype == NpyDType::i32) {
-        read_npy_into(label_file, DType::i32, spec_.y_shape.to_vector(), labels);
-      } else {
-        std::vector<float> tmp(static_cast<size_t>(pixels_));
-        read_npy_into(label_file, DType::f32, spec_.y_shape.to_vector(), tmp.data());
-        for (int64_t p = 0; p < pixels_; ++p)
-          labels[p] = static_cast<int32_t>(tmp[static_cast<size_t>(p)]);
-      }
-    }
+    auto* labels = reinterpret_cast<int32_t*>(payload.data() + data_bytes());
+    if (all_in_order_)
+      return read_deepcam_file(path(i), files_.format, files_.npy_layout, opts_.shape, data,
+                               labels);
+    thread_local std::vector<float> all;
+    all.resize(static_cast<size_t>(pixels_ * opts_.shape.channels));
+    read_deepcam_file(path(i), files_.format, files_.npy_layout, opts_.shape, all.data(), labels);
+    for (int64_t p = 0; p < pixels_; ++p)
+      for (int64_t c = 0; c < selected_; ++c)
+        data[p * selected_ + c] = all[static_cast<size_t>(p * opts_.shape.channels +
+                                                          opts_.channels[static_cast<size_t>(c)])];
   }
 
   void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const override {
-    const size_t db = static_cast<size_t>(pixels_ * opts_.channels) * 4,
-                 lb = static_cast<size_t>(pixels_) * 4;
-    CREST_CHECK(payload.size() == db + lb, "deepcam payload size of " + path(i));
+    CREST_CHECK(payload.size() == data_bytes() + label_bytes(),
+                "deepcam payload size of " + path(i));
     const auto* data = reinterpret_cast<const float*>(payload.data());
-    const auto* labels = reinterpret_cast<const int32_t*>(payload.data() + db);
-    const int64_t C = opts_.channels;
+    const auto* labels = reinterpret_cast<const int32_t*>(payload.data() + data_bytes());
+    const int64_t C = selected_;
     for (int64_t p = 0; p < pixels_; ++p)
-      for (int64_t c = 0; c < C; ++c)
-        x[p * C + c] =
-            (data[p * C + c] - offset_[static_cast<size_t>(c)]) * scale_[static_cast<size_t>(c)];
+      for (int64_t c = 0; c < C; ++c) {
+        const ChannelNorm n = norm_[static_cast<size_t>(c)];
+        x[p * C + c] = n.scale * (data[p * C + c] - n.shift);
+      }
     auto* out = static_cast<int32_t*>(y);
     for (int64_t p = 0; p < pixels_; ++p) {
       const int32_t l = labels[p];
       if (l < 0 || l > 2)
         throw_input(path(i) + ": label " + std::to_string(l) + " at pixel (" +
-                    std::to_string(p / opts_.width) + ", " + std::to_string(p % opts_.width) +
-                    ") is not a class id 0, 1 or 2");
+                    std::to_string(p / opts_.shape.width) + ", " +
+                    std::to_string(p % opts_.shape.width) + ") is not a class id 0, 1 or 2");
       out[p] = l;
     }
   }
 
-  static std::string label_path(const std::string& data_path) {
-    const std::filesystem::path p(data_path);
-    std::string name = p.filename().string();
-    if (name.rfind("data-", 0) == 0) name = "label-" + name.substr(5);
-    return (p.parent_path() / name).string();
-  }
-
  private:
+  size_t data_bytes() const { return static_cast<size_t>(pixels_ * selected_) * 4; }
+  size_t label_bytes() const { return static_cast<size_t>(pixels_) * 4; }
+
   DeepcamSourceOptions opts_;
-  std::vector<std::string> files_;
+  DeepcamFiles files_;
+  std::vector<ChannelNorm> norm_;  // per selected channel
   SampleSpec spec_;
-  int64_t pixels_ = 0;
-  std::vector<float> scale_, offset_;
+  int64_t pixels_ = 0, selected_ = 0;
+  bool all_in_order_ = false;  // every channel, in file order: read straight into the payload
 };
+
+// The normalisation of each selected channel; a channel whose maxval is not above its minval
+// would make every value of it inf or NaN (the reference divides by their difference).
+std::vector<ChannelNorm> channel_norms(const DeepcamSourceOptions& o) {
+  const auto n = static_cast<int64_t>(o.stats.minval.size());
+  if (n != o.shape.channels || static_cast<int64_t>(o.stats.maxval.size()) != n)
+    throw_input(o.stats_path + ": holds statistics of " + std::to_string(n) +
+                " channels, the samples have " + std::to_string(o.shape.channels));
+  std::vector<ChannelNorm> norm;
+  for (int64_t c : o.channels) {
+    const auto i = static_cast<size_t>(c);
+    const float lo = o.stats.minval[i], hi = o.stats.maxval[i];
+    const float range = hi - lo;
+    if (!(range > 0) || !std::isfinite(1.0f / range))
+      throw_input(o.stats_path + ": channel " + std::to_string(c) + " has minval " +
+                  std::to_string(lo) + " and maxval " + std::to_string(hi) +
+                  ", which cannot normalise it (maxval must be above minval)");
+    norm.push_back({lo, 1.0f / range});
+  }
+  return norm;
+}
 
 }  // namespace
 
-const char* deepcam_file_suffix(DeepcamFileFormat format) {
-  return format == DeepcamFileFormat::npy ? ".npy" : ".h5";
-}
-
-std::shared_ptr<SampleSource> open_deepcam_source(const DeepcamSourceOptions& o) {
-  if (static_cast<int64_t>(o.stats.minval.size()) != o.channels ||
-      static_cast<int64_t>(o.stats.maxval.size()) != o.channels)
-    throw_input(o.dir + ": the normalisation statistics have " +
-                std::to_string(o.stats.minval.size()) + " channels, the samples " +
-                std::to_string(o.channels));
-  std::vector<std::string> all = list_sample_files(o.dir, {deepcam_file_suffix(o.format)});
-  std::vector<std::string> files;
-  // Only data-*.{h5,npy}: label-*.npy sit beside the data in the npy variant.
-  for (auto& f : all)
-    if (std::filesystem::path(f).filename().string().rfind("data-", 0) == 0)
-      files.push_back(std::move(f));
-  if (files.empty())
-    throw_input(o.dir + ": no data-*" + deepcam_file_suffix(o.format) + " sample files");
-  if (o.limit > 0) {
-    if (static_cast<int64_t>(files.size()) < o.limit)
-      throw_input(o.dir + ": holds " + std::to_string(files.size()) + " sample files but " +
-                  std::to_string(o.limit) + " are configured");
-    files.resize(static_cast<size_t>(o.limit));
+std::shared_ptr<SampleSource> open_deepcam_source(const DeepcamSourceOptions& options) {
+  DeepcamSourceOptions o = options;
+  if (o.channels.empty()) {
+    o.channels.resize(static_cast<size_t>(o.shape.channels));
+    std::iota(o.channels.begin(), o.channels.end(), int64_t{0});
   }
-  return std::make_shared<DeepcamSource>(o, std::move(files));
+  for (int64_t c : o.channels)
+    if (c < 0 || c >= o.shape.channels)
+      throw_input(o.dir + ": channel " + std::to_string(c) + " selected, the samples have " +
+                  std::to_string(o.shape.channels));
+  std::vector<ChannelNorm> norm = channel_norms(o);
+  DeepcamFiles files = list_deepcam_files(o.dir, o.format);
+  if (o.limit > 0) {
+    if (static_cast<int64_t>(files.files.size()) < o.limit)
+      throw_input(o.dir + ": holds " + std::to_string(files.files.size()) + " sample files but " +
+                  std::to_string(o.limit) + " are configured (data.n_train / data.n_valid)");
+    files.files.resize(static_cast<size_t>(o.limit));
+  }
+  // The first file's shape now, so a wrong data.sample_shape fails before training starts.
+  const std::string& first = files.files.front();
+  const DeepcamSampleShape found = probe_deepcam_file(first, files.format, files.npy_layout);
+  if (found != o.shape)
+    throw_input(first + ": sample is " + found.str() + ", but data.sample_shape says " +
+                o.shape.str());
+  return std::make_shared<DeepcamSource>(o, std::move(files), std::move(norm));
 }
 
 }  // namespace crest

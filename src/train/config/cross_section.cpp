@@ -1,5 +1,6 @@
 #include "config/cross_section.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -10,15 +11,20 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
                                                         const DataConfig& data) {
   if (model_section.entries.count("layers")) return {};  // a graph declares its own inputs
   const SectionReader model(data_reader.source(), model_section);
-  std::vector<int64_t> sample(static_cast<size_t>(data.sample_shape.rank()));
-  for (size_t i = 0; i < sample.size(); ++i) sample[i] = data.sample_shape[static_cast<int>(i)];
+  // The sample as the model reads it: DeepCAM's channel selection applied.
+  const std::vector<int64_t> sample = data.model_sample_shape().to_vector();
+  const bool selects_channels = data.name == DatasetKind::deepcam;
   if (auto input = model.opt_int_list("input_shape", 1)) {
     const Source& src = data_reader.source();
-    const bool follow = src.overridden("data.sample_shape") && !src.overridden("model.input_shape");
+    const bool follow = (src.overridden("data.sample_shape") || src.overridden("data.channels")) &&
+                        !src.overridden("model.input_shape");
     if (!follow && *input != sample)
-      model.fail("input_shape", list_text(*input) + " differs from data.sample_shape " +
-                                    list_text(sample) +
-                                    " (they must be equal; input_shape may be left out)");
+      model.fail("input_shape",
+                 list_text(*input) + " differs from " +
+                     (selects_channels ? "the samples the data gives (data.sample_shape with "
+                                         "data.channels selected) "
+                                       : "data.sample_shape ") +
+                     list_text(sample) + " (they must be equal; input_shape may be left out)");
   }
   // A model's objection to its input shape is one to the data's sample shape.
   return {{"input_shape",
@@ -33,22 +39,66 @@ int64_t target_size_of(const ModelConfig& m) {
   return 0;
 }
 
-void check_graph_input(const SectionReader& data_reader, const ModelConfig& m,
-                       const DataConfig& data) {
-  const Shape& s = data.sample_shape;
-  const Shape want{s[3], s[0], s[1], s[2]};
+// The samples' input takes the data's sample channels first: [C, D, H, W] for [D, H, W, C].
+void check_graph_input(const SectionReader& data_reader, const SectionReader& model_reader,
+                       const ModelConfig& m, const DataConfig& data) {
+  const Shape s = data.model_sample_shape();
+  const Shape want = channels_first(s);
   const GraphInput& in = m.graph->inputs().at(0);  // the samples' input
+  const bool deepcam = data.name == DatasetKind::deepcam;
+  const std::string dims = deepcam ? "[H, W, C]" : "[D, H, W, C]";
   if (in.per_sample != want)
-    data_reader.fail("sample_shape", s.str() + " [D, H, W, C] does not match the model's input " +
-                                         in.name + " " + in.per_sample.str() +
-                                         " [C, D, H, W] (expected " + want.str() + ")");
+    data_reader.fail(deepcam && data.channels.size() != static_cast<size_t>(data.sample_shape[2])
+                         ? "channels"
+                         : "sample_shape",
+                     s.str() + " " + dims + " does not match the model's input " + in.name + " " +
+                         in.per_sample.str() + " (expected " + want.str() + ")");
+  // The loader hands the files' channels-last samples over as they are, never transposed.
+  if (want[0] > 1 && in.layout != Layout::channels_last)
+    model_reader.fail("inputs", "the data's samples are channels-last (" + dims +
+                                    " in the files); declare the model's input " + in.name +
+                                    " with layout: channels_last");
+}
+
+// DeepCAM's targets are the labels [H, W], int32 class ids.
+void bind_deepcam_labels(const SectionReader& data_reader, const SectionReader& model_reader,
+                         const ModelConfig& model, DataConfig& data) {
+  const Shape labels{data.sample_shape[0], data.sample_shape[1]};
+  if (data_reader.has("target_shape") && data.target_shape != labels)
+    data_reader.fail("target_shape", data.target_shape.str() + " is not the labels' [H, W] " +
+                                         labels.str() + " (it may be left out)");
+  data.target_shape = labels;
+  if (!model.graph) return;
+  const GraphInput& y = model.graph->inputs().at(1);
+  if (y.per_sample != labels || !y.integer)
+    model_reader.fail("inputs", "DeepCAM's labels are int32 " + labels.str() +
+                                    " per sample; the model's input " + y.name + " is " +
+                                    (y.integer ? "int32 " : "float ") + y.per_sample.str() +
+                                    " (declare it {name: " + y.name + ", shape: " + labels.str() +
+                                    ", integer: true})");
 }
 
 }  // namespace
 
-void bind_model_to_data(const SectionReader& data_reader, const ModelConfig& model,
-                        DataConfig& data) {
-  if (model.graph) check_graph_input(data_reader, model, data);
+Shape channels_first(const Shape& channels_last) {
+  std::vector<int64_t> d = channels_last.to_vector();
+  std::rotate(d.rbegin(), d.rbegin() + 1, d.rend());
+  return Shape(d);
+}
+
+void bind_model_to_data(const SectionReader& data_reader, const Section& model_section,
+                        const ModelConfig& model, DataConfig& data) {
+  const SectionReader model_reader(data_reader.source(), model_section);
+  const bool deepcam = data.name == DatasetKind::deepcam;
+  if (model.graph && !deepcam) {
+    const auto& in = model.graph->inputs();
+    if (in[0].per_sample.rank() != 4 || in[1].integer || in[1].per_sample.rank() != 1)
+      model_reader.fail("inputs",
+                        "a graph model takes two inputs, in order: the samples [C, D, H, W] and "
+                        "their targets [targets] (any names)");
+  }
+  if (model.graph) check_graph_input(data_reader, model_reader, model, data);
+  if (deepcam) return bind_deepcam_labels(data_reader, model_reader, model, data);
   const int64_t targets = target_size_of(model);
   if (!data_reader.has("target_shape")) {
     data.target_shape = Shape{targets};
@@ -60,6 +110,11 @@ void bind_model_to_data(const SectionReader& data_reader, const ModelConfig& mod
                                          " does not match model.target_size " + n + " (expected [" +
                                          n + "])");
   }
+}
+
+void default_task_metrics(const SectionReader& train_reader, Config& c) {
+  if (c.data.name == DatasetKind::deepcam && !train_reader.has("metrics"))
+    c.train.metrics = {"iou"};
 }
 
 void resolve_learning_rate(const SectionReader& opt, bool schedule_given, Config& c) {

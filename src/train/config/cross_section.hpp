@@ -1,6 +1,8 @@
-// The rules that join sections: the CosmoFlow task feeds the model the data's samples and targets,
-// so model.input_shape is data.sample_shape and data.target_shape is [model.target_size]; and the
-// reference's optimizer.lr is the schedule's rate when there is no lr_schedule section.
+// The rules that join sections: a task feeds the model the data's samples and targets, so
+// model.input_shape is the data's sample (data.sample_shape, with DeepCAM's data.channels
+// selected) and data.target_shape is [model.target_size] (DeepCAM: the labels [H, W]); a DeepCAM
+// run reports IoU unless train.metrics says otherwise; and the reference's optimizer.lr is the
+// schedule's rate when there is no lr_schedule section.
 #pragma once
 #include <map>
 #include <string>
@@ -19,9 +21,15 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
                                                         const DataConfig& data);
 
 // data.target_shape from the model when not given, else checked against it; a graph model's x
-// checked against data.sample_shape.
-void bind_model_to_data(const SectionReader& data_reader, const ModelConfig& model,
-                        DataConfig& data);
+// checked against the data's sample (and, for DeepCAM, its y against the int32 labels).
+void bind_model_to_data(const SectionReader& data_reader, const Section& model_section,
+                        const ModelConfig& model, DataConfig& data);
+
+// [C, D, H, W] for [D, H, W, C]: a graph input's logical shape for a channels-last sample.
+Shape channels_first(const Shape& channels_last);
+
+// train.metrics left out of a DeepCAM run: [iou].
+void default_task_metrics(const SectionReader& train_reader, Config& c);
 
 // lr_schedule.base_lr from optimizer.lr (or the Keras default) when lr_schedule is not given;
 // refuses optimizer.lr beside an lr_schedule, which would overwrite it every epoch.

@@ -55,7 +55,7 @@ Config build(const Source& src, const YAML::Node& root) {
   const SectionReader data = read_section(src, top, data_table(), c.data);
   const Section model = open_section(src, top, "model");
   c.model = read_model_section(src, model, model_values_from_data(data, model, c.data));
-  bind_model_to_data(data, c.model, c.data);
+  bind_model_to_data(data, model, c.model, c.data);
 
   const SectionReader opt = read_section(src, top, optimizer_table(), c.optimizer);
   const auto schedule = top.entries.find("lr_schedule");
@@ -63,7 +63,8 @@ Config build(const Source& src, const YAML::Node& root) {
   if (schedule_given) read_section(src, top, lr_schedule_table(), c.lr_schedule);
   resolve_learning_rate(opt, schedule_given, c);
 
-  read_section(src, top, train_table(), c.train);
+  const SectionReader train = read_section(src, top, train_table(), c.train);
+  default_task_metrics(train, c);
   read_section(src, top, runtime_table(), c.crest);
   read_section(src, top, dist_table(), c.dist);
   return c;

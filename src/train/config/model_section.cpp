@@ -21,7 +21,8 @@ std::string owner_of(const std::string& key) {
 }
 
 // A network given as a graph: only the graph keys (and name: graph) belong in the section, and
-// the graph must fit the CosmoFlow task the trainer runs: inputs x and y, an output and a loss.
+// the graph must fit a task the trainer runs: a samples input and a targets input, an output and
+// a loss.
 ModelConfig read_graph_model(const SectionReader& r, const YAML::Node& node) {
   for (const auto& [key, entry] : r.section().entries) {
     if (is_graph_yaml_key(key)) continue;
@@ -35,13 +36,14 @@ ModelConfig read_graph_model(const SectionReader& r, const YAML::Node& node) {
                     "outputs and loss");
   }
   auto g = std::make_shared<Graph>(graph_from_yaml(node, r.source().name(), "model"));
-  // The data feeds the inputs in order (BuiltModel): the samples, then their targets.
+  // The data feeds the inputs in order (BuiltModel): the samples, then their targets. Which
+  // shapes they take is the dataset's business (cross_section.cpp).
   const auto& in = g->inputs();
-  if (in.size() != 2 || in[0].integer || in[0].per_sample.rank() != 4 || in[1].integer ||
-      in[1].per_sample.rank() != 1)
+  if (in.size() != 2 || in[0].integer || in[0].per_sample.rank() < 2)
     r.fail("inputs",
-           "a graph model takes two inputs, in order: the samples [C, D, H, W] and their "
-           "targets [targets] (any names)");
+           "a graph model takes two inputs, in order: the samples, channels first ([C, D, H, W] "
+           "for CosmoFlow, [C, H, W] for DeepCAM), and their targets ([targets], or DeepCAM's "
+           "int32 labels [H, W]) (any names)");
   if (g->outputs().empty()) r.fail("outputs", "name the prediction (the first output)");
   if (g->loss() < 0) r.fail("loss", "name the loss value");
   ModelConfig m;

@@ -60,16 +60,18 @@ Field<S> patience_field() {
           }};
 }
 
-Field<S> target_mae_field() {
-  return {"target_mae",
-          [](const SectionReader& r, S& t) {
-            if (auto v = r.opt_double("target_mae")) {
-              if (*v <= 0) r.fail("target_mae", "must be positive, got " + format_double(*v));
-              t.target_mae = *v;
+// A quality target: a validation metric's value that ends the run (task.cpp says which metric).
+Field<S> target_field(const std::string& key, std::optional<double> S::*m,
+                      const NumberCheck& check) {
+  return {key,
+          [=](const SectionReader& r, S& t) {
+            if (auto v = r.opt_double(key)) {
+              if (const std::string problem = check(*v); !problem.empty()) r.fail(key, problem);
+              t.*m = *v;
             }
           },
-          [](const S& t, Lines& l) {
-            if (t.target_mae) l.add("target_mae", format_double(*t.target_mae));
+          [=](const S& t, Lines& l) {
+            if (t.*m) l.add(key, format_double(*(t.*m)));
           }};
 }
 
@@ -101,9 +103,12 @@ Field<S> checkpoint_every_field() {
           }};
 }
 
-// A checkpoint between two micro-batches of one optimizer step would need every rank's partial
-// gradient sum; step-counted checkpoints therefore fall on optimizer steps.
+// A run has one quality target. A checkpoint between two micro-batches of one optimizer step would
+// need every rank's partial gradient sum; step-counted checkpoints therefore fall on optimizer
+// steps.
 void check_train(const SectionReader& r, S& t) {
+  if (t.target_mae && t.target_iou)
+    r.fail("target_iou", "a run has one quality target; train.target_mae is given too");
   const int k = t.gradient_accumulation_frequency;
   if (t.checkpoint_every_steps && t.checkpoint_every % k != 0)
     r.fail("checkpoint_every",
@@ -119,7 +124,9 @@ void check_train(const SectionReader& r, S& t) {
 const Table<TrainConfig>& train_table() {
   static const Table<S> t{
       "train",
-      {loss_field(), metrics_field(), patience_field(), target_mae_field(),
+      {loss_field(), metrics_field(), patience_field(),
+       target_field("target_mae", &S::target_mae, positive()),
+       target_field("target_iou", &S::target_iou, positive_up_to(1)),
        // crest additions
        checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
        number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report),
