@@ -54,7 +54,7 @@ struct DeepcamArgs {
   bool resume_logging = false;
   int64_t seed = 333;
   // Not a reference argument (its parser rejects it; its optimizers use 1e-6 regardless), but
-  // passed by its example scripts and accepted by NVIDIA's optimised code.
+  // passed by its example scripts (run_scripts/run_training.sh).
   std::optional<double> adam_eps;
 
   std::set<std::string> given;  // the arguments the command line set (without "--")

@@ -106,7 +106,9 @@ std::string shell_word(const std::string& token) {
                                            "0123456789-_=.,/:+@%") == std::string::npos;
   if (plain) return token;
   std::string q = "'";
-  for (char c : token) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  // A line break would end the YAML comment the command is printed in.
+  for (char c : token)
+    q += c == '\'' ? std::string("'\\''") : std::string(1, c == '\n' || c == '\r' ? ' ' : c);
   return q + "'";
 }
 
@@ -226,7 +228,8 @@ void write_train(YamlText& y, const DeepcamArgs& a) {
   }
   y.comment(with_value(a, "logging_frequency", number(a.logging_frequency)) +
                 ": the reference logs learning_rate, train_accuracy and train_loss into its MLPerf "
-                "log every that many steps (<= 0: once per epoch); crest logs them once per epoch "
+                "log every that many steps (<= 0: once per epoch); crest logs learning_rate and "
+                "train_loss once per epoch "
                 "(docs/mlperf.md) and prints a progress line every log_every_s seconds.",
             4);
 }

@@ -185,6 +185,17 @@ TEST(DeepcamFromArgs, ReadsArgparseForms) {
   EXPECT_DOUBLE_EQ(b.start_lr, 2.0);
 }
 
+// Names and paths are taken literally: quotes, '#' and line breaks do not break the YAML.
+TEST(DeepcamFromArgs, OddCharactersInValuesKeepTheYamlValid) {
+  const std::vector<std::string> argv{
+      "--run_tag",         "a\nb: c",   "--output_dir", "/o/\"q\" #x",
+      "--data_dir_prefix", "/d/it's\\", "--checkpoint", "c\n#k"};
+  const Config c = load_config_text(
+      tools::deepcam_args_to_yaml(tools::parse_deepcam_args(argv), argv), "o.yaml");
+  EXPECT_EQ(c.output_dir, "/o/\"q\" #x");
+  EXPECT_EQ(c.data.data_dir, "/d/it's\\");
+}
+
 TEST(DeepcamFromArgs, CosineScheduleAdamWAndSelectedChannels) {
   const Config c = converted(
       "--optimizer AdamW --start_lr 0.00155 --optimizer_betas 0.85 0.99 --weight_decay=0.05 "
