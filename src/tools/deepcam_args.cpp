@@ -59,8 +59,8 @@ bool is_option_like(const std::string& token) {
   return end != token.c_str() + token.size();
 }
 
-// Python's str.strip of one pair of quotes a shell did not remove (a value copied from a script
-// and passed without a shell).
+// One pair of quotes a shell did not remove (a value copied from a script and passed without a
+// shell); the reference's values reach it unquoted.
 std::string unquote(const std::string& v) {
   if (v.size() >= 2 && (v.front() == '"' || v.front() == '\'') && v.back() == v.front())
     return v.substr(1, v.size() - 2);

@@ -162,6 +162,94 @@ TEST(DeepcamFromArgs, ArgumentsLeftOutTakeTheReferenceDefaults) {
   EXPECT_EQ(c.output_dir, "runs/defaults");  // crest's default: no --output_dir
 }
 
+// utils/parser.py's 25 arguments, each set away from its default, all in one command line.
+TEST(DeepcamFromArgs, AcceptsEveryReferenceArgument) {
+  const std::vector<std::string> argv{"--wireup_method",
+                                      "mpi",
+                                      "--wandb_certdir",
+                                      "/c",
+                                      "--run_tag",
+                                      "t",
+                                      "--output_dir",
+                                      "/o",
+                                      "--checkpoint",
+                                      "/k.cpt",
+                                      "--data_dir_prefix",
+                                      "/d",
+                                      "--max_inter_threads",
+                                      "2",
+                                      "--max_epochs",
+                                      "3",
+                                      "--save_frequency",
+                                      "4",
+                                      "--gradient_accumulation_frequency",
+                                      "5",
+                                      "--logging_frequency",
+                                      "6",
+                                      "--local_batch_size",
+                                      "7",
+                                      "--channels",
+                                      "1",
+                                      "2",
+                                      "--optimizer",
+                                      "AdamW",
+                                      "--start_lr",
+                                      "0.5",
+                                      "--optimizer_betas",
+                                      "0.1",
+                                      "0.2",
+                                      "--weight_decay",
+                                      "0.3",
+                                      "--lr_warmup_steps",
+                                      "8",
+                                      "--lr_warmup_factor",
+                                      "1.5",
+                                      "--lr_schedule",
+                                      "type=cosine_annealing,t_max=9",
+                                      "--target_iou",
+                                      "0.7",
+                                      "--model_prefix",
+                                      "m",
+                                      "--batchnorm_group_size",
+                                      "2",
+                                      "--resume_logging",
+                                      "--seed",
+                                      "11"};
+  const tools::DeepcamArgs a = tools::parse_deepcam_args(argv);
+  EXPECT_EQ(a.given.size(), 25u);
+  EXPECT_EQ(a.wireup_method, "mpi");
+  EXPECT_EQ(a.wandb_certdir, "/c");
+  EXPECT_EQ(a.run_tag, "t");
+  EXPECT_EQ(a.checkpoint, "/k.cpt");
+  EXPECT_EQ(a.max_inter_threads, 2);
+  EXPECT_EQ(a.logging_frequency, 6);
+  EXPECT_EQ(a.model_prefix, "m");
+  EXPECT_TRUE(a.resume_logging);
+  const std::string yaml = tools::deepcam_args_to_yaml(a, argv);
+  EXPECT_EQ(yaml.find(" (default)"), std::string::npos) << yaml;  // no argument left out
+  const Config c = load_config_text(yaml, "all.yaml");
+  EXPECT_EQ(c.output_dir, "/o");
+  EXPECT_EQ(c.data.data_dir, "/d");
+  EXPECT_EQ(c.data.n_epochs, 3);
+  EXPECT_EQ(c.train.checkpoint_every, 4);
+  EXPECT_EQ(c.train.gradient_accumulation_frequency, 5);
+  EXPECT_EQ(c.data.batch_size, 7);
+  EXPECT_EQ(c.data.channels, (std::vector<int64_t>{1, 2}));
+  EXPECT_EQ(c.optimizer.name, OptimizerKind::adamw);
+  EXPECT_DOUBLE_EQ(c.lr_schedule.start_lr, 0.5);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.1);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta2, 0.2);
+  EXPECT_DOUBLE_EQ(c.optimizer.weight_decay, 0.3);
+  EXPECT_EQ(c.lr_schedule.lr_warmup_steps, 8);
+  EXPECT_DOUBLE_EQ(c.lr_schedule.lr_warmup_factor, 1.5);
+  EXPECT_EQ(c.lr_schedule.type, StepLrType::cosine_annealing);
+  EXPECT_EQ(c.lr_schedule.t_max, 9);
+  EXPECT_DOUBLE_EQ(c.lr_schedule.eta_min, 0.0);
+  EXPECT_DOUBLE_EQ(*c.train.target_iou, 0.7);
+  EXPECT_EQ(c.dist.batchnorm_group_size, 2);
+  EXPECT_EQ(c.data.seed, 11u);
+}
+
 // argparse's forms: --name=value, lists after --channels and --optimizer_betas, unique prefixes,
 // negative numbers as values, flags, the last repetition winning.
 TEST(DeepcamFromArgs, ReadsArgparseForms) {
