@@ -5,11 +5,11 @@
 
 namespace crest::tools {
 
-void register_train(CLI::App& app);  // crest train
-void register_bench(CLI::App& app);  // crest bench train | peak | loader
-void register_data_tools(CLI::App& app);
+void register_train(CLI::App& app);              // crest train
+void register_bench(CLI::App& app);              // crest bench train | peak | loader
+void register_data_tools(CLI::App& app);         // crest datagen | stage | validate | inspect
+void register_config(CLI::App& app);             // crest config from-args (config_command.cpp)
 void register_bench_allreduce(CLI::App& bench);  // crest bench allreduce (bench_allreduce.cpp)
-void register_bench_loader(CLI::App& bench);     // crest bench loader (bench_loader.cpp)  // crest
-                                                 // datagen | stage | validate | inspect
+void register_bench_loader(CLI::App& bench);     // crest bench loader (bench_loader.cpp)
 
 }  // namespace crest::tools
