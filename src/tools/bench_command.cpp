@@ -83,7 +83,7 @@ void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
   uint64_t s = 42;
   auto next = [&s] {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>((s >> 40) * 0x1.0p-24);
+    return static_cast<float>(static_cast<double>(s >> 40) * 0x1.0p-24);
   };
   for (const auto& [input, scale, offset] :
        {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <set>
+#include <string_view>
 #include <vector>
 
 #include "crest/core/error.hpp"
@@ -36,11 +37,11 @@ std::string shape_text(const std::vector<int64_t>& s) {
 
 // "module." when every key of the file has it (a DistributedDataParallel state_dict).
 std::string ddp_prefix(const SafetensorsFile& file) {
-  const std::string prefix = "module.";
+  constexpr std::string_view kPrefix = "module.";
   if (file.tensors().empty()) return "";
   for (const auto& t : file.tensors())
-    if (t.name.compare(0, prefix.size(), prefix) != 0) return "";
-  return prefix;
+    if (!t.name.starts_with(kPrefix)) return "";
+  return std::string(kPrefix);
 }
 
 void check_tensor(const SafetensorsFile& file, const SafetensorsTensor* t, const FileTensor& want,

@@ -24,7 +24,7 @@ std::string deepcam_run_config(const TempDir& t) {
   const auto data = run_crest("datagen deepcam --out " + t.file("data") +
                               " --train 32 --valid 8 --height 32 --width 48 --seed 0");
   EXPECT_EQ(data.code, 0) << data.out;
-  const std::string path = t.file("deepcam.yaml");
+  std::string path = t.file("deepcam.yaml");
   std::ofstream(path) << "output_dir: " << t.file("run")
                       << "\ndata: {name: deepcam, data_dir: " << t.file("data")
                       << R"(, sample_shape: [32, 48, 16], batch_size: 4,

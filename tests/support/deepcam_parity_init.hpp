@@ -37,8 +37,10 @@ inline double initial_value(const std::string& key, const std::vector<int64_t>& 
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   const double u = 2 * hash_uniform(key, i) - 1;
-  if (shape.size() >= 2 && !ends_with(key, ".weights") && !ends_with(key, ".bias"))
-    return std::sqrt(3.0 / static_cast<double>(n / shape[0])) * u;  // a conv's weight
+  if (shape.size() >= 2 && !ends_with(key, ".weights") && !ends_with(key, ".bias")) {
+    const int64_t fan_in = n / shape[0];  // a conv's weight: [out, fan_in...], exactly
+    return std::sqrt(3.0 / static_cast<double>(fan_in)) * u;
+  }
   const double center = ends_with(key, "weight") || ends_with(key, "weights") ? 1.0 : 0.0;
   return center + 0.2 * u;
 }
