@@ -114,6 +114,17 @@ TEST(DeepcamConfigFile, DryRunBuildsTheReferenceNetwork) {
   EXPECT_NE(r.out.find("56,454,720"), std::string::npos) << r.out;
 }
 
+// The demo the README points to: it loads and builds the whole network without data (a dry run
+// reads none).
+TEST(DeepcamConfigFile, DemoDryRunsTheWholeNetwork) {
+  TempDir d;
+  const CliRun r =
+      test::run_crest("train --config " + test::source_path("configs/deepcam-demo.yaml") +
+                      " output_dir=" + d.file("run") + " --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("total parameters: 56,454,720"), std::string::npos) << r.out;
+}
+
 TEST(DeepcamFromArgs, ExampleScriptConvertsToTheClosedDivisionRun) {
   const Config c = converted(kExampleArgs);
   expect_closed_division_run(c);
