@@ -88,7 +88,8 @@ void set_batch(Executor& ex) {
       }
 }
 
-TrainedRun train_two_steps(const std::string& backend, DType dtype) {
+// The network at the fixture's size, compiled for training, with the fixture's weights and batch.
+TrainedRun prepared_run(const std::string& backend, DType dtype) {
   TrainedRun r;
   DeepcamOptions o;
   o.input_shape = {dp::kHeight, dp::kWidth, dp::kChannels};
@@ -101,6 +102,11 @@ TrainedRun train_two_steps(const std::string& backend, DType dtype) {
   r.ex = std::make_unique<Executor>(r.model.graph, *r.backend, co);
   set_initial_weights(r);
   set_batch(*r.ex);
+  return r;
+}
+
+TrainedRun train_two_steps(const std::string& backend, DType dtype) {
+  TrainedRun r = prepared_run(backend, dtype);
   r.initial = values_by_key(r);
   LambOptions lo;
   lo.weight_decay = 0.01;
@@ -186,18 +192,7 @@ struct FirstGradients {
 };
 
 FirstGradients first_gradients(const std::string& backend, DType dtype) {
-  TrainedRun r;
-  DeepcamOptions o;
-  o.input_shape = {dp::kHeight, dp::kWidth, dp::kChannels};
-  r.model = build_deepcam(o);
-  r.backend = make_backend(backend);
-  r.backend->set_threads(2);
-  CompileOptions co;
-  co.batch = dp::kBatch;
-  co.dtype = dtype;
-  r.ex = std::make_unique<Executor>(r.model.graph, *r.backend, co);
-  set_initial_weights(r);
-  set_batch(*r.ex);
+  TrainedRun r = prepared_run(backend, dtype);
   FirstGradients g;
   g.loss = r.ex->forward(true);
   r.ex->backward();

@@ -9,6 +9,7 @@
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/weights_compare.hpp"
 
 namespace crest {
 namespace {
@@ -16,6 +17,7 @@ namespace {
 using test::run_crest;
 using test::run_crest_mpi;
 using test::TempDir;
+using test::worst_relative_difference;
 
 const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
 // Small and deterministic (no dropout, sorted order); a constant per-step rate, which does not
@@ -25,23 +27,6 @@ const std::string kSmall =
     " data.n_train=12 data.n_valid=4 data.sample_shape=[16,16,16,4]"
     " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 model.dropout=0"
     " data.shuffle=false crest.threads=1 'lr_schedule={start_lr: 0.01}' ";
-
-double worst_relative_difference(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a(a_path), b(b_path);
-  EXPECT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const auto& t : a.tensors()) {
-    const auto* x = reinterpret_cast<const float*>(t.data);
-    const auto* y = reinterpret_cast<const float*>(b.at(t.name).data);
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-      norm += double(x[i]) * x[i];
-    }
-    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
-  }
-  return worst;
-}
 
 // Strided sharding: rank r's micro-batch j is sample 2 j + r, so each window of two micro-batches
 // on two ranks covers the same 4 samples as one batch of 4. Under SGD and under LAMB, whose

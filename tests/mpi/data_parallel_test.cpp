@@ -14,6 +14,7 @@
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/weights_compare.hpp"
 
 namespace crest {
 namespace {
@@ -23,6 +24,7 @@ using test::run_crest_mpi;
 using test::run_mpirun;
 using test::run_shell;
 using test::TempDir;
+using test::worst_relative_difference;
 
 const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
 
@@ -35,26 +37,6 @@ std::string train_args(int local_batch, const std::string& weights) {
          std::to_string(local_batch) +
          " model.dropout=0 data.shuffle=false crest.threads=1 --save-weights " + weights +
          " output_dir=" + weights + ".run";
-}
-
-// Largest per-tensor relative difference ||a - b|| / ||a||.
-double worst_relative_difference(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a(a_path), b(b_path);
-  EXPECT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const auto& t : a.tensors()) {
-    const SafetensorsTensor& u = b.at(t.name);
-    EXPECT_EQ(t.shape, u.shape) << t.name;
-    const auto* x = reinterpret_cast<const float*>(t.data);
-    const auto* y = reinterpret_cast<const float*>(u.data);
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-      norm += double(x[i]) * x[i];
-    }
-    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
-  }
-  return worst;
 }
 
 // The run's summary line ("done: 2 epochs in 3.1 s; final loss ..."), with its elapsed time

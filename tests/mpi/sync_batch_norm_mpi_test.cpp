@@ -8,6 +8,7 @@
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/weights_compare.hpp"
 
 namespace crest {
 namespace {
@@ -15,6 +16,7 @@ namespace {
 using test::run_crest;
 using test::run_crest_mpi;
 using test::TempDir;
+using test::worst_relative_difference;
 
 // A network with batch norm on the built-in synthetic data, unshuffled: rank r's batch j is
 // sample 2 j + r, so the two ranks' batches together are the one-rank batch j of two.
@@ -40,23 +42,6 @@ optimizer: {name: SGD, momentum: 0.9}
 lr_schedule: {start_lr: 0.05}
 crest: {threads: 1}
 )";
-
-double worst_relative_difference(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a(a_path), b(b_path);
-  EXPECT_EQ(a.names(), b.names());
-  double worst = 0;
-  for (const auto& t : a.tensors()) {
-    const auto* x = reinterpret_cast<const float*>(t.data);
-    const auto* y = reinterpret_cast<const float*>(b.at(t.name).data);
-    double diff = 0, norm = 0;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-      norm += double(x[i]) * x[i];
-    }
-    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
-  }
-  return worst;
-}
 
 TEST(SyncBatchNormMpi, TwoRanksInOneGroupTrainAsOneRankWithTheirBatch) {
   TempDir d;

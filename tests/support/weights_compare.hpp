@@ -1,0 +1,35 @@
+// Comparing two float32 weight files that runs wrote (--save-weights): how far apart two
+// trainings ended, for tests of runs that must train alike (ranks vs one process, accumulation,
+// synchronised batch norm).
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "crest/data/safetensors.hpp"
+
+namespace crest::test {
+
+// Largest per-tensor relative difference ||a - b|| / ||a|| (names and shapes must agree).
+inline double worst_relative_difference(const std::string& a_path, const std::string& b_path) {
+  SafetensorsFile a(a_path), b(b_path);
+  EXPECT_EQ(a.names(), b.names());
+  double worst = 0;
+  for (const auto& t : a.tensors()) {
+    const SafetensorsTensor& u = b.at(t.name);
+    EXPECT_EQ(t.shape, u.shape) << t.name;
+    const auto* x = reinterpret_cast<const float*>(t.data);
+    const auto* y = reinterpret_cast<const float*>(u.data);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
+      norm += double(x[i]) * x[i];
+    }
+    worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
+  }
+  return worst;
+}
+
+}  // namespace crest::test
