@@ -13,10 +13,12 @@ all: build
 
 deps:
 	@bash scripts/install-deps.sh
+	@bash scripts/install-onednn.sh
 
 # What only the test suite needs (GoogleTest, Python venv tools, Chromium, clang-format/-tidy).
 test-deps:
 	@bash scripts/install-deps.sh --test
+	@bash scripts/install-onednn.sh
 
 configure: deps
 	@cmake -S . -B $(BUILD_DIR) $(CMAKE_FLAGS) > /dev/null

@@ -6,8 +6,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake pkg-config
-  libdnnl-dev            # oneDNN 2.6: the CPU kernels
-  ocl-icd-opencl-dev     # Debian's dnnl-config.cmake asks for OpenCL (a Recommends of libdnnl-dev)
+  python3 python3-venv   # pip for scripts/install-onednn.sh (oneDNN 3.2, the CPU kernels)
   libyaml-cpp-dev        # configs
   nlohmann-json3-dev     # JSON (bench output, safetensors headers)
   libcli11-dev           # the command line
@@ -18,7 +17,7 @@ packages=(
 if [ "${1:-}" = "--test" ]; then
   packages+=(
     libgtest-dev libgmock-dev  # the test suite
-    python3 python3-venv   # tests/interop and fixture scripts
+    # python3 and python3-venv (above) also make the tests/interop venv
     chromium               # headless, renders report.html in tests/interop/report_render.py
     clang-format           # the formatting check of .ci/run and `make format-check`
     clang-tidy             # .clang-tidy on changed lines (scripts/tidy-changed.sh, .ci/run, make tidy)

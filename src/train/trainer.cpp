@@ -230,7 +230,8 @@ void TrainingRun::print_header() {
     if (fastest != "reference")
       log << "with crest.backend=" << fastest << " (the default)\n";
     else
-      log << "on oneDNN, which this build does not have (install libdnnl-dev and rebuild)\n";
+      log << "on oneDNN, which this build does not have (run scripts/install-onednn.sh and "
+             "rebuild)\n";
   }
 }
 

@@ -96,7 +96,6 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     bwd_.set(DNNL_ARG_VARIANCE, s.var);
     bwd_.set(DNNL_ARG_DIFF_DST, diff_dst);
     bwd_.set(DNNL_ARG_SCALE, p.weight);
-    bwd_.set(DNNL_ARG_SHIFT, p.bias);
     bwd_.set(DNNL_ARG_DIFF_SRC, dx);
     bwd_.set(DNNL_ARG_DIFF_SCALE, diff_weight);
     bwd_.set(DNNL_ARG_DIFF_SHIFT, diff_bias);
@@ -117,27 +116,26 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     const auto attr = user_scratchpad_attr();
     using Fwd = dnnl::batch_normalization_forward;
     const float eps = static_cast<float>(d_.eps);
-    Fwd::primitive_desc ipd({dnnl::prop_kind::forward_inference, data_md_, eps,
-                             affine | relu | flags::use_global_stats},
-                            attr, ctx->engine);
+    const auto& eng = ctx->engine;
+    using prop = dnnl::prop_kind;
+    Fwd::primitive_desc ipd(eng, prop::forward_inference, data_md_, data_md_, eps,
+                            affine | relu | flags::use_global_stats, attr);
     infer_ = bind_forward(ctx, ipd, "inference");
     if (!d_.training) return;
-    Fwd::primitive_desc tpd({dnnl::prop_kind::forward_training, data_md_, eps, affine | relu}, attr,
-                            ctx->engine);
+    Fwd::primitive_desc tpd(eng, prop::forward_training, data_md_, data_md_, eps, affine | relu,
+                            attr);
     train_ = bind_forward(ctx, tpd, "training");
     relu_workspace_bytes_ = tpd.workspace_desc().get_size();
     if (relu_workspace_bytes_ > 0) train_.bind(DNNL_ARG_WORKSPACE, tpd.workspace_desc());
     // Backward without fuse_norm_relu: the fused ReLU's own backward has already run (from the
     // shared output), so the mask must not be applied a second time here.
-    Fwd::primitive_desc hint({dnnl::prop_kind::forward_training, data_md_, eps, affine}, attr,
-                             ctx->engine);
-    dnnl::batch_normalization_backward::primitive_desc bpd(
-        {dnnl::prop_kind::backward, data_md_, data_md_, eps, affine}, attr, ctx->engine, hint);
+    Fwd::primitive_desc hint(eng, prop::forward_training, data_md_, data_md_, eps, affine, attr);
+    dnnl::batch_normalization_backward::primitive_desc bpd(eng, prop::backward, data_md_, data_md_,
+                                                           data_md_, eps, affine, hint, attr);
     bwd_ = BoundPrimitive(ctx, bpd, what_ + " backward [" + bpd.impl_info_str() + "]");
     for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) bwd_.bind(arg, data_md_);
-    // oneDNN 2.6 counts the shift among backward's inputs (it does not read it).
-    for (int arg : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_SHIFT,
-                    DNNL_ARG_DIFF_SCALE, DNNL_ARG_DIFF_SHIFT})
+    for (int arg : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_DIFF_SCALE,
+                    DNNL_ARG_DIFF_SHIFT})
       bwd_.bind(arg, stat_md_);
     create_group_correction();
   }

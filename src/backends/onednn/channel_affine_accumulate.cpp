@@ -7,28 +7,29 @@
 namespace crest::onednn {
 
 bool ChannelAffineAccumulate::supports(const dnnl::memory::desc& md) {
-  const dnnl_memory_desc_t& d = md.data;
-  if (d.format_kind != dnnl_blocked || d.data_type != dnnl_f32 || d.offset0 != 0) return false;
-  if (d.ndims < 3 || d.ndims > 5) return false;
-  const auto& blk = d.format_desc.blocking;
-  return blk.inner_nblks == 0 || (blk.inner_nblks == 1 && blk.inner_idxs[0] == 1);
+  if (md.get_format_kind() != dnnl::memory::format_kind::blocked ||
+      md.get_data_type() != dnnl::memory::data_type::f32 || md.get_submemory_offset() != 0)
+    return false;
+  if (md.get_ndims() < 3 || md.get_ndims() > 5) return false;
+  const dnnl::memory::dims idxs = md.get_inner_idxs();
+  return idxs.empty() || (idxs.size() == 1 && idxs[0] == 1);
 }
 
 ChannelAffineAccumulate::ChannelAffineAccumulate(const dnnl::memory::desc& md) {
   CREST_CHECK(supports(md), "ChannelAffineAccumulate: unsupported layout");
-  const dnnl_memory_desc_t& d = md.data;
-  const auto& blk = d.format_desc.blocking;
-  n_ = d.dims[0];
-  channels_ = d.dims[1];
-  block_ = blk.inner_nblks == 1 ? blk.inner_blks[0] : 1;
-  stride_n_ = blk.strides[0];
-  stride_block_ = blk.strides[1];
+  const dnnl::memory::dims dims = md.get_dims(), strides = md.get_strides();
+  const dnnl::memory::dims blks = md.get_inner_blks();
+  n_ = dims[0];
+  channels_ = dims[1];
+  block_ = blks.size() == 1 ? blks[0] : 1;
+  stride_n_ = strides[0];
+  stride_block_ = strides[1];
   // Spatial dimensions right-aligned, as the reference kernels widen them.
-  const int spatial = d.ndims - 2;
-  for (int i = 0; i < spatial; ++i) {
-    const size_t u = 3 - static_cast<size_t>(spatial) + static_cast<size_t>(i);
-    size_[u] = d.dims[2 + i];
-    stride_[u] = blk.strides[2 + i];
+  const size_t spatial = dims.size() - 2;
+  for (size_t i = 0; i < spatial; ++i) {
+    const size_t u = 3 - spatial + i;
+    size_[u] = dims[2 + i];
+    stride_[u] = strides[2 + i];
   }
 }
 

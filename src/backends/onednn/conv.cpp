@@ -126,23 +126,21 @@ class OneDnnConv final : public ConvKernel {
     if (d.post_op.kind != EltwiseKind::none) {
       const EltwiseAlgorithm a = eltwise_algorithm(d.post_op);
       dnnl::post_ops ops;
-      ops.append_eltwise(1.f, a.forward, a.alpha, a.beta);
+      ops.append_eltwise(a.forward, a.alpha, a.beta);
       attr.set_post_ops(ops);
     }
 
     // All three passes for one (src, dst) layout pair; may throw dnnl::error (unimplemented).
     auto make_choice = [&](const memory::desc& src, const memory::desc& dst) {
-      typename Family::Fwd::desc fd(dnnl::prop_kind::forward_training, Family::kAlgorithm, src,
-                                    any_wei, bias_md, dst, g.strides, g.dilates, g.pad_l, g.pad_r);
-      typename Family::Fwd::primitive_desc fpd(fd, attr, ctx_->engine);
+      typename Family::Fwd::primitive_desc fpd(ctx_->engine, dnnl::prop_kind::forward_training,
+                                               Family::kAlgorithm, src, any_wei, bias_md, dst,
+                                               g.strides, g.dilates, g.pad_l, g.pad_r, attr);
       const memory::desc s = fpd.src_desc(), t = fpd.dst_desc();
-      typename Family::BwdData::desc bd(Family::kAlgorithm, s, any_wei, t, g.strides, g.dilates,
-                                        g.pad_l, g.pad_r);
-      typename Family::BwdWeights::desc bw(Family::kAlgorithm, s, any_wei, bias_md, t, g.strides,
-                                           g.dilates, g.pad_l, g.pad_r);
       Choice<Family> c{fpd,
-                       {bd, user_scratchpad_attr(), ctx_->engine, fpd},
-                       {bw, user_scratchpad_attr(), ctx_->engine, fpd}};
+                       {ctx_->engine, Family::kAlgorithm, s, any_wei, t, g.strides, g.dilates,
+                        g.pad_l, g.pad_r, fpd, user_scratchpad_attr()},
+                       {ctx_->engine, Family::kAlgorithm, s, any_wei, bias_md, t, g.strides,
+                        g.dilates, g.pad_l, g.pad_r, fpd, user_scratchpad_attr()}};
       c.reference_impls = int(is_reference_impl(c.fwd)) + int(is_reference_impl(c.bwd_data)) +
                           int(is_reference_impl(c.bwd_weights));
       return c;

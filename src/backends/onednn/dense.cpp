@@ -29,9 +29,9 @@ class OneDnnDense final : public DenseKernel {
     // Plain weights first (the GEMM-based kernels take them as they are); only if no kernel
     // does, let oneDNN choose and reorder per call.
     auto forward_pd = [&](const memory::desc& wei) {
-      dnnl::inner_product_forward::desc fd(dnnl::prop_kind::forward_training, src_md, wei, bias_md,
-                                           dst_md);
-      return dnnl::inner_product_forward::primitive_desc(fd, user_scratchpad_attr(), ctx->engine);
+      return dnnl::inner_product_forward::primitive_desc(
+          ctx->engine, dnnl::prop_kind::forward_training, src_md, wei, bias_md, dst_md,
+          user_scratchpad_attr());
     };
     dnnl::inner_product_forward::primitive_desc fpd;
     try {
@@ -48,9 +48,8 @@ class OneDnnDense final : public DenseKernel {
 
     auto bdpd = guarded(what_ + " backward data", [&] {
       auto make = [&](const memory::desc& wei) {
-        dnnl::inner_product_backward_data::desc bd(src_md, wei, dst_md);
-        return dnnl::inner_product_backward_data::primitive_desc(bd, user_scratchpad_attr(),
-                                                                 ctx->engine, fpd);
+        return dnnl::inner_product_backward_data::primitive_desc(ctx->engine, src_md, wei, dst_md,
+                                                                 fpd, user_scratchpad_attr());
       };
       try {
         return make(wei_plain);
@@ -66,9 +65,8 @@ class OneDnnDense final : public DenseKernel {
 
     auto bwpd = guarded(what_ + " backward weights", [&] {
       auto make = [&](const memory::desc& wei) {
-        dnnl::inner_product_backward_weights::desc bw(src_md, wei, bias_md, dst_md);
-        return dnnl::inner_product_backward_weights::primitive_desc(bw, user_scratchpad_attr(),
-                                                                    ctx->engine, fpd);
+        return dnnl::inner_product_backward_weights::primitive_desc(
+            ctx->engine, src_md, wei, bias_md, dst_md, fpd, user_scratchpad_attr());
       };
       try {
         return make(wei_plain);

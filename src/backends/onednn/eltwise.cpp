@@ -66,10 +66,10 @@ class OneDnnEltwise final : public EltwiseKernel {
     const std::string what = "eltwise " + describe(md);
     guarded(what, [&] {
       const auto attr = user_scratchpad_attr();
-      dnnl::eltwise_forward::primitive_desc fpd(
-          {dnnl::prop_kind::forward_training, a.forward, md, a.alpha, a.beta}, attr, ctx->engine);
-      dnnl::eltwise_backward::primitive_desc bpd({a.backward, md, md, a.alpha, a.beta}, attr,
-                                                 ctx->engine, fpd);
+      dnnl::eltwise_forward::primitive_desc fpd(ctx->engine, dnnl::prop_kind::forward_training,
+                                                a.forward, md, md, a.alpha, a.beta, attr);
+      dnnl::eltwise_backward::primitive_desc bpd(ctx->engine, a.backward, md, md, md, a.alpha,
+                                                 a.beta, fpd, attr);
       fwd_ = BoundPrimitive(ctx, fpd, what + " forward");
       fwd_.bind(DNNL_ARG_SRC, md);
       fwd_.bind(DNNL_ARG_DST, md);

@@ -16,21 +16,50 @@ namespace {
 // dimensions any stride, which does not change the layout).
 bool physically_equal(const memory::desc& a, const memory::desc& b) {
   if (a == b) return true;
-  const auto& x = a.data;
-  const auto& y = b.data;
-  if (x.ndims != y.ndims || x.data_type != y.data_type || x.offset0 != y.offset0) return false;
-  if (x.format_kind != dnnl_blocked || y.format_kind != dnnl_blocked) return false;
-  const auto& bx = x.format_desc.blocking;
-  const auto& by = y.format_desc.blocking;
-  if (bx.inner_nblks != by.inner_nblks) return false;
-  for (int i = 0; i < bx.inner_nblks; ++i)
-    if (bx.inner_blks[i] != by.inner_blks[i] || bx.inner_idxs[i] != by.inner_idxs[i]) return false;
-  for (int i = 0; i < x.ndims; ++i) {
-    if (x.dims[i] != y.dims[i] || x.padded_dims[i] != y.padded_dims[i]) return false;
-    if (x.padded_offsets[i] != y.padded_offsets[i]) return false;
-    if (x.padded_dims[i] > 1 && bx.strides[i] != by.strides[i]) return false;
-  }
+  if (a.get_ndims() != b.get_ndims() || a.get_data_type() != b.get_data_type() ||
+      a.get_submemory_offset() != b.get_submemory_offset())
+    return false;
+  if (a.get_format_kind() != memory::format_kind::blocked ||
+      b.get_format_kind() != memory::format_kind::blocked)
+    return false;
+  if (a.get_inner_blks() != b.get_inner_blks() || a.get_inner_idxs() != b.get_inner_idxs())
+    return false;
+  if (a.get_dims() != b.get_dims() || a.get_padded_dims() != b.get_padded_dims() ||
+      a.get_padded_offsets() != b.get_padded_offsets())
+    return false;
+  const memory::dims padded = a.get_padded_dims(), sa = a.get_strides(), sb = b.get_strides();
+  for (size_t i = 0; i < padded.size(); ++i)
+    if (padded[i] > 1 && sa[i] != sb[i]) return false;
   return true;
+}
+
+// Dimension order of a blocked descriptor's outer dimensions: largest stride first; ties keep
+// the logical order.
+std::vector<int> outer_order(const memory::desc& d) {
+  const memory::dims strides = d.get_strides();
+  std::vector<int> order(strides.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return strides[static_cast<size_t>(a)] > strides[static_cast<size_t>(b)];
+  });
+  return order;
+}
+
+// The format tags activations and their gradients take in oneDNN's primitives, for a rank:
+// plain, channels-last, and channel blocks of 4, 8 and 16 (optionally with the batch blocked
+// too). Every tag oneDNN gave crest so far is among them.
+std::vector<memory::format_tag> activation_tags(int ndims) {
+  using tag = memory::format_tag;
+  switch (ndims) {
+    case 3:
+      return {tag::abc, tag::acb, tag::aBc16b, tag::aBc8b, tag::aBc4b, tag::ABc16a16b};
+    case 4:
+      return {tag::abcd, tag::acdb, tag::aBcd16b, tag::aBcd8b, tag::aBcd4b, tag::ABcd16a16b};
+    case 5:
+      return {tag::abcde, tag::acdeb, tag::aBcde16b, tag::aBcde8b, tag::aBcde4b, tag::ABcde16a16b};
+    default:
+      return {};
+  }
 }
 
 char dim_letter(int ndims, int i) {
@@ -94,36 +123,17 @@ memory::desc layout_desc(const Shape& shape, DType dtype, Layout layout) {
 }
 
 memory::desc same_layout(const memory::desc& like, const memory::dims& dims) {
-  dnnl_memory_desc_t md = like.data;
-  CREST_CHECK(md.format_kind == dnnl_blocked && static_cast<size_t>(md.ndims) == dims.size(),
-              "same_layout needs a blocked descriptor of the same rank");
-  auto& blk = md.format_desc.blocking;
-  const int n = md.ndims;
-  memory::dim block[DNNL_MAX_NDIMS];
-  std::fill(block, block + n, memory::dim{1});
-  memory::dim inner = 1;
-  for (int i = 0; i < blk.inner_nblks; ++i) {
-    block[blk.inner_idxs[i]] *= blk.inner_blks[i];
-    inner *= blk.inner_blks[i];
+  CREST_CHECK(static_cast<size_t>(like.get_ndims()) == dims.size(),
+              "same_layout needs a descriptor of the same rank");
+  // oneDNN 3 builds blocked descriptors only from format tags: find the tag that `like` is.
+  for (memory::format_tag t : activation_tags(like.get_ndims()))
+    if (physically_equal(like, memory::desc(like.get_dims(), like.get_data_type(), t)))
+      return memory::desc(dims, like.get_data_type(), t);
+  if (like.get_inner_nblks() == 0) {
+    // Any permutation without blocks: strides in the same dimension order.
+    return memory::desc(dims, like.get_data_type(), strides_for_order(dims, outer_order(like)));
   }
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return blk.strides[a] > blk.strides[b]; });
-  for (int i = 0; i < n; ++i) {
-    md.dims[i] = dims[static_cast<size_t>(i)];
-    md.padded_dims[i] = (md.dims[i] + block[i] - 1) / block[i] * block[i];
-    md.padded_offsets[i] = 0;
-  }
-  md.offset0 = 0;
-  // Outer strides from the innermost outer dimension outwards, over whole inner blocks.
-  memory::dim stride = inner;
-  for (size_t k = order.size(); k-- > 0;) {
-    const int i = order[k];
-    blk.strides[i] = stride;
-    stride *= md.padded_dims[i] / block[i];
-  }
-  return memory::desc(md);
+  return memory::desc();  // a layout crest cannot name: the caller chooses another
 }
 
 memory::desc to_desc(const MemFormat& f) {
@@ -135,7 +145,7 @@ memory::desc to_desc(const MemFormat& f) {
 }
 
 MemFormat to_mem_format(const memory::desc& d, DType dtype) {
-  const Shape shape = to_shape(d.dims());
+  const Shape shape = to_shape(d.get_dims());
   for (Layout l : {Layout::plain, Layout::channels_last})
     if (physically_equal(d, layout_desc(shape, dtype, l))) return plain_format(shape, dtype, l);
   MemFormat f;
@@ -148,31 +158,25 @@ MemFormat to_mem_format(const memory::desc& d, DType dtype) {
 }
 
 std::string format_name(const memory::desc& d) {
-  const auto& md = d.data;
-  if (md.format_kind != dnnl_blocked) return "opaque";
-  const auto& blk = md.format_desc.blocking;
-  const int n = md.ndims;
-  bool blocked[DNNL_MAX_NDIMS] = {};
-  for (int i = 0; i < blk.inner_nblks; ++i) blocked[blk.inner_idxs[i]] = true;
-  std::vector<int> order(static_cast<size_t>(n));
-  std::iota(order.begin(), order.end(), 0);
-  // Outer dimensions from the largest stride down; ties keep the logical order.
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int a, int b) { return blk.strides[a] > blk.strides[b]; });
+  if (d.get_format_kind() != memory::format_kind::blocked) return "opaque";
+  const int n = d.get_ndims();
+  const memory::dims blks = d.get_inner_blks(), idxs = d.get_inner_idxs();
+  std::vector<bool> blocked(static_cast<size_t>(n), false);
+  for (memory::dim i : idxs) blocked[static_cast<size_t>(i)] = true;
   std::string s;
-  for (int i : order) {
+  for (int i : outer_order(d)) {
     const char c = dim_letter(n, i);
-    s += blocked[i] ? static_cast<char>(c - 'a' + 'A') : c;
+    s += blocked[static_cast<size_t>(i)] ? static_cast<char>(c - 'a' + 'A') : c;
   }
-  for (int i = 0; i < blk.inner_nblks; ++i)
-    s += std::to_string(blk.inner_blks[i]) + dim_letter(n, blk.inner_idxs[i]);
+  for (size_t i = 0; i < blks.size(); ++i)
+    s += std::to_string(blks[i]) + dim_letter(n, static_cast<int>(idxs[i]));
   return s;
 }
 
 std::string describe(const memory::desc& d) {
   if (d.is_zero()) return "none";
   std::string t;
-  switch (d.data_type()) {
+  switch (d.get_data_type()) {
     case memory::data_type::f32:
       t = "f32";
       break;
@@ -192,7 +196,7 @@ std::string describe(const memory::desc& d) {
       t = "?";
       break;
   }
-  return t + to_shape(d.dims()).str() + " " + format_name(d);
+  return t + to_shape(d.get_dims()).str() + " " + format_name(d);
 }
 
 }  // namespace crest::onednn

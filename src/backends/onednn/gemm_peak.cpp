@@ -18,7 +18,7 @@ GemmPeak measure_gemm_peak(DType dtype, int64_t m, int64_t n, int64_t k, int ite
     dnnl::stream s(eng);
     dnnl::memory::desc a({m, k}, in_type, tag::ab), b({k, n}, in_type, tag::any),
         c({m, n}, dt::f32, tag::ab);
-    dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), eng);
+    dnnl::matmul::primitive_desc pd(eng, a, b, c);
     out.implementation = pd.impl_info_str();
     // oneDNN falls back to reference loops where the ISA lacks the type: not a peak.
     if (out.implementation.find("ref") != std::string::npos) return out;

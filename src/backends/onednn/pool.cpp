@@ -46,13 +46,14 @@ class OneDnnPool final : public PoolKernel {
     const memory::desc src_md =
         hint_fits ? to_desc(src_hint) : layout_desc(src_shape, d.dtype, Layout::plain);
     const memory::desc any_dst(dst, dt, memory::format_tag::any);
+    const memory::dims no_dilation(kernel.size(), 0);
     what_ = "pooling " + describe(src_md) + " -> " + to_shape(dst).str();
     const auto alg = pool_algorithm(d.kind);
 
     auto fpd = guarded(what_ + " forward", [&] {
-      dnnl::pooling_forward::desc fd(dnnl::prop_kind::forward_training, alg, src_md, any_dst,
-                                     strides, kernel, pad_l, pad_r);
-      return dnnl::pooling_forward::primitive_desc(fd, user_scratchpad_attr(), ctx->engine);
+      return dnnl::pooling_forward::primitive_desc(
+          ctx->engine, dnnl::prop_kind::forward_training, alg, src_md, any_dst, strides, kernel,
+          no_dilation, pad_l, pad_r, user_scratchpad_attr());
     });
     const memory::desc dst_md = fpd.dst_desc();
     src_fmt_ = to_mem_format(src_md, d.dtype);
@@ -66,8 +67,9 @@ class OneDnnPool final : public PoolKernel {
     if (workspace_ > 0) fwd_.bind(DNNL_ARG_WORKSPACE, ws_md);
 
     auto bpd = guarded(what_ + " backward", [&] {
-      dnnl::pooling_backward::desc bd(alg, src_md, dst_md, strides, kernel, pad_l, pad_r);
-      return dnnl::pooling_backward::primitive_desc(bd, user_scratchpad_attr(), ctx->engine, fpd);
+      return dnnl::pooling_backward::primitive_desc(ctx->engine, alg, src_md, dst_md, strides,
+                                                    kernel, no_dilation, pad_l, pad_r, fpd,
+                                                    user_scratchpad_attr());
     });
     bwd_ = BoundPrimitive(ctx, bpd, what_ + " backward");
     bwd_.bind(DNNL_ARG_DIFF_DST, dst_md);

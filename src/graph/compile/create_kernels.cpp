@@ -92,8 +92,11 @@ void create_kernels(Program& p, const Graph& g) {
 
   p.graph_to_internal.resize(static_cast<size_t>(g.value_count()));
   std::iota(p.graph_to_internal.begin(), p.graph_to_internal.end(), 0);
+  // Marked outputs are read by code outside the graph (metrics, predictions, tests), which
+  // indexes them as plain row-major tensors: any other layout the producer chose, blocked or
+  // channels-last, gets a reorder.
   for (ValueId out : g.outputs()) {
-    if (p.val(out).fmt.layout == Layout::blocked) {
+    if (p.val(out).fmt.layout != Layout::plain) {
       const int nv = add_reorder(p, out, plain_format(p.val(out).shape, p.val(out).fmt.dtype),
                                  ">plain", false);
       p.graph_to_internal[static_cast<size_t>(out)] = nv;
