@@ -65,14 +65,14 @@ std::string value_of(const std::string& yaml, const std::string& section, const 
 // take a damaged file for a newer checkpoint) and named in rd.skipped. Throws when none is valid,
 // naming each file's defect and leaving them as they are.
 void pick_newest_valid(const std::vector<std::string>& existing, RunDirectory& rd) {
-  std::vector<std::string> defects;
-  for (auto it = existing.rbegin(); it != existing.rend(); ++it) {
+  std::vector<std::string> defects;  // newest first
+  for (size_t i = existing.size(); i-- > 0;) {
     try {
-      rd.resume_info = read_checkpoint_info(*it);
-      rd.resume_from = *it;
+      rd.resume_info = read_checkpoint_info(existing[i]);
+      rd.resume_from = existing[i];
       break;
     } catch (const Error& e) {
-      defects.push_back(e.what());
+      defects.emplace_back(e.what());
     }
   }
   if (rd.resume_from.empty()) {

@@ -3,11 +3,11 @@
 // file. Never a sleep raced against start-up: every wait is for an event, with a generous
 // deadline that only a hang exceeds.
 #pragma once
-#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
