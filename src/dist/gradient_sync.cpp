@@ -110,6 +110,7 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
     cur.slots.push_back(s);
   }
   close();
+  carry_sideband();
   for (size_t b = 0; b < buckets_.size(); ++b)
     for (int s : buckets_[b].slots) {
       if (bucket_of_slot_[static_cast<size_t>(s)] != -1)
@@ -119,8 +120,9 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
     }
   // Allocated once: a training step allocates nothing.
   if (compress_ != GradientCompression::none && comm_.size() > 1)
-    narrow_ =
-        Buffer(params.trainable_bytes() / sizeof(float) * sizeof(uint16_t), 256, params.memory());
+    narrow_ = Buffer(
+        (params.trainable_bytes() + ParamStore::kSidebandBytes) / sizeof(float) * sizeof(uint16_t),
+        256, params.memory());
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
   for (size_t b = 0; b < buckets_.size(); ++b)
@@ -128,6 +130,18 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
 }
 
 GradientSync::~GradientSync() = default;
+
+// The bucket holding the last trainable slice reaches on over the padding to the end of the
+// sideband (ParamStore::sideband()): its allreduce sums the per-step flags with the gradients.
+// Padding and sideband are zero unless written, so the gradients' sum is unchanged.
+void GradientSync::carry_sideband() {
+  const size_t end = params_.trainable_bytes() + ParamStore::kSidebandBytes;
+  for (GradientBucket& b : buckets_)
+    if (b.end_byte <= params_.trainable_bytes() && b.end_byte + 256 > params_.trainable_bytes()) {
+      b.end_byte = end;
+      return;
+    }
+}
 
 std::string GradientSync::layout() const {
   std::ostringstream os;

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <random>
+#include <utility>
 
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
@@ -63,17 +64,21 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backe
   std::stable_partition(slots.begin(), slots.end(),
                         [](const ParamSlot& s) { return s.spec.trainable; });
   size_t offset = 0;
+  bool sideband_placed = false;
   for (auto& s : slots) {
+    if (!s.spec.trainable && !std::exchange(sideband_placed, true)) offset += kSidebandBytes;
     s.count = static_cast<size_t>(s.shape.numel());
     s.offset = offset;
     offset = align_up(offset + s.count * dtype_size(dtype), 256);
     if (s.spec.trainable) trainable_bytes_ = offset;
   }
+  // The sideband follows the trainable prefix directly, whatever comes after it.
+  offset = std::max(offset, trainable_bytes_ + kSidebandBytes);
   slots_ = std::move(slots);
   // Zeroed by the resource. Padding between slices stays zero forever, so whole-buffer optimizer
   // updates are harmless.
-  values_ = Buffer(std::max<size_t>(offset, 256), 256, backend.memory());
-  grads_ = Buffer(std::max<size_t>(offset, 256), 256, backend.memory());
+  values_ = Buffer(offset, 256, backend.memory());
+  grads_ = Buffer(offset, 256, backend.memory());
 }
 
 VectorOps& ParamStore::ops() const {

@@ -5,6 +5,10 @@
 
 namespace crest::tools {
 
+// What `crest` exits with when the command itself succeeded: 0, or a code the command chose
+// (crest train stopped early by a signal or its time budget: docs/checkpoints.md).
+inline int command_exit_code = 0;
+
 void register_train(CLI::App& app);              // crest train
 void register_bench(CLI::App& app);              // crest bench train | peak | loader
 void register_data_tools(CLI::App& app);         // crest datagen | stage | validate | inspect

@@ -50,5 +50,5 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     return fail(e.what(), 1);
   }
-  return 0;
+  return crest::tools::command_exit_code;
 }

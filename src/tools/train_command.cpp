@@ -75,7 +75,7 @@ void register_train(CLI::App& app) {
       throw_usage("--threads must be >= 0 (0: the node's cores divided among its ranks)");
     if (args->threads > 0) overrides.push_back("crest.threads=" + std::to_string(args->threads));
     const Config config = load_config(args->config, overrides);
-    run_training(config, args->opts, std::cout);
+    command_exit_code = run_training(config, args->opts, std::cout).exit_code;
   });
 }
 

@@ -233,6 +233,9 @@ CheckpointInfo info_of(const SafetensorsFile& file) {
   pos.epochs_since_best =
       static_cast<int>(parse_int(p, "epochs_since_best", field(file, "epochs_since_best")));
   pos.status = field(file, "status");
+  // Written since train.on_nonfinite: rollback; older checkpoints had none.
+  if (const auto it = file.metadata().find("rollbacks"); it != file.metadata().end())
+    pos.rollbacks = static_cast<int>(parse_int(p, "rollbacks", it->second));
   info.history = parse_history(p, field(file, "history"));
   info.ranks = static_cast<int>(parse_int(p, "ranks", field(file, "ranks")));
   info.batch_size = parse_int(p, "batch_size", field(file, "batch_size"));
@@ -295,6 +298,7 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
       {"best_val_loss", exact(pos.best_val_loss)},
       {"epochs_since_best", std::to_string(pos.epochs_since_best)},
       {"status", pos.status},
+      {"rollbacks", std::to_string(pos.rollbacks)},
       {"history", history_text(info.history)},
       {"ranks", std::to_string(info.ranks)},
       {"batch_size", std::to_string(info.batch_size)},

@@ -5,6 +5,7 @@
 #include <iomanip>
 #include <ostream>
 
+#include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
 
 namespace crest {
@@ -39,8 +40,28 @@ void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& his
   info.config_yaml = config_.resolved_yaml;
   info.crest_version = CREST_VERSION;
   const auto t0 = std::chrono::steady_clock::now();
-  last_ =
-      write_checkpoint(context_.dir, info, ex_.params(), optimizer_, config_.train.checkpoint_keep);
+  try {
+    last_ = write_checkpoint(context_.dir, info, ex_.params(), optimizer_,
+                             config_.train.checkpoint_keep);
+    last_failed_ = false;
+  } catch (const Error& e) {
+    // The write is atomic: whatever failed (ENOSPC, EDQUOT, EIO, a short write), the earlier
+    // checkpoints are as they were, and the log says which one a resume would use.
+    last_failed_ = true;
+    const std::string fallback = newest_valid();
+    const std::string resume_uses = fallback.empty() ? "no checkpoint yet: a resume is not possible"
+                                                     : "a resume would use " + fallback;
+    if (config_.train.checkpoint_failures == CheckpointFailures::stop)
+      throw Error(e.kind(),
+                  std::string(e.what()) + "; " + resume_uses +
+                      " (train.checkpoint_failures: tolerate goes on training instead)",
+                  e.scope());
+    ++failures_;
+    log_ << "checkpoint failed: " << e.what() << "; training goes on and the next checkpoint is "
+         << "tried at the next interval (train.checkpoint_failures: tolerate); " << resume_uses
+         << "\n";
+    return;
+  }
   // Its size and time: what checkpointing costs the run (fsync included).
   const double seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -48,6 +69,11 @@ void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& his
   const auto bytes = std::filesystem::file_size(last_, ec);
   log_ << "checkpoint: " << last_ << " (" << human_bytes(static_cast<double>(ec ? 0 : bytes))
        << ", " << std::fixed << std::setprecision(2) << seconds << " s)\n";
+}
+
+std::string Checkpointer::newest_valid() const {
+  const auto existing = list_checkpoints(context_.dir);
+  return existing.empty() ? "" : existing.back();
 }
 
 }  // namespace crest

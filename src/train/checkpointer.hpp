@@ -30,9 +30,14 @@ class Checkpointer {
   // ... or after epoch `epoch` (0-based).
   bool due_after_epoch(int epoch) const;
   // Writes the run's state between two steps: `at` with the executor's and optimizer's
-  // counters filled in, and the finished epochs. Logs its size and time.
+  // counters filled in, and the finished epochs. Logs its size and time. A failed write throws
+  // (train.checkpoint_failures: stop) or is logged and left for the next interval (tolerate);
+  // either way the message names the checkpoint a resume would use.
   void write(TrainingPosition at, const std::vector<EpochStats>& history);
   const std::string& last() const { return last_; }  // "" until one is written
+  bool last_failed() const { return last_failed_; }  // the newest write attempt failed
+  int failures() const { return failures_; }         // tolerated failures so far
+  std::string newest_valid() const;                  // what a resume would use, "" if none
 
  private:
   const Config& config_;
@@ -41,6 +46,8 @@ class Checkpointer {
   Optimizer& optimizer_;
   std::ostream& log_;
   std::string last_;
+  bool last_failed_ = false;
+  int failures_ = 0;
 };
 
 }  // namespace crest

@@ -8,12 +8,12 @@ namespace {
 // Rank 0's position to every rank, as one fixed-size message.
 void broadcast_position(Communicator& comm, TrainingPosition& pos) {
   struct {
-    int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best;
+    int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best, rollbacks;
     uint64_t executor_steps;
     double epoch_loss_sum, best_val_loss;
   } p{pos.epoch,           pos.step_in_epoch,     pos.global_step,
-      pos.optimizer_steps, pos.epochs_since_best, pos.executor_steps,
-      pos.epoch_loss_sum,  pos.best_val_loss};
+      pos.optimizer_steps, pos.epochs_since_best, pos.rollbacks,
+      pos.executor_steps,  pos.epoch_loss_sum,    pos.best_val_loss};
   comm.broadcast(&p, sizeof p, 0);
   pos.epoch = static_cast<int>(p.epoch);
   pos.step_in_epoch = p.step_in_epoch;
@@ -23,6 +23,7 @@ void broadcast_position(Communicator& comm, TrainingPosition& pos) {
   pos.executor_steps = p.executor_steps;
   pos.epoch_loss_sum = comm.rank() == 0 ? p.epoch_loss_sum : 0;  // saved as the job's sum
   pos.best_val_loss = p.best_val_loss;
+  pos.rollbacks = static_cast<int>(p.rollbacks);
 }
 
 }  // namespace

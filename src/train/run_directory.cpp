@@ -59,6 +59,37 @@ std::string value_of(const std::string& yaml, const std::string& section, const 
   return "";
 }
 
+// The newest checkpoint of `existing` (oldest first) that reads back whole into rd.resume_from
+// and rd.resume_info. Damaged newer ones are renamed to <name>.damaged (kept for a post-mortem,
+// and out of the way: a later write of the same step, or checkpoint_keep's rotation, must never
+// take a damaged file for a newer checkpoint) and named in rd.skipped. Throws when none is valid,
+// naming each file's defect and leaving them as they are.
+void pick_newest_valid(const std::vector<std::string>& existing, RunDirectory& rd) {
+  std::vector<std::string> defects;  // newest first
+  for (size_t i = existing.size(); i-- > 0;) {
+    try {
+      rd.resume_info = read_checkpoint_info(existing[i]);
+      rd.resume_from = existing[i];
+      break;
+    } catch (const Error& e) {
+      defects.emplace_back(e.what());
+    }
+  }
+  if (rd.resume_from.empty()) {
+    std::string all;
+    for (const auto& d : defects) all += "\n  " + d;
+    throw_input(rd.checkpoint_dir + ": no valid checkpoint to resume from:" + all);
+  }
+  for (size_t i = 0; i < defects.size(); ++i) {
+    const std::string& bad = existing[existing.size() - 1 - i];
+    std::error_code ec;
+    fs::rename(bad, bad + ".damaged", ec);
+    rd.skipped.push_back(
+        "skipped " + defects[i] +
+        (ec ? " (could not rename it: " + ec.message() + ")" : "; renamed to " + bad + ".damaged"));
+  }
+}
+
 }  // namespace
 
 void broadcast_text(Communicator& comm, std::string& text) {
@@ -119,8 +150,7 @@ RunDirectory prepare_run_directory(const Config& config, bool resume, bool overw
           throw_input(
               rd.checkpoint_dir +
               ": no checkpoint to resume from (the run wrote none, or it is not a run directory)");
-        rd.resume_from = existing.back();
-        rd.resume_info = read_checkpoint_info(rd.resume_from);
+        pick_newest_valid(existing, rd);
         for (const char* section : {"model"})
           if (auto d =
                   section_difference(rd.resume_info->config_yaml, config.resolved_yaml, section);

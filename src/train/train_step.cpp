@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/dist/timeline.hpp"
 
 namespace crest {
@@ -39,14 +40,17 @@ void TrainStep::on_gradient_ready(int slot) {
   if (phase_ + 1 == accumulation_ && sync_ && sync_->ranks() > 1) sync_->gradient_ready(slot);
 }
 
-StepResult TrainStep::run(double lr) {
+StepResult TrainStep::run(double lr, bool stop_here) {
   StepResult r;
   r.loss = ex_.forward(true);
   r.forward_done = Timeline::now();
-  r.finite = std::isfinite(r.loss);
-  if (!r.finite) return r;
+  window_stop_ |= stop_here;
+  window_nonfinite_loss_ |= !std::isfinite(r.loss);
   phase_ = static_cast<int>(micro_batches_ % accumulation_);
   r.updated = phase_ + 1 == accumulation_;
+  // Before backward: the bucket carrying the sideband may start while backward runs. Backward
+  // runs even after a non-finite loss, so every rank joins every collective.
+  if (r.updated) write_sideband();
   ex_.backward();
   ++micro_batches_;
   r.backward_done = Timeline::now();
@@ -56,9 +60,49 @@ StepResult TrainStep::run(double lr) {
   }
   if (sync_) sync_->finish();
   r.gradients_done = Timeline::now();
-  optimizer_.step(lr);
+  read_sideband(r);
+  // One local pass over the averaged gradients: a NaN or infinity anywhere poisons the norm.
+  const ParamStore& params = ex_.params();
+  const double norm_sq = params.ops().sum_squares(params.grads(), params.trainable_count_padded());
+  r.finite = r.finite && std::isfinite(norm_sq);
+  if (r.finite) optimizer_.step(lr);
   r.update_done = Timeline::now();
   return r;
+}
+
+// Two floats: [0] a stop request, [1] a non-finite loss in the window. Summed (and scaled by
+// 1/ranks) with the gradients, so a value above zero means "some rank".
+void TrainStep::write_sideband() {
+  const ParamStore& params = ex_.params();
+  HostStaging host(params.memory(), params.sideband(), 2 * sizeof(float), /*fetch=*/false);
+  float* f = host.as<float>();
+  f[0] = window_stop_ ? 1.f : 0.f;
+  f[1] = window_nonfinite_loss_ ? 1.f : 0.f;
+  host.commit();
+  window_stop_ = window_nonfinite_loss_ = false;
+}
+
+void TrainStep::read_sideband(StepResult& r) {
+  const ParamStore& params = ex_.params();
+  const HostStaging host(params.memory(), static_cast<const void*>(params.sideband()),
+                         2 * sizeof(float));
+  const float* f = host.as<float>();
+  r.decided = true;
+  r.stop_requested = f[0] > 0;
+  r.nonfinite_loss = f[1] > 0;
+  r.finite = !r.nonfinite_loss;
+}
+
+TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients() const {
+  NonFiniteGradients out;
+  const ParamStore& params = ex_.params();
+  for (size_t i = 0; i < params.slots().size(); ++i) {
+    const ParamSlot& s = params.slots()[i];
+    if (!s.spec.trainable) continue;
+    if (std::isfinite(params.ops().sum_squares(params.grad(i).data(), s.count))) continue;
+    if (out.count++ == 0) out.first = s.name;
+  }
+  return out;
 }
 
 void TrainStep::share_partial_sum(Communicator& comm) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <ostream>
 #include <thread>
@@ -29,8 +30,12 @@
 #include "crest/train/weights.hpp"
 #include "epoch_log.hpp"
 #include "resume.hpp"
+#include "run_status.hpp"
 #include "step_timeline.hpp"
 #include "stop_rules.hpp"
+#include "stop_signals.hpp"
+#include "test_faults.hpp"
+#include "time_budget.hpp"
 #include "validation.hpp"
 
 namespace crest {
@@ -73,6 +78,12 @@ struct RunRecords {
   }
 };
 
+// Thrown inside an epoch when train.on_nonfinite: rollback sends the run back to `checkpoint`;
+// caught by the epoch loop (not a crest::Error: nothing went wrong that the user must see).
+struct RollBack {
+  std::string checkpoint;
+};
+
 // Default compute threads: this node's cores shared among the ranks on it.
 int compute_threads(const Config& config, const Communicator& comm) {
   if (config.crest.threads > 0) return config.crest.threads;
@@ -91,9 +102,18 @@ class TrainingRun {
   void print_header();
   void print_dry_run();
   void open_data();
+  void open_train_loader(int rollbacks);
   RunFacts facts() const;
-  void train_epoch(int epoch, EpochStats& st);
+  TrainSummary train();
+  bool train_epoch(int epoch, EpochStats& st);
   bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
+  void write_checkpoint_at(const TrainingPosition& at);
+  void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
+  void stop_early(int epoch, int64_t steps_done);
+  void on_nonfinite(int epoch, int64_t s, const StepResult& r);
+  void roll_back(const std::string& checkpoint);
+  void write_status(RunStatus st);
+  void record_failure(const Error& e);
   void reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t steps_run);
   void validate_epoch(int epoch, EpochStats& st);
   bool finish_epoch(int epoch, EpochStats& st);
@@ -129,6 +149,13 @@ class TrainingRun {
   TrainingPosition pos_;
   TrainSummary summary_;
   int64_t profiled_steps_ = 0;
+  // Ending early and cleanly (docs/checkpoints.md "Stopping before the end").
+  std::unique_ptr<StopSignals> signals_;
+  std::unique_ptr<TimeBudget> budget_;
+  bool stop_requested_ = false;        // job-wide: some rank asked, the run stops after this step
+  int64_t last_checkpoint_step_ = -1;  // the global step of the newest checkpoint written
+  int at_epoch_ = 0;                   // where the run stands, for status.json (0-based)
+  int64_t at_step_ = 0;                // steps of at_epoch_ done
 };
 
 TrainingRun::TrainingRun(const Config& config, const TrainOptions& options,
@@ -154,6 +181,7 @@ void TrainingRun::open_records() {
       records_.log = std::make_unique<RunLog>(
           all_ranks_log_, to_file ? config_.output_dir + "/train.log" : "", options_.resume);
       log_ = &records_.log->stream();
+      for (const std::string& line : run_dir_.skipped) *log_ << "resume: " << line << "\n";
       if (run_dir_.resume_info) {
         const TrainingPosition& p = run_dir_.resume_info->position;
         *log_ << "resuming " << config_.output_dir << " from " << run_dir_.resume_from << " (epoch "
@@ -256,8 +284,7 @@ void TrainingRun::open_data() {
   if (!dc.stage_dir.empty())
     records_.notify([&](RunObserver& o) { o.staging_stop(data_.stage_s); });
   summary_.stage_s = data_.stage_s;
-  const LoaderOptions lo = loader_options(dc);
-  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, *comm_);
+  open_train_loader(0);
   *log_ << "train data: " << data_.train->format() << ", " << train_loader_->plan().describe()
         << " (" << train_loader_->threads() << " reader threads, " << dc.prefetch
         << " batches ahead)\n";
@@ -267,6 +294,15 @@ void TrainingRun::open_data() {
     *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
   }
   train_steps_ = train_loader_->plan().batches;
+}
+
+// The training loader; after k rollbacks (train.on_nonfinite: rollback) its order comes from
+// another seed, so the run does not meet the same batches in the same order again.
+void TrainingRun::open_train_loader(int rollbacks) {
+  LoaderOptions lo = loader_options(config_.data);
+  lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
+  train_loader_.reset();  // its reader threads end before the new loader's start
+  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, *comm_);
 }
 
 RunFacts TrainingRun::facts() const {
@@ -291,6 +327,15 @@ RunFacts TrainingRun::facts() const {
 }
 
 TrainSummary TrainingRun::run() {
+  try {
+    return train();
+  } catch (const Error& e) {
+    record_failure(e);
+    throw;
+  }
+}
+
+TrainSummary TrainingRun::train() {
   records_.notify([&](RunObserver& o) { o.init_start(config_); });
   compile();
   print_header();
@@ -309,7 +354,16 @@ TrainSummary TrainingRun::run() {
     pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, *sync_, *ex_, *optimizer_,
                                   train_steps_, summary_.epochs);
     step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
+    if (pos_.rollbacks > 0) open_train_loader(pos_.rollbacks);  // the order it had then
   }
+  // From here on a stop signal ends the run cleanly with a checkpoint.
+  signals_ = std::make_unique<StopSignals>(config_.train.stop_signals);
+  budget_ = std::make_unique<TimeBudget>(config_.train, started_);
+  if (budget_->enabled())
+    *log_ << "time budget: " << budget_->source()
+          << "; the run stops with a checkpoint while the measured step, checkpoint and "
+             "validation times still fit\n";
+  write_status(RunStatus{});
   const RunFacts f = facts();
   records_.notify([&](RunObserver& o) { o.init_stop(f); });
   records_.notify([&](RunObserver& o) { o.run_start(f); });
@@ -322,14 +376,21 @@ TrainSummary TrainingRun::run() {
           << config_.data.n_epochs << " (raise it to train on)\n";
   for (int epoch = pos_.epoch; epoch < config_.data.n_epochs; ++epoch) {
     EpochStats st;
-    train_epoch(epoch, st);
+    try {
+      if (train_epoch(epoch, st)) break;  // stopped mid-epoch
+    } catch (const RollBack& back) {
+      roll_back(back.checkpoint);
+      epoch = pos_.epoch - 1;  // the loop's ++ enters the checkpoint's epoch
+      continue;
+    }
     if (finish_epoch(epoch, st)) break;
   }
   finish();
   return summary_;
 }
 
-void TrainingRun::train_epoch(int epoch, EpochStats& st) {
+// Returns whether the run stopped in the middle of the epoch (a stop signal, the time budget).
+bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   st.epoch = epoch + 1;
   // The epoch's rate: the one of its last optimizer step (per-step schedules change within it).
   st.lr = lr_policy_->lr(optimizer_->steps_taken(), epoch);
@@ -341,11 +402,19 @@ void TrainingRun::train_epoch(int epoch, EpochStats& st) {
   sync_->reset_stats();
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   for (int64_t s = first_step; s < train_steps_; ++s) {
+    at_epoch_ = epoch;
+    at_step_ = s;
     try {
       const double lr = lr_policy_->lr(optimizer_->steps_taken(), epoch);
       if (train_one_step(epoch, s, lr, loss_sum, t0)) st.lr = lr;
     } catch (const Error& e) {
-      throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what());
+      throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what(), e.scope());
+    }
+    // The epoch's last step goes on to its validation and checkpoint (finish_epoch).
+    if (stop_requested_ && s + 1 < train_steps_) {
+      write_step_checkpoint(epoch, s + 1, loss_sum);
+      stop_early(epoch, s + 1);
+      return true;
     }
   }
   // An accumulation window open across the epoch's end: every rank the same partial sum, so the
@@ -355,36 +424,34 @@ void TrainingRun::train_epoch(int epoch, EpochStats& st) {
   reduce_epoch_figures(st, loss_sum, train_steps_ - first_step);
   if (valid_loader_) validate_epoch(epoch, st);
   st.seconds = since(t0);
+  return false;
 }
 
 // Returns whether the micro-batch ended with an optimizer step.
 bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_sum,
                                  Clock::time_point t0) {
+  const auto step_started = Clock::now();
   const double asked = Timeline::now();
   const LoadedBatch b = train_loader_->next();
   const double got = Timeline::now();
   feed_->feed(b);
-  const StepResult r = step_->run(lr);
-  if (!r.finite)
-    throw_runtime("the training loss became " + std::to_string(r.loss) + " at step " +
-                  std::to_string(s + 1) + " of the epoch (learning rate too high?)");
+  inject_nonfinite_input_if_asked(*ex_, task_.model.sample_input, pos_.global_step + 1,
+                                  comm_->rank());
+  // This rank's stop request rides with the step's gradients: every rank learns it together.
+  const bool stop_here = StopSignals::received() != 0 || budget_->spent();
+  const StepResult r = step_->run(lr, stop_here);
   train_loader_->release(b);
+  if (r.decided && !r.finite) on_nonfinite(epoch, s, r);  // returns only to skip the update
+  stop_requested_ = stop_requested_ || r.stop_requested;
   record_step(*timeline_, *sync_, s + 1, asked, got, r);
-  loss_sum += r.loss;
+  if (std::isfinite(r.loss)) loss_sum += r.loss;  // a skipped step's loss counts as 0
   ++pos_.global_step;
   ++summary_.steps;
   ++profiled_steps_;
+  budget_->step_done(since(step_started));
   // A step-counted checkpoint at the epoch's end waits for validation: it is the epoch's.
-  if (checkpointer_->due_after_step(pos_.global_step) && s + 1 < train_steps_) {
-    double job_sum = loss_sum;  // the epoch's loss so far, summed over ranks
-    comm_->allreduce_sum(&job_sum, 1);
-    TrainingPosition at = pos_;
-    at.epoch = epoch;
-    at.step_in_epoch = s + 1;
-    at.epoch_loss_sum = job_sum;
-    at.status = "";
-    checkpointer_->write(at, summary_.epochs);
-  }
+  if (checkpointer_->due_after_step(pos_.global_step) && s + 1 < train_steps_)
+    write_step_checkpoint(epoch, s + 1, loss_sum);
   if (records_.observers.empty()) return r.updated;
   StepInfo si;
   si.epoch = epoch + 1;
@@ -422,7 +489,9 @@ void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   ex_->set_profiling(false);  // the report's per-layer times are per training step
   // As the DeepCAM reference: every rank validates with the running statistics of all ranks.
   average_eval_stats(ex_->params(), *comm_);
+  const auto t0 = Clock::now();
   const ValidationResult v = validate(*ex_, *feed_, *valid_loader_, task_, *comm_, epoch);
+  budget_->validation_done(since(t0));
   ex_->set_profiling(config_.train.report);
   st.val_loss = v.loss;
   st.val_metrics = v.metrics;
@@ -444,21 +513,149 @@ bool TrainingRun::finish_epoch(int epoch, EpochStats& st) {
   }
   const bool last = d.stop || epoch + 1 == config_.data.n_epochs;
   if (last && !d.stop) summary_.status = stop_rules_->status_after_last_epoch();
+  // A stop request on the epoch's last step: the epoch is complete, the run stops after it
+  // (unless it ends here anyway).
+  const bool stop_early_here = stop_requested_ && !last;
   const bool step_due = checkpointer_->due_after_step(pos_.global_step);
-  if (last || step_due || checkpointer_->due_after_epoch(epoch)) {
+  if (last || stop_early_here || step_due || checkpointer_->due_after_epoch(epoch)) {
     TrainingPosition at = pos_;
     at.epoch = epoch + 1;
     at.step_in_epoch = 0;
     at.epoch_loss_sum = 0;
     at.status = last ? summary_.status : "";
-    checkpointer_->write(at, summary_.epochs);
+    write_checkpoint_at(at);
   }
-  return d.stop;
+  at_epoch_ = epoch + 1;
+  at_step_ = 0;
+  if (stop_early_here) stop_early(epoch + 1, 0);
+  return d.stop || stop_early_here;
+}
+
+// A step whose loss (on some rank) or averaged gradients were not finite; its update was not
+// applied. train.on_nonfinite says what follows: stop (an error naming the step, the first bad
+// gradient and the last good checkpoint, which is kept), skip (go on), or rollback.
+void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
+  const TrainStep::NonFiniteGradients bad = step_->find_nonfinite_gradients();  // post-mortem
+  std::ostringstream what;
+  // The epoch is named by the caller's context ("epoch 2: ...") when this ends the run.
+  what << "non-finite values at step " << s + 1 << " of epoch " << epoch + 1 << " (global step "
+       << pos_.global_step + 1 << "): ";
+  if (r.nonfinite_loss) what << "the loss was not finite on at least one rank; ";
+  if (bad.count > 0)
+    what << "first non-finite gradient: " << bad.first << " (" << bad.count << " of "
+         << ex_->params().slots().size() << " tensors)";
+  else
+    what << "every gradient is finite";
+  const NonFinitePolicy policy = config_.train.on_nonfinite;
+  if (policy == NonFinitePolicy::skip) {
+    ++summary_.skipped_updates;
+    *log_ << what.str() << "; update skipped (" << summary_.skipped_updates
+          << " so far; train.on_nonfinite: skip)\n";
+    return;
+  }
+  std::string newest;  // rank 0 sees the run directory; every rank must decide alike
+  if (comm_->rank() == 0 && !run_dir_.checkpoint_dir.empty()) {
+    const auto existing = list_checkpoints(run_dir_.checkpoint_dir);
+    if (!existing.empty()) newest = existing.back();
+  }
+  broadcast_text(*comm_, newest);
+  if (policy == NonFinitePolicy::rollback && !newest.empty() &&
+      pos_.rollbacks < config_.train.max_rollbacks) {
+    *log_ << what.str() << "; rolling back to " << newest << "\n";
+    throw RollBack{newest};
+  }
+  what << "; the update was not applied. ";
+  if (policy == NonFinitePolicy::rollback)
+    what << (newest.empty()
+                 ? "No checkpoint to roll back to. "
+                 : "train.max_rollbacks (" + std::to_string(config_.train.max_rollbacks) +
+                       ") rollbacks done. ");
+  if (newest.empty())
+    what << "No checkpoint was written yet.";
+  else
+    what << "The last good checkpoint is " << newest
+         << " (kept): resume with `crest train --resume " << config_.output_dir
+         << "` after lowering the learning rate";
+  what << " (train.on_nonfinite: stop | skip | rollback chooses what happens)";
+  summary_.status = "aborted";
+  throw Error(ErrorKind::runtime, what.str(),
+              comm_->rank() == 0 ? Error::Scope::every_rank_printed_here
+                                 : Error::Scope::every_rank_printed_elsewhere);
+}
+
+// Back to `checkpoint` (every rank: rank 0 reads it), with the next data order.
+void TrainingRun::roll_back(const std::string& checkpoint) {
+  RunDirectory from = run_dir_;
+  if (comm_->rank() == 0) {
+    from.resume_from = checkpoint;
+    from.resume_info = read_checkpoint_info(checkpoint);
+  }
+  const int rollbacks = pos_.rollbacks + 1;
+  pos_ = resume_from_checkpoint(from, config_, *comm_, *sync_, *ex_, *optimizer_, train_steps_,
+                                summary_.epochs);
+  pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
+  step_->set_micro_batches(pos_.global_step);
+  open_train_loader(pos_.rollbacks);
+  stop_requested_ = false;
+  last_checkpoint_step_ = pos_.global_step;
+  *log_ << "rolled back to epoch " << pos_.epoch + 1 << ", step " << pos_.step_in_epoch
+        << " (rollback " << pos_.rollbacks << " of at most " << config_.train.max_rollbacks
+        << "); the data order now follows another seed\n";
+}
+
+void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
+  const auto t0 = Clock::now();
+  checkpointer_->write(at, summary_.epochs);
+  budget_->checkpoint_done(since(t0));
+  last_checkpoint_step_ = at.global_step;
+}
+
+// A checkpoint between two steps of `epoch`, after `steps_done` of them.
+void TrainingRun::write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum) {
+  if (last_checkpoint_step_ == pos_.global_step) return;  // written already
+  double job_sum = loss_sum;  // the epoch's loss so far, summed over ranks
+  comm_->allreduce_sum(&job_sum, 1);
+  TrainingPosition at = pos_;
+  at.epoch = epoch;
+  at.step_in_epoch = steps_done;
+  at.epoch_loss_sum = job_sum;
+  at.status = "";
+  write_checkpoint_at(at);
+}
+
+// The run stops before its end, its checkpoint written: says why and how to go on, and sets the
+// exit code (128 + the signal's number; 75, EX_TEMPFAIL, for the time budget). `epoch` is
+// 0-based, `steps_done` the steps of it done (0: at the epoch's start).
+void TrainingRun::stop_early(int epoch, int64_t steps_done) {
+  // Why, from whichever rank asked: two small collectives, once per run.
+  const int signal = static_cast<int>(comm_->allreduce_max(StopSignals::received()));
+  const double left_s = -comm_->allreduce_max(-budget_->left_s());  // the least any rank has
+  std::ostringstream why;
+  if (signal != 0) {
+    why << signal_name(signal);
+    summary_.exit_code = 128 + signal;
+  } else {
+    why << std::fixed << std::setprecision(1) << std::max(0.0, left_s) / 60
+        << " minutes of budget left";
+    summary_.exit_code = 75;
+  }
+  summary_.status = "preempted";
+  summary_.stop_reason = why.str();
+  at_epoch_ = epoch;
+  at_step_ = steps_done;
+  *log_ << "stopping at epoch " << epoch + 1 << ", step " << steps_done << ": " << why.str()
+        << "; checkpoint " << checkpointer_->last() << "; resume with `crest train --resume "
+        << config_.output_dir << "`\n";
 }
 
 void TrainingRun::finish() {
-  // The weights first: they are the run's result, the timeline only describes it.
-  if (!options_.save_weights.empty() && comm_->rank() == 0) {  // identical on every rank
+  // The weights first: they are the run's result, the timeline only describes it. A run that
+  // stopped early has no result yet: its checkpoint is what goes on.
+  const bool preempted = summary_.status == "preempted";
+  if (preempted && !options_.save_weights.empty())
+    *log_ << "weights not saved to " << options_.save_weights
+          << ": the run stopped early (resume it to finish)\n";
+  if (!preempted && !options_.save_weights.empty() && comm_->rank() == 0) {
     save_weights(ex_->params(), options_.save_weights,
                  {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
                  task_.model.external_params);
@@ -469,10 +666,51 @@ void TrainingRun::finish() {
     *log_ << "timeline written to "
           << (options_.timeline.empty() ? config_.dist.timeline : options_.timeline) << "\n";
   summary_.last_checkpoint = checkpointer_->last();
+  // The run's final state was not saved (a tolerated failure at the end): the run's result is
+  // not where a resume would start, so the job must not look successful.
+  if (checkpointer_->last_failed() && comm_->rank() == 0) {
+    *log_ << "the final checkpoint could not be written; the newest valid one is "
+          << checkpointer_->newest_valid() << "\n";
+    if (summary_.exit_code == 0) summary_.exit_code = 1;
+  }
   if (config_.train.report)
     records_.notify([&](RunObserver& o) { o.layer_profile(ex_->profile(), profiled_steps_); });
   records_.notify([&](RunObserver& o) { o.run_stop(summary_); });
   epoch_log_->done(summary_, since(started_));
+  RunStatus st;
+  st.state = preempted ? "preempted" : "finished";
+  st.status = preempted ? "" : summary_.status;
+  st.reason = summary_.stop_reason;
+  st.resumable = preempted;
+  st.exit_code = summary_.exit_code;
+  write_status(st);
+}
+
+// output_dir/status.json (rank 0), with the run's position and newest checkpoint filled in.
+void TrainingRun::write_status(RunStatus st) {
+  if (comm_->rank() != 0 || run_dir_.checkpoint_dir.empty()) return;
+  st.epochs_done = at_epoch_;
+  st.step_in_epoch = at_step_;
+  st.global_step = pos_.global_step;
+  const auto existing = list_checkpoints(run_dir_.checkpoint_dir);
+  st.checkpoint = existing.empty() ? "" : existing.back();
+  if (st.state != "finished" && !st.checkpoint.empty()) {
+    st.resumable = true;
+    st.resume = "crest train --resume " + config_.output_dir;
+  }
+  write_run_status(config_.output_dir, st);
+}
+
+// An error ends the run: status.json says so (best effort: the error itself matters more).
+void TrainingRun::record_failure(const Error& e) {
+  try {
+    RunStatus st;
+    st.state = "failed";
+    st.reason = e.what();
+    st.exit_code = e.exit_code();
+    write_status(st);
+  } catch (...) {
+  }
 }
 
 }  // namespace

@@ -17,43 +17,24 @@
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
 #include "support/test_util.hpp"
+#include "support/tiny_run.hpp"
+#include "support/weights_compare.hpp"
 
 namespace fs = std::filesystem;
 
 namespace {
 
 using crest::test::CliRun;
+using crest::test::expect_same_tensors;
 using crest::test::run_crest;
 using crest::test::run_shell;
 using crest::test::TempDir;
 
-const std::string kDemo = crest::test::source_path("configs/cosmoflow-demo.yaml");
-// The demo (dropout 0.5, shuffled training data) made small: 4 steps per epoch.
-const std::string kSmall =
-    "--config " + kDemo +
-    " data.n_train=16 data.n_valid=8 data.sample_shape=[16,16,16,4]"
-    " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2";
-
-std::string read_text(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::ostringstream text;
-  text << f.rdbuf();
-  return text.str();
-}
+// 4 steps per epoch.
+const std::string kSmall = crest::test::tiny_cosmoflow_args();
+using crest::test::read_text;
 
 std::string out_of(const std::string& dir) { return " output_dir=" + dir; }
-
-// Every tensor of two safetensors files, byte for byte (metadata aside: it names paths).
-void expect_same_tensors(const std::string& a, const std::string& b) {
-  const crest::SafetensorsFile fa(a), fb(b);
-  ASSERT_EQ(fa.names(), fb.names());
-  for (const auto& t : fa.tensors()) {
-    const auto& u = fb.at(t.name);
-    ASSERT_EQ(t.bytes, u.bytes) << t.name;
-    EXPECT_EQ(std::memcmp(t.data, u.data, t.bytes), 0)
-        << t.name << " differs between " << a << " and " << b;
-  }
-}
 
 std::vector<std::string> checkpoints(const std::string& run) {
   return crest::list_checkpoints(run + "/checkpoints");

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include "crest/data/safetensors.hpp"
@@ -30,6 +31,19 @@ inline double worst_relative_difference(const std::string& a_path, const std::st
     worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
   }
   return worst;
+}
+
+// Every tensor of two safetensors files, byte for byte (metadata aside: it names paths): for runs
+// that must end bit-identical (a resumed run and a straight one).
+inline void expect_same_tensors(const std::string& a, const std::string& b) {
+  const SafetensorsFile fa(a), fb(b);
+  ASSERT_EQ(fa.names(), fb.names());
+  for (const auto& t : fa.tensors()) {
+    const auto& u = fb.at(t.name);
+    ASSERT_EQ(t.bytes, u.bytes) << t.name;
+    EXPECT_EQ(std::memcmp(t.data, u.data, t.bytes), 0)
+        << t.name << " differs between " << a << " and " << b;
+  }
 }
 
 }  // namespace crest::test

@@ -5,7 +5,9 @@
 // gradients (reverse execution order): a small first bucket, so communication starts as soon as
 // the last layers are done, then buckets of `bucket_mb`. When backward finishes a bucket's last
 // gradient, the bucket's allreduce starts on the communicator's thread while backward goes on;
-// finish() waits for all of them. Average = sum over ranks, then scale by 1/size.
+// finish() waits for all of them. Average = sum over ranks, then scale by 1/size. The bucket that
+// ends the trainable gradients also carries the parameter store's sideband (per-step flags such as
+// a stop request, ParamStore::sideband()): they cross ranks inside a collective that runs anyway.
 //
 // Every rank must have the same layout, so it is verified at start: each rank's layout text
 // (parameter names, shapes, buckets) is gathered and a mismatch is an error naming the first
@@ -121,6 +123,7 @@ class GradientSync {
   Buffer narrow_;
   uint16_t* narrow_codes() const { return static_cast<uint16_t*>(narrow_.data()); }
   void start_bucket(size_t b);
+  void carry_sideband();
 };
 
 }  // namespace crest

@@ -1,6 +1,7 @@
 // Parameters, their gradients and (in the optimizer) their state live in flat buffers, one
 // 256-byte-aligned slice per tensor, so gradient buckets, norms and checkpoints are slices of
-// three buffers. Trainable slices come first; non-trained state (running statistics) after.
+// three buffers. Trainable slices come first, then a small sideband (see sideband()), then
+// non-trained state (running statistics).
 // The buffers live in the backend's memory resource; ops() are the backend's element-wise
 // operations on them, so code above the backend (gradient compression) is written once.
 #pragma once
@@ -41,6 +42,12 @@ class ParamStore {
   VectorOps& ops() const;
   void* values() const { return values_.data(); }
   void* grads() const { return grads_.data(); }
+  // The gradient buffer's sideband: kSidebandBytes right after the trainable gradients
+  // (grads() + trainable_bytes()), part of no parameter. The gradient exchange sums it with the
+  // bucket that ends there, so per-step facts every rank must agree on (a stop request, a
+  // non-finite loss) cross ranks without a collective of their own. Zero until written.
+  static constexpr size_t kSidebandBytes = 256;
+  void* sideband() const { return static_cast<char*>(grads_.data()) + trainable_bytes_; }
   TensorView value(size_t slot) const;
   TensorView grad(size_t slot) const;
   // Index of the slot named `name`, or -1.

@@ -36,6 +36,9 @@ struct TrainingPosition {
   double best_val_loss = std::numeric_limits<double>::infinity();  // early stopping
   int epochs_since_best = 0;
   std::string status;  // set when the run ended: "success", "aborted"; empty while it runs
+  // Rollbacks after non-finite values so far (train.on_nonfinite: rollback): each one changes
+  // the data order (the loader's seed), so a resume must keep the count.
+  int rollbacks = 0;
 };
 
 struct CheckpointInfo {

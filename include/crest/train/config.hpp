@@ -179,6 +179,21 @@ struct LrScheduleConfig {
   bool closed_form = false;       // crest addition: NVIDIA's closed form (multistep)
 };
 
+// What a run does when a step's loss or averaged gradients are not finite (NaN, infinity):
+// stop (keeping the last good checkpoint), skip the update, or go back to the last checkpoint
+// with another data order.
+enum class NonFinitePolicy { stop, skip, rollback };
+template <>
+inline constexpr EnumEntries<NonFinitePolicy, 3> kEnumTable<NonFinitePolicy> = {
+    {{NonFinitePolicy::stop, "stop"},
+     {NonFinitePolicy::skip, "skip"},
+     {NonFinitePolicy::rollback, "rollback"}}};
+// What a failed checkpoint write (full disk, quota, I/O error) does to the run.
+enum class CheckpointFailures { stop, tolerate };
+template <>
+inline constexpr EnumEntries<CheckpointFailures, 2> kEnumTable<CheckpointFailures> = {
+    {{CheckpointFailures::stop, "stop"}, {CheckpointFailures::tolerate, "tolerate"}}};
+
 struct TrainConfig {
   std::string loss = "mse";
   // Canonical names; left out: [mean_absolute_error], or [iou] for data.name: deepcam.
@@ -195,6 +210,16 @@ struct TrainConfig {
   // Micro-batches per optimizer step (the DeepCAM reference's argument): each micro-batch's loss
   // counts 1/k, the k gradients are summed, and the step counts in logs count micro-batches.
   int gradient_accumulation_frequency = 1;
+  // Ending early and cleanly (docs/checkpoints.md "Stopping before the end").
+  // Signals that stop the run after the current step with a checkpoint (names without SIG).
+  std::vector<std::string> stop_signals{"TERM", "INT", "USR1"};
+  // The job's wall-time budget in seconds, counted from the start of the process; unset: none.
+  std::optional<double> max_wall_time_s;
+  // "auto" (the default): the budget ends at SLURM_JOB_END_TIME when Slurm sets it.
+  bool max_wall_time_auto = true;
+  NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;
+  int max_rollbacks = 3;  // on_nonfinite: rollback, at most this many times per run
+  CheckpointFailures checkpoint_failures = CheckpointFailures::stop;
 };
 
 // The dtype a run computes in. float64 is the oracle mode: the reference backend in double, what

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/config.hpp"
@@ -21,13 +22,16 @@ struct RunDirectory {
   std::string checkpoint_dir;  // output_dir/checkpoints ("" without an output_dir)
   std::string resume_from;     // the checkpoint to continue from (rank 0; "" for a fresh run)
   std::optional<CheckpointInfo> resume_info;  // its metadata, checksum verified (rank 0)
+  // Newer checkpoints that were damaged and skipped, one line each: file, defect, new name.
+  std::vector<std::string> skipped;
 };
 
 // Prepares `config.output_dir` for a run, on every rank (collective):
 //  - fresh run: refuses a directory that already holds checkpoints (they belong to another run:
 //    continue it with --resume, or pass --overwrite to delete them first);
-//  - resume: finds the newest checkpoint, verifies it and refuses it when the new config changes
-//    what a checkpoint cannot carry over (the model, the optimizer);
+//  - resume: finds the newest checkpoint that verifies (damaged newer ones are set aside and
+//    listed in `skipped`) and refuses it when the new config changes what a checkpoint cannot
+//    carry over (the model, the optimizer);
 //  - writes output_dir/config.yaml (the resolved config, atomically).
 // Throws crest::Error (input) on every rank alike, naming the path and the problem.
 RunDirectory prepare_run_directory(const Config& config, bool resume, bool overwrite,

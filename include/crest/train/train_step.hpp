@@ -11,6 +11,8 @@
 // backward and runs once per update. Windows of k count from the first micro-batch of the run,
 // across epochs, as the reference's step counter does.
 #pragma once
+#include <string>
+
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
@@ -19,9 +21,17 @@
 namespace crest {
 
 struct StepResult {
-  double loss = 0;       // the loss the forward pass computed, L2 penalties included (not / k)
-  bool finite = true;    // false: backward and the update were skipped (the weights are intact)
-  bool updated = false;  // this micro-batch ended with the optimizer step
+  double loss = 0;  // the loss the forward pass computed, L2 penalties included (not / k)
+  // Job-wide, decided where an optimizer step falls (`decided`): every rank gets the same values
+  // from the gradient exchange's sideband (ParamStore::sideband()), at no collective of its own.
+  // finite: false when a loss of the window on any rank, or the averaged gradients' norm, was
+  // not finite; the update was then skipped and the weights are intact (the caller decides what
+  // follows). stop_requested: some rank asked to stop (run()'s `stop_here`).
+  bool decided = false;
+  bool finite = true;
+  bool stop_requested = false;
+  bool nonfinite_loss = false;  // the non-finite value was (also) a loss
+  bool updated = false;         // this micro-batch ended with the optimizer step
   double forward_done = 0, backward_done = 0, gradients_done = 0,
          update_done = 0;  // Timeline::now(); gradients_done = update_done = backward_done when
                            // the micro-batch only accumulated
@@ -36,9 +46,19 @@ class TrainStep {
   TrainStep& operator=(const TrainStep&) = delete;
 
   // Runs one micro-batch at learning rate `lr` (used when it ends with the update) on the
-  // executor's current inputs. A non-finite loss skips backward and the update and is reported in
-  // the result: the caller decides.
-  StepResult run(double lr);
+  // executor's current inputs. `stop_here`: this rank asks the job to stop (a signal, its time
+  // budget); the request travels with the window's gradients. Non-finite values skip the update
+  // and are reported in the result: the caller decides.
+  StepResult run(double lr, bool stop_here = false);
+
+  // Post-mortem after a non-finite step: the first trainable slot (in the model's order) whose
+  // averaged gradient holds a non-finite value, and how many do; "" when every one is finite
+  // (the loss alone was not). One pass over the gradients, never on a healthy step.
+  struct NonFiniteGradients {
+    std::string first;
+    int count = 0;
+  };
+  NonFiniteGradients find_nonfinite_gradients() const;
 
   // Micro-batches run so far, which places the next one in its window; a resumed run sets it to
   // the checkpoint's global step.
@@ -64,6 +84,10 @@ class TrainStep {
   int accumulation_ = 1;
   int64_t micro_batches_ = 0;
   int phase_ = 0;  // this micro-batch's place in its window, while backward runs
+  // This rank's facts about the open window, sent with its update's gradients.
+  bool window_stop_ = false, window_nonfinite_loss_ = false;
+  void write_sideband();
+  void read_sideband(StepResult& r);
 };
 
 }  // namespace crest

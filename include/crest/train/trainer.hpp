@@ -52,9 +52,14 @@ struct EpochStats {
 
 struct TrainSummary {
   std::vector<EpochStats> epochs;
-  std::string status = "success";  // "success", "aborted" (stopped early without target)
-  int64_t steps = 0;               // training steps done by this invocation
-  std::string last_checkpoint;     // the newest checkpoint written (rank 0), "" if none
+  // "success", "aborted" (stopped early without target), "preempted" (a stop signal or the time
+  // budget ended it early with a checkpoint: resumable)
+  std::string status = "success";
+  int exit_code = 0;        // what `crest train` exits with: 0, or 128 + signal / 75 (preempted)
+  std::string stop_reason;  // preempted: "SIGTERM", "4.0 minutes of budget left"
+  int64_t skipped_updates = 0;  // steps whose update train.on_nonfinite: skip left out
+  int64_t steps = 0;            // training steps done by this invocation
+  std::string last_checkpoint;  // the newest checkpoint written (rank 0), "" if none
   int64_t parameter_count = 0;
   size_t planned_bytes = 0;
   double stage_s = 0;  // staging to data.stage_dir before training

@@ -1,8 +1,12 @@
 // train: the reference's loss, metrics and stopping rules, then crest additions.
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <sstream>
 
 #include "config/sections.hpp"
 #include "crest/train/metric.hpp"
+#include "stop_signals.hpp"
 
 namespace crest::config {
 namespace {
@@ -103,6 +107,73 @@ Field<S> checkpoint_every_field() {
           }};
 }
 
+// Seconds in "2h", "90m", "90 min", "45s", "1.5 h", "1d" or a bare number; nullopt when the
+// text is none of these.
+std::optional<double> duration_seconds(const std::string& text) {
+  std::istringstream in(text);
+  double n = -1;
+  std::string unit, rest;
+  in >> n;
+  if (in.fail() || !(n >= 0) || !std::isfinite(n)) return std::nullopt;
+  in >> unit >> rest;
+  if (!rest.empty()) return std::nullopt;
+  if (unit.empty() || unit == "s" || unit == "sec") return n;
+  if (unit == "m" || unit == "min") return n * 60;
+  if (unit == "h") return n * 3600;
+  if (unit == "d") return n * 86400;
+  return std::nullopt;
+}
+
+Field<S> max_wall_time_field() {
+  return {"max_wall_time",
+          [](const SectionReader& r, S& t) {
+            const Entry* e = r.get("max_wall_time");
+            if (!e) return;
+            const std::string text = e->value.IsScalar() ? e->value.Scalar() : std::string();
+            t.max_wall_time_auto = text == "auto";
+            t.max_wall_time_s.reset();
+            if (text == "auto" || text == "none") return;
+            const auto s = duration_seconds(text);
+            if (!s || *s <= 0)
+              r.fail("max_wall_time",
+                     "expected a positive duration (\"2h\", \"90m\", \"45s\", seconds), auto "
+                     "(Slurm's SLURM_JOB_END_TIME) or none, got " +
+                         describe(e->value));
+            t.max_wall_time_s = *s;
+          },
+          [](const S& t, Lines& l) {
+            l.add("max_wall_time", t.max_wall_time_s      ? format_double(*t.max_wall_time_s)
+                                   : t.max_wall_time_auto ? "auto"
+                                                          : "none");
+          }};
+}
+
+// Signal names without "SIG", as kill -l prints them; the ones a scheduler sends to warn a job.
+Field<S> stop_signals_field() {
+  return {
+      "stop_signals",
+      [](const SectionReader& r, S& t) {
+        const Entry* e = r.get("stop_signals");
+        if (!e) return;
+        t.stop_signals.clear();
+        std::vector<YAML::Node> items;
+        if (e->value.IsSequence())
+          for (const auto& item : e->value) items.emplace_back(item);
+        else
+          items.emplace_back(e->value);
+        for (const auto& item : items) {
+          std::string name = item.IsScalar() ? item.Scalar() : std::string();
+          if (name.rfind("SIG", 0) == 0) name = name.substr(3);
+          if (signal_number(name) == 0)
+            r.fail("stop_signals",
+                   "unknown signal " + describe(item) +
+                       " (expected a list of: TERM, INT, USR1, USR2, HUP, QUIT, XCPU)");
+          t.stop_signals.push_back(name);
+        }
+      },
+      [](const S& t, Lines& l) { l.add("stop_signals", "[" + join_list(t.stop_signals) + "]"); }};
+}
+
 // A run has one quality target. A checkpoint between two micro-batches of one optimizer step would
 // need every rank's partial gradient sum; step-counted checkpoints therefore fall on optimizer
 // steps.
@@ -131,7 +202,11 @@ const Table<TrainConfig>& train_table() {
        checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
        number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report),
        // the DeepCAM reference's
-       int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1)},
+       int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1),
+       // crest: ending early and cleanly
+       stop_signals_field(), max_wall_time_field(), enum_field("on_nonfinite", &S::on_nonfinite),
+       int_field("max_rollbacks", &S::max_rollbacks, 0, 1000),
+       enum_field("checkpoint_failures", &S::checkpoint_failures)},
       check_train};
   return t;
 }

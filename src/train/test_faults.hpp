@@ -1,0 +1,22 @@
+// Faults on request, for tests of what a run does when things go wrong (docs/testing.md). Each
+// is read from the environment, never from a config: a production run cannot turn one on by a
+// typo in its YAML.
+//
+//   CREST_TEST_NONFINITE_AT_STEP=G[@R]   the input batch of global step G (1-based) gets a NaN,
+//                                        on rank R only (every rank without @R); once per
+//                                        process, so a rollback that passes step G again goes on
+//                                        (a transient fault, like one corrupt sample).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "crest/graph/executor.hpp"
+
+namespace crest {
+
+// Writes a NaN into `input` of `ex` when CREST_TEST_NONFINITE_AT_STEP asks for `global_step`
+// on `rank`. Returns whether it did.
+bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
+                                     int rank);
+
+}  // namespace crest

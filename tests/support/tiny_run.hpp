@@ -1,0 +1,26 @@
+// The tiny training run that end-to-end tests of checkpoints, stops and faults share: the
+// CosmoFlow demo (dropout 0.5, shuffled training data) at 16^3 with 4 channels and 2 small
+// convolutions, 16 training samples in 4 steps per epoch, about 0.1 s an epoch.
+#pragma once
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "support/test_util.hpp"
+
+namespace crest::test {
+
+inline std::string tiny_cosmoflow_args() {
+  return "--config " + source_path("configs/cosmoflow-demo.yaml") +
+         " data.n_train=16 data.n_valid=8 data.sample_shape=[16,16,16,4]"
+         " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2";
+}
+
+inline std::string read_text(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::ostringstream text;
+  text << f.rdbuf();
+  return text.str();
+}
+
+}  // namespace crest::test
