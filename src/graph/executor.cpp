@@ -29,6 +29,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
   compile::choose_fusions(*prog_, graph);
+  compile::route_bias_grad(*prog_, graph);
   compile::create_kernels(*prog_, graph);
   compile::plan_backward(*prog_);
   compile::plan_storage(*prog_);
@@ -182,6 +183,9 @@ void Executor::backward() {
     Op& op = *prog_->ops[k];
     if (!op.run_backward) continue;
     const auto t0 = profiling_ ? clock::now() : clock::time_point{};
+    if (op.channel_sum)  // a producer's bias gradient (compile/route_bias_grad.cpp)
+      op.channel_sum->run(op.ctx.diff_out[0],
+                          params().grad(static_cast<size_t>(op.channel_sum_slot)).data());
     op.layer->backward(op.ctx);
     for (const auto& a : op.accum) {
       void* g = base + prog_->plan.blocks[static_cast<size_t>(val(a.value).grad_storage)].offset;
@@ -268,6 +272,9 @@ std::string Executor::summary() const {
     std::string notes = op->layer->describe();
     if (op->fused_into_producer) notes += notes.empty() ? "(fused)" : " (fused)";
     if (op->inplace) notes += notes.empty() ? "in place" : ", in place";
+    if (op->channel_sum)  // compile/route_bias_grad.cpp
+      notes += (notes.empty() ? "" : ", ") + std::string("sums the gradient of ") +
+               params().slots()[static_cast<size_t>(op->channel_sum_slot)].name;
     os << std::left << std::setw(24) << op->name.substr(0, 23) << std::setw(16) << op->layer->kind()
        << std::setw(26) << out.shape.str() << std::setw(22) << fmt << std::right << std::setw(12)
        << np << "  " << notes << "\n";

@@ -162,8 +162,10 @@ BackwardNeeds ConvLayer::backward_needs(size_t n_in, size_t n_out) const {
 
 void ConvLayer::create(CreateContext& ctx) {
   post_op_ = ctx.post_op;
-  kernel_ = ctx.backend.conv(make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype),
-                             ctx.in_formats[0]);
+  bias_grad_ = opts_.bias && !ctx.bias_grad_elsewhere;
+  ConvDesc d = make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype);
+  d.bias_grad = bias_grad_;
+  kernel_ = ctx.backend.conv(d, ctx.in_formats[0]);
   ctx.in_formats[0] = kernel_->src_format();
   ctx.out_formats = {kernel_->dst_format()};
   ctx.scratch_bytes = kernel_->scratch_bytes();
@@ -178,7 +180,7 @@ void ConvLayer::forward(RunContext& ctx) {
 void ConvLayer::backward(RunContext& ctx) {
   // Weights first: the data gradient is skipped entirely when nobody needs it (first layer).
   kernel_->backward_weights(ctx.in[0], ctx.diff_out[0], ctx.grads[0],
-                            opts_.bias ? ctx.grads[1] : nullptr, ctx.scratch);
+                            bias_grad_ ? ctx.grads[1] : nullptr, ctx.scratch);
   if (need_input_grad_ && ctx.diff_in[0])
     kernel_->backward_data(ctx.diff_out[0], ctx.params[0], ctx.diff_in[0], ctx.scratch);
 }

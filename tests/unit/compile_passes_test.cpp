@@ -86,6 +86,27 @@ TEST(CompilePasses, ConvAbsorbsTheActivationThatIsItsOnlyReader) {
   EXPECT_FALSE(node(c.p, "fc1_act").fused_into_producer);
 }
 
+TEST(CompilePasses, ConvBiasGradientComesFromTheMaxPoolAfterIt) {
+  const test::SmallModel m = test::branchy_model();
+  Compiled on(m.graph, "reference"), off(m.graph, "reference", /*fuse=*/false);
+  for (Compiled* c : {&on, &off}) {
+    swap_activation_pool(c->p, m.graph);
+    infer_shapes(c->p, m.graph);
+    choose_fusions(c->p, m.graph);
+    route_bias_grad(c->p, m.graph);
+  }
+  // After the swap conv1 is read by pool1 alone: pool1's op sums conv1's bias gradient.
+  const int bias = on.p.params.find("conv1.bias");
+  ASSERT_GE(bias, 0);
+  EXPECT_TRUE(node(on.p, "conv1").bias_grad_elsewhere);
+  EXPECT_EQ(node(on.p, "pool1").channel_sum_slot, bias);
+  // conv2 feeds a tanh, not a max pooling: its bias gradient stays in its kernel.
+  EXPECT_FALSE(node(on.p, "conv2").bias_grad_elsewhere);
+  // Without fusion the activation sits between conv1 and pool1: nothing moves.
+  EXPECT_FALSE(node(off.p, "conv1").bias_grad_elsewhere);
+  EXPECT_EQ(node(off.p, "pool1").channel_sum_slot, -1);
+}
+
 TEST(CompilePasses, KernelsReorderAndThePlanIsValid) {
   CREST_SKIP_WITHOUT_BACKEND("onednn");  // the backend with blocked layouts
   CosmoFlowOptions o;

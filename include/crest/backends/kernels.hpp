@@ -79,6 +79,9 @@ struct ConvDesc {
   std::array<int64_t, 3> kernel{1, 1, 1}, stride{1, 1, 1}, dilation{1, 1, 1};  // dilation 1 = dense
   std::array<int64_t, 3> pad_lo{0, 0, 0}, pad_hi{0, 0, 0};
   bool bias = true;
+  // With a bias: whether backward_weights computes its gradient (false: the compile step takes
+  // it from elsewhere, src/graph/compile/route_bias_grad.cpp; diff_bias is then null).
+  bool bias_grad = true;
   bool transposed = false;  // deconvolution: in/out swap roles; weights [in, out/groups, k...]
   EltwiseDesc post_op;      // fused activation applied to the output (forward only)
   DType dtype = DType::f32;

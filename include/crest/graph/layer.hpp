@@ -71,6 +71,10 @@ struct CreateContext {
   // An activation the compile step fused into this layer's output (kind none: no fusion). Only
   // kinds listed in src/graph/compile/choose_fusions.cpp get one; their kernels apply it.
   EltwiseDesc post_op;
+  // A convolution whose bias gradient the compile step computes elsewhere (after the max pooling
+  // that reads its output: src/graph/compile/route_bias_grad.cpp): its backward leaves the bias
+  // gradient alone.
+  bool bias_grad_elsewhere = false;
 };
 
 // Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),

@@ -43,6 +43,7 @@ class ConvLayer : public Layer {
   ConvDesc make_desc(const Shape& in, const Shape& out, DType dtype) const;
   ConvOptions opts_;
   EltwiseDesc post_op_;
+  bool bias_grad_ = true;  // false: the compile step computes the bias gradient elsewhere
   std::unique_ptr<ConvKernel> kernel_;
   bool need_input_grad_ = false;
 };

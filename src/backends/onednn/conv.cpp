@@ -116,11 +116,14 @@ template <typename Family>
 class OneDnnConv final : public ConvKernel {
  public:
   OneDnnConv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint)
-      : ctx_(std::move(ctx)), has_bias_(d.bias) {
+      : ctx_(std::move(ctx)), has_bias_(d.bias), has_bias_grad_(d.bias && d.bias_grad) {
     const Geometry g = geometry(d);
     what_ = std::string(Family::kName) + " " + g.text;
     const memory::desc any_wei(g.weights, g.dt, tag::any);
     const memory::desc bias_md = d.bias ? memory::desc(g.bias, g.dt, tag::a) : memory::desc();
+    // The weight gradient's primitive computes the bias gradient only when asked: without it
+    // (the compile step sums it elsewhere) conv1 of CosmoFlow saves ~12 % of its time.
+    const memory::desc diff_bias_md = d.bias && d.bias_grad ? bias_md : memory::desc();
 
     dnnl::primitive_attr attr = user_scratchpad_attr();
     if (d.post_op.kind != EltwiseKind::none) {
@@ -139,7 +142,7 @@ class OneDnnConv final : public ConvKernel {
       Choice<Family> c{fpd,
                        {ctx_->engine, Family::kAlgorithm, s, any_wei, t, g.strides, g.dilates,
                         g.pad_l, g.pad_r, fpd, user_scratchpad_attr()},
-                       {ctx_->engine, Family::kAlgorithm, s, any_wei, bias_md, t, g.strides,
+                       {ctx_->engine, Family::kAlgorithm, s, any_wei, diff_bias_md, t, g.strides,
                         g.dilates, g.pad_l, g.pad_r, fpd, user_scratchpad_attr()}};
       c.reference_impls = int(is_reference_impl(c.fwd)) + int(is_reference_impl(c.bwd_data)) +
                           int(is_reference_impl(c.bwd_weights));
@@ -212,7 +215,7 @@ class OneDnnConv final : public ConvKernel {
     bwd_weights_.bind(DNNL_ARG_SRC, src_md);
     bwd_weights_.bind(DNNL_ARG_DIFF_DST, dst_md);
     bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, bwpd.diff_weights_desc());
-    if (d.bias) {
+    if (has_bias_grad_) {
       bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwpd.diff_bias_desc());
       bias_bytes_ = bwpd.diff_bias_desc().get_size();
     }
@@ -264,14 +267,14 @@ class OneDnnConv final : public ConvKernel {
     bwd_weights_.set(DNNL_ARG_SRC, src);
     bwd_weights_.set(DNNL_ARG_DIFF_DST, diff_dst);
     bwd_weights_.set(DNNL_ARG_DIFF_WEIGHTS, diff_wei_.needed() ? p.converted : diff_weights);
-    if (has_bias_) bwd_weights_.set(DNNL_ARG_DIFF_BIAS, diff_bias ? diff_bias : p.extra);
+    if (has_bias_grad_) bwd_weights_.set(DNNL_ARG_DIFF_BIAS, diff_bias ? diff_bias : p.extra);
     bwd_weights_.run(p.shared);
     if (diff_wei_.needed()) diff_wei_.run(p.converted, diff_weights, p.shared);
   }
 
  private:
   ContextPtr ctx_;
-  bool has_bias_;
+  bool has_bias_, has_bias_grad_;
   std::string what_;
   MemFormat src_fmt_, dst_fmt_;
   BoundPrimitive fwd_, bwd_data_, bwd_weights_;

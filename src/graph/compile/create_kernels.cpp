@@ -50,8 +50,8 @@ void create_node(Program& p, Node& node, std::map<std::pair<int, std::string>, i
   op->out.assign(node.outputs.begin(), node.outputs.end());
   op->param_slots = node.param_slots;
   op->fused_into_producer = node.fused_into_producer;
-  CreateContext cc{p.backend, p.opts.dtype, p.opts.training, {}, {}, {}, {}, {}, 0,
-                   0,         node.post_op};
+  CreateContext cc{p.backend, p.opts.dtype, p.opts.training,         {}, {}, {}, {}, {}, 0,
+                   0,         node.post_op, node.bias_grad_elsewhere};
   for (int v : op->in) {
     cc.in_shapes.push_back(p.val(v).shape);
     cc.in_formats.push_back(p.val(v).fmt);
@@ -77,6 +77,10 @@ void create_node(Program& p, Node& node, std::map<std::pair<int, std::string>, i
     op->in[i] = found->second;
   }
   for (size_t j = 0; j < op->out.size(); ++j) p.val(op->out[j]).fmt = cc.out_formats[j];
+  if (node.channel_sum_slot >= 0) {
+    op->channel_sum_slot = node.channel_sum_slot;
+    op->channel_sum = make_kernel<ChannelSumKernel>(p.backend, {p.val(op->out[0]).fmt});
+  }
   op->need_input_grad = cc.need_input_grad;
   op->workspace_bytes = cc.workspace_bytes;
   op->scratch_bytes = cc.scratch_bytes;

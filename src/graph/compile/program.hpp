@@ -5,6 +5,7 @@
 //   swap_activation_pool   act -> max-pool becomes max-pool -> act (same values, smaller tensor)
 //   infer_shapes           shapes, parameters, which values need a gradient
 //   choose_fusions         producer + activation patterns the backend runs as one kernel
+//   route_bias_grad        conv -> max-pool: the bias gradient from the pool's smaller gradient
 //   create_kernels         kernels in order, reorders where a layer wants another format
 //   plan_backward          what each op's backward reads and whether it runs
 //   plan_storage           in-place and view sharing, lifetimes, one arena by liveness
@@ -14,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/backends/channel_sum_kernel.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/graph/graph.hpp"
 #include "crest/graph/layer.hpp"
@@ -32,6 +34,10 @@ struct Node {
   std::vector<int> param_slots;      // into Program::params, in the layer's ParamSpec order
   EltwiseDesc post_op;               // an activation fused into this node's output
   bool fused_into_producer = false;  // this activation runs inside its producer's kernel
+  // route_bias_grad: this conv's bias gradient is summed from a later max pooling's output
+  // gradient instead (bias_grad_elsewhere), by that pooling's op (channel_sum_slot: the bias).
+  bool bias_grad_elsewhere = false;
+  int channel_sum_slot = -1;
 };
 
 struct Value {
@@ -60,6 +66,10 @@ struct Op {
   bool inplace = false;       // output 0 shares input 0's storage
   bool grad_inplace = false;  // diff input 0 shares diff output 0
   bool fused_into_producer = false;
+  // Before this op's backward: grad(param slot) = per-channel sum of its output gradient
+  // (route_bias_grad; -1: none).
+  int channel_sum_slot = -1;
+  std::unique_ptr<ChannelSumKernel> channel_sum;
   Flops flops;
   RunContext ctx;
   // After this op's backward: grad(value) += temp block, for values read by several layers.
@@ -101,6 +111,7 @@ void instantiate_layers(Program& p, const Graph& g);
 void swap_activation_pool(Program& p, const Graph& g);
 void infer_shapes(Program& p, const Graph& g);
 void choose_fusions(Program& p, const Graph& g);
+void route_bias_grad(Program& p, const Graph& g);
 void create_kernels(Program& p, const Graph& g);
 void plan_backward(Program& p);
 void plan_storage(Program& p);

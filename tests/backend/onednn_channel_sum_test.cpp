@@ -1,0 +1,65 @@
+// The channel_sum kernels (a convolution's bias gradient taken after its max pooling,
+// src/graph/compile/route_bias_grad.cpp): per-channel sums over batch and space in every layout
+// the onednn backend produces, against a plain double sum; the reference kernel on plain and
+// channels-last input.
+#include <gtest/gtest.h>
+
+#include "backend/backend_test_util.hpp"
+#include "crest/backends/channel_sum_kernel.hpp"
+
+namespace crest {
+namespace {
+
+using testing::onednn_conv_format;
+using testing::random_floats;
+
+// Sums of channel c of a plain [N, C, spatial...] tensor, in double.
+std::vector<double> plain_sums(const std::vector<float>& x, const Shape& shape) {
+  const int64_t n = shape[0], c = shape[1], spatial = shape.numel() / (n * c);
+  std::vector<double> s(static_cast<size_t>(c), 0.0);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < spatial; ++p)
+        s[static_cast<size_t>(k)] += x[static_cast<size_t>((i * c + k) * spatial + p)];
+  return s;
+}
+
+void expect_sums(Backend& backend, const MemFormat& f, const std::vector<float>& x,
+                 const Shape& shape) {
+  SCOPED_TRACE(backend.name() + " " + f.str());
+  const MemFormat plain = plain_format(shape, DType::f32);
+  Buffer laid_out(f.bytes);
+  backend.reorder(plain, f)->execute(x.data(), laid_out.data());
+  std::vector<float> got(static_cast<size_t>(shape[1]), -1.f);
+  make_kernel<ChannelSumKernel>(backend, {f})->run(laid_out.data(), got.data());
+  const std::vector<double> want = plain_sums(x, shape);
+  for (size_t c = 0; c < want.size(); ++c)
+    EXPECT_NEAR(got[c], want[c], 1e-5 * (1 + std::abs(want[c]))) << "channel " << c;
+}
+
+TEST(ChannelSum, EveryOneDnnLayoutAgreesWithAPlainSum) {
+  auto dnn = make_backend("onednn");
+  // 20 channels: a short last block; 1-, 2- and 3-D spatial extents.
+  int blocked_layouts = 0;
+  for (const Shape& shape :
+       {Shape{2, 5, 9}, Shape{2, 20, 3, 5}, Shape{2, 32, 4, 3, 5}, Shape{3, 20, 2, 3, 4}}) {
+    const auto x = random_floats(static_cast<size_t>(shape.numel()), 17);
+    expect_sums(*dnn, plain_format(shape, DType::f32), x, shape);
+    expect_sums(*dnn, plain_format(shape, DType::f32, Layout::channels_last), x, shape);
+    const MemFormat blocked = onednn_conv_format(*dnn, shape);
+    blocked_layouts += blocked.layout == Layout::blocked;
+    expect_sums(*dnn, blocked, x, shape);
+  }
+  EXPECT_GE(blocked_layouts, 2) << "the convolution's choice should be blocked for most shapes";
+}
+
+TEST(ChannelSum, ReferenceKernelTakesPlainAndChannelsLast) {
+  auto ref = make_backend("reference");
+  const Shape shape{2, 6, 3, 4};
+  const auto x = random_floats(static_cast<size_t>(shape.numel()), 5);
+  expect_sums(*ref, plain_format(shape, DType::f32), x, shape);
+  expect_sums(*ref, plain_format(shape, DType::f32, Layout::channels_last), x, shape);
+}
+
+}  // namespace
+}  // namespace crest
