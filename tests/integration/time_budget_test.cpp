@@ -66,7 +66,7 @@ TEST(TimeBudget, StopsBeforeTheLimitAndTheResumeIsBitIdentical) {
 
 TEST(TimeBudget, SlurmJobEndTimeIsTheBudgetWhenNoneIsGiven) {
   TempDir d;
-  const std::string end = std::to_string(std::time(nullptr) + std::time_t{3 * 3600});
+  const std::string end = std::to_string(std::time(nullptr) + std::time_t{10800});
   const CliRun r = crest_with_clock(
       "SLURM_JOB_END_TIME=" + end,
       "train " + tiny_cosmoflow_args() + " data.n_epochs=5 output_dir=" + d.file("run"));
