@@ -56,11 +56,7 @@ TEST(StorageFault, ResumeFallsBackToTheNewestValidCheckpointAndSaysWhy) {
       << resumed.out;
   EXPECT_NE(resumed.out.find("from " + both[0]), std::string::npos) << resumed.out;
   EXPECT_TRUE(fs::exists(both[1] + ".damaged"));  // kept for a post-mortem
-  const CliRun straight = run_crest("train " + tiny_cosmoflow_args() +
-                                    " data.n_epochs=3 output_dir=" + d.file("straight") +
-                                    " --save-weights " + d.file("straight.safetensors"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  crest::test::expect_same_tensors(d.file("straight.safetensors"), d.file("resumed.safetensors"));
+  crest::test::expect_straight_run_gives(d, 3, d.file("resumed.safetensors"));
 }
 
 // A per-file size limit below one checkpoint (ulimit -f, SIGXFSZ ignored): every write fails as

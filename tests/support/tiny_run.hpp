@@ -6,7 +6,9 @@
 #include <sstream>
 #include <string>
 
+#include "support/cli_util.hpp"
 #include "support/test_util.hpp"
+#include "support/weights_compare.hpp"
 
 namespace crest::test {
 
@@ -21,6 +23,16 @@ inline std::string read_text(const std::string& path) {
   std::ostringstream text;
   text << f.rdbuf();
   return text.str();
+}
+
+// A straight (never interrupted) tiny run of `epochs` epochs in d/straight must end with the
+// weights in `weights` bit for bit: what a stopped and resumed run is held to.
+inline void expect_straight_run_gives(const TempDir& d, int epochs, const std::string& weights) {
+  const CliRun straight = run_crest(
+      "train " + tiny_cosmoflow_args() + " data.n_epochs=" + std::to_string(epochs) +
+      " output_dir=" + d.file("straight") + " --save-weights " + d.file("straight.safetensors"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  expect_same_tensors(d.file("straight.safetensors"), weights);
 }
 
 }  // namespace crest::test
