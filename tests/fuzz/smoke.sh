@@ -7,6 +7,7 @@
 #
 #   tests/fuzz/smoke.sh [RUNS]        (default 2000 executions per harness)
 #   FUZZ_HARNESSES="fuzz_npy fuzz_hdf5" tests/fuzz/smoke.sh
+#   FUZZ_LOG_DIR=DIR tests/fuzz/smoke.sh 1000000    (a campaign: the logs are kept in DIR)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 runs=${1:-2000}
@@ -32,6 +33,8 @@ harnesses=${FUZZ_HARNESSES:-$(ls tests/fuzz/corpus)}
 export LSAN_OPTIONS="suppressions=$root/tests/fuzz/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+logs=${FUZZ_LOG_DIR:-$scratch}
+mkdir -p "$logs"
 artifacts=build-fuzz/artifacts
 mkdir -p "$artifacts"
 status=0
@@ -47,11 +50,11 @@ for h in $harnesses; do
   if ASAN_OPTIONS="allocator_may_return_null=$([ "$h" = fuzz_hdf5 ] && echo 1 || echo 0)" \
       build-fuzz/bin/"$h" "$scratch/$h" "tests/fuzz/corpus/$h" -runs="$runs" -seed=1 \
       -max_len=8192 "${limits[@]}" -timeout=10 \
-      -artifact_prefix="$artifacts/$h-" >"$scratch/$h.log" 2>&1; then
-    echo "fuzz smoke: $h: $(grep -Eo '#[0-9]+[[:space:]]+DONE[[:space:]]+cov: [0-9]+ ft: [0-9]+' "$scratch/$h.log")"
+      -artifact_prefix="$artifacts/$h-" >"$logs/$h.log" 2>&1; then
+    echo "fuzz smoke: $h: $(grep -Eo '#[0-9]+[[:space:]]+DONE[[:space:]]+cov: [0-9]+ ft: [0-9]+' "$logs/$h.log")"
   else
     echo "fuzz smoke: $h FAILED:"
-    grep -v -e '^#[0-9]' -e NEW_FUNC "$scratch/$h.log" | tail -n 60
+    grep -v -e '^#[0-9]' -e NEW_FUNC "$logs/$h.log" | tail -n 60
     status=1
   fi
 done

@@ -2,22 +2,18 @@
 // that made a harness fail, or one built to the same defect, now gets a crest::Error (input)
 // naming the file and what is wrong. Inputs the harnesses found are committed under
 // tests/fixtures/hostile/.
-#include <hdf5.h>
-#include <zlib.h>
-
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "crest/data/formats/crc32c.hpp"
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/data/safetensors.hpp"
 #include "data_formats_test_util.hpp"
+#include "support/hostile_bytes.hpp"
+#include "support/hostile_hdf5.hpp"
 
 namespace crest {
 namespace {
@@ -65,36 +61,12 @@ TEST(FuzzFinding, Hdf5UnfilteredChunkShorterThanAChunkIsRefusedBeforeReading) {
                      {path, "climate/data: chunk", "bytes unfiltered, a chunk [2, 3, 2] has 48"});
 }
 
-// Datasets written by the HDF5 API with a dataspace but no data (storage never allocated), or an
-// integer type of 1 KiB per element: what the fuzzer's mutated files looked like to crest.
-void write_unbacked(const std::string& path, const std::vector<hsize_t>& data_dims,
-                    size_t count_type_bytes) {
-  std::lock_guard<std::mutex> lock(hdf5_mutex());
-  const hid_t file = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  const hid_t group = H5Gcreate2(file, "climate", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
-  auto dataset = [&](const char* name, hid_t type, const std::vector<hsize_t>& dims) {
-    const hid_t space = dims.empty()
-                            ? H5Screate(H5S_SCALAR)
-                            : H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr);
-    H5Dclose(H5Dcreate2(group, name, type, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT));
-    H5Sclose(space);
-  };
-  dataset("data", H5T_IEEE_F32LE, data_dims);
-  dataset("labels_0", H5T_IEEE_F32LE, {data_dims[0], data_dims[1]});
-  const hid_t wide = H5Tcopy(H5T_STD_I64LE);
-  H5Tset_size(wide, count_type_bytes);
-  dataset("count", wide, {});
-  H5Tclose(wide);
-  H5Gclose(group);
-  H5Fclose(file);
-}
-
 // fuzz_hdf5: a dataspace claiming far more than the file stores made the reader's callers
 // allocate what it claims (the loader and `crest validate` size buffers from the probed shape).
 TEST(FuzzFinding, Hdf5ShapeTheFileDoesNotStoreIsRefusedBeforeAnyAllocation) {
   test::ScratchDir dir;
   const std::string path = dir.file("claims.h5");
-  write_unbacked(path, {65536, 65536, 16}, 8);
+  test::write_unbacked_hdf5(path, {65536, 65536, 16}, 8);
   ASSERT_LT(std::filesystem::file_size(path), 16384u);
   expect_input_error([&] { (void)probe_deepcam_sample(path); },
                      {path, "climate/data [65536, 65536, 16] claims 274877906944 bytes",
@@ -106,41 +78,18 @@ TEST(FuzzFinding, Hdf5ShapeTheFileDoesNotStoreIsRefusedBeforeAnyAllocation) {
 TEST(FuzzFinding, Hdf5ElementOfImplausibleSizeIsRefused) {
   test::ScratchDir dir;
   const std::string path = dir.file("stats.h5");
-  write_unbacked(path, {2, 2, 1}, 1024);
+  test::write_unbacked_hdf5(path, {2, 2, 1}, 1024);
   expect_input_error([&] { (void)read_deepcam_stats(path); },
                      {path, "climate/count has elements of 1024 bytes"});
-}
-
-std::vector<std::byte> gzip(const std::vector<std::byte>& in) {
-  std::vector<std::byte> out(compressBound(static_cast<uLong>(in.size())) + 64);
-  z_stream z{};
-  deflateInit2(&z, 6, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY);
-  z.next_in = reinterpret_cast<Bytef*>(const_cast<std::byte*>(in.data()));
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = reinterpret_cast<Bytef*>(out.data());
-  z.avail_out = static_cast<uInt>(out.size());
-  deflate(&z, Z_FINISH);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
-
-// A TFRecord length header claiming `length` bytes, with its CRC right.
-std::vector<std::byte> length_header(uint64_t length) {
-  std::vector<std::byte> h(12);
-  for (int i = 0; i < 8; ++i) h[i] = static_cast<std::byte>(length >> (8 * i));
-  const uint32_t crc = crc32c_mask(crc32c(h.data(), 8));
-  for (int i = 0; i < 4; ++i) h[8 + i] = static_cast<std::byte>(crc >> (8 * i));
-  return h;
 }
 
 // Review while writing the harnesses (fuzz_tfrecord_gzip's allocation limit): in a gzip file the
 // record buffer grew by a fixed 64 MiB ahead of the data, so a 50-byte file claiming a 1 TiB
 // record allocated 64 MiB. It now grows by at most what has arrived (at least 64 KiB).
 TEST(FuzzFinding, GzipRecordBufferGrowsOnlyWithTheDataThatArrives) {
-  std::vector<std::byte> plain = length_header(uint64_t{1} << 40);
+  std::vector<std::byte> plain = test::tfrecord_length_header(uint64_t{1} << 40);
   plain.resize(plain.size() + 100, std::byte{7});
-  const std::vector<std::byte> file = gzip(plain);
+  const std::vector<std::byte> file = test::gzip_bytes(plain);
   auto reader = TfRecordReader::from_memory(file, "huge.tfrecord.gz", TfRecordCompression::gzip);
   std::vector<std::byte> record;
   expect_input_error([&] { (void)reader.next(record); },
