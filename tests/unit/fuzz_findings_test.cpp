@@ -11,6 +11,7 @@
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/data/safetensors.hpp"
+#include "crest/train/config.hpp"
 #include "data_formats_test_util.hpp"
 #include "support/hostile_bytes.hpp"
 #include "support/hostile_hdf5.hpp"
@@ -50,6 +51,20 @@ TEST(FuzzFinding, SafetensorsWriterRefusesMetadataThatIsNotUtf8) {
                     {{"config", "output_dir: r\xc3\xa9sum\xe2\x82\xac\xf0\x9f\x98\x80"}});
   EXPECT_EQ(SafetensorsFile(path).metadata().at("config"),
             "output_dir: r\xc3\xa9sum\xe2\x82\xac\xf0\x9f\x98\x80");
+}
+
+// The same finding's cause: a config with a Latin-1 byte loaded fine, trained, and failed at the
+// first checkpoint (before the writer's check: std::terminate). The loader refuses it now,
+// naming the line and column, and so an override.
+TEST(FuzzFinding, ConfigThatIsNotUtf8IsRefusedWhenLoaded) {
+  const std::string yaml = "data:\n  name: dummy\noutput_dir: r\xe9sum\n";
+  expect_input_error([&] { (void)load_config_text(yaml, "latin1.yaml", {}); },
+                     {"latin1.yaml:3:14: not valid UTF-8"});
+  expect_input_error(
+      [&] { (void)load_config_text("data:\n  name: dummy\n", "x.yaml", {"output_dir=\xff"}); },
+      {"x.yaml: override 'output_dir=", "1:12: not valid UTF-8"});
+  const std::string demo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
+  EXPECT_EQ(load_config(demo, {"output_dir=r\xc3\xa9sum"}).output_dir, "r\xc3\xa9sum");
 }
 
 // fuzz_hdf5: a chunk whose stored size is shorter than a chunk, with no filter to expand it,

@@ -16,6 +16,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/utf8.hpp"
 
 namespace crest {
 
@@ -53,44 +54,10 @@ const DTypeInfo& info(SafetensorsDType t) {
   throw_input(path + ": " + what);
 }
 
-// The byte offset of the first byte of `s` that is not well-formed UTF-8 (Unicode Table 3-7: no
-// overlong forms, no surrogates, nothing above U+10FFFF), or npos. JSON text is UTF-8, and
-// nlohmann's dump() throws its own exception on anything else.
-size_t invalid_utf8_at(const std::string& s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    const auto b = static_cast<unsigned char>(s[i]);
-    size_t len = 0;
-    unsigned char lo = 0x80, hi = 0xBF;  // the range of the second byte
-    if (b < 0x80) {
-      len = 1;
-    } else if (b >= 0xC2 && b <= 0xDF) {
-      len = 2;
-    } else if (b >= 0xE0 && b <= 0xEF) {
-      len = 3;
-      lo = b == 0xE0 ? 0xA0 : 0x80;
-      hi = b == 0xED ? 0x9F : 0xBF;
-    } else if (b >= 0xF0 && b <= 0xF4) {
-      len = 4;
-      lo = b == 0xF0 ? 0x90 : 0x80;
-      hi = b == 0xF4 ? 0x8F : 0xBF;
-    } else {
-      return i;
-    }
-    if (i + len > s.size()) return i;
-    for (size_t k = 1; k < len; ++k) {
-      const auto c = static_cast<unsigned char>(s[i + k]);
-      if (c < (k == 1 ? lo : 0x80) || c > (k == 1 ? hi : 0xBF)) return i;
-    }
-    i += len;
-  }
-  return std::string::npos;
-}
-
 // Refuses a name, key or value the JSON header cannot hold, naming it.
 void check_utf8(const std::string& path, const std::string& what, const std::string& text) {
   const size_t at = invalid_utf8_at(text);
-  if (at != std::string::npos)
+  if (at != std::string_view::npos)
     fail(path, what + " is not valid UTF-8 (byte " + std::to_string(at) +
                    "), which a safetensors header (JSON) cannot hold");
 }
