@@ -47,19 +47,24 @@ std::map<std::string, std::string> valid_metadata() {
 }
 
 // A directory of this process for the written checkpoints (write_safetensors renames a temporary
-// file into place, which a memfd cannot do).
+// file into place and fsyncs it): in /dev/shm where there is one, where fsync costs nothing (on
+// a disk it made this harness 250 executions a second).
+std::filesystem::path scratch_dir() {
+  std::error_code ec;
+  const std::filesystem::path base = std::filesystem::is_directory("/dev/shm", ec)
+                                         ? std::filesystem::path("/dev/shm")
+                                         : std::filesystem::temp_directory_path();
+  return base / ("crest-fuzz-checkpoint-" + std::to_string(::getpid()));
+}
+
 const std::string& scratch_path() {
   static const std::string path = [] {
-    const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                      ("crest-fuzz-checkpoint-" + std::to_string(::getpid()));
-    std::filesystem::create_directories(dir);
+    std::filesystem::create_directories(scratch_dir());
     std::atexit([] {
       std::error_code ec;
-      std::filesystem::remove_all(std::filesystem::temp_directory_path() /
-                                      ("crest-fuzz-checkpoint-" + std::to_string(::getpid())),
-                                  ec);
+      std::filesystem::remove_all(scratch_dir(), ec);
     });
-    return (dir / "ckpt-000000000004.safetensors").string();
+    return (scratch_dir() / "ckpt-000000000004.safetensors").string();
   }();
   return path;
 }
