@@ -8,6 +8,7 @@
 #   tests/fuzz/smoke.sh [RUNS]        (default 2000 executions per harness)
 #   FUZZ_HARNESSES="fuzz_npy fuzz_hdf5" tests/fuzz/smoke.sh
 #   FUZZ_LOG_DIR=DIR tests/fuzz/smoke.sh 1000000    (a campaign: the logs are kept in DIR)
+#   FUZZ_EXTRA_ARGS=-max_total_time=600 ...         (more libFuzzer flags, e.g. a time cap)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 runs=${1:-2000}
@@ -49,7 +50,7 @@ for h in $harnesses; do
   [ "$h" = fuzz_hdf5 ] && limits=(-malloc_limit_mb=0 -rss_limit_mb=0)
   if ASAN_OPTIONS="allocator_may_return_null=$([ "$h" = fuzz_hdf5 ] && echo 1 || echo 0)" \
       build-fuzz/bin/"$h" "$scratch/$h" "tests/fuzz/corpus/$h" -runs="$runs" -seed=1 \
-      -max_len=8192 "${limits[@]}" -timeout=10 \
+      -max_len=8192 "${limits[@]}" -timeout=10 ${FUZZ_EXTRA_ARGS:-} \
       -artifact_prefix="$artifacts/$h-" >"$logs/$h.log" 2>&1; then
     echo "fuzz smoke: $h: $(grep -Eo '#[0-9]+[[:space:]]+DONE[[:space:]]+cov: [0-9]+ ft: [0-9]+' "$logs/$h.log")"
   else
