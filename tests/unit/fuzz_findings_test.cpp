@@ -67,6 +67,16 @@ TEST(FuzzFinding, ConfigThatIsNotUtf8IsRefusedWhenLoaded) {
   EXPECT_EQ(load_config(demo, {"output_dir=r\xc3\xa9sum"}).output_dir, "r\xc3\xa9sum");
 }
 
+// fuzz_config: in a graph model, a layer key that is not a plain string (`out_channels: 32,!kernel:
+// [3, 3, 3]`, a mutation of configs/cosmoflow-graph-demo.yaml) made yaml-cpp's bad-conversion
+// exception escape the graph reader: std::terminate. Now an input error naming file and place.
+TEST(FuzzFinding, GraphModelKeyThatIsNotAStringIsAnInputError) {
+  const std::string path = hostile("config_graph_key_not_a_string.yaml");
+  expect_input_error([&] { (void)load_config(path); },
+                     {path, "model.layers: not a graph crest can read: bad conversion at line 26",
+                      "must be a plain string"});
+}
+
 // fuzz_hdf5: a chunk whose stored size is shorter than a chunk, with no filter to expand it,
 // made libhdf5 1.10.8 copy past its buffer (heap-buffer-overflow in H5VM_memcpyvv, reading
 // climate/data). crest now checks every chunk's size and place before libhdf5 reads any.
