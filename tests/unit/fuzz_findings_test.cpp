@@ -86,6 +86,16 @@ TEST(FuzzFinding, Hdf5UnfilteredChunkShorterThanAChunkIsRefusedBeforeReading) {
                      {path, "climate/data: chunk", "bytes unfiltered, a chunk [2, 3, 2] has 48"});
 }
 
+// fuzz_hdf5 (a timeout): a 796-byte file whose version-0 superblock points to a driver
+// information block made libhdf5 zero 3 GB inside H5Fopen (2.5 s, 3.1 GB resident for `crest
+// inspect`). Refused from the superblock before libhdf5 opens the file.
+TEST(FuzzFinding, Hdf5SuperblockWithADriverInfoBlockIsRefusedBeforeLibhdf5Opens) {
+  const std::string path = hostile("hdf5_driver_info_block.h5");
+  expect_input_error([&] { (void)describe_hdf5(path); },
+                     {path, "superblock points to a driver information block"});
+  expect_input_error([&] { (void)probe_deepcam_sample(path); }, {path, "single-file HDF5 only"});
+}
+
 // fuzz_hdf5: a dataspace claiming far more than the file stores made the reader's callers
 // allocate what it claims (the loader and `crest validate` size buffers from the probed shape).
 TEST(FuzzFinding, Hdf5ShapeTheFileDoesNotStoreIsRefusedBeforeAnyAllocation) {
