@@ -188,7 +188,7 @@ TEST(HostileFile, Hdf5Samples) {
   const test::TempDir t;
   // Truncated: a real sample cut in half.
   const std::string truncated = t.file("data-truncated.h5");
-  const std::vector<float> data(size_t{4 * 6 * 2}, 0.5F), labels(size_t{4 * 6}, 1.0F);
+  const std::vector<float> data(size_t{48}, 0.5F), labels(size_t{24}, 1.0F);  // 4x6x2, 4x6
   write_deepcam_sample(truncated, {4, 6, 2}, data.data(), labels.data());
   fs::resize_file(truncated, fs::file_size(truncated) / 2);
   // A shape of 2^38 bytes the file does not store; a chunk libhdf5 would read out of bounds.
