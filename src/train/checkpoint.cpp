@@ -10,6 +10,7 @@
 #include <map>
 #include <sstream>
 
+#include "checkpoint_format.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/data/formats/crc32c.hpp"
@@ -18,9 +19,15 @@
 namespace crest {
 namespace fs = std::filesystem;
 
+using checkpoint_format::content_crc;
+using checkpoint_format::crc_text;
+using checkpoint_format::defect;
+using checkpoint_format::info_of;
+using checkpoint_format::kFormat;
+using checkpoint_format::open_verified;
+
 namespace {
 
-constexpr const char* kFormat = "crest checkpoint 1";
 constexpr const char* kPrefix = "ckpt-";
 constexpr const char* kSuffix = ".safetensors";
 
@@ -67,32 +74,6 @@ HostTensors host_tensors(const ParamStore& params, Optimizer& optimizer, bool wr
   return out;
 }
 
-// CRC32C over the metadata (but the checksum itself) and every tensor's bytes, in name order.
-uint32_t content_crc(const std::map<std::string, std::string>& metadata,
-                     std::vector<std::pair<std::string, std::pair<const void*, size_t>>> tensors) {
-  uint32_t crc = 0;
-  for (const auto& [k, v] : metadata) {
-    if (k == "checksum") continue;
-    crc = crc32c(k.data(), k.size() + 0, crc);
-    crc = crc32c("=", 1, crc);
-    crc = crc32c(v.data(), v.size(), crc);
-    crc = crc32c("\n", 1, crc);
-  }
-  std::sort(tensors.begin(), tensors.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [name, data] : tensors) {
-    crc = crc32c(name.data(), name.size(), crc);
-    crc = crc32c(data.first, data.second, crc);
-  }
-  return crc;
-}
-
-std::string crc_text(uint32_t crc) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "crc32c:%08x", crc);
-  return buf;
-}
-
 // An epoch's validation metrics as one field: "mae=<exact>,mse=<exact>", "-" for none.
 std::string metrics_text(const std::vector<MetricValue>& metrics) {
   std::string out;
@@ -111,139 +92,6 @@ std::string history_text(const std::vector<EpochStats>& history) {
       << exact(e.data_wait_s) << ' ' << exact(e.allreduce_s) << ' ' << exact(e.allreduce_exposed_s)
       << ' ' << e.skipped << ' ' << e.cache_hits << '\n';
   return o.str();
-}
-
-[[noreturn]] void defect(const std::string& path, const std::string& what) {
-  throw_input(path + ": " + what);
-}
-
-double parse_double(const std::string& path, const std::string& key, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text.c_str(), &end);
-  if (text.empty() || *end != '\0' || errno == ERANGE)
-    defect(path, "checkpoint field '" + key + "' is not a number: '" + text + "'");
-  return v;
-}
-
-int64_t parse_int(const std::string& path, const std::string& key, const std::string& text) {
-  errno = 0;
-  char* end = nullptr;
-  const long long v = std::strtoll(text.c_str(), &end, 10);
-  if (text.empty() || *end != '\0' || errno == ERANGE || v < 0)
-    defect(path, "checkpoint field '" + key + "' is not a count: '" + text + "'");
-  return v;
-}
-
-// metrics_text read back. Checkpoints of crest versions before metrics were named hold only the
-// validation MAE there, as a plain number.
-std::vector<MetricValue> parse_metrics(const std::string& path, const std::string& text) {
-  std::vector<MetricValue> out;
-  if (text == "-") return out;
-  if (text.find('=') == std::string::npos) return {{"mae", parse_double(path, "history", text)}};
-  std::istringstream in(text);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const size_t eq = item.find('=');
-    if (eq == 0 || eq == std::string::npos)
-      defect(path, "checkpoint field 'history' has a malformed metric: '" + item + "'");
-    out.push_back({item.substr(0, eq), parse_double(path, "history", item.substr(eq + 1))});
-  }
-  return out;
-}
-
-std::vector<EpochStats> parse_history(const std::string& path, const std::string& text) {
-  std::vector<EpochStats> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string v[14];
-    for (auto& x : v) f >> x;
-    std::string extra;
-    if (v[13].empty() || (f >> extra))
-      defect(path, "checkpoint field 'history' has a malformed line: '" + line + "'");
-    EpochStats e;
-    e.epoch = static_cast<int>(parse_int(path, "history", v[0]));
-    e.lr = parse_double(path, "history", v[1]);
-    e.train_loss = parse_double(path, "history", v[2]);
-    e.validated = v[3] == "1";
-    e.val_loss = parse_double(path, "history", v[4]);
-    e.val_metrics = parse_metrics(path, v[5]);
-    e.seconds = parse_double(path, "history", v[6]);
-    e.samples_per_s = parse_double(path, "history", v[7]);
-    e.train_seconds = parse_double(path, "history", v[8]);
-    e.data_wait_s = parse_double(path, "history", v[9]);
-    e.allreduce_s = parse_double(path, "history", v[10]);
-    e.allreduce_exposed_s = parse_double(path, "history", v[11]);
-    e.skipped = parse_int(path, "history", v[12]);
-    e.cache_hits = parse_int(path, "history", v[13]);
-    out.push_back(e);
-  }
-  return out;
-}
-
-// Opens `path` as a crest checkpoint: a valid safetensors file of our format whose checksum
-// matches. Everything else about it is checked by the callers.
-SafetensorsFile open_verified(const std::string& path) {
-  if (!fs::exists(path)) defect(path, "no such checkpoint file");
-  SafetensorsFile file = [&] {
-    try {
-      return SafetensorsFile(path);
-    } catch (const Error& e) {
-      // The safetensors reader names the file and the structural defect (truncated, bad header).
-      throw Error(e.kind(), std::string(e.what()) + " (not a readable crest checkpoint)");
-    }
-  }();
-  const auto& md = file.metadata();
-  const auto format = md.find("format");
-  if (format == md.end() || format->second != kFormat)
-    defect(path, "not a crest checkpoint (metadata 'format' is " +
-                     (format == md.end() ? std::string("missing") : "'" + format->second + "'") +
-                     ", expected '" + kFormat + "')");
-  const auto sum = md.find("checksum");
-  if (sum == md.end()) defect(path, "checkpoint has no checksum");
-  std::vector<std::pair<std::string, std::pair<const void*, size_t>>> tensors;
-  for (const auto& t : file.tensors()) tensors.push_back({t.name, {t.data, t.bytes}});
-  const std::string actual = crc_text(content_crc(md, tensors));
-  if (actual != sum->second)
-    defect(path, "checkpoint is corrupt: content checksum is " + actual + ", the file says " +
-                     sum->second);
-  return file;
-}
-
-const std::string& field(const SafetensorsFile& file, const std::string& key) {
-  const auto it = file.metadata().find(key);
-  if (it == file.metadata().end()) defect(file.path(), "checkpoint metadata lacks '" + key + "'");
-  return it->second;
-}
-
-CheckpointInfo info_of(const SafetensorsFile& file) {
-  const std::string& p = file.path();
-  CheckpointInfo info;
-  TrainingPosition& pos = info.position;
-  pos.epoch = static_cast<int>(parse_int(p, "epoch", field(file, "epoch")));
-  pos.step_in_epoch = parse_int(p, "step_in_epoch", field(file, "step_in_epoch"));
-  pos.global_step = parse_int(p, "global_step", field(file, "global_step"));
-  pos.executor_steps =
-      static_cast<uint64_t>(parse_int(p, "executor_steps", field(file, "executor_steps")));
-  pos.optimizer_steps = parse_int(p, "optimizer_steps", field(file, "optimizer_steps"));
-  pos.epoch_loss_sum = parse_double(p, "epoch_loss_sum", field(file, "epoch_loss_sum"));
-  pos.best_val_loss = parse_double(p, "best_val_loss", field(file, "best_val_loss"));
-  pos.epochs_since_best =
-      static_cast<int>(parse_int(p, "epochs_since_best", field(file, "epochs_since_best")));
-  pos.status = field(file, "status");
-  // Written since train.on_nonfinite: rollback; older checkpoints had none.
-  if (const auto it = file.metadata().find("rollbacks"); it != file.metadata().end())
-    pos.rollbacks = static_cast<int>(parse_int(p, "rollbacks", it->second));
-  info.history = parse_history(p, field(file, "history"));
-  info.ranks = static_cast<int>(parse_int(p, "ranks", field(file, "ranks")));
-  info.batch_size = parse_int(p, "batch_size", field(file, "batch_size"));
-  info.steps_per_epoch = parse_int(p, "steps_per_epoch", field(file, "steps_per_epoch"));
-  info.optimizer = field(file, "optimizer");
-  info.config_yaml = field(file, "config");
-  info.crest_version = field(file, "crest_version");
-  return info;
 }
 
 // The global step in a checkpoint's file name, or -1 when it is not one.
@@ -329,10 +177,6 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
   for (size_t i = 0; i + static_cast<size_t>(std::max(keep, 1)) < all.size(); ++i)
     fs::remove(all[i], ec);
   return path;
-}
-
-CheckpointInfo read_checkpoint_info(const std::string& path) {
-  return info_of(open_verified(path));
 }
 
 CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer) {

@@ -20,6 +20,11 @@ namespace {
 // dataspace can make us allocate.
 constexpr hsize_t kMaxStatsChannels = hsize_t{1} << 20;
 
+// A chunked dataset may be compressed; deflate, the filter HDF5 files use, expands at most
+// 1032:1. A dataset claiming more than this many times its stored bytes cannot be real data, and
+// refusing it bounds what its dataspace can make a reader allocate by the file's size.
+constexpr uint64_t kMaxExpansion = 1100;
+
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw_input(path + ": " + what);
 }
@@ -140,9 +145,27 @@ Handle file_access_properties(const std::string& path) {
   return fapl;
 }
 
+// Refuses a version 0/1 superblock (at offset 0, 8-byte addresses) that points to a driver
+// information block. Those blocks belong to family, multi and split files, never to a sample
+// file; and libhdf5 1.10.8 trusts the size it reads there: fuzz_hdf5 found a 796-byte file that
+// made it zero 3 GB in H5Fopen (tests/fixtures/hostile/hdf5_driver_info_block.h5).
+void check_superblock(const std::string& path, const formats_io::InputFile& file) {
+  unsigned char sb[64] = {};
+  if (file.size() < sizeof sb) return;  // libhdf5 reports the truncation itself
+  file.read_exact_at(0, sb, sizeof sb, "the HDF5 superblock");
+  const bool v0_or_v1 = std::memcmp(sb, "\x89HDF\r\n\x1a\n", 8) == 0 && sb[8] <= 1;
+  if (!v0_or_v1 || sb[13] != 8) return;
+  const size_t at = sb[8] == 0 ? 48 : 52;  // version 1 has 4 more bytes before the addresses
+  for (size_t i = 0; i < 8; ++i)
+    if (sb[at + i] != 0xFF)
+      fail(path,
+           "the superblock points to a driver information block (a family, multi or split "
+           "file, or a corrupt superblock): crest reads single-file HDF5 only");
+}
+
 Handle open_file(const std::string& path) {
   // Our own open first: a missing or unreadable file gets the system's reason, not HDF5's.
-  { formats_io::InputFile probe(path); }
+  check_superblock(path, formats_io::InputFile(path));
   const htri_t is_hdf5 = H5Fis_hdf5(path.c_str());
   if (is_hdf5 == 0) fail(path, "not an HDF5 file (no HDF5 signature)");
   if (is_hdf5 < 0) fail(path, "cannot read as HDF5 (" + hdf5_reason() + ")");
@@ -205,6 +228,67 @@ std::string describe(const Dataset& d) {
   return type_text(d.type.get()) + " " + (d.scalar ? "scalar" : dims_text(d.dims));
 }
 
+// Refuses chunks libhdf5 1.10 would read out of bounds (found by fuzzing, docs/security.md): a
+// chunk stored unfiltered (the dataset has no filters, or the chunk's filter mask skips them all)
+// must hold exactly a chunk's bytes, and every chunk must lie inside the file.
+void check_chunks(const std::string& path, const Dataset& d, hid_t dcpl) {
+  std::vector<hsize_t> chunk_dims(d.dims.size());
+  const int rank = H5Pget_chunk(dcpl, static_cast<int>(chunk_dims.size()), chunk_dims.data());
+  if (rank != static_cast<int>(chunk_dims.size()))
+    fail(path, d.name + ": cannot read its chunk shape (" + hdf5_reason() + ")");
+  uint64_t chunk_bytes = d.size;
+  for (const hsize_t n : chunk_dims) chunk_bytes *= n;  // bounded by HDF5's 4 GiB chunk limit
+  const int filters = H5Pget_nfilters(dcpl);
+  const unsigned all_skipped = filters > 0 && filters < 32 ? (1U << filters) - 1 : 0;
+  Handle space(H5Dget_space(d.dset.get()), H5Sclose);
+  hsize_t chunks = 0;
+  if (!space.valid() || H5Dget_num_chunks(d.dset.get(), space.get(), &chunks) < 0)
+    fail(path, d.name + ": cannot count its chunks (" + hdf5_reason() + ")");
+  const uint64_t file_bytes = formats_io::InputFile(path).size();
+  for (hsize_t i = 0; i < chunks; ++i) {
+    unsigned mask = 0;
+    haddr_t addr = 0;
+    hsize_t bytes = 0;
+    if (H5Dget_chunk_info(d.dset.get(), space.get(), i, nullptr, &mask, &addr, &bytes) < 0)
+      fail(path, d.name + ": cannot read chunk " + std::to_string(i) + " (" + hdf5_reason() + ")");
+    const bool unfiltered = filters <= 0 || (mask & all_skipped) == all_skipped;
+    if (unfiltered && bytes != chunk_bytes)
+      fail(path, d.name + ": chunk " + std::to_string(i) + " stores " + std::to_string(bytes) +
+                     " bytes unfiltered, a chunk " + dims_text(chunk_dims) + " has " +
+                     std::to_string(chunk_bytes));
+    if (addr == HADDR_UNDEF || addr > file_bytes || bytes > file_bytes - addr)
+      fail(path, d.name + ": chunk " + std::to_string(i) + " lies beyond the end of the file");
+  }
+}
+
+// Refuses a dataset whose element size is not a plain number's (1, 2, 4 or 8 bytes: a corrupt
+// datatype message can claim hundreds of MB per element, which libhdf5 then allocates for the
+// conversion) or whose shape claims more bytes than the file stores for it (contiguous storage
+// must hold all of them; chunked storage at most kMaxExpansion times less). Checked before any
+// read, so every buffer sized from the shape is bounded by the file's size.
+void check_stored(const std::string& path, const Dataset& d) {
+  if (d.size != 1 && d.size != 2 && d.size != 4 && d.size != 8)
+    fail(path, d.name + " has elements of " + std::to_string(d.size) +
+                   " bytes, not a 1-, 2-, 4- or 8-byte number");
+  uint64_t logical = d.size;
+  for (const hsize_t n : d.dims) {
+    if (n != 0 && logical > std::numeric_limits<uint64_t>::max() / n)
+      fail(path, d.name + " has an impossibly large shape " + dims_text(d.dims));
+    logical *= n;
+  }
+  const uint64_t stored = H5Dget_storage_size(d.dset.get());
+  Handle dcpl(H5Dget_create_plist(d.dset.get()), H5Pclose);
+  const bool chunked = dcpl.valid() && H5Pget_layout(dcpl.get()) == H5D_CHUNKED;
+  if (!dcpl.valid()) (void)hdf5_reason();
+  if (chunked) check_chunks(path, d, dcpl.get());
+  const bool missing = chunked ? logical / kMaxExpansion > stored : stored < logical;
+  if (missing)
+    fail(path, d.name + " " + dims_text(d.dims) + " claims " + std::to_string(logical) +
+                   " bytes but the file stores " + std::to_string(stored) + " for it (" +
+                   (chunked ? "more than any compression expands to" : "truncated or unwritten") +
+                   ")");
+}
+
 struct SampleFile {
   Handle file;
   Dataset data;
@@ -228,6 +312,8 @@ SampleFile open_sample(const std::string& path) {
   for (hsize_t d : s.data.dims)
     if (d == 0 || d > static_cast<hsize_t>(std::numeric_limits<int32_t>::max()))
       fail(path, "climate/data has an unusable shape " + dims_text(s.data.dims));
+  check_stored(path, s.data);
+  check_stored(path, s.labels);
   s.shape = {static_cast<int64_t>(s.data.dims[0]), static_cast<int64_t>(s.data.dims[1]),
              static_cast<int64_t>(s.data.dims[2])};
   return s;
@@ -308,6 +394,7 @@ std::vector<float> read_stats_array(const std::string& path, hid_t file, const s
   const Dataset d = open_dataset(file, path, name);
   if (d.cls != H5T_FLOAT || d.dims.size() != 1 || d.dims[0] == 0 || d.dims[0] > kMaxStatsChannels)
     fail(path, name + " is " + describe(d) + ", expected a non-empty 1-D float array");
+  check_stored(path, d);
   std::vector<float> out(static_cast<size_t>(d.dims[0]));
   if (H5Dread(d.dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out.data()) < 0)
     fail(path, "cannot read " + name + " (" + hdf5_reason() + ")");
@@ -420,6 +507,7 @@ DeepcamStats read_deepcam_stats(const std::string& path) {
   const bool single = count.scalar || (count.dims.size() == 1 && count.dims[0] == 1);
   if (count.cls != H5T_INTEGER || !single)
     fail(path, "climate/count is " + describe(count) + ", expected an integer scalar");
+  check_stored(path, count);
   DeepcamStats stats;
   if (H5Dread(count.dset.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &stats.count) < 0)
     fail(path, "cannot read climate/count (" + hdf5_reason() + ")");

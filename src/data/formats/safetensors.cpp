@@ -16,6 +16,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/utf8.hpp"
 
 namespace crest {
 
@@ -51,6 +52,14 @@ const DTypeInfo& info(SafetensorsDType t) {
 
 [[noreturn]] void fail(const std::string& path, const std::string& what) {
   throw_input(path + ": " + what);
+}
+
+// Refuses a name, key or value the JSON header cannot hold, naming it.
+void check_utf8(const std::string& path, const std::string& what, const std::string& text) {
+  const size_t at = invalid_utf8_at(text);
+  if (at != std::string_view::npos)
+    fail(path, what + " is not valid UTF-8 (byte " + std::to_string(at) +
+                   "), which a safetensors header (JSON) cannot hold");
 }
 
 std::string shape_text(const std::vector<int64_t>& s) {
@@ -371,6 +380,11 @@ void write_safetensors(const std::string& path, const std::vector<SafetensorsEnt
     if (!seen.insert(e.name).second) fail(path, "duplicate tensor name \"" + e.name + "\"");
     if (e.shape.numel() > 0 && e.data == nullptr)
       fail(path, "tensor \"" + e.name + "\" has no data");
+    check_utf8(path, "the tensor name \"" + e.name + "\"", e.name);
+  }
+  for (const auto& [key, value] : metadata) {
+    check_utf8(path, "the metadata key \"" + key + "\"", key);
+    check_utf8(path, "the metadata value of \"" + key + "\"", value);
   }
 
   // Largest elements first, then by name: every tensor then starts at a multiple of its element

@@ -27,8 +27,11 @@ constexpr size_t kChunkBytes = size_t{1} << 20;
 constexpr size_t kCrcSpanBytes = size_t{256} << 10;
 // Reads at least this large skip the bounce buffer and land in the caller's memory directly.
 constexpr size_t kDirectReadBytes = size_t{64} << 10;
-// When the stream length is unknown (gzip), a record buffer grows by at most this much ahead of
-// the data that actually arrived, so a hostile length field cannot make us allocate terabytes.
+// When the stream length is unknown (gzip), a record buffer grows ahead of the data that actually
+// arrived by as much again (at least kMinGrowBytes, at most kGrowStepBytes), so a hostile length
+// field cannot make us allocate more than twice what the stream really inflates to, which gzip
+// bounds by 1032 times the file size (a fixed 64 MiB step let a 100-byte file allocate 64 MiB).
+constexpr size_t kMinGrowBytes = size_t{64} << 10;
 constexpr size_t kGrowStepBytes = size_t{64} << 20;
 // zlib counts in 32-bit uInt: feed it at most this much at once.
 constexpr size_t kMaxZlibSpan = size_t{1} << 30;
@@ -359,7 +362,8 @@ struct TfRecordReader::Impl {
     size_t filled = 0;
     uint32_t crc = 0;
     do {
-      const size_t target = left ? n : std::min(n, filled + kGrowStepBytes);
+      const size_t step = std::clamp(filled, kMinGrowBytes, kGrowStepBytes);
+      const size_t target = left ? n : std::min(n, filled + step);
       record.resize(target);
       while (filled < target) {
         const size_t want = std::min(target - filled, kCrcSpanBytes);

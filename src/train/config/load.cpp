@@ -1,5 +1,6 @@
 // load_config: the file, the overrides applied to its tree, then every section read through its
 // table, in the order the cross-section rules need (data before model before data.target_shape).
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -10,6 +11,7 @@
 #include "config/overrides.hpp"
 #include "config/schema.hpp"
 #include "config/sections.hpp"
+#include "crest/core/utf8.hpp"
 #include "crest/train/config.hpp"
 
 namespace crest {
@@ -81,7 +83,20 @@ std::string read_text(const std::string& path) {
   return ss.str();
 }
 
+// YAML text is Unicode; a byte that is not UTF-8 (a Latin-1 config) would otherwise be carried
+// into the resolved config and fail the first checkpoint write (safetensors metadata is JSON).
+void require_utf8(const std::string& text, const std::string& where) {
+  const size_t at = invalid_utf8_at(text);
+  if (at == std::string_view::npos) return;
+  const size_t line_start = text.rfind('\n', at == 0 ? 0 : at - 1);
+  const size_t column = at - (line_start == std::string::npos ? 0 : line_start + 1);
+  const auto line = std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n');
+  throw_input(where + ":" + std::to_string(line + 1) + ":" + std::to_string(column + 1) +
+              ": not valid UTF-8 (a config is Unicode text; was it saved as Latin-1?)");
+}
+
 YAML::Node parse(const std::string& yaml, const std::string& source) {
+  require_utf8(yaml, source);
   try {
     return YAML::Load(yaml);
   } catch (const YAML::Exception& e) {
@@ -101,7 +116,10 @@ Config load_config_text(const std::string& yaml, const std::string& source,
   if (root.IsDefined() && !root.IsNull() && !root.IsMap())
     throw_input(source + ": expected key: value lines at the top level, got " + describe(root));
   Source src(source);
-  for (const auto& o : overrides) apply_override(src, root, o);
+  for (const auto& o : overrides) {
+    require_utf8(o, source + ": override '" + o + "'");
+    apply_override(src, root, o);
+  }
   Config c = build(src, root);
   c.overrides = overrides;
   c.resolved_yaml = to_yaml(c);

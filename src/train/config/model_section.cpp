@@ -20,6 +20,21 @@ std::string owner_of(const std::string& key) {
   return "is not a key here: ";
 }
 
+// The graph section through graph_from_yaml. yaml-cpp's own exceptions can escape it (fuzz_config:
+// a key that is not a plain string, `{kind: conv,!kernel: [3]}`, made graph_yaml.cpp's
+// as<std::string>() throw YAML::TypedBadConversion, which nothing caught: std::terminate); they
+// become the config's input error, naming the file and yaml-cpp's line and column.
+Graph graph_of(const SectionReader& r, const YAML::Node& node) {
+  try {
+    return graph_from_yaml(node, r.source().name(), "model");
+  } catch (const YAML::Exception& e) {
+    r.fail("layers", "not a graph crest can read: " + e.msg + " at line " +
+                         std::to_string(e.mark.line + 1) + ", column " +
+                         std::to_string(e.mark.column + 1) +
+                         " (every key, name and kind must be a plain string)");
+  }
+}
+
 // A network given as a graph: only the graph keys (and name: graph) belong in the section, and
 // the graph must fit a task the trainer runs: a samples input and a targets input, an output and
 // a loss.
@@ -35,7 +50,7 @@ ModelConfig read_graph_model(const SectionReader& r, const YAML::Node& node) {
                     "a model given as layers: takes only name, inputs, layers, "
                     "outputs and loss");
   }
-  auto g = std::make_shared<Graph>(graph_from_yaml(node, r.source().name(), "model"));
+  auto g = std::make_shared<Graph>(graph_of(r, node));
   // The data feeds the inputs in order (BuiltModel): the samples, then their targets. Which
   // shapes they take is the dataset's business (cross_section.cpp).
   const auto& in = g->inputs();
