@@ -22,6 +22,7 @@ if [ "${1:-}" = "--test" ]; then
     clang-format           # the formatting check of .ci/run and `make format-check`
     clang-tidy             # .clang-tidy on changed lines (scripts/tidy-changed.sh, .ci/run, make tidy)
     libomp-dev             # omp.h for clang-tidy's parse (clang does not read GCC's own omp.h)
+    clang libclang-rt-14-dev  # the libFuzzer harnesses' smoke run (tests/fuzz, FuzzSmoke.harnesses)
   )
 fi
 
