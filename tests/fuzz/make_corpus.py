@@ -11,36 +11,20 @@ HDF5 library (make_hdf5_seeds.c, built with h5cc). Needs python3 and libhdf5-dev
 import gzip
 import json
 import os
+import sys
 import shutil
 import struct
 
 import subprocess
 import tempfile
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"))
+from tfrecord_framing import crc32c, frame  # noqa: E402  (shared with the other script)
 
 ROOT = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(ROOT))
 FIXTURES = os.path.join(REPO, "tests", "fixtures")
 CORPUS = os.path.join(ROOT, "corpus")
 RS = b"\x1e"  # fuzz_checkpoint's entry separator
-
-
-def crc32c(data: bytes) -> int:
-    crc = 0xFFFFFFFF
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
-    return crc ^ 0xFFFFFFFF
-
-
-def mask(crc: int) -> int:
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
-
-
-def frame(record: bytes) -> bytes:
-    length = struct.pack("<Q", len(record))
-    return (length + struct.pack("<I", mask(crc32c(length))) + record +
-            struct.pack("<I", mask(crc32c(record))))
 
 
 def varint(v: int) -> bytes:
