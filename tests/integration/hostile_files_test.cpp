@@ -154,27 +154,28 @@ std::vector<std::string> write_all(const test::TempDir& t, const std::vector<Hos
   return paths;
 }
 
+// Writes `files` into t and expects each refused in-process within the allocation bound;
+// returns their paths for the command-line checks.
+std::vector<std::string> expect_all_refused(const test::TempDir& t,
+                                            const std::vector<Hostile>& files) {
+  auto paths = write_all(t, files);
+  for (size_t i = 0; i < files.size(); ++i) expect_refused_within_bound(paths[i], files[i].says);
+  return paths;
+}
+
 TEST(HostileFile, TfRecordsPlainAndGzip) {
   const test::TempDir t;
-  const auto files = tfrecord_files();
-  const auto paths = write_all(t, files);
-  for (size_t i = 0; i < files.size(); ++i) expect_refused_within_bound(paths[i], files[i].says);
-  expect_cli_refuses(t.file(""), paths);
+  expect_cli_refuses(t.file(""), expect_all_refused(t, tfrecord_files()));
 }
 
 TEST(HostileFile, Npy) {
   const test::TempDir t;
-  const auto files = npy_files();
-  const auto paths = write_all(t, files);
-  for (size_t i = 0; i < files.size(); ++i) expect_refused_within_bound(paths[i], files[i].says);
-  expect_cli_refuses(t.file(""), paths);
+  expect_cli_refuses(t.file(""), expect_all_refused(t, npy_files()));
 }
 
 TEST(HostileFile, Safetensors) {
   const test::TempDir t;
-  const auto files = safetensors_files();
-  const auto paths = write_all(t, files);
-  for (size_t i = 0; i < files.size(); ++i) expect_refused_within_bound(paths[i], files[i].says);
+  const auto paths = expect_all_refused(t, safetensors_files());
   // `crest validate` reads datasets, not weights: inspect is the command for safetensors.
   for (const auto& p : paths) {
     const auto r =
