@@ -69,6 +69,15 @@ std::set<std::string> temporary_files(const std::string& dir) {
   return out;
 }
 
+// How many of the checkpoints in `dir` are not in `before` (old ones may have been deleted: the
+// run keeps only its newest few).
+size_t checkpoints_added(const std::string& dir, const std::vector<std::string>& before) {
+  const std::set<std::string> old(before.begin(), before.end());
+  size_t added = 0;
+  for (const auto& c : crest::list_checkpoints(dir)) added += old.count(c) == 0;
+  return added;
+}
+
 struct SoakFigures {
   int kills = 0;            // SIGKILLs that ended a run
   int during_write = 0;     // of them: a checkpoint write was in progress (its temp file left)
@@ -103,13 +112,18 @@ SoakFigures soak(const TempDir& d, const std::string& run, const std::string& we
     ++f.runs;
     int code = -1;
     if (killing && !in_write) {
-      // Two ranks: not before half a straight run's time, or every kill lands in mpirun's
-      // start-up.
+      // The kill lands at a random moment, but never later than the run's k-th new checkpoint
+      // (k = 1 or 2): the deadline is an event of the run, not a time, so a loaded machine that
+      // runs slowly cannot let the run finish before its kills (CI failed that way once).
+      // Two ranks: the random moment is not before half a straight run's time, or every kill
+      // would land in mpirun's start-up.
       const double min_delay_s = ranks > 1 ? max_delay_s / 2 : 0;
       const auto delay = std::chrono::duration<double>(
           std::uniform_real_distribution<double>(min_delay_s, max_delay_s)(rng));
+      const size_t new_checkpoints = 1 + rng() % 2;
       const auto until = Clock::now() + delay;
-      while (Clock::now() < until && r.running())
+      while (Clock::now() < until && r.running() &&
+             checkpoints_added(run + "/checkpoints", ckpts) < new_checkpoints)
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
       if (r.running()) {
         if (ranks == 1) {
