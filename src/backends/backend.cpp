@@ -6,12 +6,14 @@
 namespace crest {
 namespace {
 
-Support dtype_support(const Backend& b, DType t) {
-  if (b.supports(t)) return Support::yes();
-  return Support::no(dtype_name(t) + " tensors are not supported by the " + b.name() + " backend");
-}
+Support dtype_support(const Backend& b, DType t) { return b.supports_dtype(t); }
 
 }  // namespace
+
+Support Backend::supports_dtype(DType t) const {
+  if (supports(t)) return Support::yes();
+  return Support::no(dtype_name(t) + " tensors are not supported by the " + name() + " backend");
+}
 
 Support Backend::supports(const ConvDesc& d) const { return dtype_support(*this, d.dtype); }
 Support Backend::supports(const PoolDesc& d) const { return dtype_support(*this, d.dtype); }
@@ -21,8 +23,9 @@ Support Backend::supports(const EltwiseDesc& /*d*/, const MemFormat& f) const {
   return dtype_support(*this, f.dtype);
 }
 
-Support Backend::supports(const MemFormat& reorder_from, const MemFormat& /*reorder_to*/) const {
-  return dtype_support(*this, reorder_from.dtype);
+Support Backend::supports(const MemFormat& reorder_from, const MemFormat& reorder_to) const {
+  if (Support s = dtype_support(*this, reorder_from.dtype); !s) return s;
+  return dtype_support(*this, reorder_to.dtype);
 }
 
 Support Backend::supports(const std::vector<MemFormat>& concat_srcs) const {

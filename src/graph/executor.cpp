@@ -23,11 +23,21 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   if (!backend.supports(opts.dtype))
     throw_usage("backend '" + backend.name() + "' does not support dtype " +
                 dtype_name(opts.dtype));
+  if (opts.half) {
+    if (!is_half(*opts.half) || opts.dtype != DType::f32)
+      throw_usage("mixed precision computes in bf16 or f16 over float32 parameters, not " +
+                  dtype_name(*opts.half) + " over " + dtype_name(opts.dtype));
+    if (const Support s = backend.supports_dtype(*opts.half); !s)
+      throw_usage("backend '" + backend.name() + "' cannot compute in " + dtype_name(*opts.half) +
+                  ": " + s.reason);
+    half_vec_ = backend.vector_ops(*opts.half);
+  }
   vec_ = backend.vector_ops(opts.dtype);
   prog_ = std::make_unique<compile::Program>(backend, opts);
   compile::instantiate_layers(*prog_, graph);
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
+  compile::assign_precision(*prog_);
   compile::choose_fusions(*prog_, graph);
   compile::route_bias_grad(*prog_, graph);
   compile::create_kernels(*prog_, graph);
@@ -49,6 +59,11 @@ void* Executor::block_ptr(int block) const {
   return block < 0 ? nullptr
                    : static_cast<char*>(arena_.data()) +
                          prog_->plan.blocks[static_cast<size_t>(block)].offset;
+}
+
+VectorOps& Executor::vec_for(DType dtype) const {
+  if (half_vec_ && dtype == half_vec_->dtype()) return *half_vec_;
+  return *vec_;
 }
 
 void Executor::bind_run_contexts() {
@@ -76,7 +91,7 @@ void Executor::bind_run_contexts() {
     }
     c.workspace = block_ptr(op.workspace_block);
     c.scratch = scratch;
-    c.vec = vec_.get();
+    c.vec = &vec_for(op.dtype);
     c.batch_stat_reducer = batch_stat_reducer_;
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops});
@@ -152,7 +167,7 @@ double Executor::forward(bool training) {
       (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
   for (size_t i = 0; i < prog_->ops.size(); ++i) {
     Op& op = *prog_->ops[i];
-    op.ctx.seed = step_seed ^ (i * 0x94D049BB133111EBull);
+    op.ctx.seed = step_seed ^ (op.random_stream * 0x94D049BB133111EBull);
     op.ctx.training = training;
     if (op.fused_into_producer) continue;  // its producer's kernel already applied it
     if (profiling_) {
@@ -190,7 +205,8 @@ void Executor::backward() {
     for (const auto& a : op.accum) {
       void* g = base + prog_->plan.blocks[static_cast<size_t>(val(a.value).grad_storage)].offset;
       const void* t = base + prog_->plan.blocks[static_cast<size_t>(a.temp_block)].offset;
-      vec_->add(g, t, g, val(a.value).fmt.bytes / dtype_size(val(a.value).fmt.dtype));
+      const MemFormat& f = val(a.value).fmt;
+      vec_for(f.dtype).add(g, t, g, f.bytes / dtype_size(f.dtype));
     }
     if (profiling_)
       profile_[k].backward_s += std::chrono::duration<double>(clock::now() - t0).count();

@@ -51,6 +51,7 @@ struct BenchTrainArgs {
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
+  std::string precision = "float32";  // crest.precision's values
 };
 
 // Through the model registry, as a config's model section would be: an unknown --model lists
@@ -116,8 +117,11 @@ void bench_train(const BenchTrainArgs& a) {
   const int threads = backend->set_threads(
       a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size()));
   const BuiltModel m = build_model(bench_model_config(a));
+  const auto precision = parse_enum<Precision>(a.precision, "--precision");
   CompileOptions co;
   co.batch = a.batch;
+  co.dtype = precision_dtype(precision);
+  co.half = precision_half(precision);
   const auto tc = std::chrono::steady_clock::now();
   Executor ex(m.graph, *backend, co);
   const double compile_s =
@@ -177,6 +181,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["bench"] = "train";
   j["model"] = a.model;
   j["backend"] = backend->name();
+  j["precision"] = enum_name(precision);
   if (a.model == "deepcam") {
     j["height"] = a.height;
     j["width"] = a.width;
@@ -306,6 +311,8 @@ void register_bench(CLI::App& app) {
   train->add_option("--warmup", ta->warmup, "untimed steps first");
   train->add_option("--threads", ta->threads, "compute threads (0 = all cores)");
   train->add_option("--backend", ta->backend, "a registered backend (default: the fastest built)");
+  train->add_option("--precision", ta->precision,
+                    "float32, bf16 or fp16 (mixed precision: 16-bit activations, float32 weights)");
   train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
   train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");

@@ -21,7 +21,7 @@ void register_train(CLI::App& app) {
     std::vector<std::string> rest;
     TrainOptions opts;
     int threads = 0;
-    std::string resume;
+    std::string resume, precision;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd =
@@ -37,6 +37,8 @@ void register_train(CLI::App& app) {
   cmd->add_option(
       "--threads", args->threads,
       "compute threads per rank (same as crest.threads=N; default: the node's cores / its ranks)");
+  cmd->add_option("--precision", args->precision,
+                  "float32, bf16, fp16 or float64 (same as crest.precision=...)");
   cmd->add_option("--resume", args->resume,
                   "continue the run in RUN_DIR from its newest checkpoint (config: "
                   "RUN_DIR/config.yaml + overrides)");
@@ -74,6 +76,7 @@ void register_train(CLI::App& app) {
     if (args->threads < 0)
       throw_usage("--threads must be >= 0 (0: the node's cores divided among its ranks)");
     if (args->threads > 0) overrides.push_back("crest.threads=" + std::to_string(args->threads));
+    if (!args->precision.empty()) overrides.push_back("crest.precision=" + args->precision);
     const Config config = load_config(args->config, overrides);
     command_exit_code = run_training(config, args->opts, std::cout).exit_code;
   });

@@ -211,6 +211,7 @@ void TrainingRun::compile() {
   co.batch = config_.data.batch_size;
   co.seed = config_.data.seed;
   co.dtype = precision_dtype(config_.crest.precision);
+  co.half = precision_half(config_.crest.precision);
   const auto t0 = Clock::now();
   ex_ = std::make_unique<Executor>(task_.model.graph, *backend_, co);
   compile_s_ = since(t0);

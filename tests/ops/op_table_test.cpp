@@ -4,6 +4,9 @@
 //     on the node's output, for every parameter and float input, against central differences;
 //   - an agreement check in float32 on every other registered backend: loss, output, parameter
 //     and input gradients equal the reference backend's.
+//   - a mixed-precision check: bf16 and fp16 on every backend that runs them (the reference
+//     backend emulates both) against the reference backend's float32, within each type's
+//     tolerance, and the node really stores its output in the 16-bit type when its kind runs in it.
 // A new layer kind adds a line here (docs/adding-a-layer.md).
 #include <gtest/gtest.h>
 
@@ -25,6 +28,7 @@ struct OpCase {
   // constant input, which gets no gradient).
   std::vector<std::vector<int64_t>> inputs;
   bool gradcheck = true;  // false: the op draws new randomness every forward
+  bool half = true;       // its kind runs in bf16 and fp16 under mixed precision
 };
 
 // clang-format off
@@ -68,19 +72,19 @@ const std::vector<OpCase> kCases = {
   {"Tanh", "kind: tanh", {{17}}},
   {"Sigmoid", "kind: sigmoid", {{2, 3, 3}}},
   {"Scale", "kind: scale, scale: 1.2, shift: -0.5", {{7}}},
-  {"ChannelAffine", "kind: channel_affine", {{3, 4, 5}}},
-  {"BatchNorm1d", "kind: batch_norm", {{3, 7}}},
-  {"BatchNorm2d", "kind: batch_norm, momentum: 0.2, eps: 0.001", {{4, 3, 5}}},
-  {"BatchNorm3d", "kind: batch_norm", {{3, 2, 3, 4}}},
+  {"ChannelAffine", "kind: channel_affine", {{3, 4, 5}}, true, /*half=*/false},
+  {"BatchNorm1d", "kind: batch_norm", {{3, 7}}, true, /*half=*/false},
+  {"BatchNorm2d", "kind: batch_norm, momentum: 0.2, eps: 0.001", {{4, 3, 5}}, true, /*half=*/false},
+  {"BatchNorm3d", "kind: batch_norm", {{3, 2, 3, 4}}, true, /*half=*/false},
   {"Dense", "kind: dense, out_features: 5, l2: 0.05", {{12}}},
   {"DenseNoBias", "kind: dense, out_features: 3, bias: false, init: kaiming_normal", {{6}}},
   {"Add", "kind: add", {{3, 4, 4}, {3, 4, 4}}},
   {"Concat", "kind: concat", {{2, 3, 3}, {3, 3, 3}, {1, 3, 3}}},
   {"Flatten", "kind: flatten", {{3, 2, 2}}},
-  {"ExpandAs", "kind: expand_as", {{3, 1, 1}, {-1, 2, 4, 5}}},
+  {"ExpandAs", "kind: expand_as", {{3, 1, 1}, {-1, 2, 4, 5}}, true, /*half=*/false},
   {"Dropout", "kind: dropout, p: 0.4", {{64}}, /*gradcheck=*/false},
-  {"MseLoss", "kind: mse_loss", {{5}, {-1, 5}}},
-  {"SoftmaxCrossEntropy", "kind: softmax_cross_entropy, class_weights: [1.0, 2.6, 1.7]", {{3, 4, 5}, {0, 4, 5}}},
+  {"MseLoss", "kind: mse_loss", {{5}, {-1, 5}}, true, /*half=*/false},
+  {"SoftmaxCrossEntropy", "kind: softmax_cross_entropy, class_weights: [1.0, 2.6, 1.7]", {{3, 4, 5}, {0, 4, 5}}, true, /*half=*/false},
 };
 // clang-format on
 
@@ -257,6 +261,58 @@ TEST_P(OpTable, EveryBackendAgreesWithTheReferenceInFloat32) {
       if (!has_gradient(in)) continue;
       EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), 2e-4)
           << name << " gradient of " << in.name;
+    }
+  }
+}
+
+// Relative tolerances (max error over 1 + max magnitude) of a 16-bit run against float32: a few
+// roundings of the 16-bit type's unit (bf16 2^-8, fp16 2^-11). Worst cases measured over the table
+// (2026-11-24, both backends): bf16 below 5e-3, fp16 6.2e-4; the bounds leave about 2x.
+struct HalfTolerance {
+  DType dtype;
+  double value, gradient;
+};
+constexpr HalfTolerance kHalfTolerances[] = {{DType::bf16, 1e-2, 1e-2},
+                                             {DType::f16, 1.5e-3, 1.5e-3}};
+
+TEST_P(OpTable, HalfPrecisionAgreesWithFloat32WithinItsTolerance) {
+  const OpCase& c = GetParam();
+  const Graph g = graph_for(c);
+  CompileOptions o;
+  o.batch = kBatch;
+  o.input_grads = true;
+  o.seed = 5;
+  auto reference = make_backend("reference");
+  Executor ref(g, *reference, o);
+  fill_inputs(ref, g);
+  const double ref_loss = ref.forward();
+  ref.backward();
+  for (const auto& tol : kHalfTolerances) {
+    for (const std::string& name : backend_names()) {
+      auto backend = make_backend(name);
+      if (!backend->supports_dtype(tol.dtype)) continue;
+      o.half = tol.dtype;
+      Executor ex(g, *backend, o);
+      fill_inputs(ex, g);
+      const double loss = ex.forward();
+      ex.backward();
+      const std::string what = name + " " + dtype_name(tol.dtype);
+      EXPECT_NEAR(loss, ref_loss, tol.value * (1 + std::abs(ref_loss))) << what;
+      const ValueId out = g.output_of("op");
+      EXPECT_LT(test::rel_distance(ex.output(out), ref.output(out)), tol.value) << what;
+      for (size_t s = 0; s < ref.params().slots().size(); ++s)
+        EXPECT_LT(test::rel_distance(ex.params().grad(s), ref.params().grad(s)), tol.gradient)
+            << what << " " << ref.params().slots()[s].name;
+      for (const auto& in : g.inputs()) {
+        if (!has_gradient(in)) continue;
+        EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), tol.gradient)
+            << what << " gradient of " << in.name;
+      }
+      // Parameters and what callers read stay float32 whatever the node computes in.
+      EXPECT_EQ(ex.params().dtype(), DType::f32);
+      EXPECT_EQ(ex.output(out).dtype(), DType::f32);
+      const bool half_node = ex.summary().find(dtype_name(tol.dtype) + "[") != std::string::npos;
+      EXPECT_EQ(half_node, c.half) << what << ": the node's output dtype\n" << ex.summary();
     }
   }
 }

@@ -272,6 +272,9 @@ class Backend {
   virtual std::string name() const = 0;
   virtual Device device() const = 0;
   virtual bool supports(DType dtype) const = 0;
+  // supports(dtype) with the reason when not: a run asked to compute in a dtype this backend (or
+  // this machine: bf16 and fp16 need their instruction sets) cannot run fast is refused with it.
+  virtual Support supports_dtype(DType dtype) const;
   // Whether conv kernels can apply this activation as a fused post-op.
   virtual bool fuses(const EltwiseDesc& e) const = 0;
 

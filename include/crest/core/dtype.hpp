@@ -26,6 +26,13 @@ constexpr size_t dtype_size(DType t) {
   return 0;
 }
 
+// bf16 and f16: the 16-bit floats mixed precision stores and computes activations in.
+constexpr bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
+constexpr bool is_floating(DType t) { return t == DType::f32 || t == DType::f64 || is_half(t); }
+// The dtype of the parameters a kernel of activation dtype `t` reads and the gradients it writes:
+// 16-bit activations keep float32 master weights (crest.precision, docs/precision.md).
+constexpr DType master_dtype(DType t) { return is_half(t) ? DType::f32 : t; }
+
 std::string dtype_name(DType t);
 // Parses "f32", "float32", "bf16", ...; throws crest::Error (input) naming the text otherwise.
 DType parse_dtype(const std::string& name);

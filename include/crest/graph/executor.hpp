@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,7 +22,11 @@ struct Program;
 
 struct CompileOptions {
   int64_t batch = 1;
-  DType dtype = DType::f32;
+  DType dtype = DType::f32;  // parameters, optimizer state, losses; every activation without `half`
+  // Mixed precision (bf16 or f16): the layers that can (src/graph/compile/assign_precision.cpp)
+  // store their activations and compute in it; parameters stay in `dtype` (f32 master weights),
+  // and graph inputs, losses and marked outputs too. Unset: everything in `dtype`.
+  std::optional<DType> half;
   bool training = true;      // false: forward only, no gradients, dropout off
   bool input_grads = false;  // also compute gradients w.r.t. float graph inputs (gradient checks)
   bool fuse = true;          // fuse activations into convolutions where the backend can
@@ -102,10 +107,13 @@ class Executor {
   void bind_run_contexts();
   void finish_gradient(int slot);
   void* block_ptr(int block) const;
+  // The element-wise operations for values of `dtype`: the compile dtype's, or the 16-bit ones.
+  VectorOps& vec_for(DType dtype) const;
 
   Backend& backend_;
   CompileOptions opts_;
   std::unique_ptr<VectorOps> vec_;
+  std::unique_ptr<VectorOps> half_vec_;      // CompileOptions::half's, when set
   std::unique_ptr<compile::Program> prog_;   // what the compile passes built
   std::vector<const void*> input_bindings_;  // per graph input: caller memory, or null (planned)
   Buffer arena_;

@@ -223,20 +223,28 @@ struct TrainConfig {
 };
 
 // The dtype a run computes in. float64 is the oracle mode: the reference backend in double, what
-// parity checks against float64 PyTorch compare with.
-enum class Precision { float32, float64 };
+// parity checks against float64 PyTorch compare with. bf16 and fp16 are mixed precision: 16-bit
+// activations over float32 master weights (docs/precision.md).
+enum class Precision { float32, float64, bf16, fp16 };
 template <>
-inline constexpr EnumEntries<Precision, 2> kEnumTable<Precision> = {
-    {{Precision::float32, "float32"}, {Precision::float64, "float64"}}};
+inline constexpr EnumEntries<Precision, 4> kEnumTable<Precision> = {
+    {{Precision::float32, "float32"},
+     {Precision::float64, "float64"},
+     {Precision::bf16, "bf16"},
+     {Precision::fp16, "fp16"}}};
+// The dtype of the parameters, optimizer state and losses (CompileOptions::dtype).
 DType precision_dtype(Precision p);
+// The 16-bit dtype of mixed precision (CompileOptions::half), or none.
+std::optional<DType> precision_half(Precision p);
 
 // crest: section (crest addition).
 struct RuntimeConfig {
   // A name from backend_names(); the fastest built one by default ("onednn" where oneDNN was
   // found at build time, else "reference").
   std::string backend = default_backend_name();
-  int threads = 0;                           // compute threads per rank; 0 = all cores
-  Precision precision = Precision::float32;  // float64 needs a backend that supports it
+  int threads = 0;  // compute threads per rank; 0 = all cores
+  // float64 needs a backend that supports it; bf16 and fp16 a backend and CPU that run them fast
+  Precision precision = Precision::float32;
 };
 
 // dist: section (crest addition): how ranks work together (docs/distributed.md).

@@ -23,9 +23,10 @@ class OneDnnBackend final : public Backend {
 
   std::string name() const override { return "onednn"; }
   Device device() const override { return Device::cpu; }
-  // bf16 needs its own accumulation and tolerance story; until then, f32 only (f64 runs on the
-  // reference backend).
-  bool supports(DType dtype) const override { return dtype == DType::f32; }
+  // f32, and the 16-bit floats of mixed precision where this CPU has their instructions (f64
+  // runs on the reference backend).
+  bool supports(DType dtype) const override { return static_cast<bool>(supports_dtype(dtype)); }
+  Support supports_dtype(DType dtype) const override { return onednn::dtype_support(dtype); }
   bool fuses(const EltwiseDesc& e) const override { return onednn::eltwise_supported(e); }
 
   // oneDNN's CPU engine works on plain host pointers, and every primitive finishes in execute().

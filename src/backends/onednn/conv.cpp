@@ -41,8 +41,9 @@ struct Deconvolution {
 struct Geometry {
   memory::dims src, dst, weights, bias, strides, dilates, pad_l, pad_r;
   memory::desc weights_plain;  // crest's plain parameter layout, seen with oneDNN's logical dims
-  memory::data_type dt;
-  std::string text;  // for messages
+  memory::data_type dt;        // the activations'
+  memory::data_type param_dt;  // the parameters' and their gradients': f32 under mixed precision
+  std::string text;            // for messages
 };
 
 Geometry geometry(const ConvDesc& d) {
@@ -55,6 +56,7 @@ Geometry geometry(const ConvDesc& d) {
                 std::to_string(d.groups));
   Geometry g;
   g.dt = to_dnnl(d.dtype);
+  g.param_dt = to_dnnl(master_dtype(d.dtype));
   const auto r = static_cast<size_t>(d.spatial_rank);
   g.src = {d.n, d.in_channels};
   g.dst = {d.n, d.out_channels};
@@ -82,7 +84,7 @@ Geometry geometry(const ConvDesc& d) {
     const size_t o = grouped ? 1 : 0;
     std::swap(order[o], order[o + 1]);
   }
-  g.weights_plain = memory::desc(g.weights, g.dt, strides_for_order(g.weights, order));
+  g.weights_plain = memory::desc(g.weights, g.param_dt, strides_for_order(g.weights, order));
 
   auto list = [](const memory::dims& v) {
     std::string s;
@@ -119,8 +121,12 @@ class OneDnnConv final : public ConvKernel {
       : ctx_(std::move(ctx)), has_bias_(d.bias), has_bias_grad_(d.bias && d.bias_grad) {
     const Geometry g = geometry(d);
     what_ = std::string(Family::kName) + " " + g.text;
+    // 16-bit activations: the kernels read 16-bit weights (converted from the float32 master
+    // weights by the weight bridges below, once per call) and float32 bias, and write float32
+    // weight and bias gradients, which oneDNN accumulates in float32.
     const memory::desc any_wei(g.weights, g.dt, tag::any);
-    const memory::desc bias_md = d.bias ? memory::desc(g.bias, g.dt, tag::a) : memory::desc();
+    const memory::desc any_diff_wei(g.weights, g.param_dt, tag::any);
+    const memory::desc bias_md = d.bias ? memory::desc(g.bias, g.param_dt, tag::a) : memory::desc();
     // The weight gradient's primitive computes the bias gradient only when asked: without it
     // (the compile step sums it elsewhere) conv1 of CosmoFlow saves ~12 % of its time.
     const memory::desc diff_bias_md = d.bias && d.bias_grad ? bias_md : memory::desc();
@@ -142,8 +148,8 @@ class OneDnnConv final : public ConvKernel {
       Choice<Family> c{fpd,
                        {ctx_->engine, Family::kAlgorithm, s, any_wei, t, g.strides, g.dilates,
                         g.pad_l, g.pad_r, fpd, user_scratchpad_attr()},
-                       {ctx_->engine, Family::kAlgorithm, s, any_wei, diff_bias_md, t, g.strides,
-                        g.dilates, g.pad_l, g.pad_r, fpd, user_scratchpad_attr()}};
+                       {ctx_->engine, Family::kAlgorithm, s, any_diff_wei, diff_bias_md, t,
+                        g.strides, g.dilates, g.pad_l, g.pad_r, fpd, user_scratchpad_attr()}};
       c.reference_impls = int(is_reference_impl(c.fwd)) + int(is_reference_impl(c.bwd_data)) +
                           int(is_reference_impl(c.bwd_weights));
       return c;

@@ -17,14 +17,20 @@ class OneDnnDense final : public DenseKernel {
  public:
   OneDnnDense(ContextPtr ctx, const DenseDesc& d) : has_bias_(d.bias) {
     const auto dt = to_dnnl(d.dtype);
+    // 16-bit activations: float32 master weights, bias and gradients (as conv.cpp).
+    const auto param_dt = to_dnnl(master_dtype(d.dtype));
     what_ = "inner product [" + std::to_string(d.n) + ", " + std::to_string(d.in_features) +
             "] -> [" + std::to_string(d.n) + ", " + std::to_string(d.out_features) + "]";
     const memory::desc src_md({d.n, d.in_features}, dt, tag::ab);
     const memory::desc dst_md({d.n, d.out_features}, dt, tag::ab);
-    const memory::desc wei_plain({d.out_features, d.in_features}, dt, tag::ab);
+    const memory::desc wei_plain({d.out_features, d.in_features}, param_dt, tag::ab);
     const memory::desc wei_any({d.out_features, d.in_features}, dt, tag::any);
+    // The weights the forward and backward-data kernels read, plain: the parameters themselves
+    // in float32, a converted copy for 16-bit activations.
+    const memory::desc wei_read({d.out_features, d.in_features}, dt, tag::ab);
+    const memory::desc diff_wei_any({d.out_features, d.in_features}, param_dt, tag::any);
     const memory::desc bias_md =
-        d.bias ? memory::desc({d.out_features}, dt, tag::a) : memory::desc();
+        d.bias ? memory::desc({d.out_features}, param_dt, tag::a) : memory::desc();
 
     // Plain weights first (the GEMM-based kernels take them as they are); only if no kernel
     // does, let oneDNN choose and reorder per call.
@@ -35,7 +41,7 @@ class OneDnnDense final : public DenseKernel {
     };
     dnnl::inner_product_forward::primitive_desc fpd;
     try {
-      fpd = forward_pd(wei_plain);
+      fpd = forward_pd(wei_read);
     } catch (const dnnl::error&) {
       fpd = guarded(what_ + " forward", [&] { return forward_pd(wei_any); });
     }
@@ -52,7 +58,7 @@ class OneDnnDense final : public DenseKernel {
                                                                  fpd, user_scratchpad_attr());
       };
       try {
-        return make(wei_plain);
+        return make(wei_read);
       } catch (const dnnl::error&) {
         return make(wei_any);
       }
@@ -71,7 +77,7 @@ class OneDnnDense final : public DenseKernel {
       try {
         return make(wei_plain);
       } catch (const dnnl::error&) {
-        return make(wei_any);
+        return make(diff_wei_any);
       }
     });
     bwd_weights_ = BoundPrimitive(ctx, bwpd, what_ + " backward weights");

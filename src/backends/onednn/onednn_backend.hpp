@@ -15,6 +15,8 @@ namespace onednn {
 // CREST_REGISTER_KERNEL (their makers receive only the Backend). Throws crest::Error (usage)
 // when `backend` is not the onednn backend.
 ContextPtr backend_context(Backend& backend);
+// Whether this backend computes in `dtype` on this CPU, and why not (dtype_support.cpp).
+Support dtype_support(DType dtype);
 }  // namespace onednn
 
 }  // namespace crest

@@ -10,7 +10,9 @@ namespace {
 class OneDnnReorder final : public ReorderKernel {
  public:
   OneDnnReorder(ContextPtr ctx, const MemFormat& from, const MemFormat& to) {
-    if (from.shape != to.shape || from.dtype != to.dtype)
+    // Between float dtypes a reorder also converts (mixed precision), rounding to nearest even.
+    if (from.shape != to.shape ||
+        (from.dtype != to.dtype && !(is_floating(from.dtype) && is_floating(to.dtype))))
       throw_usage("reorder between different tensors: " + from.str() + " -> " + to.str());
     const dnnl::memory::desc src = to_desc(from), dst = to_desc(to);
     const std::string what = "reorder " + describe(src) + " -> " + describe(dst);

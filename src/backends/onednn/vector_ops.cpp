@@ -13,6 +13,7 @@
 #include "crest/core/error.hpp"
 #include "dropout_hash.hpp"
 #include "float16_codes.hpp"
+#include "half_vector_ops.hpp"
 
 namespace crest::onednn {
 
@@ -272,6 +273,7 @@ class F32Ops final : public VectorOps {
 }  // namespace
 
 std::unique_ptr<VectorOps> make_vector_ops(DType dtype) {
+  if (is_half(dtype)) return make_half_vector_ops(dtype);
   if (dtype != DType::f32)
     throw_usage("the onednn backend's vector ops are f32 only, got " + dtype_name(dtype));
   return std::make_unique<F32Ops>();

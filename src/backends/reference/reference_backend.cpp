@@ -10,7 +10,11 @@ class ReferenceBackend final : public Backend {
  public:
   std::string name() const override { return "reference"; }
   Device device() const override { return Device::cpu; }
-  bool supports(DType dtype) const override { return dtype == DType::f32 || dtype == DType::f64; }
+  // f32 and f64; bf16 and fp16 emulated through float32 (half_emulation.cpp) so tests can check
+  // mixed precision on any machine.
+  bool supports(DType dtype) const override {
+    return dtype == DType::f32 || dtype == DType::f64 || is_half(dtype);
+  }
   // The reference conv applies any activation after the bias itself.
   bool fuses(const EltwiseDesc& e) const override { return e.kind != EltwiseKind::none; }
 
@@ -31,17 +35,17 @@ class ReferenceBackend final : public Backend {
   // step inserts a reorder when the producer delivers something else.
   std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d,
                                           const MemFormat& /*src_hint*/) override {
-    return reference::make_conv(d);
+    return is_half(d.dtype) ? reference::make_half_conv(d) : reference::make_conv(d);
   }
   std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d,
                                           const MemFormat& /*src_hint*/) override {
-    return reference::make_pool(d);
+    return is_half(d.dtype) ? reference::make_half_pool(d) : reference::make_pool(d);
   }
   std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d, const MemFormat& f) override {
-    return reference::make_eltwise(d, f);
+    return is_half(f.dtype) ? reference::make_half_eltwise(d, f) : reference::make_eltwise(d, f);
   }
   std::unique_ptr<DenseKernel> create_dense(const DenseDesc& d) override {
-    return reference::make_dense(d);
+    return is_half(d.dtype) ? reference::make_half_dense(d) : reference::make_dense(d);
   }
   std::unique_ptr<ReorderKernel> create_reorder(const MemFormat& from,
                                                 const MemFormat& to) override {

@@ -20,6 +20,11 @@ std::unique_ptr<DenseKernel> make_dense(const DenseDesc& d);
 std::unique_ptr<ReorderKernel> make_reorder(const MemFormat& from, const MemFormat& to);
 std::unique_ptr<ConcatKernel> make_concat(const std::vector<MemFormat>& srcs);
 std::unique_ptr<VectorOps> make_vector_ops(DType dtype);
+// bf16 and fp16, emulated around the float32 kernels (half_emulation.cpp).
+std::unique_ptr<ConvKernel> make_half_conv(const ConvDesc& d);
+std::unique_ptr<DenseKernel> make_half_dense(const DenseDesc& d);
+std::unique_ptr<PoolKernel> make_half_pool(const PoolDesc& d);
+std::unique_ptr<EltwiseKernel> make_half_eltwise(const EltwiseDesc& d, const MemFormat& f);
 
 // Spatial extents widened to three dimensions by prepending 1s (or `fill`), so one loop nest
 // over (d, h, w) serves 1-D, 2-D and 3-D alike while row-major offsets stay unchanged.

@@ -7,6 +7,7 @@
 
 #include "dropout_hash.hpp"
 #include "float16_codes.hpp"
+#include "half_vector_ops.hpp"
 #include "reference/reference_kernels.hpp"
 
 namespace crest::reference {
@@ -200,6 +201,7 @@ class Ops final : public VectorOps {
 }  // namespace
 
 std::unique_ptr<VectorOps> make_vector_ops(DType dtype) {
+  if (is_half(dtype)) return make_half_vector_ops(dtype);
   require_float_dtype(dtype, "vector ops");
   if (dtype == DType::f64) return std::make_unique<Ops<double>>();
   return std::make_unique<Ops<float>>();

@@ -2,6 +2,7 @@
 // order and may ask for an input in another format than its producer delivers (oneDNN's blocked
 // formats); a reorder is then inserted, shared by every reader that wants the same format.
 // Marked outputs are reordered to a plain layout so callers can read them without a backend.
+// Under mixed precision the same reorders convert between a node's dtype and its producer's.
 #include <map>
 #include <numeric>
 
@@ -24,7 +25,7 @@ int add_reorder(Program& p, int v, const MemFormat& to, const std::string& suffi
   p.val(nv).needs_grad = grad && p.val(v).needs_grad;
   op->out = {nv};
   CreateContext rc{p.backend,
-                   p.opts.dtype,
+                   to.dtype,
                    p.opts.training,
                    {p.val(v).shape},
                    {p.val(v).shape},
@@ -37,24 +38,37 @@ int add_reorder(Program& p, int v, const MemFormat& to, const std::string& suffi
   layer->create(rc);
   p.val(nv).fmt = rc.out_formats[0];
   op->need_input_grad = rc.need_input_grad;
+  op->dtype = to.dtype;
   p.layers.push_back(std::move(layer));
   p.add_op(std::move(op));
   return nv;
 }
 
-void create_node(Program& p, Node& node, std::map<std::pair<int, std::string>, int>& reordered) {
+// The format a node of dtype `dtype` is offered for a float input its producer delivers in
+// another dtype: the same layout (plain for a blocked one, whose backend description carries its
+// dtype) in the node's dtype. A layer that keeps the offer gets a converting reorder.
+MemFormat offer_in_dtype(const MemFormat& produced, DType dtype) {
+  if (produced.dtype == dtype || !is_floating(produced.dtype)) return produced;
+  const Layout l = produced.layout == Layout::blocked ? Layout::plain : produced.layout;
+  return plain_format(produced.shape, dtype, l);
+}
+
+void create_node(Program& p, Node& node, uint64_t position,
+                 std::map<std::pair<int, std::string>, int>& reordered) {
   auto op = std::make_unique<Op>();
   op->name = node.name;
+  op->random_stream = position;
   op->layer = node.layer.get();
   op->in.assign(node.inputs.begin(), node.inputs.end());
   op->out.assign(node.outputs.begin(), node.outputs.end());
   op->param_slots = node.param_slots;
   op->fused_into_producer = node.fused_into_producer;
-  CreateContext cc{p.backend, p.opts.dtype, p.opts.training,         {}, {}, {}, {}, {}, 0,
+  op->dtype = node.dtype;
+  CreateContext cc{p.backend, node.dtype,   p.opts.training,         {}, {}, {}, {}, {}, 0,
                    0,         node.post_op, node.bias_grad_elsewhere};
   for (int v : op->in) {
     cc.in_shapes.push_back(p.val(v).shape);
-    cc.in_formats.push_back(p.val(v).fmt);
+    cc.in_formats.push_back(offer_in_dtype(p.val(v).fmt, node.dtype));
   }
   for (size_t i = 0; i < op->in.size(); ++i)
     cc.need_input_grad.push_back(p.val(op->in[i]).needs_grad && !node.layer->input_is_constant(i));
@@ -92,17 +106,18 @@ void create_node(Program& p, Node& node, std::map<std::pair<int, std::string>, i
 
 void create_kernels(Program& p, const Graph& g) {
   std::map<std::pair<int, std::string>, int> reordered;  // (value, wanted format) -> value
-  for (Node& node : p.nodes) create_node(p, node, reordered);
+  for (size_t i = 0; i < p.nodes.size(); ++i) create_node(p, p.nodes[i], i, reordered);
 
   p.graph_to_internal.resize(static_cast<size_t>(g.value_count()));
   std::iota(p.graph_to_internal.begin(), p.graph_to_internal.end(), 0);
   // Marked outputs are read by code outside the graph (metrics, predictions, tests), which
-  // indexes them as plain row-major tensors: any other layout the producer chose, blocked or
-  // channels-last, gets a reorder.
+  // indexes them as plain row-major tensors of the compile dtype: any other layout the producer
+  // chose, blocked or channels-last, or a 16-bit dtype gets a reorder.
   for (ValueId out : g.outputs()) {
-    if (p.val(out).fmt.layout != Layout::plain) {
-      const int nv = add_reorder(p, out, plain_format(p.val(out).shape, p.val(out).fmt.dtype),
-                                 ">plain", false);
+    const MemFormat& f = p.val(out).fmt;
+    const DType dtype = is_half(f.dtype) ? p.opts.dtype : f.dtype;
+    if (f.layout != Layout::plain || f.dtype != dtype) {
+      const int nv = add_reorder(p, out, plain_format(p.val(out).shape, dtype), ">plain", false);
       p.graph_to_internal[static_cast<size_t>(out)] = nv;
       p.val(nv).pinned = true;
     } else {

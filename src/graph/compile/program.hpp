@@ -4,6 +4,7 @@
 //   instantiate_layers     a fresh Layer per graph node (the graph itself is never changed)
 //   swap_activation_pool   act -> max-pool becomes max-pool -> act (same values, smaller tensor)
 //   infer_shapes           shapes, parameters, which values need a gradient
+//   assign_precision       which nodes compute in the 16-bit type of mixed precision
 //   choose_fusions         producer + activation patterns the backend runs as one kernel
 //   route_bias_grad        conv -> max-pool: the bias gradient from the pool's smaller gradient
 //   create_kernels         kernels in order, reorders where a layer wants another format
@@ -38,6 +39,7 @@ struct Node {
   // gradient instead (bias_grad_elsewhere), by that pooling's op (channel_sum_slot: the bias).
   bool bias_grad_elsewhere = false;
   int channel_sum_slot = -1;
+  DType dtype = DType::f32;  // assign_precision: what this node computes and stores outputs in
 };
 
 struct Value {
@@ -55,6 +57,10 @@ struct Value {
 
 struct Op {
   std::string name;
+  DType dtype = DType::f32;  // its activations' dtype (RunContext::vec works in it)
+  // Which stream of random numbers (dropout masks) the op draws from: its node's position in the
+  // graph, so the masks do not depend on the reorders a backend or a precision inserts.
+  uint64_t random_stream = 0;
   Layer* layer = nullptr;
   std::vector<int> in, out;
   std::vector<int> param_slots;
@@ -110,6 +116,7 @@ struct Program {
 void instantiate_layers(Program& p, const Graph& g);
 void swap_activation_pool(Program& p, const Graph& g);
 void infer_shapes(Program& p, const Graph& g);
+void assign_precision(Program& p);
 void choose_fusions(Program& p, const Graph& g);
 void route_bias_grad(Program& p, const Graph& g);
 void create_kernels(Program& p, const Graph& g);

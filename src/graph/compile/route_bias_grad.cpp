@@ -29,8 +29,10 @@ void route_bias_grad(Program& p, const Graph& g) {
   auto& nodes = p.nodes;
   for (size_t a = 0; a + 1 < nodes.size(); ++a) {
     Node& conv = nodes[a];
+    // The channel_sum kernels sum float tensors: a 16-bit convolution (mixed precision) keeps
+    // its bias gradient in its own weight-gradient kernel.
     if (conv.kind != "conv" || conv.outputs.size() != 1 || conv.post_op.kind != EltwiseKind::none ||
-        readers[static_cast<size_t>(conv.outputs[0])] != 1)
+        readers[static_cast<size_t>(conv.outputs[0])] != 1 || is_half(conv.dtype))
       continue;
     const int slot = bias_slot(p, conv);
     if (slot < 0 || !p.params.slots()[static_cast<size_t>(slot)].spec.trainable) continue;

@@ -22,12 +22,18 @@ Field<S> backend_field() {
 }
 
 // float64 is the oracle mode; a backend without double kernels (onednn) cannot run it, and
-// silently computing in float32 instead would defeat the comparison it is asked for.
+// silently computing in float32 instead would defeat the comparison it is asked for. bf16 and
+// fp16 are refused where the CPU lacks their instructions (the reason names them): emulated,
+// they would run slower than float32.
 void check_precision(const SectionReader& r, S& s) {
   if (s.precision == Precision::float32) return;
-  if (!make_backend(s.backend)->supports(precision_dtype(s.precision)))
-    r.fail("precision", enum_name(s.precision) + " is not supported by crest.backend " + s.backend +
-                            " (use crest.backend: reference for float64)");
+  const auto backend = make_backend(s.backend);
+  const DType dtype = precision_half(s.precision).value_or(precision_dtype(s.precision));
+  if (const Support ok = backend->supports_dtype(dtype); !ok)
+    r.fail("precision",
+           enum_name(s.precision) + " is not supported by crest.backend " + s.backend + ": " +
+               ok.reason +
+               (dtype == DType::f64 ? " (use crest.backend: reference for float64)" : ""));
 }
 
 }  // namespace
@@ -45,5 +51,11 @@ const Table<RuntimeConfig>& runtime_table() {
 namespace crest {
 
 DType precision_dtype(Precision p) { return p == Precision::float64 ? DType::f64 : DType::f32; }
+
+std::optional<DType> precision_half(Precision p) {
+  if (p == Precision::bf16) return DType::bf16;
+  if (p == Precision::fp16) return DType::f16;
+  return std::nullopt;
+}
 
 }  // namespace crest

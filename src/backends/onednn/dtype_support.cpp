@@ -1,0 +1,66 @@
+// Which dtypes the oneDNN backend computes in on this CPU. bf16 and f16 are accepted only where
+// the CPU has their instructions: elsewhere oneDNN converts every element through float32 and
+// runs slower than float32 itself, which is never what a user asking for mixed precision wants.
+// oneDNN's own view of the CPU (its effective ISA) decides, so DNNL_MAX_CPU_ISA limits it too.
+#include <string>
+
+#include "onednn/onednn_backend.hpp"
+
+namespace crest::onednn {
+namespace {
+
+using dnnl::cpu_isa;
+
+// oneDNN's ISA values are bit sets: each contains the bits of the ones it extends.
+bool has_isa(cpu_isa have, cpu_isa want) {
+  const auto h = static_cast<unsigned>(have), w = static_cast<unsigned>(want);
+  return (h & w) == w;
+}
+
+std::string isa_name(cpu_isa isa) {
+  switch (isa) {
+    case cpu_isa::avx512_core_amx_fp16:
+      return "AVX-512 with AMX-FP16";
+    case cpu_isa::avx512_core_amx:
+      return "AVX-512 with AMX-BF16";
+    case cpu_isa::avx512_core_fp16:
+      return "AVX-512 FP16";
+    case cpu_isa::avx512_core_bf16:
+      return "AVX-512 BF16";
+    case cpu_isa::avx512_core_vnni:
+      return "AVX-512 VNNI";
+    case cpu_isa::avx512_core:
+      return "AVX-512";
+    case cpu_isa::avx2_vnni_2:
+    case cpu_isa::avx2_vnni:
+    case cpu_isa::avx2:
+      return "AVX2";
+    default:
+      return "below AVX2";
+  }
+}
+
+}  // namespace
+
+Support dtype_support(DType dtype) {
+  const cpu_isa isa = dnnl::get_effective_cpu_isa();
+  const std::string seen = " (oneDNN sees " + isa_name(isa) + " on this CPU)";
+  switch (dtype) {
+    case DType::f32:
+      return Support::yes();
+    case DType::bf16:
+      if (has_isa(isa, cpu_isa::avx512_core_bf16)) return Support::yes();
+      return Support::no("bf16 needs the AVX512_BF16 or AMX-BF16 instructions" + seen +
+                         "; without them oneDNN emulates bf16 slower than float32");
+    case DType::f16:
+      if (has_isa(isa, cpu_isa::avx512_core_fp16)) return Support::yes();
+      return Support::no("fp16 needs the AVX512_FP16 instructions" + seen +
+                         "; without them oneDNN emulates fp16 slower than float32");
+    default:
+      return Support::no(dtype_name(dtype) +
+                         ": the onednn backend computes in f32, and in bf16 or fp16 where the CPU "
+                         "has them (float64 runs on the reference backend)");
+  }
+}
+
+}  // namespace crest::onednn
