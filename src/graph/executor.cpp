@@ -285,6 +285,7 @@ std::string Executor::summary() const {
     std::string fmt = out.fmt.layout == Layout::blocked && out.fmt.opaque
                           ? out.fmt.opaque->name()
                           : layout_name(out.fmt.layout);
+    if (is_half(out.fmt.dtype)) fmt = dtype_name(out.fmt.dtype) + " " + fmt;  // mixed precision
     std::string notes = op->layer->describe();
     if (op->fused_into_producer) notes += notes.empty() ? "(fused)" : " (fused)";
     if (op->inplace) notes += notes.empty() ? "in place" : ", in place";
