@@ -44,8 +44,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::plan_backward(*prog_);
   compile::plan_storage(*prog_);
   const MemoryPlan& plan = prog_->plan;
-  arena_ = Buffer(align_up(plan.arena_bytes, 256) + std::max<size_t>(plan.scratch_bytes, 256) + 256,
-                  256, backend.memory());
+  arena_ = Buffer(align_up(plan.arena_bytes, 256) + 256, 256, backend.memory());
   bind_run_contexts();
 }
 
@@ -68,7 +67,6 @@ VectorOps& Executor::vec_for(DType dtype) const {
 
 void Executor::bind_run_contexts() {
   auto val = [&](int v) -> Value& { return prog_->val(v); };
-  void* scratch = static_cast<char*>(arena_.data()) + align_up(prog_->plan.arena_bytes, 256);
   profile_.clear();
   for (auto& o : prog_->ops) {
     Op& op = *o;
@@ -90,7 +88,7 @@ void Executor::bind_run_contexts() {
       c.grads.push_back(params().grad(static_cast<size_t>(s)).data());
     }
     c.workspace = block_ptr(op.workspace_block);
-    c.scratch = scratch;
+    c.scratch = block_ptr(op.forward_scratch_block);  // backward() points it at its own block
     c.vec = &vec_for(op.dtype);
     c.batch_stat_reducer = batch_stat_reducer_;
     c.training = opts_.training;
@@ -169,6 +167,7 @@ double Executor::forward(bool training) {
     Op& op = *prog_->ops[i];
     op.ctx.seed = step_seed ^ (op.random_stream * 0x94D049BB133111EBull);
     op.ctx.training = training;
+    op.ctx.scratch = block_ptr(op.forward_scratch_block);
     if (op.fused_into_producer) continue;  // its producer's kernel already applied it
     if (profiling_) {
       const auto t0 = clock::now();
@@ -201,6 +200,7 @@ void Executor::backward() {
     if (op.channel_sum)  // a producer's bias gradient (compile/route_bias_grad.cpp)
       op.channel_sum->run(op.ctx.diff_out[0],
                           params().grad(static_cast<size_t>(op.channel_sum_slot)).data());
+    op.ctx.scratch = block_ptr(op.backward_scratch_block);
     op.layer->backward(op.ctx);
     for (const auto& a : op.accum) {
       void* g = base + prog_->plan.blocks[static_cast<size_t>(val(a.value).grad_storage)].offset;
@@ -301,7 +301,8 @@ std::string Executor::summary() const {
   os << " (" << human_bytes(static_cast<double>(params().bytes())) << ")\n";
   os << "activation arena: " << human_bytes(static_cast<double>(prog_->plan.arena_bytes))
      << " planned (" << human_bytes(static_cast<double>(prog_->plan.naive_bytes))
-     << " without reuse), scratch " << human_bytes(static_cast<double>(prog_->plan.scratch_bytes))
+     << " without reuse), including kernel scratch (largest request "
+     << human_bytes(static_cast<double>(prog_->plan.scratch_bytes)) << ")"
      << "\n";
   return os.str();
 }

@@ -237,7 +237,7 @@ void TrainingRun::compile() {
   summary_.parameter_count = ex_->params().parameter_count();
   const size_t state_bytes = ex_->params().trainable_bytes() * optimizer_->state().size();
   summary_.planned_bytes =
-      ex_->plan().arena_bytes + ex_->plan().scratch_bytes + 2 * ex_->params().bytes() + state_bytes;
+      ex_->plan().arena_bytes + 2 * ex_->params().bytes() + state_bytes;
 }
 
 void TrainingRun::print_header() {
@@ -270,9 +270,8 @@ void TrainingRun::print_dry_run() {
   const size_t state_bytes = ex_->params().trainable_bytes() * optimizer_->state().size();
   log << ex_->summary();
   log << "total parameters: " << with_thousands(summary_.parameter_count) << "\n";
-  log << "planned memory: " << bytes(summary_.planned_bytes) << " (activations "
-      << bytes(ex_->plan().arena_bytes) << ", scratch " << bytes(ex_->plan().scratch_bytes)
-      << ", parameters+gradients " << bytes(2 * ex_->params().bytes()) << ", optimizer state "
+  log << "planned memory: " << bytes(summary_.planned_bytes) << " (activations and kernel scratch "
+      << bytes(ex_->plan().arena_bytes) << ", parameters+gradients " << bytes(2 * ex_->params().bytes()) << ", optimizer state "
       << bytes(state_bytes) << ")\n";
   log << "compiled in " << std::fixed << std::setprecision(2) << compile_s_
       << " s; dry run: no data read, nothing written\n";

@@ -144,12 +144,22 @@ struct StoragePlanner {
     }
   }
 
-  // Workspaces (forward to backward) and temporary gradients of values with several readers.
+  // Workspaces (forward to backward), scratch (one call) and temporary gradients of values with
+  // several readers.
   void add_workspaces_and_partial_gradients() {
     size_t scratch = 0;
     for (int i = 0; i < n; ++i) {
       Op& op = *p.ops[static_cast<size_t>(i)];
       scratch = std::max(scratch, op.scratch_bytes);
+      if (op.scratch_bytes) {
+        op.forward_scratch_block = static_cast<int>(p.plan.blocks.size());
+        p.plan.blocks.push_back({op.name + ":scratch", op.scratch_bytes, tf(i), tf(i), 0});
+        if (op.run_backward) {
+          op.backward_scratch_block = static_cast<int>(p.plan.blocks.size());
+          p.plan.blocks.push_back(
+              {op.name + ":backward scratch", op.scratch_bytes, tb(i), tb(i), 0});
+        }
+      }
       if (op.workspace_bytes) {
         op.workspace_block = static_cast<int>(p.plan.blocks.size());
         p.plan.blocks.push_back({op.name + ":workspace", op.workspace_bytes, tf(i),

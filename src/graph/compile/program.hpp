@@ -68,6 +68,10 @@ struct Op {
   std::vector<bool> need_input_grad;
   size_t workspace_bytes = 0, scratch_bytes = 0;
   int workspace_block = -1;
+  // Blocks of the arena for its kernels' transient scratch during its forward and its backward:
+  // alive for that one call only, so a large request (oneDNN's bf16 backward-weights kernels
+  // copy whole tensors) shares bytes with activations dead at that moment.
+  int forward_scratch_block = -1, backward_scratch_block = -1;
   bool run_backward = false;
   bool inplace = false;       // output 0 shares input 0's storage
   bool grad_inplace = false;  // diff input 0 shares diff output 0
