@@ -19,7 +19,9 @@ void EpochLog::epoch(const EpochStats& st) {
   log_ << std::setprecision(5) << "  lr " << st.lr;
   if (st.loss_scale > 0) {
     log_ << "  loss_scale " << loss_scale_text(st.loss_scale);
-    if (st.overflow_steps > 0) log_ << " (" << st.overflow_steps << " overflow steps skipped)";
+    if (st.overflow_steps > 0)
+      log_ << " (" << st.overflow_steps << (st.overflow_steps == 1 ? " step" : " steps")
+           << " skipped: overflow)";
   }
   log_ << std::setprecision(2) << "  " << st.samples_per_s << " samples/s  data wait "
        << std::setprecision(1) << 100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9) << "%  "

@@ -16,7 +16,8 @@
 // a multiply that runs anyway (the allreduce's 1/ranks, see GradientSync::set_loss_scale, or on
 // one rank the window's 1/k), with a pass of its own only on one rank without accumulation. The
 // overflow check is the non-finite check every update already makes on the averaged gradients
-// (see run()); an overflow skips the update and lowers S, and is not a non-finite step.
+// (decide_update in train_step.cpp says why that is job-wide without a collective of its own);
+// an overflow skips the update and lowers S, and is not a non-finite step.
 #pragma once
 #include <string>
 
