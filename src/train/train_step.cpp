@@ -102,23 +102,23 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   const ParamStore& params = ex_.params();
   const double norm_sq = params.ops().sum_squares(params.grads(), params.trainable_count_padded());
   const bool gradients_finite = std::isfinite(norm_sq);
-  if (r.nonfinite_loss) {
-    // A forward pass went wrong: not the scale's doing (forward never sees S), so the scaler is
-    // left as it is and train.on_nonfinite decides.
-    r.finite = false;
-  } else if (!gradients_finite && scaler_ && scaler_->can_back_off()) {
+  // A non-finite loss is a forward pass gone wrong, not the scale's doing (forward never sees
+  // S); an overflow at the smallest scale is not one that scaling cures: both, and any
+  // non-finite gradient without a scaler, are train.on_nonfinite's, and the scaler stays as it is.
+  if (!r.nonfinite_loss && !gradients_finite && scaler_ && scaler_->can_back_off()) {
     r.overflow = true;
     scaler_->update(/*overflow=*/true);
-  } else if (!gradients_finite) {
-    r.finite = false;  // no scaler, or non-finite even at the smallest scale
-  } else {
-    optimizer_.step(lr);
-    if (scaler_) scaler_->update(/*overflow=*/false);
+    return;
   }
+  r.finite = !r.nonfinite_loss && gradients_finite;
+  if (!r.finite) return;
+  optimizer_.step(lr);
+  if (scaler_) scaler_->update(/*overflow=*/false);
 }
 
 // Two floats: [0] a stop request, [1] a non-finite loss in the window. Summed (and scaled by
-// 1/ranks) with the gradients, so a value above zero means "some rank".
+// 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag far from float32's
+// subnormals) with the gradients, so a value above zero means "some rank".
 void TrainStep::write_sideband() {
   const ParamStore& params = ex_.params();
   HostStaging host(params.memory(), params.sideband(), 2 * sizeof(float), /*fetch=*/false);
