@@ -207,7 +207,12 @@ void GradientSync::start_bucket(size_t b) {
                            human_bytes(static_cast<double>(narrow ? bk.bytes() / 2 : bk.bytes())) +
                            (narrow ? std::string(" ") + gradient_compression_name(compress_) : "") +
                            ", step " + std::to_string(stats_.steps + 1) + ")";
-  const float scale = 1.f / static_cast<float>(comm_.size());
+  // 1/ranks makes the sum an average; 1/S (loss scaling) undoes the loss scale in the same
+  // multiply (S is a power of two unless configured otherwise: dividing by it is exact, so the
+  // result has the bits of an unscaled run's). fp16 keeps S until after widening.
+  const bool fp16 = compress_ == GradientCompression::fp16;
+  float scale = 1.f / static_cast<float>(comm_.size());
+  if (loss_scale_ > 0 && !fp16) scale = static_cast<float>(scale / loss_scale_);
   if (!narrow) {
     pending_[b] = comm_.start_allreduce(grads, n, scale, what);
     return;
@@ -215,15 +220,16 @@ void GradientSync::start_bucket(size_t b) {
   // Scaled before narrowing: the sum of the ranks' shares is the average, within range whenever
   // every share is.
   uint16_t* out = narrow_codes() + bk.begin_byte / sizeof(float);
-  const bool bf16 = compress_ == GradientCompression::bf16;
   const double largest =
-      params_.ops().narrow(grads, scale, out, n, bf16 ? DType::bf16 : DType::f16);
-  if (bf16) {
+      params_.ops().narrow(grads, scale, out, n, fp16 ? DType::f16 : DType::bf16);
+  if (!fp16) {
     pending_[b] = comm_.start_allreduce_16(out, n, Float16::bf16, what);
     return;
   }
   // An infinite fp16 sum would silently poison every weight: refuse instead, saying what to do.
-  if (!(largest <= kFp16Max))
+  // Under loss scaling the infinity is the overflow the scaler looks for (TrainStep skips the
+  // step).
+  if (loss_scale_ == 0 && !(largest <= kFp16Max))
     throw_runtime(
         "dist.compress: fp16: " + what + " holds a gradient of " + std::to_string(largest) +
         " (after 1/ranks), beyond fp16's 65504; use dist.compress: bf16 (float32's range) or none");
@@ -258,6 +264,9 @@ void GradientSync::finish() {
         const uint16_t* in = narrow_codes() + bk.begin_byte / sizeof(float);
         params_.ops().widen(in, compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16,
                             grads, bk.bytes() / sizeof(float));
+        // fp16 summed the loss-scaled gradients: unscale now (bf16 did it when narrowing).
+        if (compress_ == GradientCompression::fp16 && loss_scale_ > 0)
+          params_.ops().scale(1.0 / loss_scale_, grads, grads, bk.bytes() / sizeof(float));
       }
     }
   }

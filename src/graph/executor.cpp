@@ -91,6 +91,7 @@ void Executor::bind_run_contexts() {
     c.scratch = block_ptr(op.forward_scratch_block);  // backward() points it at its own block
     c.vec = &vec_for(op.dtype);
     c.batch_stat_reducer = batch_stat_reducer_;
+    c.loss_scale = loss_scale_;
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops});
   }
@@ -99,6 +100,11 @@ void Executor::bind_run_contexts() {
 void Executor::set_batch_stat_reducer(BatchStatReducer* reducer) {
   batch_stat_reducer_ = reducer;
   for (auto& op : prog_->ops) op->ctx.batch_stat_reducer = reducer;
+}
+
+void Executor::set_loss_scale(double scale) {
+  loss_scale_ = scale;
+  for (auto& op : prog_->ops) op->ctx.loss_scale = scale;
 }
 
 TensorView Executor::input(const std::string& name) const {
@@ -224,8 +230,8 @@ void Executor::backward() {
 void Executor::finish_gradient(int s) {
   const auto& slot = params().slots()[static_cast<size_t>(s)];
   if (!slot.spec.trainable) return;
-  if (slot.spec.l2 > 0)
-    vec_->axpy(2.0 * slot.spec.l2, params().value(static_cast<size_t>(s)).data(),
+  if (slot.spec.l2 > 0)  // d(l2 w^2)/dw, scaled as the loss's gradient is
+    vec_->axpy(2.0 * slot.spec.l2 * loss_scale_, params().value(static_cast<size_t>(s)).data(),
                params().grad(static_cast<size_t>(s)).data(), slot.count);
   if (gradient_ready_) gradient_ready_(s);
 }

@@ -47,7 +47,7 @@ void MseLossLayer::forward(RunContext& ctx) {
 }
 
 void MseLossLayer::backward(RunContext& ctx) {
-  if (ctx.diff_in[0]) ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.diff_in[0], count_, 1.0);
+  if (ctx.diff_in[0]) ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.diff_in[0], count_, ctx.loss_scale);
 }
 
 std::vector<Shape> SoftmaxCrossEntropyLayer::infer_shapes(const std::vector<Shape>& in) const {
@@ -92,7 +92,8 @@ void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
 void SoftmaxCrossEntropyLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0])
     ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                   class_weights(), ctx.diff_in[0], n_, classes_, spatial_, 1.0);
+                                   class_weights(), ctx.diff_in[0], n_, classes_, spatial_,
+                                   ctx.loss_scale);
 }
 
 }  // namespace crest

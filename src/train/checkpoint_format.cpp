@@ -172,6 +172,17 @@ CheckpointInfo info_of(const SafetensorsFile& file) {
   // Written since train.on_nonfinite: rollback; older checkpoints had none.
   if (const auto it = file.metadata().find("rollbacks"); it != file.metadata().end())
     pos.rollbacks = static_cast<int>(parse_int(p, "rollbacks", it->second));
+  // Written since dynamic loss scaling; older checkpoints had none (the scaler then starts at
+  // train.loss_scale_initial, and no step was skipped for an overflow).
+  if (const auto it = file.metadata().find("loss_scale"); it != file.metadata().end()) {
+    const double scale = parse_double(p, "loss_scale", it->second);
+    if (scale != 0 && !(scale >= LossScaler::kMinScale && scale <= LossScaler::kMaxScale))
+      defect(p, "checkpoint field 'loss_scale' is not a loss scale: '" + it->second + "'");
+    pos.loss_scaler.scale = scale;
+    pos.loss_scaler.clean_steps =
+        parse_int(p, "loss_scale_clean_steps", field(file, "loss_scale_clean_steps"));
+    pos.overflow_steps = parse_int(p, "overflow_steps", field(file, "overflow_steps"));
+  }
   info.history = parse_history(p, field(file, "history"));
   info.ranks = static_cast<int>(parse_int(p, "ranks", field(file, "ranks")));
   info.batch_size = parse_int(p, "batch_size", field(file, "batch_size"));

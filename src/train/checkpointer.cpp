@@ -11,8 +11,13 @@
 namespace crest {
 
 Checkpointer::Checkpointer(const Config& config, CheckpointContext context, Executor& ex,
-                           Optimizer& optimizer, std::ostream& log)
-    : config_(config), context_(std::move(context)), ex_(ex), optimizer_(optimizer), log_(log) {}
+                           Optimizer& optimizer, const LossScaler* scaler, std::ostream& log)
+    : config_(config),
+      context_(std::move(context)),
+      ex_(ex),
+      optimizer_(optimizer),
+      scaler_(scaler),
+      log_(log) {}
 
 bool Checkpointer::due_after_step(int64_t global_step) const {
   const TrainConfig& tc = config_.train;
@@ -32,6 +37,7 @@ void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& his
   info.position = std::move(at);
   info.position.executor_steps = ex_.training_steps();
   info.position.optimizer_steps = optimizer_.steps_taken();
+  info.position.loss_scaler = scaler_ ? scaler_->state() : LossScalerState{};
   info.history = history;
   info.ranks = context_.ranks;
   info.batch_size = context_.batch_size;

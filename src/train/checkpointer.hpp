@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "crest/graph/executor.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/config.hpp"
@@ -22,17 +23,18 @@ struct CheckpointContext {
 
 class Checkpointer {
  public:
+  // `scaler`: the run's loss scaler, null without one.
   Checkpointer(const Config& config, CheckpointContext context, Executor& ex, Optimizer& optimizer,
-               std::ostream& log);
+               const LossScaler* scaler, std::ostream& log);
 
   // Whether train.checkpoint_every asks for one after global step `global_step` (1-based)...
   bool due_after_step(int64_t global_step) const;
   // ... or after epoch `epoch` (0-based).
   bool due_after_epoch(int epoch) const;
   // Writes the run's state between two steps: `at` with the executor's and optimizer's
-  // counters filled in, and the finished epochs. Logs its size and time. A failed write throws
-  // (train.checkpoint_failures: stop) or is logged and left for the next interval (tolerate);
-  // either way the message names the checkpoint a resume would use.
+  // counters and the loss scaler's state filled in, and the finished epochs. Logs its size and
+  // time. A failed write throws (train.checkpoint_failures: stop) or is logged and left for the
+  // next interval (tolerate); either way the message names the checkpoint a resume would use.
   void write(TrainingPosition at, const std::vector<EpochStats>& history);
   const std::string& last() const { return last_; }  // "" until one is written
   bool last_failed() const { return last_failed_; }  // the newest write attempt failed
@@ -44,6 +46,7 @@ class Checkpointer {
   CheckpointContext context_;
   Executor& ex_;
   Optimizer& optimizer_;
+  const LossScaler* scaler_;
   std::ostream& log_;
   std::string last_;
   bool last_failed_ = false;

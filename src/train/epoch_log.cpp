@@ -5,6 +5,7 @@
 #include <ostream>
 
 #include "crest/core/units.hpp"
+#include "crest/optim/loss_scaler.hpp"
 
 namespace crest {
 
@@ -15,10 +16,16 @@ void EpochLog::epoch(const EpochStats& st) {
     log_ << "  val_loss " << st.val_loss;
     for (const MetricValue& m : st.val_metrics) log_ << "  val_" << m.name << " " << m.value;
   }
-  log_ << std::setprecision(5) << "  lr " << st.lr << std::setprecision(2) << "  "
-       << st.samples_per_s << " samples/s  data wait " << std::setprecision(1)
-       << 100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9) << "%  " << std::setprecision(1)
-       << st.seconds << " s";
+  log_ << std::setprecision(5) << "  lr " << st.lr;
+  if (st.loss_scale > 0) {
+    log_ << "  loss_scale " << loss_scale_text(st.loss_scale);
+    if (st.overflow_steps > 0)
+      log_ << " (" << st.overflow_steps << (st.overflow_steps == 1 ? " step" : " steps")
+           << " skipped: overflow)";
+  }
+  log_ << std::setprecision(2) << "  " << st.samples_per_s << " samples/s  data wait "
+       << std::setprecision(1) << 100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9) << "%  "
+       << std::setprecision(1) << st.seconds << " s";
   if (st.skipped > 0) log_ << "  (" << st.skipped << " bad samples skipped)";
   // The rest of the run at this invocation's mean epoch time (the first epoch included: it pays
   // for cache misses the others do not, so the estimate errs long early on).

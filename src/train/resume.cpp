@@ -8,12 +8,14 @@ namespace {
 // Rank 0's position to every rank, as one fixed-size message.
 void broadcast_position(Communicator& comm, TrainingPosition& pos) {
   struct {
-    int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best, rollbacks;
+    int64_t epoch, step_in_epoch, global_step, optimizer_steps, since_best, rollbacks,
+        overflow_steps, clean_steps;
     uint64_t executor_steps;
-    double epoch_loss_sum, best_val_loss;
-  } p{pos.epoch,           pos.step_in_epoch,     pos.global_step,
-      pos.optimizer_steps, pos.epochs_since_best, pos.rollbacks,
-      pos.executor_steps,  pos.epoch_loss_sum,    pos.best_val_loss};
+    double epoch_loss_sum, best_val_loss, loss_scale;
+  } p{pos.epoch,           pos.step_in_epoch,           pos.global_step,
+      pos.optimizer_steps, pos.epochs_since_best,       pos.rollbacks,
+      pos.overflow_steps,  pos.loss_scaler.clean_steps, pos.executor_steps,
+      pos.epoch_loss_sum,  pos.best_val_loss,           pos.loss_scaler.scale};
   comm.broadcast(&p, sizeof p, 0);
   pos.epoch = static_cast<int>(p.epoch);
   pos.step_in_epoch = p.step_in_epoch;
@@ -24,19 +26,35 @@ void broadcast_position(Communicator& comm, TrainingPosition& pos) {
   pos.epoch_loss_sum = comm.rank() == 0 ? p.epoch_loss_sum : 0;  // saved as the job's sum
   pos.best_val_loss = p.best_val_loss;
   pos.rollbacks = static_cast<int>(p.rollbacks);
+  pos.overflow_steps = p.overflow_steps;
+  pos.loss_scaler = {p.loss_scale, p.clean_steps};
+}
+
+// An open accumulation window's partial gradient sum carries the loss scale it was summed with:
+// it can go on only under the same scaling (the scaler takes the checkpoint's scale).
+std::string loss_scaling_problem(const TrainingPosition& pos, const Config& config,
+                                 bool scaling_now) {
+  const bool window_open = pos.global_step % config.train.gradient_accumulation_frequency != 0;
+  const bool scaled_then = pos.loss_scaler.scale > 0;
+  if (!window_open || scaled_then == scaling_now) return "";
+  return "the checkpoint stopped inside an accumulation window whose partial gradient sum was " +
+         std::string(scaled_then ? "" : "not ") + "loss-scaled; train.loss_scaling must stay " +
+         (scaled_then ? "dynamic" : "off") + " to continue it";
 }
 
 }  // namespace
 
 TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
                                         Communicator& comm, GradientSync& sync, Executor& ex,
-                                        Optimizer& optimizer, int64_t steps_per_epoch,
-                                        std::vector<EpochStats>& history) {
+                                        Optimizer& optimizer, LossScaler* scaler,
+                                        int64_t steps_per_epoch, std::vector<EpochStats>& history) {
   TrainingPosition pos;
   std::string problem;
   if (comm.rank() == 0) {
     try {
       problem = resume_position_problem(*run_dir.resume_info, config, comm.size(), steps_per_epoch);
+      if (problem.empty())
+        problem = loss_scaling_problem(run_dir.resume_info->position, config, scaler != nullptr);
       if (problem.empty()) {
         const CheckpointInfo info = read_checkpoint(run_dir.resume_from, ex.params(), optimizer);
         pos = info.position;
@@ -54,6 +72,10 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
   broadcast_position(comm, pos);
   optimizer.set_steps_taken(pos.optimizer_steps);
   ex.set_training_steps(pos.executor_steps);
+  if (scaler && pos.loss_scaler.scale > 0)
+    scaler->restore(pos.loss_scaler);
+  else if (scaler)
+    scaler->reset();  // the checkpoint's run had no scaler
   return pos;
 }
 

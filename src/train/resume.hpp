@@ -10,12 +10,13 @@
 
 namespace crest {
 
-// Loads `run_dir`'s checkpoint into `ex` and `optimizer` on every rank (collective) and returns
-// the position to continue from; `history` gets the finished epochs (rank 0). Throws crest::Error
-// (input) on every rank when the checkpoint cannot continue this job.
+// Loads `run_dir`'s checkpoint into `ex`, `optimizer` and `scaler` (null: no loss scaling) on
+// every rank (collective) and returns the position to continue from; `history` gets the finished
+// epochs (rank 0). Throws crest::Error (input) on every rank when the checkpoint cannot continue
+// this job. A checkpoint without a loss scale leaves the scaler at its initial scale.
 TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
                                         Communicator& comm, GradientSync& sync, Executor& ex,
-                                        Optimizer& optimizer, int64_t steps_per_epoch,
-                                        std::vector<EpochStats>& history);
+                                        Optimizer& optimizer, LossScaler* scaler,
+                                        int64_t steps_per_epoch, std::vector<EpochStats>& history);
 
 }  // namespace crest

@@ -18,6 +18,10 @@ void write_run_status(const std::string& dir, const RunStatus& s) {
   j["checkpoint"] = s.checkpoint;
   if (!s.resume.empty()) j["resume"] = s.resume;
   j["exit_code"] = s.exit_code;
+  if (s.loss_scale > 0) {
+    j["loss_scale"] = s.loss_scale;
+    j["overflow_steps"] = s.overflow_steps;
+  }
   write_file_atomically(dir + "/status.json", j.dump(2) + "\n");
 }
 

@@ -21,6 +21,9 @@ struct RunStatus {
   std::string checkpoint;  // the newest valid checkpoint, "" when none
   std::string resume;      // the command that continues the run, when resumable
   int exit_code = 0;       // what the process exits with
+  // Dynamic loss scaling: the current scale (0: none) and the steps skipped for an overflow.
+  double loss_scale = 0;
+  int64_t overflow_steps = 0;
 };
 
 // Writes `dir`/status.json atomically; throws crest::Error naming the file when it cannot.

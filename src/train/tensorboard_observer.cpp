@@ -16,6 +16,7 @@ class TensorBoardObserver : public RunObserver {
   }
   void step_end(const StepInfo& s) override {
     writer_.scalar("train/loss_step", s.global_step, s.loss);
+    if (s.loss_scale > 0) writer_.scalar("train/loss_scale", s.global_step, s.loss_scale);
   }
   void epoch_stop(const EpochStats& st) override {
     const int64_t e = st.epoch;
@@ -24,6 +25,8 @@ class TensorBoardObserver : public RunObserver {
     writer_.scalar("train/samples_per_s", e, st.samples_per_s);
     writer_.scalar("train/data_wait_pct", e,
                    100.0 * st.data_wait_s / std::max(st.train_seconds, 1e-9));
+    if (st.loss_scale > 0)  // loss scaling: the epoch's updates skipped for an overflow
+      writer_.scalar("train/skipped_steps", e, static_cast<double>(st.overflow_steps));
     if (st.validated) {
       writer_.scalar("validation/loss", e, st.val_loss);
       for (const MetricValue& m : st.val_metrics)

@@ -9,15 +9,24 @@
 
 namespace crest {
 
-bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
-                                     int rank) {
-  static bool done = false;
-  const char* v = std::getenv("CREST_TEST_NONFINITE_AT_STEP");
-  if (done || !v) return false;
+namespace {
+
+// Whether the variable `name` ("G" or "G@R") asks for `global_step` on `rank`.
+bool asked(const char* name, int64_t global_step, int rank) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
   char* end = nullptr;
   const long long step = std::strtoll(v, &end, 10);
   if (*end == '@' && std::atoi(end + 1) != rank) return false;
-  if (step != global_step) return false;
+  return step == global_step;
+}
+
+}  // namespace
+
+bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
+                                     int rank) {
+  static bool done = false;
+  if (done || !asked("CREST_TEST_NONFINITE_AT_STEP", global_step, rank)) return false;
   const TensorView x = ex.input(input);
   CREST_CHECK(x.desc().dtype == DType::f32, "CREST_TEST_NONFINITE_AT_STEP needs a float32 input");
   HostStaging host(ex.params().memory(), x.data(), sizeof(float));
@@ -25,6 +34,20 @@ bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int
   host.commit();
   done = true;
   return true;
+}
+
+bool gradient_overflow_asked(int64_t global_step, int rank) {
+  static bool done = false;
+  if (done || !asked("CREST_TEST_GRAD_OVERFLOW_AT_STEP", global_step, rank)) return false;
+  done = true;
+  return true;
+}
+
+void write_gradient_infinity(const ParamStore& params, int slot) {
+  CREST_CHECK(params.dtype() == DType::f32, "CREST_TEST_GRAD_OVERFLOW_AT_STEP needs float32");
+  HostStaging host(params.memory(), params.grad(static_cast<size_t>(slot)).data(), sizeof(float));
+  host.as<float>()[0] = std::numeric_limits<float>::infinity();
+  host.commit();
 }
 
 }  // namespace crest

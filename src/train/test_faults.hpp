@@ -6,6 +6,13 @@
 //                                        on rank R only (every rank without @R); once per
 //                                        process, so a rollback that passes step G again goes on
 //                                        (a transient fault, like one corrupt sample).
+//   CREST_TEST_GRAD_OVERFLOW_AT_STEP=G[@R]
+//                                        the first gradient backward finishes in global step G
+//                                        gets an infinity, on rank R only (every rank without
+//                                        @R), before it is summed or exchanged; once per process.
+//                                        With train.loss_scaling: dynamic an overflow (the update
+//                                        is skipped, the scale backs off), else a non-finite
+//                                        gradient for train.on_nonfinite.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,5 +25,11 @@ namespace crest {
 // on `rank`. Returns whether it did.
 bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
                                      int rank);
+
+// Whether CREST_TEST_GRAD_OVERFLOW_AT_STEP asks for `global_step` on `rank`; true at most once
+// per process.
+bool gradient_overflow_asked(int64_t global_step, int rank);
+// Writes +infinity into the first element of `slot`'s gradient (float32).
+void write_gradient_infinity(const ParamStore& params, int slot);
 
 }  // namespace crest

@@ -5,16 +5,17 @@
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/dist/timeline.hpp"
+#include "test_faults.hpp"
 
 namespace crest {
 
-TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync)
-    : ex_(ex), optimizer_(optimizer), sync_(sync), accumulation_(optimizer.accumulation()) {
-  const bool exchange = sync_ && sync_->ranks() > 1;
-  if (accumulation_ > 1)
-    ex_.set_gradient_ready([this](int slot) { on_gradient_ready(slot); });
-  else if (exchange)
-    ex_.set_gradient_ready([this](int slot) { sync_->gradient_ready(slot); });
+TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, LossScaler* scaler)
+    : ex_(ex),
+      optimizer_(optimizer),
+      sync_(sync),
+      scaler_(scaler),
+      accumulation_(optimizer.accumulation()) {
+  ex_.set_gradient_ready([this](int slot) { on_gradient_ready(slot); });
 }
 
 bool TrainStep::next_updates() const { return (micro_batches_ + 1) % accumulation_ == 0; }
@@ -22,26 +23,39 @@ bool TrainStep::next_updates() const { return (micro_batches_ + 1) % accumulatio
 bool TrainStep::window_open() const { return micro_batches_ % accumulation_ != 0; }
 
 // Slot by slot as backward finishes it: the first micro-batch of a window starts the sum, the
-// middle ones add to it, the last one takes it back, scaled by 1/k, and goes on to the allreduce.
+// middle ones add to it, the last one takes it back, scaled by 1/k (and on one rank by 1/S: the
+// loss scale leaves in the same multiply), and goes on to the allreduce.
 void TrainStep::on_gradient_ready(int slot) {
   const ParamStore& params = ex_.params();
-  const ParamSlot& s = params.slots()[static_cast<size_t>(slot)];
-  VectorOps& vec = ex_.vec();
-  void* grad = params.grad(static_cast<size_t>(slot)).data();
-  void* sum = static_cast<char*>(optimizer_.gradient_sum()) + s.offset;
-  if (phase_ == 0) {
-    vec.copy(grad, sum, s.count);
-  } else if (phase_ + 1 < accumulation_) {
-    vec.add(sum, grad, sum, s.count);
-  } else {
-    vec.add(grad, sum, grad, s.count);
-    vec.scale(1.0 / accumulation_, grad, grad, s.count);
+  if (overflow_next_) {
+    write_gradient_infinity(params, slot);
+    overflow_next_ = false;
   }
-  if (phase_ + 1 == accumulation_ && sync_ && sync_->ranks() > 1) sync_->gradient_ready(slot);
+  if (accumulation_ > 1) {
+    const ParamSlot& s = params.slots()[static_cast<size_t>(slot)];
+    VectorOps& vec = ex_.vec();
+    void* grad = params.grad(static_cast<size_t>(slot)).data();
+    void* sum = static_cast<char*>(optimizer_.gradient_sum()) + s.offset;
+    if (phase_ == 0) {
+      vec.copy(grad, sum, s.count);
+    } else if (phase_ + 1 < accumulation_) {
+      vec.add(sum, grad, sum, s.count);
+    } else {
+      const double unscale = scaler_ && !exchanges() ? 1.0 / ex_.loss_scale() : 1.0;
+      vec.add(grad, sum, grad, s.count);
+      vec.scale(1.0 / accumulation_ * unscale, grad, grad, s.count);
+    }
+  }
+  if (phase_ + 1 == accumulation_ && exchanges()) sync_->gradient_ready(slot);
 }
 
 StepResult TrainStep::run(double lr, bool stop_here) {
   StepResult r;
+  // S changes only where a window ends, so every micro-batch of a window carries the same one.
+  if (scaler_) {
+    r.loss_scale = scaler_->scale();
+    ex_.set_loss_scale(r.loss_scale);
+  }
   r.loss = ex_.forward(true);
   r.forward_done = Timeline::now();
   window_stop_ |= stop_here;
@@ -50,7 +64,10 @@ StepResult TrainStep::run(double lr, bool stop_here) {
   r.updated = phase_ + 1 == accumulation_;
   // Before backward: the bucket carrying the sideband may start while backward runs. Backward
   // runs even after a non-finite loss, so every rank joins every collective.
-  if (r.updated) write_sideband();
+  if (r.updated) {
+    write_sideband();
+    if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
+  }
   ex_.backward();
   ++micro_batches_;
   r.backward_done = Timeline::now();
@@ -61,17 +78,47 @@ StepResult TrainStep::run(double lr, bool stop_here) {
   if (sync_) sync_->finish();
   r.gradients_done = Timeline::now();
   read_sideband(r);
-  // One local pass over the averaged gradients: a NaN or infinity anywhere poisons the norm.
-  const ParamStore& params = ex_.params();
-  const double norm_sq = params.ops().sum_squares(params.grads(), params.trainable_count_padded());
-  r.finite = r.finite && std::isfinite(norm_sq);
-  if (r.finite) optimizer_.step(lr);
+  unscale_where_nothing_else_does();
+  decide_update(r, lr);
   r.update_done = Timeline::now();
   return r;
 }
 
+// One rank, no accumulation: no multiply runs over the gradients that 1/S could join.
+void TrainStep::unscale_where_nothing_else_does() {
+  if (!scaler_ || exchanges() || accumulation_ > 1) return;
+  const ParamStore& params = ex_.params();
+  params.ops().scale(1.0 / ex_.loss_scale(), params.grads(), params.grads(),
+                     params.trainable_count_padded());
+}
+
+// The job-wide check needs no collective of its own: after the allreduce every rank holds the
+// same averaged gradients, and a sum that met an infinity or NaN on any rank (or overflowed in the
+// sum, or in fp16 compression) is itself non-finite, whatever the order of the additions. So one
+// local pass over them answers for the whole job: the sum of squares, which a NaN or infinity
+// anywhere poisons. It is the pass every update makes for train.on_nonfinite; with a loss scaler
+// it is the overflow check as well, made once per optimizer step on the window's summed gradient.
+void TrainStep::decide_update(StepResult& r, double lr) {
+  const ParamStore& params = ex_.params();
+  const double norm_sq = params.ops().sum_squares(params.grads(), params.trainable_count_padded());
+  const bool gradients_finite = std::isfinite(norm_sq);
+  // A non-finite loss is a forward pass gone wrong, not the scale's doing (forward never sees
+  // S); an overflow at the smallest scale is not one that scaling cures: both, and any
+  // non-finite gradient without a scaler, are train.on_nonfinite's, and the scaler stays as it is.
+  if (!r.nonfinite_loss && !gradients_finite && scaler_ && scaler_->can_back_off()) {
+    r.overflow = true;
+    scaler_->update(/*overflow=*/true);
+    return;
+  }
+  r.finite = !r.nonfinite_loss && gradients_finite;
+  if (!r.finite) return;
+  optimizer_.step(lr);
+  if (scaler_) scaler_->update(/*overflow=*/false);
+}
+
 // Two floats: [0] a stop request, [1] a non-finite loss in the window. Summed (and scaled by
-// 1/ranks) with the gradients, so a value above zero means "some rank".
+// 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag far from float32's
+// subnormals) with the gradients, so a value above zero means "some rank".
 void TrainStep::write_sideband() {
   const ParamStore& params = ex_.params();
   HostStaging host(params.memory(), params.sideband(), 2 * sizeof(float), /*fetch=*/false);
@@ -90,7 +137,6 @@ void TrainStep::read_sideband(StepResult& r) {
   r.decided = true;
   r.stop_requested = f[0] > 0;
   r.nonfinite_loss = f[1] > 0;
-  r.finite = !r.nonfinite_loss;
 }
 
 TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients() const {

@@ -20,6 +20,7 @@
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/optim/lamb.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
@@ -63,6 +64,16 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
                                                 .max_grad_norm = o.max_grad_norm});
   }
   throw_input("optimizer.name: unsupported optimizer");
+}
+
+// train.loss_scaling: dynamic's scaler, null when it is off.
+std::unique_ptr<LossScaler> make_loss_scaler(const TrainConfig& t) {
+  if (t.loss_scaling == LossScaling::off) return nullptr;
+  return std::make_unique<LossScaler>(
+      LossScalerOptions{.initial_scale = t.loss_scale_initial,
+                        .growth_interval = t.loss_scale_growth_interval,
+                        .growth_factor = t.loss_scale_growth_factor,
+                        .backoff_factor = t.loss_scale_backoff_factor});
 }
 
 // Rank 0's records of the run: its log (also output_dir/train.log) and the observers. Made
@@ -111,6 +122,8 @@ class TrainingRun {
   void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
   void stop_early(int epoch, int64_t steps_done);
   void on_nonfinite(int epoch, int64_t s, const StepResult& r);
+  void on_overflow(const StepResult& r);
+  int64_t schedule_step() const;
   void roll_back(const std::string& checkpoint);
   void write_status(RunStatus st);
   void record_failure(const Error& e);
@@ -137,6 +150,7 @@ class TrainingRun {
   std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<GroupStatReducer> bn_group_;  // synchronised batch norm; null: local
+  std::unique_ptr<LossScaler> scaler_;          // dynamic loss scaling; null: off
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchFeed> feed_;
   TrainingData data_;
@@ -229,7 +243,8 @@ void TrainingRun::compile() {
   sync_->broadcast_parameters(ex_->params());
   bn_group_ = make_batch_norm_group(*comm_, config_.dist.batchnorm_group_size);
   ex_->set_batch_stat_reducer(bn_group_.get());
-  step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get());
+  scaler_ = make_loss_scaler(config_.train);
+  step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get(), scaler_.get());
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
   // A metric that cannot read this model's prediction fails now, not after the first epoch.
   check_metrics_fit(task_, config_, ex_->output(task_.model.prediction).desc(),
@@ -348,11 +363,12 @@ TrainSummary TrainingRun::train() {
   ex_->set_profiling(config_.train.report);
   CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, comm_->size(),
                        config_.data.batch_size, train_steps_};
-  checkpointer_ = std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, *log_);
+  checkpointer_ =
+      std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, scaler_.get(), *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
   if (options_.resume) {
     pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, *sync_, *ex_, *optimizer_,
-                                  train_steps_, summary_.epochs);
+                                  scaler_.get(), train_steps_, summary_.epochs);
     step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
     if (pos_.rollbacks > 0) open_train_loader(pos_.rollbacks);  // the order it had then
   }
@@ -393,7 +409,7 @@ TrainSummary TrainingRun::train() {
 bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   st.epoch = epoch + 1;
   // The epoch's rate: the one of its last optimizer step (per-step schedules change within it).
-  st.lr = lr_policy_->lr(optimizer_->steps_taken(), epoch);
+  st.lr = lr_policy_->lr(schedule_step(), epoch);
   const auto t0 = Clock::now();
   records_.notify([&](RunObserver& o) { o.epoch_start(st.epoch); });
   // A resumed epoch continues where its checkpoint was taken.
@@ -401,11 +417,12 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   train_loader_->start_epoch(epoch, first_step);
   sync_->reset_stats();
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
+  const int64_t overflow_steps_before = pos_.overflow_steps;
   for (int64_t s = first_step; s < train_steps_; ++s) {
     at_epoch_ = epoch;
     at_step_ = s;
     try {
-      const double lr = lr_policy_->lr(optimizer_->steps_taken(), epoch);
+      const double lr = lr_policy_->lr(schedule_step(), epoch);
       if (train_one_step(epoch, s, lr, loss_sum, t0)) st.lr = lr;
     } catch (const Error& e) {
       throw Error(e.kind(), "epoch " + std::to_string(epoch + 1) + ": " + e.what(), e.scope());
@@ -420,6 +437,8 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   // An accumulation window open across the epoch's end: every rank the same partial sum, so the
   // epoch's checkpoint holds the job's state.
   step_->share_partial_sum(*comm_);
+  st.overflow_steps = pos_.overflow_steps - overflow_steps_before;  // the same on every rank
+  st.loss_scale = scaler_ ? scaler_->scale() : 0;
   st.train_seconds = since(t0);
   reduce_epoch_figures(st, loss_sum, train_steps_ - first_step);
   if (valid_loader_) validate_epoch(epoch, st);
@@ -437,11 +456,13 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   feed_->feed(b);
   inject_nonfinite_input_if_asked(*ex_, task_.model.sample_input, pos_.global_step + 1,
                                   comm_->rank());
+  if (gradient_overflow_asked(pos_.global_step + 1, comm_->rank())) step_->overflow_next_gradient();
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
   const StepResult r = step_->run(lr, stop_here);
   train_loader_->release(b);
   if (r.decided && !r.finite) on_nonfinite(epoch, s, r);  // returns only to skip the update
+  if (r.overflow) on_overflow(r);
   stop_requested_ = stop_requested_ || r.stop_requested;
   record_step(*timeline_, *sync_, s + 1, asked, got, r);
   if (std::isfinite(r.loss)) loss_sum += r.loss;  // a skipped step's loss counts as 0
@@ -459,6 +480,7 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   si.steps_per_epoch = train_steps_;
   si.global_step = pos_.global_step;
   si.loss = r.loss;  // this rank's batch loss (the epoch figures are job-wide)
+  si.loss_scale = r.loss_scale;
   si.epoch_elapsed_s = since(t0);
   records_.notify([&](RunObserver& o) { o.step_end(si); });
   return r.updated;
@@ -546,6 +568,10 @@ void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
          << ex_->params().slots().size() << " tensors)";
   else
     what << "every gradient is finite";
+  // Under loss scaling only an overflow at the smallest scale comes here (else it is skipped).
+  if (bad.count > 0 && scaler_ && !r.nonfinite_loss)
+    what << " at loss scale " << loss_scale_text(r.loss_scale)
+         << ", the smallest (not an overflow that loss scaling can cure)";
   const NonFinitePolicy policy = config_.train.on_nonfinite;
   if (policy == NonFinitePolicy::skip) {
     ++summary_.skipped_updates;
@@ -583,6 +609,26 @@ void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
                                  : Error::Scope::every_rank_printed_elsewhere);
 }
 
+// Loss scaling met a gradient overflow (every rank alike): TrainStep skipped the update and
+// lowered the scale. Expected now and then (more often while the first steps find the scale), so
+// the run goes on; Apex prints the same line.
+void TrainingRun::on_overflow(const StepResult& r) {
+  ++pos_.overflow_steps;
+  ++summary_.overflow_steps;
+  *log_ << "global step " << pos_.global_step + 1 << ": gradient overflow at loss scale "
+        << loss_scale_text(r.loss_scale) << "; update skipped, loss scale now "
+        << loss_scale_text(scaler_->scale()) << "\n";
+}
+
+// Where the learning-rate schedule stands: the optimizer steps taken plus those loss scaling
+// skipped. As with torch.amp.GradScaler, whose skipped optimizer.step() leaves the optimizer's
+// own step count (Adam's bias correction) alone while the training loop still calls
+// scheduler.step(): an overflow does not delay the schedule (a few early overflows would shift
+// every later milestone). Steps train.on_nonfinite: skip leaves out are not counted, as before.
+int64_t TrainingRun::schedule_step() const {
+  return optimizer_->steps_taken() + pos_.overflow_steps;
+}
+
 // Back to `checkpoint` (every rank: rank 0 reads it), with the next data order.
 void TrainingRun::roll_back(const std::string& checkpoint) {
   RunDirectory from = run_dir_;
@@ -591,8 +637,8 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
     from.resume_info = read_checkpoint_info(checkpoint);
   }
   const int rollbacks = pos_.rollbacks + 1;
-  pos_ = resume_from_checkpoint(from, config_, *comm_, *sync_, *ex_, *optimizer_, train_steps_,
-                                summary_.epochs);
+  pos_ = resume_from_checkpoint(from, config_, *comm_, *sync_, *ex_, *optimizer_, scaler_.get(),
+                                train_steps_, summary_.epochs);
   pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
   step_->set_micro_batches(pos_.global_step);
   open_train_loader(pos_.rollbacks);
@@ -692,6 +738,8 @@ void TrainingRun::write_status(RunStatus st) {
   st.epochs_done = at_epoch_;
   st.step_in_epoch = at_step_;
   st.global_step = pos_.global_step;
+  st.loss_scale = scaler_ ? scaler_->scale() : 0;
+  st.overflow_steps = pos_.overflow_steps;
   const auto existing = list_checkpoints(run_dir_.checkpoint_dir);
   st.checkpoint = existing.empty() ? "" : existing.back();
   if (st.state != "finished" && !st.checkpoint.empty()) {

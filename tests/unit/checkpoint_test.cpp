@@ -1,6 +1,6 @@
 // The checkpoint file in-process: every field round-trips exactly, the optimizer state is sliced
-// per parameter, loading into another model is refused before anything changes, and keep-K
-// prunes the oldest only.
+// per parameter, loading into another model is refused before anything changes, older files
+// without the loss scaler's fields still load, and keep-K prunes the oldest only.
 #include "crest/train/checkpoint.hpp"
 
 #include <gtest/gtest.h>
@@ -9,14 +9,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
+#include <map>
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
+#include "crest/data/safetensors.hpp"
 #include "crest/graph/executor.hpp"
 #include "support/cli_util.hpp"
 #include "support/small_models.hpp"
+#include "train/checkpoint_format.hpp"
 
 namespace crest {
 namespace {
@@ -58,6 +62,8 @@ CheckpointInfo sample_info() {
   info.position.epoch_loss_sum = 0.1 + 0.2;  // not representable in short decimal: must be exact
   info.position.best_val_loss = std::numeric_limits<double>::infinity();
   info.position.epochs_since_best = 2;
+  info.position.overflow_steps = 4;
+  info.position.loss_scaler = {1536.5, 17};  // not a power of two: must be exact too
   EpochStats e;
   e.epoch = 1;
   e.train_loss = 1.0 / 3.0;
@@ -102,6 +108,9 @@ TEST(CheckpointFile, RoundTripsEveryFieldAndTensorExactly) {
   EXPECT_EQ(got.position.epoch_loss_sum, 0.1 + 0.2);
   EXPECT_TRUE(std::isinf(got.position.best_val_loss));
   EXPECT_EQ(got.position.epochs_since_best, 2);
+  EXPECT_EQ(got.position.overflow_steps, 4);
+  EXPECT_EQ(got.position.loss_scaler.scale, 1536.5);
+  EXPECT_EQ(got.position.loss_scaler.clean_steps, 17);
   ASSERT_EQ(got.history.size(), 2u);
   EXPECT_EQ(got.history[0].train_loss, 1.0 / 3.0);
   EXPECT_EQ(got.history[1].val_metrics, info.history[1].val_metrics);
@@ -139,6 +148,64 @@ TEST(CheckpointFile, AnotherModelIsRefusedBeforeAnythingChanges) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("optimizer 'adam'"), std::string::npos) << e.what();
+  }
+}
+
+// `path` rewritten with its metadata changed by `edit` and a matching checksum: a checkpoint as an
+// older (or a hostile) writer would have written it.
+void rewrite_metadata(const std::string& path,
+                      const std::function<void(std::map<std::string, std::string>&)>& edit) {
+  std::map<std::string, std::string> md;
+  std::vector<std::vector<std::byte>> bytes;
+  std::vector<SafetensorsEntry> entries;
+  {
+    const SafetensorsFile f(path);
+    md = f.metadata();
+    for (const auto& t : f.tensors()) {
+      bytes.emplace_back(t.data, t.data + t.bytes);
+      entries.push_back({t.name, *to_crest_dtype(t.dtype), t.crest_shape(), nullptr});
+    }
+  }
+  checkpoint_format::TensorBytes tensors;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    entries[i].data = bytes[i].data();
+    tensors.push_back({entries[i].name, {bytes[i].data(), bytes[i].size()}});
+  }
+  edit(md);
+  md["checksum"] = checkpoint_format::crc_text(checkpoint_format::content_crc(md, tensors));
+  write_safetensors(path, entries, md);
+}
+
+// Checkpoints written before loss scaling existed have neither the scale nor the counts: they
+// load, with no scale (the scaler then starts at its initial one) and no overflow steps.
+TEST(CheckpointFile, OlderCheckpointsWithoutTheLossScaleStillLoad) {
+  test::TempDir d;
+  Trained a(test::branchy_model());
+  a.train(1);
+  const std::string path =
+      write_checkpoint(d.file("ckpt"), sample_info(), a.ex->params(), *a.opt, 3);
+  rewrite_metadata(path, [](auto& md) {
+    for (const char* key : {"loss_scale", "loss_scale_clean_steps", "overflow_steps"})
+      ASSERT_EQ(md.erase(key), 1u) << key;
+  });
+  const CheckpointInfo got = read_checkpoint(path, a.ex->params(), *a.opt);
+  EXPECT_EQ(got.position.loss_scaler.scale, 0);
+  EXPECT_EQ(got.position.loss_scaler.clean_steps, 0);
+  EXPECT_EQ(got.position.overflow_steps, 0);
+  EXPECT_EQ(got.position.global_step, 37);
+
+  rewrite_metadata(path, [](auto& md) {
+    md["loss_scale"] = "-0x1p+3";
+    md["loss_scale_clean_steps"] = "0";
+    md["overflow_steps"] = "0";
+  });
+  try {
+    (void)read_checkpoint_info(path);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("'loss_scale' is not a loss scale"), std::string::npos)
+        << e.what();
   }
 }
 

@@ -581,5 +581,46 @@ TEST_F(ConfigTest, DistSectionKeysAndErrors) {
   EXPECT_EQ(load_config(write("g.yaml", kSmall), {"dist.compress=bf16"}).dist.compress, "bf16");
 }
 
+// train.loss_scaling (dynamic loss scaling): off by default, the scaler's settings with torch's
+// defaults, printed into the resolved YAML, and every value outside its range refused naming the
+// key.
+TEST_F(ConfigTest, LossScalingKeysAndErrors) {
+  const Config d = load_config(write("d.yaml", kSmall));
+  EXPECT_EQ(d.train.loss_scaling, LossScaling::off);
+  EXPECT_EQ(d.train.loss_scale_initial, 65536);
+  EXPECT_EQ(d.train.loss_scale_growth_interval, 2000);
+  EXPECT_EQ(d.train.loss_scale_growth_factor, 2);
+  EXPECT_EQ(d.train.loss_scale_backoff_factor, 0.5);
+  EXPECT_NE(d.resolved_yaml.find("  loss_scaling: off\n"), std::string::npos) << d.resolved_yaml;
+  const Config c =
+      load_config(write("c.yaml", kSmall),
+                  {"train.loss_scaling=dynamic", "train.loss_scale_initial=1024",
+                   "train.loss_scale_growth_interval=10", "train.loss_scale_growth_factor=4",
+                   "train.loss_scale_backoff_factor=0.25"});
+  EXPECT_EQ(c.train.loss_scaling, LossScaling::dynamic);
+  EXPECT_EQ(c.train.loss_scale_initial, 1024);
+  EXPECT_EQ(c.train.loss_scale_growth_interval, 10);
+  EXPECT_EQ(c.train.loss_scale_growth_factor, 4);
+  EXPECT_EQ(c.train.loss_scale_backoff_factor, 0.25);
+  const Config b = load_config(write("b.yaml", c.resolved_yaml));
+  EXPECT_EQ(b.train.loss_scaling, LossScaling::dynamic);
+  EXPECT_EQ(b.train.loss_scale_initial, 1024);
+  EXPECT_EQ(b.train.loss_scale_backoff_factor, 0.25);
+  expect_override_error("train.loss_scaling=static", "train.loss_scaling", "off, dynamic");
+  expect_override_error("train.loss_scale_initial=0", "train.loss_scale_initial",
+                        "must be in [1, 16777216]");
+  expect_override_error("train.loss_scale_initial=1e9", "train.loss_scale_initial", "2^24");
+  expect_override_error("train.loss_scale_initial=big", "train.loss_scale_initial",
+                        "expected a number");
+  expect_override_error("train.loss_scale_growth_interval=0", "train.loss_scale_growth_interval",
+                        "positive integer");
+  expect_override_error("train.loss_scale_growth_factor=1", "train.loss_scale_growth_factor",
+                        "must be above 1");
+  expect_override_error("train.loss_scale_backoff_factor=1", "train.loss_scale_backoff_factor",
+                        "(0, 1)");
+  expect_override_error("train.loss_scale_backoff_factor=0", "train.loss_scale_backoff_factor",
+                        "(0, 1)");
+}
+
 }  // namespace
 }  // namespace crest

@@ -173,6 +173,50 @@ TEST(GradientSync, Fp16CompressionRoundsTheAverageAndRefusesOverflow) {
   }
 }
 
+// Dynamic loss scaling on a fake 2-rank job: the gradients arrive multiplied by S. float32 and
+// bf16 divide by S in the 1/ranks multiply (a power of two: the unscaled run's bits); fp16 sums
+// the scaled values, divides after widening, and lets a value beyond its range through as an
+// infinity (the overflow the scaler skips) instead of refusing it.
+TEST(GradientSync, LossScaledGradientsLeaveUnscaled) {
+  const double s = 1024;
+  for (const auto compress :
+       {GradientCompression::none, GradientCompression::bf16, GradientCompression::fp16}) {
+    SCOPED_TRACE(gradient_compression_name(compress));
+    FedModel fed;
+    Executor& ex = fed.ex;
+    ex.forward();
+    ex.backward();
+    const size_t n = ex.params().trainable_bytes() / sizeof(float);
+    auto* grads = static_cast<float*>(ex.params().grads());
+    const std::vector<float> plain(grads, grads + n);
+    test::FakeCommunicator comm(0, 2);
+    GradientSync unscaled(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3, compress);
+    unscaled.finish();
+    const std::vector<float> expected(grads, grads + n);
+
+    ex.set_loss_scale(s);
+    ex.forward();
+    ex.backward();
+    ex.set_loss_scale(1);
+    for (size_t i = 0; i < n; ++i) ASSERT_EQ(grads[i], static_cast<float>(s * plain[i])) << i;
+    GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3, compress);
+    sync.set_loss_scale(s);
+    sync.finish();
+    for (size_t i = 0; i < n; ++i) {
+      const float scaled_half = 0.5f * static_cast<float>(s * plain[i]);
+      if (compress == GradientCompression::fp16)  // rounded where S put it
+        ASSERT_EQ(grads[i], static_cast<float>(fp16_to_float(float_to_fp16(scaled_half)) / s)) << i;
+      else
+        ASSERT_EQ(grads[i], expected[i]) << i;
+    }
+    grads[0] = 1e9f;  // beyond fp16 after 1/ranks even unscaled
+    EXPECT_NO_THROW(sync.finish());
+    if (compress == GradientCompression::fp16) {
+      EXPECT_TRUE(std::isinf(grads[0]));
+    }
+  }
+}
+
 // Rank 1 arrives 80 ms late in step 0: rank 0 waits 81 ms (80 of them for rank 1), rank 1 waits
 // 1 ms for the network. In step 1 they arrive together and both wait 2 ms.
 TEST(OverlapFigures, SeparateWaitingForSlowerRanksFromCommunication) {

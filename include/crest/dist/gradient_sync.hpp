@@ -29,7 +29,9 @@ namespace crest {
 // narrowed, so the sum is the average and stays in range. bf16 keeps float32's exponent range
 // with 8 significant bits: the safe choice. fp16 keeps 11 significant bits but only values up to
 // 65504 and down to 6e-8: larger gradients are refused (an error naming the bucket), smaller ones
-// flush to zero.
+// flush to zero. With dynamic loss scaling (set_loss_scale) fp16 carries the gradients still
+// multiplied by the loss scale S, which lifts the small ones into its range, and a value beyond
+// it travels as an infinity: an overflow like any other, which skips the step and lowers S.
 enum class GradientCompression { none, bf16, fp16 };
 GradientCompression parse_gradient_compression(const std::string& text);  // "none", "bf16", "fp16"
 const char* gradient_compression_name(GradientCompression c);
@@ -104,6 +106,14 @@ class GradientSync {
   // leaves the averaged gradients in the buffer.
   void finish();
 
+  // Dynamic loss scaling: this step's gradients arrive multiplied by `scale` (> 0), and finish()
+  // leaves them divided by it again. The division costs no pass of its own where a multiply runs
+  // anyway: it joins the allreduce's 1/ranks (float32) or the narrowing's (bf16); fp16 sums the
+  // scaled values (see GradientCompression) and divides after widening. Set before the step's
+  // first bucket starts. Never set (0): no loss scaling, and an fp16 overflow is an error. Does
+  // nothing on one rank, where nothing is exchanged: the caller unscales.
+  void set_loss_scale(double scale) { loss_scale_ = scale; }
+
   const GradientSyncStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }
   // The last finished step's buckets: when each was queued, ran and completed (timelines).
@@ -119,6 +129,7 @@ class GradientSync {
   GradientSyncStats stats_;
   std::vector<PendingCollective::Timing> last_timing_;
   GradientCompression compress_;
+  double loss_scale_ = 0;  // 0: loss scaling off
   // 16-bit copy of the gradient buffer, in the parameters' memory (index = byte offset / 4).
   Buffer narrow_;
   uint16_t* narrow_codes() const { return static_cast<uint16_t*>(narrow_.data()); }

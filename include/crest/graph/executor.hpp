@@ -68,6 +68,11 @@ class Executor {
   // Backward pass: fills every parameter gradient (overwritten, not accumulated).
   void backward();
   double last_data_loss() const { return data_loss_; }  // the loss without L2 penalties
+  // Dynamic loss scaling (crest/optim/loss_scaler.hpp): backward computes the gradients of
+  // `scale` times the loss (the loss layer's gradient and the L2 terms are multiplied by it);
+  // forward's loss is unchanged. 1 by default.
+  void set_loss_scale(double scale);
+  double loss_scale() const { return loss_scale_; }
   // Training forward passes run so far: the counter the dropout masks are drawn from, saved in
   // checkpoints so a resumed run draws the same masks as an uninterrupted one.
   uint64_t training_steps() const { return step_; }
@@ -119,6 +124,7 @@ class Executor {
   Buffer arena_;
   uint64_t step_ = 0;
   double data_loss_ = 0;
+  double loss_scale_ = 1;
   bool profiling_ = false;
   std::vector<OpProfile> profile_;
   std::function<void(int)> gradient_ready_;

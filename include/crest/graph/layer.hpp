@@ -94,6 +94,9 @@ struct RunContext {
   bool training = true;
   uint64_t seed = 0;  // changes every step (dropout masks)
   double loss = 0;    // loss layers write the scalar loss here
+  // Loss layers multiply the gradient their backward starts with by this (dynamic loss scaling,
+  // Executor::set_loss_scale); the loss they report is never scaled.
+  double loss_scale = 1;
 };
 
 class Layer {

@@ -4,9 +4,10 @@
 //   model/<param>                 every parameter (its slot's shape)
 //   optimizer/<state>/<param>     every optimizer state buffer, sliced like the parameters
 //   __metadata__                  format, crest version, position (epoch, step in epoch, global
-//                                 step), the dropout counter, optimizer steps, early-stopping
-//                                 state, the finished epochs' figures, ranks, the resolved
-//                                 config, and a CRC32C over all of it (tensors and metadata).
+//                                 step), the dropout counter, optimizer steps, the loss
+//                                 scaler's state, early-stopping state, the finished epochs'
+//                                 figures, ranks, the resolved config, and a CRC32C over all of
+//                                 it (tensors and metadata).
 // Shuffling needs no saved state: an epoch's order is a function of (data.seed, epoch), so the
 // data position is the epoch and the steps done in it.
 //
@@ -20,6 +21,7 @@
 #include <vector>
 
 #include "crest/graph/param_store.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/trainer.hpp"
 
@@ -39,6 +41,11 @@ struct TrainingPosition {
   // Rollbacks after non-finite values so far (train.on_nonfinite: rollback): each one changes
   // the data order (the loader's seed), so a resume must keep the count.
   int rollbacks = 0;
+  // Dynamic loss scaling (train.loss_scaling): optimizer steps skipped for a gradient overflow
+  // so far, which count in the learning-rate schedule's position (trainer.cpp: schedule_step),
+  // and the scaler's state (scale 0: the run had no scaler, or the checkpoint is older).
+  int64_t overflow_steps = 0;
+  LossScalerState loss_scaler;
 };
 
 struct CheckpointInfo {

@@ -194,6 +194,12 @@ template <>
 inline constexpr EnumEntries<CheckpointFailures, 2> kEnumTable<CheckpointFailures> = {
     {{CheckpointFailures::stop, "stop"}, {CheckpointFailures::tolerate, "tolerate"}}};
 
+// Dynamic loss scaling (crest/optim/loss_scaler.hpp): off, or torch.amp.GradScaler's rule.
+enum class LossScaling { off, dynamic };
+template <>
+inline constexpr EnumEntries<LossScaling, 2> kEnumTable<LossScaling> = {
+    {{LossScaling::off, "off"}, {LossScaling::dynamic, "dynamic"}}};
+
 struct TrainConfig {
   std::string loss = "mse";
   // Canonical names; left out: [mean_absolute_error], or [iou] for data.name: deepcam.
@@ -220,6 +226,13 @@ struct TrainConfig {
   NonFinitePolicy on_nonfinite = NonFinitePolicy::stop;
   int max_rollbacks = 3;  // on_nonfinite: rollback, at most this many times per run
   CheckpointFailures checkpoint_failures = CheckpointFailures::stop;
+  // Dynamic loss scaling; left out, the precision's default (config/cross_section.cpp:
+  // default_loss_scaling). The scaler's settings, used when it is on.
+  LossScaling loss_scaling = LossScaling::off;
+  double loss_scale_initial = 65536;
+  int64_t loss_scale_growth_interval = 2000;
+  double loss_scale_growth_factor = 2;
+  double loss_scale_backoff_factor = 0.5;
 };
 
 // The dtype a run computes in. float64 is the oracle mode: the reference backend in double, what

@@ -48,6 +48,7 @@ struct StepInfo {
   int64_t global_step = 0;  // 1-based, counting from the run's first step (resumes included)
   double loss = 0;
   double epoch_elapsed_s = 0;  // since this epoch's epoch_start
+  double loss_scale = 0;       // the scale the step's gradients carried; 0 without loss scaling
 };
 
 class RunObserver {

@@ -10,12 +10,21 @@
 // k: the same gradient) before it is handed to the allreduce, so communication still overlaps
 // backward and runs once per update. Windows of k count from the first micro-batch of the run,
 // across epochs, as the reference's step counter does.
+//
+// Dynamic loss scaling (a LossScaler, crest/optim/loss_scaler.hpp): every micro-batch's backward
+// carries S·dL (Executor::set_loss_scale), so the window's sum does too; the division by S joins
+// a multiply that runs anyway (the allreduce's 1/ranks, see GradientSync::set_loss_scale, or on
+// one rank the window's 1/k), with a pass of its own only on one rank without accumulation. The
+// overflow check is the non-finite check every update already makes on the averaged gradients
+// (decide_update in train_step.cpp says why that is job-wide without a collective of its own);
+// an overflow skips the update and lowers S, and is not a non-finite step.
 #pragma once
 #include <string>
 
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 
 namespace crest {
@@ -32,6 +41,10 @@ struct StepResult {
   bool stop_requested = false;
   bool nonfinite_loss = false;  // the non-finite value was (also) a loss
   bool updated = false;         // this micro-batch ended with the optimizer step
+  // Loss scaling: the window's gradients overflowed at `loss_scale` (every loss finite), the
+  // update was skipped and the scaler backed off; `finite` stays true (not train.on_nonfinite's).
+  bool overflow = false;
+  double loss_scale = 0;  // the scale this micro-batch's gradients carried; 0 without a scaler
   double forward_done = 0, backward_done = 0, gradients_done = 0,
          update_done = 0;  // Timeline::now(); gradients_done = update_done = backward_done when
                            // the micro-batch only accumulated
@@ -40,8 +53,9 @@ struct StepResult {
 class TrainStep {
  public:
   // `sync` may be null (one process, no gradient exchange). With more than one rank the
-  // executor's finished gradients go to `sync` while backward runs.
-  TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync);
+  // executor's finished gradients go to `sync` while backward runs. `scaler`: dynamic loss
+  // scaling, null for none; every rank's holds the same state, and run() keeps it so.
+  TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, LossScaler* scaler = nullptr);
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
@@ -75,17 +89,26 @@ class TrainStep {
   // every run, so a resumed run takes the same arithmetic as a straight one. No-op on one rank.
   void share_partial_sum(Communicator& comm);
 
+  // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next micro-batch's first finished gradient
+  // gets an infinity, on this rank, before it is summed or exchanged.
+  void overflow_next_gradient() { overflow_next_ = true; }
+
  private:
   void on_gradient_ready(int slot);
+  bool exchanges() const { return sync_ && sync_->ranks() > 1; }
+  void unscale_where_nothing_else_does();
+  void decide_update(StepResult& r, double lr);
 
   Executor& ex_;
   Optimizer& optimizer_;
   GradientSync* sync_;
+  LossScaler* scaler_;
   int accumulation_ = 1;
   int64_t micro_batches_ = 0;
   int phase_ = 0;  // this micro-batch's place in its window, while backward runs
   // This rank's facts about the open window, sent with its update's gradients.
   bool window_stop_ = false, window_nonfinite_loss_ = false;
+  bool overflow_next_ = false;
   void write_sideband();
   void read_sideband(StepResult& r);
 };

@@ -46,6 +46,10 @@ struct EpochStats {
   double allreduce_s = 0, allreduce_exposed_s = 0;
   int64_t skipped = 0;     // bad samples dropped (data.on_error: skip), train + validation
   int64_t cache_hits = 0;  // training samples served from the loader's cache
+  // Dynamic loss scaling (both 0 without it): the epoch's optimizer steps skipped for a gradient
+  // overflow (a resumed epoch: those after the resume), and the loss scale at the epoch's end.
+  int64_t overflow_steps = 0;
+  double loss_scale = 0;
   // The value of metric `short_name` ("mae"); nullopt when not measured this epoch.
   std::optional<double> val_metric(const std::string& short_name) const;
 };
@@ -58,6 +62,7 @@ struct TrainSummary {
   int exit_code = 0;        // what `crest train` exits with: 0, or 128 + signal / 75 (preempted)
   std::string stop_reason;  // preempted: "SIGTERM", "4.0 minutes of budget left"
   int64_t skipped_updates = 0;  // steps whose update train.on_nonfinite: skip left out
+  int64_t overflow_steps = 0;   // steps whose update loss scaling skipped (a gradient overflow)
   int64_t steps = 0;            // training steps done by this invocation
   std::string last_checkpoint;  // the newest checkpoint written (rank 0), "" if none
   int64_t parameter_count = 0;

@@ -117,6 +117,16 @@ void default_task_metrics(const SectionReader& train_reader, Config& c) {
     c.train.metrics = {"iou"};
 }
 
+void default_loss_scaling(const SectionReader& train_reader, Config& c) {
+  if (train_reader.has("loss_scaling")) return;
+  switch (c.crest.precision) {
+    case Precision::float32:
+    case Precision::float64:
+      c.train.loss_scaling = LossScaling::off;
+      return;
+  }
+}
+
 void resolve_learning_rate(const SectionReader& opt, bool schedule_given, Config& c) {
   std::optional<double> lr;
   for (const char* k : {"lr", "learning_rate"})

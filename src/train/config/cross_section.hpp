@@ -31,6 +31,10 @@ Shape channels_first(const Shape& channels_last);
 // train.metrics left out of a DeepCAM run: [iou].
 void default_task_metrics(const SectionReader& train_reader, Config& c);
 
+// train.loss_scaling left out: the precision's default. The one place that decides it (off for
+// every precision so far; dynamic is meant to become fp16's).
+void default_loss_scaling(const SectionReader& train_reader, Config& c);
+
 // lr_schedule.base_lr from optimizer.lr (or the Keras default) when lr_schedule is not given;
 // refuses optimizer.lr beside an lr_schedule, which would overwrite it every epoch.
 void resolve_learning_rate(const SectionReader& optimizer_reader, bool schedule_given, Config& c);

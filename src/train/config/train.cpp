@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "config/sections.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/train/metric.hpp"
 #include "stop_signals.hpp"
 
@@ -174,6 +175,26 @@ Field<S> stop_signals_field() {
       [](const S& t, Lines& l) { l.add("stop_signals", "[" + join_list(t.stop_signals) + "]"); }};
 }
 
+// The scaler's settings, in the ranges crest/optim/loss_scaler.hpp accepts: a scale between 1
+// and Apex's 2^24 ceiling, a growth above 1, a back-off in (0, 1) (torch asserts the same).
+NumberCheck loss_scale_range() {
+  return [](double v) {
+    return v >= LossScaler::kMinScale && v <= LossScaler::kMaxScale
+               ? ""
+               : "must be in [1, 16777216] (2^24), got " + format_double(v);
+  };
+}
+
+NumberCheck above_one() {
+  return [](double v) { return v > 1 ? "" : "must be above 1, got " + format_double(v); };
+}
+
+NumberCheck open_unit_interval() {
+  return [](double v) {
+    return v > 0 && v < 1 ? "" : "expected a value in (0, 1), got " + format_double(v);
+  };
+}
+
 // A run has one quality target. A checkpoint between two micro-batches of one optimizer step would
 // need every rank's partial gradient sum; step-counted checkpoints therefore fall on optimizer
 // steps.
@@ -206,7 +227,14 @@ const Table<TrainConfig>& train_table() {
        // crest: ending early and cleanly
        stop_signals_field(), max_wall_time_field(), enum_field("on_nonfinite", &S::on_nonfinite),
        int_field("max_rollbacks", &S::max_rollbacks, 0, 1000),
-       enum_field("checkpoint_failures", &S::checkpoint_failures)},
+       enum_field("checkpoint_failures", &S::checkpoint_failures),
+       // crest: dynamic loss scaling (mixed precision)
+       enum_field("loss_scaling", &S::loss_scaling),
+       number_field("loss_scale_initial", &S::loss_scale_initial, loss_scale_range()),
+       int_field("loss_scale_growth_interval", &S::loss_scale_growth_interval, 1),
+       number_field("loss_scale_growth_factor", &S::loss_scale_growth_factor, above_one()),
+       number_field("loss_scale_backoff_factor", &S::loss_scale_backoff_factor,
+                    open_unit_interval())},
       check_train};
   return t;
 }
