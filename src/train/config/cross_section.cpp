@@ -122,7 +122,11 @@ void default_loss_scaling(const SectionReader& train_reader, Config& c) {
   switch (c.crest.precision) {
     case Precision::float32:
     case Precision::float64:
+    case Precision::bf16:  // bf16 has float32's range: no scaling needed (torch.amp agrees)
       c.train.loss_scaling = LossScaling::off;
+      return;
+    case Precision::fp16:  // fp16's gradients underflow below 6e-8 without it
+      c.train.loss_scaling = LossScaling::dynamic;
       return;
   }
 }
