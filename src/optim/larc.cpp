@@ -31,6 +31,10 @@ void Larc::set_steps_taken(int64_t steps) {
   base_->set_steps_taken(steps);
 }
 
+std::string Larc::notes() const {
+  return params_ ? name() + ": " + tensors_.describe(*params_) : std::string();
+}
+
 // g = a (g + wd w) for adapted()[i], with apex's two in-place passes.
 void Larc::rescale(size_t i, double lr) {
   const double w_norm = tensors_.weight_norm(i), g_norm = tensors_.grad_norm(i);

@@ -15,6 +15,10 @@ void Lars::on_attach() {
   ratios_.assign(tensors_.adapted().size(), 1.0);
 }
 
+std::string Lars::notes() const {
+  return params_ ? "lars: " + tensors_.describe(*params_) : std::string();
+}
+
 // One tensor: d = ratio (g + wd w); buf = m buf + d; w = w - lr buf.
 void Lars::update(size_t slot, double lr, double ratio, double weight_decay) {
   const ParamSlot& s = params_->slots()[slot];

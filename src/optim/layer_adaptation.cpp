@@ -74,6 +74,15 @@ AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& e
   g_sq_.assign(adapted_.size(), 0.0);
 }
 
+std::string AdaptedTensors::describe(const ParamStore& params) const {
+  std::string out = "trust ratio on " + std::to_string(adapted_.size()) + " tensors; " +
+                    std::to_string(excluded_.size()) + " left alone";
+  for (size_t i = 0; i < excluded_.size() && i < 8; ++i)
+    out += (i ? ", " : ": ") + params.slots()[excluded_[i]].name;
+  if (excluded_.size() > 8) out += ", ...";
+  return out;
+}
+
 void AdaptedTensors::measure(VectorOps& vec, const void* w, const void* g) {
   vec.range_sum_squares(w, g, ranges_.data(), ranges_.size(), w_sq_.data(), g_sq_.data());
 }

@@ -20,6 +20,8 @@
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/optim/lamb.hpp"
+#include "crest/optim/larc.hpp"
+#include "crest/optim/lars.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
@@ -46,6 +48,12 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
+// A list the user gave must match (a typo is an error); the defaults need not.
+LarsExclusions lars_exclusions(const OptimizerConfig& o) {
+  if (!o.lars_exclude) return {};
+  return {.patterns = *o.lars_exclude, .every_pattern_matches = true};
+}
+
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
   switch (o.name) {
     case OptimizerKind::sgd:
@@ -61,6 +69,24 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
                                                 .eps = o.eps,
                                                 .weight_decay = o.weight_decay,
                                                 .max_grad_norm = o.max_grad_norm});
+    case OptimizerKind::lars:
+      return std::make_unique<Lars>(LarsOptions{.momentum = o.momentum,
+                                                .trust_coefficient = o.trust_coefficient,
+                                                .eps = o.trust_eps,
+                                                .weight_decay = o.weight_decay,
+                                                .exclude = lars_exclusions(o)});
+    case OptimizerKind::larc: {
+      // LARC takes the weight decay over from its base, as apex does.
+      OptimizerConfig base = o;
+      base.name = o.larc_base;
+      base.weight_decay = 0;
+      return std::make_unique<Larc>(make_optimizer(base),
+                                    LarcOptions{.mode = o.larc_mode,
+                                                .trust_coefficient = o.trust_coefficient,
+                                                .eps = o.trust_eps,
+                                                .weight_decay = o.weight_decay,
+                                                .exclude = lars_exclusions(o)});
+    }
   }
   throw_input("optimizer.name: unsupported optimizer");
 }
@@ -268,6 +294,7 @@ void TrainingRun::print_dry_run() {
   const auto bytes = [](size_t b) { return human_bytes(static_cast<double>(b)); };
   const size_t state_bytes = ex_->params().trainable_bytes() * optimizer_->state().size();
   log << ex_->summary();
+  if (const std::string notes = optimizer_->notes(); !notes.empty()) log << notes << "\n";
   log << "total parameters: " << with_thousands(summary_.parameter_count) << "\n";
   log << "planned memory: " << bytes(summary_.planned_bytes) << " (activations "
       << bytes(ex_->plan().arena_bytes) << ", scratch " << bytes(ex_->plan().scratch_bytes)

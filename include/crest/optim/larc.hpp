@@ -42,6 +42,7 @@ class Larc : public Optimizer {
   // "larc(<base>)": a checkpoint resumes only with the same base optimizer (its state).
   std::string name() const override { return "larc(" + base_->name() + ")"; }
   void step(double lr) override;
+  std::string notes() const override;
   std::vector<std::pair<std::string, Buffer*>> state() override;
   void set_steps_taken(int64_t steps) override;
   const Optimizer& base() const { return *base_; }

@@ -35,6 +35,7 @@ class Lars : public Optimizer {
   explicit Lars(const LarsOptions& options);
   std::string name() const override { return "lars"; }
   void step(double lr) override;
+  std::string notes() const override;
   const AdaptedTensors& tensors() const { return tensors_; }
   // The trust ratio each adapted tensor got in the last step (tensors().adapted() order).
   const std::vector<double>& last_trust_ratios() const { return ratios_; }

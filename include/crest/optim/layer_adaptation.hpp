@@ -52,6 +52,9 @@ class AdaptedTensors {
   const std::vector<size_t>& adapted() const { return adapted_; }
   const std::vector<size_t>& excluded() const { return excluded_; }
 
+  // "trust ratio on 10 tensors; 6 left alone: conv1.bias, ..." (the first few names).
+  std::string describe(const ParamStore& params) const;
+
   // ||w||^2 and ||g||^2 of every adapted tensor from the store's flat value and gradient buffers.
   // The optimizer steps after the gradient allreduce, and gradient accumulation leaves the
   // window's averaged sum in the gradient buffer before it (TrainStep::on_gradient_ready), so

@@ -31,6 +31,9 @@ class Optimizer {
   // Restores the step count from a checkpoint (Adam's bias correction depends on it); a wrapper
   // passes it on to its base optimizer.
   virtual void set_steps_taken(int64_t steps) { steps_ = steps; }
+  // A line for `crest train --dry-run` on what the optimizer made of the parameters (LARS: the
+  // tensors it leaves alone), or "".
+  virtual std::string notes() const { return {}; }
   // Micro-batches whose gradients make one update (train.gradient_accumulation_frequency).
   int accumulation() const { return accumulation_; }
   // Where the micro-batches' gradients are summed (the gradient buffer's layout); null when
