@@ -142,10 +142,12 @@ void check_optimizer(const SectionReader& r, S& o) {
   };
   only_for("momentum", o.uses_momentum(), "SGD, LARS, LARC over SGD");
   only_for("nesterov", is_sgd(o), "SGD");
-  for (const char* k : {"betas", "optimizer_betas", "beta_1", "beta_2", "eps", "epsilon"})
+  for (const char* k : {"betas", "optimizer_betas", "beta_1", "beta_2", "eps", "epsilon"}) {
+    const bool an_eps = std::string(k) == "eps" || std::string(k) == "epsilon";
     only_for(k, uses_betas(o),
              std::string("Adam, AdamW, LAMB, LARC over Adam or AdamW") +
-                 (is_lars_family(o) ? "; the trust ratio's is trust_eps" : ""));
+                 (is_lars_family(o) && an_eps ? "; the trust ratio's is trust_eps" : ""));
+  }
   only_for("max_grad_norm", is_lamb(o), "LAMB");
   for (const char* k : {"trust_coefficient", "trust_eps", "lars_exclude"})
     only_for(k, is_lars_family(o), "LARS, LARC");
