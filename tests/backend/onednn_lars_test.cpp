@@ -11,6 +11,7 @@
 #include "backend/backend_test_util.hpp"
 #include "crest/optim/larc.hpp"
 #include "crest/optim/lars.hpp"
+#include "support/alloc_counter.hpp"
 
 namespace crest {
 namespace {
@@ -135,6 +136,34 @@ TEST(OneDnnLars, LarcStepsAgreeWithTheReferenceBackend) {
       return std::make_unique<Larc>(std::make_unique<Adam>(0.9, 0.999, 1e-8, 0.0, false),
                                     LarcOptions{.mode = mode, .weight_decay = 5e-4});
     });
+  }
+}
+
+// Like a training step, an optimizer step allocates nothing: the ranges and the norm arrays are
+// sized at attach(), the chunk pieces live on the stack.
+TEST(OneDnnLars, StepsAllocateNothing) {
+  for (const char* backend_name : {"reference", "onednn"}) {
+    auto backend = make_backend(backend_name);
+    ParamStore ps({slot("big.weight", 70'000), slot("big.bias", 64), slot("mid.weight", 5'000)},
+                  DType::f32, *backend);
+    const auto w = random_floats(75'064, 5);
+    for (size_t s = 0; s < 3; ++s) {
+      std::copy_n(w.begin(), ps.slots()[s].count, ps.value(s).as<float>());
+      std::copy_n(w.rbegin(), ps.slots()[s].count, ps.grad(s).as<float>());
+    }
+    Lars lars(LarsOptions{.momentum = 0.9});
+    Larc larc(std::make_unique<Adam>(0.9, 0.999, 1e-8, 0.0, false), LarcOptions{});
+    for (Optimizer* o : std::initializer_list<Optimizer*>{&lars, &larc}) {
+      o->attach(ps, ps.ops());
+      o->step(0.1);  // warm-up: the OpenMP thread pool starts once
+      test::AllocationStats stats;
+      {
+        test::AllocationCounter counter;
+        o->step(0.1);
+        stats = counter.stats();
+      }
+      EXPECT_EQ(stats.count, 0u) << backend_name << " " << o->name();
+    }
   }
 }
 
