@@ -1,13 +1,14 @@
 #include "crest/optim/larc.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "crest/core/error.hpp"
 
 namespace crest {
 
-Larc::Larc(std::unique_ptr<Optimizer> base, const LarcOptions& options)
-    : base_(std::move(base)), o_(options) {
+Larc::Larc(std::unique_ptr<Optimizer> base, LarcOptions options)
+    : base_(std::move(base)), o_(std::move(options)) {
   if (!base_) throw_usage("larc: needs a base optimizer");
   check_trust_settings("larc", o_.trust_coefficient, o_.eps, o_.weight_decay);
 }

@@ -1,10 +1,12 @@
 #include "crest/optim/lars.hpp"
 
+#include <utility>
+
 #include "crest/core/error.hpp"
 
 namespace crest {
 
-Lars::Lars(const LarsOptions& options) : o_(options) {
+Lars::Lars(LarsOptions options) : o_(std::move(options)) {
   check_trust_settings("lars", o_.trust_coefficient, o_.eps, o_.weight_decay);
   if (!(o_.momentum >= 0 && o_.momentum < 1))
     throw_usage("lars: momentum must be in [0, 1), got " + std::to_string(o_.momentum));

@@ -38,23 +38,25 @@ void add_group_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& 
       out.push_back({"opt_trust_coefficient", o.trust_coefficient});
       out.push_back({"opt_trust_eps", o.trust_eps});
       return;
-    case OptimizerKind::larc: {
-      // LARC's own settings, then its base's group (whose weight decay LARC applies).
-      out.push_back({"opt_larc_base", optimizer_name(o.larc_base)});
-      out.push_back({"opt_larc_mode", enum_name(o.larc_mode)});
-      out.push_back({"opt_trust_coefficient", o.trust_coefficient});
-      out.push_back({"opt_trust_eps", o.trust_eps});
-      OptimizerConfig base = o;
-      base.name = o.larc_base;
-      add_group_keys(base, lr, out);
-      return;
-    }
+    case OptimizerKind::larc:
+      return;  // add_optimizer_keys: LARC's own keys, then its base's group
   }
 }
 
 void add_optimizer_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
   out.push_back({"opt_name", optimizer_name(o.name)});
-  add_group_keys(o, lr, out);
+  if (o.name != OptimizerKind::larc) {
+    add_group_keys(o, lr, out);
+    return;
+  }
+  out.push_back({"opt_larc_base", optimizer_name(o.larc_base)});
+  out.push_back({"opt_larc_mode", enum_name(o.larc_mode)});
+  out.push_back({"opt_trust_coefficient", o.trust_coefficient});
+  out.push_back({"opt_trust_eps", o.trust_eps});
+  // The base's group, with the weight decay LARC applies.
+  OptimizerConfig base = o;
+  base.name = o.larc_base;
+  add_group_keys(base, lr, out);
 }
 
 void add_scheduler_keys(const LrScheduleConfig& l, std::vector<MllogKey>& out) {

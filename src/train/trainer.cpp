@@ -54,15 +54,29 @@ LarsExclusions lars_exclusions(const OptimizerConfig& o) {
   return {.patterns = *o.lars_exclude, .every_pattern_matches = true};
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
-  switch (o.name) {
+// SGD, Adam or AdamW: an optimizer of its own or LARC's base (then with `weight_decay` 0: LARC
+// takes the decay over from its base, as apex does).
+std::unique_ptr<Optimizer> make_base_optimizer(const OptimizerConfig& o, OptimizerKind kind,
+                                               double weight_decay) {
+  switch (kind) {
     case OptimizerKind::sgd:
       if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
       return std::make_unique<SgdKeras>(o.momentum);
     case OptimizerKind::adam:
-      return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, false);
     case OptimizerKind::adamw:
-      return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, true);
+      return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, weight_decay,
+                                    kind == OptimizerKind::adamw);
+    default:
+      throw_input("optimizer: " + optimizer_name(kind) + " is not a base optimizer");
+  }
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
+  switch (o.name) {
+    case OptimizerKind::sgd:
+    case OptimizerKind::adam:
+    case OptimizerKind::adamw:
+      return make_base_optimizer(o, o.name, o.weight_decay);
     case OptimizerKind::lamb:
       return std::make_unique<Lamb>(LambOptions{.beta1 = o.beta1,
                                                 .beta2 = o.beta2,
@@ -75,18 +89,13 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
                                                 .eps = o.trust_eps,
                                                 .weight_decay = o.weight_decay,
                                                 .exclude = lars_exclusions(o)});
-    case OptimizerKind::larc: {
-      // LARC takes the weight decay over from its base, as apex does.
-      OptimizerConfig base = o;
-      base.name = o.larc_base;
-      base.weight_decay = 0;
-      return std::make_unique<Larc>(make_optimizer(base),
+    case OptimizerKind::larc:
+      return std::make_unique<Larc>(make_base_optimizer(o, o.larc_base, 0.0),
                                     LarcOptions{.mode = o.larc_mode,
                                                 .trust_coefficient = o.trust_coefficient,
                                                 .eps = o.trust_eps,
                                                 .weight_decay = o.weight_decay,
                                                 .exclude = lars_exclusions(o)});
-    }
   }
   throw_input("optimizer.name: unsupported optimizer");
 }

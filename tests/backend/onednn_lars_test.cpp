@@ -103,7 +103,8 @@ void expect_steps_agree(Make make) {
   for (int step = 0; step < 3; ++step) {
     for (size_t s = 0; s < slots.size(); ++s) {
       const size_t n = a.slots()[s].count;
-      const auto g = random_floats(n, 100 + static_cast<uint32_t>(10 * step + s), -0.02f, 0.02f);
+      const auto g = random_floats(
+          n, 100 + static_cast<uint32_t>(10 * static_cast<size_t>(step) + s), -0.02f, 0.02f);
       std::copy(g.begin(), g.end(), a.grad(s).as<float>());
       std::copy(g.begin(), g.end(), b.grad(s).as<float>());
     }

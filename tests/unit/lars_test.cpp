@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <vector>
 
@@ -105,7 +104,7 @@ TEST(Lars, MatchesTimmsLarsPerTensorOverThreeSteps) {
     }
   }
   EXPECT_EQ(lars.steps_taken(), 3);
-  EXPECT_EQ(std::memcmp(f.w(running), stats.data(), 4 * sizeof(double)), 0);
+  EXPECT_EQ(std::vector<double>(f.w(running), f.w(running) + 4), stats);
   auto state = lars.state();
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0].first, "momentum_buffer");

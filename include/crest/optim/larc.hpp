@@ -38,7 +38,7 @@ struct LarcOptions {
 class Larc : public Optimizer {
  public:
   // Throws crest::Error (usage) on impossible settings (eta <= 0, ...) or a missing base.
-  Larc(std::unique_ptr<Optimizer> base, const LarcOptions& options);
+  Larc(std::unique_ptr<Optimizer> base, LarcOptions options);
   // "larc(<base>)": a checkpoint resumes only with the same base optimizer (its state).
   std::string name() const override { return "larc(" + base_->name() + ")"; }
   void step(double lr) override;

@@ -32,7 +32,7 @@ struct LarsOptions {
 class Lars : public Optimizer {
  public:
   // Throws crest::Error (usage) on settings that make no sense (eta <= 0, momentum >= 1, ...).
-  explicit Lars(const LarsOptions& options);
+  explicit Lars(LarsOptions options);
   std::string name() const override { return "lars"; }
   void step(double lr) override;
   std::string notes() const override;
