@@ -22,7 +22,7 @@
 namespace crest {
 
 struct LarsOptions {
-  double momentum = 0.9;
+  double momentum = 0;               // timm's (and crest's optimizer.momentum) default
   double trust_coefficient = 0.001;  // eta: timm's and the paper's default
   double eps = 1e-8;                 // timm's
   double weight_decay = 0;
