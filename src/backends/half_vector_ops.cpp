@@ -109,6 +109,13 @@ class HalfOps final : public VectorOps {
   void sgd_keras(void*, const void*, void*, size_t, double, double) override {
     refuse("sgd", dtype_);
   }
+  void range_sum_squares(const void*, const void*, const ElementRange*, size_t, double*,
+                         double*) override {
+    refuse("range_sum_squares", dtype_);
+  }
+  void lars_update(void*, const void*, void*, size_t, double, double, double, double) override {
+    refuse("lars", dtype_);
+  }
   void adam(void*, const void*, void*, void*, size_t, double, double, double, double, double, bool,
             int64_t) override {
     refuse("adam", dtype_);

@@ -20,6 +20,7 @@ void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation) {
     vec.fill(state_.back().data(), state_.back().bytes() / dtype_size(params.dtype()), 0.0);
   }
   steps_ = 0;
+  on_attach();
 }
 
 std::vector<std::pair<std::string, Buffer*>> Optimizer::state() {

@@ -32,6 +32,10 @@ const char* mllog_optimizer_name(OptimizerKind k) {
       return "adamw";
     case OptimizerKind::lamb:
       return "lamb";
+    case OptimizerKind::lars:
+      return "lars";
+    case OptimizerKind::larc:
+      return "larc";
   }
   return "unknown";
 }

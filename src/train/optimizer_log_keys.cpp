@@ -3,8 +3,8 @@
 namespace crest {
 namespace {
 
-void add_optimizer_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
-  out.push_back({"opt_name", optimizer_name(o.name)});
+// The parameter group's keys (after opt_name).
+void add_group_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
   const MllogValue betas = MllogValue::array({o.beta1, o.beta2});
   switch (o.name) {
     case OptimizerKind::lamb:
@@ -30,7 +30,33 @@ void add_optimizer_keys(const OptimizerConfig& o, double lr, std::vector<MllogKe
       out.push_back({"opt_lr", lr});
       out.push_back({"opt_momentum", o.momentum});
       return;
+    case OptimizerKind::lars:
+      // No reference logs LARS: crest's settings under crest's names.
+      out.push_back({"opt_lr", lr});
+      out.push_back({"opt_momentum", o.momentum});
+      out.push_back({"opt_weight_decay", o.weight_decay});
+      out.push_back({"opt_trust_coefficient", o.trust_coefficient});
+      out.push_back({"opt_trust_eps", o.trust_eps});
+      return;
+    case OptimizerKind::larc:
+      return;  // add_optimizer_keys: LARC's own keys, then its base's group
   }
+}
+
+void add_optimizer_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
+  out.push_back({"opt_name", optimizer_name(o.name)});
+  if (o.name != OptimizerKind::larc) {
+    add_group_keys(o, lr, out);
+    return;
+  }
+  out.push_back({"opt_larc_base", optimizer_name(o.larc_base)});
+  out.push_back({"opt_larc_mode", enum_name(o.larc_mode)});
+  out.push_back({"opt_trust_coefficient", o.trust_coefficient});
+  out.push_back({"opt_trust_eps", o.trust_eps});
+  // The base's group, with the weight decay LARC applies.
+  OptimizerConfig base = o;
+  base.name = o.larc_base;
+  add_group_keys(base, lr, out);
 }
 
 void add_scheduler_keys(const LrScheduleConfig& l, std::vector<MllogKey>& out) {

@@ -33,6 +33,34 @@ TEST(Reference, VectorOpsBasics) {
   EXPECT_EQ(a, b);
 }
 
+// Sums of squares of two buffers over ranges with gaps, and an empty range.
+TEST(Reference, RangeSumSquaresKnownValues) {
+  auto v = ops();
+  const std::vector<double> w{1, 2, 9, 3}, g{-1, 0.5, 9, 2};
+  const std::vector<ElementRange> ranges{{0, 2}, {2, 0}, {3, 1}};
+  double w_sq[3] = {-1, -1, -1}, g_sq[3] = {-1, -1, -1};
+  v->range_sum_squares(w.data(), g.data(), ranges.data(), 3, w_sq, g_sq);
+  EXPECT_EQ(w_sq[0], 5.0);
+  EXPECT_EQ(g_sq[0], 1.25);
+  EXPECT_EQ(w_sq[1], 0.0);
+  EXPECT_EQ(g_sq[1], 0.0);
+  EXPECT_EQ(w_sq[2], 9.0);
+  EXPECT_EQ(g_sq[2], 4.0);
+}
+
+// d = 0.5 (g + 0.1 w); buf = 0.9 buf + d; w = w - 2 buf.
+TEST(Reference, LarsUpdateKnownValues) {
+  auto v = ops();
+  std::vector<double> w{2, -4}, buf{1, 0};
+  const std::vector<double> g{0.8, 0.4};
+  v->lars_update(w.data(), g.data(), buf.data(), 2, 2.0, 0.9, 0.5, 0.1);
+  EXPECT_DOUBLE_EQ(buf[0], 0.9 + 0.5 * (0.8 + 0.2));
+  EXPECT_DOUBLE_EQ(buf[1], 0.5 * (0.4 - 0.4));
+  EXPECT_DOUBLE_EQ(w[0], 2 - 2 * 1.4);
+  EXPECT_DOUBLE_EQ(w[1], -4.0);
+  EXPECT_EQ(g, (std::vector<double>{0.8, 0.4}));
+}
+
 TEST(Reference, MseKnownValues) {
   auto v = ops();
   const std::vector<double> pred{1, 2}, target{0, 0};

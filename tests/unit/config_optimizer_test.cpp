@@ -163,6 +163,78 @@ TEST(ConfigOptimizer, OptimizerMistakesNameTheKey) {
   expect_error({"optimizer.lr=0.1"}, {"optimizer.lr", "lr_schedule.start_lr"});
 }
 
+// LARS and LARC: the trust coefficient's default follows the name (timm's, apex's), the
+// exclusions stay the lenient defaults unless given, LARC's base takes momentum or betas.
+TEST(ConfigOptimizer, LarsAndLarcLoadAndRoundTrip) {
+  Config c = load({"optimizer={name: LARS, momentum: 0.9, weight_decay: 5.0e-4}"});
+  const OptimizerConfig& o = c.optimizer;
+  EXPECT_EQ(o.name, OptimizerKind::lars);
+  EXPECT_DOUBLE_EQ(o.trust_coefficient, 0.001);
+  EXPECT_DOUBLE_EQ(o.trust_eps, 1e-8);
+  EXPECT_DOUBLE_EQ(o.momentum, 0.9);
+  EXPECT_DOUBLE_EQ(o.weight_decay, 5e-4);
+  EXPECT_FALSE(o.lars_exclude.has_value());
+  EXPECT_TRUE(o.uses_momentum());
+  for (const char* line : {"name: LARS", "momentum: 0.9", "trust_coefficient: 0.001",
+                           "trust_eps: 1.0e-08", "# lars_exclude: [\"*.bias\", \"*.bn.weight\"]"})
+    EXPECT_NE(c.resolved_yaml.find(line), std::string::npos) << line << "\n" << c.resolved_yaml;
+  EXPECT_EQ(c.resolved_yaml.find("betas"), std::string::npos) << c.resolved_yaml;
+  expect_round_trip(c);
+  EXPECT_FALSE(load_config_text(c.resolved_yaml, "resolved.yaml").optimizer.lars_exclude);
+
+  c =
+      load({"optimizer={name: LARC, larc_base: Adam, larc_mode: scale, weight_decay: 0.01, "
+            "lars_exclude: ['*.bias', 'fc?.weight'], betas: [0.8, 0.99], trust_eps: 0}"});
+  EXPECT_EQ(c.optimizer.name, OptimizerKind::larc);
+  EXPECT_EQ(c.optimizer.larc_base, OptimizerKind::adam);
+  EXPECT_EQ(c.optimizer.larc_mode, LarcMode::scale);
+  EXPECT_DOUBLE_EQ(c.optimizer.trust_coefficient, 0.02);  // apex's default
+  EXPECT_DOUBLE_EQ(c.optimizer.trust_eps, 0.0);
+  EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.8);
+  EXPECT_FALSE(c.optimizer.uses_momentum());
+  EXPECT_EQ(c.optimizer.lars_exclude, (std::vector<std::string>{"*.bias", "fc?.weight"}));
+  for (const char* line : {"name: LARC", "larc_base: Adam", "larc_mode: scale",
+                           "betas: [0.8, 0.99]", "lars_exclude: [\"*.bias\", \"fc?.weight\"]"})
+    EXPECT_NE(c.resolved_yaml.find(line), std::string::npos) << line << "\n" << c.resolved_yaml;
+  expect_round_trip(c);
+
+  c = load({"optimizer={name: LARC, larc_base: SGD, momentum: 0.9, lars_exclude: []}"});
+  EXPECT_EQ(c.optimizer.larc_mode, LarcMode::clip);  // apex's default
+  EXPECT_EQ(c.optimizer.lars_exclude, std::vector<std::string>{});
+  EXPECT_NE(c.resolved_yaml.find("lars_exclude: []"), std::string::npos) << c.resolved_yaml;
+  expect_round_trip(c);
+}
+
+TEST(ConfigOptimizer, LarsAndLarcMistakesNameTheKey) {
+  expect_error({"optimizer={name: LARS, trust_coefficient: 0}"},
+               {"optimizer.trust_coefficient", "positive"});
+  expect_error({"optimizer={name: LARS, trust_eps: -1}"}, {"optimizer.trust_eps", "negative"});
+  expect_error({"optimizer={name: LARS, eps: 1.0e-8}"},
+               {"optimizer.eps", "not used by LARS", "trust_eps"});
+  expect_error({"optimizer={name: LARS, momentum: 1.0}"}, {"optimizer.momentum", "[0, 1)"});
+  expect_error({"optimizer={name: LARS, larc_mode: clip}"},
+               {"optimizer.larc_mode", "not used by LARS"});
+  expect_error({"optimizer={name: LARS, lars_exclude: '*.bias'}"},
+               {"optimizer.lars_exclude", "list of glob patterns"});
+  expect_error({"optimizer={name: LARS, lars_exclude: ['*.bias', '']}"},
+               {"optimizer.lars_exclude[1]", "non-empty"});
+  expect_error({"optimizer={name: LARS, lars_exclude: [[1]]}"}, {"optimizer.lars_exclude[0]"});
+  expect_error({"optimizer={name: Adam, trust_coefficient: 0.01}"},
+               {"optimizer.trust_coefficient", "not used by Adam"});
+  expect_error({"optimizer={name: SGD, lars_exclude: []}"},
+               {"optimizer.lars_exclude", "not used by SGD"});
+  expect_error({"optimizer={name: LARC}"},
+               {"optimizer.larc_base", "required", "SGD, Adam or AdamW"});
+  expect_error({"optimizer={name: LARC, larc_base: LAMB}"},
+               {"optimizer.larc_base", "unknown value \"LAMB\"", "SGD, Adam, AdamW"});
+  expect_error({"optimizer={name: LARC, larc_base: Adam, larc_mode: clamp}"},
+               {"optimizer.larc_mode", "clip, scale"});
+  expect_error({"optimizer={name: LARC, larc_base: Adam, momentum: 0.9}"},
+               {"optimizer.momentum", "not used by LARC", "LARC over SGD"});
+  expect_error({"optimizer={name: LARC, larc_base: SGD, betas: [0.9, 0.99]}"},
+               {"optimizer.betas", "not used by LARC", "LARC over Adam or AdamW"});
+}
+
 TEST(ConfigOptimizer, ScheduleMistakesNameTheKey) {
   expect_error({"lr_schedule.base_lr=0.001"}, {"lr_schedule.base_lr", "per-step", "start_lr"});
   expect_error({"lr_schedule.start_lr=0"}, {"lr_schedule.start_lr", "positive"});

@@ -2,8 +2,9 @@
 // the same optimizer step as one batch of k b, on models without batch norm (whose statistics
 // would differ by construction), in float64 on the reference backend: the regression graph with
 // an L2 penalty under SGD, and the DeepLab-shaped segmentation graph (class-weighted softmax
-// cross-entropy) under LAMB. Between updates the weights do not move and the optimizer's step
-// count (what the LR schedule counts) advances once per window.
+// cross-entropy) under LAMB; the first under LARS and the second under LARC over Adam. Between
+// updates the weights do not move and the optimizer's step count (what the LR schedule counts)
+// advances once per window.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,6 +14,8 @@
 
 #include "crest/core/error.hpp"
 #include "crest/optim/lamb.hpp"
+#include "crest/optim/larc.hpp"
+#include "crest/optim/lars.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/train_step.hpp"
 #include "support/small_models.hpp"
@@ -117,6 +120,26 @@ TEST(GradientAccumulation, TwoMicroBatchesEqualOneBatchOfTwoUnderSgdWithL2) {
 TEST(GradientAccumulation, TwoMicroBatchesEqualOneBatchOfTwoUnderLamb) {
   check_accumulation(
       test::segmentation_model(), [] { return std::make_unique<Lamb>(LambOptions{}); }, 0.01);
+}
+
+// LARS and LARC measure their per-tensor norms on the gradient buffer after the window's sum has
+// been averaged into it, so their trust ratios (which depend on the gradient's scale) are the
+// big batch's.
+TEST(GradientAccumulation, TwoMicroBatchesEqualOneBatchOfTwoUnderLarsAndLarc) {
+  check_accumulation(
+      test::branchy_model(),
+      [] {
+        return std::make_unique<Lars>(
+            LarsOptions{.momentum = 0.9, .trust_coefficient = 0.01, .weight_decay = 1e-3});
+      },
+      0.5);
+  check_accumulation(
+      test::segmentation_model(),
+      [] {
+        return std::make_unique<Larc>(std::make_unique<Adam>(0.9, 0.999, 1e-8, 0.0, false),
+                                      LarcOptions{.mode = LarcMode::clip, .weight_decay = 1e-3});
+      },
+      0.01);
 }
 
 // Three micro-batches: the middle one adds to the sum; the window restarts after the update.

@@ -53,6 +53,20 @@ TEST(OptimizerLogKeys, AdamWithCosineAndClosedFormFlag) {
   EXPECT_EQ(keys.back().key, "scheduler_closed_form");
 }
 
+// LARS and LARC: crest's settings; LARC's base group follows its own settings.
+TEST(OptimizerLogKeys, LarsAndLarc) {
+  const std::string schedule = "lr_schedule: {start_lr: 0.1}\n";
+  EXPECT_EQ(
+      text(keys_of("optimizer: {name: LARS, momentum: 0.9, weight_decay: 5.0e-4}\n" + schedule)),
+      "opt_name=\"LARS\" opt_lr=0.1 opt_momentum=0.9 opt_weight_decay=0.0005 "
+      "opt_trust_coefficient=0.001 opt_trust_eps=1e-08 ");
+  EXPECT_EQ(
+      text(keys_of("optimizer: {name: LARC, larc_base: Adam, larc_mode: scale}\n" + schedule)),
+      "opt_name=\"LARC\" opt_larc_base=\"Adam\" opt_larc_mode=\"scale\" "
+      "opt_trust_coefficient=0.02 opt_trust_eps=1e-08 opt_lr=0.1 opt_betas=[0.9, 0.999] "
+      "opt_eps=1e-07 opt_weight_decay=0.0 opt_amsgrad=false ");
+}
+
 // Without a type the reference builds no scheduler and logs no scheduler keys.
 TEST(OptimizerLogKeys, NoSchedulerKeysWithoutAType) {
   const auto keys = keys_of("optimizer: {name: Adam}\nlr_schedule: {start_lr: 0.001}\n");

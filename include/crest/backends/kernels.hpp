@@ -180,6 +180,12 @@ class ConcatKernel {
   virtual void backward(const void* diff_dst, const std::vector<void*>& diff_srcs) = 0;
 };
 
+// A slice of a flat buffer in elements: one tensor of the parameter store (for per-tensor work).
+struct ElementRange {
+  size_t offset = 0;
+  size_t count = 0;
+};
+
 // Element-wise operations on flat buffers of `count` elements of the kernel's dtype, used for
 // everything oneDNN has no primitive for: losses, dropout, gradient sums, optimizer updates.
 // Buffers are plain unless stated; all are safe to call with aliasing where noted.
@@ -196,6 +202,11 @@ class VectorOps {
   // dst = alpha * x (dst may alias x)
   virtual void scale(double alpha, const void* x, void* dst, size_t count) = 0;
   virtual double sum_squares(const void* x, size_t count) = 0;
+  // The per-tensor norms LARS and LARC need, in one call and one pass over both buffers: for each
+  // of the n ranges, a_sq[i] = the sum of a^2 and b_sq[i] = the sum of b^2 over ranges[i] (a the
+  // weights, b the gradients). The sums depend on the ranges only, not on the thread count.
+  virtual void range_sum_squares(const void* a, const void* b, const ElementRange* ranges, size_t n,
+                                 double* a_sq, double* b_sq) = 0;
 
   // Dropout with a counter-based mask: element i is kept iff hash(seed, i) >= p, so backward
   // recomputes the mask instead of storing it. dst = keep ? x / (1 - p) : 0. In place allowed.
@@ -221,6 +232,11 @@ class VectorOps {
   virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
                     double beta2, double eps, double weight_decay, bool decoupled,
                     int64_t step) = 0;
+  // LARS's update of one tensor in torch's momentum form (timm's Lars): d = grad_scale (g +
+  // weight_decay w); buf = momentum buf + d; w = w - lr buf. grad_scale is the tensor's trust
+  // ratio (1 and weight_decay 0 for an excluded tensor). g is only read.
+  virtual void lars_update(void* w, const void* g, void* buf, size_t count, double lr,
+                           double momentum, double grad_scale, double weight_decay) = 0;
   // LAMB's first stage (apex FusedLAMB with its defaults: bias correction, gradient averaging,
   // decoupled weight decay), element-wise: c = g / grad_divisor (the global-norm clip; 1 when
   // the norm is within bounds); m = beta1 m + (1 - beta1) c; v = beta2 v + (1 - beta2) c^2;

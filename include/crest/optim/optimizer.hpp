@@ -19,15 +19,21 @@ class Optimizer {
   // the state also holds the sum of the micro-batches' gradients between two steps
   // ("gradient_sum", see gradient_sum()): it is state like the moments, so a checkpoint taken
   // between two updates resumes exactly (optax.MultiSteps keeps it in the optimizer state too).
+  // Ends with on_attach(), where an optimizer derives what it needs from the parameters.
   void attach(ParamStore& params, VectorOps& vec, int accumulation = 1);
   // One update with learning rate `lr` from the current gradients. It may consume them: LAMB
   // leaves its update direction in the gradient buffer, as apex does.
   virtual void step(double lr) = 0;
-  // State buffers by name ("velocity", "m", "v", then "gradient_sum"), for checkpoints.
-  std::vector<std::pair<std::string, Buffer*>> state();
+  // State buffers by name ("velocity", "m", "v", then "gradient_sum"), for checkpoints. Virtual
+  // for wrappers (LARC), whose state is their base optimizer's.
+  virtual std::vector<std::pair<std::string, Buffer*>> state();
   int64_t steps_taken() const { return steps_; }
-  // Restores the step count from a checkpoint (Adam's bias correction depends on it).
-  void set_steps_taken(int64_t steps) { steps_ = steps; }
+  // Restores the step count from a checkpoint (Adam's bias correction depends on it); a wrapper
+  // passes it on to its base optimizer.
+  virtual void set_steps_taken(int64_t steps) { steps_ = steps; }
+  // A line for `crest train --dry-run` on what the optimizer made of the parameters (LARS: the
+  // tensors it leaves alone), or "".
+  virtual std::string notes() const { return {}; }
   // Micro-batches whose gradients make one update (train.gradient_accumulation_frequency).
   int accumulation() const { return accumulation_; }
   // Where the micro-batches' gradients are summed (the gradient buffer's layout); null when
@@ -36,6 +42,9 @@ class Optimizer {
 
  protected:
   virtual std::vector<std::string> state_names() const = 0;
+  // Called at the end of attach(), params_ and vec_ set: per-tensor bookkeeping (LARS's
+  // exclusions), a wrapper's base optimizer. May throw crest::Error (usage).
+  virtual void on_attach() {}
   ParamStore* params_ = nullptr;
   VectorOps* vec_ = nullptr;
   std::vector<Buffer> state_;  // state_names() in order, then the gradient sum

@@ -19,6 +19,7 @@
 #include "crest/core/shape.hpp"
 #include "crest/graph/attributes.hpp"
 #include "crest/graph/graph.hpp"
+#include "crest/optim/larc.hpp"
 
 namespace crest {
 
@@ -116,13 +117,19 @@ struct ModelConfig {
   Attributes attrs;
 };
 
-enum class OptimizerKind { sgd, adam, adamw, lamb };
+enum class OptimizerKind { sgd, adam, adamw, lamb, lars, larc };
 template <>
-inline constexpr EnumEntries<OptimizerKind, 4> kEnumTable<OptimizerKind> = {
+inline constexpr EnumEntries<OptimizerKind, 6> kEnumTable<OptimizerKind> = {
     {{OptimizerKind::sgd, "SGD"},
      {OptimizerKind::adam, "Adam"},
      {OptimizerKind::adamw, "AdamW"},
-     {OptimizerKind::lamb, "LAMB"}}};
+     {OptimizerKind::lamb, "LAMB"},
+     {OptimizerKind::lars, "LARS"},
+     {OptimizerKind::larc, "LARC"}}};
+
+template <>
+inline constexpr EnumEntries<LarcMode, 2> kEnumTable<LarcMode> = {
+    {{LarcMode::clip, "clip"}, {LarcMode::scale, "scale"}}};
 
 struct OptimizerConfig {
   OptimizerKind name = OptimizerKind::sgd;
@@ -139,6 +146,23 @@ struct OptimizerConfig {
   double eps = 1e-7;
   double weight_decay = 0;     // default 0; AdamW 0.01; LAMB 1e-6 (the reference's --weight_decay)
   double max_grad_norm = 1.0;  // LAMB only: the global gradient-norm clip (apex's default)
+  // LARS and LARC (crest-only keys; crest/optim/lars.hpp, larc.hpp): the trust coefficient eta
+  // (LARS 0.001, timm's; LARC 0.02, apex's), the trust ratio's eps, and the tensors left alone:
+  // glob patterns on parameter names, unset for default_lars_exclusions() (which, unlike a
+  // given list, may match nothing).
+  double trust_coefficient = 0.001;
+  double trust_eps = 1e-8;
+  std::optional<std::vector<std::string>> lars_exclude;
+  // LARC only: clip or scale (apex's clip=True/False), and the optimizer it wraps.
+  LarcMode larc_mode = LarcMode::clip;
+  OptimizerKind larc_base = OptimizerKind::sgd;  // SGD, Adam or AdamW
+
+  // What the update is built on: SGD's momentum (SGD, LARS, LARC over SGD) or Adam's moments
+  // (betas, eps: Adam, AdamW, LAMB, LARC over Adam or AdamW).
+  bool uses_momentum() const {
+    return name == OptimizerKind::sgd || name == OptimizerKind::lars ||
+           (name == OptimizerKind::larc && larc_base == OptimizerKind::sgd);
+  }
 };
 
 enum class LrScaling { none, linear, sqrt };
@@ -158,7 +182,8 @@ inline constexpr EnumEntries<StepLrType, 3> kEnumTable<StepLrType> = {
 // crest/optim/lr_schedule.hpp) or DeepCAM's per-step schedule (start_lr, type, ...;
 // crest/optim/step_lr_schedule.hpp), chosen by the keys the section uses.
 // Without an lr_schedule section: the per-epoch family with base_lr = optimizer.lr, or the Keras
-// default of the optimizer (SGD 0.01, Adam/AdamW/LAMB 0.001), constant.
+// default of the optimizer (SGD 0.01, Adam/AdamW/LAMB 0.001; LARS and LARC as SGD or as their
+// Adam base), constant.
 struct LrScheduleConfig {
   double base_lr = 0.01;
   LrScaling scaling = LrScaling::none;

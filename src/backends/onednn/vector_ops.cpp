@@ -95,6 +95,64 @@ class F32Ops final : public VectorOps {
     });
   }
 
+  // The ranges laid end to end are split into fixed chunks as chunked_sum splits one buffer, so a
+  // big tensor is shared among the threads and a hundred small ones do not each open a parallel
+  // region. A range wholly inside one chunk is summed there; a range cut by chunk boundaries gets
+  // a piece from every chunk it crosses, and the pieces are added in chunk order afterwards. The
+  // sums thus depend on the ranges only, not on the thread count.
+  void range_sum_squares(const void* a_v, const void* b_v, const ElementRange* ranges, size_t n,
+                         double* a_sq, double* b_sq) override {
+    const float* a = static_cast<const float*>(a_v);
+    const float* b = static_cast<const float*>(b_v);
+    size_t total = 0;
+    for (size_t r = 0; r < n; ++r) {
+      total += ranges[r].count;
+      a_sq[r] = b_sq[r] = 0.0;
+    }
+    const size_t chunks = std::clamp<size_t>(total / kChunkMin, 1, kMaxChunks);
+    // A chunk cuts at most two ranges: the first it touches (cut on the left, maybe on both
+    // sides) and the last (cut on the right only).
+    constexpr size_t kNone = SIZE_MAX;
+    struct Piece {
+      size_t range = kNone;
+      double a = 0, b = 0;
+    };
+    Piece left_cut[kMaxChunks], right_cut[kMaxChunks];
+#pragma omp parallel for schedule(static) if (chunks > 1)
+    for (size_t c = 0; c < chunks; ++c) {
+      const size_t lo = total * c / chunks;
+      const size_t hi = total * (c + 1) / chunks;
+      // Positions count the ranges' elements end to end; `start` is range r's first.
+      size_t r = 0, start = 0;
+      while (r < n && start + ranges[r].count <= lo) start += ranges[r++].count;
+      for (; r < n && start < hi; start += ranges[r++].count) {
+        const size_t from = std::max(lo, start) - start;
+        const size_t to = std::min(hi, start + ranges[r].count) - start;
+        const float* pa = a + ranges[r].offset;
+        const float* pb = b + ranges[r].offset;
+        double sa = 0.0, sb = 0.0;
+#pragma omp simd reduction(+ : sa, sb)
+        for (size_t i = from; i < to; ++i) {
+          const double x = pa[i], y = pb[i];
+          sa += x * x;
+          sb += y * y;
+        }
+        if (from > 0)
+          left_cut[c] = {r, sa, sb};
+        else if (to < ranges[r].count)
+          right_cut[c] = {r, sa, sb};
+        else
+          a_sq[r] = sa, b_sq[r] = sb;  // whole: no other chunk touches range r
+      }
+    }
+    for (size_t c = 0; c < chunks; ++c)
+      for (const Piece& p : {left_cut[c], right_cut[c]})
+        if (p.range != kNone) {
+          a_sq[p.range] += p.a;
+          b_sq[p.range] += p.b;
+        }
+  }
+
   void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
     if (!(p >= 0.f && p <= 1.f))
       throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
@@ -219,6 +277,21 @@ class F32Ops final : public VectorOps {
       const double update =
           (m_new / correction1) / (std::sqrt(v_new / correction2) + eps) + decay * weight;
       w[i] = static_cast<float>(weight - lr * update);
+    }
+  }
+
+  void lars_update(void* w_v, const void* g_v, void* buf_v, size_t count, double lr,
+                   double momentum, double grad_scale, double weight_decay) override {
+    float* w = static_cast<float*>(w_v);
+    const float* g = static_cast<const float*>(g_v);
+    float* buf = static_cast<float*>(buf_v);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+    for (size_t i = 0; i < count; ++i) {
+      const double weight = w[i];
+      const double d = grad_scale * (static_cast<double>(g[i]) + weight_decay * weight);
+      const double velocity = momentum * static_cast<double>(buf[i]) + d;
+      buf[i] = static_cast<float>(velocity);
+      w[i] = static_cast<float>(weight - lr * velocity);
     }
   }
 

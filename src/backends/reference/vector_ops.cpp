@@ -55,6 +55,21 @@ class Ops final : public VectorOps {
     return acc;
   }
 
+  void range_sum_squares(const void* a_v, const void* b_v, const ElementRange* ranges, size_t n,
+                         double* a_sq, double* b_sq) override {
+    const T* a = static_cast<const T*>(a_v);
+    const T* b = static_cast<const T*>(b_v);
+    for (size_t r = 0; r < n; ++r) {
+      double sa = 0.0, sb = 0.0;
+      for (size_t i = ranges[r].offset; i < ranges[r].offset + ranges[r].count; ++i) {
+        sa += static_cast<double>(a[i]) * a[i];
+        sb += static_cast<double>(b[i]) * b[i];
+      }
+      a_sq[r] = sa;
+      b_sq[r] = sb;
+    }
+  }
+
   void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
     if (!(p >= 0.f && p <= 1.f))
       throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
@@ -159,6 +174,20 @@ class Ops final : public VectorOps {
       double update = m_hat / (std::sqrt(v_hat) + eps);
       if (decoupled) update += weight_decay * weight;
       w[i] = static_cast<T>(weight - lr * update);
+    }
+  }
+
+  void lars_update(void* w_v, const void* g_v, void* buf_v, size_t count, double lr,
+                   double momentum, double grad_scale, double weight_decay) override {
+    T* w = static_cast<T*>(w_v);
+    const T* g = static_cast<const T*>(g_v);
+    T* buf = static_cast<T*>(buf_v);
+    for (size_t i = 0; i < count; ++i) {
+      const double weight = w[i];
+      const double d = grad_scale * (static_cast<double>(g[i]) + weight_decay * weight);
+      const double velocity = momentum * static_cast<double>(buf[i]) + d;
+      buf[i] = static_cast<T>(velocity);
+      w[i] = static_cast<T>(weight - lr * velocity);
     }
   }
 

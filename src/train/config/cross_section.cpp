@@ -143,7 +143,7 @@ void resolve_learning_rate(const SectionReader& opt, bool schedule_given, Config
                    (c.lr_schedule.per_step ? "start_lr" : "base_lr") + " instead");
     return;
   }
-  c.lr_schedule.base_lr = lr.value_or(c.optimizer.name == OptimizerKind::sgd ? 0.01 : 0.001);
+  c.lr_schedule.base_lr = lr.value_or(c.optimizer.uses_momentum() ? 0.01 : 0.001);
   c.lr_schedule.scaling = LrScaling::none;
 }
 

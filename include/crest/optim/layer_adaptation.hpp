@@ -1,0 +1,73 @@
+// What LARS and LARC share (You, Gitman, Ginsburg 2017, "Large Batch Training of Convolutional
+// Networks"): which trainable tensors get a per-tensor learning rate, their norms, and the trust
+// ratio that sets it.
+//
+// Exclusions are glob patterns (fnmatch(3): `*`, `?`, `[...]`; `*` also matches dots) on
+// parameter names ("conv1.bias"). An excluded tensor gets neither the trust ratio nor weight
+// decay: it takes the plain update of its gradient. The defaults are the biases and the
+// batch-norm scales and shifts of the registered models: CosmoFlow's `conv<i>.bias` and
+// `fc<i>.bias` (it has no batch norm) and DeepCAM's `<module>.bias` (its one convolution bias,
+// every batch-norm beta, the image-pool affine's shift) and `<module>.bn.weight` (every
+// batch-norm gamma: the reference wraps each BatchNorm2d in a module whose child is `bn`).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/graph/param_store.hpp"
+
+namespace crest {
+
+// {"*.bias", "*.bn.weight"}
+std::vector<std::string> default_lars_exclusions();
+
+struct LarsExclusions {
+  std::vector<std::string> patterns = default_lars_exclusions();
+  // Every pattern must match a trainable parameter: on for a list the user wrote (a typo must
+  // not silently adapt the tensors it meant), off for the defaults, which name tensors that not
+  // every model has (CosmoFlow has no batch norm).
+  bool every_pattern_matches = false;
+};
+
+// eta ||w|| / (||g|| + weight_decay ||w|| + eps), or 1 when either norm is 0 (a zero tensor, or
+// one without gradient, has no scale to measure the step against).
+double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
+                   double eps);
+
+// The settings LARS and LARC share, checked: eta > 0, eps >= 0, weight decay >= 0. Throws
+// crest::Error (usage) starting with `who` ("lars", "larc").
+void check_trust_settings(const std::string& who, double trust_coefficient, double eps,
+                          double weight_decay);
+
+// The adapted and the excluded trainable tensors of a parameter store, and the adapted ones'
+// norms, measured with one VectorOps call (range_sum_squares) instead of two per tensor.
+class AdaptedTensors {
+ public:
+  AdaptedTensors() = default;
+  // Throws crest::Error (usage) naming optimizer.lars_exclude when exclusions.every_pattern_matches
+  // and a pattern matches no trainable parameter.
+  AdaptedTensors(const ParamStore& params, const LarsExclusions& exclusions);
+
+  // Slot indices (into params.slots()) in slot order; non-trainable slots are in neither list.
+  const std::vector<size_t>& adapted() const { return adapted_; }
+  const std::vector<size_t>& excluded() const { return excluded_; }
+
+  // "trust ratio on 10 tensors; 6 left alone: conv1.bias, ..." (the first few names).
+  std::string describe(const ParamStore& params) const;
+
+  // ||w||^2 and ||g||^2 of every adapted tensor from the store's flat value and gradient buffers.
+  // The optimizer steps after the gradient allreduce, and gradient accumulation leaves the
+  // window's averaged sum in the gradient buffer before it (TrainStep::on_gradient_ready), so
+  // these are the norms of the gradient the update uses, the same on every rank.
+  void measure(VectorOps& vec, const void* w, const void* g);
+  // Of adapted()[i], from the last measure().
+  double weight_norm(size_t i) const;
+  double grad_norm(size_t i) const;
+
+ private:
+  std::vector<size_t> adapted_, excluded_;
+  std::vector<ElementRange> ranges_;  // of adapted_, in elements
+  std::vector<double> w_sq_, g_sq_;   // sized once: a step allocates nothing
+};
+
+}  // namespace crest

@@ -1,0 +1,63 @@
+#include "crest/optim/larc.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+Larc::Larc(std::unique_ptr<Optimizer> base, LarcOptions options)
+    : base_(std::move(base)), o_(std::move(options)) {
+  if (!base_) throw_usage("larc: needs a base optimizer");
+  check_trust_settings("larc", o_.trust_coefficient, o_.eps, o_.weight_decay);
+}
+
+// The base optimizer updates the same parameters; the micro-batch gradient sum, if any, is the
+// wrapper's (the trainer asks the optimizer it holds for it).
+void Larc::on_attach() {
+  base_->attach(*params_, *vec_, 1);
+  tensors_ = AdaptedTensors(*params_, o_.exclude);
+  factors_.assign(tensors_.adapted().size(), 1.0);
+}
+
+std::vector<std::pair<std::string, Buffer*>> Larc::state() {
+  auto out = base_->state();
+  for (const auto& own : Optimizer::state()) out.push_back(own);
+  return out;
+}
+
+void Larc::set_steps_taken(int64_t steps) {
+  Optimizer::set_steps_taken(steps);
+  base_->set_steps_taken(steps);
+}
+
+std::string Larc::notes() const {
+  return params_ ? name() + ": " + tensors_.describe(*params_) : std::string();
+}
+
+// g = a (g + wd w) for adapted()[i], with apex's two in-place passes.
+void Larc::rescale(size_t i, double lr) {
+  const double w_norm = tensors_.weight_norm(i), g_norm = tensors_.grad_norm(i);
+  factors_[i] = 1.0;
+  if (w_norm == 0 || g_norm == 0) return;  // apex: no rescaling, no weight decay
+  double a = trust_ratio(w_norm, g_norm, o_.trust_coefficient, o_.weight_decay, o_.eps);
+  // lr 0 clips to 1 (a / 0 is infinite): the step is 0 anyway.
+  if (o_.mode == LarcMode::clip) a = std::min(a / lr, 1.0);
+  factors_[i] = a;
+  const size_t slot = tensors_.adapted()[i];
+  const size_t count = params_->slots()[slot].count;
+  void* g = params_->grad(slot).data();
+  if (o_.weight_decay != 0) vec_->axpy(o_.weight_decay, params_->value(slot).data(), g, count);
+  vec_->scale(a, g, g, count);
+}
+
+void Larc::step(double lr) {
+  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  ++steps_;
+  tensors_.measure(*vec_, params_->values(), params_->grads());
+  for (size_t i = 0; i < tensors_.adapted().size(); ++i) rescale(i, lr);
+  base_->step(lr);
+}
+
+}  // namespace crest

@@ -1,0 +1,44 @@
+#include "crest/optim/lars.hpp"
+
+#include <utility>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+Lars::Lars(LarsOptions options) : o_(std::move(options)) {
+  check_trust_settings("lars", o_.trust_coefficient, o_.eps, o_.weight_decay);
+  if (!(o_.momentum >= 0 && o_.momentum < 1))
+    throw_usage("lars: momentum must be in [0, 1), got " + std::to_string(o_.momentum));
+}
+
+void Lars::on_attach() {
+  tensors_ = AdaptedTensors(*params_, o_.exclude);
+  ratios_.assign(tensors_.adapted().size(), 1.0);
+}
+
+std::string Lars::notes() const {
+  return params_ ? "lars: " + tensors_.describe(*params_) : std::string();
+}
+
+// One tensor: d = ratio (g + wd w); buf = m buf + d; w = w - lr buf.
+void Lars::update(size_t slot, double lr, double ratio, double weight_decay) {
+  const ParamSlot& s = params_->slots()[slot];
+  void* buf = static_cast<char*>(state_[0].data()) + s.offset;
+  vec_->lars_update(params_->value(slot).data(), params_->grad(slot).data(), buf, s.count, lr,
+                    o_.momentum, ratio, weight_decay);
+}
+
+void Lars::step(double lr) {
+  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  ++steps_;
+  tensors_.measure(*vec_, params_->values(), params_->grads());
+  for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
+    ratios_[i] = trust_ratio(tensors_.weight_norm(i), tensors_.grad_norm(i), o_.trust_coefficient,
+                             o_.weight_decay, o_.eps);
+    update(tensors_.adapted()[i], lr, ratios_[i], o_.weight_decay);
+  }
+  for (size_t slot : tensors_.excluded()) update(slot, lr, 1.0, 0.0);
+}
+
+}  // namespace crest

@@ -1,0 +1,94 @@
+#include "crest/optim/layer_adaptation.hpp"
+
+#include <fnmatch.h>
+
+#include <cmath>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+bool matches(const std::string& pattern, const std::string& name) {
+  return fnmatch(pattern.c_str(), name.c_str(), 0) == 0;
+}
+
+// "conv1.weight, conv1.bias, ... (22 in all)": enough to see how the names are spelled.
+std::string some_names(const ParamStore& params) {
+  std::string out;
+  size_t shown = 0, trainable = 0;
+  for (const ParamSlot& s : params.slots()) {
+    if (!s.spec.trainable) continue;
+    if (++trainable <= 6) out += (shown++ ? ", " : "") + s.name;
+  }
+  if (trainable > shown) out += ", ... (" + std::to_string(trainable) + " in all)";
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> default_lars_exclusions() { return {"*.bias", "*.bn.weight"}; }
+
+double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
+                   double eps) {
+  if (w_norm == 0 || g_norm == 0) return 1.0;
+  return trust_coefficient * w_norm / (g_norm + weight_decay * w_norm + eps);
+}
+
+void check_trust_settings(const std::string& who, double trust_coefficient, double eps,
+                          double weight_decay) {
+  if (!(trust_coefficient > 0))
+    throw_usage(who + ": trust_coefficient must be positive, got " +
+                std::to_string(trust_coefficient));
+  if (!(eps >= 0)) throw_usage(who + ": eps must not be negative, got " + std::to_string(eps));
+  if (!(weight_decay >= 0))
+    throw_usage(who + ": weight_decay must not be negative, got " + std::to_string(weight_decay));
+}
+
+AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& exclusions) {
+  std::vector<bool> used(exclusions.patterns.size(), false);
+  const size_t element = dtype_size(params.dtype());
+  for (size_t s = 0; s < params.slots().size(); ++s) {
+    const ParamSlot& slot = params.slots()[s];
+    if (!slot.spec.trainable) continue;
+    bool excluded = false;
+    for (size_t p = 0; p < exclusions.patterns.size(); ++p)
+      if (matches(exclusions.patterns[p], slot.name)) {
+        used[p] = true;
+        excluded = true;
+      }
+    if (excluded) {
+      excluded_.push_back(s);
+    } else {
+      adapted_.push_back(s);
+      ranges_.push_back({slot.offset / element, slot.count});
+    }
+  }
+  if (exclusions.every_pattern_matches)
+    for (size_t p = 0; p < used.size(); ++p)
+      if (!used[p])
+        throw_usage("optimizer.lars_exclude: pattern '" + exclusions.patterns[p] +
+                    "' matches no trainable parameter of this model (a typo? its parameters: " +
+                    some_names(params) + ")");
+  w_sq_.assign(adapted_.size(), 0.0);
+  g_sq_.assign(adapted_.size(), 0.0);
+}
+
+std::string AdaptedTensors::describe(const ParamStore& params) const {
+  std::string out = "trust ratio on " + std::to_string(adapted_.size()) + " tensors; " +
+                    std::to_string(excluded_.size()) + " left alone";
+  for (size_t i = 0; i < excluded_.size() && i < 8; ++i)
+    out += (i ? ", " : ": ") + params.slots()[excluded_[i]].name;
+  if (excluded_.size() > 8) out += ", ...";
+  return out;
+}
+
+void AdaptedTensors::measure(VectorOps& vec, const void* w, const void* g) {
+  vec.range_sum_squares(w, g, ranges_.data(), ranges_.size(), w_sq_.data(), g_sq_.data());
+}
+
+double AdaptedTensors::weight_norm(size_t i) const { return std::sqrt(w_sq_.at(i)); }
+
+double AdaptedTensors::grad_norm(size_t i) const { return std::sqrt(g_sq_.at(i)); }
+
+}  // namespace crest
