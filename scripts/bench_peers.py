@@ -8,7 +8,7 @@ contestant (with "ratio_to" the first contestant named by --ratio-to).
 
   scripts/bench_peers.py --rounds 3 --size 128 --batch 2 --threads 2 \
       --crest crest=build/bin/crest --tf tf=/work/tfvenv/bin/python3 [--tf-bf16 ...] \
-      [--torch torch=/work/torchvenv/bin/python3] [--ratio-to tf]
+      [--torch torch=/work/torchvenv/bin/python3] [--crest-bf16 ...] [--torch-bf16 ...] [--ratio-to tf]
 
 Peer scripts come from ../shared/peers (cosmoflow_tf.py, cosmoflow_torch.py).
 """
@@ -48,9 +48,11 @@ def main():
     p.add_argument("--steps", type=int, default=3)
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--crest", action="append", help="LABEL=path to a crest binary")
+    p.add_argument("--crest-bf16", action="append", help="LABEL=path to a crest binary, --precision bf16")
     p.add_argument("--tf", action="append", help="LABEL=python with tensorflow (fp32)")
     p.add_argument("--tf-bf16", action="append", help="LABEL=python with tensorflow (mixed_bfloat16)")
     p.add_argument("--torch", action="append", help="LABEL=python with torch (channels-last)")
+    p.add_argument("--torch-bf16", action="append", help="LABEL=python with torch (channels-last, autocast bf16)")
     p.add_argument("--ratio-to", help="label every other contestant is compared with")
     a = p.parse_args()
 
@@ -58,12 +60,16 @@ def main():
     contestants = []
     for label, path in pairs(a.crest):
         contestants.append((label, [path, "bench", "train", "--warmup", "1"] + common))
+    for label, path in pairs(a.crest_bf16):
+        contestants.append((label, [path, "bench", "train", "--warmup", "1", "--precision", "bf16"] + common))
     for label, py in pairs(a.tf):
         contestants.append((label, [py, os.path.join(peers, "cosmoflow_tf.py")] + common))
     for label, py in pairs(a.tf_bf16):
         contestants.append((label, [py, os.path.join(peers, "cosmoflow_tf.py"), "--bf16"] + common))
     for label, py in pairs(a.torch):
         contestants.append((label, [py, os.path.join(peers, "cosmoflow_torch.py"), "--cl"] + common))
+    for label, py in pairs(a.torch_bf16):
+        contestants.append((label, [py, os.path.join(peers, "cosmoflow_torch.py"), "--cl", "--bf16"] + common))
     if not contestants:
         sys.exit("bench_peers: name at least one contestant")
 

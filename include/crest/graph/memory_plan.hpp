@@ -17,8 +17,8 @@ struct PlanBlock {
 
 struct MemoryPlan {
   std::vector<PlanBlock> blocks;
-  size_t arena_bytes = 0;    // peak: what the arena needs
-  size_t naive_bytes = 0;    // sum of all blocks: what it would need without reuse
+  size_t arena_bytes = 0;  // peak: what the arena needs
+  size_t naive_bytes = 0;  // sum of all blocks: what it would need without reuse
   // The largest kernel scratch request (planned inside the arena, per op and pass: blocks
   // "<op>:scratch" and "<op>:backward scratch").
   size_t scratch_bytes = 0;

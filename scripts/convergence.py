@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""Learning-quality runs for docs/convergence.md: the learnable CosmoFlow fixture
+(tests/fixtures/learnable_cosmoflow.yaml, target validation MAE <= 0.124) trained in several
+precisions from several seeds; prints one JSON line per run (epochs to target, the validation
+MAE curve read from the run's MLPerf log) and a summary line per precision.
+
+    python3 scripts/convergence.py --crest build/bin/crest --data /tmp/crest-learnable-cosmoflow \
+        --precisions float32 bf16 --seeds 0 1 2 [--out /tmp/convergence] [-- extra overrides]
+
+The dataset is made first when --data does not exist (crest datagen, ~7 s). Runs are
+deterministic for a seed and thread count, so a loaded machine changes only how long they take.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+
+def eval_curve(mllog_path):
+    """[(epoch, eval_error)] from the ':::MLLOG' lines of a run's mllog.txt."""
+    curve = []
+    with open(mllog_path) as f:
+        for line in f:
+            if ":::MLLOG" not in line:
+                continue
+            rec = json.loads(line.split(":::MLLOG", 1)[1])
+            if rec.get("key") == "eval_error":
+                curve.append((rec["metadata"]["epoch_num"], rec["value"]))
+    return curve
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--crest", default="build/bin/crest")
+    p.add_argument("--data", default="/tmp/crest-learnable-cosmoflow")
+    p.add_argument("--config", default="tests/fixtures/learnable_cosmoflow.yaml")
+    p.add_argument("--precisions", nargs="+", default=["float32", "bf16"])
+    p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
+    p.add_argument("--out", default="/tmp/crest-convergence")
+    p.add_argument("--target", type=float, default=0.124)
+    p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
+    a = p.parse_args()
+    if not os.path.isdir(a.data):
+        subprocess.run([a.crest, "datagen", "cosmoflow", "--out", a.data, "--train", "1024",
+                        "--valid", "128", "--size", "32", "--seed", "1"], check=True,
+                       stdout=sys.stderr)
+    summary = {}
+    for seed in a.seeds:
+        for prec in a.precisions:  # interleaved: each seed's runs one after another
+            run_dir = os.path.join(a.out, f"{prec}-seed{seed}")
+            cmd = [a.crest, "train", "--config", a.config, f"data.data_dir={a.data}",
+                   f"data.seed={seed}", f"output_dir={run_dir}", "--overwrite",
+                   "--precision", prec] + a.overrides
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            if r.returncode not in (0, 1):  # 1: finished without reaching the target
+                sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
+            curve = eval_curve(os.path.join(run_dir, "mllog.txt"))
+            reached = next((e for e, v in curve if v <= a.target), None)
+            line = {"precision": prec, "seed": seed, "epochs_to_target": reached,
+                    "final_mae": curve[-1][1] if curve else None,
+                    "mae_curve": [round(v, 4) for _, v in curve]}
+            print(json.dumps(line), flush=True)
+            summary.setdefault(prec, []).append(reached)
+    for prec, epochs in summary.items():
+        done = [e for e in epochs if e is not None]
+        print(json.dumps({"precision": prec, "runs": len(epochs), "reached": len(done),
+                          "epochs_to_target": epochs,
+                          "mean_epochs": sum(done) / len(done) if done else None}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
