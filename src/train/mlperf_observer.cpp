@@ -93,7 +93,7 @@ class MlperfObserver : public RunObserver {
     const Config& c = *config_;
     // The reference's hyperparameter keys (utils/optimizers.py, train.py): its "base" learning
     // rate is the batch-scaled peak, the warmup factor the scale that leads up to it.
-    const double scale = lr_scale(c.lr_schedule, f.global_batch);
+    const double scale = lr_scale(c.lr_schedule, effective_batch(c, f.ranks));
     MllogValue boundaries = MllogValue::array(), factors = MllogValue::array();
     for (const auto& [epoch, factor] : c.lr_schedule.decay_schedule) {
       boundaries.push_back(epoch);

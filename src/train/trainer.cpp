@@ -266,7 +266,8 @@ void TrainingRun::compile() {
   compile_s_ = since(t0);
   optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->attach(ex_->params(), ex_->vec(), config_.train.gradient_accumulation_frequency);
-  lr_policy_ = lr_policy_of(config_.lr_schedule, config_.data.batch_size * comm_->size());
+  // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
+  lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, comm_->size()));
   if (!options_.init_weights.empty())
     load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
@@ -809,6 +810,10 @@ LrSchedule lr_schedule_of(const LrScheduleConfig& c) {
   s.decay_schedule = c.decay_schedule;
   s.validate();
   return s;
+}
+
+int64_t effective_batch(const Config& c, int ranks) {
+  return c.data.batch_size * ranks * c.train.gradient_accumulation_frequency;
 }
 
 std::unique_ptr<LrPolicy> lr_policy_of(const LrScheduleConfig& c, int64_t global_batch) {

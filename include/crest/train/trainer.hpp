@@ -77,6 +77,9 @@ struct TrainSummary {
 LrSchedule lr_schedule_of(const LrScheduleConfig& c);
 StepLrSchedule step_lr_schedule_of(const LrScheduleConfig& c);
 std::unique_ptr<LrPolicy> lr_policy_of(const LrScheduleConfig& c, int64_t global_batch);
+// The samples one optimizer step averages its gradient over: data.batch_size x ranks x
+// train.gradient_accumulation_frequency (what lr_schedule.scaling scales by).
+int64_t effective_batch(const Config& c, int ranks);
 
 // The network a config's model section describes: a registered model (model_registry.hpp) built
 // from its section, or a graph given as layers: (outputs[0] is the prediction). Defined in
