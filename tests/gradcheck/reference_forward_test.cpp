@@ -26,7 +26,8 @@ TEST(Reference, BackendProperties) {
   EXPECT_EQ(b->device(), Device::cpu);
   EXPECT_TRUE(b->supports(DType::f32));
   EXPECT_TRUE(b->supports(DType::f64));
-  EXPECT_FALSE(b->supports(DType::bf16));
+  EXPECT_TRUE(b->supports(DType::bf16));  // emulated through float32 (half_emulation.cpp)
+  EXPECT_TRUE(b->supports(DType::f16));
   EXPECT_FALSE(b->supports(DType::i32));
   EXPECT_FALSE(b->fuses({EltwiseKind::none, 0.f, 0.f}));
   EXPECT_TRUE(b->fuses({EltwiseKind::relu, 0.f, 0.f}));

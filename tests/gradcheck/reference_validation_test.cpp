@@ -62,8 +62,8 @@ TEST(Reference, ConvRejectsBadDescriptors) {
   d.n = 0;
   expect_error([&] { b->conv(d, {}); }, ErrorKind::input, "positive");
   d = valid_conv();
-  d.dtype = DType::bf16;  // refused by the backend's supports() before the kernel is made
-  expect_error([&] { b->conv(d, {}); }, ErrorKind::usage, "bf16 tensors are not supported");
+  d.dtype = DType::i64;  // refused by the backend's supports() before the kernel is made
+  expect_error([&] { b->conv(d, {}); }, ErrorKind::usage, "i64 tensors are not supported");
   d = valid_conv();
   d.post_op = {EltwiseKind::leaky_relu, 0.f, 0.f};
   expect_error([&] { b->conv(d, {}); }, ErrorKind::input, "leaky_relu");
@@ -110,8 +110,8 @@ TEST(Reference, PoolRejectsBadDescriptors) {
   bad.stride = {0, 2, 1};
   expect_error([&] { b->pool(bad, {}); }, ErrorKind::input, "must be positive");
   bad = d;
-  bad.dtype = DType::f16;
-  expect_error([&] { b->pool(bad, {}); }, ErrorKind::usage, "f16 tensors are not supported");
+  bad.dtype = DType::i32;
+  expect_error([&] { b->pool(bad, {}); }, ErrorKind::usage, "i32 tensors are not supported");
 }
 
 TEST(Reference, OtherKernelsRejectBadInput) {
@@ -136,9 +136,9 @@ TEST(Reference, OtherKernelsRejectBadInput) {
   expect_error(
       [&] {
         b->reorder(plain_format(Shape{2, 3, 4}, DType::f32),
-                   plain_format(Shape{2, 3, 4}, DType::f64));
+                   plain_format(Shape{2, 3, 5}, DType::f64));
       },
-      ErrorKind::input, "same shape and dtype");
+      ErrorKind::input, "same shape");
   expect_error(
       [&] {
         b->reorder(plain_format(Shape{2, 3}, DType::f32),

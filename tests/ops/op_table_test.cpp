@@ -173,6 +173,34 @@ void fill_inputs(Executor& ex, const Graph& g) {
 // Inputs whose gradient the case checks: not labels, targets or a loss's constant input.
 bool has_gradient(const GraphInput& in) { return in.name.rfind("in", 0) == 0 && !in.integer; }
 
+// Relative bounds (max error over 1 + max magnitude) for values (loss, output, parameters) and
+// gradients.
+struct Tolerance {
+  double value, gradient;
+};
+
+// `ex` (its loss `loss`) agrees with `ref`: loss, the node's output, every parameter gradient and
+// value (state a training forward updates: batch norm's running statistics), every input
+// gradient.
+void expect_agreement(const Executor& ex, double loss, const Executor& ref, double ref_loss,
+                      const Graph& g, Tolerance tol, const std::string& what) {
+  EXPECT_NEAR(loss, ref_loss, tol.value * (1 + std::abs(ref_loss))) << what;
+  const ValueId out = g.output_of("op");
+  EXPECT_LT(test::rel_distance(ex.output(out), ref.output(out)), tol.value) << what << " output";
+  for (size_t s = 0; s < ref.params().slots().size(); ++s) {
+    const std::string& name = ref.params().slots()[s].name;
+    EXPECT_LT(test::rel_distance(ex.params().grad(s), ref.params().grad(s)), tol.gradient)
+        << what << " " << name;
+    EXPECT_LT(test::rel_distance(ex.params().value(s), ref.params().value(s)), tol.value)
+        << what << " value of " << name;
+  }
+  for (const auto& in : g.inputs()) {
+    if (!has_gradient(in)) continue;
+    EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), tol.gradient)
+        << what << " gradient of " << in.name;
+  }
+}
+
 class OpTable : public ::testing::TestWithParam<OpCase> {};
 
 TEST_P(OpTable, GradientsMatchCentralDifferencesInFloat64) {
@@ -247,21 +275,7 @@ TEST_P(OpTable, EveryBackendAgreesWithTheReferenceInFloat32) {
     fill_inputs(ex, g);
     const double loss = ex.forward();
     ex.backward();
-    EXPECT_NEAR(loss, ref_loss, 1e-5 * (1 + std::abs(ref_loss))) << name;
-    const ValueId out = g.output_of("op");
-    EXPECT_LT(test::rel_distance(ex.output(out), ref.output(out)), 2e-5) << name << " output";
-    for (size_t s = 0; s < ref.params().slots().size(); ++s) {
-      EXPECT_LT(test::rel_distance(ex.params().grad(s), ref.params().grad(s)), 2e-4)
-          << name << " " << ref.params().slots()[s].name;
-      // State a training forward updates (batch norm's running statistics) agrees too.
-      EXPECT_LT(test::rel_distance(ex.params().value(s), ref.params().value(s)), 2e-5)
-          << name << " value of " << ref.params().slots()[s].name;
-    }
-    for (const auto& in : g.inputs()) {
-      if (!has_gradient(in)) continue;
-      EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), 2e-4)
-          << name << " gradient of " << in.name;
-    }
+    expect_agreement(ex, loss, ref, ref_loss, g, {2e-5, 2e-4}, name);
   }
 }
 
@@ -270,10 +284,10 @@ TEST_P(OpTable, EveryBackendAgreesWithTheReferenceInFloat32) {
 // (2026-11-24, both backends): bf16 below 5e-3, fp16 6.2e-4; the bounds leave about 2x.
 struct HalfTolerance {
   DType dtype;
-  double value, gradient;
+  Tolerance bound;
 };
-constexpr HalfTolerance kHalfTolerances[] = {{DType::bf16, 1e-2, 1e-2},
-                                             {DType::f16, 1.5e-3, 1.5e-3}};
+constexpr HalfTolerance kHalfTolerances[] = {{DType::bf16, {1e-2, 1e-2}},
+                                             {DType::f16, {1.5e-3, 1.5e-3}}};
 
 // The line of node `name` in the executor's summary ("" when there is none).
 std::string summary_line(const Executor& ex, const std::string& name) {
@@ -305,20 +319,10 @@ TEST_P(OpTable, HalfPrecisionAgreesWithFloat32WithinItsTolerance) {
       const double loss = ex.forward();
       ex.backward();
       const std::string what = name + " " + dtype_name(tol.dtype);
-      EXPECT_NEAR(loss, ref_loss, tol.value * (1 + std::abs(ref_loss))) << what;
-      const ValueId out = g.output_of("op");
-      EXPECT_LT(test::rel_distance(ex.output(out), ref.output(out)), tol.value) << what;
-      for (size_t s = 0; s < ref.params().slots().size(); ++s)
-        EXPECT_LT(test::rel_distance(ex.params().grad(s), ref.params().grad(s)), tol.gradient)
-            << what << " " << ref.params().slots()[s].name;
-      for (const auto& in : g.inputs()) {
-        if (!has_gradient(in)) continue;
-        EXPECT_LT(test::rel_distance(ex.input_grad(in.name), ref.input_grad(in.name)), tol.gradient)
-            << what << " gradient of " << in.name;
-      }
+      expect_agreement(ex, loss, ref, ref_loss, g, tol.bound, what);
       // Parameters and what callers read stay float32 whatever the node computes in.
       EXPECT_EQ(ex.params().dtype(), DType::f32);
-      EXPECT_EQ(ex.output(out).dtype(), DType::f32);
+      EXPECT_EQ(ex.output(g.output_of("op")).dtype(), DType::f32);
       EXPECT_EQ(summary_line(ex, "op").find(" " + dtype_name(tol.dtype) + " ") != std::string::npos,
                 c.half)
           << what << ": the node's output dtype\n"

@@ -10,16 +10,14 @@
 #include <vector>
 
 #include "crest/optim/optimizer.hpp"
+#include "support/param_slots.hpp"
 
 namespace crest {
 namespace {
 
+using test::flat_slot;
 ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  ParamSlot s;
-  s.name = name;
-  s.shape = Shape{n};
-  s.spec.trainable = trainable;
-  return s;
+  return flat_slot(name, n, trainable);
 }
 
 struct TorchAdam {

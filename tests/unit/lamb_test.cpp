@@ -12,18 +12,14 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "support/param_slots.hpp"
 
 namespace crest {
 namespace {
 
+using test::flat_slot;
 ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  ParamSlot s;
-  s.name = name;
-  s.shape = Shape{n};
-  s.spec.name = name;
-  s.spec.shape = s.shape;
-  s.spec.trainable = trainable;
-  return s;
+  return flat_slot(name, n, trainable);
 }
 
 // A store of three trainable tensors and a non-trainable one (given second: the store moves it

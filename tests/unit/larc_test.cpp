@@ -10,18 +10,14 @@
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "support/param_slots.hpp"
 
 namespace crest {
 namespace {
 
+using test::flat_slot;
 ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  ParamSlot s;
-  s.name = name;
-  s.shape = Shape{n};
-  s.spec.name = name;
-  s.spec.shape = s.shape;
-  s.spec.trainable = trainable;
-  return s;
+  return flat_slot(name, n, trainable);
 }
 
 std::unique_ptr<Optimizer> sgd() { return std::make_unique<SgdKeras>(0.0); }

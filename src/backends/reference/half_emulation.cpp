@@ -37,86 +37,59 @@ Floats floats(int64_t count) { return Floats(static_cast<size_t>(count)); }
 
 MemFormat in_dtype(const MemFormat& f, DType t) { return plain_format(f.shape, t, f.layout); }
 
-class HalfConv final : public ConvKernel {
+// A 16-bit kernel with weights (ConvKernel or DenseKernel: the same three passes) around its
+// float32 kernel.
+template <typename Kernel>
+class HalfWeighted : public Kernel {
  public:
-  explicit HalfConv(const ConvDesc& d) : t_(d.dtype) {
-    ConvDesc f = d;
-    f.dtype = DType::f32;
-    inner_ = make_conv(f);
-    src_ = floats(inner_->src_format().shape.numel());
-    dst_ = floats(inner_->dst_format().shape.numel());
-    int64_t taps = 1;
-    for (int i = 0; i < d.spatial_rank; ++i) taps *= d.kernel[static_cast<size_t>(i)];
-    weights_ = floats(d.out_channels * (d.in_channels / d.groups) * taps);
+  HalfWeighted(DType t, std::unique_ptr<Kernel> inner, int64_t src, int64_t dst, int64_t weights)
+      : t_(t),
+        inner_(std::move(inner)),
+        src_(floats(src)),
+        dst_(floats(dst)),
+        weights_(floats(weights)) {}
+  size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+
+  void forward(const void* src, const void* w, const void* bias, void* dst,
+               void* scratch) override {
+    widen_to(src, t_, src_);
+    round_through(w, t_, weights_);
+    inner_->forward(src_.data(), weights_.data(), bias, dst_.data(), scratch);
+    narrow_from(dst_, t_, dst);
   }
+  void backward_data(const void* diff_dst, const void* w, void* diff_src, void* scratch) override {
+    widen_to(diff_dst, t_, dst_);
+    round_through(w, t_, weights_);
+    inner_->backward_data(dst_.data(), weights_.data(), src_.data(), scratch);
+    narrow_from(src_, t_, diff_src);
+  }
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch) override {
+    widen_to(src, t_, src_);
+    widen_to(diff_dst, t_, dst_);
+    inner_->backward_weights(src_.data(), dst_.data(), diff_weights, diff_bias, scratch);
+  }
+
+ protected:
+  DType t_;
+  std::unique_ptr<Kernel> inner_;
+
+ private:
+  Floats src_, dst_, weights_;
+};
+
+class HalfConv final : public HalfWeighted<ConvKernel> {
+ public:
+  using HalfWeighted::HalfWeighted;
   MemFormat src_format() const override { return in_dtype(inner_->src_format(), t_); }
   MemFormat dst_format() const override { return in_dtype(inner_->dst_format(), t_); }
-  size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
-
-  void forward(const void* src, const void* w, const void* bias, void* dst,
-               void* scratch) override {
-    widen_to(src, t_, src_);
-    round_through(w, t_, weights_);
-    inner_->forward(src_.data(), weights_.data(), bias, dst_.data(), scratch);
-    narrow_from(dst_, t_, dst);
-  }
-  void backward_data(const void* diff_dst, const void* w, void* diff_src, void* scratch) override {
-    widen_to(diff_dst, t_, dst_);
-    round_through(w, t_, weights_);
-    inner_->backward_data(dst_.data(), weights_.data(), src_.data(), scratch);
-    narrow_from(src_, t_, diff_src);
-  }
-  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
-                        void* scratch) override {
-    widen_to(src, t_, src_);
-    widen_to(diff_dst, t_, dst_);
-    inner_->backward_weights(src_.data(), dst_.data(), diff_weights, diff_bias, scratch);
-  }
-
- private:
-  DType t_;
-  std::unique_ptr<ConvKernel> inner_;
-  Floats src_, dst_, weights_;
 };
 
-class HalfDense final : public DenseKernel {
- public:
-  explicit HalfDense(const DenseDesc& d)
-      : t_(d.dtype),
-        src_(floats(d.n * d.in_features)),
-        dst_(floats(d.n * d.out_features)),
-        weights_(floats(d.out_features * d.in_features)) {
-    DenseDesc f = d;
-    f.dtype = DType::f32;
-    inner_ = make_dense(f);
-  }
-  size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
-
-  void forward(const void* src, const void* w, const void* bias, void* dst,
-               void* scratch) override {
-    widen_to(src, t_, src_);
-    round_through(w, t_, weights_);
-    inner_->forward(src_.data(), weights_.data(), bias, dst_.data(), scratch);
-    narrow_from(dst_, t_, dst);
-  }
-  void backward_data(const void* diff_dst, const void* w, void* diff_src, void* scratch) override {
-    widen_to(diff_dst, t_, dst_);
-    round_through(w, t_, weights_);
-    inner_->backward_data(dst_.data(), weights_.data(), src_.data(), scratch);
-    narrow_from(src_, t_, diff_src);
-  }
-  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
-                        void* scratch) override {
-    widen_to(src, t_, src_);
-    widen_to(diff_dst, t_, dst_);
-    inner_->backward_weights(src_.data(), dst_.data(), diff_weights, diff_bias, scratch);
-  }
-
- private:
-  DType t_;
-  std::unique_ptr<DenseKernel> inner_;
-  Floats src_, dst_, weights_;
-};
+int64_t weight_count(const ConvDesc& d) {
+  int64_t taps = 1;
+  for (int i = 0; i < d.spatial_rank; ++i) taps *= d.kernel[static_cast<size_t>(i)];
+  return d.out_channels * (d.in_channels / d.groups) * taps;
+}
 
 class HalfPool final : public PoolKernel {
  public:
@@ -178,10 +151,18 @@ class HalfEltwise final : public EltwiseKernel {
 }  // namespace
 
 std::unique_ptr<ConvKernel> make_half_conv(const ConvDesc& d) {
-  return std::make_unique<HalfConv>(d);
+  ConvDesc f = d;
+  f.dtype = DType::f32;
+  auto inner = make_conv(f);
+  const int64_t src = inner->src_format().shape.numel(), dst = inner->dst_format().shape.numel();
+  return std::make_unique<HalfConv>(d.dtype, std::move(inner), src, dst, weight_count(d));
 }
 std::unique_ptr<DenseKernel> make_half_dense(const DenseDesc& d) {
-  return std::make_unique<HalfDense>(d);
+  DenseDesc f = d;
+  f.dtype = DType::f32;
+  return std::make_unique<HalfWeighted<DenseKernel>>(d.dtype, make_dense(f), d.n * d.in_features,
+                                                     d.n * d.out_features,
+                                                     d.out_features * d.in_features);
 }
 std::unique_ptr<PoolKernel> make_half_pool(const PoolDesc& d) {
   return std::make_unique<HalfPool>(d);
