@@ -6,6 +6,11 @@ MAE curve read from the run's MLPerf log) and a summary line per precision.
 
     python3 scripts/convergence.py --crest build/bin/crest --data /tmp/crest-learnable-cosmoflow \
         --precisions float32 bf16 --seeds 0 1 2 [--out /tmp/convergence] [-- extra overrides]
+    python3 scripts/convergence.py --seeds 0 --variant 'sgd-b32=train.gradient_accumulation_frequency=4' \
+        --variant 'lars-b32=train.gradient_accumulation_frequency=4;optimizer={name: LARS}' ...
+
+A --variant LABEL=OVERRIDES (';'-separated key=value overrides) replaces the precisions: each
+variant is one configuration trained from every seed (the large-batch study of docs/convergence.md).
 
 The dataset is made first when --data does not exist (crest datagen, ~7 s). Runs are
 deterministic for a seed and thread count, so a loaded machine changes only how long they take.
@@ -39,32 +44,39 @@ def main():
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--out", default="/tmp/crest-convergence")
     p.add_argument("--target", type=float, default=0.124)
+    p.add_argument("--variant", action="append", default=[],
+                   help="LABEL=k1=v1;k2=v2: a configuration to train instead of the precisions")
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     a = p.parse_args()
     if not os.path.isdir(a.data):
         subprocess.run([a.crest, "datagen", "cosmoflow", "--out", a.data, "--train", "1024",
                         "--valid", "128", "--size", "32", "--seed", "1"], check=True,
                        stdout=sys.stderr)
+    variants = [(p, ["--precision", p]) for p in a.precisions]
+    if a.variant:
+        variants = []
+        for v in a.variant:
+            label, _, overrides = v.partition("=")
+            variants.append((label, [o for o in overrides.split(";") if o]))
     summary = {}
     for seed in a.seeds:
-        for prec in a.precisions:  # interleaved: each seed's runs one after another
+        for prec, extra in variants:  # interleaved: each seed's runs one after another
             run_dir = os.path.join(a.out, f"{prec}-seed{seed}")
             cmd = [a.crest, "train", "--config", a.config, f"data.data_dir={a.data}",
-                   f"data.seed={seed}", f"output_dir={run_dir}", "--overwrite",
-                   "--precision", prec] + a.overrides
+                   f"data.seed={seed}", f"output_dir={run_dir}", "--overwrite"] + extra + a.overrides
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode not in (0, 1):  # 1: finished without reaching the target
                 sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
             curve = eval_curve(os.path.join(run_dir, "mllog.txt"))
             reached = next((e for e, v in curve if v <= a.target), None)
-            line = {"precision": prec, "seed": seed, "epochs_to_target": reached,
+            line = {"variant": prec, "seed": seed, "epochs_to_target": reached,
                     "final_mae": curve[-1][1] if curve else None,
                     "mae_curve": [round(v, 4) for _, v in curve]}
             print(json.dumps(line), flush=True)
             summary.setdefault(prec, []).append(reached)
     for prec, epochs in summary.items():
         done = [e for e in epochs if e is not None]
-        print(json.dumps({"precision": prec, "runs": len(epochs), "reached": len(done),
+        print(json.dumps({"variant": prec, "runs": len(epochs), "reached": len(done),
                           "epochs_to_target": epochs,
                           "mean_epochs": sum(done) / len(done) if done else None}), flush=True)
 

@@ -10,9 +10,10 @@ Support dtype_support(const Backend& b, DType t) { return b.supports_dtype(t); }
 
 }  // namespace
 
-Support Backend::supports_dtype(DType t) const {
-  if (supports(t)) return Support::yes();
-  return Support::no(dtype_name(t) + " tensors are not supported by the " + name() + " backend");
+Support Backend::supports_dtype(DType dtype) const {
+  if (supports(dtype)) return Support::yes();
+  return Support::no(dtype_name(dtype) + " tensors are not supported by the " + name() +
+                     " backend");
 }
 
 Support Backend::supports(const ConvDesc& d) const { return dtype_support(*this, d.dtype); }
