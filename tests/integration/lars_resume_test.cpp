@@ -12,10 +12,12 @@
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
 #include "support/test_util.hpp"
+#include "support/weights_compare.hpp"
 
 namespace {
 
 using crest::test::CliRun;
+using crest::test::expect_same_tensors;
 using crest::test::run_crest;
 using crest::test::TempDir;
 
@@ -37,16 +39,6 @@ const std::string kLarcAdam = kSmall +
                               " 'lr_schedule={start_lr: 0.002, type: multistep, milestones: [1],"
                               " decay_rate: 0.5, lr_warmup_steps: 2}'"
                               " train.gradient_accumulation_frequency=3";
-
-void expect_same_tensors(const std::string& a, const std::string& b) {
-  const crest::SafetensorsFile fa(a), fb(b);
-  ASSERT_EQ(fa.names(), fb.names());
-  for (const auto& t : fa.tensors()) {
-    const auto& u = fb.at(t.name);
-    ASSERT_EQ(t.bytes, u.bytes) << t.name;
-    EXPECT_EQ(std::memcmp(t.data, u.data, t.bytes), 0) << t.name << " differs";
-  }
-}
 
 bool has_tensor_under(const std::string& checkpoint, const std::string& prefix) {
   for (const auto& name : crest::SafetensorsFile(checkpoint).names())
