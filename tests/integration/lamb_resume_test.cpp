@@ -11,6 +11,7 @@
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
 #include "support/test_util.hpp"
+#include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
 
 namespace {
@@ -22,9 +23,7 @@ using crest::test::TempDir;
 
 // The checkpoint tests' small demo (4 steps per epoch, dropout on) with DeepCAM's optimizer.
 const std::string kLambSmall =
-    "--config " + crest::test::source_path("configs/cosmoflow-demo.yaml") +
-    " data.n_train=16 data.n_valid=8 data.sample_shape=[16,16,16,4]"
-    " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2"
+    crest::test::tiny_cosmoflow_args() +
     " 'optimizer={name: LAMB, weight_decay: 0.01}'"
     " 'lr_schedule={start_lr: 0.002, type: multistep, milestones: [1], decay_rate: 0.5,"
     " lr_warmup_steps: 2}'"

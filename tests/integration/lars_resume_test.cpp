@@ -12,6 +12,7 @@
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
 #include "support/test_util.hpp"
+#include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
 
 namespace {
@@ -22,10 +23,7 @@ using crest::test::run_crest;
 using crest::test::TempDir;
 
 // The checkpoint tests' small demo (4 steps per epoch, dropout on).
-const std::string kSmall =
-    "--config " + crest::test::source_path("configs/cosmoflow-demo.yaml") +
-    " data.n_train=16 data.n_valid=8 data.sample_shape=[16,16,16,4]"
-    " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2";
+const std::string kSmall = crest::test::tiny_cosmoflow_args();
 
 const std::string kLars = kSmall +
                           " 'optimizer={name: LARS, momentum: 0.9, weight_decay: 5.0e-4,"

@@ -173,6 +173,15 @@ void fill_inputs(Executor& ex, const Graph& g) {
 // Inputs whose gradient the case checks: not labels, targets or a loss's constant input.
 bool has_gradient(const GraphInput& in) { return in.name.rfind("in", 0) == 0 && !in.integer; }
 
+// What the comparisons between backends and precisions compile with (same seed: same weights).
+CompileOptions comparison_options() {
+  CompileOptions o;
+  o.batch = kBatch;
+  o.input_grads = true;
+  o.seed = 5;
+  return o;
+}
+
 // Relative bounds (max error over 1 + max magnitude) for values (loss, output, parameters) and
 // gradients.
 struct Tolerance {
@@ -254,10 +263,7 @@ TEST_P(OpTable, GradientsMatchCentralDifferencesInFloat64) {
 TEST_P(OpTable, EveryBackendAgreesWithTheReferenceInFloat32) {
   const OpCase& c = GetParam();
   const Graph g = graph_for(c);
-  CompileOptions o;
-  o.batch = kBatch;
-  o.input_grads = true;
-  o.seed = 5;
+  const CompileOptions o = comparison_options();
   auto reference = make_backend("reference");
   Executor ref(g, *reference, o);
   const auto* init = static_cast<const char*>(ref.params().values());
@@ -300,10 +306,7 @@ std::string summary_line(const Executor& ex, const std::string& name) {
 TEST_P(OpTable, HalfPrecisionAgreesWithFloat32WithinItsTolerance) {
   const OpCase& c = GetParam();
   const Graph g = graph_for(c);
-  CompileOptions o;
-  o.batch = kBatch;
-  o.input_grads = true;
-  o.seed = 5;
+  CompileOptions o = comparison_options();
   auto reference = make_backend("reference");
   Executor ref(g, *reference, o);
   fill_inputs(ref, g);

@@ -16,9 +16,6 @@ namespace crest {
 namespace {
 
 using test::flat_slot;
-ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  return flat_slot(name, n, trainable);
-}
 
 struct TorchAdam {
   double b1, b2, eps, wd;
@@ -44,7 +41,8 @@ struct TorchAdam {
 
 void check(bool decoupled) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("a", 6), slot("stats", 3, false), slot("b", 4)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("a", 6), flat_slot("stats", 3, false), flat_slot("b", 4)}, DType::f64,
+                *backend);
   std::mt19937_64 gen(3);
   std::uniform_real_distribution<double> u(-1, 1);
   const auto trainable = [&ps](size_t s) { return ps.slots()[s].spec.trainable; };

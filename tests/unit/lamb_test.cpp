@@ -18,16 +18,15 @@ namespace crest {
 namespace {
 
 using test::flat_slot;
-ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  return flat_slot(name, n, trainable);
-}
 
 // A store of three trainable tensors and a non-trainable one (given second: the store moves it
 // behind the trainable ones), in float64 on the reference backend.
 struct Fixture {
   std::unique_ptr<Backend> backend = make_backend("reference");
   ParamStore params{
-      {slot("a", 5), slot("running", 4, false), slot("b", 3), slot("c", 7)}, DType::f64, *backend};
+      {flat_slot("a", 5), flat_slot("running", 4, false), flat_slot("b", 3), flat_slot("c", 7)},
+      DType::f64,
+      *backend};
   double* w(size_t s) { return params.value(s).as<double>(); }
   double* g(size_t s) { return params.grad(s).as<double>(); }
   size_t n(size_t s) { return params.slots()[s].count; }
@@ -156,7 +155,7 @@ TEST(Lamb, MatchesThePeerLambStepWithoutWeightDecay) { check_against_oracle(0.0)
 TEST(Lamb, HandComputedSingleElementSteps) {
   auto backend = make_backend("reference");
   for (double wd : {0.01, 0.0}) {
-    ParamStore ps({slot("w", 1)}, DType::f64, *backend);
+    ParamStore ps({flat_slot("w", 1)}, DType::f64, *backend);
     ps.value(0).as<double>()[0] = 2.0;
     ps.grad(0).as<double>()[0] = 0.5;
     LambOptions o;
@@ -179,7 +178,7 @@ TEST(Lamb, HandComputedSingleElementSteps) {
 // g = 3 > max_grad_norm 1: the gradient is divided by 3, so m = 0.1 * 1 and v = 0.001 * 1.
 TEST(Lamb, ClipsByTheGlobalNorm) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("a", 1), slot("b", 1)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("a", 1), flat_slot("b", 1)}, DType::f64, *backend);
   ps.grad(0).as<double>()[0] = 3.0;  // global norm 5 with b's 4
   ps.grad(1).as<double>()[0] = 4.0;
   ps.value(0).as<double>()[0] = 1.0;
@@ -201,7 +200,7 @@ TEST(Lamb, ClipsByTheGlobalNorm) {
 // weight and zero gradient has u = 0 and stays where it is.
 TEST(Lamb, ZeroNormsGiveRatioOne) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("zero_w", 2), slot("still", 2)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("zero_w", 2), flat_slot("still", 2)}, DType::f64, *backend);
   double* w0 = ps.value(0).as<double>();
   ps.grad(0).as<double>()[0] = 0.3;
   ps.grad(0).as<double>()[1] = -0.4;

@@ -16,9 +16,6 @@ namespace crest {
 namespace {
 
 using test::flat_slot;
-ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  return flat_slot(name, n, trainable);
-}
 
 std::unique_ptr<Optimizer> sgd() { return std::make_unique<SgdKeras>(0.0); }
 std::unique_ptr<Optimizer> adam() { return std::make_unique<Adam>(0.9, 0.999, 1e-8, 0.0, false); }
@@ -28,7 +25,7 @@ std::unique_ptr<Optimizer> adam() { return std::make_unique<Adam>(0.9, 0.999, 1e
 // g' = a (g + 0.01 w) = a [0.63, 0.84].
 struct OneTensor {
   std::unique_ptr<Backend> backend = make_backend("reference");
-  ParamStore ps{{slot("w", 2)}, DType::f64, *backend};
+  ParamStore ps{{flat_slot("w", 2)}, DType::f64, *backend};
   double* w = ps.value(0).as<double>();
   double* g = ps.grad(0).as<double>();
   OneTensor() { w[0] = 3, w[1] = 4, g[0] = 0.6, g[1] = 0.8; }
@@ -69,9 +66,9 @@ TEST(Larc, ClipModeCapsTheRateAtTheBaseLearningRate) {
 // tensors (the default patterns: *.bias) likewise.
 TEST(Larc, ZeroNormsAndExclusionsKeepTheGradient) {
   auto backend = make_backend("reference");
-  ParamStore ps(
-      {slot("zero.weight", 2), slot("no_grad.weight", 2), slot("fc.bias", 2), slot("fc.weight", 2)},
-      DType::f64, *backend);
+  ParamStore ps({flat_slot("zero.weight", 2), flat_slot("no_grad.weight", 2),
+                 flat_slot("fc.bias", 2), flat_slot("fc.weight", 2)},
+                DType::f64, *backend);
   auto set = [&](size_t s, double w0, double w1, double g0, double g1) {
     ps.value(s).as<double>()[0] = w0, ps.value(s).as<double>()[1] = w1;
     ps.grad(s).as<double>()[0] = g0, ps.grad(s).as<double>()[1] = g1;
@@ -99,7 +96,7 @@ TEST(Larc, ZeroNormsAndExclusionsKeepTheGradient) {
 // (Adam's bias correction).
 TEST(Larc, StateIsTheBaseOptimizersAndStepsReachIt) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("a.weight", 3), slot("a.bias", 3)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("a.weight", 3), flat_slot("a.bias", 3)}, DType::f64, *backend);
   Larc larc(adam(), {});
   larc.attach(ps, ps.ops(), /*accumulation=*/2);
   EXPECT_EQ(larc.name(), "larc(adam)");
@@ -123,7 +120,7 @@ TEST(Larc, StateIsTheBaseOptimizersAndStepsReachIt) {
 // a = 0.02 * 2 / (0.5 + 0.02); Adam's first step moves w by lr * g' / (|g'| + 1e-8).
 TEST(Larc, OverAdamTheBaseStepsOnTheRescaledGradient) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("w", 1)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("w", 1)}, DType::f64, *backend);
   ps.value(0).as<double>()[0] = 2.0;
   ps.grad(0).as<double>()[0] = 0.5;
   Larc larc(adam(),

@@ -17,19 +17,16 @@ namespace crest {
 namespace {
 
 using test::flat_slot;
-ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
-  return flat_slot(name, n, trainable);
-}
 
 // A small model's tensors: two adapted weights, a bias and a batch-norm scale (excluded by the
 // defaults), running statistics (not trainable) and a weight that starts at zero.
 struct Fixture {
   std::unique_ptr<Backend> backend = make_backend("reference");
-  ParamStore params{
-      {slot("conv1.weight", 6), slot("conv1.bias", 3), slot("bn1.bn.weight", 4),
-       slot("bn1.bn.running_mean", 4, false), slot("fc1.weight", 5), slot("zero.weight", 2)},
-      DType::f64,
-      *backend};
+  ParamStore params{{flat_slot("conv1.weight", 6), flat_slot("conv1.bias", 3),
+                     flat_slot("bn1.bn.weight", 4), flat_slot("bn1.bn.running_mean", 4, false),
+                     flat_slot("fc1.weight", 5), flat_slot("zero.weight", 2)},
+                    DType::f64,
+                    *backend};
   double* w(size_t s) { return params.value(s).as<double>(); }
   double* g(size_t s) { return params.grad(s).as<double>(); }
   size_t n(size_t s) { return params.slots()[s].count; }
@@ -110,7 +107,7 @@ TEST(Lars, MatchesTimmsLarsPerTensorOverThreeSteps) {
 // r = 0.001 * 5 / (1 + 0.05); d = r (g + 0.01 w) = r [0.63, 0.84]; w = w - lr d.
 TEST(Lars, HandComputedStep) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("w", 2)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("w", 2)}, DType::f64, *backend);
   double* w = ps.value(0).as<double>();
   double* g = ps.grad(0).as<double>();
   w[0] = 3, w[1] = 4, g[0] = 0.6, g[1] = 0.8;
@@ -166,8 +163,9 @@ TEST(Lars, ExclusionsTakeEffect) {
 // defaults may match nothing (this model has no batch norm).
 TEST(Lars, UnmatchedPatternIsAnErrorNamingTheKey) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("fc1.weight", 3), slot("fc1.bias", 3), slot("bn.running_var", 3, false)},
-                DType::f64, *backend);
+  ParamStore ps(
+      {flat_slot("fc1.weight", 3), flat_slot("fc1.bias", 3), flat_slot("bn.running_var", 3, false)},
+      DType::f64, *backend);
   Lars lenient({});
   EXPECT_NO_THROW(lenient.attach(ps, ps.ops()));        // *.bn.weight matches nothing: fine
   for (const char* bad : {"*.bais", "*running_var"}) {  // a typo; a non-trainable tensor
@@ -189,7 +187,7 @@ TEST(Lars, UnmatchedPatternIsAnErrorNamingTheKey) {
 // also gives ratio 1: only the decay moves the tensor (timm adds it whatever the norms).
 TEST(Lars, ZeroNormsGiveRatioOne) {
   auto backend = make_backend("reference");
-  ParamStore ps({slot("zero.weight", 2), slot("still.weight", 2)}, DType::f64, *backend);
+  ParamStore ps({flat_slot("zero.weight", 2), flat_slot("still.weight", 2)}, DType::f64, *backend);
   ps.grad(0).as<double>()[0] = 0.3;
   ps.grad(0).as<double>()[1] = -0.4;
   ps.value(1).as<double>()[0] = 2.0;
