@@ -20,6 +20,7 @@ using compile::Value;
 Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& opts)
     : backend_(backend), opts_(opts) {
   if (opts.batch < 1) throw_usage("batch size must be >= 1");
+  if (opts.training && !opts.loss) throw_usage("a training program needs the graph's loss");
   if (!backend.supports(opts.dtype))
     throw_usage("backend '" + backend.name() + "' does not support dtype " +
                 dtype_name(opts.dtype));
@@ -38,6 +39,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
   compile::assign_precision(*prog_);
+  compile::fold_batch_norm(*prog_, graph);
   compile::choose_fusions(*prog_, graph);
   compile::route_bias_grad(*prog_, graph);
   compile::create_kernels(*prog_, graph);
@@ -94,6 +96,25 @@ void Executor::bind_run_contexts() {
     c.loss_scale = loss_scale_;
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops});
+  }
+  // A folded convolution's kernel reads the folded weight and bias instead of its own. The
+  // parameter buffers never move, so the pointers the refresh reads are fixed here too.
+  for (compile::FoldedAffine& f : prog_->folds) {
+    f.own_params.clear();
+    f.affine_params.clear();
+    for (int s : f.own_slots) f.own_params.push_back(params().value(static_cast<size_t>(s)).data());
+    for (int s : f.affine_slots)
+      f.affine_params.push_back(params().value(static_cast<size_t>(s)).data());
+    f.folded_params = {f.folded[0].data(), f.folded[1].data()};
+    prog_->op(f.op).ctx.params = f.folded_params;
+  }
+}
+
+void Executor::refresh_folds() {
+  for (compile::FoldedAffine& f : prog_->folds) {
+    f.affine->inference_scale_shift(f.affine_params, params().dtype(), f.scale, f.shift);
+    prog_->op(f.op).layer->absorb_channel_affine(f.own_params, f.folded_params, params().dtype(),
+                                                 f.scale, f.shift);
   }
 }
 
@@ -169,6 +190,7 @@ double Executor::forward(bool training) {
   // A different dropout mask every step and every layer, reproducible from the seed.
   const uint64_t step_seed =
       (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
+  refresh_folds();
   for (size_t i = 0; i < prog_->ops.size(); ++i) {
     Op& op = *prog_->ops[i];
     op.ctx.seed = step_seed ^ (op.random_stream * 0x94D049BB133111EBull);

@@ -70,6 +70,7 @@ struct LoadedBatch {
   TensorView sample, target;         // the samples' data and their targets, batch first
   int64_t samples = 0;               // places holding a sample
   std::span<const uint8_t> present;  // per place: 1 when it holds a sample, 0 when empty
+  std::span<const int64_t> sample_ids;  // per place: its sample's source index, -1 when empty
   int slot = -1;
   bool complete() const { return samples == static_cast<int64_t>(present.size()); }
 };

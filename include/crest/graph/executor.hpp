@@ -27,7 +27,10 @@ struct CompileOptions {
   // store their activations and compute in it; parameters stay in `dtype` (f32 master weights),
   // and graph inputs, losses and marked outputs too. Unset: everything in `dtype`.
   std::optional<DType> half;
-  bool training = true;      // false: forward only, no gradients, dropout off
+  bool training = true;  // false: forward only, no gradients, dropout off
+  // false: the graph's loss layers are left out (inference on samples without targets: the
+  // prediction alone; the target inputs stay but nothing reads them). Needs training false.
+  bool loss = true;
   bool input_grads = false;  // also compute gradients w.r.t. float graph inputs (gradient checks)
   bool fuse = true;          // fuse activations into convolutions where the backend can
   uint64_t seed = 0;         // parameter initialisation and dropout masks
@@ -110,6 +113,8 @@ class Executor {
 
  private:
   void bind_run_contexts();
+  // Inference: the folded convolutions' weights and biases from the live parameters.
+  void refresh_folds();
   void finish_gradient(int slot);
   void* block_ptr(int block) const;
   // The element-wise operations for values of `dtype`: the compile dtype's, or the 16-bit ones.
