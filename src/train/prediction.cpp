@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <iomanip>
-#include <cstring>
 #include <ostream>
 #include <sstream>
 
@@ -34,10 +34,12 @@ void check_output(const std::string& out, bool overwrite) {
   std::error_code ec;
   if (fs::is_directory(out, ec)) throw_input(out + ": is a directory; --out names a file");
   if (fs::exists(out, ec) && !overwrite)
-    throw_input(out + ": exists; --overwrite replaces it (the old file stays until the new one is "
-                      "complete)");
+    throw_input(out +
+                ": exists; --overwrite replaces it (the old file stays until the new one is "
+                "complete)");
   const fs::path dir = fs::absolute(out).parent_path();
-  if (!fs::is_directory(dir, ec)) throw_input(out + ": its directory " + dir.string() + " is missing");
+  if (!fs::is_directory(dir, ec))
+    throw_input(out + ": its directory " + dir.string() + " is missing");
   if (::access(dir.c_str(), W_OK) != 0)
     throw_input(out + ": cannot write into " + dir.string() + " (" + errno_text(errno) + ")");
 }
@@ -142,9 +144,9 @@ PredictionAttributes attributes_of(const Config& config, const PredictOptions& o
 void print_summary(std::ostream& log, const PredictSummary& s, const std::string& out) {
   log << "predict: " << s.samples << " samples";
   if (s.skipped) log << " (" << s.skipped << " bad files skipped)";
-  log << " in " << std::fixed << std::setprecision(2) << s.seconds << " s | " << std::setprecision(2)
-      << s.samples_per_s << " samples/s | " << std::setprecision(3) << s.read_bytes_per_s / 1e9
-      << " GB/s read" << std::defaultfloat;
+  log << " in " << std::fixed << std::setprecision(2) << s.seconds << " s | "
+      << std::setprecision(2) << s.samples_per_s << " samples/s | " << std::setprecision(3)
+      << s.read_bytes_per_s / 1e9 << " GB/s read" << std::defaultfloat;
   log << std::setprecision(6);
   for (const MetricValue& m : s.metrics) log << " | " << m.name << " " << m.value;
   log << "\npredict: wrote " << out;

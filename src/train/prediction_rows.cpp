@@ -10,9 +10,7 @@
 namespace crest {
 namespace {
 
-std::vector<int64_t> per_sample(const TensorDesc& d) {
-  return d.shape.without_batch().to_vector();
-}
+std::vector<int64_t> per_sample(const TensorDesc& d) { return d.shape.without_batch().to_vector(); }
 
 // Place `place` of a batch-first view, as a batch of one.
 TensorView place_of(const TensorView& t, int64_t place) {
@@ -60,8 +58,7 @@ PredictionRows::PredictionRows(const Task& task, const TensorDesc& pred, const T
 // The class with the highest score per pixel, and (optionally) the softmax over the classes.
 void PredictionRows::fill_segmentation(const float* scores, size_t column) {
   auto* mask = buffers_[column].data();
-  auto* probs =
-      probabilities_ ? reinterpret_cast<uint16_t*>(buffers_[column + 1].data()) : nullptr;
+  auto* probs = probabilities_ ? reinterpret_cast<uint16_t*>(buffers_[column + 1].data()) : nullptr;
   for (int64_t i = 0; i < pixels_; ++i) {
     int64_t best = 0;
     float top = scores[i];
@@ -100,7 +97,8 @@ const std::vector<const void*>& PredictionRows::row(const TensorView& pred,
   for (const Metric* m : task_.metrics) {
     sample_sums_.assign(static_cast<size_t>(m->sums), 0.0);
     m->accumulate(p, t, sample_sums_.data());
-    for (int k = 0; k < m->sums; ++k) metric_sums[at + static_cast<size_t>(k)] += sample_sums_[static_cast<size_t>(k)];
+    for (int k = 0; k < m->sums; ++k)
+      metric_sums[at + static_cast<size_t>(k)] += sample_sums_[static_cast<size_t>(k)];
     const auto value = static_cast<float>(m->value(sample_sums_.data()));
     std::memcpy(buffers_[column++].data(), &value, sizeof value);
     at += static_cast<size_t>(m->sums);

@@ -13,8 +13,8 @@
 namespace crest {
 
 struct PredictOptions {
-  std::string checkpoint;  // a checkpoint file, or a run directory (its newest)
-  std::string weights;     // or a safetensors weights file
+  std::string checkpoint;            // a checkpoint file, or a run directory (its newest)
+  std::string weights;               // or a safetensors weights file
   std::string split = "validation";  // "train", "validation" or a directory of sample files
   std::string out;                   // the HDF5 file (the index of the parts under MPI)
   bool overwrite = false;            // replace an existing `out`

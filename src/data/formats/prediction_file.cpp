@@ -74,8 +74,8 @@ std::vector<hsize_t> dims_of(const ColumnSpec& c, hsize_t rows) {
 
 Handle dataspace(const std::string& path, const std::vector<hsize_t>& dims,
                  const std::vector<hsize_t>* max = nullptr) {
-  const hid_t s = H5Screate_simple(static_cast<int>(dims.size()), dims.data(),
-                                   max ? max->data() : nullptr);
+  const hid_t s =
+      H5Screate_simple(static_cast<int>(dims.size()), dims.data(), max ? max->data() : nullptr);
   if (s < 0) fail(path, "cannot create a dataspace (" + hdf5_reason() + ")");
   return Handle(s, H5Sclose);
 }
@@ -99,9 +99,9 @@ Handle create_growing(const std::string& path, hid_t file, const ColumnSpec& c, 
 void write_attributes(const std::string& path, hid_t file, const PredictionAttributes& a) {
   const Handle scalar(H5Screate(H5S_SCALAR), H5Sclose);
   for (const auto& [name, value] : a.numbers) {
-    const Handle attr(H5Acreate2(file, name.c_str(), H5T_IEEE_F64LE, scalar.get(), H5P_DEFAULT,
-                                 H5P_DEFAULT),
-                      H5Aclose);
+    const Handle attr(
+        H5Acreate2(file, name.c_str(), H5T_IEEE_F64LE, scalar.get(), H5P_DEFAULT, H5P_DEFAULT),
+        H5Aclose);
     if (!attr.valid() || H5Awrite(attr.get(), H5T_NATIVE_DOUBLE, &value) < 0)
       fail(path, "attribute " + name + ": cannot write (" + hdf5_reason() + ")");
   }
@@ -184,8 +184,8 @@ void PredictionFileWriter::append(const std::vector<const void*>& row) {
         H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
                             nullptr) < 0 ||
         H5Dwrite(d, s.types[k].get(), mem_space.get(), file_space.get(), H5P_DEFAULT, row[k]) < 0)
-      fail(s.out.path(), c.name + ": cannot write row " + std::to_string(at) + " (" +
-                             hdf5_reason() + ")");
+      fail(s.out.path(),
+           c.name + ": cannot write row " + std::to_string(at) + " (" + hdf5_reason() + ")");
   }
   ++s.rows;
 }
@@ -234,11 +234,11 @@ void write_prediction_index(const std::string& path, const std::vector<std::stri
       at += static_cast<hsize_t>(rows[i]);
     }
     H5Sselect_all(vspace.get());
-    const Handle d(
-        H5Dcreate2(file.get(), c.name.c_str(), type.get(), vspace.get(), H5P_DEFAULT, dcpl.get(),
-                   H5P_DEFAULT),
-        H5Dclose);
-    if (!d.valid()) fail(path, c.name + ": cannot create the virtual dataset (" + hdf5_reason() + ")");
+    const Handle d(H5Dcreate2(file.get(), c.name.c_str(), type.get(), vspace.get(), H5P_DEFAULT,
+                              dcpl.get(), H5P_DEFAULT),
+                   H5Dclose);
+    if (!d.valid())
+      fail(path, c.name + ": cannot create the virtual dataset (" + hdf5_reason() + ")");
   }
   write_attributes(path, file.get(), attributes);
   if (file.close() < 0) fail(path, "closing the HDF5 file failed (" + hdf5_reason() + ")");

@@ -19,7 +19,7 @@ namespace crest {
 enum class ColumnType { f32, f16, u8, i64, text };
 
 struct ColumnSpec {
-  std::string name;               // the dataset's name: "prediction", "mask", "source_file"
+  std::string name;  // the dataset's name: "prediction", "mask", "source_file"
   ColumnType type = ColumnType::f32;
   std::vector<int64_t> row_shape;  // one row's shape: [] a scalar, [4], [H, W]
   size_t text_bytes = 0;           // text: the fixed width (NUL-padded)
