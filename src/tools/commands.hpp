@@ -16,5 +16,6 @@ void register_config(CLI::App& app);             // crest config from-args (conf
 void register_predict(CLI::App& app);            // crest predict (predict_command.cpp)
 void register_bench_allreduce(CLI::App& bench);  // crest bench allreduce (bench_allreduce.cpp)
 void register_bench_loader(CLI::App& bench);     // crest bench loader (bench_loader.cpp)
+void register_bench_infer(CLI::App& bench);      // crest bench infer (bench_infer.cpp)
 
 }  // namespace crest::tools
