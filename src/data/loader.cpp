@@ -173,6 +173,13 @@ void DataLoader::release(const LoadedBatch& batch) {
   schedule_locked();
 }
 
+std::vector<int64_t> DataLoader::bad_samples() const {
+  std::lock_guard lock(mu_);
+  std::vector<int64_t> out(bad_samples_.begin(), bad_samples_.end());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 bool DataLoader::take_spare_locked(int64_t& sample) {
   while (next_spare_ < static_cast<int64_t>(samples_.size())) {
     const int64_t cand = samples_[static_cast<size_t>(next_spare_++)];

@@ -22,7 +22,20 @@ struct BenchInferArgs : BenchModelArgs {
   std::string precision = "float32";
   int64_t batch = 1;
   int passes = 5, warmup = 1, threads = 0;
+  bool profile = false;
 };
+
+// One JSON line per layer: its forward time per pass and rate.
+void print_profile(const Executor& ex, int passes) {
+  for (const OpProfile& p : ex.profile()) {
+    nlohmann::json l;
+    l["layer"] = p.name;
+    l["kind"] = p.kind;
+    l["forward_ms"] = 1e3 * p.forward_s / passes;
+    l["forward_gflops"] = p.forward_s > 0 ? p.flops.forward * passes / p.forward_s / 1e9 : 0.0;
+    std::cout << l.dump() << "\n";
+  }
+}
 
 double seconds_of(const std::function<void()>& f) {
   const auto t0 = std::chrono::steady_clock::now();
@@ -48,6 +61,7 @@ void bench_infer(const BenchInferArgs& a) {
       seconds_of([&] { ex = std::make_unique<Executor>(m.graph, *backend, co); });
   fill_random_batch(*ex, m, *backend);
   for (int i = 0; i < a.warmup; ++i) ex->forward(false);
+  ex->set_profiling(a.profile);
   std::vector<double> times;
   for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex->forward(false); }));
   std::sort(times.begin(), times.end());
@@ -76,6 +90,7 @@ void bench_infer(const BenchInferArgs& a) {
   j["params_mb"] = static_cast<double>(ex->params().bytes()) / (1 << 20);
   j["peak_rss_mb"] = peak_rss_mb();
   std::cout << j.dump() << std::endl;
+  if (a.profile) print_profile(*ex, a.passes);
 }
 
 }  // namespace
@@ -91,6 +106,7 @@ void register_bench_infer(CLI::App& bench) {
   cmd->add_option("--threads", a->threads, "compute threads (0 = all cores)");
   cmd->add_option("--backend", a->backend, "a registered backend (default: the fastest built)");
   cmd->add_option("--precision", a->precision, "float32, bf16 or fp16");
+  cmd->add_flag("--profile", a->profile, "also print per-layer times");
   cmd->callback([a] { bench_infer(*a); });
 }
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <ostream>
 #include <sstream>
 
@@ -193,6 +194,8 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   const auto t0 = Clock::now();
   predict_batches(*ex, feed, loader, rows, writer, totals, progress, ranks);
 
+  for (int64_t bad : loader.bad_samples())
+    std::cerr << "predict: skipped the bad sample file " << source->path(bad) << "\n";
   PredictSummary s;
   s.seconds = comm->allreduce_max(since(t0));
   std::vector<double> job = totals.metric_sums;

@@ -99,6 +99,8 @@ TEST_F(PredictCli, ACorruptSampleFailsWithoutOutputUnlessSkipped) {
   ASSERT_EQ(skipped.code, 0) << skipped.out;
   EXPECT_NE(skipped.out.find("predict: 3 samples (1 bad files skipped)"), std::string::npos)
       << skipped.out;
+  EXPECT_NE(skipped.out.find("skipped the bad sample file " + bad), std::string::npos)
+      << skipped.out;
 }
 
 }  // namespace
