@@ -11,7 +11,13 @@ onnx.checker (full check, with shape inference) must accept the file and ONNX Ru
 must equal crest's to 1e-4 relative, for the dynamic batch (run at two batch sizes) and a fixed
 one.
 
-Run: CREST_BINARY=build/bin/crest .venv/bin/python tests/interop/onnx_interop.py
+The small test graphs (tests/support/small_models.hpp: grouped, dilated and bias-free
+convolutions, average and global pooling, sigmoid, dropout, add, a plain-layout input) come from
+the gtest OnnxExport.* (tests/unit/onnx_export_test.cpp), which writes each model, a random input
+and crest's prediction into $CREST_ONNX_INTEROP_DIR; the same checks apply.
+
+Run: CREST_BINARY=build/bin/crest CREST_TESTS_BINARY=build/bin/crest_tests \
+     .venv/bin/python tests/interop/onnx_interop.py
 """
 import os
 import subprocess
@@ -23,6 +29,7 @@ import onnx
 import onnxruntime as ort
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
+CREST_TESTS = os.environ.get("CREST_TESTS_BINARY", "build/bin/crest_tests")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(SOURCE, "tests", "fixtures"))
 from safetensors_np import read_safetensors, write_safetensors  # noqa: E402
@@ -102,7 +109,28 @@ def check_model(name):
             print(f"{name} (batch {batch}): checker ok, ONNX Runtime = crest to {err:.2g}")
 
 
+def check_small_graphs():
+    with tempfile.TemporaryDirectory() as tmp:
+        r = subprocess.run([CREST_TESTS, "--gtest_filter=OnnxExport.*"], capture_output=True,
+                           text=True, env={**os.environ, "CREST_ONNX_INTEROP_DIR": tmp})
+        assert r.returncode == 0, r.stdout + r.stderr
+        names = sorted(f[:-5] for f in os.listdir(tmp) if f.endswith(".onnx"))
+        assert names == ["branchy", "pooling3d", "segmentation"], names
+        for name in names:
+            path = os.path.join(tmp, name + ".onnx")
+            onnx.checker.check_model(onnx.load(path), full_check=True)
+            x = np.load(os.path.join(tmp, name + ".x.npy"))
+            want = np.load(os.path.join(tmp, name + ".y.npy"))
+            session = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+            got = session.run(None, {"x": x})[0]
+            assert got.shape == want.shape, (name, got.shape, want.shape)
+            err = relative_error(got, want)
+            assert err <= TOLERANCE, f"{name}: ONNX Runtime differs by {err:.3g}"
+            print(f"{name}: checker ok, ONNX Runtime = crest to {err:.2g}")
+
+
 def main():
+    check_small_graphs()
     for name in MODELS:
         check_model(name)
     print("onnx interop: ok")
