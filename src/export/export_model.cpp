@@ -19,14 +19,19 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void load_requested_weights(ParamStore& params, const BuiltModel& model, const ExportRequest& r) {
+// Everything about the request that needs no file read: refused before any work.
+void check_request(const ExportRequest& r) {
   const int given = !r.checkpoint.empty() + !r.weights.empty() + r.init_seed.has_value();
   if (given != 1)
     throw_usage(
         "give the weights as exactly one of --checkpoint DIR_OR_FILE, --weights FILE "
         "and --init-seed SEED");
-  if (r.init_seed) return;  // the executor initialised them from the seed
-  load_trained_weights(params, model.external_params, r.checkpoint, r.weights);
+  if (r.check_with.empty() != r.check_out.empty())
+    throw_usage("--check-with and --check-out go together");
+  if (r.batch < 0) throw_usage("--batch must be positive or dynamic");
+  if (r.format == ExportFormat::onnx) require_onnx_export();
+  check_output_path(r.out, r.overwrite, "--out");
+  if (!r.check_out.empty()) check_output_path(r.check_out, r.overwrite, "--check-out");
 }
 
 }  // namespace
@@ -46,12 +51,7 @@ void check_output_path(const std::string& path, bool overwrite, const std::strin
 }
 
 std::string export_model(const Config& config, const ExportRequest& r) {
-  // Nothing slow before the outputs are known to be writable.
-  check_output_path(r.out, r.overwrite, "--out");
-  if (r.check_with.empty() != r.check_out.empty())
-    throw_usage("--check-with and --check-out go together");
-  if (!r.check_out.empty()) check_output_path(r.check_out, r.overwrite, "--check-out");
-  if (r.format == ExportFormat::onnx) require_onnx_export();
+  check_request(r);  // nothing slow before the request is known to be possible
 
   const BuiltModel model = build_model(config.model);
   const Graph graph = inference_graph(model);
@@ -65,7 +65,8 @@ std::string export_model(const Config& config, const ExportRequest& r) {
   co.training = false;
   co.seed = r.init_seed.value_or(0);
   Executor ex(graph, *backend, co);
-  load_requested_weights(ex.params(), model, r);
+  if (!r.init_seed)  // else the executor initialised them from the seed
+    load_trained_weights(ex.params(), model.external_params, r.checkpoint, r.weights);
 
   std::string what;
   if (r.format == ExportFormat::onnx) {
