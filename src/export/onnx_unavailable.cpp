@@ -12,6 +12,7 @@ void require_onnx_export() {
 
 std::string export_onnx(const BuiltModel&, const ParamStore&, const OnnxExportOptions&) {
   require_onnx_export();
+  return {};  // not reached: require_onnx_export throws here
 }
 
 }  // namespace crest
