@@ -159,7 +159,7 @@ TEST(ExportCli, BadRequestsAreUsageErrors) {
 
 TEST(ExportCli, CheckInputOfTheWrongShapeIsNamed) {
   TempDir t;
-  const std::vector<float> v(2 * 8 * 8 * 8 * 4, 0.f);
+  const std::vector<float> v(size_t{2} * 8 * 8 * 8 * 4, 0.f);
   write_npy(t.file("x.npy"), DType::f32, {2, 8, 8, 8, 4}, v.data());
   const auto r = run_crest(export_cosmoflow("--init-seed 1 --format safetensors --out " +
                                             t.file("w.st") + " --check-with " + t.file("x.npy") +

@@ -39,10 +39,9 @@ BuiltModel built(const test::SmallModel& m) {
   return b;
 }
 
-// An inference executor of `model` at batch 2 with every parameter random (biases too: zeros
+// An inference executor of `graph` at batch 2 with every parameter random (biases too: zeros
 // would hide a bias left out).
-std::unique_ptr<Executor> inference_executor(const BuiltModel& model, const Graph& graph,
-                                             Backend& backend) {
+std::unique_ptr<Executor> inference_executor(const Graph& graph, Backend& backend) {
   CompileOptions co;
   co.batch = 2;
   co.training = false;
@@ -50,7 +49,6 @@ std::unique_ptr<Executor> inference_executor(const BuiltModel& model, const Grap
   const ParamStore& p = ex->params();
   test::fill_uniform(TensorView(p.values(), {Shape{static_cast<int64_t>(p.bytes() / 4)}}), 11, -0.5,
                      0.5);
-  (void)model;
   return ex;
 }
 
@@ -70,7 +68,7 @@ void export_small_model(const std::string& name, const test::SmallModel& m) {
   const BuiltModel model = built(m);
   const Graph graph = inference_graph(model);
   auto backend = make_backend("reference");
-  auto ex = inference_executor(model, graph, *backend);
+  auto ex = inference_executor(graph, *backend);
   std::string bytes;
   ASSERT_NO_THROW(bytes = export_onnx(model, ex->params(), {})) << name;
   EXPECT_GT(bytes.size(), 100u);
@@ -124,7 +122,7 @@ TEST(OnnxExport, UnexportedKindIsNamedWithItsNode) {
   m.graph.mark_output(m.out);
   const BuiltModel model = built(m);
   auto backend = make_backend("reference");
-  auto ex = inference_executor(model, inference_graph(model), *backend);
+  auto ex = inference_executor(inference_graph(model), *backend);
   try {
     export_onnx(model, ex->params(), {});
     FAIL() << "an unexported kind was exported";
