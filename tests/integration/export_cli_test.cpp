@@ -73,6 +73,9 @@ TEST(ExportCli, CosmoflowExportsAsOnnx) {
   for (const char* s : {"Transpose", "Conv", "LeakyRelu", "MaxPool", "Flatten", "Gemm", "Tanh",
                         "conv1.weight", "fc3.bias"})
     EXPECT_TRUE(contains(bytes, s)) << s;
+  // crest flattens channels last (the reference's order, which fc1's weights assume): the
+  // export transposes before its Flatten (interop.onnx checks the values).
+  EXPECT_TRUE(contains(bytes, "flatten.to_channels_last")) << "no transpose before the flatten";
 }
 
 TEST(ExportCli, DeepcamExportsAsOnnx) {
