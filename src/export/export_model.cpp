@@ -71,7 +71,8 @@ std::string export_model(const Config& config, const ExportRequest& r) {
   std::string what;
   if (r.format == ExportFormat::onnx) {
     write_file_atomically(r.out, export_onnx(model, ex.params(), {r.batch}));
-    what = "ONNX model (opset 17, input x, output " + prediction_name(model) + ")";
+    what = "ONNX model (opset 17, input " + model.sample_input + ", output " +
+           prediction_name(model) + ")";
   } else {
     save_weights(
         ex.params(), r.out,
