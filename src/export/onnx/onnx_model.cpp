@@ -63,7 +63,13 @@ void add_input(OnnxGraphBuilder& b, onnx::GraphProto& graph, const GraphInput& x
     return;
   }
   std::rotate(dims.begin(), dims.begin() + 1, dims.end());  // C last
-  describe_value(*graph.add_input(), name, dims, batch);
+  onnx::ValueInfoProto& input = *graph.add_input();
+  describe_value(input, name, dims, batch);
+  // What a consumer must know that the type does not say.
+  input.set_doc_string(
+      "channels last, as the data files hold it, after crest's loader preprocessing "
+      "(CosmoFlow: ln(x + 1) with data.apply_log; DeepCAM: (x - min) / (max - min) per channel "
+      "from stats.h5); see crest's docs/export.md");
   const int rank = static_cast<int>(dims.size()) + 1;
   std::vector<int64_t> perm{0, rank - 1};
   for (int i = 1; i < rank - 1; ++i) perm.push_back(i);
