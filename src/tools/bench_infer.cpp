@@ -63,6 +63,7 @@ void bench_infer(const BenchInferArgs& a) {
   for (int i = 0; i < a.warmup; ++i) ex->forward(false);
   ex->set_profiling(a.profile);
   std::vector<double> times;
+  times.reserve(static_cast<size_t>(a.passes));
   for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex->forward(false); }));
   std::sort(times.begin(), times.end());
   const double best = times.front(), median = times[times.size() / 2];

@@ -79,8 +79,9 @@ class Progress {
     if (!log_ || since(last_) < 5.0) return;
     last_ = Clock::now();
     const double s = since(start_);
+    const auto done = static_cast<double>(done_here * ranks);
     *log_ << "predict: ~" << std::min(total_, done_here * ranks) << "/" << total_ << " samples | "
-          << std::fixed << std::setprecision(1) << done_here * ranks / s << " samples/s | "
+          << std::fixed << std::setprecision(1) << done / s << " samples/s | "
           << std::setprecision(3) << static_cast<double>(bytes_here) * ranks / s / 1e9
           << " GB/s read\n"
           << std::defaultfloat << std::flush;
