@@ -122,20 +122,8 @@ void bench_train(const BenchTrainArgs& a) {
   const double allreduce = overlap.allreduce_s;
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
-  nlohmann::json j;
-  j["bench"] = "train";
-  j["model"] = a.model;
-  j["backend"] = backend->name();
-  j["precision"] = enum_name(precision);
-  if (a.model == "deepcam") {
-    j["height"] = a.height;
-    j["width"] = a.width;
-  } else {
-    j["size"] = a.size;
-    j["conv_size"] = a.conv_size;
-  }
-  j["batch"] = a.batch;
-  j["threads"] = threads;
+  nlohmann::json j =
+      bench_json_head("train", a, backend->name(), enum_name(precision), a.batch, threads);
   j["steps"] = a.steps;
   j["step_s_min"] = best;
   j["step_s_median"] = median;

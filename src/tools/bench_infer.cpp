@@ -67,20 +67,8 @@ void bench_infer(const BenchInferArgs& a) {
   for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex->forward(false); }));
   std::sort(times.begin(), times.end());
   const double best = times.front(), median = times[times.size() / 2];
-  nlohmann::json j;
-  j["bench"] = "infer";
-  j["model"] = a.model;
-  j["backend"] = backend->name();
-  j["precision"] = enum_name(precision);
-  if (a.model == "deepcam") {
-    j["height"] = a.height;
-    j["width"] = a.width;
-  } else {
-    j["size"] = a.size;
-    j["conv_size"] = a.conv_size;
-  }
-  j["batch"] = a.batch;
-  j["threads"] = threads;
+  nlohmann::json j =
+      bench_json_head("infer", a, backend->name(), enum_name(precision), a.batch, threads);
   j["passes"] = a.passes;
   j["latency_ms_min"] = best * 1e3;
   j["latency_ms_median"] = median * 1e3;

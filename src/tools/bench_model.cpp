@@ -65,6 +65,26 @@ void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
   }
 }
 
+nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a,
+                               const std::string& backend, const std::string& precision,
+                               int64_t batch, int threads) {
+  nlohmann::json j;
+  j["bench"] = bench;
+  j["model"] = a.model;
+  j["backend"] = backend;
+  j["precision"] = precision;
+  if (a.model == "deepcam") {
+    j["height"] = a.height;
+    j["width"] = a.width;
+  } else {
+    j["size"] = a.size;
+    j["conv_size"] = a.conv_size;
+  }
+  j["batch"] = batch;
+  j["threads"] = threads;
+  return j;
+}
+
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);

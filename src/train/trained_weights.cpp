@@ -6,7 +6,6 @@
 
 #include "checkpoint_format.hpp"
 #include "crest/core/error.hpp"
-#include "crest/core/host_staging.hpp"
 #include "crest/train/checkpoint.hpp"
 
 namespace crest {
@@ -29,18 +28,6 @@ void check_model_tensor(const SafetensorsFile& file, const ParamSlot& slot) {
   if (t->shape != slot.shape.to_vector())
     throw_input(file.path() + ": checkpoint tensor '" + key + "' is " + t->crest_shape().str() +
                 ", this model needs " + slot.shape.str());
-}
-
-// Element i of an F32 or F64 tensor, copied: the mapping gives no alignment guarantee.
-double element(const SafetensorsTensor& t, size_t i) {
-  if (t.dtype == SafetensorsDType::F32) {
-    float f;
-    std::memcpy(&f, t.data + i * 4, 4);
-    return f;
-  }
-  double d;
-  std::memcpy(&d, t.data + i * 8, 8);
-  return d;
 }
 
 }  // namespace
@@ -69,19 +56,9 @@ void load_checkpoint_weights(ParamStore& params, const std::string& path) {
   for (const auto& t : file.tensors())
     if (t.name.starts_with(kModelPrefix) && !expected.count(t.name))
       throw_input(path + ": checkpoint tensor '" + t.name + "' is not a parameter of this model");
-  HostStaging host(params.memory(), params.values(), params.bytes());
-  for (const ParamSlot& slot : params.slots()) {
-    const SafetensorsTensor& t = file.at(kModelPrefix + slot.name);
-    char* dst = host.as<char>() + slot.offset;
-    for (size_t i = 0; i < slot.count; ++i) {
-      const double v = element(t, i);
-      if (params.dtype() == DType::f32)
-        reinterpret_cast<float*>(dst)[i] = static_cast<float>(v);
-      else
-        reinterpret_cast<double*>(dst)[i] = v;
-    }
-  }
-  host.commit();
+  store_tensors(params, [&](const ParamSlot& slot) -> const SafetensorsTensor& {
+    return file.at(kModelPrefix + slot.name);
+  });
 }
 
 void load_trained_weights(ParamStore& params, const ExternalNames& names,

@@ -57,6 +57,28 @@ void check_tensor(const SafetensorsFile& file, const SafetensorsTensor* t, const
                 ", the model expects " + shape_text(want.shape));
 }
 
+}  // namespace
+
+void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names) {
+  SafetensorsFile file(path);
+  const std::string prefix = ddp_prefix(file);
+  std::set<std::string> expected;
+  // Validate everything before writing anything, so a bad file leaves the model untouched.
+  for (const auto& slot : params.slots()) {
+    const FileTensor want = file_tensor(slot, names);
+    expected.insert(prefix + want.key);
+    check_tensor(file, file.find(prefix + want.key), want, prefix + want.key);
+  }
+  for (const auto& t : file.tensors())
+    if (!expected.count(t.name))
+      throw_input(path + ": tensor '" + t.name + "' is not a parameter of this model");
+  store_tensors(params, [&](const ParamSlot& slot) -> const SafetensorsTensor& {
+    return file.at(prefix + file_tensor(slot, names).key);
+  });
+}
+
+namespace {
+
 // Element i of a tensor as a double, with memcpy: the mapping gives no alignment guarantee.
 double element(const SafetensorsTensor& t, size_t i) {
   switch (t.dtype) {
@@ -80,23 +102,12 @@ double element(const SafetensorsTensor& t, size_t i) {
 
 }  // namespace
 
-void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names) {
-  SafetensorsFile file(path);
-  const std::string prefix = ddp_prefix(file);
-  std::set<std::string> expected;
-  // Validate everything before writing anything, so a bad file leaves the model untouched.
-  for (const auto& slot : params.slots()) {
-    const FileTensor want = file_tensor(slot, names);
-    expected.insert(prefix + want.key);
-    check_tensor(file, file.find(prefix + want.key), want, prefix + want.key);
-  }
-  for (const auto& t : file.tensors())
-    if (!expected.count(t.name))
-      throw_input(path + ": tensor '" + t.name + "' is not a parameter of this model");
+void store_tensors(ParamStore& params,
+                   const std::function<const SafetensorsTensor&(const ParamSlot&)>& tensor_of) {
   // Fetched first: the padding between slots keeps its zeros.
   HostStaging host(params.memory(), params.values(), params.bytes());
   for (const ParamSlot& slot : params.slots()) {
-    const SafetensorsTensor& t = file.at(prefix + file_tensor(slot, names).key);
+    const SafetensorsTensor& t = tensor_of(slot);
     char* dst = host.as<char>() + slot.offset;
     for (size_t i = 0; i < slot.count; ++i) {
       const double v = element(t, i);

@@ -2,9 +2,11 @@
 // (batch-norm statistics) as a safetensors file, one tensor per parameter under its crest name
 // or, where the model says so, its reference framework's key (docs/weights.md).
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 
+#include "crest/data/safetensors.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/models/built_model.hpp"
 
@@ -19,6 +21,11 @@ using ExternalNames = std::map<std::string, ExternalParam>;
 // DistributedDataParallel state_dict. Anything missing, extra or of another shape is an error
 // (input) naming the file and the tensor; `params` is unchanged unless the whole file is valid.
 void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names = {});
+
+// Writes every parameter's values from its tensor (F32, F64 or I64 values, converted to the
+// store's dtype; `tensor_of` has checked names and shapes) into the store, through host staging.
+void store_tensors(ParamStore& params,
+                   const std::function<const SafetensorsTensor&(const ParamSlot&)>& tensor_of);
 
 // Writes every parameter to `path` atomically (temp file, fsync, rename), under the external
 // names where `names` gives them.
