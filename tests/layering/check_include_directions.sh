@@ -15,6 +15,7 @@ declare -A allowed=(
   [data]="core dist"
   [optim]="core backends graph"
   [train]="core backends graph layers models dist data optim"
+  [search]="core backends graph layers models dist data optim train"
 )
 status=0
 for part in "${!allowed[@]}"; do

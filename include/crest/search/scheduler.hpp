@@ -1,0 +1,93 @@
+// The scheduler of `crest search`: which trial a group trains next and how far, and which trials
+// go on (docs/search.md). Pure logic, no training and no communication: the study feeds it the
+// groups' requests and reports in the order they arrive, and tests drive it with a fake
+// objective.
+//
+// Random and grid studies train every trial to the full epoch count. ASHA (asynchronous
+// successive halving) trains new trials to the first rung and promotes a trial to the next rung
+// when its metric is in the top 1/eta of the results recorded at its rung; a group with nothing
+// to promote starts a new trial, so no group waits for a rung to fill.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "crest/search/search_space.hpp"
+
+namespace crest {
+
+enum class TrialStatus { running, paused, completed, pruned, failed };
+std::string status_name(TrialStatus s);  // "running", ...
+
+// What a group is told to do.
+struct Work {
+  enum class Kind { run, wait, done } kind = Kind::done;
+  int trial = -1;
+  Assignment params;
+  int epochs = 0;       // train until this epoch (the run's data.n_epochs)
+  bool resume = false;  // continue the trial's run directory from its newest checkpoint
+};
+
+struct TrialRecord {
+  int id = 0;
+  Assignment params;
+  TrialStatus status = TrialStatus::running;
+  int group = -1;              // the group that trains (or last trained) it
+  int target_epochs = 0;       // what its current or last run trains to
+  std::vector<double> metric;  // per epoch (1-based epoch e at e - 1); NaN: not validated
+  std::string message;         // why it failed
+};
+
+struct SchedulerSettings {
+  // Rungs: min_epochs, min_epochs * eta, ... up to max_epochs (always the last rung). A random
+  // or grid study is one rung: min_epochs == max_epochs.
+  int min_epochs = 1, max_epochs = 1;
+  int eta = 3;
+  int trials = 1;  // trials started in all
+  bool lower_is_better = true;
+};
+
+class Scheduler {
+ public:
+  // `trial_params(i)`: the hyperparameters of the i-th trial started (sample_trial or a grid).
+  Scheduler(SchedulerSettings settings, std::function<Assignment(int)> trial_params);
+
+  Work next(int group);
+  // A group's run of `trial` finished epoch `epoch` (1-based) with the metric (NaN: none).
+  void epoch_done(int trial, int epoch, double metric);
+  // The run ended: failed with `message`, or ended before its target epochs on its own (the
+  // quality target or early stopping), or reached its target epochs.
+  void run_failed(int trial, const std::string& message);
+  void run_ended(int trial, bool stopped_early);
+
+  const std::vector<TrialRecord>& trials() const { return trials_; }
+  const std::vector<int>& rungs() const { return rungs_; }
+  // The trial with the best metric at the highest rung any trial reached, or nullopt.
+  std::optional<int> best() const;
+  // Its metric at its last validated epoch.
+  double best_metric() const;
+  int started() const { return static_cast<int>(trials_.size()); }
+  bool finished() const { return finished_; }
+  const SchedulerSettings& settings() const { return settings_; }
+  // Promotions so far: (trial, rung index it was promoted to), in decision order.
+  const std::vector<std::pair<int, int>>& promotions() const { return promotions_; }
+
+ private:
+  int rung_of_epoch(int epoch) const;  // index of the rung ending at `epoch`, or -1
+  bool better(double a, double b) const;
+  std::optional<int> promotable();
+  void finish();
+
+  SchedulerSettings settings_;
+  std::function<Assignment(int)> trial_params_;
+  std::vector<int> rungs_;
+  std::vector<std::vector<std::pair<double, int>>> results_;  // per rung: (metric, trial)
+  std::vector<std::vector<bool>> promoted_;                   // per rung, per trial
+  std::vector<TrialRecord> trials_;
+  std::vector<std::pair<int, int>> promotions_;
+  bool finished_ = false;
+};
+
+}  // namespace crest

@@ -1,0 +1,171 @@
+// The search scheduler (crest/search/scheduler.hpp): random and grid as one rung, ASHA as many.
+#include "crest/search/scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+
+std::string status_name(TrialStatus s) {
+  switch (s) {
+    case TrialStatus::running:
+      return "running";
+    case TrialStatus::paused:
+      return "paused";
+    case TrialStatus::completed:
+      return "completed";
+    case TrialStatus::pruned:
+      return "pruned";
+    case TrialStatus::failed:
+      return "failed";
+  }
+  return "?";
+}
+
+Scheduler::Scheduler(SchedulerSettings settings, std::function<Assignment(int)> trial_params)
+    : settings_(settings), trial_params_(std::move(trial_params)) {
+  CREST_CHECK(settings_.min_epochs >= 1 && settings_.max_epochs >= settings_.min_epochs &&
+                  settings_.eta >= 2,
+              "scheduler settings");
+  for (int64_t e = settings_.min_epochs; e < settings_.max_epochs; e *= settings_.eta)
+    rungs_.push_back(static_cast<int>(e));
+  rungs_.push_back(settings_.max_epochs);
+  results_.resize(rungs_.size());
+  promoted_.resize(rungs_.size());
+}
+
+int Scheduler::rung_of_epoch(int epoch) const {
+  for (size_t k = 0; k < rungs_.size(); ++k)
+    if (rungs_[k] == epoch) return static_cast<int>(k);
+  return -1;
+}
+
+// A NaN (a trial that did not validate, or diverged) ranks below every number.
+bool Scheduler::better(double a, double b) const {
+  if (std::isnan(b)) return !std::isnan(a);
+  if (std::isnan(a)) return false;
+  return settings_.lower_is_better ? a < b : a > b;
+}
+
+// Highest rung first, as ASHA does: finishing a promising trial is worth more than starting one.
+std::optional<int> Scheduler::promotable() {
+  for (int k = static_cast<int>(rungs_.size()) - 2; k >= 0; --k) {
+    auto ranked = results_[static_cast<size_t>(k)];
+    std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
+      if (better(x.first, y.first)) return true;
+      if (better(y.first, x.first)) return false;
+      return x.second < y.second;
+    });
+    const size_t top = ranked.size() / static_cast<size_t>(settings_.eta);
+    auto& promoted = promoted_[static_cast<size_t>(k)];
+    for (size_t i = 0; i < top; ++i) {
+      const int t = ranked[i].second;
+      if (promoted[static_cast<size_t>(t)] ||
+          trials_[static_cast<size_t>(t)].status != TrialStatus::paused)
+        continue;
+      promoted[static_cast<size_t>(t)] = true;
+      promotions_.emplace_back(t, k + 1);
+      return t;
+    }
+  }
+  return std::nullopt;
+}
+
+Work Scheduler::next(int group) {
+  if (finished_) return {};
+  Work w;
+  w.kind = Work::Kind::run;
+  if (const auto t = promotable()) {
+    TrialRecord& r = trials_[static_cast<size_t>(*t)];
+    r.status = TrialStatus::running;
+    r.group = group;
+    r.target_epochs = rungs_[static_cast<size_t>(promotions_.back().second)];
+    w.trial = *t;
+    w.params = r.params;
+    w.epochs = r.target_epochs;
+    w.resume = true;
+    return w;
+  }
+  if (started() < settings_.trials) {
+    TrialRecord r;
+    r.id = started();
+    r.params = trial_params_(r.id);
+    r.group = group;
+    r.target_epochs = rungs_.front();
+    trials_.push_back(r);
+    for (auto& p : promoted_) p.push_back(false);
+    w.trial = r.id;
+    w.params = r.params;
+    w.epochs = r.target_epochs;
+    return w;
+  }
+  for (const auto& r : trials_)
+    if (r.status == TrialStatus::running) {
+      Work wait;
+      wait.kind = Work::Kind::wait;
+      return wait;
+    }
+  finish();
+  return {};
+}
+
+void Scheduler::epoch_done(int trial, int epoch, double metric) {
+  CREST_CHECK(trial >= 0 && trial < started() && epoch >= 1, "epoch report of an unknown trial");
+  TrialRecord& r = trials_[static_cast<size_t>(trial)];
+  if (r.metric.size() < static_cast<size_t>(epoch))
+    r.metric.resize(static_cast<size_t>(epoch), std::numeric_limits<double>::quiet_NaN());
+  r.metric[static_cast<size_t>(epoch - 1)] = metric;
+  if (const int k = rung_of_epoch(epoch); k >= 0) {
+    auto& at = results_[static_cast<size_t>(k)];
+    const bool recorded =
+        std::any_of(at.begin(), at.end(), [&](auto& x) { return x.second == trial; });
+    if (!recorded) at.emplace_back(metric, trial);
+  }
+}
+
+void Scheduler::run_failed(int trial, const std::string& message) {
+  TrialRecord& r = trials_.at(static_cast<size_t>(trial));
+  r.status = TrialStatus::failed;
+  r.message = message;
+}
+
+void Scheduler::run_ended(int trial, bool stopped_early) {
+  TrialRecord& r = trials_.at(static_cast<size_t>(trial));
+  const bool at_end = static_cast<int>(r.metric.size()) >= settings_.max_epochs;
+  r.status = stopped_early || at_end ? TrialStatus::completed : TrialStatus::paused;
+}
+
+void Scheduler::finish() {
+  for (auto& r : trials_)
+    if (r.status == TrialStatus::paused) r.status = TrialStatus::pruned;
+  finished_ = true;
+}
+
+std::optional<int> Scheduler::best() const {
+  std::optional<int> best;
+  size_t best_epochs = 0;
+  double best_value = std::numeric_limits<double>::quiet_NaN();
+  for (const auto& r : trials_) {
+    if (r.status == TrialStatus::failed || r.metric.empty() || std::isnan(r.metric.back()))
+      continue;
+    // Trials trained longer are compared first: a metric after more epochs is the better guide.
+    const size_t n = r.metric.size();
+    if (!best || n > best_epochs || (n == best_epochs && better(r.metric.back(), best_value))) {
+      best = r.id;
+      best_epochs = n;
+      best_value = r.metric.back();
+    }
+  }
+  return best;
+}
+
+double Scheduler::best_metric() const {
+  const auto b = best();
+  return b ? trials_[static_cast<size_t>(*b)].metric.back()
+           : std::numeric_limits<double>::quiet_NaN();
+}
+
+}  // namespace crest

@@ -1,0 +1,301 @@
+// A study on the job's ranks (crest/search/study.hpp): checks before training, the split into
+// groups, world rank 0's coordinator and the message service for the other group leaders, and
+// each group's loop of trials.
+#include "crest/search/study.hpp"
+
+#include <time.h>
+#include <yaml-cpp/yaml.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <thread>
+
+#include "coordinator.hpp"
+#include "crest/core/error.hpp"
+#include "crest/search/scheduler.hpp"
+#include "crest/search/search_space.hpp"
+#include "crest/search/space_check.hpp"
+#include "crest/train/config.hpp"
+#include "crest/train/metric.hpp"
+#include "crest/train/task.hpp"
+#include "messages.hpp"
+#include "study_records.hpp"
+#include "trial_runner.hpp"
+
+namespace crest {
+namespace fs = std::filesystem;
+using namespace search_detail;
+
+namespace {
+
+// Everything decided before training, the same on every rank (the same files are read).
+struct StudyPlan {
+  SearchSpace space;
+  SchedulerSettings settings;
+  std::vector<Assignment> grid;  // grid studies: every trial's parameters
+  TrialSetup trial;
+  int groups = 1;
+};
+
+void pause_ms(long ms) {
+  const timespec t{ms / 1000, (ms % 1000) * 1'000'000};
+  nanosleep(&t, nullptr);
+}
+
+// asha: {min_epochs: r, max_epochs: R, eta: e} in the space file; options given win.
+void read_asha_section(const SearchSpace& space, StudyOptions& o) {
+  for (const auto& [name, text] : space.sections) {
+    if (name != "asha")
+      throw_input(space.source + ": unknown section '" + name + "' (known: parameters, asha)");
+    const YAML::Node n = YAML::Load(text);
+    if (!n.IsMap()) throw_input(space.source + ": asha: expects {min_epochs, max_epochs, eta}");
+    for (const auto& kv : n) {
+      const std::string key = kv.first.as<std::string>();
+      int v = 0;
+      if (!YAML::convert<int>::decode(kv.second, v))
+        throw_input(space.source + ": asha." + key + ": expected an integer");
+      if (key == "min_epochs" && o.min_epochs == 0)
+        o.min_epochs = v;
+      else if (key == "max_epochs" && o.max_epochs == 0)
+        o.max_epochs = v;
+      else if (key == "eta" && o.eta == 0)
+        o.eta = v;
+      else if (key != "min_epochs" && key != "max_epochs" && key != "eta")
+        throw_input(space.source + ": asha." + key + ": unknown key (min_epochs, max_epochs, eta)");
+    }
+  }
+}
+
+// The figure optimised and its direction: --metric, else the task's quality metric.
+void choose_metric(const StudyOptions& o, const Config& base, StudyPlan& plan) {
+  if (o.metric == "val_loss" || o.metric == "train_loss") {
+    plan.trial.metric = o.metric;
+    plan.settings.lower_is_better = true;
+    return;
+  }
+  const Metric* m = nullptr;
+  if (!o.metric.empty()) {
+    const std::string name = o.metric.rfind("val_", 0) == 0 ? o.metric.substr(4) : o.metric;
+    m = metric_named(name);
+    if (!m)
+      throw_usage("--metric " + o.metric +
+                  ": not a metric (val_loss, train_loss, or one of train.metrics)");
+  } else {
+    const Task task = make_task(base);
+    m = task.quality_metric();
+    if (!m) {
+      plan.trial.metric = "val_loss";
+      plan.settings.lower_is_better = true;
+      return;
+    }
+  }
+  plan.trial.metric = "val_" + m->short_name;
+  plan.settings.lower_is_better = m->lower_is_better;
+}
+
+StudyPlan plan_study(StudyOptions o, int world_size) {
+  StudyPlan plan;
+  if (o.ranks_per_trial < 1) throw_usage("--ranks-per-trial must be >= 1");
+  if (world_size % o.ranks_per_trial != 0)
+    throw_usage("--ranks-per-trial " + std::to_string(o.ranks_per_trial) + " does not divide the " +
+                std::to_string(world_size) + " ranks of the job into equal groups");
+  plan.groups = world_size / o.ranks_per_trial;
+  plan.space = load_search_space(o.space);
+  const Config base = load_config(o.base_config, o.overrides);
+  check_space_against_config(plan.space, o.base_config, o.overrides);
+  read_asha_section(plan.space, o);
+  plan.trial = {o.base_config, o.overrides, o.out_dir, ""};
+  choose_metric(o, base, plan);
+  SchedulerSettings& s = plan.settings;
+  s.max_epochs = base.data.n_epochs;
+  s.min_epochs = base.data.n_epochs;
+  s.eta = 3;
+  if (o.algorithm == SearchAlgorithm::asha) {
+    s.max_epochs = o.max_epochs > 0 ? o.max_epochs : base.data.n_epochs;
+    s.min_epochs = o.min_epochs > 0 ? o.min_epochs : 1;
+    s.eta = o.eta > 0 ? o.eta : 3;
+    if (s.eta < 2) throw_usage("asha eta must be >= 2 (the reduction factor)");
+    if (s.min_epochs > s.max_epochs)
+      throw_usage("asha min_epochs " + std::to_string(s.min_epochs) + " > max_epochs " +
+                  std::to_string(s.max_epochs));
+  }
+  if (o.trials < 0) throw_usage("--trials must be >= 0");
+  if (o.algorithm == SearchAlgorithm::grid) {
+    plan.grid = grid_trials(plan.space);
+    s.trials = o.trials > 0 ? std::min<int>(o.trials, static_cast<int>(plan.grid.size()))
+                            : static_cast<int>(plan.grid.size());
+  } else {
+    s.trials = o.trials > 0 ? o.trials : o.algorithm == SearchAlgorithm::asha ? 27 : 10;
+  }
+  return plan;
+}
+
+// A leader's messages to the coordinator: a direct call on world rank 0, a message elsewhere.
+class SchedulerLink {
+ public:
+  SchedulerLink(Communicator& world, Coordinator* local, double timeout_s)
+      : world_(world), local_(local), timeout_s_(timeout_s) {}
+  void tell(const nlohmann::json& m) {
+    if (local_)
+      local_->handle(m);
+    else
+      world_.send(0, kToScheduler, to_bytes(m));
+  }
+  // One question: a trial to run, wait (the study's last trials are still running and may yet be
+  // promoted), or done.
+  Work ask_for_work(int group) {
+    const nlohmann::json request = {{"op", "next"}, {"group", group}};
+    if (local_) return work_from_json(local_->handle(request));
+    world_.send(0, kToScheduler, to_bytes(request));
+    return work_from_json(
+        from_bytes(world_.receive(0, kToLeader, timeout_s_, "the study's scheduler").bytes));
+  }
+
+ private:
+  Communicator& world_;
+  Coordinator* local_;
+  double timeout_s_;
+};
+
+// The leader's Work to every rank of its group.
+Work broadcast_work(Communicator& group, const Work& mine) {
+  std::vector<std::byte> bytes =
+      group.rank() == 0 ? to_bytes(work_to_json(mine)) : std::vector<std::byte>{};
+  uint64_t n = bytes.size();
+  group.broadcast(&n, sizeof n, 0);
+  bytes.resize(n);
+  group.broadcast(bytes.data(), n, 0);
+  return work_from_json(from_bytes(bytes));
+}
+
+void run_group(const StudyPlan& plan, int group_index, Communicator& group, SchedulerLink& link) {
+  const std::function<void(const nlohmann::json&)> report = [&](const nlohmann::json& m) {
+    link.tell(m);
+  };
+  for (;;) {
+    // Every answer goes to the whole group at once, waits included: a rank never sits in a
+    // collective for longer than one question takes (the watchdog's dist.timeout_s).
+    const Work w =
+        broadcast_work(group, group.rank() == 0 ? link.ask_for_work(group_index) : Work{});
+    if (w.kind == Work::Kind::done) return;
+    if (w.kind == Work::Kind::wait) {
+      pause_ms(200);
+      continue;
+    }
+    const TrialOutcome o = run_trial(plan.trial, w, group_index, group, report);
+    if (group.rank() == 0)
+      link.tell({{"op", "end"},
+                 {"trial", w.trial},
+                 {"group", group_index},
+                 {"ok", o.ok},
+                 {"stopped_early", o.stopped_early},
+                 {"message", o.message}});
+  }
+}
+
+// World rank 0 answers the other group leaders until every group has been told the study is done.
+void serve_leaders(Communicator& world, Coordinator& coordinator) {
+  try {
+    while (!coordinator.all_groups_done()) {
+      auto m = world.try_receive(Communicator::kAnySource, kToScheduler);
+      if (!m) {
+        pause_ms(1);
+        continue;
+      }
+      const nlohmann::json reply = coordinator.handle(from_bytes(m->bytes));
+      if (!reply.is_null()) world.send(m->source, kToLeader, to_bytes(reply));
+    }
+  } catch (const std::exception& e) {
+    // The groups would wait for answers forever: end the job with the reason.
+    std::fprintf(stderr, "crest: error: the study's scheduler failed: %s\n", e.what());
+    std::fflush(stderr);
+    abort_parallel_job(1);
+    std::_Exit(1);
+  }
+}
+
+std::string best_config_yaml(const TrialSetup& setup, const Assignment& params, int epochs) {
+  std::vector<std::string> overrides = setup.overrides;
+  for (const auto& o : as_overrides(params)) overrides.push_back(o);
+  overrides.push_back("output_dir=" + setup.out_dir + "/best");
+  overrides.push_back("data.n_epochs=" + std::to_string(epochs));
+  return load_config(setup.base_config, overrides).resolved_yaml;
+}
+
+// Errors found before training are found by every rank alike: rank 0 prints, the rest exit.
+template <class F>
+auto on_every_rank(Communicator& world, F&& f) {
+  try {
+    return f();
+  } catch (const Error& e) {
+    throw Error(e.kind() == ErrorKind::runtime ? ErrorKind::runtime : e.kind(), e.what(),
+                world.rank() == 0 ? Error::Scope::every_rank_printed_here
+                                  : Error::Scope::every_rank_printed_elsewhere);
+  }
+}
+
+}  // namespace
+
+StudySummary run_study(const StudyOptions& options, Communicator& world, std::ostream& log) {
+  const StudyPlan plan = on_every_rank(world, [&] {
+    StudyPlan p = plan_study(options, world.size());
+    if (fs::exists(options.out_dir + "/trials.jsonl"))
+      throw_usage(options.out_dir + " holds a study already (trials.jsonl): choose another --out");
+    return p;
+  });
+  if (world.rank() == 0) fs::create_directories(options.out_dir + "/trials");
+  const int group_index = world.rank() / options.ranks_per_trial;
+  std::unique_ptr<Communicator> group = world.split(group_index, world.rank());
+
+  std::unique_ptr<Coordinator> coordinator;
+  std::thread server;
+  if (world.rank() == 0) {
+    std::vector<std::string> keys;
+    for (const auto& p : plan.space.parameters) keys.push_back(p.key);
+    const auto params = [&plan, seed = options.seed](int i) {
+      return plan.grid.empty() ? sample_trial(plan.space, seed, static_cast<uint64_t>(i))
+                               : plan.grid[static_cast<size_t>(i)];
+    };
+    CoordinatorSetup setup{plan.trial.metric, plan.groups,
+                           [&plan](const Assignment& a, int epochs) {
+                             return best_config_yaml(plan.trial, a, epochs);
+                           },
+                           options.out_dir};
+    coordinator = std::make_unique<Coordinator>(std::move(setup), Scheduler(plan.settings, params),
+                                                StudyRecords(options.out_dir, keys, false), log);
+    log << "crest search: " << plan.groups << " group(s) of " << options.ranks_per_trial
+        << " rank(s), " << plan.settings.trials << " trials, optimising " << plan.trial.metric
+        << (plan.settings.lower_is_better ? " (lower is better)" : " (higher is better)")
+        << ", results in " << options.out_dir << "\n";
+    if (plan.groups > 1) server = std::thread([&] { serve_leaders(world, *coordinator); });
+  }
+  world.barrier();  // the study directory exists before any group writes into it
+
+  SchedulerLink link(world, coordinator.get(), 3600);
+  run_group(plan, group_index, *group, link);
+
+  StudySummary summary;
+  if (coordinator) {
+    if (server.joinable()) server.join();
+    coordinator->finish();
+    const Scheduler& s = coordinator->scheduler();
+    summary.trials = s.started();
+    for (const auto& t : s.trials()) {
+      summary.completed += t.status == TrialStatus::completed;
+      summary.pruned += t.status == TrialStatus::pruned;
+      summary.failed += t.status == TrialStatus::failed;
+    }
+    if (const auto b = s.best()) {
+      summary.best_trial = *b;
+      summary.best_metric = s.best_metric();
+    }
+  }
+  // No barrier: groups that finish first would wait in it for the last trial, past the
+  // watchdog's deadline. Rank 0 writes the results after every group was told it is done.
+  return summary;
+}
+
+}  // namespace crest

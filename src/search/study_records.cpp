@@ -1,0 +1,116 @@
+// trials.jsonl and trials.csv (study_records.hpp).
+#include "study_records.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "crest/core/atomic_file.hpp"
+#include "crest/core/error.hpp"
+
+namespace crest::search_detail {
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string number_text(double v) {
+  if (std::isnan(v)) return "";
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// The figure columns in order of first appearance (train_loss, val_loss, then the metrics).
+std::vector<std::string> figure_names(const std::vector<TrialRow>& rows) {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const auto& r : rows)
+    for (const auto& [name, v] : r.figures)
+      if (seen.insert(name).second) names.push_back(name);
+  return names;
+}
+
+}  // namespace
+
+bool looks_numeric(const std::string& text) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  const double v = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(v);
+}
+
+bool looks_integer(const std::string& text) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  (void)std::strtoll(text.c_str(), &end, 10);
+  return errno == 0 && end == text.c_str() + text.size();
+}
+
+StudyRecords::StudyRecords(std::string dir, std::vector<std::string> parameter_keys, bool append)
+    : dir_(std::move(dir)), keys_(std::move(parameter_keys)) {
+  const std::string path = dir_ + "/trials.jsonl";
+  jsonl_.open(path, append ? std::ios::app : std::ios::trunc);
+  if (!jsonl_) throw_input(path + ": cannot open for writing");
+}
+
+void StudyRecords::add(const TrialRow& row) {
+  nlohmann::ordered_json j;
+  j["trial"] = row.trial;
+  j["group"] = row.group;
+  j["status"] = row.status;
+  j["epoch"] = row.epoch;
+  for (const auto& key : keys_) {
+    const std::string v = value_of(row.params, key);
+    if (v.empty())
+      j[key] = nullptr;
+    else if (looks_integer(v))
+      j[key] = std::strtoll(v.c_str(), nullptr, 10);
+    else if (looks_numeric(v))
+      j[key] = std::strtod(v.c_str(), nullptr);
+    else
+      j[key] = v;
+  }
+  for (const auto& [name, v] : row.figures)
+    j[name] = std::isnan(v) ? nlohmann::json() : nlohmann::json(v);
+  j["seconds"] = row.seconds;
+  j["message"] = row.message;
+  jsonl_ << j.dump() << "\n";
+  jsonl_.flush();
+  if (!jsonl_) throw_input(dir_ + "/trials.jsonl: write failed (disk full?)");
+  rows_.push_back(row);
+}
+
+void StudyRecords::write_csv() const {
+  const std::vector<std::string> figures = figure_names(rows_);
+  std::ostringstream out;
+  out << "trial,group,status,epoch";
+  for (const auto& k : keys_) out << "," << csv_field(k);
+  for (const auto& f : figures) out << "," << f;
+  out << ",seconds,message\n";
+  for (const auto& r : rows_) {
+    out << r.trial << "," << r.group << "," << r.status << "," << r.epoch;
+    for (const auto& k : keys_) out << "," << csv_field(value_of(r.params, k));
+    for (const auto& f : figures) {
+      double v = std::nan("");
+      for (const auto& [name, x] : r.figures)
+        if (name == f) v = x;
+      out << "," << number_text(v);
+    }
+    out << "," << number_text(r.seconds) << "," << csv_field(r.message) << "\n";
+  }
+  AtomicOutputFile file(dir_ + "/trials.csv");
+  file.write(out.str());
+  file.commit();
+}
+
+}  // namespace crest::search_detail
