@@ -1,0 +1,142 @@
+// `crest search` in one process: bad spaces refused before training, failed trials recorded,
+// results a plain table, best.yaml trainable as is, ASHA's promoted trials equal straight runs.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "support/cli_util.hpp"
+#include "support/search_study.hpp"
+#include "support/tiny_run.hpp"
+
+namespace crest {
+namespace {
+
+using test::CliRun;
+using test::final_rows;
+using test::newest_checkpoint;
+using test::run_crest;
+using test::study_rows;
+using test::TempDir;
+using test::write_space;
+
+std::string search_args(const std::string& space, const std::string& out) {
+  return "search " + test::tiny_cosmoflow_args() + " data.n_epochs=2 --space " + space + " --out " +
+         out;
+}
+
+TEST(SearchCli, ABadSpaceExits2NamingTheKeyAndFileBeforeAnyTraining) {
+  TempDir d;
+  const struct {
+    std::string params, expect;
+  } cases[] = {
+      {"  model.dropuot: {uniform: [0, 0.5]}\n", "parameters.model.dropuot"},
+      {"  model.dropout: {uniform: [0.5, 0]}\n",
+       "parameters.model.dropout: uniform low 0.5 > high 0"},
+      {"  lr_schedule.base_lr: {loguniform: [-1, 0.1]}\n", "parameters.lr_schedule.base_lr"},
+      {"  data.batch_size: {choice: []}\n", "parameters.data.batch_size"},
+      {"  data.batch_size: {choice: [4, 0]}\n", "parameters.data.batch_size: the value 0"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.params);
+    const std::string space = write_space(d, "parameters:\n" + c.params);
+    const CliRun r = run_crest(search_args(space, d.file("study")));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(space + ":2: " + c.expect), std::string::npos) << r.out;
+    EXPECT_FALSE(std::filesystem::exists(d.file("study"))) << "nothing may start: " << r.out;
+  }
+  const std::string space = write_space(d, "parameters:\n  model.dropout: {uniform: [0, 0.5]}\n");
+  const CliRun grid = run_crest(search_args(space, d.file("study")) + " --algorithm grid");
+  EXPECT_EQ(grid.code, 2) << grid.out;
+  EXPECT_NE(grid.out.find("parameters.model.dropout: a grid study enumerates"), std::string::npos)
+      << grid.out;
+}
+
+TEST(SearchCli, AFailingTrialIsRecordedWithItsMessageAndTheStudyGoesOn) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {grid: [1e12, 0.01]}\n");
+  const std::string out = d.file("study");
+  const CliRun r = run_crest(search_args(space, out) + " --algorithm grid");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = final_rows(out);
+  ASSERT_EQ(rows.size(), 2u) << r.out;
+  EXPECT_EQ(rows[0]["trial"], 0);
+  EXPECT_EQ(rows[0]["status"], "failed");
+  EXPECT_NE(rows[0]["message"].get<std::string>().find("non-finite"), std::string::npos);
+  EXPECT_EQ(rows[1]["status"], "completed");
+  EXPECT_EQ(rows[1]["lr_schedule.base_lr"], 0.01);
+  EXPECT_EQ(rows[1]["epoch"], 2);
+  // The CSV has the same columns, named by the config keys.
+  const std::string csv = test::read_text(out + "/trials.csv");
+  EXPECT_EQ(csv.substr(0, csv.find('\n')),
+            "trial,group,status,epoch,lr_schedule.base_lr,train_loss,val_loss,val_mae,seconds,"
+            "message");
+}
+
+TEST(SearchCli, BestYamlTrainsAsIsToTheBestTrialsResult) {
+  TempDir d;
+  const std::string space =
+      write_space(d,
+                  "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n"
+                  "  data.batch_size: {choice: [2, 4]}\n");
+  const std::string out = d.file("study");
+  const CliRun r = run_crest(search_args(space, out) + " --trials 3 --seed 5");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = final_rows(out);
+  ASSERT_EQ(rows.size(), 3u);
+  size_t best = 0;
+  for (size_t i = 1; i < rows.size(); ++i)
+    if (rows[i]["val_mae"].get<double>() < rows[best]["val_mae"].get<double>()) best = i;
+  EXPECT_NE(r.out.find("best: trial " + std::to_string(rows[best]["trial"].get<int>())),
+            std::string::npos)
+      << r.out;
+  const CliRun again = run_crest("train --config " + out + "/best.yaml");
+  ASSERT_EQ(again.code, 0) << again.out;
+  const std::string trial_dir = out + "/trials/" + std::to_string(rows[best]["trial"].get<int>());
+  test::expect_same_tensors(newest_checkpoint(trial_dir), newest_checkpoint(out + "/best"));
+  // The same seed draws the same trials.
+  const CliRun twin = run_crest(search_args(space, d.file("twin")) + " --trials 3 --seed 5");
+  ASSERT_EQ(twin.code, 0) << twin.out;
+  const auto twin_rows = final_rows(d.file("twin"));
+  ASSERT_EQ(twin_rows.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(twin_rows[i]["lr_schedule.base_lr"], rows[i]["lr_schedule.base_lr"]);
+    EXPECT_EQ(twin_rows[i]["val_mae"], rows[i]["val_mae"]);
+  }
+}
+
+TEST(SearchCli, AshaPromotesFromTheCheckpointAndThePromotedTrialEqualsAStraightRun) {
+  TempDir d;
+  const std::string space =
+      write_space(d,
+                  "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n"
+                  "asha: {min_epochs: 1, max_epochs: 2, eta: 2}\n");
+  const std::string out = d.file("study");
+  const CliRun r = run_crest(search_args(space, out) + " --algorithm asha --trials 4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  int completed = 0, pruned = 0;
+  std::string promoted;
+  for (const auto& row : final_rows(out)) {
+    if (row["status"] == "completed") {
+      ++completed;
+      EXPECT_EQ(row["epoch"], 2);
+      promoted = std::to_string(row["trial"].get<int>());
+    }
+    if (row["status"] == "pruned") {
+      ++pruned;
+      EXPECT_EQ(row["epoch"], 1);
+    }
+  }
+  EXPECT_GE(completed, 1);
+  EXPECT_GE(pruned, 1);
+  EXPECT_EQ(completed + pruned, 4);
+  // Epoch 1, paused, then resumed to epoch 2: the same bits as 2 epochs in one go.
+  const std::string trial_dir = out + "/trials/" + promoted;
+  const CliRun straight =
+      run_crest("train --config " + trial_dir + "/config.yaml output_dir=" + d.file("straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  test::expect_same_tensors(newest_checkpoint(trial_dir), newest_checkpoint(d.file("straight")));
+}
+
+}  // namespace
+}  // namespace crest
