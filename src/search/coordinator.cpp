@@ -7,6 +7,7 @@
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "messages.hpp"
+#include "study_state.hpp"
 
 namespace crest::search_detail {
 namespace {
@@ -47,6 +48,19 @@ nlohmann::json Coordinator::handle(const nlohmann::json& message) {
   return nullptr;
 }
 
+void Coordinator::restore(SchedulerState state) {
+  std::lock_guard lock(mu_);
+  scheduler_.restore(std::move(state));
+  records_.load_existing(
+      [this](int trial) { return scheduler_.trials().at(static_cast<size_t>(trial)).params; });
+  for (const auto& row : records_.rows())
+    if (row.epoch > 0) last_row_[row.trial] = row;
+}
+
+// After every decision, before its answer leaves: a study killed at any moment resumes from the
+// last decision any group heard of.
+void Coordinator::save_state() const { write_state(setup_.out_dir, scheduler_.state()); }
+
 bool Coordinator::all_groups_done() {
   std::lock_guard lock(mu_);
   for (bool d : told_done_)
@@ -63,6 +77,7 @@ nlohmann::json Coordinator::next(int group) {
       for (const auto& t : scheduler_.trials())
         if (t.status == TrialStatus::pruned) add_status_row(t.id, "pruned", "");
   }
+  if (w.kind != Work::Kind::wait) save_state();
   if (w.kind == Work::Kind::run) progress();
   return work_to_json(w);
 }
@@ -81,6 +96,7 @@ void Coordinator::epoch(const nlohmann::json& m) {
   const double metric = m.at("metric").is_null() ? std::nan("") : m.at("metric").get<double>();
   scheduler_.epoch_done(trial, row.epoch, metric);
   records_.add(row);
+  save_state();
   last_row_[trial] = row;
   epoch_seconds_sum_ += row.seconds;
   ++epochs_reported_;
@@ -99,6 +115,7 @@ void Coordinator::end(const nlohmann::json& m) {
     if (scheduler_.trials().at(static_cast<size_t>(trial)).status == TrialStatus::completed)
       add_status_row(trial, "completed", "");
   }
+  save_state();
   records_.write_csv();
   write_best();
   progress();
@@ -120,15 +137,18 @@ void Coordinator::add_status_row(int trial, const std::string& status, const std
 
 void Coordinator::write_best() {
   const auto best = scheduler_.best();
-  if (!best || *best == best_written_) return;
+  if (!best) return;
   const TrialRecord& t = scheduler_.trials()[static_cast<size_t>(*best)];
+  // The same trial trained further (a promotion) is a new best config: its epochs changed.
+  const std::pair<int, size_t> written{t.id, t.metric.size()};
+  if (written == best_written_) return;
   AtomicOutputFile file(setup_.out_dir + "/best.yaml");
   file.write("# crest search: trial " + std::to_string(t.id) + ", " + setup_.metric + " " +
              std::to_string(t.metric.back()) + " after " + std::to_string(t.metric.size()) +
              " epochs. Train it with: crest train --config best.yaml\n");
   file.write(setup_.config_yaml(t.params, static_cast<int>(t.metric.size())));
   file.commit();
-  best_written_ = *best;
+  best_written_ = written;
 }
 
 // A rough estimate: the mean epoch time so far times the epochs still to train (new trials'

@@ -27,6 +27,8 @@ class Coordinator {
  public:
   Coordinator(CoordinatorSetup setup, Scheduler scheduler, StudyRecords records, std::ostream& log);
 
+  // --resume: the scheduler's saved state and the rows written so far.
+  void restore(SchedulerState state);
   // A group's message; the reply for "next", null otherwise. Thread-safe.
   nlohmann::json handle(const nlohmann::json& message);
   // Every group has been told the study is done.
@@ -41,6 +43,7 @@ class Coordinator {
   void end(const nlohmann::json& m);
   void add_status_row(int trial, const std::string& status, const std::string& message);
   void write_best();
+  void save_state() const;
   void progress();
   double eta_seconds() const;
 
@@ -51,7 +54,7 @@ class Coordinator {
   std::mutex mu_;
   std::map<int, TrialRow> last_row_;  // per trial: its newest epoch row
   std::vector<bool> told_done_;
-  int best_written_ = -1;
+  std::pair<int, size_t> best_written_{-1, 0};  // (trial, epochs) of best.yaml
   double epoch_seconds_sum_ = 0;
   int epochs_reported_ = 0;
   std::chrono::steady_clock::time_point started_ = std::chrono::steady_clock::now();

@@ -33,8 +33,8 @@ Scheduler::Scheduler(SchedulerSettings settings, std::function<Assignment(int)> 
   for (int64_t e = settings_.min_epochs; e < settings_.max_epochs; e *= settings_.eta)
     rungs_.push_back(static_cast<int>(e));
   rungs_.push_back(settings_.max_epochs);
-  results_.resize(rungs_.size());
-  promoted_.resize(rungs_.size());
+  s_.results.resize(rungs_.size());
+  s_.promoted.resize(rungs_.size());
 }
 
 int Scheduler::rung_of_epoch(int epoch) const {
@@ -53,36 +53,55 @@ bool Scheduler::better(double a, double b) const {
 // Highest rung first, as ASHA does: finishing a promising trial is worth more than starting one.
 std::optional<int> Scheduler::promotable() {
   for (int k = static_cast<int>(rungs_.size()) - 2; k >= 0; --k) {
-    auto ranked = results_[static_cast<size_t>(k)];
+    auto ranked = s_.results[static_cast<size_t>(k)];
     std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
       if (better(x.first, y.first)) return true;
       if (better(y.first, x.first)) return false;
       return x.second < y.second;
     });
     const size_t top = ranked.size() / static_cast<size_t>(settings_.eta);
-    auto& promoted = promoted_[static_cast<size_t>(k)];
+    auto& promoted = s_.promoted[static_cast<size_t>(k)];
     for (size_t i = 0; i < top; ++i) {
       const int t = ranked[i].second;
       if (promoted[static_cast<size_t>(t)] ||
-          trials_[static_cast<size_t>(t)].status != TrialStatus::paused)
+          s_.trials[static_cast<size_t>(t)].status != TrialStatus::paused)
         continue;
       promoted[static_cast<size_t>(t)] = true;
-      promotions_.emplace_back(t, k + 1);
+      s_.promotions.emplace_back(t, k + 1);
       return t;
     }
   }
   return std::nullopt;
 }
 
+void Scheduler::restore(SchedulerState state) {
+  CREST_CHECK(state.results.size() == rungs_.size() && state.promoted.size() == rungs_.size(),
+              "the saved scheduler state has other rungs than these settings");
+  s_ = std::move(state);
+  interrupted_.clear();
+  for (const auto& t : s_.trials)
+    if (t.status == TrialStatus::running) interrupted_.push_back(t.id);
+}
+
 Work Scheduler::next(int group) {
-  if (finished_) return {};
+  if (s_.finished) return {};
   Work w;
   w.kind = Work::Kind::run;
+  if (!interrupted_.empty()) {
+    TrialRecord& r = s_.trials[static_cast<size_t>(interrupted_.front())];
+    interrupted_.erase(interrupted_.begin());
+    r.group = group;
+    w.trial = r.id;
+    w.params = r.params;
+    w.epochs = r.target_epochs;
+    w.resume = true;
+    return w;
+  }
   if (const auto t = promotable()) {
-    TrialRecord& r = trials_[static_cast<size_t>(*t)];
+    TrialRecord& r = s_.trials[static_cast<size_t>(*t)];
     r.status = TrialStatus::running;
     r.group = group;
-    r.target_epochs = rungs_[static_cast<size_t>(promotions_.back().second)];
+    r.target_epochs = rungs_[static_cast<size_t>(s_.promotions.back().second)];
     w.trial = *t;
     w.params = r.params;
     w.epochs = r.target_epochs;
@@ -95,14 +114,14 @@ Work Scheduler::next(int group) {
     r.params = trial_params_(r.id);
     r.group = group;
     r.target_epochs = rungs_.front();
-    trials_.push_back(r);
-    for (auto& p : promoted_) p.push_back(false);
+    s_.trials.push_back(r);
+    for (auto& p : s_.promoted) p.push_back(false);
     w.trial = r.id;
     w.params = r.params;
     w.epochs = r.target_epochs;
     return w;
   }
-  for (const auto& r : trials_)
+  for (const auto& r : s_.trials)
     if (r.status == TrialStatus::running) {
       Work wait;
       wait.kind = Work::Kind::wait;
@@ -114,12 +133,12 @@ Work Scheduler::next(int group) {
 
 void Scheduler::epoch_done(int trial, int epoch, double metric) {
   CREST_CHECK(trial >= 0 && trial < started() && epoch >= 1, "epoch report of an unknown trial");
-  TrialRecord& r = trials_[static_cast<size_t>(trial)];
+  TrialRecord& r = s_.trials[static_cast<size_t>(trial)];
   if (r.metric.size() < static_cast<size_t>(epoch))
     r.metric.resize(static_cast<size_t>(epoch), std::numeric_limits<double>::quiet_NaN());
   r.metric[static_cast<size_t>(epoch - 1)] = metric;
   if (const int k = rung_of_epoch(epoch); k >= 0) {
-    auto& at = results_[static_cast<size_t>(k)];
+    auto& at = s_.results[static_cast<size_t>(k)];
     const bool recorded =
         std::any_of(at.begin(), at.end(), [&](auto& x) { return x.second == trial; });
     if (!recorded) at.emplace_back(metric, trial);
@@ -127,28 +146,28 @@ void Scheduler::epoch_done(int trial, int epoch, double metric) {
 }
 
 void Scheduler::run_failed(int trial, const std::string& message) {
-  TrialRecord& r = trials_.at(static_cast<size_t>(trial));
+  TrialRecord& r = s_.trials.at(static_cast<size_t>(trial));
   r.status = TrialStatus::failed;
   r.message = message;
 }
 
 void Scheduler::run_ended(int trial, bool stopped_early) {
-  TrialRecord& r = trials_.at(static_cast<size_t>(trial));
+  TrialRecord& r = s_.trials.at(static_cast<size_t>(trial));
   const bool at_end = static_cast<int>(r.metric.size()) >= settings_.max_epochs;
   r.status = stopped_early || at_end ? TrialStatus::completed : TrialStatus::paused;
 }
 
 void Scheduler::finish() {
-  for (auto& r : trials_)
+  for (auto& r : s_.trials)
     if (r.status == TrialStatus::paused) r.status = TrialStatus::pruned;
-  finished_ = true;
+  s_.finished = true;
 }
 
 std::optional<int> Scheduler::best() const {
   std::optional<int> best;
   size_t best_epochs = 0;
   double best_value = std::numeric_limits<double>::quiet_NaN();
-  for (const auto& r : trials_) {
+  for (const auto& r : s_.trials) {
     if (r.status == TrialStatus::failed || r.metric.empty() || std::isnan(r.metric.back()))
       continue;
     // Trials trained longer are compared first: a metric after more epochs is the better guide.
@@ -164,7 +183,7 @@ std::optional<int> Scheduler::best() const {
 
 double Scheduler::best_metric() const {
   const auto b = best();
-  return b ? trials_[static_cast<size_t>(*b)].metric.back()
+  return b ? s_.trials[static_cast<size_t>(*b)].metric.back()
            : std::numeric_limits<double>::quiet_NaN();
 }
 

@@ -23,6 +23,7 @@
 #include "crest/train/task.hpp"
 #include "messages.hpp"
 #include "study_records.hpp"
+#include "study_state.hpp"
 #include "trial_runner.hpp"
 
 namespace crest {
@@ -242,11 +243,18 @@ auto on_every_rank(Communicator& world, F&& f) {
 StudySummary run_study(const StudyOptions& options, Communicator& world, std::ostream& log) {
   const StudyPlan plan = on_every_rank(world, [&] {
     StudyPlan p = plan_study(options, world.size());
-    if (fs::exists(options.out_dir + "/trials.jsonl"))
-      throw_usage(options.out_dir + " holds a study already (trials.jsonl): choose another --out");
+    if (!options.resume && fs::exists(options.out_dir + "/trials.jsonl"))
+      throw_usage(options.out_dir +
+                  " holds a study already (trials.jsonl): continue it with crest search --resume " +
+                  options.out_dir + ", or choose another --out");
     return p;
   });
-  if (world.rank() == 0) fs::create_directories(options.out_dir + "/trials");
+  SchedulerState saved;
+  if (options.resume) saved = on_every_rank(world, [&] { return read_state(options.out_dir); });
+  if (world.rank() == 0 && !options.resume) {
+    fs::create_directories(options.out_dir + "/trials");
+    write_study_options(options);
+  }
   const int group_index = world.rank() / options.ranks_per_trial;
   std::unique_ptr<Communicator> group = world.split(group_index, world.rank());
 
@@ -264,12 +272,16 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
                              return best_config_yaml(plan.trial, a, epochs);
                            },
                            options.out_dir};
-    coordinator = std::make_unique<Coordinator>(std::move(setup), Scheduler(plan.settings, params),
-                                                StudyRecords(options.out_dir, keys, false), log);
+    coordinator =
+        std::make_unique<Coordinator>(std::move(setup), Scheduler(plan.settings, params),
+                                      StudyRecords(options.out_dir, keys, options.resume), log);
+    if (options.resume) coordinator->restore(std::move(saved));
     log << "crest search: " << plan.groups << " group(s) of " << options.ranks_per_trial
         << " rank(s), " << plan.settings.trials << " trials, optimising " << plan.trial.metric
         << (plan.settings.lower_is_better ? " (lower is better)" : " (higher is better)")
         << ", results in " << options.out_dir << "\n";
+    if (options.resume)
+      log << "resuming: " << coordinator->scheduler().started() << " trials started before\n";
     if (plan.groups > 1) server = std::thread([&] { serve_leaders(world, *coordinator); });
   }
   world.barrier();  // the study directory exists before any group writes into it

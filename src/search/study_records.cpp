@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -39,6 +40,19 @@ std::vector<std::string> figure_names(const std::vector<TrialRow>& rows) {
   return names;
 }
 
+// A kill while a line was written leaves it without its newline: cut it off, so the lines
+// appended after a resume are whole JSON lines.
+void drop_cut_line(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return;
+  std::ostringstream text;
+  text << in.rdbuf();
+  const std::string s = text.str();
+  const size_t keep = s.empty() || s.back() == '\n' ? s.size() : s.rfind('\n') + 1;
+  if (keep != s.size())
+    std::filesystem::resize_file(path, keep == std::string::npos + 1 ? 0 : keep);
+}
+
 }  // namespace
 
 bool looks_numeric(const std::string& text) {
@@ -59,8 +73,31 @@ bool looks_integer(const std::string& text) {
 StudyRecords::StudyRecords(std::string dir, std::vector<std::string> parameter_keys, bool append)
     : dir_(std::move(dir)), keys_(std::move(parameter_keys)) {
   const std::string path = dir_ + "/trials.jsonl";
+  if (append) drop_cut_line(path);
   jsonl_.open(path, append ? std::ios::app : std::ios::trunc);
   if (!jsonl_) throw_input(path + ": cannot open for writing");
+}
+
+void StudyRecords::load_existing(const std::function<Assignment(int)>& params_of) {
+  std::ifstream in(dir_ + "/trials.jsonl");
+  const std::set<std::string> fixed{"trial", "group", "status", "epoch", "seconds", "message"};
+  const std::set<std::string> keys(keys_.begin(), keys_.end());
+  for (std::string line; std::getline(in, line);) {
+    if (line.empty()) continue;
+    const auto j = nlohmann::ordered_json::parse(line);
+    TrialRow r;
+    r.trial = j.at("trial");
+    r.group = j.at("group");
+    r.status = j.at("status");
+    r.epoch = j.at("epoch");
+    r.params = params_of(r.trial);
+    for (const auto& [name, v] : j.items())
+      if (!fixed.count(name) && !keys.count(name))
+        r.figures.emplace_back(name, v.is_null() ? std::nan("") : v.get<double>());
+    r.seconds = j.at("seconds");
+    r.message = j.at("message");
+    rows_.push_back(std::move(r));
+  }
 }
 
 void StudyRecords::add(const TrialRow& row) {

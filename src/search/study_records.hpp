@@ -4,6 +4,7 @@
 // config key, the epoch's figures (train_loss, val_loss, val_mae, ...), seconds, message.
 #pragma once
 #include <fstream>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -28,6 +29,9 @@ class StudyRecords {
   // `parameter_keys`: the space's keys, in file order (a column each, empty where inactive).
   // `append`: continue the files of an earlier invocation (--resume).
   StudyRecords(std::string dir, std::vector<std::string> parameter_keys, bool append);
+  // --resume: the rows an earlier invocation wrote (a last line cut short by a kill is dropped
+  // from the file), with each trial's parameters from `params_of` (the exact texts).
+  void load_existing(const std::function<Assignment(int)>& params_of);
   // Appends the row to trials.jsonl at once (flushed: a killed study keeps every row written).
   void add(const TrialRow& row);
   // Rewrites trials.csv from every row so far (atomically).

@@ -2,6 +2,7 @@
 #include "trial_runner.hpp"
 
 #include <cmath>
+#include <filesystem>
 #include <streambuf>
 
 #include "crest/core/error.hpp"
@@ -50,6 +51,13 @@ class EpochReporter final : public RunObserver {
   const std::function<void(const nlohmann::json&)>& report_;
 };
 
+bool has_checkpoint(const std::string& run_dir) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(run_dir + "/checkpoints", ec))
+    if (e.path().extension() == ".safetensors") return true;
+  return false;
+}
+
 }  // namespace
 
 std::string trial_dir(const std::string& out_dir, int trial) {
@@ -73,9 +81,9 @@ TrialOutcome run_trial(const TrialSetup& setup, const Work& work, int group_inde
     const Config config = trial_config(setup, work.params, work.trial, work.epochs);
     TrainOptions options;
     options.communicator = &group;
-    options.resume = work.resume;
-    // A trial that is started afresh replaces what an interrupted earlier start left.
-    options.overwrite = !work.resume;
+    // A trial interrupted before its first checkpoint starts again, replacing what it left.
+    options.resume = work.resume && has_checkpoint(config.output_dir);
+    options.overwrite = !options.resume;
     options.extra_observers.push_back(&reporter);
     DiscardBuffer discard;
     std::ostream quiet(&discard);  // each trial's log is its train.log; stdout has the study's

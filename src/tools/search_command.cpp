@@ -20,17 +20,17 @@ void register_search(CLI::App& app) {
     StudyOptions study;
     std::string algorithm = "random";
     std::vector<std::string> rest;
+    std::string resume;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "search", "hyperparameter search: many trials in one job, each on its own group of ranks");
   StudyOptions& o = args->study;
-  cmd->add_option("--config,-c", o.base_config, "the base config every trial starts from")
-      ->required();
-  cmd->add_option("--space", o.space, "the search space (YAML: parameters: {key: {sampler}})")
-      ->required();
-  cmd->add_option("--out", o.out_dir, "the study's directory (trials/, trials.jsonl, best.yaml)")
-      ->required();
+  cmd->add_option("--config,-c", o.base_config, "the base config every trial starts from");
+  cmd->add_option("--space", o.space, "the search space (YAML: parameters: {key: {sampler}})");
+  cmd->add_option("--out", o.out_dir, "the study's directory (trials/, trials.jsonl, best.yaml)");
+  cmd->add_option("--resume", args->resume,
+                  "continue the interrupted study in DIR (its options come from DIR/study.json)");
   cmd->add_option("overrides", args->rest, "key.path=value overrides of the base config");
   cmd->add_option("--ranks-per-trial", o.ranks_per_trial,
                   "ranks that train one trial together (divides the job's ranks)");
@@ -45,7 +45,16 @@ void register_search(CLI::App& app) {
   cmd->add_option("--max-epochs", o.max_epochs, "asha: the last rung's (default data.n_epochs)");
   cmd->add_option("--eta", o.eta, "asha: the reduction factor (default 3)");
   cmd->callback([args] {
+    if (!args->resume.empty()) {
+      if (!args->study.base_config.empty() || !args->study.space.empty() || !args->rest.empty())
+        throw_usage("--resume takes the study's options from " + args->resume +
+                    "/study.json: give no --config, --space or overrides");
+      args->study = read_study_options(args->resume);
+      args->algorithm.clear();
+    }
     StudyOptions& study = args->study;
+    if (study.base_config.empty() || study.space.empty() || study.out_dir.empty())
+      throw_usage("crest search needs --config FILE, --space FILE and --out DIR (or --resume DIR)");
     for (const auto& a : args->rest) {
       if (a.find('=') == std::string::npos)
         throw_usage("'" + a + "' is neither an option nor a key.path=value override");
@@ -54,10 +63,12 @@ void register_search(CLI::App& app) {
     const std::map<std::string, SearchAlgorithm> algorithms{{"random", SearchAlgorithm::random},
                                                             {"grid", SearchAlgorithm::grid},
                                                             {"asha", SearchAlgorithm::asha}};
-    const auto it = algorithms.find(args->algorithm);
-    if (it == algorithms.end())
-      throw_usage("--algorithm " + args->algorithm + ": not one of random, grid, asha");
-    study.algorithm = it->second;
+    if (!args->algorithm.empty()) {
+      const auto it = algorithms.find(args->algorithm);
+      if (it == algorithms.end())
+        throw_usage("--algorithm " + args->algorithm + ": not one of random, grid, asha");
+      study.algorithm = it->second;
+    }
     const std::unique_ptr<Communicator> world = make_world_communicator({});
     const StudySummary s = run_study(study, *world, std::cout);
     if (world->rank() == 0)

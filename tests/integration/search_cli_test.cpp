@@ -4,6 +4,7 @@
 
 #include <filesystem>
 
+#include "support/background_run.hpp"
 #include "support/cli_util.hpp"
 #include "support/search_study.hpp"
 #include "support/tiny_run.hpp"
@@ -136,6 +137,53 @@ TEST(SearchCli, AshaPromotesFromTheCheckpointAndThePromotedTrialEqualsAStraightR
       run_crest("train --config " + trial_dir + "/config.yaml output_dir=" + d.file("straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   test::expect_same_tensors(newest_checkpoint(trial_dir), newest_checkpoint(d.file("straight")));
+}
+
+// The final rows and best.yaml of a study, its directory's name blanked out.
+std::string outcome(const std::string& out) {
+  std::string text;
+  for (const auto& row : final_rows(out)) text += row.dump() + "\n";
+  std::string best = test::read_text(out + "/best.yaml");
+  for (size_t at; (at = best.find(out)) != std::string::npos;) best.replace(at, out.size(), "DIR");
+  text += best;
+  // Seconds differ between two runs of the same training; everything else must not.
+  for (size_t at = 0; (at = text.find("\"seconds\":", at)) != std::string::npos;) {
+    const size_t end = text.find(',', at);
+    text.replace(at, end - at, "\"seconds\":_");
+    ++at;
+  }
+  return text;
+}
+
+TEST(SearchCli, AStudyKilledMidTrialResumesToTheUninterruptedStudysResults) {
+  TempDir d;
+  const std::string space =
+      write_space(d,
+                  "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n"
+                  "asha: {min_epochs: 1, max_epochs: 4, eta: 2}\n");
+  const std::string args = "search " + test::tiny_cosmoflow_args() + " data.n_epochs=4 --space " +
+                           space + " --algorithm asha --trials 6";
+  const CliRun straight = run_crest(args + " --out " + d.file("straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+
+  const std::string out = d.file("killed");
+  {
+    test::BackgroundRun run(std::string(CREST_BINARY) + " " + args + " --out " + out,
+                            d.file("killed.log"));
+    // Trial 2 has begun (trials 0 and 1 have results, trial 0 may be mid-promotion): kill -9.
+    ASSERT_TRUE(run.wait_for_file(out + "/trials/2/checkpoints")) << run.output();
+    run.signal(SIGKILL);
+    ASSERT_EQ(run.wait(), 128 + SIGKILL) << run.output();
+  }
+  ASSERT_FALSE(final_rows(out).size() == 6) << "the study ended before the kill";
+  const CliRun resumed = run_crest("search --resume " + out);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("resuming: "), std::string::npos) << resumed.out;
+  EXPECT_EQ(outcome(out), outcome(d.file("straight")));
+  // A finished study's directory is not started over by a second search.
+  const CliRun again = run_crest(args + " --out " + out);
+  EXPECT_EQ(again.code, 2) << again.out;
+  EXPECT_NE(again.out.find("--resume " + out), std::string::npos) << again.out;
 }
 
 }  // namespace

@@ -49,6 +49,16 @@ struct SchedulerSettings {
   bool lower_is_better = true;
 };
 
+// Everything the scheduler has decided and recorded: what a study persists after each decision
+// (state.json) and restores on --resume, so the decisions go on as if never interrupted.
+struct SchedulerState {
+  std::vector<TrialRecord> trials;
+  std::vector<std::vector<std::pair<double, int>>> results;  // per rung: (metric, trial)
+  std::vector<std::vector<bool>> promoted;                   // per rung, per trial
+  std::vector<std::pair<int, int>> promotions;               // (trial, rung promoted to)
+  bool finished = false;
+};
+
 class Scheduler {
  public:
   // `trial_params(i)`: the hyperparameters of the i-th trial started (sample_trial or a grid).
@@ -62,17 +72,22 @@ class Scheduler {
   void run_failed(int trial, const std::string& message);
   void run_ended(int trial, bool stopped_early);
 
-  const std::vector<TrialRecord>& trials() const { return trials_; }
+  // Continues from a saved state. Trials that were running when it was saved (their group was
+  // interrupted) are handed out again first, to resume from their newest checkpoint.
+  void restore(SchedulerState state);
+  const SchedulerState& state() const { return s_; }
+
+  const std::vector<TrialRecord>& trials() const { return s_.trials; }
   const std::vector<int>& rungs() const { return rungs_; }
   // The trial with the best metric at the highest rung any trial reached, or nullopt.
   std::optional<int> best() const;
   // Its metric at its last validated epoch.
   double best_metric() const;
-  int started() const { return static_cast<int>(trials_.size()); }
-  bool finished() const { return finished_; }
+  int started() const { return static_cast<int>(s_.trials.size()); }
+  bool finished() const { return s_.finished; }
   const SchedulerSettings& settings() const { return settings_; }
   // Promotions so far: (trial, rung index it was promoted to), in decision order.
-  const std::vector<std::pair<int, int>>& promotions() const { return promotions_; }
+  const std::vector<std::pair<int, int>>& promotions() const { return s_.promotions; }
 
  private:
   int rung_of_epoch(int epoch) const;  // index of the rung ending at `epoch`, or -1
@@ -83,11 +98,8 @@ class Scheduler {
   SchedulerSettings settings_;
   std::function<Assignment(int)> trial_params_;
   std::vector<int> rungs_;
-  std::vector<std::vector<std::pair<double, int>>> results_;  // per rung: (metric, trial)
-  std::vector<std::vector<bool>> promoted_;                   // per rung, per trial
-  std::vector<TrialRecord> trials_;
-  std::vector<std::pair<int, int>> promotions_;
-  bool finished_ = false;
+  SchedulerState s_;
+  std::vector<int> interrupted_;  // restored trials to resume, in id order
 };
 
 }  // namespace crest

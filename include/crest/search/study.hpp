@@ -26,6 +26,9 @@ struct StudyOptions {
   std::string metric;  // a validation metric's short name (val_mae); "": the task's quality one
   // ASHA's rungs (space file `asha:` keys min_epochs, max_epochs, eta; these win when > 0).
   int min_epochs = 0, max_epochs = 0, eta = 0;
+  // Continue the study in out_dir (crest search --resume DIR; the options come from its
+  // study.json): finished trials kept, interrupted ones resumed from their newest checkpoint.
+  bool resume = false;
 };
 
 struct StudySummary {
@@ -33,6 +36,10 @@ struct StudySummary {
   int best_trial = -1;  // -1: none finished with a metric
   double best_metric = 0;
 };
+
+// The options of the study in `dir` (its study.json, written when it started), with resume set.
+// Throws crest::Error (input) naming the file when `dir` holds no study.
+StudyOptions read_study_options(const std::string& dir);
 
 // Runs the study on `world`: every rank calls it. Throws crest::Error (usage or input, exit 2)
 // before any training for a bad space, algorithm or rank split. Progress goes to `log` (world
