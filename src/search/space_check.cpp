@@ -55,19 +55,33 @@ Assignment probe_trial(const SearchSpace& space, const SpaceParameter& probe,
   return a;
 }
 
+// The parameter the loader's message is about: the one whose override it quotes ("override
+// 'model.dropuot=0': unknown key"), else the one probed.
+const SpaceParameter& blamed(const SearchSpace& space, const Assignment& trial,
+                             const std::string& message, const SpaceParameter& probed) {
+  for (const auto& [key, value] : trial)
+    if (message.find("'" + key + "=" + value + "'") != std::string::npos)
+      for (const SpaceParameter& p : space.parameters)
+        if (p.key == key) return p;
+  return probed;
+}
+
 }  // namespace
 
 void check_space_against_config(const SearchSpace& space, const std::string& base_config,
                                 const std::vector<std::string>& base_overrides) {
   for (const SpaceParameter& p : space.parameters) {
     for (const std::string& v : probe_values(p)) {
+      const Assignment trial = probe_trial(space, p, v);
       std::vector<std::string> with = base_overrides;
-      for (const auto& o : as_overrides(probe_trial(space, p, v))) with.push_back(o);
+      for (const auto& o : as_overrides(trial)) with.push_back(o);
       try {
         (void)load_config(base_config, with);
       } catch (const Error& e) {
-        throw_input(space.source + ":" + std::to_string(p.line) + ": parameters." + p.key +
-                    ": the value " + v + " is refused by the config schema: " + e.what());
+        const SpaceParameter& at = blamed(space, trial, e.what(), p);
+        throw_input(space.source + ":" + std::to_string(at.line) + ": parameters." + at.key +
+                    ": the value " + value_of(trial, at.key) +
+                    " is refused by the config schema: " + e.what());
       }
     }
   }

@@ -145,6 +145,11 @@ TEST(SearchSpace, KeysAndValuesAreCheckedAgainstTheConfigSchema) {
   std::string m = refused("  optimizer.name: {choice: [SGD, LARC]}\n");
   EXPECT_NE(m.find("parameters.optimizer.name: the value LARC"), std::string::npos) << m;
   EXPECT_NE(m.find("optimizer.larc_base"), std::string::npos) << m;
+  m = refused(
+      "  lr_schedule.base_lr: {loguniform: [1e-4, 1e-1]}\n"
+      "  model.dropuot: {uniform: [0, 0.5]}\n");
+  EXPECT_NE(m.find("space.yaml:3: parameters.model.dropuot"), std::string::npos)
+      << "the parameter the schema refuses is named, not the one probed: " << m;
   m = refused("  model.dropuot: {uniform: [0, 0.5]}\n");
   EXPECT_NE(m.find("space.yaml:2: parameters.model.dropuot"), std::string::npos) << m;
   EXPECT_NE(m.find("dropuot"), m.rfind("dropuot"))
