@@ -39,7 +39,9 @@ nlohmann::json Coordinator::handle(const nlohmann::json& message) {
   std::lock_guard lock(mu_);
   const std::string op = message.at("op");
   if (op == "next") return next(message.at("group"));
-  if (op == "epoch")
+  if (op == "copied")
+    copied(message);
+  else if (op == "epoch")
     epoch(message);
   else if (op == "end")
     end(message);
@@ -102,6 +104,28 @@ void Coordinator::epoch(const nlohmann::json& m) {
   ++epochs_reported_;
   // Epoch reports come from every group: a line at most every 10 s between the decisions' own.
   if (std::chrono::steady_clock::now() - last_progress_ > std::chrono::seconds(10)) progress();
+}
+
+// A PBT receiver has its donor's state: a row says so, with the transfer's size and time.
+void Coordinator::copied(const nlohmann::json& m) {
+  const int trial = m.at("trial"), donor = m.at("donor"), epoch = m.at("epoch");
+  scheduler_.copy_done(trial, donor, epoch);
+  TrialRow row;
+  row.trial = trial;
+  row.group = m.at("group");
+  row.status = "running";
+  row.epoch = epoch;
+  row.params = scheduler_.trials().at(static_cast<size_t>(trial)).params;
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "copied trial %d's weights and optimizer state at epoch %d (%s, %.0f bytes in "
+                "%.3f s), then perturbed",
+                donor, epoch, m.at("checkpoint").get<std::string>().c_str(),
+                m.at("bytes").get<double>(), m.at("seconds").get<double>());
+  row.message = text;
+  records_.add(row);
+  save_state();
+  progress();
 }
 
 void Coordinator::end(const nlohmann::json& m) {

@@ -41,6 +41,7 @@ class Coordinator {
   nlohmann::json next(int group);
   void epoch(const nlohmann::json& m);
   void end(const nlohmann::json& m);
+  void copied(const nlohmann::json& m);
   void add_status_row(int trial, const std::string& status, const std::string& message);
   void write_best();
   void save_state() const;

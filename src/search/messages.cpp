@@ -27,7 +27,10 @@ nlohmann::json work_to_json(const Work& w) {
           {"trial", w.trial},
           {"params", params},
           {"epochs", w.epochs},
-          {"resume", w.resume}};
+          {"resume", w.resume},
+          {"copy_from", w.copy_from},
+          {"copy_from_group", w.copy_from_group},
+          {"copy_epoch", w.copy_epoch}};
 }
 
 Work work_from_json(const nlohmann::json& j) {
@@ -38,6 +41,9 @@ Work work_from_json(const nlohmann::json& j) {
   for (const auto& p : j.at("params")) w.params.emplace_back(p.at(0), p.at(1));
   w.epochs = j.at("epochs");
   w.resume = j.at("resume");
+  w.copy_from = j.at("copy_from");
+  w.copy_from_group = j.at("copy_from_group");
+  w.copy_epoch = j.at("copy_epoch");
   return w;
 }
 

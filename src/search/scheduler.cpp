@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
 
 namespace crest {
 
@@ -83,8 +84,106 @@ void Scheduler::restore(SchedulerState state) {
     if (t.status == TrialStatus::running) interrupted_.push_back(t.id);
 }
 
+void Scheduler::enable_pbt(PbtSettings pbt, int groups, uint64_t seed,
+                           std::function<Assignment(const Assignment&, uint64_t)> perturb) {
+  CREST_CHECK(pbt.interval >= 1 && groups >= 1, "pbt settings");
+  pbt_ = true;
+  pbt_settings_ = pbt;
+  pbt_seed_ = seed;
+  perturb_ = std::move(perturb);
+  s_.member_of_group.assign(static_cast<size_t>(groups), -1);
+}
+
+bool Scheduler::population_done() const {
+  if (started() < settings_.trials) return false;
+  for (const auto& t : s_.trials)
+    if (t.status != TrialStatus::completed && t.status != TrialStatus::failed) return false;
+  return true;
+}
+
+// A member's next interval: go on, or copy a better member first (exploit and explore).
+Work Scheduler::next_pbt(int group) {
+  Work w;
+  const int m = s_.member_of_group.at(static_cast<size_t>(group));
+  const int interval = pbt_settings_.interval;
+  if (m < 0 && started() < settings_.trials) {
+    TrialRecord r;
+    r.id = started();
+    r.params = trial_params_(r.id);
+    r.group = group;
+    r.target_epochs = std::min(interval, settings_.max_epochs);
+    s_.trials.push_back(r);
+    s_.pending_copies.push_back(0);
+    s_.member_of_group[static_cast<size_t>(group)] = r.id;
+    w.kind = Work::Kind::run;
+    w.trial = r.id;
+    w.params = r.params;
+    w.epochs = r.target_epochs;
+    return w;
+  }
+  if (m < 0 || s_.trials[static_cast<size_t>(m)].status != TrialStatus::paused) {
+    if (!population_done()) w.kind = Work::Kind::wait;
+    if (population_done()) finish();
+    return w;
+  }
+  // Generations: a member decides at epoch e once every live member has reported epoch e, and
+  // compares their metrics at e. The decisions are then the same whatever the groups' speeds
+  // (reproducible from the seed), at the price of groups waiting for the slowest each interval.
+  const auto e = s_.trials[static_cast<size_t>(m)].metric.size();
+  std::vector<int> ranked;
+  for (const auto& t : s_.trials) {
+    if (t.status == TrialStatus::failed) continue;
+    if (t.metric.size() < e) {
+      w.kind = Work::Kind::wait;
+      return w;
+    }
+    if (!std::isnan(t.metric[e - 1])) ranked.push_back(t.id);
+  }
+  const auto at_e = [&](int t) { return s_.trials[static_cast<size_t>(t)].metric[e - 1]; };
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](int a, int b) { return better(at_e(a), at_e(b)); });
+  TrialRecord& r = s_.trials[static_cast<size_t>(m)];
+  w.kind = Work::Kind::run;
+  w.trial = m;
+  w.resume = true;
+  r.status = TrialStatus::running;
+  r.target_epochs = std::min(static_cast<int>(e) + interval, settings_.max_epochs);
+  w.epochs = r.target_epochs;
+  const size_t n = ranked.size();
+  const size_t cut = std::max<size_t>(
+      1, static_cast<size_t>(std::floor(static_cast<double>(n) * pbt_settings_.quantile)));
+  const bool in_bottom = n >= 2 && std::find(ranked.end() - static_cast<std::ptrdiff_t>(cut),
+                                             ranked.end(), m) != ranked.end();
+  std::vector<int> donors;
+  for (size_t i = 0; in_bottom && i < std::min(cut, n); ++i)
+    if (ranked[i] != m) donors.push_back(ranked[i]);
+  if (donors.empty()) {
+    w.params = r.params;
+    return w;
+  }
+  const auto decision = static_cast<uint64_t>(s_.exploits.size());
+  const int d = donors[rng::counter_bits(rng::splitmix64(pbt_seed_), decision) % donors.size()];
+  r.params = perturb_(s_.trials[static_cast<size_t>(d)].params, decision);
+  ++s_.pending_copies[static_cast<size_t>(d)];
+  s_.exploits.emplace_back(m, d);
+  w.params = r.params;
+  w.copy_from = d;
+  w.copy_from_group = s_.trials[static_cast<size_t>(d)].group;
+  w.copy_epoch = static_cast<int>(e);
+  return w;
+}
+
+// The receiver's own metrics up to the copy stay: they are what ranked it in that generation,
+// and the other members of the generation are still being ranked on them.
+void Scheduler::copy_done(int trial, int donor, int epoch) {
+  --s_.pending_copies.at(static_cast<size_t>(donor));
+  TrialRecord& r = s_.trials.at(static_cast<size_t>(trial));
+  r.metric.resize(static_cast<size_t>(epoch), std::numeric_limits<double>::quiet_NaN());
+}
+
 Work Scheduler::next(int group) {
   if (s_.finished) return {};
+  if (pbt_) return next_pbt(group);
   Work w;
   w.kind = Work::Kind::run;
   if (!interrupted_.empty()) {

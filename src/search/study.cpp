@@ -13,8 +13,10 @@
 #include <memory>
 #include <thread>
 
+#include "checkpoint_transfer.hpp"
 #include "coordinator.hpp"
 #include "crest/core/error.hpp"
+#include "crest/search/pbt.hpp"
 #include "crest/search/scheduler.hpp"
 #include "crest/search/search_space.hpp"
 #include "crest/search/space_check.hpp"
@@ -39,6 +41,7 @@ struct StudyPlan {
   std::vector<Assignment> grid;  // grid studies: every trial's parameters
   TrialSetup trial;
   int groups = 1;
+  PbtSettings pbt;
 };
 
 void pause_ms(long ms) {
@@ -47,26 +50,57 @@ void pause_ms(long ms) {
 }
 
 // asha: {min_epochs: r, max_epochs: R, eta: e} in the space file; options given win.
-void read_asha_section(const SearchSpace& space, StudyOptions& o) {
+void read_asha_section(const SearchSpace& space, const YAML::Node& n, StudyOptions& o) {
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    int v = 0;
+    if (!YAML::convert<int>::decode(kv.second, v))
+      throw_input(space.source + ": asha." + key + ": expected an integer");
+    if (key == "min_epochs" && o.min_epochs == 0)
+      o.min_epochs = v;
+    else if (key == "max_epochs" && o.max_epochs == 0)
+      o.max_epochs = v;
+    else if (key == "eta" && o.eta == 0)
+      o.eta = v;
+    else if (key != "min_epochs" && key != "max_epochs" && key != "eta")
+      throw_input(space.source + ": asha." + key + ": unknown key (min_epochs, max_epochs, eta)");
+  }
+}
+
+// pbt: {interval: T, quantile: q, resample: p}.
+PbtSettings read_pbt_section(const SearchSpace& space, const YAML::Node& n) {
+  PbtSettings p;
+  for (const auto& kv : n) {
+    const std::string key = kv.first.as<std::string>();
+    const std::string at = space.source + ": pbt." + key;
+    double v = 0;
+    if (!YAML::convert<double>::decode(kv.second, v)) throw_input(at + ": expected a number");
+    if (key == "interval" && (v < 1 || v != std::floor(v)))
+      throw_input(at + ": expected whole epochs >= 1");
+    if ((key == "quantile" && !(v > 0 && v <= 0.5)) || (key == "resample" && !(v >= 0 && v <= 1)))
+      throw_input(at + ": out of range (quantile in (0, 0.5], resample in [0, 1])");
+    if (key == "interval")
+      p.interval = static_cast<int>(v);
+    else if (key == "quantile")
+      p.quantile = v;
+    else if (key == "resample")
+      p.resample = v;
+    else
+      throw_input(at + ": unknown key (interval, quantile, resample)");
+  }
+  return p;
+}
+
+void read_sections(const SearchSpace& space, StudyOptions& o, PbtSettings& pbt) {
   for (const auto& [name, text] : space.sections) {
-    if (name != "asha")
-      throw_input(space.source + ": unknown section '" + name + "' (known: parameters, asha)");
     const YAML::Node n = YAML::Load(text);
-    if (!n.IsMap()) throw_input(space.source + ": asha: expects {min_epochs, max_epochs, eta}");
-    for (const auto& kv : n) {
-      const std::string key = kv.first.as<std::string>();
-      int v = 0;
-      if (!YAML::convert<int>::decode(kv.second, v))
-        throw_input(space.source + ": asha." + key + ": expected an integer");
-      if (key == "min_epochs" && o.min_epochs == 0)
-        o.min_epochs = v;
-      else if (key == "max_epochs" && o.max_epochs == 0)
-        o.max_epochs = v;
-      else if (key == "eta" && o.eta == 0)
-        o.eta = v;
-      else if (key != "min_epochs" && key != "max_epochs" && key != "eta")
-        throw_input(space.source + ": asha." + key + ": unknown key (min_epochs, max_epochs, eta)");
-    }
+    if (name != "asha" && name != "pbt")
+      throw_input(space.source + ": unknown section '" + name + "' (known: parameters, asha, pbt)");
+    if (!n.IsMap()) throw_input(space.source + ": " + name + ": expects key: value pairs");
+    if (name == "asha")
+      read_asha_section(space, n, o);
+    else
+      pbt = read_pbt_section(space, n);
   }
 }
 
@@ -97,6 +131,24 @@ void choose_metric(const StudyOptions& o, const Config& base, StudyPlan& plan) {
   plan.settings.lower_is_better = m->lower_is_better;
 }
 
+// PBT's population is one trial per group, each held by its group the whole study (its leader
+// serves the trial's checkpoints to the others), and a copy must be resumable with the new
+// hyperparameters.
+void check_pbt(const StudyPlan& plan, const StudyOptions& o) {
+  if (plan.groups < 2)
+    throw_usage(
+        "pbt needs at least 2 groups (members copy each other's state): run under mpirun "
+        "with more ranks than --ranks-per-trial");
+  if (o.trials > 0 && o.trials != plan.groups)
+    throw_usage("pbt trains one trial per group: --trials " + std::to_string(o.trials) +
+                " differs from the " + std::to_string(plan.groups) + " groups");
+  if (o.resume) throw_usage("--resume of a pbt study is not supported yet (docs/search.md)");
+  if (const std::string key = pbt_refused_key(plan.space); !key.empty())
+    throw_usage(plan.space.source + ": parameters." + key +
+                ": pbt cannot change it (a copied checkpoint holds the donor's model and "
+                "optimizer; resume refuses another)");
+}
+
 StudyPlan plan_study(StudyOptions o, int world_size) {
   StudyPlan plan;
   if (o.ranks_per_trial < 1) throw_usage("--ranks-per-trial must be >= 1");
@@ -107,7 +159,7 @@ StudyPlan plan_study(StudyOptions o, int world_size) {
   plan.space = load_search_space(o.space);
   const Config base = load_config(o.base_config, o.overrides);
   check_space_against_config(plan.space, o.base_config, o.overrides);
-  read_asha_section(plan.space, o);
+  read_sections(plan.space, o, plan.pbt);
   plan.trial = {o.base_config, o.overrides, o.out_dir, ""};
   choose_metric(o, base, plan);
   SchedulerSettings& s = plan.settings;
@@ -128,6 +180,13 @@ StudyPlan plan_study(StudyOptions o, int world_size) {
     plan.grid = grid_trials(plan.space);
     s.trials = o.trials > 0 ? std::min<int>(o.trials, static_cast<int>(plan.grid.size()))
                             : static_cast<int>(plan.grid.size());
+  } else if (o.algorithm == SearchAlgorithm::pbt) {
+    check_pbt(plan, o);
+    s.trials = plan.groups;
+    // A donor goes on training while its receiver asks for its checkpoint of the generation's
+    // epoch, at most one interval on: that checkpoint must not have been rotated away.
+    const int keep = std::max(base.train.checkpoint_keep, plan.pbt.interval + 2);
+    plan.trial.overrides.push_back("train.checkpoint_keep=" + std::to_string(keep));
   } else {
     s.trials = o.trials > 0 ? o.trials : o.algorithm == SearchAlgorithm::asha ? 27 : 10;
   }
@@ -172,7 +231,8 @@ Work broadcast_work(Communicator& group, const Work& mine) {
   return work_from_json(from_bytes(bytes));
 }
 
-void run_group(const StudyPlan& plan, int group_index, Communicator& group, SchedulerLink& link) {
+void run_group(const StudyPlan& plan, int group_index, Communicator& group, SchedulerLink& link,
+               const std::function<FetchedCheckpoint(const Work&)>& fetch) {
   const std::function<void(const nlohmann::json&)> report = [&](const nlohmann::json& m) {
     link.tell(m);
   };
@@ -186,7 +246,7 @@ void run_group(const StudyPlan& plan, int group_index, Communicator& group, Sche
       pause_ms(200);
       continue;
     }
-    const TrialOutcome o = run_trial(plan.trial, w, group_index, group, report);
+    const TrialOutcome o = run_trial(plan.trial, w, group_index, group, report, fetch);
     if (group.rank() == 0)
       link.tell({{"op", "end"},
                  {"trial", w.trial},
@@ -272,8 +332,14 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
                              return best_config_yaml(plan.trial, a, epochs);
                            },
                            options.out_dir};
+    Scheduler scheduler(plan.settings, params);
+    if (options.algorithm == SearchAlgorithm::pbt)
+      scheduler.enable_pbt(plan.pbt, plan.groups, options.seed,
+                           [&plan, seed = options.seed](const Assignment& a, uint64_t decision) {
+                             return perturb(plan.space, a, plan.pbt, seed, decision);
+                           });
     coordinator =
-        std::make_unique<Coordinator>(std::move(setup), Scheduler(plan.settings, params),
+        std::make_unique<Coordinator>(std::move(setup), std::move(scheduler),
                                       StudyRecords(options.out_dir, keys, options.resume), log);
     if (options.resume) coordinator->restore(std::move(saved));
     log << "crest search: " << plan.groups << " group(s) of " << options.ranks_per_trial
@@ -287,7 +353,16 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
   world.barrier();  // the study directory exists before any group writes into it
 
   SchedulerLink link(world, coordinator.get(), 3600);
-  run_group(plan, group_index, *group, link);
+  {
+    // PBT: every leader serves its member's checkpoints to the others for the whole study.
+    std::unique_ptr<CheckpointServer> checkpoints;
+    if (options.algorithm == SearchAlgorithm::pbt && group->rank() == 0)
+      checkpoints = std::make_unique<CheckpointServer>(world, options.out_dir);
+    const int k = options.ranks_per_trial;
+    run_group(plan, group_index, *group, link, [&world, k](const Work& w) {
+      return fetch_checkpoint(world, w.copy_from_group * k, w.copy_from, w.copy_epoch);
+    });
+  }
 
   StudySummary summary;
   if (coordinator) {

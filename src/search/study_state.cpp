@@ -13,7 +13,17 @@ namespace crest::search_detail {
 namespace {
 
 const char* algorithm_name(SearchAlgorithm a) {
-  return a == SearchAlgorithm::grid ? "grid" : a == SearchAlgorithm::asha ? "asha" : "random";
+  switch (a) {
+    case SearchAlgorithm::grid:
+      return "grid";
+    case SearchAlgorithm::asha:
+      return "asha";
+    case SearchAlgorithm::pbt:
+      return "pbt";
+    case SearchAlgorithm::random:
+      break;
+  }
+  return "random";
 }
 
 SearchAlgorithm algorithm_from(const std::string& s) {

@@ -5,7 +5,9 @@
 #include <filesystem>
 #include <streambuf>
 
+#include "checkpoint_transfer.hpp"
 #include "crest/core/error.hpp"
+#include "crest/train/checkpoint.hpp"
 #include "crest/train/run_observer.hpp"
 #include "crest/train/trainer.hpp"
 
@@ -72,13 +74,55 @@ Config trial_config(const TrialSetup& setup, const Assignment& params, int trial
   return load_config(setup.base_config, overrides);
 }
 
+namespace {
+
+// PBT's exploit: the donor's checkpoint becomes this trial's newest; returns the epochs it had
+// done (every rank of the group gets them). Throws crest::Error (runtime) on every rank when
+// the leader could not get it.
+int copy_donor_state(const TrialSetup& setup, const Work& work, int group_index,
+                     Communicator& group, const std::function<void(const nlohmann::json&)>& report,
+                     const std::function<FetchedCheckpoint(const Work&)>& fetch) {
+  int64_t epoch = -1;
+  std::string problem;
+  if (group.rank() == 0) {
+    try {
+      const FetchedCheckpoint c = fetch(work);
+      const std::string path = install_checkpoint(trial_dir(setup.out_dir, work.trial), c);
+      epoch = read_checkpoint_info(path).position.epoch;
+      if (epoch != work.copy_epoch)
+        throw_runtime(c.name + " is at epoch " + std::to_string(epoch) + ", not " +
+                      std::to_string(work.copy_epoch));
+      report({{"op", "copied"},
+              {"trial", work.trial},
+              {"group", group_index},
+              {"donor", work.copy_from},
+              {"epoch", epoch},
+              {"checkpoint", c.name},
+              {"bytes", c.bytes.size()},
+              {"seconds", c.seconds}});
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  group.broadcast(&epoch, sizeof epoch, 0);
+  if (epoch < 0)
+    throw_runtime("copying trial " + std::to_string(work.copy_from) + "'s state failed" +
+                  (problem.empty() ? "" : ": " + problem));
+  return static_cast<int>(epoch);
+}
+
+}  // namespace
+
 TrialOutcome run_trial(const TrialSetup& setup, const Work& work, int group_index,
                        Communicator& group,
-                       const std::function<void(const nlohmann::json&)>& report) {
+                       const std::function<void(const nlohmann::json&)>& report,
+                       const std::function<FetchedCheckpoint(const Work&)>& fetch) {
   TrialOutcome out;
   EpochReporter reporter(work.trial, group_index, setup.metric, report);
   try {
-    const Config config = trial_config(setup, work.params, work.trial, work.epochs);
+    const int epochs = work.epochs;
+    if (work.copy_from >= 0) copy_donor_state(setup, work, group_index, group, report, fetch);
+    const Config config = trial_config(setup, work.params, work.trial, epochs);
     TrainOptions options;
     options.communicator = &group;
     // A trial interrupted before its first checkpoint starts again, replacing what it left.
@@ -92,7 +136,7 @@ TrialOutcome run_trial(const TrialSetup& setup, const Work& work, int group_inde
       out.ok = false;
       out.message = "stopped: " + summary.stop_reason;
     }
-    out.stopped_early = !summary.epochs.empty() && summary.epochs.back().epoch < work.epochs;
+    out.stopped_early = !summary.epochs.empty() && summary.epochs.back().epoch < epochs;
   } catch (const std::exception& e) {
     out.ok = false;
     out.message = e.what();

@@ -34,8 +34,12 @@ struct TrialOutcome {
 // Trains `work` on `group` (every rank of the group calls it). `report` gets each epoch's
 // "epoch" message (messages.hpp) on the group's rank 0. Never throws for the trial's own
 // failures (a config error, a non-finite loss): they come back as the outcome.
+// A PBT exploit (work.copy_from >= 0) first has the leader `fetch` the donor's checkpoint
+// (checkpoint_transfer.hpp), install it, and report a "copied" message.
+struct FetchedCheckpoint;
 TrialOutcome run_trial(const TrialSetup& setup, const Work& work, int group_index,
                        Communicator& group,
-                       const std::function<void(const nlohmann::json&)>& report);
+                       const std::function<void(const nlohmann::json&)>& report,
+                       const std::function<FetchedCheckpoint(const Work&)>& fetch);
 
 }  // namespace crest::search_detail

@@ -34,9 +34,10 @@ void register_search(CLI::App& app) {
   cmd->add_option("overrides", args->rest, "key.path=value overrides of the base config");
   cmd->add_option("--ranks-per-trial", o.ranks_per_trial,
                   "ranks that train one trial together (divides the job's ranks)");
-  cmd->add_option("--algorithm", args->algorithm, "random, grid or asha");
-  cmd->add_option("--trials", o.trials,
-                  "trials to start (default: random 10, grid every combination, asha 27)");
+  cmd->add_option("--algorithm", args->algorithm, "random, grid, asha or pbt");
+  cmd->add_option(
+      "--trials", o.trials,
+      "trials to start (default: random 10, grid every combination, asha 27; pbt: one per group)");
   cmd->add_option("--seed", o.seed, "the seed of the trials' parameters");
   cmd->add_option("--metric", o.metric,
                   "the figure optimised (val_loss, val_mae, val_iou; default: the task's quality "
@@ -62,11 +63,12 @@ void register_search(CLI::App& app) {
     }
     const std::map<std::string, SearchAlgorithm> algorithms{{"random", SearchAlgorithm::random},
                                                             {"grid", SearchAlgorithm::grid},
-                                                            {"asha", SearchAlgorithm::asha}};
+                                                            {"asha", SearchAlgorithm::asha},
+                                                            {"pbt", SearchAlgorithm::pbt}};
     if (!args->algorithm.empty()) {
       const auto it = algorithms.find(args->algorithm);
       if (it == algorithms.end())
-        throw_usage("--algorithm " + args->algorithm + ": not one of random, grid, asha");
+        throw_usage("--algorithm " + args->algorithm + ": not one of random, grid, asha, pbt");
       study.algorithm = it->second;
     }
     const std::unique_ptr<Communicator> world = make_world_communicator({});

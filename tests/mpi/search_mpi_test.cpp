@@ -3,6 +3,7 @@
 // ranks ends.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <set>
 
 #include "support/cli_util.hpp"
@@ -78,6 +79,75 @@ TEST(SearchMpi, RanksThatDoNotSplitIntoEqualGroupsAreAUsageError) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--ranks-per-trial 2 does not divide the 3 ranks"), std::string::npos)
       << r.out;
+}
+
+TEST(SearchMpi, PbtCopiesWeightsAndOptimizerStateExactlyAndTheReceiverGoesOnFromThem) {
+  TempDir d;
+  // Two members, one decision (after epoch 1 of 2): the worse one copies the better one.
+  const std::string space = write_space(d,
+                                        "parameters:\n"
+                                        "  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n"
+                                        "pbt: {interval: 1, quantile: 0.5}\n");
+  const std::string out = d.file("study");
+  const CliRun r = run_crest_mpi(2, "search " + tiny_args() + " --space " + space + " --out " +
+                                        out + " --algorithm pbt --seed 3 train.checkpoint_keep=10");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<nlohmann::json> copies;
+  for (const auto& row : test::study_rows(out))
+    if (row["message"].get<std::string>().find("copied trial") != std::string::npos)
+      copies.push_back(row);
+  ASSERT_EQ(copies.size(), 1u) << r.out;
+  const nlohmann::json& copy = copies[0];
+  const int receiver = copy["trial"], donor = 1 - receiver;
+  const std::string message = copy["message"];
+  const auto name_at = message.find("ckpt-");
+  const std::string name = message.substr(name_at, message.find(',', name_at) - name_at);
+  const std::string donor_dir = out + "/trials/" + std::to_string(donor);
+  const std::string receiver_dir = out + "/trials/" + std::to_string(receiver);
+  // The file arrived byte for byte: weights, optimizer state, position and history.
+  const std::string sent = test::read_text(donor_dir + "/checkpoints/" + name);
+  ASSERT_FALSE(sent.empty());
+  EXPECT_EQ(test::read_text(receiver_dir + "/checkpoints/" + name), sent);
+  // The receiver went on from the donor's state with its perturbed rate: the same bits as a run
+  // resumed from the donor's checkpoint with that rate.
+  const std::string alone = d.file("alone");
+  std::filesystem::create_directories(alone + "/checkpoints");
+  std::filesystem::copy_file(donor_dir + "/checkpoints/" + name, alone + "/checkpoints/" + name);
+  std::filesystem::copy_file(donor_dir + "/config.yaml", alone + "/config.yaml");
+  const CliRun resumed = test::run_crest("train --resume " + alone + " lr_schedule.base_lr=" +
+                                         copy["lr_schedule.base_lr"].dump() + " data.n_epochs=2");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  test::expect_same_tensors(newest_checkpoint(receiver_dir), newest_checkpoint(alone));
+  // After the copy the receiver trains the epoch after the donor's.
+  bool after_copy = false;
+  for (const auto& row : test::study_rows(out)) {
+    if (row["trial"] != receiver) continue;
+    if (after_copy) {
+      EXPECT_EQ(row["epoch"], copy["epoch"].get<int>() + 1) << row.dump();
+      break;
+    }
+    after_copy = row == copy;
+  }
+  EXPECT_TRUE(after_copy);
+  const auto rows = final_rows(out);
+  ASSERT_EQ(rows.size(), 2u);
+  for (const auto& row : rows) EXPECT_EQ(row["status"], "completed") << row.dump();
+}
+
+TEST(SearchMpi, PbtRefusesModelKeysAndAOneGroupJob) {
+  TempDir d;
+  const std::string space = write_space(d, "parameters:\n  model.dropout: {uniform: [0, 0.5]}\n");
+  CliRun r = run_crest_mpi(2, "search " + tiny_args() + " --space " + space + " --out " +
+                                  d.file("s") + " --algorithm pbt");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("parameters.model.dropout: pbt cannot change it"), std::string::npos)
+      << r.out;
+  const std::string lr =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {uniform: [0.01, 0.1]}\n");
+  r = test::run_crest("search " + tiny_args() + " --space " + lr + " --out " + d.file("s") +
+                      " --algorithm pbt");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("pbt needs at least 2 groups"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <map>
 #include <queue>
+#include <set>
 
+#include "crest/search/pbt.hpp"
 #include "crest/search/scheduler.hpp"
 #include "crest/search/search_space.hpp"
 
@@ -151,6 +153,91 @@ TEST(SearchScheduler, AFailedTrialIsRecordedAndTheGroupGetsTheNextOne) {
   EXPECT_EQ(sched.trials()[0].status, TrialStatus::failed);
   EXPECT_EQ(sched.trials()[0].message, "loss is NaN");
   EXPECT_EQ(sched.best(), 1);
+}
+
+// PBT on `speeds.size()` groups (a group's epoch takes speeds[g] time units); the metric after
+// each epoch is the member's `a` (planted per trial; a copy takes the donor's) plus 1/epoch.
+std::vector<std::pair<int, int>> simulate_pbt(const std::vector<double>& speeds,
+                                              std::vector<TrialRecord>* trials = nullptr) {
+  SchedulerSettings s;
+  s.max_epochs = 4;
+  s.trials = static_cast<int>(speeds.size());
+  const int n = s.trials;
+  Scheduler sched(s, [n](int i) {
+    return Assignment{{"a", std::to_string(static_cast<int>(planted_a(i, n)))}};
+  });
+  PbtSettings pbt;
+  pbt.interval = 1;
+  pbt.quantile = 0.25;
+  sched.enable_pbt(pbt, n, 9, [](const Assignment& a, uint64_t) { return a; });
+  using Event = std::tuple<double, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> free;
+  for (int g = 0; g < n; ++g) free.emplace(0.0, g);
+  while (!free.empty()) {
+    auto [t, g] = free.top();
+    free.pop();
+    const Work w = sched.next(g);
+    if (w.kind == Work::Kind::done) continue;
+    if (w.kind == Work::Kind::wait) {
+      free.emplace(t + 0.25, g);
+      continue;
+    }
+    if (w.copy_from >= 0) sched.copy_done(w.trial, w.copy_from, w.copy_epoch);
+    const double a = std::stod(value_of(w.params, "a"));
+    const int from = static_cast<int>(sched.trials()[static_cast<size_t>(w.trial)].metric.size());
+    for (int e = from + 1; e <= w.epochs; ++e) sched.epoch_done(w.trial, e, objective(a, e));
+    sched.run_ended(w.trial, false);
+    free.emplace(t + (w.epochs - from) * speeds[static_cast<size_t>(g)], g);
+  }
+  if (trials) *trials = sched.trials();
+  return sched.state().exploits;
+}
+
+TEST(SearchScheduler, PbtTheWorstMemberCopiesTheBestAndDecisionsDoNotDependOnSpeeds) {
+  std::vector<TrialRecord> trials;
+  const auto exploits = simulate_pbt({1, 1, 1, 1}, &trials);
+  // 4 members, quantile 1/4: at each of the 3 decisions (after epochs 1, 2, 3) the worst member
+  // copies the best. The planted a of 4 trials: trial 0 -> 3, 1 -> 2, 2 -> 1, 3 -> 0.
+  ASSERT_EQ(exploits.size(), 3u);
+  EXPECT_EQ(exploits[0], (std::pair<int, int>{0, 3}));
+  for (const auto& t : trials) {
+    EXPECT_EQ(t.status, TrialStatus::completed);
+    EXPECT_EQ(t.metric.size(), 4u);
+  }
+  // After copying, trial 0 carries the best member's hyperparameters (the identity perturbation).
+  EXPECT_EQ(value_of(trials[0].params, "a"), "0");
+  // Groups of other speeds reach the same decisions: they are made per generation.
+  EXPECT_EQ(simulate_pbt({1, 3, 0.5, 2}), exploits);
+  EXPECT_EQ(simulate_pbt({4, 1, 1, 0.2}), exploits);
+}
+
+TEST(SearchScheduler, PbtPerturbationStaysInRangeAndKeepsConditions) {
+  const SearchSpace s = parse_search_space(
+      "parameters:\n"
+      "  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n"
+      "  data.batch_size: {randint: [2, 8]}\n"
+      "  optimizer.name: {choice: [SGD, LARS]}\n"
+      "  optimizer.trust_coefficient: {choice: [0.001, 0.01], when: {optimizer.name: LARS}}\n",
+      "space.yaml");
+  const Assignment donor{{"lr_schedule.base_lr", "0.09"},
+                         {"data.batch_size", "2"},
+                         {"optimizer.name", "LARS"},
+                         {"optimizer.trust_coefficient", "0.001"}};
+  PbtSettings pbt;
+  pbt.resample = 1;  // list parameters always drawn afresh, unless a condition depends on them
+  std::set<std::string> rates;
+  for (uint64_t c = 0; c < 32; ++c) {
+    const Assignment a = perturb(s, donor, pbt, 1, c);
+    ASSERT_EQ(a.size(), 4u);
+    const double lr = std::stod(value_of(a, "lr_schedule.base_lr"));
+    EXPECT_TRUE(std::abs(lr - 0.072) < 1e-12 || lr == 0.1) << lr;  // x0.8, or x1.2 capped
+    rates.insert(value_of(a, "lr_schedule.base_lr"));
+    const int batch = std::stoi(value_of(a, "data.batch_size"));
+    EXPECT_TRUE(batch == 2 || batch == 3) << batch;  // moves by at least one, stays >= 2
+    EXPECT_EQ(value_of(a, "optimizer.name"), "LARS") << "a condition's key is never resampled";
+  }
+  EXPECT_EQ(rates.size(), 2u);
+  EXPECT_EQ(perturb(s, donor, pbt, 1, 5), perturb(s, donor, pbt, 1, 5));
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/search/pbt.hpp"
 #include "crest/search/search_space.hpp"
 
 namespace crest {
@@ -28,6 +29,9 @@ struct Work {
   Assignment params;
   int epochs = 0;       // train until this epoch (the run's data.n_epochs)
   bool resume = false;  // continue the trial's run directory from its newest checkpoint
+  // PBT's exploit: first replace the trial's state by trial `copy_from`'s checkpoint at the end
+  // of epoch `copy_epoch`, which group `copy_from_group` holds and sends.
+  int copy_from = -1, copy_from_group = -1, copy_epoch = 0;
 };
 
 struct TrialRecord {
@@ -57,6 +61,11 @@ struct SchedulerState {
   std::vector<std::vector<bool>> promoted;                   // per rung, per trial
   std::vector<std::pair<int, int>> promotions;               // (trial, rung promoted to)
   bool finished = false;
+  // PBT: each group's member (-1: none yet), each trial's copies in flight as a donor, and the
+  // exploits decided: (receiver, donor) in decision order.
+  std::vector<int> member_of_group;
+  std::vector<int> pending_copies;
+  std::vector<std::pair<int, int>> exploits;
 };
 
 class Scheduler {
@@ -71,6 +80,18 @@ class Scheduler {
   // quality target or early stopping), or reached its target epochs.
   void run_failed(int trial, const std::string& message);
   void run_ended(int trial, bool stopped_early);
+
+  // Population-based training instead of rungs (docs/search.md "PBT"): each of `groups` groups
+  // holds one member of the population (settings.trials of them) for the whole study and trains
+  // it `pbt.interval` epochs at a time to max_epochs. After each interval, once every live member
+  // has reached the same epoch, a member in the bottom quantile copies a top member's state at
+  // that epoch and takes its perturbed hyperparameters (`perturb(params, decision number)`); the
+  // others go on. Groups that finish wait until the whole population has (they hold donors'
+  // checkpoints).
+  void enable_pbt(PbtSettings pbt, int groups, uint64_t seed,
+                  std::function<Assignment(const Assignment&, uint64_t)> perturb);
+  // The receiver of an exploit has `donor`'s state as of the end of epoch `epoch` (1-based).
+  void copy_done(int trial, int donor, int epoch);
 
   // Continues from a saved state. Trials that were running when it was saved (their group was
   // interrupted) are handed out again first, to resume from their newest checkpoint.
@@ -98,7 +119,14 @@ class Scheduler {
   SchedulerSettings settings_;
   std::function<Assignment(int)> trial_params_;
   std::vector<int> rungs_;
+  Work next_pbt(int group);
+  bool population_done() const;
+
   SchedulerState s_;
+  bool pbt_ = false;
+  PbtSettings pbt_settings_;
+  uint64_t pbt_seed_ = 0;
+  std::function<Assignment(const Assignment&, uint64_t)> perturb_;
   std::vector<int> interrupted_;  // restored trials to resume, in id order
 };
 

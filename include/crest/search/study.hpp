@@ -12,7 +12,7 @@
 
 namespace crest {
 
-enum class SearchAlgorithm { random, grid, asha };
+enum class SearchAlgorithm { random, grid, asha, pbt };
 
 struct StudyOptions {
   std::string base_config;             // the config every trial starts from
@@ -21,7 +21,8 @@ struct StudyOptions {
   std::string out_dir;
   int ranks_per_trial = 1;
   SearchAlgorithm algorithm = SearchAlgorithm::random;
-  int trials = 0;  // trials started; 0: random 10, grid every combination, asha 27
+  int trials =
+      0;  // trials started; 0: random 10, grid every combination, asha 27, pbt one per group
   uint64_t seed = 0;
   std::string metric;  // a validation metric's short name (val_mae); "": the task's quality one
   // ASHA's rungs (space file `asha:` keys min_epochs, max_epochs, eta; these win when > 0).
