@@ -7,6 +7,7 @@
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "messages.hpp"
+#include "study_report.hpp"
 #include "study_state.hpp"
 
 namespace crest::search_detail {
@@ -62,6 +63,18 @@ void Coordinator::restore(SchedulerState state) {
 // After every decision, before its answer leaves: a study killed at any moment resumes from the
 // last decision any group heard of.
 void Coordinator::save_state() const { write_state(setup_.out_dir, scheduler_.state()); }
+
+void Coordinator::write_report() const {
+  StudyReportInput in;
+  in.title = setup_.out_dir;
+  in.description = setup_.description;
+  in.metric = setup_.metric;
+  in.lower_is_better = setup_.lower_is_better;
+  in.keys = setup_.keys;
+  in.scheduler = &scheduler_;
+  in.rows = &records_.rows();
+  write_study_report(setup_.out_dir, in);
+}
 
 bool Coordinator::all_groups_done() {
   std::lock_guard lock(mu_);
@@ -142,6 +155,7 @@ void Coordinator::end(const nlohmann::json& m) {
   save_state();
   records_.write_csv();
   write_best();
+  write_report();
   progress();
 }
 
@@ -215,6 +229,7 @@ void Coordinator::finish() {
   std::lock_guard lock(mu_);
   records_.write_csv();
   write_best();
+  write_report();
   progress();
 }
 

@@ -21,6 +21,9 @@ struct CoordinatorSetup {
   // The complete config of trial `params` trained for `epochs` epochs, as YAML (best.yaml).
   std::function<std::string(const Assignment& params, int epochs)> config_yaml;
   std::string out_dir;
+  std::string description;  // for the report: "asha, seed 1, 4 groups of 2 ranks"
+  bool lower_is_better = true;
+  std::vector<std::string> keys;  // the space's parameters
 };
 
 class Coordinator {
@@ -45,6 +48,7 @@ class Coordinator {
   void add_status_row(int trial, const std::string& status, const std::string& message);
   void write_best();
   void save_state() const;
+  void write_report() const;
   void progress();
   double eta_seconds() const;
 

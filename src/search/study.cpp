@@ -298,6 +298,13 @@ auto on_every_rank(Communicator& world, F&& f) {
   }
 }
 
+std::string describe(const StudyOptions& o, int groups) {
+  const char* names[] = {"random", "grid", "asha", "pbt"};
+  return std::string(names[static_cast<int>(o.algorithm)]) + ", seed " + std::to_string(o.seed) +
+         ", " + std::to_string(groups) + " group(s) of " + std::to_string(o.ranks_per_trial) +
+         " rank(s); base config " + o.base_config + ", space " + o.space;
+}
+
 }  // namespace
 
 StudySummary run_study(const StudyOptions& options, Communicator& world, std::ostream& log) {
@@ -327,11 +334,15 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
       return plan.grid.empty() ? sample_trial(plan.space, seed, static_cast<uint64_t>(i))
                                : plan.grid[static_cast<size_t>(i)];
     };
-    CoordinatorSetup setup{plan.trial.metric, plan.groups,
+    CoordinatorSetup setup{plan.trial.metric,
+                           plan.groups,
                            [&plan](const Assignment& a, int epochs) {
                              return best_config_yaml(plan.trial, a, epochs);
                            },
-                           options.out_dir};
+                           options.out_dir,
+                           describe(options, plan.groups),
+                           plan.settings.lower_is_better,
+                           keys};
     Scheduler scheduler(plan.settings, params);
     if (options.algorithm == SearchAlgorithm::pbt)
       scheduler.enable_pbt(plan.pbt, plan.groups, options.seed,

@@ -2,6 +2,7 @@
 // results a plain table, best.yaml trainable as is, ASHA's promoted trials equal straight runs.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "support/background_run.hpp"
@@ -131,6 +132,17 @@ TEST(SearchCli, AshaPromotesFromTheCheckpointAndThePromotedTrialEqualsAStraightR
   EXPECT_GE(completed, 1);
   EXPECT_GE(pruned, 1);
   EXPECT_EQ(completed + pruned, 4);
+  // The study's page: the chart, a row per trial, and the promotion among the decisions.
+  const std::string page = test::read_text(out + "/report.html");
+  EXPECT_NE(page.find("<svg id=\"chart-trials\""), std::string::npos);
+  for (const nlohmann::json& row : final_rows(out)) {
+    const std::string cells = "<td>" + std::to_string(row["trial"].get<int>()) +
+                              "</td><td class=\"l\">" + row["status"].get<std::string>() + "</td>";
+    EXPECT_NE(page.find(cells), std::string::npos) << cells;
+  }
+  EXPECT_NE(page.find("trial " + promoted + " promoted to rung 2 (2 epochs)"), std::string::npos)
+      << page;
+  EXPECT_EQ(page.find("<script"), std::string::npos);
   // Epoch 1, paused, then resumed to epoch 2: the same bits as 2 epochs in one go.
   const std::string trial_dir = out + "/trials/" + promoted;
   const CliRun straight =
