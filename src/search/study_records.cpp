@@ -2,6 +2,7 @@
 #include "study_records.hpp"
 
 #include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,11 +24,12 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+// The shortest text that reads back as the same double (what the JSON lines hold too).
 std::string number_text(double v) {
   if (std::isnan(v)) return "";
   char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
+  const auto r = std::to_chars(buf, buf + sizeof buf, v);
+  return std::string(buf, r.ptr);
 }
 
 // The figure columns in order of first appearance (train_loss, val_loss, then the metrics).
