@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "checkpoint_transfer.hpp"
@@ -316,8 +317,10 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
                   options.out_dir + ", or choose another --out");
     return p;
   });
-  SchedulerState saved;
-  if (options.resume) saved = on_every_rank(world, [&] { return read_state(options.out_dir); });
+  // A study killed before its first decision has no state.json yet: it starts from nothing.
+  std::optional<SchedulerState> saved;
+  if (options.resume && fs::exists(options.out_dir + "/state.json"))
+    saved = on_every_rank(world, [&] { return read_state(options.out_dir); });
   if (world.rank() == 0 && !options.resume) {
     fs::create_directories(options.out_dir + "/trials");
     write_study_options(options);
@@ -352,7 +355,7 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
     coordinator =
         std::make_unique<Coordinator>(std::move(setup), std::move(scheduler),
                                       StudyRecords(options.out_dir, keys, options.resume), log);
-    if (options.resume) coordinator->restore(std::move(saved));
+    if (saved) coordinator->restore(std::move(*saved));
     log << "crest search: " << plan.groups << " group(s) of " << options.ranks_per_trial
         << " rank(s), " << plan.settings.trials << " trials, optimising " << plan.trial.metric
         << (plan.settings.lower_is_better ? " (lower is better)" : " (higher is better)")
