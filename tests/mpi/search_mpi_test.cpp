@@ -71,6 +71,25 @@ TEST(SearchMpi, RandomOnTwoGroupsEqualsEachTrialTrainedAlone) {
   expect_trials_equal_standalone_runs(d, out, {"lr_schedule.base_lr", "model.dropout"}, 3);
 }
 
+TEST(SearchMpi, ATrialThatFailsOnItsGroupIsRecordedAndTheStudyGoesOn) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {grid: [0.01, 1e12, 0.02]}\n");
+  const std::string out = d.file("study");
+  const CliRun r = run_crest_mpi(4, "search " + tiny_args() + " --space " + space + " --out " +
+                                        out + " --algorithm grid --ranks-per-trial 2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto rows = final_rows(out);
+  ASSERT_EQ(rows.size(), 3u) << r.out;
+  for (const auto& row : rows) {
+    const bool diverges = row["lr_schedule.base_lr"] == 1e12;
+    EXPECT_EQ(row["status"], diverges ? "failed" : "completed") << row.dump();
+    if (diverges) {
+      EXPECT_NE(row["message"].get<std::string>().find("non-finite"), std::string::npos);
+    }
+  }
+}
+
 TEST(SearchMpi, RanksThatDoNotSplitIntoEqualGroupsAreAUsageError) {
   TempDir d;
   const std::string space = write_space(d, "parameters:\n  model.dropout: {uniform: [0, 0.5]}\n");
