@@ -3,9 +3,11 @@
 // ranks ends.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <set>
 
+#include "support/background_run.hpp"
 #include "support/cli_util.hpp"
 #include "support/search_study.hpp"
 #include "support/tiny_run.hpp"
@@ -88,6 +90,50 @@ TEST(SearchMpi, ATrialThatFailsOnItsGroupIsRecordedAndTheStudyGoesOn) {
       EXPECT_NE(row["message"].get<std::string>().find("non-finite"), std::string::npos);
     }
   }
+}
+
+// The final rows without their timings and groups (which group takes which trial depends on
+// the groups' speeds): what two runs of the same random study must share.
+std::vector<std::string> outcome(const std::string& out) {
+  std::vector<std::string> rows;
+  for (auto row : final_rows(out)) {
+    row.erase("seconds");
+    row.erase("group");
+    rows.push_back(row.dump());
+  }
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+TEST(SearchMpi, AStudyWhoseRankIsKilledResumesUnderMpirunToTheUninterruptedResults) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n");
+  const std::string args = "search " + test::tiny_cosmoflow_args() +
+                           " crest.threads=1 data.n_epochs=4 --space " + space +
+                           " --trials 4 --seed 2 --ranks-per-trial 2";
+  const CliRun straight = run_crest_mpi(4, args + " --out " + d.file("straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+
+  const std::string out = d.file("killed");
+  {
+    test::BackgroundRun job(
+        "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
+        "OMPI_MCA_rmaps_base_oversubscribe=1 " +
+            std::string(CREST_MPIEXEC) + " --bind-to none -np 4 " + CREST_BINARY + " " + args +
+            " --out " + out,
+        d.file("killed.log"));
+    // Trial 1 has begun on the second group: kill -9 one rank; the launcher ends the job.
+    ASSERT_TRUE(job.wait_for_file(out + "/trials/1/checkpoints")) << job.output();
+    const CliRun ranks = test::run_shell("pgrep -P " + std::to_string(job.pid()));
+    ASSERT_FALSE(ranks.out.empty()) << "no rank processes under mpirun";
+    const std::string last = ranks.out.substr(ranks.out.rfind('\n', ranks.out.size() - 2) + 1);
+    test::run_shell("kill -9 " + last);
+    EXPECT_NE(job.wait(), 0) << job.output();
+  }
+  const CliRun resumed = run_crest_mpi(4, "search --resume " + out);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_EQ(outcome(out), outcome(d.file("straight")));
 }
 
 TEST(SearchMpi, RanksThatDoNotSplitIntoEqualGroupsAreAUsageError) {
