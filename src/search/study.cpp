@@ -119,6 +119,10 @@ void choose_metric(const StudyOptions& o, const Config& base, StudyPlan& plan) {
     if (!m)
       throw_usage("--metric " + o.metric +
                   ": not a metric (val_loss, train_loss, or one of train.metrics)");
+    const Task task = make_task(base);
+    if (std::find(task.metrics.begin(), task.metrics.end(), m) == task.metrics.end())
+      throw_usage("--metric " + o.metric +
+                  ": the runs do not measure it (add it to train.metrics)");
   } else {
     const Task task = make_task(base);
     m = task.quality_metric();
