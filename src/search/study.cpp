@@ -6,6 +6,7 @@
 #include <time.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdio>
@@ -43,6 +44,7 @@ struct StudyPlan {
   TrialSetup trial;
   int groups = 1;
   PbtSettings pbt;
+  int base_threads = 0;  // the base config's crest.threads
 };
 
 void pause_ms(long ms) {
@@ -165,7 +167,8 @@ StudyPlan plan_study(StudyOptions o, int world_size) {
   const Config base = load_config(o.base_config, o.overrides);
   check_space_against_config(plan.space, o.base_config, o.overrides);
   read_sections(plan.space, o, plan.pbt);
-  plan.trial = {o.base_config, o.overrides, o.out_dir, ""};
+  plan.trial = {o.base_config, o.overrides, o.out_dir, "", 0};
+  plan.base_threads = base.crest.threads;
   choose_metric(o, base, plan);
   SchedulerSettings& s = plan.settings;
   s.max_epochs = base.data.n_epochs;
@@ -313,7 +316,7 @@ std::string describe(const StudyOptions& o, int groups) {
 }  // namespace
 
 StudySummary run_study(const StudyOptions& options, Communicator& world, std::ostream& log) {
-  const StudyPlan plan = on_every_rank(world, [&] {
+  StudyPlan plan = on_every_rank(world, [&] {
     StudyPlan p = plan_study(options, world.size());
     if (!options.resume && fs::exists(options.out_dir + "/trials.jsonl"))
       throw_usage(options.out_dir +
@@ -329,6 +332,9 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
     fs::create_directories(options.out_dir + "/trials");
     write_study_options(options);
   }
+  if (plan.base_threads == 0)
+    plan.trial.threads = static_cast<int>(std::max(
+        1u, std::thread::hardware_concurrency() / static_cast<unsigned>(world.local_size())));
   const int group_index = world.rank() / options.ranks_per_trial;
   std::unique_ptr<Communicator> group = world.split(group_index, world.rank());
 

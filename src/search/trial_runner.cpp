@@ -71,6 +71,7 @@ Config trial_config(const TrialSetup& setup, const Assignment& params, int trial
   for (const auto& o : as_overrides(params)) overrides.push_back(o);
   overrides.push_back("output_dir=" + trial_dir(setup.out_dir, trial));
   overrides.push_back("data.n_epochs=" + std::to_string(epochs));
+  if (setup.threads > 0) overrides.push_back("crest.threads=" + std::to_string(setup.threads));
   return load_config(setup.base_config, overrides);
 }
 

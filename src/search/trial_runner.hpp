@@ -18,6 +18,9 @@ struct TrialSetup {
   std::vector<std::string> overrides;  // the study's, before the trial's parameters
   std::string out_dir;
   std::string metric;  // the figure reported as the trial's metric ("val_mae")
+  // crest.threads for this rank's runs when the base config leaves it to crest (0): the node's
+  // cores over the job's ranks on the node, not over the group's (several groups share a node).
+  int threads = 0;
 };
 
 std::string trial_dir(const std::string& out_dir, int trial);  // out/trials/<id>
