@@ -2,6 +2,7 @@
 // writes after each decision, the progress line and best.yaml. Every group's messages come here
 // (messages.hpp), one at a time.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -36,6 +37,9 @@ class Coordinator {
   nlohmann::json handle(const nlohmann::json& message);
   // Every group has been told the study is done.
   bool all_groups_done();
+  // The job is ending before the study (preempted): stop serving the groups.
+  void stop() { stopped_ = true; }
+  bool stopped() const { return stopped_; }
   // Writes trials.csv and best.yaml and prints the last progress line.
   void finish();
   const Scheduler& scheduler() const { return scheduler_; }
@@ -59,6 +63,7 @@ class Coordinator {
   std::mutex mu_;
   std::map<int, TrialRow> last_row_;  // per trial: its newest epoch row
   std::vector<bool> told_done_;
+  std::atomic<bool> stopped_{false};
   std::pair<int, size_t> best_written_{-1, 0};  // (trial, epochs) of best.yaml
   double epoch_seconds_sum_ = 0;
   int epochs_reported_ = 0;

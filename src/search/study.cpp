@@ -239,8 +239,11 @@ Work broadcast_work(Communicator& group, const Work& mine) {
   return work_from_json(from_bytes(bytes));
 }
 
-void run_group(const StudyPlan& plan, int group_index, Communicator& group, SchedulerLink& link,
-               const std::function<FetchedCheckpoint(const Work&)>& fetch) {
+// Returns the stop reason when a run was preempted (a stop signal, the time budget: the job is
+// ending), "" when the study is done.
+std::string run_group(const StudyPlan& plan, int group_index, Communicator& group,
+                      SchedulerLink& link,
+                      const std::function<FetchedCheckpoint(const Work&)>& fetch) {
   const std::function<void(const nlohmann::json&)> report = [&](const nlohmann::json& m) {
     link.tell(m);
   };
@@ -249,12 +252,15 @@ void run_group(const StudyPlan& plan, int group_index, Communicator& group, Sche
     // collective for longer than one question takes (the watchdog's dist.timeout_s).
     const Work w =
         broadcast_work(group, group.rank() == 0 ? link.ask_for_work(group_index) : Work{});
-    if (w.kind == Work::Kind::done) return;
+    if (w.kind == Work::Kind::done) return "";
     if (w.kind == Work::Kind::wait) {
       pause_ms(200);
       continue;
     }
     const TrialOutcome o = run_trial(plan.trial, w, group_index, group, report, fetch);
+    // The trial stays running in the scheduler's state: --resume continues it from the
+    // checkpoint its run wrote on the way out.
+    if (o.preempted) return o.message;
     if (group.rank() == 0)
       link.tell({{"op", "end"},
                  {"trial", w.trial},
@@ -268,7 +274,7 @@ void run_group(const StudyPlan& plan, int group_index, Communicator& group, Sche
 // World rank 0 answers the other group leaders until every group has been told the study is done.
 void serve_leaders(Communicator& world, Coordinator& coordinator) {
   try {
-    while (!coordinator.all_groups_done()) {
+    while (!coordinator.all_groups_done() && !coordinator.stopped()) {
       auto m = world.try_receive(Communicator::kAnySource, kToScheduler);
       if (!m) {
         pause_ms(1);
@@ -377,19 +383,21 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
   world.barrier();  // the study directory exists before any group writes into it
 
   SchedulerLink link(world, coordinator.get(), 3600);
+  StudySummary summary;
   {
     // PBT: every leader serves its member's checkpoints to the others for the whole study.
     std::unique_ptr<CheckpointServer> checkpoints;
     if (options.algorithm == SearchAlgorithm::pbt && group->rank() == 0)
       checkpoints = std::make_unique<CheckpointServer>(world, options.out_dir);
     const int k = options.ranks_per_trial;
-    run_group(plan, group_index, *group, link, [&world, k](const Work& w) {
+    summary.preempted = run_group(plan, group_index, *group, link, [&world, k](const Work& w) {
       return fetch_checkpoint(world, w.copy_from_group * k, w.copy_from, w.copy_epoch);
     });
   }
 
-  StudySummary summary;
   if (coordinator) {
+    // Preempted, the job is ending: the other groups are stopping too, nobody waits for answers.
+    if (!summary.preempted.empty()) coordinator->stop();
     if (server.joinable()) server.join();
     coordinator->finish();
     const Scheduler& s = coordinator->scheduler();

@@ -134,8 +134,8 @@ TrialOutcome run_trial(const TrialSetup& setup, const Work& work, int group_inde
     std::ostream quiet(&discard);  // each trial's log is its train.log; stdout has the study's
     const TrainSummary summary = run_training(config, options, quiet);
     if (summary.status == "preempted") {
-      out.ok = false;
-      out.message = "stopped: " + summary.stop_reason;
+      out.preempted = true;
+      out.message = summary.stop_reason;
     }
     out.stopped_early = !summary.epochs.empty() && summary.epochs.back().epoch < epochs;
   } catch (const std::exception& e) {

@@ -31,6 +31,7 @@ Config trial_config(const TrialSetup& setup, const Assignment& params, int trial
 struct TrialOutcome {
   bool ok = true;
   bool stopped_early = false;  // ended before its epochs on its own (quality target, patience)
+  bool preempted = false;      // a stop signal or the time budget ended it (message: why)
   std::string message;         // why it failed
 };
 

@@ -73,6 +73,13 @@ void register_search(CLI::App& app) {
     }
     const std::unique_ptr<Communicator> world = make_world_communicator({});
     const StudySummary s = run_study(study, *world, std::cout);
+    if (!s.preempted.empty()) {
+      if (world->rank() == 0)
+        std::cout << "search stopped (" << s.preempted << "): continue with crest search --resume "
+                  << study.out_dir << "\n";
+      command_exit_code = 75;  // EX_TEMPFAIL, as a preempted crest train
+      return;
+    }
     if (world->rank() == 0)
       std::cout << "search done: " << s.trials << " trials, " << s.completed << " completed, "
                 << s.pruned << " pruned, " << s.failed << " failed"

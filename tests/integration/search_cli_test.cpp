@@ -198,5 +198,33 @@ TEST(SearchCli, AStudyKilledMidTrialResumesToTheUninterruptedStudysResults) {
   EXPECT_NE(again.out.find("--resume " + out), std::string::npos) << again.out;
 }
 
+TEST(SearchCli, AStopSignalLeavesTheTrialRunningForResumeNotFailed) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n");
+  const std::string args = "search " + test::tiny_cosmoflow_args() + " data.n_epochs=4 --space " +
+                           space + " --trials 3 --seed 4";
+  const CliRun straight = run_crest(args + " --out " + d.file("straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  const std::string out = d.file("stopped");
+  {
+    test::BackgroundRun run(std::string(CREST_BINARY) + " " + args + " --out " + out,
+                            d.file("stopped.log"));
+    ASSERT_TRUE(run.wait_for_file(out + "/trials/1/checkpoints")) << run.output();
+    run.signal(SIGTERM);
+    // Inside a run: a clean stop with a checkpoint (75); between runs: the signal's default.
+    const int code = run.wait();
+    EXPECT_TRUE(code == 75 || code == 128 + SIGTERM) << code << run.output();
+    if (code == 75) {
+      EXPECT_NE(run.output().find("continue with crest search --resume"), std::string::npos)
+          << run.output();
+    }
+  }
+  for (const auto& row : final_rows(out)) EXPECT_NE(row["status"], "failed") << row.dump();
+  const CliRun resumed = run_crest("search --resume " + out);
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_EQ(outcome(out), outcome(d.file("straight")));
+}
+
 }  // namespace
 }  // namespace crest

@@ -36,6 +36,9 @@ struct StudySummary {
   int trials = 0, completed = 0, pruned = 0, failed = 0;
   int best_trial = -1;  // -1: none finished with a metric
   double best_metric = 0;
+  // A stop signal or the time budget stopped this rank's run (its reason): the study is
+  // resumable with --resume.
+  std::string preempted;
 };
 
 // The options of the study in `dir` (its study.json, written when it started), with resume set.
