@@ -3,6 +3,8 @@
 
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
+#include <sstream>
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
@@ -57,7 +59,7 @@ void Coordinator::restore(SchedulerState state) {
   records_.load_existing(
       [this](int trial) { return scheduler_.trials().at(static_cast<size_t>(trial)).params; });
   for (const auto& row : records_.rows())
-    if (row.epoch > 0) last_row_[row.trial] = row;
+    if (!row.figures.empty()) last_row_[row.trial] = row;  // epoch rows, not PBT's copy rows
 }
 
 // After every decision, before its answer leaves: a study killed at any moment resumes from the
@@ -129,13 +131,12 @@ void Coordinator::copied(const nlohmann::json& m) {
   row.status = "running";
   row.epoch = epoch;
   row.params = scheduler_.trials().at(static_cast<size_t>(trial)).params;
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "copied trial %d's weights and optimizer state at epoch %d (%s, %.0f bytes in "
-                "%.3f s), then perturbed",
-                donor, epoch, m.at("checkpoint").get<std::string>().c_str(),
-                m.at("bytes").get<double>(), m.at("seconds").get<double>());
-  row.message = text;
+  std::ostringstream text;
+  text << "copied trial " << donor << "'s weights and optimizer state at epoch " << epoch << " ("
+       << m.at("checkpoint").get<std::string>() << ", " << m.at("bytes").get<uint64_t>()
+       << " bytes in " << std::fixed << std::setprecision(3) << m.at("seconds").get<double>()
+       << " s), then perturbed";
+  row.message = text.str();
   records_.add(row);
   save_state();
   progress();
