@@ -121,6 +121,24 @@ Work Scheduler::next_pbt(int group) {
     w.epochs = r.target_epochs;
     return w;
   }
+  if (const auto it = std::find(interrupted_.begin(), interrupted_.end(), m);
+      m >= 0 && it != interrupted_.end()) {
+    // Resumed: the member goes on to the epochs it was training to, making its copy first if
+    // the interruption came before the copy was confirmed.
+    interrupted_.erase(it);
+    const TrialRecord& r = s_.trials[static_cast<size_t>(m)];
+    w.kind = Work::Kind::run;
+    w.trial = m;
+    w.params = r.params;
+    w.epochs = r.target_epochs;
+    w.resume = true;
+    if (r.copy_from >= 0) {
+      w.copy_from = r.copy_from;
+      w.copy_from_group = s_.trials[static_cast<size_t>(r.copy_from)].group;
+      w.copy_epoch = r.copy_epoch;
+    }
+    return w;
+  }
   if (m < 0 || s_.trials[static_cast<size_t>(m)].status != TrialStatus::paused) {
     if (!population_done()) w.kind = Work::Kind::wait;
     if (population_done()) finish();
@@ -166,6 +184,8 @@ Work Scheduler::next_pbt(int group) {
   r.params = perturb_(s_.trials[static_cast<size_t>(d)].params, decision);
   ++s_.pending_copies[static_cast<size_t>(d)];
   s_.exploits.emplace_back(m, d);
+  r.copy_from = d;
+  r.copy_epoch = static_cast<int>(e);
   w.params = r.params;
   w.copy_from = d;
   w.copy_from_group = s_.trials[static_cast<size_t>(d)].group;
@@ -178,6 +198,7 @@ Work Scheduler::next_pbt(int group) {
 void Scheduler::copy_done(int trial, int donor, int epoch) {
   --s_.pending_copies.at(static_cast<size_t>(donor));
   TrialRecord& r = s_.trials.at(static_cast<size_t>(trial));
+  r.copy_from = -1;
   r.metric.resize(static_cast<size_t>(epoch), std::numeric_limits<double>::quiet_NaN());
 }
 

@@ -169,7 +169,15 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
   // A study killed before its first decision has no state.json yet: it starts from nothing.
   std::optional<SchedulerState> saved;
   if (options.resume && fs::exists(options.out_dir + "/state.json"))
-    saved = on_every_rank(world, [&] { return read_state(options.out_dir); });
+    saved = on_every_rank(world, [&] {
+      SchedulerState state = read_state(options.out_dir);
+      // Each PBT group holds its member: as many groups must resume them.
+      const size_t groups = state.member_of_group.size();
+      if (options.algorithm == SearchAlgorithm::pbt && groups != static_cast<size_t>(plan.groups))
+        throw_usage(options.out_dir + ": the pbt study ran on " + std::to_string(groups) +
+                    " groups; resume it on as many, not " + std::to_string(plan.groups));
+      return state;
+    });
   if (world.rank() == 0 && !options.resume) {
     fs::create_directories(options.out_dir + "/trials");
     write_study_options(options);

@@ -112,7 +112,6 @@ void check_pbt(const StudyPlan& plan, const StudyOptions& o) {
   if (o.trials > 0 && o.trials != plan.groups)
     throw_usage("pbt trains one trial per group: --trials " + std::to_string(o.trials) +
                 " differs from the " + std::to_string(plan.groups) + " groups");
-  if (o.resume) throw_usage("--resume of a pbt study is not supported yet (docs/search.md)");
   if (const std::string key = pbt_refused_key(plan.space); !key.empty())
     throw_usage(plan.space.source + ": parameters." + key +
                 ": pbt cannot change it (a copied checkpoint holds the donor's model and "

@@ -27,9 +27,11 @@ const char* algorithm_name(SearchAlgorithm a) {
 }
 
 SearchAlgorithm algorithm_from(const std::string& s) {
-  return s == "grid"   ? SearchAlgorithm::grid
-         : s == "asha" ? SearchAlgorithm::asha
-                       : SearchAlgorithm::random;
+  if (s == "grid") return SearchAlgorithm::grid;
+  if (s == "asha") return SearchAlgorithm::asha;
+  if (s == "pbt") return SearchAlgorithm::pbt;
+  if (s == "random") return SearchAlgorithm::random;
+  throw_input("study.json: unknown algorithm '" + s + "'");
 }
 
 // JSON has no NaN: null stands for it.
@@ -121,7 +123,9 @@ nlohmann::json state_to_json(const SchedulerState& s) {
                       {"group", t.group},
                       {"target_epochs", t.target_epochs},
                       {"metric", metric},
-                      {"message", t.message}});
+                      {"message", t.message},
+                      {"copy_from", t.copy_from},
+                      {"copy_epoch", t.copy_epoch}});
   }
   nlohmann::json results = nlohmann::json::array();
   for (const auto& rung : s.results) {
@@ -133,7 +137,10 @@ nlohmann::json state_to_json(const SchedulerState& s) {
           {"results", results},
           {"promoted", s.promoted},
           {"promotions", s.promotions},
-          {"finished", s.finished}};
+          {"finished", s.finished},
+          {"member_of_group", s.member_of_group},
+          {"pending_copies", s.pending_copies},
+          {"exploits", s.exploits}};
 }
 
 SchedulerState state_from_json(const nlohmann::json& j) {
@@ -147,6 +154,8 @@ SchedulerState state_from_json(const nlohmann::json& j) {
     r.target_epochs = t.at("target_epochs");
     for (const auto& m : t.at("metric")) r.metric.push_back(number_from(m));
     r.message = t.at("message");
+    r.copy_from = t.at("copy_from");
+    r.copy_epoch = t.at("copy_epoch");
     s.trials.push_back(std::move(r));
   }
   for (const auto& rung : j.at("results")) {
@@ -156,6 +165,9 @@ SchedulerState state_from_json(const nlohmann::json& j) {
   s.promoted = j.at("promoted").get<std::vector<std::vector<bool>>>();
   s.promotions = j.at("promotions").get<std::vector<std::pair<int, int>>>();
   s.finished = j.at("finished");
+  s.member_of_group = j.at("member_of_group").get<std::vector<int>>();
+  s.pending_copies = j.at("pending_copies").get<std::vector<int>>();
+  s.exploits = j.at("exploits").get<std::vector<std::pair<int, int>>>();
   return s;
 }
 

@@ -105,35 +105,58 @@ std::vector<std::string> outcome(const std::string& out) {
   return rows;
 }
 
-TEST(SearchMpi, AStudyWhoseRankIsKilledResumesUnderMpirunToTheUninterruptedResults) {
-  TempDir d;
-  const std::string space =
-      write_space(d, "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n");
-  const std::string args = "search " + test::tiny_cosmoflow_args() +
-                           " crest.threads=1 data.n_epochs=4 --space " + space +
-                           " --trials 4 --seed 2 --ranks-per-trial 2";
-  const CliRun straight = run_crest_mpi(4, args + " --out " + d.file("straight"));
+// Runs the study `args` (without --out) on `ranks` ranks straight, and again with one rank
+// killed by kill -9 once trial 1 has begun (mpirun then ends the job) and resumed: both must end
+// with the same results.
+void expect_kill_and_resume_gives_the_straight_results(const TempDir& d, int ranks,
+                                                       const std::string& args) {
+  const CliRun straight = run_crest_mpi(ranks, args + " --out " + d.file("straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
-
   const std::string out = d.file("killed");
   {
     test::BackgroundRun job(
         "env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 "
         "OMPI_MCA_rmaps_base_oversubscribe=1 " +
-            std::string(CREST_MPIEXEC) + " --bind-to none -np 4 " + CREST_BINARY + " " + args +
-            " --out " + out,
+            std::string(CREST_MPIEXEC) + " --bind-to none -np " + std::to_string(ranks) + " " +
+            CREST_BINARY + " " + args + " --out " + out,
         d.file("killed.log"));
-    // Trial 1 has begun on the second group: kill -9 one rank; the launcher ends the job.
     ASSERT_TRUE(job.wait_for_file(out + "/trials/1/checkpoints")) << job.output();
-    const CliRun ranks = test::run_shell("pgrep -P " + std::to_string(job.pid()));
-    ASSERT_FALSE(ranks.out.empty()) << "no rank processes under mpirun";
-    const std::string last = ranks.out.substr(ranks.out.rfind('\n', ranks.out.size() - 2) + 1);
+    const CliRun pids = test::run_shell("pgrep -P " + std::to_string(job.pid()));
+    ASSERT_FALSE(pids.out.empty()) << "no rank processes under mpirun";
+    const std::string last = pids.out.substr(pids.out.rfind('\n', pids.out.size() - 2) + 1);
     test::run_shell("kill -9 " + last);
     EXPECT_NE(job.wait(), 0) << job.output();
   }
-  const CliRun resumed = run_crest_mpi(4, "search --resume " + out);
+  const CliRun resumed = run_crest_mpi(ranks, "search --resume " + out);
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   EXPECT_EQ(outcome(out), outcome(d.file("straight")));
+}
+
+TEST(SearchMpi, AStudyWhoseRankIsKilledResumesUnderMpirunToTheUninterruptedResults) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n");
+  expect_kill_and_resume_gives_the_straight_results(
+      d, 4,
+      "search " + test::tiny_cosmoflow_args() + " crest.threads=1 data.n_epochs=4 --space " +
+          space + " --trials 4 --seed 2 --ranks-per-trial 2");
+}
+
+// PBT's generations make its decisions independent of timing, so a resumed PBT study, copies
+// included, ends where the uninterrupted one does.
+TEST(SearchMpi, APbtStudyWhoseRankIsKilledResumesToTheUninterruptedResults) {
+  TempDir d;
+  const std::string space = write_space(d,
+                                        "parameters:\n"
+                                        "  lr_schedule.base_lr: {loguniform: [1e-3, 3e-2]}\n"
+                                        "pbt: {interval: 1, quantile: 0.5}\n");
+  expect_kill_and_resume_gives_the_straight_results(
+      d, 2,
+      "search " + tiny_args() + " data.n_epochs=5 --space " + space + " --algorithm pbt --seed 5");
+  int copies = 0;
+  for (const auto& row : test::study_rows(d.file("killed")))
+    copies += row["message"].get<std::string>().rfind("copied trial", 0) == 0;
+  EXPECT_GE(copies, 1) << "the study must exercise copies";
 }
 
 TEST(SearchMpi, RanksThatDoNotSplitIntoEqualGroupsAreAUsageError) {

@@ -42,6 +42,9 @@ struct TrialRecord {
   int target_epochs = 0;       // what its current or last run trains to
   std::vector<double> metric;  // per epoch (1-based epoch e at e - 1); NaN: not validated
   std::string message;         // why it failed
+  // PBT: the copy this member was told to make and has not confirmed (copy_done), to be made
+  // again if the study is resumed before it was.
+  int copy_from = -1, copy_epoch = 0;
 };
 
 struct SchedulerSettings {
