@@ -6,7 +6,8 @@
 // Random and grid studies train every trial to the full epoch count. ASHA (asynchronous
 // successive halving) trains new trials to the first rung and promotes a trial to the next rung
 // when its metric is in the top 1/eta of the results recorded at its rung; a group with nothing
-// to promote starts a new trial, so no group waits for a rung to fill.
+// to promote starts a new trial, so no group waits for a rung to fill. PBT (enable_pbt) keeps one
+// member per group and decides by generations which members copy which.
 #pragma once
 #include <cstdint>
 #include <functional>
