@@ -42,21 +42,24 @@ std::vector<const TrialRecord*> ranked(const Scheduler& s, bool lower_is_better)
   return out;
 }
 
+// The chart's legend is a line of HTML under it: the chart's own legend, drawn above the plot,
+// has room for a few short names, not for ten trials.
 std::string chart(const StudyReportInput& in, const std::vector<const TrialRecord*>& order) {
   size_t epochs = 0;
   for (const auto* t : order) epochs = std::max(epochs, t->metric.size());
   std::vector<int> x;
   for (size_t e = 1; e <= epochs; ++e) x.push_back(static_cast<int>(e));
   std::vector<ChartSeries> series;
+  std::string legend = "<p class=\"sub\">";
   for (size_t i = 0; i < order.size() && i < kCharted; ++i) {
-    ChartSeries s{"trial " + std::to_string(order[i]->id), chart_color(i), order[i]->metric};
+    ChartSeries s{"", chart_color(i), order[i]->metric};
     s.y.resize(epochs, std::nan(""));
+    legend += "<span style=\"color:" + s.color + "\">&#9632;</span> trial " +
+              std::to_string(order[i]->id) + " &nbsp; ";
     series.push_back(std::move(s));
   }
-  return svg_line_chart(
-      "chart-trials",
-      in.metric + " per epoch, the best " + std::to_string(series.size()) + " trials", in.metric, x,
-      series);
+  return "<div>" + svg_line_chart("chart-trials", in.metric + " per epoch", in.metric, x, series) +
+         legend + "(the best " + std::to_string(series.size()) + " trials)</p></div>";
 }
 
 std::string trials_table(const StudyReportInput& in, const std::vector<const TrialRecord*>& order) {
