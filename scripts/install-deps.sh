@@ -13,6 +13,9 @@ packages=(
   zlib1g-dev             # gzip TFRecords
   libhdf5-dev            # DeepCAM HDF5 samples and stats.h5
   libopenmpi-dev openmpi-bin  # multi-rank training (MPI) and mpirun for its tests
+  # crest export --format onnx: ONNX's protobuf classes and checker; its CMake config links
+  # protobuf without depending on its -dev package, so that is named too
+  libonnx-dev libprotobuf-dev
 )
 if [ "${1:-}" = "--test" ]; then
   packages+=(

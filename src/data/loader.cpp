@@ -23,6 +23,7 @@ double seconds_since(Clock::time_point t) {
 struct DataLoader::Slot {
   Buffer x, y;
   std::vector<uint8_t> present;  // per place: holds a sample
+  std::vector<int64_t> ids;      // per place: the source index of its sample (-1: empty)
   int64_t batch = -1;            // batch index within the epoch being filled / held
   int64_t remaining = 0;         // samples still to decode
   enum class State { free, filling, ready, held } state = State::free;
@@ -44,6 +45,7 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     s->x = Buffer(spec.x_bytes() * static_cast<size_t>(opts_.batch_size));
     s->y = Buffer(spec.y_bytes() * static_cast<size_t>(opts_.batch_size));
     s->present.assign(static_cast<size_t>(opts_.batch_size), 1);
+    s->ids.assign(static_cast<size_t>(opts_.batch_size), -1);
     slots_.push_back(std::move(s));
   }
   int threads = opts_.threads;
@@ -95,6 +97,7 @@ void DataLoader::clear_place(Slot& slot, int64_t position) const {
   std::memset(static_cast<char*>(slot.x.data()) + spec.x_bytes() * p, 0, spec.x_bytes());
   std::memset(static_cast<char*>(slot.y.data()) + spec.y_bytes() * p, 0, spec.y_bytes());
   slot.present[p] = 0;
+  slot.ids[p] = -1;
 }
 
 void DataLoader::schedule_locked() {
@@ -112,8 +115,11 @@ void DataLoader::schedule_locked() {
     s.error = nullptr;
     std::fill(s.present.begin(), s.present.end(), uint8_t{1});
     for (int64_t p = count; p < b; ++p) clear_place(s, p);
-    for (int64_t p = 0; p < count; ++p)
-      tasks_.push_back({static_cast<int>(i), p, samples_[static_cast<size_t>(scheduled_ * b + p)]});
+    for (int64_t p = 0; p < count; ++p) {
+      const int64_t sample = samples_[static_cast<size_t>(scheduled_ * b + p)];
+      s.ids[static_cast<size_t>(p)] = sample;
+      tasks_.push_back({static_cast<int>(i), p, sample});
+    }
     ++scheduled_;
     added = true;
   }
@@ -149,6 +155,7 @@ LoadedBatch DataLoader::next() {
                           {spec.y_shape.with_batch(opts_.batch_size),
                            spec.y_integer ? DType::i32 : DType::f32, Device::cpu, Layout::plain});
   out.present = slot->present;
+  out.sample_ids = slot->ids;
   out.samples = std::count(slot->present.begin(), slot->present.end(), uint8_t{1});
   ++stats_.batches;
   stats_.samples += out.samples;
@@ -164,6 +171,13 @@ void DataLoader::release(const LoadedBatch& batch) {
               "release of a batch not held");
   s.state = Slot::State::free;
   schedule_locked();
+}
+
+std::vector<int64_t> DataLoader::bad_samples() const {
+  std::lock_guard lock(mu_);
+  std::vector<int64_t> out(bad_samples_.begin(), bad_samples_.end());
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 bool DataLoader::take_spare_locked(int64_t& sample) {
@@ -259,6 +273,8 @@ void DataLoader::run_task(const Task& t) {
     }
   }
   std::lock_guard lock(mu_);
+  if (!failure && slot.present[static_cast<size_t>(t.position)])
+    slot.ids[static_cast<size_t>(t.position)] = sample;  // a spare may have replaced a bad one
   stats_.payload_bytes += local.payload_bytes;
   stats_.cache_hits += local.cache_hits;
   stats_.read_s += local.read_s;

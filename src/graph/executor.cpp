@@ -20,6 +20,7 @@ using compile::Value;
 Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& opts)
     : backend_(backend), opts_(opts) {
   if (opts.batch < 1) throw_usage("batch size must be >= 1");
+  if (opts.training && !opts.loss) throw_usage("a training program needs the graph's loss");
   if (!backend.supports(opts.dtype))
     throw_usage("backend '" + backend.name() + "' does not support dtype " +
                 dtype_name(opts.dtype));
@@ -38,6 +39,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
   compile::assign_precision(*prog_);
+  compile::fold_batch_norm(*prog_, graph);
   compile::choose_fusions(*prog_, graph);
   compile::route_bias_grad(*prog_, graph);
   compile::create_kernels(*prog_, graph);
@@ -50,8 +52,13 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
 
 Executor::~Executor() = default;
 
-ParamStore& Executor::params() { return prog_->params; }
+ParamStore& Executor::params() {
+  folds_stale_ = true;  // the caller may write parameters: the next forward refolds
+  return prog_->params;
+}
 const ParamStore& Executor::params() const { return prog_->params; }
+
+void Executor::parameters_changed() { folds_stale_ = true; }
 const MemoryPlan& Executor::plan() const { return prog_->plan; }
 
 void* Executor::block_ptr(int block) const {
@@ -84,8 +91,8 @@ void Executor::bind_run_contexts() {
       c.diff_in.push_back(d);
     }
     for (int s : op.param_slots) {
-      c.params.push_back(params().value(static_cast<size_t>(s)).data());
-      c.grads.push_back(params().grad(static_cast<size_t>(s)).data());
+      c.params.push_back(prog_->params.value(static_cast<size_t>(s)).data());
+      c.grads.push_back(prog_->params.grad(static_cast<size_t>(s)).data());
     }
     c.workspace = block_ptr(op.workspace_block);
     c.scratch = block_ptr(op.forward_scratch_block);  // backward() points it at its own block
@@ -94,6 +101,28 @@ void Executor::bind_run_contexts() {
     c.loss_scale = loss_scale_;
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops});
+  }
+  // A folded convolution's kernel reads the folded weight and bias instead of its own. The
+  // parameter buffers never move, so the pointers the refresh reads are fixed here too.
+  for (compile::FoldedAffine& f : prog_->folds) {
+    f.own_params.clear();
+    f.affine_params.clear();
+    for (int s : f.own_slots)
+      f.own_params.push_back(prog_->params.value(static_cast<size_t>(s)).data());
+    for (int s : f.affine_slots)
+      f.affine_params.push_back(prog_->params.value(static_cast<size_t>(s)).data());
+    f.folded_params = {f.folded[0].data(), f.folded[1].data()};
+    prog_->op(f.op).ctx.params = f.folded_params;
+  }
+}
+
+void Executor::refresh_folds() {
+  if (!folds_stale_) return;
+  folds_stale_ = false;
+  for (compile::FoldedAffine& f : prog_->folds) {
+    f.affine->inference_scale_shift(f.affine_params, prog_->params.dtype(), f.scale, f.shift);
+    prog_->op(f.op).layer->absorb_channel_affine(f.own_params, f.folded_params,
+                                                 prog_->params.dtype(), f.scale, f.shift);
   }
 }
 
@@ -169,6 +198,7 @@ double Executor::forward(bool training) {
   // A different dropout mask every step and every layer, reproducible from the seed.
   const uint64_t step_seed =
       (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
+  refresh_folds();
   for (size_t i = 0; i < prog_->ops.size(); ++i) {
     Op& op = *prog_->ops[i];
     op.ctx.seed = step_seed ^ (op.random_stream * 0x94D049BB133111EBull);
@@ -186,10 +216,10 @@ double Executor::forward(bool training) {
   if (prog_->loss_op < 0) return 0.0;
   data_loss_ = prog_->ops[static_cast<size_t>(prog_->loss_op)]->ctx.loss;
   double penalty = 0;
-  for (size_t s = 0; s < params().slots().size(); ++s) {
-    const auto& slot = params().slots()[s];
+  for (size_t s = 0; s < prog_->params.slots().size(); ++s) {
+    const auto& slot = prog_->params.slots()[s];
     if (slot.spec.l2 > 0)
-      penalty += slot.spec.l2 * vec_->sum_squares(params().value(s).data(), slot.count);
+      penalty += slot.spec.l2 * vec_->sum_squares(prog_->params.value(s).data(), slot.count);
   }
   return data_loss_ + penalty;
 }
@@ -205,7 +235,7 @@ void Executor::backward() {
     const auto t0 = profiling_ ? clock::now() : clock::time_point{};
     if (op.channel_sum)  // a producer's bias gradient (compile/route_bias_grad.cpp)
       op.channel_sum->run(op.ctx.diff_out[0],
-                          params().grad(static_cast<size_t>(op.channel_sum_slot)).data());
+                          prog_->params.grad(static_cast<size_t>(op.channel_sum_slot)).data());
     op.ctx.scratch = block_ptr(op.backward_scratch_block);
     op.layer->backward(op.ctx);
     for (const auto& a : op.accum) {
@@ -223,16 +253,16 @@ void Executor::backward() {
     for (auto it = op.param_slots.rbegin(); it != op.param_slots.rend(); ++it) finish_gradient(*it);
   }
   // Parameters of ops that run no backward (none in the models so far) keep the old rule.
-  for (size_t s = 0; s < params().slots().size(); ++s)
+  for (size_t s = 0; s < prog_->params.slots().size(); ++s)
     if (!prog_->finished_in_backward[s]) finish_gradient(static_cast<int>(s));
 }
 
 void Executor::finish_gradient(int s) {
-  const auto& slot = params().slots()[static_cast<size_t>(s)];
+  const auto& slot = prog_->params.slots()[static_cast<size_t>(s)];
   if (!slot.spec.trainable) return;
   if (slot.spec.l2 > 0)  // d(l2 w^2)/dw, scaled as the loss's gradient is
-    vec_->axpy(2.0 * slot.spec.l2 * loss_scale_, params().value(static_cast<size_t>(s)).data(),
-               params().grad(static_cast<size_t>(s)).data(), slot.count);
+    vec_->axpy(2.0 * slot.spec.l2 * loss_scale_, prog_->params.value(static_cast<size_t>(s)).data(),
+               prog_->params.grad(static_cast<size_t>(s)).data(), slot.count);
   if (gradient_ready_) gradient_ready_(s);
 }
 
@@ -242,9 +272,9 @@ std::vector<int> Executor::gradient_ready_order() const {
     if (prog_->ops[k]->run_backward)
       for (auto it = prog_->ops[k]->param_slots.rbegin(); it != prog_->ops[k]->param_slots.rend();
            ++it)
-        if (params().slots()[static_cast<size_t>(*it)].spec.trainable) order.push_back(*it);
-  for (size_t s = 0; s < params().slots().size(); ++s)
-    if (!prog_->finished_in_backward[s] && params().slots()[s].spec.trainable)
+        if (prog_->params.slots()[static_cast<size_t>(*it)].spec.trainable) order.push_back(*it);
+  for (size_t s = 0; s < prog_->params.slots().size(); ++s)
+    if (!prog_->finished_in_backward[s] && prog_->params.slots()[s].spec.trainable)
       order.push_back(static_cast<int>(s));
   return order;
 }
@@ -283,7 +313,7 @@ std::string Executor::summary() const {
   for (const auto& op : prog_->ops) {
     int64_t np = 0;
     for (int s : op->param_slots) {
-      const ParamSlot& slot = params().slots()[static_cast<size_t>(s)];
+      const ParamSlot& slot = prog_->params.slots()[static_cast<size_t>(s)];
       (slot.spec.trainable ? np : state) += static_cast<int64_t>(slot.count);
     }
     total += np;
@@ -297,14 +327,14 @@ std::string Executor::summary() const {
     if (op->inplace) notes += notes.empty() ? "in place" : ", in place";
     if (op->channel_sum)  // compile/route_bias_grad.cpp
       notes += (notes.empty() ? "" : ", ") + std::string("sums the gradient of ") +
-               params().slots()[static_cast<size_t>(op->channel_sum_slot)].name;
+               prog_->params.slots()[static_cast<size_t>(op->channel_sum_slot)].name;
     os << std::left << std::setw(24) << op->name.substr(0, 23) << std::setw(16) << op->layer->kind()
        << std::setw(26) << out.shape.str() << std::setw(22) << fmt << std::right << std::setw(12)
        << np << "  " << notes << "\n";
   }
   os << "parameters: " << total;
   if (state > 0) os << " and " << state << " values of non-trained state";
-  os << " (" << human_bytes(static_cast<double>(params().bytes())) << ")\n";
+  os << " (" << human_bytes(static_cast<double>(prog_->params.bytes())) << ")\n";
   os << "activation arena: " << human_bytes(static_cast<double>(prog_->plan.arena_bytes))
      << " planned (" << human_bytes(static_cast<double>(prog_->plan.naive_bytes))
      << " without reuse), including kernel scratch (largest request "

@@ -1,5 +1,6 @@
 #include "crest/layers/batch_norm.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "crest/core/error.hpp"
@@ -50,6 +51,30 @@ BackwardNeeds BatchNormLayer::backward_needs(size_t n_in, size_t n_out) const {
   // Backward reads x (and the statistics in the workspace), never y: a fused ReLU may overwrite
   // the output in place.
   return {std::vector<bool>(n_in, true), std::vector<bool>(n_out, false), false};
+}
+
+namespace {
+template <typename T>
+void scale_shift_of(const std::vector<void*>& params, double eps, std::vector<double>& scale,
+                    std::vector<double>& shift) {
+  const T* gamma = static_cast<const T*>(params[0]);
+  const T* beta = static_cast<const T*>(params[1]);
+  const T* mean = static_cast<const T*>(params[2]);
+  const T* var = static_cast<const T*>(params[3]);
+  for (size_t c = 0; c < scale.size(); ++c) {
+    scale[c] = static_cast<double>(gamma[c]) / std::sqrt(static_cast<double>(var[c]) + eps);
+    shift[c] = static_cast<double>(beta[c]) - static_cast<double>(mean[c]) * scale[c];
+  }
+}
+}  // namespace
+
+void BatchNormLayer::inference_scale_shift(const std::vector<void*>& params, DType dtype,
+                                           std::vector<double>& scale,
+                                           std::vector<double>& shift) const {
+  if (dtype == DType::f64)
+    scale_shift_of<double>(params, opts_.eps, scale, shift);
+  else
+    scale_shift_of<float>(params, opts_.eps, scale, shift);
 }
 
 void BatchNormLayer::create(CreateContext& ctx) {

@@ -160,10 +160,48 @@ BackwardNeeds ConvLayer::backward_needs(size_t n_in, size_t n_out) const {
   return n;
 }
 
+int64_t ConvLayer::output_channel_of(int64_t i) const {
+  const int64_t g = opts_.groups, cout = opts_.out_channels;
+  const int64_t kvol = weight_count_ / (in_channels_ * cout / g);
+  if (!opts_.transposed) return i / (in_channels_ / g * kvol);  // [cout, cin/g, k...]
+  const int64_t cin_index = i / (cout / g * kvol);              // [cin, cout/g, k...]
+  const int64_t j = i / kvol % (cout / g);
+  return cin_index / (in_channels_ / g) * (cout / g) + j;
+}
+
+// W'[o] = W[o] * scale[o], b'[o] = b[o] * scale[o] + shift[o] (b = 0 without a bias): the
+// convolution followed by the affine, as one convolution.
+template <typename T>
+void ConvLayer::absorb(const std::vector<void*>& params, const std::vector<void*>& folded,
+                       const std::vector<double>& scale, const std::vector<double>& shift) const {
+  const T* w = static_cast<const T*>(params[0]);
+  T* fw = static_cast<T*>(folded[0]);
+  for (int64_t i = 0; i < weight_count_; ++i)
+    fw[i] = static_cast<T>(w[i] * scale[static_cast<size_t>(output_channel_of(i))]);
+  const T* b = opts_.bias ? static_cast<const T*>(params[1]) : nullptr;
+  T* fb = static_cast<T*>(folded[1]);
+  for (size_t o = 0; o < scale.size(); ++o)
+    fb[o] = static_cast<T>((b ? static_cast<double>(b[o]) * scale[o] : 0.0) + shift[o]);
+}
+
+void ConvLayer::absorb_channel_affine(const std::vector<void*>& params,
+                                      const std::vector<void*>& folded, DType dtype,
+                                      const std::vector<double>& scale,
+                                      const std::vector<double>& shift) const {
+  if (dtype == DType::f64)
+    absorb<double>(params, folded, scale, shift);
+  else
+    absorb<float>(params, folded, scale, shift);
+}
+
 void ConvLayer::create(CreateContext& ctx) {
   post_op_ = ctx.post_op;
   bias_grad_ = opts_.bias && !ctx.bias_grad_elsewhere;
+  folded_affine_ = ctx.folded_affine;
+  in_channels_ = ctx.in_shapes[0][1];
+  weight_count_ = param_specs(ctx.in_shapes)[0].shape.numel();
   ConvDesc d = make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype);
+  d.bias = opts_.bias || folded_affine_;
   d.bias_grad = bias_grad_;
   kernel_ = ctx.backend.conv(d, ctx.in_formats[0]);
   ctx.in_formats[0] = kernel_->src_format();
@@ -173,8 +211,8 @@ void ConvLayer::create(CreateContext& ctx) {
 }
 
 void ConvLayer::forward(RunContext& ctx) {
-  kernel_->forward(ctx.in[0], ctx.params[0], opts_.bias ? ctx.params[1] : nullptr, ctx.out[0],
-                   ctx.scratch);
+  kernel_->forward(ctx.in[0], ctx.params[0], opts_.bias || folded_affine_ ? ctx.params[1] : nullptr,
+                   ctx.out[0], ctx.scratch);
 }
 
 void ConvLayer::backward(RunContext& ctx) {

@@ -20,6 +20,7 @@
 #include "crest/search/scheduler.hpp"
 #include "crest/search/search_space.hpp"
 #include "crest/train/config.hpp"
+#include "crest/train/trainer.hpp"
 #include "messages.hpp"
 #include "study_plan.hpp"
 #include "study_records.hpp"
@@ -182,9 +183,11 @@ StudySummary run_study(const StudyOptions& options, Communicator& world, std::os
     fs::create_directories(options.out_dir + "/trials");
     write_study_options(options);
   }
-  if (plan.base_threads == 0)
-    plan.trial.threads = static_cast<int>(std::max(
-        1u, std::thread::hardware_concurrency() / static_cast<unsigned>(world.local_size())));
+  if (plan.base_threads == 0) {
+    Config threads_left_to_crest;
+    threads_left_to_crest.crest.threads = 0;
+    plan.trial.threads = compute_threads_per_rank(threads_left_to_crest, world.local_size());
+  }
   const int group_index = world.rank() / options.ranks_per_trial;
   std::unique_ptr<Communicator> group = world.split(group_index, world.rank());
 

@@ -15,6 +15,7 @@
 #include <tuple>
 #include <vector>
 
+#include "bench_model.hpp"
 #include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
@@ -31,20 +32,12 @@
 namespace crest::tools {
 namespace {
 
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
-
 int resolve_threads(int t) { return t > 0 ? t : hardware_threads(); }
 
-struct BenchTrainArgs {
-  std::string model = "cosmoflow", backend = default_backend_name();
-  int64_t size = 128, batch = 2, conv_size = 32;
-  int64_t height = 768, width = 1152;  // deepcam's sample size (the reference's)
+struct BenchTrainArgs : BenchModelArgs {
+  std::string backend = default_backend_name();
+  int64_t batch = 2;
   int steps = 3, warmup = 1, threads = 0;
-  double dropout = 0.5;
   bool profile = false;
   std::string report;      // directory for report.{json,html}; "" = none
   double peak_gflops = 0;  // the report's peak; 0 = measure it after the run
@@ -53,54 +46,6 @@ struct BenchTrainArgs {
   std::string compress = "none";
   std::string precision = "float32";  // crest.precision's values
 };
-
-// Through the model registry, as a config's model section would be: an unknown --model lists
-// the registered ones. --size, --conv-size and --dropout are CosmoFlow's keys, --height and
-// --width DeepCAM's.
-ModelConfig bench_model_config(const BenchTrainArgs& a) {
-  ModelConfig mc;
-  mc.name = a.model;
-  if (a.model == "deepcam") {
-    mc.attrs.set("input_shape", std::vector<int64_t>{a.height, a.width, 16});
-  } else {
-    mc.attrs.set("input_shape", std::vector<int64_t>{a.size, a.size, a.size, 4});
-    mc.attrs.set("conv_size", a.conv_size);
-    mc.attrs.set("dropout", a.dropout);
-  }
-  return mc;
-}
-
-// The model's flags, for the report's config line.
-std::string size_flags(const BenchTrainArgs& a) {
-  if (a.model == "deepcam")
-    return "--height " + std::to_string(a.height) + " --width " + std::to_string(a.width);
-  return "--size " + std::to_string(a.size) + " --conv-size " + std::to_string(a.conv_size);
-}
-
-// Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
-// fields are O(1)), written on the host and copied into the model's memory. Integer targets are
-// class labels with the classes' rough frequencies (mostly background).
-void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
-  uint64_t s = 42;
-  auto next = [&s] {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    return static_cast<float>(static_cast<double>(s >> 40) * 0x1.0p-24);
-  };
-  for (const auto& [input, scale, offset] :
-       {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {
-    const TensorView in = ex.input(input);
-    HostStaging staged(backend.memory(), in.data(), in.bytes(), /*fetch=*/false);
-    for (int64_t i = 0; i < in.numel(); ++i) {
-      if (in.dtype() == DType::i32) {
-        const float u = next();
-        staged.as<int32_t>()[i] = u < 0.9f ? 0 : u < 0.92f ? 1 : 2;
-      } else {
-        staged.as<float>()[i] = scale * next() + offset;
-      }
-    }
-    staged.commit();
-  }
-}
 
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
@@ -302,10 +247,7 @@ void register_bench(CLI::App& app) {
   bench->require_subcommand(1);
   auto ta = std::make_shared<BenchTrainArgs>();
   CLI::App* train = bench->add_subcommand("train", "time training steps on random data");
-  train->add_option("--model", ta->model, "a registered model (cosmoflow, deepcam)");
-  train->add_option("--size", ta->size, "cosmoflow: cube size (a multiple of 32)");
-  train->add_option("--height", ta->height, "deepcam: sample height (a multiple of 16)");
-  train->add_option("--width", ta->width, "deepcam: sample width (a multiple of 16)");
+  add_model_options(*train, *ta);
   train->add_option("--batch", ta->batch, "batch size");
   train->add_option("--steps", ta->steps, "timed steps");
   train->add_option("--warmup", ta->warmup, "untimed steps first");
@@ -313,8 +255,6 @@ void register_bench(CLI::App& app) {
   train->add_option("--backend", ta->backend, "a registered backend (default: the fastest built)");
   train->add_option("--precision", ta->precision,
                     "float32, bf16 or fp16 (mixed precision: 16-bit activations, float32 weights)");
-  train->add_option("--conv-size", ta->conv_size, "filters of the first conv (reference 32)");
-  train->add_option("--dropout", ta->dropout, "dropout rate (the peer uses 0.5)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
   train->add_option("--report", ta->report,
                     "write DIR/report.html and DIR/report.json (the performance report)");
@@ -347,6 +287,7 @@ void register_bench(CLI::App& app) {
       [peak_backend, threads, n, iters] { bench_peak(*peak_backend, *threads, *n, *iters); });
   register_bench_loader(*bench);
   register_bench_allreduce(*bench);
+  register_bench_infer(*bench);
 }
 
 }  // namespace crest::tools

@@ -132,9 +132,7 @@ struct RollBack {
 
 // Default compute threads: this node's cores shared among the ranks on it.
 int compute_threads(const Config& config, const Communicator& comm) {
-  if (config.crest.threads > 0) return config.crest.threads;
-  return static_cast<int>(
-      std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(comm.local_size())));
+  return compute_threads_per_rank(config, comm.local_size());
 }
 
 class TrainingRun {
@@ -852,6 +850,12 @@ std::optional<double> EpochStats::val_metric(const std::string& short_name) cons
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log) {
   TrainingRun run(config, options, log);
   return run.run();
+}
+
+int compute_threads_per_rank(const Config& config, int local_ranks) {
+  if (config.crest.threads > 0) return config.crest.threads;
+  return static_cast<int>(
+      std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(local_ranks)));
 }
 
 }  // namespace crest

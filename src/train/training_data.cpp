@@ -16,7 +16,7 @@ namespace {
 // A split's limit: 0 (every file) for DeepCAM's kEverySample.
 int64_t file_limit(int64_t configured) { return configured == kEverySample ? 0 : configured; }
 
-void open_cosmoflow(const DataConfig& dc, const std::string& root, TrainingData& d) {
+CosmoflowSourceOptions cosmoflow_options(const DataConfig& dc) {
   CosmoflowSourceOptions so;
   so.format =
       dc.format == SampleFileFormat::npy ? CosmoflowFileFormat::npy : CosmoflowFileFormat::tfrecord;
@@ -24,6 +24,11 @@ void open_cosmoflow(const DataConfig& dc, const std::string& root, TrainingData&
   so.sample_shape = dc.sample_shape;
   so.targets = dc.target_shape[0];
   so.apply_log = dc.apply_log;
+  return so;
+}
+
+void open_cosmoflow(const DataConfig& dc, const std::string& root, TrainingData& d) {
+  CosmoflowSourceOptions so = cosmoflow_options(dc);
   so.dir = root + "/train";
   so.limit = dc.n_train;
   d.train = open_cosmoflow_source(so);
@@ -34,8 +39,8 @@ void open_cosmoflow(const DataConfig& dc, const std::string& root, TrainingData&
   }
 }
 
-// <root>/{train,validation}/ and <root>/stats.h5, the reference's layout.
-void open_deepcam(const DataConfig& dc, const std::string& root, TrainingData& d) {
+// The normalisation statistics of the dataset at <root>: <root>/stats.h5.
+DeepcamSourceOptions deepcam_options(const DataConfig& dc, const std::string& root) {
   DeepcamSourceOptions so;
   so.format = dc.format == SampleFileFormat::npy ? DeepcamFileFormat::npy : DeepcamFileFormat::hdf5;
   so.shape = {dc.sample_shape[0], dc.sample_shape[1], dc.sample_shape[2]};
@@ -47,6 +52,12 @@ void open_deepcam(const DataConfig& dc, const std::string& root, TrainingData& d
                 ": missing; a DeepCAM dataset holds its normalisation statistics "
                 "there, beside train/ and validation/ (data.data_dir)");
   so.stats = read_deepcam_stats(so.stats_path);
+  return so;
+}
+
+// <root>/{train,validation}/ and <root>/stats.h5, the reference's layout.
+void open_deepcam(const DataConfig& dc, const std::string& root, TrainingData& d) {
+  DeepcamSourceOptions so = deepcam_options(dc, root);
   so.dir = root + "/train";
   so.limit = file_limit(dc.n_train);
   d.train = open_deepcam_source(so);
@@ -82,6 +93,29 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
   else
     open_cosmoflow(dc, root, d);
   return d;
+}
+
+std::shared_ptr<SampleSource> open_split(const Config& config, Communicator& comm,
+                                         std::ostream& log, const std::string& split) {
+  const DataConfig& dc = config.data;
+  if (split == "train" || split == "validation") {
+    TrainingData d = open_training_data(config, comm, log);
+    if (split == "train") return d.train;
+    if (!d.valid)
+      throw_input(config.source + ": data.n_valid is 0: the config has no validation split");
+    return d.valid;
+  }
+  // A directory of sample files in the dataset's format, every file of it.
+  if (dc.name == DatasetKind::dummy)
+    throw_input(split + ": the dummy dataset has no files; give --split train or validation");
+  if (dc.name == DatasetKind::deepcam) {
+    DeepcamSourceOptions so = deepcam_options(dc, dc.data_dir);
+    so.dir = split;
+    return open_deepcam_source(so);
+  }
+  CosmoflowSourceOptions so = cosmoflow_options(dc);
+  so.dir = split;
+  return open_cosmoflow_source(so);
 }
 
 LoaderOptions loader_options(const DataConfig& dc) {

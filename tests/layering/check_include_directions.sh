@@ -16,6 +16,7 @@ declare -A allowed=(
   [optim]="core backends graph"
   [train]="core backends graph layers models dist data optim"
   [search]="core backends graph layers models dist data optim train"
+  [export]="core backends graph layers models data train"
 )
 status=0
 for part in "${!allowed[@]}"; do

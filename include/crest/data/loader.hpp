@@ -66,10 +66,11 @@ struct LoaderStats {
 // [batch, spec.x_shape...]; y is float32 [batch, targets] or int32 [batch, H, W]. The views always
 // hold batch_size places; only every_sample loaders leave some empty.
 struct LoadedBatch {
-  int64_t index = -1;                // within the epoch
-  TensorView sample, target;         // the samples' data and their targets, batch first
-  int64_t samples = 0;               // places holding a sample
-  std::span<const uint8_t> present;  // per place: 1 when it holds a sample, 0 when empty
+  int64_t index = -1;                   // within the epoch
+  TensorView sample, target;            // the samples' data and their targets, batch first
+  int64_t samples = 0;                  // places holding a sample
+  std::span<const uint8_t> present;     // per place: 1 when it holds a sample, 0 when empty
+  std::span<const int64_t> sample_ids;  // per place: its sample's source index, -1 when empty
   int slot = -1;
   bool complete() const { return samples == static_cast<int64_t>(present.size()); }
 };
@@ -96,6 +97,8 @@ class DataLoader {
   LoadedBatch next();
   void release(const LoadedBatch& batch);
   const LoaderStats& stats() const { return stats_; }
+  // Source indices of the samples skipped as bad so far (data.on_error: skip), sorted.
+  std::vector<int64_t> bad_samples() const;
   // Sample ids (source indices) of this rank in the epoch's consumption order (for tests).
   const std::vector<int64_t>& epoch_samples() const { return samples_; }
 

@@ -27,7 +27,10 @@ struct CompileOptions {
   // store their activations and compute in it; parameters stay in `dtype` (f32 master weights),
   // and graph inputs, losses and marked outputs too. Unset: everything in `dtype`.
   std::optional<DType> half;
-  bool training = true;      // false: forward only, no gradients, dropout off
+  bool training = true;  // false: forward only, no gradients, dropout off
+  // false: the graph's loss layers are left out (inference on samples without targets: the
+  // prediction alone; the target inputs stay but nothing reads them). Needs training false.
+  bool loss = true;
   bool input_grads = false;  // also compute gradients w.r.t. float graph inputs (gradient checks)
   bool fuse = true;          // fuse activations into convolutions where the backend can
   uint64_t seed = 0;         // parameter initialisation and dropout masks
@@ -89,8 +92,13 @@ class Executor {
   // Null (the default) is local batch norm. The reducer must outlive the steps that use it.
   void set_batch_stat_reducer(BatchStatReducer* reducer);
 
+  // The parameters. An inference program with batch norms folded into convolutions
+  // (fold_batch_norm) recomputes the folded weights at the next forward after any call of the
+  // non-const params(): write parameters through it (load_weights(ex.params(), ...)), or call
+  // parameters_changed() after writing through a pointer kept from an earlier call.
   ParamStore& params();
   const ParamStore& params() const;
+  void parameters_changed();
   VectorOps& vec() { return *vec_; }
   Backend& backend() { return backend_; }
   const CompileOptions& options() const { return opts_; }
@@ -110,6 +118,10 @@ class Executor {
 
  private:
   void bind_run_contexts();
+  // Inference: the folded convolutions' weights and biases from the live parameters, when they
+  // may have changed since the last forward.
+  void refresh_folds();
+  bool folds_stale_ = true;
   void finish_gradient(int slot);
   void* block_ptr(int block) const;
   // The element-wise operations for values of `dtype`: the compile dtype's, or the 16-bit ones.

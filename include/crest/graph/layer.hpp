@@ -75,6 +75,9 @@ struct CreateContext {
   // that reads its output: src/graph/compile/route_bias_grad.cpp): its backward leaves the bias
   // gradient alone.
   bool bias_grad_elsewhere = false;
+  // Inference: a batch norm after this layer was folded into its parameters
+  // (Layer::absorbs_channel_affine); its kernel needs a bias even when the node has none.
+  bool folded_affine = false;
 };
 
 // Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),
@@ -120,6 +123,24 @@ class Layer {
   virtual bool is_loss() const { return false; }
   // Whether input i is a data input whose gradient is never needed (e.g. labels, targets).
   virtual bool input_is_constant(size_t /*i*/) const { return false; }
+
+  // Inference folding (src/graph/compile/fold_batch_norm.cpp). A layer whose inference output is
+  // a per-channel affine of its input, y = x * scale[c] + shift[c] (batch norm on its running
+  // statistics), says so and computes scale and shift from its parameters (`params` in
+  // ParamSpec order, `dtype` the store's: f32 or f64).
+  virtual bool inference_is_channel_affine() const { return false; }
+  virtual void inference_scale_shift(const std::vector<void*>& /*params*/, DType /*dtype*/,
+                                     std::vector<double>& /*scale*/,
+                                     std::vector<double>& /*shift*/) const {}
+  // A layer that can absorb such an affine applied to its output into its own parameters (a
+  // convolution: weights scaled per output channel, a bias added if it had none) returns true,
+  // and writes the folded weight and bias into `folded` (its ParamSpec shapes, in `dtype`).
+  // Compiled with CreateContext::folded_affine, it then always reads a bias.
+  virtual bool absorbs_channel_affine() const { return false; }
+  virtual void absorb_channel_affine(const std::vector<void*>& /*params*/,
+                                     const std::vector<void*>& /*folded*/, DType /*dtype*/,
+                                     const std::vector<double>& /*scale*/,
+                                     const std::vector<double>& /*shift*/) const {}
 
   virtual void create(CreateContext& ctx) = 0;
   virtual void forward(RunContext& ctx) = 0;

@@ -31,6 +31,10 @@ class ConvLayer : public Layer {
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
+  bool absorbs_channel_affine() const override { return true; }
+  void absorb_channel_affine(const std::vector<void*>& params, const std::vector<void*>& folded,
+                             DType dtype, const std::vector<double>& scale,
+                             const std::vector<double>& shift) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;
@@ -40,12 +44,19 @@ class ConvLayer : public Layer {
   const ConvOptions& options() const { return opts_; }
 
  private:
+  // The output channel weight element `i` contributes to (layouts: param_specs).
+  int64_t output_channel_of(int64_t i) const;
+  template <typename T>
+  void absorb(const std::vector<void*>& params, const std::vector<void*>& folded,
+              const std::vector<double>& scale, const std::vector<double>& shift) const;
   ConvDesc make_desc(const Shape& in, const Shape& out, DType dtype) const;
   ConvOptions opts_;
   EltwiseDesc post_op_;
   bool bias_grad_ = true;  // false: the compile step computes the bias gradient elsewhere
   std::unique_ptr<ConvKernel> kernel_;
   bool need_input_grad_ = false;
+  bool folded_affine_ = false;  // inference: a batch norm folded in (CreateContext::folded_affine)
+  int64_t in_channels_ = 0, weight_count_ = 0;
 };
 
 // Builder helpers: graph nodes of kind "conv" and "conv_transpose".

@@ -90,6 +90,10 @@ int64_t effective_batch(const Config& c, int ranks);
 // build_model.cpp.
 BuiltModel build_model(const ModelConfig& m);
 
+// Compute threads of one rank: crest.threads, or this node's cores shared among its
+// `local_ranks` ranks.
+int compute_threads_per_rank(const Config& config, int local_ranks);
+
 // Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log);
 

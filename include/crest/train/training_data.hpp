@@ -21,6 +21,11 @@ struct TrainingData {
 };
 
 TrainingData open_training_data(const Config& config, Communicator& comm, std::ostream& log);
+// One split for inference (crest predict): "train" or "validation" (the files and limits training
+// reads, staged as training stages them), or a directory of sample files in the dataset's format
+// (every file; a DeepCAM directory is normalised with data.data_dir's stats.h5).
+std::shared_ptr<SampleSource> open_split(const Config& config, Communicator& comm,
+                                         std::ostream& log, const std::string& split);
 // Loader options from the data section (prefetch, threads = n_parallel_reads, cache, on_error).
 LoaderOptions loader_options(const DataConfig& data);
 // The validation loader's: shuffle_valid, no cache, and (DeepCAM) every sample read.

@@ -11,8 +11,15 @@
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "formats/file_io.hpp"
+#include "formats/hdf5_support.hpp"
 
 namespace crest {
+
+using hdf5_support::fail;
+using hdf5_support::file_access_properties;
+using hdf5_support::Handle;
+using hdf5_support::hdf5_reason;
+using hdf5_support::Hdf5Session;
 
 namespace {
 
@@ -24,73 +31,6 @@ constexpr hsize_t kMaxStatsChannels = hsize_t{1} << 20;
 // 1032:1. A dataset claiming more than this many times its stored bytes cannot be real data, and
 // refusing it bounds what its dataspace can make a reader allocate by the file's size.
 constexpr uint64_t kMaxExpansion = 1100;
-
-[[noreturn]] void fail(const std::string& path, const std::string& what) {
-  throw_input(path + ": " + what);
-}
-
-// HDF5 reports failures on a per-thread error stack. The innermost entry is the specific cause
-// ("truncated file: eof = ...", "can't open object"), the outermost says which API call failed.
-std::string hdf5_reason() {
-  std::vector<std::string> descs;
-  auto collect = [](unsigned, const H5E_error2_t* err, void* data) -> herr_t {
-    auto* out = static_cast<std::vector<std::string>*>(data);
-    if (err && err->desc) out->emplace_back(err->desc);
-    return 0;
-  };
-  H5Ewalk2(H5E_DEFAULT, H5E_WALK_DOWNWARD, collect, &descs);
-  H5Eclear2(H5E_DEFAULT);
-  if (descs.empty()) return "HDF5 gave no reason";
-  if (descs.size() == 1 || descs.front() == descs.back()) return "HDF5: " + descs.back();
-  return "HDF5: " + descs.front() + ": " + descs.back();
-}
-
-// Holds the process-wide HDF5 lock and silences automatic error printing, which HDF5 keeps per
-// thread (so it is set on every entry, cheaply, rather than once).
-class Hdf5Session {
- public:
-  Hdf5Session() : lock_(hdf5_mutex()) {
-    H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
-    H5Eclear2(H5E_DEFAULT);
-  }
-
- private:
-  std::lock_guard<std::mutex> lock_;
-};
-
-// An HDF5 identifier closed by the matching H5?close when it goes out of scope.
-class Handle {
- public:
-  using Closer = herr_t (*)(hid_t);
-  Handle() = default;
-  Handle(hid_t id, Closer closer) : id_(id), closer_(closer) {}
-  ~Handle() { reset(); }
-  Handle(Handle&& o) noexcept : id_(std::exchange(o.id_, H5I_INVALID_HID)), closer_(o.closer_) {}
-  Handle& operator=(Handle&& o) noexcept {
-    if (this != &o) {
-      reset();
-      id_ = std::exchange(o.id_, H5I_INVALID_HID);
-      closer_ = o.closer_;
-    }
-    return *this;
-  }
-  Handle(const Handle&) = delete;
-  Handle& operator=(const Handle&) = delete;
-
-  hid_t get() const { return id_; }
-  bool valid() const { return id_ >= 0; }
-  // Closes now and reports failure (closing a file flushes it: errors matter for writers).
-  herr_t close() {
-    const herr_t rc = id_ >= 0 && closer_ ? closer_(id_) : 0;
-    id_ = H5I_INVALID_HID;
-    return rc;
-  }
-  void reset() { (void)close(); }
-
- private:
-  hid_t id_ = H5I_INVALID_HID;
-  Closer closer_ = nullptr;
-};
 
 std::string dims_text(const std::vector<hsize_t>& dims) {
   std::string out = "[";
@@ -130,19 +70,6 @@ std::string type_text(hid_t type) {
     default:
       return "unknown type";
   }
-}
-
-// File access properties: keep HDF5's file locking, but do not fail on file systems that do not
-// support it (Lustre and GPFS mounts often do not; h5py users work around that with
-// HDF5_USE_FILE_LOCKING=FALSE, which still takes precedence).
-Handle file_access_properties(const std::string& path) {
-  Handle fapl(H5Pcreate(H5P_FILE_ACCESS), H5Pclose);
-  if (!fapl.valid())
-    fail(path, "cannot create HDF5 file access properties (" + hdf5_reason() + ")");
-#if H5_VERSION_GE(1, 10, 7)
-  if (H5Pset_file_locking(fapl.get(), true, true) < 0) (void)hdf5_reason();
-#endif
-  return fapl;
 }
 
 // Refuses a version 0/1 superblock (at offset 0, 8-byte addresses) that points to a driver

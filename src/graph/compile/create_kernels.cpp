@@ -66,6 +66,7 @@ void create_node(Program& p, Node& node, uint64_t position,
   op->dtype = node.dtype;
   CreateContext cc{p.backend, node.dtype,   p.opts.training,         {}, {}, {}, {}, {}, 0,
                    0,         node.post_op, node.bias_grad_elsewhere};
+  cc.folded_affine = node.fold >= 0;
   for (int v : op->in) {
     cc.in_shapes.push_back(p.val(v).shape);
     cc.in_formats.push_back(offer_in_dtype(p.val(v).fmt, node.dtype));
@@ -99,6 +100,7 @@ void create_node(Program& p, Node& node, uint64_t position,
   op->workspace_bytes = cc.workspace_bytes;
   op->scratch_bytes = cc.scratch_bytes;
   if (node.layer->is_loss()) p.loss_op = static_cast<int>(p.ops.size());
+  if (node.fold >= 0) p.folds[static_cast<size_t>(node.fold)].op = static_cast<int>(p.ops.size());
   p.add_op(std::move(op));
 }
 
@@ -106,7 +108,8 @@ void create_node(Program& p, Node& node, uint64_t position,
 
 void create_kernels(Program& p, const Graph& g) {
   std::map<std::pair<int, std::string>, int> reordered;  // (value, wanted format) -> value
-  for (size_t i = 0; i < p.nodes.size(); ++i) create_node(p, p.nodes[i], i, reordered);
+  for (size_t i = 0; i < p.nodes.size(); ++i)
+    if (!p.nodes[i].folded_away) create_node(p, p.nodes[i], i, reordered);
 
   p.graph_to_internal.resize(static_cast<size_t>(g.value_count()));
   std::iota(p.graph_to_internal.begin(), p.graph_to_internal.end(), 0);
@@ -125,6 +128,7 @@ void create_kernels(Program& p, const Graph& g) {
     }
   }
   for (Node& node : p.nodes) p.layers.push_back(std::move(node.layer));
+  if (!p.opts.loss) return;
   if (g.loss() >= 0) p.val(g.loss()).pinned = true;
   if (g.loss() >= 0 && p.loss_op < 0)
     throw_usage("the graph's loss value is not produced by a loss layer");

@@ -65,7 +65,8 @@ struct StoragePlanner {
         // Overwriting x is safe only if nothing else reads it and its producer's backward
         // does not need it, and x is not itself a view of something still alive.
         const int prod = val(x).producer;
-        const bool producer_needs = prod >= 0 && p.op(prod).needs.output[0];
+        const bool producer_needs =
+            prod >= 0 && p.op(prod).run_backward && p.op(prod).needs.output[0];
         share = single_reader(x) && !producer_needs && val(x).graph_input < 0 &&
                 group_size[static_cast<size_t>(uf.find(x))] == 1;
       }
@@ -88,9 +89,11 @@ struct StoragePlanner {
   void lifetimes() {
     for (size_t v = 0; v < nv; ++v) {
       Value& x = *p.values[v];
+      // Pinned values live the whole step; an inference program's inputs only until their last
+      // reader (the caller writes them before the next pass, and nothing reads them backward).
       if (x.pinned) {
         touch(v, 0);
-        touch(v, end - 1);
+        if (p.opts.training || x.graph_input < 0 || x.consumers.empty()) touch(v, end - 1);
       }
       if (x.producer >= 0) touch(v, tf(x.producer));
       for (int c : x.consumers) touch(v, tf(c));

@@ -34,6 +34,8 @@ int Program::add_value(const std::string& name, const Shape& shape) {
 }
 
 // Compiling changes layers (fusion, kernels), never the graph: every compile makes its own.
+// Without CompileOptions::loss the loss layers are left out (they have no parameters, so the
+// parameter store is the same as with them).
 void instantiate_layers(Program& p, const Graph& g) {
   p.inputs = g.inputs();
   for (const GraphNode& gn : g.nodes()) {
@@ -45,6 +47,7 @@ void instantiate_layers(Program& p, const Graph& g) {
     } catch (const Error& e) {
       rethrow_for_node(e, gn.name, gn.layer.kind);
     }
+    if (!p.opts.loss && node.layer->is_loss()) continue;
     node.inputs = gn.inputs;
     node.outputs = gn.outputs;
     p.nodes.push_back(std::move(node));

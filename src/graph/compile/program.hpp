@@ -5,6 +5,7 @@
 //   swap_activation_pool   act -> max-pool becomes max-pool -> act (same values, smaller tensor)
 //   infer_shapes           shapes, parameters, which values need a gradient
 //   assign_precision       which nodes compute in the 16-bit type of mixed precision
+//   fold_batch_norm        inference: conv -> batch norm becomes one conv with folded weights
 //   choose_fusions         producer + activation patterns the backend runs as one kernel
 //   route_bias_grad        conv -> max-pool: the bias gradient from the pool's smaller gradient
 //   create_kernels         kernels in order, reorders where a layer wants another format
@@ -40,6 +41,11 @@ struct Node {
   bool bias_grad_elsewhere = false;
   int channel_sum_slot = -1;
   DType dtype = DType::f32;  // assign_precision: what this node computes and stores outputs in
+  // fold_batch_norm: this node absorbed the batch norm after it (index into Program::folds; -1:
+  // none); the batch norm node is then `folded_away` (no op, no inputs or outputs: this node
+  // writes the batch norm's output).
+  int fold = -1;
+  bool folded_away = false;
 };
 
 struct Value {
@@ -91,6 +97,20 @@ struct Op {
   std::vector<int> temp_grad_block;  // per input slot: -1 = writes the value's gradient directly
 };
 
+// An inference program's convolution with a batch norm folded into it: the parameters its kernel
+// reads, recomputed from the live parameters before every forward pass (weights loaded after
+// compiling, or changed by training a program that shares them, are always seen).
+struct FoldedAffine {
+  int op = -1;                       // the absorbing op
+  const Layer* affine = nullptr;     // the folded batch norm's layer
+  std::vector<int> own_slots;        // the absorbing node's parameters
+  std::vector<int> affine_slots;     // the batch norm's
+  std::vector<Buffer> folded;        // the kernel's weight and bias, in the store's dtype
+  std::vector<double> scale, shift;  // per channel, sized at compile time
+  // Bound by the executor: the live parameters' and the folded buffers' addresses.
+  std::vector<void*> own_params, affine_params, folded_params;
+};
+
 struct Program {
   Program(Backend& b, const CompileOptions& o) : backend(b), opts(o) {}
   Backend& backend;
@@ -105,6 +125,7 @@ struct Program {
   ParamStore params;
   std::vector<bool> finished_in_backward;  // per parameter slot: its op's backward completes it
   MemoryPlan plan;
+  std::vector<FoldedAffine> folds;
 
   Value& val(int v) { return *values[static_cast<size_t>(v)]; }
   const Value& val(int v) const { return *values[static_cast<size_t>(v)]; }
@@ -121,6 +142,7 @@ void instantiate_layers(Program& p, const Graph& g);
 void swap_activation_pool(Program& p, const Graph& g);
 void infer_shapes(Program& p, const Graph& g);
 void assign_precision(Program& p);
+void fold_batch_norm(Program& p, const Graph& g);
 void choose_fusions(Program& p, const Graph& g);
 void route_bias_grad(Program& p, const Graph& g);
 void create_kernels(Program& p, const Graph& g);

@@ -1,0 +1,114 @@
+// crest bench infer: time inference passes of a model on random data (the program crest predict
+// runs: forward only, batch norm folded, no loss) and print one JSON line: samples/s from the
+// best pass, latency per batch, peak RSS.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "bench_model.hpp"
+#include "commands.hpp"
+#include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/train/trainer.hpp"
+
+namespace crest::tools {
+namespace {
+
+struct BenchInferArgs : BenchModelArgs {
+  std::string backend = default_backend_name();
+  std::string precision = "float32";
+  int64_t batch = 1;
+  int passes = 5, warmup = 1, threads = 0;
+  bool profile = false;
+};
+
+// One JSON line per layer: its forward time per pass and rate.
+void print_profile(const Executor& ex, int passes) {
+  for (const OpProfile& p : ex.profile()) {
+    nlohmann::json l;
+    l["layer"] = p.name;
+    l["kind"] = p.kind;
+    l["forward_ms"] = 1e3 * p.forward_s / passes;
+    l["forward_gflops"] = p.forward_s > 0 ? p.flops.forward * passes / p.forward_s / 1e9 : 0.0;
+    std::cout << l.dump() << "\n";
+  }
+}
+
+double seconds_of(const std::function<void()>& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void bench_infer(const BenchInferArgs& a) {
+  if (a.passes < 1 || a.warmup < 0 || a.batch < 1)
+    throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
+  auto backend = make_backend(a.backend);
+  const int threads = backend->set_threads(a.threads > 0 ? a.threads : hardware_threads());
+  const BuiltModel m = build_model(bench_model_config(a));
+  const auto precision = parse_enum<Precision>(a.precision, "--precision");
+  CompileOptions co;
+  co.batch = a.batch;
+  co.training = false;
+  co.loss = false;
+  co.dtype = precision_dtype(precision);
+  co.half = precision_half(precision);
+  std::unique_ptr<Executor> ex;
+  const double compile_s =
+      seconds_of([&] { ex = std::make_unique<Executor>(m.graph, *backend, co); });
+  fill_random_batch(*ex, m, *backend);
+  for (int i = 0; i < a.warmup; ++i) ex->forward(false);
+  ex->set_profiling(a.profile);
+  std::vector<double> times;
+  times.reserve(static_cast<size_t>(a.passes));
+  for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex->forward(false); }));
+  std::sort(times.begin(), times.end());
+  const double best = times.front(), median = times[times.size() / 2];
+  nlohmann::json j;
+  j["bench"] = "infer";
+  j["model"] = a.model;
+  j["backend"] = backend->name();
+  j["precision"] = enum_name(precision);
+  if (a.model == "deepcam") {
+    j["height"] = a.height;
+    j["width"] = a.width;
+  } else {
+    j["size"] = a.size;
+    j["conv_size"] = a.conv_size;
+  }
+  j["batch"] = a.batch;
+  j["threads"] = threads;
+  j["passes"] = a.passes;
+  j["latency_ms_min"] = best * 1e3;
+  j["latency_ms_median"] = median * 1e3;
+  j["samples_per_s"] = static_cast<double>(a.batch) / best;
+  j["gflops"] = ex->forward_flops() / best / 1e9;
+  j["compile_s"] = compile_s;
+  j["arena_mb"] = static_cast<double>(ex->plan().arena_bytes) / (1 << 20);
+  j["params_mb"] = static_cast<double>(ex->params().bytes()) / (1 << 20);
+  j["peak_rss_mb"] = peak_rss_mb();
+  std::cout << j.dump() << std::endl;
+  if (a.profile) print_profile(*ex, a.passes);
+}
+
+}  // namespace
+
+void register_bench_infer(CLI::App& bench) {
+  auto a = std::make_shared<BenchInferArgs>();
+  CLI::App* cmd = bench.add_subcommand(
+      "infer", "time inference passes on random data (forward only, batch norm folded)");
+  add_model_options(*cmd, *a);
+  cmd->add_option("--batch", a->batch, "batch size");
+  cmd->add_option("--passes", a->passes, "timed passes (the best is reported)");
+  cmd->add_option("--warmup", a->warmup, "untimed passes first");
+  cmd->add_option("--threads", a->threads, "compute threads (0 = all cores)");
+  cmd->add_option("--backend", a->backend, "a registered backend (default: the fastest built)");
+  cmd->add_option("--precision", a->precision, "float32, bf16 or fp16");
+  cmd->add_flag("--profile", a->profile, "also print per-layer times");
+  cmd->callback([a] { bench_infer(*a); });
+}
+
+}  // namespace crest::tools

@@ -1,0 +1,74 @@
+#include "bench_model.hpp"
+
+#include <sys/resource.h>
+
+#include <tuple>
+
+#include "crest/core/host_staging.hpp"
+
+namespace crest::tools {
+
+void add_model_options(CLI::App& cmd, BenchModelArgs& a) {
+  cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam)");
+  cmd.add_option("--size", a.size, "cosmoflow: cube size (a multiple of 32)");
+  cmd.add_option("--conv-size", a.conv_size, "cosmoflow: filters of the first conv (reference 32)");
+  cmd.add_option("--dropout", a.dropout, "cosmoflow: dropout rate (the peer uses 0.5)");
+  cmd.add_option("--height", a.height, "deepcam: sample height (a multiple of 16)");
+  cmd.add_option("--width", a.width, "deepcam: sample width (a multiple of 16)");
+}
+
+// Through the model registry, as a config's model section would be: an unknown --model lists
+// the registered ones. --size, --conv-size and --dropout are CosmoFlow's keys, --height and
+// --width DeepCAM's.
+ModelConfig bench_model_config(const BenchModelArgs& a) {
+  ModelConfig mc;
+  mc.name = a.model;
+  if (a.model == "deepcam") {
+    mc.attrs.set("input_shape", std::vector<int64_t>{a.height, a.width, 16});
+  } else {
+    mc.attrs.set("input_shape", std::vector<int64_t>{a.size, a.size, a.size, 4});
+    mc.attrs.set("conv_size", a.conv_size);
+    mc.attrs.set("dropout", a.dropout);
+  }
+  return mc;
+}
+
+// The model's flags, for the report's config line.
+std::string size_flags(const BenchModelArgs& a) {
+  if (a.model == "deepcam")
+    return "--height " + std::to_string(a.height) + " --width " + std::to_string(a.width);
+  return "--size " + std::to_string(a.size) + " --conv-size " + std::to_string(a.conv_size);
+}
+
+// Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
+// fields are O(1)), written on the host and copied into the model's memory. Integer targets are
+// class labels with the classes' rough frequencies (mostly background).
+void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
+  uint64_t s = 42;
+  auto next = [&s] {
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(static_cast<double>(s >> 40) * 0x1.0p-24);
+  };
+  for (const auto& [input, scale, offset] :
+       {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {
+    const TensorView in = ex.input(input);
+    HostStaging staged(backend.memory(), in.data(), in.bytes(), /*fetch=*/false);
+    for (int64_t i = 0; i < in.numel(); ++i) {
+      if (in.dtype() == DType::i32) {
+        const float u = next();
+        staged.as<int32_t>()[i] = u < 0.9f ? 0 : u < 0.92f ? 1 : 2;
+      } else {
+        staged.as<float>()[i] = scale * next() + offset;
+      }
+    }
+    staged.commit();
+  }
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+}  // namespace crest::tools

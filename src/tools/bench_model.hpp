@@ -1,0 +1,35 @@
+// What the model benchmarks (crest bench train, crest bench infer) share: the model flags, the
+// model they describe (through the model registry, as a config's model section would be), random
+// inputs like the peer scripts', and the process's peak memory.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <cstdint>
+#include <string>
+
+#include "crest/graph/executor.hpp"
+#include "crest/models/built_model.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest::tools {
+
+struct BenchModelArgs {
+  std::string model = "cosmoflow";
+  int64_t size = 128, conv_size = 32;  // cosmoflow
+  int64_t height = 768, width = 1152;  // deepcam's sample size (the reference's)
+  double dropout = 0.5;
+};
+
+// --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (DeepCAM's).
+void add_model_options(CLI::App& cmd, BenchModelArgs& a);
+// An unknown --model lists the registered ones.
+ModelConfig bench_model_config(const BenchModelArgs& a);
+// The model's flags, for reports: "--size 128 --conv-size 32".
+std::string size_flags(const BenchModelArgs& a);
+// Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
+// fields are O(1)), written on the host and copied into the model's memory. Integer targets are
+// class labels with the classes' rough frequencies (mostly background).
+void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend);
+// The process's peak resident memory so far (MiB).
+double peak_rss_mb();
+
+}  // namespace crest::tools
