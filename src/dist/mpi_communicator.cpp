@@ -359,6 +359,57 @@ class MpiCommunicator final : public Communicator {
                  "allgather of " + std::to_string(mine.size()) + " bytes");
     return out;
   }
+  // A send is an MPI_Isend, then MPI_Test polls, each a short task on the communication thread:
+  // between polls the thread runs other work (this rank's group collectives), so a message that
+  // waits for its receiver never holds up training.
+  void send(int dest, int tag, const std::vector<std::byte>& bytes) override {
+    if (bytes.size() > static_cast<size_t>(INT_MAX))
+      throw_runtime("point-to-point message of " + std::to_string(bytes.size()) +
+                    " bytes: larger than one MPI message (2 GiB)");
+    const std::string what = "send of " + std::to_string(bytes.size()) + " bytes to rank " +
+                             std::to_string(dest) + " (tag " + std::to_string(tag) + ")";
+    MPI_Request req = MPI_REQUEST_NULL;
+    thread_->run(
+        [&] {
+          check(MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, dest, tag, comm_,
+                          &req),
+                "MPI_Isend");
+        },
+        what);
+    long pause_ns = 20'000;
+    for (int done = 0;;) {
+      thread_->run([&] { check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test"); }, what);
+      if (done) return;
+      const timespec pause{0, pause_ns};
+      nanosleep(&pause, nullptr);
+      pause_ns = std::min(pause_ns * 2, 2'000'000L);
+    }
+  }
+  std::optional<Message> try_receive(int source, int tag) override {
+    std::optional<Message> got;
+    thread_->run(
+        [&] {
+          int flag = 0;
+          MPI_Status st;
+          const int from = source == kAnySource ? MPI_ANY_SOURCE : source;
+          check(MPI_Iprobe(from, tag, comm_, &flag, &st), "MPI_Iprobe");
+          if (!flag) return;
+          int count = 0;
+          check(MPI_Get_count(&st, MPI_BYTE, &count), "MPI_Get_count");
+          Message m;
+          m.source = st.MPI_SOURCE;
+          m.tag = st.MPI_TAG;
+          m.bytes.resize(static_cast<size_t>(count));
+          // The message probed is the one received: only this thread receives on comm_.
+          check(MPI_Recv(m.bytes.data(), count, MPI_BYTE, st.MPI_SOURCE, st.MPI_TAG, comm_,
+                         MPI_STATUS_IGNORE),
+                "MPI_Recv");
+          got = std::move(m);
+        },
+        "receive (tag " + std::to_string(tag) + ")");
+    return got;
+  }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     thread_->run([&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); },

@@ -1,7 +1,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
+#include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
 
 namespace crest {
@@ -47,6 +50,28 @@ class SingleProcessCommunicator final : public Communicator {
   std::unique_ptr<Communicator> split(int, int) override {
     return std::make_unique<SingleProcessCommunicator>();
   }
+  // Messages to itself: a queue (thread-safe: a study's scheduler and its group may be two
+  // threads of this process).
+  void send(int dest, int tag, const std::vector<std::byte>& bytes) override {
+    if (dest != 0)
+      throw Error(ErrorKind::runtime, "send to rank " + std::to_string(dest) + " of a 1-rank job");
+    std::lock_guard lock(mu_);
+    queue_.push_back({0, tag, bytes});
+  }
+  std::optional<Message> try_receive(int, int tag) override {
+    std::lock_guard lock(mu_);
+    for (auto it = queue_.begin(); it != queue_.end(); ++it)
+      if (it->tag == tag) {
+        Message m = std::move(*it);
+        queue_.erase(it);
+        return m;
+      }
+    return std::nullopt;
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<Message> queue_;
 };
 
 }  // namespace

@@ -13,6 +13,7 @@ void register_train(CLI::App& app);              // crest train
 void register_bench(CLI::App& app);              // crest bench train | peak | loader
 void register_data_tools(CLI::App& app);         // crest datagen | stage | validate | inspect
 void register_config(CLI::App& app);             // crest config from-args (config_command.cpp)
+void register_search(CLI::App& app);             // crest search (search_command.cpp)
 void register_predict(CLI::App& app);            // crest predict (predict_command.cpp)
 void register_export(CLI::App& app);             // crest export (export_command.cpp)
 void register_bench_allreduce(CLI::App& bench);  // crest bench allreduce (bench_allreduce.cpp)

@@ -39,6 +39,7 @@ int main(int argc, char** argv) {
   crest::tools::register_bench(app);
   crest::tools::register_data_tools(app);
   crest::tools::register_config(app);
+  crest::tools::register_search(app);
   crest::tools::register_predict(app);
   crest::tools::register_export(app);
   try {

@@ -21,6 +21,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/train/report_charts.hpp"
 
 namespace crest {
 namespace {
@@ -815,6 +816,28 @@ std::string write_report(const std::string& dir, const PerformanceReport& report
   const std::string page = dir + "/report.html";
   write_file_atomically(page, report_html(r));
   return page;
+}
+
+}  // namespace crest
+
+namespace crest {
+
+std::string svg_line_chart(const std::string& id, const std::string& title,
+                           const std::string& y_label, const std::vector<int>& x,
+                           const std::vector<ChartSeries>& series) {
+  std::vector<Series> s;
+  for (const auto& c : series) s.push_back({c.name, c.color, c.y});
+  return line_chart(id, title, y_label, x, s);
+}
+
+std::string html_escape(const std::string& s) { return html(s); }
+
+const char* report_css() { return kCss; }
+
+std::string chart_color(size_t i) {
+  static const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  return kPalette[i % (sizeof kPalette / sizeof kPalette[0])];
 }
 
 }  // namespace crest

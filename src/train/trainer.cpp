@@ -170,7 +170,8 @@ class TrainingRun {
   std::ostream& all_ranks_log_;
   std::ostream discard_{nullptr};
   const Clock::time_point started_ = Clock::now();
-  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Communicator> owned_comm_;  // the world, unless options.communicator is given
+  Communicator* comm_ = nullptr;
   RunDirectory run_dir_;
   RunRecords records_;
   std::ostream* log_ = &discard_;
@@ -208,10 +209,14 @@ class TrainingRun {
 TrainingRun::TrainingRun(const Config& config, const TrainOptions& options,
                          std::ostream& all_ranks_log)
     : config_(config), options_(options), all_ranks_log_(all_ranks_log) {
-  WorldOptions wo;
-  wo.backend = config.dist.backend;
-  wo.timeout_s = config.dist.timeout_s;
-  comm_ = make_world_communicator(wo);
+  comm_ = options.communicator;
+  if (!comm_) {
+    WorldOptions wo;
+    wo.backend = config.dist.backend;
+    wo.timeout_s = config.dist.timeout_s;
+    owned_comm_ = make_world_communicator(wo);
+    comm_ = owned_comm_.get();
+  }
   // Before anything slow: the run directory must be usable (and a resume possible).
   if (!options.dry_run)
     run_dir_ = prepare_run_directory(config, options.resume, options.overwrite, *comm_);

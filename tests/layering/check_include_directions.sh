@@ -15,6 +15,7 @@ declare -A allowed=(
   [data]="core dist"
   [optim]="core backends graph"
   [train]="core backends graph layers models dist data optim"
+  [search]="core backends graph layers models dist data optim train"
   [export]="core backends graph layers models data train"
 )
 status=0

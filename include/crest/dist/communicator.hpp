@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,25 @@ class Communicator {
   double allreduce_max(double v);
   // Ranks with the same `color` form a new communicator, ordered by (key, rank).
   virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+
+  // Point-to-point messages between two ranks (crest search: group leaders and the scheduler,
+  // weights between groups). Neither call holds the communication thread while it waits, so the
+  // collectives of this rank's other communicators go on meanwhile. A communicator without them
+  // (the default) throws crest::Error (runtime).
+  static constexpr int kAnySource = -1;
+  struct Message {
+    int source = 0;
+    int tag = 0;
+    std::vector<std::byte> bytes;
+  };
+  // Returns once `bytes` has been handed over (received or buffered by the library).
+  virtual void send(int dest, int tag, const std::vector<std::byte>& bytes);
+  // A message with `tag` from `source` (kAnySource: any rank) when one has arrived, else nullopt
+  // at once. Messages from one rank with one tag arrive in the order they were sent.
+  virtual std::optional<Message> try_receive(int source, int tag);
+  // Waits for such a message (polls try_receive); past `timeout_s` throws crest::Error (runtime)
+  // naming `what`.
+  Message receive(int source, int tag, double timeout_s, const std::string& what);
 };
 
 // One process: rank 0 of 1. Collectives are identities (start_allreduce only scales).

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/dist/communicator.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
 #include "crest/models/cosmoflow.hpp"
@@ -29,6 +30,9 @@ struct TrainOptions {
   bool overwrite = false;  // a fresh run may delete the checkpoints of an earlier one in output_dir
   // Observers in addition to the config's (tests, benchmarks); not owned, rank 0 only.
   std::vector<RunObserver*> extra_observers;
+  // The ranks that train this run, not owned (crest search: one group of the job); null: the
+  // process world that dist.backend chooses.
+  Communicator* communicator = nullptr;
 };
 
 struct EpochStats {
