@@ -1,8 +1,7 @@
 // Point-to-point messages of the Communicator interface: the defaults of communicators that have
 // none, and the blocking receive built on try_receive.
-#include <time.h>
-
 #include <chrono>
+#include <ctime>
 
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"

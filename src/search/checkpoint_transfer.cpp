@@ -1,12 +1,11 @@
 // Checkpoints between groups (checkpoint_transfer.hpp).
 #include "checkpoint_transfer.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 
@@ -130,7 +129,7 @@ std::string install_checkpoint(const std::string& run_dir, const FetchedCheckpoi
   // The receiver's own checkpoints go: the newest must be the donor's, whatever its step.
   for (const auto& e : fs::directory_iterator(dir))
     if (e.path().extension() == ".safetensors") fs::remove(e.path());
-  const std::string path = dir + "/" + c.name;
+  std::string path = dir + "/" + c.name;
   AtomicOutputFile f(path);
   f.write(c.bytes.data(), c.bytes.size());
   f.commit();

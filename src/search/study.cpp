@@ -3,11 +3,10 @@
 // each group's loop of trials.
 #include "crest/search/study.hpp"
 
-#include <time.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <memory>
 #include <optional>
