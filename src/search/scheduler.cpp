@@ -291,7 +291,10 @@ std::optional<int> Scheduler::best() const {
     if (r.status == TrialStatus::failed || r.metric.empty() || std::isnan(r.metric.back()))
       continue;
     // Trials trained longer are compared first: a metric after more epochs is the better guide.
-    const size_t n = r.metric.size();
+    // A completed trial went its whole way, however few epochs that took (a run that reached
+    // its quality target stops early): it ranks with those trained to the end.
+    const size_t n =
+        r.status == TrialStatus::completed ? std::numeric_limits<size_t>::max() : r.metric.size();
     if (!best || n > best_epochs || (n == best_epochs && better(r.metric.back(), best_value))) {
       best = r.id;
       best_epochs = n;

@@ -240,5 +240,24 @@ TEST(SearchScheduler, PbtPerturbationStaysInRangeAndKeepsConditions) {
   EXPECT_EQ(perturb(s, donor, pbt, 1, 5), perturb(s, donor, pbt, 1, 5));
 }
 
+// A trial that reached its quality target after 3 epochs and stopped is completed: it beats a
+// worse trial trained for all 6 (found in a random study on the learnable CosmoFlow fixture,
+// where best.yaml named the only trial that never reached the target).
+TEST(SearchScheduler, ATrialStoppedEarlyAtItsTargetRanksWithThoseTrainedToTheEnd) {
+  SchedulerSettings s;
+  s.min_epochs = s.max_epochs = 6;
+  s.trials = 2;
+  Scheduler sched(s, [](int i) { return Assignment{{"a", std::to_string(i)}}; });
+  const Work first = sched.next(0);
+  for (int e = 1; e <= 3; ++e) sched.epoch_done(first.trial, e, 0.5 - 0.1 * e);  // 0.2 at 3
+  sched.run_ended(first.trial, /*stopped_early=*/true);
+  const Work second = sched.next(0);
+  for (int e = 1; e <= 6; ++e) sched.epoch_done(second.trial, e, 0.6 - 0.01 * e);  // 0.54 at 6
+  sched.run_ended(second.trial, false);
+  ASSERT_TRUE(sched.best().has_value());
+  EXPECT_EQ(*sched.best(), first.trial);
+  EXPECT_DOUBLE_EQ(sched.best_metric(), 0.5 - 0.1 * 3);
+}
+
 }  // namespace
 }  // namespace crest

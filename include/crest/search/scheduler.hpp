@@ -104,7 +104,9 @@ class Scheduler {
 
   const std::vector<TrialRecord>& trials() const { return s_.trials; }
   const std::vector<int>& rungs() const { return rungs_; }
-  // The trial with the best metric at the highest rung any trial reached, or nullopt.
+  // The trial with the best final metric among the completed ones (trained to the end, or
+  // stopped early by their own rules, e.g. a quality target), else among those at the highest
+  // rung any trial reached; nullopt when none has a metric.
   std::optional<int> best() const;
   // Its metric at its last validated epoch.
   double best_metric() const;
