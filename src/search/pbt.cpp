@@ -11,12 +11,6 @@
 namespace crest {
 namespace {
 
-std::string exact_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 std::string scaled(const SpaceParameter& p, const std::string& value, bool up) {
   const double factor = up ? 1.2 : 0.8;
   const double v = std::clamp(std::strtod(value.c_str(), nullptr) * factor, p.low, p.high);

@@ -119,12 +119,6 @@ SpaceParameter read_parameter(const std::string& key, const YAML::Node& spec,
 }
 
 // A double as text that reads back as the same double.
-std::string exact_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 bool active(const SpaceParameter& p, const Assignment& so_far) {
   for (const auto& [key, value] : p.when)
     if (value_of(so_far, key) != value) return false;
@@ -245,6 +239,12 @@ std::vector<std::string> as_overrides(const Assignment& a) {
   std::vector<std::string> out;
   for (const auto& [k, v] : a) out.push_back(k + "=" + v);
   return out;
+}
+
+std::string exact_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
 }
 
 }  // namespace crest

@@ -9,12 +9,6 @@
 namespace crest {
 namespace {
 
-std::string exact_text(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 // The values that stand for a parameter: a range's two ends (every value between them is as
 // acceptable to the schema as its ends, whose checks are bounds), a list's every value.
 std::vector<std::string> probe_values(const SpaceParameter& p) {

@@ -67,4 +67,8 @@ std::string value_of(const Assignment& a, const std::string& key);
 // `key=value` overrides for load_config.
 std::vector<std::string> as_overrides(const Assignment& a);
 
+// A real value as a trial's config override writes it: 17 significant digits, so the config
+// holds exactly the value drawn.
+std::string exact_text(double v);
+
 }  // namespace crest
