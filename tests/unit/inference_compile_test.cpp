@@ -65,6 +65,13 @@ void randomize_params(ParamStore& params, uint64_t seed) {
   }
 }
 
+// 32 x 48: the smallest size whose decoder still sees a 2 x 3 encoder output.
+BuiltModel smallest_deepcam() {
+  DeepcamOptions dc;
+  dc.input_shape = {32, 48, 16};
+  return build_deepcam(dc);
+}
+
 std::vector<float> run_inference(const Graph& g, const std::string& backend_name, bool fuse) {
   auto backend = make_backend(backend_name);
   CompileOptions o;
@@ -157,9 +164,7 @@ TEST(InferenceCompile, PlanNeedsFarLessMemoryThanTraining) {
 
 TEST(InferenceCompile, ForwardAllocatesNothing) {
   auto backend = make_backend("reference");
-  DeepcamOptions dc;
-  dc.input_shape = {32, 48, 16};
-  const BuiltModel m = build_deepcam(dc);
+  const BuiltModel m = smallest_deepcam();
   CompileOptions o;
   o.training = false;
   o.loss = false;
@@ -176,9 +181,7 @@ TEST(InferenceCompile, ForwardAllocatesNothing) {
 
 TEST(InferenceCompile, WithoutLossThePredictionIsTheSameAndNoLossRuns) {
   auto backend = make_backend("reference");
-  DeepcamOptions dc;
-  dc.input_shape = {32, 48, 16};
-  const BuiltModel m = build_deepcam(dc);
+  const BuiltModel m = smallest_deepcam();
   CompileOptions o;
   o.training = false;
   Executor with_loss(m.graph, *backend, o);
