@@ -34,6 +34,8 @@ Scheduler::Scheduler(SchedulerSettings settings, std::function<Assignment(int)> 
   for (int64_t e = settings_.min_epochs; e < settings_.max_epochs; e *= settings_.eta)
     rungs_.push_back(static_cast<int>(e));
   rungs_.push_back(settings_.max_epochs);
+  s_.entrants.resize(rungs_.size());
+  s_.taken.resize(rungs_.size(), 0);
   s_.results.resize(rungs_.size());
   s_.promoted.resize(rungs_.size());
 }
@@ -51,32 +53,70 @@ bool Scheduler::better(double a, double b) const {
   return settings_.lower_is_better ? a < b : a > b;
 }
 
-// Highest rung first, as ASHA does: finishing a promising trial is worth more than starting one.
-std::optional<int> Scheduler::promotable() {
-  for (int k = static_cast<int>(rungs_.size()) - 2; k >= 0; --k) {
-    auto ranked = s_.results[static_cast<size_t>(k)];
-    std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
-      if (better(x.first, y.first)) return true;
-      if (better(y.first, x.first)) return false;
-      return x.second < y.second;
-    });
-    const size_t top = ranked.size() / static_cast<size_t>(settings_.eta);
-    auto& promoted = s_.promoted[static_cast<size_t>(k)];
-    for (size_t i = 0; i < top; ++i) {
-      const int t = ranked[i].second;
-      if (promoted[static_cast<size_t>(t)] ||
-          s_.trials[static_cast<size_t>(t)].status != TrialStatus::paused)
-        continue;
-      promoted[static_cast<size_t>(t)] = true;
-      s_.promotions.emplace_back(t, k + 1);
-      return t;
+// Takes each rung's results into the decisions in entry order: the next entrant's result is
+// taken once it is known (it reported the rung's epoch) or known never to come (the trial failed,
+// or ended before the rung on its own), and each one taken may promote. A result that arrived
+// while an earlier entrant still trains waits for it, so what was decided at every step is the
+// same whatever order the groups' reports came in.
+void Scheduler::take_settled_results() {
+  for (size_t k = 0; k + 1 < rungs_.size(); ++k) {
+    const auto& entrants = s_.entrants[k];
+    while (static_cast<size_t>(s_.taken[k]) < entrants.size()) {
+      const TrialRecord& r =
+          s_.trials[static_cast<size_t>(entrants[static_cast<size_t>(s_.taken[k])])];
+      const auto epoch = static_cast<size_t>(rungs_[k]);
+      const bool ended = r.status == TrialStatus::failed || r.status == TrialStatus::completed;
+      if (r.metric.size() < epoch && !ended) break;
+      ++s_.taken[k];
+      if (r.metric.size() < epoch) continue;  // it will never reach this rung
+      s_.results[k].emplace_back(r.metric[epoch - 1], r.id);
+      promote_top(k);
     }
   }
-  return std::nullopt;
+}
+
+// Promotes, best first, the trials in the top 1/eta of the rung's results taken so far that were
+// not promoted yet. They enter the next rung in that order, and wait in to_resume for a group.
+void Scheduler::promote_top(size_t k) {
+  auto ranked = s_.results[k];
+  std::stable_sort(ranked.begin(), ranked.end(), [&](const auto& x, const auto& y) {
+    if (better(x.first, y.first)) return true;
+    if (better(y.first, x.first)) return false;
+    return x.second < y.second;
+  });
+  const size_t top = ranked.size() / static_cast<size_t>(settings_.eta);
+  for (size_t i = 0; i < top; ++i) {
+    const int t = ranked[i].second;
+    if (s_.promoted[k][static_cast<size_t>(t)]) continue;
+    s_.promoted[k][static_cast<size_t>(t)] = true;
+    s_.promotions.emplace_back(t, static_cast<int>(k) + 1);
+    s_.entrants[k + 1].push_back(t);
+    s_.to_resume.emplace_back(t, static_cast<int>(k) + 1);
+  }
+}
+
+// A promotion whose trial has ended its run (paused at the rung), highest rung first as ASHA
+// does: finishing a promising trial is worth more than starting one. A promoted trial that
+// completed on its own (its quality target) has nothing left to train and is dropped.
+std::optional<std::pair<int, int>> Scheduler::promotable() {
+  std::erase_if(s_.to_resume, [&](const auto& p) {
+    return s_.trials[static_cast<size_t>(p.first)].status == TrialStatus::completed;
+  });
+  std::optional<size_t> pick;
+  for (size_t i = 0; i < s_.to_resume.size(); ++i) {
+    const auto [t, rung] = s_.to_resume[i];
+    if (s_.trials[static_cast<size_t>(t)].status != TrialStatus::paused) continue;
+    if (!pick || rung > s_.to_resume[*pick].second) pick = i;
+  }
+  if (!pick) return std::nullopt;
+  const auto p = s_.to_resume[*pick];
+  s_.to_resume.erase(s_.to_resume.begin() + static_cast<std::ptrdiff_t>(*pick));
+  return p;
 }
 
 void Scheduler::restore(SchedulerState state) {
-  CREST_CHECK(state.results.size() == rungs_.size() && state.promoted.size() == rungs_.size(),
+  CREST_CHECK(state.results.size() == rungs_.size() && state.promoted.size() == rungs_.size() &&
+                  state.entrants.size() == rungs_.size() && state.taken.size() == rungs_.size(),
               "the saved scheduler state has other rungs than these settings");
   s_ = std::move(state);
   interrupted_.clear();
@@ -217,12 +257,12 @@ Work Scheduler::next(int group) {
     w.resume = true;
     return w;
   }
-  if (const auto t = promotable()) {
-    TrialRecord& r = s_.trials[static_cast<size_t>(*t)];
+  if (const auto p = promotable()) {
+    TrialRecord& r = s_.trials[static_cast<size_t>(p->first)];
     r.status = TrialStatus::running;
     r.group = group;
-    r.target_epochs = rungs_[static_cast<size_t>(s_.promotions.back().second)];
-    w.trial = *t;
+    r.target_epochs = rungs_[static_cast<size_t>(p->second)];
+    w.trial = p->first;
     w.params = r.params;
     w.epochs = r.target_epochs;
     w.resume = true;
@@ -236,11 +276,13 @@ Work Scheduler::next(int group) {
     r.target_epochs = rungs_.front();
     s_.trials.push_back(r);
     for (auto& p : s_.promoted) p.push_back(false);
+    s_.entrants.front().push_back(r.id);
     w.trial = r.id;
     w.params = r.params;
     w.epochs = r.target_epochs;
     return w;
   }
+  // A running trial may still promote another (or be promoted) when it reports.
   for (const auto& r : s_.trials)
     if (r.status == TrialStatus::running) {
       Work wait;
@@ -257,24 +299,21 @@ void Scheduler::epoch_done(int trial, int epoch, double metric) {
   if (r.metric.size() < static_cast<size_t>(epoch))
     r.metric.resize(static_cast<size_t>(epoch), std::numeric_limits<double>::quiet_NaN());
   r.metric[static_cast<size_t>(epoch - 1)] = metric;
-  if (const int k = rung_of_epoch(epoch); k >= 0) {
-    auto& at = s_.results[static_cast<size_t>(k)];
-    const bool recorded =
-        std::any_of(at.begin(), at.end(), [&](auto& x) { return x.second == trial; });
-    if (!recorded) at.emplace_back(metric, trial);
-  }
+  if (!pbt_ && rung_of_epoch(epoch) >= 0) take_settled_results();
 }
 
 void Scheduler::run_failed(int trial, const std::string& message) {
   TrialRecord& r = s_.trials.at(static_cast<size_t>(trial));
   r.status = TrialStatus::failed;
   r.message = message;
+  if (!pbt_) take_settled_results();
 }
 
 void Scheduler::run_ended(int trial, bool stopped_early) {
   TrialRecord& r = s_.trials.at(static_cast<size_t>(trial));
   const bool at_end = static_cast<int>(r.metric.size()) >= settings_.max_epochs;
   r.status = stopped_early || at_end ? TrialStatus::completed : TrialStatus::paused;
+  if (!pbt_) take_settled_results();
 }
 
 void Scheduler::finish() {

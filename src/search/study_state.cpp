@@ -134,6 +134,9 @@ nlohmann::json state_to_json(const SchedulerState& s) {
     results.push_back(r);
   }
   return {{"trials", trials},
+          {"entrants", s.entrants},
+          {"taken", s.taken},
+          {"to_resume", s.to_resume},
           {"results", results},
           {"promoted", s.promoted},
           {"promotions", s.promotions},
@@ -162,6 +165,9 @@ SchedulerState state_from_json(const nlohmann::json& j) {
     s.results.emplace_back();
     for (const auto& e : rung) s.results.back().emplace_back(number_from(e.at(0)), e.at(1));
   }
+  s.entrants = j.at("entrants").get<std::vector<std::vector<int>>>();
+  s.taken = j.at("taken").get<std::vector<int>>();
+  s.to_resume = j.at("to_resume").get<std::vector<std::pair<int, int>>>();
   s.promoted = j.at("promoted").get<std::vector<std::vector<bool>>>();
   s.promotions = j.at("promotions").get<std::vector<std::pair<int, int>>>();
   s.finished = j.at("finished");

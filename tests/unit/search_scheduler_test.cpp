@@ -6,7 +6,9 @@
 #include <map>
 #include <queue>
 #include <set>
+#include <sstream>
 
+#include "crest/core/hash_rng.hpp"
 #include "crest/search/pbt.hpp"
 #include "crest/search/scheduler.hpp"
 #include "crest/search/search_space.hpp"
@@ -153,6 +155,83 @@ TEST(SearchScheduler, AFailedTrialIsRecordedAndTheGroupGetsTheNextOne) {
   EXPECT_EQ(sched.trials()[0].status, TrialStatus::failed);
   EXPECT_EQ(sched.trials()[0].message, "loss is NaN");
   EXPECT_EQ(sched.best(), 1);
+}
+
+// ASHA with `groups` groups whose every run takes a random time (from `timing_seed`); a run's
+// reports reach the scheduler when it ends, so they arrive in another order for every timing.
+// The curves cross (trial i's metric after e epochs: its planted a plus (i % 5) / e), trial 4
+// fails in its first run and trial 9 stops on its own (a quality target) after 2 epochs.
+// Returns what must not depend on the timing: every rung's entrants in order, each trial's
+// status and epochs, the best trial.
+std::string asha_decisions(int groups, uint64_t timing_seed) {
+  SchedulerSettings s;
+  s.min_epochs = 1;
+  s.max_epochs = 9;
+  s.eta = 3;
+  s.trials = 30;
+  const int n = s.trials;
+  Scheduler sched(s, [n](int i) {
+    return Assignment{{"a", std::to_string(static_cast<int>(planted_a(i, n)))}};
+  });
+  // (time the group is free, group, the run it was training: -1 none).
+  using Event = std::tuple<double, int, int>;
+  std::priority_queue<Event, std::vector<Event>, std::greater<>> free;
+  for (int g = 0; g < groups; ++g) free.emplace(0.0, g, -1);
+  std::map<int, Work> runs;  // per group: its run
+  uint64_t draws = 0;
+  const auto random_time = [&] {
+    return 0.1 + static_cast<double>(rng::counter_bits(timing_seed, draws++) % 1000) / 100.0;
+  };
+  while (!free.empty()) {
+    auto [t, g, trial] = free.top();
+    free.pop();
+    if (trial >= 0) {  // the group's run ends: its reports arrive now
+      const Work& w = runs[g];
+      const double a = std::stod(value_of(w.params, "a"));
+      const int from = static_cast<int>(sched.trials()[static_cast<size_t>(trial)].metric.size());
+      const int to = trial == 9 ? std::min(w.epochs, 2) : w.epochs;
+      if (trial == 4) {
+        sched.run_failed(trial, "out of memory");
+      } else {
+        for (int e = from + 1; e <= to; ++e)
+          sched.epoch_done(trial, e, a + (trial % 5) / static_cast<double>(e));
+        sched.run_ended(trial, to < w.epochs);
+      }
+    }
+    const Work w = sched.next(g);
+    if (w.kind == Work::Kind::done) continue;
+    if (w.kind == Work::Kind::wait) {
+      free.emplace(t + random_time(), g, -1);
+      continue;
+    }
+    runs[g] = w;
+    const int from = static_cast<int>(sched.trials()[static_cast<size_t>(w.trial)].metric.size());
+    free.emplace(t + random_time() * (w.epochs - from), g, w.trial);
+  }
+  std::ostringstream o;
+  for (const auto& rung : sched.state().entrants) {
+    o << "rung:";
+    for (int t : rung) o << " " << t;
+    o << "\n";
+  }
+  for (const auto& t : sched.trials())
+    o << "trial " << t.id << " " << status_name(t.status) << " " << t.metric.size() << "\n";
+  o << "best " << sched.best().value_or(-1) << "\n";
+  return o.str();
+}
+
+TEST(SearchScheduler, AshaDecisionsDependOnTheMetricsAloneNotOnTheGroupsSpeedsOrCount) {
+  const std::string one_group = asha_decisions(1, 1);
+  // Some trials were promoted past the first rung and some pruned: the comparison has content.
+  EXPECT_NE(one_group.find("completed 9"), std::string::npos) << one_group;
+  EXPECT_NE(one_group.find("pruned 1"), std::string::npos) << one_group;
+  EXPECT_NE(one_group.find("trial 4 failed 0"), std::string::npos) << one_group;
+  EXPECT_NE(one_group.find("trial 9 completed 2"), std::string::npos) << one_group;
+  for (int groups : {2, 3, 5, 8})
+    for (uint64_t timing : {2, 3, 4}) {
+      SCOPED_TRACE(std::to_string(groups) + " groups, timing " + std::to_string(timing));
+      EXPECT_EQ(asha_decisions(groups, timing), one_group);
+    }
 }
 
 // PBT on `speeds.size()` groups (a group's epoch takes speeds[g] time units); the metric after

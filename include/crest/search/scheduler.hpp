@@ -6,8 +6,11 @@
 // Random and grid studies train every trial to the full epoch count. ASHA (asynchronous
 // successive halving) trains new trials to the first rung and promotes a trial to the next rung
 // when its metric is in the top 1/eta of the results recorded at its rung; a group with nothing
-// to promote starts a new trial, so no group waits for a rung to fill. PBT (enable_pbt) keeps one
-// member per group and decides by generations which members copy which.
+// to promote starts a new trial, so no group waits for a rung to fill. The results of a rung are
+// taken in the order trials entered it (trial number at the first rung, promotion order above),
+// not in the order they arrive, so the decisions depend on the metrics alone and not on the
+// groups' speeds: the same seed gives the same promotions on any number of groups. PBT
+// (enable_pbt) keeps one member per group and decides by generations which members copy which.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -61,9 +64,16 @@ struct SchedulerSettings {
 // (state.json) and restores on --resume, so the decisions go on as if never interrupted.
 struct SchedulerState {
   std::vector<TrialRecord> trials;
-  std::vector<std::vector<std::pair<double, int>>> results;  // per rung: (metric, trial)
-  std::vector<std::vector<bool>> promoted;                   // per rung, per trial
-  std::vector<std::pair<int, int>> promotions;               // (trial, rung promoted to)
+  // ASHA, per rung: the trials that entered it, in entry order (trial number at the first rung,
+  // promotion order above); how many of them were taken into the decisions (a prefix: the next
+  // one is still training towards the rung); the taken ones' (metric, trial), in entry order;
+  // and per trial, whether it was promoted from the rung.
+  std::vector<std::vector<int>> entrants;
+  std::vector<int> taken;
+  std::vector<std::vector<std::pair<double, int>>> results;
+  std::vector<std::vector<bool>> promoted;
+  std::vector<std::pair<int, int>> promotions;  // (trial, rung promoted to), in decision order
+  std::vector<std::pair<int, int>> to_resume;   // promotions no group has taken up yet
   bool finished = false;
   // PBT: each group's member (-1: none yet), each trial's copies in flight as a donor, and the
   // exploits decided: (receiver, donor) in decision order.
@@ -119,7 +129,9 @@ class Scheduler {
  private:
   int rung_of_epoch(int epoch) const;  // index of the rung ending at `epoch`, or -1
   bool better(double a, double b) const;
-  std::optional<int> promotable();
+  void take_settled_results();
+  void promote_top(size_t rung);
+  std::optional<std::pair<int, int>> promotable();
   void finish();
 
   SchedulerSettings settings_;
