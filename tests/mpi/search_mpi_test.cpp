@@ -159,6 +159,25 @@ TEST(SearchMpi, APbtStudyWhoseRankIsKilledResumesToTheUninterruptedResults) {
   EXPECT_GE(copies, 1) << "the study must exercise copies";
 }
 
+// ASHA records a rung's results in entry order (docs/search.md), so 4 groups of 1 rank, whose
+// reports arrive in an order set by the machine, promote and prune exactly as 1 group does.
+TEST(SearchMpi, AshaOnFourGroupsPromotesAndPrunesTheTrialsOneGroupDoes) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {loguniform: [1e-3, 1e-1]}\n");
+  const std::string args = "search " + tiny_args() + " --space " + space +
+                           " --algorithm asha --trials 9 --min-epochs 1 --max-epochs 3 --eta 3"
+                           " --seed 4 --ranks-per-trial 1 --out ";
+  const CliRun one = run_crest_mpi(1, args + d.file("one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const CliRun four = run_crest_mpi(4, args + d.file("four"));
+  ASSERT_EQ(four.code, 0) << four.out;
+  EXPECT_EQ(outcome(d.file("four")), outcome(d.file("one")));
+  std::set<std::string> statuses;
+  for (const auto& row : final_rows(d.file("four"))) statuses.insert(row["status"]);
+  EXPECT_EQ(statuses, (std::set<std::string>{"completed", "pruned"})) << "promotions and prunes";
+}
+
 TEST(SearchMpi, RanksThatDoNotSplitIntoEqualGroupsAreAUsageError) {
   TempDir d;
   const std::string space = write_space(d, "parameters:\n  model.dropout: {uniform: [0, 0.5]}\n");
