@@ -43,6 +43,20 @@ bool gradient_overflow_asked(int64_t global_step, int rank) {
   return true;
 }
 
+bool batch_failure_asked(int64_t global_step, int rank) {
+  static bool done = false;
+  if (done || !asked("CREST_TEST_BATCH_FAILURE_AT_STEP", global_step, rank)) return false;
+  done = true;
+  return true;
+}
+
+bool validation_failure_asked(int epoch, int rank) {
+  static bool done = false;
+  if (done || !asked("CREST_TEST_VALIDATION_FAILURE_AT_EPOCH", epoch, rank)) return false;
+  done = true;
+  return true;
+}
+
 void write_gradient_infinity(const ParamStore& params, int slot) {
   CREST_CHECK(params.dtype() == DType::f32, "CREST_TEST_GRAD_OVERFLOW_AT_STEP needs float32");
   HostStaging host(params.memory(), params.grad(static_cast<size_t>(slot)).data(), sizeof(float));

@@ -13,6 +13,13 @@
 //                                        With train.loss_scaling: dynamic an overflow (the update
 //                                        is skipped, the scale backs off), else a non-finite
 //                                        gradient for train.on_nonfinite.
+//   CREST_TEST_BATCH_FAILURE_AT_STEP=G[@R]
+//                                        reading the batch of global step G fails (an input
+//                                        error, as a damaged file gives), on rank R only (every
+//                                        rank without @R); once per process.
+//   CREST_TEST_VALIDATION_FAILURE_AT_EPOCH=E[@R]
+//                                        reading the first validation batch of epoch E (1-based)
+//                                        fails likewise; once per process.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -29,6 +36,13 @@ bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int
 // Whether CREST_TEST_GRAD_OVERFLOW_AT_STEP asks for `global_step` on `rank`; true at most once
 // per process.
 bool gradient_overflow_asked(int64_t global_step, int rank);
+// Whether CREST_TEST_BATCH_FAILURE_AT_STEP asks for `global_step` on `rank`; true at most once
+// per process.
+bool batch_failure_asked(int64_t global_step, int rank);
+// Whether CREST_TEST_VALIDATION_FAILURE_AT_EPOCH asks for `epoch` (1-based) on `rank`; true at
+// most once per process.
+bool validation_failure_asked(int epoch, int rank);
+
 // Writes +infinity into the first element of `slot`'s gradient (float32).
 void write_gradient_infinity(const ParamStore& params, int slot);
 

@@ -49,7 +49,7 @@ void TrainStep::on_gradient_ready(int slot) {
   if (phase_ + 1 == accumulation_ && exchanges()) sync_->gradient_ready(slot);
 }
 
-StepResult TrainStep::run(double lr, bool stop_here) {
+StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
   StepResult r;
   // S changes only where a window ends, so every micro-batch of a window carries the same one.
   if (scaler_) {
@@ -59,7 +59,8 @@ StepResult TrainStep::run(double lr, bool stop_here) {
   r.loss = ex_.forward(true);
   r.forward_done = Timeline::now();
   window_stop_ |= stop_here;
-  window_nonfinite_loss_ |= !std::isfinite(r.loss);
+  window_failed_ |= failed_here;
+  window_nonfinite_loss_ |= !failed_here && !std::isfinite(r.loss);
   phase_ = static_cast<int>(micro_batches_ % accumulation_);
   r.updated = phase_ + 1 == accumulation_;
   // Before backward: the bucket carrying the sideband may start while backward runs. Backward
@@ -99,6 +100,7 @@ void TrainStep::unscale_where_nothing_else_does() {
 // anywhere poisons. It is the pass every update makes for train.on_nonfinite; with a loss scaler
 // it is the overflow check as well, made once per optimizer step on the window's summed gradient.
 void TrainStep::decide_update(StepResult& r, double lr) {
+  if (r.rank_failed) return;  // the run ends: nothing to decide
   const ParamStore& params = ex_.params();
   const double norm_sq = params.ops().sum_squares(params.grads(), params.trainable_count_padded());
   const bool gradients_finite = std::isfinite(norm_sq);
@@ -116,27 +118,30 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   if (scaler_) scaler_->update(/*overflow=*/false);
 }
 
-// Two floats: [0] a stop request, [1] a non-finite loss in the window. Summed (and scaled by
+// Three floats: [0] a stop request, [1] a non-finite loss in the window, [2] a rank failed in the
+// window. Summed (and scaled by
 // 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag far from float32's
 // subnormals) with the gradients, so a value above zero means "some rank".
 void TrainStep::write_sideband() {
   const ParamStore& params = ex_.params();
-  HostStaging host(params.memory(), params.sideband(), 2 * sizeof(float), /*fetch=*/false);
+  HostStaging host(params.memory(), params.sideband(), 3 * sizeof(float), /*fetch=*/false);
   float* f = host.as<float>();
   f[0] = window_stop_ ? 1.f : 0.f;
   f[1] = window_nonfinite_loss_ ? 1.f : 0.f;
+  f[2] = window_failed_ ? 1.f : 0.f;
   host.commit();
-  window_stop_ = window_nonfinite_loss_ = false;
+  window_stop_ = window_nonfinite_loss_ = window_failed_ = false;
 }
 
 void TrainStep::read_sideband(StepResult& r) {
   const ParamStore& params = ex_.params();
   const HostStaging host(params.memory(), static_cast<const void*>(params.sideband()),
-                         2 * sizeof(float));
+                         3 * sizeof(float));
   const float* f = host.as<float>();
   r.decided = true;
   r.stop_requested = f[0] > 0;
   r.nonfinite_loss = f[1] > 0;
+  r.rank_failed = f[2] > 0;
 }
 
 TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients() const {

@@ -32,6 +32,7 @@
 #include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 #include "epoch_log.hpp"
+#include "rank_failure.hpp"
 #include "resume.hpp"
 #include "run_status.hpp"
 #include "step_timeline.hpp"
@@ -151,6 +152,7 @@ class TrainingRun {
   TrainSummary train();
   bool train_epoch(int epoch, EpochStats& st);
   bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
+  std::optional<LoadedBatch> next_batch(double& got);
   void write_checkpoint_at(const TrainingPosition& at);
   void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
   void stop_early(int epoch, int64_t steps_done);
@@ -191,6 +193,7 @@ class TrainingRun {
   std::unique_ptr<DataLoader> train_loader_, valid_loader_;
   int64_t train_steps_ = 0;
   std::unique_ptr<Checkpointer> checkpointer_;
+  RankFailure rank_failure_;  // this rank could not read a training batch
   std::unique_ptr<StopRules> stop_rules_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<EpochLog> epoch_log_;
@@ -490,16 +493,17 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
                                  Clock::time_point t0) {
   const auto step_started = Clock::now();
   const double asked = Timeline::now();
-  const LoadedBatch b = train_loader_->next();
-  const double got = Timeline::now();
-  feed_->feed(b);
+  double got = 0;
+  const std::optional<LoadedBatch> b = next_batch(got);
   inject_nonfinite_input_if_asked(*ex_, task_.model.sample_input, pos_.global_step + 1,
                                   comm_->rank());
   if (gradient_overflow_asked(pos_.global_step + 1, comm_->rank())) step_->overflow_next_gradient();
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
-  const StepResult r = step_->run(lr, stop_here);
-  train_loader_->release(b);
+  const StepResult r = step_->run(lr, stop_here, rank_failure_.failed());
+  if (b) train_loader_->release(*b);
+  if (r.decided && r.rank_failed)
+    rank_failure_.throw_together(*comm_, "step " + std::to_string(s + 1));
   if (r.decided && !r.finite) on_nonfinite(epoch, s, r);  // returns only to skip the update
   if (r.overflow) on_overflow(r);
   stop_requested_ = stop_requested_ || r.stop_requested;
@@ -523,6 +527,31 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   si.epoch_elapsed_s = since(t0);
   records_.notify([&](RunObserver& o) { o.step_end(si); });
   return r.updated;
+}
+
+// The step's batch, fed to the executor. On more than one rank a batch this rank cannot read
+// (a damaged file in its shard) does not end it alone: the failure is recorded, the step runs on
+// stale inputs so the rank joins the gradient exchange, and every rank ends there together
+// (RankFailure). A rank that failed reads nothing more: its loader may be broken.
+// `got`: when the loader handed it over.
+std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
+  got = Timeline::now();
+  if (rank_failure_.failed()) return std::nullopt;
+  std::optional<LoadedBatch> b;
+  try {
+    b = train_loader_->next();
+    got = Timeline::now();
+    if (batch_failure_asked(pos_.global_step + 1, comm_->rank()))
+      throw_input("test fault: the batch of global step " + std::to_string(pos_.global_step + 1) +
+                  " could not be read (CREST_TEST_BATCH_FAILURE_AT_STEP)");
+    feed_->feed(*b);
+  } catch (const std::exception& e) {
+    if (comm_->size() == 1) throw;
+    rank_failure_.record(e);
+    if (b) train_loader_->release(*b);
+    return std::nullopt;
+  }
+  return b;
 }
 
 // Job-wide figures: sums over ranks (losses and counts), data wait and allreduce as the ranks'
@@ -690,7 +719,18 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
 
 void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   const auto t0 = Clock::now();
-  checkpointer_->write(at, summary_.epochs);
+  // Rank 0 writes; its failure (train.checkpoint_failures: stop) must not leave the other ranks
+  // in the next step's exchange: one flag's maximum per checkpoint tells them.
+  RankFailure failure;
+  try {
+    checkpointer_->write(at, summary_.epochs);
+  } catch (const std::exception& e) {
+    if (comm_->size() == 1) throw;
+    failure.record(e);
+  }
+  if (comm_->size() > 1)
+    failure.check_together(*comm_,
+                           "the checkpoint of global step " + std::to_string(at.global_step));
   budget_->checkpoint_done(since(t0));
   last_checkpoint_step_ = at.global_step;
 }

@@ -1,12 +1,15 @@
 #include "validation.hpp"
 
+#include "rank_failure.hpp"
+#include "test_faults.hpp"
+
 namespace crest {
 namespace {
 
 // The running sums of a pass, in one vector reduced over ranks at once:
-// [loss weight-sum, weight, samples, skipped, each metric's sums...]. The loss is the batch mean
-// of the compiled batch, so a complete batch weighs 1 and a single sample 1/batch: with complete
-// batches only, the sum and the weight are exactly those of a mean of batch losses.
+// [loss weight-sum, weight, samples, skipped, failed ranks, each metric's sums...]. The loss is the
+// batch mean of the compiled batch, so a complete batch weighs 1 and a single sample 1/batch: with
+// complete batches only, the sum and the weight are exactly those of a mean of batch losses.
 class PassSums {
  public:
   explicit PassSums(const Task& task) : task_(task) {
@@ -28,9 +31,14 @@ class PassSums {
     for (size_t k = 0; k < task_.metrics.size(); ++k)
       task_.metrics[k]->accumulate(pred, target, &sums_[metric_at_[k]]);
   }
-  ValidationResult reduce(Communicator& comm, int64_t skipped) {
+  // Throws on every rank, naming the lowest failing one, when `failure` holds on any.
+  ValidationResult reduce(Communicator& comm, int64_t skipped, const RankFailure& failure,
+                          int epoch) {
     sums_[kSkipped] = static_cast<double>(skipped);
+    sums_[kFailed] = failure.failed() ? 1 : 0;
     comm.allreduce_sum(sums_.data(), sums_.size());
+    if (sums_[kFailed] > 0)
+      failure.throw_together(comm, "the validation of epoch " + std::to_string(epoch + 1));
     ValidationResult r;
     r.loss = sums_[kWeight] > 0 ? sums_[kLoss] / sums_[kWeight] : 0;
     r.samples = static_cast<int64_t>(sums_[kSamples]);
@@ -43,7 +51,8 @@ class PassSums {
   bool has_metrics() const { return !task_.metrics.empty(); }
 
  private:
-  static constexpr size_t kLoss = 0, kWeight = 1, kSamples = 2, kSkipped = 3, kMetrics = 4;
+  static constexpr size_t kLoss = 0, kWeight = 1, kSamples = 2, kSkipped = 3, kFailed = 4,
+                          kMetrics = 5;
   const Task& task_;
   std::vector<size_t> metric_at_;
   std::vector<double> sums_;
@@ -82,21 +91,42 @@ void validate_sample_by_sample(Executor& ex, BatchFeed& feed, const LoadedBatch&
   }
 }
 
+void validate_batch(Executor& ex, BatchFeed& feed, DataLoader& loader, PassSums& sums,
+                    bool test_failure) {
+  const LoadedBatch b = loader.next();
+  if (test_failure) {
+    loader.release(b);
+    throw_input(
+        "test fault: a validation batch could not be read "
+        "(CREST_TEST_VALIDATION_FAILURE_AT_EPOCH)");
+  }
+  if (b.complete())
+    validate_complete(ex, feed, b, sums);
+  else
+    validate_sample_by_sample(ex, feed, b, sums);
+  loader.release(b);
+}
+
 }  // namespace
 
 ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, const Task& task,
                           Communicator& comm, int epoch) {
   PassSums sums(task);
+  RankFailure failure;
   loader.start_epoch(epoch);
   for (int64_t s = 0; s < loader.plan().batches; ++s) {
-    const LoadedBatch b = loader.next();
-    if (b.complete())
-      validate_complete(ex, feed, b, sums);
-    else
-      validate_sample_by_sample(ex, feed, b, sums);
-    loader.release(b);
+    try {
+      validate_batch(ex, feed, loader, sums,
+                     s == 0 && validation_failure_asked(epoch + 1, comm.rank()));
+    } catch (const std::exception& e) {
+      // On more than one rank: the others are validating towards the final sum; this rank goes
+      // there at once, and the sum tells every rank that it failed.
+      if (comm.size() == 1) throw;
+      failure.record(e);
+      break;
+    }
   }
-  return sums.reduce(comm, loader.stats().skipped);
+  return sums.reduce(comm, loader.stats().skipped, failure, epoch);
 }
 
 }  // namespace crest

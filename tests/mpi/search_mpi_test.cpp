@@ -92,6 +92,36 @@ TEST(SearchMpi, ATrialThatFailsOnItsGroupIsRecordedAndTheStudyGoesOn) {
   }
 }
 
+// A batch that group rank 1 cannot read (test hook, once per process: each group's first trial)
+// ends that trial on both of its ranks together (src/train/rank_failure.hpp); it is recorded
+// failed with that rank's error, and the groups go on to their next trials. Before, the group's
+// other rank waited in the gradient exchange until the watchdog ended the whole job.
+TEST(SearchMpi, ATrialThatFailsOnOneRankOfItsGroupEndsOnBothAndTheStudyGoesOn) {
+  TempDir d;
+  const std::string space =
+      write_space(d, "parameters:\n  lr_schedule.base_lr: {grid: [0.01, 0.02, 0.03, 0.04]}\n");
+  const std::string out = d.file("study");
+  const CliRun r = test::run_mpirun("-np 4 -x CREST_TEST_BATCH_FAILURE_AT_STEP=2@1 " +
+                                        std::string(CREST_BINARY) + " search " + tiny_args() +
+                                        " dist.timeout_s=3600 --space " + space + " --out " + out +
+                                        " --algorithm grid --ranks-per-trial 2",
+                                    300);
+  ASSERT_EQ(r.code, 0) << r.out;
+  int failed = 0, completed = 0;
+  for (const auto& row : final_rows(out)) {
+    if (row["status"] == "failed") {
+      ++failed;
+      EXPECT_NE(row["message"].get<std::string>().find(
+                    "rank 1 of 2: test fault: the batch of global step 2 could not be read"),
+                std::string::npos)
+          << row.dump();
+    }
+    completed += row["status"] == "completed";
+  }
+  EXPECT_EQ(failed, 2) << "each group's first trial";
+  EXPECT_EQ(completed, 2);
+}
+
 // The final rows without their timings and groups (which group takes which trial depends on
 // the groups' speeds): what two runs of the same random study must share.
 std::vector<std::string> outcome(const std::string& out) {

@@ -35,10 +35,12 @@ struct StepResult {
   // from the gradient exchange's sideband (ParamStore::sideband()), at no collective of its own.
   // finite: false when a loss of the window on any rank, or the averaged gradients' norm, was
   // not finite; the update was then skipped and the weights are intact (the caller decides what
-  // follows). stop_requested: some rank asked to stop (run()'s `stop_here`).
+  // follows). stop_requested: some rank asked to stop (run()'s `stop_here`). rank_failed: some
+  // rank failed in the window (run()'s `failed_here`, RankFailure); the update was skipped.
   bool decided = false;
   bool finite = true;
   bool stop_requested = false;
+  bool rank_failed = false;
   bool nonfinite_loss = false;  // the non-finite value was (also) a loss
   bool updated = false;         // this micro-batch ended with the optimizer step
   // Loss scaling: the window's gradients overflowed at `loss_scale` (every loss finite), the
@@ -61,9 +63,11 @@ class TrainStep {
 
   // Runs one micro-batch at learning rate `lr` (used when it ends with the update) on the
   // executor's current inputs. `stop_here`: this rank asks the job to stop (a signal, its time
-  // budget); the request travels with the window's gradients. Non-finite values skip the update
-  // and are reported in the result: the caller decides.
-  StepResult run(double lr, bool stop_here = false);
+  // budget); the request travels with the window's gradients. `failed_here`: this rank could not
+  // prepare the micro-batch (its inputs are stale); every rank learns it with the window's
+  // gradients, and the update is skipped. Non-finite values skip the update and are reported in
+  // the result: the caller decides.
+  StepResult run(double lr, bool stop_here = false, bool failed_here = false);
 
   // Post-mortem after a non-finite step: the first trainable slot (in the model's order) whose
   // averaged gradient holds a non-finite value, and how many do; "" when every one is finite
@@ -107,7 +111,7 @@ class TrainStep {
   int64_t micro_batches_ = 0;
   int phase_ = 0;  // this micro-batch's place in its window, while backward runs
   // This rank's facts about the open window, sent with its update's gradients.
-  bool window_stop_ = false, window_nonfinite_loss_ = false;
+  bool window_stop_ = false, window_nonfinite_loss_ = false, window_failed_ = false;
   bool overflow_next_ = false;
   void write_sideband();
   void read_sideband(StepResult& r);
