@@ -210,6 +210,59 @@ TEST(BatchNormLayer, EvalUsesRunningStatisticsAndChangesNothing) {
   }
 }
 
+// Evaluation in bf16 against the reference backend's float32, 2-D and 3-D, plain and (16
+// channels) blocked on oneDNN, with running statistics away from 0 and 1; compiled for training
+// (an evaluation forward between steps) and for inference.
+TEST(BatchNormLayer, Bf16EvaluationAgreesWithFloat32) {
+  const std::vector<Shape> shapes{Shape{3, 5, 4}, Shape{16, 5, 6}, Shape{2, 3, 4, 3},
+                                  Shape{16, 3, 2, 4}};
+  auto reference = make_backend("reference");
+  int checked = 0;
+  for (const Shape& shape : shapes) {
+    Graph g;
+    g.mark_output(g.add("bn", layers::batch_norm(), {g.input("x", shape)}));
+    const int64_t channels = shape[0];
+    auto prepare = [&](Executor& ex) {
+      std::vector<double> x(static_cast<size_t>(ex.input("x").numel()));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 2 * std::sin(0.37 * static_cast<double>(i));
+      put(ex.input("x"), x);
+      std::vector<double> w, b, mean, var;
+      for (int64_t c = 0; c < channels; ++c) {
+        const auto k = static_cast<double>(c);
+        w.push_back(0.5 + 0.1 * k);
+        b.push_back(0.3 - 0.05 * k);
+        mean.push_back(0.2 * std::cos(k));
+        var.push_back(0.5 + 0.2 * k);
+      }
+      put(ex.params().value(slot(ex, "bn.weight")), w);
+      put(ex.params().value(slot(ex, "bn.bias")), b);
+      put(ex.params().value(slot(ex, "bn.running_mean")), mean);
+      put(ex.params().value(slot(ex, "bn.running_var")), var);
+    };
+    Executor want(g, *reference, Target{"reference", DType::f32, 0}.options(2));
+    prepare(want);
+    want.forward(false);
+    for (const Target& t : targets()) {
+      if (!t.half) continue;
+      auto backend = make_backend(t.backend);
+      for (bool compiled_for_training : {true, false}) {
+        SCOPED_TRACE(t.name() + " " + shape.str() + (compiled_for_training ? " train" : " eval"));
+        CompileOptions o = t.options(2);
+        o.training = compiled_for_training;
+        Executor ex(g, *backend, o);
+        prepare(ex);
+        ex.forward(false);
+        const ValueId y = g.output_of("bn");
+        EXPECT_LT(test::rel_distance(ex.output(y), want.output(y)), t.out_tol);
+        EXPECT_GT(test::rel_distance(ex.output(y), ex.input("x")), 0.1) << "normalised at all";
+        EXPECT_NE(ex.summary().find(" bf16 "), std::string::npos) << ex.summary();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 8) << "the reference backend emulates bf16";
+}
+
 TEST(BatchNormLayer, ErrorsNameTheProblem) {
   auto node = [](const std::string& attrs, const std::string& shape) {
     return graph_from_yaml(YAML::Load("inputs: [{name: x, shape: " + shape +
