@@ -1,7 +1,9 @@
 // Batch normalisation beyond the op table's gradient check and backend agreement: the parameter
 // layout PyTorch's checkpoints need, the running-statistics update against hand-computed values,
 // evaluation with the running statistics, the fused ReLU, and synchronised batch norm (2 ranks x
-// batch 1 = 1 rank x batch 2).
+// batch 1 = 1 rank x batch 2); each in float32, float64 and bf16 (mixed precision, statistics in
+// float32), and that a bf16 conv -> batch norm -> ReLU -> conv block converts nothing around the
+// batch norm.
 #include "crest/layers/batch_norm.hpp"
 
 #include <gtest/gtest.h>
@@ -9,6 +11,8 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
+#include <sstream>
 #include <thread>
 #include <vector>
 
@@ -53,16 +57,31 @@ std::vector<double> values(const TensorView& t) {
 }
 
 // The backends and dtypes a numeric test runs on: the reference in f64 and f32, every other
-// built backend in f32.
+// built backend in f32, and every backend that runs bf16 under mixed precision (the reference
+// emulates it): the batch norm then reads and writes bf16 while its statistics stay float32.
 struct Target {
   std::string backend;
   DType dtype;
-  double tol;
+  double tol;                      // statistics and values computed in the compile dtype
+  std::optional<DType> half = {};  // CompileOptions::half
+  double out_tol = 10 * tol;       // values stored in the node's dtype (bf16 rounds to 2^-9)
+
+  std::string name() const { return backend + " " + dtype_name(half ? *half : dtype); }
+  CompileOptions options(int64_t batch) const {
+    CompileOptions o;
+    o.batch = batch;
+    o.dtype = dtype;
+    o.half = half;
+    return o;
+  }
 };
 std::vector<Target> targets() {
   std::vector<Target> t{{"reference", DType::f64, 1e-12}, {"reference", DType::f32, 2e-6}};
   for (const std::string& b : backend_names())
     if (b != "reference") t.push_back({b, DType::f32, 2e-6});
+  for (const std::string& b : backend_names())
+    if (make_backend(b)->supports_dtype(DType::bf16))
+      t.push_back({b, DType::f32, 2e-6, DType::bf16, 1e-2});
   return t;
 }
 
@@ -122,12 +141,9 @@ outputs: [bn]
 TEST(BatchNormLayer, TrainingForwardNormalisesAndUpdatesRunningStatisticsAsPyTorch) {
   const Graph g = single_bn_graph();
   for (const Target& t : targets()) {
-    SCOPED_TRACE(t.backend + " " + dtype_name(t.dtype));
+    SCOPED_TRACE(t.name());
     auto backend = make_backend(t.backend);
-    CompileOptions o;
-    o.batch = 2;
-    o.dtype = t.dtype;
-    Executor ex(g, *backend, o);
+    Executor ex(g, *backend, t.options(2));
     put(ex.input("x"), kX);
     put(ex.params().value(slot(ex, "bn.weight")), {kWeight[0], kWeight[1]});
     put(ex.params().value(slot(ex, "bn.bias")), {kBias[0], kBias[1]});
@@ -138,7 +154,7 @@ TEST(BatchNormLayer, TrainingForwardNormalisesAndUpdatesRunningStatisticsAsPyTor
       const double var = kSquaredDeviations[c] / 6;  // biased: over n = 2 x 3
       const double want =
           (kX[static_cast<size_t>(i)] - kMean[c]) / std::sqrt(var + kEps) * kWeight[c] + kBias[c];
-      EXPECT_NEAR(at(y, i), want, t.tol * 10) << "y[" << i << "]";
+      EXPECT_NEAR(at(y, i), want, t.out_tol) << "y[" << i << "]";
     }
     // running = 0.9 running + 0.1 batch, with the unbiased variance (n - 1 = 5).
     std::vector<double> mean{0.1 * 3.5, 0.1 * 1.0}, var{0.9 + 0.1 * 3.5, 0.9 + 0.1 * 6.0};
@@ -166,12 +182,10 @@ TEST(BatchNormLayer, EvalUsesRunningStatisticsAndChangesNothing) {
   const Graph g = single_bn_graph();
   const double running_mean[2] = {0.5, -1.0}, running_var[2] = {4.0, 0.25};
   for (const Target& t : targets()) {
-    SCOPED_TRACE(t.backend + " " + dtype_name(t.dtype));
+    SCOPED_TRACE(t.name());
     auto backend = make_backend(t.backend);
     for (bool compiled_for_training : {true, false}) {
-      CompileOptions o;
-      o.batch = 2;
-      o.dtype = t.dtype;
+      CompileOptions o = t.options(2);
       o.training = compiled_for_training;
       Executor ex(g, *backend, o);
       put(ex.input("x"), kX);
@@ -188,12 +202,65 @@ TEST(BatchNormLayer, EvalUsesRunningStatisticsAndChangesNothing) {
         const double want = (kX[static_cast<size_t>(i)] - running_mean[c]) /
                                 std::sqrt(running_var[c] + kEps) * kWeight[c] +
                             kBias[c];
-        EXPECT_NEAR(at(y, i), want, t.tol * 10) << "y[" << i << "]";
+        EXPECT_NEAR(at(y, i), want, t.out_tol) << "y[" << i << "]";
       }
       EXPECT_EQ(std::memcmp(ex.params().values(), before.data(), before.size()), 0)
           << "an evaluation forward updated the parameters or the running statistics";
     }
   }
+}
+
+// Evaluation in bf16 against the reference backend's float32, 2-D and 3-D, plain and (16
+// channels) blocked on oneDNN, with running statistics away from 0 and 1; compiled for training
+// (an evaluation forward between steps) and for inference.
+TEST(BatchNormLayer, Bf16EvaluationAgreesWithFloat32) {
+  const std::vector<Shape> shapes{Shape{3, 5, 4}, Shape{16, 5, 6}, Shape{2, 3, 4, 3},
+                                  Shape{16, 3, 2, 4}};
+  auto reference = make_backend("reference");
+  int checked = 0;
+  for (const Shape& shape : shapes) {
+    Graph g;
+    g.mark_output(g.add("bn", layers::batch_norm(), {g.input("x", shape)}));
+    const int64_t channels = shape[0];
+    auto prepare = [&](Executor& ex) {
+      std::vector<double> x(static_cast<size_t>(ex.input("x").numel()));
+      for (size_t i = 0; i < x.size(); ++i) x[i] = 2 * std::sin(0.37 * static_cast<double>(i));
+      put(ex.input("x"), x);
+      std::vector<double> w, b, mean, var;
+      for (int64_t c = 0; c < channels; ++c) {
+        const auto k = static_cast<double>(c);
+        w.push_back(0.5 + 0.1 * k);
+        b.push_back(0.3 - 0.05 * k);
+        mean.push_back(0.2 * std::cos(k));
+        var.push_back(0.5 + 0.2 * k);
+      }
+      put(ex.params().value(slot(ex, "bn.weight")), w);
+      put(ex.params().value(slot(ex, "bn.bias")), b);
+      put(ex.params().value(slot(ex, "bn.running_mean")), mean);
+      put(ex.params().value(slot(ex, "bn.running_var")), var);
+    };
+    Executor want(g, *reference, Target{"reference", DType::f32, 0}.options(2));
+    prepare(want);
+    want.forward(false);
+    for (const Target& t : targets()) {
+      if (!t.half) continue;
+      auto backend = make_backend(t.backend);
+      for (bool compiled_for_training : {true, false}) {
+        SCOPED_TRACE(t.name() + " " + shape.str() + (compiled_for_training ? " train" : " eval"));
+        CompileOptions o = t.options(2);
+        o.training = compiled_for_training;
+        Executor ex(g, *backend, o);
+        prepare(ex);
+        ex.forward(false);
+        const ValueId y = g.output_of("bn");
+        EXPECT_LT(test::rel_distance(ex.output(y), want.output(y)), t.out_tol);
+        EXPECT_GT(test::rel_distance(ex.output(y), ex.input("x")), 0.1) << "normalised at all";
+        EXPECT_NE(ex.summary().find(" bf16 "), std::string::npos) << ex.summary();
+        ++checked;
+      }
+    }
+  }
+  EXPECT_GE(checked, 8) << "the reference backend emulates bf16";
 }
 
 TEST(BatchNormLayer, ErrorsNameTheProblem) {
@@ -306,13 +373,11 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
 TEST(BatchNormLayer, FusedReluEqualsUnfusedAndIsReallyFused) {
   const Graph g = conv_bn_relu_graph();
   for (const Target& t : targets()) {
-    SCOPED_TRACE(t.backend + " " + dtype_name(t.dtype));
+    SCOPED_TRACE(t.name());
     auto backend = make_backend(t.backend);
     StepResult results[2];
     for (bool fuse : {true, false}) {
-      CompileOptions o;
-      o.batch = 2;
-      o.dtype = t.dtype;
+      CompileOptions o = t.options(2);
       o.fuse = fuse;
       o.seed = 3;
       Executor ex(g, *backend, o);
@@ -331,24 +396,26 @@ TEST(BatchNormLayer, FusedReluEqualsUnfusedAndIsReallyFused) {
       results[fuse ? 0 : 1].eval_output = values(ex.output(g.outputs()[0]));
     }
     const StepResult &fused = results[0], &plain = results[1];
-    EXPECT_NEAR(fused.loss, plain.loss, 1e-6 * (1 + std::abs(plain.loss)));
-    expect_near(fused.output, plain.output, 1e-6, "output");
-    expect_near(fused.eval_output, plain.eval_output, 1e-6, "evaluation output");
+    // In bf16 the two paths may round a value to neighbouring bf16 numbers.
+    const double tol = t.half ? t.out_tol : 1e-6;
+    EXPECT_NEAR(fused.loss, plain.loss, tol * (1 + std::abs(plain.loss)));
+    expect_near(fused.output, plain.output, tol, "output");
+    expect_near(fused.eval_output, plain.eval_output, tol, "evaluation output");
     for (size_t s = 0; s < plain.grads.size(); ++s) {
-      expect_near(fused.grads[s], plain.grads[s], 1e-6, "gradient of slot " + std::to_string(s));
-      expect_near(fused.state[s], plain.state[s], 1e-6, "value of slot " + std::to_string(s));
+      expect_near(fused.grads[s], plain.grads[s], tol, "gradient of slot " + std::to_string(s));
+      expect_near(fused.state[s], plain.state[s], tol, "value of slot " + std::to_string(s));
     }
   }
 }
 
 TEST(BatchNormLayer, StepsAllocateNoTensorMemory) {
   const Graph g = conv_bn_relu_graph();
-  for (const std::string& name : backend_names()) {
-    SCOPED_TRACE(name);
+  for (const Target& t : targets()) {
+    if (t.dtype != DType::f32) continue;
+    const std::string& name = t.backend;
+    SCOPED_TRACE(t.name());
     auto backend = make_backend(name);
-    CompileOptions o;
-    o.batch = 2;
-    Executor ex(g, *backend, o);
+    Executor ex(g, *backend, t.options(2));
     fill_sample(ex, 0);
     auto step = [&] {
       ex.forward();
@@ -369,15 +436,54 @@ TEST(BatchNormLayer, StepsAllocateNoTensorMemory) {
   }
 }
 
+// The summary lines of the reorders the compile step inserted ("<value>>reorder", "<value>>plain").
+std::vector<std::string> reorder_lines(const std::string& summary) {
+  std::vector<std::string> found;
+  std::istringstream lines(summary);
+  for (std::string line; std::getline(lines, line);)
+    if (line.find(">reorder ") != std::string::npos || line.find(">plain ") != std::string::npos)
+      found.push_back(line);
+  return found;
+}
+
+// DeepCAM's block in bf16: the batch norm reads the convolution's bf16 output as it is (on oneDNN
+// in the convolution's blocked layout), fuses the ReLU, and the next convolution reads its bf16
+// output; the only conversions are at the graph's float32 boundary (input, loss, output).
+TEST(BatchNormLayer, Bf16BlockConvertsNothingAroundTheBatchNorm) {
+  const Graph g = conv_bn_relu_graph();
+  int checked = 0;
+  for (const Target& t : targets()) {
+    if (!t.half) continue;
+    SCOPED_TRACE(t.name());
+    auto backend = make_backend(t.backend);
+    Executor ex(g, *backend, t.options(2));
+    const std::string summary = ex.summary();
+    for (const std::string& line : reorder_lines(summary)) {
+      EXPECT_NE(line.rfind("conv1>", 0), 0u) << "a conversion after conv1:\n" << summary;
+      EXPECT_NE(line.rfind("bn>", 0), 0u) << "a conversion after the batch norm:\n" << summary;
+      EXPECT_NE(line.rfind("relu>", 0), 0u) << "a conversion after the ReLU:\n" << summary;
+    }
+    std::istringstream lines(summary);
+    std::string bn;
+    for (std::string line; std::getline(lines, line);)
+      if (line.rfind("bn ", 0) == 0) bn = line;
+    EXPECT_NE(bn.find(" bf16 "), std::string::npos) << "the batch norm stores bf16\n" << summary;
+    EXPECT_NE(bn.find("+fused act"), std::string::npos) << summary;
+    if (t.backend == "onednn") {  // the convolution's blocked layout, kept
+      EXPECT_NE(bn.find("nChw16c"), std::string::npos) << summary;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 1) << "the reference backend emulates bf16";
+}
+
 // One training step of `g` at batch `batch` on every rank of `group` at once (one thread each),
 // rank r holding samples r*batch.. of the whole batch; null group: one rank alone.
 std::vector<StepResult> step_ranks(const Graph& g, const Target& t, int ranks, int64_t batch,
                                    test::LockstepGroup* group) {
   std::vector<std::unique_ptr<Backend>> backends;
   std::vector<std::unique_ptr<Executor>> executors;
-  CompileOptions o;
-  o.batch = batch;
-  o.dtype = t.dtype;
+  CompileOptions o = t.options(batch);
   o.input_grads = true;
   o.seed = 11;
   for (int r = 0; r < ranks; ++r) {
@@ -414,8 +520,10 @@ std::vector<double> scaled(std::vector<double> v, double s) {
 TEST(SyncBatchNorm, TwoRanksOfBatchOneEqualOneRankOfBatchTwo) {
   const Graph g = conv_bn_relu_graph();
   for (const Target& t : targets()) {
-    SCOPED_TRACE(t.backend + " " + dtype_name(t.dtype));
-    const double tol = t.dtype == DType::f64 ? 1e-10 : 1e-4;
+    SCOPED_TRACE(t.name());
+    // bf16: the group's and the whole batch's statistics differ in float32 rounding, which can
+    // move a stored value to the neighbouring bf16 number.
+    const double tol = t.half ? 2e-2 : t.dtype == DType::f64 ? 1e-10 : 1e-4;
     const StepResult whole = step_ranks(g, t, 1, 2, nullptr)[0];
     test::LockstepGroup group(2);
     const std::vector<StepResult> ranks = step_ranks(g, t, 2, 1, &group);

@@ -30,14 +30,16 @@ struct BatchNormDesc {
   std::array<int64_t, 3> size{1, 1, 1};  // first spatial_rank used
   double eps = 1e-5;
   double momentum = 0.1;
-  EltwiseDesc post_op;     // none, or what batch_norm_fuses() accepts
-  bool training = true;    // forward_training and backward will be called, not only inference
-  bool input_grad = true;  // backward must write diff_src
-  MemFormat src_hint;      // the format the producer delivers; the kernel may keep it
-  DType dtype = DType::f32;
+  EltwiseDesc post_op;       // none, or what batch_norm_fuses() accepts
+  bool training = true;      // forward_training and backward will be called, not only inference
+  bool input_grad = true;    // backward must write diff_src
+  MemFormat src_hint;        // the format the producer delivers; the kernel may keep it
+  DType dtype = DType::f32;  // of src, dst and their gradients: f32, f64, or bf16 / f16
 };
 
-// The layer's parameters, plain [channels] (num_batches_tracked [1]) in the kernel's dtype.
+// The layer's parameters, plain [channels] (num_batches_tracked [1]), in the kernel's dtype, or
+// float32 for a 16-bit kernel (mixed precision: master weights, and the running statistics stay
+// float32 as issue 13 asks). Weight and bias gradients are written in the same dtype.
 struct BatchNormParams {
   const void* weight = nullptr;
   const void* bias = nullptr;

@@ -8,6 +8,8 @@ namespace crest {
 struct ChannelAffineDesc {
   int64_t n = 1, channels = 1, spatial = 1;  // plain [n, channels, spatial] memory
   bool shift = true;
+  // Of src, dst and their gradients; scale, shift and their gradients are in it too, or float32
+  // when it is bf16 / f16 (mixed precision keeps parameters float32).
   DType dtype = DType::f32;
 };
 

@@ -3,6 +3,11 @@
 // (use_scale | use_shift: the parameter store's weight and bias as they are) and ReLU fused with
 // fuse_norm_relu. Evaluation uses use_global_stats with the running statistics.
 //
+// Data (src, dst and their gradients) is f32, or bf16 / f16 under mixed precision; scale, shift,
+// their gradients, the batch's mean and variance and the running statistics are f32 in every case
+// (oneDNN's 16-bit batch norm takes f32 statistics and scale/shift, and computes in f32), so a
+// 16-bit network needs no conversion around its batch norms and the statistics stay float32.
+//
 // Synchronised batch norm cannot be a single oneDNN call: oneDNN computes a batch's statistics
 // and the backward sums itself, locally. With a reducer the kernel therefore
 //   forward:  runs the training primitive for this rank's mean and variance, combines them over
@@ -43,8 +48,9 @@ struct SavedStats {
 class OneDnnBatchNorm final : public BatchNormKernel {
  public:
   OneDnnBatchNorm(const ContextPtr& ctx, const BatchNormDesc& d) : d_(d), c_(d.channels) {
-    if (d.dtype != DType::f32)
-      throw_usage("the onednn batch_norm kernel computes in f32 only, got " + dtype_name(d.dtype));
+    if (d.dtype != DType::f32 && !is_half(d.dtype))
+      throw_usage("the onednn batch_norm kernel computes in f32, bf16 or f16, got " +
+                  dtype_name(d.dtype));
     if (d.post_op.kind != EltwiseKind::none && !batch_norm_fuses(d.post_op))
       throw_usage("the onednn batch_norm kernel fuses only relu with slope 0");
     std::vector<int64_t> dims{d.n, d.channels};
@@ -229,7 +235,7 @@ class OneDnnBatchNorm final : public BatchNormKernel {
       a[c] = static_cast<float>(k * inv_std * d_dy_xhat);  // per unit of (x - mean)
       b[c] = static_cast<float>(k * d_dy);
     }
-    correct_.run(static_cast<const float*>(src), {s.mean, a, b}, static_cast<float*>(diff_src));
+    correct_.run(src, {s.mean, a, b}, diff_src);
   }
 
   // PyTorch's update: the unbiased variance n / (n - 1) with the group's n.

@@ -5,8 +5,10 @@
 namespace crest::onednn {
 
 bool ChannelLayout::supports(const dnnl::memory::desc& md) {
+  using dt = dnnl::memory::data_type;
+  const dt t = md.get_data_type();
   if (md.get_format_kind() != dnnl::memory::format_kind::blocked ||
-      md.get_data_type() != dnnl::memory::data_type::f32 || md.get_submemory_offset() != 0)
+      (t != dt::f32 && t != dt::bf16 && t != dt::f16) || md.get_submemory_offset() != 0)
     return false;
   if (md.get_ndims() < 3 || md.get_ndims() > 5) return false;
   const dnnl::memory::dims idxs = md.get_inner_idxs();
@@ -17,6 +19,7 @@ ChannelLayout::ChannelLayout(const dnnl::memory::desc& md) {
   CREST_CHECK(supports(md), "ChannelLayout: unsupported layout");
   const dnnl::memory::dims dims = md.get_dims(), strides = md.get_strides();
   const dnnl::memory::dims blks = md.get_inner_blks();
+  dtype = md.get_data_type();
   n = dims[0];
   channels = dims[1];
   block = blks.size() == 1 ? blks[0] : 1;

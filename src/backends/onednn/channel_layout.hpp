@@ -1,5 +1,6 @@
 // The activation layouts crest's own loops walk in oneDNN's memory: [N, C, spatial...] (1 to 3
-// spatial dimensions), f32, plain, channels-last, or blocked on the channels only (nChw16c).
+// spatial dimensions), f32, bf16 or f16, plain, channels-last, or blocked on the channels only
+// (nChw16c).
 // Shared by the loops oneDNN has no fast primitive for: synchronised batch norm's correction
 // (ChannelAffineAccumulate) and per-channel sums (channel_sum.cpp).
 #pragma once
@@ -25,6 +26,7 @@ struct ChannelLayout {
     return sample * stride_n + cb * stride_block + i * stride[0] + j * stride[1] + l * stride[2];
   }
 
+  dnnl::memory::data_type dtype = dnnl::memory::data_type::f32;
   int64_t n = 0, channels = 0, block = 1;  // block: channels per inner block (1: none)
   int64_t stride_n = 0, stride_block = 0;  // strides of a sample and of a channel block
   std::array<int64_t, 3> size{1, 1, 1}, stride{0, 0, 0};  // spatial, right-aligned to 3 dims

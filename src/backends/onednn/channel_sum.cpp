@@ -81,7 +81,7 @@ class OneDnnChannelSum final : public ChannelSumKernel {
 
 std::unique_ptr<ChannelSumKernel> make_channel_sum(Backend&, const ChannelSumDesc& d) {
   const dnnl::memory::desc md = to_desc(d.format);
-  if (!ChannelLayout::supports(md))
+  if (md.get_data_type() != dnnl::memory::data_type::f32 || !ChannelLayout::supports(md))
     throw_usage(
         "the onednn channel_sum kernel takes f32 [N, C, spatial] tensors, plain, "
         "channels-last or blocked on channels; got " +

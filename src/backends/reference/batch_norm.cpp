@@ -166,7 +166,12 @@ class BatchNorm final : public BatchNormKernel {
   std::vector<double> running_mean_, running_var_;  // inference: the running stats, in double
 };
 
-std::unique_ptr<BatchNormKernel> make_batch_norm(Backend&, const BatchNormDesc& d) {
+std::unique_ptr<BatchNormKernel> make_batch_norm(Backend& backend, const BatchNormDesc& d) {
+  if (is_half(d.dtype)) {
+    BatchNormDesc f = d;
+    f.dtype = DType::f32;
+    return make_half_batch_norm(d, make_batch_norm(backend, f));
+  }
   require_float_dtype(d.dtype, "batch_norm");
   if (d.spatial_rank < 1 || d.spatial_rank > 3)
     throw_input("batch_norm spatial rank must be 1, 2 or 3, got " + std::to_string(d.spatial_rank));

@@ -54,7 +54,13 @@ class ChannelAffine final : public ChannelAffineKernel {
   ChannelAffineDesc d_;
 };
 
-std::unique_ptr<ChannelAffineKernel> make_channel_affine(Backend&, const ChannelAffineDesc& d) {
+std::unique_ptr<ChannelAffineKernel> make_channel_affine(Backend& backend,
+                                                         const ChannelAffineDesc& d) {
+  if (is_half(d.dtype)) {
+    ChannelAffineDesc f = d;
+    f.dtype = DType::f32;
+    return make_half_channel_affine(d, make_channel_affine(backend, f));
+  }
   require_float_dtype(d.dtype, "channel_affine");
   if (d.dtype == DType::f64) return std::make_unique<ChannelAffine<double>>(d);
   return std::make_unique<ChannelAffine<float>>(d);

@@ -32,7 +32,12 @@ class Expand final : public ExpandKernel {
   int64_t rows_, spatial_;
 };
 
-std::unique_ptr<ExpandKernel> make_expand(Backend&, const ExpandDesc& d) {
+std::unique_ptr<ExpandKernel> make_expand(Backend& backend, const ExpandDesc& d) {
+  if (is_half(d.dtype)) {
+    ExpandDesc f = d;
+    f.dtype = DType::f32;
+    return make_half_expand(d, make_expand(backend, f));
+  }
   require_float_dtype(d.dtype, "expand");
   if (d.dtype == DType::f64) return std::make_unique<Expand<double>>(d);
   return std::make_unique<Expand<float>>(d);

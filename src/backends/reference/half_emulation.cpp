@@ -2,6 +2,9 @@
 // inputs to float, runs the float32 reference kernel, and rounds its 16-bit outputs once, to
 // nearest even. The weights are rounded to the 16-bit type on the way in, as oneDNN's 16-bit
 // kernels read them; the bias and the weight and bias gradients stay float32 (master weights).
+// Batch norm, channel_affine and expand read their parameters unrounded, as oneDNN's 16-bit batch
+// norm reads float32 scale and shift, and keep their statistics in float32 (running_mean and
+// running_var are parameters: float32 master values).
 // That is the arithmetic of a 16-bit kernel that accumulates in float32, so it is the oracle the
 // oneDNN backend's bf16 kernels are compared with (tests/ops). The float copies are allocated
 // when the kernel is created: the reference backend is slow by design, not allocating per step.
@@ -148,7 +151,116 @@ class HalfEltwise final : public EltwiseKernel {
   Floats x_, dx_;
 };
 
+class HalfBatchNorm final : public BatchNormKernel {
+ public:
+  HalfBatchNorm(DType t, std::unique_ptr<BatchNormKernel> inner) : t_(t), inner_(std::move(inner)) {
+    const int64_t count = inner_->format().shape.numel();
+    x_ = floats(count);
+    y_ = floats(count);
+    dx_ = floats(count);
+  }
+  MemFormat format() const override { return in_dtype(inner_->format(), t_); }
+  size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
+  size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+
+  void forward_training(const void* src, const BatchNormParams& p, void* dst, void* workspace,
+                        void* scratch, BatchStatReducer* reducer) override {
+    widen_to(src, t_, x_);
+    inner_->forward_training(x_.data(), p, y_.data(), workspace, scratch, reducer);
+    narrow_from(y_, t_, dst);
+  }
+  void forward_inference(const void* src, const BatchNormParams& p, void* dst,
+                         void* scratch) override {
+    widen_to(src, t_, x_);
+    inner_->forward_inference(x_.data(), p, y_.data(), scratch);
+    narrow_from(y_, t_, dst);
+  }
+  void backward(const void* src, const void* diff_dst, const BatchNormParams& p,
+                const void* workspace, void* diff_src, void* diff_weight, void* diff_bias,
+                void* scratch, BatchStatReducer* reducer) override {
+    widen_to(src, t_, x_);
+    widen_to(diff_dst, t_, y_);
+    inner_->backward(x_.data(), y_.data(), p, workspace, diff_src ? dx_.data() : nullptr,
+                     diff_weight, diff_bias, scratch, reducer);
+    if (diff_src) narrow_from(dx_, t_, diff_src);
+  }
+
+ private:
+  DType t_;
+  std::unique_ptr<BatchNormKernel> inner_;
+  Floats x_, y_, dx_;
+};
+
+class HalfChannelAffine final : public ChannelAffineKernel {
+ public:
+  HalfChannelAffine(const ChannelAffineDesc& d, std::unique_ptr<ChannelAffineKernel> inner)
+      : t_(d.dtype),
+        inner_(std::move(inner)),
+        x_(floats(d.n * d.channels * d.spatial)),
+        y_(floats(d.n * d.channels * d.spatial)) {}
+
+  void forward(const void* src, const void* scale, const void* shift, void* dst) override {
+    widen_to(src, t_, x_);
+    inner_->forward(x_.data(), scale, shift, y_.data());
+    narrow_from(y_, t_, dst);
+  }
+  void backward_data(const void* diff_dst, const void* scale, void* diff_src) override {
+    widen_to(diff_dst, t_, y_);
+    inner_->backward_data(y_.data(), scale, x_.data());
+    narrow_from(x_, t_, diff_src);
+  }
+  void backward_weights(const void* src, const void* diff_dst, void* diff_scale,
+                        void* diff_shift) override {
+    widen_to(src, t_, x_);
+    widen_to(diff_dst, t_, y_);
+    inner_->backward_weights(x_.data(), y_.data(), diff_scale, diff_shift);
+  }
+
+ private:
+  DType t_;
+  std::unique_ptr<ChannelAffineKernel> inner_;
+  Floats x_, y_;
+};
+
+class HalfExpand final : public ExpandKernel {
+ public:
+  HalfExpand(const ExpandDesc& d, std::unique_ptr<ExpandKernel> inner)
+      : t_(d.dtype),
+        inner_(std::move(inner)),
+        x_(floats(d.n * d.channels)),
+        y_(floats(d.n * d.channels * d.spatial)) {}
+
+  void forward(const void* src, void* dst) override {
+    widen_to(src, t_, x_);
+    inner_->forward(x_.data(), y_.data());
+    narrow_from(y_, t_, dst);
+  }
+  void backward(const void* diff_dst, void* diff_src) override {
+    widen_to(diff_dst, t_, y_);
+    inner_->backward(y_.data(), x_.data());
+    narrow_from(x_, t_, diff_src);
+  }
+
+ private:
+  DType t_;
+  std::unique_ptr<ExpandKernel> inner_;
+  Floats x_, y_;
+};
+
 }  // namespace
+
+std::unique_ptr<BatchNormKernel> make_half_batch_norm(const BatchNormDesc& d,
+                                                      std::unique_ptr<BatchNormKernel> inner) {
+  return std::make_unique<HalfBatchNorm>(d.dtype, std::move(inner));
+}
+std::unique_ptr<ChannelAffineKernel> make_half_channel_affine(
+    const ChannelAffineDesc& d, std::unique_ptr<ChannelAffineKernel> inner) {
+  return std::make_unique<HalfChannelAffine>(d, std::move(inner));
+}
+std::unique_ptr<ExpandKernel> make_half_expand(const ExpandDesc& d,
+                                               std::unique_ptr<ExpandKernel> inner) {
+  return std::make_unique<HalfExpand>(d, std::move(inner));
+}
 
 std::unique_ptr<ConvKernel> make_half_conv(const ConvDesc& d) {
   ConvDesc f = d;

@@ -7,6 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "crest/backends/batch_norm_kernel.hpp"
+#include "crest/backends/channel_affine_kernel.hpp"
+#include "crest/backends/expand_kernel.hpp"
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
 
@@ -25,6 +28,14 @@ std::unique_ptr<ConvKernel> make_half_conv(const ConvDesc& d);
 std::unique_ptr<DenseKernel> make_half_dense(const DenseDesc& d);
 std::unique_ptr<PoolKernel> make_half_pool(const PoolDesc& d);
 std::unique_ptr<EltwiseKernel> make_half_eltwise(const EltwiseDesc& d, const MemFormat& f);
+// The registered kernels' 16-bit versions wrap their float32 kernel (`inner`, made from the same
+// descriptor with dtype f32); their parameters and parameter gradients stay float32.
+std::unique_ptr<BatchNormKernel> make_half_batch_norm(const BatchNormDesc& d,
+                                                      std::unique_ptr<BatchNormKernel> inner);
+std::unique_ptr<ChannelAffineKernel> make_half_channel_affine(
+    const ChannelAffineDesc& d, std::unique_ptr<ChannelAffineKernel> inner);
+std::unique_ptr<ExpandKernel> make_half_expand(const ExpandDesc& d,
+                                               std::unique_ptr<ExpandKernel> inner);
 
 // Spatial extents widened to three dimensions by prepending 1s (or `fill`), so one loop nest
 // over (d, h, w) serves 1-D, 2-D and 3-D alike while row-major offsets stay unchanged.

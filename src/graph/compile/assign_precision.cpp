@@ -14,12 +14,15 @@
 namespace crest::compile {
 namespace {
 
-// Kinds whose kernels run in bf16 and fp16 on every backend that accepts the precision. Not yet
-// batch_norm (its kernels compute in float32 only: a 16-bit network converts around it),
-// channel_affine and expand_as (float32 registered kernels), nor the losses (float32 by design).
-constexpr std::array<std::string_view, 15> kHalfKinds = {
+// Kinds whose kernels run in bf16 and fp16 on every backend that accepts the precision. batch_norm,
+// channel_affine and expand_as are registered kernels: oneDNN's batch norm takes 16-bit data with
+// float32 statistics, and a backend without its own kernel runs the reference backend's, which
+// emulates 16 bits for all three (a backend with no fallback would need its own). Not the losses
+// (float32 by design).
+constexpr std::array<std::string_view, 18> kHalfKinds = {
     {"conv", "conv_transpose", "dense", "max_pool", "avg_pool", "relu", "leaky_relu", "tanh",
-     "sigmoid", "scale", "dropout", "flatten", "concat", "add", "global_avg_pool"}};
+     "sigmoid", "scale", "dropout", "flatten", "concat", "add", "global_avg_pool", "batch_norm",
+     "channel_affine", "expand_as"}};
 
 bool runs_in_half(const Node& n) {
   return std::find(kHalfKinds.begin(), kHalfKinds.end(), n.kind) != kHalfKinds.end();
