@@ -130,6 +130,7 @@ TrialOutcome run_trial(const TrialSetup& setup, const Work& work, int group_inde
     options.resume = work.resume && has_checkpoint(config.output_dir);
     options.overwrite = !options.resume;
     options.extra_observers.push_back(&reporter);
+    options.progress_bar = false;
     DiscardBuffer discard;
     std::ostream quiet(&discard);  // each trial's log is its train.log; stdout has the study's
     const TrainSummary summary = run_training(config, options, quiet);

@@ -17,10 +17,11 @@ MlperfObserverOptions mlperf_options(const Config& config, const Task& task, boo
 }
 
 std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, const Task& task,
-                                                             std::ostream& log, bool resumed) {
+                                                             std::ostream& log, bool resumed,
+                                                             bool progress_bar) {
   std::vector<std::unique_ptr<RunObserver>> observers;
-  observers.push_back(
-      make_progress_observer(log, config.train.log_every_s, isatty(STDOUT_FILENO) == 1));
+  observers.push_back(make_progress_observer(log, config.train.log_every_s,
+                                             progress_bar && isatty(STDOUT_FILENO) == 1));
   if (!config.output_dir.empty())
     observers.push_back(make_tensorboard_observer(config.output_dir + "/tensorboard", log));
   if (!config.output_dir.empty())

@@ -244,7 +244,8 @@ void TrainingRun::open_records() {
               << " steps done)\n";
       }
       if (!options_.dry_run)
-        records_.owned = make_run_observers(config_, task_, *log_, options_.resume);
+        records_.owned =
+            make_run_observers(config_, task_, *log_, options_.resume, options_.progress_bar);
     } catch (const Error& e) {
       problem = e.what();
     }

@@ -75,6 +75,28 @@ TEST(SearchCli, AFailingTrialIsRecordedWithItsMessageAndTheStudyGoesOn) {
             "message");
 }
 
+// On a terminal (script(1) gives the command a pseudo-terminal) `crest train` draws its
+// progress bar; the trials of `crest search` must not, or their bars would overwrite the study's
+// own lines.
+TEST(SearchCli, OnATerminalTheTrialsDrawNoProgressBar) {
+  TempDir d;
+  const auto on_a_terminal = [&](const std::string& args) {
+    return test::run_shell("script -qec '" + std::string(CREST_BINARY) + " " + args +
+                           "' /dev/null 2>&1");
+  };
+  const std::string bar = "\r\033[K";
+  const CliRun train =
+      on_a_terminal("train " + test::tiny_cosmoflow_args() + " output_dir=" + d.file("run"));
+  ASSERT_EQ(train.code, 0) << train.out;
+  ASSERT_NE(train.out.find(bar), std::string::npos) << "no bar on the pseudo-terminal at all";
+  const std::string space = write_space(d, "parameters:\n  model.dropout: {grid: [0, 0.1]}\n");
+  const CliRun search =
+      on_a_terminal(search_args(space, d.file("study")) + " --algorithm grid data.n_epochs=4");
+  ASSERT_EQ(search.code, 0) << search.out;
+  EXPECT_NE(search.out.find("crest search:"), std::string::npos) << search.out;
+  EXPECT_EQ(search.out.find(bar), std::string::npos) << search.out;
+}
+
 TEST(SearchCli, BestYamlTrainsAsIsToTheBestTrialsResult) {
   TempDir d;
   const std::string space =

@@ -17,10 +17,11 @@ namespace crest {
 // (output_dir/tensorboard/), the MLPerf log, the progress display on `log`, the performance report.
 // Throws crest::Error (input) naming a path that cannot be created, before any training starts.
 // `resumed`: the run continues from a checkpoint, so the records it appends to (the MLPerf log) are
-// continued, not replaced.
+// continued, not replaced. `progress_bar`: false keeps the terminal's bar off even when stdout is
+// a terminal (the progress lines on `log` stay).
 std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, const Task& task,
-                                                             std::ostream& log,
-                                                             bool resumed = false);
+                                                             std::ostream& log, bool resumed,
+                                                             bool progress_bar = true);
 
 // Progress inside each epoch: a bar on stdout when `terminal`, else a line on `log` every
 // `log_every_s` seconds (train.log_every_s).

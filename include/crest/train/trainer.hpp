@@ -33,6 +33,9 @@ struct TrainOptions {
   // The ranks that train this run, not owned (crest search: one group of the job); null: the
   // process world that dist.backend chooses.
   Communicator* communicator = nullptr;
+  // The terminal's progress bar when stdout is one (crest search turns it off: its trials'
+  // bars would overwrite the study's own lines).
+  bool progress_bar = true;
 };
 
 struct EpochStats {
