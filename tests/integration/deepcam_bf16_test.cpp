@@ -56,7 +56,7 @@ void set_batch(Executor& ex, const BuiltModel& m, int k) {
   const int64_t pixels = y.numel(), channels = x.numel() / pixels;
   for (int64_t p = 0; p < pixels; ++p) {
     for (int64_t c = 0; c < channels; ++c) {
-      const auto t = static_cast<double>(p * channels + c + 977 * k);
+      const auto t = static_cast<double>(p * channels + c + 977 * static_cast<int64_t>(k));
       x.as<float>()[p * channels + c] =
           static_cast<float>(std::sin(0.013 * t) + 0.5 * std::cos(0.21 * static_cast<double>(c)));
     }
@@ -129,6 +129,7 @@ TEST(DeepcamBf16, BatchNormStatisticsAgreeWithFloat32AndTheLossFalls) {
   lamb.attach(ex.params(), ex.vec());
   TrainStep step(ex, lamb, nullptr);
   std::vector<double> losses;
+  losses.reserve(3);
   for (int i = 0; i < 3; ++i) losses.push_back(step.run(0.004).loss);
   for (double l : losses) EXPECT_TRUE(std::isfinite(l)) << l;
   EXPECT_LT(losses.back(), 0.9 * losses.front())

@@ -130,7 +130,7 @@ class Scheduler {
   int rung_of_epoch(int epoch) const;  // index of the rung ending at `epoch`, or -1
   bool better(double a, double b) const;
   void take_settled_results();
-  void promote_top(size_t rung);
+  void promote_top(size_t k);
   std::optional<std::pair<int, int>> promotable();
   void finish();
 

@@ -166,18 +166,21 @@ class BatchNorm final : public BatchNormKernel {
   std::vector<double> running_mean_, running_var_;  // inference: the running stats, in double
 };
 
-std::unique_ptr<BatchNormKernel> make_batch_norm(Backend& backend, const BatchNormDesc& d) {
-  if (is_half(d.dtype)) {
-    BatchNormDesc f = d;
-    f.dtype = DType::f32;
-    return make_half_batch_norm(d, make_batch_norm(backend, f));
-  }
+// The float32 and float64 kernels; make_batch_norm wraps them for bf16 and fp16.
+std::unique_ptr<BatchNormKernel> float_batch_norm(const BatchNormDesc& d) {
   require_float_dtype(d.dtype, "batch_norm");
   if (d.spatial_rank < 1 || d.spatial_rank > 3)
     throw_input("batch_norm spatial rank must be 1, 2 or 3, got " + std::to_string(d.spatial_rank));
   if (d.post_op.kind != EltwiseKind::none) validate_eltwise(d.post_op, "batch_norm post-op");
   if (d.dtype == DType::f64) return std::make_unique<BatchNorm<double>>(d);
   return std::make_unique<BatchNorm<float>>(d);
+}
+
+std::unique_ptr<BatchNormKernel> make_batch_norm(Backend& /*backend*/, const BatchNormDesc& d) {
+  if (!is_half(d.dtype)) return float_batch_norm(d);
+  BatchNormDesc f = d;
+  f.dtype = DType::f32;
+  return make_half_batch_norm(d, float_batch_norm(f));
 }
 
 }  // namespace

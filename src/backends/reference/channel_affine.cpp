@@ -54,16 +54,19 @@ class ChannelAffine final : public ChannelAffineKernel {
   ChannelAffineDesc d_;
 };
 
-std::unique_ptr<ChannelAffineKernel> make_channel_affine(Backend& backend,
-                                                         const ChannelAffineDesc& d) {
-  if (is_half(d.dtype)) {
-    ChannelAffineDesc f = d;
-    f.dtype = DType::f32;
-    return make_half_channel_affine(d, make_channel_affine(backend, f));
-  }
+// The float32 and float64 kernels; make_channel_affine wraps them for bf16 and fp16.
+std::unique_ptr<ChannelAffineKernel> float_channel_affine(const ChannelAffineDesc& d) {
   require_float_dtype(d.dtype, "channel_affine");
   if (d.dtype == DType::f64) return std::make_unique<ChannelAffine<double>>(d);
   return std::make_unique<ChannelAffine<float>>(d);
+}
+
+std::unique_ptr<ChannelAffineKernel> make_channel_affine(Backend& /*backend*/,
+                                                         const ChannelAffineDesc& d) {
+  if (!is_half(d.dtype)) return float_channel_affine(d);
+  ChannelAffineDesc f = d;
+  f.dtype = DType::f32;
+  return make_half_channel_affine(d, float_channel_affine(f));
 }
 
 }  // namespace

@@ -32,15 +32,18 @@ class Expand final : public ExpandKernel {
   int64_t rows_, spatial_;
 };
 
-std::unique_ptr<ExpandKernel> make_expand(Backend& backend, const ExpandDesc& d) {
-  if (is_half(d.dtype)) {
-    ExpandDesc f = d;
-    f.dtype = DType::f32;
-    return make_half_expand(d, make_expand(backend, f));
-  }
+// The float32 and float64 kernels; make_expand wraps them for bf16 and fp16.
+std::unique_ptr<ExpandKernel> float_expand(const ExpandDesc& d) {
   require_float_dtype(d.dtype, "expand");
   if (d.dtype == DType::f64) return std::make_unique<Expand<double>>(d);
   return std::make_unique<Expand<float>>(d);
+}
+
+std::unique_ptr<ExpandKernel> make_expand(Backend& /*backend*/, const ExpandDesc& d) {
+  if (!is_half(d.dtype)) return float_expand(d);
+  ExpandDesc f = d;
+  f.dtype = DType::f32;
+  return make_half_expand(d, float_expand(f));
 }
 
 }  // namespace
