@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "crest/core/error.hpp"
@@ -197,6 +198,17 @@ TEST_F(Hdf5Reader, ReaderKilledMidReadIsACleanErrorAndTheNextReadStartsANewOne) 
   EXPECT_EQ(hdf5_reader_pid(), -1);
   expect_good_file_reads();
   stop_hdf5_reader();  // later tests get a reader without the variable
+}
+
+// The reader outlives the thread that started it (crest validate's workers end after their files;
+// a reader tied to its starting thread, as PR_SET_PDEATHSIG ties it, was killed with it).
+TEST_F(Hdf5Reader, ReaderStartedByAThreadThatEndedKeepsServing) {
+  stop_hdf5_reader();
+  std::thread([&] { EXPECT_EQ(probe_deepcam_sample(good_), kShape); }).join();
+  const int pid = hdf5_reader_pid();
+  ASSERT_GT(pid, 0);
+  expect_good_file_reads();
+  EXPECT_EQ(hdf5_reader_pid(), pid);
 }
 
 }  // namespace

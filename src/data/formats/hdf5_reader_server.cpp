@@ -2,7 +2,6 @@
 // requests with the in-process readers until crest closes the socket.
 #include <signal.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -132,19 +131,19 @@ std::string answer(const std::string& request, int& fd, SharedSample& shared,
   }
 }
 
-// The reader ends when crest closes the socket (or dies: PR_SET_PDEATHSIG), not on the signals
-// that ask crest to stop: a Ctrl-C or a scheduler's SIGTERM must let crest finish its step and
-// checkpoint, which may still read a file.
+// The reader ends when its socket reaches end of stream (crest closed it, or crest ended: the
+// system closes it then), not on the signals that ask crest to stop: a Ctrl-C or a scheduler's
+// SIGTERM must let crest finish its step and checkpoint, which may still read a file. (Not
+// PR_SET_PDEATHSIG: it fires when the crest *thread* that started the reader ends, such as a
+// `crest validate` worker.)
 void detach_from_stop_signals() {
   for (const int sig : {SIGINT, SIGTERM, SIGUSR1, SIGHUP, SIGQUIT}) ::signal(sig, SIG_IGN);
-  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
 }
 
 }  // namespace
 
 int run_hdf5_reader(int socket) {
   detach_from_stop_signals();
-  if (::getppid() == 1) return 1;  // crest ended before PR_SET_PDEATHSIG was set
   const char* kill_on = std::getenv("CREST_TEST_HDF5_READER_KILL");
   SharedSample shared;
   if (!hdf5_reader::send_message(socket, hdf5_reader::kHello)) return 0;
