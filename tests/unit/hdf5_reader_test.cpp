@@ -5,6 +5,7 @@
 #include "crest/data/formats/hdf5_reader.hpp"
 
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -182,6 +183,8 @@ TEST_F(Hdf5Reader, LibhdfOverflowStaysInTheReader) {
   expect_good_file_reads();
 }
 
+// The test hook kills every reader asked for the doomed file, so the one retry with a fresh reader
+// (for a reader ended from outside) is killed too.
 TEST_F(Hdf5Reader, ReaderKilledMidReadIsACleanErrorAndTheNextReadStartsANewOne) {
   expect_good_file_reads();
   ASSERT_EQ(::setenv("CREST_TEST_HDF5_READER_KILL", "data-doomed", 1), 0);
@@ -194,7 +197,7 @@ TEST_F(Hdf5Reader, ReaderKilledMidReadIsACleanErrorAndTheNextReadStartsANewOne) 
   EXPECT_EQ(e.kind(), ErrorKind::runtime)
       << "a reader killed from outside says nothing of the file";
   EXPECT_EQ(std::string(e.what()),
-            doomed + ": the HDF5 reader process ended (SIGKILL) while reading it");
+            doomed + ": the HDF5 reader process ended (SIGKILL) while reading it, twice");
   EXPECT_EQ(hdf5_reader_pid(), -1);
   expect_good_file_reads();
   stop_hdf5_reader();  // later tests get a reader without the variable
@@ -209,6 +212,18 @@ TEST_F(Hdf5Reader, ReaderStartedByAThreadThatEndedKeepsServing) {
   ASSERT_GT(pid, 0);
   expect_good_file_reads();
   EXPECT_EQ(hdf5_reader_pid(), pid);
+}
+
+// A reader ended from outside while idle (here SIGKILL, as the OOM killer sends): the next
+// request is served by a fresh reader, without an error.
+TEST_F(Hdf5Reader, ReaderKilledWhileIdleIsReplacedWithoutAnError) {
+  expect_good_file_reads();
+  const int pid = hdf5_reader_pid();
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(pid, SIGKILL), 0);
+  expect_good_file_reads();
+  EXPECT_GT(hdf5_reader_pid(), 0);
+  EXPECT_NE(hdf5_reader_pid(), pid);
 }
 
 }  // namespace

@@ -62,10 +62,15 @@ class Reader {
   // Sends `request` (with the shared memory when `with_sample`) and returns the reply's fields
   // after its status. Throws the reader's error as it threw it, or the reader's end.
   MessageReader call(const std::string& path, const std::string& request, bool with_sample) {
-    start();
     std::string reply;
-    if (!hdf5_reader::send_message(socket_, request, with_sample ? shm_fd_ : -1) || !receive(reply))
-      ended_while_reading(path);
+    // A reader that ends other than by crashing was ended from outside (the OOM killer, an
+    // administrator), perhaps while it sat idle: one fresh reader tries the request again.
+    for (int attempt = 0;; ++attempt) {
+      start();
+      if (hdf5_reader::send_message(socket_, request, with_sample ? shm_fd_ : -1) && receive(reply))
+        break;
+      ended_while_reading(path, attempt > 0);
+    }
     MessageReader in(std::move(reply));
     ErrorKind kind = ErrorKind::runtime;
     std::string message;
@@ -181,14 +186,16 @@ class Reader {
     }
   }
 
-  // The reader is gone (or broken) in the middle of a request for `path`: reap it and say why.
-  [[noreturn]] void ended_while_reading(const std::string& path) {
+  // The reader is gone (or broken) in the middle of a request for `path`: reap it, and throw
+  // when it crashed (the file's doing) or when `last` (the retry ended too).
+  void ended_while_reading(const std::string& path, bool last) {
     const int status = stop();
     if (WIFSIGNALED(status) && is_crash(WTERMSIG(status)))
       throw_input(path + ": libhdf5 crashed reading it (" + signal_name(WTERMSIG(status)) +
                   "): the file is damaged or hostile");
-    throw_runtime(path + ": the HDF5 reader process ended (" + status_text(status) +
-                  ") while reading it");
+    if (last)
+      throw_runtime(path + ": the HDF5 reader process ended (" + status_text(status) +
+                    ") while reading it, twice");
   }
 
   // A reader at end of stream is exiting: wait for it, but not forever (one that closed its

@@ -11,9 +11,9 @@
 // started again after it dies. When it dies inside a request, the request throws crest::Error
 // naming the file and the signal:
 //   "<file>: libhdf5 crashed reading it (SIGSEGV): the file is damaged or hostile" (input)
-// for a crash signal (SEGV, BUS, ILL, FPE, ABRT, SYS, TRAP); for any other end (killed from
-// outside, say) a runtime error "<file>: the HDF5 reader process ended (SIGKILL) while reading
-// it". Errors the reader raises keep their kind and exact text.
+// for a crash signal (SEGV, BUS, ILL, FPE, ABRT, SYS, TRAP). Any other end (killed from outside)
+// is retried once by a fresh reader, then a runtime error "<file>: the HDF5 reader process ended
+// (SIGKILL) while reading it, twice". Errors the reader raises keep their kind and exact text.
 //
 // Environment:
 //   CREST_HDF5_IN_PROCESS=1   read in this process instead (debugging; what fuzz_hdf5 fuzzes)
