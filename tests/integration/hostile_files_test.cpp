@@ -270,12 +270,13 @@ TEST(HostileFile, Libhdf5CrashesAreErrorsNamingTheFileNotCrashesOfCrest) {
   EXPECT_NE(r.out.find("2 bad files"), std::string::npos) << r.out;
 }
 
-// Training on a directory holding both fixtures among its training files (samples 4 and 5 of
-// 10, in the second batch of 4; samples 8 and 9 are the spares): refused naming the first
+// Training on a directory holding both fixtures among its training files (samples 4 and 5 of 10,
+// in the second batch of 4; samples 8 and 9 are the spares): refused naming one of them
 // (data.on_error: fail), or both skipped and counted (skip); never a crash of crest. libhdf5
 // crashes on the first while opening it; the second is refused for its 4x6x2 shape, whose read
-// would be the one that overflows.
-TEST(HostileFile, TrainingRefusesOrSkipsTheLibhdf5CrashFiles) {
+// would be the one that overflows. Then crest predict with the crash file among the validation
+// files.
+TEST(HostileFile, TrainingAndPredictRefuseOrSkipTheLibhdf5CrashFiles) {
   const test::TempDir t;
   const std::string root = t.file("cam");
   write_small_deepcam(root, {0, 1, 2, 3, 6, 7, 8, 9});
@@ -307,13 +308,34 @@ optimizer: {name: Adam, lr: 0.01}
 crest: {threads: 1}
 )";
   const std::string train = "timeout 120 " + std::string(CREST_BINARY) + " train --config " + cfg;
+  // The loader's threads read both files of the batch; whichever error comes first stops the run.
   auto r = test::run_shell(train + " 2>&1");
   EXPECT_EQ(r.code, 2) << r.out;
-  EXPECT_NE(r.out.find(segv + ": libhdf5 crashed reading it (SIGSEGV)"), std::string::npos)
+  EXPECT_TRUE(r.out.find("crest: error: epoch 1: " + segv +
+                         ": libhdf5 crashed reading it (SIGSEGV)") != std::string::npos ||
+              r.out.find("crest: error: epoch 1: " + root +
+                         "/train/data-000005.h5: sample is 4x6x2") != std::string::npos)
       << r.out;
-  r = test::run_shell(train + " --overwrite data.on_error=skip 2>&1");
+  const std::string weights = t.file("w.safetensors");
+  r = test::run_shell(train + " --overwrite --save-weights " + weights +
+                      " data.on_error=skip 2>&1");
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("2 bad samples skipped"), std::string::npos) << r.out;
+  // crest predict on the validation split with the crash file among it: refused naming it, no
+  // output; with --skip-bad the other files are predicted.
+  const std::string bad_valid = root + "/validation/data-000002.h5";
+  fs::copy_file(segv, bad_valid);
+  const std::string predict = "timeout 120 " + std::string(CREST_BINARY) + " predict --config " +
+                              cfg + " --weights " + weights + " --out " + t.file("p.h5");
+  r = test::run_shell(predict + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad_valid + ": libhdf5 crashed reading it (SIGSEGV)"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(t.file("p.h5")));
+  r = test::run_shell(predict + " --skip-bad 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(1 bad files skipped)"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(t.file("p.h5")));
 }
 
 }  // namespace
