@@ -226,5 +226,19 @@ TEST_F(Hdf5Reader, ReaderKilledWhileIdleIsReplacedWithoutAnError) {
   EXPECT_NE(hdf5_reader_pid(), pid);
 }
 
+// An executable that is not a reader is an error naming it, and the right one works again after.
+TEST_F(Hdf5Reader, AnExecutableThatIsNotAReaderIsAnErrorNamingIt) {
+  const std::string crest = std::getenv("CREST_HDF5_READER");
+  stop_hdf5_reader();
+  ASSERT_EQ(::setenv("CREST_HDF5_READER", "/bin/false", 1), 0);
+  const Error e = error_of([&] { (void)probe_deepcam_sample(good_); });
+  ASSERT_EQ(::setenv("CREST_HDF5_READER", crest.c_str(), 1), 0);
+  EXPECT_EQ(e.kind(), ErrorKind::runtime);
+  EXPECT_EQ(std::string(e.what()),
+            "the HDF5 reader (/bin/false __hdf5-reader) did not start (exit status 1)");
+  EXPECT_EQ(hdf5_reader_pid(), -1);
+  expect_good_file_reads();
+}
+
 }  // namespace
 }  // namespace crest

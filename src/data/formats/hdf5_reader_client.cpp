@@ -1,6 +1,7 @@
 // crest's side of the HDF5 reader process (crest/data/formats/hdf5_reader.hpp): the readers of
 // hdf5.hpp as requests to a reader started with posix_spawn, restarted after it dies.
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
@@ -139,7 +140,8 @@ class Reader {
                     "): " + errno_text(-pid_));
     }
     std::string hello;
-    if (!receive(hello) || hello != hdf5_reader::kHello) {
+    if (!hello_arrives() || !receive(hello) || hello != hdf5_reader::kHello) {
+      if (pid_ >= 0) ::kill(pid_, SIGKILL);  // not a reader, or a stuck one
       const int status = stop();
       throw_runtime("the HDF5 reader (" + exe + " " + kHdf5ReaderCommand + ") did not start (" +
                     status_text(status) + ")");
@@ -176,6 +178,16 @@ class Reader {
     ::posix_spawnattr_destroy(&attr);
     if (from != socket) ::close(from);
     return rc == 0 ? pid : -rc;
+  }
+
+  // A reader says hello as soon as it runs; an executable that is not one (CREST_HDF5_READER
+  // pointing elsewhere) may never write nor exit: waiting is bounded.
+  bool hello_arrives() const {
+    pollfd p{socket_, POLLIN, 0};
+    int rc = 0;
+    while ((rc = ::poll(&p, 1, 60000)) < 0 && errno == EINTR) {
+    }
+    return rc > 0;
   }
 
   bool receive(std::string& reply) {
