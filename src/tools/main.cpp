@@ -3,9 +3,11 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 #include <iostream>
+#include <string>
 
 #include "commands.hpp"
 #include "crest/core/error.hpp"
+#include "crest/data/formats/hdf5_reader.hpp"
 #include "crest/dist/communicator.hpp"
 
 namespace {
@@ -32,6 +34,9 @@ int fail_everywhere(const crest::Error& e) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The HDF5 reader process (crest/data/formats/hdf5_reader.hpp): nothing else of crest runs in it.
+  if (argc == 2 && std::string(argv[1]) == crest::kHdf5ReaderCommand)
+    return crest::run_hdf5_reader(crest::kHdf5ReaderSocket);
   CLI::App app{"crest: deep learning on scientific data at supercomputer scale"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("crest ") + CREST_VERSION);

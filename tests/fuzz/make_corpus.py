@@ -181,6 +181,35 @@ def main():
         put("fuzz_config", "cosmoflow-demo-overrides", f.read() + b"\n%%\ntrain.n_epochs=3\n"
             b"optimizer.lr=0.01\ndata.batch_size=null\nmodel.conv_size=[4]\n")
 
+    search_space_seeds()
+
+
+def search_space_seeds():
+    """Search spaces of `crest search` (docs/search.md): every sampler, a condition, sections."""
+    put("fuzz_search_space", "all_samplers.yaml", b"""parameters:
+  lr_schedule.base_lr: {loguniform: [1e-4, 1e-1]}
+  model.dropout: {uniform: [0, 0.5]}
+  data.batch_size: {choice: [2, 4, 8]}
+  model.conv_size: {randint: [4, 16]}
+  optimizer.name: {choice: [SGD, LARC]}
+  optimizer.larc_base: {choice: [SGD], when: {optimizer.name: LARC}}
+  optimizer.larc_mode: {choice: [clip, scale], when: {optimizer.name: LARC}}
+  data.seed: {grid: [0, 1, 2]}
+asha: {min_epochs: 1, max_epochs: 9, eta: 3}
+pbt: {interval: 1, quantile: 0.25, resample: 0.25}
+""")
+    put("fuzz_search_space", "grid.yaml", b"""parameters:
+  data.batch_size: {grid: [2, 4]}
+  model.conv_size: {int: [4, 6]}
+  optimizer.name: {choice: [SGD, LARC]}
+  optimizer.larc_mode: {grid: [clip, scale], when: {optimizer.name: LARC}}
+  model.input_shape: {choice: [[8, 8, 8, 4]]}
+""")
+    put("fuzz_search_space", "refused.yaml", b"""parameters:
+  model.dropuot: {uniform: [0, 1.5]}
+  train.loss: {choice: [mse, {a: 1}]}
+""")
+
 
 if __name__ == "__main__":
     main()

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -213,8 +214,128 @@ TEST(HostileFile, Hdf5Samples) {
     EXPECT_NO_THROW((void)inspect_file(p));
     EXPECT_LE(counter.stats().largest, uint64_t{1} << 20);
   }
-  expect_cli_refuses(t.file(""), {truncated, magic}, true);
+  // libhdf5 crashes on this one (docs/security.md): contained in the reader process, an error.
+  const std::string segv = t.file("data-segv.h5");
+  fs::copy_file(
+      std::string(CREST_SOURCE_DIR) + "/tests/fixtures/hostile/libhdf5-1.10.8-segv-local-heap.h5",
+      segv);
+  expect_cli_refuses(t.file(""), {truncated, magic, segv}, true);
   expect_cli_refuses(t.file(""), {unbacked, chunk}, false);
+}
+
+// ---- libhdf5's own crashes (docs/security.md, "Inside libhdf5"): contained in the reader ----
+
+const std::string kHostileDir = std::string(CREST_SOURCE_DIR) + "/tests/fixtures/hostile/";
+
+// A DeepCAM dataset of 16x16x2 samples (the smallest height and width DeepCAM takes): training
+// files data-00000N.h5 for each N in `train` and 2 validation files, stats.h5.
+void write_small_deepcam(const std::string& root, const std::vector<int>& train) {
+  fs::create_directories(root + "/train");
+  fs::create_directories(root + "/validation");
+  const DeepcamSampleShape shape{16, 16, 2};
+  std::vector<float> data(16 * 16 * 2), labels(16 * 16);
+  auto write = [&](const std::string& path, int i) {
+    for (size_t k = 0; k < data.size(); ++k) data[k] = static_cast<float>((k * 7 + i) % 11) - 5;
+    for (size_t k = 0; k < labels.size(); ++k) labels[k] = static_cast<float>((k + i) % 3);
+    write_deepcam_sample(path, shape, data.data(), labels.data());
+  };
+  for (const int i : train) write(root + "/train/data-00000" + std::to_string(i) + ".h5", i);
+  for (const int i : {0, 1}) write(root + "/validation/data-00000" + std::to_string(i) + ".h5", i);
+  write_deepcam_stats(root + "/stats.h5", {12, {-5, -5}, {5, 5}, {0, 0}, {8, 8}});
+}
+
+TEST(HostileFile, Libhdf5CrashesAreErrorsNamingTheFileNotCrashesOfCrest) {
+  const test::TempDir t;
+  const std::string segv = t.file("data-segv.h5"), overflow = t.file("data-overflow.h5");
+  fs::copy_file(kHostileDir + "libhdf5-1.10.8-segv-local-heap.h5", segv);
+  fs::copy_file(kHostileDir + "libhdf5-1.10.8-heap-overflow-select-read.h5", overflow);
+  // inspect: libhdf5 crashes while resolving the first group (exit 139 before the reader).
+  auto r =
+      test::run_shell("timeout 20 " + std::string(CREST_BINARY) + " inspect " + segv + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("crest: error: " + segv +
+                       ": libhdf5 crashed reading it (SIGSEGV): the file is damaged or hostile"),
+            std::string::npos)
+      << r.out;
+  // validate reads every sample: both files are listed as bad, the good one beside them is read,
+  // and the run ends with the usual exit 2 for a dataset with bad files.
+  const std::vector<float> data(48, 0.5F), labels(24, 1.0F);
+  write_deepcam_sample(t.file("data-good.h5"), {4, 6, 2}, data.data(), labels.data());
+  r = test::run_shell("timeout 60 " + std::string(CREST_BINARY) + " validate " + t.file("") +
+                      " --threads 2 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("data-segv.h5: libhdf5 crashed reading it (SIGSEGV)"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("data-overflow.h5: "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 bad files"), std::string::npos) << r.out;
+}
+
+// Training on a directory holding both fixtures among its training files (samples 4 and 5 of 10,
+// in the second batch of 4; samples 8 and 9 are the spares): refused naming one of them
+// (data.on_error: fail), or both skipped and counted (skip); never a crash of crest. libhdf5
+// crashes on the first while opening it; the second is refused for its 4x6x2 shape, whose read
+// would be the one that overflows. Then crest predict with the crash file among the validation
+// files.
+TEST(HostileFile, TrainingAndPredictRefuseOrSkipTheLibhdf5CrashFiles) {
+  const test::TempDir t;
+  const std::string root = t.file("cam");
+  write_small_deepcam(root, {0, 1, 2, 3, 6, 7, 8, 9});
+  const std::string segv = root + "/train/data-000004.h5";
+  fs::copy_file(kHostileDir + "libhdf5-1.10.8-segv-local-heap.h5", segv);
+  fs::copy_file(kHostileDir + "libhdf5-1.10.8-heap-overflow-select-read.h5",
+                root + "/train/data-000005.h5");
+  const std::string cfg = t.file("cam.yaml");
+  std::ofstream(cfg) << "output_dir: " << t.file("run") << R"(
+data:
+  name: deepcam
+  data_dir_prefix: )" << root
+                     << R"(
+  sample_shape: [16, 16, 2]
+  batch_size: 4
+  n_epochs: 1
+  shuffle: false
+model:
+  name: graph
+  inputs:
+    - {name: x, shape: [2, 16, 16], layout: channels_last}
+    - {name: y, shape: [16, 16], integer: true}
+  layers:
+    - {name: logits, kind: conv, out_channels: 3, kernel: [3, 3], same: true}
+    - {name: loss, kind: softmax_cross_entropy, inputs: [logits, y]}
+  outputs: [logits]
+  loss: loss
+optimizer: {name: Adam, lr: 0.01}
+crest: {threads: 1}
+)";
+  const std::string train = "timeout 120 " + std::string(CREST_BINARY) + " train --config " + cfg;
+  // The loader's threads read both files of the batch; whichever error comes first stops the run.
+  auto r = test::run_shell(train + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(r.out.find("crest: error: epoch 1: " + segv +
+                         ": libhdf5 crashed reading it (SIGSEGV)") != std::string::npos ||
+              r.out.find("crest: error: epoch 1: " + root +
+                         "/train/data-000005.h5: sample is 4x6x2") != std::string::npos)
+      << r.out;
+  const std::string weights = t.file("w.safetensors");
+  r = test::run_shell(train + " --overwrite --save-weights " + weights +
+                      " data.on_error=skip 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("2 bad samples skipped"), std::string::npos) << r.out;
+  // crest predict on the validation split with the crash file among it: refused naming it, no
+  // output; with --skip-bad the other files are predicted.
+  const std::string bad_valid = root + "/validation/data-000002.h5";
+  fs::copy_file(segv, bad_valid);
+  const std::string predict = "timeout 120 " + std::string(CREST_BINARY) + " predict --config " +
+                              cfg + " --weights " + weights + " --out " + t.file("p.h5");
+  r = test::run_shell(predict + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad_valid + ": libhdf5 crashed reading it (SIGSEGV)"), std::string::npos)
+      << r.out;
+  EXPECT_FALSE(fs::exists(t.file("p.h5")));
+  r = test::run_shell(predict + " --skip-bad 2>&1");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(1 bad files skipped)"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::exists(t.file("p.h5")));
 }
 
 }  // namespace

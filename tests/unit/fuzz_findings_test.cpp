@@ -11,6 +11,7 @@
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/data/safetensors.hpp"
+#include "crest/search/search_space.hpp"
 #include "crest/train/config.hpp"
 #include "data_formats_test_util.hpp"
 #include "support/hostile_bytes.hpp"
@@ -130,6 +131,44 @@ TEST(FuzzFinding, GzipRecordBufferGrowsOnlyWithTheDataThatArrives) {
   expect_input_error([&] { (void)reader.next(record); },
                      {"huge.tfrecord.gz", "record 0", "truncated inside the data (100 of"});
   EXPECT_LE(record.capacity(), size_t{64} << 10);
+}
+
+// fuzz_search_space: a mapping key that is not text (`? train.loss: {...}` at the top level makes
+// a map the key)
+// made yaml-cpp's bad-conversion exception escape parse_search_space; `crest search` ended with
+// "bad conversion", exit 1. Now an input error naming the file and line, wherever a key is read.
+TEST(FuzzFinding, SearchSpaceKeyThatIsNotTextIsAnInputError) {
+  const std::string path = hostile("search_space_key_not_text.yaml");
+  expect_input_error([&] { (void)load_search_space(path); },
+                     {path + ":3: the top level: a key must be plain text, got 'train.loss:"});
+  for (const std::string text :
+       {"? [a]: 1\nparameters:\n  model.dropout: {uniform: [0, 1]}\n",
+        "parameters:\n  model.dropout: {? [uniform]: [0, 1]}\n",
+        "parameters:\n  a.b: {choice: [1]}\n  a.c: {choice: [2], when: {? [a.b]: 1}}\n"})
+    expect_input_error([&] { (void)parse_search_space(text, "space.yaml"); },
+                       {"space.yaml:", "a key must be plain text, got '["});
+}
+
+// fuzz_search_space: randint bounds beyond int64 (6.8e104) made the draw convert an
+// out-of-range double to an integer (undefined behaviour; UBSan stopped the harness). Bounds
+// must lie within +-2^53, where every integer is a double; ranges of infinite width are refused.
+TEST(FuzzFinding, SearchSpaceRandintBoundBeyondInt64IsRefused) {
+  const std::string path = hostile("search_space_randint_bound_beyond_int64.yaml");
+  expect_input_error(
+      [&] { (void)load_search_space(path); },
+      {path + ":3: parameters.model.1}]}_siz_size", "bounds must lie within +-2^53"});
+  const SearchSpace widest = parse_search_space(
+      "parameters:\n  data.seed: {randint: [-9007199254740992, 9007199254740992]}\n", "s.yaml");
+  for (uint64_t i = 0; i < 64; ++i) {
+    const long long v = std::stoll(value_of(sample_trial(widest, 3, i), "data.seed"));
+    EXPECT_LE(std::llabs(v), 9007199254740992LL);
+  }
+  expect_input_error(
+      [&] {
+        (void)parse_search_space("parameters:\n  model.dropout: {uniform: [-1e308, 1e308]}\n",
+                                 "s.yaml");
+      },
+      {"s.yaml:2: parameters.model.dropout", "wider than a double holds"});
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/data/formats/hdf5_in_process.hpp"
 #include "formats/file_io.hpp"
 #include "formats/hdf5_support.hpp"
 
@@ -392,6 +393,8 @@ std::string DeepcamSampleShape::str() const {
          " (HxWxC)";
 }
 
+namespace hdf5_in_process {
+
 DeepcamSampleShape probe_deepcam_sample(const std::string& path) {
   Hdf5Session session;
   return open_sample(path).shape;
@@ -408,6 +411,8 @@ void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expe
     fail(path, "cannot read climate/data (" + hdf5_reason() + ")");
   if (labels_hw) read_labels(path, s, labels_hw);
 }
+
+}  // namespace hdf5_in_process
 
 void write_deepcam_sample(const std::string& path, const DeepcamSampleShape& shape,
                           const float* data_hwc, const float* labels_hw) {
@@ -426,6 +431,8 @@ void write_deepcam_sample(const std::string& path, const DeepcamSampleShape& sha
                 labels_hw);
   finish_file(out, climate, file);
 }
+
+namespace hdf5_in_process {
 
 DeepcamStats read_deepcam_stats(const std::string& path) {
   Hdf5Session session;
@@ -451,6 +458,8 @@ DeepcamStats read_deepcam_stats(const std::string& path) {
   return stats;
 }
 
+}  // namespace hdf5_in_process
+
 void write_deepcam_stats(const std::string& path, const DeepcamStats& stats) {
   const size_t n = stats.minval.size();
   if (n == 0 || stats.maxval.size() != n || stats.mean.size() != n || stats.sqmean.size() != n)
@@ -474,6 +483,8 @@ void write_deepcam_stats(const std::string& path, const DeepcamStats& stats) {
                 stats.sqmean.data());
   finish_file(out, climate, file);
 }
+
+namespace hdf5_in_process {
 
 std::string describe_hdf5(const std::string& path) {
   Hdf5Session session;
@@ -529,5 +540,7 @@ std::string describe_hdf5(const std::string& path) {
   if (rows.empty()) out = "(no groups or datasets)\n";
   return out;
 }
+
+}  // namespace hdf5_in_process
 
 }  // namespace crest

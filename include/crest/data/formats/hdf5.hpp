@@ -5,6 +5,12 @@
 // stats.h5: group `climate` with `count` (integer scalar) and float arrays `minval`, `maxval`,
 // `mean`, `sqmean` of one value per channel.
 //
+// The readers (probe, read_deepcam_sample, read_deepcam_stats, describe_hdf5) do not run libhdf5
+// in this process: they are requests to crest's HDF5 reader process (hdf5_reader.hpp), so that
+// libhdf5's crashes and overflows on damaged or hostile files end the reader, not crest; the
+// in-process versions it runs are in hdf5_in_process.hpp. The writers run here (crest's own
+// files).
+//
 // Thread safety: an HDF5 library is only safe to call from several threads when it was built
 // with --enable-threadsafe, which no distribution promises (Debian's serial build happens to be;
 // others are not). Every function here therefore holds one process-wide mutex for its whole
