@@ -224,6 +224,7 @@ Assignment sample_trial(const SearchSpace& space, uint64_t seed, uint64_t index)
 }
 
 std::vector<Assignment> grid_trials(const SearchSpace& space) {
+  constexpr size_t kMaxGridTrials = 100000;
   for (const auto& p : space.parameters)
     if (p.kind != SamplerKind::choice && p.kind != SamplerKind::grid)
       throw_usage(space.source + ": parameters." + p.key +
@@ -242,6 +243,12 @@ std::vector<Assignment> grid_trials(const SearchSpace& space) {
         b.emplace_back(p.key, v);
         next.push_back(std::move(b));
       }
+      // Every trial is a training run: a grid past this is a typo, and enumerating it would
+      // exhaust memory first (a list-only space of 30 two-value parameters has 10^9 points).
+      if (next.size() > kMaxGridTrials)
+        throw_usage(space.source + ": parameters." + p.key + ": the grid has more than " +
+                    std::to_string(kMaxGridTrials) +
+                    " points; use --algorithm random (or asha) with --trials N");
     }
     partial = std::move(next);
   }

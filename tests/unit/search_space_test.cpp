@@ -105,6 +105,24 @@ TEST(SearchSpace, AGridIsEveryCombinationFirstParameterSlowest) {
   }
 }
 
+// 30 two-value lists are 2^30 grid points: refused when the grid passes 100,000 (at the 17th
+// parameter), naming it, instead of exhausting memory while enumerating (found by reading, next
+// to the fuzz_search_space campaign).
+TEST(SearchSpace, AGridOfMoreThanAHundredThousandPointsIsRefusedBeforeItIsBuilt) {
+  std::string params;
+  for (int i = 0; i < 30; ++i) params += "  model.p" + std::to_string(i) + ": {grid: [0, 1]}\n";
+  try {
+    grid_trials(space_of(params));
+    FAIL() << "a grid of 2^30 points";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("space.yaml: parameters.model.p16: the grid has more than "
+                                         "100000 points"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SearchSpace, MalformedEntriesAreRefusedNamingTheFileLineAndKey) {
   std::string m = parse_error("  model.dropout: {uniform: [0.5, 0.1]}\n");
   EXPECT_NE(m.find("space.yaml:2: parameters.model.dropout"), std::string::npos) << m;

@@ -58,7 +58,8 @@ Assignment sample_trial(const SearchSpace& space, uint64_t seed, uint64_t index)
 
 // Every combination of the choice and grid lists, first parameter slowest, inactive conditional
 // parameters left out and duplicates dropped. Throws crest::Error (usage) naming a continuous
-// parameter (a grid cannot enumerate it).
+// parameter (a grid cannot enumerate it), or the parameter at which the grid passes 100,000
+// points (before it is built).
 std::vector<Assignment> grid_trials(const SearchSpace& space);
 
 // The value of `key` in `a`, or "" when the trial does not set it.
