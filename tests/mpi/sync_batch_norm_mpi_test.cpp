@@ -69,10 +69,13 @@ TEST(SyncBatchNormMpi, TwoRanksInOneGroupTrainAsOneRankWithTheirBatch) {
 }
 
 // The same with the real DeepCAM network (its 76 batch norms, the image-pool branch, the
-// decoder) at its smallest size, 32 x 48, on synthetic DeepCAM files read unshuffled. SGD with a
-// small rate: LAMB's first step is nearly sign(gradient), which turns the rounding of another
-// summation order into a full step where a gradient is close to 0; SGD keeps a weight's
-// difference proportional to its gradient's.
+// decoder) at its smallest size, 32 x 48, for one step of 2 synthetic samples read unshuffled.
+// One step, and two tolerances, because this network's gradient is chaotically sensitive to
+// rounding (reference/DEEPCAM.md: float32 runs differ by 3-6 % per tensor): summing the batch
+// statistics over ranks rounds differently, and after one step the weights differ by up to 4.4 %
+// per tensor (measured; without the group by up to 770 %), after two steps of SGD with momentum
+// by up to 80 %. The running statistics after one step come from the forward pass on the initial
+// weights, so they are held to the small graph's 1e-4 (measured 1.5e-5; without the group 72 %).
 constexpr const char* kDeepcamConfig = R"(
 data: {name: deepcam, sample_shape: [32, 48, 16], n_epochs: 1, shuffle: false, seed: 3}
 model: {name: deepcam}
@@ -81,10 +84,17 @@ lr_schedule: {start_lr: 0.01}
 crest: {threads: 1}
 )";
 
+bool running_statistic(const std::string& name) {
+  return name.find(".running_") != std::string::npos;
+}
+bool trained(const std::string& name) {
+  return !running_statistic(name) && name.find("num_batches_tracked") == std::string::npos;
+}
+
 TEST(SyncBatchNormMpi, DeepcamOnTwoRanksInOneGroupTrainsAsOneRankWithTheirBatch) {
   TempDir d;
   const auto data = run_crest("datagen deepcam --out " + d.file("data") +
-                              " --train 4 --valid 0 --height 32 --width 48 --seed 5");
+                              " --train 2 --valid 2 --height 32 --width 48 --seed 5");
   ASSERT_EQ(data.code, 0) << data.out;
   std::ofstream(d.file("deepcam.yaml")) << kDeepcamConfig;
   const std::string base =
@@ -98,14 +108,15 @@ TEST(SyncBatchNormMpi, DeepcamOnTwoRanksInOneGroupTrainsAsOneRankWithTheirBatch)
                            "output_dir=" +
                            d.file("synced") + " --save-weights " + d.file("synced.safetensors"));
   ASSERT_EQ(synced.code, 0) << synced.out;
-  // Weights and every batch norm's running statistics (the file holds both).
-  EXPECT_LE(worst_relative_difference(d.file("one.safetensors"), d.file("synced.safetensors")),
-            1e-4);
+  const std::string a = d.file("one.safetensors"), b = d.file("synced.safetensors");
+  EXPECT_LE(worst_relative_difference(a, b, running_statistic), 1e-4);
+  EXPECT_LE(worst_relative_difference(a, b, trained), 0.1);
   const auto local = run_crest_mpi(2, base + "data.batch_size=1 output_dir=" + d.file("local") +
                                           " --save-weights " + d.file("local.safetensors"));
   ASSERT_EQ(local.code, 0) << local.out;
-  EXPECT_GT(worst_relative_difference(d.file("one.safetensors"), d.file("local.safetensors")),
-            1e-3);
+  const std::string c = d.file("local.safetensors");
+  EXPECT_GT(worst_relative_difference(a, c, running_statistic), 0.1);
+  EXPECT_GT(worst_relative_difference(a, c, trained), 1.0);
 }
 
 TEST(SyncBatchNormMpi, AGroupThatDoesNotDivideTheRanksIsRefused) {
