@@ -131,7 +131,7 @@ constexpr int64_t kMaxFeatures = 64;
 // hold no feature at all. The IoU scores a class absent from label and prediction 1, so on such
 // samples a network that predicts only background scored 0.83 (above the 0.82 target) at 32 x 48.
 // With these minimums it scores about 0.7 there, and reaching the target takes finding the
-// features; grids from about 96 x 144 (rivers) and 384 x 576 (cyclones) up are unchanged.
+// features; grids from about 96 x 144 (rivers) and 192 x 288 (cyclones) up are unchanged.
 constexpr double kMinRiversPerSample = 1.0, kMinCyclonesPerSample = 0.4;
 
 double lat_of_row(double row, int64_t h) {
