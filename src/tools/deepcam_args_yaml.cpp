@@ -228,8 +228,7 @@ void write_train(YamlText& y, const DeepcamArgs& a) {
   }
   y.comment(with_value(a, "logging_frequency", number(a.logging_frequency)) +
                 ": the reference logs learning_rate, train_accuracy and train_loss into its MLPerf "
-                "log every that many steps (<= 0: once per epoch); crest logs learning_rate and "
-                "train_loss once per epoch "
+                "log every that many steps (<= 0: once per epoch); crest logs them once per epoch "
                 "(docs/mlperf.md) and prints a progress line every log_every_s seconds.",
             4);
 }

@@ -1,7 +1,8 @@
 // The MLPerf HPC log as a RunObserver: the keys the hpc 3.0.0 compliance checker requires for
-// CosmoFlow (mlperf_logging/compliance_checker/hpc_3.0.0/{common,closed_common,
-// closed_cosmoflow}.yaml), in the order and at the points the reference implementation
-// (mlcommons/hpc cosmoflow/train.py, utils/callbacks.py, utils/optimizers.py) logs them.
+// CosmoFlow and DeepCAM (mlperf_logging/compliance_checker/hpc_3.0.0/{common,closed_common,
+// closed_cosmoflow,closed_deepcam}.yaml), in the order and at the points the reference
+// implementations (mlcommons/hpc cosmoflow/train.py, utils/callbacks.py, utils/optimizers.py;
+// deepcam/src/deepCam/train.py, driver/trainer.py, driver/validation.py) log them.
 // What each key holds and why: docs/mlperf.md.
 #include <cmath>
 #include <ostream>
@@ -148,10 +149,14 @@ class MlperfObserver : public RunObserver {
     last_epoch_ = epoch;
     writer_.start("epoch_start", nullptr, {{"epoch_num", epoch}});
   }
-  void eval_start(int epoch) override {
-    writer_.start("eval_start", nullptr, {{"epoch_num", epoch}});
+  void eval_start(const EpochStats& st) override {
+    if (deepcam()) deepcam_train_figures(st);
+    writer_.start("eval_start", nullptr, {{"epoch_num", st.epoch}});
   }
-  void eval_stop(int epoch) override { writer_.end("eval_stop", nullptr, {{"epoch_num", epoch}}); }
+  void eval_stop(const EpochStats& st) override {
+    if (deepcam()) deepcam_eval_figures(st);
+    writer_.end("eval_stop", nullptr, {{"epoch_num", st.epoch}});
+  }
 
   void epoch_stop(const EpochStats& st) override {
     if (deepcam()) {
@@ -166,46 +171,63 @@ class MlperfObserver : public RunObserver {
   }
 
   void run_stop(const TrainSummary& summary) override {
-    // MLPerf's "success" means the target quality was reached. TrainSummary.status also says
-    // "success" for a run without a target (train.target_mae) that simply ran all its epochs:
-    // not here.
+    // A run that got here ended normally: at its target, or with its epochs run out. The latter
+    // is "success" where the task's reference says so (DeepCAM's train.py has one run_stop,
+    // "success"); otherwise "success" means the target quality was reached (TrainSummary.status
+    // also says "success" for a run without a target that simply ran all its epochs: not here).
     const auto& target = options_.target;
     const std::optional<double> last =
         summary.epochs.empty()
             ? std::nullopt
             : summary.epochs.back().val_metric(target ? target->metric->short_name : "");
     const bool reached = target && last && target->reached(*last);
+    const bool success = reached || options_.success_when_epochs_end;
     writer_.end("run_stop", nullptr,
-                {{"status", reached ? "success" : "aborted"}, {"epoch_num", last_epoch_}});
+                {{"status", success ? "success" : "aborted"}, {"epoch_num", last_epoch_}});
     run_stopped_ = true;
   }
 
  private:
   bool deepcam() const { return options_.benchmark == "deepcam"; }
 
-  // The DeepCAM reference's epoch end (driver/trainer.py, validation.py): the epoch's rate and
-  // loss, eval_accuracy (the validation IoU) and eval_loss, target_accuracy_reached when it got
-  // there, then epoch_stop. (Its train_accuracy, the IoU of the last training batch, is not
-  // measured.)
-  void deepcam_epoch_stop(const EpochStats& st) {
+  // The DeepCAM reference's training figures at the end of an epoch's training, before its
+  // validation (driver/trainer.py): the rate of the last optimizer step, and train_accuracy and
+  // train_loss of the last micro-batch (its IoU and its loss, means over ranks). The reference's
+  // loss is the criterion divided by gradient_accumulation_frequency, so this one is too.
+  void deepcam_train_figures(const EpochStats& st) {
     const MllogValue at = {{"epoch_num", st.epoch}};
     writer_.event("learning_rate", st.lr, at);
-    writer_.event("train_loss", st.train_loss, at);
+    if (const auto accuracy = st.last_batch_metric(options_.quality_metric))
+      writer_.event("train_accuracy", *accuracy, at);
+    const int k = config_ ? config_->train.gradient_accumulation_frequency : 1;
+    writer_.event("train_loss", st.last_batch_loss / k, at);
+    train_figures_logged_ = st.epoch;
+  }
+
+  // Its validation figures, before eval_stop (driver/validation.py): eval_accuracy (the
+  // validation IoU) and eval_loss, and target_accuracy_reached when it got there.
+  void deepcam_eval_figures(const EpochStats& st) {
     const std::optional<double> quality = st.val_metric(options_.quality_metric);
-    if (st.validated && quality) {
-      writer_.event("eval_accuracy", *quality, at);
-      writer_.event("eval_loss", st.val_loss, at);
-      const auto& target = options_.target;
-      if (target && target->reached(*quality))
-        writer_.event("target_accuracy_reached", target->value, at);
-    }
-    writer_.end("epoch_stop", nullptr, at);
+    if (!st.validated || !quality) return;
+    const MllogValue at = {{"epoch_num", st.epoch}};
+    writer_.event("eval_accuracy", *quality, at);
+    writer_.event("eval_loss", st.val_loss, at);
+    const auto& target = options_.target;
+    if (target && target->reached(*quality))
+      writer_.event("target_accuracy_reached", target->value, at);
+  }
+
+  // An epoch without validation logs its training figures at its end.
+  void deepcam_epoch_stop(const EpochStats& st) {
+    if (train_figures_logged_ != st.epoch) deepcam_train_figures(st);
+    writer_.end("epoch_stop", nullptr, {{"epoch_num", st.epoch}});
   }
 
   MllogWriter writer_;
   MlperfObserverOptions options_;
   const Config* config_ = nullptr;  // the run's, alive from init_start to run_stop
   int last_epoch_ = 0;
+  int train_figures_logged_ = 0;  // the epoch whose training figures are in the log
   bool run_started_ = false, run_stopped_ = false;
 };
 

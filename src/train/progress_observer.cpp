@@ -58,7 +58,7 @@ class ProgressObserver : public RunObserver {
       log_ << text << '\n' << std::flush;
     }
   }
-  void eval_start(int) override { clear(); }
+  void eval_start(const EpochStats&) override { clear(); }
   void epoch_stop(const EpochStats&) override { clear(); }
 
  private:

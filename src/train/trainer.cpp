@@ -32,6 +32,7 @@
 #include "crest/train/training_data.hpp"
 #include "crest/train/weights.hpp"
 #include "epoch_log.hpp"
+#include "last_batch_figures.hpp"
 #include "rank_failure.hpp"
 #include "resume.hpp"
 #include "run_status.hpp"
@@ -189,6 +190,7 @@ class TrainingRun {
   std::unique_ptr<LossScaler> scaler_;          // dynamic loss scaling; null: off
   std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchFeed> feed_;
+  std::unique_ptr<LastBatchFigures> last_batch_;
   TrainingData data_;
   std::unique_ptr<DataLoader> train_loader_, valid_loader_;
   int64_t train_steps_ = 0;
@@ -289,6 +291,7 @@ void TrainingRun::compile() {
   scaler_ = make_loss_scaler(config_.train);
   step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get(), scaler_.get());
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
+  last_batch_ = std::make_unique<LastBatchFigures>(task_);
   // A metric that cannot read this model's prediction fails now, not after the first epoch.
   check_metrics_fit(task_, config_, ex_->output(task_.model.prediction).desc(),
                     ex_->input(task_.model.target_input).desc());
@@ -502,6 +505,9 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
   const StepResult r = step_->run(lr, stop_here, rank_failure_.failed());
+  // The prediction is a marked output, alive through backward and the update: still the one this
+  // micro-batch was trained on.
+  if (s + 1 == train_steps_ && b) last_batch_->record(r.loss, feed_->host_prediction(), *b);
   if (b) train_loader_->release(*b);
   if (r.decided && r.rank_failed)
     rank_failure_.throw_together(*comm_, "step " + std::to_string(s + 1));
@@ -573,10 +579,11 @@ void TrainingRun::reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t 
   st.cache_hits = counts[1];
   st.samples_per_s =
       static_cast<double>(steps_run * config_.data.batch_size) * ranks / st.train_seconds;
+  last_batch_->reduce(*comm_, st);
 }
 
 void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
-  records_.notify([&](RunObserver& o) { o.eval_start(st.epoch); });
+  records_.notify([&](RunObserver& o) { o.eval_start(st); });
   ex_->set_profiling(false);  // the report's per-layer times are per training step
   // As the DeepCAM reference: every rank validates with the running statistics of all ranks.
   average_eval_stats(ex_->params(), *comm_);
@@ -588,7 +595,7 @@ void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   st.val_metrics = v.metrics;
   st.skipped += v.skipped;
   st.validated = true;
-  records_.notify([&](RunObserver& o) { o.eval_stop(st.epoch); });
+  records_.notify([&](RunObserver& o) { o.eval_stop(st); });
 }
 
 // Records the epoch, applies the stop rules, then writes the epoch's checkpoint (which records
@@ -884,6 +891,12 @@ StepLrSchedule step_lr_schedule_of(const LrScheduleConfig& c) {
 
 std::optional<double> EpochStats::val_metric(const std::string& short_name) const {
   for (const MetricValue& m : val_metrics)
+    if (m.name == short_name) return m.value;
+  return std::nullopt;
+}
+
+std::optional<double> EpochStats::last_batch_metric(const std::string& short_name) const {
+  for (const MetricValue& m : last_batch_metrics)
     if (m.name == short_name) return m.value;
   return std::nullopt;
 }

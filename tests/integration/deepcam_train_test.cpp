@@ -54,7 +54,9 @@ std::vector<double> val_ious(const std::string& out) {
 TEST(DeepcamTrain, IouRisesAndTheTargetStopFires) {
   TempDir t;
   const std::string cfg = deepcam_run_config(t);
-  // Measured: 0.29 after the first epoch, 0.74 after the third (Zen 4, 2 threads).
+  // Measured with the small-size rules of docs/synthetic-data.md: 0.30, 0.52, 0.52, 0.47 after
+  // epochs 1-4, then 0.65 before epoch 8 (2 shared cores). (The learnable set of
+  // tests/fixtures/learnable_deepcam.yaml, 96 training samples, reaches 0.82 at epoch 3.)
   const auto r = run_crest("train --config " + cfg + " train.target_iou=0.65");
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<double> iou = val_ious(r.out);
@@ -64,20 +66,22 @@ TEST(DeepcamTrain, IouRisesAndTheTargetStopFires) {
   EXPECT_LT(iou.size(), 8u) << "the target stop did not fire: " << r.out;
   EXPECT_NE(r.out.find("status success"), std::string::npos) << r.out;
 
-  // The MLPerf log: DeepCAM's benchmark name and keys, one eval_accuracy per epoch.
+  // The MLPerf log: DeepCAM's benchmark name and keys.
   const std::string log = test::slurp(t.file("run/mllog.txt"));
   for (const char* key :
        {"\"submission_benchmark\", \"value\": \"deepcam\"", "\"key\": \"batchnorm_group_size\"",
         "\"key\": \"gradient_accumulation_frequency\"",
         "\"key\": \"opt_name\", \"value\": \"LAMB\"",
         "\"key\": \"scheduler_type\", \"value\": \"multistep\"",
-        "\"key\": \"target_accuracy_reached\"", "\"key\": \"eval_loss\""})
+        "\"key\": \"target_accuracy_reached\"", "\"key\": \"eval_loss\"",
+        "\"key\": \"train_accuracy\"", "\"key\": \"train_loss\""})
     EXPECT_NE(log.find(key), std::string::npos) << key << "\n" << log;
-  size_t accuracies = 0;
-  for (size_t at = log.find("\"eval_accuracy\""); at != std::string::npos;
-       at = log.find("\"eval_accuracy\"", at + 1))
-    ++accuracies;
-  EXPECT_EQ(accuracies, iou.size());
+  // One eval_accuracy and one train_accuracy (the last micro-batch's IoU) per epoch.
+  for (const char* key : {"\"eval_accuracy\"", "\"train_accuracy\""}) {
+    size_t count = 0;
+    for (size_t at = log.find(key); at != std::string::npos; at = log.find(key, at + 1)) ++count;
+    EXPECT_EQ(count, iou.size()) << key;
+  }
 }
 
 // Batch-norm running statistics and counters, LAMB's state and the per-step schedule all travel

@@ -7,18 +7,23 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <string>
 
 #include "crest/data/safetensors.hpp"
 
 namespace crest::test {
 
-// Largest per-tensor relative difference ||a - b|| / ||a|| (names and shapes must agree).
-inline double worst_relative_difference(const std::string& a_path, const std::string& b_path) {
+// Largest per-tensor relative difference ||a - b|| / ||a|| (names and shapes must agree), over
+// the float32 tensors whose name `which` accepts (every one by default).
+inline double worst_relative_difference(
+    const std::string& a_path, const std::string& b_path,
+    const std::function<bool(const std::string&)>& which = nullptr) {
   SafetensorsFile a(a_path), b(b_path);
   EXPECT_EQ(a.names(), b.names());
   double worst = 0;
   for (const auto& t : a.tensors()) {
+    if (which && !which(t.name)) continue;
     const SafetensorsTensor& u = b.at(t.name);
     EXPECT_EQ(t.shape, u.shape) << t.name;
     const auto* x = reinterpret_cast<const float*>(t.data);

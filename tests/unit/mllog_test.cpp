@@ -10,6 +10,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -299,10 +300,11 @@ EpochStats epoch_stats(int epoch, double val_mae) {
   return st;
 }
 
-// Runs the observer through `maes.size()` epochs the way the trainer calls it (with staging)
-// and returns the log's lines, parsed.
-std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<double>& maes,
-                                     std::string* printed = nullptr, bool echo = false) {
+// Runs the observer through `epochs` the way the trainer calls it (with staging) and returns the
+// log's lines, parsed.
+std::vector<nlohmann::json> fake_run_epochs(const Config& config,
+                                            const std::vector<EpochStats>& epochs,
+                                            std::string* printed = nullptr, bool echo = false) {
   ScratchDir dir;
   const std::string path = dir.file("out/mllog.txt");
   std::ostringstream log;
@@ -317,13 +319,12 @@ std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<dou
     obs->init_stop(facts);
     obs->run_start(facts);
     TrainSummary summary;
-    for (size_t i = 0; i < maes.size(); ++i) {
-      const int e = static_cast<int>(i) + 1;
-      obs->epoch_start(e);
+    for (const EpochStats& st : epochs) {
+      obs->epoch_start(st.epoch);
       obs->step_end(StepInfo{});
-      obs->eval_start(e);
-      obs->eval_stop(e);
-      summary.epochs.push_back(epoch_stats(e, maes[i]));
+      obs->eval_start(st);
+      obs->eval_stop(st);
+      summary.epochs.push_back(st);
       obs->epoch_stop(summary.epochs.back());
     }
     obs->run_stop(summary);
@@ -332,6 +333,15 @@ std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<dou
   std::vector<nlohmann::json> out;
   for (const auto& l : lines_of(read_text(path))) out.push_back(parse_line(l));
   return out;
+}
+
+// `maes.size()` CosmoFlow epochs with these validation MAEs.
+std::vector<nlohmann::json> fake_run(const Config& config, const std::vector<double>& maes,
+                                     std::string* printed = nullptr, bool echo = false) {
+  std::vector<EpochStats> epochs;
+  for (size_t i = 0; i < maes.size(); ++i)
+    epochs.push_back(epoch_stats(static_cast<int>(i) + 1, maes[i]));
+  return fake_run_epochs(config, epochs, printed, echo);
 }
 
 std::vector<std::string> keys_of(const std::vector<nlohmann::json>& lines) {
@@ -537,6 +547,105 @@ TEST(MlperfObserver, ARunEndingInAnErrorStillLogsAnAbortedRunStop) {
   EXPECT_EQ(last["key"], "run_stop");
   EXPECT_EQ(last["metadata"]["status"], "aborted");
   EXPECT_EQ(last["metadata"]["epoch_num"], 1);
+}
+
+// ---- DeepCAM's epoch figures and run_stop (deepcam/src/deepCam/driver/*.py, train.py) --------
+
+Config deepcam_config(const std::vector<std::string>& overrides) {
+  return load_config(test::source_path("configs/deepcam-demo.yaml"), overrides);
+}
+
+// A DeepCAM epoch whose figures all differ, so a figure logged in the wrong place shows.
+EpochStats deepcam_epoch(int epoch, double train_iou, double val_iou) {
+  EpochStats st;
+  st.epoch = epoch;
+  st.lr = 0.001 * epoch;
+  st.train_loss = 7.0 * epoch;  // the epoch's mean: not what the reference logs
+  st.last_batch_loss = 0.5 * epoch;
+  st.last_batch_metrics = {{"iou", train_iou}};
+  st.validated = true;
+  st.val_loss = 0.25 * epoch;
+  st.val_metrics = {{"iou", val_iou}};
+  return st;
+}
+
+std::vector<double> values_of(const std::vector<nlohmann::json>& lines, const std::string& key) {
+  std::vector<double> v;
+  for (const auto& j : lines)
+    if (j["key"] == key) v.push_back(j["value"].get<double>());
+  return v;
+}
+
+TEST(MlperfObserver, DeepcamLogsTheReferencesEpochFiguresInItsOrder) {
+  const Config config =
+      deepcam_config({"train.target_iou=0.82", "train.gradient_accumulation_frequency=2"});
+  const auto lines =
+      fake_run_epochs(config, {deepcam_epoch(1, 0.5, 0.6), deepcam_epoch(2, 0.8, 0.85)});
+  std::vector<std::string> keys = keys_of(lines);
+  keys.erase(keys.begin(), std::find(keys.begin(), keys.end(), "epoch_start"));
+  const std::vector<std::string> epoch = {"epoch_start", "learning_rate", "train_accuracy",
+                                          "train_loss",  "eval_start",    "eval_accuracy",
+                                          "eval_loss"};
+  std::vector<std::string> expected = epoch;
+  expected.insert(expected.end(), {"eval_stop", "epoch_stop"});
+  expected.insert(expected.end(), epoch.begin(), epoch.end());
+  expected.insert(expected.end(),
+                  {"target_accuracy_reached", "eval_stop", "epoch_stop", "run_stop"});
+  EXPECT_EQ(keys, expected);
+  EXPECT_EQ(values_of(lines, "learning_rate"), (std::vector<double>{0.001, 0.002}));
+  // The last micro-batch's IoU and its loss divided by the accumulation (k = 2), as the
+  // reference's criterion(outputs, label) / gradient_accumulation_frequency.
+  EXPECT_EQ(values_of(lines, "train_accuracy"), (std::vector<double>{0.5, 0.8}));
+  EXPECT_EQ(values_of(lines, "train_loss"), (std::vector<double>{0.25, 0.5}));
+  EXPECT_EQ(values_of(lines, "eval_accuracy"), (std::vector<double>{0.6, 0.85}));
+  EXPECT_EQ(values_of(lines, "eval_loss"), (std::vector<double>{0.25, 0.5}));
+  EXPECT_EQ(values_of(lines, "target_accuracy_reached"), (std::vector<double>{0.82}));
+  for (const auto& j : lines) {
+    if (j["key"] == "train_loss" || j["key"] == "eval_accuracy") {
+      EXPECT_TRUE(j["metadata"].contains("epoch_num")) << j;
+    }
+  }
+  EXPECT_EQ(only(lines, "run_stop")["metadata"]["status"], "success");
+}
+
+TEST(MlperfObserver, DeepcamEndsSuccessWhenTheEpochsRunOutAsItsReferenceDoes) {
+  // train.py's only run_stop says "success", target reached or not; CosmoFlow's log stays
+  // "aborted" then (StatusIsSuccessOnlyWhenTheTargetWasReached).
+  const auto lines = fake_run_epochs(deepcam_config({"train.target_iou=0.82"}),
+                                     {deepcam_epoch(1, 0.5, 0.6), deepcam_epoch(2, 0.6, 0.7)});
+  EXPECT_TRUE(values_of(lines, "target_accuracy_reached").empty());
+  const auto& stop = only(lines, "run_stop");
+  EXPECT_EQ(stop["metadata"]["status"], "success");
+  EXPECT_EQ(stop["metadata"]["epoch_num"], 2);
+}
+
+TEST(MlperfObserver, DeepcamEpochWithoutValidationStillLogsItsTrainingFigures) {
+  EpochStats st = deepcam_epoch(1, 0.5, 0.6);
+  st.validated = false;
+  st.val_metrics.clear();
+  ScratchDir dir;
+  std::ostringstream log;
+  const Config config = deepcam_config({});
+  {
+    auto obs = make_mlperf_observer(dir.file("mllog.txt"), log,
+                                    mlperf_options(config, make_task(config), false));
+    const RunFacts facts = facts_of(config);
+    obs->init_start(config);
+    obs->init_stop(facts);
+    obs->run_start(facts);
+    obs->epoch_start(1);
+    obs->epoch_stop(st);
+    TrainSummary summary;
+    summary.epochs.push_back(st);
+    obs->run_stop(summary);
+  }
+  std::vector<nlohmann::json> lines;
+  for (const auto& l : lines_of(read_text(dir.file("mllog.txt")))) lines.push_back(parse_line(l));
+  std::vector<std::string> keys = keys_of(lines);
+  keys.erase(keys.begin(), std::find(keys.begin(), keys.end(), "epoch_start"));
+  EXPECT_EQ(keys, (std::vector<std::string>{"epoch_start", "learning_rate", "train_accuracy",
+                                            "train_loss", "epoch_stop", "run_stop"}));
+  EXPECT_EQ(values_of(lines, "train_loss"), (std::vector<double>{0.5}));  // k = 1
 }
 
 TEST(MlperfObserver, UnwritableOutputDirThrowsNamingThePath) {

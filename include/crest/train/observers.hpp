@@ -49,6 +49,9 @@ struct MlperfObserverOptions {
   // run_stop's status "success".
   std::string quality_metric = "mae";
   std::optional<QualityTarget> target;
+  // run_stop's status for a run that ends normally without reaching the target (its epochs ran
+  // out): "aborted" unless the benchmark's reference logs "success" then (DeepCAM; docs/mlperf.md).
+  bool success_when_epochs_end = false;
 };
 // The options a run of `task` writes its MLPerf log with (echo, benchmark, quality, target).
 MlperfObserverOptions mlperf_options(const Config& config, const Task& task, bool resumed);

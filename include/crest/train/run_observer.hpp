@@ -61,8 +61,10 @@ class RunObserver {
   virtual void run_start(const RunFacts& /*facts*/) {}
   virtual void epoch_start(int /*epoch*/) {}  // 1-based
   virtual void step_end(const StepInfo& /*step*/) {}
-  virtual void eval_start(int /*epoch*/) {}
-  virtual void eval_stop(int /*epoch*/) {}
+  // The epoch's figures so far: at eval_start its training figures, at eval_stop its validation
+  // figures too (validated is set).
+  virtual void eval_start(const EpochStats& /*stats*/) {}
+  virtual void eval_stop(const EpochStats& /*stats*/) {}
   virtual void epoch_stop(const EpochStats& /*stats*/) {}
   // Per-layer times of the run's profiled steps (empty unless profiling was on).
   virtual void layer_profile(const std::vector<OpProfile>& /*ops*/, int64_t /*profiled_steps*/) {}

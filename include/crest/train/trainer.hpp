@@ -57,8 +57,16 @@ struct EpochStats {
   // overflow (a resumed epoch: those after the resume), and the loss scale at the epoch's end.
   int64_t overflow_steps = 0;
   double loss_scale = 0;
+  // The epoch's last training micro-batch, what the DeepCAM reference logs as the epoch's
+  // train_loss and train_accuracy: its loss (undivided by gradient accumulation) and the task's
+  // metrics on the prediction it was trained on, means over ranks. Only for this run's records:
+  // checkpoints do not keep them (a resumed run's earlier epochs have none).
+  double last_batch_loss = 0;
+  std::vector<MetricValue> last_batch_metrics;
   // The value of metric `short_name` ("mae"); nullopt when not measured this epoch.
   std::optional<double> val_metric(const std::string& short_name) const;
+  // The same on the last training micro-batch.
+  std::optional<double> last_batch_metric(const std::string& short_name) const;
 };
 
 struct TrainSummary {
