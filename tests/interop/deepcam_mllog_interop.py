@@ -19,7 +19,6 @@ then not be checking what this test thinks it checks).
 
 Run: CREST_BINARY=build/bin/crest .venv/bin/python tests/interop/deepcam_mllog_interop.py
 """
-import json
 import os
 import re
 import subprocess
@@ -27,6 +26,8 @@ import sys
 import tempfile
 
 from mlperf_logging.mllog import mllog
+
+from crest_run import run, strict_json
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -38,19 +39,6 @@ RULES = ("common.yaml", "closed_common.yaml", "closed_deepcam.yaml", "closed_dee
 # The checker's only allowed objections: (key, the failed test), both dataset sizes of the real set.
 ALLOWED = {("train_samples", "v['value'] == 121266"), ("eval_samples", "v['value'] == 15158")}
 SEPARATOR = "\n" + "-" * 30 + "\n"
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
-    return r.stdout + r.stderr
-
-
-def strict_json(text):
-    def refuse(token):
-        raise AssertionError(f"non-JSON token {token} in {text}")
-    return json.loads(text, parse_constant=refuse)
 
 
 def objections(checker_log):

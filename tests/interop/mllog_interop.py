@@ -13,7 +13,6 @@ output_dir/mllog.txt that:
 
 Run: CREST_BINARY=build/bin/crest .venv/bin/python tests/interop/mllog_interop.py
 """
-import json
 import os
 import re
 import subprocess
@@ -22,24 +21,13 @@ import tempfile
 
 from mlperf_logging.mllog import mllog
 
+from crest_run import run, strict_json
+
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 CONFIG = os.path.join(SOURCE, "tests", "fixtures", "learnable_cosmoflow.yaml")
 # The dataset the fixture's comment names (`crest datagen` arguments).
 DATAGEN = ["cosmoflow", "--train", "1024", "--valid", "128", "--size", "32", "--seed", "1"]
-
-
-def run(cmd, **kw):
-    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} exited {r.returncode}:\n{r.stdout}{r.stderr}")
-    return r.stdout + r.stderr
-
-
-def strict_json(text):
-    def refuse(token):
-        raise AssertionError(f"non-JSON token {token} in {text}")
-    return json.loads(text, parse_constant=refuse)
 
 
 def main():

@@ -44,28 +44,36 @@ lr_schedule: {start_lr: 0.05}
 crest: {threads: 1}
 )";
 
+// Trains `base` (a `crest train` command without output_dir) three ways and returns the final
+// weights' paths: one rank with batch 2, two ranks with batch 1 in one batch-norm group, and two
+// ranks with batch 1 each normalising alone.
+struct ThreeTrainings {
+  std::string one, synced, local;
+};
+ThreeTrainings train_three_ways(const TempDir& d, const std::string& base) {
+  ThreeTrainings w{d.file("one.safetensors"), d.file("synced.safetensors"),
+                   d.file("local.safetensors")};
+  const auto one = run_crest(base + "data.batch_size=2 output_dir=" + d.file("one") +
+                             " --save-weights " + w.one);
+  EXPECT_EQ(one.code, 0) << one.out;
+  const auto synced =
+      run_crest_mpi(2, base + "data.batch_size=1 dist.batchnorm_group_size=2 " +
+                           "output_dir=" + d.file("synced") + " --save-weights " + w.synced);
+  EXPECT_EQ(synced.code, 0) << synced.out;
+  const auto local = run_crest_mpi(
+      2, base + "data.batch_size=1 output_dir=" + d.file("local") + " --save-weights " + w.local);
+  EXPECT_EQ(local.code, 0) << local.out;
+  return w;
+}
+
 TEST(SyncBatchNormMpi, TwoRanksInOneGroupTrainAsOneRankWithTheirBatch) {
   TempDir d;
   std::ofstream(d.file("bn.yaml")) << kConfig;
-  const std::string base = "train --config " + d.file("bn.yaml") + " ";
-  const auto one = run_crest(base + "data.batch_size=2 output_dir=" + d.file("one") +
-                             " --save-weights " + d.file("one.safetensors"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  const auto synced =
-      run_crest_mpi(2, base +
-                           "data.batch_size=1 dist.batchnorm_group_size=2 "
-                           "output_dir=" +
-                           d.file("synced") + " --save-weights " + d.file("synced.safetensors"));
-  ASSERT_EQ(synced.code, 0) << synced.out;
+  const ThreeTrainings w = train_three_ways(d, "train --config " + d.file("bn.yaml") + " ");
   // Float sums in another order: measured 1.2e-5 at worst (bn1.running_mean).
-  EXPECT_LE(worst_relative_difference(d.file("one.safetensors"), d.file("synced.safetensors")),
-            1e-4);
+  EXPECT_LE(worst_relative_difference(w.one, w.synced), 1e-4);
   // Without the group each rank normalises with its own sample: a different training.
-  const auto local = run_crest_mpi(2, base + "data.batch_size=1 output_dir=" + d.file("local") +
-                                          " --save-weights " + d.file("local.safetensors"));
-  ASSERT_EQ(local.code, 0) << local.out;
-  EXPECT_GT(worst_relative_difference(d.file("one.safetensors"), d.file("local.safetensors")),
-            1e-3);
+  EXPECT_GT(worst_relative_difference(w.one, w.local), 1e-3);
 }
 
 // The same with the real DeepCAM network (its 76 batch norms, the image-pool branch, the
@@ -97,26 +105,12 @@ TEST(SyncBatchNormMpi, DeepcamOnTwoRanksInOneGroupTrainsAsOneRankWithTheirBatch)
                               " --train 2 --valid 2 --height 32 --width 48 --seed 5");
   ASSERT_EQ(data.code, 0) << data.out;
   std::ofstream(d.file("deepcam.yaml")) << kDeepcamConfig;
-  const std::string base =
-      "train --config " + d.file("deepcam.yaml") + " data.data_dir=" + d.file("data") + " ";
-  const auto one = run_crest(base + "data.batch_size=2 output_dir=" + d.file("one") +
-                             " --save-weights " + d.file("one.safetensors"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  const auto synced =
-      run_crest_mpi(2, base +
-                           "data.batch_size=1 dist.batchnorm_group_size=2 "
-                           "output_dir=" +
-                           d.file("synced") + " --save-weights " + d.file("synced.safetensors"));
-  ASSERT_EQ(synced.code, 0) << synced.out;
-  const std::string a = d.file("one.safetensors"), b = d.file("synced.safetensors");
-  EXPECT_LE(worst_relative_difference(a, b, running_statistic), 1e-4);
-  EXPECT_LE(worst_relative_difference(a, b, trained), 0.1);
-  const auto local = run_crest_mpi(2, base + "data.batch_size=1 output_dir=" + d.file("local") +
-                                          " --save-weights " + d.file("local.safetensors"));
-  ASSERT_EQ(local.code, 0) << local.out;
-  const std::string c = d.file("local.safetensors");
-  EXPECT_GT(worst_relative_difference(a, c, running_statistic), 0.1);
-  EXPECT_GT(worst_relative_difference(a, c, trained), 1.0);
+  const ThreeTrainings w = train_three_ways(
+      d, "train --config " + d.file("deepcam.yaml") + " data.data_dir=" + d.file("data") + " ");
+  EXPECT_LE(worst_relative_difference(w.one, w.synced, running_statistic), 1e-4);
+  EXPECT_LE(worst_relative_difference(w.one, w.synced, trained), 0.1);
+  EXPECT_GT(worst_relative_difference(w.one, w.local, running_statistic), 0.1);
+  EXPECT_GT(worst_relative_difference(w.one, w.local, trained), 1.0);
 }
 
 TEST(SyncBatchNormMpi, AGroupThatDoesNotDivideTheRanksIsRefused) {
