@@ -233,7 +233,7 @@ void write_small_deepcam(const std::string& root, const std::vector<int>& train)
   fs::create_directories(root + "/train");
   fs::create_directories(root + "/validation");
   const DeepcamSampleShape shape{16, 16, 2};
-  std::vector<float> data(16 * 16 * 2), labels(16 * 16);
+  std::vector<float> data(size_t{16} * 16 * 2), labels(size_t{16} * 16);
   auto write = [&](const std::string& path, int i) {
     for (size_t k = 0; k < data.size(); ++k) data[k] = static_cast<float>((k * 7 + i) % 11) - 5;
     for (size_t k = 0; k < labels.size(); ++k) labels[k] = static_cast<float>((k + i) % 3);

@@ -5,9 +5,9 @@
 #include "crest/data/formats/hdf5_reader.hpp"
 
 #include <gtest/gtest.h>
-#include <signal.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -95,7 +95,8 @@ TEST_F(Hdf5Reader, GoodFileReadsBitIdenticallyThroughTheReaderAndInProcess) {
   EXPECT_EQ(untouched, local);
   // A larger sample after a smaller one: the shared memory grows.
   const DeepcamSampleShape big{40, 30, 4};
-  std::vector<float> big_data(40 * 30 * 4), big_labels(40 * 30, 2.0f), back(big_data.size());
+  std::vector<float> big_data(size_t{40} * 30 * 4), big_labels(size_t{40} * 30, 2.0f),
+      back(big_data.size());
   for (size_t i = 0; i < big_data.size(); ++i) big_data[i] = static_cast<float>(i);
   write_deepcam_sample(dir_.file("big.h5"), big, big_data.data(), big_labels.data());
   read_deepcam_sample(dir_.file("big.h5"), big, back.data(), nullptr);
@@ -173,8 +174,8 @@ TEST_F(Hdf5Reader, LibhdfOverflowStaysInTheReader) {
   fs::copy_file(kOverflowFile, overflow);
   const DeepcamSampleShape shape = probe_deepcam_sample(overflow);
   EXPECT_EQ(shape, (DeepcamSampleShape{4, 6, 2}));
-  std::vector<float> data(4 * 6 * 2);
-  std::vector<int32_t> labels(4 * 6);
+  std::vector<float> data(size_t{4} * 6 * 2);
+  std::vector<int32_t> labels(size_t{4} * 6);
   try {
     read_deepcam_sample(overflow, shape, data.data(), labels.data());
   } catch (const Error& e) {

@@ -2,7 +2,6 @@
 // hdf5.hpp as requests to a reader started with posix_spawn, restarted after it dies.
 #include <fcntl.h>
 #include <poll.h>
-#include <signal.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -11,6 +10,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -26,8 +26,6 @@
 #include "crest/data/formats/hdf5_reader.hpp"
 #include "formats/hdf5_reader_protocol.hpp"
 #include "formats/hdf5_sample_bytes.hpp"
-
-extern char** environ;
 
 namespace crest {
 namespace {

@@ -1,10 +1,10 @@
 // The reader process's side (crest/data/formats/hdf5_reader.hpp): `crest __hdf5-reader` serves
 // requests with the in-process readers until crest closes the socket.
-#include <signal.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <new>
