@@ -21,6 +21,13 @@ bool asked(const char* name, int64_t global_step, int rank) {
   return step == global_step;
 }
 
+// asked(), true at most once per process for the fault whose flag `done` is.
+bool asked_once(const char* name, int64_t step, int rank, bool& done) {
+  if (done || !asked(name, step, rank)) return false;
+  done = true;
+  return true;
+}
+
 }  // namespace
 
 bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
@@ -38,23 +45,17 @@ bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int
 
 bool gradient_overflow_asked(int64_t global_step, int rank) {
   static bool done = false;
-  if (done || !asked("CREST_TEST_GRAD_OVERFLOW_AT_STEP", global_step, rank)) return false;
-  done = true;
-  return true;
+  return asked_once("CREST_TEST_GRAD_OVERFLOW_AT_STEP", global_step, rank, done);
 }
 
 bool batch_failure_asked(int64_t global_step, int rank) {
   static bool done = false;
-  if (done || !asked("CREST_TEST_BATCH_FAILURE_AT_STEP", global_step, rank)) return false;
-  done = true;
-  return true;
+  return asked_once("CREST_TEST_BATCH_FAILURE_AT_STEP", global_step, rank, done);
 }
 
 bool validation_failure_asked(int epoch, int rank) {
   static bool done = false;
-  if (done || !asked("CREST_TEST_VALIDATION_FAILURE_AT_EPOCH", epoch, rank)) return false;
-  done = true;
-  return true;
+  return asked_once("CREST_TEST_VALIDATION_FAILURE_AT_EPOCH", epoch, rank, done);
 }
 
 void write_gradient_infinity(const ParamStore& params, int slot) {
