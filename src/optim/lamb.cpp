@@ -19,7 +19,9 @@ Lamb::Lamb(const LambOptions& options) : o_(options) {
 }
 
 // Summed slot by slot, in slot order: the norm covers exactly the trainable gradients (never
-// the alignment padding) and is the same on every rank, which hold the same gradients.
+// the alignment padding) and is the same on every rank, which hold the same gradients. A step
+// that was offered the sum (TrainStep measures it over the padded range, whose padding is zero)
+// skips this pass over 4 bytes per parameter.
 double Lamb::global_gradient_norm() const {
   double squares = 0;
   for (size_t s = 0; s < params_->slots().size(); ++s) {
@@ -51,7 +53,8 @@ void Lamb::apply_trust_ratios(double lr) {
 void Lamb::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   ++steps_;
-  last_norm_ = global_gradient_norm();
+  const std::optional<double> offered = take_offered_sum_squares();
+  last_norm_ = offered ? std::sqrt(*offered) : global_gradient_norm();
   const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
   // Element-wise over the whole trainable range: zero padding gives u = 0 there.
   vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),

@@ -114,6 +114,7 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   }
   r.finite = !r.nonfinite_loss && gradients_finite;
   if (!r.finite) return;
+  optimizer_.offer_gradient_sum_squares(norm_sq);
   optimizer_.step(lr);
   if (scaler_) scaler_->update(/*overflow=*/false);
 }

@@ -54,15 +54,19 @@ std::vector<double> val_ious(const std::string& out) {
 TEST(DeepcamTrain, IouRisesAndTheTargetStopFires) {
   TempDir t;
   const std::string cfg = deepcam_run_config(t);
-  // Measured with the small-size rules of docs/synthetic-data.md: 0.30, 0.52, 0.52, 0.47 after
-  // epochs 1-4, then 0.65 before epoch 8 (2 shared cores). (The learnable set of
-  // tests/fixtures/learnable_deepcam.yaml, 96 training samples, reaches 0.82 at epoch 3.)
-  const auto r = run_crest("train --config " + cfg + " train.target_iou=0.65");
+  // Measured with the small-size rules of docs/synthetic-data.md, epochs 1-8: 0.30, 0.52, 0.52,
+  // 0.37, 0.59, 0.39, 0.61, 0.67 (LAMB in float32 arithmetic, as apex); with LAMB in double it
+  // was 0.30, 0.52, 0.52, 0.47, then 0.65 before epoch 8. On 8 validation samples the curve
+  // swings by 0.1-0.2 from epoch to epoch, and any change of rounding moves the swings, so the
+  // target sits where the rise is clear in both: 0.55, first reached at epoch 5 here. (The
+  // learnable set of tests/fixtures/learnable_deepcam.yaml, 96 training samples, reaches 0.82
+  // at epoch 3.)
+  const auto r = run_crest("train --config " + cfg + " train.target_iou=0.55");
   ASSERT_EQ(r.code, 0) << r.out;
   const std::vector<double> iou = val_ious(r.out);
   ASSERT_GE(iou.size(), 2u) << r.out;
   EXPECT_LT(iou.front(), 0.5) << r.out;
-  EXPECT_GE(iou.back(), 0.65) << r.out;
+  EXPECT_GE(iou.back(), 0.55) << r.out;
   EXPECT_LT(iou.size(), 8u) << "the target stop did not fire: " << r.out;
   EXPECT_NE(r.out.find("status success"), std::string::npos) << r.out;
 

@@ -3,7 +3,9 @@
 // layout, so checkpoints and sharded optimizers see slices.
 #pragma once
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
@@ -24,6 +26,11 @@ class Optimizer {
   // One update with learning rate `lr` from the current gradients. It may consume them: LAMB
   // leaves its update direction in the gradient buffer, as apex does.
   virtual void step(double lr) = 0;
+  // The sum of squares of the whole trainable gradient range (its zero padding included), when
+  // the caller has just measured it: TrainStep does, for its finiteness check. An optimizer that
+  // needs the global gradient norm (LAMB) takes it from here instead of reading every gradient
+  // again. It holds for the next step() only.
+  void offer_gradient_sum_squares(double sum_squares) { offered_sum_squares_ = sum_squares; }
   // State buffers by name ("velocity", "m", "v", then "gradient_sum"), for checkpoints. Virtual
   // for wrappers (LARC), whose state is their base optimizer's.
   virtual std::vector<std::pair<std::string, Buffer*>> state();
@@ -45,12 +52,19 @@ class Optimizer {
   // Called at the end of attach(), params_ and vec_ set: per-tensor bookkeeping (LARS's
   // exclusions), a wrapper's base optimizer. May throw crest::Error (usage).
   virtual void on_attach() {}
+  // The offered sum of squares, once; nullopt when none was offered since the last step.
+  std::optional<double> take_offered_sum_squares() {
+    return std::exchange(offered_sum_squares_, std::nullopt);
+  }
   ParamStore* params_ = nullptr;
   VectorOps* vec_ = nullptr;
   std::vector<Buffer> state_;  // state_names() in order, then the gradient sum
   size_t count_ = 0;           // trainable elements incl. alignment padding (which stays zero)
   int64_t steps_ = 0;
   int accumulation_ = 1;
+
+ private:
+  std::optional<double> offered_sum_squares_;
 };
 
 // SGD with momentum in the Keras form the CosmoFlow reference uses: v = m v - lr g; w = w + v.

@@ -1,7 +1,8 @@
-// f32 flat-buffer operations. Element-wise loops are `omp parallel for simd`; arithmetic runs in
-// double where the reference backend does, so both round the same way and agree to the last
-// bit on most elements. Reductions split the range into a fixed number of chunks that depends
-// only on the element count, sum each chunk on whichever thread gets it and add the partial
+// f32 flat-buffer operations. Element-wise loops are `omp parallel for simd` (the optimizers'
+// updates in update_loops.cpp, compiled per instruction set); arithmetic runs in the type the
+// reference backend uses (double, except LAMB's float), so both round the same way and agree to
+// the last bit on most elements. Reductions split the range into a fixed number of chunks that
+// depends only on the element count, sum each chunk on whichever thread gets it and add the partial
 // sums in chunk order: the result is the same for every thread count.
 #include "onednn/vector_ops.hpp"
 
@@ -14,13 +15,12 @@
 #include "dropout_hash.hpp"
 #include "float16_codes.hpp"
 #include "half_vector_ops.hpp"
+#include "onednn/update_loops.hpp"
 
 namespace crest::onednn {
 
 namespace {
 
-// Below this many elements a parallel region costs more than it saves.
-constexpr size_t kParallelMin = 1 << 14;
 // Reductions: at most this many fixed chunks (a stack array), each at least kChunkMin elements.
 constexpr size_t kMaxChunks = 64;
 constexpr size_t kChunkMin = 1 << 12;
@@ -73,11 +73,7 @@ class F32Ops final : public VectorOps {
   }
 
   void axpy(double alpha, const void* x, void* y, size_t count) override {
-    const float* s = static_cast<const float*>(x);
-    float* d = static_cast<float*>(y);
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-    for (size_t i = 0; i < count; ++i)
-      d[i] = static_cast<float>(alpha * static_cast<double>(s[i]) + static_cast<double>(d[i]));
+    axpy_loop(alpha, static_cast<const float*>(x), static_cast<float*>(y), count);
   }
 
   void scale(double alpha, const void* x, void* dst, size_t count) override {
@@ -243,56 +239,22 @@ class F32Ops final : public VectorOps {
 
   void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr,
                  double momentum) override {
-    float* w = static_cast<float*>(w_v);
-    const float* g = static_cast<const float*>(g_v);
-    float* v = static_cast<float*>(v_v);
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-    for (size_t i = 0; i < count; ++i) {
-      const double velocity = momentum * static_cast<double>(v[i]) - lr * static_cast<double>(g[i]);
-      v[i] = static_cast<float>(velocity);
-      w[i] = static_cast<float>(static_cast<double>(w[i]) + velocity);
-    }
+    sgd_keras_loop(static_cast<float*>(w_v), static_cast<const float*>(g_v),
+                   static_cast<float*>(v_v), count, lr, momentum);
   }
 
   void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr, double beta1,
             double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override {
     if (step < 1) throw_input("adam: step is 1-based, got " + std::to_string(step));
-    float* w = static_cast<float*>(w_v);
-    const float* g = static_cast<const float*>(g_v);
-    float* m = static_cast<float*>(m_v);
-    float* v = static_cast<float*>(v_v);
-    const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-    const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-    // L2 Adam folds the decay into the gradient (and so into the moments); AdamW does not.
-    const double l2 = decoupled ? 0.0 : weight_decay;
-    const double decay = decoupled ? weight_decay : 0.0;
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-    for (size_t i = 0; i < count; ++i) {
-      const double weight = w[i];
-      const double grad = static_cast<double>(g[i]) + l2 * weight;
-      const double m_new = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * grad;
-      const double v_new = beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * grad * grad;
-      m[i] = static_cast<float>(m_new);
-      v[i] = static_cast<float>(v_new);
-      const double update =
-          (m_new / correction1) / (std::sqrt(v_new / correction2) + eps) + decay * weight;
-      w[i] = static_cast<float>(weight - lr * update);
-    }
+    adam_loop(static_cast<float*>(w_v), static_cast<const float*>(g_v), static_cast<float*>(m_v),
+              static_cast<float*>(v_v), count,
+              AdamStep{lr, beta1, beta2, eps, weight_decay, decoupled, step});
   }
 
   void lars_update(void* w_v, const void* g_v, void* buf_v, size_t count, double lr,
                    double momentum, double grad_scale, double weight_decay) override {
-    float* w = static_cast<float*>(w_v);
-    const float* g = static_cast<const float*>(g_v);
-    float* buf = static_cast<float*>(buf_v);
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-    for (size_t i = 0; i < count; ++i) {
-      const double weight = w[i];
-      const double d = grad_scale * (static_cast<double>(g[i]) + weight_decay * weight);
-      const double velocity = momentum * static_cast<double>(buf[i]) + d;
-      buf[i] = static_cast<float>(velocity);
-      w[i] = static_cast<float>(weight - lr * velocity);
-    }
+    lars_update_loop(static_cast<float*>(w_v), static_cast<const float*>(g_v),
+                     static_cast<float*>(buf_v), count, lr, momentum, grad_scale, weight_decay);
   }
 
   void lamb_direction(const void* w_v, void* g_v, void* m_v, void* v_v, size_t count,
@@ -302,22 +264,9 @@ class F32Ops final : public VectorOps {
     if (!(grad_divisor > 0.0))
       throw_input("lamb: the gradient divisor must be positive, got " +
                   std::to_string(grad_divisor));
-    const float* w = static_cast<const float*>(w_v);
-    float* g = static_cast<float*>(g_v);
-    float* m = static_cast<float*>(m_v);
-    float* v = static_cast<float*>(v_v);
-    const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-    const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-    for (size_t i = 0; i < count; ++i) {
-      const double clipped = static_cast<double>(g[i]) / grad_divisor;
-      const double m_new = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * clipped;
-      const double v_new = beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * clipped * clipped;
-      m[i] = static_cast<float>(m_new);
-      v[i] = static_cast<float>(v_new);
-      const double direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
-      g[i] = static_cast<float>(direction + weight_decay * static_cast<double>(w[i]));
-    }
+    lamb_direction_loop(static_cast<const float*>(w_v), static_cast<float*>(g_v),
+                        static_cast<float*>(m_v), static_cast<float*>(v_v), count,
+                        LambStep{grad_divisor, beta1, beta2, eps, weight_decay, step});
   }
 
   // Fixed chunks as in chunked_sum; the largest magnitude does not depend on the order anyway.

@@ -1,6 +1,7 @@
 // Reference flat-buffer operations: fills, BLAS-1, dropout, losses and optimizer updates.
 // Sums and optimizer arithmetic run in double whatever T is, so the f32 oracle loses no more
-// precision than the storage type forces.
+// precision than the storage type forces; LAMB's direction is the exception: it runs in T, as
+// apex's FusedLAMB does for float32 parameters.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -202,18 +203,24 @@ class Ops final : public VectorOps {
     T* g = static_cast<T*>(g_v);
     T* m = static_cast<T*>(m_v);
     T* v = static_cast<T*>(v_v);
-    const double correction1 = 1.0 - std::pow(beta1, static_cast<double>(step));
-    const double correction2 = 1.0 - std::pow(beta2, static_cast<double>(step));
+    // The step's constants in double, rounded once to T; then T's arithmetic, element by element
+    // exactly as the onednn backend's lamb_direction_loop.
+    const auto correction1 = static_cast<T>(1.0 - std::pow(beta1, static_cast<double>(step)));
+    const auto correction2 = static_cast<T>(1.0 - std::pow(beta2, static_cast<double>(step)));
+    const auto divisor = static_cast<T>(grad_divisor);
+    const auto b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+    const auto epsilon = static_cast<T>(eps), decay = static_cast<T>(weight_decay);
     for (size_t i = 0; i < count; ++i) {
-      const double clipped = static_cast<double>(g[i]) / grad_divisor;
-      const double m_new = beta1 * m[i] + (1.0 - beta1) * clipped;
-      const double v_new = beta2 * v[i] + (1.0 - beta2) * clipped * clipped;
-      m[i] = static_cast<T>(m_new);
-      v[i] = static_cast<T>(v_new);
-      const double direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
-      g[i] = static_cast<T>(direction + weight_decay * static_cast<double>(w[i]));
+      const T clipped = g[i] / divisor;
+      const T m_new = b1 * m[i] + (T(1) - b1) * clipped;
+      const T v_new = b2 * v[i] + (T(1) - b2) * clipped * clipped;
+      m[i] = m_new;
+      v[i] = v_new;
+      const T direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + epsilon);
+      g[i] = direction + decay * w[i];
     }
   }
+
 
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");

@@ -1,0 +1,90 @@
+#include "onednn/update_loops.hpp"
+
+#include <cmath>
+
+// GCC clones a function per listed target and resolves the call once, at load time (an ifunc).
+// The OpenMP region's outlined body inherits the clone's target. Other compilers get the
+// baseline loop.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define CREST_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define CREST_WIDEST_VECTORS
+#endif
+
+namespace crest::onednn {
+
+CREST_WIDEST_VECTORS
+void axpy_loop(double alpha, const float* x, float* y, size_t count) {
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+  for (size_t i = 0; i < count; ++i)
+    y[i] = static_cast<float>(alpha * static_cast<double>(x[i]) + static_cast<double>(y[i]));
+}
+
+CREST_WIDEST_VECTORS
+void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum) {
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+  for (size_t i = 0; i < count; ++i) {
+    const double velocity = momentum * static_cast<double>(v[i]) - lr * static_cast<double>(g[i]);
+    v[i] = static_cast<float>(velocity);
+    w[i] = static_cast<float>(static_cast<double>(w[i]) + velocity);
+  }
+}
+
+CREST_WIDEST_VECTORS
+void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s) {
+  const double correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(s.step));
+  const double correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(s.step));
+  // L2 Adam folds the decay into the gradient (and so into the moments); AdamW does not.
+  const double l2 = s.decoupled ? 0.0 : s.weight_decay;
+  const double decay = s.decoupled ? s.weight_decay : 0.0;
+  const double beta1 = s.beta1, beta2 = s.beta2, eps = s.eps, lr = s.lr;
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+  for (size_t i = 0; i < count; ++i) {
+    const double weight = w[i];
+    const double grad = static_cast<double>(g[i]) + l2 * weight;
+    const double m_new = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * grad;
+    const double v_new = beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * grad * grad;
+    m[i] = static_cast<float>(m_new);
+    v[i] = static_cast<float>(v_new);
+    const double update =
+        (m_new / correction1) / (std::sqrt(v_new / correction2) + eps) + decay * weight;
+    w[i] = static_cast<float>(weight - lr * update);
+  }
+}
+
+CREST_WIDEST_VECTORS
+void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
+                      double momentum, double grad_scale, double weight_decay) {
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+  for (size_t i = 0; i < count; ++i) {
+    const double weight = w[i];
+    const double d = grad_scale * (static_cast<double>(g[i]) + weight_decay * weight);
+    const double velocity = momentum * static_cast<double>(buf[i]) + d;
+    buf[i] = static_cast<float>(velocity);
+    w[i] = static_cast<float>(weight - lr * velocity);
+  }
+}
+
+CREST_WIDEST_VECTORS
+void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
+                         const LambStep& s) {
+  // The step's constants are computed in double and rounded once, as apex computes them on the
+  // host; the element-wise arithmetic is float's.
+  const auto correction1 = static_cast<float>(1.0 - std::pow(s.beta1, static_cast<double>(s.step)));
+  const auto correction2 = static_cast<float>(1.0 - std::pow(s.beta2, static_cast<double>(s.step)));
+  const auto divisor = static_cast<float>(s.grad_divisor);
+  const auto beta1 = static_cast<float>(s.beta1), beta2 = static_cast<float>(s.beta2);
+  const auto eps = static_cast<float>(s.eps), decay = static_cast<float>(s.weight_decay);
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+  for (size_t i = 0; i < count; ++i) {
+    const float clipped = g[i] / divisor;
+    const float m_new = beta1 * m[i] + (1.f - beta1) * clipped;
+    const float v_new = beta2 * v[i] + (1.f - beta2) * clipped * clipped;
+    m[i] = m_new;
+    v[i] = v_new;
+    const float direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
+    g[i] = direction + decay * w[i];
+  }
+}
+
+}  // namespace crest::onednn

@@ -1,0 +1,40 @@
+// The optimizers' element-wise updates over float32 buffers (crest::VectorOps's sgd_keras, adam,
+// lars_update, lamb_direction and axpy on the onednn backend). They stream every parameter,
+// gradient and moment once per step: 56 M of each for DeepCAM, so they are worth the machine's
+// widest vectors. crest's own loops are compiled for the baseline x86-64 (CREST_NATIVE is off by
+// default, so one binary runs on every node); these few are also compiled for AVX2 and AVX-512
+// and the loader picks the widest the CPU has (GCC's target_clones). Results are the same from
+// every clone: each element is computed on its own (no reduction whose order the vector width
+// could change) with correctly rounded +, -, *, / and sqrt, and CMakeLists.txt turns off the
+// contraction into fused multiply-adds that would round differently where FMA exists.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+namespace crest::onednn {
+
+// Below this many elements a parallel region costs more than it saves (every flat-buffer loop of
+// this backend uses it).
+constexpr size_t kParallelMin = 1 << 14;
+
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;
+  int64_t step;  // 1-based
+};
+
+struct LambStep {
+  double grad_divisor, beta1, beta2, eps, weight_decay;
+  int64_t step;  // 1-based
+};
+
+void axpy_loop(double alpha, const float* x, float* y, size_t count);
+void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum);
+void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s);
+void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
+                      double momentum, double grad_scale, double weight_decay);
+// In float32 arithmetic, as apex's FusedLAMB computes float32 parameters (its MATH_T is float).
+void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
+                         const LambStep& s);
+
+}  // namespace crest::onednn
