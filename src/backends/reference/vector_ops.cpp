@@ -221,7 +221,6 @@ class Ops final : public VectorOps {
     }
   }
 
-
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");
     return narrow_range(static_cast<const T*>(x), static_cast<float>(scale),
