@@ -8,6 +8,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/core/parallel_for.hpp"
+#include "crest/data/deepcam_reference_order.hpp"
 #include "crest/dist/communicator.hpp"
 
 namespace crest {
@@ -16,6 +17,12 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// The epoch's order of the n samples of the source, by the chosen recipe.
+std::vector<int64_t> order_of_epoch(const LoaderOptions& o, int64_t n, int epoch) {
+  if (o.order == TrainOrder::reference) return deepcam_reference_epoch_order(n, o.seed, epoch);
+  return epoch_order(n, o.shuffle, o.seed, epoch);
 }
 
 }  // namespace
@@ -84,7 +91,7 @@ void DataLoader::start_epoch(int epoch, int64_t first_batch) {
     s->error = nullptr;
   }
   epoch_ = epoch;
-  samples_ = rank_samples(plan_, epoch_order(plan_.samples, opts_.shuffle, opts_.seed, epoch));
+  samples_ = rank_samples(plan_, order_of_epoch(opts_, plan_.samples, epoch));
   next_spare_ = plan_.used_per_rank();
   scheduled_ = consumed_ = first_batch;
   stats_ = LoaderStats{};

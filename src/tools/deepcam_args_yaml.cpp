@@ -157,11 +157,14 @@ void write_data(YamlText& y, const DeepcamArgs& a) {
   y.value("batch_size", number(a.local_batch_size), from(a, "local_batch_size"));
   y.value("n_epochs", number(a.max_epochs), from(a, "max_epochs"));
   y.comment(
-      "--seed seeds the reference's weights; crest's data.seed seeds the weights and the "
-      "per-epoch file order (the reference orders its files with fixed seeds instead).",
+      "--seed seeds the reference's weights, as data.seed does; with train_order: reference the "
+      "file order uses the reference's fixed seeds (12345 for the one file-list shuffle, 0 + "
+      "epoch for its DistributedSampler), not data.seed.",
       4);
   y.value("seed", number(a.seed), from(a, "seed"));
   y.value("shuffle", "true", "the reference reshuffles the training files every epoch");
+  y.value("train_order", "reference",
+          "the reference's sample sequence per rank and epoch (data/__init__.py)");
 }
 
 void write_model(YamlText& y) {

@@ -65,6 +65,7 @@ size_t longest_path(const SampleSource& source) {
 LoaderOptions prediction_loader_options(const Config& config, bool skip_bad) {
   LoaderOptions lo = loader_options(config.data);
   lo.shuffle = false;
+  lo.order = TrainOrder::crest;  // sorted: crest's order unshuffled
   lo.cache_bytes = 0;
   lo.every_sample = true;  // every file gets its row, whatever the batch and the ranks
   lo.skip_bad_samples = skip_bad;

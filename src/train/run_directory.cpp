@@ -109,6 +109,17 @@ void fail_with_rank0(Communicator& comm, const std::string& problem) {
                                  : Error::Scope::every_rank_printed_elsewhere);
 }
 
+namespace {
+
+// A data key the epoch's order depends on, as a resolved config has it. train_order is printed
+// for DeepCAM only, and configs written before it existed lack it: both mean crest's order.
+std::string order_setting(const std::string& resolved_yaml, const char* key) {
+  const std::string v = value_of(resolved_yaml, "data", key);
+  return v.empty() && std::string(key) == "train_order" ? "crest" : v;
+}
+
+}  // namespace
+
 std::string resume_position_problem(const CheckpointInfo& info, const Config& config, int ranks,
                                     int64_t steps_per_epoch) {
   if (info.position.step_in_epoch == 0) return "";
@@ -125,9 +136,9 @@ std::string resume_position_problem(const CheckpointInfo& info, const Config& co
     return where + "the epoch must keep its " + std::to_string(info.steps_per_epoch) +
            " steps (now " + std::to_string(steps_per_epoch) +
            ": data.n_train or the files changed)";
-  for (const char* key : {"seed", "shuffle"}) {
-    const std::string saved = value_of(info.config_yaml, "data", key),
-                      now = value_of(config.resolved_yaml, "data", key);
+  for (const char* key : {"seed", "shuffle", "train_order"}) {
+    const std::string saved = order_setting(info.config_yaml, key),
+                      now = order_setting(config.resolved_yaml, key);
     if (saved != now) return where + "data." + key + " must stay " + saved + " (now " + now + ")";
   }
   return "";

@@ -6,6 +6,7 @@
 #include "crest/core/error.hpp"
 #include "crest/data/datasets/cosmoflow_source.hpp"
 #include "crest/data/datasets/deepcam_source.hpp"
+#include "crest/data/deepcam_reference_order.hpp"
 #include "crest/data/dummy_dataset.hpp"
 #include "crest/data/staging.hpp"
 #include "crest/dist/communicator.hpp"
@@ -122,7 +123,9 @@ LoaderOptions loader_options(const DataConfig& dc) {
   LoaderOptions lo;
   lo.batch_size = dc.batch_size;
   lo.shuffle = dc.shuffle;
-  lo.seed = dc.seed;
+  lo.order = dc.train_order;
+  // The reference's sampler has its own fixed seed; data.seed then seeds only the weights.
+  lo.seed = dc.train_order == TrainOrder::reference ? kDeepcamSamplerSeed : dc.seed;
   lo.prefetch = dc.prefetch;
   lo.threads = dc.n_parallel_reads;
   lo.cache_bytes = dc.cache_bytes;
@@ -133,6 +136,8 @@ LoaderOptions loader_options(const DataConfig& dc) {
 LoaderOptions validation_loader_options(const DataConfig& dc) {
   LoaderOptions vo = loader_options(dc);
   vo.shuffle = dc.shuffle_valid;
+  vo.order = TrainOrder::crest;  // train_order orders the training split only
+  vo.seed = dc.seed;
   vo.cache_bytes = 0;  // the cache bound is the training shard's
   // DeepCAM validates every sample (the reference's validation reader); CosmoFlow's reference
   // batches validation with drop_remainder, as training.

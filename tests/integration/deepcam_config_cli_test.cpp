@@ -56,6 +56,8 @@ void expect_closed_division_run(const Config& c) {
   EXPECT_EQ(c.data.sample_shape, (Shape{768, 1152, 16}));
   EXPECT_EQ(c.data.channels, kAllChannels);
   EXPECT_EQ(c.data.batch_size, 2);
+  EXPECT_EQ(c.data.train_order, TrainOrder::reference);  // the reference's per-rank sequence
+  EXPECT_TRUE(c.data.shuffle);
   EXPECT_EQ(c.model.name, "deepcam");
   EXPECT_EQ(c.optimizer.name, OptimizerKind::lamb);
   EXPECT_DOUBLE_EQ(c.optimizer.beta1, 0.9);

@@ -112,5 +112,35 @@ TEST(DeepcamTrain, ResumesBitExactly) {
   }
 }
 
+// data.train_order: reference is a function of (files, epoch) alone, so a run killed mid-epoch
+// resumes at the saved step of the same order: 2 epochs straight equal 2 epochs with a resume
+// from step 2 of 3 of the first, bit for bit.
+TEST(DeepcamTrain, TheReferenceOrderResumesMidEpochBitExactly) {
+  TempDir t;
+  const std::string cfg = deepcam_run_config(t);
+  const std::string args = "train --config " + cfg +
+                           " data.n_train=6 data.n_valid=1 data.batch_size=2 data.n_epochs=2 "
+                           "data.train_order=reference ";
+  const auto straight = run_crest(args + "output_dir=" + t.file("straight") + " --save-weights " +
+                                  t.file("straight.safetensors"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  // Checkpoints every 2 steps: step 2 (mid-epoch 1) is written, the process dies writing step 4's.
+  const auto killed = test::run_shell(
+      "CREST_TEST_KILL_DURING_CHECKPOINT=2 " + std::string(CREST_BINARY) + " " + args +
+      "'train.checkpoint_every=2 steps' output_dir=" + t.file("split") + " 2>&1");
+  ASSERT_NE(killed.code, 0) << killed.out;
+  const auto resumed = run_crest("train --resume " + t.file("split") + " --save-weights " +
+                                 t.file("split.safetensors"));
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  EXPECT_NE(resumed.out.find("epoch 1, step 2"), std::string::npos) << resumed.out;
+  const SafetensorsFile a(t.file("straight.safetensors")), b(t.file("split.safetensors"));
+  ASSERT_EQ(a.names(), b.names());
+  for (const auto& x : a.tensors()) {
+    const SafetensorsTensor& y = b.at(x.name);
+    ASSERT_EQ(x.bytes, y.bytes) << x.name;
+    EXPECT_EQ(std::memcmp(x.data, y.data, x.bytes), 0) << x.name;
+  }
+}
+
 }  // namespace
 }  // namespace crest

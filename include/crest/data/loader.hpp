@@ -42,8 +42,11 @@ class Communicator;
 
 struct LoaderOptions {
   int64_t batch_size = 1;
-  bool shuffle = true;
+  bool shuffle = true;  // crest's order only: false keeps sorted order
+  // crest's order: the permutation's seed; reference order: the sampler's seed (the reference's
+  // DistributedSampler uses 0), epoch e drawn with seed + e.
   uint64_t seed = 0;
+  TrainOrder order = TrainOrder::crest;
   int prefetch = 4;         // batches decoded ahead of the one being consumed (>= 1)
   int threads = 0;          // reader/decoder threads; 0 = min(4, hardware threads)
   int64_t cache_bytes = 0;  // payload cache bound; 0 = no cache
@@ -88,9 +91,9 @@ class DataLoader {
   int threads() const { return static_cast<int>(workers_.size()); }
   int64_t cached_bytes() const;
 
-  // Starts reading epoch `epoch` (its order from (seed, epoch)) at batch `first_batch` (> 0 when
-  // a run resumes mid-epoch: the batches before it are neither read nor returned). The previous
-  // epoch's batches must all have been released.
+  // Starts reading epoch `epoch` (0-based; its order from (order, seed, epoch)) at batch
+  // `first_batch` (> 0 when a run resumes mid-epoch: the batches before it are neither read nor
+  // returned). The previous epoch's batches must all have been released.
   void start_epoch(int epoch, int64_t first_batch = 0);
   // The next batch of the epoch, in order; blocks until it is decoded. Rethrows a read/decode
   // error (crest::Error naming the file). Throws when the epoch has no batch left.

@@ -39,6 +39,11 @@ struct ShardPlan {
 ShardPlan plan_shards(int64_t samples, int64_t batch_size, int rank, int size,
                       bool every_sample = false);
 
+// Which permutation orders a training epoch (data.train_order): crest's own, from
+// (data.seed, epoch) by epoch_order below, or the DeepCAM reference's, which reproduces the
+// reference's sample sequence per rank and epoch (deepcam_reference_order.hpp).
+enum class TrainOrder { crest, reference };
+
 // Per-epoch order of n samples: sorted when shuffle is false, else a permutation determined by
 // (seed, epoch) alone — identical on every rank and machine.
 std::vector<int64_t> epoch_order(int64_t n, bool shuffle, uint64_t seed, int epoch);

@@ -17,6 +17,7 @@
 #include "crest/core/dtype.hpp"
 #include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
+#include "crest/data/sharding.hpp"
 #include "crest/graph/attributes.hpp"
 #include "crest/graph/graph.hpp"
 #include "crest/optim/larc.hpp"
@@ -52,6 +53,10 @@ enum class OnSampleError { fail, skip };
 template <>
 inline constexpr EnumEntries<OnSampleError, 2> kEnumTable<OnSampleError> = {
     {{OnSampleError::fail, "fail"}, {OnSampleError::skip, "skip"}}};
+// data.train_order (DeepCAM only): crest's per-epoch permutation, or the DeepCAM reference's.
+template <>
+inline constexpr EnumEntries<TrainOrder, 2> kEnumTable<TrainOrder> = {
+    {{TrainOrder::crest, "crest"}, {TrainOrder::reference, "reference"}}};
 // How samples are stored. CosmoFlow: the reference's TFRecords, or crest's .npy variant
 // (<stem>.data.npy int16 [D, H, W, C] beside <stem>.label.npy float32 [targets]). DeepCAM: the
 // reference's HDF5 files, or NVIDIA's .npy variant (data-*.npy beside label-*.npy, or fused
@@ -91,8 +96,11 @@ struct DataConfig {
   int samples_per_file = 1;  // must be 1 (one sample per file, as in the reference data)
   bool shuffle_valid = false;
   // crest additions.
-  bool shuffle = true;      // shuffle training files each epoch (reference: shuffle_train)
-  uint64_t seed = 0;        // per-epoch permutation from (seed, epoch)
+  bool shuffle = true;  // shuffle training files each epoch (reference: shuffle_train)
+  uint64_t seed = 0;    // per-epoch permutation from (seed, epoch) under train_order crest
+  // deepcam: the training split's order, crest's (from seed) or the DeepCAM reference's (fixed
+  // seeds: the file list shuffled once with 12345, each epoch drawn with sampler seed 0 + epoch).
+  TrainOrder train_order = TrainOrder::crest;
   int64_t cache_bytes = 0;  // bounded sample cache per rank; 0 = none ("4GiB" accepted)
   std::string stage_dir;    // node-local staging directory; empty = read in place
   OnSampleError on_error = OnSampleError::fail;  // a corrupt sample stops the run or is skipped

@@ -78,6 +78,15 @@ Field<S> shuffle_train_field() {
   return f;
 }
 
+// DeepCAM's only: printed for DeepCAM alone, so a resolved CosmoFlow config reads back as it is.
+Field<S> train_order_field() {
+  Field<S> f = enum_field("train_order", &S::train_order);
+  f.print = [](const S& s, Lines& l) {
+    if (s.name == DatasetKind::deepcam) l.add("train_order", enum_name(s.train_order));
+  };
+  return f;
+}
+
 Field<S> seed_field() {
   return {"seed",
           [](const SectionReader& r, S& s) { s.seed = r.opt_uint64("seed").value_or(s.seed); },
@@ -127,6 +136,15 @@ void check_channels(const SectionReader& r, S& d) {
                           std::to_string(file_channels - 1) + ", data.sample_shape)");
 }
 
+// The reference's order reshuffles every epoch: unshuffled it would be no order the reference has.
+void check_train_order(const SectionReader& r, const S& d) {
+  if (d.train_order != TrainOrder::reference || d.shuffle) return;
+  const char* key = r.has("shuffle") ? "shuffle" : "shuffle_train";
+  r.fail(key, std::string("false contradicts data.train_order: reference (the reference ") +
+                  "reshuffles the training files every epoch); leave " + key +
+                  " out, or use train_order: crest for sorted order");
+}
+
 void check_deepcam(const SectionReader& r, S& d) {
   if (d.data_dir.empty())
     r.fail("data_dir",
@@ -144,6 +162,7 @@ void check_deepcam(const SectionReader& r, S& d) {
            "stride), got " +
                list_text(d.sample_shape.to_vector()));
   check_channels(r, d);
+  check_train_order(r, d);
   if (!r.has("n_train")) d.n_train = kEverySample;
   if (!r.has("n_valid")) d.n_valid = kEverySample;
 }
@@ -153,7 +172,7 @@ void check_cosmoflow(const SectionReader& r, S& d) {
     r.fail("data_dir",
            "required for data.name: cosmo (the directory holding train/ and validation/), or use "
            "data.name: dummy for synthetic data");
-  for (const char* deepcam_key : {"channels", "data_dir_prefix"})
+  for (const char* deepcam_key : {"channels", "data_dir_prefix", "train_order"})
     if (r.has(deepcam_key))
       r.fail(deepcam_key, "applies to data.name: deepcam, not " + enum_name(d.name));
   if (d.format == SampleFileFormat::hdf5)
@@ -202,7 +221,7 @@ const Table<DataConfig>& data_table() {
        string_field("stage_dir", &S::stage_dir), enum_field("on_error", &S::on_error),
        enum_field("format", &S::format),
        // DeepCAM (the reference's argument names)
-       data_dir_prefix_field(), channels_field()},
+       data_dir_prefix_field(), channels_field(), train_order_field()},
       check_data};
   return t;
 }
