@@ -4,6 +4,7 @@
 // Timings are fake (an injected timer), so nothing here depends on the machine's speed.
 #include <gtest/gtest.h>
 #include <omp.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
