@@ -62,7 +62,11 @@ void bench_train(const BenchTrainArgs& a) {
   // What the backend really uses is reported (the reference backend runs on one thread).
   const int threads = backend->set_threads(
       a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size()));
-  if (a.autotune) backend->set_layout_tuning({.measure = true});
+  if (a.autotune) {
+    LayoutTuning tuning;
+    tuning.measure = true;
+    backend->set_layout_tuning(tuning);
+  }
   const BuiltModel m = build_model(bench_model_config(a));
   const auto precision = parse_enum<Precision>(a.precision, "--precision");
   CompileOptions co;

@@ -49,7 +49,11 @@ void bench_infer(const BenchInferArgs& a) {
     throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
   auto backend = make_backend(a.backend);
   const int threads = backend->set_threads(a.threads > 0 ? a.threads : hardware_threads());
-  if (a.autotune) backend->set_layout_tuning({.measure = true});
+  if (a.autotune) {
+    LayoutTuning tuning;
+    tuning.measure = true;
+    backend->set_layout_tuning(tuning);
+  }
   const BuiltModel m = build_model(bench_model_config(a));
   const auto precision = parse_enum<Precision>(a.precision, "--precision");
   CompileOptions co;
