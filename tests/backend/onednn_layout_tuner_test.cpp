@@ -167,8 +167,8 @@ TEST(OneDnnLayoutTuner, KeepsTheFastestCandidate) {
 
   Tuned blocked = make_tuned(d, measuring(dir.file("b.json")), {{"blocked", 1e-3}});
   EXPECT_EQ(blocked.kernel->src_format().layout, Layout::blocked);
-  EXPECT_NE(blocked.kernel->src_format().name().find("16c"), std::string::npos)
-      << blocked.kernel->src_format().name();
+  EXPECT_NE(blocked.kernel->src_format().str().find("16c"), std::string::npos)
+      << blocked.kernel->src_format().str();
 }
 
 TEST(OneDnnLayoutTuner, TimesEveryPassOfATrainingKernelAndOnlyForwardForInference) {
@@ -263,7 +263,7 @@ TEST(OneDnnLayoutTuner, TunedKernelsAgreeWithTheReference) {
       SCOPED_TRACE(std::string(favourite) + (transposed ? " transposed" : ""));
       Tuned t =
           make_tuned(d, measuring(dir.file(std::string(favourite) + ".json")), {{favourite, 1e-3}});
-      layouts.insert(t.kernel->src_format().name() + "/" + t.kernel->dst_format().name());
+      layouts.insert(t.kernel->src_format().str() + "/" + t.kernel->dst_format().str());
       expect_agrees_with_reference(d, *t.kernel);
     }
     EXPECT_GE(layouts.size(), 2u);  // the favourites really gave different kernels
