@@ -147,6 +147,10 @@ memory::desc blocked_desc(const memory::dims& dims, memory::data_type dt) {
   }
 }
 
+// Each candidate is timed this many times, interleaved with the others (each time a warm-up call
+// and the best of a few per pass, LayoutTimer).
+constexpr int kTimingRounds = 2;
+
 template <typename Family>
 class OneDnnConv final : public ConvKernel {
  public:
@@ -298,28 +302,42 @@ class OneDnnConv final : public ConvKernel {
     if (const auto known = tuner.known(problem)) {
       for (size_t i = 0; i < built.size(); ++i)
         if (built[i].first == *known) {
+          if (tuner.verbose()) tuner.note("autotune: " + what_ + ": " + *known + " (known)");
           tuner.remember(problem, *known, false);
           return i;
         }
     }
     if (!tuner.measures()) return 0;  // a resumed untuned problem: the fixed rule's choice
-    size_t fastest = 0;
-    double fastest_s = 0;
-    std::string line = "autotune: " + what_ + ":";
+    // Two names for the same layouts (the hint is channels_last, say): time the first only.
+    std::vector<size_t> timed;
     std::vector<std::pair<memory::desc, memory::desc>> seen;
     for (size_t i = 0; i < built.size(); ++i) {
       const auto& fpd = built[i].second.fwd;
       const std::pair<memory::desc, memory::desc> layouts{fpd.src_desc(), fpd.dst_desc()};
-      // Two names for the same layouts (the hint is channels_last, say): time the first only.
       if (std::find(seen.begin(), seen.end(), layouts) != seen.end()) continue;
       seen.push_back(layouts);
-      ConvPasses passes = bind(built[i].second);
-      const double s = time_conv_candidate(tuner.timer(), ctx_, built[i].first, passes, tp);
-      line += " " + built[i].first + " (" + format_name(layouts.first) + "/" +
-              format_name(layouts.second) + ") " + std::to_string(s * 1e3) + " ms;";
-      if (i == 0 || s < fastest_s) {
-        fastest = i;
-        fastest_s = s;
+      timed.push_back(i);
+    }
+    // Rounds over all candidates, the best of each kept: a burst of other work on the machine
+    // then slows one round of every candidate rather than all the timings of one.
+    std::vector<ConvPasses> passes;
+    for (size_t i : timed) passes.push_back(bind(built[i].second));
+    std::vector<double> best_s(timed.size(), 0.0);
+    for (int round = 0; round < kTimingRounds; ++round)
+      for (size_t k = 0; k < timed.size(); ++k) {
+        const double s =
+            time_conv_candidate(tuner.timer(), ctx_, built[timed[k]].first, passes[k], tp);
+        if (round == 0 || s < best_s[k]) best_s[k] = s;
+      }
+    size_t fastest = timed[0];
+    double fastest_s = best_s[0];
+    std::string line = "autotune: " + what_ + ":";
+    for (size_t k = 0; k < timed.size(); ++k) {
+      line += " " + built[timed[k]].first + " (" + format_name(seen[k].first) + "/" +
+              format_name(seen[k].second) + ") " + std::to_string(best_s[k] * 1e3) + " ms;";
+      if (best_s[k] < fastest_s) {
+        fastest = timed[k];
+        fastest_s = best_s[k];
       }
     }
     tuner.note(line + " -> " + built[fastest].first);

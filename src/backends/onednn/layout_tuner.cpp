@@ -146,6 +146,7 @@ LayoutTuner::LayoutTuner(LayoutTuning options, std::unique_ptr<LayoutTimer> time
     : options_(std::move(options)), timer_(std::move(timer)), notes_(std::move(notes)) {
   if (!notes_) notes_ = [](const std::string& line) { std::cerr << line << "\n"; };
   machine_ = machine_signature();
+  verbose_ = !env("CREST_AUTOTUNE_VERBOSE").empty();
   cache_path_ = options_.cache_file.empty() ? default_layout_cache_path() : options_.cache_file;
   if (options_.record_file.empty()) return;
   if (!options_.reuse_record) {

@@ -54,6 +54,9 @@ class LayoutTuner {
   // that cannot be written are warned about once each; the run goes on.
   void remember(const std::string& problem, const std::string& candidate, bool measured);
 
+  // CREST_AUTOTUNE_VERBOSE set: a note for every tuned kernel, also when its choice was known
+  // (in creation order, which is the program's execution order: a profile's layers map onto them).
+  bool verbose() const { return verbose_; }
   LayoutTimer& timer() { return *timer_; }
   void note(const std::string& line) const;
   const std::string& machine() const { return machine_; }
@@ -74,6 +77,7 @@ class LayoutTuner {
   Choices pinned_;  // the resumed run's record
   Choices record_;  // this run's choices (the pinned ones included)
   bool cache_loaded_ = false;
+  bool verbose_ = false;
   mutable bool cache_read_warned_ = false, cache_write_warned_ = false, record_warned_ = false;
 };
 
