@@ -203,6 +203,8 @@ void ConvLayer::create(CreateContext& ctx) {
   ConvDesc d = make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype);
   d.bias = opts_.bias || folded_affine_;
   d.bias_grad = bias_grad_;
+  d.training = ctx.training;
+  d.data_grad = ctx.training && ctx.need_input_grad[0];
   kernel_ = ctx.backend.conv(d, ctx.in_formats[0]);
   ctx.in_formats[0] = kernel_->src_format();
   ctx.out_formats = {kernel_->dst_format()};

@@ -39,6 +39,7 @@ struct BenchTrainArgs : BenchModelArgs {
   int64_t batch = 2;
   int steps = 3, warmup = 1, threads = 0;
   bool profile = false;
+  bool autotune = false;   // choose conv layouts by measuring them (crest.autotune)
   std::string report;      // directory for report.{json,html}; "" = none
   double peak_gflops = 0;  // the report's peak; 0 = measure it after the run
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
@@ -61,6 +62,11 @@ void bench_train(const BenchTrainArgs& a) {
   // What the backend really uses is reported (the reference backend runs on one thread).
   const int threads = backend->set_threads(
       a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size()));
+  if (a.autotune) {
+    LayoutTuning tuning;
+    tuning.measure = true;
+    backend->set_layout_tuning(tuning);
+  }
   const BuiltModel m = build_model(bench_model_config(a));
   const auto precision = parse_enum<Precision>(a.precision, "--precision");
   CompileOptions co;
@@ -247,6 +253,8 @@ void register_bench(CLI::App& app) {
   train->add_option("--precision", ta->precision,
                     "float32, bf16 or fp16 (mixed precision: 16-bit activations, float32 weights)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
+  train->add_flag("--autotune", ta->autotune,
+                  "choose each convolution's layouts by timing the candidates (crest.autotune)");
   train->add_option("--report", ta->report,
                     "write DIR/report.html and DIR/report.json (the performance report)");
   train->add_option(

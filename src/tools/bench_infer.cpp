@@ -23,6 +23,7 @@ struct BenchInferArgs : BenchModelArgs {
   int64_t batch = 1;
   int passes = 5, warmup = 1, threads = 0;
   bool profile = false;
+  bool autotune = false;  // choose conv layouts by measuring them (crest.autotune)
 };
 
 // One JSON line per layer: its forward time per pass and rate.
@@ -48,6 +49,11 @@ void bench_infer(const BenchInferArgs& a) {
     throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
   auto backend = make_backend(a.backend);
   const int threads = backend->set_threads(a.threads > 0 ? a.threads : hardware_threads());
+  if (a.autotune) {
+    LayoutTuning tuning;
+    tuning.measure = true;
+    backend->set_layout_tuning(tuning);
+  }
   const BuiltModel m = build_model(bench_model_config(a));
   const auto precision = parse_enum<Precision>(a.precision, "--precision");
   CompileOptions co;
@@ -96,6 +102,8 @@ void register_bench_infer(CLI::App& bench) {
   cmd->add_option("--backend", a->backend, "a registered backend (default: the fastest built)");
   cmd->add_option("--precision", a->precision, "float32, bf16 or fp16");
   cmd->add_flag("--profile", a->profile, "also print per-layer times");
+  cmd->add_flag("--autotune", a->autotune,
+                "choose each convolution's layouts by timing the candidates (crest.autotune)");
   cmd->callback([a] { bench_infer(*a); });
 }
 

@@ -175,6 +175,10 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   const Task task = make_task(config);
   auto backend = make_backend(config.crest.backend);
   backend->set_threads(compute_threads_per_rank(config, comm->local_size()));
+  // Inference programs run forward only, so only forward is timed; no record (nothing resumes).
+  LayoutTuning tuning;
+  tuning.measure = config.crest.autotune;
+  backend->set_layout_tuning(tuning);
   const std::unique_ptr<Executor> ex = compile_for_inference(config, task, *backend);
   load_trained_weights(ex->params(), task.model.external_params, o.checkpoint, o.weights);
   std::ostringstream quiet;

@@ -35,6 +35,7 @@
 #include "last_batch_figures.hpp"
 #include "rank_failure.hpp"
 #include "resume.hpp"
+#include "run_layouts.hpp"
 #include "run_status.hpp"
 #include "step_timeline.hpp"
 #include "stop_rules.hpp"
@@ -265,6 +266,12 @@ void TrainingRun::compile() {
   // Reported is what the backend really uses (the reference backend: one thread, whatever was
   // asked).
   threads_ = backend_->set_threads(compute_threads(config_, *comm_));
+  // After the threads: the machine signature the layout cache is keyed by includes them.
+  const LayoutTuning tuning =
+      run_layout_tuning(config_, run_dir_.checkpoint_dir.empty() ? "" : config_.output_dir,
+                        comm_->rank(), options_.resume);
+  backend_->set_layout_tuning(tuning);
+  if (!describe_layout_tuning(tuning).empty()) *log_ << describe_layout_tuning(tuning) << "\n";
   CompileOptions co;
   co.batch = config_.data.batch_size;
   co.seed = config_.data.seed;

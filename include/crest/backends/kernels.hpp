@@ -22,6 +22,7 @@
 #include <typeindex>
 #include <vector>
 
+#include "crest/backends/layout_tuning.hpp"
 #include "crest/backends/stream.hpp"
 #include "crest/core/dtype.hpp"
 #include "crest/core/enum_table.hpp"
@@ -85,6 +86,10 @@ struct ConvDesc {
   bool transposed = false;  // deconvolution: in/out swap roles; weights [in, out/groups, k...]
   EltwiseDesc post_op;      // fused activation applied to the output (forward only)
   DType dtype = DType::f32;
+  // Which passes will run: forward only (an inference program), and whether backward_data does
+  // (the first convolution needs no input gradient). A layout tuner times only these.
+  bool training = true;
+  bool data_grad = true;
 };
 
 enum class PoolKind : uint8_t { max, avg_include_pad, avg_exclude_pad };
@@ -320,6 +325,9 @@ class Backend {
   // Sets the number of compute threads this backend uses; returns the number it will really use
   // (what a run reports: the reference backend is single-threaded whatever it is asked).
   virtual int set_threads(int threads) = 0;
+  // How convolution layouts are chosen from now on (kernels created later); the default
+  // ignores it (a backend with one layout per problem has nothing to choose).
+  virtual void set_layout_tuning(const LayoutTuning& /*tuning*/) {}
 
   // The machine's GEMM rate through this backend's library for `dtype` (n^3, best of `iters`).
   virtual PeakRate peak(DType /*dtype*/, int64_t /*n*/, int /*iters*/) {

@@ -291,6 +291,9 @@ struct RuntimeConfig {
   int threads = 0;  // compute threads per rank; 0 = all cores
   // float64 needs a backend that supports it; bf16 and fp16 a backend and CPU that run them fast
   Precision precision = Precision::float32;
+  // Choose each convolution's memory layouts by timing the candidates (cached per machine and
+  // problem; docs/performance.md "Layouts chosen by measurement"). Off: the backend's fixed rule.
+  bool autotune = false;
 };
 
 // dist: section (crest addition): how ranks work together (docs/distributed.md).

@@ -9,6 +9,7 @@
 #include "onednn/dense.hpp"
 #include "onednn/eltwise.hpp"
 #include "onednn/gemm_peak.hpp"
+#include "onednn/layout_tuner.hpp"
 #include "onednn/onednn_backend.hpp"
 #include "onednn/pool.hpp"
 #include "onednn/reorder.hpp"
@@ -45,7 +46,7 @@ class OneDnnBackend final : public Backend {
 
  protected:
   std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& src_hint) override {
-    return onednn::make_conv(ctx_, d, src_hint);
+    return onednn::make_conv(ctx_, d, src_hint, tuner_.get());
   }
   std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& src_hint) override {
     return onednn::make_pool(ctx_, d, src_hint);
@@ -75,6 +76,11 @@ class OneDnnBackend final : public Backend {
     return threads;
   }
 
+  // A fresh tuner per setting: its record file is the run's, its timer the steady clock.
+  void set_layout_tuning(const LayoutTuning& tuning) override {
+    tuner_ = std::make_unique<onednn::LayoutTuner>(tuning, onednn::make_clock_timer());
+  }
+
   PeakRate peak(DType dtype, int64_t n, int iters) override {
     const GemmPeak g = measure_gemm_peak(dtype, n, n, n, iters);
     return {g.supported, g.gflops, g.implementation};
@@ -87,6 +93,7 @@ class OneDnnBackend final : public Backend {
  private:
   onednn::ContextPtr ctx_;
   mutable HostStream stream_;
+  std::unique_ptr<onednn::LayoutTuner> tuner_;  // null: the fixed layout rule
 };
 
 }  // namespace

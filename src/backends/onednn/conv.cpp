@@ -10,8 +10,11 @@
 #include <utility>
 #include <vector>
 
+#include "onednn/conv_passes.hpp"
+#include "onednn/conv_timing.hpp"
 #include "onednn/eltwise.hpp"
 #include "onednn/format.hpp"
+#include "onednn/layout_tuner.hpp"
 #include "onednn/primitive.hpp"
 
 namespace crest::onednn {
@@ -114,15 +117,49 @@ struct Choice {
   int reference_impls = 0;  // how many of the three only oneDNN's slow reference code offers
 };
 
+// The problem as the layout tuner's cache and record know it: everything that decides which
+// layouts are possible and how fast they run.
+std::string tuning_problem(const char* kind, const Geometry& g, const ConvDesc& d,
+                           const MemFormat& src_hint) {
+  std::string p = std::string(kind) + " " + dtype_name(d.dtype) + " " + g.text;
+  if (d.post_op.kind != EltwiseKind::none)
+    p += " post " + std::to_string(static_cast<int>(d.post_op.kind)) + "(" +
+         std::to_string(d.post_op.alpha) + "," + std::to_string(d.post_op.beta) + ")";
+  p += d.bias && !d.bias_grad ? " no-bias-grad" : "";
+  p += !d.training ? " inference" : (d.data_grad ? " training" : " training no-data-grad");
+  p += " hint " + describe(to_desc(src_hint));
+  return p;
+}
+
+// oneDNN's blocked activation layout for this machine's vector width (nChw16c on AVX-512,
+// nChw8c below), which `any` does not always pick.
+memory::desc blocked_desc(const memory::dims& dims, memory::data_type dt) {
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  const bool wide = (isa & avx512) == avx512;
+  switch (dims.size()) {
+    case 3:
+      return {dims, dt, wide ? tag::aBc16b : tag::aBc8b};
+    case 4:
+      return {dims, dt, wide ? tag::aBcd16b : tag::aBcd8b};
+    default:
+      return {dims, dt, wide ? tag::aBcde16b : tag::aBcde8b};
+  }
+}
+
+// Each candidate is timed this many times, interleaved with the others (each time a warm-up call
+// and the best of a few per pass, LayoutTimer).
+constexpr int kTimingRounds = 2;
+
 template <typename Family>
 class OneDnnConv final : public ConvKernel {
  public:
-  OneDnnConv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint)
-      : ctx_(std::move(ctx)), has_bias_(d.bias), has_bias_grad_(d.bias && d.bias_grad) {
+  OneDnnConv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint, LayoutTuner* tuner)
+      : ctx_(std::move(ctx)) {
     const Geometry g = geometry(d);
     what_ = std::string(Family::kName) + " " + g.text;
     // 16-bit activations: the kernels read 16-bit weights (converted from the float32 master
-    // weights by the weight bridges below, once per call) and float32 bias, and write float32
+    // weights by the weight bridges, once per call) and float32 bias, and write float32
     // weight and bias gradients, which oneDNN accumulates in float32.
     const memory::desc any_wei(g.weights, g.dt, tag::any);
     const memory::desc any_diff_wei(g.weights, g.param_dt, tag::any);
@@ -161,140 +198,166 @@ class OneDnnConv final : public ConvKernel {
     // case in point: `any` picks ncdhw src, where both backward passes are reference-only, while
     // ndhwc src and dst have JIT kernels for all three passes. With few input channels per group
     // the producer's plain/channels_last layout also avoids a reorder and blocked layouts' padding
-    // (4 channels stored as 16), so it is tried first.
+    // (4 channels stored as 16), so it is tried first. Each has a name the layout tuner's cache
+    // and record keep.
     const Shape src_shape = to_shape(g.src), dst_shape = to_shape(g.dst);
     const memory::desc any_src(g.src, g.dt, tag::any), any_dst(g.dst, g.dt, tag::any);
-    std::vector<std::pair<memory::desc, memory::desc>> candidates;
+    std::vector<Candidate> candidates;
     const bool hint_usable = src_hint.layout != Layout::blocked && src_hint.shape == src_shape &&
                              src_hint.dtype == d.dtype;
     auto add_hint = [&] {
       const memory::desc hint = to_desc(src_hint);
-      candidates.emplace_back(hint, layout_desc(dst_shape, d.dtype, src_hint.layout));
-      candidates.emplace_back(hint, any_dst);
+      candidates.push_back({"hint+same", hint, layout_desc(dst_shape, d.dtype, src_hint.layout)});
+      candidates.push_back({"hint+any", hint, any_dst});
     };
     const bool few_channels = d.in_channels / d.groups < 16;
     if (hint_usable && few_channels) add_hint();
-    candidates.emplace_back(any_src, any_dst);
+    candidates.push_back({"any", any_src, any_dst});
     if (hint_usable && !few_channels) add_hint();
-    for (Layout l : {Layout::channels_last, Layout::plain})
-      candidates.emplace_back(layout_desc(src_shape, d.dtype, l),
-                              layout_desc(dst_shape, d.dtype, l));
+    candidates.push_back({"channels_last", layout_desc(src_shape, d.dtype, Layout::channels_last),
+                          layout_desc(dst_shape, d.dtype, Layout::channels_last)});
+    candidates.push_back({"plain", layout_desc(src_shape, d.dtype, Layout::plain),
+                          layout_desc(dst_shape, d.dtype, Layout::plain)});
+    const bool tuning = tuner != nullptr && tuner->active();
+    if (tuning) {
+      candidates.push_back({"blocked", blocked_desc(g.src, g.dt), blocked_desc(g.dst, g.dt)});
+      candidates.push_back(
+          {"channels_last+any", layout_desc(src_shape, d.dtype, Layout::channels_last), any_dst});
+      candidates.push_back({"blocked+any", blocked_desc(g.src, g.dt), any_dst});
+    }
 
+    // Without tuning: the first without reference implementations (else the one with fewest).
     std::optional<Choice<Family>> best;
-    std::string last_error;
-    for (const auto& [src, dst] : candidates) {
+    std::string best_name, last_error;
+    std::vector<std::pair<std::string, Choice<Family>>> built;  // tuning: every fast candidate
+    for (const Candidate& cand : candidates) {
       try {
-        Choice<Family> c = make_choice(src, dst);
-        if (!best || c.reference_impls < best->reference_impls) best = std::move(c);
-        if (best->reference_impls == 0) break;
+        Choice<Family> c = make_choice(cand.src, cand.dst);
+        if (tuning && c.reference_impls == 0) built.emplace_back(cand.name, c);
+        if (!best || c.reference_impls < best->reference_impls) {
+          best = std::move(c);
+          best_name = cand.name;
+        }
+        if (best->reference_impls == 0 && !tuning) break;
       } catch (const dnnl::error& e) {
         last_error = e.what();  // no kernel for this layout pair: try the next
       }
     }
     if (!best)
       throw_runtime("oneDNN " + what_ + ": cannot create the primitives (" + last_error + ")");
-    const auto& fpd = best->fwd;
-    const auto& bdpd = best->bwd_data;
-    const auto& bwpd = best->bwd_weights;
 
+    auto bind = [&](const Choice<Family>& c) {
+      return ConvPasses(ctx_, c.fwd, c.bwd_data, c.bwd_weights, g.weights_plain, d.bias,
+                        d.bias_grad, what_);
+    };
+    const Choice<Family>* chosen = &*best;
+    if (tuning && !built.empty()) {
+      const std::string problem = tuning_problem(Family::kName, g, d, src_hint);
+      ConvTimingProblem tp{g.weights_plain, bias_md, std::nullopt, d.training, d.data_grad};
+      if (src_hint.shape == src_shape && src_hint.dtype == d.dtype) tp.hint = to_desc(src_hint);
+      const size_t i = choose(*tuner, problem, built, bind, tp);
+      chosen = &built[i].second;
+      best_name = built[i].first;
+    }
+    const auto& fpd = chosen->fwd;
+    passes_ = bind(*chosen);
     const memory::desc src_md = fpd.src_desc();
     const memory::desc dst_md = fpd.dst_desc();
     src_fmt_ = to_mem_format(src_md, d.dtype);
     dst_fmt_ = to_mem_format(dst_md, d.dtype);
     what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + "; " +
-             fpd.impl_info_str() + ", " + bdpd.impl_info_str() + ", " + bwpd.impl_info_str() + "]";
-
-    fwd_ = BoundPrimitive(ctx_, fpd, what_ + " forward");
-    fwd_.bind(DNNL_ARG_SRC, src_md);
-    fwd_.bind(DNNL_ARG_WEIGHTS, fpd.weights_desc());
-    if (d.bias) fwd_.bind(DNNL_ARG_BIAS, fpd.bias_desc());
-    fwd_.bind(DNNL_ARG_DST, dst_md);
-    wei_fwd_ = LayoutBridge(ctx_, g.weights_plain, fpd.weights_desc(), what_ + " weights");
-
-    bwd_data_ = BoundPrimitive(ctx_, bdpd, what_ + " backward data");
-    bwd_data_.bind(DNNL_ARG_DIFF_DST, dst_md);
-    bwd_data_.bind(DNNL_ARG_WEIGHTS, bdpd.weights_desc());
-    bwd_data_.bind(DNNL_ARG_DIFF_SRC, src_md);
-    wei_bwd_data_ = LayoutBridge(ctx_, g.weights_plain, bdpd.weights_desc(), what_ + " weights");
-
-    bwd_weights_ = BoundPrimitive(ctx_, bwpd, what_ + " backward weights");
-    bwd_weights_.bind(DNNL_ARG_SRC, src_md);
-    bwd_weights_.bind(DNNL_ARG_DIFF_DST, dst_md);
-    bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, bwpd.diff_weights_desc());
-    if (has_bias_grad_) {
-      bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwpd.diff_bias_desc());
-      bias_bytes_ = bwpd.diff_bias_desc().get_size();
-    }
-    diff_wei_ =
-        LayoutBridge(ctx_, bwpd.diff_weights_desc(), g.weights_plain, what_ + " weight gradient");
-
-    scratch_ = std::max({carve_call_scratch(nullptr, wei_fwd_, fwd_, 0).used,
-                         carve_call_scratch(nullptr, wei_bwd_data_, bwd_data_, 0).used,
-                         carve_call_scratch(nullptr, diff_wei_, bwd_weights_, bias_bytes_).used});
+             fpd.impl_info_str() + ", " + chosen->bwd_data.impl_info_str() + ", " +
+             chosen->bwd_weights.impl_info_str() + (tuning ? "; tuned: " + best_name : "") + "]";
   }
 
   MemFormat src_format() const override { return src_fmt_; }
   MemFormat dst_format() const override { return dst_fmt_; }
-  size_t scratch_bytes() const override { return scratch_; }
+  size_t scratch_bytes() const override { return passes_.scratch_bytes(); }
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* scratch) override {
-    const CallScratch p = carve_call_scratch(scratch, wei_fwd_, fwd_, 0);
-    if (wei_fwd_.needed()) {
-      wei_fwd_.run(weights, p.converted, p.shared);
-      weights = p.converted;
-    }
-    fwd_.set(DNNL_ARG_SRC, src);
-    fwd_.set(DNNL_ARG_WEIGHTS, weights);
-    if (has_bias_) {
-      CREST_CHECK(bias != nullptr, what_ + ": bias expected");
-      fwd_.set(DNNL_ARG_BIAS, bias);
-    }
-    fwd_.set(DNNL_ARG_DST, dst);
-    fwd_.run(p.shared);
+    passes_.forward(src, weights, bias, dst, scratch);
   }
-
   void backward_data(const void* diff_dst, const void* weights, void* diff_src,
                      void* scratch) override {
-    const CallScratch p = carve_call_scratch(scratch, wei_bwd_data_, bwd_data_, 0);
-    if (wei_bwd_data_.needed()) {
-      wei_bwd_data_.run(weights, p.converted, p.shared);
-      weights = p.converted;
-    }
-    bwd_data_.set(DNNL_ARG_DIFF_DST, diff_dst);
-    bwd_data_.set(DNNL_ARG_WEIGHTS, weights);
-    bwd_data_.set(DNNL_ARG_DIFF_SRC, diff_src);
-    bwd_data_.run(p.shared);
+    passes_.backward_data(diff_dst, weights, diff_src, scratch);
   }
-
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch) override {
-    const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
-    bwd_weights_.set(DNNL_ARG_SRC, src);
-    bwd_weights_.set(DNNL_ARG_DIFF_DST, diff_dst);
-    bwd_weights_.set(DNNL_ARG_DIFF_WEIGHTS, diff_wei_.needed() ? p.converted : diff_weights);
-    if (has_bias_grad_) bwd_weights_.set(DNNL_ARG_DIFF_BIAS, diff_bias ? diff_bias : p.extra);
-    bwd_weights_.run(p.shared);
-    if (diff_wei_.needed()) diff_wei_.run(p.converted, diff_weights, p.shared);
+    passes_.backward_weights(src, diff_dst, diff_weights, diff_bias, scratch);
   }
 
  private:
+  struct Candidate {
+    std::string name;
+    memory::desc src, dst;
+  };
+
+  // The index in `built` of the candidate to use: the one chosen before (the resumed run's
+  // record, the machine cache) when it is still among them, else the fastest measured.
+  template <typename Bind>
+  size_t choose(LayoutTuner& tuner, const std::string& problem,
+                const std::vector<std::pair<std::string, Choice<Family>>>& built, Bind&& bind,
+                const ConvTimingProblem& tp) {
+    if (const auto known = tuner.known(problem)) {
+      for (size_t i = 0; i < built.size(); ++i)
+        if (built[i].first == *known) {
+          if (tuner.verbose()) tuner.note("autotune: " + what_ + ": " + *known + " (known)");
+          tuner.remember(problem, *known, false);
+          return i;
+        }
+    }
+    if (!tuner.measures()) return 0;  // a resumed untuned problem: the fixed rule's choice
+    // Two names for the same layouts (the hint is channels_last, say): time the first only.
+    std::vector<size_t> timed;
+    std::vector<std::pair<memory::desc, memory::desc>> seen;
+    for (size_t i = 0; i < built.size(); ++i) {
+      const auto& fpd = built[i].second.fwd;
+      const std::pair<memory::desc, memory::desc> layouts{fpd.src_desc(), fpd.dst_desc()};
+      if (std::find(seen.begin(), seen.end(), layouts) != seen.end()) continue;
+      seen.push_back(layouts);
+      timed.push_back(i);
+    }
+    // Rounds over all candidates, the best of each kept: a burst of other work on the machine
+    // then slows one round of every candidate rather than all the timings of one.
+    std::vector<ConvPasses> passes;
+    for (size_t i : timed) passes.push_back(bind(built[i].second));
+    std::vector<double> best_s(timed.size(), 0.0);
+    for (int round = 0; round < kTimingRounds; ++round)
+      for (size_t k = 0; k < timed.size(); ++k) {
+        const double s =
+            time_conv_candidate(tuner.timer(), ctx_, built[timed[k]].first, passes[k], tp);
+        if (round == 0 || s < best_s[k]) best_s[k] = s;
+      }
+    size_t fastest = timed[0];
+    double fastest_s = best_s[0];
+    std::string line = "autotune: " + what_ + ":";
+    for (size_t k = 0; k < timed.size(); ++k) {
+      line += " " + built[timed[k]].first + " (" + format_name(seen[k].first) + "/" +
+              format_name(seen[k].second) + ") " + std::to_string(best_s[k] * 1e3) + " ms;";
+      if (best_s[k] < fastest_s) {
+        fastest = timed[k];
+        fastest_s = best_s[k];
+      }
+    }
+    tuner.note(line + " -> " + built[fastest].first);
+    tuner.remember(problem, built[fastest].first, true);
+    return fastest;
+  }
+
   ContextPtr ctx_;
-  bool has_bias_, has_bias_grad_;
   std::string what_;
   MemFormat src_fmt_, dst_fmt_;
-  BoundPrimitive fwd_, bwd_data_, bwd_weights_;
-  LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
-  size_t bias_bytes_ = 0;
-  size_t scratch_ = 0;
+  ConvPasses passes_;
 };
 
 }  // namespace
 
-std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d,
-                                      const MemFormat& src_hint) {
-  if (d.transposed) return std::make_unique<OneDnnConv<Deconvolution>>(std::move(ctx), d, src_hint);
-  return std::make_unique<OneDnnConv<Convolution>>(std::move(ctx), d, src_hint);
+std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
+                                      LayoutTuner* tuner) {
+  if (d.transposed)
+    return std::make_unique<OneDnnConv<Deconvolution>>(std::move(ctx), d, src_hint, tuner);
+  return std::make_unique<OneDnnConv<Convolution>>(std::move(ctx), d, src_hint, tuner);
 }
 
 }  // namespace crest::onednn

@@ -7,6 +7,10 @@
 
 namespace crest::onednn {
 
-std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint);
+class LayoutTuner;
+
+// `tuner` (may be null: the fixed rule) chooses the layouts by measuring when it is active.
+std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
+                                      LayoutTuner* tuner = nullptr);
 
 }  // namespace crest::onednn

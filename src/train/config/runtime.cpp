@@ -1,4 +1,5 @@
-// crest: (a crest addition) the backend, its threads and the precision it computes in.
+// crest: (a crest addition) the backend, its threads, the precision it computes in and whether
+// it chooses layouts by measuring them.
 #include "config/sections.hpp"
 #include "crest/backends/kernels.hpp"
 
@@ -39,10 +40,11 @@ void check_precision(const SectionReader& r, S& s) {
 }  // namespace
 
 const Table<RuntimeConfig>& runtime_table() {
-  static const Table<S> t{"crest",
-                          {backend_field(), int_field("threads", &S::threads, 0, 1 << 16),
-                           enum_field("precision", &S::precision)},
-                          check_precision};
+  static const Table<S> t{
+      "crest",
+      {backend_field(), int_field("threads", &S::threads, 0, 1 << 16),
+       enum_field("precision", &S::precision), bool_field("autotune", &S::autotune)},
+      check_precision};
   return t;
 }
 

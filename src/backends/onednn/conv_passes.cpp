@@ -1,0 +1,87 @@
+#include "onednn/conv_passes.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace crest::onednn {
+
+ConvPasses::ConvPasses(ContextPtr ctx, const dnnl::primitive_desc_base& fpd,
+                       const dnnl::primitive_desc_base& bdpd, const dnnl::primitive_desc_base& bwpd,
+                       const dnnl::memory::desc& weights_plain, bool bias, bool bias_grad,
+                       const std::string& what)
+    : has_bias_(bias),
+      has_bias_grad_(bias && bias_grad),
+      what_(what),
+      src_md_(fpd.src_desc()),
+      dst_md_(fpd.dst_desc()) {
+  fwd_ = BoundPrimitive(ctx, fpd, what_ + " forward");
+  fwd_.bind(DNNL_ARG_SRC, src_md_);
+  fwd_.bind(DNNL_ARG_WEIGHTS, fpd.weights_desc());
+  if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, fpd.weights_desc(1));
+  fwd_.bind(DNNL_ARG_DST, dst_md_);
+  wei_fwd_ = LayoutBridge(ctx, weights_plain, fpd.weights_desc(), what_ + " weights");
+
+  bwd_data_ = BoundPrimitive(ctx, bdpd, what_ + " backward data");
+  bwd_data_.bind(DNNL_ARG_DIFF_DST, dst_md_);
+  bwd_data_.bind(DNNL_ARG_WEIGHTS, bdpd.weights_desc());
+  bwd_data_.bind(DNNL_ARG_DIFF_SRC, src_md_);
+  wei_bwd_data_ = LayoutBridge(ctx, weights_plain, bdpd.weights_desc(), what_ + " weights");
+
+  bwd_weights_ = BoundPrimitive(ctx, bwpd, what_ + " backward weights");
+  bwd_weights_.bind(DNNL_ARG_SRC, src_md_);
+  bwd_weights_.bind(DNNL_ARG_DIFF_DST, dst_md_);
+  bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, bwpd.diff_weights_desc());
+  if (has_bias_grad_) {
+    bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwpd.diff_weights_desc(1));
+    bias_bytes_ = bwpd.diff_weights_desc(1).get_size();
+  }
+  diff_wei_ =
+      LayoutBridge(ctx, bwpd.diff_weights_desc(), weights_plain, what_ + " weight gradient");
+
+  scratch_ = std::max({carve_call_scratch(nullptr, wei_fwd_, fwd_, 0).used,
+                       carve_call_scratch(nullptr, wei_bwd_data_, bwd_data_, 0).used,
+                       carve_call_scratch(nullptr, diff_wei_, bwd_weights_, bias_bytes_).used});
+}
+
+void ConvPasses::forward(const void* src, const void* weights, const void* bias, void* dst,
+                         void* scratch) {
+  const CallScratch p = carve_call_scratch(scratch, wei_fwd_, fwd_, 0);
+  if (wei_fwd_.needed()) {
+    wei_fwd_.run(weights, p.converted, p.shared);
+    weights = p.converted;
+  }
+  fwd_.set(DNNL_ARG_SRC, src);
+  fwd_.set(DNNL_ARG_WEIGHTS, weights);
+  if (has_bias_) {
+    CREST_CHECK(bias != nullptr, what_ + ": bias expected");
+    fwd_.set(DNNL_ARG_BIAS, bias);
+  }
+  fwd_.set(DNNL_ARG_DST, dst);
+  fwd_.run(p.shared);
+}
+
+void ConvPasses::backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                               void* scratch) {
+  const CallScratch p = carve_call_scratch(scratch, wei_bwd_data_, bwd_data_, 0);
+  if (wei_bwd_data_.needed()) {
+    wei_bwd_data_.run(weights, p.converted, p.shared);
+    weights = p.converted;
+  }
+  bwd_data_.set(DNNL_ARG_DIFF_DST, diff_dst);
+  bwd_data_.set(DNNL_ARG_WEIGHTS, weights);
+  bwd_data_.set(DNNL_ARG_DIFF_SRC, diff_src);
+  bwd_data_.run(p.shared);
+}
+
+void ConvPasses::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
+                                  void* diff_bias, void* scratch) {
+  const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
+  bwd_weights_.set(DNNL_ARG_SRC, src);
+  bwd_weights_.set(DNNL_ARG_DIFF_DST, diff_dst);
+  bwd_weights_.set(DNNL_ARG_DIFF_WEIGHTS, diff_wei_.needed() ? p.converted : diff_weights);
+  if (has_bias_grad_) bwd_weights_.set(DNNL_ARG_DIFF_BIAS, diff_bias ? diff_bias : p.extra);
+  bwd_weights_.run(p.shared);
+  if (diff_wei_.needed()) diff_wei_.run(p.converted, diff_weights, p.shared);
+}
+
+}  // namespace crest::onednn

@@ -1,0 +1,43 @@
+// The three bound primitives of one convolution layout choice (forward, backward data, backward
+// weights) with the weight layout bridges each call runs: what a conv kernel executes, and what
+// the layout tuner times for each candidate.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+#include <string>
+
+#include "onednn/context.hpp"
+#include "onednn/primitive.hpp"
+
+namespace crest::onednn {
+
+class ConvPasses {
+ public:
+  ConvPasses() = default;
+  // The descriptors must share src and dst layouts (the gradient of a tensor has the tensor's
+  // layout); `weights_plain` is crest's parameter layout. `what` names it in errors.
+  ConvPasses(ContextPtr ctx, const dnnl::primitive_desc_base& fwd,
+             const dnnl::primitive_desc_base& bwd_data,
+             const dnnl::primitive_desc_base& bwd_weights, const dnnl::memory::desc& weights_plain,
+             bool bias, bool bias_grad, const std::string& what);
+
+  const dnnl::memory::desc& src_desc() const { return src_md_; }
+  const dnnl::memory::desc& dst_desc() const { return dst_md_; }
+  // Enough for any one call's weight copy, bias gradient and scratchpads.
+  size_t scratch_bytes() const { return scratch_; }
+
+  void forward(const void* src, const void* weights, const void* bias, void* dst, void* scratch);
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch);
+
+ private:
+  bool has_bias_ = false, has_bias_grad_ = false;
+  std::string what_;
+  dnnl::memory::desc src_md_, dst_md_;
+  BoundPrimitive fwd_, bwd_data_, bwd_weights_;
+  LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
+  size_t bias_bytes_ = 0;
+  size_t scratch_ = 0;
+};
+
+}  // namespace crest::onednn
