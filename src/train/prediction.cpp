@@ -53,6 +53,7 @@ std::unique_ptr<Executor> compile_for_inference(const Config& config, const Task
   co.loss = false;
   co.dtype = precision_dtype(config.crest.precision);
   co.half = precision_half(config.crest.precision);
+  co.half_inputs = true;  // BatchFeed narrows the loader's float32 batch into a 16-bit input
   return std::make_unique<Executor>(task.model.graph, backend, co);
 }
 

@@ -270,6 +270,7 @@ void TrainingRun::compile() {
   co.seed = config_.data.seed;
   co.dtype = precision_dtype(config_.crest.precision);
   co.half = precision_half(config_.crest.precision);
+  co.half_inputs = true;  // BatchFeed narrows the loader's float32 batch into a 16-bit input
   const auto t0 = Clock::now();
   ex_ = std::make_unique<Executor>(task_.model.graph, *backend_, co);
   compile_s_ = since(t0);
