@@ -50,6 +50,11 @@ void check_sizes(const std::string& input, const TensorView& from, const TensorV
 
 }  // namespace
 
+DType loader_sample_dtype(const Executor& ex, const BuiltModel& model) {
+  const DType input = ex.input(model.sample_input).dtype();
+  return is_half(input) ? input : DType::f32;
+}
+
 BatchFeed::BatchFeed(Executor& ex, const BuiltModel& model) : ex_(ex), model_(model) {}
 
 void BatchFeed::feed(const LoadedBatch& batch) {

@@ -140,6 +140,27 @@ TEST(BatchFeed, AFloat32BatchIsNarrowedIntoA16BitInput) {
   }
 }
 
+// A loader asked for the 16-bit samples (loader_sample_dtype) delivers batches the model reads
+// in place, as float32 ones are read by a float32 model.
+TEST(BatchFeed, ALoaderBatchIn16BitsIsReadInPlace) {
+  const BuiltModel m = small_model();
+  test::CountingBackend host;
+  CompileOptions co = batch_of_two();
+  co.half = DType::bf16;
+  co.half_inputs = true;
+  Executor ex(m.graph, host, co);
+  ASSERT_EQ(loader_sample_dtype(ex, m), DType::bf16);
+  Executor plain(m.graph, host, batch_of_two());
+  EXPECT_EQ(loader_sample_dtype(plain, m), DType::f32);
+  HostBatch batch(ex, m);
+  std::vector<uint16_t> codes(batch.sample.size());
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = float_to_bf16(batch.sample[i]);
+  batch.view.sample = TensorView(codes.data(), {batch.view.sample.shape(), DType::bf16});
+  BatchFeed feed(ex, m);
+  feed.feed(batch.view);
+  EXPECT_EQ(ex.input(m.sample_input).data(), static_cast<void*>(codes.data()));
+}
+
 TEST(BatchFeed, ABatchOfTheWrongSizeNamesTheInput) {
   const BuiltModel m = small_model();
   auto reference = make_backend("reference");
