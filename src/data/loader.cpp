@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/parallel_for.hpp"
 #include "crest/data/deepcam_reference_order.hpp"
 #include "crest/dist/communicator.hpp"
@@ -42,6 +44,9 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     : source_(std::move(source)), opts_(options) {
   CREST_CHECK(source_ != nullptr, "loader without a source");
   if (opts_.prefetch < 1) throw_input("data.prefetch must be at least 1");
+  if (opts_.sample_dtype != DType::f32 && !is_half(opts_.sample_dtype))
+    throw_usage("the loader decodes samples into f32, bf16 or f16, not " +
+                dtype_name(opts_.sample_dtype));
   plan_ =
       plan_shards(source_->size(), opts_.batch_size, comm.rank(), comm.size(), opts_.every_sample);
   const SampleSpec& spec = source_->spec();
@@ -49,7 +54,7 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
   const int64_t n_slots = std::min<int64_t>(opts_.prefetch + 1, plan_.batches + 1);
   for (int64_t i = 0; i < n_slots; ++i) {
     auto s = std::make_unique<Slot>();
-    s->x = Buffer(spec.x_bytes() * static_cast<size_t>(opts_.batch_size));
+    s->x = Buffer(x_place_bytes() * static_cast<size_t>(opts_.batch_size));
     s->y = Buffer(spec.y_bytes() * static_cast<size_t>(opts_.batch_size));
     s->present.assign(static_cast<size_t>(opts_.batch_size), 1);
     s->ids.assign(static_cast<size_t>(opts_.batch_size), -1);
@@ -98,10 +103,32 @@ void DataLoader::start_epoch(int epoch, int64_t first_batch) {
   schedule_locked();
 }
 
+size_t DataLoader::x_place_bytes() const {
+  return static_cast<size_t>(source_->spec().x_shape.numel()) * dtype_size(opts_.sample_dtype);
+}
+
+void DataLoader::decode_into(Slot& slot, int64_t position, int64_t sample,
+                             std::span<const std::byte> payload) const {
+  char* place = static_cast<char*>(slot.x.data()) + x_place_bytes() * static_cast<size_t>(position);
+  void* y =
+      static_cast<char*>(slot.y.data()) + source_->spec().y_bytes() * static_cast<size_t>(position);
+  if (opts_.sample_dtype == DType::f32)
+    return source_->decode(sample, payload, reinterpret_cast<float*>(place), y);
+  thread_local std::vector<float> wide;  // one sample in float32 before it is narrowed
+  const auto n = static_cast<size_t>(source_->spec().x_shape.numel());
+  wide.resize(n);
+  source_->decode(sample, payload, wide.data(), y);
+  auto* codes = reinterpret_cast<uint16_t*>(place);
+  if (opts_.sample_dtype == DType::bf16)
+    for (size_t i = 0; i < n; ++i) codes[i] = float_to_bf16(wide[i]);
+  else
+    for (size_t i = 0; i < n; ++i) codes[i] = float_to_fp16(wide[i]);
+}
+
 void DataLoader::clear_place(Slot& slot, int64_t position) const {
   const SampleSpec& spec = source_->spec();
   const auto p = static_cast<size_t>(position);
-  std::memset(static_cast<char*>(slot.x.data()) + spec.x_bytes() * p, 0, spec.x_bytes());
+  std::memset(static_cast<char*>(slot.x.data()) + x_place_bytes() * p, 0, x_place_bytes());
   std::memset(static_cast<char*>(slot.y.data()) + spec.y_bytes() * p, 0, spec.y_bytes());
   slot.present[p] = 0;
   slot.ids[p] = -1;
@@ -156,8 +183,8 @@ LoadedBatch DataLoader::next() {
   out.index = consumed_++;
   out.slot = slot_index;
   const SampleSpec& spec = source_->spec();
-  out.sample = TensorView(slot->x.data(), {spec.x_shape.with_batch(opts_.batch_size), DType::f32,
-                                           Device::cpu, Layout::plain});
+  out.sample = TensorView(slot->x.data(), {spec.x_shape.with_batch(opts_.batch_size),
+                                           opts_.sample_dtype, Device::cpu, Layout::plain});
   out.target = TensorView(slot->y.data(),
                           {spec.y_shape.with_batch(opts_.batch_size),
                            spec.y_integer ? DType::i32 : DType::f32, Device::cpu, Layout::plain});
@@ -227,10 +254,6 @@ std::span<const std::byte> DataLoader::payload_of(int64_t sample, std::vector<st
 
 void DataLoader::run_task(const Task& t) {
   Slot& slot = *slots_[static_cast<size_t>(t.slot)];
-  const SampleSpec& spec = source_->spec();
-  float* x = reinterpret_cast<float*>(static_cast<char*>(slot.x.data()) +
-                                      spec.x_bytes() * static_cast<size_t>(t.position));
-  void* y = static_cast<char*>(slot.y.data()) + spec.y_bytes() * static_cast<size_t>(t.position);
   thread_local std::vector<std::byte> scratch;
   LoaderStats local;
   int64_t sample = t.sample;
@@ -245,7 +268,7 @@ void DataLoader::run_task(const Task& t) {
       try {
         const std::span<const std::byte> payload = payload_of(sample, scratch, local);
         const auto t0 = Clock::now();
-        source_->decode(sample, payload, x, y);
+        decode_into(slot, t.position, sample, payload);
         local.decode_s += seconds_since(t0);
         break;
       } catch (const Error& e) {

@@ -39,6 +39,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
   compile::assign_precision(*prog_);
+  compile::narrow_inputs(*prog_, graph);
   compile::fold_batch_norm(*prog_, graph);
   compile::choose_fusions(*prog_, graph);
   compile::route_bias_grad(*prog_, graph);

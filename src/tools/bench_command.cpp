@@ -73,6 +73,7 @@ void bench_train(const BenchTrainArgs& a) {
   co.batch = a.batch;
   co.dtype = precision_dtype(precision);
   co.half = precision_half(precision);
+  co.half_inputs = true;  // the batch is written 16-bit (fill_random_batch), as crest train's
   const auto tc = std::chrono::steady_clock::now();
   Executor ex(m.graph, *backend, co);
   const double compile_s =

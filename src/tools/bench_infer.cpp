@@ -62,6 +62,7 @@ void bench_infer(const BenchInferArgs& a) {
   co.loss = false;
   co.dtype = precision_dtype(precision);
   co.half = precision_half(precision);
+  co.half_inputs = true;  // the batch is written 16-bit (fill_random_batch), as crest predict's
   std::unique_ptr<Executor> ex;
   const double compile_s =
       seconds_of([&] { ex = std::make_unique<Executor>(m.graph, *backend, co); });

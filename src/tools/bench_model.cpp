@@ -4,6 +4,8 @@
 
 #include <tuple>
 
+#include "crest/core/bf16.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
 
 namespace crest::tools {
@@ -42,7 +44,8 @@ std::string size_flags(const BenchModelArgs& a) {
 
 // Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
 // fields are O(1)), written on the host and copied into the model's memory. Integer targets are
-// class labels with the classes' rough frequencies (mostly background).
+// class labels with the classes' rough frequencies (mostly background). A 16-bit input
+// (CompileOptions::half_inputs) gets the same floats rounded, as BatchFeed writes a loader's.
 void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
   uint64_t s = 42;
   auto next = [&s] {
@@ -57,6 +60,10 @@ void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
       if (in.dtype() == DType::i32) {
         const float u = next();
         staged.as<int32_t>()[i] = u < 0.9f ? 0 : u < 0.92f ? 1 : 2;
+      } else if (in.dtype() == DType::bf16) {
+        staged.as<uint16_t>()[i] = float_to_bf16(scale * next() + offset);
+      } else if (in.dtype() == DType::f16) {
+        staged.as<uint16_t>()[i] = float_to_fp16(scale * next() + offset);
       } else {
         staged.as<float>()[i] = scale * next() + offset;
       }

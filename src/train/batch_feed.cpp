@@ -2,7 +2,9 @@
 
 #include <cstring>
 
+#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
 
 namespace crest {
@@ -15,12 +17,23 @@ void convert(const From* from, To* to, size_t n) {
   for (size_t i = 0; i < n; ++i) to[i] = static_cast<To>(from[i]);
 }
 
+// float32 into the 16-bit codes of a narrowed input (CompileOptions::half_inputs), rounded to
+// nearest even as the backends' converting reorders round.
+void narrow_into(const float* from, uint16_t* to, DType to_dtype, size_t n) {
+  if (to_dtype == DType::bf16)
+    for (size_t i = 0; i < n; ++i) to[i] = float_to_bf16(from[i]);
+  else
+    for (size_t i = 0; i < n; ++i) to[i] = float_to_fp16(from[i]);
+}
+
 // n elements of from_dtype at `from` into host memory of to_dtype at `to`.
 void convert_into(const void* from, DType from_dtype, void* to, DType to_dtype, size_t n) {
   if (from_dtype == to_dtype) {
     std::memcpy(to, from, n * dtype_size(from_dtype));
     return;
   }
+  if (from_dtype == DType::f32 && is_half(to_dtype))
+    return narrow_into(static_cast<const float*>(from), static_cast<uint16_t*>(to), to_dtype, n);
   if (from_dtype == DType::f32 && to_dtype == DType::f64)
     return convert(static_cast<const float*>(from), static_cast<double*>(to), n);
   if (from_dtype == DType::f64 && to_dtype == DType::f32)
@@ -36,6 +49,11 @@ void check_sizes(const std::string& input, const TensorView& from, const TensorV
 }
 
 }  // namespace
+
+DType loader_sample_dtype(const Executor& ex, const BuiltModel& model) {
+  const DType input = ex.input(model.sample_input).dtype();
+  return is_half(input) ? input : DType::f32;
+}
 
 BatchFeed::BatchFeed(Executor& ex, const BuiltModel& model) : ex_(ex), model_(model) {}
 
@@ -71,10 +89,16 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   const TensorView to = ex_.input(input);
   check_sizes(input, from, to);
   MemoryResource& memory = ex_.backend().memory();
+  const auto n = static_cast<size_t>(from.numel());
+  if (from.dtype() == DType::f32 && is_half(to.dtype()) && memory.is_host()) {
+    // A 16-bit input: narrowed straight from the loader's buffer by the backend's parallel loop
+    // (the reorder it replaces was parallel too), rounded as convert_into rounds.
+    ex_.vec().narrow(from.data(), 1.0, to.data(), n, to.dtype());
+    return;
+  }
   if (from.dtype() != to.dtype()) {
     HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
-    convert_into(from.data(), from.dtype(), staged.data(), to.dtype(),
-                 static_cast<size_t>(from.numel()));
+    convert_into(from.data(), from.dtype(), staged.data(), to.dtype(), n);
     return staged.commit();
   }
   // The loader's buffers are host memory: the model reads them in place only where its memory

@@ -11,6 +11,11 @@
 
 namespace crest {
 
+// What a loader should decode the model's samples into: the 16-bit type of a 16-bit data input
+// (CompileOptions::half_inputs; then BatchFeed binds the batch in place), else float32 (BatchFeed
+// converts where the model differs, a float64 program's input say).
+DType loader_sample_dtype(const Executor& ex, const BuiltModel& model);
+
 class BatchFeed {
  public:
   BatchFeed(Executor& ex, const BuiltModel& model);

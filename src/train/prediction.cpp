@@ -53,6 +53,7 @@ std::unique_ptr<Executor> compile_for_inference(const Config& config, const Task
   co.loss = false;
   co.dtype = precision_dtype(config.crest.precision);
   co.half = precision_half(config.crest.precision);
+  co.half_inputs = true;  // BatchFeed narrows the loader's float32 batch into a 16-bit input
   return std::make_unique<Executor>(task.model.graph, backend, co);
 }
 
@@ -184,7 +185,9 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   std::ostringstream quiet;
   const std::shared_ptr<SampleSource> source =
       open_split(config, *comm, rank == 0 ? log : quiet, o.split);
-  DataLoader loader(source, prediction_loader_options(config, o.skip_bad), *comm);
+  LoaderOptions lo = prediction_loader_options(config, o.skip_bad);
+  lo.sample_dtype = loader_sample_dtype(*ex, task.model);
+  DataLoader loader(source, lo, *comm);
   BatchFeed feed(*ex, task.model);
   PredictionRows rows(task, ex->output(task.model.prediction).desc(),
                       ex->input(task.model.target_input).desc(), longest_path(*source),

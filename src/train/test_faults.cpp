@@ -4,7 +4,9 @@
 #include <cstring>
 #include <limits>
 
+#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
 
 namespace crest {
@@ -35,9 +37,15 @@ bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int
   static bool done = false;
   if (done || !asked("CREST_TEST_NONFINITE_AT_STEP", global_step, rank)) return false;
   const TensorView x = ex.input(input);
-  CREST_CHECK(x.desc().dtype == DType::f32, "CREST_TEST_NONFINITE_AT_STEP needs a float32 input");
-  HostStaging host(ex.params().memory(), x.data(), sizeof(float));
-  host.as<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  const DType t = x.desc().dtype;
+  CREST_CHECK(t == DType::f32 || is_half(t),
+              "CREST_TEST_NONFINITE_AT_STEP needs a float32 or 16-bit input");
+  HostStaging host(ex.params().memory(), x.data(), dtype_size(t));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  if (t == DType::f32)
+    host.as<float>()[0] = nan;
+  else  // a 16-bit input (CompileOptions::half_inputs)
+    host.as<uint16_t>()[0] = t == DType::bf16 ? float_to_bf16(nan) : float_to_fp16(nan);
   host.commit();
   done = true;
   return true;

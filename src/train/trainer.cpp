@@ -277,6 +277,7 @@ void TrainingRun::compile() {
   co.seed = config_.data.seed;
   co.dtype = precision_dtype(config_.crest.precision);
   co.half = precision_half(config_.crest.precision);
+  co.half_inputs = true;  // BatchFeed narrows the loader's float32 batch into a 16-bit input
   const auto t0 = Clock::now();
   ex_ = std::make_unique<Executor>(task_.model.graph, *backend_, co);
   compile_s_ = since(t0);
@@ -357,8 +358,9 @@ void TrainingRun::open_data() {
         << " (" << train_loader_->threads() << " reader threads, " << dc.prefetch
         << " batches ahead)\n";
   if (data_.valid) {
-    valid_loader_ =
-        std::make_unique<DataLoader>(data_.valid, validation_loader_options(dc), *comm_);
+    LoaderOptions vo = validation_loader_options(dc);
+    vo.sample_dtype = loader_sample_dtype(*ex_, task_.model);
+    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, *comm_);
     *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
   }
   train_steps_ = train_loader_->plan().batches;
@@ -369,6 +371,7 @@ void TrainingRun::open_data() {
 void TrainingRun::open_train_loader(int rollbacks) {
   LoaderOptions lo = loader_options(config_.data);
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
+  lo.sample_dtype = loader_sample_dtype(*ex_, task_.model);
   train_loader_.reset();  // its reader threads end before the new loader's start
   train_loader_ = std::make_unique<DataLoader>(data_.train, lo, *comm_);
 }

@@ -186,6 +186,17 @@ TEST(Cli, BenchTrainPrintsJson) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 
+// In bf16 the benches write their random batch into a 16-bit data input (half_inputs).
+TEST(Cli, BenchesRunInBf16) {
+  for (const char* bench : {"train --steps 1", "infer --passes 1"}) {
+    CliRun r = crest(std::string("bench ") + bench +
+                     " --size 32 --batch 2 --warmup 0 --conv-size 4 --threads 1 --backend "
+                     "reference --precision bf16");
+    ASSERT_EQ(r.code, 0) << bench << ": " << r.out;
+    EXPECT_NE(r.out.find("\"precision\":\"bf16\""), std::string::npos) << r.out;
+  }
+}
+
 TEST(Cli, UnknownCommandExits2) {
   EXPECT_EQ(crest("frobnicate").code, 2);
   EXPECT_EQ(crest("train").code, 2);

@@ -72,6 +72,21 @@ TEST(NonFinite, SkipLeavesTheUpdateOutAndGoesOn) {
   EXPECT_TRUE(all_finite(d.file("w.safetensors")));
 }
 
+// In bf16 the data input is 16-bit (CompileOptions::half_inputs): the NaN is written as a bf16
+// code and caught the same way.
+TEST(NonFinite, SkipCatchesTheNanInA16BitInput) {
+  TempDir d;
+  const CliRun r = run_with_nan(
+      "6", "skip", d.file("run"),
+      "--precision bf16 crest.backend=reference --save-weights " + d.file("w.safetensors"));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("(global step 6): "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("first non-finite gradient: conv1.weight"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("update skipped (1 so far; train.on_nonfinite: skip)"), std::string::npos)
+      << r.out;
+  EXPECT_TRUE(all_finite(d.file("w.safetensors")));
+}
+
 TEST(NonFinite, RollbackGoesBackToTheCheckpointWithAnotherOrder) {
   TempDir d;
   const std::string run = d.file("run");

@@ -1,6 +1,6 @@
 // BatchFeed: how the trainer moves batches into a model and predictions out of it, on host
-// memory (in place), on memory that is not host memory (explicit copies), and into a float64
-// program (converted).
+// memory (in place), on memory that is not host memory (explicit copies), into a float64
+// program (converted) and into the 16-bit input of mixed precision (narrowed).
 #include "train/batch_feed.hpp"
 
 #include <gtest/gtest.h>
@@ -8,6 +8,9 @@
 #include <cstring>
 #include <vector>
 
+#include "crest/core/bf16.hpp"
+#include "crest/core/fp16.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "support/counting_backend.hpp"
 #include "support/small_models.hpp"
@@ -93,6 +96,69 @@ TEST(BatchFeed, AFloat32BatchIsWidenedIntoAFloat64Program) {
     EXPECT_EQ(in.as<double>()[i], static_cast<double>(batch.target[i])) << i;
   ex.forward(false);
   EXPECT_EQ(feed.host_prediction().dtype(), DType::f64);
+}
+
+// CompileOptions::half_inputs: the sample input is 16-bit, the target (read by the float32 loss)
+// is not. The samples are rounded to nearest even, on host memory (the backend's narrow) and on
+// memory that is not (host staging), and nothing is bound in place.
+TEST(BatchFeed, AFloat32BatchIsNarrowedIntoA16BitInput) {
+  const BuiltModel m = small_model();
+  for (const DType half : {DType::bf16, DType::f16}) {
+    for (const bool device : {false, true}) {
+      test::CountingBackend backend(/*pretend_device=*/device);
+      CompileOptions co = batch_of_two();
+      co.half = half;
+      co.half_inputs = true;
+      Executor ex(m.graph, backend, co);
+      HostBatch batch(ex, m);
+      // Values between two 16-bit neighbours, ties included (1 + 2^-8 rounds down to even in
+      // bf16, 1 + 3 * 2^-8 up; truncation would take both down).
+      for (size_t i = 0; i < batch.sample.size(); ++i)
+        batch.sample[i] =
+            1.0f + static_cast<float>(i % 5) * 0x1.0p-8f + static_cast<float>(i) * 1e-6f;
+      batch.sample[0] = 1.0f + 0x1.0p-8f;
+      batch.sample[1] = 1.0f + 3 * 0x1.0p-8f;
+      BatchFeed feed(ex, m);
+      feed.feed(batch.view);
+      const std::string what = dtype_name(half) + (device ? " device" : " host");
+      const TensorView x = ex.input(m.sample_input);
+      ASSERT_EQ(x.dtype(), half) << what;
+      EXPECT_EQ(ex.input(m.target_input).dtype(), DType::f32) << what;
+      const HostStaging host(backend.memory(), static_cast<const void*>(x.data()), x.bytes());
+      const auto* codes = static_cast<const uint16_t*>(host.data());
+      for (size_t i = 0; i < batch.sample.size(); ++i) {
+        const uint16_t want =
+            half == DType::bf16 ? float_to_bf16(batch.sample[i]) : float_to_fp16(batch.sample[i]);
+        ASSERT_EQ(codes[i], want) << what << " element " << i;
+      }
+      if (half == DType::bf16) {
+        EXPECT_EQ(bf16_to_float(codes[0]), 1.0f) << what;
+        EXPECT_EQ(bf16_to_float(codes[1]), 1.0f + 0x1.0p-6f) << what;
+      }
+      EXPECT_NE(static_cast<const void*>(x.data()), batch.sample.data()) << what;
+    }
+  }
+}
+
+// A loader asked for the 16-bit samples (loader_sample_dtype) delivers batches the model reads
+// in place, as float32 ones are read by a float32 model.
+TEST(BatchFeed, ALoaderBatchIn16BitsIsReadInPlace) {
+  const BuiltModel m = small_model();
+  test::CountingBackend host;
+  CompileOptions co = batch_of_two();
+  co.half = DType::bf16;
+  co.half_inputs = true;
+  Executor ex(m.graph, host, co);
+  ASSERT_EQ(loader_sample_dtype(ex, m), DType::bf16);
+  Executor plain(m.graph, host, batch_of_two());
+  EXPECT_EQ(loader_sample_dtype(plain, m), DType::f32);
+  HostBatch batch(ex, m);
+  std::vector<uint16_t> codes(batch.sample.size());
+  for (size_t i = 0; i < codes.size(); ++i) codes[i] = float_to_bf16(batch.sample[i]);
+  batch.view.sample = TensorView(codes.data(), {batch.view.sample.shape(), DType::bf16});
+  BatchFeed feed(ex, m);
+  feed.feed(batch.view);
+  EXPECT_EQ(ex.input(m.sample_input).data(), static_cast<void*>(codes.data()));
 }
 
 TEST(BatchFeed, ABatchOfTheWrongSizeNamesTheInput) {

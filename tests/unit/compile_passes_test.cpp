@@ -11,14 +11,18 @@
 namespace crest::compile {
 namespace {
 
+CompileOptions batch_of_two(bool fuse = true) {
+  CompileOptions o;
+  o.batch = 2;
+  o.fuse = fuse;
+  return o;
+}
+
 struct Compiled {
   explicit Compiled(const Graph& g, const std::string& backend_name, bool fuse = true)
-      : backend(make_backend(backend_name)), p(*backend, [&] {
-          CompileOptions o;
-          o.batch = 2;
-          o.fuse = fuse;
-          return o;
-        }()) {
+      : Compiled(g, backend_name, batch_of_two(fuse)) {}
+  Compiled(const Graph& g, const std::string& backend_name, const CompileOptions& o)
+      : backend(make_backend(backend_name)), p(*backend, o) {
     instantiate_layers(p, g);
   }
   std::unique_ptr<Backend> backend;
@@ -105,6 +109,34 @@ TEST(CompilePasses, ConvBiasGradientComesFromTheMaxPoolAfterIt) {
   // Without fusion the activation sits between conv1 and pool1: nothing moves.
   EXPECT_FALSE(node(off.p, "conv1").bias_grad_elsewhere);
   EXPECT_EQ(node(off.p, "pool1").channel_sum_slot, -1);
+}
+
+// Mixed precision: with half_inputs, the data input (read by conv1 alone, a bf16 node) is stored
+// in bf16 in its declared layout; the target, read by the float32 loss, stays float32. Without
+// half_inputs, without mixed precision, or with the input's gradient asked, nothing changes.
+TEST(CompilePasses, AnInputOnlyHalfLayersReadIsStoredInTheHalfTypeWhenAsked) {
+  const test::SmallModel m = test::branchy_model();
+  struct Case {
+    bool half, half_inputs, input_grads;
+    DType x_dtype;
+  };
+  for (const Case k : {Case{true, true, false, DType::bf16}, Case{true, false, false, DType::f32},
+                       Case{false, true, false, DType::f32}, Case{true, true, true, DType::f32}}) {
+    CompileOptions o = batch_of_two();
+    if (k.half) o.half = DType::bf16;
+    o.half_inputs = k.half_inputs;
+    o.input_grads = k.input_grads;
+    Compiled c(m.graph, "reference", o);
+    swap_activation_pool(c.p, m.graph);
+    infer_shapes(c.p, m.graph);
+    assign_precision(c.p);
+    narrow_inputs(c.p, m.graph);
+    const std::string what =
+        std::to_string(k.half) + std::to_string(k.half_inputs) + std::to_string(k.input_grads);
+    EXPECT_EQ(c.p.val(m.x).fmt.dtype, k.x_dtype) << what;
+    EXPECT_EQ(c.p.val(m.x).fmt.layout, Layout::channels_last) << what;
+    EXPECT_EQ(c.p.val(m.y).fmt.dtype, DType::f32) << what;
+  }
 }
 
 TEST(CompilePasses, KernelsReorderAndThePlanIsValid) {

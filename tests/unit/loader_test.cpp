@@ -13,7 +13,9 @@
 #include <set>
 #include <thread>
 
+#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/fp16.hpp"
 #include "crest/dist/communicator.hpp"
 #include "support/fake_communicator.hpp"
 
@@ -24,8 +26,9 @@ using FakeComm = test::FakeCommunicator;
 
 class FakeSource final : public SampleSource {
  public:
-  FakeSource(int64_t n, std::set<int64_t> bad = {}, bool jitter = false)
-      : n_(n), bad_(std::move(bad)), jitter_(jitter) {
+  // fraction: x[k] = i + fraction * (k + 1) instead of i (values a 16-bit type must round).
+  FakeSource(int64_t n, std::set<int64_t> bad = {}, bool jitter = false, float fraction = 0)
+      : n_(n), bad_(std::move(bad)), jitter_(jitter), fraction_(fraction) {
     spec_.x_shape = Shape{2, 3, 1};
     spec_.y_shape = Shape{1};
     for (int64_t i = 0; i < n; ++i)
@@ -46,7 +49,8 @@ class FakeSource final : public SampleSource {
     int64_t id = -1;
     std::memcpy(&id, payload.data(), sizeof id);
     EXPECT_EQ(id, i);
-    for (int64_t k = 0; k < spec_.x_shape.numel(); ++k) x[k] = static_cast<float>(id);
+    for (int64_t k = 0; k < spec_.x_shape.numel(); ++k)
+      x[k] = static_cast<float>(id) + fraction_ * static_cast<float>(k + 1);
     *static_cast<float*>(y) = static_cast<float>(id);
   }
   int64_t reads() const { return reads_.load(); }
@@ -55,6 +59,7 @@ class FakeSource final : public SampleSource {
   int64_t n_;
   std::set<int64_t> bad_;
   bool jitter_;
+  float fraction_;
   SampleSpec spec_;
   std::vector<std::string> paths_;
   mutable std::atomic<int64_t> reads_{0};
@@ -303,6 +308,45 @@ TEST(Loader, EverySampleSkipModeLeavesTheBadSamplesPlaceEmpty) {
   dl.release(second);
   EXPECT_EQ(dl.stats().skipped, 1);
   EXPECT_EQ(dl.stats().samples, 5);
+}
+
+// sample_dtype bf16 / f16 (a 16-bit model input): every sample is the float32 loader's, rounded
+// to nearest even, in half the bytes; a skipped sample's place is still zeros.
+TEST(Loader, A16BitSampleDtypeNarrowsEverySample) {
+  auto src = std::make_shared<FakeSource>(6, std::set<int64_t>{1}, false, 1.0f / 3);
+  FakeComm comm(0, 1);
+  LoaderOptions o = options(3);
+  o.shuffle = false;
+  o.every_sample = true;
+  o.skip_bad_samples = true;
+  DataLoader wide(src, o, comm);
+  for (const DType half : {DType::bf16, DType::f16}) {
+    o.sample_dtype = half;
+    DataLoader narrow(src, o, comm);
+    wide.start_epoch(0);
+    narrow.start_epoch(0);
+    for (int b = 0; b < 2; ++b) {
+      const LoadedBatch w = wide.next(), n = narrow.next();
+      ASSERT_EQ(n.sample.dtype(), half);
+      ASSERT_EQ(n.sample.bytes() * 2, w.sample.bytes());
+      EXPECT_EQ(std::vector<uint8_t>(n.present.begin(), n.present.end()),
+                std::vector<uint8_t>(w.present.begin(), w.present.end()));
+      for (int64_t i = 0; i < w.sample.numel(); ++i) {
+        const float v = w.sample.as<float>()[i];
+        ASSERT_EQ(n.sample.as<uint16_t>()[i],
+                  half == DType::bf16 ? float_to_bf16(v) : float_to_fp16(v))
+            << dtype_name(half) << " batch " << b << " element " << i;
+      }
+      if (b == 0) {  // sample 1, place 1 (elements 6 to 11), was skipped
+        ASSERT_EQ(n.present[1], 0);
+        EXPECT_EQ(n.sample.as<uint16_t>()[6], 0) << "the skipped sample's place";
+      }
+      wide.release(w);
+      narrow.release(n);
+    }
+  }
+  o.sample_dtype = DType::i32;
+  EXPECT_THROW(DataLoader(src, o, comm), Error);
 }
 
 }  // namespace

@@ -52,6 +52,11 @@ struct LoaderOptions {
   int64_t cache_bytes = 0;  // payload cache bound; 0 = no cache
   bool skip_bad_samples = false;
   bool every_sample = false;  // read every sample once per epoch (plan_shards' every_sample)
+  // The samples' dtype in the batches: f32 as decoded, or bf16 / f16 for a model whose data input
+  // is 16-bit (CompileOptions::half_inputs): each sample is decoded in float32 on its reader
+  // thread and narrowed into the batch (to nearest even, as BatchFeed would), so the ring holds
+  // half the bytes and the model reads the batch in place.
+  DType sample_dtype = DType::f32;
 };
 
 // Counters of one epoch (reset by start_epoch).
@@ -65,9 +70,10 @@ struct LoaderStats {
   double decode_s = 0;  // summed over threads: parse + check + transform
 };
 
-// A ready batch: views of the loader's buffers, valid until release(). x is float32 channels-last
-// [batch, spec.x_shape...]; y is float32 [batch, targets] or int32 [batch, H, W]. The views always
-// hold batch_size places; only every_sample loaders leave some empty.
+// A ready batch: views of the loader's buffers, valid until release(). x is channels-last
+// [batch, spec.x_shape...] in LoaderOptions::sample_dtype (float32 unless asked); y is float32
+// [batch, targets] or int32 [batch, H, W]. The views always hold batch_size places; only
+// every_sample loaders leave some empty.
 struct LoadedBatch {
   int64_t index = -1;                   // within the epoch
   TensorView sample, target;            // the samples' data and their targets, batch first
@@ -114,6 +120,11 @@ class DataLoader {
   };
   // Leaves place `position` of `slot` empty: zeros, marked absent (every_sample).
   void clear_place(Slot& slot, int64_t position) const;
+  // Bytes of one sample's x in a batch (in sample_dtype).
+  size_t x_place_bytes() const;
+  // Decodes `sample` into place `position` of `slot` (through a float32 copy when narrowing).
+  void decode_into(Slot& slot, int64_t position, int64_t sample,
+                   std::span<const std::byte> payload) const;
   void worker_loop();
   void schedule_locked();
   void run_task(const Task& t);

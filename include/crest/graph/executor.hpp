@@ -25,8 +25,14 @@ struct CompileOptions {
   DType dtype = DType::f32;  // parameters, optimizer state, losses; every activation without `half`
   // Mixed precision (bf16 or f16): the layers that can (src/graph/compile/assign_precision.cpp)
   // store their activations and compute in it; parameters stay in `dtype` (f32 master weights),
-  // and graph inputs, losses and marked outputs too. Unset: everything in `dtype`.
+  // and graph inputs (unless half_inputs), losses and marked outputs too. Unset: everything in
+  // `dtype`.
   std::optional<DType> half;
+  // Under `half`: a float graph input that only 16-bit layers read (no gradient asked, not a
+  // marked output) is stored in the 16-bit type itself, so no float32 copy of the batch and no
+  // converting reorder live in the arena; the caller writes 16-bit codes into input() (BatchFeed
+  // converts a loader's float32 batch). crest train, predict and the benches set it.
+  bool half_inputs = false;
   bool training = true;  // false: forward only, no gradients, dropout off
   // false: the graph's loss layers are left out (inference on samples without targets: the
   // prediction alone; the target inputs stay but nothing reads them). Needs training false.
@@ -51,7 +57,8 @@ class Executor {
   Executor& operator=(const Executor&) = delete;
 
   // Where the caller writes a graph input before a step: the declared layout (e.g. channels-last
-  // for the data files), the compile dtype (int32 for integer inputs), batch included.
+  // for the data files), the compile dtype (int32 for integer inputs; the 16-bit type for the
+  // inputs CompileOptions::half_inputs narrows), batch included.
   TensorView input(const std::string& name) const;
   // Points graph input `name` at caller-owned memory (a data loader's batch buffer) for the
   // following steps, so a batch is read where the loader decoded it, without a copy. `data` must

@@ -5,6 +5,7 @@
 //   swap_activation_pool   act -> max-pool becomes max-pool -> act (same values, smaller tensor)
 //   infer_shapes           shapes, parameters, which values need a gradient
 //   assign_precision       which nodes compute in the 16-bit type of mixed precision
+//   narrow_inputs          graph inputs only 16-bit nodes read are stored 16-bit (half_inputs)
 //   fold_batch_norm        inference: conv -> batch norm becomes one conv with folded weights
 //   choose_fusions         producer + activation patterns the backend runs as one kernel
 //   route_bias_grad        conv -> max-pool: the bias gradient from the pool's smaller gradient
@@ -142,6 +143,7 @@ void instantiate_layers(Program& p, const Graph& g);
 void swap_activation_pool(Program& p, const Graph& g);
 void infer_shapes(Program& p, const Graph& g);
 void assign_precision(Program& p);
+void narrow_inputs(Program& p, const Graph& g);
 void fold_batch_norm(Program& p, const Graph& g);
 void choose_fusions(Program& p, const Graph& g);
 void route_bias_grad(Program& p, const Graph& g);
