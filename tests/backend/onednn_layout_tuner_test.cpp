@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/backend_test_util.hpp"
@@ -99,7 +100,8 @@ Tuned make_tuned(const ConvDesc& d, LayoutTuning options, std::map<std::string, 
                  Layout hint = Layout::plain) {
   Tuned t;
   auto ctx = std::make_shared<onednn::Context>();
-  LayoutTuner tuner(options, std::make_unique<FakeTimer>(std::move(costs), &t.measurements),
+  LayoutTuner tuner(std::move(options),
+                    std::make_unique<FakeTimer>(std::move(costs), &t.measurements),
                     [&t](const std::string& line) { t.notes.push_back(line); });
   t.kernel = onednn::make_conv(ctx, d, plain_format(src_shape(d), DType::f32, hint), &tuner);
   return t;

@@ -321,6 +321,7 @@ class OneDnnConv final : public ConvKernel {
     // Rounds over all candidates, the best of each kept: a burst of other work on the machine
     // then slows one round of every candidate rather than all the timings of one.
     std::vector<ConvPasses> passes;
+    passes.reserve(timed.size());
     for (size_t i : timed) passes.push_back(bind(built[i].second));
     std::vector<double> best_s(timed.size(), 0.0);
     for (int round = 0; round < kTimingRounds; ++round)

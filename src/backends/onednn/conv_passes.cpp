@@ -5,38 +5,39 @@
 
 namespace crest::onednn {
 
-ConvPasses::ConvPasses(ContextPtr ctx, const dnnl::primitive_desc_base& fpd,
-                       const dnnl::primitive_desc_base& bdpd, const dnnl::primitive_desc_base& bwpd,
+ConvPasses::ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& fwd,
+                       const dnnl::primitive_desc_base& bwd_data,
+                       const dnnl::primitive_desc_base& bwd_weights,
                        const dnnl::memory::desc& weights_plain, bool bias, bool bias_grad,
-                       const std::string& what)
+                       std::string what)
     : has_bias_(bias),
       has_bias_grad_(bias && bias_grad),
-      what_(what),
-      src_md_(fpd.src_desc()),
-      dst_md_(fpd.dst_desc()) {
-  fwd_ = BoundPrimitive(ctx, fpd, what_ + " forward");
+      what_(std::move(what)),
+      src_md_(fwd.src_desc()),
+      dst_md_(fwd.dst_desc()) {
+  fwd_ = BoundPrimitive(ctx, fwd, what_ + " forward");
   fwd_.bind(DNNL_ARG_SRC, src_md_);
-  fwd_.bind(DNNL_ARG_WEIGHTS, fpd.weights_desc());
-  if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, fpd.weights_desc(1));
+  fwd_.bind(DNNL_ARG_WEIGHTS, fwd.weights_desc());
+  if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, fwd.weights_desc(1));
   fwd_.bind(DNNL_ARG_DST, dst_md_);
-  wei_fwd_ = LayoutBridge(ctx, weights_plain, fpd.weights_desc(), what_ + " weights");
+  wei_fwd_ = LayoutBridge(ctx, weights_plain, fwd.weights_desc(), what_ + " weights");
 
-  bwd_data_ = BoundPrimitive(ctx, bdpd, what_ + " backward data");
+  bwd_data_ = BoundPrimitive(ctx, bwd_data, what_ + " backward data");
   bwd_data_.bind(DNNL_ARG_DIFF_DST, dst_md_);
-  bwd_data_.bind(DNNL_ARG_WEIGHTS, bdpd.weights_desc());
+  bwd_data_.bind(DNNL_ARG_WEIGHTS, bwd_data.weights_desc());
   bwd_data_.bind(DNNL_ARG_DIFF_SRC, src_md_);
-  wei_bwd_data_ = LayoutBridge(ctx, weights_plain, bdpd.weights_desc(), what_ + " weights");
+  wei_bwd_data_ = LayoutBridge(ctx, weights_plain, bwd_data.weights_desc(), what_ + " weights");
 
-  bwd_weights_ = BoundPrimitive(ctx, bwpd, what_ + " backward weights");
+  bwd_weights_ = BoundPrimitive(ctx, bwd_weights, what_ + " backward weights");
   bwd_weights_.bind(DNNL_ARG_SRC, src_md_);
   bwd_weights_.bind(DNNL_ARG_DIFF_DST, dst_md_);
-  bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, bwpd.diff_weights_desc());
+  bwd_weights_.bind(DNNL_ARG_DIFF_WEIGHTS, bwd_weights.diff_weights_desc());
   if (has_bias_grad_) {
-    bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwpd.diff_weights_desc(1));
-    bias_bytes_ = bwpd.diff_weights_desc(1).get_size();
+    bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwd_weights.diff_weights_desc(1));
+    bias_bytes_ = bwd_weights.diff_weights_desc(1).get_size();
   }
   diff_wei_ =
-      LayoutBridge(ctx, bwpd.diff_weights_desc(), weights_plain, what_ + " weight gradient");
+      LayoutBridge(ctx, bwd_weights.diff_weights_desc(), weights_plain, what_ + " weight gradient");
 
   scratch_ = std::max({carve_call_scratch(nullptr, wei_fwd_, fwd_, 0).used,
                        carve_call_scratch(nullptr, wei_bwd_data_, bwd_data_, 0).used,

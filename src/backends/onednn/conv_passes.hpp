@@ -15,10 +15,10 @@ class ConvPasses {
   ConvPasses() = default;
   // The descriptors must share src and dst layouts (the gradient of a tensor has the tensor's
   // layout); `weights_plain` is crest's parameter layout. `what` names it in errors.
-  ConvPasses(ContextPtr ctx, const dnnl::primitive_desc_base& fwd,
+  ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& fwd,
              const dnnl::primitive_desc_base& bwd_data,
              const dnnl::primitive_desc_base& bwd_weights, const dnnl::memory::desc& weights_plain,
-             bool bias, bool bias_grad, const std::string& what);
+             bool bias, bool bias_grad, std::string what);
 
   const dnnl::memory::desc& src_desc() const { return src_md_; }
   const dnnl::memory::desc& dst_desc() const { return dst_md_; }
