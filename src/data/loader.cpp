@@ -6,9 +6,8 @@
 #include <chrono>
 #include <cstring>
 
-#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
-#include "crest/core/fp16.hpp"
+#include "crest/core/half_codes.hpp"
 #include "crest/core/parallel_for.hpp"
 #include "crest/data/deepcam_reference_order.hpp"
 #include "crest/dist/communicator.hpp"
@@ -118,11 +117,7 @@ void DataLoader::decode_into(Slot& slot, int64_t position, int64_t sample,
   const auto n = static_cast<size_t>(source_->spec().x_shape.numel());
   wide.resize(n);
   source_->decode(sample, payload, wide.data(), y);
-  auto* codes = reinterpret_cast<uint16_t*>(place);
-  if (opts_.sample_dtype == DType::bf16)
-    for (size_t i = 0; i < n; ++i) codes[i] = float_to_bf16(wide[i]);
-  else
-    for (size_t i = 0; i < n; ++i) codes[i] = float_to_fp16(wide[i]);
+  floats_to_half_codes(wide.data(), reinterpret_cast<uint16_t*>(place), n, opts_.sample_dtype);
 }
 
 void DataLoader::clear_place(Slot& slot, int64_t position) const {

@@ -2,9 +2,8 @@
 
 #include <cstring>
 
-#include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
-#include "crest/core/fp16.hpp"
+#include "crest/core/half_codes.hpp"
 #include "crest/core/host_staging.hpp"
 
 namespace crest {
@@ -17,15 +16,6 @@ void convert(const From* from, To* to, size_t n) {
   for (size_t i = 0; i < n; ++i) to[i] = static_cast<To>(from[i]);
 }
 
-// float32 into the 16-bit codes of a narrowed input (CompileOptions::half_inputs), rounded to
-// nearest even as the backends' converting reorders round.
-void narrow_into(const float* from, uint16_t* to, DType to_dtype, size_t n) {
-  if (to_dtype == DType::bf16)
-    for (size_t i = 0; i < n; ++i) to[i] = float_to_bf16(from[i]);
-  else
-    for (size_t i = 0; i < n; ++i) to[i] = float_to_fp16(from[i]);
-}
-
 // n elements of from_dtype at `from` into host memory of to_dtype at `to`.
 void convert_into(const void* from, DType from_dtype, void* to, DType to_dtype, size_t n) {
   if (from_dtype == to_dtype) {
@@ -33,7 +23,9 @@ void convert_into(const void* from, DType from_dtype, void* to, DType to_dtype, 
     return;
   }
   if (from_dtype == DType::f32 && is_half(to_dtype))
-    return narrow_into(static_cast<const float*>(from), static_cast<uint16_t*>(to), to_dtype, n);
+    // A 16-bit input (CompileOptions::half_inputs).
+    return floats_to_half_codes(static_cast<const float*>(from), static_cast<uint16_t*>(to), n,
+                                to_dtype);
   if (from_dtype == DType::f32 && to_dtype == DType::f64)
     return convert(static_cast<const float*>(from), static_cast<double*>(to), n);
   if (from_dtype == DType::f64 && to_dtype == DType::f32)

@@ -271,7 +271,7 @@ void TrainingRun::compile() {
       run_layout_tuning(config_, run_dir_.checkpoint_dir.empty() ? "" : config_.output_dir,
                         comm_->rank(), options_.resume);
   backend_->set_layout_tuning(tuning);
-  if (!describe_layout_tuning(tuning).empty()) *log_ << describe_layout_tuning(tuning) << "\n";
+  if (const std::string line = describe_layout_tuning(tuning); !line.empty()) *log_ << line << "\n";
   CompileOptions co;
   co.batch = config_.data.batch_size;
   co.seed = config_.data.seed;
