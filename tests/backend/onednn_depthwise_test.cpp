@@ -1,12 +1,16 @@
 // DeepLabv3+'s separable convolutions on the onednn backend as they sit in the network: a 1x1
 // convolution, batch norm and ReLU deliver oneDNN's blocked layout to a depthwise 3x3 (groups =
 // channels, no bias, padding = dilation), stride 1 or 2, dilation 1 or 2, followed by a pointwise
-// 1x1. Every variant agrees with the reference backend; without dilation the depthwise
-// convolution stays in the producer's nChw16c, where oneDNN 2.6 has jit_dw kernels for all three
-// passes (docs/performance.md, "Depthwise kernels": ONEDNN_VERBOSE=1 on this test shows them).
+// 1x1. Every variant agrees with the reference backend and stays in the producer's nChw16c:
+// without dilation oneDNN has jit_dw kernels for all three passes (docs/performance.md,
+// "Depthwise kernels": ONEDNN_VERBOSE=1 on this test shows them); with dilation crest's own loops
+// run it (src/backends/onednn/depthwise_dilated.cpp), in float32 and bf16, with or without bias,
+// any stride, dilation and kernel size up to 5x5.
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <sstream>
+#include <string>
 
 #include "crest/graph/executor.hpp"
 #include "crest/layers/activation.hpp"
@@ -20,10 +24,19 @@ namespace {
 
 struct Separable {
   int64_t stride, dilation;
+  int64_t dilation_w = 0;  // 0: as dilation
+  int64_t kernel = 3;
+  bool bias = false;
+  int64_t channels = 32;
+  std::string name() const {
+    return "stride " + std::to_string(stride) + " dilation " + std::to_string(dilation) + "x" +
+           std::to_string(dilation_w == 0 ? dilation : dilation_w) + " kernel " +
+           std::to_string(kernel) + (bias ? " bias" : "") + " channels " + std::to_string(channels);
+  }
 };
 
 Graph separable_graph(const Separable& s) {
-  const int64_t c = 32, h = 12, w = 10;
+  const int64_t c = s.channels, h = 12, w = 10;
   Graph g;
   const ValueId x = g.input("x", Shape{c, h, w});
   const ValueId y =
@@ -37,12 +50,13 @@ Graph separable_graph(const Separable& s) {
   t = g.add("relu", layers::relu(), {t});
   ConvOptions depthwise;
   depthwise.out_channels = c;
-  depthwise.kernel = {3, 3};
+  const int64_t dilation_w = s.dilation_w == 0 ? s.dilation : s.dilation_w;
+  depthwise.kernel = {s.kernel, s.kernel};
   depthwise.groups = c;
-  depthwise.bias = false;
+  depthwise.bias = s.bias;
   depthwise.stride = {s.stride};
-  depthwise.dilation = {s.dilation};
-  depthwise.padding = {s.dilation};
+  depthwise.dilation = {s.dilation, dilation_w};  // "same" padding for an odd kernel
+  depthwise.padding = {s.dilation * (s.kernel - 1) / 2, dilation_w * (s.kernel - 1) / 2};
   t = g.add("dw", layers::conv(depthwise), {t});
   t = g.add("pw1", layers::conv(pointwise), {t});
   g.mark_output(t);
@@ -50,10 +64,12 @@ Graph separable_graph(const Separable& s) {
   return g;
 }
 
-std::unique_ptr<Executor> step(const Graph& g, Backend& b) {
+std::unique_ptr<Executor> step(const Graph& g, Backend& b,
+                               std::optional<DType> half = std::nullopt) {
   CompileOptions o;
   o.batch = 2;
   o.seed = 8;
+  o.half = half;
   auto ex = std::make_unique<Executor>(g, b, o);
   test::fill_uniform(ex->input("x"), 1);
   test::fill_uniform(ex->input("y"), 2);
@@ -70,12 +86,21 @@ std::string line_of(const std::string& summary, const std::string& name) {
   return "";
 }
 
-TEST(OneDnnDepthwise, SeparableConvolutionsAgreeAndStayBlockedWithoutDilation) {
+// jit_dw or crest's dilated loops in the layout batch norm and ReLU deliver: no reorder before
+// or after.
+void expect_blocked_without_reorders(const Executor& ex) {
+  const std::string summary = ex.summary();
+  EXPECT_NE(line_of(summary, "dw").find("nChw16c"), std::string::npos) << summary;
+  EXPECT_EQ(line_of(summary, "relu>reorder"), "") << summary;
+  EXPECT_EQ(line_of(summary, "dw>reorder"), "") << summary;
+}
+
+TEST(OneDnnDepthwise, SeparableConvolutionsAgreeAndStayBlocked) {
   CREST_SKIP_WITHOUT_BACKEND("onednn");
   auto reference = make_backend("reference");
   auto onednn = make_backend("onednn");
   for (const Separable s : {Separable{1, 1}, Separable{2, 1}, Separable{1, 2}}) {
-    SCOPED_TRACE("stride " + std::to_string(s.stride) + " dilation " + std::to_string(s.dilation));
+    SCOPED_TRACE(s.name());
     const Graph g = separable_graph(s);
     const auto want = step(g, *reference);
     const auto got = step(g, *onednn);
@@ -84,14 +109,38 @@ TEST(OneDnnDepthwise, SeparableConvolutionsAgreeAndStayBlockedWithoutDilation) {
     for (size_t k = 0; k < want->params().slots().size(); ++k)
       EXPECT_LT(test::rel_distance(got->params().grad(k), want->params().grad(k)), 2e-4)
           << want->params().slots()[k].name;
-    if (s.dilation == 1) {
-      // jit_dw in the layout batch norm and ReLU deliver: no reorder before or after.
-      const std::string summary = got->summary();
-      EXPECT_NE(line_of(summary, "dw").find("nChw16c"), std::string::npos) << summary;
-      EXPECT_EQ(line_of(summary, "relu>reorder"), "") << summary;
-      EXPECT_EQ(line_of(summary, "dw>reorder"), "") << summary;
-    }
+    expect_blocked_without_reorders(*got);
   }
+}
+
+// crest's dilated depthwise loops against the reference backend's convolution: outputs, every
+// parameter gradient (the depthwise weights and bias among them) and, through the 1x1 before it,
+// the input gradient; float32 tightly, bf16 against the reference's bf16 emulation.
+TEST(OneDnnDepthwise, DilatedLoopsAgreeWithTheReferenceInEveryVariant) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  auto reference = make_backend("reference");
+  auto onednn = make_backend("onednn");
+  const Separable variants[] = {
+      {1, 2, 0, 3, true, 48},   // bias, three lane blocks
+      {2, 2, 0, 3, false, 16},  // stride and dilation together
+      {1, 1, 3, 3, true, 16},   // dilated along the width only
+      {1, 2, 0, 5, false, 32},  // 5x5
+      {1, 3, 0, 3, false, 32},  // padding 3: taps beyond the 10-wide input
+  };
+  for (const Separable& s : variants)
+    for (const std::optional<DType> half : {std::optional<DType>(), std::optional(DType::bf16)}) {
+      SCOPED_TRACE(s.name() + (half ? " bf16" : " float32"));
+      const Graph g = separable_graph(s);
+      const auto want = step(g, *reference, half);
+      const auto got = step(g, *onednn, half);
+      const double tolerance = half ? 2e-2 : 2e-5;
+      const ValueId out = g.outputs()[0];
+      EXPECT_LT(test::rel_distance(got->output(out), want->output(out)), tolerance);
+      for (size_t k = 0; k < want->params().slots().size(); ++k)
+        EXPECT_LT(test::rel_distance(got->params().grad(k), want->params().grad(k)), 10 * tolerance)
+            << want->params().slots()[k].name;
+      expect_blocked_without_reorders(*got);
+    }
 }
 
 }  // namespace

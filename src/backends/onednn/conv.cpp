@@ -12,6 +12,7 @@
 
 #include "onednn/conv_passes.hpp"
 #include "onednn/conv_timing.hpp"
+#include "onednn/depthwise_dilated.hpp"
 #include "onednn/eltwise.hpp"
 #include "onednn/format.hpp"
 #include "onednn/layout_tuner.hpp"
@@ -131,22 +132,6 @@ std::string tuning_problem(const char* kind, const Geometry& g, const ConvDesc& 
   return p;
 }
 
-// oneDNN's blocked activation layout for this machine's vector width (nChw16c on AVX-512,
-// nChw8c below), which `any` does not always pick.
-memory::desc blocked_desc(const memory::dims& dims, memory::data_type dt) {
-  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
-  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
-  const bool wide = (isa & avx512) == avx512;
-  switch (dims.size()) {
-    case 3:
-      return {dims, dt, wide ? tag::aBc16b : tag::aBc8b};
-    case 4:
-      return {dims, dt, wide ? tag::aBcd16b : tag::aBcd8b};
-    default:
-      return {dims, dt, wide ? tag::aBcde16b : tag::aBcde8b};
-  }
-}
-
 // Each candidate is timed this many times, interleaved with the others (each time a warm-up call
 // and the best of a few per pass, LayoutTimer).
 constexpr int kTimingRounds = 2;
@@ -220,10 +205,11 @@ class OneDnnConv final : public ConvKernel {
                           layout_desc(dst_shape, d.dtype, Layout::plain)});
     const bool tuning = tuner != nullptr && tuner->active();
     if (tuning) {
-      candidates.push_back({"blocked", blocked_desc(g.src, g.dt), blocked_desc(g.dst, g.dt)});
+      candidates.push_back(
+          {"blocked", blocked_activation_desc(g.src, g.dt), blocked_activation_desc(g.dst, g.dt)});
       candidates.push_back(
           {"channels_last+any", layout_desc(src_shape, d.dtype, Layout::channels_last), any_dst});
-      candidates.push_back({"blocked+any", blocked_desc(g.src, g.dt), any_dst});
+      candidates.push_back({"blocked+any", blocked_activation_desc(g.src, g.dt), any_dst});
     }
 
     // Without tuning: the first without reference implementations (else the one with fewest).
@@ -356,6 +342,7 @@ class OneDnnConv final : public ConvKernel {
 
 std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
                                       LayoutTuner* tuner) {
+  if (dilated_depthwise_applies(d)) return make_dilated_depthwise(d);
   if (d.transposed)
     return std::make_unique<OneDnnConv<Deconvolution>>(std::move(ctx), d, src_hint, tuner);
   return std::make_unique<OneDnnConv<Convolution>>(std::move(ctx), d, src_hint, tuner);

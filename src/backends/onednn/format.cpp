@@ -144,6 +144,21 @@ memory::desc to_desc(const MemFormat& f) {
   return o->desc();
 }
 
+memory::desc blocked_activation_desc(const memory::dims& dims, memory::data_type dt) {
+  using tag = memory::format_tag;
+  const auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  const auto avx512 = static_cast<unsigned>(dnnl::cpu_isa::avx512_core);
+  const bool wide = (isa & avx512) == avx512;
+  switch (dims.size()) {
+    case 3:
+      return {dims, dt, wide ? tag::aBc16b : tag::aBc8b};
+    case 4:
+      return {dims, dt, wide ? tag::aBcd16b : tag::aBcd8b};
+    default:
+      return {dims, dt, wide ? tag::aBcde16b : tag::aBcde8b};
+  }
+}
+
 MemFormat to_mem_format(const memory::desc& d, DType dtype) {
   const Shape shape = to_shape(d.get_dims());
   for (Layout l : {Layout::plain, Layout::channels_last})

@@ -31,6 +31,11 @@ dnnl::memory::dims strides_for_order(const dnnl::memory::dims& dims, const std::
 // Plain (abcd...) or channels_last (acd...b) descriptor of a logical N, C, spatial... shape.
 dnnl::memory::desc layout_desc(const Shape& shape, DType dtype, Layout layout);
 
+// oneDNN's blocked activation layout for this machine's vector width (nChw16c on AVX-512, nChw8c
+// below), which a primitive's `any` does not always pick. 3 to 5 dimensions.
+dnnl::memory::desc blocked_activation_desc(const dnnl::memory::dims& dims,
+                                           dnnl::memory::data_type dt);
+
 // The layout of `like` (same dimension order and blocking) for a tensor of other dimensions,
 // e.g. nChw16c with 48 channels from nChw16c with 16. Used to give a concat output its inputs'
 // layout.

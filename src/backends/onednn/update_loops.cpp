@@ -2,14 +2,7 @@
 
 #include <cmath>
 
-// GCC clones a function per listed target and resolves the call once, at load time (an ifunc).
-// The OpenMP region's outlined body inherits the clone's target. Other compilers get the
-// baseline loop.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define CREST_WIDEST_VECTORS __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define CREST_WIDEST_VECTORS
-#endif
+#include "onednn/widest_vectors.hpp"
 
 namespace crest::onednn {
 

@@ -1,0 +1,291 @@
+#include "onednn/depthwise_dilated.hpp"
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+#include "crest/core/bf16.hpp"
+#include "crest/core/error.hpp"
+#include "onednn/format.hpp"
+#include "onednn/widest_vectors.hpp"
+
+namespace crest::onednn {
+
+namespace {
+
+// Channels are processed 16 at a time: one AVX-512 register of float32, and the block of
+// oneDNN's nChw16c, so the loops read that layout (or channels-last) without a reorder.
+constexpr int64_t kLanes = 16;
+// Kernel taps held per lane block (on the stack): up to 5x5.
+constexpr int64_t kMaxTaps = 25;
+
+// Where sample n's lane block b of a tensor starts (n * sample + b * block) and how far apart its
+// pixels lie; the 16 channels of a block are contiguous at every pixel.
+struct Addressing {
+  int64_t sample = 0, block = 0, pixel = 0;
+  int64_t height = 0, width = 0;
+};
+
+Addressing addressing(bool blocked, int64_t channels, int64_t height, int64_t width) {
+  if (blocked) return {channels * height * width, kLanes * height * width, kLanes, height, width};
+  return {height * width * channels, kLanes, channels, height, width};  // channels-last
+}
+
+struct Problem {
+  int64_t samples = 0, blocks = 0;
+  Addressing src, dst;
+  int64_t kernel_h = 0, kernel_w = 0, stride_h = 0, stride_w = 0;
+  int64_t dilation_h = 0, dilation_w = 0, pad_h = 0, pad_w = 0;  // dilation 1 = dense
+  int64_t taps() const { return kernel_h * kernel_w; }
+};
+
+inline float load(const float* p) { return *p; }
+inline float load(const uint16_t* p) { return bf16_to_float(*p); }
+inline void store(float* p, float v) { *p = v; }
+// crest::float_to_bf16 without its branch, so the lane loops vectorise: the same bits.
+inline void store(uint16_t* p, float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, sizeof u);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  *p = static_cast<uint16_t>((nan ? (u | 0x400000u) : rounded) >> 16);
+}
+
+// Lane block b's weights, tap-major: taps[k][l] = weights[(16 b + l) * K + k] (crest's plain
+// [C, 1, kh, kw]).
+[[gnu::always_inline]] inline void gather_taps(const Problem& p, const float* weights, int64_t b,
+                                               float (&taps)[kMaxTaps][kLanes]) {
+  for (int64_t l = 0; l < kLanes; ++l)
+    for (int64_t k = 0; k < p.taps(); ++k) taps[k][l] = weights[(b * kLanes + l) * p.taps() + k];
+}
+
+// dst(y, x) = bias + sum over taps of src(y * stride - pad + ky * dilation, ...) * w(ky, kx), for
+// sample n's lane block b.
+template <typename T>
+[[gnu::always_inline]] inline void forward_block(const Problem& p, int64_t n, int64_t b,
+                                                 const T* src, const float* weights,
+                                                 const float* bias, T* dst) {
+  float taps[kMaxTaps][kLanes];
+  gather_taps(p, weights, b, taps);
+  const T* in = src + n * p.src.sample + b * p.src.block;
+  T* out = dst + n * p.dst.sample + b * p.dst.block;
+  for (int64_t oy = 0; oy < p.dst.height; ++oy)
+    for (int64_t ox = 0; ox < p.dst.width; ++ox) {
+      float acc[kLanes];
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] = bias ? bias[b * kLanes + l] : 0.0f;
+      for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
+        const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
+        if (iy < 0 || iy >= p.src.height) continue;
+        for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
+          const int64_t ix = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
+          if (ix < 0 || ix >= p.src.width) continue;
+          const T* s = in + (iy * p.src.width + ix) * p.src.pixel;
+          const float* t = taps[ky * p.kernel_w + kx];
+          for (int64_t l = 0; l < kLanes; ++l) acc[l] += load(s + l) * t[l];
+        }
+      }
+      T* o = out + (oy * p.dst.width + ox) * p.dst.pixel;
+      for (int64_t l = 0; l < kLanes; ++l) store(o + l, acc[l]);
+    }
+}
+
+// diff_src(y, x) = sum over the taps that read (y, x) of diff_dst(output pixel) * w(tap):
+// gathered per input pixel, so each is written once and no float32 accumulator is needed for
+// 16-bit gradients.
+template <typename T>
+[[gnu::always_inline]] inline void backward_data_block(const Problem& p, int64_t n, int64_t b,
+                                                       const T* diff_dst, const float* weights,
+                                                       T* diff_src) {
+  float taps[kMaxTaps][kLanes];
+  gather_taps(p, weights, b, taps);
+  const T* grad = diff_dst + n * p.dst.sample + b * p.dst.block;
+  T* out = diff_src + n * p.src.sample + b * p.src.block;
+  for (int64_t iy = 0; iy < p.src.height; ++iy)
+    for (int64_t ix = 0; ix < p.src.width; ++ix) {
+      float acc[kLanes] = {};
+      for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
+        const int64_t sy = iy + p.pad_h - ky * p.dilation_h;  // oy * stride
+        if (sy < 0 || sy % p.stride_h != 0 || sy / p.stride_h >= p.dst.height) continue;
+        for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
+          const int64_t sx = ix + p.pad_w - kx * p.dilation_w;
+          if (sx < 0 || sx % p.stride_w != 0 || sx / p.stride_w >= p.dst.width) continue;
+          const T* g = grad + ((sy / p.stride_h) * p.dst.width + sx / p.stride_w) * p.dst.pixel;
+          const float* t = taps[ky * p.kernel_w + kx];
+          for (int64_t l = 0; l < kLanes; ++l) acc[l] += load(g + l) * t[l];
+        }
+      }
+      T* o = out + (iy * p.src.width + ix) * p.src.pixel;
+      for (int64_t l = 0; l < kLanes; ++l) store(o + l, acc[l]);
+    }
+}
+
+// diff_w(tap) = sum over samples and output pixels of src(tap's input pixel) * diff_dst, in
+// float32, for lane block b: each block's sums run in one fixed order whatever the thread count,
+// so the result is deterministic.
+template <typename T>
+[[gnu::always_inline]] inline void backward_weights_block(const Problem& p, int64_t b, const T* src,
+                                                          const T* diff_dst, float* diff_weights,
+                                                          float* diff_bias) {
+  float acc[kMaxTaps][kLanes] = {};
+  float bias_acc[kLanes] = {};
+  for (int64_t n = 0; n < p.samples; ++n) {
+    const T* in = src + n * p.src.sample + b * p.src.block;
+    const T* grad = diff_dst + n * p.dst.sample + b * p.dst.block;
+    for (int64_t oy = 0; oy < p.dst.height; ++oy)
+      for (int64_t ox = 0; ox < p.dst.width; ++ox) {
+        float g[kLanes];
+        const T* gp = grad + (oy * p.dst.width + ox) * p.dst.pixel;
+        for (int64_t l = 0; l < kLanes; ++l) g[l] = load(gp + l);
+        for (int64_t l = 0; l < kLanes; ++l) bias_acc[l] += g[l];
+        for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
+          const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
+          if (iy < 0 || iy >= p.src.height) continue;
+          for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
+            const int64_t ix = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
+            if (ix < 0 || ix >= p.src.width) continue;
+            const T* s = in + (iy * p.src.width + ix) * p.src.pixel;
+            float* a = acc[ky * p.kernel_w + kx];
+            for (int64_t l = 0; l < kLanes; ++l) a[l] += load(s + l) * g[l];
+          }
+        }
+      }
+  }
+  for (int64_t l = 0; l < kLanes; ++l) {
+    for (int64_t k = 0; k < p.taps(); ++k)
+      diff_weights[(b * kLanes + l) * p.taps() + k] = acc[k][l];
+    if (diff_bias) diff_bias[b * kLanes + l] = bias_acc[l];
+  }
+}
+
+// One clone set per activation type (GCC does not clone templates). The parallel loops sit in
+// the cloned functions themselves: OpenMP's outlined body inherits its function's target only
+// there (a region inside the inlined template would be compiled once, for the baseline).
+#define CREST_OVER_SAMPLE_BLOCKS(call)                                                        \
+  _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t n = 0; n < p.samples; \
+                                                                ++n) for (int64_t b = 0;      \
+                                                                          b < p.blocks; ++b) call
+#define CREST_OVER_BLOCKS(call) \
+  _Pragma("omp parallel for schedule(static)") for (int64_t b = 0; b < p.blocks; ++b) call
+
+CREST_WIDEST_VECTORS
+void forward_f32(const Problem& p, const float* s, const float* w, const float* bias, float* d) {
+  CREST_OVER_SAMPLE_BLOCKS(forward_block(p, n, b, s, w, bias, d));
+}
+CREST_WIDEST_VECTORS
+void forward_bf16(const Problem& p, const uint16_t* s, const float* w, const float* bias,
+                  uint16_t* d) {
+  CREST_OVER_SAMPLE_BLOCKS(forward_block(p, n, b, s, w, bias, d));
+}
+CREST_WIDEST_VECTORS
+void backward_data_f32(const Problem& p, const float* dd, const float* w, float* ds) {
+  CREST_OVER_SAMPLE_BLOCKS(backward_data_block(p, n, b, dd, w, ds));
+}
+CREST_WIDEST_VECTORS
+void backward_data_bf16(const Problem& p, const uint16_t* dd, const float* w, uint16_t* ds) {
+  CREST_OVER_SAMPLE_BLOCKS(backward_data_block(p, n, b, dd, w, ds));
+}
+CREST_WIDEST_VECTORS
+void backward_weights_f32(const Problem& p, const float* s, const float* dd, float* dw, float* db) {
+  CREST_OVER_BLOCKS(backward_weights_block(p, b, s, dd, dw, db));
+}
+CREST_WIDEST_VECTORS
+void backward_weights_bf16(const Problem& p, const uint16_t* s, const uint16_t* dd, float* dw,
+                           float* db) {
+  CREST_OVER_BLOCKS(backward_weights_block(p, b, s, dd, dw, db));
+}
+
+#undef CREST_OVER_SAMPLE_BLOCKS
+#undef CREST_OVER_BLOCKS
+
+class DilatedDepthwise final : public ConvKernel {
+ public:
+  explicit DilatedDepthwise(const ConvDesc& d) : bf16_(d.dtype == DType::bf16) {
+    const Shape src_shape{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
+    const Shape dst_shape{d.n, d.out_channels, d.out_size[0], d.out_size[1]};
+    // The layout the batch norms and ReLUs before it deliver on AVX-512 machines (nChw16c);
+    // where oneDNN blocks by 8 instead, channels-last, whose 16 channels are contiguous as
+    // well.
+    const dnnl::memory::desc blocked =
+        blocked_activation_desc(to_dims(src_shape), to_dnnl(d.dtype));
+    const bool by16 = blocked.get_inner_blks() == dnnl::memory::dims{kLanes};
+    if (by16) {
+      src_fmt_ = to_mem_format(blocked, d.dtype);
+      dst_fmt_ =
+          to_mem_format(blocked_activation_desc(to_dims(dst_shape), to_dnnl(d.dtype)), d.dtype);
+    } else {
+      src_fmt_ = plain_format(src_shape, d.dtype, Layout::channels_last);
+      dst_fmt_ = plain_format(dst_shape, d.dtype, Layout::channels_last);
+    }
+    p_.samples = d.n;
+    p_.blocks = d.in_channels / kLanes;
+    p_.src = addressing(by16, d.in_channels, d.in_size[0], d.in_size[1]);
+    p_.dst = addressing(by16, d.out_channels, d.out_size[0], d.out_size[1]);
+    p_.kernel_h = d.kernel[0];
+    p_.kernel_w = d.kernel[1];
+    p_.stride_h = d.stride[0];
+    p_.stride_w = d.stride[1];
+    p_.dilation_h = d.dilation[0];
+    p_.dilation_w = d.dilation[1];
+    p_.pad_h = d.pad_lo[0];
+    p_.pad_w = d.pad_lo[1];
+    bias_grad_ = d.bias && d.bias_grad;
+  }
+
+  MemFormat src_format() const override { return src_fmt_; }
+  MemFormat dst_format() const override { return dst_fmt_; }
+  size_t scratch_bytes() const override { return 0; }
+
+  void forward(const void* src, const void* weights, const void* bias, void* dst,
+               void* /*scratch*/) override {
+    const auto* w = static_cast<const float*>(weights);
+    const auto* b = static_cast<const float*>(bias);
+    if (bf16_)
+      forward_bf16(p_, static_cast<const uint16_t*>(src), w, b, static_cast<uint16_t*>(dst));
+    else
+      forward_f32(p_, static_cast<const float*>(src), w, b, static_cast<float*>(dst));
+  }
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                     void* /*scratch*/) override {
+    const auto* w = static_cast<const float*>(weights);
+    if (bf16_)
+      backward_data_bf16(p_, static_cast<const uint16_t*>(diff_dst), w,
+                         static_cast<uint16_t*>(diff_src));
+    else
+      backward_data_f32(p_, static_cast<const float*>(diff_dst), w, static_cast<float*>(diff_src));
+  }
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* /*scratch*/) override {
+    auto* dw = static_cast<float*>(diff_weights);
+    auto* db = bias_grad_ ? static_cast<float*>(diff_bias) : nullptr;
+    if (bf16_)
+      backward_weights_bf16(p_, static_cast<const uint16_t*>(src),
+                            static_cast<const uint16_t*>(diff_dst), dw, db);
+    else
+      backward_weights_f32(p_, static_cast<const float*>(src), static_cast<const float*>(diff_dst),
+                           dw, db);
+  }
+
+ private:
+  bool bf16_;
+  bool bias_grad_ = false;
+  Problem p_;
+  MemFormat src_fmt_, dst_fmt_;
+};
+
+}  // namespace
+
+bool dilated_depthwise_applies(const ConvDesc& d) {
+  const bool depthwise = d.groups == d.in_channels && d.out_channels == d.in_channels;
+  const bool dilated = d.dilation[0] > 1 || d.dilation[1] > 1;
+  return d.training && !d.transposed && d.spatial_rank == 2 && depthwise && dilated &&
+         d.in_channels % kLanes == 0 && d.kernel[0] * d.kernel[1] <= kMaxTaps &&
+         d.post_op.kind == EltwiseKind::none && (d.dtype == DType::f32 || d.dtype == DType::bf16);
+}
+
+std::unique_ptr<ConvKernel> make_dilated_depthwise(const ConvDesc& d) {
+  if (!dilated_depthwise_applies(d))
+    throw_usage("make_dilated_depthwise: the convolution is not a dilated depthwise one");
+  return std::make_unique<DilatedDepthwise>(d);
+}
+
+}  // namespace crest::onednn
