@@ -1,5 +1,6 @@
 #include "onednn/depthwise_dilated.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -39,24 +40,64 @@ struct Problem {
   int64_t taps() const { return kernel_h * kernel_w; }
 };
 
-inline float load(const float* p) { return *p; }
-inline float load(const uint16_t* p) { return bf16_to_float(*p); }
-inline void store(float* p, float v) { *p = v; }
-// crest::float_to_bf16 without its branch, so the lane loops vectorise: the same bits.
-inline void store(uint16_t* p, float v) {
-  uint32_t u;
+// 16 channels as one value: GCC's vector extension, which each clone lowers to its widest
+// registers (one zmm on AVX-512, four xmm on the baseline). Plain loops over 16 lanes were
+// unrolled into scalar code instead: the bf16 widening defeated the vectoriser.
+// The helpers below take and return such values, which GCC warns changes the ABI where the
+// baseline target lacks 64-byte registers; they are always inlined, so no call crosses an ABI.
+#pragma GCC diagnostic ignored "-Wpsabi"
+using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
+using LaneBits = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
+using LaneCodes = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
+
+[[gnu::always_inline]] inline Lanes load(const float* p) {
+  Lanes v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline Lanes load(const uint16_t* p) {
+  LaneCodes codes;
+  std::memcpy(&codes, p, sizeof codes);
+  const LaneBits bits = __builtin_convertvector(codes, LaneBits) << 16;
+  Lanes v;
+  std::memcpy(&v, &bits, sizeof v);
+  return v;
+}
+[[gnu::always_inline]] inline void store(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
+// crest::float_to_bf16 lane by lane (round to nearest even, NaN kept quiet): the same bits.
+[[gnu::always_inline]] inline void store(uint16_t* p, Lanes v) {
+  LaneBits u;
   std::memcpy(&u, &v, sizeof u);
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  *p = static_cast<uint16_t>((nan ? (u | 0x400000u) : rounded) >> 16);
+  const LaneBits rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  const LaneBits bits = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) : rounded;
+  const LaneCodes codes = __builtin_convertvector(bits >> 16, LaneCodes);
+  std::memcpy(p, &codes, sizeof codes);
 }
 
 // Lane block b's weights, tap-major: taps[k][l] = weights[(16 b + l) * K + k] (crest's plain
 // [C, 1, kh, kw]).
 [[gnu::always_inline]] inline void gather_taps(const Problem& p, const float* weights, int64_t b,
-                                               float (&taps)[kMaxTaps][kLanes]) {
-  for (int64_t l = 0; l < kLanes; ++l)
-    for (int64_t k = 0; k < p.taps(); ++k) taps[k][l] = weights[(b * kLanes + l) * p.taps() + k];
+                                               Lanes (&taps)[kMaxTaps]) {
+  for (int64_t k = 0; k < p.taps(); ++k)
+    for (int64_t l = 0; l < kLanes; ++l) taps[k][l] = weights[(b * kLanes + l) * p.taps() + k];
+}
+
+// The taps k in [lo, hi) of one axis with k * dilation in [low, high] (and k < kernel): computed
+// once per pixel, so the tap loops carry no bounds checks.
+struct TapRange {
+  int64_t lo, hi;
+};
+inline TapRange taps_between(int64_t low, int64_t high, int64_t dilation, int64_t kernel) {
+  const int64_t lo = low <= 0 ? 0 : (low + dilation - 1) / dilation;
+  const int64_t hi = high < 0 ? 0 : std::min(kernel, high / dilation + 1);
+  return {lo, hi};
+}
+// The taps of output coordinate o that read inside an input of `size`: o * stride - pad + k *
+// dilation in [0, size).
+inline TapRange taps_inside(int64_t o, int64_t stride, int64_t pad, int64_t dilation,
+                            int64_t kernel, int64_t size) {
+  const int64_t first = o * stride - pad;
+  return taps_between(-first, size - 1 - first, dilation, kernel);
 }
 
 // dst(y, x) = bias + sum over taps of src(y * stride - pad + ky * dilation, ...) * w(ky, kx), for
@@ -65,58 +106,64 @@ template <typename T>
 [[gnu::always_inline]] inline void forward_block(const Problem& p, int64_t n, int64_t b,
                                                  const T* src, const float* weights,
                                                  const float* bias, T* dst) {
-  float taps[kMaxTaps][kLanes];
+  Lanes taps[kMaxTaps];
   gather_taps(p, weights, b, taps);
+  const Lanes initial = bias ? load(bias + b * kLanes) : Lanes{};
   const T* in = src + n * p.src.sample + b * p.src.block;
   T* out = dst + n * p.dst.sample + b * p.dst.block;
-  for (int64_t oy = 0; oy < p.dst.height; ++oy)
+  for (int64_t oy = 0; oy < p.dst.height; ++oy) {
+    const TapRange ys =
+        taps_inside(oy, p.stride_h, p.pad_h, p.dilation_h, p.kernel_h, p.src.height);
     for (int64_t ox = 0; ox < p.dst.width; ++ox) {
-      float acc[kLanes];
-      for (int64_t l = 0; l < kLanes; ++l) acc[l] = bias ? bias[b * kLanes + l] : 0.0f;
-      for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
-        const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
-        if (iy < 0 || iy >= p.src.height) continue;
-        for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
-          const int64_t ix = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
-          if (ix < 0 || ix >= p.src.width) continue;
-          const T* s = in + (iy * p.src.width + ix) * p.src.pixel;
-          const float* t = taps[ky * p.kernel_w + kx];
-          for (int64_t l = 0; l < kLanes; ++l) acc[l] += load(s + l) * t[l];
-        }
+      const TapRange xs =
+          taps_inside(ox, p.stride_w, p.pad_w, p.dilation_w, p.kernel_w, p.src.width);
+      Lanes acc = initial;
+      for (int64_t ky = ys.lo; ky < ys.hi; ++ky) {
+        const T* row =
+            in + (oy * p.stride_h - p.pad_h + ky * p.dilation_h) * p.src.width * p.src.pixel;
+        for (int64_t kx = xs.lo; kx < xs.hi; ++kx)
+          acc += load(row + (ox * p.stride_w - p.pad_w + kx * p.dilation_w) * p.src.pixel) *
+                 taps[ky * p.kernel_w + kx];
       }
-      T* o = out + (oy * p.dst.width + ox) * p.dst.pixel;
-      for (int64_t l = 0; l < kLanes; ++l) store(o + l, acc[l]);
+      store(out + (oy * p.dst.width + ox) * p.dst.pixel, acc);
     }
+  }
 }
 
 // diff_src(y, x) = sum over the taps that read (y, x) of diff_dst(output pixel) * w(tap):
 // gathered per input pixel, so each is written once and no float32 accumulator is needed for
-// 16-bit gradients.
+// 16-bit gradients. Tap k reads (y, x) from output row (y + pad - k * dilation) / stride where
+// that divides.
 template <typename T>
 [[gnu::always_inline]] inline void backward_data_block(const Problem& p, int64_t n, int64_t b,
                                                        const T* diff_dst, const float* weights,
                                                        T* diff_src) {
-  float taps[kMaxTaps][kLanes];
+  Lanes taps[kMaxTaps];
   gather_taps(p, weights, b, taps);
   const T* grad = diff_dst + n * p.dst.sample + b * p.dst.block;
   T* out = diff_src + n * p.src.sample + b * p.src.block;
-  for (int64_t iy = 0; iy < p.src.height; ++iy)
+  const int64_t reach_h = (p.dst.height - 1) * p.stride_h, reach_w = (p.dst.width - 1) * p.stride_w;
+  for (int64_t iy = 0; iy < p.src.height; ++iy) {
+    const int64_t my = iy + p.pad_h;
+    const TapRange ys = taps_between(my - reach_h, my, p.dilation_h, p.kernel_h);
     for (int64_t ix = 0; ix < p.src.width; ++ix) {
-      float acc[kLanes] = {};
-      for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
-        const int64_t sy = iy + p.pad_h - ky * p.dilation_h;  // oy * stride
-        if (sy < 0 || sy % p.stride_h != 0 || sy / p.stride_h >= p.dst.height) continue;
-        for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
-          const int64_t sx = ix + p.pad_w - kx * p.dilation_w;
-          if (sx < 0 || sx % p.stride_w != 0 || sx / p.stride_w >= p.dst.width) continue;
-          const T* g = grad + ((sy / p.stride_h) * p.dst.width + sx / p.stride_w) * p.dst.pixel;
-          const float* t = taps[ky * p.kernel_w + kx];
-          for (int64_t l = 0; l < kLanes; ++l) acc[l] += load(g + l) * t[l];
+      const int64_t mx = ix + p.pad_w;
+      const TapRange xs = taps_between(mx - reach_w, mx, p.dilation_w, p.kernel_w);
+      Lanes acc = {};
+      for (int64_t ky = ys.lo; ky < ys.hi; ++ky) {
+        const int64_t sy = my - ky * p.dilation_h;  // oy * stride
+        if (p.stride_h > 1 && sy % p.stride_h != 0) continue;
+        const int64_t oy = p.stride_h == 1 ? sy : sy / p.stride_h;
+        for (int64_t kx = xs.lo; kx < xs.hi; ++kx) {
+          const int64_t sx = mx - kx * p.dilation_w;
+          if (p.stride_w > 1 && sx % p.stride_w != 0) continue;
+          const int64_t ox = p.stride_w == 1 ? sx : sx / p.stride_w;
+          acc += load(grad + (oy * p.dst.width + ox) * p.dst.pixel) * taps[ky * p.kernel_w + kx];
         }
       }
-      T* o = out + (iy * p.src.width + ix) * p.src.pixel;
-      for (int64_t l = 0; l < kLanes; ++l) store(o + l, acc[l]);
+      store(out + (iy * p.src.width + ix) * p.src.pixel, acc);
     }
+  }
 }
 
 // diff_w(tap) = sum over samples and output pixels of src(tap's input pixel) * diff_dst, in
@@ -126,27 +173,25 @@ template <typename T>
 [[gnu::always_inline]] inline void backward_weights_block(const Problem& p, int64_t b, const T* src,
                                                           const T* diff_dst, float* diff_weights,
                                                           float* diff_bias) {
-  float acc[kMaxTaps][kLanes] = {};
-  float bias_acc[kLanes] = {};
+  Lanes acc[kMaxTaps] = {};
+  Lanes bias_acc = {};
   for (int64_t n = 0; n < p.samples; ++n) {
     const T* in = src + n * p.src.sample + b * p.src.block;
     const T* grad = diff_dst + n * p.dst.sample + b * p.dst.block;
     for (int64_t oy = 0; oy < p.dst.height; ++oy)
       for (int64_t ox = 0; ox < p.dst.width; ++ox) {
-        float g[kLanes];
-        const T* gp = grad + (oy * p.dst.width + ox) * p.dst.pixel;
-        for (int64_t l = 0; l < kLanes; ++l) g[l] = load(gp + l);
-        for (int64_t l = 0; l < kLanes; ++l) bias_acc[l] += g[l];
-        for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
-          const int64_t iy = oy * p.stride_h - p.pad_h + ky * p.dilation_h;
-          if (iy < 0 || iy >= p.src.height) continue;
-          for (int64_t kx = 0; kx < p.kernel_w; ++kx) {
-            const int64_t ix = ox * p.stride_w - p.pad_w + kx * p.dilation_w;
-            if (ix < 0 || ix >= p.src.width) continue;
-            const T* s = in + (iy * p.src.width + ix) * p.src.pixel;
-            float* a = acc[ky * p.kernel_w + kx];
-            for (int64_t l = 0; l < kLanes; ++l) a[l] += load(s + l) * g[l];
-          }
+        const Lanes g = load(grad + (oy * p.dst.width + ox) * p.dst.pixel);
+        bias_acc += g;
+        const TapRange ys =
+            taps_inside(oy, p.stride_h, p.pad_h, p.dilation_h, p.kernel_h, p.src.height);
+        const TapRange xs =
+            taps_inside(ox, p.stride_w, p.pad_w, p.dilation_w, p.kernel_w, p.src.width);
+        for (int64_t ky = ys.lo; ky < ys.hi; ++ky) {
+          const T* row =
+              in + (oy * p.stride_h - p.pad_h + ky * p.dilation_h) * p.src.width * p.src.pixel;
+          for (int64_t kx = xs.lo; kx < xs.hi; ++kx)
+            acc[ky * p.kernel_w + kx] +=
+                load(row + (ox * p.stride_w - p.pad_w + kx * p.dilation_w) * p.src.pixel) * g;
         }
       }
   }
