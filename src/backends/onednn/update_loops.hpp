@@ -1,12 +1,12 @@
-// The optimizers' element-wise updates over float32 buffers (crest::VectorOps's sgd_keras, adam,
-// lars_update, lamb_direction and axpy on the onednn backend). They stream every parameter,
-// gradient and moment once per step: 56 M of each for DeepCAM, so they are worth the machine's
-// widest vectors. crest's own loops are compiled for the baseline x86-64 (CREST_NATIVE is off by
-// default, so one binary runs on every node); these few are also compiled for AVX2 and AVX-512
-// and the loader picks the widest the CPU has (GCC's target_clones). Results are the same from
-// every clone: each element is computed on its own (no reduction whose order the vector width
-// could change) with correctly rounded +, -, *, / and sqrt, and CMakeLists.txt turns off the
-// contraction into fused multiply-adds that would round differently where FMA exists.
+// The optimizers' per-step loops over float32 buffers (crest::VectorOps's sgd_keras, adam,
+// lars_update, lamb_direction, axpy and sum_squares on the onednn backend). They stream every
+// parameter, gradient and moment once per step: 56 M of each for DeepCAM, so they are worth the
+// machine's widest vectors. crest's own loops are compiled for the baseline x86-64 (CREST_NATIVE is
+// off by default, so one binary runs on every node); these few are also compiled for AVX2 and
+// AVX-512 and the loader picks the widest the CPU has (CREST_WIDEST_VECTORS). Results are the same
+// from every clone: each element is computed on its own with correctly rounded +, -, *, / and
+// sqrt, the one reduction (sum_squares) adds in an order the code fixes, and CMakeLists.txt turns
+// off the contraction into fused multiply-adds that would round differently where FMA exists.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,6 +16,12 @@ namespace crest::onednn {
 // Below this many elements a parallel region costs more than it saves (every flat-buffer loop of
 // this backend uses it).
 constexpr size_t kParallelMin = 1 << 14;
+
+// Reductions split a buffer into a fixed number of chunks that depends only on its length (at
+// most kMaxChunks, a stack array; each at least kChunkMin elements), sum each chunk on whichever
+// thread gets it and add the chunk sums in order: the same bits for every thread count.
+constexpr size_t kMaxChunks = 64;
+constexpr size_t kChunkMin = 1 << 12;
 
 struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay;
@@ -33,6 +39,11 @@ void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr,
 void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s);
 void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
                       double momentum, double grad_scale, double weight_decay);
+// The sum of squares in double (the global gradient norm, LAMB's per-tensor norms: three passes
+// over every parameter per step). Within a chunk, 16 running sums take every 16th element and are
+// added pairwise at the end: an order fixed by the code, not by the vector width, so every clone
+// gives the same bits, at memory speed.
+double sum_squares_loop(const float* x, size_t count);
 // In float32 arithmetic, as apex's FusedLAMB computes float32 parameters (its MATH_T is float).
 void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
                          const LambStep& s);

@@ -21,10 +21,6 @@ namespace crest::onednn {
 
 namespace {
 
-// Reductions: at most this many fixed chunks (a stack array), each at least kChunkMin elements.
-constexpr size_t kMaxChunks = 64;
-constexpr size_t kChunkMin = 1 << 12;
-
 // Sums term(i) over [0, count) deterministically (see the file comment). `term` may also write
 // per-element outputs (the loss gradients).
 template <typename Term>
@@ -84,11 +80,7 @@ class F32Ops final : public VectorOps {
   }
 
   double sum_squares(const void* x, size_t count) override {
-    const float* s = static_cast<const float*>(x);
-    return chunked_sum(count, [s](size_t i) {
-      const double v = s[i];
-      return v * v;
-    });
+    return sum_squares_loop(static_cast<const float*>(x), count);
   }
 
   // The ranges laid end to end are split into fixed chunks as chunked_sum splits one buffer, so a
