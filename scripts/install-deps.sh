@@ -26,6 +26,10 @@ if [ "${1:-}" = "--test" ]; then
     clang-tidy             # .clang-tidy on changed lines (scripts/tidy-changed.sh, .ci/run, make tidy)
     libomp-dev             # omp.h for clang-tidy's parse (clang does not read GCC's own omp.h)
     clang libclang-rt-14-dev  # the libFuzzer harnesses' smoke run (tests/fuzz, FuzzSmoke.harnesses)
+    # Debian's PyTorch 1.13 for /usr/bin/python3: interop.deepcam_weights loads crest's DeepCAM
+    # weights into the reference network (the peer script in ../shared/peers, when beside the
+    # checkout) and the reference's into crest
+    python3-torch
   )
 fi
 
