@@ -1,12 +1,14 @@
 // The onednn backend's f32 vector ops agree with the reference backend, and their reductions
-// give the same bits for every thread count.
+// give the same bits for every thread count (and, for sum_squares, for every ISA clone).
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "backend/backend_test_util.hpp"
 #include "crest/core/error.hpp"
+#include "onednn/update_loops.hpp"
 
 namespace crest {
 namespace {
@@ -127,6 +129,37 @@ TEST_F(OneDnnVectorOps, ReductionsAreThreadCountInvariant) {
   dnn_backend->set_threads(saved);
   EXPECT_EQ(one, two);
   EXPECT_EQ(one, three);
+}
+
+// sum_squares_loop's documented order, written out in scalar code: fixed chunks, 16 running sums
+// per chunk (element i of each 16-element group to sum i), the two halves added lane by lane and
+// then pairwise, the tail in order, the chunks in order.
+double sum_squares_in_the_documented_order(const std::vector<float>& x) {
+  const size_t count = x.size();
+  const size_t chunks = std::clamp<size_t>(count / onednn::kChunkMin, 1, onednn::kMaxChunks);
+  double total = 0.0;
+  for (size_t c = 0; c < chunks; ++c) {
+    const size_t lo = count * c / chunks, hi = count * (c + 1) / chunks;
+    double lanes[16] = {};
+    size_t i = lo;
+    for (; i + 16 <= hi; i += 16)
+      for (size_t l = 0; l < 16; ++l) lanes[l] += double(x[i + l]) * double(x[i + l]);
+    double p[8];
+    for (size_t l = 0; l < 8; ++l) p[l] = lanes[l] + lanes[l + 8];
+    double s = ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+    for (; i < hi; ++i) s += double(x[i]) * double(x[i]);
+    total += s;
+  }
+  return total;
+}
+
+// The loop runs in whichever clone this CPU selects (AVX-512, AVX2 or the baseline); equal bits to
+// the scalar order mean every clone gives the same result, since each computes that order.
+TEST_F(OneDnnVectorOps, SumOfSquaresFollowsItsDocumentedOrderToTheBit) {
+  for (size_t n : {size_t{1}, size_t{15}, size_t{17}, size_t{4095}, kCount}) {
+    const std::vector<float> x(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
+    EXPECT_EQ(dnn->sum_squares(x.data(), n), sum_squares_in_the_documented_order(x)) << n;
+  }
 }
 
 TEST_F(OneDnnVectorOps, Optimizers) {
