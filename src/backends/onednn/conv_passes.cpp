@@ -47,10 +47,7 @@ ConvPasses::ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& f
 void ConvPasses::forward(const void* src, const void* weights, const void* bias, void* dst,
                          void* scratch) {
   const CallScratch p = carve_call_scratch(scratch, wei_fwd_, fwd_, 0);
-  if (wei_fwd_.needed()) {
-    wei_fwd_.run(weights, p.converted, p.shared);
-    weights = p.converted;
-  }
+  weights = bridged_weights(wei_fwd_, weights, p);
   fwd_.set(DNNL_ARG_SRC, src);
   fwd_.set(DNNL_ARG_WEIGHTS, weights);
   if (has_bias_) {
@@ -64,10 +61,7 @@ void ConvPasses::forward(const void* src, const void* weights, const void* bias,
 void ConvPasses::backward_data(const void* diff_dst, const void* weights, void* diff_src,
                                void* scratch) {
   const CallScratch p = carve_call_scratch(scratch, wei_bwd_data_, bwd_data_, 0);
-  if (wei_bwd_data_.needed()) {
-    wei_bwd_data_.run(weights, p.converted, p.shared);
-    weights = p.converted;
-  }
+  weights = bridged_weights(wei_bwd_data_, weights, p);
   bwd_data_.set(DNNL_ARG_DIFF_DST, diff_dst);
   bwd_data_.set(DNNL_ARG_WEIGHTS, weights);
   bwd_data_.set(DNNL_ARG_DIFF_SRC, diff_src);

@@ -86,4 +86,10 @@ CallScratch carve_call_scratch(void* base, const LayoutBridge& bridge, const Bou
   return s;
 }
 
+const void* bridged_weights(LayoutBridge& bridge, const void* weights, const CallScratch& p) {
+  if (!bridge.needed()) return weights;
+  bridge.run(weights, p.converted, p.shared);
+  return p.converted;
+}
+
 }  // namespace crest::onednn

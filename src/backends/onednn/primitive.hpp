@@ -98,4 +98,8 @@ struct CallScratch {
 CallScratch carve_call_scratch(void* base, const LayoutBridge& bridge, const BoundPrimitive& prim,
                                size_t extra);
 
+// The weights a primitive reads: converted by `bridge` into the call's scratch (`p`, carved for
+// that bridge) when the layouts differ, else `weights` as they are.
+const void* bridged_weights(LayoutBridge& bridge, const void* weights, const CallScratch& p);
+
 }  // namespace crest::onednn
