@@ -7,6 +7,7 @@
 
 #include "backend/backend_test_util.hpp"
 #include "crest/core/error.hpp"
+#include "onednn/tap_window.hpp"
 
 namespace crest {
 namespace {
@@ -163,6 +164,70 @@ TEST(OneDnnConv, CosmoFlowConvShapes) {
             << "\n[ onednn   ] cosmoflow conv2 src " << src2.str() << " dst " << dst2.str() << "\n";
   // The tiny-channel input is read in the dataset's own layout: no reorder, no 4-to-16 padding.
   EXPECT_EQ(src1.layout, Layout::channels_last) << src1.str();
+}
+
+// Taps that read only padding are dropped (tap_window.hpp); the results and the weight gradient
+// (zero on the dropped taps, which start as garbage in check_conv) must not change.
+TEST(OneDnnConv, TapsThatReadOnlyPaddingAreTrimmedWithoutChangingAnything) {
+  struct Trim {
+    ConvCase c;
+    std::array<int64_t, 2> first, count;
+  };
+  const Trim cases[] = {
+      // ASPP at a small feature map: 3x4 input, dilation 4: only the centre tap reads data.
+      {{.ic = 16, .oc = 16, .size = 3, .dilation = 4, .pad_lo = 4, .pad_hi = 4}, {1, 1}, {1, 1}},
+      // 5x6 input, dilation 5: height keeps the centre row, width all three columns.
+      {{.ic = 16, .oc = 8, .size = 5, .dilation = 5, .pad_lo = 5, .pad_hi = 5}, {1, 0}, {1, 3}},
+      // Stride 2, 5 taps, uneven padding: the first two taps read only the left padding.
+      {{.rank = 1,
+        .ic = 4,
+        .oc = 4,
+        .size = 4,
+        .kernel = 5,
+        .stride = 2,
+        .dilation = 2,
+        .pad_lo = 6,
+        .pad_hi = 2,
+        .bias = false},
+       {2, 0},
+       {3, 0}},
+      // Grouped (depthwise, not dilated-depthwise-shaped: 8 channels), fused ReLU.
+      {{.ic = 8,
+        .oc = 8,
+        .groups = 8,
+        .size = 2,
+        .dilation = 3,
+        .pad_lo = 3,
+        .pad_hi = 3,
+        .post = {EltwiseKind::relu, 0.f, 0.f}},
+       {1, 1},
+       {1, 1}},
+  };
+  for (const Trim& t : cases) {
+    SCOPED_TRACE("rank " + std::to_string(t.c.rank) + " size " + std::to_string(t.c.size));
+    const ConvDesc d = to_desc(t.c);
+    for (int axis = 0; axis < t.c.rank; ++axis) {
+      const onednn::TapWindow w = onednn::live_taps(d, axis);
+      EXPECT_EQ(w.first, t.first[static_cast<size_t>(axis)]) << "axis " << axis;
+      EXPECT_EQ(w.count, t.count[static_cast<size_t>(axis)]) << "axis " << axis;
+    }
+    check_conv(t.c);
+  }
+}
+
+TEST(OneDnnConv, TapWindowKeepsTheKernelWhenNothingCanBeDropped) {
+  // Every tap reads data: 7x8 input, 3x3, padding 1.
+  const ConvDesc dense = to_desc({.size = 7});
+  EXPECT_FALSE(onednn::live_taps(dense, 0).trimmed(3));
+  // Inconsistent output size: left to the primitive to report, untrimmed.
+  ConvDesc bad = to_desc({.size = 3, .dilation = 4, .pad_lo = 4, .pad_hi = 4});
+  bad.out_size[0] += 1;
+  EXPECT_FALSE(onednn::live_taps(bad, 0).trimmed(3));
+  // Trimming would need a negative padding: the first tap reads only padding, but without it
+  // the left padding would be 3 - 4 < 0.
+  const ConvDesc shifted =
+      to_desc({.rank = 1, .size = 2, .kernel = 2, .dilation = 4, .pad_lo = 3, .pad_hi = 2});
+  EXPECT_EQ(onednn::live_taps(shifted, 0).count, 2);
 }
 
 TEST(OneDnnConv, ScratchIsEnoughAndReused) {

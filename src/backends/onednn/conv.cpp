@@ -17,6 +17,7 @@
 #include "onednn/format.hpp"
 #include "onednn/layout_tuner.hpp"
 #include "onednn/primitive.hpp"
+#include "onednn/tap_window.hpp"
 
 namespace crest::onednn {
 
@@ -44,7 +45,7 @@ struct Deconvolution {
 // Everything about the problem that does not depend on the layouts chosen.
 struct Geometry {
   memory::dims src, dst, weights, bias, strides, dilates, pad_l, pad_r;
-  memory::desc weights_plain;  // crest's plain parameter layout, seen with oneDNN's logical dims
+  WeightLayout weights_plain;  // crest's parameter layout, seen with oneDNN's logical dims
   memory::data_type dt;        // the activations'
   memory::data_type param_dt;  // the parameters' and their gradients': f32 under mixed precision
   std::string text;            // for messages
@@ -68,15 +69,23 @@ Geometry geometry(const ConvDesc& d) {
   if (grouped) g.weights = {d.groups};
   g.weights.push_back(d.out_channels / d.groups);
   g.weights.push_back(d.in_channels / d.groups);
+  memory::dims whole = g.weights, window_offset(g.weights.size(), 0);
+  bool trimmed = false;
   for (size_t i = 0; i < r; ++i) {
     g.src.push_back(d.in_size[i]);
     g.dst.push_back(d.out_size[i]);
-    g.weights.push_back(d.kernel[i]);
-    g.strides.push_back(d.stride[i]);
     if (d.dilation[i] < 1) throw_usage("convolution dilation must be >= 1 (1 means dense)");
+    // Deconvolution reads its input differently; its taps are all kept.
+    const TapWindow taps = d.transposed ? TapWindow{0, d.kernel[i], d.pad_lo[i], d.pad_hi[i]}
+                                        : live_taps(d, static_cast<int>(i));
+    trimmed = trimmed || taps.trimmed(d.kernel[i]);
+    whole.push_back(d.kernel[i]);
+    window_offset.push_back(taps.first);
+    g.weights.push_back(taps.count);
+    g.strides.push_back(d.stride[i]);
     g.dilates.push_back(d.dilation[i] - 1);  // oneDNN counts the holes: 0 means dense
-    g.pad_l.push_back(d.pad_lo[i]);
-    g.pad_r.push_back(d.pad_hi[i]);
+    g.pad_l.push_back(taps.pad_lo);
+    g.pad_r.push_back(taps.pad_hi);
   }
   if (d.bias) g.bias = {d.out_channels};
 
@@ -88,7 +97,9 @@ Geometry geometry(const ConvDesc& d) {
     const size_t o = grouped ? 1 : 0;
     std::swap(order[o], order[o + 1]);
   }
-  g.weights_plain = memory::desc(g.weights, g.param_dt, strides_for_order(g.weights, order));
+  g.weights_plain.whole = memory::desc(whole, g.param_dt, strides_for_order(whole, order));
+  g.weights_plain.window = trimmed ? g.weights_plain.whole.submemory_desc(g.weights, window_offset)
+                                   : g.weights_plain.whole;
 
   auto list = [](const memory::dims& v) {
     std::string s;
@@ -100,7 +111,8 @@ Geometry geometry(const ConvDesc& d) {
   };
   g.text = "src " + list(g.src) + " weights " + list(g.weights) + " dst " + list(g.dst) +
            " stride " + list(g.strides) + " dilation " + list(g.dilates) + " pad " + list(g.pad_l) +
-           "/" + list(g.pad_r) + (d.bias ? " bias" : "");
+           "/" + list(g.pad_r) + (d.bias ? " bias" : "") +
+           (trimmed ? " (live taps of " + list(whole) + ")" : "");
   return g;
 }
 

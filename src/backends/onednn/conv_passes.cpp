@@ -1,15 +1,15 @@
 #include "onednn/conv_passes.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <utility>
 
 namespace crest::onednn {
 
 ConvPasses::ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& fwd,
                        const dnnl::primitive_desc_base& bwd_data,
-                       const dnnl::primitive_desc_base& bwd_weights,
-                       const dnnl::memory::desc& weights_plain, bool bias, bool bias_grad,
-                       std::string what)
+                       const dnnl::primitive_desc_base& bwd_weights, const WeightLayout& weights,
+                       bool bias, bool bias_grad, std::string what)
     : has_bias_(bias),
       has_bias_grad_(bias && bias_grad),
       what_(std::move(what)),
@@ -20,13 +20,13 @@ ConvPasses::ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& f
   fwd_.bind(DNNL_ARG_WEIGHTS, fwd.weights_desc());
   if (has_bias_) fwd_.bind(DNNL_ARG_BIAS, fwd.weights_desc(1));
   fwd_.bind(DNNL_ARG_DST, dst_md_);
-  wei_fwd_ = LayoutBridge(ctx, weights_plain, fwd.weights_desc(), what_ + " weights");
+  wei_fwd_ = LayoutBridge(ctx, weights.window, fwd.weights_desc(), what_ + " weights");
 
   bwd_data_ = BoundPrimitive(ctx, bwd_data, what_ + " backward data");
   bwd_data_.bind(DNNL_ARG_DIFF_DST, dst_md_);
   bwd_data_.bind(DNNL_ARG_WEIGHTS, bwd_data.weights_desc());
   bwd_data_.bind(DNNL_ARG_DIFF_SRC, src_md_);
-  wei_bwd_data_ = LayoutBridge(ctx, weights_plain, bwd_data.weights_desc(), what_ + " weights");
+  wei_bwd_data_ = LayoutBridge(ctx, weights.window, bwd_data.weights_desc(), what_ + " weights");
 
   bwd_weights_ = BoundPrimitive(ctx, bwd_weights, what_ + " backward weights");
   bwd_weights_.bind(DNNL_ARG_SRC, src_md_);
@@ -36,8 +36,9 @@ ConvPasses::ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& f
     bwd_weights_.bind(DNNL_ARG_DIFF_BIAS, bwd_weights.diff_weights_desc(1));
     bias_bytes_ = bwd_weights.diff_weights_desc(1).get_size();
   }
-  diff_wei_ =
-      LayoutBridge(ctx, bwd_weights.diff_weights_desc(), weights_plain, what_ + " weight gradient");
+  diff_wei_ = LayoutBridge(ctx, bwd_weights.diff_weights_desc(), weights.window,
+                           what_ + " weight gradient");
+  if (weights.windowed()) zeroed_grad_bytes_ = weights.whole.get_size();
 
   scratch_ = std::max({carve_call_scratch(nullptr, wei_fwd_, fwd_, 0).used,
                        carve_call_scratch(nullptr, wei_bwd_data_, bwd_data_, 0).used,
@@ -71,6 +72,7 @@ void ConvPasses::backward_data(const void* diff_dst, const void* weights, void* 
 void ConvPasses::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                   void* diff_bias, void* scratch) {
   const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
+  if (zeroed_grad_bytes_ > 0) std::memset(diff_weights, 0, zeroed_grad_bytes_);  // the dead taps
   bwd_weights_.set(DNNL_ARG_SRC, src);
   bwd_weights_.set(DNNL_ARG_DIFF_DST, diff_dst);
   bwd_weights_.set(DNNL_ARG_DIFF_WEIGHTS, diff_wei_.needed() ? p.converted : diff_weights);

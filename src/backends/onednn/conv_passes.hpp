@@ -10,15 +10,23 @@
 
 namespace crest::onednn {
 
+// crest's plain weight tensor, and the window of it the primitives compute with: all of it, or
+// the live taps when the dead ones were trimmed (tap_window.hpp). The gradient outside the
+// window is zero.
+struct WeightLayout {
+  dnnl::memory::desc whole, window;
+  bool windowed() const { return whole != window; }
+};
+
 class ConvPasses {
  public:
   ConvPasses() = default;
   // The descriptors must share src and dst layouts (the gradient of a tensor has the tensor's
-  // layout); `weights_plain` is crest's parameter layout. `what` names it in errors.
+  // layout); `weights` is crest's parameter layout. `what` names it in errors.
   ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& fwd,
              const dnnl::primitive_desc_base& bwd_data,
-             const dnnl::primitive_desc_base& bwd_weights, const dnnl::memory::desc& weights_plain,
-             bool bias, bool bias_grad, std::string what);
+             const dnnl::primitive_desc_base& bwd_weights, const WeightLayout& weights, bool bias,
+             bool bias_grad, std::string what);
 
   const dnnl::memory::desc& src_desc() const { return src_md_; }
   const dnnl::memory::desc& dst_desc() const { return dst_md_; }
@@ -37,6 +45,7 @@ class ConvPasses {
   BoundPrimitive fwd_, bwd_data_, bwd_weights_;
   LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
   size_t bias_bytes_ = 0;
+  size_t zeroed_grad_bytes_ = 0;  // a windowed gradient's whole tensor, zeroed before the window
   size_t scratch_ = 0;
 };
 

@@ -39,10 +39,10 @@ double time_conv_candidate(LayoutTimer& timer, const ContextPtr& ctx, const std:
                            ConvPasses& passes, const ConvTimingProblem& p) {
   Buffer src = filled(passes.src_desc()), dst = filled(passes.dst_desc());
   Buffer diff_src = filled(passes.src_desc()), diff_dst = filled(passes.dst_desc());
-  Buffer weights = filled(p.weights_plain), diff_weights = filled(p.weights_plain);
+  Buffer weights = filled(p.weights.whole), diff_weights = filled(p.weights.whole);
   const bool bias = !p.bias.is_zero();
-  Buffer bias_buf = filled(bias ? p.bias : p.weights_plain);
-  Buffer diff_bias = filled(bias ? p.bias : p.weights_plain);
+  Buffer bias_buf = filled(bias ? p.bias : p.weights.whole);
+  Buffer diff_bias = filled(bias ? p.bias : p.weights.whole);
   Buffer scratch = filled(memory::desc({static_cast<memory::dim>(passes.scratch_bytes() + 1)},
                                        memory::data_type::u8, memory::format_tag::a));
 

@@ -15,7 +15,7 @@
 namespace crest::onednn {
 
 struct ConvTimingProblem {
-  dnnl::memory::desc weights_plain;        // crest's parameter layout (and the gradient's)
+  WeightLayout weights;                    // crest's parameter layout (and the gradient's)
   dnnl::memory::desc bias;                 // empty without a bias
   std::optional<dnnl::memory::desc> hint;  // the producer's layout, when it has the src's shape
   bool training = true;                    // backward passes run
