@@ -8,15 +8,19 @@
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "onednn/format.hpp"
+#include "onednn/lanes.hpp"
 #include "onednn/widest_vectors.hpp"
 
 namespace crest::onednn {
 
 namespace {
 
-// Channels are processed 16 at a time: one AVX-512 register of float32, and the block of
-// oneDNN's nChw16c, so the loops read that layout (or channels-last) without a reorder.
-constexpr int64_t kLanes = 16;
+// Channels are processed 16 at a time (lanes.hpp): one AVX-512 register of float32, and the
+// block of oneDNN's nChw16c, so the loops read that layout (or channels-last) without a reorder.
+using lanes::kLanes;
+using lanes::Lanes;
+using lanes::load;
+using lanes::store;
 // Kernel taps held per lane block (on the stack): up to 5x5.
 constexpr int64_t kMaxTaps = 25;
 
@@ -39,40 +43,6 @@ struct Problem {
   int64_t dilation_h = 0, dilation_w = 0, pad_h = 0, pad_w = 0;  // dilation 1 = dense
   int64_t taps() const { return kernel_h * kernel_w; }
 };
-
-// 16 channels as one value: GCC's vector extension, which each clone lowers to its widest
-// registers (one zmm on AVX-512, four xmm on the baseline). Plain loops over 16 lanes were
-// unrolled into scalar code instead: the bf16 widening defeated the vectoriser.
-// The helpers below take and return such values, which GCC warns changes the ABI where the
-// baseline target lacks 64-byte registers; they are always inlined, so no call crosses an ABI.
-#pragma GCC diagnostic ignored "-Wpsabi"
-using Lanes = float __attribute__((vector_size(kLanes * sizeof(float))));
-using LaneBits = uint32_t __attribute__((vector_size(kLanes * sizeof(uint32_t))));
-using LaneCodes = uint16_t __attribute__((vector_size(kLanes * sizeof(uint16_t))));
-
-[[gnu::always_inline]] inline Lanes load(const float* p) {
-  Lanes v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline Lanes load(const uint16_t* p) {
-  LaneCodes codes;
-  std::memcpy(&codes, p, sizeof codes);
-  const LaneBits bits = __builtin_convertvector(codes, LaneBits) << 16;
-  Lanes v;
-  std::memcpy(&v, &bits, sizeof v);
-  return v;
-}
-[[gnu::always_inline]] inline void store(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
-// crest::float_to_bf16 lane by lane (round to nearest even, NaN kept quiet): the same bits.
-[[gnu::always_inline]] inline void store(uint16_t* p, Lanes v) {
-  LaneBits u;
-  std::memcpy(&u, &v, sizeof u);
-  const LaneBits rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  const LaneBits bits = (u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) : rounded;
-  const LaneCodes codes = __builtin_convertvector(bits >> 16, LaneCodes);
-  std::memcpy(p, &codes, sizeof codes);
-}
 
 // Lane block b's weights, tap-major: taps[k][l] = weights[(16 b + l) * K + k] (crest's plain
 // [C, 1, kh, kw]).

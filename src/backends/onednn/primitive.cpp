@@ -46,6 +46,11 @@ void BoundPrimitive::run(void* scratchpad) {
 LayoutBridge::LayoutBridge(ContextPtr ctx, const dnnl::memory::desc& from,
                            const dnnl::memory::desc& to, const std::string& what) {
   if (from == to) return;
+  // The converted copy lives in scratch on whichever side is the primitive's: `to` for weights
+  // going in, `from` for a weight gradient coming out. The larger covers both.
+  buffer_bytes_ = std::max(from.get_size(), to.get_size());
+  repack_ = WeightRepack::plan(from, to);
+  if (repack_) return;
   const std::string name = "reorder " + describe(from) + " -> " + describe(to) + " (" + what + ")";
   auto pd = guarded(name, [&] {
     return dnnl::reorder::primitive_desc(ctx->engine, from, ctx->engine, to,
@@ -54,14 +59,12 @@ LayoutBridge::LayoutBridge(ContextPtr ctx, const dnnl::memory::desc& from,
   reorder_ = BoundPrimitive(std::move(ctx), pd, name);
   reorder_.bind(DNNL_ARG_FROM, from);
   reorder_.bind(DNNL_ARG_TO, to);
-  // The converted copy lives in scratch on whichever side is the primitive's: `to` for weights
-  // going in, `from` for a weight gradient coming out. The larger covers both.
-  buffer_bytes_ = std::max(from.get_size(), to.get_size());
 }
 
 size_t LayoutBridge::scratch_bytes() const { return reorder_.scratchpad_bytes(); }
 
 void LayoutBridge::run(const void* src, void* dst, void* scratch) {
+  if (repack_) return repack_->run(src, dst);
   reorder_.set(DNNL_ARG_FROM, src);
   reorder_.set(DNNL_ARG_TO, dst);
   reorder_.run(scratch);

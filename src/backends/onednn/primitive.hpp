@@ -2,12 +2,14 @@
 // "point the arguments at this call's buffers, run": no descriptor work, no allocation.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "crest/core/error.hpp"
 #include "onednn/context.hpp"
+#include "onednn/weight_repack.hpp"
 
 namespace crest::onednn {
 
@@ -59,7 +61,7 @@ class LayoutBridge {
   LayoutBridge(ContextPtr ctx, const dnnl::memory::desc& from, const dnnl::memory::desc& to,
                const std::string& what);
 
-  bool needed() const { return reorder_.valid(); }
+  bool needed() const { return repack_.has_value() || reorder_.valid(); }
   // Bytes of the primitive-side copy, which the caller keeps in scratch (0 when not needed).
   size_t buffer_bytes() const { return buffer_bytes_; }
   // Bytes of the reorder's own scratchpad.
@@ -68,7 +70,8 @@ class LayoutBridge {
   void run(const void* src, void* dst, void* scratch);
 
  private:
-  BoundPrimitive reorder_;
+  std::optional<WeightRepack> repack_;  // crest's loops where they cover the layouts, else
+  BoundPrimitive reorder_;              // oneDNN's reorder
   size_t buffer_bytes_ = 0;
 };
 
