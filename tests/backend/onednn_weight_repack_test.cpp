@@ -77,7 +77,8 @@ TEST(OneDnnWeightRepack, PlainToEveryBlockedLayoutMatchesOneDnn) {
 
 TEST(OneDnnWeightRepack, BlockedGradientsBackToPlainMatchOneDnn) {
   const tag blocked[] = {tag::ABcd16b16a, tag::BAcd16a16b, tag::Acdb32a, tag::ABcd16a16b};
-  for (const memory::dims& dims : {memory::dims{32, 64, 3, 3}, memory::dims{20, 35, 1, 3}})
+  for (const memory::dims& dims : {memory::dims{32, 64, 3, 3}, memory::dims{20, 35, 1, 3},
+                                   memory::dims{48, 32, 1, 1}, memory::dims{40, 56, 1, 1}})
     for (tag t : blocked)
       expect_same_as_onednn(memory::desc(dims, dt::f32, t), memory::desc(dims, dt::f32, tag::abcd),
                             "to plain, tag " + std::to_string(static_cast<int>(t)));

@@ -3,12 +3,18 @@
 #include <cstring>
 #include <iterator>
 
+#include "onednn/lanes.hpp"
 #include "onednn/widest_vectors.hpp"
 
 namespace crest::onednn {
 
 using dnnl::memory;
 using Placement = WeightRepack::Placement;
+using TileOrder = WeightRepack::TileOrder;
+using lanes::kLanes;
+using lanes::LaneBits;
+using lanes::LaneIndex;
+using lanes::Lanes;
 
 namespace {
 
@@ -69,14 +75,99 @@ std::optional<Placement> placement(const memory::desc& d) {
 
 bool is_plain(const Placement& p) { return p.block[0] == 1 && p.block[1] == 1; }
 
+// The order inside a 16x16 block, where it is one of those with a register path (below).
+TileOrder tile_order(const Placement& p) {
+  if (p.block[0] != kLanes || p.block[1] != kLanes) return TileOrder::none;
+  const TileOrder orders[] = {TileOrder::out_in, TileOrder::in_out, TileOrder::in_pairs,
+                              TileOrder::out_pairs};
+  for (TileOrder order : orders) {
+    bool same = true;
+    for (int64_t oo = 0; oo < kLanes; ++oo)
+      for (int64_t ii = 0; ii < kLanes; ++ii) {
+        int64_t place = 0;
+        switch (order) {
+          case TileOrder::out_in:
+            place = oo * kLanes + ii;
+            break;
+          case TileOrder::in_out:
+            place = ii * kLanes + oo;
+            break;
+          case TileOrder::in_pairs:
+            place = ii / 2 * 2 * kLanes + oo * 2 + ii % 2;
+            break;
+          case TileOrder::out_pairs:
+            place = oo / 2 * 2 * kLanes + ii * 2 + oo % 2;
+            break;
+          case TileOrder::none:
+            break;
+        }
+        same = same && p.inner[static_cast<size_t>(oo * kLanes + ii)] == place;
+      }
+    if (same) return order;
+  }
+  return TileOrder::none;
+}
+
+// 16 rows of 16 lanes transposed in registers: four levels of swapping the off-diagonal halves
+// of ever larger blocks, each row pair one two-source shuffle (vpermt2ps on AVX-512) per row.
+[[gnu::always_inline]] inline void swap_blocks(Lanes (&r)[kLanes], int b, LaneIndex low,
+                                               LaneIndex high) {
+  for (int j = 0; j < kLanes; ++j)
+    if ((j & b) == 0) {
+      const Lanes x = r[j], y = r[j + b];
+      r[j] = __builtin_shuffle(x, y, low);
+      r[j + b] = __builtin_shuffle(x, y, high);
+    }
+}
+[[gnu::always_inline]] inline void transpose(Lanes (&r)[kLanes]) {
+  // Row j keeps lanes without bit b and takes row j+b's lane l-b for the others; row j+b the
+  // mirror image (lane indices >= 16 select from the second row).
+  swap_blocks(r, 1, LaneIndex{0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30},
+              LaneIndex{1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31});
+  swap_blocks(r, 2, LaneIndex{0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29},
+              LaneIndex{2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31});
+  swap_blocks(r, 4, LaneIndex{0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27},
+              LaneIndex{4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31});
+  swap_blocks(r, 8, LaneIndex{0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23},
+              LaneIndex{8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31});
+}
+
+// Two rows of 16 as 16 bf16 pairs (one 64-byte line): pair l = (first[l], second[l]).
+[[gnu::always_inline]] inline void store_pairs(uint16_t* d, Lanes first, Lanes second) {
+  const LaneBits pairs =
+      (lanes::bf16_rounded(first) >> 16) | (lanes::bf16_rounded(second) & 0xffff0000u);
+  std::memcpy(d, &pairs, sizeof pairs);
+}
+
+// One full 16x16 tile (one tap), `r` holding its rows (output channels), written as `order`.
+// Returns false for the orders this type has no register path for.
+[[gnu::always_inline]] inline bool put_tile(Lanes (&r)[kLanes], TileOrder order, float* d) {
+  if (order == TileOrder::in_out) transpose(r);
+  if (order != TileOrder::in_out && order != TileOrder::out_in) return false;
+  for (int k = 0; k < kLanes; ++k) lanes::store(d + k * kLanes, r[k]);
+  return true;
+}
+[[gnu::always_inline]] inline bool put_tile(Lanes (&r)[kLanes], TileOrder order, uint16_t* d) {
+  if (order == TileOrder::in_out || order == TileOrder::in_pairs) transpose(r);
+  if (order == TileOrder::in_out || order == TileOrder::out_in) {
+    for (int k = 0; k < kLanes; ++k) lanes::store(d + k * kLanes, r[k]);
+    return true;
+  }
+  if (order == TileOrder::none) return false;
+  for (int k = 0; k < kLanes / 2; ++k) store_pairs(d + k * 2 * kLanes, r[2 * k], r[2 * k + 1]);
+  return true;
+}
+
 // Plain -> blocked: each tile (ob, ib) and tap t is one contiguous block of the destination.
 template <typename To>
 CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int64_t in,
                                      const Placement& plain, const Placement& blocked,
-                                     const int32_t* gather) {
+                                     const int32_t* gather, TileOrder order) {
   const int64_t bo = blocked.block[0], bi = blocked.block[1], size = bo * bi;
   const int64_t tiles_o = (out + bo - 1) / bo, tiles_i = (in + bi - 1) / bi;
   const auto taps = static_cast<int64_t>(blocked.tap.size());
+  // Register tiles: 1x1 kernels whose source rows hold the input channels contiguously.
+  const bool rows = taps == 1 && plain.stride[1] == 1;
 #pragma omp parallel for collapse(2) schedule(static) if (out * in * taps >= kParallelMin)
   for (int64_t ob = 0; ob < tiles_o; ++ob)
     for (int64_t ib = 0; ib < tiles_i; ++ib) {
@@ -86,6 +177,11 @@ CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int
                          ib * bi * plain.stride[1] + plain.tap[static_cast<size_t>(t)];
         To* d = dst + blocked.offset + ob * blocked.stride[0] + ib * blocked.stride[1] +
                 blocked.tap[static_cast<size_t>(t)];
+        if (full && rows) {
+          Lanes r[kLanes];
+          for (int64_t oo = 0; oo < kLanes; ++oo) r[oo] = lanes::load(s + oo * plain.stride[0]);
+          if (put_tile(r, order, d)) continue;
+        }
         if (full) {
 #pragma omp simd
           for (int64_t k = 0; k < size; ++k) put(d + k, s[gather[k]]);
@@ -104,7 +200,8 @@ CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int
 // Blocked -> dense plain [out][in][taps]: each output channel of a tile is one contiguous run
 // of in-block x taps elements.
 CREST_WIDEST_VECTORS void to_plain(const float* src, float* dst, int64_t out, int64_t in,
-                                   const Placement& blocked, const int32_t* gather) {
+                                   const Placement& blocked, const int32_t* gather,
+                                   TileOrder order) {
   const int64_t bo = blocked.block[0], bi = blocked.block[1];
   const auto taps = static_cast<int64_t>(blocked.tap.size());
   const int64_t tiles_o = (out + bo - 1) / bo, tiles_i = (in + bi - 1) / bi, run = bi * taps;
@@ -113,6 +210,14 @@ CREST_WIDEST_VECTORS void to_plain(const float* src, float* dst, int64_t out, in
     for (int64_t ib = 0; ib < tiles_i; ++ib) {
       const float* s = src + blocked.offset + ob * blocked.stride[0] + ib * blocked.stride[1];
       const bool full = (ob + 1) * bo <= out && (ib + 1) * bi <= in;
+      if (full && taps == 1 && (order == TileOrder::in_out || order == TileOrder::out_in)) {
+        Lanes r[kLanes];  // the block's lines, then (transposed if need be) the output rows
+        for (int64_t k = 0; k < kLanes; ++k) r[k] = lanes::load(s + k * kLanes);
+        if (order == TileOrder::in_out) transpose(r);
+        for (int64_t oo = 0; oo < kLanes; ++oo)
+          lanes::store(dst + (ob * bo + oo) * in + ib * bi, r[oo]);
+        continue;
+      }
       for (int64_t oo = 0; oo < bo && ob * bo + oo < out; ++oo) {
         float* d = dst + ((ob * bo + oo) * in + ib * bi) * taps;
         const int32_t* g = gather + oo * run;
@@ -145,6 +250,7 @@ std::optional<WeightRepack> WeightRepack::plan(const memory::desc& from, const m
     r.bf16_ = to.get_data_type() == dt::bf16;
     r.plain_ = *f;
     r.blocked_ = *t;
+    r.order_ = tile_order(*t);
     r.gather_.assign(t->inner.size(), 0);
     for (int64_t oo = 0; oo < t->block[0]; ++oo)
       for (int64_t ii = 0; ii < t->block[1]; ++ii)
@@ -161,6 +267,7 @@ std::optional<WeightRepack> WeightRepack::plan(const memory::desc& from, const m
     r.direction_ = Direction::to_plain;
     r.plain_ = *t;
     r.blocked_ = *f;
+    r.order_ = tile_order(*f);
     const int64_t bo = f->block[0], bi = f->block[1];
     r.gather_.assign(static_cast<size_t>(bo * bi * taps), 0);
     for (int64_t oo = 0; oo < bo; ++oo)
@@ -176,11 +283,12 @@ std::optional<WeightRepack> WeightRepack::plan(const memory::desc& from, const m
 void WeightRepack::run(const void* from, void* to) const {
   const auto* src = static_cast<const float*>(from);
   if (direction_ == Direction::to_plain) {
-    to_plain(src, static_cast<float*>(to), out_, in_, blocked_, gather_.data());
+    to_plain(src, static_cast<float*>(to), out_, in_, blocked_, gather_.data(), order_);
   } else if (bf16_) {
-    to_blocked(src, static_cast<uint16_t*>(to), out_, in_, plain_, blocked_, gather_.data());
+    to_blocked(src, static_cast<uint16_t*>(to), out_, in_, plain_, blocked_, gather_.data(),
+               order_);
   } else {
-    to_blocked(src, static_cast<float*>(to), out_, in_, plain_, blocked_, gather_.data());
+    to_blocked(src, static_cast<float*>(to), out_, in_, plain_, blocked_, gather_.data(), order_);
   }
 }
 

@@ -34,6 +34,11 @@ class WeightRepack {
   // Converts all of `from` into `to`, zeroing the blocked side's padding.
   void run(const void* from, void* to) const;
 
+  // Orders inside a 16x16 block that the loops transpose in registers instead of gathering:
+  // [o][i], [i][o], bf16 pairs of input channels [i/2][o][i%2] (oneDNN's ABcd8b16a2b, the
+  // forward's) and of output channels [o/2][i][o%2] (BAcd8a16b2a, backward data's).
+  enum class TileOrder { none, out_in, in_out, in_pairs, out_pairs };
+
   // How a layout places element (o, i, tap) (public for the loops in the .cpp file).
   struct Placement {
     std::array<int64_t, 2> block{1, 1};   // channels per inner block: out, in
@@ -49,6 +54,7 @@ class WeightRepack {
   bool bf16_ = false;  // the blocked side's data type (to_blocked only)
   int64_t out_ = 0, in_ = 0;
   Placement plain_, blocked_;
+  TileOrder order_ = TileOrder::none;  // the blocked side's, for 1x1 kernels
   // For each full tile, the plain side's offset (relative to the tile's first element) of each
   // element in the order the destination's runs are written.
   std::vector<int32_t> gather_;  // 32-bit: 16 lanes per gather on AVX-512
