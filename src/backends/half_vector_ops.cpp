@@ -1,16 +1,35 @@
 #include "half_vector_ops.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "dropout_hash.hpp"
 #include "float16_codes.hpp"
+#include "widest_vectors.hpp"
 
 namespace crest {
 namespace {
 
 // Below this many elements a parallel region costs more than it saves.
 constexpr size_t kParallelMin = 1 << 14;
+
+// bf16 sums element by element, at the CPU's vector width: the residual additions of a bf16
+// network and the sums of its gradients, 1.3 % of DeepCAM's bf16 step when compiled for the
+// baseline. The rounding is crest::float_to_bf16's without the branch: the same bits.
+CREST_WIDEST_VECTORS
+void add_bf16_loop(const uint16_t* x, const uint16_t* y, uint16_t* d, size_t count) {
+#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
+  for (size_t i = 0; i < count; ++i) {
+    const float sum = bf16_to_float(x[i]) + bf16_to_float(y[i]);
+    uint32_t u;
+    std::memcpy(&u, &sum, sizeof u);
+    const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+    d[i] =
+        static_cast<uint16_t>(((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) : rounded) >> 16);
+  }
+}
 
 // One element type's conversions, so the loops below are written once for both.
 struct Bf16Codes {
@@ -54,6 +73,7 @@ class HalfOps final : public VectorOps {
     const auto* x = static_cast<const uint16_t*>(a);
     const auto* y = static_cast<const uint16_t*>(b);
     auto* d = static_cast<uint16_t*>(dst);
+    if constexpr (std::is_same_v<Codes, Bf16Codes>) return add_bf16_loop(x, y, d, count);
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
     for (size_t i = 0; i < count; ++i) d[i] = Codes::store(Codes::load(x[i]) + Codes::load(y[i]));
   }

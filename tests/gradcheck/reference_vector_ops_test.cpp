@@ -7,6 +7,7 @@
 
 #include "backends/dropout_hash.hpp"
 #include "backends/reference/reference_backend.hpp"
+#include "crest/core/bf16.hpp"
 
 namespace crest {
 namespace {
@@ -31,6 +32,32 @@ TEST(Reference, VectorOpsBasics) {
   EXPECT_EQ(v->sum_squares(a.data(), 3), 11.0);
   v->copy(b.data(), a.data(), 3);
   EXPECT_EQ(a, b);
+}
+
+// bf16 addition (crest's vector loop, compiled per ISA) gives crest::float_to_bf16 of the float
+// sum for every pair: halfway cases, signed zeros, overflow to infinity, NaN; enough elements for
+// the parallel path and a tail.
+TEST(Reference, Bf16AddRoundsEachSumOnceToNearestEven) {
+  auto v = ops(DType::bf16);
+  const size_t n = (1u << 15) + 13;
+  std::vector<uint16_t> a(n), b(n), got(n);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = static_cast<uint16_t>(i * 40503u);
+    b[i] = static_cast<uint16_t>((i * 2654435761u) >> 16);
+  }
+  a[0] = float_to_bf16(1.0f), b[0] = float_to_bf16(std::ldexp(1.0f, -8));  // a tie, to even
+  a[1] = float_to_bf16(3e38f), b[1] = float_to_bf16(3e38f);                // overflow
+  a[2] = 0x8000, b[2] = 0x8000;                                            // -0 + -0
+  v->add(a.data(), b.data(), got.data(), n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint16_t want = float_to_bf16(bf16_to_float(a[i]) + bf16_to_float(b[i]));
+    const bool both_nan = std::isnan(bf16_to_float(want)) && std::isnan(bf16_to_float(got[i]));
+    ASSERT_TRUE(got[i] == want || both_nan) << "element " << i << ": " << a[i] << " + " << b[i]
+                                            << " gave " << got[i] << ", want " << want;
+  }
+  EXPECT_EQ(got[0], float_to_bf16(1.0f));
+  EXPECT_EQ(got[1], 0x7f80);
+  EXPECT_EQ(got[2], 0x8000);
 }
 
 // Sums of squares of two buffers over ranges with gaps, and an empty range.

@@ -9,7 +9,7 @@
 #include "crest/core/error.hpp"
 #include "onednn/format.hpp"
 #include "onednn/lanes.hpp"
-#include "onednn/widest_vectors.hpp"
+#include "widest_vectors.hpp"
 
 namespace crest::onednn {
 

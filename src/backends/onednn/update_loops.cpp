@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "onednn/widest_vectors.hpp"
+#include "widest_vectors.hpp"
 
 namespace crest::onednn {
 

@@ -4,7 +4,7 @@
 #include <iterator>
 
 #include "onednn/lanes.hpp"
-#include "onednn/widest_vectors.hpp"
+#include "widest_vectors.hpp"
 
 namespace crest::onednn {
 
