@@ -31,22 +31,35 @@ double Lamb::global_gradient_norm() const {
   return std::sqrt(squares);
 }
 
-// w <- w - lr r u per tensor, with u in the gradient buffer. apex computes r only when the weight
-// decay is not 0 (use_nvlamb off); without decay the step is plain lr u for every tensor.
-void Lamb::apply_trust_ratios(double lr) {
+// w <- w - lr r u per tensor, r = |w| / |u| from the direction's own pass over memory
+// (lamb_direction_norms). apex computes r only when the weight decay is not 0 (use_nvlamb off);
+// without decay the step is plain lr u for every tensor, over the whole trainable range (zero
+// padding gives u = 0 there).
+void Lamb::update(double lr, const LambHyper& h) {
   if (o_.weight_decay == 0) {
+    vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
+                         count_, h.grad_divisor, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
     vec_->axpy(-lr, params_->grads(), params_->values(), count_);
     return;
   }
+  std::vector<ElementRange> ranges;
+  std::vector<size_t> slots;
+  const size_t element = dtype_size(params_->dtype());
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
     if (!slot.spec.trainable) continue;
-    void* w = params_->value(s).data();
-    const void* u = params_->grad(s).data();
-    const double w_norm = std::sqrt(vec_->sum_squares(w, slot.count));
-    const double u_norm = std::sqrt(vec_->sum_squares(u, slot.count));
+    ranges.push_back({slot.offset / element, slot.count});
+    slots.push_back(s);
+  }
+  std::vector<double> w_sq(ranges.size()), u_sq(ranges.size());
+  vec_->lamb_direction_norms(params_->values(), params_->grads(), state_[0].data(),
+                             state_[1].data(), ranges.data(), ranges.size(), h, w_sq.data(),
+                             u_sq.data());
+  for (size_t r = 0; r < ranges.size(); ++r) {
+    const double w_norm = std::sqrt(w_sq[r]), u_norm = std::sqrt(u_sq[r]);
     const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
-    vec_->axpy(-lr * ratio, u, w, slot.count);
+    vec_->axpy(-lr * ratio, params_->grad(slots[r]).data(), params_->value(slots[r]).data(),
+               ranges[r].count);
   }
 }
 
@@ -56,10 +69,7 @@ void Lamb::step(double lr) {
   const std::optional<double> offered = take_offered_sum_squares();
   last_norm_ = offered ? std::sqrt(*offered) : global_gradient_norm();
   const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
-  // Element-wise over the whole trainable range: zero padding gives u = 0 there.
-  vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
-                       count_, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
-  apply_trust_ratios(lr);
+  update(lr, LambHyper{divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_});
 }
 
 }  // namespace crest
