@@ -31,10 +31,11 @@ double Lamb::global_gradient_norm() const {
   return std::sqrt(squares);
 }
 
-// w <- w - lr r u per tensor, r = |w| / |u| from the direction's own pass over memory
-// (lamb_direction_norms). apex computes r only when the weight decay is not 0 (use_nvlamb off);
-// without decay the step is plain lr u for every tensor, over the whole trainable range (zero
-// padding gives u = 0 there).
+// w <- w - lr r u per tensor, r = |w| / |u|. apex computes r only when the weight decay is not
+// 0 (use_nvlamb off); without decay the step is plain lr u for every tensor, over the whole
+// trainable range (zero padding gives u = 0 there). With decay, tensor by tensor: u and both
+// norms in one pass (lamb_direction_norms), then the update while the tensor's w and u are
+// still in cache.
 void Lamb::update(double lr, const LambHyper& h) {
   if (o_.weight_decay == 0) {
     vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
@@ -42,24 +43,17 @@ void Lamb::update(double lr, const LambHyper& h) {
     vec_->axpy(-lr, params_->grads(), params_->values(), count_);
     return;
   }
-  std::vector<ElementRange> ranges;
-  std::vector<size_t> slots;
   const size_t element = dtype_size(params_->dtype());
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
     if (!slot.spec.trainable) continue;
-    ranges.push_back({slot.offset / element, slot.count});
-    slots.push_back(s);
-  }
-  std::vector<double> w_sq(ranges.size()), u_sq(ranges.size());
-  vec_->lamb_direction_norms(params_->values(), params_->grads(), state_[0].data(),
-                             state_[1].data(), ranges.data(), ranges.size(), h, w_sq.data(),
-                             u_sq.data());
-  for (size_t r = 0; r < ranges.size(); ++r) {
-    const double w_norm = std::sqrt(w_sq[r]), u_norm = std::sqrt(u_sq[r]);
+    const ElementRange range{slot.offset / element, slot.count};
+    double w_sq = 0, u_sq = 0;
+    vec_->lamb_direction_norms(params_->values(), params_->grads(), state_[0].data(),
+                               state_[1].data(), &range, 1, h, &w_sq, &u_sq);
+    const double w_norm = std::sqrt(w_sq), u_norm = std::sqrt(u_sq);
     const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
-    vec_->axpy(-lr * ratio, params_->grad(slots[r]).data(), params_->value(slots[r]).data(),
-               ranges[r].count);
+    vec_->axpy(-lr * ratio, params_->grad(s).data(), params_->value(s).data(), slot.count);
   }
 }
 
