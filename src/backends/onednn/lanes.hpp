@@ -36,6 +36,18 @@ using LaneIndex = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))))
 }
 [[gnu::always_inline]] inline void store(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
 
+// Lane l of the result is lane m[l] of x (m[l] < 16) or lane m[l] - 16 of y: one two-source
+// permute (vpermt2ps on AVX-512) with GCC; lane by lane elsewhere (clang, for the tools).
+[[gnu::always_inline]] inline Lanes shuffle(Lanes x, Lanes y, LaneIndex m) {
+#if defined(__clang__)
+  Lanes r;
+  for (int l = 0; l < kLanes; ++l) r[l] = m[l] < kLanes ? x[m[l]] : y[m[l] - kLanes];
+  return r;
+#else
+  return __builtin_shuffle(x, y, m);
+#endif
+}
+
 // Each lane rounded to bfloat16 in its upper 16 bits, as crest::float_to_bf16 rounds (to
 // nearest even, NaN kept quiet): the same bits.
 [[gnu::always_inline]] inline LaneBits bf16_rounded(Lanes v) {

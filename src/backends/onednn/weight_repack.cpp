@@ -115,8 +115,8 @@ TileOrder tile_order(const Placement& p) {
   for (int j = 0; j < kLanes; ++j)
     if ((j & b) == 0) {
       const Lanes x = r[j], y = r[j + b];
-      r[j] = __builtin_shuffle(x, y, low);
-      r[j + b] = __builtin_shuffle(x, y, high);
+      r[j] = lanes::shuffle(x, y, low);
+      r[j + b] = lanes::shuffle(x, y, high);
     }
 }
 [[gnu::always_inline]] inline void transpose(Lanes (&r)[kLanes]) {
@@ -154,7 +154,7 @@ TileOrder tile_order(const Placement& p) {
     return true;
   }
   if (order == TileOrder::none) return false;
-  for (int k = 0; k < kLanes / 2; ++k) store_pairs(d + k * 2 * kLanes, r[2 * k], r[2 * k + 1]);
+  for (int64_t k = 0; k < kLanes / 2; ++k) store_pairs(d + k * 2 * kLanes, r[2 * k], r[2 * k + 1]);
   return true;
 }
 
