@@ -120,6 +120,12 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
+// oneDNN's im2col + GEMM convolution ("gemm:jit"), its fallback where a layout has no direct
+// kernel.
+bool is_gemm_impl(const dnnl::primitive_desc_base& pd) {
+  return std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
+}
+
 // The three primitives of one layout choice (src and dst formats are shared by all three: the
 // gradient of a tensor has the tensor's format).
 template <typename Family>
@@ -261,11 +267,16 @@ class OneDnnConv final : public ConvKernel {
     passes_ = bind(*chosen);
     const memory::desc src_md = fpd.src_desc();
     const memory::desc dst_md = fpd.dst_desc();
+    // Where oneDNN's weight gradient is its GEMM fallback: tap by tap instead (matmuls).
+    const bool tapwise = is_gemm_impl(chosen->bwd_weights) && !g.weights_plain.windowed() &&
+                         TapwiseWeightGrad::applies(d, src_md, dst_md);
+    if (tapwise) passes_.use_tapwise_weight_grad(std::make_shared<TapwiseWeightGrad>(ctx_, d));
     src_fmt_ = to_mem_format(src_md, d.dtype);
     dst_fmt_ = to_mem_format(dst_md, d.dtype);
     what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + "; " +
              fpd.impl_info_str() + ", " + chosen->bwd_data.impl_info_str() + ", " +
-             chosen->bwd_weights.impl_info_str() + (tuning ? "; tuned: " + best_name : "") + "]";
+             (tapwise ? std::string("tap-wise matmuls") : chosen->bwd_weights.impl_info_str()) +
+             (tuning ? "; tuned: " + best_name : "") + "]";
   }
 
   MemFormat src_format() const override { return src_fmt_; }

@@ -69,8 +69,16 @@ void ConvPasses::backward_data(const void* diff_dst, const void* weights, void* 
   bwd_data_.run(p.shared);
 }
 
+void ConvPasses::use_tapwise_weight_grad(std::shared_ptr<TapwiseWeightGrad> t) {
+  CREST_CHECK(!has_bias_grad_ && zeroed_grad_bytes_ == 0,
+              what_ + ": the tap-wise weight gradient computes neither bias nor window");
+  scratch_ = std::max(scratch_, t->scratch_bytes());
+  tapwise_ = std::move(t);
+}
+
 void ConvPasses::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                   void* diff_bias, void* scratch) {
+  if (tapwise_) return tapwise_->run(src, diff_dst, static_cast<float*>(diff_weights), scratch);
   const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
   if (zeroed_grad_bytes_ > 0) std::memset(diff_weights, 0, zeroed_grad_bytes_);  // the dead taps
   bwd_weights_.set(DNNL_ARG_SRC, src);

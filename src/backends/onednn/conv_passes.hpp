@@ -2,11 +2,13 @@
 // weights) with the weight layout bridges each call runs: what a conv kernel executes, and what
 // the layout tuner times for each candidate.
 #pragma once
+#include <memory>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
 
 #include "onednn/context.hpp"
 #include "onednn/primitive.hpp"
+#include "onednn/tapwise_weight_grad.hpp"
 
 namespace crest::onednn {
 
@@ -37,6 +39,8 @@ class ConvPasses {
   void backward_data(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch);
+  // Computes the weight gradient tap by tap instead of with the backward-weights primitive.
+  void use_tapwise_weight_grad(std::shared_ptr<TapwiseWeightGrad> t);
 
  private:
   bool has_bias_ = false, has_bias_grad_ = false;
@@ -45,7 +49,9 @@ class ConvPasses {
   BoundPrimitive fwd_, bwd_data_, bwd_weights_;
   LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
   size_t bias_bytes_ = 0;
-  size_t zeroed_grad_bytes_ = 0;  // a windowed gradient's whole tensor, zeroed before the window
+  size_t zeroed_grad_bytes_ = 0;
+  std::shared_ptr<TapwiseWeightGrad>
+      tapwise_;  // a windowed gradient's whole tensor, zeroed before the window
   size_t scratch_ = 0;
 };
 
