@@ -144,10 +144,6 @@ class HalfOps final : public VectorOps {
                       double, int64_t) override {
     refuse("lamb", dtype_);
   }
-  void lamb_direction_norms(const void*, void*, void*, void*, const ElementRange*, size_t,
-                            const LambHyper&, double*, double*) override {
-    refuse("lamb", dtype_);
-  }
   double narrow(const void*, double, void*, size_t, DType) override { refuse("narrow", dtype_); }
   void widen(const void*, DType, void*, size_t) override { refuse("widen", dtype_); }
 

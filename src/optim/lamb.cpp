@@ -31,29 +31,22 @@ double Lamb::global_gradient_norm() const {
   return std::sqrt(squares);
 }
 
-// w <- w - lr r u per tensor, r = |w| / |u|. apex computes r only when the weight decay is not
-// 0 (use_nvlamb off); without decay the step is plain lr u for every tensor, over the whole
-// trainable range (zero padding gives u = 0 there). With decay, tensor by tensor: u and both
-// norms in one pass (lamb_direction_norms), then the update while the tensor's w and u are
-// still in cache.
-void Lamb::update(double lr, const LambHyper& h) {
+// w <- w - lr r u per tensor, with u in the gradient buffer. apex computes r only when the weight
+// decay is not 0 (use_nvlamb off); without decay the step is plain lr u for every tensor.
+void Lamb::apply_trust_ratios(double lr) {
   if (o_.weight_decay == 0) {
-    vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
-                         count_, h.grad_divisor, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
     vec_->axpy(-lr, params_->grads(), params_->values(), count_);
     return;
   }
-  const size_t element = dtype_size(params_->dtype());
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
     if (!slot.spec.trainable) continue;
-    const ElementRange range{slot.offset / element, slot.count};
-    double w_sq = 0, u_sq = 0;
-    vec_->lamb_direction_norms(params_->values(), params_->grads(), state_[0].data(),
-                               state_[1].data(), &range, 1, h, &w_sq, &u_sq);
-    const double w_norm = std::sqrt(w_sq), u_norm = std::sqrt(u_sq);
+    void* w = params_->value(s).data();
+    const void* u = params_->grad(s).data();
+    const double w_norm = std::sqrt(vec_->sum_squares(w, slot.count));
+    const double u_norm = std::sqrt(vec_->sum_squares(u, slot.count));
     const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
-    vec_->axpy(-lr * ratio, params_->grad(s).data(), params_->value(s).data(), slot.count);
+    vec_->axpy(-lr * ratio, u, w, slot.count);
   }
 }
 
@@ -63,7 +56,10 @@ void Lamb::step(double lr) {
   const std::optional<double> offered = take_offered_sum_squares();
   last_norm_ = offered ? std::sqrt(*offered) : global_gradient_norm();
   const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
-  update(lr, LambHyper{divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_});
+  // Element-wise over the whole trainable range: zero padding gives u = 0 there.
+  vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
+                       count_, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
+  apply_trust_ratios(lr);
 }
 
 }  // namespace crest

@@ -49,36 +49,6 @@ TEST(OneDnnLamb, DirectionIsBitExactWithTheReference) {
                Error);
 }
 
-// The fused pass gives, bit for bit, what lamb_direction and two sum_squares per tensor give
-// (so a LAMB step is unchanged by the fusion): ranges big enough for several chunks, small
-// ones, an empty one, gaps between them left untouched; 1 and 2 threads.
-TEST(OneDnnLamb, FusedDirectionAndNormsEqualTheSeparatePasses) {
-  auto backend = make_backend("onednn");
-  auto ops = backend->vector_ops(DType::f32);
-  const std::vector<ElementRange> ranges{{0, 70'001}, {70'016, 5}, {70'032, 0}, {70'048, 30'000}};
-  const size_t total = 100'048;
-  const auto w = random_floats(total, 91);
-  const auto grad = random_floats(total, 92, -3.f, 3.f);
-  const LambHyper h{1.7, 0.9, 0.999, 1e-6, 0.01, 3};
-  for (int threads : {1, 2}) {
-    backend->set_threads(threads);
-    std::vector<float> g1(grad), g2(grad), m1(total, 0.25f), m2(m1), v1(total, 0.5f), v2(v1);
-    std::vector<double> w_sq(ranges.size()), u_sq(ranges.size());
-    ops->lamb_direction_norms(w.data(), g2.data(), m2.data(), v2.data(), ranges.data(),
-                              ranges.size(), h, w_sq.data(), u_sq.data());
-    for (size_t r = 0; r < ranges.size(); ++r) {
-      const size_t at = ranges[r].offset, n = ranges[r].count;
-      ops->lamb_direction(w.data() + at, g1.data() + at, m1.data() + at, v1.data() + at, n,
-                          h.grad_divisor, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
-      EXPECT_EQ(w_sq[r], ops->sum_squares(w.data() + at, n)) << "range " << r;
-      EXPECT_EQ(u_sq[r], ops->sum_squares(g1.data() + at, n)) << "range " << r;
-    }
-    EXPECT_EQ(g2, g1) << threads << " threads";  // the gaps too: untouched on both sides
-    EXPECT_EQ(m2, m1);
-    EXPECT_EQ(v2, v1);
-  }
-}
-
 ParamSlot slot(const std::string& name, int64_t n, bool trainable = true) {
   ParamSlot s;
   s.name = name;

@@ -191,12 +191,6 @@ struct ElementRange {
   size_t count = 0;
 };
 
-// One LAMB step's constants (VectorOps::lamb_direction_norms).
-struct LambHyper {
-  double grad_divisor = 1.0, beta1 = 0.9, beta2 = 0.999, eps = 1e-6, weight_decay = 0.0;
-  int64_t step = 1;  // 1-based
-};
-
 // Element-wise operations on flat buffers of `count` elements of the kernel's dtype, used for
 // everything oneDNN has no primitive for: losses, dropout, gradient sums, optimizer updates.
 // Buffers are plain unless stated; all are safe to call with aliasing where noted.
@@ -257,12 +251,6 @@ class VectorOps {
   virtual void lamb_direction(const void* w, void* g, void* m, void* v, size_t count,
                               double grad_divisor, double beta1, double beta2, double eps,
                               double weight_decay, int64_t step) = 0;
-  // lamb_direction on each of the n ranges (elements outside them are left alone), with the trust
-  // ratio's norms from the same pass over memory: w_sq[i] and u_sq[i] are, bit for bit,
-  // sum_squares of w and of the u written over ranges[i].
-  virtual void lamb_direction_norms(const void* w, void* g, void* m, void* v,
-                                    const ElementRange* ranges, size_t n, const LambHyper& h,
-                                    double* w_sq, double* u_sq) = 0;
 
   // 16-bit floats for communication (gradient compression), written once above these two.
   // narrow: v = float(x[i]) * float(scale) (a float product), dst[i] = the 16-bit code of v in

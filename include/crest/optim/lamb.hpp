@@ -38,7 +38,7 @@ class Lamb : public Optimizer {
 
  private:
   double global_gradient_norm() const;
-  void update(double lr, const LambHyper& h);
+  void apply_trust_ratios(double lr);
 
   LambOptions o_;
   double last_norm_ = 0;

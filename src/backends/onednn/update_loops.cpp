@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <vector>
 
 #include "widest_vectors.hpp"
 
@@ -107,78 +106,25 @@ void lars_update_loop(float* w, const float* g, float* buf, size_t count, double
   }
 }
 
-namespace {
-
-// The step's constants, computed in double and rounded once, as apex computes them on the host;
-// the element-wise arithmetic is float's.
-struct LambConstants {
-  float correction1, correction2, divisor, beta1, beta2, eps, decay;
-  explicit LambConstants(const LambStep& s)
-      : correction1(static_cast<float>(1.0 - std::pow(s.beta1, static_cast<double>(s.step)))),
-        correction2(static_cast<float>(1.0 - std::pow(s.beta2, static_cast<double>(s.step)))),
-        divisor(static_cast<float>(s.grad_divisor)),
-        beta1(static_cast<float>(s.beta1)),
-        beta2(static_cast<float>(s.beta2)),
-        eps(static_cast<float>(s.eps)),
-        decay(static_cast<float>(s.weight_decay)) {}
-};
-
-[[gnu::always_inline]] inline void lamb_element(const float* w, float* g, float* m, float* v,
-                                                size_t i, const LambConstants& c) {
-  const float clipped = g[i] / c.divisor;
-  const float m_new = c.beta1 * m[i] + (1.f - c.beta1) * clipped;
-  const float v_new = c.beta2 * v[i] + (1.f - c.beta2) * clipped * clipped;
-  m[i] = m_new;
-  v[i] = v_new;
-  const float direction = (m_new / c.correction1) / (std::sqrt(v_new / c.correction2) + c.eps);
-  g[i] = direction + c.decay * w[i];
-}
-
-// One range's piece [lo, hi) of sum_squares_loop's chunks.
-struct Piece {
-  size_t range, lo, hi;
-};
-
-}  // namespace
-
 CREST_WIDEST_VECTORS
 void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
                          const LambStep& s) {
-  const LambConstants c(s);
+  // The step's constants are computed in double and rounded once, as apex computes them on the
+  // host; the element-wise arithmetic is float's.
+  const auto correction1 = static_cast<float>(1.0 - std::pow(s.beta1, static_cast<double>(s.step)));
+  const auto correction2 = static_cast<float>(1.0 - std::pow(s.beta2, static_cast<double>(s.step)));
+  const auto divisor = static_cast<float>(s.grad_divisor);
+  const auto beta1 = static_cast<float>(s.beta1), beta2 = static_cast<float>(s.beta2);
+  const auto eps = static_cast<float>(s.eps), decay = static_cast<float>(s.weight_decay);
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i) lamb_element(w, g, m, v, i, c);
-}
-
-CREST_WIDEST_VECTORS
-void lamb_direction_norms_loop(const float* w, float* g, float* m, float* v,
-                               const ElementRange* ranges, size_t n, const LambStep& s,
-                               double* w_sq, double* u_sq) {
-  const LambConstants c(s);
-  // Each range cut into the chunks sum_squares_loop would cut it into, so each chunk's sums and
-  // their total are that function's bits; a chunk's w and u are still in cache when summed.
-  std::vector<Piece> pieces;
-  for (size_t r = 0; r < n; ++r) {
-    const size_t count = ranges[r].count, at = ranges[r].offset;
-    const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
-    for (size_t k = 0; k < chunks; ++k)
-      pieces.push_back({r, at + count * k / chunks, at + count * (k + 1) / chunks});
-  }
-  std::vector<double> piece_w(pieces.size()), piece_u(pieces.size());
-  size_t elements = 0;
-  for (size_t r = 0; r < n; ++r) elements += ranges[r].count;
-    // Pieces differ in size (a chunk of a big tensor, a whole small one): handed out one by one.
-#pragma omp parallel for schedule(dynamic) if (elements >= kParallelMin)
-  for (size_t k = 0; k < pieces.size(); ++k) {
-    const Piece& p = pieces[k];
-#pragma omp simd
-    for (size_t i = p.lo; i < p.hi; ++i) lamb_element(w, g, m, v, i, c);
-    piece_w[k] = chunk_sum_squares(w + p.lo, 0, p.hi - p.lo);
-    piece_u[k] = chunk_sum_squares(g + p.lo, 0, p.hi - p.lo);
-  }
-  for (size_t r = 0; r < n; ++r) w_sq[r] = u_sq[r] = 0.0;
-  for (size_t k = 0; k < pieces.size(); ++k) {  // in order: sum_squares_loop's total
-    w_sq[pieces[k].range] += piece_w[k];
-    u_sq[pieces[k].range] += piece_u[k];
+  for (size_t i = 0; i < count; ++i) {
+    const float clipped = g[i] / divisor;
+    const float m_new = beta1 * m[i] + (1.f - beta1) * clipped;
+    const float v_new = beta2 * v[i] + (1.f - beta2) * clipped * clipped;
+    m[i] = m_new;
+    v[i] = v_new;
+    const float direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
+    g[i] = direction + decay * w[i];
   }
 }
 

@@ -11,8 +11,6 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "crest/backends/kernels.hpp"
-
 namespace crest::onednn {
 
 // Below this many elements a parallel region costs more than it saves (every flat-buffer loop of
@@ -49,11 +47,5 @@ double sum_squares_loop(const float* x, size_t count);
 // In float32 arithmetic, as apex's FusedLAMB computes float32 parameters (its MATH_T is float).
 void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
                          const LambStep& s);
-// lamb_direction_loop over each range, and each range's sums of squares of w and of the u
-// written: chunked exactly as sum_squares_loop chunks that range, so the same bits, summed while
-// the chunk is in cache instead of two more passes over memory.
-void lamb_direction_norms_loop(const float* w, float* g, float* m, float* v,
-                               const ElementRange* ranges, size_t n, const LambStep& s,
-                               double* w_sq, double* u_sq);
 
 }  // namespace crest::onednn

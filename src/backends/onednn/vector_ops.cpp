@@ -41,12 +41,6 @@ double chunked_sum(size_t count, Term&& term) {
   return total;
 }
 
-void check_lamb_step(int64_t step, double grad_divisor) {
-  if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
-  if (!(grad_divisor > 0.0))
-    throw_input("lamb: the gradient divisor must be positive, got " + std::to_string(grad_divisor));
-}
-
 class F32Ops final : public VectorOps {
  public:
   DType dtype() const override { return DType::f32; }
@@ -258,20 +252,13 @@ class F32Ops final : public VectorOps {
   void lamb_direction(const void* w_v, void* g_v, void* m_v, void* v_v, size_t count,
                       double grad_divisor, double beta1, double beta2, double eps,
                       double weight_decay, int64_t step) override {
-    check_lamb_step(step, grad_divisor);
+    if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
+    if (!(grad_divisor > 0.0))
+      throw_input("lamb: the gradient divisor must be positive, got " +
+                  std::to_string(grad_divisor));
     lamb_direction_loop(static_cast<const float*>(w_v), static_cast<float*>(g_v),
                         static_cast<float*>(m_v), static_cast<float*>(v_v), count,
                         LambStep{grad_divisor, beta1, beta2, eps, weight_decay, step});
-  }
-
-  void lamb_direction_norms(const void* w_v, void* g_v, void* m_v, void* v_v,
-                            const ElementRange* ranges, size_t n, const LambHyper& h, double* w_sq,
-                            double* u_sq) override {
-    check_lamb_step(h.step, h.grad_divisor);
-    lamb_direction_norms_loop(
-        static_cast<const float*>(w_v), static_cast<float*>(g_v), static_cast<float*>(m_v),
-        static_cast<float*>(v_v), ranges, n,
-        LambStep{h.grad_divisor, h.beta1, h.beta2, h.eps, h.weight_decay, h.step}, w_sq, u_sq);
   }
 
   // Fixed chunks as in chunked_sum; the largest magnitude does not depend on the order anyway.

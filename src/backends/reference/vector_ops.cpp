@@ -221,21 +221,6 @@ class Ops final : public VectorOps {
     }
   }
 
-  // Range by range, with this backend's own direction and sums: the contract by construction.
-  void lamb_direction_norms(const void* w_v, void* g_v, void* m_v, void* v_v,
-                            const ElementRange* ranges, size_t n, const LambHyper& h, double* w_sq,
-                            double* u_sq) override {
-    for (size_t r = 0; r < n; ++r) {
-      const size_t at = ranges[r].offset, count = ranges[r].count;
-      const T* w = static_cast<const T*>(w_v) + at;
-      T* g = static_cast<T*>(g_v) + at;
-      lamb_direction(w, g, static_cast<T*>(m_v) + at, static_cast<T*>(v_v) + at, count,
-                     h.grad_divisor, h.beta1, h.beta2, h.eps, h.weight_decay, h.step);
-      w_sq[r] = sum_squares(w, count);
-      u_sq[r] = sum_squares(g, count);
-    }
-  }
-
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");
     return narrow_range(static_cast<const T*>(x), static_cast<float>(scale),
