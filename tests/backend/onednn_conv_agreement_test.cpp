@@ -230,6 +230,28 @@ TEST(OneDnnConv, TapWindowKeepsTheKernelWhenNothingCanBeDropped) {
   EXPECT_EQ(onednn::live_taps(shifted, 0).count, 2);
 }
 
+// DeepCAM's aspp4 at 768x1152 (2048 -> 256, 3x3, dilation 18 on 48x72): oneDNN's `any` picks
+// im2col + GEMM for all three passes, while channels-last has direct kernels for all three; the
+// layout choice must not stop at the first candidate without reference code. (Only the
+// primitives are created: nothing runs.)
+TEST(OneDnnConv, DirectKernelsArePreferredToTheGemmFallback) {
+  auto dnn = make_backend("onednn");
+  ConvDesc d;
+  d.spatial_rank = 2;
+  d.n = 1;
+  d.in_channels = 2048;
+  d.out_channels = 256;
+  d.bias = false;
+  for (size_t i = 0; i < 2; ++i) {
+    d.in_size[i] = d.out_size[i] = i == 0 ? 48 : 72;
+    d.kernel[i] = 3;
+    d.dilation[i] = 18;
+    d.pad_lo[i] = d.pad_hi[i] = 18;
+  }
+  auto k = dnn->conv(d, plain_format(Shape{1, 2048, 48, 72}, DType::f32));
+  EXPECT_NE(k->src_format().layout, Layout::plain) << k->src_format().str();
+}
+
 TEST(OneDnnConv, ScratchIsEnoughAndReused) {
   // Two calls through one kernel with one scratch buffer give the same bits (no hidden state).
   auto dnn = make_backend("onednn");

@@ -134,6 +134,9 @@ struct Choice {
   typename Family::BwdData::primitive_desc bwd_data;
   typename Family::BwdWeights::primitive_desc bwd_weights;
   int reference_impls = 0;  // how many of the three only oneDNN's slow reference code offers
+  int gemm_impls = 0;       // how many of the three fall back to im2col + GEMM
+  // Lower is better: any reference pass is worse than GEMM in all three.
+  int slowness() const { return 4 * reference_impls + gemm_impls; }
 };
 
 // The problem as the layout tuner's cache and record know it: everything that decides which
@@ -192,6 +195,8 @@ class OneDnnConv final : public ConvKernel {
                         g.strides, g.dilates, g.pad_l, g.pad_r, fpd, user_scratchpad_attr()}};
       c.reference_impls = int(is_reference_impl(c.fwd)) + int(is_reference_impl(c.bwd_data)) +
                           int(is_reference_impl(c.bwd_weights));
+      c.gemm_impls = int(is_gemm_impl(c.fwd)) + int(is_gemm_impl(c.bwd_data)) +
+                     int(is_gemm_impl(c.bwd_weights));
       return c;
     };
 
@@ -230,7 +235,7 @@ class OneDnnConv final : public ConvKernel {
       candidates.push_back({"blocked+any", blocked_activation_desc(g.src, g.dt), any_dst});
     }
 
-    // Without tuning: the first without reference implementations (else the one with fewest).
+    // Without tuning: the first with direct kernels for all three passes, else the least slow.
     std::optional<Choice<Family>> best;
     std::string best_name, last_error;
     std::vector<std::pair<std::string, Choice<Family>>> built;  // tuning: every fast candidate
@@ -238,11 +243,11 @@ class OneDnnConv final : public ConvKernel {
       try {
         Choice<Family> c = make_choice(cand.src, cand.dst);
         if (tuning && c.reference_impls == 0) built.emplace_back(cand.name, c);
-        if (!best || c.reference_impls < best->reference_impls) {
+        if (!best || c.slowness() < best->slowness()) {
           best = std::move(c);
           best_name = cand.name;
         }
-        if (best->reference_impls == 0 && !tuning) break;
+        if (best->slowness() == 0 && !tuning) break;
       } catch (const dnnl::error& e) {
         last_error = e.what();  // no kernel for this layout pair: try the next
       }
