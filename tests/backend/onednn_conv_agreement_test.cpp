@@ -236,18 +236,15 @@ TEST(OneDnnConv, TapWindowKeepsTheKernelWhenNothingCanBeDropped) {
 // primitives are created: nothing runs.)
 TEST(OneDnnConv, DirectKernelsArePreferredToTheGemmFallback) {
   auto dnn = make_backend("onednn");
-  ConvDesc d;
-  d.spatial_rank = 2;
-  d.n = 1;
-  d.in_channels = 2048;
-  d.out_channels = 256;
-  d.bias = false;
-  for (size_t i = 0; i < 2; ++i) {
-    d.in_size[i] = d.out_size[i] = i == 0 ? 48 : 72;
-    d.kernel[i] = 3;
-    d.dilation[i] = 18;
-    d.pad_lo[i] = d.pad_hi[i] = 18;
-  }
+  ConvDesc d = to_desc({.n = 1,
+                        .ic = 2048,
+                        .oc = 256,
+                        .size = 48,
+                        .dilation = 18,
+                        .pad_lo = 18,
+                        .pad_hi = 18,
+                        .bias = false});
+  d.in_size[1] = d.out_size[1] = 72;  // to_desc makes the second axis 49
   auto k = dnn->conv(d, plain_format(Shape{1, 2048, 48, 72}, DType::f32));
   EXPECT_NE(k->src_format().layout, Layout::plain) << k->src_format().str();
 }
