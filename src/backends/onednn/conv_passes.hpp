@@ -49,9 +49,8 @@ class ConvPasses {
   BoundPrimitive fwd_, bwd_data_, bwd_weights_;
   LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
   size_t bias_bytes_ = 0;
-  size_t zeroed_grad_bytes_ = 0;
-  std::shared_ptr<TapwiseWeightGrad>
-      tapwise_;  // a windowed gradient's whole tensor, zeroed before the window
+  size_t zeroed_grad_bytes_ = 0;  // a windowed gradient's whole tensor, zeroed before the window
+  std::shared_ptr<TapwiseWeightGrad> tapwise_;  // replaces bwd_weights_ when set
   size_t scratch_ = 0;
 };
 
