@@ -1,5 +1,6 @@
 #include "onednn/weight_repack.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <iterator>
 
@@ -238,6 +239,12 @@ std::optional<WeightRepack> WeightRepack::plan(const memory::desc& from, const m
   const memory::dims dims = from.get_dims();
   if (dims != to.get_dims() || dims.size() < 2 || from.get_data_type() != dt::f32)
     return std::nullopt;
+  // The tables hold offsets inside one tile as 32-bit integers: beyond 2^31 elements per tensor
+  // (8 GB of float32 weights) oneDNN's reorder does it.
+  int64_t elements = 1;
+  for (memory::dim x : dims) elements *= x;
+  const auto padded = static_cast<int64_t>(std::max(from.get_size(), to.get_size()) / 2);
+  if (std::max(elements, padded) >= (int64_t{1} << 31)) return std::nullopt;
   const auto f = placement(from), t = placement(to);
   if (!f || !t) return std::nullopt;
   WeightRepack r;
