@@ -6,13 +6,13 @@
 
 namespace crest {
 
+// Without a branch (NaN chosen by a select), so that loops calling it vectorise.
 inline uint16_t float_to_bf16(float f) {
   uint32_t u;
   std::memcpy(&u, &f, sizeof u);
-  if ((u & 0x7f800000u) == 0x7f800000u && (u & 0x007fffffu))
-    return static_cast<uint16_t>((u >> 16) | 0x40);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);                   // round to nearest, ties to even
-  return static_cast<uint16_t>(u >> 16);
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);  // to nearest, ties to even
+  const uint32_t quiet_nan = u | 0x400000u;                 // NaN stays NaN
+  return static_cast<uint16_t>(((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded) >> 16);
 }
 
 inline float bf16_to_float(uint16_t h) {

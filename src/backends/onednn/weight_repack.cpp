@@ -4,6 +4,7 @@
 #include <cstring>
 #include <iterator>
 
+#include "crest/core/bf16.hpp"
 #include "onednn/lanes.hpp"
 #include "widest_vectors.hpp"
 
@@ -22,15 +23,8 @@ namespace {
 // Below this many elements a tensor is copied by one thread: starting the team costs more.
 constexpr int64_t kParallelMin = 1 << 15;
 
-// crest::float_to_bf16 without the branch, so that it vectorises: the same bits.
-inline uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
-  return static_cast<uint16_t>(((u & 0x7fffffffu) > 0x7f800000u ? (u | 0x400000u) : rounded) >> 16);
-}
 inline void put(float* d, float v) { *d = v; }
-inline void put(uint16_t* d, float v) { *d = bf16_bits(v); }
+inline void put(uint16_t* d, float v) { *d = float_to_bf16(v); }
 
 // Where layout `d` puts each element, if it is a layout this file handles: 2 to 5 dims, blocked
 // format, inner blocks only on dims 0 and 1 (the dims after them are walked as "taps").
