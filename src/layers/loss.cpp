@@ -38,11 +38,10 @@ void MseLossLayer::create(CreateContext& ctx) {
   ctx.in_formats[1] = plain_format(ctx.in_shapes[1], ctx.dtype);
   ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
   count_ = static_cast<size_t>(ctx.in_shapes[0].numel());
-  ctx.scratch_bytes = count_ * dtype_size(ctx.dtype);  // forward's throw-away gradient
 }
 
 void MseLossLayer::forward(RunContext& ctx) {
-  ctx.loss = ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.scratch, count_, 1.0);
+  ctx.loss = ctx.vec->mse(ctx.in[0], ctx.in[1], nullptr, count_, 1.0);  // the loss only
   ctx.vec->fill(ctx.out[0], 1, ctx.loss);
 }
 
@@ -79,13 +78,11 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
   ctx.in_formats[0] = plain_format(s, ctx.dtype);
   ctx.in_formats[1] = plain_format(ctx.in_shapes[1], DType::i32);
   ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
-  ctx.scratch_bytes = static_cast<size_t>(s.numel()) * dtype_size(ctx.dtype);
 }
 
 void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
-  ctx.loss =
-      ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                     class_weights(), ctx.scratch, n_, classes_, spatial_, 1.0);
+  ctx.loss = ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
+                                            class_weights(), nullptr, n_, classes_, spatial_, 1.0);
   ctx.vec->fill(ctx.out[0], 1, ctx.loss);
 }
 

@@ -218,13 +218,14 @@ class VectorOps {
   virtual void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) = 0;
 
   // Mean squared error over `count` elements; returns the loss and writes
-  // diff = 2 (pred - target) / count * diff_scale.
+  // diff = 2 (pred - target) / count * diff_scale (none where diff is null: the loss only).
   virtual double mse(const void* pred, const void* target, void* diff, size_t count,
                      double diff_scale) = 0;
 
   // Softmax cross-entropy over `classes` channels of plain [n, classes, spatial] logits with
   // integer labels (int32 [n, spatial]) and per-class weights; the loss is the plain mean over
-  // n * spatial elements of weight[label] * -log softmax[label]. Writes d loss / d logits.
+  // n * spatial elements of weight[label] * -log softmax[label]. Writes d loss / d logits times
+  // diff_scale, unless diff_logits is null (the loss only).
   virtual double softmax_cross_entropy(const void* logits, const int32_t* labels,
                                        const float* class_weights, void* diff_logits, int64_t n,
                                        int64_t classes, int64_t spatial, double diff_scale) = 0;

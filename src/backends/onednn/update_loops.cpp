@@ -2,26 +2,16 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 
+#include "onednn/double_lanes.hpp"
 #include "widest_vectors.hpp"
 
 namespace crest::onednn {
 
 namespace {
 
-// Eight doubles and eight floats as one value each (GCC's vector extension): each clone lowers
-// them to its widest registers. Only used inside the functions below (always inlined), so no
-// call passes them across the baseline's ABI.
-#pragma GCC diagnostic ignored "-Wpsabi"
-using EightDoubles = double __attribute__((vector_size(8 * sizeof(double))));
-using EightFloats = float __attribute__((vector_size(8 * sizeof(float))));
-
-[[gnu::always_inline]] inline EightDoubles widened(const float* p) {
-  EightFloats f;
-  std::memcpy(&f, p, sizeof f);
-  return __builtin_convertvector(f, EightDoubles);
-}
+using double_lanes::widened;
+using EightDoubles = double_lanes::Doubles;
 
 // Sixteen running sums (two vectors: element i of a 16-element group goes to sum i), added
 // pairwise at the end, then the tail in order.

@@ -15,6 +15,7 @@
 #include "dropout_hash.hpp"
 #include "float16_codes.hpp"
 #include "half_vector_ops.hpp"
+#include "onednn/cross_entropy_loop.hpp"
 #include "onednn/update_loops.hpp"
 
 namespace crest::onednn {
@@ -198,35 +199,15 @@ class F32Ops final : public VectorOps {
                   ", position " + std::to_string(first_bad % static_cast<size_t>(spatial)) +
                   " is outside [0, " + std::to_string(classes) + ")");
 
-    const float* logits = static_cast<const float*>(logits_v);
-    float* diff = static_cast<float*>(diff_logits);  // may be null when only the loss is wanted
-    const double inv_positions = 1.0 / static_cast<double>(positions);
-    // One position q = b * spatial + s; its channel c sits at (b * classes + c) * spatial + s.
-    auto position_loss = [=](size_t q) {
-      const int64_t b = static_cast<int64_t>(q) / spatial;
-      const int64_t s = static_cast<int64_t>(q) % spatial;
-      const float* x = logits + b * classes * spatial + s;
-      const int32_t label = labels[q];
-      // log-sum-exp shifted by the maximum so exp never overflows.
-      double max_logit = x[0];
-      for (int64_t c = 1; c < classes; ++c)
-        max_logit = std::max(max_logit, static_cast<double>(x[c * spatial]));
-      double sum_exp = 0.0;
-      for (int64_t c = 0; c < classes; ++c)
-        sum_exp += std::exp(static_cast<double>(x[c * spatial]) - max_logit);
-      const double log_sum_exp = max_logit + std::log(sum_exp);
-      const double weight = class_weights ? static_cast<double>(class_weights[label]) : 1.0;
-      if (diff != nullptr) {
-        float* dx = diff + b * classes * spatial + s;
-        const double scale = diff_scale * weight * inv_positions;
-        for (int64_t c = 0; c < classes; ++c) {
-          const double softmax = std::exp(static_cast<double>(x[c * spatial]) - log_sum_exp);
-          dx[c * spatial] = static_cast<float>(scale * (softmax - (c == label ? 1.0 : 0.0)));
-        }
-      }
-      return weight * (log_sum_exp - static_cast<double>(x[label * spatial]));
-    };
-    return chunked_sum(positions, position_loss) * inv_positions;
+    const CrossEntropyProblem problem{static_cast<const float*>(logits_v),
+                                      labels,
+                                      class_weights,
+                                      static_cast<float*>(diff_logits),
+                                      n,
+                                      classes,
+                                      spatial,
+                                      diff_scale};
+    return cross_entropy_loop(problem) / static_cast<double>(positions);
   }
 
   void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr,
