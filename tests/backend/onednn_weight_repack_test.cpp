@@ -61,9 +61,10 @@ TEST(OneDnnWeightRepack, PlainToEveryBlockedLayoutMatchesOneDnn) {
   const tag blocked[] = {tag::ABcd8b16a2b, tag::BAcd8a16b2a, tag::ABcd16b16a, tag::BAcd16a16b,
                          tag::AcdB64a2b,   tag::BcdA32b2a,   tag::Acdb32a,    tag::ABcd8a16b2a,
                          tag::BcdA64b2a,   tag::ABcd16a16b};
-  // 16 x 32 fills the blocks; 20 x 35 leaves edge tiles in both channel dims.
-  for (const memory::dims& dims :
-       {memory::dims{32, 64, 3, 3}, memory::dims{20, 35, 3, 1}, memory::dims{128, 16, 1, 1}}) {
+  // 32 x 64 fills the 16-blocks; 20 x 35 leaves edge tiles in both channel dims; 128 x 64 x 3 x 3
+  // fills the 64-row tiles of AcdB64a2b, which go through a panel.
+  for (const memory::dims& dims : {memory::dims{32, 64, 3, 3}, memory::dims{20, 35, 3, 1},
+                                   memory::dims{128, 16, 1, 1}, memory::dims{128, 64, 3, 3}}) {
     for (tag t : blocked)
       for (dt type : {dt::f32, dt::bf16}) {
         const std::string what = "dims " + std::to_string(dims[0]) + "x" + std::to_string(dims[1]) +

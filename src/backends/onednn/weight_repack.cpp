@@ -13,6 +13,7 @@ namespace crest::onednn {
 using dnnl::memory;
 using Placement = WeightRepack::Placement;
 using TileOrder = WeightRepack::TileOrder;
+using Panel = WeightRepack::Panel;
 using lanes::kLanes;
 using lanes::LaneBits;
 using lanes::LaneIndex;
@@ -22,6 +23,8 @@ namespace {
 
 // Below this many elements a tensor is copied by one thread: starting the team costs more.
 constexpr int64_t kParallelMin = 1 << 15;
+// Floats in one tile's panel (put_tile_via_panel), on the stack: 32 KB.
+constexpr int64_t kMaxPanel = 8192;
 
 inline void put(float* d, float v) { *d = v; }
 inline void put(uint16_t* d, float v) { *d = float_to_bf16(v); }
@@ -153,11 +156,34 @@ TileOrder tile_order(const Placement& p) {
   return true;
 }
 
+// One full tile (ob, ib), all taps, through a panel: its rows copied side by side first, each
+// read once front to back. Read in place, a 64-row tile of a 3x3 kernel (AcdB64a2b, brgconv's
+// forward layout) has its rows 2048 x 9 floats apart, a multiple of 4 KB: all 64 fall in one
+// L1 set and evict each other between taps. DeepCAM's aspp2 forward bridge: 2.8 -> 1.9 ms.
+template <typename To>
+[[gnu::always_inline]] inline void put_tile_via_panel(const float* src, To* dst, int64_t ob,
+                                                      int64_t ib, const Placement& plain,
+                                                      const Placement& blocked,
+                                                      const Panel& panel) {
+  const int64_t bo = blocked.block[0], bi = blocked.block[1], size = bo * bi;
+  alignas(64) float rows[kMaxPanel];
+  const float* s = src + plain.offset + ob * bo * plain.stride[0] + ib * bi * plain.stride[1];
+  for (int64_t oo = 0; oo < bo; ++oo)
+    std::memcpy(rows + oo * panel.row, s + oo * plain.stride[0],
+                static_cast<size_t>(panel.row) * sizeof(float));
+  for (size_t t = 0; t < blocked.tap.size(); ++t) {
+    const float* from = rows + plain.tap[t];
+    To* d = dst + blocked.offset + ob * blocked.stride[0] + ib * blocked.stride[1] + blocked.tap[t];
+#pragma omp simd
+    for (int64_t k = 0; k < size; ++k) put(d + k, from[panel.gather[k]]);
+  }
+}
+
 // Plain -> blocked: each tile (ob, ib) and tap t is one contiguous block of the destination.
 template <typename To>
 CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int64_t in,
                                      const Placement& plain, const Placement& blocked,
-                                     const int32_t* gather, TileOrder order) {
+                                     const int32_t* gather, TileOrder order, const Panel& panel) {
   const int64_t bo = blocked.block[0], bi = blocked.block[1], size = bo * bi;
   const int64_t tiles_o = (out + bo - 1) / bo, tiles_i = (in + bi - 1) / bi;
   const auto taps = static_cast<int64_t>(blocked.tap.size());
@@ -167,6 +193,10 @@ CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int
   for (int64_t ob = 0; ob < tiles_o; ++ob)
     for (int64_t ib = 0; ib < tiles_i; ++ib) {
       const bool full = (ob + 1) * bo <= out && (ib + 1) * bi <= in;
+      if (full && panel.row > 0) {
+        put_tile_via_panel(src, dst, ob, ib, plain, blocked, panel);
+        continue;
+      }
       for (int64_t t = 0; t < taps; ++t) {
         const float* s = src + plain.offset + ob * bo * plain.stride[0] +
                          ib * bi * plain.stride[1] + plain.tap[static_cast<size_t>(t)];
@@ -257,6 +287,7 @@ std::optional<WeightRepack> WeightRepack::plan(const memory::desc& from, const m
       for (int64_t ii = 0; ii < t->block[1]; ++ii)
         r.gather_[static_cast<size_t>(t->inner[static_cast<size_t>(oo * t->block[1] + ii)])] =
             static_cast<int32_t>(oo * f->stride[0] + ii * f->stride[1]);
+    r.plan_panel(*f, *t);
     return r;
   }
   // The plain destination must be crest's dense [out][in][taps] with no offset.
@@ -281,15 +312,35 @@ std::optional<WeightRepack> WeightRepack::plan(const memory::desc& from, const m
   return std::nullopt;
 }
 
+// Tiles of many rows (more than 4) whose taps are not on a register path go through a panel,
+// where a row's span (the tile's input channels and taps) is short enough to copy: at most 4
+// times the elements the tile uses (a window's rows carry the dead taps between live ones).
+void WeightRepack::plan_panel(const Placement& plain, const Placement& blocked) {
+  const auto taps = static_cast<int64_t>(blocked.tap.size());
+  const int64_t bo = blocked.block[0], bi = blocked.block[1];
+  const int64_t last_tap = *std::max_element(plain.tap.begin(), plain.tap.end());
+  const int64_t row = (bi - 1) * plain.stride[1] + last_tap + 1;
+  const bool on_registers = taps == 1 && order_ != TileOrder::none;
+  if (bo <= 4 || on_registers || plain.stride[1] < 1 || row > 4 * bi * taps || bo * row > kMaxPanel)
+    return;
+  panel_row_ = row;
+  panel_gather_.assign(blocked.inner.size(), 0);
+  for (int64_t oo = 0; oo < bo; ++oo)
+    for (int64_t ii = 0; ii < bi; ++ii)
+      panel_gather_[static_cast<size_t>(blocked.inner[static_cast<size_t>(oo * bi + ii)])] =
+          static_cast<int32_t>(oo * row + ii * plain.stride[1]);
+}
+
 void WeightRepack::run(const void* from, void* to) const {
   const auto* src = static_cast<const float*>(from);
   if (direction_ == Direction::to_plain) {
     to_plain(src, static_cast<float*>(to), out_, in_, blocked_, gather_.data(), order_);
   } else if (bf16_) {
-    to_blocked(src, static_cast<uint16_t*>(to), out_, in_, plain_, blocked_, gather_.data(),
-               order_);
+    to_blocked(src, static_cast<uint16_t*>(to), out_, in_, plain_, blocked_, gather_.data(), order_,
+               Panel{panel_row_, panel_gather_.data()});
   } else {
-    to_blocked(src, static_cast<float*>(to), out_, in_, plain_, blocked_, gather_.data(), order_);
+    to_blocked(src, static_cast<float*>(to), out_, in_, plain_, blocked_, gather_.data(), order_,
+               Panel{panel_row_, panel_gather_.data()});
   }
 }
 

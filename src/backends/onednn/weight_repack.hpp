@@ -7,7 +7,8 @@
 // DeepCAM's bf16 step on a 2-core Zen 5, about 80 ms of a 390 ms step at 192x288. Here a tile of
 // one output-channel block by one input-channel block, over all kernel taps, is gathered with a
 // precomputed offset table into each contiguous run of the destination, so the reads stay in a
-// few cache lines and the writes stream.
+// few cache lines and the writes stream. Tiles of many rows with several taps copy their rows
+// side by side first (a panel): in place, rows a multiple of 4 KB apart share one L1 set.
 //
 // Any oneDNN blocked layout is separable: an element's offset is the sum of one term per logical
 // dimension (outer index times stride, plus its digits' places inside the inner block), which is
@@ -39,6 +40,13 @@ class WeightRepack {
   // forward's) and of output channels [o/2][i][o%2] (BAcd8a16b2a, backward data's).
   enum class TileOrder { none, out_in, in_out, in_pairs, out_pairs };
 
+  // A tile's source rows copied side by side (to_blocked): the offsets of each block's elements
+  // in it, in destination order, and the span of one row (0: no panel).
+  struct Panel {
+    int64_t row = 0;
+    const int32_t* gather = nullptr;
+  };
+
   // How a layout places element (o, i, tap) (public for the loops in the .cpp file).
   struct Placement {
     std::array<int64_t, 2> block{1, 1};   // channels per inner block: out, in
@@ -50,6 +58,7 @@ class WeightRepack {
 
  private:
   enum class Direction { to_blocked, to_plain };
+  void plan_panel(const Placement& plain, const Placement& blocked);
   Direction direction_ = Direction::to_blocked;
   bool bf16_ = false;  // the blocked side's data type (to_blocked only)
   int64_t out_ = 0, in_ = 0;
@@ -57,7 +66,9 @@ class WeightRepack {
   TileOrder order_ = TileOrder::none;  // the blocked side's, for 1x1 kernels
   // For each full tile, the plain side's offset (relative to the tile's first element) of each
   // element in the order the destination's runs are written.
-  std::vector<int32_t> gather_;  // 32-bit: 16 lanes per gather on AVX-512
+  std::vector<int32_t> gather_;        // 32-bit: 16 lanes per gather on AVX-512
+  int64_t panel_row_ = 0;              // to_blocked through a panel: each row's span, else 0
+  std::vector<int32_t> panel_gather_;  // the gather's offsets inside the panel
 };
 
 }  // namespace crest::onednn
