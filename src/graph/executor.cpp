@@ -46,6 +46,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::create_kernels(*prog_, graph);
   compile::plan_backward(*prog_);
   compile::plan_storage(*prog_);
+  compile::fuse_activation_backward(*prog_);
   const MemoryPlan& plan = prog_->plan;
   arena_ = Buffer(align_up(plan.arena_bytes, 256) + 256, 256, backend.memory());
   bind_run_contexts();
@@ -232,7 +233,7 @@ void Executor::backward() {
   char* base = static_cast<char*>(arena_.data());
   for (size_t k = prog_->ops.size(); k-- > 0;) {
     Op& op = *prog_->ops[k];
-    if (!op.run_backward) continue;
+    if (!op.run_backward || op.backward_in_producer) continue;
     const auto t0 = profiling_ ? clock::now() : clock::time_point{};
     if (op.channel_sum)  // a producer's bias gradient (compile/route_bias_grad.cpp)
       op.channel_sum->run(op.ctx.diff_out[0],
@@ -325,6 +326,7 @@ std::string Executor::summary() const {
     if (is_half(out.fmt.dtype)) fmt = dtype_name(out.fmt.dtype) + " " + fmt;  // mixed precision
     std::string notes = op->layer->describe();
     if (op->fused_into_producer) notes += notes.empty() ? "(fused)" : " (fused)";
+    if (op->backward_in_producer) notes += ", backward too";
     if (op->inplace) notes += notes.empty() ? "in place" : ", in place";
     if (op->channel_sum)  // compile/route_bias_grad.cpp
       notes += (notes.empty() ? "" : ", ") + std::string("sums the gradient of ") +

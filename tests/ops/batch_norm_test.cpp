@@ -390,6 +390,8 @@ TEST(BatchNormLayer, FusedReluEqualsUnfusedAndIsReallyFused) {
       EXPECT_EQ(summary.find("+fused act") != std::string::npos, fuse) << summary;
       if (t.backend == "onednn") {  // batch norm runs on the convolution's blocked layout
         EXPECT_NE(summary.find("nChw16c"), std::string::npos) << summary;
+        // ... and applies the ReLU's backward too (compile/fuse_activation_backward.cpp).
+        EXPECT_EQ(summary.find("backward too") != std::string::npos, fuse) << summary;
       }
       // Evaluation (running statistics) applies the fused ReLU too.
       ex.forward(false);

@@ -59,6 +59,11 @@ class BatchNormKernel {
   // Kept from forward_training to backward: the statistics the batch was normalised with.
   virtual size_t workspace_bytes() const = 0;
   virtual size_t scratch_bytes() const = 0;
+  // Whether backward() also applies the fused activation's backward (its mask kept from
+  // forward_training). Then the compile step skips the activation's own backward where it would
+  // run in place on the same gradient (compile/fuse_activation_backward.cpp); where it still runs,
+  // the mask is applied twice, which changes nothing.
+  virtual bool backward_applies_post_op() const { return false; }
 
   // Normalises with the batch's statistics (the group's with a reducer), keeps them in
   // `workspace` and updates the running statistics and the counter in `p`.
@@ -67,8 +72,9 @@ class BatchNormKernel {
   // Normalises with the running statistics; changes nothing in `p`.
   virtual void forward_inference(const void* src, const BatchNormParams& p, void* dst,
                                  void* scratch) = 0;
-  // Gradients of a training forward (the post-op excluded: the fused activation's own backward
-  // has already run). Overwrites diff_weight and diff_bias; diff_src is null when not needed.
+  // Gradients of a training forward: of the post-op too where backward_applies_post_op(), else
+  // without it (the fused activation's own backward has already run). Overwrites diff_weight and
+  // diff_bias; diff_src is null when not needed.
   virtual void backward(const void* src, const void* diff_dst, const BatchNormParams& p,
                         const void* workspace, void* diff_src, void* diff_weight, void* diff_bias,
                         void* scratch, BatchStatReducer* reducer) = 0;

@@ -118,6 +118,9 @@ class Layer {
   // (the producer's kernel applies it and the activation's forward is not run) or move it after
   // a max pooling.
   virtual std::optional<EltwiseDesc> activation() const { return std::nullopt; }
+  // A producer whose backward also applies its fused activation's backward (after create):
+  // the compile step then skips the activation's own (compile/fuse_activation_backward.cpp).
+  virtual bool backward_applies_post_op() const { return false; }
 
   // Loss layers produce a scalar loss and start backward (no diff_out).
   virtual bool is_loss() const { return false; }

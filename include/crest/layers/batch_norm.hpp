@@ -26,6 +26,9 @@ class BatchNormLayer : public Layer {
   // running_var [C] (ones), num_batches_tracked [1] (zeros): PyTorch's state_dict order.
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
+  bool backward_applies_post_op() const override {
+    return kernel_ && kernel_->backward_applies_post_op();
+  }
   // On running statistics: scale = weight / sqrt(running_var + eps), shift = bias - running_mean
   // * scale (what every kernel's forward_inference computes, in double here).
   bool inference_is_channel_affine() const override { return true; }

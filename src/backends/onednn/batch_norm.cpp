@@ -1,7 +1,11 @@
 // Batch normalisation on oneDNN's batch_normalization primitives, in whatever layout the producer
 // delivers (nChw16c from a convolution, plain, channels-last), with separate scale and shift
 // (use_scale | use_shift: the parameter store's weight and bias as they are) and ReLU fused with
-// fuse_norm_relu. Evaluation uses use_global_stats with the running statistics.
+// fuse_norm_relu. Evaluation uses use_global_stats with the running statistics. In training the
+// ReLU's mask (fuse_norm_relu's workspace, one bit per element) is kept from forward to backward,
+// whose primitive applies it too: the compile step then skips the ReLU's own backward
+// (backward_applies_post_op, compile/fuse_activation_backward.cpp), a pass over the gradient and
+// the output that took 4 % of DeepCAM's bf16 step at 192x288.
 //
 // Data (src, dst and their gradients) is f32, or bf16 / f16 under mixed precision; scale, shift,
 // their gradients, the batch's mean and variance and the running statistics are f32 in every case
@@ -42,7 +46,8 @@ namespace {
 struct SavedStats {
   float* mean;
   float* var;
-  double* count;  // elements per channel over the group
+  double* count;    // elements per channel over the group
+  void* relu_mask;  // fuse_norm_relu's workspace (null without a fused ReLU)
 };
 
 class OneDnnBatchNorm final : public BatchNormKernel {
@@ -71,6 +76,7 @@ class OneDnnBatchNorm final : public BatchNormKernel {
   MemFormat format() const override { return format_; }
   size_t workspace_bytes() const override { return workspace_layout().used(); }
   size_t scratch_bytes() const override { return scratch_layout().used(); }
+  bool backward_applies_post_op() const override { return relu_workspace_bytes_ > 0; }
 
   void forward_training(const void* src, const BatchNormParams& p, void* dst, void* workspace,
                         void* scratch, BatchStatReducer* reducer) override {
@@ -80,7 +86,11 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     *s.count = elements_;
     if (reducer) {
       group_statistics(s, reducer);
-      run_inference(src, p, s.mean, s.var, dst, sc.shared);
+      // The group's statistics decide the output, and so the ReLU's mask.
+      if (relu_workspace_bytes_ > 0)
+        run_with_group_statistics(src, p, s, dst, sc);
+      else
+        run_inference(src, p, s.mean, s.var, dst, sc.shared);
     }
     update_running_statistics(s, p);
   }
@@ -105,13 +115,13 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     bwd_.set(DNNL_ARG_DIFF_SRC, dx);
     bwd_.set(DNNL_ARG_DIFF_SCALE, diff_weight);
     bwd_.set(DNNL_ARG_DIFF_SHIFT, diff_bias);
+    if (relu_workspace_bytes_ > 0) bwd_.set(DNNL_ARG_WORKSPACE, s.relu_mask);
     bwd_.run(sc.shared);
     if (reducer) correct_to_group_gradient(src, p, s, diff_weight, diff_bias, dx, reducer);
   }
 
  private:
   struct Scratch {
-    void* relu_workspace;     // fuse_norm_relu's mask: written in training, never read
     void* unwanted_diff_src;  // backward's input gradient when nobody wants it
     void* shared;             // the primitives' scratchpads (they run in turn)
   };
@@ -132,17 +142,25 @@ class OneDnnBatchNorm final : public BatchNormKernel {
                             attr);
     train_ = bind_forward(ctx, tpd, "training");
     relu_workspace_bytes_ = tpd.workspace_desc().get_size();
-    if (relu_workspace_bytes_ > 0) train_.bind(DNNL_ARG_WORKSPACE, tpd.workspace_desc());
-    // Backward without fuse_norm_relu: the fused ReLU's own backward has already run (from the
-    // shared output), so the mask must not be applied a second time here.
-    Fwd::primitive_desc hint(eng, prop::forward_training, data_md_, data_md_, eps, affine, attr);
-    dnnl::batch_normalization_backward::primitive_desc bpd(eng, prop::backward, data_md_, data_md_,
-                                                           data_md_, eps, affine, hint, attr);
+    if (relu_workspace_bytes_ > 0) {
+      train_.bind(DNNL_ARG_WORKSPACE, tpd.workspace_desc());
+      // Synchronised: normalised again with the group's statistics, the mask written anew.
+      Fwd::primitive_desc gpd(eng, prop::forward_training, data_md_, data_md_, eps,
+                              affine | relu | flags::use_global_stats, attr);
+      train_group_ = bind_forward(ctx, gpd, "training with the group's statistics");
+      train_group_.bind(DNNL_ARG_WORKSPACE, gpd.workspace_desc());
+    }
+    // The backward applies the ReLU's mask (from the workspace) before its own gradient.
+    Fwd::primitive_desc hint(eng, prop::forward_training, data_md_, data_md_, eps, affine | relu,
+                             attr);
+    dnnl::batch_normalization_backward::primitive_desc bpd(
+        eng, prop::backward, data_md_, data_md_, data_md_, eps, affine | relu, hint, attr);
     bwd_ = BoundPrimitive(ctx, bpd, what_ + " backward [" + bpd.impl_info_str() + "]");
     for (int arg : {DNNL_ARG_SRC, DNNL_ARG_DIFF_DST, DNNL_ARG_DIFF_SRC}) bwd_.bind(arg, data_md_);
     for (int arg : {DNNL_ARG_MEAN, DNNL_ARG_VARIANCE, DNNL_ARG_SCALE, DNNL_ARG_DIFF_SCALE,
                     DNNL_ARG_DIFF_SHIFT})
       bwd_.bind(arg, stat_md_);
+    if (relu_workspace_bytes_ > 0) bwd_.bind(DNNL_ARG_WORKSPACE, bpd.workspace_desc());
     create_group_correction();
   }
 
@@ -173,8 +191,20 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     train_.set(DNNL_ARG_VARIANCE, s.var);
     train_.set(DNNL_ARG_SCALE, p.weight);
     train_.set(DNNL_ARG_SHIFT, p.bias);
-    if (relu_workspace_bytes_ > 0) train_.set(DNNL_ARG_WORKSPACE, sc.relu_workspace);
+    if (relu_workspace_bytes_ > 0) train_.set(DNNL_ARG_WORKSPACE, s.relu_mask);
     train_.run(sc.shared);
+  }
+
+  void run_with_group_statistics(const void* src, const BatchNormParams& p, const SavedStats& s,
+                                 void* dst, const Scratch& sc) {
+    train_group_.set(DNNL_ARG_SRC, src);
+    train_group_.set(DNNL_ARG_DST, dst);
+    train_group_.set(DNNL_ARG_MEAN, s.mean);
+    train_group_.set(DNNL_ARG_VARIANCE, s.var);
+    train_group_.set(DNNL_ARG_SCALE, p.weight);
+    train_group_.set(DNNL_ARG_SHIFT, p.bias);
+    train_group_.set(DNNL_ARG_WORKSPACE, s.relu_mask);
+    train_group_.run(sc.shared);
   }
 
   void run_inference(const void* src, const BatchNormParams& p, const void* mean, const void* var,
@@ -256,14 +286,17 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     static_cast<float*>(p.num_batches_tracked)[0] += 1.f;
   }
 
-  // Workspace: mean [C] f32, variance [C] f32, the count (double); with a null base only the
-  // size is meaningful.
+  // Workspace: mean [C] f32, variance [C] f32, the count (double), the ReLU's mask; with a null
+  // base only the size is meaningful.
   ScratchCarver workspace_layout(void* base = nullptr, SavedStats* s = nullptr) const {
     ScratchCarver w(base);
     void* mean = w.take(static_cast<size_t>(c_) * sizeof(float));
     void* var = w.take(static_cast<size_t>(c_) * sizeof(float));
     void* count = w.take(sizeof(double));
-    if (s) *s = {static_cast<float*>(mean), static_cast<float*>(var), static_cast<double*>(count)};
+    void* mask = w.take(relu_workspace_bytes_);
+    if (s)
+      *s = {static_cast<float*>(mean), static_cast<float*>(var), static_cast<double*>(count),
+            relu_workspace_bytes_ > 0 ? mask : nullptr};
     return w;
   }
 
@@ -275,11 +308,10 @@ class OneDnnBatchNorm final : public BatchNormKernel {
 
   ScratchCarver scratch_layout(void* base = nullptr, Scratch* s = nullptr) const {
     ScratchCarver c(base);
-    void* relu = c.take(relu_workspace_bytes_);
     void* unwanted = c.take(d_.training && !d_.input_grad ? data_md_.get_size() : 0);
-    void* shared = c.take(
-        std::max({infer_.scratchpad_bytes(), train_.scratchpad_bytes(), bwd_.scratchpad_bytes()}));
-    if (s) *s = {relu, unwanted, shared};
+    void* shared = c.take(std::max({infer_.scratchpad_bytes(), train_.scratchpad_bytes(),
+                                    train_group_.scratchpad_bytes(), bwd_.scratchpad_bytes()}));
+    if (s) *s = {unwanted, shared};
     return c;
   }
 
@@ -295,9 +327,9 @@ class OneDnnBatchNorm final : public BatchNormKernel {
   MemFormat format_;
   double elements_ = 0;  // per channel on this rank: n x spatial
   std::string what_;
-  BoundPrimitive infer_, train_, bwd_;
+  BoundPrimitive infer_, train_, train_group_, bwd_;
   ChannelAffineAccumulate correct_;
-  size_t relu_workspace_bytes_ = 0;
+  size_t relu_workspace_bytes_ = 0;        // the fused ReLU's mask in training, 0 without one
   std::vector<float> coef_;                // a [C] and b [C] of the group correction
   std::vector<double> sums_, group_mean_;  // per-channel sums handed to the reducer
 };

@@ -83,6 +83,7 @@ struct Op {
   bool inplace = false;       // output 0 shares input 0's storage
   bool grad_inplace = false;  // diff input 0 shares diff output 0
   bool fused_into_producer = false;
+  bool backward_in_producer = false;  // fuse_activation_backward: its producer's backward runs it
   // Before this op's backward: grad(param slot) = per-channel sum of its output gradient
   // (route_bias_grad; -1: none).
   int channel_sum_slot = -1;
@@ -150,6 +151,7 @@ void route_bias_grad(Program& p, const Graph& g);
 void create_kernels(Program& p, const Graph& g);
 void plan_backward(Program& p);
 void plan_storage(Program& p);
+void fuse_activation_backward(Program& p);
 
 // "layer 'name' (kind): message" with the error's kind kept.
 [[noreturn]] void rethrow_for_node(const Error& e, const std::string& name,
