@@ -187,8 +187,9 @@ CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int
   const int64_t bo = blocked.block[0], bi = blocked.block[1], size = bo * bi;
   const int64_t tiles_o = (out + bo - 1) / bo, tiles_i = (in + bi - 1) / bi;
   const auto taps = static_cast<int64_t>(blocked.tap.size());
-  // Register tiles: 1x1 kernels whose source rows hold the input channels contiguously.
-  const bool rows = taps == 1 && plain.stride[1] == 1;
+  // Register tiles: 1x1 kernels in a 16x16 block order whose source rows hold the input
+  // channels contiguously.
+  const bool rows = taps == 1 && plain.stride[1] == 1 && order != TileOrder::none;
 #pragma omp parallel for collapse(2) schedule(static) if (out * in * taps >= kParallelMin)
   for (int64_t ob = 0; ob < tiles_o; ++ob)
     for (int64_t ib = 0; ib < tiles_i; ++ib) {
