@@ -30,14 +30,14 @@ constexpr size_t kHugePage = size_t{2} << 20;
 // ends trimmed, so munmap(p, bytes) releases exactly the block.
 void* map_huge_aligned(size_t bytes) {
   const size_t length = bytes + kHugePage;
-  void* raw = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (raw == MAP_FAILED) throw std::bad_alloc();
-  const auto start = reinterpret_cast<uintptr_t>(raw);
-  const uintptr_t aligned = (start + kHugePage - 1) & ~(kHugePage - 1);
-  const size_t head = aligned - start, tail = length - head - align_up(bytes, kPage);
+  void* mapped = mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapped == MAP_FAILED) throw std::bad_alloc();
+  char* raw = static_cast<char*>(mapped);
+  const size_t head = (kHugePage - reinterpret_cast<uintptr_t>(raw) % kHugePage) % kHugePage;
+  char* p = raw + head;
+  char* end = p + align_up(bytes, kPage);
   if (head > 0) munmap(raw, head);
-  if (tail > 0) munmap(reinterpret_cast<void*>(aligned + align_up(bytes, kPage)), tail);
-  void* p = reinterpret_cast<void*>(aligned);
+  munmap(end, static_cast<size_t>(raw + length - end));  // never empty: head < 2 MB
   madvise(p, bytes, MADV_HUGEPAGE);  // advice only: without THP the pages are simply 4 KB
   return p;
 }
