@@ -183,39 +183,35 @@ class OneDnnBatchNorm final : public BatchNormKernel {
     group_mean_.assign(static_cast<size_t>(c_), 0.0);
   }
 
-  void run_training(const void* src, const BatchNormParams& p, void* dst, const SavedStats& s,
-                    const Scratch& sc) {
-    train_.set(DNNL_ARG_SRC, src);
-    train_.set(DNNL_ARG_DST, dst);
-    train_.set(DNNL_ARG_MEAN, s.mean);
-    train_.set(DNNL_ARG_VARIANCE, s.var);
-    train_.set(DNNL_ARG_SCALE, p.weight);
-    train_.set(DNNL_ARG_SHIFT, p.bias);
-    if (relu_workspace_bytes_ > 0) train_.set(DNNL_ARG_WORKSPACE, s.relu_mask);
-    train_.run(sc.shared);
+  // One forward primitive (training, training with the group's statistics, inference) over
+  // these tensors; `mask` is the fused ReLU's workspace (null: none bound).
+  static void run_forward(BoundPrimitive& prim, const void* src, const BatchNormParams& p,
+                          const void* mean, const void* var, void* dst, void* mask, void* shared) {
+    prim.set(DNNL_ARG_SRC, src);
+    prim.set(DNNL_ARG_DST, dst);
+    prim.set(DNNL_ARG_MEAN, mean);
+    prim.set(DNNL_ARG_VARIANCE, var);
+    prim.set(DNNL_ARG_SCALE, p.weight);
+    prim.set(DNNL_ARG_SHIFT, p.bias);
+    if (mask) prim.set(DNNL_ARG_WORKSPACE, mask);
+    prim.run(shared);
   }
 
+  // Normalises with the batch's own statistics, writing them (and the ReLU's mask) to `s`.
+  void run_training(const void* src, const BatchNormParams& p, void* dst, const SavedStats& s,
+                    const Scratch& sc) {
+    run_forward(train_, src, p, s.mean, s.var, dst, s.relu_mask, sc.shared);
+  }
+
+  // Normalises with the group's statistics in `s`, writing the ReLU's mask anew.
   void run_with_group_statistics(const void* src, const BatchNormParams& p, const SavedStats& s,
                                  void* dst, const Scratch& sc) {
-    train_group_.set(DNNL_ARG_SRC, src);
-    train_group_.set(DNNL_ARG_DST, dst);
-    train_group_.set(DNNL_ARG_MEAN, s.mean);
-    train_group_.set(DNNL_ARG_VARIANCE, s.var);
-    train_group_.set(DNNL_ARG_SCALE, p.weight);
-    train_group_.set(DNNL_ARG_SHIFT, p.bias);
-    train_group_.set(DNNL_ARG_WORKSPACE, s.relu_mask);
-    train_group_.run(sc.shared);
+    run_forward(train_group_, src, p, s.mean, s.var, dst, s.relu_mask, sc.shared);
   }
 
   void run_inference(const void* src, const BatchNormParams& p, const void* mean, const void* var,
                      void* dst, void* shared) {
-    infer_.set(DNNL_ARG_SRC, src);
-    infer_.set(DNNL_ARG_DST, dst);
-    infer_.set(DNNL_ARG_MEAN, mean);
-    infer_.set(DNNL_ARG_VARIANCE, var);
-    infer_.set(DNNL_ARG_SCALE, p.weight);
-    infer_.set(DNNL_ARG_SHIFT, p.bias);
-    infer_.run(shared);
+    run_forward(infer_, src, p, mean, var, dst, nullptr, shared);
   }
 
   // This rank's mean and biased variance in `s` become the group's.

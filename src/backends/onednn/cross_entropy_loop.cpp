@@ -104,14 +104,8 @@ constexpr int64_t kMaxClasses = 16;
 
 CREST_WIDEST_VECTORS
 double cross_entropy_loop(const CrossEntropyProblem& p) {
-  const auto positions = static_cast<size_t>(p.n * p.spatial);
-  const size_t chunks = std::clamp<size_t>(positions / kChunkMin, 1, kMaxChunks);
-  double partial[kMaxChunks];
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (size_t c = 0; c < chunks; ++c)
-    partial[c] = chunk(p, positions * c / chunks, positions * (c + 1) / chunks);
-  double total = 0.0;
-  for (size_t c = 0; c < chunks; ++c) total += partial[c];
+  double total;
+  CREST_SUM_OVER_FIXED_CHUNKS(total, static_cast<size_t>(p.n * p.spatial), chunk, p);
   return total;
 }
 

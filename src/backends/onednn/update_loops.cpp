@@ -34,13 +34,8 @@ using EightDoubles = double_lanes::Doubles;
 
 CREST_WIDEST_VECTORS
 double sum_squares_loop(const float* x, size_t count) {
-  const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
-  double partial[kMaxChunks];
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (size_t c = 0; c < chunks; ++c)
-    partial[c] = chunk_sum_squares(x, count * c / chunks, count * (c + 1) / chunks);
-  double total = 0.0;
-  for (size_t c = 0; c < chunks; ++c) total += partial[c];
+  double total;
+  CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum_squares, x);
   return total;
 }
 

@@ -8,6 +8,7 @@
 // sqrt, the one reduction (sum_squares) adds in an order the code fixes, and CMakeLists.txt turns
 // off the contraction into fused multiply-adds that would round differently where FMA exists.
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 
@@ -22,6 +23,25 @@ constexpr size_t kParallelMin = 1 << 14;
 // thread gets it and add the chunk sums in order: the same bits for every thread count.
 constexpr size_t kMaxChunks = 64;
 constexpr size_t kChunkMin = 1 << 12;
+
+// total = the sum over those chunks of chunk_sum(arg, lo, hi), added in chunk order. A macro, not
+// a function: the parallel loop must sit in the CREST_WIDEST_VECTORS function that uses it, whose
+// target OpenMP's outlined body then inherits (an inlined helper's region would be compiled once,
+// for the baseline). chunk_sum should be always_inline.
+#define CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum, arg)                                 \
+  do {                                                                                            \
+    const size_t crest_count_ = (count);                                                          \
+    const size_t crest_chunks_ = std::clamp<size_t>(crest_count_ / ::crest::onednn::kChunkMin, 1, \
+                                                    ::crest::onednn::kMaxChunks);                 \
+    double crest_partial_[::crest::onednn::kMaxChunks];                                           \
+    _Pragma("omp parallel for schedule(static) if (crest_chunks_ > 1)") for (size_t c = 0;        \
+                                                                             c < crest_chunks_;   \
+                                                                             ++c)                 \
+        crest_partial_[c] = chunk_sum((arg), crest_count_ * c / crest_chunks_,                    \
+                                      crest_count_ * (c + 1) / crest_chunks_);                    \
+    (total) = 0.0;                                                                                \
+    for (size_t c = 0; c < crest_chunks_; ++c) (total) += crest_partial_[c];                      \
+  } while (false)
 
 struct AdamStep {
   double lr, beta1, beta2, eps, weight_decay;
