@@ -31,20 +31,27 @@ double Lamb::global_gradient_norm() const {
   return std::sqrt(squares);
 }
 
-// w <- w - lr r u per tensor, with u in the gradient buffer. apex computes r only when the weight
-// decay is not 0 (use_nvlamb off); without decay the step is plain lr u for every tensor.
-void Lamb::apply_trust_ratios(double lr) {
-  if (o_.weight_decay == 0) {
-    vec_->axpy(-lr, params_->grads(), params_->values(), count_);
-    return;
-  }
+// Without weight decay apex takes no trust ratio (use_nvlamb off): the step is plain lr u for
+// every tensor, one pass over the whole trainable range (its zero padding gives u = 0).
+void Lamb::step_without_trust_ratios(double lr, double divisor) {
+  vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
+                       count_, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
+  vec_->axpy(-lr, params_->grads(), params_->values(), count_);
+}
+
+// Tensor by tensor: u (in the gradient buffer) with the norms of w and u, then w <- w - lr r u
+// while the tensor is still in cache. Each tensor's results do not depend on the order.
+void Lamb::step_with_trust_ratios(double lr, double divisor) {
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
     if (!slot.spec.trainable) continue;
     void* w = params_->value(s).data();
-    const void* u = params_->grad(s).data();
-    const double w_norm = std::sqrt(vec_->sum_squares(w, slot.count));
-    const double u_norm = std::sqrt(vec_->sum_squares(u, slot.count));
+    void* u = params_->grad(s).data();
+    const VectorOps::SquareSums sums = vec_->lamb_direction_with_norms(
+        w, u, static_cast<char*>(state_[0].data()) + slot.offset,
+        static_cast<char*>(state_[1].data()) + slot.offset, slot.count, divisor, o_.beta1,
+        o_.beta2, o_.eps, o_.weight_decay, steps_);
+    const double w_norm = std::sqrt(sums.w), u_norm = std::sqrt(sums.u);
     const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
     vec_->axpy(-lr * ratio, u, w, slot.count);
   }
@@ -56,10 +63,10 @@ void Lamb::step(double lr) {
   const std::optional<double> offered = take_offered_sum_squares();
   last_norm_ = offered ? std::sqrt(*offered) : global_gradient_norm();
   const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
-  // Element-wise over the whole trainable range: zero padding gives u = 0 there.
-  vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
-                       count_, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
-  apply_trust_ratios(lr);
+  if (o_.weight_decay == 0)
+    step_without_trust_ratios(lr, divisor);
+  else
+    step_with_trust_ratios(lr, divisor);
 }
 
 }  // namespace crest

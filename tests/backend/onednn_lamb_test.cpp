@@ -1,5 +1,6 @@
 // LAMB on the onednn backend: its f32 lamb_direction gives the reference backend's bits (both
-// compute in double and round once), for every thread count; a whole Lamb step on a parameter
+// compute in double and round once), for every thread count; the fused direction-and-norms pass
+// gives the separate passes' bits; a whole Lamb step on a parameter
 // store agrees with the reference backend's to float rounding (the norms are summed in another
 // order).
 #include <gtest/gtest.h>
@@ -46,6 +47,38 @@ TEST(OneDnnLamb, DirectionIsBitExactWithTheReference) {
                Error);
   EXPECT_THROW(dnn->lamb_direction(w.data(), g.data(), m.data(), v.data(), kCount, 0.0, 0.9, 0.999,
                                    1e-6, 0.0, 1),
+               Error);
+}
+
+// The fused pass (direction and both norms in one sweep) gives the bits of lamb_direction and
+// two sum_squares after it, for every thread count and for lengths with and without a tail of
+// fewer than 16 elements, in one chunk and in many.
+TEST(OneDnnLamb, DirectionWithNormsEqualsTheSeparatePasses) {
+  auto backend = make_backend("onednn");
+  auto ops = backend->vector_ops(DType::f32);
+  for (size_t count : {size_t{37}, size_t{16 * 5}, kCount, size_t{1} << 20}) {
+    const auto w = random_floats(count, 91);
+    const auto grad = random_floats(count, 92, -3.f, 3.f);
+    for (int threads : {1, 2}) {
+      backend->set_threads(threads);
+      std::vector<float> g1(grad.begin(), grad.end()), g2 = g1;
+      std::vector<float> m1(count, 0.25f), m2 = m1, v1(count, 0.5f), v2 = v1;
+      ops->lamb_direction(w.data(), g1.data(), m1.data(), v1.data(), count, 1.5, 0.9, 0.999, 1e-6,
+                          0.01, 2);
+      const double w_squares = ops->sum_squares(w.data(), count);
+      const double u_squares = ops->sum_squares(g1.data(), count);
+      const VectorOps::SquareSums fused = ops->lamb_direction_with_norms(
+          w.data(), g2.data(), m2.data(), v2.data(), count, 1.5, 0.9, 0.999, 1e-6, 0.01, 2);
+      EXPECT_EQ(g2, g1) << count << " elements, " << threads << " threads";
+      EXPECT_EQ(m2, m1);
+      EXPECT_EQ(v2, v1);
+      EXPECT_EQ(fused.w, w_squares) << count << " elements, " << threads << " threads";
+      EXPECT_EQ(fused.u, u_squares) << count << " elements, " << threads << " threads";
+    }
+  }
+  std::vector<float> w(16, 1.f), g(16, 1.f), m(16), v(16);
+  EXPECT_THROW(ops->lamb_direction_with_norms(w.data(), g.data(), m.data(), v.data(), 16, 1.0, 0.9,
+                                              0.999, 1e-6, 0.0, 0),
                Error);
 }
 

@@ -252,6 +252,17 @@ class VectorOps {
   virtual void lamb_direction(const void* w, void* g, void* m, void* v, size_t count,
                               double grad_divisor, double beta1, double beta2, double eps,
                               double weight_decay, int64_t step) = 0;
+  // lamb_direction on one tensor, also returning the sums of squares of w and of the new u that
+  // sum_squares(w, count) and sum_squares(u, count) would return, to the bit: the trust ratio's
+  // norms without two more passes over the tensor. This default makes the three calls; a backend
+  // whose tensors do not stay in cache between them fuses them.
+  struct SquareSums {
+    double w = 0, u = 0;
+  };
+  virtual SquareSums lamb_direction_with_norms(const void* w, void* g, void* m, void* v,
+                                               size_t count, double grad_divisor, double beta1,
+                                               double beta2, double eps, double weight_decay,
+                                               int64_t step);
 
   // 16-bit floats for communication (gradient compression), written once above these two.
   // narrow: v = float(x[i]) * float(scale) (a float product), dst[i] = the 16-bit code of v in

@@ -38,7 +38,8 @@ class Lamb : public Optimizer {
 
  private:
   double global_gradient_norm() const;
-  void apply_trust_ratios(double lr);
+  void step_without_trust_ratios(double lr, double divisor);
+  void step_with_trust_ratios(double lr, double divisor);
 
   LambOptions o_;
   double last_norm_ = 0;

@@ -91,26 +91,98 @@ void lars_update_loop(float* w, const float* g, float* buf, size_t count, double
   }
 }
 
+namespace {
+
+// The step's constants, computed in double and rounded once, as apex computes them on the host;
+// the element-wise arithmetic is float's.
+struct LambConstants {
+  explicit LambConstants(const LambStep& s)
+      : correction1(static_cast<float>(1.0 - std::pow(s.beta1, static_cast<double>(s.step)))),
+        correction2(static_cast<float>(1.0 - std::pow(s.beta2, static_cast<double>(s.step)))),
+        divisor(static_cast<float>(s.grad_divisor)),
+        beta1(static_cast<float>(s.beta1)),
+        beta2(static_cast<float>(s.beta2)),
+        eps(static_cast<float>(s.eps)),
+        decay(static_cast<float>(s.weight_decay)) {}
+  float correction1, correction2, divisor, beta1, beta2, eps, decay;
+};
+
+[[gnu::always_inline]] inline void lamb_direction_at(const float* w, float* g, float* m, float* v,
+                                                     size_t i, const LambConstants& k) {
+  const float clipped = g[i] / k.divisor;
+  const float m_new = k.beta1 * m[i] + (1.f - k.beta1) * clipped;
+  const float v_new = k.beta2 * v[i] + (1.f - k.beta2) * clipped * clipped;
+  m[i] = m_new;
+  v[i] = v_new;
+  const float direction = (m_new / k.correction1) / (std::sqrt(v_new / k.correction2) + k.eps);
+  g[i] = direction + k.decay * w[i];
+}
+
+struct LambChunk {
+  const float* w;
+  float *g, *m, *v;
+  const LambConstants* k;
+  double* w_squares;  // one per chunk
+  double* u_squares;
+  size_t chunks, count;
+};
+
+// Chunk c of the fused pass: the directions in groups of 16, each group's squares added to the
+// running sums as soon as it is written (still in L1), in chunk_sum_squares's order; the tail
+// likewise. Returns nothing: the chunk's two sums go to their slots.
+[[gnu::always_inline]] inline void lamb_chunk(const LambChunk& a, size_t c) {
+  const size_t lo = a.count * c / a.chunks, hi = a.count * (c + 1) / a.chunks;
+  EightDoubles w_low = {}, w_high = {}, u_low = {}, u_high = {};
+  size_t i = lo;
+  for (; i + 16 <= hi; i += 16) {
+#pragma omp simd
+    for (size_t j = i; j < i + 16; ++j) lamb_direction_at(a.w, a.g, a.m, a.v, j, *a.k);
+    const EightDoubles w0 = widened(a.w + i), w1 = widened(a.w + i + 8);
+    const EightDoubles u0 = widened(a.g + i), u1 = widened(a.g + i + 8);
+    w_low += w0 * w0;
+    w_high += w1 * w1;
+    u_low += u0 * u0;
+    u_high += u1 * u1;
+  }
+  const auto pairwise = [](EightDoubles low, EightDoubles high) {
+    const EightDoubles p = low + high;
+    return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
+  };
+  double w_sum = pairwise(w_low, w_high), u_sum = pairwise(u_low, u_high);
+  for (; i < hi; ++i) {
+    lamb_direction_at(a.w, a.g, a.m, a.v, i, *a.k);
+    w_sum += static_cast<double>(a.w[i]) * static_cast<double>(a.w[i]);
+    u_sum += static_cast<double>(a.g[i]) * static_cast<double>(a.g[i]);
+  }
+  a.w_squares[c] = w_sum;
+  a.u_squares[c] = u_sum;
+}
+
+}  // namespace
+
 CREST_WIDEST_VECTORS
 void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
                          const LambStep& s) {
-  // The step's constants are computed in double and rounded once, as apex computes them on the
-  // host; the element-wise arithmetic is float's.
-  const auto correction1 = static_cast<float>(1.0 - std::pow(s.beta1, static_cast<double>(s.step)));
-  const auto correction2 = static_cast<float>(1.0 - std::pow(s.beta2, static_cast<double>(s.step)));
-  const auto divisor = static_cast<float>(s.grad_divisor);
-  const auto beta1 = static_cast<float>(s.beta1), beta2 = static_cast<float>(s.beta2);
-  const auto eps = static_cast<float>(s.eps), decay = static_cast<float>(s.weight_decay);
+  const LambConstants k(s);
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i) {
-    const float clipped = g[i] / divisor;
-    const float m_new = beta1 * m[i] + (1.f - beta1) * clipped;
-    const float v_new = beta2 * v[i] + (1.f - beta2) * clipped * clipped;
-    m[i] = m_new;
-    v[i] = v_new;
-    const float direction = (m_new / correction1) / (std::sqrt(v_new / correction2) + eps);
-    g[i] = direction + decay * w[i];
+  for (size_t i = 0; i < count; ++i) lamb_direction_at(w, g, m, v, i, k);
+}
+
+CREST_WIDEST_VECTORS
+VectorOps::SquareSums lamb_direction_norms_loop(const float* w, float* g, float* m, float* v, size_t count,
+                                     const LambStep& s) {
+  const LambConstants k(s);
+  double w_squares[kMaxChunks], u_squares[kMaxChunks];
+  const size_t chunks = fixed_chunks(count);
+  const LambChunk a{w, g, m, v, &k, w_squares, u_squares, chunks, count};
+#pragma omp parallel for schedule(static) if (chunks > 1)
+  for (size_t c = 0; c < chunks; ++c) lamb_chunk(a, c);
+  VectorOps::SquareSums sums;
+  for (size_t c = 0; c < chunks; ++c) {
+    sums.w += w_squares[c];
+    sums.u += u_squares[c];
   }
+  return sums;
 }
 
 }  // namespace crest::onednn

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "crest/backends/kernels.hpp"
+
 namespace crest::onednn {
 
 // Below this many elements a parallel region costs more than it saves (every flat-buffer loop of
@@ -24,6 +26,11 @@ constexpr size_t kParallelMin = 1 << 14;
 constexpr size_t kMaxChunks = 64;
 constexpr size_t kChunkMin = 1 << 12;
 
+// How many chunks a reduction over `count` elements takes.
+inline size_t fixed_chunks(size_t count) {
+  return std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+}
+
 // total = the sum over those chunks of chunk_sum(arg, lo, hi), added in chunk order. A macro, not
 // a function: the parallel loop must sit in the CREST_WIDEST_VECTORS function that uses it, whose
 // target OpenMP's outlined body then inherits (an inlined helper's region would be compiled once,
@@ -31,8 +38,7 @@ constexpr size_t kChunkMin = 1 << 12;
 #define CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum, arg)                                 \
   do {                                                                                            \
     const size_t crest_count_ = (count);                                                          \
-    const size_t crest_chunks_ = std::clamp<size_t>(crest_count_ / ::crest::onednn::kChunkMin, 1, \
-                                                    ::crest::onednn::kMaxChunks);                 \
+    const size_t crest_chunks_ = ::crest::onednn::fixed_chunks(crest_count_);                    \
     double crest_partial_[::crest::onednn::kMaxChunks];                                           \
     _Pragma("omp parallel for schedule(static) if (crest_chunks_ > 1)") for (size_t c = 0;        \
                                                                              c < crest_chunks_;   \
@@ -67,5 +73,11 @@ double sum_squares_loop(const float* x, size_t count);
 // In float32 arithmetic, as apex's FusedLAMB computes float32 parameters (its MATH_T is float).
 void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
                          const LambStep& s);
+// lamb_direction_loop, also summing the squares of w and of the new u chunk by chunk as
+// sum_squares_loop does (the same chunks, the same order within each): the same bits as the two
+// sum_squares_loop calls after it, from one pass over the tensor instead of three. Each group of
+// 16 directions is squared while it is still in registers or L1.
+VectorOps::SquareSums lamb_direction_norms_loop(const float* w, float* g, float* m, float* v,
+                                                size_t count, const LambStep& s);
 
 }  // namespace crest::onednn

@@ -26,7 +26,7 @@ namespace {
 // per-element outputs (the loss gradients).
 template <typename Term>
 double chunked_sum(size_t count, Term&& term) {
-  const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+  const size_t chunks = fixed_chunks(count);
   double partial[kMaxChunks];
 #pragma omp parallel for schedule(static) if (chunks > 1)
   for (size_t c = 0; c < chunks; ++c) {
@@ -40,6 +40,14 @@ double chunked_sum(size_t count, Term&& term) {
   double total = 0.0;
   for (size_t c = 0; c < chunks; ++c) total += partial[c];
   return total;
+}
+
+LambStep checked_lamb_step(double grad_divisor, double beta1, double beta2, double eps,
+                           double weight_decay, int64_t step) {
+  if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
+  if (!(grad_divisor > 0.0))
+    throw_input("lamb: the gradient divisor must be positive, got " + std::to_string(grad_divisor));
+  return LambStep{grad_divisor, beta1, beta2, eps, weight_decay, step};
 }
 
 class F32Ops final : public VectorOps {
@@ -233,19 +241,26 @@ class F32Ops final : public VectorOps {
   void lamb_direction(const void* w_v, void* g_v, void* m_v, void* v_v, size_t count,
                       double grad_divisor, double beta1, double beta2, double eps,
                       double weight_decay, int64_t step) override {
-    if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
-    if (!(grad_divisor > 0.0))
-      throw_input("lamb: the gradient divisor must be positive, got " +
-                  std::to_string(grad_divisor));
     lamb_direction_loop(static_cast<const float*>(w_v), static_cast<float*>(g_v),
                         static_cast<float*>(m_v), static_cast<float*>(v_v), count,
-                        LambStep{grad_divisor, beta1, beta2, eps, weight_decay, step});
+                        checked_lamb_step(grad_divisor, beta1, beta2, eps, weight_decay, step));
+  }
+
+  // One pass instead of three over a tensor too large for the cache to keep between them.
+  SquareSums lamb_direction_with_norms(const void* w_v, void* g_v, void* m_v, void* v_v,
+                                       size_t count, double grad_divisor, double beta1,
+                                       double beta2, double eps, double weight_decay,
+                                       int64_t step) override {
+    return lamb_direction_norms_loop(
+        static_cast<const float*>(w_v), static_cast<float*>(g_v), static_cast<float*>(m_v),
+        static_cast<float*>(v_v), count,
+        checked_lamb_step(grad_divisor, beta1, beta2, eps, weight_decay, step));
   }
 
   // Fixed chunks as in chunked_sum; the largest magnitude does not depend on the order anyway.
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");
-    const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+    const size_t chunks = fixed_chunks(count);
     float largest[kMaxChunks];
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (size_t c = 0; c < chunks; ++c)
@@ -257,7 +272,7 @@ class F32Ops final : public VectorOps {
 
   void widen(const void* src, DType from, void* dst, size_t count) override {
     require_float16(from, "widen");
-    const size_t chunks = std::clamp<size_t>(count / kChunkMin, 1, kMaxChunks);
+    const size_t chunks = fixed_chunks(count);
 #pragma omp parallel for schedule(static) if (chunks > 1)
     for (size_t c = 0; c < chunks; ++c)
       widen_range(static_cast<const uint16_t*>(src), static_cast<float*>(dst), count * c / chunks,
