@@ -2,7 +2,7 @@
 //   (samples/s from the best step, FLOP/s from the analytic model FLOPs, peak RSS);
 //   --profile adds one JSON line per layer (forward/backward time and GFLOP/s); --report DIR
 //   writes DIR/report.{json,html} (the performance report, docs/report.md) from the same figures.
-// crest bench peak: the machine's GEMM rate, fp32 and bf16, the roofline reference.
+// crest bench peak: the machine's GEMM rate, fp32, bf16 and fp16, the roofline reference.
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -223,7 +223,7 @@ void bench_train(const BenchTrainArgs& a) {
 void bench_peak(const std::string& backend_name, int threads_arg, int64_t n, int iters) {
   auto backend = make_backend(backend_name);
   const int threads = backend->set_threads(resolve_threads(threads_arg));
-  for (DType t : {DType::f32, DType::bf16}) {
+  for (DType t : {DType::f32, DType::bf16, DType::f16}) {
     const PeakRate p = backend->peak(t, n, iters);
     nlohmann::json j;
     j["bench"] = "peak";
@@ -278,7 +278,7 @@ void register_bench(CLI::App& app) {
   auto iters = std::make_shared<int>(5);
   auto peak_backend = std::make_shared<std::string>(default_backend_name());
   CLI::App* peak =
-      bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16): the roofline reference");
+      bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16, fp16): the roofline reference");
   peak->add_option("--threads", *threads, "compute threads (0 = all cores)");
   peak->add_option("--size", *n, "matrix size");
   peak->add_option("--iters", *iters, "timed runs (best is reported)");

@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <regex>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "support/cli_util.hpp"
 #include "support/test_util.hpp"
@@ -184,6 +186,32 @@ TEST(Cli, BenchTrainPrintsJson) {
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* key : {"\"samples_per_s\"", "\"step_s_min\"", "\"gflops\"", "\"peak_rss_mb\""})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+}
+
+// One line per dtype. A dtype the CPU has no fast kernel for (oneDNN falls back to reference
+// loops) says so with supported:false and no figure rather than a reference-loop "peak"; f32
+// always has one.
+TEST(Cli, BenchPeakPrintsARateForEachDtypeOrSaysItIsUnsupported) {
+  CliRun r = crest("bench peak --size 64 --iters 1 --threads 1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<std::string> dtypes;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line);
+    ASSERT_EQ(j["bench"], "peak") << line;
+    dtypes.push_back(j["dtype"].get<std::string>());
+    if (j["supported"].get<bool>()) {
+      EXPECT_GT(j["gflops"].get<double>(), 0.0) << line;
+      EXPECT_EQ(j["implementation"].get<std::string>().find("ref"), std::string::npos) << line;
+    } else {
+      EXPECT_EQ(j["gflops"].get<double>(), 0.0) << line;
+    }
+    if (dtypes.back() == "f32") {
+      EXPECT_TRUE(j["supported"].get<bool>()) << line;
+    }
+  }
+  EXPECT_EQ(dtypes, (std::vector<std::string>{"f32", "bf16", "f16"})) << r.out;
 }
 
 // In bf16 the benches write their random batch into a 16-bit data input (half_inputs).

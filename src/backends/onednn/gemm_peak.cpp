@@ -11,8 +11,9 @@ GemmPeak measure_gemm_peak(DType dtype, int64_t m, int64_t n, int64_t k, int ite
   using tag = dnnl::memory::format_tag;
   using dt = dnnl::memory::data_type;
   GemmPeak out;
-  const dt in_type = dtype == DType::bf16 ? dt::bf16 : dt::f32;
-  if (dtype != DType::f32 && dtype != DType::bf16) throw_usage("bench peak supports f32 and bf16");
+  if (dtype != DType::f32 && dtype != DType::bf16 && dtype != DType::f16)
+    throw_usage("bench peak supports f32, bf16 and f16");
+  const dt in_type = dtype == DType::bf16 ? dt::bf16 : dtype == DType::f16 ? dt::f16 : dt::f32;
   try {
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     dnnl::stream s(eng);
@@ -32,8 +33,10 @@ GemmPeak measure_gemm_peak(DType dtype, int64_t m, int64_t n, int64_t k, int ite
         auto* f = reinterpret_cast<float*>(p);
         for (size_t i = 0; i < bytes / 4; ++i) f[i] = 0.001f * static_cast<float>(i % 97);
       } else {
+        // 2^-7 in either 16-bit format: a normal number in both.
+        const uint16_t code = t == dt::bf16 ? 0x3c00 : 0x2000;
         auto* h = reinterpret_cast<uint16_t*>(p);
-        for (size_t i = 0; i < bytes / 2; ++i) h[i] = 0x3c00;  // bf16 ~0.0078
+        for (size_t i = 0; i < bytes / 2; ++i) h[i] = code;
       }
     };
     fill(A, in_type);

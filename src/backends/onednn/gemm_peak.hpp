@@ -13,7 +13,7 @@ struct GemmPeak {
 };
 
 // Times an m x n x k matmul (C = A B) `iters` times after one warm-up and returns the best rate.
-// bf16 runs with bf16 inputs and f32 accumulation/output.
+// bf16 and f16 run with 16-bit inputs and f32 accumulation/output.
 GemmPeak measure_gemm_peak(DType dtype, int64_t m, int64_t n, int64_t k, int iters);
 
 }  // namespace crest
