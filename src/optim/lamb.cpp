@@ -49,8 +49,8 @@ void Lamb::step_with_trust_ratios(double lr, double divisor) {
     void* u = params_->grad(s).data();
     const VectorOps::SquareSums sums = vec_->lamb_direction_with_norms(
         w, u, static_cast<char*>(state_[0].data()) + slot.offset,
-        static_cast<char*>(state_[1].data()) + slot.offset, slot.count, divisor, o_.beta1,
-        o_.beta2, o_.eps, o_.weight_decay, steps_);
+        static_cast<char*>(state_[1].data()) + slot.offset, slot.count, divisor, o_.beta1, o_.beta2,
+        o_.eps, o_.weight_decay, steps_);
     const double w_norm = std::sqrt(sums.w), u_norm = std::sqrt(sums.u);
     const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
     vec_->axpy(-lr * ratio, u, w, slot.count);

@@ -169,8 +169,8 @@ void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t co
 }
 
 CREST_WIDEST_VECTORS
-VectorOps::SquareSums lamb_direction_norms_loop(const float* w, float* g, float* m, float* v, size_t count,
-                                     const LambStep& s) {
+VectorOps::SquareSums lamb_direction_norms_loop(const float* w, float* g, float* m, float* v,
+                                                size_t count, const LambStep& s) {
   const LambConstants k(s);
   double w_squares[kMaxChunks], u_squares[kMaxChunks];
   const size_t chunks = fixed_chunks(count);

@@ -35,18 +35,18 @@ inline size_t fixed_chunks(size_t count) {
 // a function: the parallel loop must sit in the CREST_WIDEST_VECTORS function that uses it, whose
 // target OpenMP's outlined body then inherits (an inlined helper's region would be compiled once,
 // for the baseline). chunk_sum should be always_inline.
-#define CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum, arg)                                 \
-  do {                                                                                            \
-    const size_t crest_count_ = (count);                                                          \
-    const size_t crest_chunks_ = ::crest::onednn::fixed_chunks(crest_count_);                    \
-    double crest_partial_[::crest::onednn::kMaxChunks];                                           \
-    _Pragma("omp parallel for schedule(static) if (crest_chunks_ > 1)") for (size_t c = 0;        \
-                                                                             c < crest_chunks_;   \
-                                                                             ++c)                 \
-        crest_partial_[c] = chunk_sum((arg), crest_count_ * c / crest_chunks_,                    \
-                                      crest_count_ * (c + 1) / crest_chunks_);                    \
-    (total) = 0.0;                                                                                \
-    for (size_t c = 0; c < crest_chunks_; ++c) (total) += crest_partial_[c];                      \
+#define CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum, arg)                               \
+  do {                                                                                          \
+    const size_t crest_count_ = (count);                                                        \
+    const size_t crest_chunks_ = ::crest::onednn::fixed_chunks(crest_count_);                   \
+    double crest_partial_[::crest::onednn::kMaxChunks];                                         \
+    _Pragma("omp parallel for schedule(static) if (crest_chunks_ > 1)") for (size_t c = 0;      \
+                                                                             c < crest_chunks_; \
+                                                                             ++c)               \
+        crest_partial_[c] = chunk_sum((arg), crest_count_ * c / crest_chunks_,                  \
+                                      crest_count_ * (c + 1) / crest_chunks_);                  \
+    (total) = 0.0;                                                                              \
+    for (size_t c = 0; c < crest_chunks_; ++c) (total) += crest_partial_[c];                    \
   } while (false)
 
 struct AdamStep {
