@@ -56,7 +56,7 @@ TEST(OneDnnLamb, DirectionIsBitExactWithTheReference) {
 TEST(OneDnnLamb, DirectionWithNormsEqualsTheSeparatePasses) {
   auto backend = make_backend("onednn");
   auto ops = backend->vector_ops(DType::f32);
-  for (size_t count : {size_t{37}, size_t{16 * 5}, kCount, size_t{1} << 20}) {
+  for (size_t count : {size_t{37}, size_t{16} * 5, kCount, size_t{1} << 20}) {
     const auto w = random_floats(count, 91);
     const auto grad = random_floats(count, 92, -3.f, 3.f);
     for (int threads : {1, 2}) {
