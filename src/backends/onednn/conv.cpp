@@ -18,6 +18,7 @@
 #include "onednn/layout_tuner.hpp"
 #include "onednn/primitive.hpp"
 #include "onednn/tap_window.hpp"
+#include "onednn/winograd_conv.hpp"
 
 namespace crest::onednn {
 
@@ -372,6 +373,7 @@ class OneDnnConv final : public ConvKernel {
 std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
                                       LayoutTuner* tuner) {
   if (dilated_depthwise_applies(d)) return make_dilated_depthwise(d);
+  if (winograd_applies(d)) return make_winograd_conv(std::move(ctx), d);
   if (d.transposed)
     return std::make_unique<OneDnnConv<Deconvolution>>(std::move(ctx), d, src_hint, tuner);
   return std::make_unique<OneDnnConv<Convolution>>(std::move(ctx), d, src_hint, tuner);

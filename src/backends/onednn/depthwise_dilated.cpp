@@ -8,6 +8,7 @@
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
 #include "onednn/format.hpp"
+#include "onednn/lane_addressing.hpp"
 #include "onednn/lanes.hpp"
 #include "widest_vectors.hpp"
 
@@ -23,18 +24,6 @@ using lanes::load;
 using lanes::store;
 // Kernel taps held per lane block (on the stack): up to 5x5.
 constexpr int64_t kMaxTaps = 25;
-
-// Where sample n's lane block b of a tensor starts (n * sample + b * block) and how far apart its
-// pixels lie; the 16 channels of a block are contiguous at every pixel.
-struct Addressing {
-  int64_t sample = 0, block = 0, pixel = 0;
-  int64_t height = 0, width = 0;
-};
-
-Addressing addressing(bool blocked, int64_t channels, int64_t height, int64_t width) {
-  if (blocked) return {channels * height * width, kLanes * height * width, kLanes, height, width};
-  return {height * width * channels, kLanes, channels, height, width};  // channels-last
-}
 
 struct Problem {
   int64_t samples = 0, blocks = 0;

@@ -1,0 +1,28 @@
+// Where the 16-channel lane blocks of a 2-D activation lie, for crest's own loops over oneDNN's
+// blocked layout (nChw16c) or channels-last: in both, the 16 channels of a block are contiguous
+// at every pixel, so one loop body reads either layout without a reorder.
+#pragma once
+#include <cstdint>
+
+#include "onednn/lanes.hpp"
+
+namespace crest::onednn {
+
+// Sample n's lane block b starts at n * sample + b * block; its pixel (y, x) lies
+// (y * width + x) * pixel further on.
+struct Addressing {
+  int64_t sample = 0, block = 0, pixel = 0;
+  int64_t height = 0, width = 0;
+
+  int64_t at(int64_t n, int64_t b, int64_t y, int64_t x) const {
+    return n * sample + b * block + (y * width + x) * pixel;
+  }
+};
+
+inline Addressing addressing(bool blocked, int64_t channels, int64_t height, int64_t width) {
+  constexpr int64_t kLanes = lanes::kLanes;
+  if (blocked) return {channels * height * width, kLanes * height * width, kLanes, height, width};
+  return {height * width * channels, kLanes, channels, height, width};  // channels-last
+}
+
+}  // namespace crest::onednn

@@ -1,0 +1,201 @@
+#include "onednn/winograd_f4x3.hpp"
+
+#include "widest_vectors.hpp"
+
+namespace crest::onednn::winograd {
+
+namespace {
+
+using lanes::kLanes;
+using lanes::Lanes;
+using lanes::load;
+using lanes::store;
+
+// The 1-D transforms, each a fixed matrix applied to 16 channels at once. Multiplications by the
+// constants (not divisions) keep the filter transform cheap; its rounding differs from exact
+// thirds by an ulp, far inside the algorithm's own error.
+using Transform1d = void (*)(const Lanes*, Lanes*);
+
+// B^T d: a 6-pixel patch to the 6 points.
+[[gnu::always_inline]] inline void input_1d(const Lanes* d, Lanes* r) {
+  r[0] = 4.f * d[0] - 5.f * d[2] + d[4];
+  r[1] = d[3] + d[4] - 4.f * (d[1] + d[2]);
+  r[2] = 4.f * (d[1] - d[2]) - d[3] + d[4];
+  r[3] = 2.f * (d[3] - d[1]) - d[2] + d[4];
+  r[4] = 2.f * (d[1] - d[3]) - d[2] + d[4];
+  r[5] = 4.f * d[1] - 5.f * d[3] + d[5];
+}
+
+// A^T m: the 6 points to 4 output pixels.
+[[gnu::always_inline]] inline void output_1d(const Lanes* m, Lanes* o) {
+  const Lanes sum12 = m[1] + m[2], diff12 = m[1] - m[2];
+  const Lanes sum34 = m[3] + m[4], diff34 = m[3] - m[4];
+  o[0] = m[0] + sum12 + sum34;
+  o[1] = diff12 + 2.f * diff34;
+  o[2] = sum12 + 4.f * sum34;
+  o[3] = diff12 + 8.f * diff34 + m[5];
+}
+
+// A dy: 4 output-gradient pixels to the 6 points (the transpose of output_1d).
+[[gnu::always_inline]] inline void gradient_1d(const Lanes* dy, Lanes* r) {
+  const Lanes even = dy[0] + dy[2], odd = dy[1] + dy[3];
+  const Lanes even4 = dy[0] + 4.f * dy[2], odd8 = 2.f * dy[1] + 8.f * dy[3];
+  r[0] = dy[0];
+  r[1] = even + odd;
+  r[2] = even - odd;
+  r[3] = even4 + odd8;
+  r[4] = even4 - odd8;
+  r[5] = dy[3];
+}
+
+constexpr float kQuarter = 1.f / 4, kSixth = 1.f / 6, kTwelfth = 1.f / 12, k24th = 1.f / 24;
+
+// G g: 3 filter taps to the 6 points.
+[[gnu::always_inline]] inline void filter_1d(const Lanes* g, Lanes* u) {
+  const Lanes outer = g[0] + g[2];
+  u[0] = kQuarter * g[0];
+  u[1] = -kSixth * (outer + g[1]);
+  u[2] = -kSixth * (outer - g[1]);
+  const Lanes mixed = k24th * g[0] + kSixth * g[2];
+  u[3] = mixed + kTwelfth * g[1];
+  u[4] = mixed - kTwelfth * g[1];
+  u[5] = g[2];
+}
+
+// G^T z: the 6 points to 3 filter-tap gradients (the transpose of filter_1d).
+[[gnu::always_inline]] inline void filter_gradient_1d(const Lanes* z, Lanes* dg) {
+  const Lanes sum12 = z[1] + z[2], sum34 = z[3] + z[4];
+  dg[0] = kQuarter * z[0] - kSixth * sum12 + k24th * sum34;
+  dg[1] = kSixth * (z[2] - z[1]) + kTwelfth * (z[3] - z[4]);
+  dg[2] = kSixth * (sum34 - sum12) + z[5];
+}
+
+// y = F x F^T for the 1-D transform F (I values to O): down the columns, then along the rows.
+template <int I, int O, Transform1d F>
+[[gnu::always_inline]] inline void both_axes(const Lanes (&x)[I][I], Lanes (&y)[O][O]) {
+  Lanes columns[O][I];
+  for (int j = 0; j < I; ++j) {
+    Lanes in[I], out[O];
+    for (int i = 0; i < I; ++i) in[i] = x[i][j];
+    F(in, out);
+    for (int o = 0; o < O; ++o) columns[o][j] = out[o];
+  }
+  for (int o = 0; o < O; ++o) F(columns[o], y[o]);
+}
+
+// Sample and top-left output pixel of tile t.
+struct TileOrigin {
+  int64_t n, y, x;
+};
+inline TileOrigin origin(const Grid& g, int64_t t) {
+  const int64_t per_sample = g.tiles_h * g.tiles_w, in_sample = t % per_sample;
+  return {t / per_sample, in_sample / g.tiles_w * kTile, in_sample % g.tiles_w * kTile};
+}
+
+inline bool inside(const Addressing& a, int64_t y, int64_t x) {
+  return y >= 0 && y < a.height && x >= 0 && x < a.width;
+}
+
+// Where point xi of tile row r, lane block b lies in a [36][rows][channels] buffer.
+inline int64_t point_at(int64_t xi, int64_t rows, int64_t r, int64_t channels, int64_t b) {
+  return (xi * rows + r) * channels + b * kLanes;
+}
+
+}  // namespace
+
+CREST_WIDEST_VECTORS
+void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v) {
+  const int64_t rows = last - first, blocks = g.in_channels / kLanes;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t t = first; t < last; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const TileOrigin o = origin(g, t);
+      Lanes d[6][6], r[6][6];
+      for (int i = 0; i < 6; ++i)
+        for (int j = 0; j < 6; ++j) {
+          const int64_t y = o.y - g.pad_top + i, x = o.x - g.pad_left + j;
+          d[i][j] = inside(g.in, y, x) ? load(in + g.in.at(o.n, b, y, x)) : Lanes{};
+        }
+      both_axes<6, 6, input_1d>(d, r);
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        store(v + point_at(xi, rows, t - first, g.in_channels, b), r[xi / 6][xi % 6]);
+    }
+}
+
+CREST_WIDEST_VECTORS
+void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
+                  float* out) {
+  const int64_t rows = last - first, blocks = g.out_channels / kLanes;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t t = first; t < last; ++t)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const TileOrigin o = origin(g, t);
+      Lanes p[6][6], y[4][4];
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        p[xi / 6][xi % 6] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
+      both_axes<6, 4, output_1d>(p, y);
+      const Lanes shift = bias != nullptr ? load(bias + b * kLanes) : Lanes{};
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          if (inside(g.out, o.y + i, o.x + j))
+            store(out + g.out.at(o.n, b, o.y + i, o.x + j), y[i][j] + shift);
+    }
+}
+
+CREST_WIDEST_VECTORS
+void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last, float* t) {
+  const int64_t rows = last - first, blocks = g.out_channels / kLanes;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t k = first; k < last; ++k)
+    for (int64_t b = 0; b < blocks; ++b) {
+      const TileOrigin o = origin(g, k);
+      Lanes dy[4][4], r[6][6];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j)
+          dy[i][j] = inside(g.out, o.y + i, o.x + j)
+                         ? load(diff_out + g.out.at(o.n, b, o.y + i, o.x + j))
+                         : Lanes{};
+      both_axes<4, 6, gradient_1d>(dy, r);
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        store(t + point_at(xi, rows, k - first, g.out_channels, b), r[xi / 6][xi % 6]);
+    }
+}
+
+CREST_WIDEST_VECTORS
+void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient, float* u) {
+  // Lanes run along the buffer's contiguous channels: out_c forward, in_c for the data gradient.
+  const int64_t outer = for_data_gradient ? out_c : in_c;
+  const int64_t inner = for_data_gradient ? in_c : out_c;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t a = 0; a < outer; ++a)
+    for (int64_t b = 0; b < inner / kLanes; ++b) {
+      Lanes g[3][3], r[6][6];
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j)
+          for (int64_t l = 0; l < kLanes; ++l) {
+            const int64_t lane = b * kLanes + l;
+            g[i][j][l] = for_data_gradient ? w[(a * in_c + lane) * 9 + (2 - i) * 3 + (2 - j)]
+                                           : w[(lane * in_c + a) * 9 + i * 3 + j];
+          }
+      both_axes<3, 6, filter_1d>(g, r);
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        store(u + (xi * outer + a) * inner + b * kLanes, r[xi / 6][xi % 6]);
+    }
+}
+
+CREST_WIDEST_VECTORS
+void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t k = 0; k < out_c; ++k)
+    for (int64_t b = 0; b < in_c / kLanes; ++b) {
+      Lanes p[6][6], r[3][3];
+      for (int64_t xi = 0; xi < kPoints; ++xi)
+        p[xi / 6][xi % 6] = load(z + (xi * out_c + k) * in_c + b * kLanes);
+      both_axes<6, 3, filter_gradient_1d>(p, r);
+      for (int64_t l = 0; l < kLanes; ++l)
+        for (int i = 0; i < 3; ++i)
+          for (int j = 0; j < 3; ++j) dw[(k * in_c + b * kLanes + l) * 9 + i * 3 + j] = r[i][j][l];
+    }
+}
+
+}  // namespace crest::onednn::winograd

@@ -1,0 +1,60 @@
+// The transforms of Winograd's minimal filtering algorithm F(4x4, 3x3) (Lavin & Gray, "Fast
+// Algorithms for Convolutional Neural Networks", 2016, with the points 0, +-1, +-2 and infinity),
+// on 16-channel lane blocks (lane_addressing.hpp). A 4x4 output tile of a 3x3 convolution is
+// A^T [(G g G^T) . (B^T d B)] A for its 6x6 input patch d: 36 products per channel pair where
+// the direct convolution needs 144. Summed over input channels, the 36 elementwise products
+// become 36 matrix products (winograd_conv.cpp), so the arithmetic falls by 4x and goes to
+// oneDNN's GEMM; these loops only move data in and out of the 6x6 domain.
+//
+// The transformed buffers are [36][rows][channels]: transform point xi = 6 * i + j, then the
+// tiles of a chunk (tile t at row t - first), then channels, contiguous. Tile t covers output
+// rows 4 ty .. 4 ty + 3 and columns 4 tx .. 4 tx + 3 of sample n, t = (n * tiles_h + ty) *
+// tiles_w + tx; its patch starts at input row 4 ty - pad_top and column 4 tx - pad_left, and
+// reads zeros outside the input. Output pixels of edge tiles beyond the output are dropped.
+//
+// The weight gradient uses the same bilinear form read the other way (the transposition
+// principle): for a 1-D tile, sum_i dy_i y_i = sum_xi (A dy)_xi (G g)_xi (B^T d)_xi, so the
+// gradient of g is G^T [(A dy) . (B^T d)], and in 2-D G^T [(A dY A^T) . (B^T D B)] G.
+#pragma once
+#include <cstdint>
+
+#include "onednn/lane_addressing.hpp"
+
+namespace crest::onednn::winograd {
+
+constexpr int64_t kPoints = 36;  // 6 x 6 transform points
+constexpr int64_t kTile = 4;     // output pixels per tile side
+
+// One convolution's tiling: 3x3, stride 1, from `in` to `out` (both in lane blocks).
+struct Grid {
+  int64_t samples = 0, tiles_h = 0, tiles_w = 0;
+  int64_t pad_top = 0, pad_left = 0;
+  Addressing in, out;
+  int64_t in_channels = 0, out_channels = 0;  // multiples of 16
+
+  int64_t tiles() const { return samples * tiles_h * tiles_w; }
+};
+
+// The tiles [first, last) of `in`: B^T d B into v, [36][last - first][in_channels].
+void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v);
+
+// The tiles [first, last) of the output from m, [36][last - first][out_channels]: A^T m A, plus
+// `bias` ([out_channels]) when not null, written over the output pixels the tiles cover.
+void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
+                  float* out);
+
+// The tiles [first, last) of the output's gradient `diff_out` (laid out as g.out): A dY A^T into
+// t, [36][last - first][out_channels]; pixels beyond the output count as zero.
+void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last, float* t);
+
+// G w G^T of crest's plain weights w [out_c][in_c][3][3]. `for_data_gradient` false: into u as
+// [36][in_c][out_c] (the forward's matrix products map in_c to out_c). True: of each filter
+// turned by 180 degrees, as [36][out_c][in_c]: the input gradient of a stride-1 convolution is
+// the convolution of the output gradient with those filters, mapping out_c to in_c, with
+// padding 2 - pad.
+void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient, float* u);
+
+// G^T z G of z [36][out_c][in_c] into crest's plain weight gradient dw [out_c][in_c][3][3].
+void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw);
+
+}  // namespace crest::onednn::winograd
