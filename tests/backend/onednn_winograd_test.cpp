@@ -1,8 +1,8 @@
 // The Winograd F(4x4, 3x3) convolution (src/backends/onednn/winograd_conv.hpp) against the
 // reference backend's direct convolution, all three passes: "same" padding, no padding (edge
 // tiles past the output), asymmetric padding on either side, maps that are not multiples of the
-// 4x4 tile, a map smaller than one tile, a bias, and chunks of tiles (a batch large enough for
-// several). Also: which convolutions it takes, and that the onednn backend's conv runs it.
+// 4x4 tile, a map smaller than one tile, a bias, chunks of tiles, and dilation (phases of
+// unequal length). Also: which convolutions it takes, and that the onednn backend's conv runs it.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -23,6 +23,7 @@ using testing::random_floats;
 struct Case {
   int64_t n = 2, ic = 128, oc = 144, h = 7, w = 9;
   int64_t pad_top = 1, pad_bottom = 1, pad_left = 1, pad_right = 1;
+  int64_t dilation_h = 1, dilation_w = 1;
   bool bias = false;
 };
 
@@ -38,7 +39,9 @@ ConvDesc desc(const Case& c) {
   d.kernel = {3, 3, 1};
   d.pad_lo = {c.pad_top, c.pad_left, 0};
   d.pad_hi = {c.pad_bottom, c.pad_right, 0};
-  d.out_size = {c.h + c.pad_top + c.pad_bottom - 2, c.w + c.pad_left + c.pad_right - 2, 1};
+  d.dilation = {c.dilation_h, c.dilation_w, 1};
+  d.out_size = {c.h + c.pad_top + c.pad_bottom - 2 * c.dilation_h,
+                c.w + c.pad_left + c.pad_right - 2 * c.dilation_w, 1};
   return d;
 }
 
@@ -46,7 +49,8 @@ std::string name(const Case& c) {
   return std::to_string(c.n) + "x" + std::to_string(c.ic) + "x" + std::to_string(c.h) + "x" +
          std::to_string(c.w) + " -> " + std::to_string(c.oc) + " pad " + std::to_string(c.pad_top) +
          "," + std::to_string(c.pad_bottom) + "," + std::to_string(c.pad_left) + "," +
-         std::to_string(c.pad_right) + (c.bias ? " bias" : "");
+         std::to_string(c.pad_right) + " dilation " + std::to_string(c.dilation_h) + "x" +
+         std::to_string(c.dilation_w) + (c.bias ? " bias" : "");
 }
 
 // Largest |got - want| / (1 + max |want|) of a pass, for the tolerances below.
@@ -67,7 +71,7 @@ constexpr double kPassTolerance = 5e-5;
 void check(const Case& c, int64_t chunk_floats = onednn::kWinogradChunkFloats) {
   SCOPED_TRACE(name(c));
   const ConvDesc d = desc(c);
-  ASSERT_TRUE(onednn::winograd_applies(d));
+  ASSERT_TRUE(onednn::winograd_serves(d));
   auto ref = make_backend("reference");
   auto dnn = make_backend("onednn");
   const Shape src_shape{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
@@ -135,28 +139,105 @@ TEST(OneDnnWinograd, ChunksOfTilesAgreeWithTheReference) {
   check({.n = 2, .h = 18, .w = 21}, 1);  // one tile per chunk
 }
 
-TEST(OneDnnWinograd, TakesOnlyFloat32Stride1Dense3x3WithEnoughChannels) {
+// Dilated: each phase (rows p, p + d, ...) a dense convolution of its own, phases of unequal
+// length, padding up to 2 dilations on either side, unequal dilations, and DeepCAM's aspp2 in
+// small (dilation 6 on a 12x18 map: each phase shorter than a tile).
+TEST(OneDnnWinograd, DilatedAgreesWithTheReference) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  check({.n = 1,
+         .ic = 32,
+         .oc = 16,
+         .pad_top = 2,
+         .pad_bottom = 2,
+         .pad_left = 2,
+         .pad_right = 2,
+         .dilation_h = 2,
+         .dilation_w = 2});
+  check({.n = 2,
+         .ic = 16,
+         .oc = 48,
+         .h = 10,
+         .w = 8,
+         .pad_top = 6,
+         .pad_bottom = 0,
+         .pad_left = 0,
+         .pad_right = 3,
+         .dilation_h = 3,
+         .dilation_w = 3,
+         .bias = true});
+  check({.n = 1,
+         .ic = 16,
+         .oc = 16,
+         .h = 9,
+         .w = 11,
+         .pad_top = 2,
+         .pad_bottom = 2,
+         .pad_left = 3,
+         .pad_right = 3,
+         .dilation_h = 2,
+         .dilation_w = 3});
+  check({.n = 2,
+         .ic = 32,
+         .oc = 16,
+         .h = 12,
+         .w = 18,
+         .pad_top = 6,
+         .pad_bottom = 6,
+         .pad_left = 6,
+         .pad_right = 6,
+         .dilation_h = 6,
+         .dilation_w = 6});
+}
+
+TEST(OneDnnWinograd, TakesFloat32Stride1Dilated3x3WhereItPays) {
   const ConvDesc d = desc({});
   EXPECT_TRUE(onednn::winograd_applies(d));
   auto refuses = [&](auto change) {
     ConvDesc other = d;
     change(other);
-    return !onednn::winograd_applies(other);
+    return !onednn::winograd_serves(other) && !onednn::winograd_applies(other);
   };
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.dtype = DType::bf16; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.stride[1] = 2; }));
-  EXPECT_TRUE(refuses([](ConvDesc& o) { o.dilation[0] = 2; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.kernel = {5, 5, 1}; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.groups = 2; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.transposed = true; }));
-  EXPECT_TRUE(refuses([](ConvDesc& o) { o.pad_lo[0] = 3; }));
-  EXPECT_TRUE(refuses([](ConvDesc& o) { o.in_channels = 64; }));
+  EXPECT_TRUE(refuses([](ConvDesc& o) { o.pad_lo[0] = 3; }));  // beyond 2 dilations
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.out_channels = 136; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.post_op.kind = EltwiseKind::relu; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) {
     o.bias = true;
     o.bias_grad = true;
   }));
+  // Served, but not worth it: too few channels, or too little of the tiles used.
+  ConvDesc narrow = d;
+  narrow.in_channels = 64;
+  EXPECT_TRUE(onednn::winograd_serves(narrow));
+  EXPECT_FALSE(onednn::winograd_applies(narrow));
+  const ConvDesc tiny = desc({.h = 3, .w = 2});  // 6 of 16 tile pixels
+  EXPECT_DOUBLE_EQ(onednn::winograd_tile_use(tiny), 6.0 / 16);
+  EXPECT_TRUE(onednn::winograd_serves(tiny));
+  EXPECT_FALSE(onednn::winograd_applies(tiny));
+  // aspp2 at 768x1152 (dilation 6 on 48x72: phases of 8x12, whole tiles) and at 192x288 (12x18:
+  // phases of 2x3).
+  const Case aspp{.n = 1,
+                  .ic = 2048,
+                  .oc = 256,
+                  .h = 48,
+                  .w = 72,
+                  .pad_top = 6,
+                  .pad_bottom = 6,
+                  .pad_left = 6,
+                  .pad_right = 6,
+                  .dilation_h = 6,
+                  .dilation_w = 6};
+  EXPECT_DOUBLE_EQ(onednn::winograd_tile_use(desc(aspp)), 1.0);
+  EXPECT_TRUE(onednn::winograd_applies(desc(aspp)));
+  Case small = aspp;
+  small.h = 12;
+  small.w = 18;
+  EXPECT_DOUBLE_EQ(onednn::winograd_tile_use(desc(small)), 6.0 / 16);
+  EXPECT_FALSE(onednn::winograd_applies(desc(small)));
   ASSERT_EQ(setenv("CREST_WINOGRAD", "0", 1), 0);
   EXPECT_FALSE(onednn::winograd_applies(d));
   ASSERT_EQ(unsetenv("CREST_WINOGRAD"), 0);

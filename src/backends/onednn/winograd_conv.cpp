@@ -1,6 +1,7 @@
 #include "onednn/winograd_conv.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -95,8 +96,6 @@ DescsForRows weight_gradient(int64_t out_c, int64_t in_c) {
   };
 }
 
-int64_t tiles_over(int64_t pixels) { return (pixels + kTile - 1) / kTile; }
-
 // How a pass walks its tiles: `rows` per chunk, the last chunk `last_rows`.
 struct Chunking {
   int64_t tiles = 0, rows = 0, last_rows = 0;
@@ -130,25 +129,11 @@ class WinogradConv final : public ConvKernel {
     const Addressing src = addressing(by16, d.in_channels, d.in_size[0], d.in_size[1]);
     const Addressing dst = addressing(by16, d.out_channels, d.out_size[0], d.out_size[1]);
     // The forward tiles the output; the data gradient, a convolution of the output gradient with
-    // the turned filters, tiles the input.
-    forward_ = {d.n,
-                tiles_over(dst.height),
-                tiles_over(dst.width),
-                d.pad_lo[0],
-                d.pad_lo[1],
-                src,
-                dst,
-                in_c_,
-                out_c_};
-    data_ = {d.n,
-             tiles_over(src.height),
-             tiles_over(src.width),
-             2 - d.pad_lo[0],
-             2 - d.pad_lo[1],
-             dst,
-             src,
-             out_c_,
-             in_c_};
+    // the turned filters (padding 2 d - pad), tiles the input.
+    const int64_t dh = d.dilation[0], dw = d.dilation[1];
+    forward_ = winograd::grid(d.n, src, dst, in_c_, out_c_, d.pad_lo[0], d.pad_lo[1], dh, dw);
+    data_ = winograd::grid(d.n, dst, src, out_c_, in_c_, 2 * dh - d.pad_lo[0], 2 * dw - d.pad_lo[1],
+                           dh, dw);
     const int64_t widest = std::max(in_c_, out_c_);
     forward_chunks_ = chunking(forward_.tiles(), widest, chunk_floats);
     data_chunks_ = chunking(data_.tiles(), widest, chunk_floats);
@@ -257,21 +242,39 @@ class WinogradConv final : public ConvKernel {
 
 }  // namespace
 
-bool winograd_applies(const ConvDesc& d) {
+bool winograd_serves(const ConvDesc& d) {
   if (d.spatial_rank != 2 || d.groups != 1 || d.transposed || d.dtype != DType::f32) return false;
   if (d.post_op.kind != EltwiseKind::none || (d.training && d.bias && d.bias_grad)) return false;
   for (size_t i = 0; i < 2; ++i)
-    if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] != 1 || d.pad_lo[i] < 0 ||
-        d.pad_lo[i] > 2 || d.pad_hi[i] < 0)
+    if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||
+        d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0)
       return false;
+  return d.in_channels % kLanes == 0 && d.out_channels % kLanes == 0;
+}
+
+double winograd_tile_use(const ConvDesc& d) {
+  auto use = [&](const std::array<int64_t, 3>& size) {
+    double wanted = 1, covered = 1;
+    for (size_t i = 0; i < 2; ++i) {
+      const int64_t per_phase = (size[i] + d.dilation[i] - 1) / d.dilation[i];
+      wanted *= static_cast<double>(size[i]);
+      covered *= static_cast<double>((per_phase + kTile - 1) / kTile * kTile * d.dilation[i]);
+    }
+    return wanted / covered;
+  };
+  return std::min(use(d.in_size), use(d.out_size));
+}
+
+bool winograd_applies(const ConvDesc& d) {
+  if (!winograd_serves(d) || winograd_tile_use(d) < kWinogradMinTileUse) return false;
   for (const int64_t c : {d.in_channels, d.out_channels})
-    if (c % kLanes != 0 || c < kWinogradMinChannels) return false;
+    if (c < kWinogradMinChannels) return false;
   return !turned_off_by_environment();
 }
 
 std::unique_ptr<ConvKernel> make_winograd_conv(ContextPtr ctx, const ConvDesc& d,
                                                int64_t chunk_floats) {
-  if (!winograd_applies(d)) throw_usage("Winograd convolution: not a problem it serves");
+  if (!winograd_serves(d)) throw_usage("Winograd convolution: not a problem it serves");
   if (chunk_floats < 1) throw_usage("Winograd convolution: chunk_floats must be positive");
   return std::make_unique<WinogradConv>(ctx, d, chunk_floats);
 }

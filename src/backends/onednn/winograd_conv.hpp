@@ -1,14 +1,14 @@
-// 3x3 stride-1 convolutions by Winograd's F(4x4, 3x3) (winograd_f4x3.hpp) for all three training
-// passes: 36 batched matrix products per chunk of tiles, run by oneDNN's matmul, with crest's
-// transforms around them.
+// 3x3 stride-1 convolutions, dilated or not, by Winograd's F(4x4, 3x3) (winograd_f4x3.hpp) for all
+// three training passes: 36 batched matrix products per chunk of tiles, run by oneDNN's matmul,
+// with crest's transforms around them.
 //
 // Why: oneDNN 3.2 has no Winograd convolution for x86 CPUs any more, and its direct kernels run
 // DeepCAM's decoder convolutions (304 -> 256 and 256 -> 256 channels, 3x3, at a quarter of the
-// input resolution) at the float32 GEMM rate; they were about a third of a float32 training step.
-// F(4x4, 3x3) does a quarter of the multiplications. Its rounding error is larger than the direct
-// sum's (about 1e-5 relative in float32, measured in winograd_conv_test.cpp), as in cuDNN's and
-// oneDNN's former Winograd kernels, so it serves float32 only: bf16 inputs would lose too much in
-// the transforms.
+// input resolution) at the float32 GEMM rate; they were a fifth of a float32 training step at
+// 192x288. F(4x4, 3x3) does a quarter of the multiplications. Its rounding error is larger than the
+// direct sum's (about 1e-5 relative in float32, measured in
+// tests/backend/onednn_winograd_test.cpp), as in cuDNN's and oneDNN's former Winograd kernels, so
+// it serves float32 only: bf16 inputs would lose too much in the transforms.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,20 +18,36 @@
 
 namespace crest::onednn {
 
-// Whether make_winograd_conv serves `d`: 2-D, float32, 3x3, stride 1, not dilated, not grouped
-// or transposed, padding 0 to 2 before, no fused activation, no bias gradient wanted (the
-// compile step routes it elsewhere), both channel counts multiples of 16 and at least
-// kWinogradMinChannels. Set CREST_WINOGRAD=0 in the environment to turn it off (to compare).
+// Whether make_winograd_conv can compute `d`: 2-D, float32, 3x3, stride 1, any dilation, not
+// grouped or transposed, padding 0 to 2 dilations before, no fused activation, no bias gradient
+// wanted (the compile step routes it elsewhere), both channel counts multiples of 16.
+bool winograd_serves(const ConvDesc& d);
+
+// The share of the 4x4 tiles' pixels that are real output pixels (the lower of the forward's and
+// the data gradient's tilings): tiles past the edge, or phases of a dilated convolution shorter
+// than a tile, compute pixels that are dropped.
+double winograd_tile_use(const ConvDesc& d);
+
+// Whether make_conv sends `d` there: it serves `d`, both channel counts are at least
+// kWinogradMinChannels, and the tiles' use at least kWinogradMinTileUse. Set CREST_WINOGRAD=0 in
+// the environment to turn it off (to compare).
 bool winograd_applies(const ConvDesc& d);
 
 // Below this many input or output channels the transforms' memory traffic outweighs the saved
 // arithmetic (measured: 32 -> 64 channels at 384x576 runs no faster than oneDNN's direct kernel).
 constexpr int64_t kWinogradMinChannels = 128;
 
-// Each transformed buffer of a chunk of tiles holds at most about this many floats (8 MB): the
-// tiles of a chunk are transformed, multiplied and transformed back while they are still in the
-// caches, and the scratch stays small at any resolution.
-constexpr int64_t kWinogradChunkFloats = int64_t{1} << 21;
+// At half the tiles' pixels used, F(4x4, 3x3) still does half the direct kernel's
+// multiplications, before the transforms. DeepCAM's aspp2 (dilation 6) on the 12x18 feature map
+// of a 192x288 input uses 6 of each 16 (a 2x3 phase in a 4x4 tile) and stays direct; on the 48x72
+// map of 768x1152 it uses all, aspp3 (dilation 12) 3/4 and aspp4 (dilation 18) 2/3.
+constexpr double kWinogradMinTileUse = 0.5;
+
+// Each transformed buffer of a chunk of tiles holds at most about this many floats (32 MB), so the
+// scratch stays bounded at any resolution, while a chunk keeps enough tiles (matrix rows) for
+// the matmuls: at 2048 input channels (DeepCAM's ASPP at 768x1152) 8 MB chunks held 28 tiles and
+// aspp2-4 took 1.35 s per step against 0.73-0.84 s with 32 MB; at 304 channels both ran alike.
+constexpr int64_t kWinogradChunkFloats = int64_t{1} << 23;
 
 // `chunk_floats`: tests make it small to get several chunks from a small problem.
 std::unique_ptr<ConvKernel> make_winograd_conv(ContextPtr ctx, const ConvDesc& d,

@@ -83,13 +83,16 @@ template <int I, int O, Transform1d F>
   for (int o = 0; o < O; ++o) F(columns[o], y[o]);
 }
 
-// Sample and top-left output pixel of tile t.
+// Sample and first output pixel of tile t; its pixels step by the dilation from there.
 struct TileOrigin {
   int64_t n, y, x;
 };
 inline TileOrigin origin(const Grid& g, int64_t t) {
-  const int64_t per_sample = g.tiles_h * g.tiles_w, in_sample = t % per_sample;
-  return {t / per_sample, in_sample / g.tiles_w * kTile, in_sample % g.tiles_w * kTile};
+  const int64_t tx = t % g.tiles_w, ty = t / g.tiles_w % g.tiles_h;
+  const int64_t phase = t / (g.tiles_w * g.tiles_h);
+  const int64_t px = phase % g.dilation_w, py = phase / g.dilation_w % g.dilation_h;
+  const int64_t n = phase / (g.dilation_w * g.dilation_h);
+  return {n, py + g.dilation_h * kTile * ty, px + g.dilation_w * kTile * tx};
 }
 
 inline bool inside(const Addressing& a, int64_t y, int64_t x) {
@@ -103,6 +106,26 @@ inline int64_t point_at(int64_t xi, int64_t rows, int64_t r, int64_t channels, i
 
 }  // namespace
 
+Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t in_channels,
+          int64_t out_channels, int64_t pad_top, int64_t pad_left, int64_t dilation_h,
+          int64_t dilation_w) {
+  // The largest phase has ceil(size / d) pixels along an axis.
+  auto tiles = [](int64_t size, int64_t d) { return ((size + d - 1) / d + kTile - 1) / kTile; };
+  Grid g;
+  g.samples = samples;
+  g.tiles_h = tiles(out.height, dilation_h);
+  g.tiles_w = tiles(out.width, dilation_w);
+  g.pad_top = pad_top;
+  g.pad_left = pad_left;
+  g.dilation_h = dilation_h;
+  g.dilation_w = dilation_w;
+  g.in = in;
+  g.out = out;
+  g.in_channels = in_channels;
+  g.out_channels = out_channels;
+  return g;
+}
+
 CREST_WIDEST_VECTORS
 void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v) {
   const int64_t rows = last - first, blocks = g.in_channels / kLanes;
@@ -113,7 +136,8 @@ void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, fl
       Lanes d[6][6], r[6][6];
       for (int i = 0; i < 6; ++i)
         for (int j = 0; j < 6; ++j) {
-          const int64_t y = o.y - g.pad_top + i, x = o.x - g.pad_left + j;
+          const int64_t y = o.y - g.pad_top + i * g.dilation_h;
+          const int64_t x = o.x - g.pad_left + j * g.dilation_w;
           d[i][j] = inside(g.in, y, x) ? load(in + g.in.at(o.n, b, y, x)) : Lanes{};
         }
       both_axes<6, 6, input_1d>(d, r);
@@ -136,9 +160,10 @@ void output_tiles(const Grid& g, const float* m, const float* bias, int64_t firs
       both_axes<6, 4, output_1d>(p, y);
       const Lanes shift = bias != nullptr ? load(bias + b * kLanes) : Lanes{};
       for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          if (inside(g.out, o.y + i, o.x + j))
-            store(out + g.out.at(o.n, b, o.y + i, o.x + j), y[i][j] + shift);
+        for (int j = 0; j < 4; ++j) {
+          const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
+          if (inside(g.out, py, px)) store(out + g.out.at(o.n, b, py, px), y[i][j] + shift);
+        }
     }
 }
 
@@ -151,10 +176,10 @@ void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t
       const TileOrigin o = origin(g, k);
       Lanes dy[4][4], r[6][6];
       for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j)
-          dy[i][j] = inside(g.out, o.y + i, o.x + j)
-                         ? load(diff_out + g.out.at(o.n, b, o.y + i, o.x + j))
-                         : Lanes{};
+        for (int j = 0; j < 4; ++j) {
+          const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
+          dy[i][j] = inside(g.out, py, px) ? load(diff_out + g.out.at(o.n, b, py, px)) : Lanes{};
+        }
       both_axes<4, 6, gradient_1d>(dy, r);
       for (int64_t xi = 0; xi < kPoints; ++xi)
         store(t + point_at(xi, rows, k - first, g.out_channels, b), r[xi / 6][xi % 6]);

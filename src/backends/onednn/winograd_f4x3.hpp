@@ -7,10 +7,15 @@
 // oneDNN's GEMM; these loops only move data in and out of the 6x6 domain.
 //
 // The transformed buffers are [36][rows][channels]: transform point xi = 6 * i + j, then the
-// tiles of a chunk (tile t at row t - first), then channels, contiguous. Tile t covers output
-// rows 4 ty .. 4 ty + 3 and columns 4 tx .. 4 tx + 3 of sample n, t = (n * tiles_h + ty) *
-// tiles_w + tx; its patch starts at input row 4 ty - pad_top and column 4 tx - pad_left, and
-// reads zeros outside the input. Output pixels of edge tiles beyond the output are dropped.
+// tiles of a chunk (tile t at row t - first), then channels, contiguous.
+//
+// A dilated convolution (dilation d) is d x d dense ones, each on the pixels of one phase (rows
+// p, p + d, p + 2d, ...; likewise columns): output row p + d k reads input rows p - pad + d (k +
+// i). So a tile lies in one phase and steps d pixels: tile t = (((n * d_h + p_y) * d_w + p_x) *
+// tiles_h + ty) * tiles_w + tx covers output rows p_y + d_h (4 ty + i), i < 4 (columns alike),
+// and its patch the input rows p_y - pad_top + d_h (4 ty + i), i < 6, reading zeros outside the
+// input. tiles_h and tiles_w cover the largest phase; output pixels of tiles beyond the output
+// are dropped. Without dilation (d = 1) there is one phase and tiles are plain 4x4 blocks.
 //
 // The weight gradient uses the same bilinear form read the other way (the transposition
 // principle): for a 1-D tile, sum_i dy_i y_i = sum_xi (A dy)_xi (G g)_xi (B^T d)_xi, so the
@@ -27,13 +32,19 @@ constexpr int64_t kTile = 4;     // output pixels per tile side
 
 // One convolution's tiling: 3x3, stride 1, from `in` to `out` (both in lane blocks).
 struct Grid {
-  int64_t samples = 0, tiles_h = 0, tiles_w = 0;
+  int64_t samples = 0, tiles_h = 0, tiles_w = 0;  // tiles per phase
   int64_t pad_top = 0, pad_left = 0;
+  int64_t dilation_h = 1, dilation_w = 1;  // 1: dense
   Addressing in, out;
   int64_t in_channels = 0, out_channels = 0;  // multiples of 16
 
-  int64_t tiles() const { return samples * tiles_h * tiles_w; }
+  int64_t tiles() const { return samples * dilation_h * dilation_w * tiles_h * tiles_w; }
 };
+
+// The grid of a 3x3 convolution from `in` to `out`: tiles_h and tiles_w for the largest phase.
+Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t in_channels,
+          int64_t out_channels, int64_t pad_top, int64_t pad_left, int64_t dilation_h,
+          int64_t dilation_w);
 
 // The tiles [first, last) of `in`: B^T d B into v, [36][last - first][in_channels].
 void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v);
