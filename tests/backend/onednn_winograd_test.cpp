@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <iostream>
 
 #include "backend/backend_test_util.hpp"
+#include "crest/core/bf16.hpp"
 #include "onednn/context.hpp"
 #include "onednn/winograd_conv.hpp"
 #include "support/test_util.hpp"
@@ -25,6 +27,7 @@ struct Case {
   int64_t pad_top = 1, pad_bottom = 1, pad_left = 1, pad_right = 1;
   int64_t dilation_h = 1, dilation_w = 1;
   bool bias = false;
+  DType dtype = DType::f32;  // of the activations (weights and their gradient are float32)
 };
 
 ConvDesc desc(const Case& c) {
@@ -35,6 +38,7 @@ ConvDesc desc(const Case& c) {
   d.out_channels = c.oc;
   d.bias = c.bias;
   d.bias_grad = false;  // the compile step routes it elsewhere; the kernel never computes it
+  d.dtype = c.dtype;
   d.in_size = {c.h, c.w, 1};
   d.kernel = {3, 3, 1};
   d.pad_lo = {c.pad_top, c.pad_left, 0};
@@ -50,7 +54,7 @@ std::string name(const Case& c) {
          std::to_string(c.w) + " -> " + std::to_string(c.oc) + " pad " + std::to_string(c.pad_top) +
          "," + std::to_string(c.pad_bottom) + "," + std::to_string(c.pad_left) + "," +
          std::to_string(c.pad_right) + " dilation " + std::to_string(c.dilation_h) + "x" +
-         std::to_string(c.dilation_w) + (c.bias ? " bias" : "");
+         std::to_string(c.dilation_w) + (c.bias ? " bias" : "") + " " + dtype_name(c.dtype);
 }
 
 // Largest |got - want| / (1 + max |want|) of a pass, for the tolerances below.
@@ -68,44 +72,90 @@ double worst(const std::vector<float>& got, const std::vector<float>& want) {
 // widths.
 constexpr double kPassTolerance = 5e-5;
 
+// bf16 activations: the outputs and the input gradient are rounded to bf16 (8 significant bits),
+// so they are held to bf16's rounding (measured: up to 2.6e-3, about half a bf16 ulp at the
+// largest values); the weight gradient is float32 from exact inputs, held as tightly (1.6e-6).
+constexpr double kBf16OutputTolerance = 1e-2;
+
+// A tensor in the kernel's format and dtype, from plain float32 values (bf16 through their codes:
+// the backend's reorder changes layouts, not types). Starts as garbage when `plain` is empty, so
+// a kernel that fails to write every element is caught.
+Buffer in_format(Backend& dnn, const MemFormat& f, const std::vector<float>& plain = {}) {
+  Buffer out(std::max<size_t>(f.bytes, 4));
+  std::memset(out.data(), 0x7f, out.bytes());
+  if (plain.empty()) return out;
+  const MemFormat p = plain_format(f.shape, f.dtype);
+  if (f.dtype == DType::bf16) {
+    std::vector<uint16_t> codes(plain.size());
+    for (size_t i = 0; i < plain.size(); ++i) codes[i] = float_to_bf16(plain[i]);
+    dnn.reorder(p, f)->execute(codes.data(), out.data());
+  } else {
+    dnn.reorder(p, f)->execute(plain.data(), out.data());
+  }
+  return out;
+}
+
+std::vector<float> plain_values(Backend& dnn, const MemFormat& f, const Buffer& b) {
+  const auto n = static_cast<size_t>(f.shape.numel());
+  const MemFormat p = plain_format(f.shape, f.dtype);
+  std::vector<float> out(n);
+  if (f.dtype == DType::bf16) {
+    std::vector<uint16_t> codes(n);
+    dnn.reorder(f, p)->execute(b.data(), codes.data());
+    for (size_t i = 0; i < n; ++i) out[i] = bf16_to_float(codes[i]);
+  } else {
+    dnn.reorder(f, p)->execute(b.data(), out.data());
+  }
+  return out;
+}
+
 void check(const Case& c, int64_t chunk_floats = onednn::kWinogradChunkFloats) {
   SCOPED_TRACE(name(c));
   const ConvDesc d = desc(c);
   ASSERT_TRUE(onednn::winograd_serves(d));
+  ConvDesc ref_desc = d;
+  ref_desc.dtype = DType::f32;
   auto ref = make_backend("reference");
   auto dnn = make_backend("onednn");
   const Shape src_shape{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
   const Shape dst_shape{d.n, d.out_channels, d.out_size[0], d.out_size[1]};
-  auto rk = ref->conv(d, plain_format(src_shape, DType::f32));
+  auto rk = ref->conv(ref_desc, plain_format(src_shape, DType::f32));
   auto wk = onednn::make_winograd_conv(std::make_shared<onednn::Context>(), d, chunk_floats);
 
-  const auto x = random_floats(static_cast<size_t>(src_shape.numel()), 1);
+  auto x = random_floats(static_cast<size_t>(src_shape.numel()), 1);
   const auto w = random_floats(static_cast<size_t>(d.in_channels * d.out_channels * 9), 2);
   const auto b = random_floats(static_cast<size_t>(d.out_channels), 3);
-  const auto dy = random_floats(static_cast<size_t>(dst_shape.numel()), 4);
+  auto dy = random_floats(static_cast<size_t>(dst_shape.numel()), 4);
+  const bool bf16 = c.dtype == DType::bf16;
+  if (bf16)  // the reference sees exactly the values the kernel reads
+    for (auto* v : {&x, &dy})
+      for (float& f : *v) f = bf16_to_float(float_to_bf16(f));
+  const double out_tolerance = bf16 ? kBf16OutputTolerance : kPassTolerance;
   Buffer scratch(wk->scratch_bytes());
 
   std::vector<float> y_ref(static_cast<size_t>(dst_shape.numel()));
   rk->forward(x.data(), w.data(), b.data(), y_ref.data(), nullptr);
-  FormattedBuffer xs(*dnn, wk->src_format(), x);
-  FormattedBuffer ys(*dnn, wk->dst_format());  // starts as garbage: every pixel must be written
+  const Buffer xs = in_format(*dnn, wk->src_format(), x);
+  Buffer ys = in_format(*dnn, wk->dst_format());
   wk->forward(xs.data(), w.data(), c.bias ? b.data() : nullptr, ys.data(), scratch.data());
-  expect_close(ys.get(), y_ref, kPassTolerance, "forward");
+  const auto y = plain_values(*dnn, wk->dst_format(), ys);
+  expect_close(y, y_ref, out_tolerance, "forward");
 
   std::vector<float> dx_ref(static_cast<size_t>(src_shape.numel()));
   rk->backward_data(dy.data(), w.data(), dx_ref.data(), nullptr);
-  FormattedBuffer dys(*dnn, wk->dst_format(), dy);
-  FormattedBuffer dxs(*dnn, wk->src_format());
+  const Buffer dys = in_format(*dnn, wk->dst_format(), dy);
+  Buffer dxs = in_format(*dnn, wk->src_format());
   wk->backward_data(dys.data(), w.data(), dxs.data(), scratch.data());
-  expect_close(dxs.get(), dx_ref, kPassTolerance, "backward data");
+  const auto dx = plain_values(*dnn, wk->src_format(), dxs);
+  expect_close(dx, dx_ref, out_tolerance, "backward data");
 
   std::vector<float> dw_ref(w.size()), db_ref(static_cast<size_t>(d.out_channels));
   rk->backward_weights(x.data(), dy.data(), dw_ref.data(), db_ref.data(), nullptr);
   std::vector<float> dw(w.size(), 1e30f);
   wk->backward_weights(xs.data(), dys.data(), dw.data(), nullptr, scratch.data());
   expect_close(dw, dw_ref, kPassTolerance, "backward weights");
-  std::cout << name(c) << ": worst relative error forward " << worst(ys.get(), y_ref) << ", data "
-            << worst(dxs.get(), dx_ref) << ", weights " << worst(dw, dw_ref) << "\n";
+  std::cout << name(c) << ": worst relative error forward " << worst(y, y_ref) << ", data "
+            << worst(dx, dx_ref) << ", weights " << worst(dw, dw_ref) << "\n";
 }
 
 TEST(OneDnnWinograd, AgreesWithTheReferenceInEveryPass) {
@@ -189,7 +239,26 @@ TEST(OneDnnWinograd, DilatedAgreesWithTheReference) {
          .dilation_w = 6});
 }
 
-TEST(OneDnnWinograd, TakesFloat32Stride1Dilated3x3WhereItPays) {
+// bf16 activations (DeepCAM's mixed precision): widened on load, float32 arithmetic, rounded on
+// store; plain and dilated, with a bias.
+TEST(OneDnnWinograd, Bf16ActivationsAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  check({.bias = true, .dtype = DType::bf16});
+  check({.n = 1,
+         .ic = 32,
+         .oc = 16,
+         .h = 9,
+         .w = 11,
+         .pad_top = 2,
+         .pad_bottom = 2,
+         .pad_left = 3,
+         .pad_right = 3,
+         .dilation_h = 2,
+         .dilation_w = 3,
+         .dtype = DType::bf16});
+}
+
+TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   const ConvDesc d = desc({});
   EXPECT_TRUE(onednn::winograd_applies(d));
   auto refuses = [&](auto change) {
@@ -197,7 +266,7 @@ TEST(OneDnnWinograd, TakesFloat32Stride1Dilated3x3WhereItPays) {
     change(other);
     return !onednn::winograd_serves(other) && !onednn::winograd_applies(other);
   };
-  EXPECT_TRUE(refuses([](ConvDesc& o) { o.dtype = DType::bf16; }));
+  EXPECT_TRUE(refuses([](ConvDesc& o) { o.dtype = DType::f16; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.stride[1] = 2; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.kernel = {5, 5, 1}; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.groups = 2; }));

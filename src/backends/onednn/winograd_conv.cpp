@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -113,7 +114,7 @@ bool turned_off_by_environment() {
 class WinogradConv final : public ConvKernel {
  public:
   WinogradConv(const ContextPtr& ctx, const ConvDesc& d, int64_t chunk_floats)
-      : in_c_(d.in_channels), out_c_(d.out_channels) {
+      : in_c_(d.in_channels), out_c_(d.out_channels), bf16_(d.dtype == DType::bf16) {
     const Shape src_shape{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
     const Shape dst_shape{d.n, d.out_channels, d.out_size[0], d.out_size[1]};
     // oneDNN's blocked layout where it blocks by 16 (AVX-512: the batch norms and ReLUs around
@@ -161,41 +162,73 @@ class WinogradConv final : public ConvKernel {
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* scratch) override {
-    const Buffers s = forward_scratch(scratch);
-    winograd::filters(static_cast<const float*>(weights), out_c_, in_c_, false, s.filters);
-    for_chunks(forward_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(forward_, static_cast<const float*>(src), first, last, s.in);
-      forward_products_.run(last - first, s.in, s.filters, s.out, s.scratchpad);
-      winograd::output_tiles(forward_, s.out, static_cast<const float*>(bias), first, last,
-                             static_cast<float*>(dst));
-    });
+    const auto* w = static_cast<const float*>(weights);
+    const auto* shift = static_cast<const float*>(bias);
+    if (bf16_)
+      forward_as(static_cast<const uint16_t*>(src), w, shift, static_cast<uint16_t*>(dst), scratch);
+    else
+      forward_as(static_cast<const float*>(src), w, shift, static_cast<float*>(dst), scratch);
   }
 
   void backward_data(const void* diff_dst, const void* weights, void* diff_src,
                      void* scratch) override {
-    const Buffers s = data_scratch(scratch);
-    winograd::filters(static_cast<const float*>(weights), out_c_, in_c_, true, s.filters);
-    for_chunks(data_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(data_, static_cast<const float*>(diff_dst), first, last, s.in);
-      data_products_.run(last - first, s.in, s.filters, s.out, s.scratchpad);
-      winograd::output_tiles(data_, s.out, nullptr, first, last, static_cast<float*>(diff_src));
-    });
+    const auto* w = static_cast<const float*>(weights);
+    if (bf16_)
+      backward_data_as(static_cast<const uint16_t*>(diff_dst), w, static_cast<uint16_t*>(diff_src),
+                       scratch);
+    else
+      backward_data_as(static_cast<const float*>(diff_dst), w, static_cast<float*>(diff_src),
+                       scratch);
   }
 
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch) override {
     if (diff_bias != nullptr) throw_runtime("Winograd convolution: asked for a bias gradient");
-    const Buffers s = weight_scratch(scratch);
-    std::fill(s.filters, s.filters + kPoints * out_c_ * in_c_, 0.f);
-    for_chunks(forward_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(forward_, static_cast<const float*>(src), first, last, s.in);
-      winograd::gradient_tiles(forward_, static_cast<const float*>(diff_dst), first, last, s.out);
-      weight_products_.run(last - first, s.out, s.in, s.filters, s.scratchpad);
-    });
-    winograd::filter_gradient(s.filters, out_c_, in_c_, static_cast<float*>(diff_weights));
+    auto* dw = static_cast<float*>(diff_weights);
+    if (bf16_)
+      backward_weights_as(static_cast<const uint16_t*>(src), static_cast<const uint16_t*>(diff_dst),
+                          dw, scratch);
+    else
+      backward_weights_as(static_cast<const float*>(src), static_cast<const float*>(diff_dst), dw,
+                          scratch);
   }
 
  private:
+  // The passes for activations of type T (float, or uint16_t bf16 codes).
+  template <typename T>
+  void forward_as(const T* src, const float* weights, const float* bias, T* dst, void* scratch) {
+    const Buffers s = forward_scratch(scratch);
+    winograd::filters(weights, out_c_, in_c_, false, s.filters);
+    for_chunks(forward_chunks_, [&](int64_t first, int64_t last) {
+      winograd::input_tiles(forward_, src, first, last, s.in);
+      forward_products_.run(last - first, s.in, s.filters, s.out, s.scratchpad);
+      winograd::output_tiles(forward_, s.out, bias, first, last, dst);
+    });
+  }
+
+  template <typename T>
+  void backward_data_as(const T* diff_dst, const float* weights, T* diff_src, void* scratch) {
+    const Buffers s = data_scratch(scratch);
+    winograd::filters(weights, out_c_, in_c_, true, s.filters);
+    for_chunks(data_chunks_, [&](int64_t first, int64_t last) {
+      winograd::input_tiles(data_, diff_dst, first, last, s.in);
+      data_products_.run(last - first, s.in, s.filters, s.out, s.scratchpad);
+      winograd::output_tiles(data_, s.out, nullptr, first, last, diff_src);
+    });
+  }
+
+  template <typename T>
+  void backward_weights_as(const T* src, const T* diff_dst, float* diff_weights, void* scratch) {
+    const Buffers s = weight_scratch(scratch);
+    std::fill(s.filters, s.filters + kPoints * out_c_ * in_c_, 0.f);
+    for_chunks(forward_chunks_, [&](int64_t first, int64_t last) {
+      winograd::input_tiles(forward_, src, first, last, s.in);
+      winograd::gradient_tiles(forward_, diff_dst, first, last, s.out);
+      weight_products_.run(last - first, s.out, s.in, s.filters, s.scratchpad);
+    });
+    winograd::filter_gradient(s.filters, out_c_, in_c_, diff_weights);
+  }
+
   // One pass's scratch: the transformed filters (or their gradient), one chunk's transformed
   // input and output tiles, and the matmul's scratchpad. A null base only sizes it.
   struct Buffers {
@@ -234,6 +267,7 @@ class WinogradConv final : public ConvKernel {
   }
 
   int64_t in_c_, out_c_;
+  bool bf16_;
   MemFormat src_fmt_, dst_fmt_;
   winograd::Grid forward_, data_;
   Chunking forward_chunks_, data_chunks_;
@@ -243,7 +277,8 @@ class WinogradConv final : public ConvKernel {
 }  // namespace
 
 bool winograd_serves(const ConvDesc& d) {
-  if (d.spatial_rank != 2 || d.groups != 1 || d.transposed || d.dtype != DType::f32) return false;
+  if (d.spatial_rank != 2 || d.groups != 1 || d.transposed) return false;
+  if (d.dtype != DType::f32 && d.dtype != DType::bf16) return false;
   if (d.post_op.kind != EltwiseKind::none || (d.training && d.bias && d.bias_grad)) return false;
   for (size_t i = 0; i < 2; ++i)
     if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||

@@ -4,11 +4,13 @@
 //
 // Why: oneDNN 3.2 has no Winograd convolution for x86 CPUs any more, and its direct kernels run
 // DeepCAM's decoder convolutions (304 -> 256 and 256 -> 256 channels, 3x3, at a quarter of the
-// input resolution) at the float32 GEMM rate; they were a fifth of a float32 training step at
-// 192x288. F(4x4, 3x3) does a quarter of the multiplications. Its rounding error is larger than the
-// direct sum's (about 1e-5 relative in float32, measured in
-// tests/backend/onednn_winograd_test.cpp), as in cuDNN's and oneDNN's former Winograd kernels, so
-// it serves float32 only: bf16 inputs would lose too much in the transforms.
+// input resolution) at the GEMM rate; they were a fifth of a float32 training step at 192x288.
+// F(4x4, 3x3) does a quarter of the multiplications. Its rounding error is larger than the direct
+// sum's (about 1e-5 relative in float32, measured in tests/backend/onednn_winograd_test.cpp), as
+// in cuDNN's and oneDNN's former Winograd kernels. So the transforms and products always run in
+// float32: bf16 activations (mixed precision) are widened as they are read and rounded as they
+// are written, and their results are as close as bf16 allows, closer than oneDNN's bf16 kernel
+// (whose weights are rounded to bf16 too).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -18,9 +20,9 @@
 
 namespace crest::onednn {
 
-// Whether make_winograd_conv can compute `d`: 2-D, float32, 3x3, stride 1, any dilation, not
-// grouped or transposed, padding 0 to 2 dilations before, no fused activation, no bias gradient
-// wanted (the compile step routes it elsewhere), both channel counts multiples of 16.
+// Whether make_winograd_conv can compute `d`: 2-D, float32 or bf16 activations, 3x3, stride 1, any
+// dilation, not grouped or transposed, padding 0 to 2 dilations before, no fused activation, no
+// bias gradient wanted (the compile step routes it elsewhere), both channel counts multiples of 16.
 bool winograd_serves(const ConvDesc& d);
 
 // The share of the 4x4 tiles' pixels that are real output pixels (the lower of the forward's and

@@ -126,65 +126,99 @@ Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t 
   return g;
 }
 
-CREST_WIDEST_VECTORS
-void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v) {
-  const int64_t rows = last - first, blocks = g.in_channels / kLanes;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t t = first; t < last; ++t)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const TileOrigin o = origin(g, t);
-      Lanes d[6][6], r[6][6];
-      for (int i = 0; i < 6; ++i)
-        for (int j = 0; j < 6; ++j) {
-          const int64_t y = o.y - g.pad_top + i * g.dilation_h;
-          const int64_t x = o.x - g.pad_left + j * g.dilation_w;
-          d[i][j] = inside(g.in, y, x) ? load(in + g.in.at(o.n, b, y, x)) : Lanes{};
-        }
-      both_axes<6, 6, input_1d>(d, r);
-      for (int64_t xi = 0; xi < kPoints; ++xi)
-        store(v + point_at(xi, rows, t - first, g.in_channels, b), r[xi / 6][xi % 6]);
+namespace {
+
+// The per-tile bodies, for float32 or bf16 activations (T = float or uint16_t bf16 codes; the
+// transformed tiles are float32 either way). Lane block b of tile t.
+template <typename T>
+[[gnu::always_inline]] inline void input_tile(const Grid& g, const T* in, int64_t t, int64_t b,
+                                              int64_t first, int64_t rows, float* v) {
+  const TileOrigin o = origin(g, t);
+  Lanes d[6][6], r[6][6];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) {
+      const int64_t y = o.y - g.pad_top + i * g.dilation_h;
+      const int64_t x = o.x - g.pad_left + j * g.dilation_w;
+      d[i][j] = inside(g.in, y, x) ? load(in + g.in.at(o.n, b, y, x)) : Lanes{};
+    }
+  both_axes<6, 6, input_1d>(d, r);
+  for (int64_t xi = 0; xi < kPoints; ++xi)
+    store(v + point_at(xi, rows, t - first, g.in_channels, b), r[xi / 6][xi % 6]);
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void output_tile(const Grid& g, const float* m, const float* bias,
+                                               int64_t t, int64_t b, int64_t first, int64_t rows,
+                                               T* out) {
+  const TileOrigin o = origin(g, t);
+  Lanes p[6][6], y[4][4];
+  for (int64_t xi = 0; xi < kPoints; ++xi)
+    p[xi / 6][xi % 6] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
+  both_axes<6, 4, output_1d>(p, y);
+  const Lanes shift = bias != nullptr ? load(bias + b * kLanes) : Lanes{};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
+      if (inside(g.out, py, px)) store(out + g.out.at(o.n, b, py, px), y[i][j] + shift);
     }
 }
 
+template <typename T>
+[[gnu::always_inline]] inline void gradient_tile(const Grid& g, const T* diff_out, int64_t t,
+                                                 int64_t b, int64_t first, int64_t rows,
+                                                 float* tiles) {
+  const TileOrigin o = origin(g, t);
+  Lanes dy[4][4], r[6][6];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) {
+      const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
+      dy[i][j] = inside(g.out, py, px) ? load(diff_out + g.out.at(o.n, b, py, px)) : Lanes{};
+    }
+  both_axes<4, 6, gradient_1d>(dy, r);
+  for (int64_t xi = 0; xi < kPoints; ++xi)
+    store(tiles + point_at(xi, rows, t - first, g.out_channels, b), r[xi / 6][xi % 6]);
+}
+
+}  // namespace
+
+// One clone set per activation type (GCC does not clone templates); the parallel loops sit in
+// the cloned functions, whose OpenMP bodies inherit their target (as in depthwise_dilated.cpp).
+#define CREST_OVER_TILES(channels, call)                                                     \
+  const int64_t rows = last - first, blocks = (channels) / kLanes;                           \
+  _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t t = first; t < last; \
+                                                                ++t) for (int64_t b = 0;     \
+                                                                          b < blocks; ++b) call
+
+CREST_WIDEST_VECTORS
+void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v) {
+  CREST_OVER_TILES(g.in_channels, input_tile(g, in, t, b, first, rows, v));
+}
+CREST_WIDEST_VECTORS
+void input_tiles(const Grid& g, const uint16_t* in, int64_t first, int64_t last, float* v) {
+  CREST_OVER_TILES(g.in_channels, input_tile(g, in, t, b, first, rows, v));
+}
 CREST_WIDEST_VECTORS
 void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
                   float* out) {
-  const int64_t rows = last - first, blocks = g.out_channels / kLanes;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t t = first; t < last; ++t)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const TileOrigin o = origin(g, t);
-      Lanes p[6][6], y[4][4];
-      for (int64_t xi = 0; xi < kPoints; ++xi)
-        p[xi / 6][xi % 6] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
-      both_axes<6, 4, output_1d>(p, y);
-      const Lanes shift = bias != nullptr ? load(bias + b * kLanes) : Lanes{};
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-          const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
-          if (inside(g.out, py, px)) store(out + g.out.at(o.n, b, py, px), y[i][j] + shift);
-        }
-    }
+  CREST_OVER_TILES(g.out_channels, output_tile(g, m, bias, t, b, first, rows, out));
+}
+CREST_WIDEST_VECTORS
+void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
+                  uint16_t* out) {
+  CREST_OVER_TILES(g.out_channels, output_tile(g, m, bias, t, b, first, rows, out));
+}
+CREST_WIDEST_VECTORS
+void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last,
+                    float* tiles) {
+  CREST_OVER_TILES(g.out_channels, gradient_tile(g, diff_out, t, b, first, rows, tiles));
+}
+CREST_WIDEST_VECTORS
+void gradient_tiles(const Grid& g, const uint16_t* diff_out, int64_t first, int64_t last,
+                    float* tiles) {
+  CREST_OVER_TILES(g.out_channels, gradient_tile(g, diff_out, t, b, first, rows, tiles));
 }
 
-CREST_WIDEST_VECTORS
-void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last, float* t) {
-  const int64_t rows = last - first, blocks = g.out_channels / kLanes;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t k = first; k < last; ++k)
-    for (int64_t b = 0; b < blocks; ++b) {
-      const TileOrigin o = origin(g, k);
-      Lanes dy[4][4], r[6][6];
-      for (int i = 0; i < 4; ++i)
-        for (int j = 0; j < 4; ++j) {
-          const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
-          dy[i][j] = inside(g.out, py, px) ? load(diff_out + g.out.at(o.n, b, py, px)) : Lanes{};
-        }
-      both_axes<4, 6, gradient_1d>(dy, r);
-      for (int64_t xi = 0; xi < kPoints; ++xi)
-        store(t + point_at(xi, rows, k - first, g.out_channels, b), r[xi / 6][xi % 6]);
-    }
-}
+#undef CREST_OVER_TILES
 
 CREST_WIDEST_VECTORS
 void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient, float* u) {

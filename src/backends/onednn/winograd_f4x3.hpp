@@ -46,17 +46,26 @@ Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t 
           int64_t out_channels, int64_t pad_top, int64_t pad_left, int64_t dilation_h,
           int64_t dilation_w);
 
+// Activations are float32 or bf16 (uint16_t codes, read and written as lanes.hpp rounds); the
+// transformed tiles are float32 either way.
+
 // The tiles [first, last) of `in`: B^T d B into v, [36][last - first][in_channels].
 void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v);
+void input_tiles(const Grid& g, const uint16_t* in, int64_t first, int64_t last, float* v);
 
 // The tiles [first, last) of the output from m, [36][last - first][out_channels]: A^T m A, plus
 // `bias` ([out_channels]) when not null, written over the output pixels the tiles cover.
 void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
                   float* out);
+void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
+                  uint16_t* out);
 
 // The tiles [first, last) of the output's gradient `diff_out` (laid out as g.out): A dY A^T into
-// t, [36][last - first][out_channels]; pixels beyond the output count as zero.
-void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last, float* t);
+// tiles, [36][last - first][out_channels]; pixels beyond the output count as zero.
+void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last,
+                    float* tiles);
+void gradient_tiles(const Grid& g, const uint16_t* diff_out, int64_t first, int64_t last,
+                    float* tiles);
 
 // G w G^T of crest's plain weights w [out_c][in_c][3][3]. `for_data_gradient` false: into u as
 // [36][in_c][out_c] (the forward's matrix products map in_c to out_c). True: of each filter
