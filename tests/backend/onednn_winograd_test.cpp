@@ -185,7 +185,7 @@ TEST(OneDnnWinograd, AgreesWithTheReferenceInEveryPass) {
 // when a chunk's buffers hold 36 x 7 x 144 floats (the widest side), so 8 full chunks and one of 4.
 TEST(OneDnnWinograd, ChunksOfTilesAgreeWithTheReference) {
   CREST_SKIP_WITHOUT_BACKEND("onednn");
-  check({.n = 2, .h = 18, .w = 21}, 36 * 7 * 144);
+  check({.n = 2, .h = 18, .w = 21}, int64_t{36} * 7 * 144);
   check({.n = 2, .h = 18, .w = 21}, 1);  // one tile per chunk
 }
 

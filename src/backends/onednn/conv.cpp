@@ -373,7 +373,7 @@ class OneDnnConv final : public ConvKernel {
 std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
                                       LayoutTuner* tuner) {
   if (dilated_depthwise_applies(d)) return make_dilated_depthwise(d);
-  if (winograd_applies(d)) return make_winograd_conv(std::move(ctx), d);
+  if (winograd_applies(d)) return make_winograd_conv(ctx, d);
   if (d.transposed)
     return std::make_unique<OneDnnConv<Deconvolution>>(std::move(ctx), d, src_hint, tuner);
   return std::make_unique<OneDnnConv<Convolution>>(std::move(ctx), d, src_hint, tuner);

@@ -293,7 +293,8 @@ double winograd_tile_use(const ConvDesc& d) {
     for (size_t i = 0; i < 2; ++i) {
       const int64_t per_phase = (size[i] + d.dilation[i] - 1) / d.dilation[i];
       wanted *= static_cast<double>(size[i]);
-      covered *= static_cast<double>((per_phase + kTile - 1) / kTile * kTile * d.dilation[i]);
+      const int64_t tiles = (per_phase + kTile - 1) / kTile;  // whole tiles: rounds up
+      covered *= static_cast<double>(tiles * kTile * d.dilation[i]);
     }
     return wanted / covered;
   };
@@ -307,7 +308,7 @@ bool winograd_applies(const ConvDesc& d) {
   return !turned_off_by_environment();
 }
 
-std::unique_ptr<ConvKernel> make_winograd_conv(ContextPtr ctx, const ConvDesc& d,
+std::unique_ptr<ConvKernel> make_winograd_conv(const ContextPtr& ctx, const ConvDesc& d,
                                                int64_t chunk_floats) {
   if (!winograd_serves(d)) throw_usage("Winograd convolution: not a problem it serves");
   if (chunk_floats < 1) throw_usage("Winograd convolution: chunk_floats must be positive");

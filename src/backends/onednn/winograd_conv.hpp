@@ -52,7 +52,7 @@ constexpr double kWinogradMinTileUse = 0.5;
 constexpr int64_t kWinogradChunkFloats = int64_t{1} << 23;
 
 // `chunk_floats`: tests make it small to get several chunks from a small problem.
-std::unique_ptr<ConvKernel> make_winograd_conv(ContextPtr ctx, const ConvDesc& d,
+std::unique_ptr<ConvKernel> make_winograd_conv(const ContextPtr& ctx, const ConvDesc& d,
                                                int64_t chunk_floats = kWinogradChunkFloats);
 
 }  // namespace crest::onednn

@@ -229,8 +229,8 @@ void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient
   for (int64_t a = 0; a < outer; ++a)
     for (int64_t b = 0; b < inner / kLanes; ++b) {
       Lanes g[3][3], r[6][6];
-      for (int i = 0; i < 3; ++i)
-        for (int j = 0; j < 3; ++j)
+      for (int64_t i = 0; i < 3; ++i)
+        for (int64_t j = 0; j < 3; ++j)
           for (int64_t l = 0; l < kLanes; ++l) {
             const int64_t lane = b * kLanes + l;
             g[i][j][l] = for_data_gradient ? w[(a * in_c + lane) * 9 + (2 - i) * 3 + (2 - j)]
@@ -252,8 +252,9 @@ void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
         p[xi / 6][xi % 6] = load(z + (xi * out_c + k) * in_c + b * kLanes);
       both_axes<6, 3, filter_gradient_1d>(p, r);
       for (int64_t l = 0; l < kLanes; ++l)
-        for (int i = 0; i < 3; ++i)
-          for (int j = 0; j < 3; ++j) dw[(k * in_c + b * kLanes + l) * 9 + i * 3 + j] = r[i][j][l];
+        for (int64_t i = 0; i < 3; ++i)
+          for (int64_t j = 0; j < 3; ++j)
+            dw[(k * in_c + b * kLanes + l) * 9 + i * 3 + j] = r[i][j][l];
     }
 }
 
