@@ -5,6 +5,7 @@
 // unequal length). Also: which convolutions it takes, and that the onednn backend's conv runs it.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -24,8 +25,8 @@ using testing::random_floats;
 
 struct Case {
   int64_t n = 2, ic = 128, oc = 144, h = 7, w = 9;
-  int64_t pad_top = 1, pad_bottom = 1, pad_left = 1, pad_right = 1;
-  int64_t dilation_h = 1, dilation_w = 1;
+  std::array<int64_t, 4> pad{1, 1, 1, 1};  // top, bottom, left, right
+  std::array<int64_t, 2> dilation{1, 1};   // rows, columns
   bool bias = false;
   DType dtype = DType::f32;  // of the activations (weights and their gradient are float32)
 };
@@ -41,20 +42,20 @@ ConvDesc desc(const Case& c) {
   d.dtype = c.dtype;
   d.in_size = {c.h, c.w, 1};
   d.kernel = {3, 3, 1};
-  d.pad_lo = {c.pad_top, c.pad_left, 0};
-  d.pad_hi = {c.pad_bottom, c.pad_right, 0};
-  d.dilation = {c.dilation_h, c.dilation_w, 1};
-  d.out_size = {c.h + c.pad_top + c.pad_bottom - 2 * c.dilation_h,
-                c.w + c.pad_left + c.pad_right - 2 * c.dilation_w, 1};
+  d.pad_lo = {c.pad[0], c.pad[2], 0};
+  d.pad_hi = {c.pad[1], c.pad[3], 0};
+  d.dilation = {c.dilation[0], c.dilation[1], 1};
+  d.out_size = {c.h + c.pad[0] + c.pad[1] - 2 * c.dilation[0],
+                c.w + c.pad[2] + c.pad[3] - 2 * c.dilation[1], 1};
   return d;
 }
 
 std::string name(const Case& c) {
   return std::to_string(c.n) + "x" + std::to_string(c.ic) + "x" + std::to_string(c.h) + "x" +
-         std::to_string(c.w) + " -> " + std::to_string(c.oc) + " pad " + std::to_string(c.pad_top) +
-         "," + std::to_string(c.pad_bottom) + "," + std::to_string(c.pad_left) + "," +
-         std::to_string(c.pad_right) + " dilation " + std::to_string(c.dilation_h) + "x" +
-         std::to_string(c.dilation_w) + (c.bias ? " bias" : "") + " " + dtype_name(c.dtype);
+         std::to_string(c.w) + " -> " + std::to_string(c.oc) + " pad " + std::to_string(c.pad[0]) +
+         "," + std::to_string(c.pad[1]) + "," + std::to_string(c.pad[2]) + "," +
+         std::to_string(c.pad[3]) + " dilation " + std::to_string(c.dilation[0]) + "x" +
+         std::to_string(c.dilation[1]) + (c.bias ? " bias" : "") + " " + dtype_name(c.dtype);
 }
 
 // Largest |got - want| / (1 + max |want|) of a pass, for the tolerances below.
@@ -161,23 +162,9 @@ void check(const Case& c, int64_t chunk_floats = onednn::kWinogradChunkFloats) {
 TEST(OneDnnWinograd, AgreesWithTheReferenceInEveryPass) {
   CREST_SKIP_WITHOUT_BACKEND("onednn");
   check({});  // "same" padding, 7x9: edge tiles
-  check({.n = 1,
-         .h = 8,
-         .w = 8,
-         .pad_top = 0,
-         .pad_bottom = 0,  // valid: 6x6 output
-         .pad_left = 0,
-         .pad_right = 0,
-         .bias = true});
-  check({.n = 1,
-         .ic = 144,
-         .oc = 128,
-         .h = 6,
-         .w = 5,
-         .pad_top = 2,
-         .pad_bottom = 0,
-         .pad_left = 0,
-         .pad_right = 2});          // asymmetric, either side
+  check({.n = 1, .h = 8, .w = 8, .pad = {0, 0, 0, 0}, .bias = true});  // valid: 6x6 output
+  // Asymmetric padding, either side.
+  check({.n = 1, .ic = 144, .oc = 128, .h = 6, .w = 5, .pad = {2, 0, 0, 2}});
   check({.n = 3, .h = 3, .w = 2});  // smaller than one tile
 }
 
@@ -190,53 +177,15 @@ TEST(OneDnnWinograd, ChunksOfTilesAgreeWithTheReference) {
 }
 
 // Dilated: each phase (rows p, p + d, ...) a dense convolution of its own, phases of unequal
-// length, padding up to 2 dilations on either side, unequal dilations, and DeepCAM's aspp2 in
-// small (dilation 6 on a 12x18 map: each phase shorter than a tile).
+// length, padding up to 2 dilations on either side, unequal dilations, a bias (the first case
+// without), and DeepCAM's aspp2 in small (dilation 6 on a 12x18 map: each phase shorter than a
+// tile).
 TEST(OneDnnWinograd, DilatedAgreesWithTheReference) {
   CREST_SKIP_WITHOUT_BACKEND("onednn");
-  check({.n = 1,
-         .ic = 32,
-         .oc = 16,
-         .pad_top = 2,
-         .pad_bottom = 2,
-         .pad_left = 2,
-         .pad_right = 2,
-         .dilation_h = 2,
-         .dilation_w = 2});
-  check({.n = 2,
-         .ic = 16,
-         .oc = 48,
-         .h = 10,
-         .w = 8,
-         .pad_top = 6,
-         .pad_bottom = 0,
-         .pad_left = 0,
-         .pad_right = 3,
-         .dilation_h = 3,
-         .dilation_w = 3,
-         .bias = true});
-  check({.n = 1,
-         .ic = 16,
-         .oc = 16,
-         .h = 9,
-         .w = 11,
-         .pad_top = 2,
-         .pad_bottom = 2,
-         .pad_left = 3,
-         .pad_right = 3,
-         .dilation_h = 2,
-         .dilation_w = 3});
-  check({.n = 2,
-         .ic = 32,
-         .oc = 16,
-         .h = 12,
-         .w = 18,
-         .pad_top = 6,
-         .pad_bottom = 6,
-         .pad_left = 6,
-         .pad_right = 6,
-         .dilation_h = 6,
-         .dilation_w = 6});
+  check({.n = 1, .ic = 32, .oc = 16, .pad = {2, 2, 2, 2}, .dilation = {2, 2}, .bias = true});
+  check({.n = 2, .ic = 16, .oc = 48, .h = 10, .w = 8, .pad = {6, 0, 0, 3}, .dilation = {3, 3}});
+  check({.n = 1, .ic = 16, .oc = 16, .h = 9, .w = 11, .pad = {2, 2, 3, 3}, .dilation = {2, 3}});
+  check({.n = 2, .ic = 32, .oc = 16, .h = 12, .w = 18, .pad = {6, 6, 6, 6}, .dilation = {6, 6}});
 }
 
 // bf16 activations (DeepCAM's mixed precision): widened on load, float32 arithmetic, rounded on
@@ -244,18 +193,11 @@ TEST(OneDnnWinograd, DilatedAgreesWithTheReference) {
 TEST(OneDnnWinograd, Bf16ActivationsAgreeWithTheReference) {
   CREST_SKIP_WITHOUT_BACKEND("onednn");
   check({.bias = true, .dtype = DType::bf16});
-  check({.n = 1,
-         .ic = 32,
-         .oc = 16,
-         .h = 9,
-         .w = 11,
-         .pad_top = 2,
-         .pad_bottom = 2,
-         .pad_left = 3,
-         .pad_right = 3,
-         .dilation_h = 2,
-         .dilation_w = 3,
-         .dtype = DType::bf16});
+  const Case dilated{.n = 1, .ic = 32, .oc = 16, .h = 9, .w = 11, .pad = {2, 2, 3, 3}};
+  Case c = dilated;
+  c.dilation = {2, 3};
+  c.dtype = DType::bf16;
+  check(c);
 }
 
 TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
@@ -289,17 +231,8 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   EXPECT_FALSE(onednn::winograd_applies(tiny));
   // aspp2 at 768x1152 (dilation 6 on 48x72: phases of 8x12, whole tiles) and at 192x288 (12x18:
   // phases of 2x3).
-  const Case aspp{.n = 1,
-                  .ic = 2048,
-                  .oc = 256,
-                  .h = 48,
-                  .w = 72,
-                  .pad_top = 6,
-                  .pad_bottom = 6,
-                  .pad_left = 6,
-                  .pad_right = 6,
-                  .dilation_h = 6,
-                  .dilation_w = 6};
+  const Case aspp{
+      .n = 1, .ic = 2048, .oc = 256, .h = 48, .w = 72, .pad = {6, 6, 6, 6}, .dilation = {6, 6}};
   EXPECT_DOUBLE_EQ(onednn::winograd_tile_use(desc(aspp)), 1.0);
   EXPECT_TRUE(onednn::winograd_applies(desc(aspp)));
   Case small = aspp;

@@ -162,23 +162,14 @@ class WinogradConv final : public ConvKernel {
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* scratch) override {
-    const auto* w = static_cast<const float*>(weights);
-    const auto* shift = static_cast<const float*>(bias);
-    if (bf16_)
-      forward_as(static_cast<const uint16_t*>(src), w, shift, static_cast<uint16_t*>(dst), scratch);
-    else
-      forward_as(static_cast<const float*>(src), w, shift, static_cast<float*>(dst), scratch);
+    convolve(false, src, static_cast<const float*>(weights), static_cast<const float*>(bias), dst,
+             scratch);
   }
 
+  // The same algorithm on the output gradient, with the turned filters (data_).
   void backward_data(const void* diff_dst, const void* weights, void* diff_src,
                      void* scratch) override {
-    const auto* w = static_cast<const float*>(weights);
-    if (bf16_)
-      backward_data_as(static_cast<const uint16_t*>(diff_dst), w, static_cast<uint16_t*>(diff_src),
-                       scratch);
-    else
-      backward_data_as(static_cast<const float*>(diff_dst), w, static_cast<float*>(diff_src),
-                       scratch);
+    convolve(true, diff_dst, static_cast<const float*>(weights), nullptr, diff_src, scratch);
   }
 
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
@@ -194,26 +185,29 @@ class WinogradConv final : public ConvKernel {
   }
 
  private:
-  // The passes for activations of type T (float, or uint16_t bf16 codes).
-  template <typename T>
-  void forward_as(const T* src, const float* weights, const float* bias, T* dst, void* scratch) {
-    const Buffers s = forward_scratch(scratch);
-    winograd::filters(weights, out_c_, in_c_, false, s.filters);
-    for_chunks(forward_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(forward_, src, first, last, s.in);
-      forward_products_.run(last - first, s.in, s.filters, s.out, s.scratchpad);
-      winograd::output_tiles(forward_, s.out, bias, first, last, dst);
-    });
+  void convolve(bool data_gradient, const void* in, const float* weights, const float* bias,
+                void* out, void* scratch) {
+    if (bf16_)
+      convolve_as(data_gradient, static_cast<const uint16_t*>(in), weights, bias,
+                  static_cast<uint16_t*>(out), scratch);
+    else
+      convolve_as(data_gradient, static_cast<const float*>(in), weights, bias,
+                  static_cast<float*>(out), scratch);
   }
 
+  // The passes for activations of type T (float, or uint16_t bf16 codes). The forward convolves
+  // the input with the filters; the data gradient, the output gradient with the turned filters.
   template <typename T>
-  void backward_data_as(const T* diff_dst, const float* weights, T* diff_src, void* scratch) {
-    const Buffers s = data_scratch(scratch);
-    winograd::filters(weights, out_c_, in_c_, true, s.filters);
-    for_chunks(data_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(data_, diff_dst, first, last, s.in);
-      data_products_.run(last - first, s.in, s.filters, s.out, s.scratchpad);
-      winograd::output_tiles(data_, s.out, nullptr, first, last, diff_src);
+  void convolve_as(bool data_gradient, const T* in, const float* weights, const float* bias, T* out,
+                   void* scratch) {
+    const winograd::Grid& g = data_gradient ? data_ : forward_;
+    ChunkProducts& products = data_gradient ? data_products_ : forward_products_;
+    const Buffers s = data_gradient ? data_scratch(scratch) : forward_scratch(scratch);
+    winograd::filters(weights, out_c_, in_c_, data_gradient, s.filters);
+    for_chunks(data_gradient ? data_chunks_ : forward_chunks_, [&](int64_t first, int64_t last) {
+      winograd::input_tiles(g, in, first, last, s.in);
+      products.run(last - first, s.in, s.filters, s.out, s.scratchpad);
+      winograd::output_tiles(g, s.out, bias, first, last, out);
     });
   }
 
