@@ -133,6 +133,8 @@ void check(const Case& c, int64_t chunk_floats = onednn::kWinogradChunkFloats) {
       for (float& f : *v) f = bf16_to_float(float_to_bf16(f));
   const double out_tolerance = bf16 ? kBf16OutputTolerance : kPassTolerance;
   Buffer scratch(wk->scratch_bytes());
+  // Garbage: no pass may rely on zeroed scratch (the weight gradient's first chunk overwrites).
+  std::memset(scratch.data(), 0x7f, scratch.bytes());
 
   std::vector<float> y_ref(static_cast<size_t>(dst_shape.numel()));
   rk->forward(x.data(), w.data(), b.data(), y_ref.data(), nullptr);

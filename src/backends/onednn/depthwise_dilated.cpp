@@ -7,7 +7,6 @@
 
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
-#include "onednn/format.hpp"
 #include "onednn/lane_addressing.hpp"
 #include "onednn/lanes.hpp"
 #include "widest_vectors.hpp"
@@ -206,24 +205,13 @@ class DilatedDepthwise final : public ConvKernel {
   explicit DilatedDepthwise(const ConvDesc& d) : bf16_(d.dtype == DType::bf16) {
     const Shape src_shape{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
     const Shape dst_shape{d.n, d.out_channels, d.out_size[0], d.out_size[1]};
-    // The layout the batch norms and ReLUs before it deliver on AVX-512 machines (nChw16c);
-    // where oneDNN blocks by 8 instead, channels-last, whose 16 channels are contiguous as
-    // well.
-    const dnnl::memory::desc blocked =
-        blocked_activation_desc(to_dims(src_shape), to_dnnl(d.dtype));
-    const bool by16 = blocked.get_inner_blks() == dnnl::memory::dims{kLanes};
-    if (by16) {
-      src_fmt_ = to_mem_format(blocked, d.dtype);
-      dst_fmt_ =
-          to_mem_format(blocked_activation_desc(to_dims(dst_shape), to_dnnl(d.dtype)), d.dtype);
-    } else {
-      src_fmt_ = plain_format(src_shape, d.dtype, Layout::channels_last);
-      dst_fmt_ = plain_format(dst_shape, d.dtype, Layout::channels_last);
-    }
+    const LaneLayout src = lane_layout(src_shape, d.dtype), dst = lane_layout(dst_shape, d.dtype);
+    src_fmt_ = src.format;
+    dst_fmt_ = dst.format;
     p_.samples = d.n;
     p_.blocks = d.in_channels / kLanes;
-    p_.src = addressing(by16, d.in_channels, d.in_size[0], d.in_size[1]);
-    p_.dst = addressing(by16, d.out_channels, d.out_size[0], d.out_size[1]);
+    p_.src = src.addressing;
+    p_.dst = dst.addressing;
     p_.kernel_h = d.kernel[0];
     p_.kernel_w = d.kernel[1];
     p_.stride_h = d.stride[0];

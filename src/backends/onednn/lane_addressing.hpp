@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include "crest/backends/kernels.hpp"
 #include "onednn/lanes.hpp"
 
 namespace crest::onednn {
@@ -24,5 +25,15 @@ inline Addressing addressing(bool blocked, int64_t channels, int64_t height, int
   if (blocked) return {channels * height * width, kLanes * height * width, kLanes, height, width};
   return {height * width * channels, kLanes, channels, height, width};  // channels-last
 }
+
+// The layout crest's lane loops read and write a 2-D activation (shape N, C, H, W) in, and where
+// its blocks lie: oneDNN's nChw16c where oneDNN blocks by 16 (AVX-512: the batch norms and ReLUs
+// around the kernel deliver it, so no reorder), else channels-last, whose 16 channels of a block
+// are contiguous as well.
+struct LaneLayout {
+  MemFormat format;
+  Addressing addressing;
+};
+LaneLayout lane_layout(const Shape& shape, DType dtype);
 
 }  // namespace crest::onednn

@@ -109,12 +109,10 @@ inline int64_t point_at(int64_t xi, int64_t rows, int64_t r, int64_t channels, i
 Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t in_channels,
           int64_t out_channels, int64_t pad_top, int64_t pad_left, int64_t dilation_h,
           int64_t dilation_w) {
-  // The largest phase has ceil(size / d) pixels along an axis.
-  auto tiles = [](int64_t size, int64_t d) { return ((size + d - 1) / d + kTile - 1) / kTile; };
   Grid g;
   g.samples = samples;
-  g.tiles_h = tiles(out.height, dilation_h);
-  g.tiles_w = tiles(out.width, dilation_w);
+  g.tiles_h = tiles_along(out.height, dilation_h);
+  g.tiles_w = tiles_along(out.width, dilation_w);
   g.pad_top = pad_top;
   g.pad_left = pad_left;
   g.dilation_h = dilation_h;

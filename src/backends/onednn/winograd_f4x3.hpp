@@ -30,6 +30,12 @@ namespace crest::onednn::winograd {
 constexpr int64_t kPoints = 36;  // 6 x 6 transform points
 constexpr int64_t kTile = 4;     // output pixels per tile side
 
+// Tiles along an axis of `size` output pixels at dilation d: enough for the largest phase, whose
+// ceil(size / d) pixels lie d apart.
+inline int64_t tiles_along(int64_t size, int64_t dilation) {
+  return ((size + dilation - 1) / dilation + kTile - 1) / kTile;
+}
+
 // One convolution's tiling: 3x3, stride 1, from `in` to `out` (both in lane blocks).
 struct Grid {
   int64_t samples = 0, tiles_h = 0, tiles_w = 0;  // tiles per phase
