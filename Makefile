@@ -53,9 +53,13 @@ format: test-deps
 tidy: test-deps configure
 	@bash scripts/tidy-changed.sh $(BASE)
 
-# The whole test suite through CTest.
+# The whole test suite through CTest. Tests run $(JOBS) at a time and most use 2 threads, so the
+# cores are oversubscribed: with libgomp's default spin-waiting, a thread spins at every barrier
+# while the thread it waits for is descheduled. Two training tests side by side took 410 s
+# instead of 35 s and 75 s (one then timed out in CI); passive waiting took 64 s and 73 s.
+# A run alone keeps the default (spinning is ~35 % faster there): docs/testing.md.
 test: format-check build venv
-	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
+	cd $(BUILD_DIR) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j $(JOBS) --timeout 900
 
 clean:
 	rm -rf $(BUILD_DIR)
