@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/bf16.hpp"
 #include "crest/core/tensor.hpp"
 
 namespace crest::testing {
@@ -82,6 +83,26 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
   }
   EXPECT_LE(worst, bound) << what << ": worst element " << at << " got " << got[at] << " want "
                           << ref[at] << " (" << ref.size() << " elements)";
+}
+
+// plain [n, c, h, w] floats -> the channels-last bytes of `dtype` (float32 or bf16), for kernels
+// tested on their own.
+inline std::vector<char> channels_last_bytes(const std::vector<float>& x, int64_t n, int64_t c,
+                                             int64_t h, int64_t w, DType dtype) {
+  std::vector<char> out(x.size() * dtype_size(dtype));
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < h * w; ++p) {
+        const float v = x[static_cast<size_t>((b * c + k) * h * w + p)];
+        const auto at = static_cast<size_t>((b * h * w + p) * c + k);
+        if (dtype == DType::bf16) {
+          const uint16_t code = float_to_bf16(v);
+          std::memcpy(out.data() + at * 2, &code, 2);
+        } else {
+          std::memcpy(out.data() + at * 4, &v, 4);
+        }
+      }
+  return out;
 }
 
 // A blocked format of `shape` as the onednn backend lays out conv outputs (e.g. nChw16c), taken

@@ -16,8 +16,10 @@
 #include "onednn/eltwise.hpp"
 #include "onednn/format.hpp"
 #include "onednn/layout_tuner.hpp"
+#include "onednn/phase_weight_grad.hpp"
 #include "onednn/primitive.hpp"
 #include "onednn/tap_window.hpp"
+#include "onednn/tapwise_weight_grad.hpp"
 #include "onednn/winograd_conv.hpp"
 
 namespace crest::onednn {
@@ -126,6 +128,21 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
 // DeepCAM's aspp4 (2048 -> 256, 3x3, dilation 18) at 768x1152, ~200 ms of GEMM per bf16 step.
 bool is_gemm_impl(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
+}
+
+// crest's own weight gradient where oneDNN's is slow for the shape (weight_grad_kernel.hpp), or
+// null: tap by tap where oneDNN's is its GEMM fallback, phase by phase for strided transposed
+// convolutions. Neither computes a trimmed tap window.
+std::shared_ptr<WeightGradKernel> own_weight_grad(const ContextPtr& ctx, const ConvDesc& d,
+                                                  const dnnl::primitive_desc_base& bwd_weights,
+                                                  const WeightLayout& weights,
+                                                  const memory::desc& src,
+                                                  const memory::desc& dst) {
+  if (weights.windowed()) return nullptr;
+  if (is_gemm_impl(bwd_weights) && TapwiseWeightGrad::applies(d, src, dst))
+    return std::make_shared<TapwiseWeightGrad>(ctx, d);
+  if (PhaseWeightGrad::applies(d, src, dst)) return std::make_shared<PhaseWeightGrad>(ctx, d);
+  return nullptr;
 }
 
 // The three primitives of one layout choice (src and dst formats are shared by all three: the
@@ -274,15 +291,14 @@ class OneDnnConv final : public ConvKernel {
     passes_ = bind(*chosen);
     const memory::desc src_md = fpd.src_desc();
     const memory::desc dst_md = fpd.dst_desc();
-    // Where oneDNN's weight gradient is its GEMM fallback: tap by tap instead (matmuls).
-    const bool tapwise = is_gemm_impl(chosen->bwd_weights) && !g.weights_plain.windowed() &&
-                         TapwiseWeightGrad::applies(d, src_md, dst_md);
-    if (tapwise) passes_.use_tapwise_weight_grad(std::make_shared<TapwiseWeightGrad>(ctx_, d));
+    const auto own_grad =
+        own_weight_grad(ctx_, d, chosen->bwd_weights, g.weights_plain, src_md, dst_md);
+    if (own_grad) passes_.use_weight_grad(own_grad);
     src_fmt_ = to_mem_format(src_md, d.dtype);
     dst_fmt_ = to_mem_format(dst_md, d.dtype);
     what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + "; " +
              fpd.impl_info_str() + ", " + chosen->bwd_data.impl_info_str() + ", " +
-             (tapwise ? std::string("tap-wise matmuls") : chosen->bwd_weights.impl_info_str()) +
+             (own_grad ? own_grad->name() : chosen->bwd_weights.impl_info_str()) +
              (tuning ? "; tuned: " + best_name : "") + "]";
   }
 

@@ -69,16 +69,17 @@ void ConvPasses::backward_data(const void* diff_dst, const void* weights, void* 
   bwd_data_.run(p.shared);
 }
 
-void ConvPasses::use_tapwise_weight_grad(std::shared_ptr<TapwiseWeightGrad> t) {
+void ConvPasses::use_weight_grad(std::shared_ptr<WeightGradKernel> k) {
   CREST_CHECK(!has_bias_grad_ && zeroed_grad_bytes_ == 0,
-              what_ + ": the tap-wise weight gradient computes neither bias nor window");
-  scratch_ = std::max(scratch_, t->scratch_bytes());
-  tapwise_ = std::move(t);
+              what_ + ": " + k->name() + " compute neither a bias gradient nor a tap window");
+  scratch_ = std::max(scratch_, k->scratch_bytes());
+  own_weight_grad_ = std::move(k);
 }
 
 void ConvPasses::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                   void* diff_bias, void* scratch) {
-  if (tapwise_) return tapwise_->run(src, diff_dst, static_cast<float*>(diff_weights), scratch);
+  if (own_weight_grad_)
+    return own_weight_grad_->run(src, diff_dst, static_cast<float*>(diff_weights), scratch);
   const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
   if (zeroed_grad_bytes_ > 0) std::memset(diff_weights, 0, zeroed_grad_bytes_);  // the dead taps
   bwd_weights_.set(DNNL_ARG_SRC, src);

@@ -8,7 +8,7 @@
 
 #include "onednn/context.hpp"
 #include "onednn/primitive.hpp"
-#include "onednn/tapwise_weight_grad.hpp"
+#include "onednn/weight_grad_kernel.hpp"
 
 namespace crest::onednn {
 
@@ -39,8 +39,8 @@ class ConvPasses {
   void backward_data(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch);
-  // Computes the weight gradient tap by tap instead of with the backward-weights primitive.
-  void use_tapwise_weight_grad(std::shared_ptr<TapwiseWeightGrad> t);
+  // Computes the weight gradient with `k` instead of the backward-weights primitive.
+  void use_weight_grad(std::shared_ptr<WeightGradKernel> k);
 
  private:
   bool has_bias_ = false, has_bias_grad_ = false;
@@ -50,7 +50,7 @@ class ConvPasses {
   LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
   size_t bias_bytes_ = 0;
   size_t zeroed_grad_bytes_ = 0;  // a windowed gradient's whole tensor, zeroed before the window
-  std::shared_ptr<TapwiseWeightGrad> tapwise_;  // replaces bwd_weights_ when set
+  std::shared_ptr<WeightGradKernel> own_weight_grad_;  // replaces bwd_weights_ when set
   size_t scratch_ = 0;
 };
 

@@ -13,6 +13,23 @@ dnnl::primitive_attr user_scratchpad_attr() {
   return attr;
 }
 
+BoundPrimitive bound_matmul(const ContextPtr& ctx, const dnnl::memory::desc& a,
+                            const dnnl::memory::desc& b, const dnnl::memory::desc& c,
+                            bool accumulate, const std::string& what) {
+  dnnl::primitive_attr attr = user_scratchpad_attr();
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.f);
+    attr.set_post_ops(ops);
+  }
+  auto pd = guarded(what, [&] { return dnnl::matmul::primitive_desc(ctx->engine, a, b, c, attr); });
+  BoundPrimitive p(ctx, pd, what);
+  p.bind(DNNL_ARG_SRC, a);
+  p.bind(DNNL_ARG_WEIGHTS, b);
+  p.bind(DNNL_ARG_DST, c);
+  return p;
+}
+
 BoundPrimitive::BoundPrimitive(ContextPtr ctx, const dnnl::primitive_desc_base& pd,
                                std::string what)
     : ctx_(std::move(ctx)), what_(std::move(what)) {

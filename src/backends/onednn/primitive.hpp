@@ -53,6 +53,12 @@ class BoundPrimitive {
   std::string what_;
 };
 
+// A matmul c = a x b bound to its three layouts (SRC a, WEIGHTS b, DST c). With `accumulate`
+// it adds the product into c (a sum post-op), for sums over chunks whose first chunk overwrites.
+BoundPrimitive bound_matmul(const ContextPtr& ctx, const dnnl::memory::desc& a,
+                            const dnnl::memory::desc& b, const dnnl::memory::desc& c,
+                            bool accumulate, const std::string& what);
+
 // Copies between a fixed plain layout and the layout a primitive wants (weights, bias). It is
 // a no-op (and needs no buffer) when the two are the same.
 class LayoutBridge {

@@ -53,13 +53,7 @@ TapwiseWeightGrad::TapwiseWeightGrad(const ContextPtr& ctx, const ConvDesc& d)
         const memory::desc c({out_c, in_c}, memory::data_type::f32, memory::format_tag::ab);
         const std::string what = "tap-wise weight gradient matmul " + std::to_string(out_c) + "x" +
                                  std::to_string(t.rows) + "x" + std::to_string(in_c);
-        auto pd = guarded(what, [&] {
-          return dnnl::matmul::primitive_desc(ctx->engine, a, b, c, user_scratchpad_attr());
-        });
-        t.matmul = BoundPrimitive(ctx, pd, what);
-        t.matmul.bind(DNNL_ARG_SRC, a);
-        t.matmul.bind(DNNL_ARG_WEIGHTS, b);
-        t.matmul.bind(DNNL_ARG_DST, c);
+        t.matmul = bound_matmul(ctx, a, b, c, false, what);
         matmul_scratch_ = std::max(matmul_scratch_, t.matmul.scratchpad_bytes());
       }
       max_rows_ = std::max(max_rows_, t.rows);
@@ -119,14 +113,7 @@ void TapwiseWeightGrad::run(const void* src, const void* diff_dst, float* diff_w
     t.matmul.set(DNNL_ARG_DST, out);
     t.matmul.run(matmul_scratch);
   }
-  // [tap][out][in] -> crest's [out][in][tap].
-  const auto taps = static_cast<int64_t>(taps_.size());
-#pragma omp parallel for schedule(static) if (out_c * in_c * taps >= (1 << 16))
-  for (int64_t o = 0; o < out_c; ++o)
-    for (int64_t i = 0; i < in_c; ++i)
-      for (int64_t k = 0; k < taps; ++k)
-        diff_weights[(o * in_c + i) * taps + k] =
-            per_tap[static_cast<size_t>(k) * slice + static_cast<size_t>(o * in_c + i)];
+  interleave_taps(per_tap, static_cast<int64_t>(taps_.size()), out_c, in_c, diff_weights);
 }
 
 }  // namespace crest::onednn

@@ -11,15 +11,17 @@
 // conv.cpp uses this only where oneDNN's own choice for the pass is GEMM.
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
 #include "onednn/context.hpp"
 #include "onednn/primitive.hpp"
+#include "onednn/weight_grad_kernel.hpp"
 
 namespace crest::onednn {
 
-class TapwiseWeightGrad {
+class TapwiseWeightGrad final : public WeightGradKernel {
  public:
   // Whether `d` is such a convolution and src/dst are dense channels-last (`src`, `dst`: the
   // layouts the kernel chose).
@@ -28,9 +30,10 @@ class TapwiseWeightGrad {
 
   TapwiseWeightGrad(const ContextPtr& ctx, const ConvDesc& d);
 
-  size_t scratch_bytes() const { return scratch_; }
+  size_t scratch_bytes() const override { return scratch_; }
   // Overwrites the plain float32 [out, in, kh, kw] gradient.
-  void run(const void* src, const void* diff_dst, float* diff_weights, void* scratch);
+  void run(const void* src, const void* diff_dst, float* diff_weights, void* scratch) override;
+  std::string name() const override { return "tap-wise matmuls"; }
 
  private:
   // One tap: its input offset and the rectangle of output pixels whose input is inside.

@@ -60,19 +60,7 @@ class ChunkProducts {
  private:
   static BoundPrimitive make(const ContextPtr& ctx, const ProductDescs& d, bool accumulate,
                              const std::string& what) {
-    dnnl::primitive_attr attr = user_scratchpad_attr();
-    if (accumulate) {
-      dnnl::post_ops ops;
-      ops.append_sum(1.f);
-      attr.set_post_ops(ops);
-    }
-    auto pd = guarded(
-        what, [&] { return dnnl::matmul::primitive_desc(ctx->engine, d.a, d.b, d.c, attr); });
-    BoundPrimitive p(ctx, pd, what);
-    p.bind(DNNL_ARG_SRC, d.a);
-    p.bind(DNNL_ARG_WEIGHTS, d.b);
-    p.bind(DNNL_ARG_DST, d.c);
-    return p;
+    return bound_matmul(ctx, d.a, d.b, d.c, accumulate, what);
   }
 
   int64_t full_rows_ = 0;

@@ -1,0 +1,28 @@
+// A convolution's weight gradient computed by crest's own matmuls instead of oneDNN's
+// backward-weights primitive, where that primitive is slow for the shape: tap by tap for the
+// dilated convolutions whose only oneDNN kernel is im2col + GEMM (tapwise_weight_grad.hpp), and
+// phase by phase for strided transposed convolutions (phase_weight_grad.hpp). ConvPasses runs
+// one in place of the primitive.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace crest::onednn {
+
+class WeightGradKernel {
+ public:
+  virtual ~WeightGradKernel() = default;
+  virtual size_t scratch_bytes() const = 0;
+  // Overwrites crest's plain float32 weight gradient ([out, in, k...], or [in, out, k...] for a
+  // transposed convolution) from the activations in the layouts the kernel was made for.
+  virtual void run(const void* src, const void* diff_dst, float* diff_weights, void* scratch) = 0;
+  // How the kernel's description names it ("tap-wise matmuls").
+  virtual std::string name() const = 0;
+};
+
+// One matmul slice per kernel tap, [tap][rows][cols], into crest's weight layout
+// [rows][cols][tap].
+void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out);
+
+}  // namespace crest::onednn
