@@ -38,8 +38,8 @@ ConvDesc transposed(int64_t n, int64_t ic, int64_t oc, const Geometry& g) {
     d.dilation[i] = g.dilation[i];
     d.pad_lo[i] = g.pad[i];
     d.pad_hi[i] = g.pad[i] - g.output_padding[i];
-    d.out_size[i] = (g.in[i] - 1) * g.stride[i] - 2 * g.pad[i] +
-                    g.dilation[i] * (g.kernel[i] - 1) + 1 + g.output_padding[i];
+    d.out_size[i] = (g.in[i] - 1) * g.stride[i] - 2 * g.pad[i] + g.dilation[i] * (g.kernel[i] - 1) +
+                    1 + g.output_padding[i];
   }
   return d;
 }
@@ -56,7 +56,7 @@ TEST(OneDnnPhaseWeightGrad, AgreesWithTheReference) {
   const Geometry unpadded{{4, 3}, {3, 3}, {2, 2}, {0, 0}, {0, 0}, {1, 1}};
   const Geometry unequal{{4, 5}, {5, 3}, {3, 2}, {2, 1}, {2, 0}, {1, 1}};
   const Geometry dilated{{4, 6}, {3, 3}, {2, 2}, {1, 2}, {0, 1}, {2, 3}};
-  const Geometry sparse{{3, 4}, {3, 2}, {4, 3}, {0, 0}, {0, 0}, {1, 1}};  // stride > kernel
+  const Geometry sparse{{3, 4}, {3, 2}, {4, 3}, {0, 0}, {0, 0}, {1, 1}};   // stride > kernel
   const Geometry cropped{{6, 5}, {3, 3}, {2, 2}, {3, 2}, {1, 0}, {1, 1}};  // pad > kernel's reach
   for (DType dtype : {DType::f32, DType::bf16})
     for (int64_t n : {1, 2}) {
@@ -106,8 +106,8 @@ TEST(OneDnnPhaseWeightGrad, TheBackendsTransposedConvolutionRunsIt) {
   ASSERT_EQ(conv->src_format().layout, Layout::channels_last);
   ASSERT_EQ(conv->dst_format().layout, Layout::channels_last);
   onednn::PhaseWeightGrad direct(std::make_shared<onednn::Context>(), d);
-  const auto xs = testing::channels_last_bytes(testing::random_floats(in.numel(), 3), 2, 64, 6, 9,
-                                               DType::f32);
+  const auto xs =
+      testing::channels_last_bytes(testing::random_floats(in.numel(), 3), 2, 64, 6, 9, DType::f32);
   const auto ys = testing::channels_last_bytes(testing::random_floats(out.numel(), 4), 2, 64, 12,
                                                18, DType::f32);
   std::vector<float> routed(static_cast<size_t>(64 * 64 * 9)), own(routed.size());

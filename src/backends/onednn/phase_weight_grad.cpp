@@ -39,8 +39,7 @@ Shape activation_shape(const ConvDesc& d, int64_t channels, bool input) {
 
 }  // namespace
 
-bool PhaseWeightGrad::applies(const ConvDesc& d, const memory::desc& src,
-                              const memory::desc& dst) {
+bool PhaseWeightGrad::applies(const ConvDesc& d, const memory::desc& src, const memory::desc& dst) {
   if (d.spatial_rank != 2 || d.groups != 1 || !d.transposed || !d.training) return false;
   if (d.stride[0] == 1 && d.stride[1] == 1) return false;  // not strided: oneDNN's kernels do well
   if (d.bias && d.bias_grad) return false;  // the bias gradient stays with the primitive
@@ -130,9 +129,10 @@ void PhaseWeightGrad::run(const void* src, const void* diff_dst, float* diff_wei
   auto* x = static_cast<char*>(carve.take(static_cast<size_t>(grid_pixels_ * in_c) * element_));
   auto* y = static_cast<char*>(
       carve.take(static_cast<size_t>((grid_pixels_ + tail_pixels_) * out_c) * element_));
-  auto* per_tap = static_cast<float*>(carve.take(static_cast<size_t>(taps) * slice * sizeof(float)));
-  void* matmul_scratch = carve.take(std::max(first_.scratchpad_bytes(),
-                                             accumulate_.scratchpad_bytes()));
+  auto* per_tap =
+      static_cast<float*>(carve.take(static_cast<size_t>(taps) * slice * sizeof(float)));
+  void* matmul_scratch =
+      carve.take(std::max(first_.scratchpad_bytes(), accumulate_.scratchpad_bytes()));
   for (int64_t n = 0; n < d_.n; ++n) {
     fill_input(static_cast<const char*>(src), n, x);
     BoundPrimitive& matmul = n == 0 ? first_ : accumulate_;

@@ -60,9 +60,9 @@ class PhaseWeightGrad final : public WeightGradKernel {
 
   ConvDesc d_;
   Axis h_, w_;
-  size_t element_ = 0;        // bytes of one activation
-  int64_t grid_pixels_ = 0;   // h_.grid * w_.grid
-  int64_t tail_pixels_ = 0;   // zero pixels after a phase grid: the largest tap offset
+  size_t element_ = 0;                 // bytes of one activation
+  int64_t grid_pixels_ = 0;            // h_.grid * w_.grid
+  int64_t tail_pixels_ = 0;            // zero pixels after a phase grid: the largest tap offset
   BoundPrimitive first_, accumulate_;  // a tap's matmul for the first sample, and the others
   size_t scratch_ = 0;
 };
