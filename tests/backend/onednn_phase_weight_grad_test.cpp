@@ -45,10 +45,7 @@ ConvDesc transposed(int64_t n, int64_t ic, int64_t oc, const Geometry& g) {
 }
 
 void check(const ConvDesc& d, DType dtype) {
-  testing::expect_weight_grad_like_reference(
-      d, dtype, [](const onednn::ContextPtr& ctx, const ConvDesc& c) {
-        return std::make_unique<onednn::PhaseWeightGrad>(ctx, c);
-      });
+  testing::expect_weight_grad_like_reference<onednn::PhaseWeightGrad>(d, dtype);
 }
 
 TEST(OneDnnPhaseWeightGrad, AgreesWithTheReference) {

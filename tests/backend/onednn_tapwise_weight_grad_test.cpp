@@ -32,10 +32,7 @@ ConvDesc dilated(int64_t ic, int64_t oc, int64_t h, int64_t w, std::array<int64_
 }
 
 void check(const ConvDesc& d, DType dtype) {
-  testing::expect_weight_grad_like_reference(
-      d, dtype, [](const onednn::ContextPtr& ctx, const ConvDesc& c) {
-        return std::make_unique<onednn::TapwiseWeightGrad>(ctx, c);
-      });
+  testing::expect_weight_grad_like_reference<onednn::TapwiseWeightGrad>(d, dtype);
 }
 
 TEST(OneDnnTapwiseWeightGrad, AgreesWithTheReference) {

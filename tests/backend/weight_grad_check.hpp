@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,13 +16,10 @@
 
 namespace crest::testing {
 
-using WeightGradMaker = std::function<std::unique_ptr<onednn::WeightGradKernel>(
-    const onednn::ContextPtr&, const ConvDesc&)>;
-
-// `d` describes float32 activations; the kernel runs on `dtype` ones (bf16: the reference sees
-// the same rounded values). Tolerance as expect_close's.
-inline void expect_weight_grad_like_reference(const ConvDesc& d, DType dtype,
-                                              const WeightGradMaker& make, double tol = 1e-4) {
+// `d` describes float32 activations; a `Kernel` made for `dtype` ones runs (bf16: the reference
+// sees the same rounded values). Tolerance as expect_close's.
+template <typename Kernel>
+void expect_weight_grad_like_reference(const ConvDesc& d, DType dtype, double tol = 1e-4) {
   SCOPED_TRACE(std::string(dtype_name(dtype)) + " " + std::to_string(d.in_size[0]) + "x" +
                std::to_string(d.in_size[1]) + " -> " + std::to_string(d.out_size[0]) + "x" +
                std::to_string(d.out_size[1]) + " stride " + std::to_string(d.stride[0]) + "x" +
@@ -44,7 +40,8 @@ inline void expect_weight_grad_like_reference(const ConvDesc& d, DType dtype,
 
   ConvDesc dd = d;
   dd.dtype = dtype;
-  const auto kernel = make(std::make_shared<onednn::Context>(), dd);
+  std::unique_ptr<onednn::WeightGradKernel> kernel =
+      std::make_unique<Kernel>(std::make_shared<onednn::Context>(), dd);
   const auto xs = channels_last_bytes(x, d.n, d.in_channels, d.in_size[0], d.in_size[1], dtype);
   const auto ys = channels_last_bytes(dy, d.n, d.out_channels, d.out_size[0], d.out_size[1], dtype);
   Buffer scratch(kernel->scratch_bytes());
