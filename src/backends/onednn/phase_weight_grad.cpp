@@ -32,11 +32,6 @@ PhaseWeightGrad::Axis axis(const ConvDesc& d, size_t i) {
   return a;
 }
 
-Shape activation_shape(const ConvDesc& d, int64_t channels, bool input) {
-  const auto& size = input ? d.in_size : d.out_size;
-  return Shape{d.n, channels, size[0], size[1]};
-}
-
 }  // namespace
 
 bool PhaseWeightGrad::applies(const ConvDesc& d, const memory::desc& src, const memory::desc& dst) {
@@ -45,10 +40,7 @@ bool PhaseWeightGrad::applies(const ConvDesc& d, const memory::desc& src, const 
   if (d.bias && d.bias_grad) return false;  // the bias gradient stays with the primitive
   if (d.dtype != DType::f32 && d.dtype != DType::bf16) return false;
   if (std::min(d.in_channels, d.out_channels) < kPhaseWeightGradMinChannels) return false;
-  return src == layout_desc(activation_shape(d, d.in_channels, true), d.dtype,
-                            Layout::channels_last) &&
-         dst == layout_desc(activation_shape(d, d.out_channels, false), d.dtype,
-                            Layout::channels_last);
+  return activations_channels_last(d, src, dst);
 }
 
 PhaseWeightGrad::PhaseWeightGrad(const ContextPtr& ctx, const ConvDesc& d)

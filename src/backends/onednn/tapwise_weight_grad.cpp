@@ -10,25 +10,13 @@ namespace crest::onednn {
 
 using dnnl::memory;
 
-namespace {
-
-Shape activation_shape(const ConvDesc& d, int64_t channels, bool input) {
-  const auto& size = input ? d.in_size : d.out_size;
-  return Shape{d.n, channels, size[0], size[1]};
-}
-
-}  // namespace
-
 bool TapwiseWeightGrad::applies(const ConvDesc& d, const memory::desc& src,
                                 const memory::desc& dst) {
   if (d.spatial_rank != 2 || d.groups != 1 || d.transposed || !d.training) return false;
   if (d.stride[0] != 1 || d.stride[1] != 1) return false;
   if (d.bias && d.bias_grad) return false;  // the bias gradient stays with the primitive
   if (d.dtype != DType::f32 && d.dtype != DType::bf16) return false;
-  return src == layout_desc(activation_shape(d, d.in_channels, true), d.dtype,
-                            Layout::channels_last) &&
-         dst == layout_desc(activation_shape(d, d.out_channels, false), d.dtype,
-                            Layout::channels_last);
+  return activations_channels_last(d, src, dst);
 }
 
 TapwiseWeightGrad::TapwiseWeightGrad(const ContextPtr& ctx, const ConvDesc& d)

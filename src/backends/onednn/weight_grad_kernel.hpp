@@ -6,7 +6,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+
+#include "crest/backends/kernels.hpp"
 
 namespace crest::onednn {
 
@@ -20,6 +23,11 @@ class WeightGradKernel {
   // How the kernel's description names it ("tap-wise matmuls").
   virtual std::string name() const = 0;
 };
+
+// Whether src and dst (the layouts a 2-D convolution's kernel chose) are dense channels-last, the
+// layout both kernels read rows of pixels from.
+bool activations_channels_last(const ConvDesc& d, const dnnl::memory::desc& src,
+                               const dnnl::memory::desc& dst);
 
 // One matmul slice per kernel tap, [tap][rows][cols], into crest's weight layout
 // [rows][cols][tap].
