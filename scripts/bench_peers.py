@@ -10,7 +10,14 @@ contestant (with "ratio_to" the first contestant named by --ratio-to).
       --crest crest=build/bin/crest --tf tf=/work/tfvenv/bin/python3 [--tf-bf16 ...] \
       [--torch torch=/work/torchvenv/bin/python3] [--crest-bf16 ...] [--torch-bf16 ...] [--ratio-to tf]
 
-Peer scripts come from ../shared/peers (cosmoflow_tf.py, cosmoflow_torch.py).
+  scripts/bench_peers.py --model deepcam --height 192 --width 288 --batch 2 --rounds 3 \
+      --peak build/bin/crest --crest crest=build/bin/crest \
+      --torch-plain torch=/work/torchvenv/bin/python3 --torch torch_cl=/work/torchvenv/bin/python3
+
+--peak runs `crest bench peak` (the float32 GEMM rate) at the start of every round, so a figure
+can be read against the machine's rate at that moment. crest runs --precision float32 unless
+named with --crest-bf16. Peer scripts come from ../shared/peers (cosmoflow_tf.py,
+cosmoflow_torch.py, deepcam_torch.py; DeepCAM has no TensorFlow peer).
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -40,9 +47,38 @@ def run_with_rss(cmd):
     return json.loads(lines[0]), usage.ru_maxrss / 1024.0
 
 
+def build_contestants(a):
+    """(label, command) of every contestant named on the command line, in the order of the flags."""
+    shape = ["--size", str(a.size)] if a.model == "cosmoflow" else ["--height", str(a.height), "--width", str(a.width)]
+    common = shape + ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads)]
+    crest = ["bench", "train", "--model", a.model, "--warmup", "1"] + common
+    peer = lambda framework: os.path.join(peers, f"{a.model}_{framework}.py")
+    if a.model == "deepcam" and (a.tf or a.tf_bf16):
+        sys.exit("bench_peers: DeepCAM has no TensorFlow peer")
+    out = []
+    out += [(label, [path] + crest + ["--precision", "float32"]) for label, path in pairs(a.crest)]
+    out += [(label, [path] + crest + ["--precision", "bf16"]) for label, path in pairs(a.crest_bf16)]
+    out += [(label, [py, peer("tf")] + common) for label, py in pairs(a.tf)]
+    out += [(label, [py, peer("tf"), "--bf16"] + common) for label, py in pairs(a.tf_bf16)]
+    out += [(label, [py, peer("torch")] + common) for label, py in pairs(a.torch_plain)]
+    out += [(label, [py, peer("torch"), "--cl"] + common) for label, py in pairs(a.torch)]
+    out += [(label, [py, peer("torch"), "--cl", "--bf16"] + common) for label, py in pairs(a.torch_bf16)]
+    return out
+
+
+def gemm_peak(crest, threads):
+    """The float32 GEMM GFLOP/s `crest bench peak` measures now."""
+    out = subprocess.run([crest, "bench", "peak", "--threads", str(threads)], capture_output=True, text=True, check=True)
+    rates = [json.loads(l) for l in out.stdout.splitlines() if l.startswith("{")]
+    return round(next(r["gflops"] for r in rates if r["dtype"] == "f32"), 1)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--model", choices=("cosmoflow", "deepcam"), default="cosmoflow")
+    p.add_argument("--size", type=int, default=128, help="cosmoflow: cube size")
+    p.add_argument("--height", type=int, default=192, help="deepcam: sample height")
+    p.add_argument("--width", type=int, default=288, help="deepcam: sample width")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=3)
@@ -52,29 +88,19 @@ def main():
     p.add_argument("--tf", action="append", help="LABEL=python with tensorflow (fp32)")
     p.add_argument("--tf-bf16", action="append", help="LABEL=python with tensorflow (mixed_bfloat16)")
     p.add_argument("--torch", action="append", help="LABEL=python with torch (channels-last)")
+    p.add_argument("--torch-plain", action="append", help="LABEL=python with torch (default memory format)")
     p.add_argument("--torch-bf16", action="append", help="LABEL=python with torch (channels-last, autocast bf16)")
+    p.add_argument("--peak", help="path to a crest binary: print the float32 GEMM rate every round")
     p.add_argument("--ratio-to", help="label every other contestant is compared with")
     a = p.parse_args()
-
-    common = ["--size", str(a.size), "--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads)]
-    contestants = []
-    for label, path in pairs(a.crest):
-        contestants.append((label, [path, "bench", "train", "--warmup", "1"] + common))
-    for label, path in pairs(a.crest_bf16):
-        contestants.append((label, [path, "bench", "train", "--warmup", "1", "--precision", "bf16"] + common))
-    for label, py in pairs(a.tf):
-        contestants.append((label, [py, os.path.join(peers, "cosmoflow_tf.py")] + common))
-    for label, py in pairs(a.tf_bf16):
-        contestants.append((label, [py, os.path.join(peers, "cosmoflow_tf.py"), "--bf16"] + common))
-    for label, py in pairs(a.torch):
-        contestants.append((label, [py, os.path.join(peers, "cosmoflow_torch.py"), "--cl"] + common))
-    for label, py in pairs(a.torch_bf16):
-        contestants.append((label, [py, os.path.join(peers, "cosmoflow_torch.py"), "--cl", "--bf16"] + common))
+    contestants = build_contestants(a)
     if not contestants:
         sys.exit("bench_peers: name at least one contestant")
 
     best = {}
     for r in range(a.rounds):
+        if a.peak:
+            print(json.dumps({"round": r, "peak_f32_gflops": gemm_peak(a.peak, a.threads)}), flush=True)
         for label, cmd in contestants:
             result, rss = run_with_rss(cmd)
             if "step_s_min" in result:  # every peer reports its best step: so does crest here
@@ -89,7 +115,8 @@ def main():
             b["gflops"] = max(b["gflops"], result.get("gflops") or 0.0)
             b["peak_rss_mb"] = max(b["peak_rss_mb"], rss)
     for label, b in best.items():
-        s = {"summary": label, "size": a.size, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
+        shape = {"size": a.size} if a.model == "cosmoflow" else {"height": a.height, "width": a.width}
+        s = {"summary": label, "model": a.model, **shape, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
              "samples_per_s": b["samples_per_s"], "gflops": round(b["gflops"], 1),
              "peak_rss_mb_per_sample": round(b["peak_rss_mb"] / a.batch, 1)}
         if a.ratio_to in best and label != a.ratio_to:
