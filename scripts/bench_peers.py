@@ -47,9 +47,14 @@ def run_with_rss(cmd):
     return json.loads(lines[0]), usage.ru_maxrss / 1024.0
 
 
+def sample_shape(a):
+    """The model's sample-shape options, as the benchmarks take them and the summary prints them."""
+    return {"size": a.size} if a.model == "cosmoflow" else {"height": a.height, "width": a.width}
+
+
 def build_contestants(a):
     """(label, command) of every contestant named on the command line, in the order of the flags."""
-    shape = ["--size", str(a.size)] if a.model == "cosmoflow" else ["--height", str(a.height), "--width", str(a.width)]
+    shape = [arg for key, value in sample_shape(a).items() for arg in (f"--{key}", str(value))]
     common = shape + ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads)]
     crest = ["bench", "train", "--model", a.model, "--warmup", "1"] + common
     peer = lambda framework: os.path.join(peers, f"{a.model}_{framework}.py")
@@ -115,8 +120,7 @@ def main():
             b["gflops"] = max(b["gflops"], result.get("gflops") or 0.0)
             b["peak_rss_mb"] = max(b["peak_rss_mb"], rss)
     for label, b in best.items():
-        shape = {"size": a.size} if a.model == "cosmoflow" else {"height": a.height, "width": a.width}
-        s = {"summary": label, "model": a.model, **shape, "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
+        s = {"summary": label, "model": a.model, **sample_shape(a), "batch": a.batch, "threads": a.threads, "rounds": a.rounds,
              "samples_per_s": b["samples_per_s"], "gflops": round(b["gflops"], 1),
              "peak_rss_mb_per_sample": round(b["peak_rss_mb"] / a.batch, 1)}
         if a.ratio_to in best and label != a.ratio_to:
