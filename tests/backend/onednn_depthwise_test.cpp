@@ -8,6 +8,7 @@
 // any stride, dilation and kernel size up to 5x5.
 #include <gtest/gtest.h>
 
+#include <iostream>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -17,6 +18,7 @@
 #include "crest/layers/batch_norm.hpp"
 #include "crest/layers/conv.hpp"
 #include "crest/layers/loss.hpp"
+#include "onednn/format.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
@@ -86,11 +88,27 @@ std::string line_of(const std::string& summary, const std::string& name) {
   return "";
 }
 
+// Whether this CPU's oneDNN kernels block channels by 16 (AVX-512) rather than 8 (AVX2).
+bool onednn_blocks_by_16() {
+  const auto d = onednn::blocked_activation_desc({1, 16, 1, 1}, dnnl::memory::data_type::f32);
+  return onednn::format_name(d) == "nChw16c";
+}
+
 // jit_dw or crest's dilated loops in the layout batch norm and ReLU deliver: no reorder before
-// or after.
-void expect_blocked_without_reorders(const Executor& ex) {
+// or after. crest's loops (dilated depthwise) read 16-channel blocks or channels-last: where
+// oneDNN's kernels block by 8 (AVX2) they run channels-last between two reorders, a known cost
+// there (docs/performance.md), so only the agreement is checked.
+void expect_producers_layout_without_reorders(const Executor& ex, const Separable& s) {
+  const bool crest_loops = s.dilation > 1 || s.dilation_w > 1;
+  if (crest_loops && !onednn_blocks_by_16()) {
+    std::cout << "[ note     ] 8-channel blocks here: the dilated loops run channels-last\n";
+    return;
+  }
   const std::string summary = ex.summary();
-  EXPECT_NE(line_of(summary, "dw").find("nChw16c"), std::string::npos) << summary;
+  // The layout the pointwise convolutions chose (blocked by 16 or 8; channels-last at SSE4.1).
+  const std::string layout = test::layout_named_in(line_of(summary, "pw0"));
+  EXPECT_NE(layout, "") << summary;
+  EXPECT_EQ(test::layout_named_in(line_of(summary, "dw")), layout) << summary;
   EXPECT_EQ(line_of(summary, "relu>reorder"), "") << summary;
   EXPECT_EQ(line_of(summary, "dw>reorder"), "") << summary;
 }
@@ -109,7 +127,7 @@ TEST(OneDnnDepthwise, SeparableConvolutionsAgreeAndStayBlocked) {
     for (size_t k = 0; k < want->params().slots().size(); ++k)
       EXPECT_LT(test::rel_distance(got->params().grad(k), want->params().grad(k)), 2e-4)
           << want->params().slots()[k].name;
-    expect_blocked_without_reorders(*got);
+    expect_producers_layout_without_reorders(*got, s);
   }
 }
 
@@ -129,6 +147,9 @@ TEST(OneDnnDepthwise, DilatedLoopsAgreeWithTheReferenceInEveryVariant) {
   };
   for (const Separable& s : variants)
     for (const std::optional<DType> half : {std::optional<DType>(), std::optional(DType::bf16)}) {
+      if (half) {
+        CREST_CONTINUE_WITHOUT_DTYPE("onednn", *half);
+      }
       SCOPED_TRACE(s.name() + (half ? " bf16" : " float32"));
       const Graph g = separable_graph(s);
       const auto want = step(g, *reference, half);
@@ -139,7 +160,7 @@ TEST(OneDnnDepthwise, DilatedLoopsAgreeWithTheReferenceInEveryVariant) {
       for (size_t k = 0; k < want->params().slots().size(); ++k)
         EXPECT_LT(test::rel_distance(got->params().grad(k), want->params().grad(k)), 10 * tolerance)
             << want->params().slots()[k].name;
-      expect_blocked_without_reorders(*got);
+      expect_producers_layout_without_reorders(*got, s);
     }
 }
 

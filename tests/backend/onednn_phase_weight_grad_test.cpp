@@ -55,7 +55,8 @@ TEST(OneDnnPhaseWeightGrad, AgreesWithTheReference) {
   const Geometry dilated{{4, 6}, {3, 3}, {2, 2}, {1, 2}, {0, 1}, {2, 3}};
   const Geometry sparse{{3, 4}, {3, 2}, {4, 3}, {0, 0}, {0, 0}, {1, 1}};   // stride > kernel
   const Geometry cropped{{6, 5}, {3, 3}, {2, 2}, {3, 2}, {1, 0}, {1, 1}};  // pad > kernel's reach
-  for (DType dtype : {DType::f32, DType::bf16})
+  for (DType dtype : {DType::f32, DType::bf16}) {
+    CREST_CONTINUE_WITHOUT_DTYPE("onednn", dtype);
     for (int64_t n : {1, 2}) {
       check(transposed(n, 24, 16, deepcam), dtype);
       check(transposed(n, 16, 8, unpadded), dtype);
@@ -64,6 +65,7 @@ TEST(OneDnnPhaseWeightGrad, AgreesWithTheReference) {
       check(transposed(n, 8, 8, sparse), dtype);
       check(transposed(n, 8, 8, cropped), dtype);
     }
+  }
 }
 
 TEST(OneDnnPhaseWeightGrad, TakesStridedTransposedChannelsLastWithoutBiasGradient) {

@@ -37,6 +37,7 @@ void check(const ConvDesc& d, DType dtype) {
 
 TEST(OneDnnTapwiseWeightGrad, AgreesWithTheReference) {
   for (DType dtype : {DType::f32, DType::bf16}) {
+    CREST_CONTINUE_WITHOUT_DTYPE("onednn", dtype);
     // aspp2's shape in small: 4x6 map, dilation 2, padding 2: the outer taps partly in padding.
     check(dilated(32, 16, 4, 6, {2, 2}, {2, 2}, {2, 2}), dtype);
     // Dilation 4 on a 3-row map: the outer rows read only padding (empty taps).

@@ -13,6 +13,7 @@
 #include "backend/backend_test_util.hpp"
 #include "onednn/context.hpp"
 #include "onednn/weight_grad_kernel.hpp"
+#include "support/test_util.hpp"
 
 namespace crest::testing {
 

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "onednn/format.hpp"
+#include "onednn/onednn_backend.hpp"
 
 namespace crest::onednn {
 
@@ -39,6 +40,9 @@ bool PhaseWeightGrad::applies(const ConvDesc& d, const memory::desc& src, const 
   if (d.stride[0] == 1 && d.stride[1] == 1) return false;  // not strided: oneDNN's kernels do well
   if (d.bias && d.bias_grad) return false;  // the bias gradient stays with the primitive
   if (d.dtype != DType::f32 && d.dtype != DType::bf16) return false;
+  // oneDNN 3.2 has no bf16 matmul below AVX-512 BF16 (AVX2): oneDNN's own primitive then, in the
+  // emulation crest refuses for whole runs but a caller may still ask for one kernel.
+  if (!dtype_support(d.dtype)) return false;
   if (std::min(d.in_channels, d.out_channels) < kPhaseWeightGradMinChannels) return false;
   return activations_channels_last(d, src, dst);
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "onednn/format.hpp"
+#include "onednn/onednn_backend.hpp"
 
 namespace crest::onednn {
 
@@ -16,6 +17,9 @@ bool TapwiseWeightGrad::applies(const ConvDesc& d, const memory::desc& src,
   if (d.stride[0] != 1 || d.stride[1] != 1) return false;
   if (d.bias && d.bias_grad) return false;  // the bias gradient stays with the primitive
   if (d.dtype != DType::f32 && d.dtype != DType::bf16) return false;
+  // oneDNN 3.2 has no bf16 matmul below AVX-512 BF16 (AVX2): oneDNN's own primitive then, in the
+  // emulation crest refuses for whole runs but a caller may still ask for one kernel.
+  if (!dtype_support(d.dtype)) return false;
   return activations_channels_last(d, src, dst);
 }
 
