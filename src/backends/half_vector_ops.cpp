@@ -17,11 +17,11 @@ constexpr size_t kParallelMin = 1 << 14;
 // bf16 sums element by element, at the CPU's vector width: the residual additions of a bf16
 // network and the sums of its gradients, 1.3 % of DeepCAM's bf16 step when compiled for the
 // baseline.
-CREST_WIDEST_VECTORS
+#define CREST_WIDEST_VECTORS_LOOPS "half_vector_ops.inc"
+#include "widest_vectors_expand.hpp"
+
 void add_bf16_loop(const uint16_t* x, const uint16_t* y, uint16_t* d, size_t count) {
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i)
-    d[i] = float_to_bf16(bf16_to_float(x[i]) + bf16_to_float(y[i]));
+  CREST_WIDEST_VECTORS_CALL(add_bf16_loop, x, y, d, count);
 }
 
 // One element type's conversions, so the loops below are written once for both.

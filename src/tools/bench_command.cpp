@@ -234,6 +234,7 @@ void bench_peak(const std::string& backend_name, int threads_arg, int64_t n, int
     j["supported"] = p.supported;
     j["gflops"] = p.gflops;
     j["implementation"] = p.implementation;
+    j["isa"] = backend->instruction_sets();
     std::cout << j.dump() << std::endl;
   }
 }

@@ -312,7 +312,9 @@ void TrainingRun::print_header() {
   std::ostream& log = *log_;
   const int64_t batch = config_.data.batch_size;
   log << "crest " << CREST_VERSION << " | config " << config_.source << " | backend "
-      << backend_->name() << " | " << threads_ << " threads";
+      << backend_->name();
+  if (const std::string isa = backend_->instruction_sets(); !isa.empty()) log << " (" << isa << ")";
+  log << " | " << threads_ << " threads";
   if (comm_->size() > 1)
     log << " per rank | " << comm_->size() << " ranks (" << comm_->name() << ", "
         << comm_->local_size() << " on this node) | batch " << batch << " per rank, "

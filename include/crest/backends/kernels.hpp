@@ -342,6 +342,9 @@ class Backend {
   virtual void set_layout_tuning(const LayoutTuning& /*tuning*/) {}
 
   // The machine's GEMM rate through this backend's library for `dtype` (n^3, best of `iters`).
+  // The instruction sets this backend's kernels dispatch to on this machine, for logs and
+  // benchmark lines ("" where that says nothing: the reference backend's plain loops).
+  virtual std::string instruction_sets() const { return ""; }
   virtual PeakRate peak(DType /*dtype*/, int64_t /*n*/, int /*iters*/) {
     return {false, 0, "the " + name() + " backend measures no peak"};
   }

@@ -20,7 +20,10 @@ namespace {
 
 class OneDnnBackend final : public Backend {
  public:
-  OneDnnBackend() : ctx_(std::make_shared<onednn::Context>()) {}
+  OneDnnBackend() {
+    onednn::apply_isa_cap();
+    ctx_ = std::make_shared<onednn::Context>();
+  }
 
   std::string name() const override { return "onednn"; }
   Device device() const override { return Device::cpu; }
@@ -29,6 +32,7 @@ class OneDnnBackend final : public Backend {
   bool supports(DType dtype) const override { return static_cast<bool>(supports_dtype(dtype)); }
   Support supports_dtype(DType dtype) const override { return onednn::dtype_support(dtype); }
   bool fuses(const EltwiseDesc& e) const override { return onednn::eltwise_supported(e); }
+  std::string instruction_sets() const override { return onednn::instruction_sets(); }
 
   // oneDNN's CPU engine works on plain host pointers, and every primitive finishes in execute().
   MemoryResource& memory() const override { return host_memory(); }

@@ -102,11 +102,13 @@ constexpr int64_t kMaxClasses = 16;
 
 }  // namespace
 
-CREST_WIDEST_VECTORS
+namespace {
+#define CREST_WIDEST_VECTORS_LOOPS "onednn/cross_entropy_loop.inc"
+#include "widest_vectors_expand.hpp"
+}  // namespace
+
 double cross_entropy_loop(const CrossEntropyProblem& p) {
-  double total;
-  CREST_SUM_OVER_FIXED_CHUNKS(total, static_cast<size_t>(p.n * p.spatial), chunk, p);
-  return total;
+  return CREST_WIDEST_VECTORS_CALL(cross_entropy_loop, p);
 }
 
 }  // namespace crest::onednn

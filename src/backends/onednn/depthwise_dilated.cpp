@@ -160,9 +160,10 @@ template <typename T>
   }
 }
 
-// One clone set per activation type (GCC does not clone templates). The parallel loops sit in
-// the cloned functions themselves: OpenMP's outlined body inherits its function's target only
-// there (a region inside the inlined template would be compiled once, for the baseline).
+// The loops, one per activation type, compiled per instruction-set level (widest_vectors.hpp).
+// The parallel loops sit in those functions themselves: OpenMP's outlined body inherits its
+// function's target only there (a region inside the inlined template would be compiled once,
+// for the baseline).
 #define CREST_OVER_SAMPLE_BLOCKS(call)                                                        \
   _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t n = 0; n < p.samples; \
                                                                 ++n) for (int64_t b = 0;      \
@@ -170,31 +171,33 @@ template <typename T>
 #define CREST_OVER_BLOCKS(call) \
   _Pragma("omp parallel for schedule(static)") for (int64_t b = 0; b < p.blocks; ++b) call
 
-CREST_WIDEST_VECTORS
+#define CREST_WIDEST_VECTORS_LOOPS "onednn/depthwise_dilated.inc"
+#include "widest_vectors_expand.hpp"
+
 void forward_f32(const Problem& p, const float* s, const float* w, const float* bias, float* d) {
-  CREST_OVER_SAMPLE_BLOCKS(forward_block(p, n, b, s, w, bias, d));
+  CREST_WIDEST_VECTORS_CALL(forward_f32, p, s, w, bias, d);
 }
-CREST_WIDEST_VECTORS
+
 void forward_bf16(const Problem& p, const uint16_t* s, const float* w, const float* bias,
                   uint16_t* d) {
-  CREST_OVER_SAMPLE_BLOCKS(forward_block(p, n, b, s, w, bias, d));
+  CREST_WIDEST_VECTORS_CALL(forward_bf16, p, s, w, bias, d);
 }
-CREST_WIDEST_VECTORS
+
 void backward_data_f32(const Problem& p, const float* dd, const float* w, float* ds) {
-  CREST_OVER_SAMPLE_BLOCKS(backward_data_block(p, n, b, dd, w, ds));
+  CREST_WIDEST_VECTORS_CALL(backward_data_f32, p, dd, w, ds);
 }
-CREST_WIDEST_VECTORS
+
 void backward_data_bf16(const Problem& p, const uint16_t* dd, const float* w, uint16_t* ds) {
-  CREST_OVER_SAMPLE_BLOCKS(backward_data_block(p, n, b, dd, w, ds));
+  CREST_WIDEST_VECTORS_CALL(backward_data_bf16, p, dd, w, ds);
 }
-CREST_WIDEST_VECTORS
+
 void backward_weights_f32(const Problem& p, const float* s, const float* dd, float* dw, float* db) {
-  CREST_OVER_BLOCKS(backward_weights_block(p, b, s, dd, dw, db));
+  CREST_WIDEST_VECTORS_CALL(backward_weights_f32, p, s, dd, dw, db);
 }
-CREST_WIDEST_VECTORS
+
 void backward_weights_bf16(const Problem& p, const uint16_t* s, const uint16_t* dd, float* dw,
                            float* db) {
-  CREST_OVER_BLOCKS(backward_weights_block(p, b, s, dd, dw, db));
+  CREST_WIDEST_VECTORS_CALL(backward_weights_bf16, p, s, dd, dw, db);
 }
 
 #undef CREST_OVER_SAMPLE_BLOCKS

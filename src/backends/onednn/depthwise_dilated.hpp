@@ -7,7 +7,8 @@
 // a full-size (768x1152) bf16 training step over the exit flow's four such convolutions.
 // The work is tiny (9 multiply-adds per element), so plain loops over 16-channel lane blocks,
 // compiled for the CPU's widest vectors, are enough. Each channel is a lane of its own and its
-// sums run in one fixed order, so every clone, and every thread count, gives the same bits.
+// sums run in one fixed order, so every instruction-set copy, and every thread count, gives the
+// same bits.
 #pragma once
 #include <memory>
 

@@ -1,11 +1,11 @@
-// Eight float64 lanes as one GCC vector value, lowered by each CREST_WIDEST_VECTORS clone to its
-// widest registers, with the exp and log the loss loops need (cross_entropy_loop.cpp) and the
+// Eight float64 lanes as one GCC vector value, lowered by each instruction-set copy of a loop to
+// its widest registers, with the exp and log the loss loops need (cross_entropy_loop.cpp) and the
 // float32 widening the optimizers' reductions use (update_loops.cpp).
 //
 // Why own exp and log: glibc's are scalar (its vector versions need -ffast-math), and DeepCAM's
 // loss spent ~5 ms of a 350 ms bf16 step at 192x288 in them, one position at a time. These are
 // the textbook reductions with polynomials long enough for double precision: both stay within
-// 2 ulp of glibc's on their domains (tests/backend/onednn_double_lanes_test.cpp), and every clone
+// 2 ulp of glibc's on their domains (tests/backend/onednn_double_lanes_test.cpp), and every copy
 // computes the same operations in the same order (no FMA contraction: CMakeLists.txt), so the
 // same bits.
 //

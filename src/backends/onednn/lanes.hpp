@@ -1,4 +1,4 @@
-// 16 float32 lanes as one GCC vector value, which each CREST_WIDEST_VECTORS clone lowers to its
+// 16 float32 lanes as one GCC vector value, which each instruction-set copy of a loop lowers to its
 // widest registers (one zmm on AVX-512, two ymm on AVX2, four xmm on the baseline): crest's own
 // loops over oneDNN's 16-channel blocks (depthwise_dilated.cpp) and 16x16 weight tiles
 // (weight_repack.cpp). Plain loops over 16 lanes were unrolled into scalar code instead: the

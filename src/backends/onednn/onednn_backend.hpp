@@ -2,6 +2,8 @@
 // oneDNN (3.x changed the descriptor API) touches nothing else in crest.
 #pragma once
 #include <memory>
+#include <optional>
+#include <string>
 
 #include "crest/backends/kernels.hpp"
 #include "onednn/context.hpp"
@@ -17,6 +19,17 @@ namespace onednn {
 ContextPtr backend_context(Backend& backend);
 // Whether this backend computes in `dtype` on this CPU, and why not (dtype_support.cpp).
 Support dtype_support(DType dtype);
+
+// oneDNN's effective instruction set ("AVX2", "AVX-512 BF16", ...: ONEDNN_MAX_CPU_ISA caps it).
+std::string isa_name(dnnl::cpu_isa isa);
+// oneDNN's level for one of its ONEDNN_MAX_CPU_ISA spellings (case-insensitive), or nullopt.
+std::optional<dnnl::cpu_isa> isa_named(std::string name);
+// Caps oneDNN at CREST_MAX_CPU_ISA where that is set (once per process, before any primitive),
+// so one variable caps oneDNN's kernels and crest's own loops (widest_vectors.hpp); validates the
+// capping variable in effect. Every onednn backend calls it when created.
+void apply_isa_cap();
+// What this process dispatches to: "oneDNN AVX2, crest loops AVX-512" (bench peak, run logs).
+std::string instruction_sets();
 }  // namespace onednn
 
 }  // namespace crest

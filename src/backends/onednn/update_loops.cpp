@@ -32,65 +32,6 @@ using EightDoubles = double_lanes::Doubles;
 
 }  // namespace
 
-CREST_WIDEST_VECTORS
-double sum_squares_loop(const float* x, size_t count) {
-  double total;
-  CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum_squares, x);
-  return total;
-}
-
-CREST_WIDEST_VECTORS
-void axpy_loop(double alpha, const float* x, float* y, size_t count) {
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i)
-    y[i] = static_cast<float>(alpha * static_cast<double>(x[i]) + static_cast<double>(y[i]));
-}
-
-CREST_WIDEST_VECTORS
-void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum) {
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i) {
-    const double velocity = momentum * static_cast<double>(v[i]) - lr * static_cast<double>(g[i]);
-    v[i] = static_cast<float>(velocity);
-    w[i] = static_cast<float>(static_cast<double>(w[i]) + velocity);
-  }
-}
-
-CREST_WIDEST_VECTORS
-void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s) {
-  const double correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(s.step));
-  const double correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(s.step));
-  // L2 Adam folds the decay into the gradient (and so into the moments); AdamW does not.
-  const double l2 = s.decoupled ? 0.0 : s.weight_decay;
-  const double decay = s.decoupled ? s.weight_decay : 0.0;
-  const double beta1 = s.beta1, beta2 = s.beta2, eps = s.eps, lr = s.lr;
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i) {
-    const double weight = w[i];
-    const double grad = static_cast<double>(g[i]) + l2 * weight;
-    const double m_new = beta1 * static_cast<double>(m[i]) + (1.0 - beta1) * grad;
-    const double v_new = beta2 * static_cast<double>(v[i]) + (1.0 - beta2) * grad * grad;
-    m[i] = static_cast<float>(m_new);
-    v[i] = static_cast<float>(v_new);
-    const double update =
-        (m_new / correction1) / (std::sqrt(v_new / correction2) + eps) + decay * weight;
-    w[i] = static_cast<float>(weight - lr * update);
-  }
-}
-
-CREST_WIDEST_VECTORS
-void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
-                      double momentum, double grad_scale, double weight_decay) {
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i) {
-    const double weight = w[i];
-    const double d = grad_scale * (static_cast<double>(g[i]) + weight_decay * weight);
-    const double velocity = momentum * static_cast<double>(buf[i]) + d;
-    buf[i] = static_cast<float>(velocity);
-    w[i] = static_cast<float>(weight - lr * velocity);
-  }
-}
-
 namespace {
 
 // The step's constants, computed in double and rounded once, as apex computes them on the host;
@@ -160,29 +101,41 @@ struct LambChunk {
 
 }  // namespace
 
-CREST_WIDEST_VECTORS
-void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
-                         const LambStep& s) {
-  const LambConstants k(s);
-#pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
-  for (size_t i = 0; i < count; ++i) lamb_direction_at(w, g, m, v, i, k);
+namespace {
+#define CREST_WIDEST_VECTORS_LOOPS "onednn/update_loops.inc"
+#include "widest_vectors_expand.hpp"
+}  // namespace
+
+double sum_squares_loop(const float* x, size_t count) {
+  return CREST_WIDEST_VECTORS_CALL(sum_squares_loop, x, count);
 }
 
-CREST_WIDEST_VECTORS
+void axpy_loop(double alpha, const float* x, float* y, size_t count) {
+  CREST_WIDEST_VECTORS_CALL(axpy_loop, alpha, x, y, count);
+}
+
+void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum) {
+  CREST_WIDEST_VECTORS_CALL(sgd_keras_loop, w, g, v, count, lr, momentum);
+}
+
+void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s) {
+  CREST_WIDEST_VECTORS_CALL(adam_loop, w, g, m, v, count, s);
+}
+
+void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
+                      double momentum, double grad_scale, double weight_decay) {
+  CREST_WIDEST_VECTORS_CALL(lars_update_loop, w, g, buf, count, lr, momentum, grad_scale,
+                            weight_decay);
+}
+
+void lamb_direction_loop(const float* w, float* g, float* m, float* v, size_t count,
+                         const LambStep& s) {
+  CREST_WIDEST_VECTORS_CALL(lamb_direction_loop, w, g, m, v, count, s);
+}
+
 VectorOps::SquareSums lamb_direction_norms_loop(const float* w, float* g, float* m, float* v,
                                                 size_t count, const LambStep& s) {
-  const LambConstants k(s);
-  double w_squares[kMaxChunks], u_squares[kMaxChunks];
-  const size_t chunks = fixed_chunks(count);
-  const LambChunk a{w, g, m, v, &k, w_squares, u_squares, chunks, count};
-#pragma omp parallel for schedule(static) if (chunks > 1)
-  for (size_t c = 0; c < chunks; ++c) lamb_chunk(a, c);
-  VectorOps::SquareSums sums;
-  for (size_t c = 0; c < chunks; ++c) {
-    sums.w += w_squares[c];
-    sums.u += u_squares[c];
-  }
-  return sums;
+  return CREST_WIDEST_VECTORS_CALL(lamb_direction_norms_loop, w, g, m, v, count, s);
 }
 
 }  // namespace crest::onednn

@@ -3,10 +3,11 @@
 // parameter, gradient and moment once per step: 56 M of each for DeepCAM, so they are worth the
 // machine's widest vectors. crest's own loops are compiled for the baseline x86-64 (CREST_NATIVE is
 // off by default, so one binary runs on every node); these few are also compiled for AVX2 and
-// AVX-512 and the loader picks the widest the CPU has (CREST_WIDEST_VECTORS). Results are the same
-// from every clone: each element is computed on its own with correctly rounded +, -, *, / and
-// sqrt, the one reduction (sum_squares) adds in an order the code fixes, and CMakeLists.txt turns
-// off the contraction into fused multiply-adds that would round differently where FMA exists.
+// AVX-512, and the widest the CPU has (or CREST_MAX_CPU_ISA allows) runs (widest_vectors.hpp).
+// Results are the same from every copy: each element is computed on its own with correctly rounded
+// +, -, *, / and sqrt, the one reduction (sum_squares) adds in an order the code fixes, and
+// CMakeLists.txt turns off the contraction into fused multiply-adds that would round differently
+// where FMA exists.
 #pragma once
 #include <algorithm>
 #include <cstddef>
@@ -32,7 +33,7 @@ inline size_t fixed_chunks(size_t count) {
 }
 
 // total = the sum over those chunks of chunk_sum(arg, lo, hi), added in chunk order. A macro, not
-// a function: the parallel loop must sit in the CREST_WIDEST_VECTORS function that uses it, whose
+// a function: the parallel loop must sit in the per-level loop function that uses it, whose
 // target OpenMP's outlined body then inherits (an inlined helper's region would be compiled once,
 // for the baseline). chunk_sum should be always_inline.
 #define CREST_SUM_OVER_FIXED_CHUNKS(total, count, chunk_sum, arg)                               \
@@ -67,7 +68,7 @@ void lars_update_loop(float* w, const float* g, float* buf, size_t count, double
                       double momentum, double grad_scale, double weight_decay);
 // The sum of squares in double (the global gradient norm, LAMB's per-tensor norms: three passes
 // over every parameter per step). Within a chunk, 16 running sums take every 16th element and are
-// added pairwise at the end: an order fixed by the code, not by the vector width, so every clone
+// added pairwise at the end: an order fixed by the code, not by the vector width, so every copy
 // gives the same bits, at memory speed.
 double sum_squares_loop(const float* x, size_t count);
 // In float32 arithmetic, as apex's FusedLAMB computes float32 parameters (its MATH_T is float).

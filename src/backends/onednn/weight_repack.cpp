@@ -179,83 +179,8 @@ template <typename To>
   }
 }
 
-// Plain -> blocked: each tile (ob, ib) and tap t is one contiguous block of the destination.
-template <typename To>
-CREST_WIDEST_VECTORS void to_blocked(const float* src, To* dst, int64_t out, int64_t in,
-                                     const Placement& plain, const Placement& blocked,
-                                     const int32_t* gather, TileOrder order, const Panel& panel) {
-  const int64_t bo = blocked.block[0], bi = blocked.block[1], size = bo * bi;
-  const int64_t tiles_o = (out + bo - 1) / bo, tiles_i = (in + bi - 1) / bi;
-  const auto taps = static_cast<int64_t>(blocked.tap.size());
-  // Register tiles: 1x1 kernels in a 16x16 block order whose source rows hold the input
-  // channels contiguously.
-  const bool rows = taps == 1 && plain.stride[1] == 1 && order != TileOrder::none;
-#pragma omp parallel for collapse(2) schedule(static) if (out * in * taps >= kParallelMin)
-  for (int64_t ob = 0; ob < tiles_o; ++ob)
-    for (int64_t ib = 0; ib < tiles_i; ++ib) {
-      const bool full = (ob + 1) * bo <= out && (ib + 1) * bi <= in;
-      if (full && panel.row > 0) {
-        put_tile_via_panel(src, dst, ob, ib, plain, blocked, panel);
-        continue;
-      }
-      for (int64_t t = 0; t < taps; ++t) {
-        const float* s = src + plain.offset + ob * bo * plain.stride[0] +
-                         ib * bi * plain.stride[1] + plain.tap[static_cast<size_t>(t)];
-        To* d = dst + blocked.offset + ob * blocked.stride[0] + ib * blocked.stride[1] +
-                blocked.tap[static_cast<size_t>(t)];
-        if (full && rows) {
-          Lanes r[kLanes];
-          for (int64_t oo = 0; oo < kLanes; ++oo) r[oo] = lanes::load(s + oo * plain.stride[0]);
-          if (put_tile(r, order, d)) continue;
-        }
-        if (full) {
-#pragma omp simd
-          for (int64_t k = 0; k < size; ++k) put(d + k, s[gather[k]]);
-          continue;
-        }
-        for (int64_t oo = 0; oo < bo; ++oo)  // an edge tile: the padding gets zeros
-          for (int64_t ii = 0; ii < bi; ++ii) {
-            const bool inside = ob * bo + oo < out && ib * bi + ii < in;
-            put(d + blocked.inner[static_cast<size_t>(oo * bi + ii)],
-                inside ? s[oo * plain.stride[0] + ii * plain.stride[1]] : 0.f);
-          }
-      }
-    }
-}
-
-// Blocked -> dense plain [out][in][taps]: each output channel of a tile is one contiguous run
-// of in-block x taps elements.
-CREST_WIDEST_VECTORS void to_plain(const float* src, float* dst, int64_t out, int64_t in,
-                                   const Placement& blocked, const int32_t* gather,
-                                   TileOrder order) {
-  const int64_t bo = blocked.block[0], bi = blocked.block[1];
-  const auto taps = static_cast<int64_t>(blocked.tap.size());
-  const int64_t tiles_o = (out + bo - 1) / bo, tiles_i = (in + bi - 1) / bi, run = bi * taps;
-#pragma omp parallel for collapse(2) schedule(static) if (out * in * taps >= kParallelMin)
-  for (int64_t ob = 0; ob < tiles_o; ++ob)
-    for (int64_t ib = 0; ib < tiles_i; ++ib) {
-      const float* s = src + blocked.offset + ob * blocked.stride[0] + ib * blocked.stride[1];
-      const bool full = (ob + 1) * bo <= out && (ib + 1) * bi <= in;
-      if (full && taps == 1 && (order == TileOrder::in_out || order == TileOrder::out_in)) {
-        Lanes r[kLanes];  // the block's lines, then (transposed if need be) the output rows
-        for (int64_t k = 0; k < kLanes; ++k) r[k] = lanes::load(s + k * kLanes);
-        if (order == TileOrder::in_out) transpose(r);
-        for (int64_t oo = 0; oo < kLanes; ++oo)
-          lanes::store(dst + (ob * bo + oo) * in + ib * bi, r[oo]);
-        continue;
-      }
-      for (int64_t oo = 0; oo < bo && ob * bo + oo < out; ++oo) {
-        float* d = dst + ((ob * bo + oo) * in + ib * bi) * taps;
-        const int32_t* g = gather + oo * run;
-        if (full) {
-#pragma omp simd
-          for (int64_t j = 0; j < run; ++j) d[j] = s[g[j]];
-          continue;
-        }
-        for (int64_t j = 0; j < run && ib * bi + j / taps < in; ++j) d[j] = s[g[j]];
-      }
-    }
-}
+#define CREST_WIDEST_VECTORS_LOOPS "onednn/weight_repack.inc"
+#include "widest_vectors_expand.hpp"
 
 }  // namespace
 
@@ -334,14 +259,16 @@ void WeightRepack::plan_panel(const Placement& plain, const Placement& blocked) 
 
 void WeightRepack::run(const void* from, void* to) const {
   const auto* src = static_cast<const float*>(from);
+  const Panel panel{panel_row_, panel_gather_.data()};
   if (direction_ == Direction::to_plain) {
-    to_plain(src, static_cast<float*>(to), out_, in_, blocked_, gather_.data(), order_);
+    CREST_WIDEST_VECTORS_CALL(to_plain, src, static_cast<float*>(to), out_, in_, blocked_,
+                              gather_.data(), order_);
   } else if (bf16_) {
-    to_blocked(src, static_cast<uint16_t*>(to), out_, in_, plain_, blocked_, gather_.data(), order_,
-               Panel{panel_row_, panel_gather_.data()});
+    CREST_WIDEST_VECTORS_CALL(to_blocked, src, static_cast<uint16_t*>(to), out_, in_, plain_,
+                              blocked_, gather_.data(), order_, panel);
   } else {
-    to_blocked(src, static_cast<float*>(to), out_, in_, plain_, blocked_, gather_.data(), order_,
-               Panel{panel_row_, panel_gather_.data()});
+    CREST_WIDEST_VECTORS_CALL(to_blocked, src, static_cast<float*>(to), out_, in_, plain_, blocked_,
+                              gather_.data(), order_, panel);
   }
 }
 

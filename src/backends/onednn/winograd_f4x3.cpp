@@ -179,81 +179,55 @@ template <typename T>
 
 }  // namespace
 
-// One clone set per activation type (GCC does not clone templates); the parallel loops sit in
-// the cloned functions, whose OpenMP bodies inherit their target (as in depthwise_dilated.cpp).
+// The loops, one per activation type, compiled per instruction-set level (widest_vectors.hpp);
+// the parallel loops sit in those functions, whose OpenMP bodies inherit their target.
 #define CREST_OVER_TILES(channels, call)                                                     \
   const int64_t rows = last - first, blocks = (channels) / kLanes;                           \
   _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t t = first; t < last; \
                                                                 ++t) for (int64_t b = 0;     \
                                                                           b < blocks; ++b) call
 
-CREST_WIDEST_VECTORS
+namespace {
+#define CREST_WIDEST_VECTORS_LOOPS "onednn/winograd_f4x3.inc"
+#include "widest_vectors_expand.hpp"
+}  // namespace
+
 void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, float* v) {
-  CREST_OVER_TILES(g.in_channels, input_tile(g, in, t, b, first, rows, v));
+  CREST_WIDEST_VECTORS_CALL(input_tiles, g, in, first, last, v);
 }
-CREST_WIDEST_VECTORS
+
 void input_tiles(const Grid& g, const uint16_t* in, int64_t first, int64_t last, float* v) {
-  CREST_OVER_TILES(g.in_channels, input_tile(g, in, t, b, first, rows, v));
+  CREST_WIDEST_VECTORS_CALL(input_tiles, g, in, first, last, v);
 }
-CREST_WIDEST_VECTORS
+
 void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
                   float* out) {
-  CREST_OVER_TILES(g.out_channels, output_tile(g, m, bias, t, b, first, rows, out));
+  CREST_WIDEST_VECTORS_CALL(output_tiles, g, m, bias, first, last, out);
 }
-CREST_WIDEST_VECTORS
+
 void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
                   uint16_t* out) {
-  CREST_OVER_TILES(g.out_channels, output_tile(g, m, bias, t, b, first, rows, out));
+  CREST_WIDEST_VECTORS_CALL(output_tiles, g, m, bias, first, last, out);
 }
-CREST_WIDEST_VECTORS
+
 void gradient_tiles(const Grid& g, const float* diff_out, int64_t first, int64_t last,
                     float* tiles) {
-  CREST_OVER_TILES(g.out_channels, gradient_tile(g, diff_out, t, b, first, rows, tiles));
+  CREST_WIDEST_VECTORS_CALL(gradient_tiles, g, diff_out, first, last, tiles);
 }
-CREST_WIDEST_VECTORS
+
 void gradient_tiles(const Grid& g, const uint16_t* diff_out, int64_t first, int64_t last,
                     float* tiles) {
-  CREST_OVER_TILES(g.out_channels, gradient_tile(g, diff_out, t, b, first, rows, tiles));
+  CREST_WIDEST_VECTORS_CALL(gradient_tiles, g, diff_out, first, last, tiles);
+}
+
+void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient, float* u) {
+  CREST_WIDEST_VECTORS_CALL(filters, w, out_c, in_c, for_data_gradient, u);
+}
+
+void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
+  CREST_WIDEST_VECTORS_CALL(filter_gradient, z, out_c, in_c, dw);
 }
 
 #undef CREST_OVER_TILES
-
-CREST_WIDEST_VECTORS
-void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient, float* u) {
-  // Lanes run along the buffer's contiguous channels: out_c forward, in_c for the data gradient.
-  const int64_t outer = for_data_gradient ? out_c : in_c;
-  const int64_t inner = for_data_gradient ? in_c : out_c;
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t a = 0; a < outer; ++a)
-    for (int64_t b = 0; b < inner / kLanes; ++b) {
-      Lanes g[3][3], r[6][6];
-      for (int64_t i = 0; i < 3; ++i)
-        for (int64_t j = 0; j < 3; ++j)
-          for (int64_t l = 0; l < kLanes; ++l) {
-            const int64_t lane = b * kLanes + l;
-            g[i][j][l] = for_data_gradient ? w[(a * in_c + lane) * 9 + (2 - i) * 3 + (2 - j)]
-                                           : w[(lane * in_c + a) * 9 + i * 3 + j];
-          }
-      both_axes<3, 6, filter_1d>(g, r);
-      for (int64_t xi = 0; xi < kPoints; ++xi)
-        store(u + (xi * outer + a) * inner + b * kLanes, r[xi / 6][xi % 6]);
-    }
-}
-
-CREST_WIDEST_VECTORS
-void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t k = 0; k < out_c; ++k)
-    for (int64_t b = 0; b < in_c / kLanes; ++b) {
-      Lanes p[6][6], r[3][3];
-      for (int64_t xi = 0; xi < kPoints; ++xi)
-        p[xi / 6][xi % 6] = load(z + (xi * out_c + k) * in_c + b * kLanes);
-      both_axes<6, 3, filter_gradient_1d>(p, r);
-      for (int64_t l = 0; l < kLanes; ++l)
-        for (int64_t i = 0; i < 3; ++i)
-          for (int64_t j = 0; j < 3; ++j)
-            dw[(k * in_c + b * kLanes + l) * 9 + i * 3 + j] = r[i][j][l];
-    }
-}
 
 }  // namespace crest::onednn::winograd
