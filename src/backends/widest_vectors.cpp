@@ -19,14 +19,15 @@ std::optional<std::pair<std::string, std::string>> cap_variable() {
 }
 
 // oneDNN's spellings of its levels, read as crest's three.
-CpuLevel level_named(const std::string& variable, std::string value) {
+CpuLevel level_named(const std::string& variable, const std::string& raw) {
+  std::string value = raw;
   std::transform(value.begin(), value.end(), value.begin(),
                  [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
   if (value == "ALL" || value == "DEFAULT" || value.rfind("AVX512", 0) == 0)
     return CpuLevel::avx512;
   if (value.rfind("AVX2", 0) == 0) return CpuLevel::avx2;
   if (value == "SSE41" || value == "AVX") return CpuLevel::baseline;
-  throw_usage(variable + "=" + value +
+  throw_usage(variable + "=" + raw +
               ": not an instruction-set level (SSE41, AVX, AVX2, AVX2_VNNI, AVX512_CORE, "
               "AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX512_CORE_FP16, AVX512_CORE_AMX, ALL)");
 }

@@ -102,7 +102,7 @@ void Executor::bind_run_contexts() {
     c.batch_stat_reducer = batch_stat_reducer_;
     c.loss_scale = loss_scale_;
     c.training = opts_.training;
-    profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops});
+    profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops, op.layer->implementation()});
   }
   // A folded convolution's kernel reads the folded weight and bias instead of its own. The
   // parameter buffers never move, so the pointers the refresh reads are fixed here too.

@@ -130,8 +130,7 @@ void bench_train(const BenchTrainArgs& a) {
   const double allreduce = overlap.allreduce_s;
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
-  nlohmann::json j =
-      bench_json_head("train", a, backend->name(), enum_name(precision), a.batch, threads);
+  nlohmann::json j = bench_json_head("train", a, *backend, enum_name(precision), a.batch, threads);
   j["steps"] = a.steps;
   j["step_s_min"] = best;
   j["step_s_median"] = median;
@@ -172,6 +171,7 @@ void bench_train(const BenchTrainArgs& a) {
                std::to_string(a.steps) + " --warmup " + std::to_string(a.warmup) + " --threads " +
                std::to_string(threads);
     u.backend = backend->name();
+    u.isa = backend->instruction_sets();
     u.status = "measured";
     u.ranks = comm->size();
     u.nodes = (comm->size() + comm->local_size() - 1) / comm->local_size();
@@ -210,6 +210,7 @@ void bench_train(const BenchTrainArgs& a) {
       nlohmann::json l;
       l["layer"] = p.name;
       l["kind"] = p.kind;
+      if (!p.implementation.empty()) l["implementation"] = p.implementation;
       l["forward_ms"] = 1e3 * p.forward_s / a.steps;
       l["backward_ms"] = 1e3 * p.backward_s / a.steps;
       l["forward_gflops"] = p.forward_s > 0 ? p.flops.forward * a.steps / p.forward_s / 1e9 : 0.0;

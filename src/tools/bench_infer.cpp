@@ -74,8 +74,7 @@ void bench_infer(const BenchInferArgs& a) {
   for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex->forward(false); }));
   std::sort(times.begin(), times.end());
   const double best = times.front(), median = times[times.size() / 2];
-  nlohmann::json j =
-      bench_json_head("infer", a, backend->name(), enum_name(precision), a.batch, threads);
+  nlohmann::json j = bench_json_head("infer", a, *backend, enum_name(precision), a.batch, threads);
   j["passes"] = a.passes;
   j["latency_ms_min"] = best * 1e3;
   j["latency_ms_median"] = median * 1e3;

@@ -73,12 +73,13 @@ void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
 }
 
 nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a,
-                               const std::string& backend, const std::string& precision,
-                               int64_t batch, int threads) {
+                               const Backend& backend, const std::string& precision, int64_t batch,
+                               int threads) {
   nlohmann::json j;
   j["bench"] = bench;
   j["model"] = a.model;
-  j["backend"] = backend;
+  j["backend"] = backend.name();
+  if (const std::string isa = backend.instruction_sets(); !isa.empty()) j["isa"] = isa;
   j["precision"] = precision;
   if (a.model == "deepcam") {
     j["height"] = a.height;

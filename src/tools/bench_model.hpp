@@ -30,10 +30,11 @@ std::string size_flags(const BenchModelArgs& a);
 // fields are O(1)), written on the host and copied into the model's memory. Integer targets are
 // class labels with the classes' rough frequencies (mostly background).
 void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend);
-// The first fields of a model benchmark's JSON line: what ran, on what, at which size.
+// The first fields of a model benchmark's JSON line: what ran, on what (the backend and the
+// instruction sets it dispatches to), at which size.
 nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a,
-                               const std::string& backend, const std::string& precision,
-                               int64_t batch, int threads);
+                               const Backend& backend, const std::string& precision, int64_t batch,
+                               int threads);
 // The process's peak resident memory so far (MiB).
 double peak_rss_mb();
 

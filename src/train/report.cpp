@@ -522,6 +522,7 @@ nlohmann::json report_json(const PerformanceReport& r) {
               {"model", u.model},
               {"config", u.config},
               {"backend", u.backend},
+              {"isa", u.isa},
               {"status", u.status},
               {"ranks", u.ranks},
               {"nodes", u.nodes},
@@ -600,7 +601,8 @@ std::string report_html(const PerformanceReport& r) {
   // Run facts.
   o << "<section id=\"run\"><h2>Run</h2><dl class=\"facts\">";
   o << fact("command", u.source) << fact("config", u.config.empty() ? "\xE2\x80\x93" : u.config)
-    << fact("status", u.status) << fact("backend", u.backend)
+    << fact("status", u.status)
+    << fact("backend", u.isa.empty() ? u.backend : u.backend + " (" + u.isa + ")")
     << fact("ranks", std::to_string(u.ranks) + " on " + std::to_string(u.nodes) + " node" +
                          (u.nodes == 1 ? "" : "s") + ", " + std::to_string(u.threads) +
                          " compute thread" + (u.threads == 1 ? "" : "s") + " per rank")

@@ -31,6 +31,7 @@ class ReportObserver : public RunObserver {
       u.batch_per_rank = f.config->data.batch_size;
     }
     u.backend = f.backend;
+    u.isa = f.isa;
     u.ranks = f.ranks;
     u.nodes = f.nodes;
     u.threads = f.threads;

@@ -387,6 +387,7 @@ RunFacts TrainingRun::facts() const {
   f.nodes = (comm_->size() + comm_->local_size() - 1) / comm_->local_size();
   f.threads = threads_;
   f.backend = backend_->name();
+  f.isa = backend_->instruction_sets();
   f.global_batch = batch * comm_->size();
   f.train_samples = train_steps_ * batch * comm_->size();
   f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;

@@ -63,8 +63,29 @@ TEST(Cli, ReferenceBackendWarnsAndReportsTheThreadItUses) {
   if (!crest::test::has_backend("onednn")) return;  // the default is then the reference backend
   r = crest("train --config " + kDemo + " crest.threads=2 --dry-run");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("backend onednn | 2 threads"), std::string::npos) << r.out;
+  // The header names what oneDNN and crest's own loops dispatch to on this CPU.
+  EXPECT_NE(r.out.find("backend onednn (oneDNN "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(", crest loops "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(") | 2 threads"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("warning:"), std::string::npos) << r.out;
+}
+
+// One variable caps oneDNN and crest's own loops alike (widest_vectors.hpp); the lines say so.
+TEST(Cli, MaxCpuIsaCapsOneDnnAndCrestLoopsAndABadValueIsRefused) {
+  if (!crest::test::has_backend("onednn")) GTEST_SKIP() << "backend 'onednn' is not built";
+  const std::string peak = " bench peak --size 64 --iters 1 --threads 1 2>&1";
+  const CliRun capped = crest::test::run_shell(
+      "env -u ONEDNN_MAX_CPU_ISA -u DNNL_MAX_CPU_ISA CREST_MAX_CPU_ISA=sse41 " +
+      std::string(CREST_BINARY) + peak);
+  ASSERT_EQ(capped.code, 0) << capped.out;
+  EXPECT_NE(capped.out.find("\"isa\":\"oneDNN below AVX2, crest loops x86-64 baseline\""),
+            std::string::npos)
+      << capped.out;
+  const CliRun bad =
+      crest::test::run_shell("env CREST_MAX_CPU_ISA=avx3 " + std::string(CREST_BINARY) + peak);
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("CREST_MAX_CPU_ISA=avx3"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("AVX2"), std::string::npos) << "the levels it takes\n" << bad.out;
 }
 
 TEST(Cli, UnknownKeyExits2AndNamesKeyAndFile) {

@@ -72,7 +72,7 @@ def check_train(tmp):
              "data.n_train=8", "data.n_valid=4", "data.n_epochs=2", "model.conv_size=4",
              "crest.threads=2", "train.report=true", f"output_dir={out}"])
     assert f"report: {out}/report.html" in r.stdout, r.stdout
-    if "backend onednn |" not in r.stdout:
+    if "| backend onednn " not in r.stdout:
         # The expectations below (layer table, fused layers, a measured peak) are oneDNN's.
         print("SKIP: the default backend is not onednn (a build without oneDNN)")
         sys.exit(77)
@@ -80,6 +80,7 @@ def check_train(tmp):
     assert rep["format"] == "crest performance report" and rep["version"] == 1, rep.keys()
     run_ = rep["run"]
     assert run_["source"] == "crest train" and run_["backend"] == "onednn", run_
+    assert run_["isa"].startswith("oneDNN ") and ", crest loops " in run_["isa"], run_
     assert run_["threads_per_rank"] == 2 and run_["ranks"] == 1 and run_["batch_per_rank"] == 4, run_
     assert run_["steps_per_epoch"] == 2 and run_["train_samples"] == 8 and run_["eval_samples"] == 4, run_
     done = re.search(r"done: (\d+) epochs .*; ([\d,]+) parameters; status (\w+)", r.stdout)

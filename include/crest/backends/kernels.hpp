@@ -133,6 +133,9 @@ class ConvKernel {
   // Overwrites diff_weights / diff_bias (diff_bias may be null when the conv has no bias).
   virtual void backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                 void* diff_bias, void* scratch) = 0;
+  // What runs each pass, for profiles ("brgconv:avx2 / brg_fwd:avx2+brgconv:avx2 /
+  // gemm:jit"): the instruction set a layer really gets; "" where there is nothing to say.
+  virtual std::string implementation() const { return ""; }
 };
 
 class PoolKernel {

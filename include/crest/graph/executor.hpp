@@ -46,6 +46,7 @@ struct OpProfile {
   std::string name, kind;
   double forward_s = 0, backward_s = 0;  // accumulated while profiling is on
   Flops flops;                           // per batch
+  std::string implementation;            // Layer::implementation(): what its kernels run
 };
 
 class Executor {

@@ -154,6 +154,9 @@ class Layer {
   }
   // One line for model summaries: options that matter ("3x3x3 s1 p1 +leaky_relu").
   virtual std::string describe() const { return ""; }
+  // After create(): the implementation its kernels run (ConvKernel::implementation), for
+  // `bench train --profile`; "" where the layer says nothing.
+  virtual std::string implementation() const { return ""; }
 };
 
 }  // namespace crest

@@ -40,6 +40,7 @@ class ConvLayer : public Layer {
   void backward(RunContext& ctx) override;
   Flops flops(const std::vector<Shape>& in, const std::vector<Shape>& out) const override;
   std::string describe() const override;
+  std::string implementation() const override { return kernel_ ? kernel_->implementation() : ""; }
 
   const ConvOptions& options() const { return opts_; }
 

@@ -33,7 +33,8 @@ struct ReportRun {
   std::vector<ReportMetric> metrics;  // the task's validation metrics, in its order
   std::string config;                 // the config file (train), or the bench arguments
   std::string backend;
-  std::string status;                     // train: "success"/"aborted"; bench: "measured"
+  std::string isa;     // the instruction sets it dispatches to ("" for reference)
+  std::string status;  // train: "success"/"aborted"; bench: "measured"
   int ranks = 1, nodes = 1, threads = 1;  // threads: compute threads per rank
   int64_t batch_per_rank = 0, global_batch = 0;
   int64_t parameter_count = 0;

@@ -27,6 +27,7 @@ struct RunFacts {
   int nodes = 1;                   // ranks / local_ranks, rounded up
   int threads = 1;                 // compute threads per rank
   std::string backend;             // "onednn", "reference"
+  std::string isa;                 // what it dispatches to ("oneDNN AVX2, crest loops AVX2")
   int64_t global_batch = 0;        // batch_size × ranks
   int64_t train_samples = 0;       // used per epoch, job-wide (the sharded plan's total)
   int64_t eval_samples = 0;        // 0: no validation

@@ -296,15 +296,16 @@ class OneDnnConv final : public ConvKernel {
     if (own_grad) passes_.use_weight_grad(own_grad);
     src_fmt_ = to_mem_format(src_md, d.dtype);
     dst_fmt_ = to_mem_format(dst_md, d.dtype);
+    implementation_ = std::string(fpd.impl_info_str()) + " / " + chosen->bwd_data.impl_info_str() +
+                      " / " + (own_grad ? own_grad->name() : chosen->bwd_weights.impl_info_str());
     what_ += " [src " + format_name(src_md) + " dst " + format_name(dst_md) + "; " +
-             fpd.impl_info_str() + ", " + chosen->bwd_data.impl_info_str() + ", " +
-             (own_grad ? own_grad->name() : chosen->bwd_weights.impl_info_str()) +
-             (tuning ? "; tuned: " + best_name : "") + "]";
+             implementation_ + (tuning ? "; tuned: " + best_name : "") + "]";
   }
 
   MemFormat src_format() const override { return src_fmt_; }
   MemFormat dst_format() const override { return dst_fmt_; }
   size_t scratch_bytes() const override { return passes_.scratch_bytes(); }
+  std::string implementation() const override { return implementation_; }
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* scratch) override {
@@ -380,6 +381,7 @@ class OneDnnConv final : public ConvKernel {
 
   ContextPtr ctx_;
   std::string what_;
+  std::string implementation_;  // forward / backward data / backward weights
   MemFormat src_fmt_, dst_fmt_;
   ConvPasses passes_;
 };

@@ -229,6 +229,9 @@ class DilatedDepthwise final : public ConvKernel {
   MemFormat src_format() const override { return src_fmt_; }
   MemFormat dst_format() const override { return dst_fmt_; }
   size_t scratch_bytes() const override { return 0; }
+  std::string implementation() const override {
+    return "crest dilated depthwise loops (" + cpu_level_name(cpu_level()) + ")";
+  }
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* /*scratch*/) override {

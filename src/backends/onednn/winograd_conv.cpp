@@ -11,6 +11,7 @@
 #include "onednn/lane_addressing.hpp"
 #include "onednn/primitive.hpp"
 #include "onednn/winograd_f4x3.hpp"
+#include "widest_vectors.hpp"
 
 namespace crest::onednn {
 
@@ -139,6 +140,10 @@ class WinogradConv final : public ConvKernel {
   MemFormat src_format() const override { return src_fmt_; }
   MemFormat dst_format() const override { return dst_fmt_; }
 
+  std::string implementation() const override {
+    return "crest Winograd F(4x4,3x3): transforms " + cpu_level_name(cpu_level()) +
+           ", oneDNN matmuls";
+  }
   size_t scratch_bytes() const override {
     size_t most = forward_scratch(nullptr).used;
     most = std::max(most, data_scratch(nullptr).used);
