@@ -12,7 +12,7 @@
 #pragma GCC target("avx512f")
 #endif
 namespace isa_avx512 {
-#include CREST_WIDEST_VECTORS_LOOPS
+#include CREST_WIDEST_VECTORS_LOOPS  // NOLINT(readability-duplicate-include): once per level
 }  // namespace isa_avx512
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #pragma GCC pop_options
@@ -20,13 +20,13 @@ namespace isa_avx512 {
 #pragma GCC target("avx2")
 #endif
 namespace isa_avx2 {
-#include CREST_WIDEST_VECTORS_LOOPS
+#include CREST_WIDEST_VECTORS_LOOPS  // NOLINT(readability-duplicate-include): once per level
 }  // namespace isa_avx2
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #pragma GCC pop_options
 #endif
 namespace isa_baseline {
-#include CREST_WIDEST_VECTORS_LOOPS
+#include CREST_WIDEST_VECTORS_LOOPS  // NOLINT(readability-duplicate-include): once per level
 }  // namespace isa_baseline
 
 #undef CREST_WIDEST_VECTORS_LOOPS
