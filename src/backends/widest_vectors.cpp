@@ -18,21 +18,40 @@ std::optional<std::pair<std::string, std::string>> cap_variable() {
   return std::nullopt;
 }
 
-// oneDNN's spellings of its levels, read as crest's three.
+// oneDNN's spellings of its levels (ONEDNN_MAX_CPU_ISA), read as crest's three.
+constexpr std::pair<const char*, CpuLevel> kSpellings[] = {
+    {"SSE41", CpuLevel::baseline},
+    {"AVX", CpuLevel::baseline},
+    {"AVX2", CpuLevel::avx2},
+    {"AVX2_VNNI", CpuLevel::avx2},
+    {"AVX2_VNNI_2", CpuLevel::avx2},
+    {"AVX512_CORE", CpuLevel::avx512},
+    {"AVX512_CORE_VNNI", CpuLevel::avx512},
+    {"AVX512_CORE_BF16", CpuLevel::avx512},
+    {"AVX512_CORE_FP16", CpuLevel::avx512},
+    {"AVX512_CORE_AMX", CpuLevel::avx512},
+    {"AVX512_CORE_AMX_FP16", CpuLevel::avx512},
+    {"ALL", CpuLevel::avx512},
+    {"DEFAULT", CpuLevel::avx512},
+};
+
 CpuLevel level_named(const std::string& variable, const std::string& raw) {
-  std::string value = raw;
-  std::transform(value.begin(), value.end(), value.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
-  if (value == "ALL" || value == "DEFAULT" || value.rfind("AVX512", 0) == 0)
-    return CpuLevel::avx512;
-  if (value.rfind("AVX2", 0) == 0) return CpuLevel::avx2;
-  if (value == "SSE41" || value == "AVX") return CpuLevel::baseline;
-  throw_usage(variable + "=" + raw +
-              ": not an instruction-set level (SSE41, AVX, AVX2, AVX2_VNNI, AVX512_CORE, "
-              "AVX512_CORE_VNNI, AVX512_CORE_BF16, AVX512_CORE_FP16, AVX512_CORE_AMX, ALL)");
+  const std::string value = cpu_isa_spelling(raw);
+  std::string known;
+  for (const auto& [spelling, level] : kSpellings) {
+    if (value == spelling) return level;
+    known += std::string(known.empty() ? "" : ", ") + spelling;
+  }
+  throw_usage(variable + "=" + raw + ": not an instruction-set level (" + known + ")");
 }
 
 }  // namespace
+
+std::string cpu_isa_spelling(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+  return name;
+}
 
 CpuLevel cpu_level_of_this_cpu() {
 #if defined(__GNUC__) && defined(__x86_64__)

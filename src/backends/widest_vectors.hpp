@@ -32,6 +32,8 @@ CpuLevel cpu_level();
 CpuLevel cpu_level_of_this_cpu();
 // "AVX-512", "AVX2", "x86-64 baseline".
 std::string cpu_level_name(CpuLevel level);
+// A level's spelling as oneDNN reads it: "avx2" -> "AVX2" (the variables are case-insensitive).
+std::string cpu_isa_spelling(std::string name);
 // The capping variable in effect ("CREST_MAX_CPU_ISA=AVX2"), or "" when none is set.
 std::string cpu_level_cap();
 

@@ -2,8 +2,6 @@
 // the CPU has their instructions: elsewhere oneDNN converts every element through float32 and
 // runs slower than float32 itself, which is never what a user asking for mixed precision wants.
 // oneDNN's own view of the CPU (its effective ISA) decides, so DNNL_MAX_CPU_ISA limits it too.
-#include <algorithm>
-#include <cctype>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -49,9 +47,7 @@ std::string isa_name(cpu_isa isa) {
   }
 }
 
-std::optional<cpu_isa> isa_named(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::toupper(c)); });
+std::optional<cpu_isa> isa_named(const std::string& name) {
   static const std::map<std::string, cpu_isa> levels{
       {"SSE41", cpu_isa::sse41},
       {"AVX", cpu_isa::avx},
@@ -67,7 +63,7 @@ std::optional<cpu_isa> isa_named(std::string name) {
       {"ALL", cpu_isa::isa_default},
       {"DEFAULT", cpu_isa::isa_default},
   };
-  const auto it = levels.find(name);
+  const auto it = levels.find(cpu_isa_spelling(name));
   return it == levels.end() ? std::nullopt : std::optional(it->second);
 }
 

@@ -23,7 +23,7 @@ Support dtype_support(DType dtype);
 // oneDNN's effective instruction set ("AVX2", "AVX-512 BF16", ...: ONEDNN_MAX_CPU_ISA caps it).
 std::string isa_name(dnnl::cpu_isa isa);
 // oneDNN's level for one of its ONEDNN_MAX_CPU_ISA spellings (case-insensitive), or nullopt.
-std::optional<dnnl::cpu_isa> isa_named(std::string name);
+std::optional<dnnl::cpu_isa> isa_named(const std::string& name);
 // Caps oneDNN at CREST_MAX_CPU_ISA where that is set (once per process, before any primitive),
 // so one variable caps oneDNN's kernels and crest's own loops (widest_vectors.hpp); validates the
 // capping variable in effect. Every onednn backend calls it when created.
