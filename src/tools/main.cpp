@@ -9,6 +9,7 @@
 #include "crest/core/error.hpp"
 #include "crest/data/formats/hdf5_reader.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/train/stop_signals.hpp"
 
 namespace {
 // A rank that fails must not leave the others waiting in a collective: in a multi-rank job the
@@ -37,6 +38,9 @@ int main(int argc, char** argv) {
   // The HDF5 reader process (crest/data/formats/hdf5_reader.hpp): nothing else of crest runs in it.
   if (argc == 2 && std::string(argv[1]) == crest::kHdf5ReaderCommand)
     return crest::run_hdf5_reader(crest::kHdf5ReaderSocket);
+  // Before any thread exists (MPI's, OpenMP's, the loaders'): they all inherit the blocked stop
+  // signals, which only the router thread takes (train/stop_signals.hpp says why).
+  crest::route_stop_signals();
   CLI::App app{"crest: deep learning on scientific data at supercomputer scale"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("crest ") + CREST_VERSION);

@@ -1,24 +1,52 @@
-#include "stop_signals.hpp"
+#include "crest/train/stop_signals.hpp"
 
+#include <pthread.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <utility>
 
 namespace crest {
 namespace {
 
-// Lock-free, hence safe to store from a signal handler (a std::mutex or std::string is not).
-std::atomic<int> first_signal{0};
-static_assert(std::atomic<int>::is_always_lock_free);
+constexpr std::pair<const char*, int> kSignals[] = {
+    {"TERM", SIGTERM}, {"INT", SIGINT},   {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
+    {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}};
 
-void say(const char* text) {
-  // write(2) is async-signal-safe; its result cannot be acted on here.
-  const ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
-  (void)ignored;
+std::atomic<int> first_signal{0};
+std::atomic<unsigned> armed{0};  // bit s: a StopSignals asks for signal s
+
+unsigned bit(int signal) { return 1u << static_cast<unsigned>(signal); }
+
+sigset_t stop_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (const auto& [name, s] : kSignals) sigaddset(&set, s);
+  return set;
 }
 
-extern "C" void on_stop_signal(int signal) {
+void say(const char* text) {
+  const ssize_t ignored = ::write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;  // nothing to do if stderr is gone
+}
+
+// A signal nobody armed: take it as if it had never been blocked. Raised on this thread with the
+// signal unblocked here only, so the current disposition acts: the default ends the process
+// (with the signal's own status), SIG_IGN drops it, a handler runs on this thread.
+void pass_on(int signal) {
+  sigset_t one;
+  sigemptyset(&one);
+  sigaddset(&one, signal);
+  pthread_sigmask(SIG_UNBLOCK, &one, nullptr);
+  ::raise(signal);
+  pthread_sigmask(SIG_BLOCK, &one, nullptr);
+}
+
+void on_stop_signal(int signal) {
   int none = 0;
   if (first_signal.compare_exchange_strong(none, signal)) {
     say("crest: stop signal received: finishing this step, writing a checkpoint, then exiting "
@@ -29,11 +57,31 @@ extern "C" void on_stop_signal(int signal) {
   ::_exit(128 + signal);
 }
 
-constexpr std::pair<const char*, int> kSignals[] = {
-    {"TERM", SIGTERM}, {"INT", SIGINT},   {"USR1", SIGUSR1}, {"USR2", SIGUSR2},
-    {"HUP", SIGHUP},   {"QUIT", SIGQUIT}, {"XCPU", SIGXCPU}};
+[[noreturn]] void router_loop(sigset_t set) {
+  pthread_setname_np(pthread_self(), "crest-signals");
+  for (;;) {
+    int signal = 0;
+    if (sigwait(&set, &signal) != 0) continue;
+    if ((armed.load() & bit(signal)) != 0) {
+      on_stop_signal(signal);
+    } else {
+      pass_on(signal);
+    }
+  }
+}
+
+std::once_flag router_started;
 
 }  // namespace
+
+void route_stop_signals() {
+  const sigset_t set = stop_set();
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::call_once(router_started, [&set] {
+    // Detached: it waits in sigwait for the whole process and holds nothing to clean up.
+    std::thread(router_loop, set).detach();
+  });
+}
 
 int signal_number(const std::string& name) {
   const std::string bare = name.rfind("SIG", 0) == 0 ? name.substr(3) : name;
@@ -50,20 +98,16 @@ std::string signal_name(int signal) {
 
 StopSignals::StopSignals(const std::vector<std::string>& names) {
   first_signal = 0;  // a new run in this process (tests run several) starts unasked
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;  // reads and writes in progress go on instead of failing with EINTR
-  for (const std::string& name : names) {
-    const int s = signal_number(name);
-    if (s == 0) continue;
-    struct sigaction old {};
-    if (::sigaction(s, &sa, &old) == 0) previous_.emplace_back(s, old);
-  }
+  pthread_sigmask(SIG_SETMASK, nullptr, &previous_mask_);
+  route_stop_signals();
+  for (const std::string& name : names)
+    if (const int s = signal_number(name); s != 0) armed_bits_ |= bit(s);
+  armed.fetch_or(armed_bits_);
 }
 
 StopSignals::~StopSignals() {
-  for (auto& [s, old] : previous_) ::sigaction(s, &old, nullptr);
+  armed.fetch_and(~armed_bits_);
+  pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 
 int StopSignals::received() { return first_signal.load(); }

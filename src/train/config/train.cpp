@@ -7,7 +7,7 @@
 #include "config/sections.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/train/metric.hpp"
-#include "stop_signals.hpp"
+#include "crest/train/stop_signals.hpp"
 
 namespace crest::config {
 namespace {

@@ -1,0 +1,54 @@
+// Signals that end a run cleanly (train.stop_signals: SIGTERM, SIGINT, SIGUSR1 by default): a
+// scheduler's preemption warning (Slurm's --signal=B:TERM@120, scancel), a wall-time warning, or
+// Ctrl-C. The first one asks the run to stop after the current step with a checkpoint; a second
+// one ends the process at once (exit 128 + signal): checkpoint writes are atomic, so nothing is
+// corrupted, only the step in progress is lost.
+//
+// Every signal of the stop set is taken by one thread that runs nothing else (the signal router,
+// named "crest-signals"), never by a thread that may be inside a kernel: every other thread
+// blocks them. The reason is a kernel that moves its stack pointer onto the heap: oneDNN's
+// AVX/AVX2 sgemm (jit_avx_gemm_f32, which the `gemm:jit` convolution passes run on CPUs without
+// AVX-512) points rsp at a malloc'd workspace when K > 8192, and a signal handled on that thread
+// has its frame written below the workspace, over the heap ("corrupted size vs. prev_size" in the
+// next free). docs/checkpoints.md, "Stopping before the end".
+//
+// The training loop polls received() once per step and sends the request to every rank with the
+// step's gradients (TrainStep's sideband), so no rank stops alone.
+#pragma once
+#include <signal.h>
+
+#include <string>
+#include <vector>
+
+namespace crest {
+
+// Blocks the stop set in the calling thread and starts the router thread (once per process).
+// main() calls it before any other thread exists, so every thread inherits the blocked mask;
+// a signal of the set that no StopSignals asks for gets its usual disposition (the default ends
+// the process, as if nothing had been blocked).
+void route_stop_signals();
+
+class StopSignals {
+ public:
+  // Arms the named signals ("TERM", "INT", ...; validated by the config) and starts the router
+  // if main() did not (in-process use: the calling thread blocks the set for the object's life).
+  explicit StopSignals(const std::vector<std::string>& names);
+  // Disarms them and restores the calling thread's signal mask.
+  ~StopSignals();
+  StopSignals(const StopSignals&) = delete;
+  StopSignals& operator=(const StopSignals&) = delete;
+
+  // The first stop signal this process received while armed, 0 when none.
+  static int received();
+
+ private:
+  unsigned armed_bits_ = 0;
+  sigset_t previous_mask_{};  // the calling thread's mask before arming
+};
+
+// "SIGTERM" for SIGTERM; "signal N" for numbers it does not know.
+std::string signal_name(int signal);
+// The number of "TERM" / "SIGTERM", 0 when unknown.
+int signal_number(const std::string& name);
+
+}  // namespace crest
