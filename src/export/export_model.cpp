@@ -7,6 +7,7 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/engine/session.hpp"
 #include "crest/export/inference_check.hpp"
 #include "crest/export/inference_graph.hpp"
 #include "crest/export/onnx_export.hpp"
@@ -58,13 +59,14 @@ std::string export_model(const Config& config, const ExportRequest& r) {
   const std::optional<CheckInput> check =
       r.check_with.empty() ? std::nullopt
                            : std::optional(read_check_input(r.check_with, graph.inputs().at(0)));
-  std::unique_ptr<Backend> backend = make_backend(config.crest.backend);
-  if (config.crest.threads > 0) backend->set_threads(config.crest.threads);
-  CompileOptions co;
-  co.batch = check ? check->batch : 1;
-  co.training = false;
-  co.seed = r.init_seed.value_or(0);
-  Executor ex(graph, *backend, co);
+  SessionOptions so;
+  so.backend = config.crest.backend;
+  so.threads = config.crest.threads;
+  so.purpose = Purpose::weights;
+  so.batch = check ? check->batch : 1;
+  so.seed = r.init_seed.value_or(0);
+  const Session session(graph, so);
+  Executor& ex = session.executor();
   if (!r.init_seed)  // else the executor initialised them from the seed
     load_trained_weights(ex.params(), model.external_params, r.checkpoint, r.weights);
 

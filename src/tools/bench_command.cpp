@@ -22,6 +22,7 @@
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
+#include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -57,27 +58,21 @@ void bench_train(const BenchTrainArgs& a) {
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
-  auto backend = make_backend(a.backend);
-  // Default: the node's cores shared among its ranks.
-  // What the backend really uses is reported (the reference backend runs on one thread).
-  const int threads = backend->set_threads(
-      a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size()));
-  if (a.autotune) {
-    LayoutTuning tuning;
-    tuning.measure = true;
-    backend->set_layout_tuning(tuning);
-  }
   const BuiltModel m = build_model(bench_model_config(a));
+  SessionOptions so;
+  so.backend = a.backend;
+  // Default: the node's cores shared among its ranks.
+  so.threads = a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size());
+  if (a.autotune) so.layout_tuning.emplace().measure = true;
   const auto precision = parse_enum<Precision>(a.precision, "--precision");
-  CompileOptions co;
-  co.batch = a.batch;
-  co.dtype = precision_dtype(precision);
-  co.half = precision_half(precision);
-  co.half_inputs = true;  // the batch is written 16-bit (fill_random_batch), as crest train's
-  const auto tc = std::chrono::steady_clock::now();
-  Executor ex(m.graph, *backend, co);
-  const double compile_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - tc).count();
+  so.precision = precision;
+  so.batch = a.batch;
+  const Session session(m.graph, so);
+  Backend& backend = session.backend();
+  Executor& ex = session.executor();
+  // What the backend really uses is reported (the reference backend runs on one thread).
+  const int threads = session.threads();
+  const double compile_s = session.compile_seconds();
   // Each model's reference optimizer: CosmoFlow's Keras SGD, DeepCAM's LAMB (as the peers run).
   std::unique_ptr<Optimizer> optimizer;
   if (a.model == "deepcam")
@@ -91,7 +86,7 @@ void bench_train(const BenchTrainArgs& a) {
   sync.verify_same_layout_everywhere();
   sync.broadcast_parameters(ex.params());
   TrainStep train_step(ex, opt, &sync);
-  fill_random_batch(ex, m, *backend);
+  fill_random_batch(ex, m, backend);
   auto step = [&] { return train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
   sync.reset_stats();
@@ -130,7 +125,7 @@ void bench_train(const BenchTrainArgs& a) {
   const double allreduce = overlap.allreduce_s;
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
-  nlohmann::json j = bench_json_head("train", a, *backend, enum_name(precision), a.batch, threads);
+  nlohmann::json j = bench_json_head("train", a, backend, enum_name(precision), a.batch, threads);
   j["steps"] = a.steps;
   j["step_s_min"] = best;
   j["step_s_median"] = median;
@@ -170,8 +165,8 @@ void bench_train(const BenchTrainArgs& a) {
     u.config = size_flags(a) + " --batch " + std::to_string(a.batch) + " --steps " +
                std::to_string(a.steps) + " --warmup " + std::to_string(a.warmup) + " --threads " +
                std::to_string(threads);
-    u.backend = backend->name();
-    u.isa = backend->instruction_sets();
+    u.backend = backend.name();
+    u.isa = backend.instruction_sets();
     u.status = "measured";
     u.ranks = comm->size();
     u.nodes = (comm->size() + comm->local_size() - 1) / comm->local_size();
@@ -188,7 +183,7 @@ void bench_train(const BenchTrainArgs& a) {
           ReportPeak{a.peak_gflops, "given",
                      "given with --peak-gflops (for example a figure from `crest bench peak`)"};
     else
-      r.peak = measure_report_peak(*backend, threads);
+      r.peak = measure_report_peak(backend, threads);
     r.profiled_steps = a.steps;
     r.layers = report_layers(ex.profile(), a.steps, r.peak.gflops);
     for (double t : times) r.time.steps_s += t;  // rank 0's timed steps

@@ -11,6 +11,7 @@
 #include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/parallel_for.hpp"
+#include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/train/trainer.hpp"
 
@@ -47,45 +48,40 @@ double seconds_of(const std::function<void()>& f) {
 void bench_infer(const BenchInferArgs& a) {
   if (a.passes < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
-  auto backend = make_backend(a.backend);
-  const int threads = backend->set_threads(a.threads > 0 ? a.threads : hardware_threads());
-  if (a.autotune) {
-    LayoutTuning tuning;
-    tuning.measure = true;
-    backend->set_layout_tuning(tuning);
-  }
   const BuiltModel m = build_model(bench_model_config(a));
   const auto precision = parse_enum<Precision>(a.precision, "--precision");
-  CompileOptions co;
-  co.batch = a.batch;
-  co.training = false;
-  co.loss = false;
-  co.dtype = precision_dtype(precision);
-  co.half = precision_half(precision);
-  co.half_inputs = true;  // the batch is written 16-bit (fill_random_batch), as crest predict's
-  std::unique_ptr<Executor> ex;
-  const double compile_s =
-      seconds_of([&] { ex = std::make_unique<Executor>(m.graph, *backend, co); });
-  fill_random_batch(*ex, m, *backend);
-  for (int i = 0; i < a.warmup; ++i) ex->forward(false);
-  ex->set_profiling(a.profile);
+  SessionOptions so;
+  so.backend = a.backend;
+  so.threads = a.threads > 0 ? a.threads : hardware_threads();
+  if (a.autotune) so.layout_tuning.emplace().measure = true;
+  so.purpose = Purpose::inference;
+  so.precision = precision;
+  so.batch = a.batch;
+  const Session session(m.graph, so);
+  Backend& backend = session.backend();
+  Executor& ex = session.executor();
+  const int threads = session.threads();
+  const double compile_s = session.compile_seconds();
+  fill_random_batch(ex, m, backend);
+  for (int i = 0; i < a.warmup; ++i) ex.forward(false);
+  ex.set_profiling(a.profile);
   std::vector<double> times;
   times.reserve(static_cast<size_t>(a.passes));
-  for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex->forward(false); }));
+  for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex.forward(false); }));
   std::sort(times.begin(), times.end());
   const double best = times.front(), median = times[times.size() / 2];
-  nlohmann::json j = bench_json_head("infer", a, *backend, enum_name(precision), a.batch, threads);
+  nlohmann::json j = bench_json_head("infer", a, backend, enum_name(precision), a.batch, threads);
   j["passes"] = a.passes;
   j["latency_ms_min"] = best * 1e3;
   j["latency_ms_median"] = median * 1e3;
   j["samples_per_s"] = static_cast<double>(a.batch) / best;
-  j["gflops"] = ex->forward_flops() / best / 1e9;
+  j["gflops"] = ex.forward_flops() / best / 1e9;
   j["compile_s"] = compile_s;
-  j["arena_mb"] = static_cast<double>(ex->plan().arena_bytes) / (1 << 20);
-  j["params_mb"] = static_cast<double>(ex->params().bytes()) / (1 << 20);
+  j["arena_mb"] = static_cast<double>(ex.plan().arena_bytes) / (1 << 20);
+  j["params_mb"] = static_cast<double>(ex.params().bytes()) / (1 << 20);
   j["peak_rss_mb"] = peak_rss_mb();
   std::cout << j.dump() << std::endl;
-  if (a.profile) print_profile(*ex, a.passes);
+  if (a.profile) print_profile(ex, a.passes);
 }
 
 }  // namespace

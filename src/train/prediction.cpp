@@ -14,6 +14,7 @@
 #include "crest/core/error.hpp"
 #include "crest/data/formats/prediction_file.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/engine/session.hpp"
 #include "crest/train/task.hpp"
 #include "crest/train/trained_weights.hpp"
 #include "crest/train/trainer.hpp"
@@ -43,18 +44,6 @@ void check_output(const std::string& out, bool overwrite) {
     throw_input(out + ": its directory " + dir.string() + " is missing");
   if (::access(dir.c_str(), W_OK) != 0)
     throw_input(out + ": cannot write into " + dir.string() + " (" + errno_text(errno) + ")");
-}
-
-std::unique_ptr<Executor> compile_for_inference(const Config& config, const Task& task,
-                                                Backend& backend) {
-  CompileOptions co;
-  co.batch = config.data.batch_size;
-  co.training = false;
-  co.loss = false;
-  co.dtype = precision_dtype(config.crest.precision);
-  co.half = precision_half(config.crest.precision);
-  co.half_inputs = true;  // BatchFeed narrows the loader's float32 batch into a 16-bit input
-  return std::make_unique<Executor>(task.model.graph, backend, co);
 }
 
 size_t longest_path(const SampleSource& source) {
@@ -174,23 +163,26 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   std::ostream* rank0_log = rank == 0 ? &log : nullptr;
   check_output(o.out, o.overwrite);
   const Task task = make_task(config);
-  auto backend = make_backend(config.crest.backend);
-  backend->set_threads(compute_threads_per_rank(config, comm->local_size()));
   // Inference programs run forward only, so only forward is timed; no record (nothing resumes).
-  LayoutTuning tuning;
-  tuning.measure = config.crest.autotune;
-  backend->set_layout_tuning(tuning);
-  const std::unique_ptr<Executor> ex = compile_for_inference(config, task, *backend);
-  load_trained_weights(ex->params(), task.model.external_params, o.checkpoint, o.weights);
+  SessionOptions so;
+  so.backend = config.crest.backend;
+  so.threads = compute_threads_per_rank(config, comm->local_size());
+  so.layout_tuning.emplace().measure = config.crest.autotune;
+  so.purpose = Purpose::inference;
+  so.precision = config.crest.precision;
+  so.batch = config.data.batch_size;
+  const Session session(task.model.graph, so);
+  Executor& ex = session.executor();
+  load_trained_weights(ex.params(), task.model.external_params, o.checkpoint, o.weights);
   std::ostringstream quiet;
   const std::shared_ptr<SampleSource> source =
       open_split(config, *comm, rank == 0 ? log : quiet, o.split);
   LoaderOptions lo = prediction_loader_options(config, o.skip_bad);
-  lo.sample_dtype = loader_sample_dtype(*ex, task.model);
+  lo.sample_dtype = loader_sample_dtype(ex, task.model);
   DataLoader loader(source, lo, *comm);
-  BatchFeed feed(*ex, task.model);
-  PredictionRows rows(task, ex->output(task.model.prediction).desc(),
-                      ex->input(task.model.target_input).desc(), longest_path(*source),
+  BatchFeed feed(ex, task.model);
+  PredictionRows rows(task, ex.output(task.model.prediction).desc(),
+                      ex.input(task.model.target_input).desc(), longest_path(*source),
                       o.probabilities);
   const std::string mine = ranks == 1 ? o.out : prediction_part_path(o.out, rank, ranks);
   PredictionFileWriter writer(mine, rows.columns());
@@ -201,7 +193,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   totals.metric_sums.assign(sums, 0.0);
   Progress progress(rank0_log, source->size());
   const auto t0 = Clock::now();
-  predict_batches(*ex, feed, loader, rows, writer, totals, progress, ranks);
+  predict_batches(ex, feed, loader, rows, writer, totals, progress, ranks);
 
   for (int64_t bad : loader.bad_samples())
     std::cerr << "predict: skipped the bad sample file " << source->path(bad) << "\n";

@@ -19,6 +19,7 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
+#include "crest/engine/session.hpp"
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/larc.hpp"
 #include "crest/optim/lars.hpp"
@@ -179,11 +180,11 @@ class TrainingRun {
   RunDirectory run_dir_;
   RunRecords records_;
   std::ostream* log_ = &discard_;
-  std::unique_ptr<Backend> backend_;
   int threads_ = 1;
   Task task_;
-  std::unique_ptr<Executor> ex_;
-  double compile_s_ = 0;
+  std::unique_ptr<Session> session_;  // the backend and the executor; after task_, whose graph
+  Backend* backend_ = nullptr;        // the executor keeps
+  Executor* ex_ = nullptr;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<GradientSync> sync_;
@@ -262,25 +263,23 @@ void TrainingRun::open_records() {
 
 // The model on this rank's backend, its optimizer, and the data-parallel gradient exchange.
 void TrainingRun::compile() {
-  backend_ = make_backend(config_.crest.backend);
-  // Reported is what the backend really uses (the reference backend: one thread, whatever was
-  // asked).
-  threads_ = backend_->set_threads(compute_threads(config_, *comm_));
-  // After the threads: the machine signature the layout cache is keyed by includes them.
-  const LayoutTuning tuning =
+  SessionOptions so;
+  so.backend = config_.crest.backend;
+  so.threads = compute_threads(config_, *comm_);
+  so.layout_tuning =
       run_layout_tuning(config_, run_dir_.checkpoint_dir.empty() ? "" : config_.output_dir,
                         comm_->rank(), options_.resume);
-  backend_->set_layout_tuning(tuning);
-  if (const std::string line = describe_layout_tuning(tuning); !line.empty()) *log_ << line << "\n";
-  CompileOptions co;
-  co.batch = config_.data.batch_size;
-  co.seed = config_.data.seed;
-  co.dtype = precision_dtype(config_.crest.precision);
-  co.half = precision_half(config_.crest.precision);
-  co.half_inputs = true;  // BatchFeed narrows the loader's float32 batch into a 16-bit input
-  const auto t0 = Clock::now();
-  ex_ = std::make_unique<Executor>(task_.model.graph, *backend_, co);
-  compile_s_ = since(t0);
+  so.precision = config_.crest.precision;
+  so.batch = config_.data.batch_size;
+  so.seed = config_.data.seed;
+  session_ = std::make_unique<Session>(task_.model.graph, so);
+  backend_ = &session_->backend();
+  ex_ = &session_->executor();
+  // Reported is what the backend really uses (the reference backend: one thread, whatever was
+  // asked).
+  threads_ = session_->threads();
+  if (const std::string line = describe_layout_tuning(*so.layout_tuning); !line.empty())
+    *log_ << line << "\n";
   optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->attach(ex_->params(), ex_->vec(), config_.train.gradient_accumulation_frequency);
   // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
@@ -344,7 +343,7 @@ void TrainingRun::print_dry_run() {
   log << "planned memory: " << bytes(summary_.planned_bytes) << " (activations and kernel scratch "
       << bytes(ex_->plan().arena_bytes) << ", parameters+gradients "
       << bytes(2 * ex_->params().bytes()) << ", optimizer state " << bytes(state_bytes) << ")\n";
-  log << "compiled in " << std::fixed << std::setprecision(2) << compile_s_
+  log << "compiled in " << std::fixed << std::setprecision(2) << session_->compile_seconds()
       << " s; dry run: no data read, nothing written\n";
 }
 

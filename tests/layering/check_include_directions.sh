@@ -14,9 +14,10 @@ declare -A allowed=(
   [dist]="core graph"
   [data]="core dist"
   [optim]="core backends graph"
-  [train]="core backends graph layers models dist data optim"
-  [search]="core backends graph layers models dist data optim train"
-  [export]="core backends graph layers models data train"
+  [engine]="core backends graph"
+  [train]="core backends graph layers models dist data optim engine"
+  [search]="core backends graph layers models dist data optim engine train"
+  [export]="core backends graph layers models data engine train"
 )
 status=0
 for part in "${!allowed[@]}"; do

@@ -18,6 +18,7 @@
 #include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
 #include "crest/data/sharding.hpp"
+#include "crest/engine/precision.hpp"
 #include "crest/graph/attributes.hpp"
 #include "crest/graph/graph.hpp"
 #include "crest/optim/larc.hpp"
@@ -267,21 +268,6 @@ struct TrainConfig {
   double loss_scale_growth_factor = 2;
   double loss_scale_backoff_factor = 0.5;
 };
-
-// The dtype a run computes in. float64 is the oracle mode: the reference backend in double, what
-// parity checks against float64 PyTorch compare with. bf16 and fp16 are mixed precision: 16-bit
-// activations over float32 master weights (docs/precision.md).
-enum class Precision { float32, float64, bf16, fp16 };
-template <>
-inline constexpr EnumEntries<Precision, 4> kEnumTable<Precision> = {
-    {{Precision::float32, "float32"},
-     {Precision::float64, "float64"},
-     {Precision::bf16, "bf16"},
-     {Precision::fp16, "fp16"}}};
-// The dtype of the parameters, optimizer state and losses (CompileOptions::dtype).
-DType precision_dtype(Precision p);
-// The 16-bit dtype of mixed precision (CompileOptions::half), or none.
-std::optional<DType> precision_half(Precision p);
 
 // crest: section (crest addition).
 struct RuntimeConfig {

@@ -1,0 +1,27 @@
+#include "crest/engine/session.hpp"
+
+#include <chrono>
+
+namespace crest {
+
+CompileOptions compile_options(const SessionOptions& o) {
+  CompileOptions co;
+  co.batch = o.batch;
+  co.seed = o.seed;
+  co.dtype = precision_dtype(o.precision);
+  co.half = precision_half(o.precision);
+  co.half_inputs = true;
+  co.training = o.purpose == Purpose::training;
+  co.loss = o.purpose != Purpose::inference;
+  return co;
+}
+
+Session::Session(const Graph& graph, const SessionOptions& o) : backend_(make_backend(o.backend)) {
+  if (o.threads > 0) threads_ = backend_->set_threads(o.threads);
+  if (o.layout_tuning) backend_->set_layout_tuning(*o.layout_tuning);
+  const auto t0 = std::chrono::steady_clock::now();
+  executor_ = std::make_unique<Executor>(graph, *backend_, compile_options(o));
+  compile_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace crest
