@@ -122,6 +122,18 @@ class Layer {
   // the compile step then skips the activation's own (compile/fuse_activation_backward.cpp).
   virtual bool backward_applies_post_op() const { return false; }
 
+  // Traits the compile passes read from the layer itself, so adding a layer touches no pass.
+  // Mixed precision (CompileOptions::half, src/graph/compile/assign_precision.cpp): whether this
+  // layer computes and stores its activations in the 16-bit type on every backend that accepts
+  // the precision. Every layer answers (no default): one that forgot would run in float32 under
+  // bf16 without a word. Losses answer false (float32 by design).
+  virtual bool computes_in_half() const = 0;
+  // Whether the compile step may fuse activation `e` into this layer's output (a post-op its
+  // kernel applies, src/graph/compile/choose_fusions.cpp) on `backend`.
+  virtual bool accepts_post_op(const Backend& /*backend*/, const EltwiseDesc& /*e*/) const {
+    return false;
+  }
+
   // Loss layers produce a scalar loss and start backward (no diff_out).
   virtual bool is_loss() const { return false; }
   // Whether input i is a data input whose gradient is never needed (e.g. labels, targets).

@@ -22,6 +22,7 @@ class ActivationLayer : public Layer {
   }
 
   std::string kind() const override;
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   std::optional<EltwiseDesc> activation() const override { return op_; }

@@ -21,6 +21,11 @@ class BatchNormLayer : public Layer {
  public:
   explicit BatchNormLayer(BatchNormOptions o);
   std::string kind() const override { return "batch_norm"; }
+  bool computes_in_half() const override { return true; }
+  // The ReLU every BatchNormKernel applies (batch_norm_fuses()).
+  bool accepts_post_op(const Backend& /*backend*/, const EltwiseDesc& e) const override {
+    return batch_norm_fuses(e);
+  }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   // weight [C] (ones), bias [C] (zeros), then the non-trained state running_mean [C] (zeros),
   // running_var [C] (ones), num_batches_tracked [1] (zeros): PyTorch's state_dict order.

@@ -28,6 +28,11 @@ class ConvLayer : public Layer {
  public:
   explicit ConvLayer(ConvOptions o);
   std::string kind() const override { return opts_.transposed ? "conv_transpose" : "conv"; }
+  bool computes_in_half() const override { return true; }
+  // ConvKernel's post-op: whatever the backend fuses.
+  bool accepts_post_op(const Backend& backend, const EltwiseDesc& e) const override {
+    return backend.fuses(e);
+  }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;

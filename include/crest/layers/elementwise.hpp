@@ -10,6 +10,7 @@ namespace crest {
 class AddLayer : public Layer {
  public:
   std::string kind() const override { return "add"; }
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
@@ -30,6 +31,7 @@ class DropoutLayer : public Layer {
  public:
   explicit DropoutLayer(DropoutOptions o);
   std::string kind() const override { return "dropout"; }
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   void create(CreateContext& ctx) override;

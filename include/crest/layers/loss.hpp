@@ -11,6 +11,7 @@ namespace crest {
 class MseLossLayer : public Layer {
  public:
   std::string kind() const override { return "mse_loss"; }
+  bool computes_in_half() const override { return false; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   bool is_loss() const override { return true; }
@@ -35,6 +36,7 @@ class SoftmaxCrossEntropyLayer : public Layer {
   explicit SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o)
       : weights_(std::move(o.class_weights)) {}
   std::string kind() const override { return "softmax_cross_entropy"; }
+  bool computes_in_half() const override { return false; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   bool is_loss() const override { return true; }

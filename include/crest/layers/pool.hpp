@@ -19,6 +19,7 @@ class PoolLayer : public Layer {
  public:
   explicit PoolLayer(PoolOptions o) : opts_(std::move(o)) {}
   std::string kind() const override;
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;

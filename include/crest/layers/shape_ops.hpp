@@ -15,6 +15,7 @@ namespace crest {
 class FlattenLayer : public Layer {
  public:
   std::string kind() const override { return "flatten"; }
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   void create(CreateContext& ctx) override;
@@ -28,6 +29,7 @@ class FlattenLayer : public Layer {
 class ConcatLayer : public Layer {
  public:
   std::string kind() const override { return "concat"; }
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
@@ -46,6 +48,7 @@ class ConcatLayer : public Layer {
 class ExpandAsLayer : public Layer {
  public:
   std::string kind() const override { return "expand_as"; }
+  bool computes_in_half() const override { return true; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   bool input_is_constant(size_t i) const override { return i == 1; }
   void create(CreateContext& ctx) override;

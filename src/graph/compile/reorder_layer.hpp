@@ -11,6 +11,8 @@ class ReorderLayer : public Layer {
  public:
   ReorderLayer(MemFormat from, MemFormat to) : from_(std::move(from)), to_(std::move(to)) {}
   std::string kind() const override { return "reorder"; }
+  // Inserted after precisions are assigned; it converts between them.
+  bool computes_in_half() const override { return false; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
