@@ -7,10 +7,12 @@
 #include <cmath>
 #include <fstream>
 #include <set>
+#include <string>
 
 #include "crest/core/error.hpp"
 #include "crest/search/space_check.hpp"
 #include "support/cli_util.hpp"
+#include "support/tiny_run.hpp"
 
 namespace crest {
 namespace {
@@ -176,6 +178,24 @@ TEST(SearchSpace, KeysAndValuesAreCheckedAgainstTheConfigSchema) {
   EXPECT_NE(m.find("parameters.data.batch_size: the value -4"), std::string::npos) << m;
   m = refused("  model.dropout: {uniform: [0, 1.5]}\n");
   EXPECT_NE(m.find("the value 1.5"), std::string::npos) << m;
+}
+
+}  // namespace
+}  // namespace crest
+
+namespace crest {
+namespace {
+
+// The space the README's search example names is shipped, and every parameter in it is one the
+// demo config accepts.
+TEST(SearchSpace, TheShippedDemoSpaceFitsTheDemoConfig) {
+  const std::string path = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo-space.yaml";
+  const SearchSpace space = load_search_space(path);
+  EXPECT_EQ(space.parameters.size(), 2u);
+  EXPECT_NO_THROW(check_space_against_config(space, kDemo, {}));
+  EXPECT_NE(test::read_text(std::string(CREST_SOURCE_DIR) + "/README.md")
+                .find("--space configs/cosmoflow-demo-space.yaml"),
+            std::string::npos);
 }
 
 }  // namespace
