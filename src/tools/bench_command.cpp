@@ -35,18 +35,15 @@ namespace {
 
 int resolve_threads(int t) { return t > 0 ? t : hardware_threads(); }
 
-struct BenchTrainArgs : BenchModelArgs {
-  std::string backend = default_backend_name();
+struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   int64_t batch = 2;
-  int steps = 3, warmup = 1, threads = 0;
+  int steps = 3, warmup = 1;
   bool profile = false;
-  bool autotune = false;   // choose conv layouts by measuring them (crest.autotune)
   std::string report;      // directory for report.{json,html}; "" = none
   double peak_gflops = 0;  // the report's peak; 0 = measure it after the run
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
-  std::string precision = "float32";  // crest.precision's values
 };
 
 void bench_train(const BenchTrainArgs& a) {
@@ -59,14 +56,9 @@ void bench_train(const BenchTrainArgs& a) {
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
   const BuiltModel m = build_model(bench_model_config(a));
-  SessionOptions so;
-  so.backend = a.backend;
-  // Default: the node's cores shared among its ranks.
-  so.threads = a.threads > 0 ? a.threads : std::max(1, resolve_threads(0) / comm->local_size());
-  if (a.autotune) so.layout_tuning.emplace().measure = true;
-  const auto precision = parse_enum<Precision>(a.precision, "--precision");
-  so.precision = precision;
-  so.batch = a.batch;
+  // Default threads: the node's cores shared among its ranks.
+  const SessionOptions so = bench_session_options(
+      a, Purpose::training, a.batch, std::max(1, resolve_threads(0) / comm->local_size()));
   const Session session(m.graph, so);
   Backend& backend = session.backend();
   Executor& ex = session.executor();
@@ -125,7 +117,8 @@ void bench_train(const BenchTrainArgs& a) {
   const double allreduce = overlap.allreduce_s;
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
-  nlohmann::json j = bench_json_head("train", a, backend, enum_name(precision), a.batch, threads);
+  nlohmann::json j =
+      bench_json_head("train", a, backend, enum_name(so.precision), a.batch, threads);
   j["steps"] = a.steps;
   j["step_s_min"] = best;
   j["step_s_median"] = median;

@@ -18,13 +18,10 @@
 namespace crest::tools {
 namespace {
 
-struct BenchInferArgs : BenchModelArgs {
-  std::string backend = default_backend_name();
-  std::string precision = "float32";
+struct BenchInferArgs : BenchModelArgs, BenchRunArgs {
   int64_t batch = 1;
-  int passes = 5, warmup = 1, threads = 0;
+  int passes = 5, warmup = 1;
   bool profile = false;
-  bool autotune = false;  // choose conv layouts by measuring them (crest.autotune)
 };
 
 // One JSON line per layer: its forward time per pass and rate.
@@ -49,14 +46,8 @@ void bench_infer(const BenchInferArgs& a) {
   if (a.passes < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
   const BuiltModel m = build_model(bench_model_config(a));
-  const auto precision = parse_enum<Precision>(a.precision, "--precision");
-  SessionOptions so;
-  so.backend = a.backend;
-  so.threads = a.threads > 0 ? a.threads : hardware_threads();
-  if (a.autotune) so.layout_tuning.emplace().measure = true;
-  so.purpose = Purpose::inference;
-  so.precision = precision;
-  so.batch = a.batch;
+  const SessionOptions so =
+      bench_session_options(a, Purpose::inference, a.batch, hardware_threads());
   const Session session(m.graph, so);
   Backend& backend = session.backend();
   Executor& ex = session.executor();
@@ -70,7 +61,8 @@ void bench_infer(const BenchInferArgs& a) {
   for (int i = 0; i < a.passes; ++i) times.push_back(seconds_of([&] { ex.forward(false); }));
   std::sort(times.begin(), times.end());
   const double best = times.front(), median = times[times.size() / 2];
-  nlohmann::json j = bench_json_head("infer", a, backend, enum_name(precision), a.batch, threads);
+  nlohmann::json j =
+      bench_json_head("infer", a, backend, enum_name(so.precision), a.batch, threads);
   j["passes"] = a.passes;
   j["latency_ms_min"] = best * 1e3;
   j["latency_ms_median"] = median * 1e3;

@@ -10,6 +10,18 @@
 
 namespace crest::tools {
 
+SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int64_t batch,
+                                     int default_threads) {
+  SessionOptions so;
+  so.backend = a.backend;
+  so.threads = a.threads > 0 ? a.threads : default_threads;
+  if (a.autotune) so.layout_tuning.emplace().measure = true;
+  so.purpose = purpose;
+  so.precision = parse_enum<Precision>(a.precision, "--precision");
+  so.batch = batch;
+  return so;
+}
+
 void add_model_options(CLI::App& cmd, BenchModelArgs& a) {
   cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam)");
   cmd.add_option("--size", a.size, "cosmoflow: cube size (a multiple of 32)");

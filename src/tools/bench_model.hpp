@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
 #include "crest/train/config.hpp"
@@ -19,6 +20,18 @@ struct BenchModelArgs {
   int64_t height = 768, width = 1152;  // deepcam's sample size (the reference's)
   double dropout = 0.5;
 };
+
+// How a model benchmark runs: what both crest bench train and crest bench infer take.
+struct BenchRunArgs {
+  std::string backend = default_backend_name();
+  std::string precision = "float32";  // crest.precision's values
+  int threads = 0;                    // 0: the benchmark's default
+  bool autotune = false;              // choose conv layouts by measuring them (crest.autotune)
+};
+
+// The engine session of a model benchmark: `default_threads` where --threads is 0.
+SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int64_t batch,
+                                     int default_threads);
 
 // --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (DeepCAM's).
 void add_model_options(CLI::App& cmd, BenchModelArgs& a);

@@ -36,6 +36,12 @@ using crest::test::tiny_cosmoflow_args;
 // ones land, and at a few milliseconds per epoch a poll can miss every one of them.
 const char* const kFirstCheckpoint = "checkpoint: /";
 
+// A tiny training run that only a signal ends, into `run`.
+std::string endless_tiny_run(const std::string& run) {
+  return std::string(CREST_BINARY) + " train " + tiny_cosmoflow_args() +
+         " data.n_epochs=1000 output_dir=" + run;
+}
+
 nlohmann::json status_of(const std::string& run) {
   return nlohmann::json::parse(read_text(run + "/status.json"));
 }
@@ -66,9 +72,7 @@ void expect_resume_matches_straight(const TempDir& d, const std::string& run, in
 TEST(StopSignal, SigtermStopsAfterTheStepWithACheckpointAndResumesBitIdentically) {
   TempDir d;
   const std::string run = d.file("run");
-  BackgroundRun r(std::string(CREST_BINARY) + " train " + tiny_cosmoflow_args() +
-                      " data.n_epochs=1000 output_dir=" + run,
-                  d.file("out.txt"));
+  BackgroundRun r(endless_tiny_run(run), d.file("out.txt"));
   ASSERT_TRUE(r.wait_for_output(kFirstCheckpoint)) << r.output();
   r.signal(SIGTERM);
   ASSERT_EQ(r.wait(), 143) << r.output();
@@ -166,9 +170,7 @@ std::vector<std::string> threads_taking(pid_t pid, int signal) {
 TEST(StopSignal, OnlyTheRouterThreadTakesStopSignals) {
   TempDir d;
   const std::string run = d.file("run");
-  BackgroundRun r(std::string(CREST_BINARY) + " train " + tiny_cosmoflow_args() +
-                      " data.n_epochs=1000 output_dir=" + run,
-                  d.file("out.txt"));
+  BackgroundRun r(endless_tiny_run(run), d.file("out.txt"));
   ASSERT_TRUE(r.wait_for_output(kFirstCheckpoint)) << r.output();
   size_t threads = 0;
   for ([[maybe_unused]] const auto& t :
