@@ -15,8 +15,7 @@
 // The training loop polls received() once per step and sends the request to every rank with the
 // step's gradients (TrainStep's sideband), so no rank stops alone.
 #pragma once
-#include <signal.h>
-
+#include <csignal>
 #include <string>
 #include <vector>
 
