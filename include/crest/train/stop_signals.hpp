@@ -6,11 +6,12 @@
 //
 // Every signal of the stop set is taken by one thread that runs nothing else (the signal router,
 // named "crest-signals"), never by a thread that may be inside a kernel: every other thread
-// blocks them. The reason is a kernel that moves its stack pointer onto the heap: oneDNN's
-// AVX/AVX2 sgemm (jit_avx_gemm_f32, which the `gemm:jit` convolution passes run on CPUs without
-// AVX-512) points rsp at a malloc'd workspace when K > 8192, and a signal handled on that thread
-// has its frame written below the workspace, over the heap ("corrupted size vs. prev_size" in the
-// next free). docs/checkpoints.md, "Stopping before the end".
+// blocks them. The reason is a kernel that moves its stack pointer onto the heap: oneDNN's f32
+// JIT sgemm (jit_avx_gemm_f32, which `gemm:jit` convolutions run on CPUs without AVX-512) points
+// rsp at a malloc'd workspace for K blocks over its stack capacity (252 with AVX2), and a signal
+// handled on that thread has its frame written below the workspace, over the heap ("corrupted
+// size vs. prev_size" in the next free; docs/upstream/onednn-avx2-sgemm-signal.md).
+// docs/checkpoints.md, "Stopping before the end".
 //
 // The training loop polls received() once per step and sends the request to every rank with the
 // step's gradients (TrainStep's sideband), so no rank stops alone.
