@@ -1,6 +1,6 @@
 // The engine session: the one place that turns "this graph, on this backend, for this purpose"
 // into a backend and a compiled executor. crest train, predict, export and both benches open one
-// (docs/architecture.md, "Engine"), so the compile flags that go with a purpose, the order the
+// (docs/architecture.md, "Folders"), so the compile flags that go with a purpose, the order the
 // backend is set up in and the precision's dtypes are decided here and nowhere else.
 #pragma once
 #include <cstdint>
