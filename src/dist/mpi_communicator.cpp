@@ -410,6 +410,51 @@ class MpiCommunicator final : public Communicator {
     return got;
   }
 
+  // Posted in one task, then MPI_Testall polls as short tasks (as send() does): the thread runs
+  // this rank's other collectives between polls, so a neighbour that is itself inside a gradient
+  // allreduce completes it and then answers.
+  void exchange(const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
+                const std::string& what) override {
+    if (sends.empty() && receives.empty()) return;
+    for (const auto& m : sends) check_message_size(m.bytes, what);
+    for (const auto& m : receives) check_message_size(m.bytes, what);
+    std::vector<MPI_Request> reqs(sends.size() + receives.size(), MPI_REQUEST_NULL);
+    thread_->run(
+        [&] {
+          size_t i = 0;
+          for (const auto& m : receives)
+            check(MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.source, m.tag, comm_,
+                            &reqs[i++]),
+                  "MPI_Irecv");
+          for (const auto& m : sends)
+            check(MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.dest, m.tag, comm_,
+                            &reqs[i++]),
+                  "MPI_Isend");
+        },
+        what);
+    const double deadline = steady_seconds() + thread_->timeout_s();
+    long pause_ns = 2'000;  // halos are short and latency-bound: poll fast at first
+    for (int done = 0;;) {
+      thread_->run(
+          [&] {
+            check(
+                MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE),
+                "MPI_Testall");
+          },
+          what);
+      if (done) return;
+      if (steady_seconds() > deadline) {
+        thread_->run([&] { cancel_all(reqs); }, what);
+        throw_runtime(what + ": not complete after " +
+                      std::to_string(static_cast<int>(thread_->timeout_s())) +
+                      " s (dist.timeout_s); a neighbouring rank has died or hangs");
+      }
+      const timespec pause{0, pause_ns};
+      nanosleep(&pause, nullptr);
+      pause_ns = std::min(pause_ns * 2, 1'000'000L);
+    }
+  }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     thread_->run([&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); },
@@ -418,6 +463,21 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  static void check_message_size(size_t bytes, const std::string& what) {
+    if (bytes > static_cast<size_t>(INT_MAX))
+      throw_runtime(what + ": a message of " + std::to_string(bytes) +
+                    " bytes is larger than one MPI message (2 GiB)");
+  }
+  // Runs on the communication thread: requests still pending are cancelled and completed, so
+  // MPI never writes into buffers the caller is about to free.
+  static void cancel_all(std::vector<MPI_Request>& reqs) {
+    for (auto& r : reqs)
+      if (r != MPI_REQUEST_NULL) {
+        MPI_Cancel(&r);
+        MPI_Wait(&r, MPI_STATUS_IGNORE);
+      }
+  }
+
   // Runs on the communication thread.
   void sum_in_place(void* values, size_t n, MPI_Datatype type, size_t elem) {
     auto* p = static_cast<char*>(values);

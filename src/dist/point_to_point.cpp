@@ -16,6 +16,12 @@ std::optional<Communicator::Message> Communicator::try_receive(int, int) {
   throw_runtime("the " + name() + " communicator has no point-to-point messages");
 }
 
+void Communicator::exchange(const std::vector<Outgoing>& sends,
+                            const std::vector<Incoming>& receives, const std::string& what) {
+  if (sends.empty() && receives.empty()) return;
+  throw_runtime(what + ": the " + name() + " communicator has no point-to-point messages");
+}
+
 // Polling, not a blocking MPI_Recv: the communication thread stays free for collectives, and a
 // wait for a message that may take minutes (the next epoch's report) costs no core.
 Communicator::Message Communicator::receive(int source, int tag, double timeout_s,

@@ -13,6 +13,7 @@ declare -A allowed=(
   [models]="core graph layers"
   [dist]="core graph"
   [data]="core dist"
+  [spatial]="core backends graph dist"
   [optim]="core backends graph"
   [engine]="core backends graph"
   [train]="core backends graph layers models dist data optim engine"

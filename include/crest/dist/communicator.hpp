@@ -86,6 +86,26 @@ class Communicator {
   // Waits for such a message (polls try_receive); past `timeout_s` throws crest::Error (runtime)
   // naming `what`.
   Message receive(int source, int tag, double timeout_s, const std::string& what);
+
+  // A neighbour exchange (the halos of a spatially split tensor): every receive and send is
+  // posted at once and then all are waited for, so two ranks sending to each other never
+  // deadlock, whatever the message sizes. Both sides know each message's size; a message from
+  // one rank with one tag is matched in posting order. Buffers stay untouched by the caller until
+  // the call returns. Like send(), it polls and never holds the communication thread while it
+  // waits; past the communicator's timeout it throws crest::Error (runtime) naming `what`. A
+  // communicator without point-to-point messages (the default) accepts only an empty exchange.
+  struct Outgoing {
+    int dest = 0, tag = 0;
+    const void* data = nullptr;
+    size_t bytes = 0;
+  };
+  struct Incoming {
+    int source = 0, tag = 0;
+    void* data = nullptr;
+    size_t bytes = 0;
+  };
+  virtual void exchange(const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
+                        const std::string& what);
 };
 
 // One process: rank 0 of 1. Collectives are identities (start_allreduce only scales).

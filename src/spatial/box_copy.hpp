@@ -1,0 +1,25 @@
+// Copying (or adding) a box of one dense row-major array into a box of another: the halo rows
+// packed into a message, a message unpacked into a window (src/spatial, internal).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "crest/core/dtype.hpp"
+
+namespace crest::spatial_detail {
+
+// An array's extents, and a box in it: its first index per dim (the box's size is the transfer's
+// `count`).
+struct BoxAt {
+  const std::vector<int64_t>& dims;
+  std::vector<int64_t> start;
+};
+
+enum class BoxOp { copy, add };
+
+// dst's box (op)= src's box, both of extents `count`. `add` supports float32 and float64.
+void box_transfer(const void* src, const BoxAt& from, void* dst, const BoxAt& to,
+                  const std::vector<int64_t>& count, DType dtype, BoxOp op);
+
+}  // namespace crest::spatial_detail

@@ -1,0 +1,360 @@
+// The spatial split's per-layer table, run under mpirun (tests/spatial/main.cpp): every rank
+// computes the unsplit layer itself from the same seeded data, then its part of the split layer,
+// and compares its owned rows — forward output, input gradient and, summed over the group, the
+// weight and bias gradients. float64 on the reference backend within 1e-10; float32 on oneDNN
+// (its blocked kernels behind the plain-layout bridge) within 1e-5 relative.
+//
+// Each case runs every decomposition of the world's size over its spatial axes (2 ranks: 2 along
+// each axis; 4 ranks: 4 along one axis, and 2 x 2 over each pair), with uneven extents,
+// kernels 1/3/5, strides 1/2, dilations 1/2, 'same' and 'valid' padding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/core/error.hpp"
+#include "crest/spatial/spatial_window.hpp"
+#include "spatial/box_copy.hpp"
+#include "world.hpp"
+
+namespace crest {
+namespace {
+
+using spatial_detail::box_transfer;
+using spatial_detail::BoxAt;
+using spatial_detail::BoxOp;
+
+bool has_backend(const std::string& name) {
+  const auto names = backend_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+// Seeded values in [-1, 1), the same on every rank.
+std::vector<double> random_values(size_t n, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(n);
+  for (double& x : v) x = dist(gen);
+  return v;
+}
+
+// Values as the bytes of `dtype` (float64 or float32), and back.
+std::vector<std::byte> as_bytes(const std::vector<double>& v, DType dtype) {
+  std::vector<std::byte> out(v.size() * dtype_size(dtype));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::f64) {
+      std::memcpy(out.data() + i * 8, &v[i], 8);
+    } else {
+      const auto f = static_cast<float>(v[i]);
+      std::memcpy(out.data() + i * 4, &f, 4);
+    }
+  }
+  return out;
+}
+std::vector<double> as_values(const std::vector<std::byte>& b, DType dtype) {
+  std::vector<double> v(b.size() / dtype_size(dtype));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (dtype == DType::f64) {
+      std::memcpy(&v[i], b.data() + i * 8, 8);
+    } else {
+      float f = 0;
+      std::memcpy(&f, b.data() + i * 4, 4);
+      v[i] = f;
+    }
+  }
+  return v;
+}
+
+int64_t count_of(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// This rank's block of a whole [n, c, spatial...] tensor: rows `ranges` along the spatial dims.
+std::vector<std::byte> owned_block(const std::vector<std::byte>& whole,
+                                   const std::vector<int64_t>& dims,
+                                   const std::vector<IndexRange>& ranges, DType dtype) {
+  std::vector<int64_t> start(dims.size(), 0), count = dims;
+  for (size_t a = 0; a < ranges.size(); ++a) {
+    start[a + 2] = ranges[a].begin;
+    count[a + 2] = ranges[a].size();
+  }
+  std::vector<std::byte> out(static_cast<size_t>(count_of(count)) * dtype_size(dtype));
+  box_transfer(whole.data(), BoxAt{dims, start}, out.data(),
+               BoxAt{count, std::vector<int64_t>(count.size(), 0)}, count, dtype, BoxOp::copy);
+  return out;
+}
+
+// |got - want| <= tol * (1 + max |want|) everywhere.
+void expect_close(const std::vector<std::byte>& got, const std::vector<std::byte>& want,
+                  DType dtype, double tol, const std::string& what) {
+  const auto g = as_values(got, dtype), w = as_values(want, dtype);
+  ASSERT_EQ(g.size(), w.size()) << what;
+  double scale = 0, worst = 0;
+  for (double x : w) scale = std::max(scale, std::fabs(x));
+  for (size_t i = 0; i < g.size(); ++i) worst = std::max(worst, std::fabs(g[i] - w[i]));
+  EXPECT_LE(worst, tol * (1 + scale)) << what << " (rank " << test::world().rank() << ")";
+}
+
+// The group sum of a rank's partial gradient.
+void group_sum(std::vector<std::byte>& v, DType dtype, Communicator& group) {
+  auto values = as_values(v, dtype);
+  group.allreduce_sum(values.data(), values.size());
+  v = as_bytes(values, dtype);
+}
+
+std::vector<int64_t> dims_of(int64_t n, int64_t c, const std::array<int64_t, 3>& size, int rank) {
+  std::vector<int64_t> d{n, c};
+  for (size_t i = 0; i < static_cast<size_t>(rank); ++i) d.push_back(size[i]);
+  return d;
+}
+
+// Every way to split `spatial_rank` axes among `ranks`, using at most two axes.
+std::vector<std::vector<int>> decompositions(int spatial_rank, int ranks) {
+  std::vector<std::vector<int>> out;
+  for (int a = 0; a < spatial_rank; ++a) {
+    std::vector<int> one(static_cast<size_t>(spatial_rank), 1);
+    one[static_cast<size_t>(a)] = ranks;
+    out.push_back(one);
+    if (ranks % 2 == 0 && ranks > 2)
+      for (int b = a + 1; b < spatial_rank; ++b) {
+        std::vector<int> two(static_cast<size_t>(spatial_rank), 1);
+        two[static_cast<size_t>(a)] = 2;
+        two[static_cast<size_t>(b)] = ranks / 2;
+        out.push_back(two);
+      }
+  }
+  return out;
+}
+
+std::string str(const std::vector<int>& parts) {
+  std::string s = "[";
+  for (size_t i = 0; i < parts.size(); ++i) s += (i ? "," : "") + std::to_string(parts[i]);
+  return s + "]";
+}
+
+// Extents, kernel, stride, dilation per case; padding 'same' (as Keras) or 'valid'.
+struct Window {
+  std::vector<int64_t> in;
+  int64_t kernel = 3, stride = 1, dilation = 1;
+  bool same = true;
+};
+template <typename Desc>
+void fill_window(Desc& d, const Window& w, const std::array<int64_t, 3>& dilation) {
+  d.spatial_rank = static_cast<int>(w.in.size());
+  for (size_t i = 0; i < w.in.size(); ++i) {
+    const int64_t span = dilation[i] * (w.kernel - 1) + 1;
+    d.in_size[i] = w.in[i];
+    d.kernel[i] = w.kernel;
+    d.stride[i] = w.stride;
+    if (w.same) {
+      d.out_size[i] = (w.in[i] + w.stride - 1) / w.stride;
+      const int64_t total = std::max<int64_t>((d.out_size[i] - 1) * w.stride + span - w.in[i], 0);
+      d.pad_lo[i] = total / 2;
+      d.pad_hi[i] = total - total / 2;
+    } else {
+      d.out_size[i] = (w.in[i] - span) / w.stride + 1;
+    }
+  }
+}
+
+ConvDesc conv_desc(const Window& w, DType dtype) {
+  ConvDesc d;
+  d.n = 2;
+  d.in_channels = 3;
+  d.out_channels = 5;
+  d.dtype = dtype;
+  for (size_t i = 0; i < w.in.size(); ++i) d.dilation[i] = w.dilation;
+  fill_window(d, w, d.dilation);
+  return d;
+}
+
+// Whether `where` can split the layer; a split the plan refuses must say why in the user's terms.
+bool splittable(const std::vector<WindowAxis>& axes, const SpatialPlacement& where) {
+  try {
+    plan_window(axes, where);
+    return true;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.exit_code(), 2);
+    EXPECT_NE(std::string(e.what()).find("dist.spatial"), std::string::npos) << e.what();
+    return false;
+  }
+}
+
+// One convolution: unsplit and split on every decomposition; returns how many ran split.
+int check_conv(Backend& backend, const Window& w, DType dtype, double tol) {
+  Communicator& world = test::world();
+  const ConvDesc d = conv_desc(w, dtype);
+  const auto src_dims = dims_of(d.n, d.in_channels, d.in_size, d.spatial_rank);
+  const auto dst_dims = dims_of(d.n, d.out_channels, d.out_size, d.spatial_rank);
+  const auto src = as_bytes(random_values(size_t(count_of(src_dims)), 1), dtype);
+  const auto diff_dst = as_bytes(random_values(size_t(count_of(dst_dims)), 2), dtype);
+  int64_t wcount = d.out_channels * d.in_channels;
+  for (int i = 0; i < d.spatial_rank; ++i) wcount *= d.kernel[size_t(i)];
+  const auto weights = as_bytes(random_values(size_t(wcount), 3), dtype);
+  const auto bias = as_bytes(random_values(size_t(d.out_channels), 4), dtype);
+
+  // The unsplit layer: each rank alone, on a grid of one part.
+  auto one = world.split(world.rank(), 0);
+  SpatialConv whole(backend, d,
+                    {one.get(), SpatialGrid{std::vector<int>(size_t(d.spatial_rank), 1)}, "conv"});
+  std::vector<std::byte> dst(diff_dst.size()), diff_src(src.size()), dw(weights.size()),
+      db(bias.size());
+  whole.forward(src.data(), weights.data(), bias.data(), dst.data());
+  whole.backward_data(diff_dst.data(), weights.data(), diff_src.data());
+  whole.backward_weights(diff_dst.data(), dw.data(), db.data());
+
+  int ran = 0;
+  for (const auto& parts : decompositions(d.spatial_rank, world.size())) {
+    const SpatialPlacement where{&world, SpatialGrid{parts}, "conv"};
+    if (!splittable(window_axes(d), where)) continue;
+    SCOPED_TRACE("split " + str(parts));
+    const auto plans = plan_window(window_axes(d), where);
+    std::vector<IndexRange> in_rows, out_rows;
+    for (const auto& p : plans) {
+      in_rows.push_back(p.owned_in);
+      out_rows.push_back(p.owned_out);
+    }
+    SpatialConv part(backend, d, where);
+    const auto my_src = owned_block(src, src_dims, in_rows, dtype);
+    const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
+    std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
+        my_dw(weights.size()), my_db(bias.size());
+    part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data());
+    part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data());
+    part.backward_weights(my_diff_dst.data(), my_dw.data(), my_db.data());
+    group_sum(my_dw, dtype, world);
+    group_sum(my_db, dtype, world);
+    expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
+    expect_close(my_diff_src, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
+                 "input gradient");
+    expect_close(my_dw, dw, dtype, tol, "weight gradient");
+    expect_close(my_db, db, dtype, tol, "bias gradient");
+    ++ran;
+  }
+  return ran;
+}
+
+// The table's windows: 3-D volumes with odd extents (CosmoFlow's 3x3x3 and 2x2x2-pool family) and
+// 2-D fields (DeepCAM's strided and dilated 3x3s).
+std::vector<Window> conv_windows() {
+  std::vector<Window> out;
+  for (int64_t k : {1, 3, 5})
+    for (int64_t s : {1, 2})
+      for (int64_t dil : {1, 2})
+        for (bool same : {true, false}) {
+          if (k == 1 && dil == 2) continue;  // a 1-tap window has nothing to dilate
+          out.push_back({{13, 11, 10}, k, s, dil, same});
+          out.push_back({{21, 19}, k, s, dil, same});
+        }
+  return out;
+}
+
+void run_conv_table(Backend& backend, DType dtype, double tol) {
+  int ran = 0, cases = 0;
+  for (const Window& w : conv_windows()) {
+    SCOPED_TRACE("conv rank " + std::to_string(w.in.size()) + " k " + std::to_string(w.kernel) +
+                 " s " + std::to_string(w.stride) + " d " + std::to_string(w.dilation) +
+                 (w.same ? " same" : " valid"));
+    ran += check_conv(backend, w, dtype, tol);
+    ++cases;
+  }
+  if (test::world().rank() == 0)
+    std::printf("convolution: %d splits of %d windows ran on %d ranks\n", ran, cases,
+                test::world().size());
+  // Most splits are legal at these extents: a table that refuses everything proves nothing.
+  EXPECT_GE(ran, cases) << "too few decompositions ran";
+}
+
+TEST(SpatialLayerTable, ConvolutionFloat64OnTheReferenceBackend) {
+  run_conv_table(*make_backend("reference"), DType::f64, 1e-10);
+}
+
+TEST(SpatialLayerTable, ConvolutionFloat32OnOneDnn) {
+  if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
+  run_conv_table(*make_backend("onednn"), DType::f32, 1e-5);
+}
+
+// One pooling layer, as check_conv.
+int check_pool(Backend& backend, const Window& w, PoolKind kind, DType dtype, double tol) {
+  Communicator& world = test::world();
+  PoolDesc d;
+  d.kind = kind;
+  d.n = 2;
+  d.channels = 3;
+  d.dtype = dtype;
+  fill_window(d, w, {1, 1, 1});
+  const auto src_dims = dims_of(d.n, d.channels, d.in_size, d.spatial_rank);
+  const auto dst_dims = dims_of(d.n, d.channels, d.out_size, d.spatial_rank);
+  const auto src = as_bytes(random_values(size_t(count_of(src_dims)), 5), dtype);
+  const auto diff_dst = as_bytes(random_values(size_t(count_of(dst_dims)), 6), dtype);
+
+  auto one = world.split(world.rank(), 0);
+  SpatialPool whole(backend, d,
+                    {one.get(), SpatialGrid{std::vector<int>(size_t(d.spatial_rank), 1)}, "pool"});
+  std::vector<std::byte> dst(diff_dst.size()), diff_src(src.size());
+  whole.forward(src.data(), dst.data());
+  whole.backward(diff_dst.data(), diff_src.data());
+
+  int ran = 0;
+  for (const auto& parts : decompositions(d.spatial_rank, world.size())) {
+    const SpatialPlacement where{&world, SpatialGrid{parts}, "pool"};
+    if (!splittable(window_axes(d), where)) continue;
+    SCOPED_TRACE("split " + str(parts));
+    std::vector<IndexRange> in_rows, out_rows;
+    for (const auto& p : plan_window(window_axes(d), where)) {
+      in_rows.push_back(p.owned_in);
+      out_rows.push_back(p.owned_out);
+    }
+    SpatialPool part(backend, d, where);
+    const auto my_src = owned_block(src, src_dims, in_rows, dtype);
+    const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
+    std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size());
+    part.forward(my_src.data(), my_dst.data());
+    part.backward(my_diff_dst.data(), my_diff_src.data());
+    expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
+    expect_close(my_diff_src, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
+                 "input gradient");
+    ++ran;
+  }
+  return ran;
+}
+
+void run_pool_table(Backend& backend, DType dtype, double tol) {
+  int ran = 0, cases = 0;
+  // CosmoFlow's 2x2x2 stride 2, DeepCAM's 3x3 stride 2 'same', a 3-wide stride-1 window.
+  const Window windows[] = {{{13, 11, 10}, 2, 2, 1, false},
+                            {{13, 11, 10}, 3, 1, 1, true},
+                            {{21, 19}, 3, 2, 1, true},
+                            {{21, 19}, 2, 2, 1, false}};
+  for (PoolKind kind : {PoolKind::max, PoolKind::avg_include_pad, PoolKind::avg_exclude_pad})
+    for (const Window& w : windows) {
+      SCOPED_TRACE(std::string(enum_name(kind)) + " rank " + std::to_string(w.in.size()) + " k " +
+                   std::to_string(w.kernel) + " s " + std::to_string(w.stride));
+      ran += check_pool(backend, w, kind, dtype, tol);
+      ++cases;
+    }
+  if (test::world().rank() == 0)
+    std::printf("pooling: %d splits of %d windows ran on %d ranks\n", ran, cases,
+                test::world().size());
+  EXPECT_GE(ran, cases) << "too few decompositions ran";
+}
+
+TEST(SpatialLayerTable, PoolingFloat64OnTheReferenceBackend) {
+  run_pool_table(*make_backend("reference"), DType::f64, 1e-10);
+}
+
+TEST(SpatialLayerTable, PoolingFloat32OnOneDnn) {
+  if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
+  run_pool_table(*make_backend("onednn"), DType::f32, 1e-5);
+}
+
+}  // namespace
+}  // namespace crest
