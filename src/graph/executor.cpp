@@ -38,6 +38,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::instantiate_layers(*prog_, graph);
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
+  compile::split_spatially(*prog_, graph);
   compile::assign_precision(*prog_);
   compile::narrow_inputs(*prog_, graph);
   compile::fold_batch_norm(*prog_, graph);

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/spatial_split.hpp"
 
 namespace crest {
 namespace {
@@ -205,7 +206,17 @@ void ConvLayer::create(CreateContext& ctx) {
   d.bias_grad = bias_grad_;
   d.training = ctx.training;
   d.data_grad = ctx.training && ctx.need_input_grad[0];
-  kernel_ = ctx.backend.conv(d, ctx.in_formats[0]);
+  if (ctx.spatial) {
+    // Split spatially: the kernel works on this rank's block, from the whole layer's descriptor.
+    ConvDesc global = make_desc(ctx.global_in_shapes[0], ctx.global_out_shapes[0], ctx.dtype);
+    global.bias = d.bias;
+    global.bias_grad = d.bias_grad;
+    global.training = d.training;
+    global.data_grad = d.data_grad;
+    kernel_ = ctx.spatial->conv(ctx.backend, global, ctx.name);
+  } else {
+    kernel_ = ctx.backend.conv(d, ctx.in_formats[0]);
+  }
   ctx.in_formats[0] = kernel_->src_format();
   ctx.out_formats = {kernel_->dst_format()};
   ctx.scratch_bytes = kernel_->scratch_bytes();

@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/spatial_split.hpp"
 
 namespace crest {
 namespace {
@@ -106,8 +107,13 @@ PoolDesc PoolLayer::make_desc(const Shape& in, const Shape& out, DType dtype) co
 }
 
 void PoolLayer::create(CreateContext& ctx) {
-  kernel_ = ctx.backend.pool(make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype),
-                             ctx.in_formats[0]);
+  if (ctx.spatial)  // split spatially: this rank's block, from the whole layer's descriptor
+    kernel_ = ctx.spatial->pool(
+        ctx.backend, make_desc(ctx.global_in_shapes[0], ctx.global_out_shapes[0], ctx.dtype),
+        ctx.name);
+  else
+    kernel_ = ctx.backend.pool(make_desc(ctx.in_shapes[0], ctx.out_shapes[0], ctx.dtype),
+                               ctx.in_formats[0]);
   ctx.in_formats[0] = kernel_->src_format();
   ctx.out_formats = {kernel_->dst_format()};
   ctx.workspace_bytes = kernel_->workspace_bytes();

@@ -9,19 +9,6 @@
 namespace crest {
 namespace {
 
-template <typename Desc>
-std::vector<WindowAxis> axes_of(const Desc& d, const std::array<int64_t, 3>& dilation) {
-  std::vector<WindowAxis> axes;
-  for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i)
-    axes.push_back({.in_extent = d.in_size[i],
-                    .out_extent = d.out_size[i],
-                    .kernel = d.kernel[i],
-                    .stride = d.stride[i],
-                    .dilation = dilation[i],
-                    .pad_lo = d.pad_lo[i]});
-  return axes;
-}
-
 // The descriptor's extents and padding cut down to this rank's plans.
 template <typename Desc>
 void localise(Desc& d, const std::vector<AxisPlan>& plans) {
@@ -58,9 +45,6 @@ std::vector<int64_t> dims_of(int64_t n, int64_t channels, const std::array<int64
 Buffer scratch_for(size_t bytes) { return Buffer(std::max<size_t>(bytes, 64)); }
 
 }  // namespace
-
-std::vector<WindowAxis> window_axes(const ConvDesc& d) { return axes_of(d, d.dilation); }
-std::vector<WindowAxis> window_axes(const PoolDesc& d) { return axes_of(d, {1, 1, 1}); }
 
 std::string spatial_axis_name(int spatial_rank, int axis) {
   static const char* const names[] = {"depth", "height", "width"};

@@ -13,6 +13,7 @@
 #include "crest/graph/graph.hpp"
 #include "crest/graph/memory_plan.hpp"
 #include "crest/graph/param_store.hpp"
+#include "crest/graph/spatial_split.hpp"
 
 namespace crest {
 
@@ -40,6 +41,9 @@ struct CompileOptions {
   bool input_grads = false;  // also compute gradients w.r.t. float graph inputs (gradient checks)
   bool fuse = true;          // fuse activations into convolutions where the backend can
   uint64_t seed = 0;         // parameter initialisation and dropout masks
+  // A spatial split (crest/graph/spatial_split.hpp): graph inputs it splits are given as this
+  // rank's blocks, and every value is split or whole as its layers allow. Null: nothing is split.
+  std::shared_ptr<SpatialSplit> spatial;
 };
 
 struct OpProfile {

@@ -11,10 +11,22 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/core/enum_table.hpp"
 #include "crest/core/shape.hpp"
+#include "crest/graph/window_axis.hpp"
 
 namespace crest {
 
 class BatchStatReducer;  // crest/backends/batch_stat_reducer.hpp
+class SpatialSplit;      // crest/graph/spatial_split.hpp
+
+// How a layer runs when its input is split spatially among a group of ranks (each holding a
+// block of the spatial axes; src/graph/compile/split_spatially.cpp):
+//   whole      needs the whole tensor: the compile gathers the blocks first, and the layer runs
+//              alike on every rank of the group (dense, flatten, losses; the safe default)
+//   pointwise  each output element depends on the same position of the inputs only (activations,
+//              add, channel affine, concatenation along channels): runs on the blocks as they are
+//   windowed   a sliding window over the spatial axes (convolution, pooling): runs on its block
+//              plus a halo from its neighbours, through SpatialSplit's kernels
+enum class SpatialRole : uint8_t { whole, pointwise, windowed };
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
 template <>
@@ -78,6 +90,12 @@ struct CreateContext {
   // Inference: a batch norm after this layer was folded into its parameters
   // (Layer::absorbs_channel_affine); its kernel needs a bias even when the node has none.
   bool folded_affine = false;
+  // A windowed layer whose input is split spatially: in_shapes/out_shapes are this rank's
+  // blocks, these the whole tensors', and the layer makes its kernel with `spatial` (its formats
+  // are then plain). Empty and null otherwise.
+  std::vector<Shape> global_in_shapes{}, global_out_shapes{};
+  SpatialSplit* spatial = nullptr;
+  std::string name{};  // the node's, for messages
 };
 
 // Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),
@@ -132,6 +150,12 @@ class Layer {
   // kernel applies, src/graph/compile/choose_fusions.cpp) on `backend`.
   virtual bool accepts_post_op(const Backend& /*backend*/, const EltwiseDesc& /*e*/) const {
     return false;
+  }
+  // What the layer does under a spatial split (SpatialRole above), and for a windowed layer its
+  // window along each spatial axis for whole tensors `in` and `out` (its halo needs).
+  virtual SpatialRole spatial_role() const { return SpatialRole::whole; }
+  virtual std::vector<WindowAxis> window_axes(const Shape& /*in*/, const Shape& /*out*/) const {
+    return {};
   }
 
   // Loss layers produce a scalar loss and start backward (no diff_out).

@@ -23,6 +23,7 @@ class ActivationLayer : public Layer {
 
   std::string kind() const override;
   bool computes_in_half() const override { return true; }
+  SpatialRole spatial_role() const override { return SpatialRole::pointwise; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   std::optional<EltwiseDesc> activation() const override { return op_; }

@@ -29,6 +29,13 @@ class ConvLayer : public Layer {
   explicit ConvLayer(ConvOptions o);
   std::string kind() const override { return opts_.transposed ? "conv_transpose" : "conv"; }
   bool computes_in_half() const override { return true; }
+  // Transposed convolutions have no split form yet: the compile gathers their input.
+  SpatialRole spatial_role() const override {
+    return opts_.transposed ? SpatialRole::whole : SpatialRole::windowed;
+  }
+  std::vector<WindowAxis> window_axes(const Shape& in, const Shape& out) const override {
+    return crest::window_axes(make_desc(in, out, DType::f32));
+  }
   // ConvKernel's post-op: whatever the backend fuses.
   bool accepts_post_op(const Backend& backend, const EltwiseDesc& e) const override {
     return backend.fuses(e);

@@ -11,6 +11,7 @@ class AddLayer : public Layer {
  public:
   std::string kind() const override { return "add"; }
   bool computes_in_half() const override { return true; }
+  SpatialRole spatial_role() const override { return SpatialRole::pointwise; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
@@ -32,6 +33,10 @@ class DropoutLayer : public Layer {
   explicit DropoutLayer(DropoutOptions o);
   std::string kind() const override { return "dropout"; }
   bool computes_in_half() const override { return true; }
+  // Masks are drawn by position in the tensor a rank holds, so a split tensor would get other
+  // masks than the whole one: the compile gathers its input (split masks by global position are
+  // future work).
+  SpatialRole spatial_role() const override { return SpatialRole::whole; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   void create(CreateContext& ctx) override;

@@ -20,6 +20,12 @@ class PoolLayer : public Layer {
   explicit PoolLayer(PoolOptions o) : opts_(std::move(o)) {}
   std::string kind() const override;
   bool computes_in_half() const override { return true; }
+  SpatialRole spatial_role() const override {
+    return opts_.global ? SpatialRole::whole : SpatialRole::windowed;
+  }
+  std::vector<WindowAxis> window_axes(const Shape& in, const Shape& out) const override {
+    return crest::window_axes(make_desc(in, out, DType::f32));
+  }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;

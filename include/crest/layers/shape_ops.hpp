@@ -30,6 +30,7 @@ class ConcatLayer : public Layer {
  public:
   std::string kind() const override { return "concat"; }
   bool computes_in_half() const override { return true; }
+  SpatialRole spatial_role() const override { return SpatialRole::pointwise; }  // channels
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;

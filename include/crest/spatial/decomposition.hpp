@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "crest/graph/window_axis.hpp"
+
 namespace crest {
 
 // Rows [begin, end) of one axis.
@@ -40,12 +42,6 @@ struct SpatialGrid {
   int neighbour(int group_rank, int axis, int step) const;
 };
 
-// A sliding window along one axis: output row o reads input rows
-// o * stride - pad_lo + j * dilation for j in [0, kernel).
-struct WindowAxis {
-  int64_t in_extent = 1, out_extent = 1;
-  int64_t kernel = 1, stride = 1, dilation = 1, pad_lo = 0;
-};
 // The input rows output rows `out` read, padding included (may start below 0 or end past
 // in_extent).
 IndexRange rows_read(const WindowAxis& w, IndexRange out);

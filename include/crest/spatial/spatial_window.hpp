@@ -12,6 +12,7 @@
 
 #include "crest/backends/kernels.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/graph/window_axis.hpp"
 #include "crest/spatial/decomposition.hpp"
 #include "crest/spatial/halo_exchange.hpp"
 
@@ -25,9 +26,6 @@ struct SpatialPlacement {
   std::string layer;
 };
 
-// Per spatial axis of a windowed layer, its window rule (from a ConvDesc or PoolDesc).
-std::vector<WindowAxis> window_axes(const ConvDesc& d);
-std::vector<WindowAxis> window_axes(const PoolDesc& d);
 // "depth", "height", "width" for 3-D data, the last two for 2-D, "width" for 1-D.
 std::string spatial_axis_name(int spatial_rank, int axis);
 
@@ -58,6 +56,8 @@ class SpatialConv {
   SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where);
 
   const ConvDesc& local() const { return local_; }
+  const SpatialPlacement& placement() const { return where_; }
+  std::string implementation() const { return kernel_->implementation(); }
   std::vector<int64_t> owned_src_dims() const { return halo_->owned_dims(); }
   std::vector<int64_t> owned_dst_dims() const;
 

@@ -67,6 +67,12 @@ void create_node(Program& p, Node& node, uint64_t position,
   CreateContext cc{p.backend, node.dtype,   p.opts.training,         {}, {}, {}, {}, {}, 0,
                    0,         node.post_op, node.bias_grad_elsewhere};
   cc.folded_affine = node.fold >= 0;
+  cc.name = node.name;
+  if (!node.global_in.empty()) {  // split_spatially: a windowed layer on this rank's block
+    cc.global_in_shapes = node.global_in;
+    cc.global_out_shapes = node.global_out;
+    cc.spatial = p.opts.spatial.get();
+  }
   for (int v : op->in) {
     cc.in_shapes.push_back(p.val(v).shape);
     cc.in_formats.push_back(offer_in_dtype(p.val(v).fmt, node.dtype));
@@ -108,8 +114,13 @@ void create_node(Program& p, Node& node, uint64_t position,
 
 void create_kernels(Program& p, const Graph& g) {
   std::map<std::pair<int, std::string>, int> reordered;  // (value, wanted format) -> value
-  for (size_t i = 0; i < p.nodes.size(); ++i)
-    if (!p.nodes[i].folded_away) create_node(p, p.nodes[i], i, reordered);
+  // A node's random stream is its position among the graph's nodes: gathers a spatial split
+  // inserted do not count, so dropout masks are those of the unsplit program.
+  uint64_t position = 0;
+  for (Node& node : p.nodes) {
+    const uint64_t at = node.inserted ? 0 : position++;
+    if (!node.folded_away) create_node(p, node, at, reordered);
+  }
 
   p.graph_to_internal.resize(static_cast<size_t>(g.value_count()));
   std::iota(p.graph_to_internal.begin(), p.graph_to_internal.end(), 0);

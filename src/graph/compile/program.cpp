@@ -1,6 +1,8 @@
 // The Program's helpers and the first pass: a fresh layer per graph node.
 #include "compile/program.hpp"
 
+#include <algorithm>
+
 #include "crest/core/error.hpp"
 
 namespace crest::compile {
@@ -10,7 +12,8 @@ void rethrow_for_node(const Error& e, const std::string& name, const std::string
 }
 
 std::vector<int> Program::graph_readers(const Graph& g) const {
-  std::vector<int> readers(static_cast<size_t>(g.value_count()), 0);
+  // Values a pass inserted (split_spatially's gathers) come after the graph's.
+  std::vector<int> readers(std::max(static_cast<size_t>(g.value_count()), values.size()), 0);
   for (const auto& node : nodes)
     for (ValueId v : node.inputs) ++readers[static_cast<size_t>(v)];
   for (ValueId v : g.outputs()) readers[static_cast<size_t>(v)] += 2;

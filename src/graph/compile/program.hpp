@@ -4,6 +4,7 @@
 //   instantiate_layers     a fresh Layer per graph node (the graph itself is never changed)
 //   swap_activation_pool   act -> max-pool becomes max-pool -> act (same values, smaller tensor)
 //   infer_shapes           shapes, parameters, which values need a gradient
+//   split_spatially        a spatial split: which values are blocks, gathers before whole layers
 //   assign_precision       which nodes compute in the 16-bit type of mixed precision
 //   narrow_inputs          graph inputs only 16-bit nodes read are stored 16-bit (half_inputs)
 //   fold_batch_norm        inference: conv -> batch norm becomes one conv with folded weights
@@ -47,6 +48,11 @@ struct Node {
   // writes the batch norm's output).
   int fold = -1;
   bool folded_away = false;
+  // split_spatially: a windowed node on split values, and the whole tensors' shapes its kernel is
+  // made from (its values' shapes are this rank's blocks); a gather the pass inserted (no graph
+  // position: it draws no random numbers).
+  std::vector<Shape> global_in, global_out;
+  bool inserted = false;
 };
 
 struct Value {
@@ -58,6 +64,9 @@ struct Value {
   bool needs_grad = false;
   bool pinned = false;  // graph inputs, marked outputs, the loss: alive the whole step
   int graph_input = -1;
+  // split_spatially: `shape` is this rank's block of a tensor of `global_shape`.
+  bool split = false;
+  Shape global_shape;
   int storage = -1;       // plan block of the forward value
   int grad_storage = -1;  // plan block of its gradient
 };
@@ -143,6 +152,7 @@ struct Program {
 void instantiate_layers(Program& p, const Graph& g);
 void swap_activation_pool(Program& p, const Graph& g);
 void infer_shapes(Program& p, const Graph& g);
+void split_spatially(Program& p, const Graph& g);
 void assign_precision(Program& p);
 void narrow_inputs(Program& p, const Graph& g);
 void fold_batch_norm(Program& p, const Graph& g);

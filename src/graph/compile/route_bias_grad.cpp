@@ -25,6 +25,9 @@ int bias_slot(const Program& p, const Node& conv) {
 
 void route_bias_grad(Program& p, const Graph& g) {
   if (!p.opts.fuse || !p.opts.training) return;
+  // Under a spatial split the pool's sum would be this rank's share of the bias gradient, which
+  // the split convolution's kernel scales for the data-parallel average: leave it to the kernel.
+  if (p.opts.spatial && p.opts.spatial->group_size() > 1) return;
   const std::vector<int> readers = p.graph_readers(g);
   auto& nodes = p.nodes;
   for (size_t a = 0; a + 1 < nodes.size(); ++a) {

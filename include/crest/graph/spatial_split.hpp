@@ -1,0 +1,52 @@
+// A compiled program split spatially (docs/distributed.md, "Spatial split"): each rank of a
+// spatial group holds a block of every split activation's spatial axes. The compile pass
+// split_spatially (src/graph/compile/split_spatially.cpp) decides which values are split from the
+// layers' SpatialRole; this interface, implemented by the spatial part (crest/spatial/
+// spatial_program.hpp) over the group's communicator, supplies what the pass and the layers need:
+// the rank's block of a shape, kernels that run a windowed layer on the rank's part (with halo
+// exchanges inside), and the layer that gathers the parts where a layer needs the whole tensor.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/core/shape.hpp"
+#include "crest/graph/window_axis.hpp"
+
+namespace crest {
+
+class Layer;
+
+class SpatialSplit {
+ public:
+  virtual ~SpatialSplit() = default;
+  // Ranks in the spatial group (1: nothing is split).
+  virtual int group_size() const = 0;
+  // Whether a graph input of this shape ([n, c, spatial...], batch included) is split: its
+  // spatial rank is the grid's.
+  virtual bool splits(const Shape& global) const = 0;
+  // This rank's block of a split activation.
+  virtual Shape local_shape(const Shape& global) const = 0;
+  // Why the group cannot split windowed layer `layer` (Layer::window_axes): some rank would have
+  // no output rows, or a halo beyond its neighbours' blocks ("dist.spatial: layer ... extents");
+  // "" when it can. Where it cannot, the compile gathers the layer's input and the network runs
+  // whole from there on; on the samples themselves it refuses the decomposition with this text.
+  virtual std::string refusal(const std::vector<WindowAxis>& axes,
+                              const std::string& layer) const = 0;
+  // Kernels for this rank's part of a windowed layer described by its global descriptor: inputs
+  // and outputs are the rank's blocks in plain layout. Weight gradients are the rank's share
+  // times group_size(), so that averaging every gradient over all ranks (data-parallel sync)
+  // gives the sample's gradient, as for the layers every rank of the group computes whole.
+  // A decomposition the layer cannot take is refused (crest::Error, exit 2, naming `layer`).
+  virtual std::unique_ptr<ConvKernel> conv(Backend& backend, const ConvDesc& global,
+                                           const std::string& layer) = 0;
+  virtual std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,
+                                           const std::string& layer) = 0;
+  // The layer the compile inserts before a layer that needs a whole tensor: forward it gathers
+  // the group's blocks of a `global`-shaped value (every rank gets the whole), backward each rank
+  // keeps its block of the gradient (the layers after it run alike on every rank).
+  virtual std::unique_ptr<Layer> gather(const Shape& global) = 0;
+};
+
+}  // namespace crest

@@ -1,0 +1,21 @@
+// A sliding window along one spatial axis (convolution, pooling): what a windowed layer reads,
+// which is what a spatial split must bring from the neighbours (its halo).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+
+namespace crest {
+
+// Output row o reads input rows o * stride - pad_lo + j * dilation for j in [0, kernel).
+struct WindowAxis {
+  int64_t in_extent = 1, out_extent = 1;
+  int64_t kernel = 1, stride = 1, dilation = 1, pad_lo = 0;
+};
+
+// Per spatial axis, the window of a convolution or pooling descriptor.
+std::vector<WindowAxis> window_axes(const ConvDesc& d);
+std::vector<WindowAxis> window_axes(const PoolDesc& d);
+
+}  // namespace crest

@@ -1,0 +1,217 @@
+// make_spatial_split (spatial_program.hpp): the kernels and the gather layer a split program runs.
+#include "crest/spatial/spatial_program.hpp"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "box_copy.hpp"
+#include "crest/core/error.hpp"
+#include "crest/graph/layer.hpp"
+#include "crest/spatial/spatial_window.hpp"
+
+namespace crest {
+namespace {
+
+using spatial_detail::box_transfer;
+using spatial_detail::BoxAt;
+using spatial_detail::BoxOp;
+
+// Multiplies n values of `dtype` (float32 or float64) by k.
+void scale(void* p, int64_t n, DType dtype, double k) {
+  if (dtype == DType::f64) {
+    for (int64_t i = 0; i < n; ++i) static_cast<double*>(p)[i] *= k;
+  } else {
+    CREST_CHECK(dtype == DType::f32, "split weight gradients are float32 or float64");
+    for (int64_t i = 0; i < n; ++i) static_cast<float*>(p)[i] *= static_cast<float>(k);
+  }
+}
+
+MemFormat plain_of(const std::vector<int64_t>& dims, DType dtype) {
+  return plain_format(Shape(dims), dtype);
+}
+
+// A convolution on this rank's block, as the executor's ConvKernel.
+class SplitConvKernel final : public ConvKernel {
+ public:
+  SplitConvKernel(Backend& backend, const ConvDesc& global, SpatialPlacement where)
+      : conv_(backend, global, std::move(where)),
+        group_size_(conv_.placement().grid.size()),
+        weight_count_(global.out_channels * global.in_channels / global.groups) {
+    for (int i = 0; i < global.spatial_rank; ++i)
+      weight_count_ *= global.kernel[static_cast<size_t>(i)];
+  }
+  MemFormat src_format() const override {
+    return plain_of(conv_.owned_src_dims(), conv_.local().dtype);
+  }
+  MemFormat dst_format() const override {
+    return plain_of(conv_.owned_dst_dims(), conv_.local().dtype);
+  }
+  size_t scratch_bytes() const override { return 0; }
+  void forward(const void* src, const void* weights, const void* bias, void* dst, void*) override {
+    conv_.forward(src, weights, bias, dst);
+  }
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src, void*) override {
+    conv_.backward_data(diff_dst, weights, diff_src);
+  }
+  // The rank's share times the group's size: the data-parallel average over all ranks then
+  // gives the sample's gradient (SpatialSplit::conv).
+  void backward_weights(const void*, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void*) override {
+    conv_.backward_weights(diff_dst, diff_weights, diff_bias);
+    const DType dtype = conv_.local().dtype;
+    scale(diff_weights, weight_count_, dtype, group_size_);
+    if (diff_bias) scale(diff_bias, conv_.local().out_channels, dtype, group_size_);
+  }
+  std::string implementation() const override {
+    return "split " + std::to_string(group_size_) + " ways: " + conv_.implementation();
+  }
+
+ private:
+  SpatialConv conv_;
+  int group_size_;
+  int64_t weight_count_;
+};
+
+class SplitPoolKernel final : public PoolKernel {
+ public:
+  SplitPoolKernel(Backend& backend, const PoolDesc& global, SpatialPlacement where)
+      : pool_(backend, global, std::move(where)) {}
+  MemFormat src_format() const override {
+    return plain_of(pool_.owned_src_dims(), pool_.local().dtype);
+  }
+  MemFormat dst_format() const override {
+    return plain_of(pool_.owned_dst_dims(), pool_.local().dtype);
+  }
+  size_t workspace_bytes() const override { return 0; }  // SpatialPool keeps its own
+  size_t scratch_bytes() const override { return 0; }
+  void forward(const void* src, void* dst, void*, void*) override { pool_.forward(src, dst); }
+  void backward(const void* diff_dst, const void*, void* diff_src, void*) override {
+    pool_.backward(diff_dst, diff_src);
+  }
+
+ private:
+  SpatialPool pool_;
+};
+
+// The blocks of every rank of the group.
+std::vector<std::vector<IndexRange>> blocks_of(const SpatialGrid& grid, const Shape& global) {
+  std::vector<std::vector<IndexRange>> blocks;
+  for (int r = 0; r < grid.size(); ++r) {
+    const std::vector<int> c = grid.coords(r);
+    std::vector<IndexRange> b;
+    for (size_t a = 0; a < grid.parts.size(); ++a)
+      b.push_back(block_range(global[static_cast<int>(a) + 2], grid.parts[a], c[a]));
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
+// Where block `b` of a [n, c, spatial...] tensor starts, and its extents.
+std::pair<std::vector<int64_t>, std::vector<int64_t>> box_of(const Shape& global,
+                                                             const std::vector<IndexRange>& b) {
+  std::vector<int64_t> start(static_cast<size_t>(global.rank()), 0), count = global.to_vector();
+  for (size_t a = 0; a < b.size(); ++a) {
+    start[a + 2] = b[a].begin;
+    count[a + 2] = b[a].size();
+  }
+  return {start, count};
+}
+
+// Before a layer that needs the whole tensor: every rank gets every block (allgather), and
+// backward keeps its own block of the gradient, which every rank of the group computed alike.
+class SpatialGatherLayer final : public Layer {
+ public:
+  SpatialGatherLayer(Communicator& group, SpatialGrid grid, Shape global)
+      : group_(&group),
+        grid_(std::move(grid)),
+        global_(global),
+        blocks_(blocks_of(grid_, global)) {}
+  std::string kind() const override { return "spatial_gather"; }
+  bool computes_in_half() const override { return false; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>&) const override { return {global_}; }
+  void create(CreateContext& ctx) override {
+    dtype_ = ctx.dtype;
+    ctx.in_formats[0] = plain_format(ctx.in_shapes[0], dtype_);
+    ctx.out_formats = {plain_format(global_, dtype_)};
+  }
+  void forward(RunContext& ctx) override {
+    const auto [own_start, own_count] = box_of(global_, blocks_[size_t(group_->rank())]);
+    const size_t bytes = static_cast<size_t>(numel_of(own_count)) * dtype_size(dtype_);
+    const auto* in = static_cast<const std::byte*>(ctx.in[0]);
+    const auto parts = group_->allgather_parts(std::vector<std::byte>(in, in + bytes));
+    const std::vector<int64_t> global_dims = global_.to_vector();
+    for (size_t r = 0; r < parts.size(); ++r) {
+      const auto [start, count] = box_of(global_, blocks_[r]);
+      box_transfer(parts[r].data(), BoxAt{count, std::vector<int64_t>(count.size(), 0)}, ctx.out[0],
+                   BoxAt{global_dims, start}, count, dtype_, BoxOp::copy);
+    }
+  }
+  void backward(RunContext& ctx) override {
+    if (!ctx.diff_in[0]) return;
+    const auto [start, count] = box_of(global_, blocks_[size_t(group_->rank())]);
+    box_transfer(ctx.diff_out[0], BoxAt{global_.to_vector(), start}, ctx.diff_in[0],
+                 BoxAt{count, std::vector<int64_t>(count.size(), 0)}, count, dtype_, BoxOp::copy);
+  }
+  std::string describe() const override {
+    return "gathers " + std::to_string(grid_.size()) + " blocks";
+  }
+
+ private:
+  Communicator* group_;
+  SpatialGrid grid_;
+  Shape global_;
+  std::vector<std::vector<IndexRange>> blocks_;
+  DType dtype_ = DType::f32;
+};
+
+class GroupSplit final : public SpatialSplit {
+ public:
+  GroupSplit(Communicator& group, SpatialGrid grid) : group_(&group), grid_(std::move(grid)) {}
+  int group_size() const override { return grid_.size(); }
+  bool splits(const Shape& global) const override {
+    return global.rank() == static_cast<int>(grid_.parts.size()) + 2;
+  }
+  Shape local_shape(const Shape& global) const override {
+    Shape local = global;
+    const auto b = blocks_of(grid_, global)[static_cast<size_t>(group_->rank())];
+    for (size_t a = 0; a < b.size(); ++a) local[static_cast<int>(a) + 2] = b[a].size();
+    return local;
+  }
+  std::string refusal(const std::vector<WindowAxis>& axes,
+                      const std::string& layer) const override {
+    try {
+      plan_window(axes, placement(layer));
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  }
+  std::unique_ptr<ConvKernel> conv(Backend& backend, const ConvDesc& global,
+                                   const std::string& layer) override {
+    return std::make_unique<SplitConvKernel>(backend, global, placement(layer));
+  }
+  std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,
+                                   const std::string& layer) override {
+    return std::make_unique<SplitPoolKernel>(backend, global, placement(layer));
+  }
+  std::unique_ptr<Layer> gather(const Shape& global) override {
+    return std::make_unique<SpatialGatherLayer>(*group_, grid_, global);
+  }
+
+ private:
+  SpatialPlacement placement(const std::string& layer) const { return {group_, grid_, layer}; }
+  Communicator* group_;
+  SpatialGrid grid_;
+};
+
+}  // namespace
+
+std::shared_ptr<SpatialSplit> make_spatial_split(Communicator& group, SpatialGrid grid) {
+  if (grid.size() != group.size())
+    throw_usage("dist.spatial: the decomposition has " + std::to_string(grid.size()) +
+                " parts but the spatial group has " + std::to_string(group.size()) + " ranks");
+  return std::make_shared<GroupSplit>(group, std::move(grid));
+}
+
+}  // namespace crest
