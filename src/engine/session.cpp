@@ -13,6 +13,7 @@ CompileOptions compile_options(const SessionOptions& o) {
   co.half_inputs = true;
   co.training = o.purpose == Purpose::training;
   co.loss = o.purpose != Purpose::inference;
+  co.spatial = o.spatial;
   return co;
 }
 

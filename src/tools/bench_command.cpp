@@ -26,6 +26,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/spatial/spatial_program.hpp"
 #include "crest/train/report.hpp"
 #include "crest/train/train_step.hpp"
 #include "crest/train/trainer.hpp"
@@ -44,7 +45,30 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
+  // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
+  std::vector<int> spatial;
 };
+
+int product(const std::vector<int>& parts) {
+  int n = 1;
+  for (int p : parts) n *= p;
+  return n;
+}
+
+// --spatial d,h,w: the consecutive ranks of each group of that many share one sample; the job's
+// size must be a multiple. Null without a split.
+std::shared_ptr<SpatialSplit> bench_spatial_split(const BenchTrainArgs& a, Communicator& world,
+                                                  std::unique_ptr<Communicator>& group) {
+  if (a.spatial.empty() || product(a.spatial) == 1) return nullptr;
+  const int parts = product(a.spatial);
+  for (int p : a.spatial)
+    if (p < 1) throw_usage("bench train: --spatial: every part must be >= 1");
+  if (world.size() % parts != 0)
+    throw_usage("bench train: --spatial splits each sample among " + std::to_string(parts) +
+                " ranks, which does not divide the job's " + std::to_string(world.size()));
+  group = world.split(world.rank() / parts, world.rank() % parts);
+  return make_spatial_split(*group, SpatialGrid{a.spatial});
+}
 
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
@@ -56,9 +80,13 @@ void bench_train(const BenchTrainArgs& a) {
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
   const BuiltModel m = build_model(bench_model_config(a));
+  std::unique_ptr<Communicator> spatial_group;
   // Default threads: the node's cores shared among its ranks.
-  const SessionOptions so = bench_session_options(
-      a, Purpose::training, a.batch, std::max(1, resolve_threads(0) / comm->local_size()));
+  SessionOptions so = bench_session_options(a, Purpose::training, a.batch,
+                                            std::max(1, resolve_threads(0) / comm->local_size()));
+  so.spatial = bench_spatial_split(a, *comm, spatial_group);
+  // Ranks that share samples: the global batch counts each sample once.
+  const int data_parallel = comm->size() / std::max(1, product(a.spatial));
   const Session session(m.graph, so);
   Backend& backend = session.backend();
   Executor& ex = session.executor();
@@ -124,7 +152,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["step_s_median"] = median;
   // The optimizer's share (and the finiteness check before it): rank 0's best step.
   j["update_s_min"] = *std::min_element(updates.begin(), updates.end());
-  j["samples_per_s"] = static_cast<double>(a.batch * comm->size()) / best;  // global
+  j["samples_per_s"] = static_cast<double>(a.batch * data_parallel) / best;  // global
   j["gflop_per_sample"] = flops / static_cast<double>(a.batch) / 1e9;
   j["gflops"] = flops * comm->size() / best / 1e9;
   j["compile_s"] = compile_s;
@@ -132,8 +160,14 @@ void bench_train(const BenchTrainArgs& a) {
   j["peak_rss_mb"] = rss;  // per rank, the largest
   j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
   j["ranks"] = comm->size();
+  if (so.spatial) {
+    std::string parts;
+    for (int p : a.spatial) parts += (parts.empty() ? "" : ",") + std::to_string(p);
+    j["spatial"] = parts;
+    j["data_parallel"] = data_parallel;
+  }
   if (comm->size() > 1) {
-    j["global_batch"] = a.batch * comm->size();
+    j["global_batch"] = a.batch * data_parallel;
     j["gradient_buckets"] = sync.buckets().size();
     j["compress"] = a.compress;
     j["allreduce_s_per_step"] = allreduce;
@@ -147,7 +181,7 @@ void bench_train(const BenchTrainArgs& a) {
     j["hidden_fraction_excluding_imbalance"] = overlap.hidden_fraction_excluding_imbalance();
     if (a.baseline > 0) {
       j["baseline_samples_per_s"] = a.baseline;
-      j["scaling_efficiency"] = static_cast<double>(a.batch * comm->size()) / best / a.baseline;
+      j["scaling_efficiency"] = static_cast<double>(a.batch * data_parallel) / best / a.baseline;
     }
   }
   if (!a.report.empty()) {
@@ -259,6 +293,11 @@ void register_bench(CLI::App& app) {
       "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
   train->add_option("--compress", ta->compress,
                     "under mpirun: gradient buckets as none (float32), bf16 or fp16");
+  train
+      ->add_option("--spatial", ta->spatial,
+                   "under mpirun: split each sample among this many ranks per spatial axis "
+                   "(d,h,w for CosmoFlow), as dist.spatial")
+      ->delimiter(',');
   train->add_option("--timeout", ta->timeout_s,
                     "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });

@@ -19,6 +19,7 @@
 namespace crest {
 namespace {
 
+using test::json_lines;
 using test::run_crest;
 using test::run_crest_mpi;
 using test::run_mpirun;
@@ -191,14 +192,6 @@ TEST(DataParallel, WatchdogAbortsWhenARankStopsRespondingNamingTheCollective) {
   EXPECT_NE(r.out.find("Aborting the job"), std::string::npos) << r.out;
   // The waiting rank asked the other one, which could not answer: it is the one stopped.
   EXPECT_TRUE(std::regex_search(r.out, std::regex("rank [01]: no answer within 2 s"))) << r.out;
-}
-
-std::vector<nlohmann::json> json_lines(const std::string& out) {
-  std::vector<nlohmann::json> lines;
-  std::istringstream in(out);
-  for (std::string l; std::getline(in, l);)
-    if (!l.empty() && l[0] == '{') lines.push_back(nlohmann::json::parse(l));
-  return lines;
 }
 
 TEST(DataParallel, BenchAllreduceChecksTheSumAndReportsBusBandwidth) {

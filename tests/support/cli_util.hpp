@@ -6,7 +6,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <iterator>
+#include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace crest::test {
 
@@ -44,6 +47,15 @@ inline CliRun run_mpirun(const std::string& args, int limit_s = 120) {
 // `crest ARGS` as `ranks` MPI processes.
 inline CliRun run_crest_mpi(int ranks, const std::string& args, int limit_s = 120) {
   return run_mpirun("-np " + std::to_string(ranks) + " " + CREST_BINARY + " " + args, limit_s);
+}
+
+// The JSON lines of a command's output (benchmarks print one object per line).
+inline std::vector<nlohmann::json> json_lines(const std::string& out) {
+  std::vector<nlohmann::json> lines;
+  std::istringstream in(out);
+  for (std::string l; std::getline(in, l);)
+    if (!l.empty() && l[0] == '{') lines.push_back(nlohmann::json::parse(l));
+  return lines;
 }
 
 class TempDir {

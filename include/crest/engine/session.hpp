@@ -33,6 +33,9 @@ struct SessionOptions {
   Precision precision = Precision::float32;
   int64_t batch = 1;
   uint64_t seed = 0;  // parameter initialisation and dropout masks
+  // A spatial split of every sample among a group of ranks (crest/spatial/spatial_program.hpp);
+  // null: none.
+  std::shared_ptr<SpatialSplit> spatial;
 };
 
 // The compile options a purpose and precision mean. Under mixed precision a float input that

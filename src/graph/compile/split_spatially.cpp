@@ -27,13 +27,22 @@ class SplitPass {
  public:
   SplitPass(Program& p, SpatialSplit& s) : p_(p), s_(s) {}
 
+  // A decomposition that splits no input (its number of axes is not the samples') is refused:
+  // silently running unsplit would not be what was asked.
   void split_inputs() {
+    bool any = false;
     for (size_t i = 0; i < p_.inputs.size(); ++i) {
       Value& v = p_.val(static_cast<int>(i));
       if (p_.inputs[i].integer || !s_.splits(v.shape)) continue;
       split_value(v, s_);
       v.fmt = plain_format(v.shape, v.fmt.dtype, v.fmt.layout);
+      any = true;
     }
+    if (!any)
+      throw_usage(
+          "dist.spatial: no input of the model has as many spatial axes as the "
+          "decomposition (give one part per spatial axis of the samples: [d, h, w] for "
+          "3-D volumes, [h, w] for 2-D fields)");
   }
 
   void place(Node node) {
