@@ -46,15 +46,19 @@ HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<in
     : group_(&group),
       grid_(std::move(grid)),
       group_rank_(group.rank()),
-      axes_(std::move(axes)),
       dtype_(dtype),
       what_(std::move(what)) {
-  CREST_CHECK(axes_.size() == grid_.parts.size() && grid_.size() == group.size(),
+  CREST_CHECK(axes.size() == grid_.parts.size() && grid_.size() == group.size(),
               "HaloExchange: the grid does not match the group or the axes");
   stage_dims_.push_back(std::move(owned_dims));
-  for (const Axis& a : axes_) {
+  for (size_t g = 0; g < axes.size(); ++g) {
+    const Axis& a = axes[g];
     CREST_CHECK(a.plan.owned_in.size() == stage_dims_.back()[static_cast<size_t>(a.dim)],
                 "HaloExchange: owned extent differs from the plan");
+    // An axis of one part whose window is its whole extent moves nothing: no stage for it.
+    if (a.plan.parts == 1 && a.plan.window == a.plan.owned_in) continue;
+    axes_.push_back(a);
+    grid_axis_.push_back(static_cast<int>(g));
     auto next = stage_dims_.back();
     next[static_cast<size_t>(a.dim)] = a.plan.window.size();
     stage_dims_.push_back(std::move(next));
@@ -66,6 +70,10 @@ HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<in
 size_t HaloExchange::window_bytes() const { return bytes_of(window_dims(), dtype_); }
 
 void HaloExchange::gather(const void* owned, void* window) {
+  if (axes_.empty()) {
+    std::memcpy(window, owned, window_bytes());
+    return;
+  }
   const void* cur = owned;
   for (size_t a = 0; a < axes_.size(); ++a) {
     void* next = a + 1 == axes_.size() ? window : stages_[a].data();
@@ -75,6 +83,10 @@ void HaloExchange::gather(const void* owned, void* window) {
 }
 
 void HaloExchange::scatter_add(const void* window_grad, void* owned_grad) {
+  if (axes_.empty()) {
+    std::memcpy(owned_grad, window_grad, window_bytes());
+    return;
+  }
   const void* cur = window_grad;
   for (size_t a = axes_.size(); a-- > 0;) {
     void* next = a == 0 ? owned_grad : stages_[a - 1].data();
@@ -118,7 +130,7 @@ void HaloExchange::scatter_axis(size_t a, const void* cur, void* next) {
 void HaloExchange::move_axis(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add) {
   const BoxOp op = add ? BoxOp::add : BoxOp::copy;
   const int dim = axes_[a].dim;
-  const int axis = static_cast<int>(a);
+  const int axis = grid_axis_[a];
   auto zeros = [](const std::vector<int64_t>& c) { return std::vector<int64_t>(c.size(), 0); };
   auto pack = [&](IndexRange rows, std::vector<std::byte>& buf) {
     const Slab s = slab(src.dims, dim, rows, t.src_origin);

@@ -27,38 +27,32 @@ void scale(void* p, int64_t n, DType dtype, double k) {
   }
 }
 
-MemFormat plain_of(const std::vector<int64_t>& dims, DType dtype) {
-  return plain_format(Shape(dims), dtype);
-}
-
 // A convolution on this rank's block, as the executor's ConvKernel.
 class SplitConvKernel final : public ConvKernel {
  public:
   SplitConvKernel(Backend& backend, const ConvDesc& global, SpatialPlacement where)
-      : conv_(backend, global, std::move(where)),
+      : conv_(backend, global, std::move(where), Layout::channels_last),
         group_size_(conv_.placement().grid.size()),
         weight_count_(global.out_channels * global.in_channels / global.groups) {
     for (int i = 0; i < global.spatial_rank; ++i)
       weight_count_ *= global.kernel[static_cast<size_t>(i)];
   }
-  MemFormat src_format() const override {
-    return plain_of(conv_.owned_src_dims(), conv_.local().dtype);
+  MemFormat src_format() const override { return conv_.src_block_format(); }
+  MemFormat dst_format() const override { return conv_.dst_block_format(); }
+  size_t scratch_bytes() const override { return conv_.scratch_bytes(); }
+  void forward(const void* src, const void* weights, const void* bias, void* dst,
+               void* scratch) override {
+    conv_.forward(src, weights, bias, dst, scratch);
   }
-  MemFormat dst_format() const override {
-    return plain_of(conv_.owned_dst_dims(), conv_.local().dtype);
-  }
-  size_t scratch_bytes() const override { return 0; }
-  void forward(const void* src, const void* weights, const void* bias, void* dst, void*) override {
-    conv_.forward(src, weights, bias, dst);
-  }
-  void backward_data(const void* diff_dst, const void* weights, void* diff_src, void*) override {
-    conv_.backward_data(diff_dst, weights, diff_src);
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                     void* scratch) override {
+    conv_.backward_data(diff_dst, weights, diff_src, scratch);
   }
   // The rank's share times the group's size: the data-parallel average over all ranks then
   // gives the sample's gradient (SpatialSplit::conv).
-  void backward_weights(const void*, const void* diff_dst, void* diff_weights, void* diff_bias,
-                        void*) override {
-    conv_.backward_weights(diff_dst, diff_weights, diff_bias);
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch) override {
+    conv_.backward_weights(src, diff_dst, diff_weights, diff_bias, scratch);
     const DType dtype = conv_.local().dtype;
     scale(diff_weights, weight_count_, dtype, group_size_);
     if (diff_bias) scale(diff_bias, conv_.local().out_channels, dtype, group_size_);
@@ -76,18 +70,17 @@ class SplitConvKernel final : public ConvKernel {
 class SplitPoolKernel final : public PoolKernel {
  public:
   SplitPoolKernel(Backend& backend, const PoolDesc& global, SpatialPlacement where)
-      : pool_(backend, global, std::move(where)) {}
-  MemFormat src_format() const override {
-    return plain_of(pool_.owned_src_dims(), pool_.local().dtype);
+      : pool_(backend, global, std::move(where), Layout::channels_last) {}
+  MemFormat src_format() const override { return pool_.src_block_format(); }
+  MemFormat dst_format() const override { return pool_.dst_block_format(); }
+  size_t workspace_bytes() const override { return pool_.workspace_bytes(); }
+  size_t scratch_bytes() const override { return pool_.scratch_bytes(); }
+  void forward(const void* src, void* dst, void* workspace, void* scratch) override {
+    pool_.forward(src, dst, workspace, scratch);
   }
-  MemFormat dst_format() const override {
-    return plain_of(pool_.owned_dst_dims(), pool_.local().dtype);
-  }
-  size_t workspace_bytes() const override { return 0; }  // SpatialPool keeps its own
-  size_t scratch_bytes() const override { return 0; }
-  void forward(const void* src, void* dst, void*, void*) override { pool_.forward(src, dst); }
-  void backward(const void* diff_dst, const void*, void* diff_src, void*) override {
-    pool_.backward(diff_dst, diff_src);
+  void backward(const void* diff_dst, const void* workspace, void* diff_src,
+                void* scratch) override {
+    pool_.backward(diff_dst, workspace, diff_src, scratch);
   }
 
  private:

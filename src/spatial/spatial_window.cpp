@@ -20,16 +20,20 @@ void localise(Desc& d, const std::vector<AxisPlan>& plans) {
   }
 }
 
-// [n, channels, owned input rows per axis].
+// The owned input block as stored: [n, channels, rows per axis...] in plain layout, [n, rows per
+// axis..., channels] channels-last.
 std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
                                         const std::vector<AxisPlan>& plans, int64_t n,
-                                        int64_t channels, DType dtype) {
-  std::vector<int64_t> dims{n, channels};
+                                        int64_t channels, DType dtype, Layout layout) {
+  const bool last = layout == Layout::channels_last;
+  std::vector<int64_t> dims{n};
+  if (!last) dims.push_back(channels);
   std::vector<HaloExchange::Axis> axes;
   for (size_t i = 0; i < plans.size(); ++i) {
     dims.push_back(plans[i].owned_in.size());
-    axes.push_back({static_cast<int>(i) + 2, plans[i]});
+    axes.push_back({static_cast<int>(i) + (last ? 1 : 2), plans[i]});
   }
+  if (last) dims.push_back(channels);
   return std::make_unique<HaloExchange>(*where.group, where.grid, std::move(dims), std::move(axes),
                                         dtype, "layer '" + where.layer + "'");
 }
@@ -40,9 +44,6 @@ std::vector<int64_t> dims_of(int64_t n, int64_t channels, const std::array<int64
   for (size_t i = 0; i < static_cast<size_t>(spatial_rank); ++i) dims.push_back(size[i]);
   return dims;
 }
-
-// Kernel scratch and windows: never empty, so data() is a valid pointer.
-Buffer scratch_for(size_t bytes) { return Buffer(std::max<size_t>(bytes, 64)); }
 
 }  // namespace
 
@@ -66,104 +67,161 @@ std::vector<AxisPlan> plan_window(const std::vector<WindowAxis>& axes,
   return plans;
 }
 
-FormatBridge::FormatBridge(Backend& backend, const MemFormat& kernel_format) {
-  const MemFormat plain = plain_format(kernel_format.shape, kernel_format.dtype);
+FormatBridge::FormatBridge(Backend& backend, const MemFormat& kernel_format, Layout block) {
+  const MemFormat plain = plain_format(kernel_format.shape, kernel_format.dtype, block);
   if (kernel_format == plain) return;
   in_ = backend.reorder(plain, kernel_format);
   out_ = backend.reorder(kernel_format, plain);
-  buf_ = Buffer(std::max<size_t>(kernel_format.bytes, 64));
+  bytes_ = kernel_format.bytes;
 }
 
-const void* FormatBridge::to_kernel(const void* plain) {
+const void* FormatBridge::to_kernel(const void* plain, void* buf) {
   if (!in_) return plain;
-  in_->execute(plain, buf_.data());
-  return buf_.data();
+  in_->execute(plain, buf);
+  return buf;
 }
 
-void* FormatBridge::kernel_buffer(void* plain) { return in_ ? buf_.data() : plain; }
-
-void FormatBridge::to_plain(void* plain) {
-  if (out_) out_->execute(buf_.data(), plain);
+void FormatBridge::to_plain(const void* buf, void* plain) {
+  if (out_) out_->execute(buf, plain);
 }
+
+WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel) {
+  const size_t sizes[] = {window, src, dst, kernel};
+  for (size_t i = 0; i < 4; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
+}
+
+WindowScratch::Slices WindowScratch::at(void* scratch) const {
+  auto* base = static_cast<std::byte*>(scratch);
+  return {base + offset_[0], base + offset_[1], base + offset_[2], base + offset_[3]};
+}
+
+namespace {
+
+// The layout a block is kept in: channels-last where the caller prefers it and the kernel works
+// in it (no reorder around the kernel), else plain.
+Layout block_layout(Layout preferred, const MemFormat& kernel_format) {
+  return preferred == Layout::channels_last && kernel_format.layout == Layout::channels_last
+             ? Layout::channels_last
+             : Layout::plain;
+}
+
+// The halo exchange, the bridges and the scratch of a kernel made on this rank's window.
+template <typename Kernel>
+WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vector<AxisPlan>& plans,
+                       int64_t n, int64_t channels, DType dtype, const Kernel& kernel,
+                       Layout preferred) {
+  WindowPart part{std::move(where), nullptr, nullptr, nullptr, {}, Layout::plain, Layout::plain};
+  part.src_layout = block_layout(preferred, kernel.src_format());
+  part.dst_layout = block_layout(preferred, kernel.dst_format());
+  part.halo = make_halo(part.where, plans, n, channels, dtype, part.src_layout);
+  part.src = std::make_unique<FormatBridge>(backend, kernel.src_format(), part.src_layout);
+  part.dst = std::make_unique<FormatBridge>(backend, kernel.dst_format(), part.dst_layout);
+  part.scratch = WindowScratch(part.halo->window_bytes(), part.src->bytes(), part.dst->bytes(),
+                               kernel.scratch_bytes());
+  return part;
+}
+
+}  // namespace
 
 // --- SpatialConv ---------------------------------------------------------------------------
 
-SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where)
-    : where_(std::move(where)), local_(global) {
+SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where,
+                         Layout preferred)
+    : local_(global) {
   if (global.transposed)
-    throw_usage("dist.spatial: layer '" + where_.layer +
+    throw_usage("dist.spatial: layer '" + where.layer +
                 "' is a transposed convolution, which cannot be split spatially yet");
-  const std::vector<AxisPlan> plans = plan_window(window_axes(global), where_);
+  const std::vector<AxisPlan> plans = plan_window(window_axes(global), where);
   localise(local_, plans);
-  halo_ = make_halo(where_, plans, global.n, global.in_channels, global.dtype);
-  window_ = scratch_for(halo_->window_bytes());
-  window_grad_ = scratch_for(halo_->window_bytes());
-  const Shape src_shape(halo_->window_dims());
-  kernel_ = backend.conv(local_, plain_format(src_shape, local_.dtype));
-  src_ = std::make_unique<FormatBridge>(backend, kernel_->src_format());
-  diff_src_ = std::make_unique<FormatBridge>(backend, kernel_->src_format());
-  dst_ = std::make_unique<FormatBridge>(backend, kernel_->dst_format());
-  diff_dst_ = std::make_unique<FormatBridge>(backend, kernel_->dst_format());
-  scratch_ = scratch_for(kernel_->scratch_bytes());
+  std::vector<int64_t> window{global.n, global.in_channels};
+  for (const AxisPlan& p : plans) window.push_back(p.window.size());
+  kernel_ = backend.conv(local_, plain_format(Shape(window), local_.dtype, preferred));
+  part_ = window_part(backend, std::move(where), plans, global.n, global.in_channels, global.dtype,
+                      *kernel_, preferred);
+  std::vector<int64_t> owned{global.n, global.in_channels};
+  for (const AxisPlan& p : plans) owned.push_back(p.owned_in.size());
+  owned_src_ = Shape(owned);
 }
 
-std::vector<int64_t> SpatialConv::owned_dst_dims() const {
-  return dims_of(local_.n, local_.out_channels, local_.out_size, local_.spatial_rank);
+MemFormat SpatialConv::src_block_format() const {
+  return plain_format(owned_src_, local_.dtype, part_.src_layout);
 }
 
-void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst) {
-  halo_->gather(src, window_.data());
-  kernel_->forward(src_->to_kernel(window_.data()), weights, bias, dst_->kernel_buffer(dst),
-                   scratch_.data());
-  dst_->to_plain(dst);
+MemFormat SpatialConv::dst_block_format() const {
+  return plain_format(
+      Shape(dims_of(local_.n, local_.out_channels, local_.out_size, local_.spatial_rank)),
+      local_.dtype, part_.dst_layout);
 }
 
-void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src) {
-  kernel_->backward_data(diff_dst_->to_kernel(diff_dst), weights,
-                         diff_src_->kernel_buffer(window_grad_.data()), scratch_.data());
-  diff_src_->to_plain(window_grad_.data());
-  halo_->scatter_add(window_grad_.data(), diff_src);
+void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst,
+                          void* scratch) {
+  const auto m = part_.scratch.at(scratch);
+  part_.halo->gather(src, m.window);
+  kernel_->forward(part_.src->to_kernel(m.window, m.src), weights, bias,
+                   part_.dst->kernel_buffer(dst, m.dst), m.kernel);
+  part_.dst->to_plain(m.dst, dst);
 }
 
-void SpatialConv::backward_weights(const void* diff_dst, void* diff_weights, void* diff_bias) {
-  kernel_->backward_weights(src_->to_kernel(window_.data()), diff_dst_->to_kernel(diff_dst),
-                            diff_weights, diff_bias, scratch_.data());
+void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                                void* scratch) {
+  const auto m = part_.scratch.at(scratch);
+  kernel_->backward_data(part_.dst->to_kernel(diff_dst, m.dst), weights,
+                         part_.src->kernel_buffer(m.window, m.src), m.kernel);
+  part_.src->to_plain(m.src, m.window);
+  part_.halo->scatter_add(m.window, diff_src);
+}
+
+void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
+                                   void* diff_bias, void* scratch) {
+  const auto m = part_.scratch.at(scratch);
+  part_.halo->gather(src, m.window);
+  kernel_->backward_weights(part_.src->to_kernel(m.window, m.src),
+                            part_.dst->to_kernel(diff_dst, m.dst), diff_weights, diff_bias,
+                            m.kernel);
 }
 
 // --- SpatialPool ---------------------------------------------------------------------------
 
-SpatialPool::SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacement where)
-    : where_(std::move(where)), local_(global) {
-  const std::vector<AxisPlan> plans = plan_window(window_axes(global), where_);
+SpatialPool::SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacement where,
+                         Layout preferred)
+    : local_(global) {
+  const std::vector<AxisPlan> plans = plan_window(window_axes(global), where);
   localise(local_, plans);
-  halo_ = make_halo(where_, plans, global.n, global.channels, global.dtype);
-  window_ = scratch_for(halo_->window_bytes());
-  window_grad_ = scratch_for(halo_->window_bytes());
-  kernel_ = backend.pool(local_, plain_format(Shape(halo_->window_dims()), local_.dtype));
-  src_ = std::make_unique<FormatBridge>(backend, kernel_->src_format());
-  diff_src_ = std::make_unique<FormatBridge>(backend, kernel_->src_format());
-  dst_ = std::make_unique<FormatBridge>(backend, kernel_->dst_format());
-  diff_dst_ = std::make_unique<FormatBridge>(backend, kernel_->dst_format());
-  workspace_ = scratch_for(kernel_->workspace_bytes());
-  scratch_ = scratch_for(kernel_->scratch_bytes());
+  std::vector<int64_t> window{global.n, global.channels};
+  for (const AxisPlan& p : plans) window.push_back(p.window.size());
+  kernel_ = backend.pool(local_, plain_format(Shape(window), local_.dtype, preferred));
+  part_ = window_part(backend, std::move(where), plans, global.n, global.channels, global.dtype,
+                      *kernel_, preferred);
+  std::vector<int64_t> owned{global.n, global.channels};
+  for (const AxisPlan& p : plans) owned.push_back(p.owned_in.size());
+  owned_src_ = Shape(owned);
 }
 
-std::vector<int64_t> SpatialPool::owned_dst_dims() const {
-  return dims_of(local_.n, local_.channels, local_.out_size, local_.spatial_rank);
+MemFormat SpatialPool::src_block_format() const {
+  return plain_format(owned_src_, local_.dtype, part_.src_layout);
 }
 
-void SpatialPool::forward(const void* src, void* dst) {
-  halo_->gather(src, window_.data());
-  kernel_->forward(src_->to_kernel(window_.data()), dst_->kernel_buffer(dst), workspace_.data(),
-                   scratch_.data());
-  dst_->to_plain(dst);
+MemFormat SpatialPool::dst_block_format() const {
+  return plain_format(
+      Shape(dims_of(local_.n, local_.channels, local_.out_size, local_.spatial_rank)), local_.dtype,
+      part_.dst_layout);
 }
 
-void SpatialPool::backward(const void* diff_dst, void* diff_src) {
-  kernel_->backward(diff_dst_->to_kernel(diff_dst), workspace_.data(),
-                    diff_src_->kernel_buffer(window_grad_.data()), scratch_.data());
-  diff_src_->to_plain(window_grad_.data());
-  halo_->scatter_add(window_grad_.data(), diff_src);
+void SpatialPool::forward(const void* src, void* dst, void* workspace, void* scratch) {
+  const auto m = part_.scratch.at(scratch);
+  part_.halo->gather(src, m.window);
+  kernel_->forward(part_.src->to_kernel(m.window, m.src), part_.dst->kernel_buffer(dst, m.dst),
+                   workspace, m.kernel);
+  part_.dst->to_plain(m.dst, dst);
+}
+
+void SpatialPool::backward(const void* diff_dst, const void* workspace, void* diff_src,
+                           void* scratch) {
+  const auto m = part_.scratch.at(scratch);
+  kernel_->backward(part_.dst->to_kernel(diff_dst, m.dst), workspace,
+                    part_.src->kernel_buffer(m.window, m.src), m.kernel);
+  part_.src->to_plain(m.src, m.window);
+  part_.halo->scatter_add(m.window, diff_src);
 }
 
 }  // namespace crest

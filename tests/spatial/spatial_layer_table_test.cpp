@@ -207,9 +207,10 @@ int check_conv(Backend& backend, const Window& w, DType dtype, double tol) {
                     {one.get(), SpatialGrid{std::vector<int>(size_t(d.spatial_rank), 1)}, "conv"});
   std::vector<std::byte> dst(diff_dst.size()), diff_src(src.size()), dw(weights.size()),
       db(bias.size());
-  whole.forward(src.data(), weights.data(), bias.data(), dst.data());
-  whole.backward_data(diff_dst.data(), weights.data(), diff_src.data());
-  whole.backward_weights(diff_dst.data(), dw.data(), db.data());
+  Buffer scratch(std::max<size_t>(whole.scratch_bytes(), 64));
+  whole.forward(src.data(), weights.data(), bias.data(), dst.data(), scratch.data());
+  whole.backward_data(diff_dst.data(), weights.data(), diff_src.data(), scratch.data());
+  whole.backward_weights(src.data(), diff_dst.data(), dw.data(), db.data(), scratch.data());
 
   int ran = 0;
   for (const auto& parts : decompositions(d.spatial_rank, world.size())) {
@@ -227,9 +228,11 @@ int check_conv(Backend& backend, const Window& w, DType dtype, double tol) {
     const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
     std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
         my_dw(weights.size()), my_db(bias.size());
-    part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data());
-    part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data());
-    part.backward_weights(my_diff_dst.data(), my_dw.data(), my_db.data());
+    Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
+    part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data(), my_scratch.data());
+    part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(), my_scratch.data());
+    part.backward_weights(my_src.data(), my_diff_dst.data(), my_dw.data(), my_db.data(),
+                          my_scratch.data());
     group_sum(my_dw, dtype, world);
     group_sum(my_db, dtype, world);
     expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
@@ -300,8 +303,10 @@ int check_pool(Backend& backend, const Window& w, PoolKind kind, DType dtype, do
   SpatialPool whole(backend, d,
                     {one.get(), SpatialGrid{std::vector<int>(size_t(d.spatial_rank), 1)}, "pool"});
   std::vector<std::byte> dst(diff_dst.size()), diff_src(src.size());
-  whole.forward(src.data(), dst.data());
-  whole.backward(diff_dst.data(), diff_src.data());
+  Buffer scratch(std::max<size_t>(whole.scratch_bytes(), 64));
+  Buffer workspace(std::max<size_t>(whole.workspace_bytes(), 64));
+  whole.forward(src.data(), dst.data(), workspace.data(), scratch.data());
+  whole.backward(diff_dst.data(), workspace.data(), diff_src.data(), scratch.data());
 
   int ran = 0;
   for (const auto& parts : decompositions(d.spatial_rank, world.size())) {
@@ -317,8 +322,10 @@ int check_pool(Backend& backend, const Window& w, PoolKind kind, DType dtype, do
     const auto my_src = owned_block(src, src_dims, in_rows, dtype);
     const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
     std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size());
-    part.forward(my_src.data(), my_dst.data());
-    part.backward(my_diff_dst.data(), my_diff_src.data());
+    Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
+    Buffer my_workspace(std::max<size_t>(part.workspace_bytes(), 64));
+    part.forward(my_src.data(), my_dst.data(), my_workspace.data(), my_scratch.data());
+    part.backward(my_diff_dst.data(), my_workspace.data(), my_diff_src.data(), my_scratch.data());
     expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
     expect_close(my_diff_src, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
                  "input gradient");

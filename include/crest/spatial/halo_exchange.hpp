@@ -66,7 +66,8 @@ class HaloExchange {
   Communicator* group_;
   SpatialGrid grid_;
   int group_rank_ = 0;
-  std::vector<Axis> axes_;
+  std::vector<Axis> axes_;      // the axes that move rows (split, or cropped by the window)
+  std::vector<int> grid_axis_;  // each one's axis in the grid
   DType dtype_;
   std::string what_;
   // stage_dims_[a]: the tensor once axes [0, a) are gathered; front = owned, back = window.

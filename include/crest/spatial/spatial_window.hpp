@@ -3,8 +3,8 @@
 // rank owns. Tensors given and returned are the rank's owned parts, plain layout
 // ([n, c, spatial...]); where the backend's kernel prefers another format the part reorders.
 //
-// Forward gathers the window and keeps it: backward_weights reads it (the weight gradient needs
-// the input rows the halo brought). backward_data returns the window's gradient to its owners.
+// Forward gathers the window; backward_data returns the window's gradient to its owners;
+// backward_weights gathers the window again (the weight gradient needs the rows the halo brings).
 #pragma once
 #include <memory>
 #include <string>
@@ -35,67 +35,104 @@ std::vector<AxisPlan> plan_window(const std::vector<WindowAxis>& axes,
                                   const SpatialPlacement& where);
 
 // A tensor in the kernel's format and in plain layout, with the reorders between them (none when
-// the kernel works in plain layout).
+// the kernel works in plain layout). The kernel-format copy lives in the caller's scratch.
 class FormatBridge {
  public:
-  FormatBridge(Backend& backend, const MemFormat& kernel_format);
-  // Plain data in the kernel's format (the same pointer when no reorder is needed).
-  const void* to_kernel(const void* plain);
+  // `block`: the layout the caller's side is in (plain or channels-last).
+  FormatBridge(Backend& backend, const MemFormat& kernel_format, Layout block);
+  // The kernel-format copy's size; 0 when the kernel works in plain layout.
+  size_t bytes() const { return bytes_; }
+  // Plain data in the kernel's format (in `buf`, or `plain` itself when no reorder is needed).
+  const void* to_kernel(const void* plain, void* buf);
   // Where the kernel writes; then to_plain copies it out.
-  void* kernel_buffer(void* plain);
-  void to_plain(void* plain);
+  void* kernel_buffer(void* plain, void* buf) { return in_ ? buf : plain; }
+  void to_plain(const void* buf, void* plain);
 
  private:
   std::unique_ptr<ReorderKernel> in_, out_;
-  Buffer buf_;
+  size_t bytes_ = 0;
+};
+
+// The transient memory of a split layer's call, carved from the executor's scratch: the window
+// (or its gradient) in plain layout, the kernel-format copies of the window and of the output,
+// and the kernel's own scratch. Nothing is kept between calls, so a split program holds no more
+// than its arena and one such region.
+class WindowScratch {
+ public:
+  struct Slices {
+    std::byte *window, *src, *dst, *kernel;
+  };
+  WindowScratch() = default;
+  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel);
+  size_t bytes() const { return offset_[4]; }
+  Slices at(void* scratch) const;
+
+ private:
+  size_t offset_[5] = {0, 0, 0, 0, 0};
+};
+
+// One split layer's parts every kind needs: the plans, the halo exchange, the bridges between the
+// plain blocks and the kernel's formats, and the scratch layout.
+struct WindowPart {
+  SpatialPlacement where;
+  std::unique_ptr<HaloExchange> halo;
+  std::unique_ptr<FormatBridge> src, dst;
+  WindowScratch scratch;
+  Layout src_layout = Layout::plain, dst_layout = Layout::plain;  // of the blocks
 };
 
 class SpatialConv {
  public:
   // `global`: the whole convolution (the sample's extents). Transposed convolutions are refused.
-  SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where);
+  // Blocks are plain, or channels-last where `preferred` says so and the backend's kernel works
+  // in it (then no reorder runs around the kernel).
+  SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where,
+              Layout preferred = Layout::plain);
 
   const ConvDesc& local() const { return local_; }
-  const SpatialPlacement& placement() const { return where_; }
+  const SpatialPlacement& placement() const { return part_.where; }
   std::string implementation() const { return kernel_->implementation(); }
-  std::vector<int64_t> owned_src_dims() const { return halo_->owned_dims(); }
-  std::vector<int64_t> owned_dst_dims() const;
+  // This rank's input and output blocks as the calls take them.
+  MemFormat src_block_format() const;
+  MemFormat dst_block_format() const;
+  size_t scratch_bytes() const { return part_.scratch.bytes(); }
 
-  void forward(const void* src, const void* weights, const void* bias, void* dst);
-  void backward_data(const void* diff_dst, const void* weights, void* diff_src);
-  // This rank's share of the weight (and bias) gradient, from the last forward's window: their
-  // sum over the group is the whole sample's gradient.
-  void backward_weights(const void* diff_dst, void* diff_weights, void* diff_bias);
+  // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only.
+  void forward(const void* src, const void* weights, const void* bias, void* dst, void* scratch);
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
+  // This rank's share of the weight (and bias) gradient: their sum over the group is the whole
+  // sample's. Gathers the window from `src` again (a second halo exchange instead of keeping a
+  // window per layer from forward to backward).
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch);
 
  private:
-  SpatialPlacement where_;
   ConvDesc local_;
   std::unique_ptr<ConvKernel> kernel_;
-  std::unique_ptr<HaloExchange> halo_;
-  Buffer window_, window_grad_;
-  std::unique_ptr<FormatBridge> src_, dst_, diff_dst_, diff_src_;
-  Buffer scratch_;
+  WindowPart part_;
+  Shape owned_src_;
 };
 
 class SpatialPool {
  public:
-  SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacement where);
+  SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacement where,
+              Layout preferred = Layout::plain);
 
   const PoolDesc& local() const { return local_; }
-  std::vector<int64_t> owned_src_dims() const { return halo_->owned_dims(); }
-  std::vector<int64_t> owned_dst_dims() const;
+  MemFormat src_block_format() const;
+  MemFormat dst_block_format() const;
+  // Kept from forward to backward (max pooling's indices), and transient per call.
+  size_t workspace_bytes() const { return kernel_->workspace_bytes(); }
+  size_t scratch_bytes() const { return part_.scratch.bytes(); }
 
-  void forward(const void* src, void* dst);
-  void backward(const void* diff_dst, void* diff_src);
+  void forward(const void* src, void* dst, void* workspace, void* scratch);
+  void backward(const void* diff_dst, const void* workspace, void* diff_src, void* scratch);
 
  private:
-  SpatialPlacement where_;
   PoolDesc local_;
   std::unique_ptr<PoolKernel> kernel_;
-  std::unique_ptr<HaloExchange> halo_;
-  Buffer window_, window_grad_;
-  std::unique_ptr<FormatBridge> src_, dst_, diff_dst_, diff_src_;
-  Buffer workspace_, scratch_;
+  WindowPart part_;
+  Shape owned_src_;
 };
 
 }  // namespace crest
