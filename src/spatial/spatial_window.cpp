@@ -123,6 +123,18 @@ WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vect
 
 }  // namespace
 
+namespace {
+
+// [n, channels, rows per axis]: the window's rows, or the owned input's.
+Shape rows_shape(int64_t n, int64_t channels, const std::vector<AxisPlan>& plans,
+                 IndexRange AxisPlan::*rows) {
+  std::vector<int64_t> dims{n, channels};
+  for (const AxisPlan& p : plans) dims.push_back((p.*rows).size());
+  return Shape(dims);
+}
+
+}  // namespace
+
 // --- SpatialConv ---------------------------------------------------------------------------
 
 SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where,
@@ -133,24 +145,13 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
                 "' is a transposed convolution, which cannot be split spatially yet");
   const std::vector<AxisPlan> plans = plan_window(window_axes(global), where);
   localise(local_, plans);
-  std::vector<int64_t> window{global.n, global.in_channels};
-  for (const AxisPlan& p : plans) window.push_back(p.window.size());
-  kernel_ = backend.conv(local_, plain_format(Shape(window), local_.dtype, preferred));
+  const Shape window = rows_shape(global.n, global.in_channels, plans, &AxisPlan::window);
+  kernel_ = backend.conv(local_, plain_format(window, local_.dtype, preferred));
   part_ = window_part(backend, std::move(where), plans, global.n, global.in_channels, global.dtype,
                       *kernel_, preferred);
-  std::vector<int64_t> owned{global.n, global.in_channels};
-  for (const AxisPlan& p : plans) owned.push_back(p.owned_in.size());
-  owned_src_ = Shape(owned);
-}
-
-MemFormat SpatialConv::src_block_format() const {
-  return plain_format(owned_src_, local_.dtype, part_.src_layout);
-}
-
-MemFormat SpatialConv::dst_block_format() const {
-  return plain_format(
-      Shape(dims_of(local_.n, local_.out_channels, local_.out_size, local_.spatial_rank)),
-      local_.dtype, part_.dst_layout);
+  part_.owned_src = rows_shape(global.n, global.in_channels, plans, &AxisPlan::owned_in);
+  part_.owned_dst =
+      Shape(dims_of(local_.n, local_.out_channels, local_.out_size, local_.spatial_rank));
 }
 
 void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst,
@@ -187,24 +188,12 @@ SpatialPool::SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacem
     : local_(global) {
   const std::vector<AxisPlan> plans = plan_window(window_axes(global), where);
   localise(local_, plans);
-  std::vector<int64_t> window{global.n, global.channels};
-  for (const AxisPlan& p : plans) window.push_back(p.window.size());
-  kernel_ = backend.pool(local_, plain_format(Shape(window), local_.dtype, preferred));
+  const Shape window = rows_shape(global.n, global.channels, plans, &AxisPlan::window);
+  kernel_ = backend.pool(local_, plain_format(window, local_.dtype, preferred));
   part_ = window_part(backend, std::move(where), plans, global.n, global.channels, global.dtype,
                       *kernel_, preferred);
-  std::vector<int64_t> owned{global.n, global.channels};
-  for (const AxisPlan& p : plans) owned.push_back(p.owned_in.size());
-  owned_src_ = Shape(owned);
-}
-
-MemFormat SpatialPool::src_block_format() const {
-  return plain_format(owned_src_, local_.dtype, part_.src_layout);
-}
-
-MemFormat SpatialPool::dst_block_format() const {
-  return plain_format(
-      Shape(dims_of(local_.n, local_.channels, local_.out_size, local_.spatial_rank)), local_.dtype,
-      part_.dst_layout);
+  part_.owned_src = rows_shape(global.n, global.channels, plans, &AxisPlan::owned_in);
+  part_.owned_dst = Shape(dims_of(local_.n, local_.channels, local_.out_size, local_.spatial_rank));
 }
 
 void SpatialPool::forward(const void* src, void* dst, void* workspace, void* scratch) {

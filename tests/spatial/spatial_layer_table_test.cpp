@@ -29,20 +29,8 @@ namespace {
 using spatial_detail::box_transfer;
 using spatial_detail::BoxAt;
 using spatial_detail::BoxOp;
-
-bool has_backend(const std::string& name) {
-  const auto names = backend_names();
-  return std::find(names.begin(), names.end(), name) != names.end();
-}
-
-// Seeded values in [-1, 1), the same on every rank.
-std::vector<double> random_values(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(gen);
-  return v;
-}
+using test::has_backend;
+using test::random_values;
 
 // Values as the bytes of `dtype` (float64 or float32), and back.
 std::vector<std::byte> as_bytes(const std::vector<double>& v, DType dtype) {

@@ -34,6 +34,8 @@ namespace {
 using spatial_detail::box_transfer;
 using spatial_detail::BoxAt;
 using spatial_detail::BoxOp;
+using test::has_backend;
+using test::random_values;
 
 constexpr int64_t kBatch = 2, kChannels = 2;
 const std::vector<int64_t> kVolume{16, 12, 10};
@@ -70,14 +72,6 @@ Graph small_network() {
   g.mark_output(out);
   g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));
   return g;
-}
-
-std::vector<double> random_values(size_t n, uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<double> v(n);
-  for (double& x : v) x = dist(gen);
-  return v;
 }
 
 void write(const TensorView& t, const std::vector<double>& v) {
@@ -204,9 +198,7 @@ TEST(SpatialProgram, SmallNetworkFloat64OnTheReferenceBackend) {
 }
 
 TEST(SpatialProgram, SmallNetworkFloat32OnOneDnn) {
-  const auto names = backend_names();
-  if (std::find(names.begin(), names.end(), "onednn") == names.end())
-    GTEST_SKIP() << "built without oneDNN";
+  if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
   check_program("onednn", DType::f32, 1e-5);
 }
 

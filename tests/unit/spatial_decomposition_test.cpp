@@ -64,6 +64,7 @@ WindowAxis valid_axis(int64_t in, int64_t k, int64_t s, int64_t d) {
 // tile the window exactly; what part i sends up is what part i + 1 receives from below.
 void expect_consistent_plans(const WindowAxis& w, int parts) {
   std::vector<AxisPlan> p;
+  p.reserve(static_cast<size_t>(parts));
   for (int i = 0; i < parts; ++i) p.push_back(plan_axis(w, parts, i, "conv", "depth"));
   for (int i = 0; i < parts; ++i) {
     const IndexRange read = rows_read(w, p[i].owned_out);

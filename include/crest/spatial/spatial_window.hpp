@@ -79,6 +79,9 @@ struct WindowPart {
   std::unique_ptr<FormatBridge> src, dst;
   WindowScratch scratch;
   Layout src_layout = Layout::plain, dst_layout = Layout::plain;  // of the blocks
+  Shape owned_src{}, owned_dst{};  // this rank's input and output blocks, [n, c, rows...]
+  MemFormat src_block(DType dtype) const { return plain_format(owned_src, dtype, src_layout); }
+  MemFormat dst_block(DType dtype) const { return plain_format(owned_dst, dtype, dst_layout); }
 };
 
 class SpatialConv {
@@ -93,8 +96,8 @@ class SpatialConv {
   const SpatialPlacement& placement() const { return part_.where; }
   std::string implementation() const { return kernel_->implementation(); }
   // This rank's input and output blocks as the calls take them.
-  MemFormat src_block_format() const;
-  MemFormat dst_block_format() const;
+  MemFormat src_block_format() const { return part_.src_block(local_.dtype); }
+  MemFormat dst_block_format() const { return part_.dst_block(local_.dtype); }
   size_t scratch_bytes() const { return part_.scratch.bytes(); }
 
   // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only.
@@ -110,7 +113,6 @@ class SpatialConv {
   ConvDesc local_;
   std::unique_ptr<ConvKernel> kernel_;
   WindowPart part_;
-  Shape owned_src_;
 };
 
 class SpatialPool {
@@ -119,8 +121,8 @@ class SpatialPool {
               Layout preferred = Layout::plain);
 
   const PoolDesc& local() const { return local_; }
-  MemFormat src_block_format() const;
-  MemFormat dst_block_format() const;
+  MemFormat src_block_format() const { return part_.src_block(local_.dtype); }
+  MemFormat dst_block_format() const { return part_.dst_block(local_.dtype); }
   // Kept from forward to backward (max pooling's indices), and transient per call.
   size_t workspace_bytes() const { return kernel_->workspace_bytes(); }
   size_t scratch_bytes() const { return part_.scratch.bytes(); }
@@ -132,7 +134,6 @@ class SpatialPool {
   PoolDesc local_;
   std::unique_ptr<PoolKernel> kernel_;
   WindowPart part_;
-  Shape owned_src_;
 };
 
 }  // namespace crest
