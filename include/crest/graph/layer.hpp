@@ -91,8 +91,8 @@ struct CreateContext {
   // (Layer::absorbs_channel_affine); its kernel needs a bias even when the node has none.
   bool folded_affine = false;
   // A windowed layer whose input is split spatially: in_shapes/out_shapes are this rank's
-  // blocks, these the whole tensors', and the layer makes its kernel with `spatial` (its formats
-  // are then plain). Empty and null otherwise.
+  // blocks, these the whole tensors', and the layer makes its kernel with `spatial` (whose
+  // formats are plain or channels-last blocks). Empty and null otherwise.
   std::vector<Shape> global_in_shapes{}, global_out_shapes{};
   SpatialSplit* spatial = nullptr;
   std::string name{};  // the node's, for messages

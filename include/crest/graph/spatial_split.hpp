@@ -35,7 +35,8 @@ class SpatialSplit {
   virtual std::string refusal(const std::vector<WindowAxis>& axes,
                               const std::string& layer) const = 0;
   // Kernels for this rank's part of a windowed layer described by its global descriptor: inputs
-  // and outputs are the rank's blocks in plain layout. Weight gradients are the rank's share
+  // and outputs are the rank's blocks, plain or channels-last (their src_format/dst_format).
+  // Weight gradients are the rank's share
   // times group_size(), so that averaging every gradient over all ranks (data-parallel sync)
   // gives the sample's gradient, as for the layers every rank of the group computes whole.
   // A decomposition the layer cannot take is refused (crest::Error, exit 2, naming `layer`).
