@@ -105,13 +105,22 @@ Layout block_layout(Layout preferred, const MemFormat& kernel_format) {
              : Layout::plain;
 }
 
+// The halo messages carry rows in the input block's layout, so every rank of the group must keep
+// the same one; but a backend may pick different kernels (oneDNN: channels-last brgconv for one
+// window depth, blocked nCdhw8c for another) for the windows of one layer. Channels-last only
+// where every rank's kernel works in it (collective over the group, at compile time).
+Layout agreed_layout(Communicator& group, Layout mine) {
+  const double any_plain = group.allreduce_max(mine == Layout::plain ? 1.0 : 0.0);
+  return any_plain > 0 ? Layout::plain : mine;
+}
+
 // The halo exchange, the bridges and the scratch of a kernel made on this rank's window.
 template <typename Kernel>
 WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vector<AxisPlan>& plans,
                        int64_t n, int64_t channels, DType dtype, const Kernel& kernel,
                        Layout preferred) {
   WindowPart part{std::move(where), nullptr, nullptr, nullptr, {}, Layout::plain, Layout::plain};
-  part.src_layout = block_layout(preferred, kernel.src_format());
+  part.src_layout = agreed_layout(*part.where.group, block_layout(preferred, kernel.src_format()));
   part.dst_layout = block_layout(preferred, kernel.dst_format());
   part.halo = make_halo(part.where, plans, n, channels, dtype, part.src_layout);
   part.src = std::make_unique<FormatBridge>(backend, kernel.src_format(), part.src_layout);

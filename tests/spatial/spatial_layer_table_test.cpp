@@ -91,6 +91,25 @@ void expect_close(const std::vector<std::byte>& got, const std::vector<std::byte
   EXPECT_LE(worst, tol * (1 + scale)) << what << " (rank " << test::world().rank() << ")";
 }
 
+// A [n, c, spatial...] array (plain) in `layout`: plain as it is, channels-last as
+// [n, spatial..., c]; `back` undoes it.
+std::vector<std::byte> in_layout(const std::vector<std::byte>& v, const std::vector<int64_t>& dims,
+                                 Layout layout, DType dtype, bool back = false) {
+  if (layout == Layout::plain) return v;
+  const int64_t n = dims[0], c = dims[1], s = count_of(dims) / (n * c);
+  const size_t e = dtype_size(dtype);
+  std::vector<std::byte> out(v.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t j = 0; j < s; ++j) {
+        const auto plain_at = static_cast<size_t>((i * c + k) * s + j) * e;
+        const auto last_at = static_cast<size_t>((i * s + j) * c + k) * e;
+        std::memcpy(out.data() + (back ? plain_at : last_at),
+                    v.data() + (back ? last_at : plain_at), e);
+      }
+  return out;
+}
+
 // The group sum of a rank's partial gradient.
 void group_sum(std::vector<std::byte>& v, DType dtype, Communicator& group) {
   auto values = as_values(v, dtype);
@@ -153,11 +172,12 @@ void fill_window(Desc& d, const Window& w, const std::array<int64_t, 3>& dilatio
   }
 }
 
-ConvDesc conv_desc(const Window& w, DType dtype) {
+ConvDesc conv_desc(const Window& w, DType dtype, int64_t in_channels = 3,
+                   int64_t out_channels = 5) {
   ConvDesc d;
   d.n = 2;
-  d.in_channels = 3;
-  d.out_channels = 5;
+  d.in_channels = in_channels;
+  d.out_channels = out_channels;
   d.dtype = dtype;
   for (size_t i = 0; i < w.in.size(); ++i) d.dilation[i] = w.dilation;
   fill_window(d, w, d.dilation);
@@ -176,10 +196,12 @@ bool splittable(const std::vector<WindowAxis>& axes, const SpatialPlacement& whe
   }
 }
 
-// One convolution: unsplit and split on every decomposition; returns how many ran split.
-int check_conv(Backend& backend, const Window& w, DType dtype, double tol) {
+// One convolution: unsplit and split on every decomposition; returns how many ran split. The
+// split layer keeps its blocks in `preferred` layout where its kernel works in it (the compiled
+// program asks for channels-last).
+int check_conv(Backend& backend, const ConvDesc& d, double tol, Layout preferred = Layout::plain) {
   Communicator& world = test::world();
-  const ConvDesc d = conv_desc(w, dtype);
+  const DType dtype = d.dtype;
   const auto src_dims = dims_of(d.n, d.in_channels, d.in_size, d.spatial_rank);
   const auto dst_dims = dims_of(d.n, d.out_channels, d.out_size, d.spatial_rank);
   const auto src = as_bytes(random_values(size_t(count_of(src_dims)), 1), dtype);
@@ -211,9 +233,15 @@ int check_conv(Backend& backend, const Window& w, DType dtype, double tol) {
       in_rows.push_back(p.owned_in);
       out_rows.push_back(p.owned_out);
     }
-    SpatialConv part(backend, d, where);
-    const auto my_src = owned_block(src, src_dims, in_rows, dtype);
-    const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
+    SpatialConv part(backend, d, where, preferred);
+    const Layout src_layout = part.src_block_format().layout;
+    const Layout dst_layout = part.dst_block_format().layout;
+    const auto my_src_plain = owned_block(src, src_dims, in_rows, dtype);
+    const auto my_diff_dst_plain = owned_block(diff_dst, dst_dims, out_rows, dtype);
+    const auto my_src =
+        in_layout(my_src_plain, part.src_block_format().shape.to_vector(), src_layout, dtype);
+    const auto my_diff_dst =
+        in_layout(my_diff_dst_plain, part.dst_block_format().shape.to_vector(), dst_layout, dtype);
     std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
         my_dw(weights.size()), my_db(bias.size());
     Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
@@ -223,8 +251,12 @@ int check_conv(Backend& backend, const Window& w, DType dtype, double tol) {
                           my_scratch.data());
     group_sum(my_dw, dtype, world);
     group_sum(my_db, dtype, world);
-    expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
-    expect_close(my_diff_src, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
+    const auto out_plain = in_layout(my_dst, part.dst_block_format().shape.to_vector(), dst_layout,
+                                     dtype, /*back=*/true);
+    const auto diff_src_plain = in_layout(my_diff_src, part.src_block_format().shape.to_vector(),
+                                          src_layout, dtype, /*back=*/true);
+    expect_close(out_plain, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
+    expect_close(diff_src_plain, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
                  "input gradient");
     expect_close(my_dw, dw, dtype, tol, "weight gradient");
     expect_close(my_db, db, dtype, tol, "bias gradient");
@@ -254,7 +286,7 @@ void run_conv_table(Backend& backend, DType dtype, double tol) {
     SCOPED_TRACE("conv rank " + std::to_string(w.in.size()) + " k " + std::to_string(w.kernel) +
                  " s " + std::to_string(w.stride) + " d " + std::to_string(w.dilation) +
                  (w.same ? " same" : " valid"));
-    ran += check_conv(backend, w, dtype, tol);
+    ran += check_conv(backend, conv_desc(w, dtype), tol);
     ++cases;
   }
   if (test::world().rank() == 0)
@@ -271,6 +303,25 @@ TEST(SpatialLayerTable, ConvolutionFloat64OnTheReferenceBackend) {
 TEST(SpatialLayerTable, ConvolutionFloat32OnOneDnn) {
   if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
   run_conv_table(*make_backend("onednn"), DType::f32, 1e-5);
+}
+
+// CosmoFlow's channel counts (4 -> 32, 32 -> 64, 64 -> 128) on small volumes, with the blocks
+// channels-last as the compiled program asks: at these counts oneDNN picks different kernels
+// (channels-last brgconv, blocked nCdhw8c jit) for windows of different depth, so ranks of one
+// group may run different kernel formats of one layer.
+TEST(SpatialLayerTable, CosmoFlowChannelCountsChannelsLastOnOneDnn) {
+  if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
+  auto backend = make_backend("onednn");
+  int ran = 0;
+  for (const auto& [in_c, out_c] : {std::pair{4, 32}, std::pair{32, 64}, std::pair{64, 128}})
+    for (const Window& w : {Window{{16, 8, 8}}, Window{{8, 4, 4}}, Window{{13, 6, 5}}}) {
+      SCOPED_TRACE("conv " + std::to_string(in_c) + " -> " + std::to_string(out_c) + " on " +
+                   std::to_string(w.in[0]) + "x" + std::to_string(w.in[1]) + "x" +
+                   std::to_string(w.in[2]));
+      ran +=
+          check_conv(*backend, conv_desc(w, DType::f32, in_c, out_c), 1e-5, Layout::channels_last);
+    }
+  EXPECT_GE(ran, 9) << "too few decompositions ran";
 }
 
 // One pooling layer, as check_conv.
