@@ -71,12 +71,16 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
       params_(params),
       bucket_of_slot_(params.slots().size(), -1),
       compress_(compress) {
-  // The collectives move float32; one rank reduces nothing, so the float64 oracle mode
-  // (crest.precision: float64) runs there.
-  if (params.dtype() != DType::f32 && comm.size() > 1)
+  // Gradients travel in the parameters' dtype: float32, or float64 (the oracle mode); the
+  // 16-bit compressions narrow float32 only.
+  if (params.dtype() != DType::f32 && params.dtype() != DType::f64 && comm.size() > 1)
     throw_usage(
-        "gradient synchronisation across ranks supports f32 parameters only "
-        "(crest.precision: float64 runs on one rank)");
+        "gradient synchronisation across ranks supports float32 and float64 parameters, "
+        "not " +
+        dtype_name(params.dtype()));
+  if (params.dtype() == DType::f64 && compress != GradientCompression::none && comm.size() > 1)
+    throw_usage(std::string("dist.compress: ") + gradient_compression_name(compress) +
+                " narrows float32 gradients; crest.precision: float64 needs dist.compress: none");
   const auto& slots = params.slots();
   GradientBucket cur;
   auto limit = [&] {
@@ -199,8 +203,6 @@ void GradientSync::broadcast_parameters(ParamStore& params) {
 void GradientSync::start_bucket(size_t b) {
   const GradientBucket& bk = buckets_[b];
   auto* base = static_cast<char*>(params_.grads());
-  auto* grads = reinterpret_cast<float*>(base + bk.begin_byte);
-  const size_t n = bk.bytes() / sizeof(float);
   const bool narrow = compress_ != GradientCompression::none;
   const std::string what = "allreduce of gradient bucket " + std::to_string(b + 1) + "/" +
                            std::to_string(buckets_.size()) + " (" +
@@ -211,6 +213,15 @@ void GradientSync::start_bucket(size_t b) {
   // multiply (S is a power of two unless configured otherwise: dividing by it is exact, so the
   // result has the bits of an unscaled run's). fp16 keeps S until after widening.
   const bool fp16 = compress_ == GradientCompression::fp16;
+  if (params_.dtype() == DType::f64) {  // never compressed (the constructor refuses it)
+    double scale = 1.0 / comm_.size();
+    if (loss_scale_ > 0) scale /= loss_scale_;
+    pending_[b] = comm_.start_allreduce(reinterpret_cast<double*>(base + bk.begin_byte),
+                                        bk.bytes() / sizeof(double), scale, what);
+    return;
+  }
+  auto* grads = reinterpret_cast<float*>(base + bk.begin_byte);
+  const size_t n = bk.bytes() / sizeof(float);
   float scale = 1.f / static_cast<float>(comm_.size());
   if (loss_scale_ > 0 && !fp16) scale = static_cast<float>(scale / loss_scale_);
   if (!narrow) {

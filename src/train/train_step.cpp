@@ -119,17 +119,31 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   if (scaler_) scaler_->update(/*overflow=*/false);
 }
 
-// Three floats: [0] a stop request, [1] a non-finite loss in the window, [2] a rank failed in the
-// window. Summed (and scaled by
-// 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag far from float32's
-// subnormals) with the gradients, so a value above zero means "some rank".
+namespace {
+
+// The sideband's flags in the gradients' dtype (float32, or float64 in the oracle mode), as the
+// gradient exchange sums them.
+template <typename T>
+void write_flags(void* at, const bool (&flags)[3]) {
+  for (int i = 0; i < 3; ++i) static_cast<T*>(at)[i] = flags[i] ? T(1) : T(0);
+}
+template <typename T>
+bool flag_at(const void* at, int i) {
+  return static_cast<const T*>(at)[i] > 0;
+}
+
+}  // namespace
+
+// Three flags: [0] a stop request, [1] a non-finite loss in the window, [2] a rank failed in the
+// window. Summed (and scaled by 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag
+// far from float32's subnormals) with the gradients, so a value above zero means "some rank".
 void TrainStep::write_sideband() {
   const ParamStore& params = ex_.params();
-  HostStaging host(params.memory(), params.sideband(), 3 * sizeof(float), /*fetch=*/false);
-  float* f = host.as<float>();
-  f[0] = window_stop_ ? 1.f : 0.f;
-  f[1] = window_nonfinite_loss_ ? 1.f : 0.f;
-  f[2] = window_failed_ ? 1.f : 0.f;
+  const bool f64 = params.dtype() == DType::f64;
+  HostStaging host(params.memory(), params.sideband(), 3 * dtype_size(params.dtype()),
+                   /*fetch=*/false);
+  const bool flags[3] = {window_stop_, window_nonfinite_loss_, window_failed_};
+  f64 ? write_flags<double>(host.data(), flags) : write_flags<float>(host.data(), flags);
   host.commit();
   window_stop_ = window_nonfinite_loss_ = window_failed_ = false;
 }
@@ -137,12 +151,12 @@ void TrainStep::write_sideband() {
 void TrainStep::read_sideband(StepResult& r) {
   const ParamStore& params = ex_.params();
   const HostStaging host(params.memory(), static_cast<const void*>(params.sideband()),
-                         3 * sizeof(float));
-  const float* f = host.as<float>();
+                         3 * dtype_size(params.dtype()));
+  const auto flag = params.dtype() == DType::f64 ? &flag_at<double> : &flag_at<float>;
   r.decided = true;
-  r.stop_requested = f[0] > 0;
-  r.nonfinite_loss = f[1] > 0;
-  r.rank_failed = f[2] > 0;
+  r.stop_requested = flag(host.data(), 0);
+  r.nonfinite_loss = flag(host.data(), 1);
+  r.rank_failed = flag(host.data(), 2);
 }
 
 TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients() const {

@@ -1,6 +1,6 @@
-// Comparing two float32 weight files that runs wrote (--save-weights): how far apart two
-// trainings ended, for tests of runs that must train alike (ranks vs one process, accumulation,
-// synchronised batch norm).
+// Comparing two weight files that runs wrote (--save-weights, float32 or float64): how far apart
+// two trainings ended, for tests of runs that must train alike (ranks vs one process,
+// accumulation, synchronised batch norm, spatial splits).
 #pragma once
 #include <gtest/gtest.h>
 
@@ -14,8 +14,8 @@
 
 namespace crest::test {
 
-// Largest per-tensor relative difference ||a - b|| / ||a|| (names and shapes must agree), over
-// the float32 tensors whose name `which` accepts (every one by default).
+// Largest per-tensor relative difference ||a - b|| / ||a|| (names, shapes and dtypes must
+// agree), over the tensors whose name `which` accepts (every one by default).
 inline double worst_relative_difference(
     const std::string& a_path, const std::string& b_path,
     const std::function<bool(const std::string&)>& which = nullptr) {
@@ -26,12 +26,17 @@ inline double worst_relative_difference(
     if (which && !which(t.name)) continue;
     const SafetensorsTensor& u = b.at(t.name);
     EXPECT_EQ(t.shape, u.shape) << t.name;
-    const auto* x = reinterpret_cast<const float*>(t.data);
-    const auto* y = reinterpret_cast<const float*>(u.data);
+    EXPECT_TRUE(t.dtype == u.dtype) << t.name;
+    const bool f64 = t.dtype == SafetensorsDType::F64;
+    const auto value = [f64](const std::byte* data, int64_t i) {
+      return f64 ? reinterpret_cast<const double*>(data)[i]
+                 : double(reinterpret_cast<const float*>(data)[i]);
+    };
     double diff = 0, norm = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
-      diff += (double(x[i]) - y[i]) * (double(x[i]) - y[i]);
-      norm += double(x[i]) * x[i];
+      const double x = value(t.data, i), y = value(u.data, i);
+      diff += (x - y) * (x - y);
+      norm += x * x;
     }
     worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
   }

@@ -248,5 +248,40 @@ TEST(GradientSync, OneRankDoesNoCommunication) {
   sync.verify_same_layout_everywhere();  // trivially true, and no collective
 }
 
+// The oracle mode (crest.precision: float64) on several ranks: the buckets travel as float64, so
+// the average keeps float64's bits (the fake's other rank adds zero: exactly half), and the 16-bit
+// compressions, which narrow float32, are refused.
+TEST(GradientSync, Float64GradientsAverageInFloat64) {
+  CosmoFlowModel m = small_cosmoflow();
+  auto backend = make_backend("reference");
+  CompileOptions o;
+  o.dtype = DType::f64;
+  Executor ex(m.graph, *backend, o);
+  ex.forward();
+  ex.backward();
+  const size_t bytes = ex.params().trainable_bytes();
+  std::vector<char> plain(bytes);
+  std::memcpy(plain.data(), ex.params().grads(), bytes);
+  test::FakeCommunicator comm(0, 2);
+  GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3);
+  sync.finish();  // starts every bucket backward did not
+  const auto* synced = static_cast<const double*>(ex.params().grads());
+  const auto* before = reinterpret_cast<const double*>(plain.data());
+  for (const auto& s : ex.params().slots()) {
+    if (!s.spec.trainable) continue;
+    for (size_t i = 0; i < s.count; ++i)
+      ASSERT_EQ(synced[s.offset / 8 + i], 0.5 * before[s.offset / 8 + i]) << s.name;
+  }
+  try {
+    GradientSync bf16(comm, ex.params(), ex.gradient_ready_order(), 1, 25,
+                      GradientCompression::bf16);
+    FAIL() << "bf16 compression of float64 gradients was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("crest.precision: float64 needs dist.compress: none"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace crest

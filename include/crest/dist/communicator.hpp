@@ -52,6 +52,9 @@ class Communicator {
   // in watchdog messages. `values` must stay valid and untouched until wait() returns.
   virtual std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                              std::string what) = 0;
+  // The same in float64 (crest.precision: float64, the oracle mode, on several ranks).
+  virtual std::unique_ptr<PendingCollective> start_allreduce(double* values, size_t n, double scale,
+                                                             std::string what) = 0;
   // The same for 16-bit floats (gradient compression): an in-place sum, each addition done in
   // float and rounded back to the 16-bit format. No scale: the caller scales before narrowing.
   virtual std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n,
