@@ -1,6 +1,7 @@
 // make_spatial_split (spatial_program.hpp): the kernels and the gather layer a split program runs.
 #include "crest/spatial/spatial_program.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -170,6 +171,17 @@ class GroupSplit final : public SpatialSplit {
     const auto b = blocks_of(grid_, global)[static_cast<size_t>(group_->rank())];
     for (size_t a = 0; a < b.size(); ++a) local[static_cast<int>(a) + 2] = b[a].size();
     return local;
+  }
+  void copy_block(const void* whole, const Shape& global, Layout layout, DType dtype,
+                  void* block) const override {
+    auto [start, count] = box_of(global, blocks_of(grid_, global)[size_t(group_->rank())]);
+    std::vector<int64_t> dims = global.to_vector();
+    if (layout == Layout::channels_last)  // [n, c, spatial...] in memory as [n, spatial..., c]
+      for (auto* v : {&dims, &start, &count}) std::rotate(v->begin() + 1, v->begin() + 2, v->end());
+    else
+      CREST_CHECK(layout == Layout::plain, "a split value is plain or channels-last");
+    box_transfer(whole, BoxAt{dims, start}, block,
+                 BoxAt{count, std::vector<int64_t>(count.size(), 0)}, count, dtype, BoxOp::copy);
   }
   std::string refusal(const std::vector<WindowAxis>& axes,
                       const std::string& layer) const override {

@@ -26,7 +26,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/spatial/spatial_program.hpp"
+#include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/report.hpp"
 #include "crest/train/train_step.hpp"
 #include "crest/train/trainer.hpp"
@@ -49,27 +49,6 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   std::vector<int> spatial;
 };
 
-int product(const std::vector<int>& parts) {
-  int n = 1;
-  for (int p : parts) n *= p;
-  return n;
-}
-
-// --spatial d,h,w: the consecutive ranks of each group of that many share one sample; the job's
-// size must be a multiple. Null without a split.
-std::shared_ptr<SpatialSplit> bench_spatial_split(const BenchTrainArgs& a, Communicator& world,
-                                                  std::unique_ptr<Communicator>& group) {
-  if (a.spatial.empty() || product(a.spatial) == 1) return nullptr;
-  const int parts = product(a.spatial);
-  for (int p : a.spatial)
-    if (p < 1) throw_usage("bench train: --spatial: every part must be >= 1");
-  if (world.size() % parts != 0)
-    throw_usage("bench train: --spatial splits each sample among " + std::to_string(parts) +
-                " ranks, which does not divide the job's " + std::to_string(world.size()));
-  group = world.split(world.rank() / parts, world.rank() % parts);
-  return make_spatial_split(*group, SpatialGrid{a.spatial});
-}
-
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
@@ -80,13 +59,14 @@ void bench_train(const BenchTrainArgs& a) {
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
   const BuiltModel m = build_model(bench_model_config(a));
-  std::unique_ptr<Communicator> spatial_group;
+  // --spatial d,h,w: each group of that many consecutive ranks shares one sample.
+  const HybridGroups groups = make_hybrid_groups(*comm, a.spatial, "bench train: --spatial");
   // Default threads: the node's cores shared among its ranks.
   SessionOptions so = bench_session_options(a, Purpose::training, a.batch,
                                             std::max(1, resolve_threads(0) / comm->local_size()));
-  so.spatial = bench_spatial_split(a, *comm, spatial_group);
+  so.spatial = groups.split;
   // Ranks that share samples: the global batch counts each sample once.
-  const int data_parallel = comm->size() / std::max(1, product(a.spatial));
+  const int data_parallel = groups.data_parallel;
   const Session session(m.graph, so);
   Backend& backend = session.backend();
   Executor& ex = session.executor();

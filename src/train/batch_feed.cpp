@@ -34,10 +34,11 @@ void convert_into(const void* from, DType from_dtype, void* to, DType to_dtype, 
               dtype_name(to_dtype));
 }
 
-void check_sizes(const std::string& input, const TensorView& from, const TensorView& to) {
-  if (from.numel() != to.numel())
+void check_sizes(const std::string& input, const TensorView& from, int64_t model_numel) {
+  if (from.numel() != model_numel)
     throw_input("the data's " + input + " batch has " + std::to_string(from.numel()) +
-                " elements, the model's input '" + input + "' takes " + std::to_string(to.numel()));
+                " elements, the model's input '" + input + "' takes " +
+                std::to_string(model_numel));
 }
 
 }  // namespace
@@ -63,11 +64,15 @@ void BatchFeed::feed_copies_of(const LoadedBatch& batch, int64_t place) {
 void BatchFeed::feed_copies(const std::string& input, const TensorView& from, int64_t place) {
   ex_.bind_input(input, nullptr);  // the copies go into the model's own storage
   const TensorView to = ex_.input(input);
-  check_sizes(input, from, to);
   const int64_t places = from.shape()[0];
-  const auto per_sample = static_cast<size_t>(from.numel() / places);
-  const auto* sample = static_cast<const char*>(from.data()) +
-                       static_cast<size_t>(place) * per_sample * dtype_size(from.dtype());
+  check_sizes(input, from, whole_shape(input, places).numel());
+  const auto from_per_sample = static_cast<size_t>(from.numel() / places);
+  const void* sample = static_cast<const char*>(from.data()) +
+                       static_cast<size_t>(place) * from_per_sample * dtype_size(from.dtype());
+  // Under a split, what is copied is this rank's block of the sample.
+  if (const SpatialSplit* split = split_of(input))
+    sample = block_of(*split, input, sample, 1, from.dtype());
+  const auto per_sample = static_cast<size_t>(to.numel() / places);
   HostStaging staged(ex_.backend().memory(), to.data(), to.bytes(), /*fetch=*/false);
   const size_t to_bytes = per_sample * dtype_size(to.dtype());
   for (int64_t i = 0; i < places; ++i)
@@ -79,8 +84,16 @@ void BatchFeed::feed_copies(const std::string& input, const TensorView& from, in
 
 void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   const TensorView to = ex_.input(input);
-  check_sizes(input, from, to);
+  const int64_t batch = to.shape()[0];
+  check_sizes(input, from, whole_shape(input, batch).numel());
   MemoryResource& memory = ex_.backend().memory();
+  if (const SpatialSplit* split = split_of(input)) {
+    // Never bound in place: the model holds a block, copied (and converted) from the batch.
+    HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
+    convert_into(block_of(*split, input, from.data(), batch, from.dtype()), from.dtype(),
+                 staged.data(), to.dtype(), static_cast<size_t>(to.numel()));
+    return staged.commit();
+  }
   const auto n = static_cast<size_t>(from.numel());
   if (from.dtype() == DType::f32 && is_half(to.dtype()) && memory.is_host()) {
     // A 16-bit input: narrowed straight from the loader's buffer by the backend's parallel loop
@@ -97,6 +110,35 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   // is host memory too.
   if (memory.is_host() && ex_.bind_input(input, from.data())) return;
   memory.copy_to_device(to.data(), from.data(), from.bytes());
+}
+
+const SpatialSplit* BatchFeed::split_of(const std::string& input) const {
+  const SpatialSplit* split = ex_.options().spatial.get();
+  return split && split->splits(whole_shape(input, 1)) ? split : nullptr;
+}
+
+Shape BatchFeed::whole_shape(const std::string& input, int64_t batch) const {
+  for (const GraphInput& in : model_.graph.inputs())
+    if (in.name == input) {
+      std::vector<int64_t> dims{batch};
+      for (int64_t d : in.per_sample.to_vector()) dims.push_back(d);
+      return Shape(dims);
+    }
+  throw_input("the model has no input '" + input + "'");
+}
+
+Layout BatchFeed::layout_of(const std::string& input) const {
+  for (const GraphInput& in : model_.graph.inputs())
+    if (in.name == input) return in.layout;
+  throw_input("the model has no input '" + input + "'");
+}
+
+const void* BatchFeed::block_of(const SpatialSplit& split, const std::string& input,
+                                const void* from, int64_t samples, DType dtype) {
+  const Shape whole = whole_shape(input, samples);
+  block_.resize(static_cast<size_t>(split.local_shape(whole).numel()) * dtype_size(dtype));
+  split.copy_block(from, whole, layout_of(input), dtype, block_.data());
+  return block_.data();
 }
 
 TensorView BatchFeed::host_prediction() {

@@ -1,7 +1,8 @@
 // Moving batches between the data loader and a compiled model: a loaded batch into the graph's
 // sample and target inputs (float32 samples, float32 targets or int32 labels), and the prediction
 // back to host memory for the metrics. The one place the trainer touches model memory, so a
-// device backend changes only this file's copies.
+// device backend changes only this file's copies. Under a spatial split (CompileOptions::spatial)
+// the samples' input holds this rank's block of each sample, copied out of the whole batch.
 #pragma once
 #include <vector>
 
@@ -34,10 +35,19 @@ class BatchFeed {
  private:
   void feed_one(const std::string& input, const TensorView& from);
   void feed_copies(const std::string& input, const TensorView& from, int64_t place);
+  // The split that holds `input` as blocks, or null where the input is whole.
+  const SpatialSplit* split_of(const std::string& input) const;
+  // The input's whole logical shape for `batch` samples, and its layout.
+  Shape whole_shape(const std::string& input, int64_t batch) const;
+  Layout layout_of(const std::string& input) const;
+  // `samples` whole samples at `from` (of `dtype`) as this rank's blocks, in block_.
+  const void* block_of(const SpatialSplit& split, const std::string& input, const void* from,
+                       int64_t samples, DType dtype);
 
   Executor& ex_;
   const BuiltModel& model_;
   std::vector<unsigned char> prediction_copy_;
+  std::vector<unsigned char> block_;  // a split input's blocks before their conversion
 };
 
 }  // namespace crest

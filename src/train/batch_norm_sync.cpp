@@ -7,14 +7,19 @@
 
 namespace crest {
 
-std::unique_ptr<GroupStatReducer> make_batch_norm_group(Communicator& world, int group_size) {
-  if (group_size < 1 || world.size() % group_size != 0)
+std::unique_ptr<GroupStatReducer> make_batch_norm_group(Communicator& world, int group_size,
+                                                        int ranks_per_sample) {
+  const int shards = world.size() / ranks_per_sample;
+  if (group_size < 1 || shards % group_size != 0)
     throw_input("dist.batchnorm_group_size: " + std::to_string(group_size) +
-                " does not divide the " + std::to_string(world.size()) +
-                " ranks into groups of consecutive ranks");
+                " does not divide the " + std::to_string(shards) +
+                (ranks_per_sample > 1 ? " data-parallel groups" : " ranks") +
+                " into groups of consecutive ones");
+  // Every rank of a group computes its sample's statistics whole: nothing to share.
   if (group_size == 1) return nullptr;
+  const int ranks = group_size * ranks_per_sample;
   // Every rank takes part in the split, as MPI_Comm_split requires.
-  auto group = world.split(world.rank() / group_size, world.rank());
+  auto group = world.split(world.rank() / ranks, world.rank());
   return std::make_unique<GroupStatReducer>(std::move(group));
 }
 

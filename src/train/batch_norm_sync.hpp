@@ -22,10 +22,14 @@ class GroupStatReducer : public BatchStatReducer {
   std::unique_ptr<Communicator> group_;
 };
 
-// The reducer over the group of `group_size` consecutive ranks this rank is in (ranks
-// [k*g, (k+1)*g)); null for group_size 1. Collective: every rank calls it. Throws crest::Error
-// (input) naming dist.batchnorm_group_size when it does not divide the rank count.
-std::unique_ptr<GroupStatReducer> make_batch_norm_group(Communicator& world, int group_size);
+// The reducer over the group of `group_size` consecutive samples' ranks this rank is in: with
+// r = ranks_per_sample (dist.spatial; 1 without a split), world ranks [k*g*r, (k+1)*g*r). The
+// ranks of a spatial group normalise the same whole tensor (batch norm runs gathered), so their
+// identical statistics average to the sample's. Null for group_size 1. Collective: every
+// rank calls it. Throws crest::Error (input) naming dist.batchnorm_group_size when it does not
+// divide the data-parallel degree.
+std::unique_ptr<GroupStatReducer> make_batch_norm_group(Communicator& world, int group_size,
+                                                        int ranks_per_sample = 1);
 
 // Replaces every evaluation statistic (ParamSpec::eval_stat: running mean and variance) with its
 // mean over all ranks; the counters and trained parameters are left alone. Collective; a no-op on

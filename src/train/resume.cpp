@@ -45,14 +45,14 @@ std::string loss_scaling_problem(const TrainingPosition& pos, const Config& conf
 }  // namespace
 
 TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
-                                        Communicator& comm, GradientSync& sync, Executor& ex,
-                                        Optimizer& optimizer, LossScaler* scaler,
+                                        Communicator& comm, int shards, GradientSync& sync,
+                                        Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history) {
   TrainingPosition pos;
   std::string problem;
   if (comm.rank() == 0) {
     try {
-      problem = resume_position_problem(*run_dir.resume_info, config, comm.size(), steps_per_epoch);
+      problem = resume_position_problem(*run_dir.resume_info, config, shards, steps_per_epoch);
       if (problem.empty())
         problem = loss_scaling_problem(run_dir.resume_info->position, config, scaler != nullptr);
       if (problem.empty()) {

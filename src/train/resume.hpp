@@ -12,11 +12,13 @@ namespace crest {
 
 // Loads `run_dir`'s checkpoint into `ex`, `optimizer` and `scaler` (null: no loss scaling) on
 // every rank (collective) and returns the position to continue from; `history` gets the finished
-// epochs (rank 0). Throws crest::Error (input) on every rank when the checkpoint cannot continue
-// this job. A checkpoint without a loss scale leaves the scaler at its initial scale.
+// epochs (rank 0). `shards`: the job's data-parallel shards, which a position inside an epoch
+// needs unchanged (the world's size, or fewer where a spatial group shares each sample). Throws
+// crest::Error (input) on every rank when the checkpoint cannot continue this job. A checkpoint
+// without a loss scale leaves the scaler at its initial scale.
 TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
-                                        Communicator& comm, GradientSync& sync, Executor& ex,
-                                        Optimizer& optimizer, LossScaler* scaler,
+                                        Communicator& comm, int shards, GradientSync& sync,
+                                        Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history);
 
 }  // namespace crest

@@ -13,6 +13,7 @@
 #include "batch_feed.hpp"
 #include "batch_norm_sync.hpp"
 #include "checkpointer.hpp"
+#include "config/text.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/loader.hpp"
@@ -25,6 +26,7 @@
 #include "crest/optim/lars.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/run_directory.hpp"
@@ -177,6 +179,9 @@ class TrainingRun {
   const Clock::time_point started_ = Clock::now();
   std::unique_ptr<Communicator> owned_comm_;  // the world, unless options.communicator is given
   Communicator* comm_ = nullptr;
+  // dist.spatial: the spatial groups and the data-parallel shards (the world without a split).
+  HybridGroups groups_;
+  Communicator& data_comm() const { return groups_.data_comm(*comm_); }
   RunDirectory run_dir_;
   RunRecords records_;
   std::ostream* log_ = &discard_;
@@ -224,6 +229,9 @@ TrainingRun::TrainingRun(const Config& config, const TrainOptions& options,
     owned_comm_ = make_world_communicator(wo);
     comm_ = owned_comm_.get();
   }
+  const std::vector<int64_t>& parts = config.dist.spatial;
+  groups_ =
+      make_hybrid_groups(*comm_, std::vector<int>(parts.begin(), parts.end()), "dist.spatial");
   // Before anything slow: the run directory must be usable (and a resume possible).
   if (!options.dry_run)
     run_dir_ = prepare_run_directory(config, options.resume, options.overwrite, *comm_);
@@ -272,6 +280,7 @@ void TrainingRun::compile() {
   so.precision = config_.crest.precision;
   so.batch = config_.data.batch_size;
   so.seed = config_.data.seed;
+  so.spatial = groups_.split;
   session_ = std::make_unique<Session>(task_.model.graph, so);
   backend_ = &session_->backend();
   ex_ = &session_->executor();
@@ -283,7 +292,7 @@ void TrainingRun::compile() {
   optimizer_ = make_optimizer(config_.optimizer);
   optimizer_->attach(ex_->params(), ex_->vec(), config_.train.gradient_accumulation_frequency);
   // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
-  lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, comm_->size()));
+  lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   if (!options_.init_weights.empty())
     load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
@@ -293,7 +302,8 @@ void TrainingRun::compile() {
                                          parse_gradient_compression(config_.dist.compress));
   sync_->verify_same_layout_everywhere();
   sync_->broadcast_parameters(ex_->params());
-  bn_group_ = make_batch_norm_group(*comm_, config_.dist.batchnorm_group_size);
+  bn_group_ =
+      make_batch_norm_group(*comm_, config_.dist.batchnorm_group_size, groups_.ranks_per_sample);
   ex_->set_batch_stat_reducer(bn_group_.get());
   scaler_ = make_loss_scaler(config_.train);
   step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get(), scaler_.get());
@@ -314,12 +324,18 @@ void TrainingRun::print_header() {
       << backend_->name();
   if (const std::string isa = backend_->instruction_sets(); !isa.empty()) log << " (" << isa << ")";
   log << " | " << threads_ << " threads";
-  if (comm_->size() > 1)
+  if (comm_->size() > 1) {
     log << " per rank | " << comm_->size() << " ranks (" << comm_->name() << ", "
-        << comm_->local_size() << " on this node) | batch " << batch << " per rank, "
-        << batch * comm_->size() << " global | " << sync_->buckets().size()
+        << comm_->local_size() << " on this node) | ";
+    if (groups_.split)
+      log << "dist.spatial " << config::list_text(config_.dist.spatial)
+          << ": each sample split among " << groups_.ranks_per_sample << " ranks, "
+          << groups_.data_parallel << " data-parallel | batch " << batch << " per group, ";
+    else
+      log << "batch " << batch << " per rank, ";
+    log << batch * groups_.data_parallel << " global | " << sync_->buckets().size()
         << " gradient buckets\n";
-  else
+  } else
     log << " | batch " << batch << "\n";
   if (backend_->name() == "reference") {
     log << "warning: crest.backend=reference: the reference kernels are plain single-threaded "
@@ -361,7 +377,7 @@ void TrainingRun::open_data() {
   if (data_.valid) {
     LoaderOptions vo = validation_loader_options(dc);
     vo.sample_dtype = loader_sample_dtype(*ex_, task_.model);
-    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, *comm_);
+    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, data_comm());
     *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
   }
   train_steps_ = train_loader_->plan().batches;
@@ -374,7 +390,7 @@ void TrainingRun::open_train_loader(int rollbacks) {
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
   lo.sample_dtype = loader_sample_dtype(*ex_, task_.model);
   train_loader_.reset();  // its reader threads end before the new loader's start
-  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, *comm_);
+  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, data_comm());
 }
 
 RunFacts TrainingRun::facts() const {
@@ -387,8 +403,8 @@ RunFacts TrainingRun::facts() const {
   f.threads = threads_;
   f.backend = backend_->name();
   f.isa = backend_->instruction_sets();
-  f.global_batch = batch * comm_->size();
-  f.train_samples = train_steps_ * batch * comm_->size();
+  f.global_batch = batch * groups_.data_parallel;
+  f.train_samples = train_steps_ * batch * groups_.data_parallel;
   f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;
   f.steps_per_epoch = train_steps_;
   f.parameter_count = summary_.parameter_count;
@@ -419,14 +435,15 @@ TrainSummary TrainingRun::train() {
   open_data();
   // The report's per-layer table needs every op's time (a clock read around each op).
   ex_->set_profiling(config_.train.report);
-  CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, comm_->size(),
+  // The position's shards are the data-parallel ones: a spatial group reads one.
+  CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, groups_.data_parallel,
                        config_.data.batch_size, train_steps_};
   checkpointer_ =
       std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, scaler_.get(), *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
   if (options_.resume) {
-    pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, *sync_, *ex_, *optimizer_,
-                                  scaler_.get(), train_steps_, summary_.epochs);
+    pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
+                                  *optimizer_, scaler_.get(), train_steps_, summary_.epochs);
     step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
     if (pos_.rollbacks > 0) open_train_loader(pos_.rollbacks);  // the order it had then
   }
@@ -527,7 +544,9 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   if (r.overflow) on_overflow(r);
   stop_requested_ = stop_requested_ || r.stop_requested;
   record_step(*timeline_, *sync_, s + 1, asked, got, r);
-  if (std::isfinite(r.loss)) loss_sum += r.loss;  // a skipped step's loss counts as 0
+  // A skipped step's loss counts as 0. The ranks of a spatial group share a sample: each adds
+  // its share, so sums over all ranks count every sample once.
+  if (std::isfinite(r.loss)) loss_sum += r.loss / groups_.ranks_per_sample;
   ++pos_.global_step;
   ++summary_.steps;
   ++profiled_steps_;
@@ -573,25 +592,25 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
   return b;
 }
 
-// Job-wide figures: sums over ranks (losses and counts), data wait and allreduce as the ranks'
-// means.
+// Job-wide figures: sums over the samples' shards (losses and counts), data wait and allreduce
+// as the ranks' means.
 void TrainingRun::reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t steps_run) {
-  const double ranks = comm_->size();
+  const double ranks = comm_->size(), shards = groups_.data_parallel;
   double sums[4] = {loss_sum, train_loader_->stats().wait_s, sync_->stats().allreduce_s,
                     sync_->stats().finish_wait_s};
   comm_->allreduce_sum(sums, 4);
   int64_t counts[2] = {train_loader_->stats().skipped, train_loader_->stats().cache_hits};
-  comm_->allreduce_sum(counts, 2);
+  data_comm().allreduce_sum(counts, 2);
   // Mean over the whole epoch's steps (a resumed epoch brings its earlier steps' sum along).
-  st.train_loss = sums[0] / (static_cast<double>(train_steps_) * ranks);
+  st.train_loss = sums[0] / (static_cast<double>(train_steps_) * shards);
   st.data_wait_s = sums[1] / ranks;
   st.allreduce_s = sums[2] / ranks;
   st.allreduce_exposed_s = sums[3] / ranks;
   st.skipped = counts[0];
   st.cache_hits = counts[1];
   st.samples_per_s =
-      static_cast<double>(steps_run * config_.data.batch_size) * ranks / st.train_seconds;
-  last_batch_->reduce(*comm_, st);
+      static_cast<double>(steps_run * config_.data.batch_size) * shards / st.train_seconds;
+  last_batch_->reduce(data_comm(), st);
 }
 
 void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
@@ -600,7 +619,7 @@ void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   // As the DeepCAM reference: every rank validates with the running statistics of all ranks.
   average_eval_stats(ex_->params(), *comm_);
   const auto t0 = Clock::now();
-  const ValidationResult v = validate(*ex_, *feed_, *valid_loader_, task_, *comm_, epoch);
+  const ValidationResult v = validate(*ex_, *feed_, *valid_loader_, task_, data_comm(), epoch);
   budget_->validation_done(since(t0));
   ex_->set_profiling(config_.train.report);
   st.val_loss = v.loss;
@@ -725,8 +744,8 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
     from.resume_info = read_checkpoint_info(checkpoint);
   }
   const int rollbacks = pos_.rollbacks + 1;
-  pos_ = resume_from_checkpoint(from, config_, *comm_, *sync_, *ex_, *optimizer_, scaler_.get(),
-                                train_steps_, summary_.epochs);
+  pos_ = resume_from_checkpoint(from, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
+                                *optimizer_, scaler_.get(), train_steps_, summary_.epochs);
   pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
   step_->set_micro_batches(pos_.global_step);
   open_train_loader(pos_.rollbacks);
@@ -758,7 +777,7 @@ void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
 // A checkpoint between two steps of `epoch`, after `steps_done` of them.
 void TrainingRun::write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum) {
   if (last_checkpoint_step_ == pos_.global_step) return;  // written already
-  double job_sum = loss_sum;  // the epoch's loss so far, summed over ranks
+  double job_sum = loss_sum;  // the epoch's loss so far, summed over the samples' shards
   comm_->allreduce_sum(&job_sum, 1);
   TrainingPosition at = pos_;
   at.epoch = epoch;

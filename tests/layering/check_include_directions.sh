@@ -16,9 +16,9 @@ declare -A allowed=(
   [spatial]="core backends graph dist"
   [optim]="core backends graph"
   [engine]="core backends graph"
-  [train]="core backends graph layers models dist data optim engine"
-  [search]="core backends graph layers models dist data optim engine train"
-  [export]="core backends graph layers models data engine train"
+  [train]="core backends graph layers models dist data spatial optim engine"
+  [search]="core backends graph layers models dist data spatial optim engine train"
+  [export]="core backends graph layers models data spatial engine train"
 )
 status=0
 for part in "${!allowed[@]}"; do

@@ -41,8 +41,8 @@ TEST(SpatialBench, TrainSplitsEachSampleAmongTheGroup) {
 TEST(SpatialBench, RefusesADecompositionTheJobOrTheModelCannotTake) {
   const auto uneven = run_crest_mpi(2, "bench train --size 32 --steps 1 --spatial 3,1,1");
   EXPECT_EQ(uneven.code, 2) << uneven.out;
-  EXPECT_NE(uneven.out.find("--spatial splits each sample among 3 ranks, which does not divide "
-                            "the job's 2"),
+  EXPECT_NE(uneven.out.find("--spatial: [3, 1, 1] splits each sample among 3 ranks, which does "
+                            "not divide the job's 2 ranks"),
             std::string::npos)
       << uneven.out;
   const auto axes = run_crest_mpi(2, "bench train --size 32 --steps 1 --spatial 2,1");

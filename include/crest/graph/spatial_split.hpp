@@ -28,6 +28,12 @@ class SpatialSplit {
   virtual bool splits(const Shape& global) const = 0;
   // This rank's block of a split activation.
   virtual Shape local_shape(const Shape& global) const = 0;
+  // Copies this rank's block out of a whole split value: how a batch of whole samples, as the
+  // data loader gives them, becomes the program's input. `whole` has logical shape `global` in
+  // `layout` (plain or channels-last); `block` is local_shape(global) in the same layout, of the
+  // same dtype.
+  virtual void copy_block(const void* whole, const Shape& global, Layout layout, DType dtype,
+                          void* block) const = 0;
   // Why the group cannot split windowed layer `layer` (Layer::window_axes): some rank would have
   // no output rows, or a halo beyond its neighbours' blocks ("dist.spatial: layer ... extents");
   // "" when it can. Where it cannot, the compile gathers the layer's input and the network runs

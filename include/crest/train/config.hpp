@@ -293,6 +293,13 @@ struct DistConfig {
   // Synchronised batch norm over groups of this many consecutive ranks (the DeepCAM reference's
   // --batchnorm_group_size; 1 = each rank normalises with its own batch). Divides the rank count.
   int batchnorm_group_size = 1;
+  // Every sample split among this many ranks per spatial axis ([d, h, w] for 3-D samples,
+  // [h, w] for 2-D; docs/distributed.md "Spatial split"): groups of that many consecutive ranks
+  // share one sample, and the data-parallel degree is the rank count divided by their product.
+  // Loading fills the default, one part per axis of the data's samples.
+  std::vector<int64_t> spatial;
+  // Ranks per sample: the product of `spatial` (1: no split).
+  int spatial_ranks() const;
 };
 
 struct Config {

@@ -13,5 +13,8 @@ const Table<LrScheduleConfig>& lr_schedule_table();
 const Table<TrainConfig>& train_table();
 const Table<RuntimeConfig>& runtime_table();
 const Table<DistConfig>& dist_table();
+// dist.spatial: one part per spatial axis of the data's samples (all 1 when absent); a split is
+// refused under 16-bit precision. After the data and crest sections.
+void resolve_spatial(const SectionReader& dist_reader, Config& c);
 
 }  // namespace crest::config

@@ -1,0 +1,154 @@
+// crest train with every sample split spatially (dist.spatial) under mpirun: 2- and 4-way
+// splits along one and two axes, and 2 data-parallel groups x 2 spatial ranks, against one
+// process with the same global batch — every weight, the loss and the metrics; resuming under
+// another decomposition; and the decompositions refused before any training.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <regex>
+#include <string>
+
+#include "support/cli_util.hpp"
+#include "support/weights_compare.hpp"
+
+namespace crest {
+namespace {
+
+using test::run_crest;
+using test::run_crest_mpi;
+using test::TempDir;
+using test::worst_relative_difference;
+
+const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
+
+// CosmoFlow's conv stack cut to 3 layers on 32 x 8 x 8 volumes, float64 on the reference
+// backend: two steps of global batch 2 per epoch, sorted order, no dropout.
+std::string float64_args(int local_batch) {
+  return "train --config " + kDemo +
+         " data.n_train=4 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
+         " data.sample_shape=[32,8,8,4] model.n_conv_layers=3 crest.backend=reference"
+         " crest.precision=float64 data.batch_size=" +
+         std::to_string(local_batch);
+}
+
+// "final loss L, val_mae M" of the run's summary line: the loss and the metric, reduced over
+// the data-parallel shards, must be those of one process.
+std::string final_metrics(const std::string& out) {
+  std::smatch m;
+  return std::regex_search(out, m, std::regex("final loss [0-9.]+, val_mae [0-9.]+")) ? m.str()
+                                                                                      : "";
+}
+
+struct Split {
+  int ranks;
+  std::string parts;
+  int local_batch;  // global batch / data-parallel groups
+};
+
+void expect_same_training(const std::string& one_out, const std::string& one_weights,
+                          const test::CliRun& r, const std::string& weights, double tol) {
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
+  EXPECT_LE(worst_relative_difference(one_weights, weights), tol);
+  EXPECT_EQ(final_metrics(one_out), final_metrics(r.out)) << r.out;
+  EXPECT_FALSE(final_metrics(r.out).empty()) << r.out;
+}
+
+TEST(SpatialTrain, Float64EveryDecompositionTrainsAsOneProcess) {
+  TempDir dir;
+  const std::string one_w = dir.file("one.safetensors");
+  const auto one = run_crest(float64_args(2) + " data.n_epochs=1 --save-weights " + one_w +
+                             " output_dir=" + dir.file("one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  for (const Split& s : {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2}, Split{4, "[1,2,2]", 2},
+                         Split{4, "[2,1,1]", 1}}) {
+    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
+    const std::string w = dir.file("split.safetensors");
+    const auto r = run_crest_mpi(
+        s.ranks, float64_args(s.local_batch) + " data.n_epochs=1 dist.spatial=" + s.parts +
+                     " --overwrite --save-weights " + w + " output_dir=" + dir.file("split"));
+    expect_same_training(one.out, one_w, r, w, 1e-10);
+  }
+}
+
+// The demo's full CosmoFlow stack (channels 32 to 512 on 32^3) in float32 on oneDNN, whose
+// kernel choice differs between ranks of one group at these channel counts.
+TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
+  const auto probe = run_crest("train --config " + kDemo + " crest.backend=onednn --dry-run");
+  if (probe.code != 0) GTEST_SKIP() << "built without oneDNN";
+  TempDir dir;
+  const auto args = [&](int local_batch) {
+    return "train --config " + kDemo +
+           " data.n_train=8 data.n_valid=4 data.n_epochs=1 data.shuffle=false model.dropout=0"
+           " crest.threads=1 data.batch_size=" +
+           std::to_string(local_batch);
+  };
+  const std::string one_w = dir.file("one.safetensors");
+  const auto one = run_crest(args(4) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  for (const Split& s : {Split{4, "[4,1,1]", 4}, Split{4, "[2,1,1]", 2}}) {
+    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
+    const std::string w = dir.file("split.safetensors");
+    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts +
+                                              " --overwrite --save-weights " + w +
+                                              " output_dir=" + dir.file("split"));
+    expect_same_training(one.out, one_w, r, w, 1e-5);
+  }
+}
+
+// A checkpoint of a split run is an unsplit one's: 4-way spatial -> 1 rank -> 2-way spatial
+// ends where three uninterrupted epochs on one rank do.
+TEST(SpatialTrain, ResumesUnderAnotherDecomposition) {
+  TempDir dir;
+  const std::string straight_w = dir.file("straight.safetensors");
+  const auto straight = run_crest(float64_args(2) + " data.n_epochs=3 --save-weights " +
+                                  straight_w + " output_dir=" + dir.file("straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  const std::string run = dir.file("run");
+  const auto four =
+      run_crest_mpi(4, float64_args(2) + " data.n_epochs=1 dist.spatial=[4,1,1] output_dir=" + run);
+  ASSERT_EQ(four.code, 0) << four.out;
+  // The resumed config is the run's own (dist.spatial [4,1,1]): null restores one part per axis.
+  const auto one = run_crest("train --resume " + run + " data.n_epochs=2 dist.spatial=null");
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("resuming"), std::string::npos) << one.out;
+  const std::string resumed_w = dir.file("resumed.safetensors");
+  const auto two =
+      run_crest_mpi(2, "train --resume " + run +
+                           " data.n_epochs=3 dist.spatial=[2,1,1] --save-weights " + resumed_w);
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_LE(worst_relative_difference(straight_w, resumed_w), 1e-10);
+  EXPECT_EQ(final_metrics(straight.out), final_metrics(two.out)) << two.out;
+}
+
+TEST(SpatialTrain, RefusesADecompositionBeforeAnyTraining) {
+  TempDir dir;
+  const std::string base = float64_args(2) + " data.n_epochs=1 output_dir=" + dir.file("run");
+  const auto uneven = run_crest_mpi(2, base + " dist.spatial=[3,1,1]");
+  EXPECT_EQ(uneven.code, 2) << uneven.out;
+  EXPECT_NE(uneven.out.find("dist.spatial: [3, 1, 1] splits each sample among 3 ranks, which "
+                            "does not divide the job's 2 ranks"),
+            std::string::npos)
+      << uneven.out;
+  const auto axes = run_crest(base + " dist.spatial=[2,1]");
+  EXPECT_EQ(axes.code, 2) << axes.out;
+  EXPECT_NE(axes.out.find("dist.spatial (from override 'dist.spatial=[2,1]'): expected 3 parts "
+                          "[d, h, w], one per spatial axis of the samples"),
+            std::string::npos)
+      << axes.out;
+  const auto zero = run_crest(base + " dist.spatial=[0,1,1]");
+  EXPECT_EQ(zero.code, 2) << zero.out;
+  EXPECT_NE(zero.out.find("dist.spatial"), std::string::npos) << zero.out;
+  // 8 rows per rank along depth cannot feed a 19-wide kernel's 9-row halo.
+  const auto halo = run_crest_mpi(4, base + " dist.spatial=[4,1,1] model.kernel_size=19");
+  EXPECT_EQ(halo.code, 2) << halo.out;
+  EXPECT_NE(halo.out.find("dist.spatial: layer 'conv1' split 4 ways along depth (input extent "
+                          "32, output extent 32, kernel 19"),
+            std::string::npos)
+      << halo.out;
+  EXPECT_FALSE(
+      std::filesystem::exists(dir.file("run") + "/checkpoints/ckpt-000000000002.safetensors"));
+}
+
+}  // namespace
+}  // namespace crest
