@@ -141,9 +141,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
   j["ranks"] = comm->size();
   if (so.spatial) {
-    std::string parts;
-    for (int p : a.spatial) parts += (parts.empty() ? "" : ",") + std::to_string(p);
-    j["spatial"] = parts;
+    j["spatial"] = spatial_text(a.spatial);
     j["data_parallel"] = data_parallel;
   }
   if (comm->size() > 1) {

@@ -111,4 +111,10 @@ double peak_rss_mb() {
   return static_cast<double>(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
+std::string spatial_text(const std::vector<int>& parts) {
+  std::string s;
+  for (int p : parts) s += (s.empty() ? "" : ",") + std::to_string(p);
+  return s;
+}
+
 }  // namespace crest::tools

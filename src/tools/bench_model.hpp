@@ -50,5 +50,7 @@ nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a
                                int threads);
 // The process's peak resident memory so far (MiB).
 double peak_rss_mb();
+// A --spatial decomposition as the JSON line gives it: "4,1,1".
+std::string spatial_text(const std::vector<int>& parts);
 
 }  // namespace crest::tools

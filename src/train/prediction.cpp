@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
@@ -15,6 +16,7 @@
 #include "crest/data/formats/prediction_file.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/session.hpp"
+#include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/task.hpp"
 #include "crest/train/trained_weights.hpp"
 #include "crest/train/trainer.hpp"
@@ -89,8 +91,9 @@ struct Totals {
   int64_t samples = 0;
 };
 
+// `writer` null: this rank predicts with its spatial group but another rank of it writes.
 void predict_batches(Executor& ex, BatchFeed& feed, DataLoader& loader, PredictionRows& rows,
-                     PredictionFileWriter& writer, Totals& totals, Progress& progress, int ranks) {
+                     PredictionFileWriter* writer, Totals& totals, Progress& progress, int shards) {
   loader.start_epoch(0);
   for (int64_t b = 0; b < loader.plan().batches; ++b) {
     const LoadedBatch batch = loader.next();
@@ -100,12 +103,13 @@ void predict_batches(Executor& ex, BatchFeed& feed, DataLoader& loader, Predicti
     for (size_t place = 0; place < batch.present.size(); ++place) {
       if (!batch.present[place]) continue;
       const int64_t id = batch.sample_ids[place];
-      writer.append(rows.row(pred, batch.target, static_cast<int64_t>(place),
-                             loader.source().path(id), id, totals.metric_sums));
+      const auto& row = rows.row(pred, batch.target, static_cast<int64_t>(place),
+                                 loader.source().path(id), id, totals.metric_sums);
+      if (writer) writer->append(row);
       ++totals.samples;
     }
     loader.release(batch);
-    progress.update(totals.samples, ranks, loader.stats().payload_bytes);
+    progress.update(totals.samples, shards, loader.stats().payload_bytes);
   }
 }
 
@@ -134,6 +138,28 @@ PredictionAttributes attributes_of(const Config& config, const PredictOptions& o
   return a;
 }
 
+// Rank 0's index of the shards' part files, once every part is complete (collective over the
+// world; `shards` gathers the parts' row counts).
+void write_index(const std::string& out, Communicator& world, Communicator& shards, int64_t my_rows,
+                 const std::vector<ColumnSpec>& columns, const PredictionAttributes& attributes,
+                 PredictSummary& s) {
+  const std::vector<std::vector<std::byte>> counts = shards.allgather_parts(
+      std::vector<std::byte>(reinterpret_cast<const std::byte*>(&my_rows),
+                             reinterpret_cast<const std::byte*>(&my_rows + 1)));
+  std::vector<std::string> parts;
+  std::vector<int64_t> part_rows;
+  for (int r = 0; r < shards.size(); ++r) {
+    const std::string path = prediction_part_path(out, r, shards.size());
+    parts.push_back(std::filesystem::path(path).filename().string());
+    int64_t n = 0;
+    std::memcpy(&n, counts[static_cast<size_t>(r)].data(), sizeof n);
+    part_rows.push_back(n);
+    s.files_written.push_back(path);
+  }
+  if (world.rank() == 0) write_prediction_index(out, parts, part_rows, columns, attributes);
+  world.barrier();
+}
+
 void print_summary(std::ostream& log, const PredictSummary& s, const std::string& out) {
   log << "predict: " << s.samples << " samples";
   if (s.skipped) log << " (" << s.skipped << " bad files skipped)";
@@ -159,8 +185,15 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   wo.backend = config.dist.backend;
   wo.timeout_s = config.dist.timeout_s;
   const std::unique_ptr<Communicator> comm = make_world_communicator(wo);
-  const int rank = comm->rank(), ranks = comm->size();
+  const int rank = comm->rank();
   std::ostream* rank0_log = rank == 0 ? &log : nullptr;
+  // dist.spatial: each group of ranks predicts one sample together and its first rank writes
+  // the rows; the groups shard the samples (docs/distributed.md, "Spatial split").
+  const std::vector<int64_t>& parts = config.dist.spatial;
+  const HybridGroups groups =
+      make_hybrid_groups(*comm, std::vector<int>(parts.begin(), parts.end()), "dist.spatial");
+  Communicator& shards = groups.data_comm(*comm);
+  const bool writes = !groups.spatial || groups.spatial->rank() == 0;
   check_output(o.out, o.overwrite);
   const Task task = make_task(config);
   // Inference programs run forward only, so only forward is timed; no record (nothing resumes).
@@ -171,6 +204,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   so.purpose = Purpose::inference;
   so.precision = config.crest.precision;
   so.batch = config.data.batch_size;
+  so.spatial = groups.split;
   const Session session(task.model.graph, so);
   Executor& ex = session.executor();
   load_trained_weights(ex.params(), task.model.external_params, o.checkpoint, o.weights);
@@ -179,13 +213,15 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
       open_split(config, *comm, rank == 0 ? log : quiet, o.split);
   LoaderOptions lo = prediction_loader_options(config, o.skip_bad);
   lo.sample_dtype = loader_sample_dtype(ex, task.model);
-  DataLoader loader(source, lo, *comm);
+  DataLoader loader(source, lo, shards);
   BatchFeed feed(ex, task.model);
   PredictionRows rows(task, ex.output(task.model.prediction).desc(),
                       ex.input(task.model.target_input).desc(), longest_path(*source),
                       o.probabilities);
-  const std::string mine = ranks == 1 ? o.out : prediction_part_path(o.out, rank, ranks);
-  PredictionFileWriter writer(mine, rows.columns());
+  const std::string mine =
+      shards.size() == 1 ? o.out : prediction_part_path(o.out, shards.rank(), shards.size());
+  std::optional<PredictionFileWriter> writer;
+  if (writes) writer.emplace(mine, rows.columns());
 
   Totals totals;
   size_t sums = 0;
@@ -193,9 +229,10 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   totals.metric_sums.assign(sums, 0.0);
   Progress progress(rank0_log, source->size());
   const auto t0 = Clock::now();
-  predict_batches(ex, feed, loader, rows, writer, totals, progress, ranks);
+  predict_batches(ex, feed, loader, rows, writer ? &*writer : nullptr, totals, progress,
+                  shards.size());
 
-  for (int64_t bad : loader.bad_samples())
+  for (int64_t bad : writes ? loader.bad_samples() : std::vector<int64_t>{})
     std::cerr << "predict: skipped the bad sample file " << source->path(bad) << "\n";
   PredictSummary s;
   s.seconds = comm->allreduce_max(since(t0));
@@ -203,7 +240,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   job.push_back(static_cast<double>(totals.samples));
   job.push_back(static_cast<double>(loader.stats().skipped));
   job.push_back(static_cast<double>(loader.stats().payload_bytes));
-  comm->allreduce_sum(job.data(), job.size());
+  shards.allreduce_sum(job.data(), job.size());  // each sample once
   s.read_bytes_per_s = job.back() / s.seconds;
   job.pop_back();
   s.skipped = static_cast<int64_t>(job.back());
@@ -213,26 +250,12 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   s.samples_per_s = static_cast<double>(s.samples) / s.seconds;
   s.metrics = metric_values(task, job);
   const PredictionAttributes attributes = attributes_of(config, o, s);
-  writer.commit(attributes);
+  if (writer) writer->commit(attributes);
   s.files_written.push_back(o.out);
-  if (ranks > 1) {
-    // Every part is complete before rank 0 names them in the index.
-    const std::vector<std::vector<std::byte>> counts = comm->allgather_parts(
-        std::vector<std::byte>(reinterpret_cast<const std::byte*>(&totals.samples),
-                               reinterpret_cast<const std::byte*>(&totals.samples + 1)));
-    std::vector<std::string> parts;
-    std::vector<int64_t> part_rows;
-    for (int r = 0; r < ranks; ++r) {
-      parts.push_back(
-          std::filesystem::path(prediction_part_path(o.out, r, ranks)).filename().string());
-      int64_t n = 0;
-      std::memcpy(&n, counts[static_cast<size_t>(r)].data(), sizeof n);
-      part_rows.push_back(n);
-      s.files_written.push_back(prediction_part_path(o.out, r, ranks));
-    }
-    if (rank == 0) write_prediction_index(o.out, parts, part_rows, rows.columns(), attributes);
-    comm->barrier();
-  }
+  if (shards.size() > 1)
+    write_index(o.out, *comm, shards, totals.samples, rows.columns(), attributes, s);
+  else if (comm->size() > 1)
+    comm->barrier();  // the group's writer is done before any rank returns
   if (rank == 0) print_summary(log, s, o.out);
   return s;
 }

@@ -6,6 +6,8 @@
 - The same under `mpirun -np 2`: one index file (virtual datasets over two part files) whose
   rows, keyed by source file, equal the 1-rank rows bit for bit; h5py opens it from another
   working directory.
+- Every sample split spatially (dist.spatial [2,1,1]) on 2 ranks (one file) and on 4 (2 groups:
+  an index over 2 parts): the rows equal the 1-rank rows within 1e-5.
 - DeepCAM: a tiny model trained for one step; predict's mean IoU equals train's eval_accuracy,
   the mask is the argmax of the probabilities, and the probabilities sum to one.
 
@@ -86,6 +88,26 @@ def check_cosmoflow(d):
         for column, value in row.items():
             assert np.array_equal(value, two[name][column]), (name, column, value, two[name][column])
     print(f"cosmoflow: predict MAE {trained_mae:.6f} = train's; 2-rank rows = 1-rank rows")
+
+    # Every sample split in 2 along depth: one group of 2 ranks writes the one file; then 2 groups
+    # of 2 write an index over 2 parts. The rows agree with one rank's to float32 rounding (the
+    # split sums the convolutions' windows in another order).
+    mpirun = lambda n: [MPIEXEC, "--bind-to", "none", "-np", str(n)]
+    crest(["predict"] + one_thread + ["dist.spatial=[2,1,1]", "--weights", "w.st", "--out",
+                                      "split.h5"], d, mpirun(2))
+    crest(["predict"] + one_thread + ["dist.spatial=[2,1,1]", "--weights", "w.st", "--out",
+                                      "split4.h5"], d, mpirun(4))
+    assert not any(p.startswith("split.h5.part") for p in os.listdir(d))
+    parts = sorted(p for p in os.listdir(d) if p.startswith("split4.h5.part"))
+    assert parts == ["split4.h5.part0-of-2", "split4.h5.part1-of-2"], parts
+    for out in ("split.h5", "split4.h5"):
+        split = rows_by_file(os.path.join(d, out))
+        assert one.keys() == split.keys(), (out, one.keys(), split.keys())
+        for name, row in one.items():
+            for column in ("prediction", "target", "mae"):
+                assert np.allclose(row[column], split[name][column], rtol=1e-5, atol=1e-7), \
+                    (out, name, column, row[column], split[name][column])
+    print("cosmoflow: dist.spatial [2,1,1] rows (2 and 4 ranks) = 1-rank rows within 1e-5")
 
 
 def check_deepcam(d):

@@ -1,6 +1,6 @@
-// crest bench train --spatial under mpirun: CosmoFlow's samples split among the ranks of a group
-// (the split program itself is proven in tests/spatial), its figures counted once per sample, and
-// the refusals of decompositions the job or the model cannot take.
+// crest bench train --spatial and bench infer --spatial under mpirun: CosmoFlow's samples split
+// among the ranks of a group (the split program itself is proven in tests/spatial), their figures
+// counted once per sample, and the refusals of decompositions the job or the model cannot take.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -50,6 +50,25 @@ TEST(SpatialBench, RefusesADecompositionTheJobOrTheModelCannotTake) {
   EXPECT_NE(axes.out.find("dist.spatial: no input of the model has as many spatial axes"),
             std::string::npos)
       << axes.out;
+}
+
+// 4 ranks: 2 groups of 2, each pass 2 samples; one JSON line, from rank 0.
+TEST(SpatialBench, InferSplitsEachSampleAmongTheGroup) {
+  const auto r = run_crest_mpi(
+      4, "bench infer --size 32 --batch 1 --passes 2 --warmup 1 --threads 1 --spatial 1,1,2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const auto& j = lines[0];
+  EXPECT_EQ(j["spatial"], "1,1,2");
+  EXPECT_EQ(j["data_parallel"], 2);
+  EXPECT_EQ(j["ranks"], 4);
+  EXPECT_NEAR(j["samples_per_s"].get<double>(), 2e3 / j["latency_ms_min"].get<double>(), 1e-9);
+  const auto uneven = run_crest_mpi(2, "bench infer --size 32 --passes 1 --spatial 4,1,1");
+  EXPECT_EQ(uneven.code, 2) << uneven.out;
+  EXPECT_NE(uneven.out.find("bench infer: --spatial: [4, 1, 1] splits each sample among 4 ranks"),
+            std::string::npos)
+      << uneven.out;
 }
 
 }  // namespace
