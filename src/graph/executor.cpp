@@ -49,11 +49,29 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::plan_storage(*prog_);
   compile::fuse_activation_backward(*prog_);
   const MemoryPlan& plan = prog_->plan;
-  arena_ = Buffer(align_up(plan.arena_bytes, 256) + 256, 256, backend.memory());
+  check_memory_limit();
+  if (opts.allocate) arena_ = Buffer(align_up(plan.arena_bytes, 256) + 256, 256, backend.memory());
   bind_run_contexts();
 }
 
 Executor::~Executor() = default;
+
+void Executor::check_memory_limit() const {
+  const size_t limit = opts_.memory_limit;
+  const size_t arena = prog_->plan.arena_bytes, params = 2 * prog_->params.bytes();
+  if (limit == 0 || arena + params <= limit) return;
+  const auto gib = [](size_t b) { return human_bytes(static_cast<double>(b)); };
+  throw_input(opts_.memory_limit_source + ": the compiled program needs " + gib(arena + params) +
+              " (activations and kernel scratch " + gib(arena) + ", parameters and gradients " +
+              gib(params) + ") but may use " + gib(limit) +
+              "; split the samples among more ranks (dist.spatial), lower data.batch_size, or "
+              "run fewer ranks per node");
+}
+
+void Executor::require_arena() const {
+  if (!arena_.data())
+    throw_usage("this program was compiled to plan only (CompileOptions::allocate is false)");
+}
 
 ParamStore& Executor::params() {
   folds_stale_ = true;  // the caller may write parameters: the next forward refolds
@@ -65,9 +83,10 @@ void Executor::parameters_changed() { folds_stale_ = true; }
 const MemoryPlan& Executor::plan() const { return prog_->plan; }
 
 void* Executor::block_ptr(int block) const {
-  return block < 0 ? nullptr
-                   : static_cast<char*>(arena_.data()) +
-                         prog_->plan.blocks[static_cast<size_t>(block)].offset;
+  // Null without an arena (a plan-only program): its pointers are never used.
+  return block < 0 || !arena_.data() ? nullptr
+                                     : static_cast<char*>(arena_.data()) +
+                                           prog_->plan.blocks[static_cast<size_t>(block)].offset;
 }
 
 VectorOps& Executor::vec_for(DType dtype) const {
@@ -143,8 +162,7 @@ TensorView Executor::input(const std::string& name) const {
   for (size_t i = 0; i < prog_->inputs.size(); ++i)
     if (prog_->inputs[i].name == name) {
       const Value& v = *prog_->values[i];
-      void* planned = static_cast<char*>(arena_.data()) +
-                      prog_->plan.blocks[static_cast<size_t>(v.storage)].offset;
+      void* planned = block_ptr(v.storage);
       void* data = i < input_bindings_.size() && input_bindings_[i]
                        ? const_cast<void*>(input_bindings_[i])
                        : planned;
@@ -160,9 +178,7 @@ bool Executor::bind_input(const std::string& name, const void* data) {
   const Value& v = *prog_->values[i];
   for (size_t u = 0; u < prog_->values.size(); ++u)
     if (u != i && prog_->values[u]->storage == v.storage) return false;
-  const void* p = data ? data
-                       : static_cast<char*>(arena_.data()) +
-                             prog_->plan.blocks[static_cast<size_t>(v.storage)].offset;
+  const void* p = data ? data : block_ptr(v.storage);
   for (auto& op : prog_->ops)
     for (size_t k = 0; k < op->in.size(); ++k)
       if (op->in[k] == static_cast<int>(i)) op->ctx.in[k] = p;
@@ -176,8 +192,7 @@ TensorView Executor::input_grad(const std::string& name) const {
     if (prog_->inputs[i].name == name) {
       const Value& v = *prog_->values[i];
       if (v.grad_storage < 0) throw_usage("no gradient is computed for input '" + name + "'");
-      return TensorView(static_cast<char*>(arena_.data()) +
-                            prog_->plan.blocks[static_cast<size_t>(v.grad_storage)].offset,
+      return TensorView(block_ptr(v.grad_storage),
                         {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
     }
   throw_usage("the model has no input named '" + name + "'");
@@ -189,13 +204,12 @@ TensorView Executor::output(ValueId g) const {
   const Value& v =
       *prog_->values[static_cast<size_t>(prog_->graph_to_internal[static_cast<size_t>(g)])];
   if (!v.pinned || v.storage < 0) throw_usage("value '" + v.name + "' was not marked as an output");
-  return TensorView(
-      static_cast<char*>(arena_.data()) + prog_->plan.blocks[static_cast<size_t>(v.storage)].offset,
-      {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
+  return TensorView(block_ptr(v.storage), {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
 }
 
 double Executor::forward(bool training) {
   using clock = std::chrono::steady_clock;
+  require_arena();
   training = training && opts_.training;
   if (training) ++step_;
   // A different dropout mask every step and every layer, reproducible from the seed.
@@ -229,6 +243,7 @@ double Executor::forward(bool training) {
 
 void Executor::backward() {
   if (!opts_.training) throw_usage("backward() on an executor compiled for inference");
+  require_arena();
   using clock = std::chrono::steady_clock;
   auto val = [&](int v) -> Value& { return *prog_->values[static_cast<size_t>(v)]; };
   char* base = static_cast<char*>(arena_.data());

@@ -1,6 +1,7 @@
 // HaloExchange (halo_exchange.hpp): each axis in turn, forward in order, backward in reverse.
 #include "crest/spatial/halo_exchange.hpp"
 
+#include <array>
 #include <cstring>
 #include <utility>
 
@@ -63,33 +64,54 @@ HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<in
     next[static_cast<size_t>(a.dim)] = a.plan.window.size();
     stage_dims_.push_back(std::move(next));
   }
-  for (size_t a = 1; a + 1 < stage_dims_.size(); ++a)
-    stages_.emplace_back(bytes_of(stage_dims_[a], dtype_));
+  size_t at = 0;
+  for (size_t a = 1; a + 1 < stage_dims_.size(); ++a) {
+    stage_offset_.push_back(at);
+    at += (bytes_of(stage_dims_[a], dtype_) + 63) / 64 * 64;
+  }
+  stage_offset_.push_back(at);  // the end
 }
+
+size_t HaloExchange::stage_bytes() const { return stage_offset_.back(); }
 
 size_t HaloExchange::window_bytes() const { return bytes_of(window_dims(), dtype_); }
 
-void HaloExchange::gather(const void* owned, void* window) {
+size_t HaloExchange::gather_traffic(bool received) const {
+  size_t n = 0;
+  for (size_t a = 0; a < axes_.size(); ++a) {
+    const AxisPlan& p = axes_[a].plan;
+    // Received rows land in the next stage; sent rows are cut from this one.
+    const std::vector<int64_t>& dims = stage_dims_[received ? a + 1 : a];
+    for (IndexRange rows :
+         received ? std::array{p.from_lower, p.from_upper} : std::array{p.to_lower, p.to_upper})
+      n += bytes_of(slab(dims, axes_[a].dim, rows, rows.begin).count, dtype_);
+  }
+  return n;
+}
+
+void HaloExchange::gather(const void* owned, void* window, void* stages) {
   if (axes_.empty()) {
     std::memcpy(window, owned, window_bytes());
     return;
   }
+  auto* base = static_cast<std::byte*>(stages);
   const void* cur = owned;
   for (size_t a = 0; a < axes_.size(); ++a) {
-    void* next = a + 1 == axes_.size() ? window : stages_[a].data();
+    void* next = a + 1 == axes_.size() ? window : base + stage_offset_[a];
     gather_axis(a, cur, next);
     cur = next;
   }
 }
 
-void HaloExchange::scatter_add(const void* window_grad, void* owned_grad) {
+void HaloExchange::scatter_add(const void* window_grad, void* owned_grad, void* stages) {
   if (axes_.empty()) {
     std::memcpy(owned_grad, window_grad, window_bytes());
     return;
   }
+  auto* base = static_cast<std::byte*>(stages);
   const void* cur = window_grad;
   for (size_t a = axes_.size(); a-- > 0;) {
-    void* next = a == 0 ? owned_grad : stages_[a - 1].data();
+    void* next = a == 0 ? owned_grad : base + stage_offset_[a - 1];
     scatter_axis(a, cur, next);
     cur = next;
   }

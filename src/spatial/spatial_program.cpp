@@ -2,6 +2,7 @@
 #include "crest/spatial/spatial_program.hpp"
 
 #include <algorithm>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -61,6 +62,7 @@ class SplitConvKernel final : public ConvKernel {
   std::string implementation() const override {
     return "split " + std::to_string(group_size_) + " ways: " + conv_.implementation();
   }
+  const HaloExchange& halo() const { return conv_.halo(); }
 
  private:
   SpatialConv conv_;
@@ -83,6 +85,7 @@ class SplitPoolKernel final : public PoolKernel {
                 void* scratch) override {
     pool_.backward(diff_dst, workspace, diff_src, scratch);
   }
+  const HaloExchange& halo() const { return pool_.halo(); }
 
  private:
   SpatialPool pool_;
@@ -194,11 +197,26 @@ class GroupSplit final : public SpatialSplit {
   }
   std::unique_ptr<ConvKernel> conv(Backend& backend, const ConvDesc& global,
                                    const std::string& layer) override {
-    return std::make_unique<SplitConvKernel>(backend, global, placement(layer));
+    auto k = std::make_unique<SplitConvKernel>(backend, global, placement(layer));
+    // Backward: the gradient rows sent back, and the window gathered again for the weights.
+    const HaloExchange& h = k->halo();
+    traffic_[layer] = {h.gather_received_bytes(),
+                       h.gather_sent_bytes() + h.gather_received_bytes()};
+    return k;
   }
   std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,
                                    const std::string& layer) override {
-    return std::make_unique<SplitPoolKernel>(backend, global, placement(layer));
+    auto k = std::make_unique<SplitPoolKernel>(backend, global, placement(layer));
+    traffic_[layer] = {k->halo().gather_received_bytes(), k->halo().gather_sent_bytes()};
+    return k;
+  }
+  HaloTraffic halo_traffic() const override {
+    HaloTraffic sum;
+    for (const auto& [layer, t] : traffic_) {
+      sum.forward += t.forward;
+      sum.backward += t.backward;
+    }
+    return sum;
   }
   std::unique_ptr<Layer> gather(const Shape& global) override {
     return std::make_unique<SpatialGatherLayer>(*group_, grid_, global);
@@ -208,6 +226,7 @@ class GroupSplit final : public SpatialSplit {
   SpatialPlacement placement(const std::string& layer) const { return {group_, grid_, layer}; }
   Communicator* group_;
   SpatialGrid grid_;
+  std::map<std::string, HaloTraffic> traffic_;  // per split layer
 };
 
 }  // namespace

@@ -85,14 +85,15 @@ void FormatBridge::to_plain(const void* buf, void* plain) {
   if (out_) out_->execute(buf, plain);
 }
 
-WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel) {
-  const size_t sizes[] = {window, src, dst, kernel};
-  for (size_t i = 0; i < 4; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
+WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages) {
+  const size_t sizes[] = {window, src, dst, kernel, stages};
+  for (size_t i = 0; i < 5; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
 }
 
 WindowScratch::Slices WindowScratch::at(void* scratch) const {
   auto* base = static_cast<std::byte*>(scratch);
-  return {base + offset_[0], base + offset_[1], base + offset_[2], base + offset_[3]};
+  return {base + offset_[0], base + offset_[1], base + offset_[2], base + offset_[3],
+          base + offset_[4]};
 }
 
 namespace {
@@ -126,7 +127,7 @@ WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vect
   part.src = std::make_unique<FormatBridge>(backend, kernel.src_format(), part.src_layout);
   part.dst = std::make_unique<FormatBridge>(backend, kernel.dst_format(), part.dst_layout);
   part.scratch = WindowScratch(part.halo->window_bytes(), part.src->bytes(), part.dst->bytes(),
-                               kernel.scratch_bytes());
+                               kernel.scratch_bytes(), part.halo->stage_bytes());
   return part;
 }
 
@@ -166,7 +167,7 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
 void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst,
                           void* scratch) {
   const auto m = part_.scratch.at(scratch);
-  part_.halo->gather(src, m.window);
+  part_.halo->gather(src, m.window, m.stages);
   kernel_->forward(part_.src->to_kernel(m.window, m.src), weights, bias,
                    part_.dst->kernel_buffer(dst, m.dst), m.kernel);
   part_.dst->to_plain(m.dst, dst);
@@ -178,13 +179,13 @@ void SpatialConv::backward_data(const void* diff_dst, const void* weights, void*
   kernel_->backward_data(part_.dst->to_kernel(diff_dst, m.dst), weights,
                          part_.src->kernel_buffer(m.window, m.src), m.kernel);
   part_.src->to_plain(m.src, m.window);
-  part_.halo->scatter_add(m.window, diff_src);
+  part_.halo->scatter_add(m.window, diff_src, m.stages);
 }
 
 void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                    void* diff_bias, void* scratch) {
   const auto m = part_.scratch.at(scratch);
-  part_.halo->gather(src, m.window);
+  part_.halo->gather(src, m.window, m.stages);
   kernel_->backward_weights(part_.src->to_kernel(m.window, m.src),
                             part_.dst->to_kernel(diff_dst, m.dst), diff_weights, diff_bias,
                             m.kernel);
@@ -207,7 +208,7 @@ SpatialPool::SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacem
 
 void SpatialPool::forward(const void* src, void* dst, void* workspace, void* scratch) {
   const auto m = part_.scratch.at(scratch);
-  part_.halo->gather(src, m.window);
+  part_.halo->gather(src, m.window, m.stages);
   kernel_->forward(part_.src->to_kernel(m.window, m.src), part_.dst->kernel_buffer(dst, m.dst),
                    workspace, m.kernel);
   part_.dst->to_plain(m.dst, dst);
@@ -219,7 +220,7 @@ void SpatialPool::backward(const void* diff_dst, const void* workspace, void* di
   kernel_->backward(part_.dst->to_kernel(diff_dst, m.dst), workspace,
                     part_.src->kernel_buffer(m.window, m.src), m.kernel);
   part_.src->to_plain(m.src, m.window);
-  part_.halo->scatter_add(m.window, diff_src);
+  part_.halo->scatter_add(m.window, diff_src, m.stages);
 }
 
 }  // namespace crest

@@ -205,6 +205,9 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   so.precision = config.crest.precision;
   so.batch = config.data.batch_size;
   so.spatial = groups.split;
+  const MemoryLimit limit = memory_limit_per_rank(config, comm->local_size());
+  so.memory_limit = limit.bytes;
+  so.memory_limit_source = limit.source;
   const Session session(task.model.graph, so);
   Executor& ex = session.executor();
   load_trained_weights(ex.params(), task.model.external_params, o.checkpoint, o.weights);

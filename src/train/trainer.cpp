@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
 #include <thread>
 
 #include "batch_feed.hpp"
@@ -15,6 +17,7 @@
 #include "checkpointer.hpp"
 #include "config/text.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/node_memory.hpp"
 #include "crest/core/units.hpp"
 #include "crest/data/loader.hpp"
 #include "crest/dist/communicator.hpp"
@@ -151,6 +154,7 @@ class TrainingRun {
   void compile();
   void print_header();
   void print_dry_run();
+  void print_spatial_plan();
   void open_data();
   void open_train_loader(int rollbacks);
   RunFacts facts() const;
@@ -281,6 +285,10 @@ void TrainingRun::compile() {
   so.batch = config_.data.batch_size;
   so.seed = config_.data.seed;
   so.spatial = groups_.split;
+  const MemoryLimit limit = memory_limit_per_rank(config_, comm_->local_size());
+  so.memory_limit = limit.bytes;
+  so.memory_limit_source = limit.source;
+  so.allocate = !options_.dry_run;  // a plan may be larger than this machine
   session_ = std::make_unique<Session>(task_.model.graph, so);
   backend_ = &session_->backend();
   ex_ = &session_->executor();
@@ -363,6 +371,37 @@ void TrainingRun::print_dry_run() {
       << " s; dry run: no data read, nothing written\n";
 }
 
+// Every rank's part of a split sample, its planned memory and its halo traffic per step, on rank
+// 0 (collective): the ranks of a group differ (edge blocks exchange with one neighbour per axis).
+void TrainingRun::print_spatial_plan() {
+  struct RankPlan {
+    int64_t planned = 0, halo_forward = 0, halo_backward = 0;
+    int64_t block[3] = {0, 0, 0};
+  } mine;
+  mine.planned = static_cast<int64_t>(summary_.planned_bytes);
+  const SpatialSplit::HaloTraffic t = groups_.split->halo_traffic();
+  mine.halo_forward = static_cast<int64_t>(t.forward);
+  mine.halo_backward = static_cast<int64_t>(t.backward);
+  const Shape block = ex_->input(task_.model.sample_input).shape();  // [n, c, spatial...]
+  for (int a = 2; a < block.rank() && a < 5; ++a) mine.block[a - 2] = block[a];
+  const auto* raw = reinterpret_cast<const std::byte*>(&mine);
+  const auto all = comm_->allgather_parts(std::vector<std::byte>(raw, raw + sizeof mine));
+  std::ostream& log = *log_;
+  const auto bytes = [](int64_t b) { return human_bytes(static_cast<double>(b)); };
+  log << "per-rank plan (dist.spatial " << config::list_text(config_.dist.spatial)
+      << "; halo: bytes received per step, forward + backward):\n";
+  log << "  rank  group  sample block      planned memory  halo per step\n";
+  for (size_t r = 0; r < all.size(); ++r) {
+    RankPlan p;
+    std::memcpy(&p, all[r].data(), sizeof p);
+    std::vector<int64_t> dims(p.block, p.block + config_.dist.spatial.size());
+    log << "  " << std::setw(4) << r << "  " << std::setw(5)
+        << static_cast<int>(r) / groups_.ranks_per_sample << "  " << std::left << std::setw(16)
+        << config::list_text(dims) << std::right << "  " << std::setw(14) << bytes(p.planned)
+        << "  " << bytes(p.halo_forward) << " + " << bytes(p.halo_backward) << "\n";
+  }
+}
+
 void TrainingRun::open_data() {
   const DataConfig& dc = config_.data;
   if (!dc.stage_dir.empty()) records_.notify([](RunObserver& o) { o.staging_start(); });
@@ -430,6 +469,7 @@ TrainSummary TrainingRun::train() {
   print_header();
   if (options_.dry_run) {
     print_dry_run();
+    if (groups_.split) print_spatial_plan();
     return summary_;
   }
   open_data();
@@ -935,6 +975,18 @@ std::optional<double> EpochStats::last_batch_metric(const std::string& short_nam
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log) {
   TrainingRun run(config, options, log);
   return run.run();
+}
+
+MemoryLimit memory_limit_per_rank(const Config& config, int local_ranks) {
+  if (config.crest.max_memory_gb > 0)
+    return {static_cast<size_t>(config.crest.max_memory_gb * double(1ull << 30)),
+            "crest.max_memory_gb " + (std::ostringstream() << config.crest.max_memory_gb).str()};
+  const NodeMemory node = available_node_memory();
+  if (node.bytes == 0) return {};
+  return {node.bytes / static_cast<size_t>(std::max(1, local_ranks)),
+          "this rank's share of the node's memory (" + node.source + " " +
+              human_bytes(static_cast<double>(node.bytes)) + " over " +
+              std::to_string(local_ranks) + " ranks; crest.max_memory_gb sets another)"};
 }
 
 int compute_threads_per_rank(const Config& config, int local_ranks) {

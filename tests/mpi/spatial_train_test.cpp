@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "support/cli_util.hpp"
 #include "support/weights_compare.hpp"
@@ -148,6 +149,49 @@ TEST(SpatialTrain, RefusesADecompositionBeforeAnyTraining) {
       << halo.out;
   EXPECT_FALSE(
       std::filesystem::exists(dir.file("run") + "/checkpoints/ckpt-000000000002.safetensors"));
+}
+
+// --dry-run under a split prints every rank's block, planned memory and halo traffic.
+TEST(SpatialTrain, DryRunPrintsEveryRanksPlan) {
+  const auto r = run_crest_mpi(
+      4, "train --config " + kDemo + " dist.spatial=[4,1,1] crest.threads=1 --dry-run");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("per-rank plan (dist.spatial [4, 1, 1]"), std::string::npos) << r.out;
+  // Rank, group, the 32^3 sample's block of 8 rows, memory, halo forward + backward.
+  const std::regex row(
+      R"(\n +([0-9]) +0  \[8, 32, 32\] +[0-9.]+ MiB  ([0-9.]+) ([KM])iB \+ [0-9.]+ [KM]iB)");
+  std::vector<double> forward_kib;
+  for (auto it = std::sregex_iterator(r.out.begin(), r.out.end(), row);
+       it != std::sregex_iterator(); ++it)
+    forward_kib.push_back(std::stod((*it)[2].str()) * ((*it)[3].str() == "M" ? 1024 : 1));
+  ASSERT_EQ(forward_kib.size(), 4u) << r.out;
+  // The edge ranks receive from one neighbour, the middle ones from two.
+  EXPECT_GT(forward_kib[0], 0) << r.out;
+  EXPECT_EQ(forward_kib[0], forward_kib[3]) << r.out;
+  EXPECT_EQ(forward_kib[1], 2 * forward_kib[0]) << r.out;
+  EXPECT_EQ(forward_kib[2], forward_kib[1]) << r.out;
+}
+
+// A plan above crest.max_memory_gb (by default the node's available memory over its ranks) is
+// refused before its arena is allocated, with the figures, and leaves no checkpoint.
+TEST(SpatialTrain, APlanAboveTheMemoryLimitIsRefusedBeforeAllocating) {
+  TempDir dir;
+  const auto r = run_crest("train --config " + kDemo +
+                           " crest.max_memory_gb=0.05 output_dir=" + dir.file("run"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("crest.max_memory_gb 0.05: the compiled program needs"), std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("but may use 51.2 MiB; split the samples among more ranks (dist.spatial)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(
+      std::filesystem::exists(dir.file("run") + "/checkpoints/ckpt-000000000001.safetensors"));
+  // Split 4 ways the same limit still refuses (the head and the gathered layers are whole), and
+  // the dry run, which allocates nothing, refuses it too.
+  const auto split = run_crest_mpi(
+      4, "train --config " + kDemo + " crest.max_memory_gb=0.05 dist.spatial=[4,1,1] --dry-run");
+  EXPECT_EQ(split.code, 2) << split.out;
+  EXPECT_NE(split.out.find("crest.max_memory_gb 0.05"), std::string::npos) << split.out;
 }
 
 }  // namespace

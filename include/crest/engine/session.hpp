@@ -36,6 +36,10 @@ struct SessionOptions {
   // A spatial split of every sample among a group of ranks (crest/spatial/spatial_program.hpp);
   // null: none.
   std::shared_ptr<SpatialSplit> spatial;
+  // CompileOptions::memory_limit (0: none) and its source, and allocate (false: plan only).
+  size_t memory_limit = 0;
+  std::string memory_limit_source;
+  bool allocate = true;
 };
 
 // The compile options a purpose and precision mean. Under mixed precision a float input that

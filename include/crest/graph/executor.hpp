@@ -44,6 +44,15 @@ struct CompileOptions {
   // A spatial split (crest/graph/spatial_split.hpp): graph inputs it splits are given as this
   // rank's blocks, and every value is split or whole as its layers allow. Null: nothing is split.
   std::shared_ptr<SpatialSplit> spatial;
+  // Refuse (crest::Error, input; before the activation arena is allocated) a program whose
+  // arena and parameters with their gradients need more than this many bytes; 0: no limit.
+  // `memory_limit_source` says where the limit comes from, for the message ("crest.max_memory_gb:
+  // this rank's share of the node's memory, 5.8 GiB").
+  size_t memory_limit = 0;
+  std::string memory_limit_source;
+  // false: plan only (crest train --dry-run): nothing is allocated for activations, so a plan
+  // larger than this machine can be printed; forward() and backward() refuse to run.
+  bool allocate = true;
 };
 
 struct OpProfile {
@@ -130,6 +139,8 @@ class Executor {
 
  private:
   void bind_run_contexts();
+  void check_memory_limit() const;  // CompileOptions::memory_limit
+  void require_arena() const;       // a plan-only program cannot run
   // Inference: the folded convolutions' weights and biases from the live parameters, when they
   // may have changed since the last forward.
   void refresh_folds();

@@ -54,6 +54,13 @@ class SpatialSplit {
   // the group's blocks of a `global`-shaped value (every rank gets the whole), backward each rank
   // keeps its block of the gradient (the layers after it run alike on every rank).
   virtual std::unique_ptr<Layer> gather(const Shape& global) = 0;
+  // Bytes this rank receives in the halo exchanges of one batch through the windowed layers
+  // split so far (each layer counted once, however often compiled): forward, and backward (the
+  // gradient rows returned to it and the weight gradient's second gather). For plans.
+  struct HaloTraffic {
+    size_t forward = 0, backward = 0;
+  };
+  virtual HaloTraffic halo_traffic() const = 0;
 };
 
 }  // namespace crest

@@ -36,14 +36,23 @@ class HaloExchange {
   const std::vector<int64_t>& owned_dims() const { return stage_dims_.front(); }
   const std::vector<int64_t>& window_dims() const { return stage_dims_.back(); }
   size_t window_bytes() const;
+  // The intermediate stages of a gather or scatter_add over two or three axes (0 for one): the
+  // caller's transient memory, so a split layer holds nothing between calls.
+  size_t stage_bytes() const;
+  // What one gather receives from the neighbours, and what it sends them (which a scatter_add
+  // receives back as gradients).
+  size_t gather_received_bytes() const { return gather_traffic(true); }
+  size_t gather_sent_bytes() const { return gather_traffic(false); }
 
-  // owned (owned_dims) -> window (window_dims).
-  void gather(const void* owned, void* window);
+  // owned (owned_dims) -> window (window_dims); `stages`: stage_bytes() bytes (may be null when
+  // that is 0).
+  void gather(const void* owned, void* window, void* stages);
   // The gradient of the window -> the gradient of the owned rows (overwritten), summing the
   // neighbours' parts in. float32 and float64 only.
-  void scatter_add(const void* window_grad, void* owned_grad);
+  void scatter_add(const void* window_grad, void* owned_grad, void* stages);
 
  private:
+  size_t gather_traffic(bool received) const;
   void gather_axis(size_t a, const void* cur, void* next);
   void scatter_axis(size_t a, const void* cur, void* next);
   // One axis's messages in one direction (global rows; origins: the first row of src and dst).
@@ -72,7 +81,7 @@ class HaloExchange {
   std::string what_;
   // stage_dims_[a]: the tensor once axes [0, a) are gathered; front = owned, back = window.
   std::vector<std::vector<int64_t>> stage_dims_;
-  std::vector<std::vector<std::byte>> stages_;  // the intermediate stages' storage
+  std::vector<size_t> stage_offset_;  // each intermediate stage's place in the caller's memory
   std::vector<std::byte> send_lo_, send_hi_, recv_lo_, recv_hi_;
 };
 

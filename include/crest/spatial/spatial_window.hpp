@@ -54,21 +54,21 @@ class FormatBridge {
 };
 
 // The transient memory of a split layer's call, carved from the executor's scratch: the window
-// (or its gradient) in plain layout, the kernel-format copies of the window and of the output,
-// and the kernel's own scratch. Nothing is kept between calls, so a split program holds no more
-// than its arena and one such region.
+// (or its gradient) in the block's layout, the kernel-format copies of the window and of the
+// output, the kernel's own scratch, and the halo exchange's intermediate stages. Nothing is kept
+// between calls, so a split program holds no more than its arena and one such region.
 class WindowScratch {
  public:
   struct Slices {
-    std::byte *window, *src, *dst, *kernel;
+    std::byte *window, *src, *dst, *kernel, *stages;
   };
   WindowScratch() = default;
-  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel);
-  size_t bytes() const { return offset_[4]; }
+  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages);
+  size_t bytes() const { return offset_[5]; }
   Slices at(void* scratch) const;
 
  private:
-  size_t offset_[5] = {0, 0, 0, 0, 0};
+  size_t offset_[6] = {0, 0, 0, 0, 0, 0};
 };
 
 // One split layer's parts every kind needs: the plans, the halo exchange, the bridges between the
@@ -82,6 +82,7 @@ struct WindowPart {
   Shape owned_src{}, owned_dst{};  // this rank's input and output blocks, [n, c, rows...]
   MemFormat src_block(DType dtype) const { return plain_format(owned_src, dtype, src_layout); }
   MemFormat dst_block(DType dtype) const { return plain_format(owned_dst, dtype, dst_layout); }
+  const HaloExchange& exchange() const { return *halo; }
 };
 
 class SpatialConv {
@@ -99,6 +100,7 @@ class SpatialConv {
   MemFormat src_block_format() const { return part_.src_block(local_.dtype); }
   MemFormat dst_block_format() const { return part_.dst_block(local_.dtype); }
   size_t scratch_bytes() const { return part_.scratch.bytes(); }
+  const HaloExchange& halo() const { return part_.exchange(); }
 
   // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only.
   void forward(const void* src, const void* weights, const void* bias, void* dst, void* scratch);
@@ -126,6 +128,7 @@ class SpatialPool {
   // Kept from forward to backward (max pooling's indices), and transient per call.
   size_t workspace_bytes() const { return kernel_->workspace_bytes(); }
   size_t scratch_bytes() const { return part_.scratch.bytes(); }
+  const HaloExchange& halo() const { return part_.exchange(); }
 
   void forward(const void* src, void* dst, void* workspace, void* scratch);
   void backward(const void* diff_dst, const void* workspace, void* diff_src, void* scratch);

@@ -280,6 +280,10 @@ struct RuntimeConfig {
   // Choose each convolution's memory layouts by timing the candidates (cached per machine and
   // problem; docs/performance.md "Layouts chosen by measurement"). Off: the backend's fixed rule.
   bool autotune = false;
+  // What one rank's compiled program (activations, kernel scratch, parameters and gradients) may
+  // plan, in GiB; a larger plan is refused before it is allocated. 0: the node's available
+  // memory (MemAvailable, or the room under the cgroup limit) shared among its ranks.
+  double max_memory_gb = 0;
 };
 
 // dist: section (crest addition): how ranks work together (docs/distributed.md).

@@ -104,6 +104,13 @@ BuiltModel build_model(const ModelConfig& m);
 // Compute threads of one rank: crest.threads, or this node's cores shared among its
 // `local_ranks` ranks.
 int compute_threads_per_rank(const Config& config, int local_ranks);
+// What one rank's program may plan (crest.max_memory_gb; by default the node's available memory
+// over its `local_ranks`), with the sentence that says so; 0 bytes when it cannot be known.
+struct MemoryLimit {
+  size_t bytes = 0;
+  std::string source;
+};
+MemoryLimit memory_limit_per_rank(const Config& config, int local_ranks);
 
 // Runs `crest train`. Progress goes to `log`. Throws crest::Error on bad input.
 TrainSummary run_training(const Config& config, const TrainOptions& options, std::ostream& log);

@@ -43,7 +43,8 @@ const Table<RuntimeConfig>& runtime_table() {
   static const Table<S> t{
       "crest",
       {backend_field(), int_field("threads", &S::threads, 0, 1 << 16),
-       enum_field("precision", &S::precision), bool_field("autotune", &S::autotune)},
+       enum_field("precision", &S::precision), bool_field("autotune", &S::autotune),
+       number_field("max_memory_gb", &S::max_memory_gb, non_negative())},
       check_precision};
   return t;
 }
