@@ -48,7 +48,8 @@ HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<in
       grid_(std::move(grid)),
       group_rank_(group.rank()),
       dtype_(dtype),
-      what_(std::move(what)) {
+      what_forward_(what + ": halo exchange"),
+      what_backward_(what + ": halo gradient exchange") {
   CREST_CHECK(axes.size() == grid_.parts.size() && grid_.size() == group.size(),
               "HaloExchange: the grid does not match the group or the axes");
   stage_dims_.push_back(std::move(owned_dims));
@@ -160,8 +161,11 @@ void HaloExchange::move_axis(size_t a, const Traffic& t, Stage src, MutableStage
     box_transfer(src.data, BoxAt{src.dims, s.start}, buf.data(), BoxAt{s.count, zeros(s.count)},
                  s.count, dtype_, BoxOp::copy);
   };
-  std::vector<Communicator::Outgoing> sends;
-  std::vector<Communicator::Incoming> receives;
+  // Members, cleared: a step allocates nothing once every axis has run.
+  std::vector<Communicator::Outgoing>& sends = sends_;
+  std::vector<Communicator::Incoming>& receives = receives_;
+  sends.clear();
+  receives.clear();
   auto send = [&](IndexRange rows, std::vector<std::byte>& buf, int step) {
     pack(rows, buf);
     sends.push_back({grid_.neighbour(group_rank_, axis, step), tag_of(a, t.backward, step > 0),
@@ -177,8 +181,7 @@ void HaloExchange::move_axis(size_t a, const Traffic& t, Stage src, MutableStage
   if (!t.send_hi.empty()) send(t.send_hi, send_hi_, +1);
   if (!t.recv_lo.empty()) expect(t.recv_lo, recv_lo_, -1);
   if (!t.recv_hi.empty()) expect(t.recv_hi, recv_hi_, +1);
-  group_->exchange(sends, receives,
-                   what_ + (t.backward ? ": halo gradient exchange" : ": halo exchange"));
+  group_->exchange(sends, receives, t.backward ? what_backward_ : what_forward_);
 
   const AxisPlan& p = axes_[a].plan;
   const IndexRange mine = intersect(p.owned_in, p.window);

@@ -78,11 +78,13 @@ class HaloExchange {
   std::vector<Axis> axes_;      // the axes that move rows (split, or cropped by the window)
   std::vector<int> grid_axis_;  // each one's axis in the grid
   DType dtype_;
-  std::string what_;
+  std::string what_forward_, what_backward_;  // the exchanges' names in error messages
   // stage_dims_[a]: the tensor once axes [0, a) are gathered; front = owned, back = window.
   std::vector<std::vector<int64_t>> stage_dims_;
   std::vector<size_t> stage_offset_;  // each intermediate stage's place in the caller's memory
   std::vector<std::byte> send_lo_, send_hi_, recv_lo_, recv_hi_;
+  std::vector<Communicator::Outgoing> sends_;
+  std::vector<Communicator::Incoming> receives_;
 };
 
 }  // namespace crest
