@@ -211,6 +211,11 @@ double Executor::forward(bool training) {
   using clock = std::chrono::steady_clock;
   require_arena();
   training = training && opts_.training;
+  if (training && prog_->split_statistics && !batch_stat_reducer_)
+    throw_usage(
+        "dist.spatial: batch norm runs on the spatial group's blocks and needs the group's "
+        "statistics; set a BatchStatReducer over (at least) the group "
+        "(Executor::set_batch_stat_reducer), as crest train does");
   if (training) ++step_;
   // A different dropout mask every step and every layer, reproducible from the seed.
   const uint64_t step_seed =
@@ -256,6 +261,7 @@ void Executor::backward() {
                           prog_->params.grad(static_cast<size_t>(op.channel_sum_slot)).data());
     op.ctx.scratch = block_ptr(op.backward_scratch_block);
     op.layer->backward(op.ctx);
+    if (op.param_grad_scale != 1) scale_param_grads(op);
     for (const auto& a : op.accum) {
       void* g = base + prog_->plan.blocks[static_cast<size_t>(val(a.value).grad_storage)].offset;
       const void* t = base + prog_->plan.blocks[static_cast<size_t>(a.temp_block)].offset;
@@ -273,6 +279,15 @@ void Executor::backward() {
   // Parameters of ops that run no backward (none in the models so far) keep the old rule.
   for (size_t s = 0; s < prog_->params.slots().size(); ++s)
     if (!prog_->finished_in_backward[s]) finish_gradient(static_cast<int>(s));
+}
+
+void Executor::scale_param_grads(const compile::Op& op) {
+  for (int s : op.param_slots) {
+    const ParamSlot& slot = prog_->params.slots()[static_cast<size_t>(s)];
+    if (!slot.spec.trainable) continue;
+    void* g = prog_->params.grad(static_cast<size_t>(s)).data();
+    vec_->scale(op.param_grad_scale, g, g, slot.count);
+  }
 }
 
 void Executor::finish_gradient(int s) {

@@ -15,9 +15,10 @@ std::unique_ptr<GroupStatReducer> make_batch_norm_group(Communicator& world, int
                 " does not divide the " + std::to_string(shards) +
                 (ranks_per_sample > 1 ? " data-parallel groups" : " ranks") +
                 " into groups of consecutive ones");
-  // Every rank of a group computes its sample's statistics whole: nothing to share.
-  if (group_size == 1) return nullptr;
+  // A spatial group shares its sample's statistics (batch norm on blocks sums them over the
+  // group; one that runs whole on every rank sums identical copies, which changes nothing).
   const int ranks = group_size * ranks_per_sample;
+  if (ranks == 1) return nullptr;
   // Every rank takes part in the split, as MPI_Comm_split requires.
   auto group = world.split(world.rank() / ranks, world.rank());
   return std::make_unique<GroupStatReducer>(std::move(group));

@@ -24,10 +24,10 @@ class GroupStatReducer : public BatchStatReducer {
 
 // The reducer over the group of `group_size` consecutive samples' ranks this rank is in: with
 // r = ranks_per_sample (dist.spatial; 1 without a split), world ranks [k*g*r, (k+1)*g*r). The
-// ranks of a spatial group normalise the same whole tensor (batch norm runs gathered), so their
-// identical statistics average to the sample's. Null for group_size 1. Collective: every
-// rank calls it. Throws crest::Error (input) naming dist.batchnorm_group_size when it does not
-// divide the data-parallel degree.
+// ranks of a spatial group each hold a block of the sample (batch norm on blocks needs their
+// sums together) or the same whole tensor (identical sums: the statistics do not change). Null
+// when that is one rank. Collective: every rank calls it. Throws crest::Error (input) naming
+// dist.batchnorm_group_size when it does not divide the data-parallel degree.
 std::unique_ptr<GroupStatReducer> make_batch_norm_group(Communicator& world, int group_size,
                                                         int ranks_per_sample = 1);
 

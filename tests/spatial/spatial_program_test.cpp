@@ -18,9 +18,11 @@
 #include <string>
 #include <vector>
 
+#include "crest/backends/batch_stat_reducer.hpp"
 #include "crest/core/error.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/layers/activation.hpp"
+#include "crest/layers/batch_norm.hpp"
 #include "crest/layers/conv.hpp"
 #include "crest/layers/dense.hpp"
 #include "crest/layers/elementwise.hpp"
@@ -83,9 +85,10 @@ Network small_volume_network() {
   return {g, kVolume};
 }
 
-// DeepCAM's shapes in 2-D: x [2, 24, 21] -> conv 3x3 stride 2 'same' (4) + relu -> conv 3x3
-// dilation 2 'same' (4) -> concat with its input -> max-pool 3 stride 2 padding 1 -> flatten ->
-// dense (3) -> MSE against y [3].
+// DeepCAM's shapes in 2-D: x [2, 24, 21] -> conv 3x3 stride 2 'same' (4) -> batch norm + relu
+// -> conv 3x3 dilation 2 'same' (4) -> concat with its input -> max-pool 3 stride 2 padding 1 ->
+// flatten -> dense (3) -> MSE against y [3]. The batch norm runs on the blocks, its statistics
+// summed over the group.
 Network small_field_network() {
   Graph g;
   const ValueId x = g.input("x", Shape{kChannels, kField[0], kField[1]}, Layout::channels_last);
@@ -96,6 +99,7 @@ Network small_field_network() {
   c.stride = {2, 2};
   c.same = true;
   ValueId t = g.add("conv1", layers::conv(c), {x});
+  t = g.add("bn1", layers::batch_norm(), {t});
   t = g.add("act1", layers::relu(), {t});
   ConvOptions d = c;
   d.stride = {1, 1};
@@ -182,6 +186,13 @@ struct StepResult {
   double loss = 0;
   std::vector<double> prediction, input_grad;
   std::vector<std::vector<double>> grads;  // per trainable slot
+  std::vector<std::vector<double>> state;  // per other slot: batch norm's running statistics
+};
+
+// Batch norm's sums over the whole world (the spatial group in these tests).
+class WorldStatReducer final : public BatchStatReducer {
+ public:
+  void allreduce_sum(double* data, size_t n) override { test::world().allreduce_sum(data, n); }
 };
 
 StepResult run_step(const Graph& g, Backend& backend, CompileOptions o,
@@ -190,6 +201,8 @@ StepResult run_step(const Graph& g, Backend& backend, CompileOptions o,
   o.seed = 7;
   o.input_grads = true;
   Executor ex(g, backend, o);
+  WorldStatReducer group_statistics;
+  if (o.spatial) ex.set_batch_stat_reducer(&group_statistics);
   write(ex.input("x"), x);
   write(ex.input("y"), random_values(kBatch * 3, 2));
   StepResult r;
@@ -197,8 +210,12 @@ StepResult run_step(const Graph& g, Backend& backend, CompileOptions o,
   ex.backward();
   r.prediction = read(ex.output(g.outputs()[0]));
   r.input_grad = read(ex.input_grad("x"));
-  for (size_t s = 0; s < ex.params().slots().size(); ++s)
-    if (ex.params().slots()[s].spec.trainable) r.grads.push_back(read(ex.params().grad(s)));
+  for (size_t s = 0; s < ex.params().slots().size(); ++s) {
+    if (ex.params().slots()[s].spec.trainable)
+      r.grads.push_back(read(ex.params().grad(s)));
+    else
+      r.state.push_back(read(ex.params().value(s)));
+  }
   return r;
 }
 
@@ -242,6 +259,9 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
     expect_close(mine.input_grad, block_of(whole.input_grad, net.extents, local, offset), tol,
                  "input gradient");
     ASSERT_EQ(mine.grads.size(), whole.grads.size());
+    ASSERT_EQ(mine.state.size(), whole.state.size());
+    for (size_t s = 0; s < mine.state.size(); ++s)
+      expect_close(mine.state[s], whole.state[s], tol, "running statistic " + std::to_string(s));
     for (size_t s = 0; s < mine.grads.size(); ++s) {
       std::vector<double> mean = mine.grads[s];
       world.allreduce_sum(mean.data(), mean.size());
@@ -263,6 +283,30 @@ TEST(SpatialProgram, SmallNetworkFloat32OnOneDnn) {
   if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
   check_program(small_volume_network(), "onednn", DType::f32, 1e-5);
   check_program(small_field_network(), "onednn", DType::f32, 1e-5);
+}
+
+// Batch norm on blocks without the group's statistics would normalise each block alone: a
+// training forward refuses it.
+TEST(SpatialProgram, SplitBatchNormWithoutTheGroupsStatisticsIsRefused) {
+  Communicator& world = test::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs a split";
+  const Network net = small_field_network();
+  auto backend = make_backend("reference");
+  CompileOptions o;
+  o.dtype = DType::f64;
+  o.batch = kBatch;
+  o.spatial = make_spatial_split(world, SpatialGrid{{world.size(), 1}});
+  Executor ex(net.graph, *backend, o);
+  try {
+    ex.forward();
+    FAIL() << "a split batch norm ran with local statistics";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.spatial: batch norm runs on the spatial group's "
+                                         "blocks and needs the group's statistics"),
+              std::string::npos)
+        << e.what();
+  }
+  EXPECT_NO_THROW(ex.forward(false)) << "evaluation uses the running statistics";
 }
 
 // A decomposition the samples cannot take is refused at compile, naming the key and the layer.

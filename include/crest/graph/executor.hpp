@@ -19,7 +19,8 @@ namespace crest {
 
 namespace compile {
 struct Program;
-}
+struct Op;
+}  // namespace compile
 
 struct CompileOptions {
   int64_t batch = 1;
@@ -139,8 +140,9 @@ class Executor {
 
  private:
   void bind_run_contexts();
-  void check_memory_limit() const;  // CompileOptions::memory_limit
-  void require_arena() const;       // a plan-only program cannot run
+  void check_memory_limit() const;                // CompileOptions::memory_limit
+  void scale_param_grads(const compile::Op& op);  // Op::param_grad_scale
+  void require_arena() const;                     // a plan-only program cannot run
   // Inference: the folded convolutions' weights and biases from the live parameters, when they
   // may have changed since the last forward.
   void refresh_folds();

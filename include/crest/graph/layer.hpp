@@ -26,7 +26,10 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 //              add, channel affine, concatenation along channels): runs on the blocks as they are
 //   windowed   a sliding window over the spatial axes (convolution, pooling): runs on its block
 //              plus a halo from its neighbours, through SpatialSplit's kernels
-enum class SpatialRole : uint8_t { whole, pointwise, windowed };
+//   group_statistics  per-channel statistics over the batch and the spatial axes (batch norm):
+//              runs on the blocks, its sums added over the spatial group by the executor's
+//              BatchStatReducer, which must cover the group in training (the trainer's does)
+enum class SpatialRole : uint8_t { whole, pointwise, windowed, group_statistics };
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
 template <>

@@ -22,8 +22,8 @@ class BatchNormLayer : public Layer {
   explicit BatchNormLayer(BatchNormOptions o);
   std::string kind() const override { return "batch_norm"; }
   bool computes_in_half() const override { return true; }
-  // Statistics over the spatial group are future work: the compile gathers its input.
-  SpatialRole spatial_role() const override { return SpatialRole::whole; }
+  // Under a spatial split: on the blocks, the statistics summed over the group's ranks.
+  SpatialRole spatial_role() const override { return SpatialRole::group_statistics; }
   // The ReLU every BatchNormKernel applies (batch_norm_fuses()).
   bool accepts_post_op(const Backend& /*backend*/, const EltwiseDesc& e) const override {
     return batch_norm_fuses(e);

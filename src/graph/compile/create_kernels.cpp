@@ -62,6 +62,7 @@ void create_node(Program& p, Node& node, uint64_t position,
   op->in.assign(node.inputs.begin(), node.inputs.end());
   op->out.assign(node.outputs.begin(), node.outputs.end());
   op->param_slots = node.param_slots;
+  op->param_grad_scale = node.param_grad_scale;
   op->fused_into_producer = node.fused_into_producer;
   op->dtype = node.dtype;
   CreateContext cc{p.backend, node.dtype,   p.opts.training,         {}, {}, {}, {}, {}, 0,

@@ -53,6 +53,10 @@ struct Node {
   // position: it draws no random numbers).
   std::vector<Shape> global_in, global_out;
   bool inserted = false;
+  // Its parameter gradients are multiplied by this after its backward: a layer that normalises
+  // a split tensor with the group's statistics computes its block's share of them, and the
+  // group's size makes the data-parallel average the sample's (as SpatialSplit::conv does).
+  double param_grad_scale = 1;
 };
 
 struct Value {
@@ -80,6 +84,7 @@ struct Op {
   Layer* layer = nullptr;
   std::vector<int> in, out;
   std::vector<int> param_slots;
+  double param_grad_scale = 1;  // Node::param_grad_scale
   BackwardNeeds needs;
   std::vector<bool> need_input_grad;
   size_t workspace_bytes = 0, scratch_bytes = 0;
@@ -137,6 +142,9 @@ struct Program {
   std::vector<bool> finished_in_backward;  // per parameter slot: its op's backward completes it
   MemoryPlan plan;
   std::vector<FoldedAffine> folds;
+  // Layers normalise split tensors with statistics summed over the spatial group (a training
+  // forward then needs a BatchStatReducer covering it).
+  bool split_statistics = false;
 
   Value& val(int v) { return *values[static_cast<size_t>(v)]; }
   const Value& val(int v) const { return *values[static_cast<size_t>(v)]; }

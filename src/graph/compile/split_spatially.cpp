@@ -62,6 +62,10 @@ class SplitPass {
       for (ValueId o : node.outputs) split_value(p_.val(o), s_);
     } else if (role == SpatialRole::pointwise && all_split) {
       for (ValueId o : node.outputs) split_value(p_.val(o), s_);
+    } else if (role == SpatialRole::group_statistics && all_split) {
+      for (ValueId o : node.outputs) split_value(p_.val(o), s_);
+      p_.split_statistics = p_.split_statistics || p_.opts.training;
+      node.param_grad_scale = s_.group_size();
     } else {
       for (ValueId& v : node.inputs)
         if (p_.val(v).split) v = gathered(v);
