@@ -122,31 +122,25 @@ TEST(SpatialTrain, ResumesUnderAnotherDecomposition) {
   EXPECT_EQ(final_metrics(straight.out), final_metrics(two.out)) << two.out;
 }
 
+void expect_refused(const test::CliRun& r, const std::string& message) {
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(message), std::string::npos) << r.out;
+}
+
 TEST(SpatialTrain, RefusesADecompositionBeforeAnyTraining) {
   TempDir dir;
   const std::string base = float64_args(2) + " data.n_epochs=1 output_dir=" + dir.file("run");
-  const auto uneven = run_crest_mpi(2, base + " dist.spatial=[3,1,1]");
-  EXPECT_EQ(uneven.code, 2) << uneven.out;
-  EXPECT_NE(uneven.out.find("dist.spatial: [3, 1, 1] splits each sample among 3 ranks, which "
-                            "does not divide the job's 2 ranks"),
-            std::string::npos)
-      << uneven.out;
-  const auto axes = run_crest(base + " dist.spatial=[2,1]");
-  EXPECT_EQ(axes.code, 2) << axes.out;
-  EXPECT_NE(axes.out.find("dist.spatial (from override 'dist.spatial=[2,1]'): expected 3 parts "
-                          "[d, h, w], one per spatial axis of the samples"),
-            std::string::npos)
-      << axes.out;
-  const auto zero = run_crest(base + " dist.spatial=[0,1,1]");
-  EXPECT_EQ(zero.code, 2) << zero.out;
-  EXPECT_NE(zero.out.find("dist.spatial"), std::string::npos) << zero.out;
+  expect_refused(run_crest_mpi(2, base + " dist.spatial=[3,1,1]"),
+                 "dist.spatial: [3, 1, 1] splits each sample among 3 ranks, which does not "
+                 "divide the job's 2 ranks");
+  expect_refused(run_crest(base + " dist.spatial=[2,1]"),
+                 "dist.spatial (from override 'dist.spatial=[2,1]'): expected 3 parts [d, h, w], "
+                 "one per spatial axis of the samples");
+  expect_refused(run_crest(base + " dist.spatial=[0,1,1]"), "dist.spatial");
   // 8 rows per rank along depth cannot feed a 19-wide kernel's 9-row halo.
-  const auto halo = run_crest_mpi(4, base + " dist.spatial=[4,1,1] model.kernel_size=19");
-  EXPECT_EQ(halo.code, 2) << halo.out;
-  EXPECT_NE(halo.out.find("dist.spatial: layer 'conv1' split 4 ways along depth (input extent "
-                          "32, output extent 32, kernel 19"),
-            std::string::npos)
-      << halo.out;
+  expect_refused(run_crest_mpi(4, base + " dist.spatial=[4,1,1] model.kernel_size=19"),
+                 "dist.spatial: layer 'conv1' split 4 ways along depth (input extent 32, output "
+                 "extent 32, kernel 19");
   EXPECT_FALSE(
       std::filesystem::exists(dir.file("run") + "/checkpoints/ckpt-000000000002.safetensors"));
 }

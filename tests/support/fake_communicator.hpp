@@ -4,6 +4,7 @@
 // part), which is enough for layout and ordering tests and never for arithmetic ones.
 #pragma once
 #include <functional>
+#include <utility>
 
 #include "crest/dist/communicator.hpp"
 
@@ -24,23 +25,11 @@ class FakeCommunicator final : public Communicator {
   void allreduce_sum(int64_t*, size_t) override {}
   std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                      std::string what) override {
-    started.push_back(what);
-    for (size_t i = 0; i < n; ++i) values[i] *= scale;
-    struct Done final : PendingCollective {
-      void wait() override {}
-      Timing timing() const override { return {}; }
-    };
-    return std::make_unique<Done>();
+    return scaled(values, n, scale, std::move(what));
   }
   std::unique_ptr<PendingCollective> start_allreduce(double* values, size_t n, double scale,
                                                      std::string what) override {
-    started.push_back(what);
-    for (size_t i = 0; i < n; ++i) values[i] *= scale;
-    struct Done final : PendingCollective {
-      void wait() override {}
-      Timing timing() const override { return {}; }
-    };
-    return std::make_unique<Done>();
+    return scaled(values, n, scale, std::move(what));
   }
   std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16,
                                                         std::string what) override {
@@ -62,6 +51,18 @@ class FakeCommunicator final : public Communicator {
   std::function<void(double* values, size_t n)> other_ranks_add;
 
  private:
+  // One rank's share only (the fake's other ranks add nothing), scaled; done at once.
+  template <typename T>
+  std::unique_ptr<PendingCollective> scaled(T* values, size_t n, T scale, std::string what) {
+    started.push_back(std::move(what));
+    for (size_t i = 0; i < n; ++i) values[i] *= scale;
+    struct Done final : PendingCollective {
+      void wait() override {}
+      Timing timing() const override { return {}; }
+    };
+    return std::make_unique<Done>();
+  }
+
   int rank_, size_;
 };
 
