@@ -317,11 +317,11 @@ class MpiCommunicator final : public Communicator {
   }
   std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                      std::string what) override {
-    return start_scaled_sum(values, n, MPI_FLOAT, scale, std::move(what));
+    return start_scaled_sum(values, n, MPI_FLOAT, scale, what);
   }
   std::unique_ptr<PendingCollective> start_allreduce(double* values, size_t n, double scale,
                                                      std::string what) override {
-    return start_scaled_sum(values, n, MPI_DOUBLE, scale, std::move(what));
+    return start_scaled_sum(values, n, MPI_DOUBLE, scale, what);
   }
   std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n, Float16 format,
                                                         std::string what) override {
@@ -478,14 +478,14 @@ class MpiCommunicator final : public Communicator {
   // A gradient bucket's sum, then scale, queued on the communication thread.
   template <typename T>
   std::unique_ptr<PendingCollective> start_scaled_sum(T* values, size_t n, MPI_Datatype type,
-                                                      T scale, std::string what) {
+                                                      T scale, const std::string& what) {
     auto task = thread_->submit(
         [=, this] {
           sum_in_place(values, n, type, sizeof(T));
           if (scale != T(1))
             for (size_t i = 0; i < n; ++i) values[i] *= scale;
         },
-        std::move(what));
+        what);
     return std::make_unique<MpiPending>(thread_, std::move(task));
   }
 
