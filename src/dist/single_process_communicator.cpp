@@ -36,15 +36,17 @@ class SingleProcessCommunicator final : public Communicator {
   void allreduce_sum(int64_t*, size_t) override {}
   std::unique_ptr<PendingCollective> start_allreduce(float* values, size_t n, float scale,
                                                      std::string) override {
-    const double t = now_s();
-    if (scale != 1.f)
-      for (size_t i = 0; i < n; ++i) values[i] *= scale;
-    return std::make_unique<DoneCollective>(t);
+    return scaled(values, n, scale);
   }
   std::unique_ptr<PendingCollective> start_allreduce(double* values, size_t n, double scale,
                                                      std::string) override {
+    return scaled(values, n, scale);
+  }
+  // The sum over one rank is its own values: only the scale remains.
+  template <typename T>
+  static std::unique_ptr<PendingCollective> scaled(T* values, size_t n, T scale) {
     const double t = now_s();
-    if (scale != 1.0)
+    if (scale != T(1))
       for (size_t i = 0; i < n; ++i) values[i] *= scale;
     return std::make_unique<DoneCollective>(t);
   }
