@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 
 namespace crest {
 
@@ -68,5 +69,44 @@ void Lamb::step(double lr) {
   else
     step_with_trust_ratios(lr, divisor);
 }
+
+namespace {
+
+// apex FusedLAMB's parameter group, in its order.
+std::vector<GroupEntry> lamb_group(const OptimizerConfig& o, double lr) {
+  return {{"lr", lr},
+          {"bias_correction", true},
+          {"betas", std::vector<double>{o.beta1, o.beta2}},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"grad_averaging", true},
+          {"max_grad_norm", o.max_grad_norm}};
+}
+
+// eps and weight decay 1e-6: the DeepCAM reference's FusedLAMB arguments.
+OptimizerType lamb_type() {
+  OptimizerType t;
+  t.name = "LAMB";
+  t.log_name = "lamb";
+  t.keys = {"betas", "eps", "max_grad_norm"};
+  t.default_lr = 0.001;
+  t.set_defaults = [](OptimizerConfig& o) {
+    o.eps = 1e-6;
+    o.weight_decay = 1e-6;
+  };
+  t.make = [](const OptimizerConfig& o) {
+    return std::make_unique<Lamb>(LambOptions{.beta1 = o.beta1,
+                                              .beta2 = o.beta2,
+                                              .eps = o.eps,
+                                              .weight_decay = o.weight_decay,
+                                              .max_grad_norm = o.max_grad_norm});
+  };
+  t.parameter_group = lamb_group;
+  return t;
+}
+
+}  // namespace
+
+CREST_REGISTER_OPTIMIZER(lamb, lamb_type());
 
 }  // namespace crest

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "crest/core/error.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 
 namespace crest {
 
@@ -59,5 +60,55 @@ void Larc::step(double lr) {
   for (size_t i = 0; i < tensors_.adapted().size(); ++i) rescale(i, lr);
   base_->step(lr);
 }
+
+namespace {
+
+// The base's settings: the name optimizer.larc_base gives.
+OptimizerConfig base_config(const OptimizerConfig& o) {
+  OptimizerConfig base = o;
+  base.name = o.larc_base;
+  return base;
+}
+
+// The base is built with weight decay 0: LARC applies the decay itself, as apex does.
+std::unique_ptr<Optimizer> make_larc(const OptimizerConfig& o) {
+  if (!find_optimizer_type(o.larc_base).wrappable)
+    throw_input("optimizer.larc_base: " + o.larc_base + " cannot be wrapped by LARC");
+  OptimizerConfig base = base_config(o);
+  base.weight_decay = 0;
+  return std::make_unique<Larc>(make_optimizer(base),
+                                LarcOptions{.mode = o.larc_mode,
+                                            .trust_coefficient = o.trust_coefficient,
+                                            .eps = o.trust_eps,
+                                            .weight_decay = o.weight_decay,
+                                            .exclude = lars_exclusions_given(o.lars_exclude)});
+}
+
+// LARC's own keys, then its base's group with the weight decay LARC applies.
+std::vector<GroupEntry> larc_group(const OptimizerConfig& o, double lr) {
+  std::vector<GroupEntry> group = {{"larc_base", o.larc_base},
+                                   {"larc_mode", std::string(enum_name(o.larc_mode))},
+                                   {"trust_coefficient", o.trust_coefficient},
+                                   {"trust_eps", o.trust_eps}};
+  for (auto& entry : optimizer_parameter_group(base_config(o), lr)) group.push_back(entry);
+  return group;
+}
+
+// The default learning rate is the base's (LARC over SGD: 0.01); trust coefficient 0.02, apex's.
+OptimizerType larc_type() {
+  OptimizerType t;
+  t.name = "LARC";
+  t.log_name = "larc";
+  t.keys = {"trust_coefficient", "trust_eps", "lars_exclude", "larc_mode", "larc_base"};
+  t.wraps = true;
+  t.set_defaults = [](OptimizerConfig& o) { o.trust_coefficient = 0.02; };
+  t.make = make_larc;
+  t.parameter_group = larc_group;
+  return t;
+}
+
+}  // namespace
+
+CREST_REGISTER_OPTIMIZER(larc, larc_type());
 
 }  // namespace crest

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "crest/core/error.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 
 namespace crest {
 
@@ -40,5 +41,39 @@ void Lars::step(double lr) {
   }
   for (size_t slot : tensors_.excluded()) update(slot, lr, 1.0, 0.0);
 }
+
+namespace {
+
+std::unique_ptr<Optimizer> make_lars(const OptimizerConfig& o) {
+  return std::make_unique<Lars>(LarsOptions{.momentum = o.momentum,
+                                            .trust_coefficient = o.trust_coefficient,
+                                            .eps = o.trust_eps,
+                                            .weight_decay = o.weight_decay,
+                                            .exclude = lars_exclusions_given(o.lars_exclude)});
+}
+
+// No reference logs LARS: crest's settings under crest's names.
+std::vector<GroupEntry> lars_group(const OptimizerConfig& o, double lr) {
+  return {{"lr", lr},
+          {"momentum", o.momentum},
+          {"weight_decay", o.weight_decay},
+          {"trust_coefficient", o.trust_coefficient},
+          {"trust_eps", o.trust_eps}};
+}
+
+OptimizerType lars_type() {
+  OptimizerType t;
+  t.name = "LARS";
+  t.log_name = "lars";
+  t.keys = {"momentum", "trust_coefficient", "trust_eps", "lars_exclude"};
+  t.default_lr = 0.01;
+  t.make = make_lars;
+  t.parameter_group = lars_group;
+  return t;
+}
+
+}  // namespace
+
+CREST_REGISTER_OPTIMIZER(lars, lars_type());
 
 }  // namespace crest

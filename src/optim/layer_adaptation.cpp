@@ -29,6 +29,11 @@ std::string some_names(const ParamStore& params) {
 
 std::vector<std::string> default_lars_exclusions() { return {"*.bias", "*.bn.weight"}; }
 
+LarsExclusions lars_exclusions_given(const std::optional<std::vector<std::string>>& patterns) {
+  if (!patterns) return {};
+  return {.patterns = *patterns, .every_pattern_matches = true};
+}
+
 double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
                    double eps) {
   if (w_norm == 0 || g_norm == 0) return 1.0;

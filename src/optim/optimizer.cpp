@@ -1,6 +1,7 @@
 #include "crest/optim/optimizer.hpp"
 
 #include "crest/core/error.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 
 namespace crest {
 
@@ -47,5 +48,61 @@ void Adam::step(double lr) {
   vec_->adam(params_->values(), params_->grads(), state_[0].data(), state_[1].data(), count_, lr,
              beta1_, beta2_, eps_, wd_, decoupled_, steps_);
 }
+
+namespace {
+
+std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& o) {
+  if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
+  return std::make_unique<SgdKeras>(o.momentum);
+}
+
+std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& o, bool decoupled) {
+  return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, o.weight_decay, decoupled);
+}
+
+// torch's parameter group (later torch versions add flags crest does not have).
+std::vector<GroupEntry> adam_group(const OptimizerConfig& o, double lr) {
+  return {{"lr", lr},
+          {"betas", std::vector<double>{o.beta1, o.beta2}},
+          {"eps", o.eps},
+          {"weight_decay", o.weight_decay},
+          {"amsgrad", false}};
+}
+
+// Adam and AdamW take the same keys and log the same group; the decay is what differs.
+OptimizerType adam_type(const std::string& name, bool decoupled) {
+  OptimizerType t;
+  t.name = name;
+  t.log_name = decoupled ? "adamw" : "adam";
+  t.keys = {"betas", "eps"};
+  t.wrappable = true;
+  t.keys_when_wrapped = {"betas", "eps"};
+  t.default_lr = 0.001;
+  if (decoupled) t.set_defaults = [](OptimizerConfig& o) { o.weight_decay = 0.01; };
+  t.make = [decoupled](const OptimizerConfig& o) { return make_adam(o, decoupled); };
+  t.parameter_group = adam_group;
+  return t;
+}
+
+OptimizerType sgd_type() {
+  OptimizerType t;
+  t.name = "SGD";
+  t.log_name = "sgd";
+  t.keys = {"momentum", "nesterov"};
+  t.wrappable = true;
+  t.keys_when_wrapped = {"momentum"};
+  t.default_lr = 0.01;
+  t.make = make_sgd;
+  t.parameter_group = [](const OptimizerConfig& o, double lr) {
+    return std::vector<GroupEntry>{{"lr", lr}, {"momentum", o.momentum}};
+  };
+  return t;
+}
+
+}  // namespace
+
+CREST_REGISTER_OPTIMIZER(sgd, sgd_type());
+CREST_REGISTER_OPTIMIZER(adam, adam_type("Adam", false));
+CREST_REGISTER_OPTIMIZER(adamw, adam_type("AdamW", true));
 
 }  // namespace crest

@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "crest/optim/lr_schedule.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 #include "crest/train/mllog.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/optimizer_log_keys.hpp"
@@ -20,25 +21,6 @@ namespace {
 double model_number(const ModelConfig& m, const char* key) {
   const AttrValue* v = m.attrs.find(key);
   return v && std::holds_alternative<double>(*v) ? std::get<double>(*v) : 0.0;
-}
-
-// The checker's spelling (closed division: 'sgd' or 'SGD'); config's optimizer_name is Keras'.
-const char* mllog_optimizer_name(OptimizerKind k) {
-  switch (k) {
-    case OptimizerKind::sgd:
-      return "sgd";
-    case OptimizerKind::adam:
-      return "adam";
-    case OptimizerKind::adamw:
-      return "adamw";
-    case OptimizerKind::lamb:
-      return "lamb";
-    case OptimizerKind::lars:
-      return "lars";
-    case OptimizerKind::larc:
-      return "larc";
-  }
-  return "unknown";
 }
 
 // The batch scale of the peak rate, as the trainer's schedule computes it.
@@ -122,7 +104,7 @@ class MlperfObserver : public RunObserver {
       writer_.end("init_stop");
       return;
     }
-    writer_.event("opt_name", mllog_optimizer_name(c.optimizer.name));
+    writer_.event("opt_name", find_optimizer_type(c.optimizer.name).log_name);
     writer_.event("opt_base_learning_rate", c.lr_schedule.base_lr * scale);
     writer_.event("opt_learning_rate_warmup_epochs", c.lr_schedule.n_warmup_epochs);
     writer_.event("opt_learning_rate_warmup_factor", scale);

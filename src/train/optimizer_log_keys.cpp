@@ -1,62 +1,17 @@
 #include "crest/train/optimizer_log_keys.hpp"
 
+#include <variant>
+
+#include "crest/optim/optimizer_registry.hpp"
+
 namespace crest {
 namespace {
 
-// The parameter group's keys (after opt_name).
-void add_group_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
-  const MllogValue betas = MllogValue::array({o.beta1, o.beta2});
-  switch (o.name) {
-    case OptimizerKind::lamb:
-      // apex FusedLAMB's parameter group, in its order.
-      out.push_back({"opt_lr", lr});
-      out.push_back({"opt_bias_correction", true});
-      out.push_back({"opt_betas", betas});
-      out.push_back({"opt_eps", o.eps});
-      out.push_back({"opt_weight_decay", o.weight_decay});
-      out.push_back({"opt_grad_averaging", true});
-      out.push_back({"opt_max_grad_norm", o.max_grad_norm});
-      return;
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw:
-      // torch's parameter group (later torch versions add flags crest does not have).
-      out.push_back({"opt_lr", lr});
-      out.push_back({"opt_betas", betas});
-      out.push_back({"opt_eps", o.eps});
-      out.push_back({"opt_weight_decay", o.weight_decay});
-      out.push_back({"opt_amsgrad", false});
-      return;
-    case OptimizerKind::sgd:
-      out.push_back({"opt_lr", lr});
-      out.push_back({"opt_momentum", o.momentum});
-      return;
-    case OptimizerKind::lars:
-      // No reference logs LARS: crest's settings under crest's names.
-      out.push_back({"opt_lr", lr});
-      out.push_back({"opt_momentum", o.momentum});
-      out.push_back({"opt_weight_decay", o.weight_decay});
-      out.push_back({"opt_trust_coefficient", o.trust_coefficient});
-      out.push_back({"opt_trust_eps", o.trust_eps});
-      return;
-    case OptimizerKind::larc:
-      return;  // add_optimizer_keys: LARC's own keys, then its base's group
-  }
-}
-
+// opt_name, then the parameter group as its reference framework names it (the registry's).
 void add_optimizer_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
-  out.push_back({"opt_name", optimizer_name(o.name)});
-  if (o.name != OptimizerKind::larc) {
-    add_group_keys(o, lr, out);
-    return;
-  }
-  out.push_back({"opt_larc_base", optimizer_name(o.larc_base)});
-  out.push_back({"opt_larc_mode", enum_name(o.larc_mode)});
-  out.push_back({"opt_trust_coefficient", o.trust_coefficient});
-  out.push_back({"opt_trust_eps", o.trust_eps});
-  // The base's group, with the weight decay LARC applies.
-  OptimizerConfig base = o;
-  base.name = o.larc_base;
-  add_group_keys(base, lr, out);
+  out.push_back({"opt_name", o.name});
+  for (const auto& [key, value] : optimizer_parameter_group(o, lr))
+    out.push_back({"opt_" + key, std::visit([](const auto& v) { return MllogValue(v); }, value)});
 }
 
 void add_scheduler_keys(const LrScheduleConfig& l, std::vector<MllogKey>& out) {

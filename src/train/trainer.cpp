@@ -24,11 +24,8 @@
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/engine/session.hpp"
-#include "crest/optim/lamb.hpp"
-#include "crest/optim/larc.hpp"
-#include "crest/optim/lars.hpp"
 #include "crest/optim/loss_scaler.hpp"
-#include "crest/optim/optimizer.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
@@ -56,58 +53,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-// A list the user gave must match (a typo is an error); the defaults need not.
-LarsExclusions lars_exclusions(const OptimizerConfig& o) {
-  if (!o.lars_exclude) return {};
-  return {.patterns = *o.lars_exclude, .every_pattern_matches = true};
-}
-
-// SGD, Adam or AdamW: an optimizer of its own or LARC's base (then with `weight_decay` 0: LARC
-// takes the decay over from its base, as apex does).
-std::unique_ptr<Optimizer> make_base_optimizer(const OptimizerConfig& o, OptimizerKind kind,
-                                               double weight_decay) {
-  switch (kind) {
-    case OptimizerKind::sgd:
-      if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
-      return std::make_unique<SgdKeras>(o.momentum);
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw:
-      return std::make_unique<Adam>(o.beta1, o.beta2, o.eps, weight_decay,
-                                    kind == OptimizerKind::adamw);
-    default:
-      throw_input("optimizer: " + optimizer_name(kind) + " is not a base optimizer");
-  }
-}
-
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& o) {
-  switch (o.name) {
-    case OptimizerKind::sgd:
-    case OptimizerKind::adam:
-    case OptimizerKind::adamw:
-      return make_base_optimizer(o, o.name, o.weight_decay);
-    case OptimizerKind::lamb:
-      return std::make_unique<Lamb>(LambOptions{.beta1 = o.beta1,
-                                                .beta2 = o.beta2,
-                                                .eps = o.eps,
-                                                .weight_decay = o.weight_decay,
-                                                .max_grad_norm = o.max_grad_norm});
-    case OptimizerKind::lars:
-      return std::make_unique<Lars>(LarsOptions{.momentum = o.momentum,
-                                                .trust_coefficient = o.trust_coefficient,
-                                                .eps = o.trust_eps,
-                                                .weight_decay = o.weight_decay,
-                                                .exclude = lars_exclusions(o)});
-    case OptimizerKind::larc:
-      return std::make_unique<Larc>(make_base_optimizer(o, o.larc_base, 0.0),
-                                    LarcOptions{.mode = o.larc_mode,
-                                                .trust_coefficient = o.trust_coefficient,
-                                                .eps = o.trust_eps,
-                                                .weight_decay = o.weight_decay,
-                                                .exclude = lars_exclusions(o)});
-  }
-  throw_input("optimizer.name: unsupported optimizer");
 }
 
 // train.loss_scaling: dynamic's scaler, null when it is off.

@@ -29,6 +29,10 @@ struct LarsExclusions {
   bool every_pattern_matches = false;
 };
 
+// The exclusions of optimizer.lars_exclude: a list the user gave must match (a typo is an
+// error); without one, the defaults, which need not.
+LarsExclusions lars_exclusions_given(const std::optional<std::vector<std::string>>& patterns);
+
 // eta ||w|| / (||g|| + weight_decay ||w|| + eps), or 1 when either norm is 0 (a zero tensor, or
 // one without gradient, has no scale to measure the step against).
 double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,

@@ -21,7 +21,7 @@
 #include "crest/engine/precision.hpp"
 #include "crest/graph/attributes.hpp"
 #include "crest/graph/graph.hpp"
-#include "crest/optim/larc.hpp"
+#include "crest/optim/optimizer_config.hpp"
 
 namespace crest {
 
@@ -124,54 +124,6 @@ struct ModelConfig {
   // A registered model's section, canonical: every key the model declares, defaults filled in
   // (input_shape is data.sample_shape). cosmoflow_options(attrs) reads CosmoFlow's.
   Attributes attrs;
-};
-
-enum class OptimizerKind { sgd, adam, adamw, lamb, lars, larc };
-template <>
-inline constexpr EnumEntries<OptimizerKind, 6> kEnumTable<OptimizerKind> = {
-    {{OptimizerKind::sgd, "SGD"},
-     {OptimizerKind::adam, "Adam"},
-     {OptimizerKind::adamw, "AdamW"},
-     {OptimizerKind::lamb, "LAMB"},
-     {OptimizerKind::lars, "LARS"},
-     {OptimizerKind::larc, "LARC"}}};
-
-template <>
-inline constexpr EnumEntries<LarcMode, 2> kEnumTable<LarcMode> = {
-    {{LarcMode::clip, "clip"}, {LarcMode::scale, "scale"}}};
-
-struct OptimizerConfig {
-  OptimizerKind name = OptimizerKind::sgd;
-  // No learning rate here: lr_schedule.base_lr is the one source of truth. The reference's
-  // optimizer.lr (its --lr flag) is accepted only without an lr_schedule section (the schedule
-  // would overwrite it every epoch) and becomes lr_schedule.base_lr with scaling none.
-  double momentum = 0;    // SGD only (Keras form)
-  bool nesterov = false;  // SGD only
-  // Adam/AdamW/LAMB: `betas: [b1, b2]` (DeepCAM's optimizer_betas, CosmoFlow's Keras
-  // beta_1/beta_2 are the same setting).
-  double beta1 = 0.9, beta2 = 0.999;
-  // Keras' default (CosmoFlow's framework) for Adam/AdamW; LAMB 1e-6, the DeepCAM reference's
-  // (which uses 1e-6 for its Adam and AdamW too: DeepCAM configs set it). `epsilon` too.
-  double eps = 1e-7;
-  double weight_decay = 0;     // default 0; AdamW 0.01; LAMB 1e-6 (the reference's --weight_decay)
-  double max_grad_norm = 1.0;  // LAMB only: the global gradient-norm clip (apex's default)
-  // LARS and LARC (crest-only keys; crest/optim/lars.hpp, larc.hpp): the trust coefficient eta
-  // (LARS 0.001, timm's; LARC 0.02, apex's), the trust ratio's eps, and the tensors left alone:
-  // glob patterns on parameter names, unset for default_lars_exclusions() (which, unlike a
-  // given list, may match nothing).
-  double trust_coefficient = 0.001;
-  double trust_eps = 1e-8;
-  std::optional<std::vector<std::string>> lars_exclude;
-  // LARC only: clip or scale (apex's clip=True/False), and the optimizer it wraps.
-  LarcMode larc_mode = LarcMode::clip;
-  OptimizerKind larc_base = OptimizerKind::sgd;  // SGD, Adam or AdamW
-
-  // What the update is built on: SGD's momentum (SGD, LARS, LARC over SGD) or Adam's moments
-  // (betas, eps: Adam, AdamW, LAMB, LARC over Adam or AdamW).
-  bool uses_momentum() const {
-    return name == OptimizerKind::sgd || name == OptimizerKind::lars ||
-           (name == OptimizerKind::larc && larc_base == OptimizerKind::sgd);
-  }
 };
 
 enum class LrScaling { none, linear, sqrt };
@@ -336,7 +288,6 @@ std::string to_yaml(const Config& config);
 
 // Reference spellings, for logs and the resolved YAML (the first of each kEnumTable entry).
 std::string dataset_name(DatasetKind k);      // "cosmo", "dummy", "deepcam"
-std::string optimizer_name(OptimizerKind k);  // "SGD", "Adam", "AdamW", "LAMB"
 std::string scaling_name(LrScaling s);        // "none", "linear", "sqrt"
 
 }  // namespace crest

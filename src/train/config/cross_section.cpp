@@ -4,6 +4,8 @@
 #include <optional>
 #include <vector>
 
+#include "crest/optim/optimizer_registry.hpp"
+
 namespace crest::config {
 
 std::map<std::string, TaskValue> model_values_from_data(const SectionReader& data_reader,
@@ -143,7 +145,7 @@ void resolve_learning_rate(const SectionReader& opt, bool schedule_given, Config
                    (c.lr_schedule.per_step ? "start_lr" : "base_lr") + " instead");
     return;
   }
-  c.lr_schedule.base_lr = lr.value_or(c.optimizer.uses_momentum() ? 0.01 : 0.001);
+  c.lr_schedule.base_lr = lr.value_or(optimizer_default_lr(c.optimizer));
   c.lr_schedule.scaling = LrScaling::none;
 }
 

@@ -151,7 +151,6 @@ std::string to_yaml(const Config& c) {
 }
 
 std::string dataset_name(DatasetKind k) { return enum_name(k); }
-std::string optimizer_name(OptimizerKind k) { return enum_name(k); }
 std::string scaling_name(LrScaling s) { return enum_name(s); }
 
 }  // namespace crest

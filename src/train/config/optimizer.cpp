@@ -4,47 +4,68 @@
 // LARS and LARC are crest's additions, with timm's and apex's settings under crest's names.
 #include "config/sections.hpp"
 #include "crest/optim/layer_adaptation.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 
 namespace crest::config {
 namespace {
 
 using S = OptimizerConfig;
 
-bool is_sgd(const S& s) { return s.name == OptimizerKind::sgd; }
-bool is_lamb(const S& s) { return s.name == OptimizerKind::lamb; }
-bool is_larc(const S& s) { return s.name == OptimizerKind::larc; }
-bool is_lars_family(const S& s) { return s.name == OptimizerKind::lars || is_larc(s); }
-bool uses_betas(const S& s) { return !s.uses_momentum(); }
-
-// Defaults that depend on the optimizer, so the name sets them: AdamW's weight decay 0.01 (Keras);
-// LAMB's eps 1e-6 and weight decay 1e-6 (the DeepCAM reference's FusedLAMB arguments); the trust
-// coefficient, LARS 0.001 (timm's, the paper's) and LARC 0.02 (apex's).
-Field<S> name_field() {
-  Field<S> f = required(enum_field("name", &S::name), " (SGD, Adam, AdamW, LAMB, LARS or LARC)");
-  auto read = f.read;
-  f.read = [read](const SectionReader& r, S& s) {
-    read(r, s);
-    s.weight_decay = s.name == OptimizerKind::adamw ? 0.01 : is_lamb(s) ? 1e-6 : 0.0;
-    s.eps = is_lamb(s) ? 1e-6 : 1e-7;
-    s.trust_coefficient = is_larc(s) ? 0.02 : 0.001;
-  };
-  return f;
+// A registered optimizer's name, matched case-insensitively and stored as registered.
+std::string registered_name(const SectionReader& r, const std::string& key,
+                            const std::string& text, const std::string& expected) {
+  const std::string name = registered_optimizer_spelling(text);
+  if (name.empty())
+    r.fail(key, "unknown value " + quote(text) + " (expected one of: " + expected + ")");
+  return name;
 }
 
-// LARC's base: SGD, Adam or AdamW (not LAMB, which has a trust ratio of its own, nor LARS or LARC).
+std::string names_of(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Defaults that depend on the optimizer (AdamW's weight decay, ...), so the name sets them: each
+// entry's set_defaults, over the section's general defaults.
+Field<S> name_field() {
+  const std::string key = "name";
+  return {key,
+          [key](const SectionReader& r, S& s) {
+            const auto text = r.opt_string(key);
+            if (!text)
+              r.fail(key, "required key is missing (" + names_of(optimizer_names()) + ")");
+            s.name = registered_name(r, key, *text, names_of(optimizer_names()));
+            const S general;
+            s.weight_decay = general.weight_decay;
+            s.eps = general.eps;
+            s.trust_coefficient = general.trust_coefficient;
+            if (const auto& defaults = find_optimizer_type(s.name).set_defaults) defaults(s);
+          },
+          [key](const S& s, Lines& l) { l.add(key, s.name); }};
+}
+
+// The optimizers a wrapper (LARC) may wrap: "Adam, AdamW, SGD".
+std::string wrappable_names() {
+  std::vector<std::string> bases;
+  for (const auto& n : optimizer_names())
+    if (find_optimizer_type(n).wrappable) bases.push_back(n);
+  return names_of(bases);
+}
+
+// The optimizer a wrapper (LARC) wraps: a registered optimizer that allows it.
 Field<S> larc_base_field() {
-  Field<S> f = enum_field("larc_base", &S::larc_base);
-  f.read = [](const SectionReader& r, S& s) {
-    const auto text = r.opt_string("larc_base");
-    if (!text) return;
-    const auto kind = match_enum_spelling<OptimizerKind>(*text);
-    if (!kind || (*kind != OptimizerKind::sgd && *kind != OptimizerKind::adam &&
-                  *kind != OptimizerKind::adamw))
-      r.fail("larc_base", "unknown value " + quote(*text) +
-                              " (expected one of: SGD, Adam, AdamW, the optimizers LARC wraps)");
-    s.larc_base = *kind;
-  };
-  return f;
+  const std::string key = "larc_base";
+  return {key,
+          [key](const SectionReader& r, S& s) {
+            const auto text = r.opt_string(key);
+            if (!text) return;
+            const std::string expected = wrappable_names() + ", the optimizers LARC wraps";
+            s.larc_base = registered_name(r, key, *text, expected);
+            if (!find_optimizer_type(s.larc_base).wrappable)
+              r.fail(key, "unknown value " + quote(*text) + " (expected one of: " + expected + ")");
+          },
+          [key](const S& s, Lines& l) { l.add(key, s.larc_base); }};
 }
 
 // A list of glob patterns; an empty list is allowed (adapt every tensor). Printed quoted ("*" is
@@ -70,7 +91,7 @@ Field<S> lars_exclude_field() {
             s.lars_exclude = patterns;
           },
           [key](const S& s, Lines& l) {
-            if (!is_lars_family(s)) return;
+            if (!s.takes(key)) return;
             auto list = [](const std::vector<std::string>& patterns) {
               std::string out = "[";
               for (size_t i = 0; i < patterns.size(); ++i)
@@ -85,11 +106,11 @@ Field<S> lars_exclude_field() {
           }};
 }
 
-// A row printed only for the optimizers that use it.
-Field<S> only_printed_if(Field<S> f, bool (*when)(const S&)) {
+// A row printed only for the optimizers that take its key.
+Field<S> printed_if_taken(Field<S> f) {
   auto print = f.print;
-  f.print = [print, when](const S& s, Lines& l) {
-    if (when(s)) print(s, l);
+  f.print = [print, key = f.key](const S& s, Lines& l) {
+    if (s.takes(key)) print(s, l);
   };
   return f;
 }
@@ -111,7 +132,7 @@ Field<S> betas_field(const std::string& key) {
             s.beta1 = b[0], s.beta2 = b[1];
           },
           [](const S& s, Lines& l) {
-            if (uses_betas(s))
+            if (s.takes("betas"))
               l.add("betas", "[" + format_double(s.beta1) + ", " + format_double(s.beta2) + "]");
           }};
 }
@@ -135,26 +156,25 @@ Field<S> unprinted(Field<S> f) {
 // Each optimizer takes only its own settings: a momentum given to Adam would be ignored, and a
 // silently ignored hyperparameter is a wrong experiment. Two names of one setting are refused.
 void check_optimizer(const SectionReader& r, S& o) {
-  const std::string name = enum_name(o.name);
-  auto only_for = [&](const std::string& key, bool allowed, const std::string& who) {
-    if (r.has(key) && !allowed)
-      r.fail(key, "not used by " + name + " (only " + who + "); remove it or set it to null");
-  };
-  only_for("momentum", o.uses_momentum(), "SGD, LARS, LARC over SGD");
-  only_for("nesterov", is_sgd(o), "SGD");
-  for (const char* k : {"betas", "optimizer_betas", "beta_1", "beta_2", "eps", "epsilon"}) {
-    const bool an_eps = std::string(k) == "eps" || std::string(k) == "epsilon";
-    only_for(k, uses_betas(o),
-             std::string("Adam, AdamW, LAMB, LARC over Adam or AdamW") +
-                 (is_lars_family(o) && an_eps ? "; the trust ratio's is trust_eps" : ""));
+  static const std::vector<std::pair<const char*, const char*>> kAliases = {
+      {"momentum", "momentum"},         {"nesterov", "nesterov"},
+      {"betas", "betas"},               {"optimizer_betas", "betas"},
+      {"beta_1", "betas"},              {"beta_2", "betas"},
+      {"eps", "eps"},                   {"epsilon", "eps"},
+      {"max_grad_norm", "max_grad_norm"}, {"trust_coefficient", "trust_coefficient"},
+      {"trust_eps", "trust_eps"},       {"lars_exclude", "lars_exclude"},
+      {"larc_mode", "larc_mode"},       {"larc_base", "larc_base"}};
+  for (const auto& [key, setting] : kAliases) {
+    if (!r.has(key) || o.takes(setting)) continue;
+    const bool an_eps = std::string(setting) == "eps";
+    const std::string who = find_optimizer_type(o.name).wraps ? o.name + " over " + o.larc_base : o.name;
+    r.fail(key, "not used by " + who + " (only " + optimizers_taking(setting) +
+                    (an_eps && o.takes("trust_eps") ? "; the trust ratio's is trust_eps" : "") +
+                    "); remove it or set it to null");
   }
-  only_for("max_grad_norm", is_lamb(o), "LAMB");
-  for (const char* k : {"trust_coefficient", "trust_eps", "lars_exclude"})
-    only_for(k, is_lars_family(o), "LARS, LARC");
-  only_for("larc_mode", is_larc(o), "LARC");
-  only_for("larc_base", is_larc(o), "LARC");
-  if (is_larc(o) && !r.has("larc_base"))
-    r.fail("larc_base", "required key is missing: the optimizer LARC wraps (SGD, Adam or AdamW)");
+  if (find_optimizer_type(o.name).wraps && !r.has("larc_base"))
+    r.fail("larc_base", "required key is missing: the optimizer " + o.name + " wraps (" +
+                            wrappable_names() + ")");
   for (const auto& [a, b] : {std::pair{"lr", "learning_rate"},
                              {"eps", "epsilon"},
                              {"betas", "optimizer_betas"},
@@ -172,21 +192,19 @@ const Table<OptimizerConfig>& optimizer_table() {
   static const Table<S> t{
       "optimizer",
       {name_field(), learning_rate_field("lr"), learning_rate_field("learning_rate"),
-       only_printed_if(number_field("momentum", &S::momentum, unit_interval()),
-                       [](const S& s) { return s.uses_momentum(); }),
-       only_printed_if(bool_field("nesterov", &S::nesterov), is_sgd), betas_field("betas"),
+       printed_if_taken(number_field("momentum", &S::momentum, unit_interval())),
+       printed_if_taken(bool_field("nesterov", &S::nesterov)), betas_field("betas"),
        unprinted(betas_field("optimizer_betas")),
        unprinted(number_field("beta_1", &S::beta1, unit_interval())),
        unprinted(number_field("beta_2", &S::beta2, unit_interval())),
-       only_printed_if(number_field("eps", &S::eps, positive()), uses_betas),
+       printed_if_taken(number_field("eps", &S::eps, positive())),
        unprinted(number_field("epsilon", &S::eps, positive())),
        number_field("weight_decay", &S::weight_decay, non_negative()),
-       only_printed_if(number_field("max_grad_norm", &S::max_grad_norm, positive()), is_lamb),
-       only_printed_if(number_field("trust_coefficient", &S::trust_coefficient, positive()),
-                       is_lars_family),
-       only_printed_if(number_field("trust_eps", &S::trust_eps, non_negative()), is_lars_family),
-       lars_exclude_field(), only_printed_if(enum_field("larc_mode", &S::larc_mode), is_larc),
-       only_printed_if(larc_base_field(), is_larc)},
+       printed_if_taken(number_field("max_grad_norm", &S::max_grad_norm, positive())),
+       printed_if_taken(number_field("trust_coefficient", &S::trust_coefficient, positive())),
+       printed_if_taken(number_field("trust_eps", &S::trust_eps, non_negative())),
+       lars_exclude_field(), printed_if_taken(enum_field("larc_mode", &S::larc_mode)),
+       printed_if_taken(larc_base_field())},
       check_optimizer};
   return t;
 }
