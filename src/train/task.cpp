@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "crest/core/error.hpp"
+#include "crest/train/dataset_registry.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest {
@@ -38,12 +39,13 @@ void check_model_takes_data(const Task& t, const DataConfig& data) {
   const GraphInput& x = input_named(t.model.graph, t.model.sample_input, t.name);
   const GraphInput& y = input_named(t.model.graph, t.model.target_input, t.name);
   const Shape sample = channels_first(data.model_sample_shape());
+  const DatasetType& type = find_dataset_type(data.name);
   const std::string keys =
-      data.name == DatasetKind::deepcam ? "data.sample_shape, data.channels" : "data.sample_shape";
+      "data.sample_shape" + (type.selection_key.empty() ? "" : ", data." + type.selection_key);
   if (x.per_sample != sample || x.integer)
     throw_input("model " + t.name + ": its input '" + x.name + "' takes " + x.per_sample.str() +
                 " per sample, the data gives " + sample.str() + " (" + keys + ")");
-  const bool labels = data.name == DatasetKind::deepcam;
+  const bool labels = type.labels;
   if (y.per_sample != data.target_shape || y.integer != labels)
     throw_input("model " + t.name + ": its input '" + y.name + "' takes " +
                 (y.integer ? "int32 " : "float ") + y.per_sample.str() +

@@ -51,7 +51,7 @@ Config converted(const std::string& args) {
 
 // The closed-division settings both the config file and the example script give.
 void expect_closed_division_run(const Config& c) {
-  EXPECT_EQ(c.data.name, DatasetKind::deepcam);
+  EXPECT_EQ(c.data.name, "deepcam");
   EXPECT_EQ(c.data.format, SampleFileFormat::hdf5);
   EXPECT_EQ(c.data.sample_shape, (Shape{768, 1152, 16}));
   EXPECT_EQ(c.data.channels, kAllChannels);

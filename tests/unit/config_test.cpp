@@ -221,7 +221,7 @@ TEST_F(ConfigTest, LoadsReferenceCosmoYamlUnchanged) {
   EXPECT_EQ(c.mlperf.status, "onprem");
   EXPECT_EQ(c.mlperf.platform, "SUBMISSION_PLATFORM_PLACEHOLDER");
 
-  EXPECT_EQ(c.data.name, DatasetKind::cosmo);
+  EXPECT_EQ(c.data.name, "cosmo");
   EXPECT_EQ(c.data.data_dir,
             "/global/cscratch1/sd/sfarrell/cosmoflow-benchmark/data/"
             "cosmoUniverse_2019_05_4parE_tf_v2");
@@ -283,7 +283,7 @@ TEST_F(ConfigTest, LoadsReferenceDummyYamlUnchanged) {
   const Config c = load_config(path);
   EXPECT_EQ(c.output_dir, "results/cosmo-dummy-000");
   EXPECT_FALSE(c.mlperf.present);
-  EXPECT_EQ(c.data.name, DatasetKind::dummy);
+  EXPECT_EQ(c.data.name, "dummy");
   EXPECT_TRUE(c.data.data_dir.empty());  // the dummy set needs none
   EXPECT_EQ(c.data.compression, Compression::none);
   EXPECT_EQ(c.data.n_train, 256);
@@ -310,14 +310,14 @@ TEST_F(ConfigTest, SharedReferenceFilesLoadWhenPresent) {
 TEST_F(ConfigTest, RepositoryConfigsLoad) {
   const std::string root = CREST_SOURCE_DIR;
   const Config full = load_config(root + "/configs/cosmoflow.yaml");
-  EXPECT_EQ(full.data.name, DatasetKind::cosmo);
+  EXPECT_EQ(full.data.name, "cosmo");
   EXPECT_EQ(full.data.sample_shape, (Shape{128, 128, 128, 4}));
   EXPECT_EQ(full.data.n_train, 524288);
   EXPECT_EQ(full.lr_schedule.base_batch_size, 64);
 
   const Config demo = load_config(root + "/configs/cosmoflow-demo.yaml");
   EXPECT_EQ(demo.output_dir, "runs/cosmoflow-demo");
-  EXPECT_EQ(demo.data.name, DatasetKind::dummy);
+  EXPECT_EQ(demo.data.name, "dummy");
   EXPECT_EQ(demo.data.sample_shape, (Shape{32, 32, 32, 4}));
   EXPECT_EQ(demo.data.batch_size, 4);
   EXPECT_EQ(demo.data.n_epochs, 3);
@@ -363,7 +363,7 @@ TEST_F(ConfigTest, OverridesScalarsListsAndNestedKeys) {
   EXPECT_EQ(c.crest.threads, 3);
   EXPECT_EQ(c.crest.backend, "reference");
   EXPECT_EQ(c.data.compression, Compression::none);
-  EXPECT_EQ(c.data.name, DatasetKind::dummy);
+  EXPECT_EQ(c.data.name, "dummy");
   EXPECT_EQ(c.overrides.size(), 9u);
   EXPECT_NE(c.resolved_yaml.find("batch_size: 2\n"), std::string::npos);
   EXPECT_NE(c.resolved_yaml.find("data.batch_size=2"), std::string::npos);  // in the header
@@ -480,7 +480,7 @@ TEST_F(ConfigTest, ImpossibleValuesAreErrors) {
   expect_override_error("optimizer.momentum=1.5", "optimizer.momentum", "[0, 1)");
   expect_override_error("optimizer.lr=0.1", "optimizer.lr", "lr_schedule.base_lr");
   expect_override_error("data.name=cosmo", "data.data_dir", "required for data.name: cosmo");
-  expect_override_error("data.name=imagenet", "data.name", "cosmo, dummy");
+  expect_override_error("data.name=imagenet", "data.name", "cosmo, deepcam, dummy");
   expect_override_error("data.compression=ZLIB", "data.compression", "GZIP");
   expect_override_error("data.samples_per_file=4", "data.samples_per_file", "one sample");
   expect_override_error("data.cache_bytes=lots", "data.cache_bytes", "byte count");

@@ -40,7 +40,7 @@ std::string error_of(const std::string& text, const std::vector<std::string>& ov
 
 TEST(DeepcamConfig, ReferenceNamesDefaultsAndTheIouTask) {
   const Config c = load_config_text(graph_config(), "cam.yaml");
-  EXPECT_EQ(c.data.name, DatasetKind::deepcam);
+  EXPECT_EQ(c.data.name, "deepcam");
   EXPECT_EQ(c.data.data_dir, "/data/deepcam");  // data_dir_prefix is data_dir
   EXPECT_EQ(c.data.format, SampleFileFormat::hdf5);
   EXPECT_EQ(c.data.sample_shape, (Shape{32, 48, 16}));

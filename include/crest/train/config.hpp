@@ -40,12 +40,6 @@ struct MlperfConfig {
 
 // Each enum's spellings in one table (crest/core/enum_table.hpp): the first is printed in resolved
 // YAML, any is accepted from a file (ignoring case, '_' and '-').
-enum class DatasetKind { cosmo, dummy, deepcam };
-template <>
-inline constexpr EnumEntries<DatasetKind, 3> kEnumTable<DatasetKind> = {
-    {{DatasetKind::cosmo, "cosmo"},
-     {DatasetKind::dummy, "dummy"},
-     {DatasetKind::deepcam, "deepcam"}}};
 enum class Compression { none, gzip };
 template <>
 inline constexpr EnumEntries<Compression, 2> kEnumTable<Compression> = {
@@ -73,7 +67,8 @@ inline constexpr EnumEntries<SampleFileFormat, 3> kEnumTable<SampleFileFormat> =
 inline constexpr int64_t kEverySample = -1;
 
 struct DataConfig {
-  DatasetKind name = DatasetKind::cosmo;
+  // A registered dataset (crest/train/dataset_registry.hpp: cosmo, dummy, deepcam), as registered.
+  std::string name = "cosmo";
   // Required for cosmo and deepcam: <data_dir>/{train,validation}/ (deepcam: and stats.h5).
   // DeepCAM's reference spells it data_dir_prefix; both are read, data_dir is printed.
   std::string data_dir;
@@ -287,7 +282,6 @@ Config load_config_text(const std::string& yaml, const std::string& source,
 std::string to_yaml(const Config& config);
 
 // Reference spellings, for logs and the resolved YAML (the first of each kEnumTable entry).
-std::string dataset_name(DatasetKind k);      // "cosmo", "dummy", "deepcam"
-std::string scaling_name(LrScaling s);        // "none", "linear", "sqrt"
+std::string scaling_name(LrScaling s);  // "none", "linear", "sqrt"
 
 }  // namespace crest

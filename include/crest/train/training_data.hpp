@@ -1,4 +1,5 @@
-// The sample sources a config names: the dummy dataset, or the CosmoFlow or DeepCAM files under
+// The sample sources a config names (its registered dataset, crest/train/dataset_registry.hpp):
+// the dummy dataset, or the CosmoFlow or DeepCAM files under
 // data.data_dir (staged to data.stage_dir first when set), limited to n_train / n_valid. DeepCAM
 // reads <data_dir>/stats.h5 for the normalisation and checks the first file of each split against
 // data.sample_shape.

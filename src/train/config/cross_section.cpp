@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "crest/optim/optimizer_registry.hpp"
+#include "crest/train/dataset_registry.hpp"
 
 namespace crest::config {
 
@@ -15,7 +16,7 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
   const SectionReader model(data_reader.source(), model_section);
   // The sample as the model reads it: DeepCAM's channel selection applied.
   const std::vector<int64_t> sample = data.model_sample_shape().to_vector();
-  const bool selects_channels = data.name == DatasetKind::deepcam;
+  const std::string& selection = find_dataset_type(data.name).selection_key;
   if (auto input = model.opt_int_list("input_shape", 1)) {
     const Source& src = data_reader.source();
     const bool follow = (src.overridden("data.sample_shape") || src.overridden("data.channels")) &&
@@ -23,9 +24,9 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
     if (!follow && *input != sample)
       model.fail("input_shape",
                  list_text(*input) + " differs from " +
-                     (selects_channels ? "the samples the data gives (data.sample_shape with "
-                                         "data.channels selected) "
-                                       : "data.sample_shape ") +
+                     (selection.empty() ? "data.sample_shape "
+                                        : "the samples the data gives (data.sample_shape with "
+                                          "data." + selection + " selected) ") +
                      list_text(sample) + " (they must be equal; input_shape may be left out)");
   }
   // A model's objection to its input shape is one to the data's sample shape.
@@ -47,12 +48,10 @@ void check_graph_input(const SectionReader& data_reader, const SectionReader& mo
   const Shape s = data.model_sample_shape();
   const Shape want = channels_first(s);
   const GraphInput& in = m.graph->inputs().at(0);  // the samples' input
-  const bool deepcam = data.name == DatasetKind::deepcam;
-  const std::string dims = deepcam ? "[H, W, C]" : "[D, H, W, C]";
+  const DatasetType& type = find_dataset_type(data.name);
+  const std::string& dims = type.sample_dims;
   if (in.per_sample != want)
-    data_reader.fail(deepcam && data.channels.size() != static_cast<size_t>(data.sample_shape[2])
-                         ? "channels"
-                         : "sample_shape",
+    data_reader.fail(s != data.sample_shape ? type.selection_key : "sample_shape",
                      s.str() + " " + dims + " does not match the model's input " + in.name + " " +
                          in.per_sample.str() + " (expected " + want.str() + ")");
   // The loader hands the files' channels-last samples over as they are, never transposed.
@@ -62,8 +61,8 @@ void check_graph_input(const SectionReader& data_reader, const SectionReader& mo
                                     " with layout: channels_last");
 }
 
-// DeepCAM's targets are the labels [H, W], int32 class ids.
-void bind_deepcam_labels(const SectionReader& data_reader, const SectionReader& model_reader,
+// A segmentation dataset's targets are the labels [H, W], int32 class ids.
+void bind_labels(const SectionReader& data_reader, const SectionReader& model_reader,
                          const ModelConfig& model, DataConfig& data) {
   const Shape labels{data.sample_shape[0], data.sample_shape[1]};
   if (data_reader.has("target_shape") && data.target_shape != labels)
@@ -73,7 +72,7 @@ void bind_deepcam_labels(const SectionReader& data_reader, const SectionReader& 
   if (!model.graph) return;
   const GraphInput& y = model.graph->inputs().at(1);
   if (y.per_sample != labels || !y.integer)
-    model_reader.fail("inputs", "DeepCAM's labels are int32 " + labels.str() +
+    model_reader.fail("inputs", "data.name: " + data.name + " gives int32 labels " + labels.str() +
                                     " per sample; the model's input " + y.name + " is " +
                                     (y.integer ? "int32 " : "float ") + y.per_sample.str() +
                                     " (declare it {name: " + y.name + ", shape: " + labels.str() +
@@ -91,8 +90,8 @@ Shape channels_first(const Shape& channels_last) {
 void bind_model_to_data(const SectionReader& data_reader, const Section& model_section,
                         const ModelConfig& model, DataConfig& data) {
   const SectionReader model_reader(data_reader.source(), model_section);
-  const bool deepcam = data.name == DatasetKind::deepcam;
-  if (model.graph && !deepcam) {
+  const bool labels = find_dataset_type(data.name).labels;
+  if (model.graph && !labels) {
     const auto& in = model.graph->inputs();
     if (in[0].per_sample.rank() != 4 || in[1].integer || in[1].per_sample.rank() != 1)
       model_reader.fail("inputs",
@@ -100,7 +99,7 @@ void bind_model_to_data(const SectionReader& data_reader, const Section& model_s
                         "their targets [targets] (any names)");
   }
   if (model.graph) check_graph_input(data_reader, model_reader, model, data);
-  if (deepcam) return bind_deepcam_labels(data_reader, model_reader, model, data);
+  if (labels) return bind_labels(data_reader, model_reader, model, data);
   const int64_t targets = target_size_of(model);
   if (!data_reader.has("target_shape")) {
     data.target_shape = Shape{targets};
@@ -115,8 +114,8 @@ void bind_model_to_data(const SectionReader& data_reader, const Section& model_s
 }
 
 void default_task_metrics(const SectionReader& train_reader, Config& c) {
-  if (c.data.name == DatasetKind::deepcam && !train_reader.has("metrics"))
-    c.train.metrics = {"iou"};
+  const auto& metrics = find_dataset_type(c.data.name).default_metrics;
+  if (!metrics.empty() && !train_reader.has("metrics")) c.train.metrics = metrics;
 }
 
 void default_loss_scaling(const SectionReader& train_reader, Config& c) {

@@ -1,9 +1,11 @@
-// data: the reference's dataset keys, then crest additions. data.target_shape's default comes
-// from the model (cross_section.cpp). DeepCAM (name: deepcam) reads the same section with the
-// reference's argument names where they exist (data_dir_prefix, channels).
-#include <numeric>
+// data: the reference's dataset keys, then crest additions, one vocabulary for every registered
+// dataset (crest/train/dataset_registry.hpp), whose entry checks its own rules. data.target_shape's
+// default comes from the model (cross_section.cpp). DeepCAM (name: deepcam) reads the same section
+// with the reference's argument names where they exist (data_dir_prefix, channels).
+#include <algorithm>
 
 #include "config/sections.hpp"
+#include "crest/train/dataset_registry.hpp"
 
 namespace crest::config {
 namespace {
@@ -78,11 +80,14 @@ Field<S> shuffle_train_field() {
   return f;
 }
 
-// DeepCAM's only: printed for DeepCAM alone, so a resolved CosmoFlow config reads back as it is.
+// Printed only for a dataset that takes it (deepcam), so a resolved CosmoFlow config reads back
+// as it is.
 Field<S> train_order_field() {
   Field<S> f = enum_field("train_order", &S::train_order);
   f.print = [](const S& s, Lines& l) {
-    if (s.name == DatasetKind::deepcam) l.add("train_order", enum_name(s.train_order));
+    const auto& keys = find_dataset_type(s.name).keys;
+    if (std::find(keys.begin(), keys.end(), "train_order") != keys.end())
+      l.add("train_order", enum_name(s.train_order));
   };
   return f;
 }
@@ -101,96 +106,44 @@ Field<S> cache_field() {
           [](const S& s, Lines& l) { l.add("cache_bytes", std::to_string(s.cache_bytes)); }};
 }
 
-void check_sample_shape(const SectionReader& r, const S& d, size_t rank, const std::string& dims) {
-  if (d.sample_shape.rank() == 0) r.fail("sample_shape", "required key is missing (" + dims + ")");
-  if (static_cast<size_t>(d.sample_shape.rank()) != rank)
-    r.fail("sample_shape", "expected " + std::to_string(rank) + " entries " + dims + ", got " +
-                               std::to_string(d.sample_shape.rank()) + ": " +
-                               list_text(d.sample_shape.to_vector()));
-}
-
-// Keys of the CosmoFlow files that mean nothing for DeepCAM's, refused rather than ignored.
-void refuse_cosmoflow_keys(const SectionReader& r, const S& d) {
-  if (d.compression != Compression::none)
-    r.fail("compression", "applies to CosmoFlow TFRecords; DeepCAM files are not compressed");
-  if (d.apply_log) r.fail("apply_log", "applies to CosmoFlow; DeepCAM data is min-max normalised");
-  if (d.format == SampleFileFormat::tfrecord && r.has("format"))
-    r.fail("format", "DeepCAM samples are hdf5 (the reference) or npy (NVIDIA's), not tfrecord");
-}
-
-// The channels the model reads: every one by default, else each an index into the file's.
-void check_channels(const SectionReader& r, S& d) {
-  const int64_t file_channels = d.sample_shape[2];
-  if (!r.has("channels")) {
-    d.channels.resize(static_cast<size_t>(file_channels));
-    std::iota(d.channels.begin(), d.channels.end(), int64_t{0});
-    return;
+// The section as a dataset's check sees it.
+class ReaderSection final : public DataSection {
+ public:
+  explicit ReaderSection(const SectionReader& r) : r_(r) {}
+  bool has(const std::string& key) const override { return r_.has(key); }
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const override {
+    r_.fail(key, message);
   }
-  const Entry& e = *r.get("channels");
-  if (d.channels.empty()) r.fail("channels", "lists no channel (leave it out to read all)");
-  for (size_t i = 0; i < d.channels.size(); ++i)
-    if (d.channels[i] >= file_channels)
-      r.source().fail(r.path_of("channels") + "[" + std::to_string(i) + "]", e.key,
-                      "channel " + std::to_string(d.channels[i]) + " does not exist: the samples " +
-                          "have " + std::to_string(file_channels) + " (0 to " +
-                          std::to_string(file_channels - 1) + ", data.sample_shape)");
-}
+  [[noreturn]] void fail_item(const std::string& key, size_t index,
+                              const std::string& message) const override {
+    const Entry* e = r_.get(key);
+    if (!e) r_.fail(key, message);
+    r_.source().fail(r_.path_of(key) + "[" + std::to_string(index) + "]", e->key, message);
+  }
 
-// The reference's order reshuffles every epoch: unshuffled it would be no order the reference has.
-void check_train_order(const SectionReader& r, const S& d) {
-  if (d.train_order != TrainOrder::reference || d.shuffle) return;
-  const char* key = r.has("shuffle") ? "shuffle" : "shuffle_train";
-  r.fail(key, std::string("false contradicts data.train_order: reference (the reference ") +
-                  "reshuffles the training files every epoch); leave " + key +
-                  " out, or use train_order: crest for sorted order");
-}
+ private:
+  const SectionReader& r_;
+};
 
-void check_deepcam(const SectionReader& r, S& d) {
-  if (d.data_dir.empty())
-    r.fail("data_dir",
-           "required for data.name: deepcam (the directory holding train/, validation/ and "
-           "stats.h5; the reference's data_dir_prefix)");
-  if (r.has("data_dir") && r.has("data_dir_prefix"))
-    r.fail("data_dir_prefix", "is data_dir under the reference's name; give one");
-  refuse_cosmoflow_keys(r, d);
-  if (d.format == SampleFileFormat::tfrecord) d.format = SampleFileFormat::hdf5;
-  if (d.sample_shape.rank() == 0) d.sample_shape = Shape{768, 1152, 16};  // the reference data
-  check_sample_shape(r, d, 3, "[H, W, C]");
-  if (d.sample_shape[0] % 16 || d.sample_shape[1] % 16)
-    r.fail("sample_shape",
-           "height and width must be multiples of 16 (DeepLabv3+'s output "
-           "stride), got " +
-               list_text(d.sample_shape.to_vector()));
-  check_channels(r, d);
-  check_train_order(r, d);
-  if (!r.has("n_train")) d.n_train = kEverySample;
-  if (!r.has("n_valid")) d.n_valid = kEverySample;
-}
-
-void check_cosmoflow(const SectionReader& r, S& d) {
-  if (d.name == DatasetKind::cosmo && d.data_dir.empty())
-    r.fail("data_dir",
-           "required for data.name: cosmo (the directory holding train/ and validation/), or use "
-           "data.name: dummy for synthetic data");
-  for (const char* deepcam_key : {"channels", "data_dir_prefix", "train_order"})
-    if (r.has(deepcam_key))
-      r.fail(deepcam_key, "applies to data.name: deepcam, not " + enum_name(d.name));
-  if (d.format == SampleFileFormat::hdf5)
-    r.fail("format", "CosmoFlow samples are tfrecord or npy; hdf5 is DeepCAM's");
-  if (!r.has("n_train")) r.fail("n_train", "required key is missing");
-  check_sample_shape(r, d, 4, "[D, H, W, C]");
+// Another dataset's own key, refused rather than ignored (deepcam's channels under cosmo).
+void refuse_other_datasets_keys(const SectionReader& r, const DatasetType& type) {
+  for (const auto& other : dataset_names()) {
+    if (other == type.name) continue;
+    for (const auto& key : find_dataset_type(other).keys)
+      if (r.has(key) && std::find(type.keys.begin(), type.keys.end(), key) == type.keys.end())
+        r.fail(key, "applies to data.name: " + other + ", not " + type.name);
+  }
 }
 
 void check_data(const SectionReader& r, S& d) {
-  if (d.name == DatasetKind::deepcam)
-    check_deepcam(r, d);
-  else
-    check_cosmoflow(r, d);
+  const DatasetType& type = find_dataset_type(d.name);
+  refuse_other_datasets_keys(r, type);
+  type.check(ReaderSection(r), d);
   if (d.n_train > 0 && d.n_train < d.batch_size)
     r.fail("n_train", std::to_string(d.n_train) + " samples make no batch of data.batch_size " +
                           std::to_string(d.batch_size));
-  // DeepCAM validates every sample, in batches as full as the samples allow.
-  if (d.name != DatasetKind::deepcam && d.n_valid > 0 && d.n_valid < d.batch_size)
+  // A dataset validating every sample (DeepCAM) batches them as full as the samples allow.
+  if (!type.validates_every_sample && d.n_valid > 0 && d.n_valid < d.batch_size)
     r.fail("n_valid", std::to_string(d.n_valid) + " samples make no batch of data.batch_size " +
                           std::to_string(d.batch_size) + " (use 0 for no validation)");
   if (d.samples_per_file != 1)
@@ -206,7 +159,7 @@ void check_data(const SectionReader& r, S& d) {
 const Table<DataConfig>& data_table() {
   static const Table<S> t{
       "data",
-      {required(enum_field("name", &S::name), " (cosmo, dummy or deepcam)"),
+      {registered_name_field("name", &S::name, dataset_names),
        string_field("data_dir", &S::data_dir), compression_field(),
        count_field("n_train", &S::n_train, 1), count_field("n_valid", &S::n_valid, 0),
        shape_field("sample_shape", &S::sample_shape), shape_field("target_shape", &S::target_shape),
@@ -231,8 +184,8 @@ const Table<DataConfig>& data_table() {
 namespace crest {
 
 Shape DataConfig::model_sample_shape() const {
-  if (name != DatasetKind::deepcam) return sample_shape;
-  return Shape{sample_shape[0], sample_shape[1], static_cast<int64_t>(channels.size())};
+  const DatasetType* type = find_dataset_type_or_null(name);
+  return type && type->model_sample_shape ? type->model_sample_shape(*this) : sample_shape;
 }
 
 }  // namespace crest

@@ -150,7 +150,6 @@ std::string to_yaml(const Config& c) {
   return y;
 }
 
-std::string dataset_name(DatasetKind k) { return enum_name(k); }
 std::string scaling_name(LrScaling s) { return enum_name(s); }
 
 }  // namespace crest

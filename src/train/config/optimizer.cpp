@@ -1,4 +1,5 @@
-// optimizer: Keras-form SGD, Adam, AdamW, LAMB, LARS and LARC. Its learning rate lives in
+// optimizer: a registered optimizer (crest/optim/optimizer_registry.hpp: Keras-form SGD, Adam,
+// AdamW, LAMB, LARS, LARC) and the keys it takes, from one vocabulary. Its learning rate lives in
 // lr_schedule (base_lr or start_lr); CosmoFlow's optimizer.lr is checked here and resolved in
 // cross_section.cpp. DeepCAM's keys keep the reference's names (optimizer_betas, weight_decay).
 // LARS and LARC are crest's additions, with timm's and apex's settings under crest's names.
@@ -11,15 +12,6 @@ namespace {
 
 using S = OptimizerConfig;
 
-// A registered optimizer's name, matched case-insensitively and stored as registered.
-std::string registered_name(const SectionReader& r, const std::string& key,
-                            const std::string& text, const std::string& expected) {
-  const std::string name = registered_optimizer_spelling(text);
-  if (name.empty())
-    r.fail(key, "unknown value " + quote(text) + " (expected one of: " + expected + ")");
-  return name;
-}
-
 std::string names_of(const std::vector<std::string>& names) {
   std::string out;
   for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
@@ -29,20 +21,17 @@ std::string names_of(const std::vector<std::string>& names) {
 // Defaults that depend on the optimizer (AdamW's weight decay, ...), so the name sets them: each
 // entry's set_defaults, over the section's general defaults.
 Field<S> name_field() {
-  const std::string key = "name";
-  return {key,
-          [key](const SectionReader& r, S& s) {
-            const auto text = r.opt_string(key);
-            if (!text)
-              r.fail(key, "required key is missing (" + names_of(optimizer_names()) + ")");
-            s.name = registered_name(r, key, *text, names_of(optimizer_names()));
-            const S general;
-            s.weight_decay = general.weight_decay;
-            s.eps = general.eps;
-            s.trust_coefficient = general.trust_coefficient;
-            if (const auto& defaults = find_optimizer_type(s.name).set_defaults) defaults(s);
-          },
-          [key](const S& s, Lines& l) { l.add(key, s.name); }};
+  Field<S> f = registered_name_field("name", &S::name, optimizer_names);
+  auto read = f.read;
+  f.read = [read](const SectionReader& r, S& s) {
+    read(r, s);
+    const S general;
+    s.weight_decay = general.weight_decay;
+    s.eps = general.eps;
+    s.trust_coefficient = general.trust_coefficient;
+    if (const auto& defaults = find_optimizer_type(s.name).set_defaults) defaults(s);
+  };
+  return f;
 }
 
 // The optimizers a wrapper (LARC) may wrap: "Adam, AdamW, SGD".
@@ -60,10 +49,11 @@ Field<S> larc_base_field() {
           [key](const SectionReader& r, S& s) {
             const auto text = r.opt_string(key);
             if (!text) return;
-            const std::string expected = wrappable_names() + ", the optimizers LARC wraps";
-            s.larc_base = registered_name(r, key, *text, expected);
-            if (!find_optimizer_type(s.larc_base).wrappable)
-              r.fail(key, "unknown value " + quote(*text) + " (expected one of: " + expected + ")");
+            const std::string name = registered_optimizer_spelling(*text);
+            if (name.empty() || !find_optimizer_type(name).wrappable)
+              r.fail(key, "unknown value " + quote(*text) + " (expected one of: " +
+                              wrappable_names() + ", the optimizers LARC wraps)");
+            s.larc_base = name;
           },
           [key](const S& s, Lines& l) { l.add(key, s.larc_base); }};
 }

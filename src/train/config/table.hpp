@@ -142,6 +142,27 @@ Field<S> enum_field(const std::string& key, E S::*m) {
           [=](const S& s, Lines& l) { l.add(key, enum_name(s.*m)); }};
 }
 
+// The name of a registered entry (an optimizer, a dataset): required, matched against `names()`
+// ignoring case, '_' and '-', stored and printed as registered. Errors list the names.
+template <typename S>
+Field<S> registered_name_field(const std::string& key, std::string S::*m,
+                               std::function<std::vector<std::string>()> names) {
+  return {key,
+          [=](const SectionReader& r, S& s) {
+            const auto text = r.opt_string(key);
+            std::string known;
+            for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
+            if (!text) r.fail(key, "required key is missing (" + known + ")");
+            for (const auto& n : names())
+              if (fold_spelling(n) == fold_spelling(*text)) {
+                s.*m = n;
+                return;
+              }
+            r.fail(key, "unknown value " + quote(*text) + " (expected one of: " + known + ")");
+          },
+          [=](const S& s, Lines& l) { l.add(key, s.*m); }};
+}
+
 // `f`, and an error naming the key when it is missing; `hint` says what it wants.
 template <typename S>
 Field<S> required(Field<S> f, const std::string& hint = "") {
