@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
-#include "metric_kinds.hpp"
+#include "crest/train/metric.hpp"
 
 namespace crest {
 namespace {
@@ -114,8 +114,6 @@ void accumulate_iou(const TensorView& pred, const TensorView& target, double* su
   add_samples<float>(pred, target, sums);
 }
 
-}  // namespace
-
 Metric make_iou_metric() {
   return {"iou",
           "iou",
@@ -126,5 +124,9 @@ Metric make_iou_metric() {
           accumulate_iou,
           [](const double* sums) { return sums[1] > 0 ? sums[0] / sums[1] : 0; }};
 }
+
+}  // namespace
+
+CREST_REGISTER_METRIC(iou, make_iou_metric());
 
 }  // namespace crest

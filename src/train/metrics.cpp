@@ -1,9 +1,11 @@
-// The metric registry and the element-wise regression metrics (mae, mse).
+// The metric registry and the element-wise regression metrics (mae, mse); iou registers itself in
+// iou_metric.cpp.
 #include <cmath>
 
 #include "crest/core/enum_table.hpp"
 #include "crest/core/error.hpp"
-#include "metric_kinds.hpp"
+#include "crest/core/name_registry.hpp"
+#include "crest/train/metric.hpp"
 
 namespace crest {
 namespace {
@@ -47,16 +49,19 @@ void add_elementwise(const TensorView& pred, const TensorView& target, double* s
 
 double mean_of_sums(const double* sums) { return sums[1] > 0 ? sums[0] / sums[1] : 0; }
 
-std::vector<Metric> make_metrics() {
-  return {make_mae_metric(), make_mse_metric(), make_iou_metric()};
-}
-
-const std::vector<Metric>& metrics() {
-  static const std::vector<Metric> all = make_metrics();
-  return all;
+NameRegistry<Metric>& registry() {
+  static NameRegistry<Metric> metrics("metric");  // built during static initialisation
+  return metrics;
 }
 
 }  // namespace
+
+bool register_metric(Metric metric) {
+  const std::string name = metric.name;
+  return registry().add(name, std::move(metric));
+}
+
+namespace {
 
 Metric make_mae_metric() {
   return {"mean_absolute_error",
@@ -84,10 +89,17 @@ Metric make_mse_metric() {
           mean_of_sums};
 }
 
+}  // namespace
+
+CREST_REGISTER_METRIC(mae, make_mae_metric());
+CREST_REGISTER_METRIC(mse, make_mse_metric());
+
 const Metric* metric_named(const std::string& spelling) {
   const std::string folded = fold_spelling(spelling);
-  for (const Metric& m : metrics())
+  for (const std::string& name : metric_names()) {
+    const Metric& m = registry().at(name);
     if (fold_spelling(m.name) == folded || fold_spelling(m.short_name) == folded) return &m;
+  }
   return nullptr;
 }
 
@@ -98,11 +110,7 @@ const Metric& find_metric(const std::string& name, const std::string& key) {
   throw_input(key + ": unknown metric '" + name + "' (known: " + known + ")");
 }
 
-std::vector<std::string> metric_names() {
-  std::vector<std::string> names;
-  for (const Metric& m : metrics()) names.push_back(m.name);
-  return names;
-}
+std::vector<std::string> metric_names() { return registry().names(); }
 
 void check_metric_fits(const Metric& metric, const TensorDesc& pred, const TensorDesc& target,
                        const std::string& key) {

@@ -32,12 +32,18 @@ struct Metric {
   std::function<double(const double* sums)> value;
 };
 
+// Adds `metric` to the registry: one CREST_REGISTER_METRIC line in the file that defines it.
+bool register_metric(Metric metric);
+#define CREST_REGISTER_METRIC(id, ...)                              \
+  [[maybe_unused]] static const bool crest_metric_registered_##id = \
+      ::crest::register_metric(__VA_ARGS__)
+
 // A metric by its canonical or short name in any spelling Keras accepts (case, '_' and '-'
 // ignored: MeanAbsoluteError, mae, IoU); null when there is none.
 const Metric* metric_named(const std::string& spelling);
 // The same; throws crest::Error (input) naming `key` and the known metrics when there is none.
 const Metric& find_metric(const std::string& name, const std::string& key);
-std::vector<std::string> metric_names();
+std::vector<std::string> metric_names();  // canonical names, sorted
 
 // Throws crest::Error (input) naming `key` (e.g. "train.metrics") when `metric` cannot score
 // the model's prediction `pred` against the data's targets `target`.
