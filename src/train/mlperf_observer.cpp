@@ -220,4 +220,14 @@ std::unique_ptr<RunObserver> make_mlperf_observer(const std::string& path, std::
   return std::make_unique<MlperfObserver>(path, log, options);
 }
 
+// Wherever the run has an output_dir.
+CREST_REGISTER_OBSERVER(mlperf, ObserverType{
+                                    "mlperf", 30, [](const ObserverContext& c) {
+                                      return c.config.output_dir.empty()
+                                                 ? nullptr
+                                                 : make_mlperf_observer(
+                                                       c.config.output_dir + "/mllog.txt", c.log,
+                                                       mlperf_options(c.config, c.task, c.resumed));
+                                    }});
+
 }  // namespace crest

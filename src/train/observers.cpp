@@ -1,8 +1,9 @@
 #include "crest/train/observers.hpp"
 
-#include <unistd.h>
+#include <algorithm>
 
 #include "crest/core/error.hpp"
+#include "crest/core/name_registry.hpp"
 
 namespace crest {
 namespace {
@@ -16,6 +17,11 @@ struct BenchmarkLogRules {
   bool success_when_epochs_end;
 };
 constexpr BenchmarkLogRules kBenchmarkLogRules[] = {{"deepcam", true}};
+
+NameRegistry<ObserverType>& observer_registry() {
+  static NameRegistry<ObserverType> observers("observer");  // built during static initialisation
+  return observers;
+}
 
 }  // namespace
 
@@ -31,22 +37,24 @@ MlperfObserverOptions mlperf_options(const Config& config, const Task& task, boo
   return mo;
 }
 
+bool register_observer_type(ObserverType type) {
+  const std::string name = type.name;
+  return observer_registry().add(name, std::move(type));
+}
+
 std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, const Task& task,
                                                              std::ostream& log, bool resumed,
                                                              bool progress_bar) {
+  std::vector<const ObserverType*> types;
+  for (const auto& name : observer_registry().names())
+    types.push_back(&observer_registry().at(name));
+  std::stable_sort(types.begin(), types.end(), [](const ObserverType* a, const ObserverType* b) {
+    return a->order < b->order;
+  });
+  const ObserverContext context{config, task, log, resumed, progress_bar};
   std::vector<std::unique_ptr<RunObserver>> observers;
-  observers.push_back(make_progress_observer(log, config.train.log_every_s,
-                                             progress_bar && isatty(STDOUT_FILENO) == 1));
-  if (!config.output_dir.empty())
-    observers.push_back(make_tensorboard_observer(config.output_dir + "/tensorboard", log));
-  if (!config.output_dir.empty())
-    observers.push_back(make_mlperf_observer(config.output_dir + "/mllog.txt", log,
-                                             mlperf_options(config, task, resumed)));
-  if (config.train.report) {
-    if (config.output_dir.empty())
-      throw_usage("train.report: true needs an output_dir to write report.html into");
-    observers.push_back(make_report_observer(config.output_dir, task, log));
-  }
+  for (const ObserverType* type : types)
+    if (auto o = type->make(context)) observers.push_back(std::move(o));
   return observers;
 }
 

@@ -124,4 +124,16 @@ std::unique_ptr<RunObserver> make_report_observer(const std::string& dir, const 
   return std::make_unique<ReportObserver>(dir, task, log);
 }
 
+// train.report: true.
+CREST_REGISTER_OBSERVER(report, ObserverType{"report", 40, [](const ObserverContext& c) {
+                                               if (!c.config.train.report)
+                                                 return std::unique_ptr<RunObserver>();
+                                               if (c.config.output_dir.empty())
+                                                 throw_usage(
+                                                     "train.report: true needs an output_dir to "
+                                                     "write report.html into");
+                                               return make_report_observer(c.config.output_dir,
+                                                                           c.task, c.log);
+                                             }});
+
 }  // namespace crest

@@ -47,4 +47,14 @@ std::unique_ptr<RunObserver> make_tensorboard_observer(const std::string& logdir
   return std::make_unique<TensorBoardObserver>(logdir, log);
 }
 
+// Wherever the run has an output_dir.
+CREST_REGISTER_OBSERVER(tensorboard,
+                        ObserverType{"tensorboard", 20, [](const ObserverContext& c) {
+                                       return c.config.output_dir.empty()
+                                                  ? nullptr
+                                                  : make_tensorboard_observer(
+                                                        c.config.output_dir + "/tensorboard",
+                                                        c.log);
+                                     }});
+
 }  // namespace crest

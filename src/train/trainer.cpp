@@ -110,6 +110,10 @@ class TrainingRun {
   void write_checkpoint_at(const TrainingPosition& at);
   void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
   void stop_early(int epoch, int64_t steps_done);
+  struct ObserverRequests {
+    bool stop = false, checkpoint = false;
+  };
+  ObserverRequests agree_observer_requests();
   void on_nonfinite(int epoch, int64_t s, const StepResult& r);
   void on_overflow(const StepResult& r);
   int64_t schedule_step() const;
@@ -162,6 +166,7 @@ class TrainingRun {
   std::unique_ptr<StopSignals> signals_;
   std::unique_ptr<TimeBudget> budget_;
   bool stop_requested_ = false;        // job-wide: some rank asked, the run stops after this step
+  RunControl control_;                 // rank 0's observers' requests (finish_epoch acts on them)
   int64_t last_checkpoint_step_ = -1;  // the global step of the newest checkpoint written
   int at_epoch_ = 0;                   // where the run stands, for status.json (0-based)
   int64_t at_step_ = 0;                // steps of at_epoch_ done
@@ -440,7 +445,8 @@ TrainSummary TrainingRun::train() {
           << "; the run stops with a checkpoint while the measured step, checkpoint and "
              "validation times still fit\n";
   write_status(RunStatus{});
-  const RunFacts f = facts();
+  RunFacts f = facts();
+  f.control = &control_;
   records_.notify([&](RunObserver& o) { o.init_stop(f); });
   records_.notify([&](RunObserver& o) { o.run_start(f); });
   timeline_ = std::make_unique<Timeline>(
@@ -620,10 +626,15 @@ bool TrainingRun::finish_epoch(int epoch, EpochStats& st) {
   summary_.epochs.push_back(st);
   records_.notify([&](RunObserver& o) { o.epoch_stop(st); });
   epoch_log_->epoch(st);
-  const StopDecision d = stop_rules_->after_epoch(st, pos_);
+  const ObserverRequests asked = agree_observer_requests();
+  StopDecision d = stop_rules_->after_epoch(st, pos_);
+  if (!d.stop && asked.stop)
+    d = {true, stop_rules_->status_after_last_epoch(),
+         "stopped on an observer's request: " + control_.stop_reason()};
   if (d.stop) {
     *log_ << d.message << "\n";
     summary_.status = d.status;
+    if (asked.stop) summary_.stop_reason = control_.stop_reason();
   }
   const bool last = d.stop || epoch + 1 == config_.data.n_epochs;
   if (last && !d.stop) summary_.status = stop_rules_->status_after_last_epoch();
@@ -631,7 +642,8 @@ bool TrainingRun::finish_epoch(int epoch, EpochStats& st) {
   // (unless it ends here anyway).
   const bool stop_early_here = stop_requested_ && !last;
   const bool step_due = checkpointer_->due_after_step(pos_.global_step);
-  if (last || stop_early_here || step_due || checkpointer_->due_after_epoch(epoch)) {
+  if (last || stop_early_here || step_due || asked.checkpoint ||
+      checkpointer_->due_after_epoch(epoch)) {
     TrainingPosition at = pos_;
     at.epoch = epoch + 1;
     at.step_in_epoch = 0;
@@ -770,6 +782,17 @@ void TrainingRun::write_step_checkpoint(int epoch, int64_t steps_done, double lo
   at.epoch_loss_sum = job_sum;
   at.status = "";
   write_checkpoint_at(at);
+}
+
+// What rank 0's observers asked for during the epoch, known to every rank: one small collective
+// per epoch (only rank 0 has observers, so the maximum is its requests). The checkpoint request
+// is consumed; a stop request ends the run anyway.
+TrainingRun::ObserverRequests TrainingRun::agree_observer_requests() {
+  const double mine =
+      (control_.stop_requested() ? 1 : 0) + (control_.checkpoint_requested() ? 2 : 0);
+  const auto both = static_cast<int>(comm_->allreduce_max(mine));
+  control_.clear_checkpoint_request();
+  return {.stop = (both & 1) != 0, .checkpoint = (both & 2) != 0};
 }
 
 // The run stops before its end, its checkpoint written: says why and how to go on, and sets the

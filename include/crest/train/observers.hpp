@@ -1,6 +1,8 @@
-// The records a run leaves, as RunObservers (run_observer.hpp): one factory so the trainer does
-// not need to know which exist. Each observer is created only where its config asks for it.
+// The records a run leaves, as RunObservers (run_observer.hpp): a registry of observer kinds, each
+// registered in its own file (CREST_REGISTER_OBSERVER), so the trainer does not need to know which
+// exist. Each observer is created only where its config asks for it.
 #pragma once
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -13,12 +15,36 @@
 
 namespace crest {
 
-// Rank 0's observers for a run of `task` configured by `config`: TensorBoard scalars
-// (output_dir/tensorboard/), the MLPerf log, the progress display on `log`, the performance report.
-// Throws crest::Error (input) naming a path that cannot be created, before any training starts.
-// `resumed`: the run continues from a checkpoint, so the records it appends to (the MLPerf log) are
-// continued, not replaced. `progress_bar`: false keeps the terminal's bar off even when stdout is
-// a terminal (the progress lines on `log` stay).
+// What an observer's maker gets: the run's config and task, rank 0's log, whether the run resumes
+// (records it appends to are continued, not replaced), and whether a terminal progress bar is
+// allowed.
+struct ObserverContext {
+  const Config& config;
+  const Task& task;
+  std::ostream& log;
+  bool resumed = false;
+  bool progress_bar = true;
+};
+
+// A kind of record a run can leave. `make` returns null when the config does not ask for it, and
+// throws crest::Error naming the path or key when it cannot be made (before training starts).
+// Observers are called in `order` (then name): progress 10, TensorBoard 20, MLPerf 30, report 40.
+struct ObserverType {
+  std::string name;
+  int order = 100;
+  std::function<std::unique_ptr<RunObserver>(const ObserverContext&)> make;
+};
+bool register_observer_type(ObserverType type);
+#define CREST_REGISTER_OBSERVER(id, ...)                              \
+  [[maybe_unused]] static const bool crest_observer_registered_##id = \
+      ::crest::register_observer_type(__VA_ARGS__)
+
+// Rank 0's observers for a run of `task` configured by `config`, every registered kind's:
+// TensorBoard scalars (output_dir/tensorboard/), the MLPerf log, the progress display on `log`, the
+// performance report. Throws crest::Error (input) naming a path that cannot be created, before any
+// training starts. `resumed`: the run continues from a checkpoint, so the records it appends to
+// (the MLPerf log) are continued, not replaced. `progress_bar`: false keeps the terminal's bar off
+// even when stdout is a terminal (the progress lines on `log` stay).
 std::vector<std::unique_ptr<RunObserver>> make_run_observers(const Config& config, const Task& task,
                                                              std::ostream& log, bool resumed,
                                                              bool progress_bar = true);

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/graph/executor.hpp"
@@ -19,6 +20,32 @@ namespace crest {
 
 struct EpochStats;
 struct TrainSummary;
+
+// What an observer may ask of the run it watches (RunFacts::control): to stop, or to write a
+// checkpoint. A request is honoured at the end of the epoch it was made in, after every
+// observer's epoch_stop (a callback that reads the epoch's metrics decides there), and reaches
+// every rank with one small collective per epoch (only rank 0 has observers).
+class RunControl {
+ public:
+  // The run ends after this epoch, its checkpoint written, as early stopping ends it (status
+  // success, or aborted when a quality target was not reached); `why` goes to the log and the
+  // summary's stop_reason.
+  void request_stop(std::string why) {
+    stop_ = true;
+    why_ = std::move(why);
+  }
+  // A checkpoint at the end of this epoch, whatever train.checkpoint_every says.
+  void request_checkpoint() { checkpoint_ = true; }
+
+  bool stop_requested() const { return stop_; }
+  const std::string& stop_reason() const { return why_; }
+  bool checkpoint_requested() const { return checkpoint_; }
+  void clear_checkpoint_request() { checkpoint_ = false; }
+
+ private:
+  bool stop_ = false, checkpoint_ = false;
+  std::string why_;
+};
 
 // Facts about the run known once the model is built and the data opened.
 struct RunFacts {
@@ -39,6 +66,8 @@ struct RunFacts {
   // The epochs finished before a resume (from the checkpoint), for records that show the whole
   // run; null or empty for a fresh run. Valid during run_start.
   const std::vector<EpochStats>* previous_epochs = nullptr;
+  // Where an observer asks the run to stop or checkpoint; valid until run_stop.
+  RunControl* control = nullptr;
 };
 
 // One training step as rank 0 saw it (loss: rank 0's batch loss, not reduced).

@@ -74,8 +74,10 @@ struct TrainSummary {
   // "success", "aborted" (stopped early without target), "preempted" (a stop signal or the time
   // budget ended it early with a checkpoint: resumable)
   std::string status = "success";
-  int exit_code = 0;        // what `crest train` exits with: 0, or 128 + signal / 75 (preempted)
-  std::string stop_reason;  // preempted: "SIGTERM", "4.0 minutes of budget left"
+  int exit_code = 0;  // what `crest train` exits with: 0, or 128 + signal / 75 (preempted)
+  // preempted: "SIGTERM", "4.0 minutes of budget left"; stopped by an observer (RunControl):
+  // its reason
+  std::string stop_reason;
   int64_t skipped_updates = 0;  // steps whose update train.on_nonfinite: skip left out
   int64_t overflow_steps = 0;   // steps whose update loss scaling skipped (a gradient overflow)
   int64_t steps = 0;            // training steps done by this invocation
