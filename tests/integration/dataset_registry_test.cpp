@@ -1,6 +1,8 @@
 // A dataset added the way docs/extending.md describes — one entry and one registration line, here
 // in the test binary — is read and checked by the config loader, sets its defaults, and feeds
 // crest train, with no other file naming it.
+#include "crest/train/dataset_registry.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,7 +12,6 @@
 #include "crest/core/error.hpp"
 #include "crest/data/dummy_dataset.hpp"
 #include "crest/dist/communicator.hpp"
-#include "crest/train/dataset_registry.hpp"
 #include "crest/train/trainer.hpp"
 #include "crest/train/training_data.hpp"
 #include "support/cli_util.hpp"

@@ -1,6 +1,8 @@
 // An optimizer added the way docs/extending.md describes — one class and one registration line,
 // here in the test binary — is read, checked and printed by the config loader, built by the
 // trainer, and logged by the MLPerf keys, with no other file naming it.
+#include "crest/optim/optimizer_registry.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,7 +10,6 @@
 #include <string>
 
 #include "crest/core/error.hpp"
-#include "crest/optim/optimizer_registry.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/optimizer_log_keys.hpp"
 #include "crest/train/trainer.hpp"
@@ -120,8 +121,8 @@ TEST(OptimizerRegistry, ItsParameterGroupIsLogged) {
 
 TEST(OptimizerRegistry, TheTrainerStepsWithIt) {
   test::TempDir d;
-  const Config c = load_config_text(kTiny, "tiny.yaml",
-                                    {"output_dir=" + d.file("run"), "optimizer.trust_coefficient=2"});
+  const Config c = load_config_text(
+      kTiny, "tiny.yaml", {"output_dir=" + d.file("run"), "optimizer.trust_coefficient=2"});
   sign_record = {};
   std::ostringstream log;
   const TrainSummary s = run_training(c, TrainOptions{}, log);

@@ -26,7 +26,8 @@ std::map<std::string, TaskValue> model_values_from_data(const SectionReader& dat
                  list_text(*input) + " differs from " +
                      (selection.empty() ? "data.sample_shape "
                                         : "the samples the data gives (data.sample_shape with "
-                                          "data." + selection + " selected) ") +
+                                          "data." +
+                                              selection + " selected) ") +
                      list_text(sample) + " (they must be equal; input_shape may be left out)");
   }
   // A model's objection to its input shape is one to the data's sample shape.
@@ -63,7 +64,7 @@ void check_graph_input(const SectionReader& data_reader, const SectionReader& mo
 
 // A segmentation dataset's targets are the labels [H, W], int32 class ids.
 void bind_labels(const SectionReader& data_reader, const SectionReader& model_reader,
-                         const ModelConfig& model, DataConfig& data) {
+                 const ModelConfig& model, DataConfig& data) {
   const Shape labels{data.sample_shape[0], data.sample_shape[1]};
   if (data_reader.has("target_shape") && data.target_shape != labels)
     data_reader.fail("target_shape", data.target_shape.str() + " is not the labels' [H, W] " +

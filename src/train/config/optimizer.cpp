@@ -147,17 +147,25 @@ Field<S> unprinted(Field<S> f) {
 // silently ignored hyperparameter is a wrong experiment. Two names of one setting are refused.
 void check_optimizer(const SectionReader& r, S& o) {
   static const std::vector<std::pair<const char*, const char*>> kAliases = {
-      {"momentum", "momentum"},         {"nesterov", "nesterov"},
-      {"betas", "betas"},               {"optimizer_betas", "betas"},
-      {"beta_1", "betas"},              {"beta_2", "betas"},
-      {"eps", "eps"},                   {"epsilon", "eps"},
-      {"max_grad_norm", "max_grad_norm"}, {"trust_coefficient", "trust_coefficient"},
-      {"trust_eps", "trust_eps"},       {"lars_exclude", "lars_exclude"},
-      {"larc_mode", "larc_mode"},       {"larc_base", "larc_base"}};
+      {"momentum", "momentum"},
+      {"nesterov", "nesterov"},
+      {"betas", "betas"},
+      {"optimizer_betas", "betas"},
+      {"beta_1", "betas"},
+      {"beta_2", "betas"},
+      {"eps", "eps"},
+      {"epsilon", "eps"},
+      {"max_grad_norm", "max_grad_norm"},
+      {"trust_coefficient", "trust_coefficient"},
+      {"trust_eps", "trust_eps"},
+      {"lars_exclude", "lars_exclude"},
+      {"larc_mode", "larc_mode"},
+      {"larc_base", "larc_base"}};
   for (const auto& [key, setting] : kAliases) {
     if (!r.has(key) || o.takes(setting)) continue;
     const bool an_eps = std::string(setting) == "eps";
-    const std::string who = find_optimizer_type(o.name).wraps ? o.name + " over " + o.larc_base : o.name;
+    const std::string who =
+        find_optimizer_type(o.name).wraps ? o.name + " over " + o.larc_base : o.name;
     r.fail(key, "not used by " + who + " (only " + optimizers_taking(setting) +
                     (an_eps && o.takes("trust_eps") ? "; the trust ratio's is trust_eps" : "") +
                     "); remove it or set it to null");
