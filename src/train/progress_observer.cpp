@@ -91,7 +91,8 @@ std::unique_ptr<RunObserver> make_progress_observer(std::ostream& log, double lo
   return std::make_unique<ProgressObserver>(log, log_every_s, terminal);
 }
 
-// Always: a bar on a terminal stdout (unless --no-progress), else lines on the log.
+// Always: a bar on a terminal stdout (unless TrainOptions::progress_bar is off), else lines on
+// the log.
 CREST_REGISTER_OBSERVER(progress, ObserverType{"progress", 10, [](const ObserverContext& c) {
                                                  return make_progress_observer(
                                                      c.log, c.config.train.log_every_s,
