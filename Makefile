@@ -30,8 +30,10 @@ build-crest: configure
 build: test-deps configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# Puts the crest binary on PATH: $(PREFIX)/bin/crest (root for /usr/local; else PREFIX=$HOME/.local).
-install: build-crest
+# Puts the crest binary on PATH ($(PREFIX)/bin/crest) and installs libcrest with its headers and
+# CMake package (docs/library.md). Root for /usr/local; else PREFIX=$HOME/.local.
+install: configure
+	@cmake --build $(BUILD_DIR) -j $(JOBS) --target crest crest_library
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The default job: CosmoFlow on built-in synthetic data, a few epochs, about a minute on 2 cores.

@@ -297,7 +297,14 @@ DeepcamOptions deepcam_options(const Attributes& canonical) {
   return read_model_options(deepcam_fields(), reference_options(), canonical);
 }
 
-CREST_REGISTER_MODEL(deepcam, model_kind<O>("deepcam", deepcam_fields(), reference_options(),
-                                            check_deepcam, build_deepcam));
+// The reference trains with apex's FusedLAMB.
+ModelKind deepcam_kind() {
+  ModelKind k =
+      model_kind<O>("deepcam", deepcam_fields(), reference_options(), check_deepcam, build_deepcam);
+  k.reference_optimizer = "LAMB";
+  return k;
+}
+
+CREST_REGISTER_MODEL(deepcam, deepcam_kind());
 
 }  // namespace crest

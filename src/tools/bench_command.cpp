@@ -24,8 +24,8 @@
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
-#include "crest/optim/lamb.hpp"
-#include "crest/optim/optimizer.hpp"
+#include "crest/models/model_registry.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/report.hpp"
 #include "crest/train/train_step.hpp"
@@ -45,9 +45,28 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
+  std::string optimizer;  // a registered optimizer; "" = the model's reference optimizer
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
 };
+
+// --optimizer, or the model's reference optimizer, with the config's defaults for it and a
+// momentum of 0.9 where it takes one (the peers' SGD).
+OptimizerConfig bench_optimizer_config(const BenchTrainArgs& a) {
+  OptimizerConfig o;
+  const std::string name =
+      a.optimizer.empty() ? find_model_kind(a.model).reference_optimizer : a.optimizer;
+  o.name = registered_optimizer_spelling(name);
+  if (o.name.empty()) {
+    std::string known;
+    for (const auto& n : optimizer_names()) known += (known.empty() ? "" : ", ") + n;
+    throw_usage("bench train: --optimizer: unknown optimizer '" + name + "' (registered: " + known +
+                ")");
+  }
+  if (const auto& defaults = find_optimizer_type(o.name).set_defaults) defaults(o);
+  if (o.takes("momentum")) o.momentum = 0.9;
+  return o;
+}
 
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
@@ -73,12 +92,8 @@ void bench_train(const BenchTrainArgs& a) {
   // What the backend really uses is reported (the reference backend runs on one thread).
   const int threads = session.threads();
   const double compile_s = session.compile_seconds();
-  // Each model's reference optimizer: CosmoFlow's Keras SGD, DeepCAM's LAMB (as the peers run).
-  std::unique_ptr<Optimizer> optimizer;
-  if (a.model == "deepcam")
-    optimizer = std::make_unique<Lamb>(LambOptions{});
-  else
-    optimizer = std::make_unique<SgdKeras>(0.9);
+  const OptimizerConfig oc = bench_optimizer_config(a);
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(oc);
   Optimizer& opt = *optimizer;
   opt.attach(ex.params(), ex.vec());
   GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb,
@@ -140,6 +155,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["peak_rss_mb"] = rss;  // per rank, the largest
   j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
   j["ranks"] = comm->size();
+  j["optimizer"] = oc.name;
   if (so.spatial) {
     j["spatial"] = spatial_text(a.spatial);
     j["data_parallel"] = data_parallel;
@@ -269,6 +285,9 @@ void register_bench(CLI::App& app) {
   train->add_option(
       "--baseline", ta->baseline,
       "under mpirun: samples/s of the 1-rank run to compare with (scaling_efficiency)");
+  train->add_option("--optimizer", ta->optimizer,
+                    "a registered optimizer (default: the model's reference, CosmoFlow's SGD with "
+                    "momentum 0.9 or DeepCAM's LAMB)");
   train->add_option("--compress", ta->compress,
                     "under mpirun: gradient buckets as none (float32), bf16 or fp16");
   train

@@ -209,6 +209,23 @@ TEST(Cli, BenchTrainPrintsJson) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 
+// The model's reference optimizer by default (CosmoFlow: SGD), any registered one by name.
+TEST(Cli, BenchTrainStepsWithAnyRegisteredOptimizer) {
+  const std::string bench =
+      "bench train --size 32 --batch 1 --steps 1 --warmup 0 --conv-size 2 "
+      "--threads 1";
+  CliRun r = crest(bench);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"optimizer\":\"SGD\""), std::string::npos) << r.out;
+  r = crest(bench + " --optimizer larc");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"optimizer\":\"LARC\""), std::string::npos) << r.out;
+  r = crest(bench + " --optimizer rmsprop");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--optimizer: unknown optimizer 'rmsprop'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("LAMB"), std::string::npos) << "the registered ones are listed: " << r.out;
+}
+
 // One line per dtype. A dtype the CPU has no fast kernel for (oneDNN falls back to reference
 // loops) says so with supported:false and no figure rather than a reference-loop "peak"; f32
 // always has one.

@@ -42,6 +42,9 @@ struct ModelKind {
   std::function<Attributes(const Attributes&)> canonical;
   // The network from canonical attributes.
   std::function<BuiltModel(const Attributes&)> build;
+  // The registered optimizer its reference trains with (crest bench train's default):
+  // CosmoFlow's Keras SGD, DeepCAM's LAMB.
+  std::string reference_optimizer = "SGD";
 };
 
 // Options O from `attrs` over `defaults`, each error a ModelKeyError naming its key.
