@@ -14,6 +14,7 @@
 #include "crest/train/optimizer_log_keys.hpp"
 #include "crest/train/trainer.hpp"
 #include "support/cli_util.hpp"
+#include "support/config_error.hpp"
 
 namespace crest {
 namespace {
@@ -76,12 +77,7 @@ crest: {backend: reference, threads: 1}
 )";
 
 std::string load_error(const std::vector<std::string>& overrides) {
-  try {
-    load_config_text(kTiny, "tiny.yaml", overrides);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(loaded)";
+  return test::config_load_error(kTiny, overrides);
 }
 
 TEST(OptimizerRegistry, ARegisteredOptimizerIsReadCheckedAndPrinted) {
