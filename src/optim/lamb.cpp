@@ -88,7 +88,7 @@ OptimizerType lamb_type() {
   OptimizerType t;
   t.name = "LAMB";
   t.log_name = "lamb";
-  t.keys = {"betas", "eps", "max_grad_norm"};
+  t.keys = {"betas", "eps", "weight_decay", "max_grad_norm"};
   t.default_lr = 0.001;
   t.set_defaults = [](OptimizerConfig& o) {
     o.eps = 1e-6;

@@ -65,7 +65,7 @@ OptimizerType lars_type() {
   OptimizerType t;
   t.name = "LARS";
   t.log_name = "lars";
-  t.keys = {"momentum", "trust_coefficient", "trust_eps", "lars_exclude"};
+  t.keys = {"momentum", "weight_decay", "trust_coefficient", "trust_eps", "lars_exclude"};
   t.default_lr = 0.01;
   t.make = make_lars;
   t.parameter_group = lars_group;

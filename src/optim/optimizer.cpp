@@ -74,7 +74,7 @@ OptimizerType adam_type(const std::string& name, bool decoupled) {
   OptimizerType t;
   t.name = name;
   t.log_name = decoupled ? "adamw" : "adam";
-  t.keys = {"betas", "eps"};
+  t.keys = {"betas", "eps", "weight_decay"};
   t.wrappable = true;
   t.keys_when_wrapped = {"betas", "eps"};
   t.default_lr = 0.001;

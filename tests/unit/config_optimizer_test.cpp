@@ -223,6 +223,11 @@ TEST(ConfigOptimizer, LarsAndLarcMistakesNameTheKey) {
                {"optimizer.trust_coefficient", "not used by Adam"});
   expect_error({"optimizer={name: SGD, lars_exclude: []}"},
                {"optimizer.lars_exclude", "not used by SGD"});
+  // Keras-form SGD has no weight decay (CosmoFlow's is model.l2): a nonzero one would be ignored.
+  expect_error({"optimizer={name: SGD, weight_decay: 0.01}"},
+               {"optimizer.weight_decay", "not used by SGD", "Adam, AdamW, LAMB, LARC, LARS"});
+  EXPECT_EQ(load({"optimizer={name: SGD, momentum: 0.9, weight_decay: 0}"}).optimizer.name, "SGD")
+      << "0, which resolved configs print, means none";
   expect_error({"optimizer={name: LARC}"},
                {"optimizer.larc_base", "required", "(Adam, AdamW, SGD)"});
   expect_error({"optimizer={name: LARC, larc_base: LAMB}"},

@@ -45,7 +45,7 @@ struct OptimizerConfig {
   std::string larc_base = "SGD";
 
   // Whether this optimizer (a wrapper: with its base) reads `key` of the section. False for the
-  // keys every optimizer reads (name, lr, weight_decay) and for an unregistered name.
+  // keys every optimizer reads (name, lr) and for an unregistered name.
   bool takes(const std::string& key) const;
   // What the update is built on: SGD's momentum (SGD, LARS, LARC over SGD) or Adam's moments
   // (betas, eps: Adam, AdamW, LAMB, LARC over Adam or AdamW).

@@ -29,8 +29,9 @@ struct GroupEntry {
 struct OptimizerType {
   std::string name;      // the config's spelling (optimizer.name: SGD), matched case-insensitively
   std::string log_name;  // the MLPerf checker's spelling (opt_name in the run's log: sgd)
-  // The section's keys it reads besides name, lr and weight_decay (betas and eps stand for their
-  // aliases optimizer_betas, beta_1, beta_2 and epsilon); every other key is refused.
+  // The section's keys it reads besides name and lr (betas and eps stand for their aliases
+  // optimizer_betas, beta_1, beta_2 and epsilon); every other key is refused, but for a
+  // weight_decay of 0, which every resolved config prints.
   std::vector<std::string> keys;
   // May be wrapped (optimizer.larc_base names it), and the keys a wrapper then takes from it.
   bool wrappable = false;

@@ -156,6 +156,7 @@ void check_optimizer(const SectionReader& r, S& o) {
       {"eps", "eps"},
       {"epsilon", "eps"},
       {"max_grad_norm", "max_grad_norm"},
+      {"weight_decay", "weight_decay"},
       {"trust_coefficient", "trust_coefficient"},
       {"trust_eps", "trust_eps"},
       {"lars_exclude", "lars_exclude"},
@@ -163,6 +164,8 @@ void check_optimizer(const SectionReader& r, S& o) {
       {"larc_base", "larc_base"}};
   for (const auto& [key, setting] : kAliases) {
     if (!r.has(key) || o.takes(setting)) continue;
+    // Printed for every optimizer (resolved configs read back): 0 means none.
+    if (std::string(key) == "weight_decay" && o.weight_decay == 0) continue;
     const bool an_eps = std::string(setting) == "eps";
     const std::string who =
         find_optimizer_type(o.name).wraps ? o.name + " over " + o.larc_base : o.name;
