@@ -99,8 +99,8 @@ OptimizerType larc_type() {
   OptimizerType t;
   t.name = "LARC";
   t.log_name = "larc";
-  t.keys = {"weight_decay", "trust_coefficient", "trust_eps", "lars_exclude", "larc_mode",
-            "larc_base"};
+  t.keys = {"weight_decay", "trust_coefficient", "trust_eps",
+            "lars_exclude", "larc_mode",         "larc_base"};
   t.wraps = true;
   t.set_defaults = [](OptimizerConfig& o) { o.trust_coefficient = 0.02; };
   t.make = make_larc;
