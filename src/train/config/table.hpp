@@ -146,7 +146,7 @@ Field<S> enum_field(const std::string& key, E S::*m) {
 // ignoring case, '_' and '-', stored and printed as registered. Errors list the names.
 template <typename S>
 Field<S> registered_name_field(const std::string& key, std::string S::*m,
-                               std::function<std::vector<std::string>()> names) {
+                               const std::function<std::vector<std::string>()>& names) {
   return {key,
           [=](const SectionReader& r, S& s) {
             const auto text = r.opt_string(key);
