@@ -72,9 +72,7 @@ std::string optimizers_taking(const std::string& key) {
     }
   }
   std::sort(names.begin(), names.end());
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
+  return join_names(names);
 }
 
 }  // namespace crest

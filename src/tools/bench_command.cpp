@@ -19,6 +19,7 @@
 #include "commands.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
+#include "crest/core/name_registry.hpp"
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
@@ -58,10 +59,8 @@ OptimizerConfig bench_optimizer_config(const BenchTrainArgs& a) {
       a.optimizer.empty() ? find_model_kind(a.model).reference_optimizer : a.optimizer;
   o.name = registered_optimizer_spelling(name);
   if (o.name.empty()) {
-    std::string known;
-    for (const auto& n : optimizer_names()) known += (known.empty() ? "" : ", ") + n;
-    throw_usage("bench train: --optimizer: unknown optimizer '" + name + "' (registered: " + known +
-                ")");
+    throw_usage("bench train: --optimizer: unknown optimizer '" + name +
+                "' (registered: " + join_names(optimizer_names()) + ")");
   }
   if (const auto& defaults = find_optimizer_type(o.name).set_defaults) defaults(o);
   if (o.takes("momentum")) o.momentum = 0.9;

@@ -105,9 +105,7 @@ const Metric* metric_named(const std::string& spelling) {
 
 const Metric& find_metric(const std::string& name, const std::string& key) {
   if (const Metric* m = metric_named(name)) return *m;
-  std::string known;
-  for (const std::string& n : metric_names()) known += (known.empty() ? "" : ", ") + n;
-  throw_input(key + ": unknown metric '" + name + "' (known: " + known + ")");
+  throw_input(key + ": unknown metric '" + name + "' (known: " + join_names(metric_names()) + ")");
 }
 
 std::vector<std::string> metric_names() { return registry().names(); }

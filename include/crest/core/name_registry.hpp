@@ -10,6 +10,13 @@
 
 namespace crest {
 
+// "a, b, c": registered names in messages.
+inline std::string join_names(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
 template <typename T>
 class NameRegistry {
  public:
@@ -29,9 +36,8 @@ class NameRegistry {
   // list ("; or graph, with layers:").
   const T& at(const std::string& name, const std::string& more = "") const {
     if (const T* e = find(name)) return *e;
-    std::string known;
-    for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
-    throw_input("unknown " + what_ + " '" + name + "' (registered: " + known + more + ")");
+    throw_input("unknown " + what_ + " '" + name + "' (registered: " + join_names(names()) + more +
+                ")");
   }
   std::vector<std::string> names() const {
     std::vector<std::string> out;

@@ -12,12 +12,6 @@ namespace {
 
 using S = OptimizerConfig;
 
-std::string names_of(const std::vector<std::string>& names) {
-  std::string out;
-  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
-  return out;
-}
-
 // Defaults that depend on the optimizer (AdamW's weight decay, ...), so the name sets them: each
 // entry's set_defaults, over the section's general defaults.
 Field<S> name_field() {
@@ -39,7 +33,7 @@ std::string wrappable_names() {
   std::vector<std::string> bases;
   for (const auto& n : optimizer_names())
     if (find_optimizer_type(n).wrappable) bases.push_back(n);
-  return names_of(bases);
+  return join_names(bases);
 }
 
 // The optimizer a wrapper (LARC) wraps: a registered optimizer that allows it.

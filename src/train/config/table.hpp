@@ -11,6 +11,7 @@
 
 #include "config/reader.hpp"
 #include "config/text.hpp"
+#include "crest/core/name_registry.hpp"
 
 namespace crest::config {
 
@@ -150,8 +151,7 @@ Field<S> registered_name_field(const std::string& key, std::string S::*m,
   return {key,
           [=](const SectionReader& r, S& s) {
             const auto text = r.opt_string(key);
-            std::string known;
-            for (const auto& n : names()) known += (known.empty() ? "" : ", ") + n;
+            const std::string known = join_names(names());
             if (!text) r.fail(key, "required key is missing (" + known + ")");
             for (const auto& n : names())
               if (fold_spelling(n) == fold_spelling(*text)) {
