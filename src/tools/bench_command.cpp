@@ -23,13 +23,12 @@
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
-#include "crest/engine/session.hpp"
+#include "crest/engine/training_session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/model_registry.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/report.hpp"
-#include "crest/train/train_step.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest::tools {
@@ -80,26 +79,24 @@ void bench_train(const BenchTrainArgs& a) {
   // --spatial d,h,w: each group of that many consecutive ranks shares one sample.
   const HybridGroups groups = make_hybrid_groups(*comm, a.spatial, "bench train: --spatial");
   // Default threads: the node's cores shared among its ranks.
-  SessionOptions so = bench_session_options(a, Purpose::training, a.batch,
-                                            std::max(1, resolve_threads(0) / comm->local_size()));
-  so.spatial = groups.split;
+  TrainingSessionOptions to;
+  to.session = bench_session_options(a, Purpose::training, a.batch,
+                                     std::max(1, resolve_threads(0) / comm->local_size()));
+  to.session.spatial = groups.split;
+  to.optimizer = bench_optimizer_config(a);
+  to.sync = {.first_bucket_mb = a.first_bucket_mb,
+             .bucket_mb = a.bucket_mb,
+             .compression = parse_gradient_compression(a.compress)};
   // Ranks that share samples: the global batch counts each sample once.
   const int data_parallel = groups.data_parallel;
-  const Session session(m.graph, so);
+  const TrainingSession session(m.graph, to, *comm);
   Backend& backend = session.backend();
   Executor& ex = session.executor();
+  GradientSync& sync = session.sync();
+  TrainStep& train_step = session.step();
   // What the backend really uses is reported (the reference backend runs on one thread).
-  const int threads = session.threads();
-  const double compile_s = session.compile_seconds();
-  const OptimizerConfig oc = bench_optimizer_config(a);
-  std::unique_ptr<Optimizer> optimizer = make_optimizer(oc);
-  Optimizer& opt = *optimizer;
-  opt.attach(ex.params(), ex.vec());
-  GradientSync sync(*comm, ex.params(), ex.gradient_ready_order(), a.first_bucket_mb, a.bucket_mb,
-                    parse_gradient_compression(a.compress));
-  sync.verify_same_layout_everywhere();
-  sync.broadcast_parameters(ex.params());
-  TrainStep train_step(ex, opt, &sync);
+  const int threads = session.session().threads();
+  const double compile_s = session.session().compile_seconds();
   fill_random_batch(ex, m, backend);
   auto step = [&] { return train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
@@ -140,7 +137,7 @@ void bench_train(const BenchTrainArgs& a) {
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
   nlohmann::json j =
-      bench_json_head("train", a, backend, enum_name(so.precision), a.batch, threads);
+      bench_json_head("train", a, backend, enum_name(to.session.precision), a.batch, threads);
   j["steps"] = a.steps;
   j["step_s_min"] = best;
   j["step_s_median"] = median;
@@ -154,8 +151,8 @@ void bench_train(const BenchTrainArgs& a) {
   j["peak_rss_mb"] = rss;  // per rank, the largest
   j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
   j["ranks"] = comm->size();
-  j["optimizer"] = oc.name;
-  if (so.spatial) {
+  j["optimizer"] = to.optimizer.name;
+  if (to.session.spatial) {
     j["spatial"] = spatial_text(a.spatial);
     j["data_parallel"] = data_parallel;
   }

@@ -5,7 +5,7 @@
 
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 
 namespace crest {
 

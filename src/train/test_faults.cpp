@@ -66,11 +66,4 @@ bool validation_failure_asked(int epoch, int rank) {
   return asked_once("CREST_TEST_VALIDATION_FAILURE_AT_EPOCH", epoch, rank, done);
 }
 
-void write_gradient_infinity(const ParamStore& params, int slot) {
-  CREST_CHECK(params.dtype() == DType::f32, "CREST_TEST_GRAD_OVERFLOW_AT_STEP needs float32");
-  HostStaging host(params.memory(), params.grad(static_cast<size_t>(slot)).data(), sizeof(float));
-  host.as<float>()[0] = std::numeric_limits<float>::infinity();
-  host.commit();
-}
-
 }  // namespace crest

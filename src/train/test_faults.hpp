@@ -43,7 +43,4 @@ bool batch_failure_asked(int64_t global_step, int rank);
 // most once per process.
 bool validation_failure_asked(int epoch, int rank);
 
-// Writes +infinity into the first element of `slot`'s gradient (float32).
-void write_gradient_infinity(const ParamStore& params, int slot);
-
 }  // namespace crest

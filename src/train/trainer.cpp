@@ -23,18 +23,15 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
-#include "crest/engine/session.hpp"
+#include "crest/engine/training_session.hpp"
 #include "crest/optim/loss_scaler.hpp"
-#include "crest/optim/optimizer_registry.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/run_directory.hpp"
 #include "crest/train/stop_signals.hpp"
 #include "crest/train/task.hpp"
-#include "crest/train/train_step.hpp"
 #include "crest/train/training_data.hpp"
-#include "crest/train/weights.hpp"
 #include "epoch_log.hpp"
 #include "last_batch_figures.hpp"
 #include "rank_failure.hpp"
@@ -56,13 +53,12 @@ double since(Clock::time_point t0) {
 }
 
 // train.loss_scaling: dynamic's scaler, null when it is off.
-std::unique_ptr<LossScaler> make_loss_scaler(const TrainConfig& t) {
-  if (t.loss_scaling == LossScaling::off) return nullptr;
-  return std::make_unique<LossScaler>(
-      LossScalerOptions{.initial_scale = t.loss_scale_initial,
-                        .growth_interval = t.loss_scale_growth_interval,
-                        .growth_factor = t.loss_scale_growth_factor,
-                        .backoff_factor = t.loss_scale_backoff_factor});
+std::optional<LossScalerOptions> loss_scaling_options(const TrainConfig& t) {
+  if (t.loss_scaling == LossScaling::off) return std::nullopt;
+  return LossScalerOptions{.initial_scale = t.loss_scale_initial,
+                           .growth_interval = t.loss_scale_growth_interval,
+                           .growth_factor = t.loss_scale_growth_factor,
+                           .backoff_factor = t.loss_scale_backoff_factor};
 }
 
 // Rank 0's records of the run: its log (also output_dir/train.log) and the observers. Made
@@ -140,15 +136,17 @@ class TrainingRun {
   std::ostream* log_ = &discard_;
   int threads_ = 1;
   Task task_;
-  std::unique_ptr<Session> session_;  // the backend and the executor; after task_, whose graph
-  Backend* backend_ = nullptr;        // the executor keeps
+  // The backend, executor, optimizer, gradient exchange and step; after task_, whose graph the
+  // executor keeps. The pointers below are into it.
+  std::unique_ptr<TrainingSession> training_;
+  Backend* backend_ = nullptr;
   Executor* ex_ = nullptr;
-  std::unique_ptr<Optimizer> optimizer_;
+  Optimizer* optimizer_ = nullptr;
+  GradientSync* sync_ = nullptr;
+  LossScaler* scaler_ = nullptr;  // dynamic loss scaling; null: off
+  TrainStep* step_ = nullptr;
   std::unique_ptr<LrPolicy> lr_policy_;
-  std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<GroupStatReducer> bn_group_;  // synchronised batch norm; null: local
-  std::unique_ptr<LossScaler> scaler_;          // dynamic loss scaling; null: off
-  std::unique_ptr<TrainStep> step_;
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<LastBatchFigures> last_batch_;
   TrainingData data_;
@@ -225,7 +223,8 @@ void TrainingRun::open_records() {
 
 // The model on this rank's backend, its optimizer, and the data-parallel gradient exchange.
 void TrainingRun::compile() {
-  SessionOptions so;
+  TrainingSessionOptions to;
+  SessionOptions& so = to.session;
   so.backend = config_.crest.backend;
   so.threads = compute_threads(config_, *comm_);
   so.layout_tuning =
@@ -239,32 +238,33 @@ void TrainingRun::compile() {
   so.memory_limit = limit.bytes;
   so.memory_limit_source = limit.source;
   so.allocate = !options_.dry_run;  // a plan may be larger than this machine
-  session_ = std::make_unique<Session>(task_.model.graph, so);
-  backend_ = &session_->backend();
-  ex_ = &session_->executor();
-  // Reported is what the backend really uses (the reference backend: one thread, whatever was
-  // asked).
-  threads_ = session_->threads();
-  if (const std::string line = describe_layout_tuning(*so.layout_tuning); !line.empty())
-    *log_ << line << "\n";
-  optimizer_ = make_optimizer(config_.optimizer);
-  optimizer_->attach(ex_->params(), ex_->vec(), config_.train.gradient_accumulation_frequency);
-  // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
-  lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
-  if (!options_.init_weights.empty())
-    load_weights(ex_->params(), options_.init_weights, task_.model.external_params);
+  to.optimizer = config_.optimizer;
+  to.accumulation = config_.train.gradient_accumulation_frequency;
+  to.sync = {.first_bucket_mb = config_.dist.first_bucket_mb,
+             .bucket_mb = config_.dist.bucket_mb,
+             .compression = parse_gradient_compression(config_.dist.compress)};
+  to.loss_scaling = loss_scaling_options(config_.train);
+  to.init_weights = options_.init_weights;
+  to.external_names = task_.model.external_params;
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
-  sync_ = std::make_unique<GradientSync>(*comm_, ex_->params(), ex_->gradient_ready_order(),
-                                         config_.dist.first_bucket_mb, config_.dist.bucket_mb,
-                                         parse_gradient_compression(config_.dist.compress));
-  sync_->verify_same_layout_everywhere();
-  sync_->broadcast_parameters(ex_->params());
+  training_ = std::make_unique<TrainingSession>(task_.model.graph, to, *comm_);
+  backend_ = &training_->backend();
+  ex_ = &training_->executor();
+  optimizer_ = &training_->optimizer();
+  sync_ = &training_->sync();
+  scaler_ = training_->scaler();
+  step_ = &training_->step();
+  // Reported is what the backend really uses (the reference backend: one thread, whatever was
+  // asked).
+  threads_ = training_->session().threads();
+  if (const std::string line = describe_layout_tuning(*so.layout_tuning); !line.empty())
+    *log_ << line << "\n";
+  // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
+  lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   bn_group_ =
       make_batch_norm_group(*comm_, config_.dist.batchnorm_group_size, groups_.ranks_per_sample);
   ex_->set_batch_stat_reducer(bn_group_.get());
-  scaler_ = make_loss_scaler(config_.train);
-  step_ = std::make_unique<TrainStep>(*ex_, *optimizer_, sync_.get(), scaler_.get());
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
   last_batch_ = std::make_unique<LastBatchFigures>(task_);
   // A metric that cannot read this model's prediction fails now, not after the first epoch.
@@ -317,8 +317,8 @@ void TrainingRun::print_dry_run() {
   log << "planned memory: " << bytes(summary_.planned_bytes) << " (activations and kernel scratch "
       << bytes(ex_->plan().arena_bytes) << ", parameters+gradients "
       << bytes(2 * ex_->params().bytes()) << ", optimizer state " << bytes(state_bytes) << ")\n";
-  log << "compiled in " << std::fixed << std::setprecision(2) << session_->compile_seconds()
-      << " s; dry run: no data read, nothing written\n";
+  log << "compiled in " << std::fixed << std::setprecision(2)
+      << training_->session().compile_seconds() << " s; dry run: no data read, nothing written\n";
 }
 
 // Every rank's part of a split sample, its planned memory and its halo traffic per step, on rank
@@ -428,12 +428,11 @@ TrainSummary TrainingRun::train() {
   // The position's shards are the data-parallel ones: a spatial group reads one.
   CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, groups_.data_parallel,
                        config_.data.batch_size, train_steps_};
-  checkpointer_ =
-      std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, scaler_.get(), *log_);
+  checkpointer_ = std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, scaler_, *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
   if (options_.resume) {
     pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
-                                  *optimizer_, scaler_.get(), train_steps_, summary_.epochs);
+                                  *optimizer_, scaler_, train_steps_, summary_.epochs);
     step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
     if (pos_.rollbacks > 0) open_train_loader(pos_.rollbacks);  // the order it had then
   }
@@ -742,7 +741,7 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
   }
   const int rollbacks = pos_.rollbacks + 1;
   pos_ = resume_from_checkpoint(from, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
-                                *optimizer_, scaler_.get(), train_steps_, summary_.epochs);
+                                *optimizer_, scaler_, train_steps_, summary_.epochs);
   pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
   step_->set_micro_batches(pos_.global_step);
   open_train_loader(pos_.rollbacks);

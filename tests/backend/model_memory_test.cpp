@@ -13,7 +13,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/checkpoint.hpp"
-#include "crest/train/weights.hpp"
+#include "crest/engine/weights.hpp"
 #include "support/cli_util.hpp"
 #include "support/counting_backend.hpp"
 #include "support/small_models.hpp"

@@ -12,7 +12,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/optim/lamb.hpp"
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {

@@ -11,7 +11,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {

@@ -12,7 +12,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/models/model_registry.hpp"
-#include "crest/train/weights.hpp"
+#include "crest/engine/weights.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {

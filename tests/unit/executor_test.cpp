@@ -10,7 +10,7 @@
 #include "crest/core/error.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"

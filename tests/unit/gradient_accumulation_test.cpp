@@ -17,7 +17,7 @@
 #include "crest/optim/larc.hpp"
 #include "crest/optim/lars.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 

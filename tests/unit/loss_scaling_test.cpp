@@ -1,4 +1,4 @@
-// Dynamic loss scaling in TrainStep (crest/train/train_step.hpp), float32 on the reference
+// Dynamic loss scaling in TrainStep (crest/engine/train_step.hpp), float32 on the reference
 // backend. Scaling by a power of two is exact, so a run with loss scaling and no overflow must
 // equal the run without it bit for bit: the strongest check that S·dL is carried everywhere (the
 // loss gradient, the L2 terms, accumulation) and 1/S taken out exactly once, wherever it folds in
@@ -19,7 +19,7 @@
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 #include "support/fake_communicator.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"

@@ -6,7 +6,7 @@
 // consecutive clean steps S is multiplied by growth_factor.
 //
 // This class is the rule and its state only (what a checkpoint keeps); TrainStep
-// (crest/train/train_step.hpp) applies S and 1/S and finds the overflow.
+// (crest/engine/train_step.hpp) applies S and 1/S and finds the overflow.
 //
 // Two bounds, from Apex: S never grows beyond kMaxScale (Apex's max_loss_scale default, 2^24),
 // and never backs off below kMinScale = 1. An overflow at S = 1 is not one that scaling causes or

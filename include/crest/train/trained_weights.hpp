@@ -5,7 +5,7 @@
 #include <string>
 
 #include "crest/graph/param_store.hpp"
-#include "crest/train/weights.hpp"
+#include "crest/engine/weights.hpp"
 
 namespace crest {
 

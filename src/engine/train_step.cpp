@@ -1,13 +1,25 @@
-#include "crest/train/train_step.hpp"
+#include "crest/engine/train_step.hpp"
 
 #include <cmath>
+#include <limits>
 
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/dist/timeline.hpp"
-#include "test_faults.hpp"
 
 namespace crest {
+
+namespace {
+
+// overflow_next_gradient(): +infinity in the first element of `slot`'s gradient (float32).
+void write_gradient_infinity(const ParamStore& params, int slot) {
+  CREST_CHECK(params.dtype() == DType::f32, "a test gradient overflow needs float32");
+  HostStaging host(params.memory(), params.grad(static_cast<size_t>(slot)).data(), sizeof(float));
+  host.as<float>()[0] = std::numeric_limits<float>::infinity();
+  host.commit();
+}
+
+}  // namespace
 
 TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, LossScaler* scaler)
     : ex_(ex),

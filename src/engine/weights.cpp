@@ -1,4 +1,4 @@
-#include "crest/train/weights.hpp"
+#include "crest/engine/weights.hpp"
 
 #include <cmath>
 #include <cstring>

@@ -1,0 +1,40 @@
+#include "crest/engine/training_session.hpp"
+
+#include "crest/core/error.hpp"
+#include "crest/optim/optimizer_registry.hpp"
+
+namespace crest {
+
+namespace {
+
+std::unique_ptr<Optimizer> attached_optimizer(const TrainingSessionOptions& o, Executor& ex) {
+  std::unique_ptr<Optimizer> optimizer = make_optimizer(o.optimizer);
+  optimizer->attach(ex.params(), ex.vec(), o.accumulation);
+  return optimizer;
+}
+
+const SessionOptions& training_options(const SessionOptions& o) {
+  CREST_CHECK(o.purpose == Purpose::training, "a training session needs Purpose::training");
+  return o;
+}
+
+}  // namespace
+
+// The order matters to the bits of a run: the optimizer's state is made (and zeroed) before any
+// weights are loaded, and every rank loads the file before rank 0's values are broadcast.
+TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOptions& o,
+                                 Communicator& comm)
+    : session_(graph, training_options(o.session)),
+      optimizer_(attached_optimizer(o, session_.executor())) {
+  Executor& ex = session_.executor();
+  if (!o.init_weights.empty()) load_weights(ex.params(), o.init_weights, o.external_names);
+  sync_ =
+      std::make_unique<GradientSync>(comm, ex.params(), ex.gradient_ready_order(),
+                                     o.sync.first_bucket_mb, o.sync.bucket_mb, o.sync.compression);
+  sync_->verify_same_layout_everywhere();
+  sync_->broadcast_parameters(ex.params());
+  if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
+  step_ = std::make_unique<TrainStep>(ex, *optimizer_, sync_.get(), scaler_.get());
+}
+
+}  // namespace crest
