@@ -12,7 +12,7 @@
 #include "crest/export/inference_graph.hpp"
 #include "crest/export/onnx_export.hpp"
 #include "crest/graph/executor.hpp"
-#include "crest/train/trained_weights.hpp"
+#include "crest/engine/trained_weights.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest {

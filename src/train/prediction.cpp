@@ -18,7 +18,7 @@
 #include "crest/engine/session.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/task.hpp"
-#include "crest/train/trained_weights.hpp"
+#include "crest/engine/trained_weights.hpp"
 #include "crest/train/trainer.hpp"
 #include "crest/train/training_data.hpp"
 #include "prediction_rows.hpp"

@@ -16,15 +16,15 @@
 #include <string>
 #include <string_view>
 
-#include "checkpoint_format.hpp"
 #include "crest/core/error.hpp"
+#include "crest/engine/checkpoint_file.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "fuzz_input_file.hpp"
 
 namespace {
 
 std::map<std::string, std::string> valid_metadata() {
-  return {{"format", crest::checkpoint_format::kFormat},
+  return {{"format", crest::checkpoint_file::kFormat},
           {"crest_version", "0.1.0"},
           {"epoch", "1"},
           {"step_in_epoch", "0"},
@@ -82,7 +82,7 @@ void write_with_checksum(std::string_view entries) {
   const float weight[2] = {0.5F, -1.0F};
   const std::vector<crest::SafetensorsEntry> tensors = {
       {"model/w", crest::DType::f32, crest::Shape({2}), weight}};
-  md["checksum"] = crest::checkpoint_format::crc_text(crest::checkpoint_format::content_crc(
+  md["checksum"] = crest::checkpoint_file::crc_text(crest::checkpoint_file::content_crc(
       md, {{"model/w", {static_cast<const void*>(weight), sizeof weight}}}));
   crest::write_safetensors(scratch_path(), tensors, md);
 }

@@ -17,10 +17,10 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/checkpoint_file.hpp"
 #include "crest/graph/executor.hpp"
 #include "support/cli_util.hpp"
 #include "support/small_models.hpp"
-#include "train/checkpoint_format.hpp"
 
 namespace crest {
 namespace {
@@ -166,13 +166,13 @@ void rewrite_metadata(const std::string& path,
       entries.push_back({t.name, *to_crest_dtype(t.dtype), t.crest_shape(), nullptr});
     }
   }
-  checkpoint_format::TensorBytes tensors;
+  checkpoint_file::TensorBytes tensors;
   for (size_t i = 0; i < entries.size(); ++i) {
     entries[i].data = bytes[i].data();
     tensors.push_back({entries[i].name, {bytes[i].data(), bytes[i].size()}});
   }
   edit(md);
-  md["checksum"] = checkpoint_format::crc_text(checkpoint_format::content_crc(md, tensors));
+  md["checksum"] = checkpoint_file::crc_text(checkpoint_file::content_crc(md, tensors));
   write_safetensors(path, entries, md);
 }
 

@@ -1,8 +1,8 @@
-// load_trained_weights (crest/train/trained_weights.hpp), which crest export and crest predict
+// load_trained_weights (crest/engine/trained_weights.hpp), which crest export and crest predict
 // share: a run directory gives its newest checkpoint, a checkpoint file that one, only the
 // model's tensors are read (no optimizer is needed), and wrong requests or files are refused
 // naming what is wrong, with the model untouched.
-#include "crest/train/trained_weights.hpp"
+#include "crest/engine/trained_weights.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,13 +1,10 @@
 // Checkpoints: everything a run needs to continue exactly where it stopped.
 //
-// One checkpoint is one safetensors file, output_dir/checkpoints/ckpt-<global step>.safetensors:
-//   model/<param>                 every parameter (its slot's shape)
-//   optimizer/<state>/<param>     every optimizer state buffer, sliced like the parameters
-//   __metadata__                  format, crest version, position (epoch, step in epoch, global
-//                                 step), the dropout counter, optimizer steps, the loss
-//                                 scaler's state, early-stopping state, the finished epochs'
-//                                 figures, ranks, the resolved config, and a CRC32C over all of
-//                                 it (tensors and metadata).
+// One checkpoint is one checkpoint file (crest/engine/checkpoint_file.hpp: the parameters, the
+// optimizer's state, a checksum), output_dir/checkpoints/ckpt-<global step>.safetensors, whose
+// metadata this run adds to: crest version, position (epoch, step in epoch, global step), the
+// dropout counter, optimizer steps, the loss scaler's state, early-stopping state, the finished
+// epochs' figures, ranks and the resolved config.
 // Shuffling needs no saved state: an epoch's order is a function of (data.seed, epoch), so the
 // data position is the epoch and the steps done in it.
 //

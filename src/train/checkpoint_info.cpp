@@ -1,49 +1,19 @@
-// The checkpoint file format read back: verification (format, checksum) and the metadata's
-// fields. Kept apart from writing and loading (checkpoint.cpp), which need a model and an
-// optimizer, so that `crest inspect`'s path and the fuzz harness (tests/fuzz) link only this
-// and the safetensors reader.
-#include "checkpoint_format.hpp"
+// A training run's checkpoint metadata read back, each field checked to parse. Kept apart from
+// writing and loading (checkpoint.cpp), which need a model and an optimizer, so that `crest
+// inspect`'s path and the fuzz harness (tests/fuzz) link only this, the checkpoint file's
+// verification (src/engine/checkpoint_file.cpp) and the safetensors reader.
+#include "checkpoint_info.hpp"
 
-#include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <sstream>
 
 #include "crest/core/error.hpp"
-#include "crest/data/formats/crc32c.hpp"
+#include "crest/engine/checkpoint_file.hpp"
 
 namespace crest {
-namespace checkpoint_format {
-namespace fs = std::filesystem;
 
-// CRC32C over the metadata (but the checksum itself) and every tensor's bytes, in name order.
-uint32_t content_crc(const std::map<std::string, std::string>& metadata, TensorBytes tensors) {
-  uint32_t crc = 0;
-  for (const auto& [k, v] : metadata) {
-    if (k == "checksum") continue;
-    crc = crc32c(k.data(), k.size() + 0, crc);
-    crc = crc32c("=", 1, crc);
-    crc = crc32c(v.data(), v.size(), crc);
-    crc = crc32c("\n", 1, crc);
-  }
-  std::sort(tensors.begin(), tensors.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [name, data] : tensors) {
-    crc = crc32c(name.data(), name.size(), crc);
-    crc = crc32c(data.first, data.second, crc);
-  }
-  return crc;
-}
-
-std::string crc_text(uint32_t crc) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "crc32c:%08x", crc);
-  return buf;
-}
-
-void defect(const std::string& path, const std::string& what) { throw_input(path + ": " + what); }
+using checkpoint_file::defect;
 
 namespace {
 
@@ -115,35 +85,6 @@ std::vector<EpochStats> parse_history(const std::string& path, const std::string
 
 }  // namespace
 
-// Opens `path` as a crest checkpoint: a valid safetensors file of our format whose checksum
-// matches. Everything else about it is checked by the callers.
-SafetensorsFile open_verified(const std::string& path) {
-  if (!fs::exists(path)) defect(path, "no such checkpoint file");
-  SafetensorsFile file = [&] {
-    try {
-      return SafetensorsFile(path);
-    } catch (const Error& e) {
-      // The safetensors reader names the file and the structural defect (truncated, bad header).
-      throw Error(e.kind(), std::string(e.what()) + " (not a readable crest checkpoint)");
-    }
-  }();
-  const auto& md = file.metadata();
-  const auto format = md.find("format");
-  if (format == md.end() || format->second != kFormat)
-    defect(path, "not a crest checkpoint (metadata 'format' is " +
-                     (format == md.end() ? std::string("missing") : "'" + format->second + "'") +
-                     ", expected '" + kFormat + "')");
-  const auto sum = md.find("checksum");
-  if (sum == md.end()) defect(path, "checkpoint has no checksum");
-  std::vector<std::pair<std::string, std::pair<const void*, size_t>>> tensors;
-  for (const auto& t : file.tensors()) tensors.push_back({t.name, {t.data, t.bytes}});
-  const std::string actual = crc_text(content_crc(md, tensors));
-  if (actual != sum->second)
-    defect(path, "checkpoint is corrupt: content checksum is " + actual + ", the file says " +
-                     sum->second);
-  return file;
-}
-
 namespace {
 
 const std::string& field(const SafetensorsFile& file, const std::string& key) {
@@ -154,7 +95,7 @@ const std::string& field(const SafetensorsFile& file, const std::string& key) {
 
 }  // namespace
 
-CheckpointInfo info_of(const SafetensorsFile& file) {
+CheckpointInfo checkpoint_info_of(const SafetensorsFile& file) {
   const std::string& p = file.path();
   CheckpointInfo info;
   TrainingPosition& pos = info.position;
@@ -193,10 +134,8 @@ CheckpointInfo info_of(const SafetensorsFile& file) {
   return info;
 }
 
-}  // namespace checkpoint_format
-
 CheckpointInfo read_checkpoint_info(const std::string& path) {
-  return checkpoint_format::info_of(checkpoint_format::open_verified(path));
+  return checkpoint_info_of(checkpoint_file::open_verified(path));
 }
 
 }  // namespace crest

@@ -4,8 +4,8 @@
 #pragma once
 #include <string>
 
-#include "crest/graph/param_store.hpp"
 #include "crest/engine/weights.hpp"
+#include "crest/graph/param_store.hpp"
 
 namespace crest {
 
