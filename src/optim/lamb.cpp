@@ -73,7 +73,7 @@ void Lamb::step(double lr) {
 namespace {
 
 // apex FusedLAMB's parameter group, in its order.
-std::vector<GroupEntry> lamb_group(const OptimizerConfig& o, double lr) {
+std::vector<LoggedEntry> lamb_group(const OptimizerConfig& o, double lr) {
   return {{"lr", lr},
           {"bias_correction", true},
           {"betas", std::vector<double>{o.beta1, o.beta2}},

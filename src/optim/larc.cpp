@@ -85,11 +85,11 @@ std::unique_ptr<Optimizer> make_larc(const OptimizerConfig& o) {
 }
 
 // LARC's own keys, then its base's group with the weight decay LARC applies.
-std::vector<GroupEntry> larc_group(const OptimizerConfig& o, double lr) {
-  std::vector<GroupEntry> group = {{"larc_base", o.larc_base},
-                                   {"larc_mode", std::string(enum_name(o.larc_mode))},
-                                   {"trust_coefficient", o.trust_coefficient},
-                                   {"trust_eps", o.trust_eps}};
+std::vector<LoggedEntry> larc_group(const OptimizerConfig& o, double lr) {
+  std::vector<LoggedEntry> group = {{"larc_base", o.larc_base},
+                                    {"larc_mode", std::string(enum_name(o.larc_mode))},
+                                    {"trust_coefficient", o.trust_coefficient},
+                                    {"trust_eps", o.trust_eps}};
   for (auto& entry : optimizer_parameter_group(base_config(o), lr)) group.push_back(entry);
   return group;
 }

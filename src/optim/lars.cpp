@@ -53,7 +53,7 @@ std::unique_ptr<Optimizer> make_lars(const OptimizerConfig& o) {
 }
 
 // No reference logs LARS: crest's settings under crest's names.
-std::vector<GroupEntry> lars_group(const OptimizerConfig& o, double lr) {
+std::vector<LoggedEntry> lars_group(const OptimizerConfig& o, double lr) {
   return {{"lr", lr},
           {"momentum", o.momentum},
           {"weight_decay", o.weight_decay},

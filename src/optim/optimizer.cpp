@@ -61,7 +61,7 @@ std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& o, bool decoupled) {
 }
 
 // torch's parameter group (later torch versions add flags crest does not have).
-std::vector<GroupEntry> adam_group(const OptimizerConfig& o, double lr) {
+std::vector<LoggedEntry> adam_group(const OptimizerConfig& o, double lr) {
   return {{"lr", lr},
           {"betas", std::vector<double>{o.beta1, o.beta2}},
           {"eps", o.eps},
@@ -94,7 +94,7 @@ OptimizerType sgd_type() {
   t.default_lr = 0.01;
   t.make = make_sgd;
   t.parameter_group = [](const OptimizerConfig& o, double lr) {
-    return std::vector<GroupEntry>{{"lr", lr}, {"momentum", o.momentum}};
+    return std::vector<LoggedEntry>{{"lr", lr}, {"momentum", o.momentum}};
   };
   return t;
 }

@@ -50,7 +50,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config) {
   return find_optimizer_type(config.name).make(config);
 }
 
-std::vector<GroupEntry> optimizer_parameter_group(const OptimizerConfig& config, double lr) {
+std::vector<LoggedEntry> optimizer_parameter_group(const OptimizerConfig& config, double lr) {
   return find_optimizer_type(config.name).parameter_group(config, lr);
 }
 

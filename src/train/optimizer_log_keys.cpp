@@ -2,31 +2,29 @@
 
 #include <variant>
 
+#include "crest/optim/lr_schedule_registry.hpp"
 #include "crest/optim/optimizer_registry.hpp"
+#include "crest/train/trainer.hpp"
 
 namespace crest {
 namespace {
+
+MllogValue logged(const LoggedValue& v) {
+  return std::visit([](const auto& x) { return MllogValue(x); }, v);
+}
 
 // opt_name, then the parameter group as its reference framework names it (the registry's).
 void add_optimizer_keys(const OptimizerConfig& o, double lr, std::vector<MllogKey>& out) {
   out.push_back({"opt_name", o.name});
   for (const auto& [key, value] : optimizer_parameter_group(o, lr))
-    out.push_back({"opt_" + key, std::visit([](const auto& v) { return MllogValue(v); }, value)});
+    out.push_back({"opt_" + key, logged(value)});
 }
 
+// scheduler_<key>, the DeepCAM reference's scheduler as the registry describes it.
 void add_scheduler_keys(const LrScheduleConfig& l, std::vector<MllogKey>& out) {
-  if (!l.per_step || l.type == StepLrType::none) return;  // the reference has no scheduler then
-  out.push_back({"scheduler_type", enum_name(l.type)});
-  if (l.type == StepLrType::multistep) {
-    out.push_back({"scheduler_milestones", l.milestones});
-    out.push_back({"scheduler_decay_rate", l.decay_rate});
-  } else {
-    out.push_back({"scheduler_t_max", l.t_max});
-    out.push_back({"scheduler_eta_min", l.eta_min});
-  }
-  out.push_back({"scheduler_lr_warmup_steps", l.lr_warmup_steps});
-  out.push_back({"scheduler_lr_warmup_factor", l.lr_warmup_factor});
-  if (l.closed_form) out.push_back({"scheduler_closed_form", true});
+  if (!l.per_step) return;
+  for (const auto& [key, value] : scheduler_log_entries(step_lr_schedule_of(l)))
+    out.push_back({"scheduler_" + key, logged(value)});
 }
 
 }  // namespace

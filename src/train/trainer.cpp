@@ -912,9 +912,7 @@ std::unique_ptr<LrPolicy> lr_policy_of(const LrScheduleConfig& c, int64_t global
 
 StepLrSchedule step_lr_schedule_of(const LrScheduleConfig& c) {
   StepLrSchedule s;
-  s.type = c.type == StepLrType::multistep          ? StepLrSchedule::multistep
-           : c.type == StepLrType::cosine_annealing ? StepLrSchedule::cosine_annealing
-                                                    : StepLrSchedule::constant;
+  s.type = c.type;
   s.start_lr = c.start_lr;
   s.milestones = c.milestones;
   s.decay_rate = c.decay_rate;

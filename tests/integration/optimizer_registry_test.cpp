@@ -60,7 +60,7 @@ OptimizerType sign_sgd_type() {
   t.set_defaults = [](OptimizerConfig& o) { o.trust_coefficient = 0.5; };
   t.make = [](const OptimizerConfig& o) { return std::make_unique<SignSgd>(o.trust_coefficient); };
   t.parameter_group = [](const OptimizerConfig& o, double lr) {
-    return std::vector<GroupEntry>{{"lr", lr}, {"step_size", o.trust_coefficient}};
+    return std::vector<LoggedEntry>{{"lr", lr}, {"step_size", o.trust_coefficient}};
   };
   return t;
 }

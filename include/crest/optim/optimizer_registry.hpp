@@ -10,21 +10,13 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <variant>
 #include <vector>
 
+#include "crest/optim/logged_entry.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/optim/optimizer_config.hpp"
 
 namespace crest {
-
-// One hyperparameter of an optimizer's parameter group, under the name the reference framework
-// gives it (torch's param_groups, apex's FusedLAMB): the MLPerf log writes it as opt_<key>.
-using GroupValue = std::variant<bool, double, std::string, std::vector<double>>;
-struct GroupEntry {
-  std::string key;
-  GroupValue value;
-};
 
 struct OptimizerType {
   std::string name;      // the config's spelling (optimizer.name: SGD), matched case-insensitively
@@ -49,7 +41,7 @@ struct OptimizerType {
   // it cannot honour.
   std::function<std::unique_ptr<Optimizer>(const OptimizerConfig&)> make;
   // The parameter group as the reference logs it, after opt_name, learning rate `lr`.
-  std::function<std::vector<GroupEntry>(const OptimizerConfig&, double lr)> parameter_group;
+  std::function<std::vector<LoggedEntry>(const OptimizerConfig&, double lr)> parameter_group;
 };
 
 bool register_optimizer_type(OptimizerType type);
@@ -66,7 +58,7 @@ std::vector<std::string> optimizer_names();
 // The optimizer `config` names, built by its entry.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& config);
 // Its parameter group as the MLPerf log writes it (after opt_name), at learning rate `lr`.
-std::vector<GroupEntry> optimizer_parameter_group(const OptimizerConfig& config, double lr);
+std::vector<LoggedEntry> optimizer_parameter_group(const OptimizerConfig& config, double lr);
 // The learning rate without a schedule or optimizer.lr: the entry's default_lr (a wrapper's
 // base's).
 double optimizer_default_lr(const OptimizerConfig& config);

@@ -14,17 +14,18 @@
 // graph-captured form (hpc_results_v3.0 NVIDIA utils/schedulers.py get_lr_gpu): warm(e) for
 // e < W, then base g^k with k the milestones m < e - W: no plateau, and without warmup the decay
 // comes one step later than torch's MultiStepLR.
+// Each type is an entry of the schedule registry (crest/optim/lr_schedule_registry.hpp) in its
+// own file: none here, multistep_lr.cpp, cosine_annealing_lr.cpp.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 namespace crest {
 
 struct StepLrSchedule {
-  enum Type { constant, multistep, cosine_annealing };
-
-  Type type = constant;
-  double start_lr = 1e-3;  // base (the reference's --start_lr)
+  std::string type = "none";  // a registered schedule type (none: constant start_lr)
+  double start_lr = 1e-3;     // base (the reference's --start_lr)
   // multistep
   std::vector<int64_t> milestones;  // strictly increasing optimizer steps, >= 0 (>= 1 with W = 0)
   double decay_rate = 0.1;          // g, in (0, 1]
@@ -32,25 +33,19 @@ struct StepLrSchedule {
   // cosine_annealing
   int64_t t_max = 1;     // T >= 1
   double eta_min = 0.0;  // >= 0
-  // warmup (ignored without a type)
+  // warmup (ignored without a scheduler)
   int64_t warmup_steps = 0;    // W >= 0
   double warmup_factor = 1.0;  // f >= 1
 
   // The rate of optimizer step `step` (0-based). Throws crest::Error (input) on invalid settings
   // or a negative step.
   double lr(int64_t step) const;
-
   // Throws crest::Error (input) naming the first invalid setting (lr_schedule.<key>).
   void validate() const;
 
-  // "multistep", "cosine_annealing"; "none" for constant.
-  static const char* type_name(Type t);
-
- private:
+  // For the registered types: warm(e), and the plateau P where a chainable schedule starts.
   double warmup_value(int64_t e) const;
   double plateau() const;
-  double multistep_lr(int64_t e) const;
-  double cosine_lr(int64_t e) const;
 };
 
 }  // namespace crest

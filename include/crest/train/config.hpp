@@ -126,14 +126,6 @@ template <>
 inline constexpr EnumEntries<LrScaling, 3> kEnumTable<LrScaling> = {
     {{LrScaling::none, "none"}, {LrScaling::linear, "linear"}, {LrScaling::sqrt, "sqrt"}}};
 
-// The per-step family's schedule type (DeepCAM's --lr_schedule type); none: constant start_lr.
-enum class StepLrType { none, multistep, cosine_annealing };
-template <>
-inline constexpr EnumEntries<StepLrType, 3> kEnumTable<StepLrType> = {
-    {{StepLrType::none, "none"},
-     {StepLrType::multistep, "multistep"},
-     {StepLrType::cosine_annealing, "cosine_annealing"}}};
-
 // Two families, one per section: CosmoFlow's per-epoch schedule (base_lr, scaling, ...;
 // crest/optim/lr_schedule.hpp) or DeepCAM's per-step schedule (start_lr, type, ...;
 // crest/optim/step_lr_schedule.hpp), chosen by the keys the section uses.
@@ -150,7 +142,8 @@ struct LrScheduleConfig {
   // The per-step family (the DeepCAM reference's argument names).
   bool per_step = false;  // the section uses start_lr and its companions
   double start_lr = 1e-3;
-  StepLrType type = StepLrType::none;
+  // A registered schedule (crest/optim/lr_schedule_registry.hpp); none: constant start_lr.
+  std::string type = "none";
   std::vector<int64_t> milestones;  // multistep: optimizer steps after the warmup
   double decay_rate = 0.1;          // multistep, (0, 1]
   int64_t t_max = 0;                // cosine_annealing, >= 1

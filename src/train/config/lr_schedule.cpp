@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "config/sections.hpp"
+#include "crest/optim/lr_schedule_registry.hpp"
 
 namespace crest::config {
 namespace {
@@ -15,10 +16,15 @@ using S = LrScheduleConfig;
 
 const std::vector<std::string> kEpochKeys = {"base_lr", "scaling", "base_batch_size",
                                              "n_warmup_epochs", "decay_schedule"};
-const std::vector<std::string> kStepKeys = {
-    "start_lr",   "type",    "milestones",      "decay_rate",
-    "t_max",      "eta_min", "lr_warmup_steps", "lr_warmup_factor",
-    "closed_form"};
+// The per-step keys every type shares; the registered types add their own.
+const std::vector<std::string> kSharedStepKeys = {"start_lr", "type", "lr_warmup_steps",
+                                                  "lr_warmup_factor"};
+
+std::vector<std::string> step_keys() {
+  std::vector<std::string> keys = kSharedStepKeys;
+  for (const auto& k : lr_schedule_keys()) keys.push_back(k);
+  return keys;
+}
 
 // A row printed only for the family (and step type) that uses it.
 Field<S> only_printed_if(Field<S> f, bool (*when)(const S&)) {
@@ -30,9 +36,24 @@ Field<S> only_printed_if(Field<S> f, bool (*when)(const S&)) {
 }
 bool per_epoch(const S& l) { return !l.per_step; }
 bool per_step(const S& l) { return l.per_step; }
-bool multistep(const S& l) { return l.per_step && l.type == StepLrType::multistep; }
-bool cosine(const S& l) { return l.per_step && l.type == StepLrType::cosine_annealing; }
-bool warmed(const S& l) { return l.per_step && l.type != StepLrType::none; }
+// Whether the section's schedule type reads `key` (one of the types' own keys).
+bool type_reads(const S& l, const std::string& key) {
+  const LrScheduleType* t = find_lr_schedule_type_or_null(l.type);
+  return l.per_step && t && std::find(t->keys.begin(), t->keys.end(), key) != t->keys.end();
+}
+bool warmed(const S& l) {
+  const LrScheduleType* t = find_lr_schedule_type_or_null(l.type);
+  return l.per_step && t && t->scheduler;
+}
+// A type's own key: read always (a key of another type is refused by check_step_keys), printed
+// when the type reads it.
+Field<S> type_key(Field<S> f) {
+  auto print = f.print;
+  f.print = [print, key = f.key](const S& s, Lines& l) {
+    if (type_reads(s, key)) print(s, l);
+  };
+  return f;
+}
 
 // epoch: factor lines; the keys are data, not schema.
 Field<S> decay_field() {
@@ -80,9 +101,7 @@ Field<S> milestones_field() {
           [](const SectionReader& r, S& l) {
             if (auto v = r.opt_int_list("milestones", 0)) l.milestones = *v;
           },
-          [](const S& l, Lines& out) {
-            if (multistep(l)) out.add("milestones", list_text(l.milestones));
-          }};
+          [](const S& l, Lines& out) { out.add("milestones", list_text(l.milestones)); }};
 }
 
 // The reference's checker wants a warmup factor >= 1 (hpc 3.0.0 closed_deepcam.yaml).
@@ -98,7 +117,7 @@ void check_one_family(const SectionReader& r, S& l) {
       if (r.has(k)) out.push_back(k);
     return out;
   };
-  const auto step_keys = given(kStepKeys), epoch_keys = given(kEpochKeys);
+  const auto step_keys = given(crest::config::step_keys()), epoch_keys = given(kEpochKeys);
   l.per_step = !step_keys.empty();
   if (l.per_step && !epoch_keys.empty())
     r.fail(epoch_keys.front(),
@@ -110,25 +129,21 @@ void check_one_family(const SectionReader& r, S& l) {
 // Each step type takes only its own settings: a silently ignored hyperparameter is a wrong
 // experiment.
 void check_step_keys(const SectionReader& r, const S& l) {
-  const std::string type = enum_name(l.type);
-  auto only_for = [&](const char* key, bool allowed, const std::string& who) {
-    if (r.has(key) && !allowed)
-      r.fail(key,
-             "not used by type: " + type + " (only by " + who + "); remove it or set it to null");
-  };
-  const bool none = l.type == StepLrType::none;
+  const LrScheduleType& t = find_lr_schedule_type(l.type);
+  const std::string type = "type: " + l.type;
   for (const char* k : {"lr_warmup_steps", "lr_warmup_factor"})
-    only_for(k, !none, "a schedule with a type: the reference ignores the warmup without one");
-  for (const char* k : {"milestones", "decay_rate", "closed_form"})
-    only_for(k, multistep(l), "type: multistep");
-  for (const char* k : {"t_max", "eta_min"}) only_for(k, cosine(l), "type: cosine_annealing");
+    if (r.has(k) && !t.scheduler)
+      r.fail(k, "not used by " + type +
+                    " (only by a schedule with a type: the reference ignores the warmup without "
+                    "one); remove it or set it to null");
+  for (const auto& k : lr_schedule_keys())
+    if (r.has(k) && !type_reads(l, k))
+      r.fail(k, "not used by " + type + " (only by " + lr_schedules_taking(k) +
+                    "); remove it or set it to null");
   if (!r.has("start_lr"))
     r.fail("start_lr", "required key is missing (the per-step schedule's rate)");
-  if (multistep(l))
-    for (const char* k : {"milestones", "decay_rate"})
-      if (!r.has(k)) r.fail(k, "required key is missing (type: multistep)");
-  if (cosine(l) && !r.has("t_max"))
-    r.fail("t_max", "required key is missing (type: cosine_annealing)");
+  for (const auto& k : t.required)
+    if (!r.has(k)) r.fail(k, "required key is missing (" + type + ")");
 }
 
 void check_milestones(const SectionReader& r, const S& l) {
@@ -147,7 +162,7 @@ void check_schedule(const SectionReader& r, S& l) {
   check_one_family(r, l);
   if (l.per_step) {
     check_step_keys(r, l);
-    check_milestones(r, l);
+    if (type_reads(l, "milestones")) check_milestones(r, l);
     return;
   }
   if (!r.has("base_lr"))
@@ -169,12 +184,12 @@ const Table<LrScheduleConfig>& lr_schedule_table() {
        decay_field(),
        // per optimizer step
        only_printed_if(number_field("start_lr", &S::start_lr, positive()), per_step),
-       only_printed_if(enum_field("type", &S::type), per_step), milestones_field(),
-       only_printed_if(number_field("decay_rate", &S::decay_rate, positive_up_to(1)), multistep),
-       only_printed_if(bool_field("closed_form", &S::closed_form), multistep),
-       only_printed_if(int_field("t_max", &S::t_max, 1, std::numeric_limits<int64_t>::max()),
-                       cosine),
-       only_printed_if(number_field("eta_min", &S::eta_min, non_negative()), cosine),
+       only_printed_if(registered_name_field("type", &S::type, lr_schedule_names, false), per_step),
+       type_key(milestones_field()),
+       type_key(number_field("decay_rate", &S::decay_rate, positive_up_to(1))),
+       type_key(bool_field("closed_form", &S::closed_form)),
+       type_key(int_field("t_max", &S::t_max, 1, std::numeric_limits<int64_t>::max())),
+       type_key(number_field("eta_min", &S::eta_min, non_negative())),
        only_printed_if(int_field("lr_warmup_steps", &S::lr_warmup_steps, 0,
                                  std::numeric_limits<int64_t>::max()),
                        warmed),

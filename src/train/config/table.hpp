@@ -143,15 +143,18 @@ Field<S> enum_field(const std::string& key, E S::*m) {
           [=](const S& s, Lines& l) { l.add(key, enum_name(s.*m)); }};
 }
 
-// The name of a registered entry (an optimizer, a dataset): required, matched against `names()`
-// ignoring case, '_' and '-', stored and printed as registered. Errors list the names.
+// The name of a registered entry (an optimizer, a dataset, a schedule type): matched against
+// `names()` ignoring case, '_' and '-', stored and printed as registered. Errors list the names.
+// Not `required`: a missing key keeps the default.
 template <typename S>
 Field<S> registered_name_field(const std::string& key, std::string S::*m,
-                               const std::function<std::vector<std::string>()>& names) {
+                               const std::function<std::vector<std::string>()>& names,
+                               bool required = true) {
   return {key,
           [=](const SectionReader& r, S& s) {
             const auto text = r.opt_string(key);
             const std::string known = join_names(names());
+            if (!text && !required) return;
             if (!text) r.fail(key, "required key is missing (" + known + ")");
             for (const auto& n : names())
               if (fold_spelling(n) == fold_spelling(*text)) {
