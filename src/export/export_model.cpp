@@ -8,11 +8,11 @@
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
 #include "crest/engine/session.hpp"
+#include "crest/engine/trained_weights.hpp"
 #include "crest/export/inference_check.hpp"
 #include "crest/export/inference_graph.hpp"
 #include "crest/export/onnx_export.hpp"
 #include "crest/graph/executor.hpp"
-#include "crest/engine/trained_weights.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest {

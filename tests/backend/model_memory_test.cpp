@@ -10,10 +10,10 @@
 #include <string>
 
 #include "crest/core/error.hpp"
+#include "crest/engine/weights.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "crest/train/checkpoint.hpp"
-#include "crest/engine/weights.hpp"
 #include "support/cli_util.hpp"
 #include "support/counting_backend.hpp"
 #include "support/small_models.hpp"

@@ -9,10 +9,10 @@
 #include <iostream>
 #include <sstream>
 
+#include "crest/engine/train_step.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/optim/lamb.hpp"
-#include "crest/engine/train_step.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {

@@ -14,10 +14,10 @@
 #include <map>
 
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/train_step.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/optim/lamb.hpp"
-#include "crest/engine/train_step.hpp"
 #include "support/deepcam_parity_init.hpp"
 #include "support/test_util.hpp"
 

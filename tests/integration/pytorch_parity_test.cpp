@@ -8,10 +8,10 @@
 #include <cstring>
 
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/train_step.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/engine/train_step.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {

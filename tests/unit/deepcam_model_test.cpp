@@ -9,10 +9,10 @@
 #include <sstream>
 
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/weights.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/models/model_registry.hpp"
-#include "crest/engine/weights.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {

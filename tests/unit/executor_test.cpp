@@ -8,9 +8,9 @@
 #include <cstring>
 
 #include "crest/core/error.hpp"
+#include "crest/engine/train_step.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/engine/train_step.hpp"
 #include "support/alloc_counter.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"

@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/engine/train_step.hpp"
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/larc.hpp"
 #include "crest/optim/lars.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/engine/train_step.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 

@@ -16,10 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "crest/engine/train_step.hpp"
 #include "crest/optim/lamb.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "crest/engine/train_step.hpp"
 #include "support/fake_communicator.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
