@@ -154,6 +154,15 @@ class Layer {
   virtual bool accepts_post_op(const Backend& /*backend*/, const EltwiseDesc& /*e*/) const {
     return false;
   }
+  // Whether every value of a pooling's output maps to its window's maximum (max pooling): an
+  // activation that never decreases commutes with it (compile/swap_activation_pool.cpp), and its
+  // backward moves each output-gradient value to one input position, so the per-channel sums of
+  // its input and output gradients are equal (compile/route_bias_grad.cpp).
+  virtual bool selects_window_maximum() const { return false; }
+  // Whether the layer's bias gradient is the per-channel sum of its output gradient and its
+  // backward can leave it to another op (CreateContext::bias_grad_elsewhere).
+  virtual bool bias_grad_can_move() const { return false; }
+
   // What the layer does under a spatial split (SpatialRole above), and for a windowed layer its
   // window along each spatial axis for whole tensors `in` and `out` (its halo needs).
   virtual SpatialRole spatial_role() const { return SpatialRole::whole; }

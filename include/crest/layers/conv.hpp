@@ -29,6 +29,8 @@ class ConvLayer : public Layer {
   explicit ConvLayer(ConvOptions o);
   std::string kind() const override { return opts_.transposed ? "conv_transpose" : "conv"; }
   bool computes_in_half() const override { return true; }
+  // A transposed convolution's weight-gradient kernel always computes its bias gradient.
+  bool bias_grad_can_move() const override { return !opts_.transposed && opts_.bias; }
   // Transposed convolutions have no split form yet: the compile gathers their input.
   SpatialRole spatial_role() const override {
     return opts_.transposed ? SpatialRole::whole : SpatialRole::windowed;

@@ -20,6 +20,9 @@ class PoolLayer : public Layer {
   explicit PoolLayer(PoolOptions o) : opts_(std::move(o)) {}
   std::string kind() const override;
   bool computes_in_half() const override { return true; }
+  bool selects_window_maximum() const override {
+    return !opts_.global && opts_.kind == PoolKind::max;
+  }
   SpatialRole spatial_role() const override {
     return opts_.global ? SpatialRole::whole : SpatialRole::windowed;
   }

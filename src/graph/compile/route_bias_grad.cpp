@@ -34,7 +34,8 @@ void route_bias_grad(Program& p, const Graph& g) {
     Node& conv = nodes[a];
     // The channel_sum kernels sum float tensors: a 16-bit convolution (mixed precision) keeps
     // its bias gradient in its own weight-gradient kernel.
-    if (conv.kind != "conv" || conv.outputs.size() != 1 || conv.post_op.kind != EltwiseKind::none ||
+    if (!conv.layer->bias_grad_can_move() || conv.outputs.size() != 1 ||
+        conv.post_op.kind != EltwiseKind::none ||
         readers[static_cast<size_t>(conv.outputs[0])] != 1 || is_half(conv.dtype))
       continue;
     const int slot = bias_slot(p, conv);
@@ -42,7 +43,7 @@ void route_bias_grad(Program& p, const Graph& g) {
     for (size_t b = a + 1; b < nodes.size(); ++b) {
       Node& pool = nodes[b];
       if (pool.inputs.size() != 1 || pool.inputs[0] != conv.outputs[0]) continue;
-      if (pool.kind == "max_pool" && pool.outputs.size() == 1) {
+      if (pool.layer->selects_window_maximum() && pool.outputs.size() == 1) {
         conv.bias_grad_elsewhere = true;
         pool.channel_sum_slot = slot;
       }

@@ -24,9 +24,10 @@ void swap_activation_pool(Program& p, const Graph& g) {
   for (size_t b = 0; b + 1 < nodes.size(); ++b) {
     Node& act = nodes[b];
     Node& pool = nodes[b + 1];
-    if (!is_monotone_activation(act) || pool.kind != "max_pool" || act.inputs.size() != 1 ||
-        act.outputs.size() != 1 || pool.inputs.size() != 1 || pool.outputs.size() != 1 ||
-        pool.inputs[0] != act.outputs[0] || readers[static_cast<size_t>(act.outputs[0])] != 1)
+    if (!is_monotone_activation(act) || !pool.layer->selects_window_maximum() ||
+        act.inputs.size() != 1 || act.outputs.size() != 1 || pool.inputs.size() != 1 ||
+        pool.outputs.size() != 1 || pool.inputs[0] != act.outputs[0] ||
+        readers[static_cast<size_t>(act.outputs[0])] != 1)
       continue;
     const ValueId x = act.inputs[0], mid = act.outputs[0], y = pool.outputs[0];
     std::swap(act, pool);  // nodes[b] is now the pool, nodes[b + 1] the activation
