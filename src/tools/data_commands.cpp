@@ -6,6 +6,8 @@
 
 #include "commands.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/name_registry.hpp"
+#include "crest/data/data_family.hpp"
 #include "crest/data/datagen.hpp"
 #include "crest/data/formats/inspect.hpp"
 #include "crest/data/staging.hpp"
@@ -35,16 +37,36 @@ Shape parse_shape(const std::string& text, const std::string& option) {
   return Shape(dims);
 }
 
+// "cosmoflow: CosmoFlow 3-D volumes (...); deepcam: ...", for the help.
+std::string family_help() {
+  std::string out;
+  for (const auto& name : data_family_names())
+    out += (out.empty() ? "" : "; ") + name + ": " + find_data_family(name).description;
+  return out;
+}
+
+// "cosmoflow: tfrecord (default) or npy; deepcam: hdf5 (default) or npy", for the help.
+std::string format_help() {
+  std::string out;
+  for (const auto& name : data_family_names()) {
+    const auto& formats = find_data_family(name).formats;
+    out += (out.empty() ? "" : "; ") + name + ":";
+    for (size_t i = 0; i < formats.size(); ++i)
+      out += (i == 0                    ? " "
+              : i + 1 == formats.size() ? " or "
+                                        : ", ") +
+             formats[i] + (i == 0 ? " (default)" : "");
+  }
+  return out;
+}
+
 void register_datagen(CLI::App& app) {
   auto o = std::make_shared<DatagenOptions>();
-  auto kind = std::make_shared<std::string>();
-  auto format = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand(
-      "datagen",
-      "write a learnable synthetic CosmoFlow or DeepCAM dataset in the reference formats");
-  cmd->add_option("kind", *kind, "cosmoflow or deepcam")
+  CLI::App* cmd =
+      app.add_subcommand("datagen", "write a learnable synthetic dataset in its reference formats");
+  cmd->add_option("kind", o->family, family_help())
       ->required()
-      ->check(CLI::IsMember({"cosmoflow", "deepcam"}));
+      ->check(CLI::IsMember(data_family_names()));
   cmd->add_option("--out,-o", o->out,
                   "output directory (train/, validation/ and, for deepcam, stats.h5)")
       ->required();
@@ -53,8 +75,7 @@ void register_datagen(CLI::App& app) {
   cmd->add_option("--size", o->size, "cosmoflow: cube edge, a multiple of 32 (default 128)");
   cmd->add_option("--height", o->height, "deepcam: rows, a multiple of 16 (default 768)");
   cmd->add_option("--width", o->width, "deepcam: columns, a multiple of 16 (default 1152)");
-  cmd->add_option("--format", *format,
-                  "cosmoflow: tfrecord (default) or npy; deepcam: hdf5 (default) or npy");
+  cmd->add_option("--format", o->format, format_help());
   cmd->add_flag("--gzip", o->gzip,
                 "cosmoflow: GZIP-compressed TFRecords, as the MLPerf v1.0+ data");
   cmd->add_flag("--fused", o->fused,
@@ -63,20 +84,7 @@ void register_datagen(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "random seed (default 0)");
   cmd->add_option("--threads", o->threads, "files generated in parallel (default: all cores)");
   cmd->add_flag("--overwrite", o->overwrite, "replace existing files in the output directory");
-  cmd->callback([o, kind, format] {
-    o->kind = *kind == "deepcam" ? DatagenKind::deepcam : DatagenKind::cosmoflow;
-    if (format->empty())
-      o->format = o->kind == DatagenKind::deepcam ? DatagenFormat::hdf5 : DatagenFormat::tfrecord;
-    else if (*format == "tfrecord")
-      o->format = DatagenFormat::tfrecord;
-    else if (*format == "npy")
-      o->format = DatagenFormat::npy;
-    else if (*format == "hdf5")
-      o->format = DatagenFormat::hdf5;
-    else
-      throw_usage("datagen: --format must be tfrecord, npy or hdf5, got '" + *format + "'");
-    generate_dataset(*o, std::cout);
-  });
+  cmd->callback([o] { generate_dataset(*o, std::cout); });
 }
 
 void register_stage(CLI::App& app) {
@@ -106,7 +114,8 @@ void register_validate(CLI::App& app) {
       ->required();
   cmd->add_option("--sample-shape", *shape,
                   "expected sample shape, e.g. 128,128,128,4 (default: the majority)");
-  cmd->add_option("--format", o->format, "cosmoflow or deepcam (default: from the file names)");
+  cmd->add_option("--format", o->format,
+                  join_names(data_family_names()) + " (default: from the file names)");
   cmd->add_option("--targets", o->targets, "cosmoflow: target values per sample (default 4)");
   cmd->add_option("--threads", o->threads, "files checked in parallel (default: all cores)");
   cmd->callback([o, shape] {

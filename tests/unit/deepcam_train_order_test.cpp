@@ -135,8 +135,8 @@ std::vector<int64_t> reference_trained(int epoch, int rank) {
 TEST(DeepcamTrainOrder, TheLoaderHandsEachRankTheReferencesFilesInOrder) {
   test::ScratchDir dir;
   DatagenOptions g;
-  g.kind = DatagenKind::deepcam;
-  g.format = DatagenFormat::hdf5;
+  g.family = "deepcam";
+  g.format = "hdf5";
   g.out = dir.file("data");
   g.n_train = 11;
   g.n_valid = 1;

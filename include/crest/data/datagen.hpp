@@ -10,16 +10,14 @@
 
 namespace crest {
 
-enum class DatagenKind { cosmoflow, deepcam };
-enum class DatagenFormat { tfrecord, npy, hdf5 };
-
 struct DatagenOptions {
-  DatagenKind kind = DatagenKind::cosmoflow;
+  std::string family = "cosmoflow";  // a registered data family (crest/data/data_family.hpp)
   std::string out;
   int64_t n_train = 0, n_valid = 0;
-  int64_t size = 128;                              // CosmoFlow cube edge (multiple of 32)
-  int64_t height = 768, width = 1152;              // DeepCAM
-  DatagenFormat format = DatagenFormat::tfrecord;  // cosmoflow: tfrecord|npy; deepcam: hdf5|npy
+  int64_t size = 128;                  // CosmoFlow cube edge (multiple of 32)
+  int64_t height = 768, width = 1152;  // DeepCAM
+  std::string
+      format;  // one of the family's formats; "": its first (cosmoflow tfrecord, deepcam hdf5)
   bool gzip = false;  // CosmoFlow TFRecords GZIP-compressed (as v1.0 data)
   // DeepCAM npy: NVIDIA's fused datalabel-*.npy (the label as the last channel) instead of
   // data-*.npy + label-*.npy pairs.
@@ -39,9 +37,8 @@ struct DatagenResult {
 // overwrite), naming the option or the path.
 DatagenResult generate_dataset(const DatagenOptions& options, std::ostream& log);
 
-// File names, shared with the readers' conventions: CosmoFlow sample-<i>.tfrecord or
+// Sample `index`'s file name, as the family's readers expect it: CosmoFlow sample-<i>.tfrecord or
 // sample-<i>.data.npy; DeepCAM data-<i>.h5, data-<i>.npy or (fused) datalabel-<i>.npy.
-std::string datagen_file_name(DatagenKind kind, DatagenFormat format, int64_t index,
-                              bool fused = false);
+std::string datagen_file_name(const DatagenOptions& options, int64_t index);
 
 }  // namespace crest

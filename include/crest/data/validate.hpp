@@ -4,7 +4,8 @@
 // (every *.h5 of a split, or NVIDIA's data-/label- or fused datalabel- npy): datasets, shapes,
 // dtypes, finite data, labels in {0, 1, 2}, and <dir>/stats.h5 beside the splits. The expected
 // shape is given, or taken from the majority of the files; every file that differs is listed
-// with what is wrong.
+// with what is wrong. Which files are samples and how each is checked is its data family's
+// (crest/data/data_family.hpp, src/data/families/).
 #pragma once
 #include <cstdint>
 #include <iosfwd>
@@ -19,7 +20,7 @@ namespace crest {
 
 struct ValidateOptions {
   std::string dir;                    // a dataset root (train/, validation/) or one split directory
-  std::string format;                 // "", "cosmoflow" or "deepcam" ("" = from the files)
+  std::string format;                 // a data family's name; "": from the files
   std::optional<Shape> sample_shape;  // [D, H, W, C] or [H, W, C]; default: the majority
   int64_t targets = 4;                // CosmoFlow y length
   int threads = 0;                    // 0 = hardware threads
