@@ -18,10 +18,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
 bool has_splits(const std::string& dir) {
   std::error_code ec;
   return fs::is_directory(fs::path(dir) / "train", ec) ||
@@ -73,7 +69,7 @@ std::vector<std::string> dataset_files(const std::string& dir, Found& found,
   for (const auto& d : dirs)
     for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (!it->is_regular_file(ec) || starts_with(name, ".")) continue;
+      if (!it->is_regular_file(ec) || name.starts_with(".")) continue;
       const Found f = layout_of(name, families);
       if (!f.layout) continue;
       auto& entry = by_layout[f.layout->name];
@@ -119,7 +115,7 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
     } catch (const Error& e) {
       std::string what = e.what();
       // Messages from the readers start with the path; the report lists the path separately.
-      if (starts_with(what, files[i] + ": ")) what = what.substr(files[i].size() + 2);
+      if (what.starts_with(files[i] + ": ")) what = what.substr(files[i].size() + 2);
       errors[i] = what;
     } catch (const std::exception& e) {
       errors[i] = e.what();

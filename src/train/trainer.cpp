@@ -52,7 +52,7 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-// train.loss_scaling: dynamic's scaler, null when it is off.
+// train.loss_scaling: dynamic's scaler settings, none when it is off.
 std::optional<LossScalerOptions> loss_scaling_options(const TrainConfig& t) {
   if (t.loss_scaling == LossScaling::off) return std::nullopt;
   return LossScalerOptions{.initial_scale = t.loss_scale_initial,
@@ -92,6 +92,7 @@ class TrainingRun {
 
  private:
   void open_records();
+  TrainingSessionOptions session_options() const;
   void compile();
   void print_header();
   void print_dry_run();
@@ -221,8 +222,8 @@ void TrainingRun::open_records() {
                               options_.extra_observers.end());
 }
 
-// The model on this rank's backend, its optimizer, and the data-parallel gradient exchange.
-void TrainingRun::compile() {
+// The engine session of this rank: its backend, compiled model, optimizer and gradient exchange.
+TrainingSessionOptions TrainingRun::session_options() const {
   TrainingSessionOptions to;
   SessionOptions& so = to.session;
   so.backend = config_.crest.backend;
@@ -246,6 +247,12 @@ void TrainingRun::compile() {
   to.loss_scaling = loss_scaling_options(config_.train);
   to.init_weights = options_.init_weights;
   to.external_names = task_.model.external_params;
+  return to;
+}
+
+// The model on this rank's backend, its optimizer, and the data-parallel gradient exchange.
+void TrainingRun::compile() {
+  const TrainingSessionOptions to = session_options();
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
   training_ = std::make_unique<TrainingSession>(task_.model.graph, to, *comm_);
@@ -258,7 +265,7 @@ void TrainingRun::compile() {
   // Reported is what the backend really uses (the reference backend: one thread, whatever was
   // asked).
   threads_ = training_->session().threads();
-  if (const std::string line = describe_layout_tuning(*so.layout_tuning); !line.empty())
+  if (const std::string line = describe_layout_tuning(*to.session.layout_tuning); !line.empty())
     *log_ << line << "\n";
   // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));

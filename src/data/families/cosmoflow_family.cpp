@@ -3,7 +3,6 @@
 // or as .npy pairs (sample-<i>.data.npy + sample-<i>.label.npy).
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
 #include <span>
 
 #include "crest/core/error.hpp"
@@ -12,23 +11,12 @@
 #include "crest/data/formats/npy.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "crest/data/synthetic/cosmoflow_generator.hpp"
+#include "file_bytes.hpp"
 
 namespace crest {
 namespace {
-namespace fs = std::filesystem;
 
 constexpr int64_t kTargets = 4;
-
-int64_t file_bytes(const std::string& path) {
-  std::error_code ec;
-  const auto n = fs::file_size(path, ec);
-  return ec ? 0 : static_cast<int64_t>(n);
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // sample-<i>.data.npy -> sample-<i>.label.npy
 std::string label_path(const std::string& data_path) {
@@ -144,9 +132,9 @@ DataFamily cosmoflow_family() {
   };
   f.layouts = {
       {"cosmoflow-tfrecord", "*.tfrecord",
-       [](const std::string& name) { return ends_with(name, ".tfrecord"); }, check_tfrecord},
+       [](const std::string& name) { return name.ends_with(".tfrecord"); }, check_tfrecord},
       {"cosmoflow-npy", "*.data.npy",
-       [](const std::string& name) { return ends_with(name, ".data.npy"); }, check_npy},
+       [](const std::string& name) { return name.ends_with(".data.npy"); }, check_npy},
   };
   return f;
 }

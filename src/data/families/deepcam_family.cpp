@@ -14,18 +14,13 @@
 #include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/npy.hpp"
 #include "crest/data/synthetic/deepcam_generator.hpp"
+#include "file_bytes.hpp"
 
 namespace crest {
 namespace {
 namespace fs = std::filesystem;
 
 constexpr int64_t kChannels = 16;
-
-int64_t file_bytes(const std::string& path) {
-  std::error_code ec;
-  const auto n = fs::file_size(path, ec);
-  return ec ? 0 : static_cast<int64_t>(n);
-}
 
 // Per-channel sums of one training file, reduced in file order afterwards so stats.h5 has the
 // same bits for any thread count.
@@ -155,15 +150,6 @@ std::string file_name(const DatagenOptions& o, int64_t index) {
   return buf;
 }
 
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() &&
-         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 void check_labels_and_data(const std::vector<float>& data, const std::vector<int32_t>& labels,
                            int64_t width) {
   for (size_t i = 0; i < data.size(); ++i)
@@ -216,7 +202,7 @@ std::vector<std::pair<std::string, std::string>> check_stats(const std::string& 
                   " not above minval " + std::to_string(st.minval[c]);
   } catch (const Error& e) {
     problem = e.what();
-    if (starts_with(problem, path + ": ")) problem = problem.substr(path.size() + 2);
+    if (problem.starts_with(path + ": ")) problem = problem.substr(path.size() + 2);
   }
   if (problem.empty()) return {};
   return {{path, problem}};
@@ -238,15 +224,15 @@ DataFamily deepcam_family() {
   f.layouts = {
       // Every .h5 of a split, as the reference reads them.
       layout(
-          "deepcam-hdf5", "*.h5", [](const std::string& n) { return ends_with(n, ".h5"); }, F::hdf5,
+          "deepcam-hdf5", "*.h5", [](const std::string& n) { return n.ends_with(".h5"); }, F::hdf5,
           L::pairs),
       layout(
           "deepcam-npy-fused", "datalabel-*.npy",
-          [](const std::string& n) { return starts_with(n, "datalabel-") && ends_with(n, ".npy"); },
+          [](const std::string& n) { return n.starts_with("datalabel-") && n.ends_with(".npy"); },
           F::npy, L::fused),
       layout(
           "deepcam-npy", "data-*.npy",
-          [](const std::string& n) { return starts_with(n, "data-") && ends_with(n, ".npy"); },
+          [](const std::string& n) { return n.starts_with("data-") && n.ends_with(".npy"); },
           F::npy, L::pairs),
   };
   f.check_root = check_stats;
