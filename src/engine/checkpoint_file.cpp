@@ -100,10 +100,11 @@ std::vector<std::string> list(const std::string& dir) {
   if (!fs::is_directory(dir, ec)) return {};
   for (const auto& entry : fs::directory_iterator(dir, ec)) {
     const int64_t step = step_of(entry.path());
-    if (step >= 0 && entry.is_regular_file(ec)) found.push_back({step, entry.path().string()});
+    if (step >= 0 && entry.is_regular_file(ec)) found.emplace_back(step, entry.path().string());
   }
   std::sort(found.begin(), found.end());
   std::vector<std::string> out;
+  out.reserve(found.size());
   for (auto& f : found) out.push_back(std::move(f.second));
   return out;
 }

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/core/error.hpp"
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 // root gets ramp.txt naming the sample count.
 class RampRun final : public DatagenRun {
  public:
-  explicit RampRun(const DatagenOptions& o) : o_(o) {}
+  explicit RampRun(DatagenOptions o) : o_(std::move(o)) {}
   std::string describe() const override { return std::to_string(o_.size) + " ramp bytes"; }
   int64_t write(int /*worker*/, int /*split*/, int64_t index, uint64_t seed,
                 const std::string& path) override {
