@@ -33,6 +33,9 @@ TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOption
                                      o.sync.first_bucket_mb, o.sync.bucket_mb, o.sync.compression);
   sync_->verify_same_layout_everywhere();
   sync_->broadcast_parameters(ex.params());
+  const int ranks_per_sample = o.session.spatial ? o.session.spatial->group_size() : 1;
+  bn_group_ = make_batch_norm_group(comm, o.batchnorm_group_size, ranks_per_sample);
+  ex.set_batch_stat_reducer(bn_group_.get());
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
   step_ = std::make_unique<TrainStep>(ex, *optimizer_, sync_.get(), scaler_.get());
 }

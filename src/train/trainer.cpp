@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "batch_feed.hpp"
-#include "batch_norm_sync.hpp"
 #include "checkpointer.hpp"
 #include "config/text.hpp"
 #include "crest/core/error.hpp"
@@ -23,6 +22,7 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
+#include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
@@ -147,7 +147,6 @@ class TrainingRun {
   LossScaler* scaler_ = nullptr;  // dynamic loss scaling; null: off
   TrainStep* step_ = nullptr;
   std::unique_ptr<LrPolicy> lr_policy_;
-  std::unique_ptr<GroupStatReducer> bn_group_;  // synchronised batch norm; null: local
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<LastBatchFigures> last_batch_;
   TrainingData data_;
@@ -244,6 +243,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
   to.sync = {.first_bucket_mb = config_.dist.first_bucket_mb,
              .bucket_mb = config_.dist.bucket_mb,
              .compression = parse_gradient_compression(config_.dist.compress)};
+  to.batchnorm_group_size = config_.dist.batchnorm_group_size;
   to.loss_scaling = loss_scaling_options(config_.train);
   to.init_weights = options_.init_weights;
   to.external_names = task_.model.external_params;
@@ -269,9 +269,6 @@ void TrainingRun::compile() {
     *log_ << line << "\n";
   // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
-  bn_group_ =
-      make_batch_norm_group(*comm_, config_.dist.batchnorm_group_size, groups_.ranks_per_sample);
-  ex_->set_batch_stat_reducer(bn_group_.get());
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
   last_batch_ = std::make_unique<LastBatchFigures>(task_);
   // A metric that cannot read this model's prediction fails now, not after the first epoch.

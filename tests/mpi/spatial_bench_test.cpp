@@ -1,6 +1,7 @@
 // crest bench train --spatial and bench infer --spatial under mpirun: CosmoFlow's samples split
 // among the ranks of a group (the split program itself is proven in tests/spatial), their figures
-// counted once per sample, and the refusals of decompositions the job or the model cannot take.
+// counted once per sample, DeepCAM with batch norm on the blocks, and the refusals of
+// decompositions the job or the model cannot take.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -36,6 +37,24 @@ TEST(SpatialBench, TrainSplitsEachSampleAmongTheGroup) {
   }
   EXPECT_TRUE(conv1_split) << r.out;
   EXPECT_TRUE(gathered) << r.out;
+}
+
+// DeepCAM's batch norms run on the blocks: the training session must give them the group's
+// statistics (without them the first forward is refused).
+TEST(SpatialBench, TrainSplitsDeepCamWithBatchNormOverTheGroup) {
+  const auto r = run_crest_mpi(2,
+                               "bench train --model deepcam --height 32 --width 48 --batch 1 "
+                               "--steps 1 --warmup 1 --threads 1 --spatial 2,1 --profile");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = json_lines(r.out);
+  ASSERT_FALSE(lines.empty()) << r.out;
+  EXPECT_EQ(lines[0]["spatial"], "2,1");
+  EXPECT_EQ(lines[0]["global_batch"], 1);
+  bool conv1_split = false;
+  for (const auto& l : lines)
+    if (l.value("layer", "") == "xception_features.conv1")
+      conv1_split = l.value("implementation", "").rfind("split 2 ways", 0) == 0;
+  EXPECT_TRUE(conv1_split) << r.out;
 }
 
 TEST(SpatialBench, RefusesADecompositionTheJobOrTheModelCannotTake) {

@@ -1,4 +1,4 @@
-// Synchronised batch norm under mpirun (dist.batchnorm_group_size, src/train/batch_norm_sync.cpp):
+// Synchronised batch norm under mpirun (dist.batchnorm_group_size, src/engine/batch_norm_sync.cpp):
 // 2 ranks x batch 1 in one group train exactly as 1 rank x batch 2 — weights and running
 // statistics — while 2 ranks without the group do not: on a small graph and on the real DeepCAM
 // network.

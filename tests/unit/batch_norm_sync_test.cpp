@@ -1,6 +1,6 @@
-// Batch-norm statistics across ranks (src/train/batch_norm_sync.cpp): the running statistics
+// Batch-norm statistics across ranks (src/engine/batch_norm_sync.cpp): the running statistics
 // averaged over all ranks before validation, and the groups of synchronised batch norm.
-#include "train/batch_norm_sync.hpp"
+#include "crest/engine/batch_norm_sync.hpp"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // A training session: a Session compiled for training plus what turns its gradients into
 // updates on every rank alike — the optimizer (made through the optimizer registry), the
-// data-parallel gradient exchange, dynamic loss scaling and the training step. `crest train`,
+// data-parallel gradient exchange, synchronised batch-norm statistics, dynamic loss scaling and
+// the training step. `crest train`,
 // `crest bench train` and the search's trials open one, so the order these are made in (the
 // optimizer's state before the weights are loaded, the weights before rank 0's are broadcast)
 // is decided here once.
@@ -11,6 +12,7 @@
 
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
+#include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/engine/train_step.hpp"
 #include "crest/engine/weights.hpp"
@@ -32,6 +34,10 @@ struct TrainingSessionOptions {
   OptimizerConfig optimizer;
   int accumulation = 1;  // micro-batches per optimizer step (train.gradient_accumulation_frequency)
   GradientSyncOptions sync;
+  // Batch norm's statistics are summed over this many consecutive data-parallel groups
+  // (dist.batchnorm_group_size) and, under a spatial split (session.spatial), over the ranks of
+  // each group: a batch norm on blocks needs its sample's sums.
+  int batchnorm_group_size = 1;
   std::optional<LossScalerOptions> loss_scaling;  // unset: none
   // A weights file (crest/engine/weights.hpp) loaded on every rank before rank 0's parameters
   // are broadcast; "": the initialisation the seed gives.
@@ -53,6 +59,8 @@ class TrainingSession {
   Executor& executor() const { return session_.executor(); }
   Optimizer& optimizer() const { return *optimizer_; }
   GradientSync& sync() const { return *sync_; }
+  // Null where batch norm's statistics are this rank's own (one rank per group, no split).
+  const GroupStatReducer* batch_norm_group() const { return bn_group_.get(); }
   LossScaler* scaler() const { return scaler_.get(); }  // null without loss scaling
   TrainStep& step() const { return *step_; }
 
@@ -60,6 +68,7 @@ class TrainingSession {
   Session session_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<GroupStatReducer> bn_group_;
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<TrainStep> step_;  // declared last: it holds the others
 };

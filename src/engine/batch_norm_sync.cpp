@@ -1,4 +1,4 @@
-#include "batch_norm_sync.hpp"
+#include "crest/engine/batch_norm_sync.hpp"
 
 #include <vector>
 
