@@ -5,7 +5,8 @@ namespace crest {
 namespace {
 
 template <typename Desc>
-std::vector<WindowAxis> axes_of(const Desc& d, const std::array<int64_t, 3>& dilation) {
+std::vector<WindowAxis> axes_of(const Desc& d, const std::array<int64_t, 3>& dilation,
+                                bool transposed = false) {
   std::vector<WindowAxis> axes;
   for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i)
     axes.push_back({.in_extent = d.in_size[i],
@@ -13,13 +14,16 @@ std::vector<WindowAxis> axes_of(const Desc& d, const std::array<int64_t, 3>& dil
                     .kernel = d.kernel[i],
                     .stride = d.stride[i],
                     .dilation = dilation[i],
-                    .pad_lo = d.pad_lo[i]});
+                    .pad_lo = d.pad_lo[i],
+                    .transposed = transposed});
   return axes;
 }
 
 }  // namespace
 
-std::vector<WindowAxis> window_axes(const ConvDesc& d) { return axes_of(d, d.dilation); }
+std::vector<WindowAxis> window_axes(const ConvDesc& d) {
+  return axes_of(d, d.dilation, d.transposed);
+}
 std::vector<WindowAxis> window_axes(const PoolDesc& d) { return axes_of(d, {1, 1, 1}); }
 
 }  // namespace crest

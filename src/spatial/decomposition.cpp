@@ -49,9 +49,32 @@ int SpatialGrid::neighbour(int group_rank, int axis, int step) const {
   return rank_of(c);
 }
 
+namespace {
+
+// Division rounding towards minus infinity (rows below 0 are padding).
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+
+}  // namespace
+
 IndexRange rows_read(const WindowAxis& w, IndexRange out) {
-  return {out.begin * w.stride - w.pad_lo,
-          (out.end - 1) * w.stride - w.pad_lo + (w.kernel - 1) * w.dilation + 1};
+  const int64_t span = (w.kernel - 1) * w.dilation;
+  if (w.transposed)  // the input rows i with i * stride - pad_lo + j * dilation in `out`
+    return {floor_div(out.begin + w.pad_lo - span + w.stride - 1, w.stride),
+            floor_div(out.end - 1 + w.pad_lo, w.stride) + 1};
+  return {out.begin * w.stride - w.pad_lo, (out.end - 1) * w.stride - w.pad_lo + span + 1};
+}
+
+LocalPadding local_padding(const WindowAxis& w, IndexRange window, IndexRange out) {
+  if (!w.transposed) {
+    const IndexRange read = rows_read(w, out);
+    return {window.begin - read.begin, read.end - window.end};
+  }
+  // Local input row i - window.begin writes local output rows (i - window.begin) * stride - lo
+  // + j * dilation, which must be the global rows minus out.begin; hi follows from out's size.
+  const int64_t lo = w.pad_lo + out.begin - window.begin * w.stride;
+  const int64_t hi =
+      (window.size() - 1) * w.stride - lo + (w.kernel - 1) * w.dilation + 1 - out.size();
+  return {lo, hi};
 }
 
 namespace {
@@ -75,6 +98,11 @@ void check_split(const WindowAxis& w, int parts, const std::string& context) {
     throw_usage(context + ": fewer rows than parts; some rank would hold nothing");
   for (int i = 0; i < parts; ++i) {
     const IndexRange need = window_of(w, parts, i);
+    const LocalPadding pad = local_padding(w, need, block_range(w.out_extent, parts, i));
+    if (w.transposed && parts > 1 && (pad.lo < 0 || pad.hi < 0))
+      throw_usage(context + ": part " + std::to_string(i) +
+                  "'s transposed convolution would need negative padding (a stride above the "
+                  "kernel's span); it runs on the gathered tensor");
     const IndexRange reach{block_range(w.in_extent, parts, std::max(i - 1, 0)).begin,
                            block_range(w.in_extent, parts, std::min(i + 1, parts - 1)).end};
     if (need.empty())
@@ -96,10 +124,10 @@ AxisPlan plan_axis(const WindowAxis& w, int parts, int index, const std::string&
   p.index = index;
   p.owned_in = block_range(w.in_extent, parts, index);
   p.owned_out = block_range(w.out_extent, parts, index);
-  const IndexRange read = rows_read(w, p.owned_out);
-  p.window = intersect(read, {0, w.in_extent});
-  p.pad_lo = p.window.begin - read.begin;
-  p.pad_hi = read.end - p.window.end;
+  p.window = intersect(rows_read(w, p.owned_out), {0, w.in_extent});
+  const LocalPadding pad = local_padding(w, p.window, p.owned_out);
+  p.pad_lo = pad.lo;
+  p.pad_hi = pad.hi;
   if (index > 0) {
     p.from_lower = intersect(p.window, block_range(w.in_extent, parts, index - 1));
     p.to_lower = intersect(p.owned_in, window_of(w, parts, index - 1));

@@ -150,9 +150,6 @@ Shape rows_shape(int64_t n, int64_t channels, const std::vector<AxisPlan>& plans
 SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where,
                          Layout preferred)
     : local_(global) {
-  if (global.transposed)
-    throw_usage("dist.spatial: layer '" + where.layer +
-                "' is a transposed convolution, which cannot be split spatially yet");
   const std::vector<AxisPlan> plans = plan_window(window_axes(global), where);
   localise(local_, plans);
   const Shape window = rows_shape(global.n, global.in_channels, plans, &AxisPlan::window);

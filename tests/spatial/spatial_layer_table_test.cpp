@@ -296,6 +296,63 @@ void run_conv_table(Backend& backend, DType dtype, double tol) {
   EXPECT_GE(ran, cases) << "too few decompositions ran";
 }
 
+// Transposed convolutions (DeepCAM's decoder: kernel 3, stride 2, padding 1, output padding 1):
+// input extent, kernel, stride, dilation, padding, output padding.
+struct TransposedWindow {
+  std::vector<int64_t> in;
+  int64_t kernel = 3, stride = 2, dilation = 1, pad = 1, out_pad = 1;
+};
+
+ConvDesc conv_transpose_desc(const TransposedWindow& w, DType dtype) {
+  ConvDesc d;
+  d.n = 2;
+  d.in_channels = 3;
+  d.out_channels = 5;
+  d.dtype = dtype;
+  d.transposed = true;
+  d.spatial_rank = static_cast<int>(w.in.size());
+  for (size_t i = 0; i < w.in.size(); ++i) {
+    d.in_size[i] = w.in[i];
+    d.kernel[i] = w.kernel;
+    d.stride[i] = w.stride;
+    d.dilation[i] = w.dilation;
+    d.pad_lo[i] = w.pad;
+    d.pad_hi[i] = w.pad - w.out_pad;
+    d.out_size[i] =
+        (w.in[i] - 1) * w.stride - 2 * w.pad + w.dilation * (w.kernel - 1) + 1 + w.out_pad;
+  }
+  return d;
+}
+
+void run_conv_transpose_table(Backend& backend, DType dtype, double tol) {
+  int ran = 0, cases = 0;
+  for (const TransposedWindow& w :
+       {TransposedWindow{{7, 6, 5}}, TransposedWindow{{11, 9}},
+        TransposedWindow{{11, 9}, 3, 1, 1, 1, 0}, TransposedWindow{{11, 9}, 4, 2, 1, 1, 0},
+        TransposedWindow{{11, 9}, 5, 2, 1, 2, 1}, TransposedWindow{{7, 6, 5}, 2, 2, 1, 0, 0},
+        TransposedWindow{{11, 9}, 3, 3, 2, 1, 1}}) {
+    SCOPED_TRACE("conv_transpose rank " + std::to_string(w.in.size()) + " k " +
+                 std::to_string(w.kernel) + " s " + std::to_string(w.stride) + " d " +
+                 std::to_string(w.dilation) + " p " + std::to_string(w.pad) + " op " +
+                 std::to_string(w.out_pad));
+    ran += check_conv(backend, conv_transpose_desc(w, dtype), tol);
+    ++cases;
+  }
+  if (test::world().rank() == 0)
+    std::printf("transposed convolution: %d splits of %d windows ran on %d ranks\n", ran, cases,
+                test::world().size());
+  EXPECT_GE(ran, cases) << "too few decompositions ran";
+}
+
+TEST(SpatialLayerTable, TransposedConvolutionFloat64OnTheReferenceBackend) {
+  run_conv_transpose_table(*make_backend("reference"), DType::f64, 1e-10);
+}
+
+TEST(SpatialLayerTable, TransposedConvolutionFloat32OnOneDnn) {
+  if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
+  run_conv_transpose_table(*make_backend("onednn"), DType::f32, 1e-5);
+}
+
 TEST(SpatialLayerTable, ConvolutionFloat64OnTheReferenceBackend) {
   run_conv_table(*make_backend("reference"), DType::f64, 1e-10);
 }

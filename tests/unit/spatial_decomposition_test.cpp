@@ -1,10 +1,12 @@
 // The spatial decomposition's arithmetic (src/spatial/decomposition.cpp): block splits as
 // numpy.array_split, the grid's numbering, and the halo plans of every part of an axis agreeing
 // with each other — what one part sends is what its neighbour expects — for kernels, strides,
-// dilations and paddings of every kind the models use; and the refusals, with their message.
+// dilations and paddings of every kind the models use, transposed windows included; and the
+// refusals, with their message.
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <tuple>
 
 #include "crest/core/error.hpp"
 #include "crest/spatial/decomposition.hpp"
@@ -116,6 +118,77 @@ TEST(SpatialDecomposition, PlansOfNeighboursAgreeForEveryWindow) {
   EXPECT_EQ(checked + refused, 3 * 4 * 2 * 2 * 3 * 2);
   // Only wide dilated windows on small parts are refused.
   EXPECT_GE(checked, 250) << refused << " refused";
+}
+
+// A transposed window (PyTorch's ConvTranspose: output (in - 1) * s - 2 p + d (k - 1) + 1 + op).
+WindowAxis transposed_axis(int64_t in, int64_t k, int64_t s, int64_t d, int64_t p, int64_t op) {
+  return {.in_extent = in,
+          .out_extent = (in - 1) * s - 2 * p + d * (k - 1) + 1 + op,
+          .kernel = k,
+          .stride = s,
+          .dilation = d,
+          .pad_lo = p,
+          .transposed = true};
+}
+
+// Brute force over every input row and tap: the window holds every row that writes one of the
+// part's output rows, and the local kernel (window rows from 0, the plan's padding) writes exactly
+// the part's rows, at their place; the neighbours' messages tile the window.
+void expect_transposed_plans(const WindowAxis& w, int parts) {
+  for (int i = 0; i < parts; ++i) {
+    const AxisPlan p = plan_axis(w, parts, i, "deconv", "height");
+    const int64_t local_out =
+        (p.window.size() - 1) * w.stride - p.pad_lo - p.pad_hi + (w.kernel - 1) * w.dilation + 1;
+    EXPECT_EQ(local_out, p.owned_out.size());
+    for (int64_t row = 0; row < w.in_extent; ++row)
+      for (int64_t j = 0; j < w.kernel; ++j) {
+        const int64_t o = row * w.stride - w.pad_lo + j * w.dilation;
+        const bool mine = o >= p.owned_out.begin && o < p.owned_out.end;
+        const bool in_window = row >= p.window.begin && row < p.window.end;
+        if (mine) {
+          EXPECT_TRUE(in_window) << "row " << row << " writes output " << o;
+        }
+        if (!in_window) continue;
+        const int64_t local = (row - p.window.begin) * w.stride - p.pad_lo + j * w.dilation;
+        EXPECT_EQ(local >= 0 && local < p.owned_out.size(), mine) << "row " << row << " tap " << j;
+        if (mine) {
+          EXPECT_EQ(local + p.owned_out.begin, o);
+        }
+      }
+    const IndexRange own = intersect(p.owned_in, p.window);
+    EXPECT_EQ(p.from_lower.size() + own.size() + p.from_upper.size(), p.window.size());
+  }
+}
+
+TEST(SpatialDecomposition, TransposedWindowsReadTheRowsThatWriteTheirOutput) {
+  int checked = 0;
+  for (int64_t in : {8, 11, 24})
+    for (const auto& [k, s, d, p, op] :
+         {std::tuple{3, 2, 1, 1, 1}, std::tuple{3, 1, 1, 1, 0}, std::tuple{4, 2, 1, 1, 0},
+          std::tuple{2, 2, 1, 0, 0}, std::tuple{5, 2, 1, 2, 1}, std::tuple{3, 3, 2, 1, 1}})
+      for (int parts : {2, 3, 4}) {
+        SCOPED_TRACE("in " + std::to_string(in) + " k " + std::to_string(k) + " s " +
+                     std::to_string(s) + " parts " + std::to_string(parts));
+        const WindowAxis w = transposed_axis(in, k, s, d, p, op);
+        if (!plannable(w, parts)) continue;
+        expect_transposed_plans(w, parts);
+        ++checked;
+      }
+  EXPECT_GE(checked, 50);
+}
+
+TEST(SpatialDecomposition, RefusesATransposedWindowThatWouldNeedNegativePadding) {
+  // A 1-tap window with stride 2 writes every other output row: a part starting on a row no input
+  // writes would need a negative padding, which the kernels do not take.
+  const WindowAxis w = transposed_axis(8, 1, 2, 1, 0, 1);
+  std::string m;
+  try {
+    for (int i = 0; i < 3; ++i) plan_axis(w, 3, i, "up", "width");
+  } catch (const Error& e) {
+    m = e.what();
+  }
+  EXPECT_NE(m.find("dist.spatial: layer 'up'"), std::string::npos) << m;
+  EXPECT_NE(m.find("negative padding"), std::string::npos) << m;
 }
 
 TEST(SpatialDecomposition, ThreeByThreeSameSplitsIntoOneRowHalos) {

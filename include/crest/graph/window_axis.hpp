@@ -8,10 +8,13 @@
 
 namespace crest {
 
-// Output row o reads input rows o * stride - pad_lo + j * dilation for j in [0, kernel).
+// Output row o reads input rows o * stride - pad_lo + j * dilation for j in [0, kernel). A
+// transposed window (a transposed convolution) runs the other way: input row i writes output
+// rows i * stride - pad_lo + j * dilation, so output row o reads the input rows that reach it.
 struct WindowAxis {
   int64_t in_extent = 1, out_extent = 1;
   int64_t kernel = 1, stride = 1, dilation = 1, pad_lo = 0;
+  bool transposed = false;
 };
 
 // Per spatial axis, the window of a convolution or pooling descriptor.

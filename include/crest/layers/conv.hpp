@@ -31,10 +31,7 @@ class ConvLayer : public Layer {
   bool computes_in_half() const override { return true; }
   // A transposed convolution's weight-gradient kernel always computes its bias gradient.
   bool bias_grad_can_move() const override { return !opts_.transposed && opts_.bias; }
-  // Transposed convolutions have no split form yet: the compile gathers their input.
-  SpatialRole spatial_role() const override {
-    return opts_.transposed ? SpatialRole::whole : SpatialRole::windowed;
-  }
+  SpatialRole spatial_role() const override { return SpatialRole::windowed; }
   std::vector<WindowAxis> window_axes(const Shape& in, const Shape& out) const override {
     return crest::window_axes(make_desc(in, out, DType::f32));
   }

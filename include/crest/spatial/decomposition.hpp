@@ -46,12 +46,20 @@ struct SpatialGrid {
 // in_extent).
 IndexRange rows_read(const WindowAxis& w, IndexRange out);
 
+// The padding a kernel on input rows `window` needs to compute exactly output rows `out`: for a
+// window, the rows read beyond the input's edges; for a transposed window, how many of the
+// rows its first and last input rows write fall before and after `out` (cropped).
+struct LocalPadding {
+  int64_t lo = 0, hi = 0;
+};
+LocalPadding local_padding(const WindowAxis& w, IndexRange window, IndexRange out);
+
 // One rank's part of a windowed layer along one axis, and its halo traffic (global row indices).
 struct AxisPlan {
   int parts = 1, index = 0;
   IndexRange owned_in, owned_out;
   IndexRange window;               // input rows the local kernel reads, within [0, in_extent)
-  int64_t pad_lo = 0, pad_hi = 0;  // padding left to the local kernel: only at the global edges
+  int64_t pad_lo = 0, pad_hi = 0;  // the local kernel's padding (local_padding)
   // Rows received from the lower (index - 1) and upper (index + 1) neighbour, and rows of
   // owned_in sent to them; empty where there is no traffic.
   IndexRange from_lower, from_upper, to_lower, to_upper;

@@ -87,7 +87,9 @@ struct WindowPart {
 
 class SpatialConv {
  public:
-  // `global`: the whole convolution (the sample's extents). Transposed convolutions are refused.
+  // `global`: the whole convolution (the sample's extents), transposed or not: a transposed one
+  // reads the input rows that write its output rows (decomposition.hpp, rows_read) and crops
+  // the rest with its padding.
   // Blocks are plain, or channels-last where `preferred` says so and the backend's kernel works
   // in it (then no reorder runs around the kernel).
   SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where,
