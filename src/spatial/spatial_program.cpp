@@ -162,6 +162,64 @@ class SpatialGatherLayer final : public Layer {
   DType dtype_ = DType::f32;
 };
 
+// Values of `dtype` (float32 or float64) times k, into `out` (which may be `in`); with `group`,
+// summed over it first (in double, as batch norm's sums: every rank gets the same bits).
+void weighted_sum(const void* in, void* out, int64_t n, DType dtype, double k,
+                  Communicator* group) {
+  std::vector<double> v(static_cast<size_t>(n));
+  const bool f64 = dtype == DType::f64;
+  CREST_CHECK(f64 || dtype == DType::f32, "a group sum is of float32 or float64 values");
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = k * (f64 ? static_cast<const double*>(in)[i] : static_cast<const float*>(in)[i]);
+  if (group) group->allreduce_sum(v.data(), v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (f64)
+      static_cast<double*>(out)[i] = v[i];
+    else
+      static_cast<float*>(out)[i] = static_cast<float>(v[i]);
+  }
+}
+
+// A small whole tensor ([n, c, 1...]) that one direction sums over the group: a spatial mean's
+// block means become the sample's (forward sum, each weighted by its share), or a broadcast
+// value's per-block gradients the whole gradient (backward sum). The other direction scales by
+// the share (mean) or copies (broadcast).
+class GroupSumLayer final : public Layer {
+ public:
+  enum class Sum : uint8_t { forward, backward };
+  GroupSumLayer(Communicator& group, Shape shape, Sum sum, double share, std::string kind)
+      : group_(&group), shape_(shape), sum_(sum), share_(share), kind_(std::move(kind)) {}
+  std::string kind() const override { return kind_; }
+  bool computes_in_half() const override { return false; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>&) const override { return {shape_}; }
+  void create(CreateContext& ctx) override {
+    dtype_ = ctx.dtype;
+    ctx.in_formats[0] = plain_format(shape_, dtype_);
+    ctx.out_formats = {plain_format(shape_, dtype_)};
+  }
+  void forward(RunContext& ctx) override {
+    weighted_sum(ctx.in[0], ctx.out[0], shape_.numel(), dtype_, share_,
+                 sum_ == Sum::forward ? group_ : nullptr);
+  }
+  void backward(RunContext& ctx) override {
+    if (!ctx.diff_in[0]) return;
+    weighted_sum(ctx.diff_out[0], ctx.diff_in[0], shape_.numel(), dtype_, share_,
+                 sum_ == Sum::backward ? group_ : nullptr);
+  }
+  std::string describe() const override {
+    return sum_ == Sum::forward ? "block means weighted by their share, summed over the group"
+                                : "broadcast over the blocks, gradient summed over the group";
+  }
+
+ private:
+  Communicator* group_;
+  Shape shape_;
+  Sum sum_;
+  double share_;
+  std::string kind_;
+  DType dtype_ = DType::f32;
+};
+
 class GroupSplit final : public SpatialSplit {
  public:
   GroupSplit(Communicator& group, SpatialGrid grid) : group_(&group), grid_(std::move(grid)) {}
@@ -220,6 +278,18 @@ class GroupSplit final : public SpatialSplit {
   }
   std::unique_ptr<Layer> gather(const Shape& global) override {
     return std::make_unique<SpatialGatherLayer>(*group_, grid_, global);
+  }
+  std::unique_ptr<Layer> mean_over_group(const Shape& global) override {
+    const Shape local = local_shape(global);
+    Shape means = global;
+    for (int a = 2; a < global.rank(); ++a) means[a] = 1;
+    const double share = static_cast<double>(local.numel()) / static_cast<double>(global.numel());
+    return std::make_unique<GroupSumLayer>(*group_, means, GroupSumLayer::Sum::forward, share,
+                                           "spatial_mean");
+  }
+  std::unique_ptr<Layer> broadcast(const Shape& shape) override {
+    return std::make_unique<GroupSumLayer>(*group_, shape, GroupSumLayer::Sum::backward, 1.0,
+                                           "spatial_broadcast");
   }
 
  private:

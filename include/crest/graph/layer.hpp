@@ -29,7 +29,13 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 //   group_statistics  per-channel statistics over the batch and the spatial axes (batch norm):
 //              runs on the blocks, its sums added over the spatial group by the executor's
 //              BatchStatReducer, which must cover the group in training (the trainer's does)
-enum class SpatialRole : uint8_t { whole, pointwise, windowed, group_statistics };
+//   spatial_mean  the mean over the spatial axes (global average pooling): runs on the block,
+//              and the compile adds the blocks' means, weighted by their share of the sample,
+//              over the group (SpatialSplit::mean_over_group); the output is whole
+// A pointwise layer may also read whole inputs whose spatial extents are all 1 (expand_as's
+// image-pool features): they are broadcast over the blocks, their gradient summed over the group
+// (SpatialSplit::broadcast).
+enum class SpatialRole : uint8_t { whole, pointwise, windowed, group_statistics, spatial_mean };
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
 template <>

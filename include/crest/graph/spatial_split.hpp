@@ -54,6 +54,15 @@ class SpatialSplit {
   // the group's blocks of a `global`-shaped value (every rank gets the whole), backward each rank
   // keeps its block of the gradient (the layers after it run alike on every rank).
   virtual std::unique_ptr<Layer> gather(const Shape& global) = 0;
+  // The layer the compile inserts after a spatial mean (global average pooling) of a split value
+  // of shape `global`: forward, the group's sum of the block means [n, c, 1...] each weighted by
+  // its block's share of the spatial extent (the sample's mean, alike on every rank); backward,
+  // the whole gradient times this rank's share.
+  virtual std::unique_ptr<Layer> mean_over_group(const Shape& global) = 0;
+  // The layer the compile inserts before a whole value of `shape` that a pointwise layer
+  // broadcasts over split blocks: forward a copy, backward the group's sum of the gradients
+  // (each rank's is its block's part).
+  virtual std::unique_ptr<Layer> broadcast(const Shape& shape) = 0;
   // Bytes this rank receives in the halo exchanges of one batch through the windowed layers
   // split so far (each layer counted once, however often compiled): forward, and backward (the
   // gradient rows returned to it and the weight gradient's second gather). For plans.

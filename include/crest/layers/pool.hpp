@@ -24,7 +24,7 @@ class PoolLayer : public Layer {
     return !opts_.global && opts_.kind == PoolKind::max;
   }
   SpatialRole spatial_role() const override {
-    return opts_.global ? SpatialRole::whole : SpatialRole::windowed;
+    return opts_.global ? SpatialRole::spatial_mean : SpatialRole::windowed;
   }
   std::vector<WindowAxis> window_axes(const Shape& in, const Shape& out) const override {
     return crest::window_axes(make_desc(in, out, DType::f32));

@@ -50,6 +50,8 @@ class ExpandAsLayer : public Layer {
  public:
   std::string kind() const override { return "expand_as"; }
   bool computes_in_half() const override { return true; }
+  // x is broadcast over the reference's block (layer.hpp, SpatialRole).
+  SpatialRole spatial_role() const override { return SpatialRole::pointwise; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   bool input_is_constant(size_t i) const override { return i == 1; }
   void create(CreateContext& ctx) override;

@@ -4,11 +4,17 @@
 //   - graph inputs the split accepts (the samples, [n, c, spatial...]) are split;
 //   - a windowed layer (convolution, pooling) on a split input gives split outputs, and keeps the
 //     whole shapes for its kernel (SpatialSplit::conv/pool run it with halo exchanges);
-//   - a pointwise layer whose inputs are all split gives split outputs;
+//   - a pointwise layer whose inputs are all split, or whole with spatial extents 1 (broadcast
+//     over the blocks through an inserted spatial_broadcast, which sums their gradient over the
+//     group), gives split outputs;
+//   - a spatial mean (global average pooling) runs on the block, and an inserted spatial_mean
+//     adds the block means over the group: its output is whole;
 //   - any other layer reading a split value reads a gathered copy instead (one gather per value,
 //     inserted before its first such reader), and runs alike on every rank of the group.
-// Marked outputs and the loss must be whole: a model whose prediction is itself an image
-// (segmentation) is refused until outputs can be returned as blocks.
+// Marked outputs (a segmentation's prediction) are returned whole: where a split layer writes
+// one, it writes a block and an inserted gather writes the output, so the loss, the metrics and
+// the caller see the whole tensor.
+#include <algorithm>
 #include <map>
 
 #include "compile/program.hpp"
@@ -25,7 +31,7 @@ void split_value(Value& v, SpatialSplit& s) {
 
 class SplitPass {
  public:
-  SplitPass(Program& p, SpatialSplit& s) : p_(p), s_(s) {}
+  SplitPass(Program& p, const Graph& g, SpatialSplit& s) : p_(p), g_(g), s_(s) {}
 
   // A decomposition that splits no input (its number of axes is not the samples') is refused:
   // silently running unsplit would not be what was asked.
@@ -46,10 +52,11 @@ class SplitPass {
   }
 
   void place(Node node) {
-    bool any_split = false, all_split = true;
+    bool any_split = false, all_split = true, all_split_or_broadcast = true;
     for (ValueId v : node.inputs) {
       any_split = any_split || p_.val(v).split;
       all_split = all_split && p_.val(v).split;
+      all_split_or_broadcast = all_split_or_broadcast && (p_.val(v).split || broadcasts(v));
     }
     if (!any_split) {
       nodes_.push_back(std::move(node));
@@ -59,18 +66,22 @@ class SplitPass {
     if (role == SpatialRole::windowed && node.inputs.size() == 1 && window_fits(node)) {
       node.global_in = {p_.val(node.inputs[0]).global_shape};
       for (ValueId o : node.outputs) node.global_out.push_back(p_.val(o).shape);
-      for (ValueId o : node.outputs) split_value(p_.val(o), s_);
-    } else if (role == SpatialRole::pointwise && all_split) {
-      for (ValueId o : node.outputs) split_value(p_.val(o), s_);
+      place_split(std::move(node));
+    } else if (role == SpatialRole::pointwise && all_split_or_broadcast) {
+      for (ValueId& v : node.inputs)
+        if (!p_.val(v).split) v = broadcast(v);
+      place_split(std::move(node));
     } else if (role == SpatialRole::group_statistics && all_split) {
-      for (ValueId o : node.outputs) split_value(p_.val(o), s_);
       p_.split_statistics = p_.split_statistics || p_.opts.training;
       node.param_grad_scale = s_.group_size();
+      place_split(std::move(node));
+    } else if (role == SpatialRole::spatial_mean && all_split && node.outputs.size() == 1) {
+      place_mean(std::move(node));
     } else {
       for (ValueId& v : node.inputs)
         if (p_.val(v).split) v = gathered(v);
+      nodes_.push_back(std::move(node));
     }
-    nodes_.push_back(std::move(node));
   }
 
   std::vector<Node> take_nodes() { return std::move(nodes_); }
@@ -89,28 +100,104 @@ class SplitPass {
     return false;
   }
 
-  // The whole copy of split value v, gathered once.
-  int gathered(int v) {
-    if (auto found = gathered_.find(v); found != gathered_.end()) return found->second;
-    Value& from = p_.val(v);
-    Node node;
-    node.name = from.name + ">gather";
-    node.kind = "spatial_gather";
-    node.layer = s_.gather(from.global_shape);
-    node.inserted = true;
-    const int nv = p_.add_value(node.name, from.global_shape);
-    p_.val(nv).needs_grad = p_.val(v).needs_grad;
-    node.inputs = {v};
-    node.outputs = {nv};
+  // A whole value a pointwise layer can broadcast over split blocks: every spatial extent 1.
+  bool broadcasts(ValueId v) const {
+    const Shape& s = p_.val(v).shape;
+    if (p_.val(v).graph_input >= 0 || s.rank() < 3) return false;
+    for (int a = 2; a < s.rank(); ++a)
+      if (s[a] != 1) return false;
+    return true;
+  }
+
+  // A node whose outputs are split. An output the caller reads (a marked output, the loss) stays
+  // whole: the node writes a block of it, and an inserted gather the output itself.
+  void place_split(Node node) {
+    std::vector<std::pair<ValueId, ValueId>> returned;  // (block, whole output)
+    for (ValueId& o : node.outputs) {
+      split_value(p_.val(o), s_);
+      if (!returned_whole(o)) continue;
+      const ValueId block = renamed_block(o);
+      returned.emplace_back(block, o);
+      o = block;
+    }
     nodes_.push_back(std::move(node));
-    gathered_.emplace(v, nv);
+    for (const auto& [block, whole] : returned) insert_gather(block, whole);
+  }
+
+  bool returned_whole(ValueId v) const {
+    const auto& outs = g_.outputs();
+    return std::find(outs.begin(), outs.end(), v) != outs.end() || v == g_.loss();
+  }
+
+  // A new split value that takes over v's block; v becomes whole again.
+  ValueId renamed_block(ValueId v) {
+    const ValueId block = p_.add_value(p_.val(v).name + ">block", p_.val(v).shape);
+    Value& b = p_.val(block);
+    Value& whole = p_.val(v);
+    b.split = true;
+    b.global_shape = whole.global_shape;
+    b.needs_grad = whole.needs_grad;
+    whole.shape = whole.global_shape;
+    whole.split = false;
+    return block;
+  }
+
+  // A spatial mean on the block, then the group's weighted sum of the block means into the
+  // node's own output (whole, so its readers run alike on every rank).
+  void place_mean(Node node) {
+    const ValueId out = node.outputs[0];
+    const ValueId block_mean = p_.add_value(p_.val(out).name + ">block", p_.val(out).shape);
+    p_.val(block_mean).needs_grad = p_.val(out).needs_grad;
+    const Shape global_in = p_.val(node.inputs[0]).global_shape;
+    node.outputs[0] = block_mean;
+    const std::string name = node.name + ">group";
+    nodes_.push_back(std::move(node));
+    insert(name, "spatial_mean", s_.mean_over_group(global_in), block_mean, out);
+  }
+
+  // Whole value v, broadcast over the blocks (once per value).
+  ValueId broadcast(ValueId v) {
+    if (auto found = broadcast_.find(v); found != broadcast_.end()) return found->second;
+    const ValueId nv = p_.add_value(p_.val(v).name + ">broadcast", p_.val(v).shape);
+    p_.val(nv).needs_grad = p_.val(v).needs_grad;
+    insert(p_.val(nv).name, "spatial_broadcast", s_.broadcast(p_.val(v).shape), v, nv);
+    broadcast_.emplace(v, nv);
     return nv;
   }
 
+  // The whole copy of split value v, gathered once.
+  ValueId gathered(ValueId v) {
+    if (auto found = gathered_.find(v); found != gathered_.end()) return found->second;
+    const ValueId nv = p_.add_value(p_.val(v).name + ">gather", p_.val(v).global_shape);
+    p_.val(nv).needs_grad = p_.val(v).needs_grad;
+    insert_gather(v, nv);
+    return nv;
+  }
+
+  void insert_gather(ValueId block, ValueId whole) {
+    insert(p_.val(block).name + ">gather", "spatial_gather", s_.gather(p_.val(block).global_shape),
+           block, whole);
+    gathered_.emplace(block, whole);
+  }
+
+  // A node the pass adds (no graph position: it draws no random numbers).
+  void insert(const std::string& name, const std::string& kind, std::unique_ptr<Layer> layer,
+              ValueId in, ValueId out) {
+    Node node;
+    node.name = name;
+    node.kind = kind;
+    node.layer = std::move(layer);
+    node.inserted = true;
+    node.inputs = {in};
+    node.outputs = {out};
+    nodes_.push_back(std::move(node));
+  }
+
   Program& p_;
+  const Graph& g_;
   SpatialSplit& s_;
   std::vector<Node> nodes_;
-  std::map<int, int> gathered_;
+  std::map<ValueId, ValueId> gathered_, broadcast_;
 };
 
 }  // namespace
@@ -121,17 +208,11 @@ void split_spatially(Program& p, const Graph& g) {
     throw_usage(
         "dist.spatial: mixed precision (bf16/fp16) with a spatial split is not "
         "supported yet; train in float32 (crest.precision: fp32)");
-  SplitPass pass(p, *p.opts.spatial);
+  SplitPass pass(p, g, *p.opts.spatial);
   pass.split_inputs();
   for (Node& node : p.nodes) pass.place(std::move(node));
   p.nodes = pass.take_nodes();
-  for (ValueId v : g.outputs())
-    if (p.val(v).split)
-      throw_usage("dist.spatial: the model's output '" + p.val(v).name +
-                  "' would be split among the ranks (its prediction keeps the spatial axes); "
-                  "only models whose outputs are whole (CosmoFlow's) can be split yet");
-  if (g.loss() >= 0 && p.val(g.loss()).split)
-    throw_usage("dist.spatial: the loss would be computed on a split tensor");
+  for (ValueId v : g.outputs()) CREST_CHECK(!p.val(v).split, "a marked output left split");
 }
 
 }  // namespace crest::compile
