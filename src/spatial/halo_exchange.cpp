@@ -2,7 +2,10 @@
 #include "crest/spatial/halo_exchange.hpp"
 
 #include <array>
+#include <csignal>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <utility>
 
 #include "box_copy.hpp"
@@ -20,6 +23,21 @@ using spatial_detail::BoxOp;
 // two ranks can be confused.
 int tag_of(size_t axis, bool backward, bool to_upper) {
   return static_cast<int>(axis) * 4 + (backward ? 2 : 0) + (to_upper ? 1 : 0);
+}
+
+// Test hook (docs/testing.md): CREST_TEST_KILL_IN_HALO_EXCHANGE=N@R kills the process of group
+// rank R with SIGKILL as it starts its N-th halo message exchange (1-based, forward and backward
+// counted alike), after its neighbours have posted theirs: a rank that dies mid-exchange.
+void kill_if_asked(int group_rank) {
+  static const char* const asked = std::getenv("CREST_TEST_KILL_IN_HALO_EXCHANGE");
+  static int exchanges = 0;
+  if (!asked) return;
+  ++exchanges;
+  const std::string v = asked;
+  const size_t at = v.find('@');
+  if (at == std::string::npos) return;
+  if (std::atoi(v.c_str()) == exchanges && std::atoi(v.c_str() + at + 1) == group_rank)
+    std::raise(SIGKILL);
 }
 
 // `dims` with the rows `rows` (global indices, relative to `origin`) along `dim`: the box's
@@ -181,6 +199,7 @@ void HaloExchange::move_axis(size_t a, const Traffic& t, Stage src, MutableStage
   if (!t.send_hi.empty()) send(t.send_hi, send_hi_, +1);
   if (!t.recv_lo.empty()) expect(t.recv_lo, recv_lo_, -1);
   if (!t.recv_hi.empty()) expect(t.recv_hi, recv_hi_, +1);
+  kill_if_asked(group_rank_);
   group_->exchange(sends, receives, t.backward ? what_backward_ : what_forward_);
 
   const AxisPlan& p = axes_[a].plan;

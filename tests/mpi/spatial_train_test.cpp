@@ -15,6 +15,7 @@
 namespace crest {
 namespace {
 
+using test::CliRun;
 using test::run_crest;
 using test::run_crest_mpi;
 using test::TempDir;
@@ -131,6 +132,22 @@ TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
     EXPECT_LE(worst_relative_difference(one_w, w), 1e-10);
     EXPECT_EQ(metrics(one.out), metrics(r.out)) << r.out;
   }
+}
+
+// A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)
+// ends the job: the launcher sees the death, the watchdog's deadline being the backstop; it does
+// not hang (run_mpirun's limit would fail the test with 124) and writes no checkpoint.
+TEST(SpatialTrain, ARankKilledMidExchangeEndsTheJob) {
+  TempDir dir;
+  const CliRun r = test::run_mpirun(
+      "-np 2 -x CREST_TEST_KILL_IN_HALO_EXCHANGE=3@1 " + std::string(CREST_BINARY) + " " +
+          float64_args(2) +
+          " data.n_epochs=1 dist.spatial=[2,1,1] dist.timeout_s=60 output_dir=" + dir.file("run"),
+      240);
+  EXPECT_NE(r.code, 0) << r.out;
+  EXPECT_NE(r.code, 124) << "the job hung past the test's limit:\n" << r.out;
+  EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
+  EXPECT_FALSE(std::filesystem::exists(dir.file("run/checkpoints/ckpt-000000000002.safetensors")));
 }
 
 // A checkpoint of a split run is an unsplit one's: 4-way spatial -> 1 rank -> 2-way spatial
