@@ -8,15 +8,11 @@
 #include <string>
 #include <utility>
 
-#include "box_copy.hpp"
+#include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 
 namespace crest {
 namespace {
-
-using spatial_detail::box_transfer;
-using spatial_detail::BoxAt;
-using spatial_detail::BoxOp;
 
 // Message tags within the spatial group: forward rows going down/up along axis a, and the
 // gradients going back. Distinct per axis and direction, so no two messages in flight between

@@ -7,17 +7,13 @@
 #include <utility>
 #include <vector>
 
-#include "box_copy.hpp"
+#include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/graph/layer.hpp"
 #include "crest/spatial/spatial_window.hpp"
 
 namespace crest {
 namespace {
-
-using spatial_detail::box_transfer;
-using spatial_detail::BoxAt;
-using spatial_detail::BoxOp;
 
 // Multiplies n values of `dtype` (float32 or float64) by k.
 void scale(void* p, int64_t n, DType dtype, double k) {
@@ -232,6 +228,13 @@ class GroupSplit final : public SpatialSplit {
     const auto b = blocks_of(grid_, global)[static_cast<size_t>(group_->rank())];
     for (size_t a = 0; a < b.size(); ++a) local[static_cast<int>(a) + 2] = b[a].size();
     return local;
+  }
+  std::vector<int64_t> block_start(const Shape& global) const override {
+    const auto blocks = blocks_of(grid_, global);
+    std::vector<int64_t> start;
+    for (const IndexRange& r : blocks[static_cast<size_t>(group_->rank())])
+      start.push_back(r.begin);
+    return start;
   }
   void copy_block(const void* whole, const Shape& global, Layout layout, DType dtype,
                   void* block) const override {

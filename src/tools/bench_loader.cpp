@@ -9,7 +9,9 @@
 // before each end-to-end epoch, so reads come from the device unless --warm is given.
 // With --data DIR (a dataset root as `crest datagen` writes it) the data section is inferred from
 // the files: format, compression, sample shape, targets and the training file count; --config
-// is then optional and overrides still win.
+// is then optional and overrides still win. With --spatial d,h,w one more line per rank of a
+// spatial group gives what that rank reads of each sample under dist.spatial (its block: only
+// the block's bytes from npy files, the whole record from TFRecords and HDF5) and how fast.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@
 #include "crest/data/loader.hpp"
 #include "crest/data/sample_source.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/spatial/decomposition.hpp"
 #include "crest/train/config.hpp"
 #include "crest/train/training_data.hpp"
 
@@ -165,7 +168,81 @@ struct Args {
   int epochs = 2;
   int threads = 0;
   bool warm = false;
+  std::vector<int> spatial;  // a spatial group's parts per axis; empty: none
 };
+
+// One pass over the loader's epochs: the best samples/s and the payload bytes read per sample
+// (files decompressed; a block's where the source reads blocks).
+struct LoaderPass {
+  double best_samples_s = 0, mean_samples_s = 0, payload_bytes_per_sample = 0;
+  int threads = 0;
+};
+
+LoaderPass run_loader(const std::shared_ptr<const SampleSource>& source, const LoaderOptions& lo,
+                      Communicator& comm, int epochs, bool drop) {
+  DataLoader dl(source, lo, comm);
+  double total_s = 0;
+  int64_t total_samples = 0, payload_total = 0;
+  LoaderPass pass;
+  for (int e = 0; e < epochs; ++e) {
+    if (drop)
+      for (int64_t i = 0; i < source->size(); ++i) drop_cache(source->path(i));
+    const auto t0 = Clock::now();
+    dl.start_epoch(e);
+    for (int64_t b = 0; b < dl.plan().batches; ++b) dl.release(dl.next());
+    const double s = since(t0);
+    total_s += s;
+    total_samples += dl.stats().samples;
+    payload_total += dl.stats().payload_bytes;
+    pass.best_samples_s =
+        std::max(pass.best_samples_s, static_cast<double>(dl.stats().samples) / s);
+  }
+  pass.threads = dl.threads();
+  pass.mean_samples_s = static_cast<double>(total_samples) / total_s;
+  pass.payload_bytes_per_sample =
+      static_cast<double>(payload_total) / static_cast<double>(std::max<int64_t>(total_samples, 1));
+  return pass;
+}
+
+// Group rank r's block of samples of channels-last shape `x` (numpy.array_split blocks over the
+// grid, as dist.spatial splits them).
+SampleBlock block_of_rank(const SpatialGrid& grid, int r, const Shape& x) {
+  SampleBlock b;
+  const std::vector<int> c = grid.coords(r);
+  for (size_t a = 0; a < grid.parts.size(); ++a) {
+    const IndexRange rows = block_range(x[static_cast<int>(a)], grid.parts[a], c[a]);
+    b.begin.push_back(rows.begin);
+    b.end.push_back(rows.end);
+  }
+  return b;
+}
+
+// One line per rank of a spatial group: its block, the bytes it reads per sample and its rate.
+void bench_blocks(const Args& a, const std::shared_ptr<SampleSource>& whole,
+                  const LoaderOptions& lo, Communicator& comm, double whole_bytes_per_sample) {
+  const SpatialGrid grid{a.spatial};
+  const Shape x = whole->spec().x_shape;
+  if (grid.parts.size() + 1 != static_cast<size_t>(x.rank()))
+    throw_usage("bench loader: --spatial gives " + std::to_string(grid.parts.size()) +
+                " parts, but the samples " + x.str() + " have " + std::to_string(x.rank() - 1) +
+                " spatial axes");
+  for (int r = 0; r < grid.size(); ++r) {
+    const SampleBlock block = block_of_rank(grid, r, x);
+    const auto part = block_of_samples(whole, block);
+    const LoaderPass pass = run_loader(part, lo, comm, a.epochs, !a.warm);
+    nlohmann::json j;
+    j["bench"] = "loader";
+    j["spatial"] = a.spatial;
+    j["group_rank"] = r;
+    j["block_begin"] = block.begin;
+    j["block_end"] = block.end;
+    j["reads_only_block"] = part->reads_blocks();
+    j["payload_bytes_per_sample"] = pass.payload_bytes_per_sample;
+    j["fraction_of_whole"] = pass.payload_bytes_per_sample / whole_bytes_per_sample;
+    j["samples_per_s"] = pass.best_samples_s;
+    std::cout << j.dump() << std::endl;
+  }
+}
 
 Config bench_config(const Args& a) {
   if (a.data.empty()) {
@@ -236,29 +313,16 @@ void bench_loader(const Args& a) {
   // 4. End to end through the loader.
   LoaderOptions lo = loader_options(config.data);
   if (a.threads > 0) lo.threads = a.threads;
-  DataLoader dl(data.train, lo, *comm);
-  double best = 0, total_s = 0;
-  int64_t total_samples = 0, payload_total = 0;
-  for (int e = 0; e < a.epochs; ++e) {
-    if (files && !a.warm)
-      for (int64_t i = 0; i < n; ++i) drop_cache(src.path(i));
-    const auto t0 = Clock::now();
-    dl.start_epoch(e);
-    for (int64_t b = 0; b < dl.plan().batches; ++b) dl.release(dl.next());
-    const double s = since(t0);
-    total_s += s;
-    total_samples += dl.stats().samples;
-    payload_total += dl.stats().payload_bytes;
-    best = std::max(best, static_cast<double>(dl.stats().samples) / s);
-  }
-  out["threads"] = dl.threads();
+  const LoaderPass pass = run_loader(data.train, lo, *comm, a.epochs, files && !a.warm);
+  out["threads"] = pass.threads;
   out["epochs"] = a.epochs;
-  out["samples_per_s"] = best;
-  out["samples_per_s_mean"] = static_cast<double>(total_samples) / total_s;
-  out["end_to_end_mb_s"] =
-      static_cast<double>(payload_total) / 1e6 / total_s;  // decompressed bytes
+  out["samples_per_s"] = pass.best_samples_s;
+  out["samples_per_s_mean"] = pass.mean_samples_s;
+  out["end_to_end_mb_s"] = pass.mean_samples_s * pass.payload_bytes_per_sample / 1e6;
+  out["payload_bytes_per_sample"] = pass.payload_bytes_per_sample;
   out["cold_cache"] = files && !a.warm;
   std::cout << out.dump() << std::endl;
+  if (!a.spatial.empty()) bench_blocks(a, data.train, lo, *comm, pass.payload_bytes_per_sample);
 }
 
 }  // namespace
@@ -278,6 +342,10 @@ void register_bench_loader(CLI::App& bench) {
                   "reader threads (default: data.n_parallel_reads or automatic)");
   cmd->add_flag("--warm", a->warm,
                 "keep the files in the page cache (default: drop them before reading)");
+  cmd->add_option("--spatial", a->spatial,
+                  "also each rank of a spatial group of this many parts per axis (d,h,w): the "
+                  "block it reads of every sample, its bytes and rate")
+      ->delimiter(',');
   cmd->callback([a] { bench_loader(*a); });
 }
 

@@ -65,12 +65,12 @@ void BatchFeed::feed_copies(const std::string& input, const TensorView& from, in
   ex_.bind_input(input, nullptr);  // the copies go into the model's own storage
   const TensorView to = ex_.input(input);
   const int64_t places = from.shape()[0];
-  check_sizes(input, from, whole_shape(input, places).numel());
+  const bool blocks = holds_blocks(input, from, to);
   const auto from_per_sample = static_cast<size_t>(from.numel() / places);
   const void* sample = static_cast<const char*>(from.data()) +
                        static_cast<size_t>(place) * from_per_sample * dtype_size(from.dtype());
   // Under a split, what is copied is this rank's block of the sample.
-  if (const SpatialSplit* split = split_of(input))
+  if (const SpatialSplit* split = split_of(input); split && !blocks)
     sample = block_of(*split, input, sample, 1, from.dtype());
   const auto per_sample = static_cast<size_t>(to.numel() / places);
   HostStaging staged(ex_.backend().memory(), to.data(), to.bytes(), /*fetch=*/false);
@@ -85,13 +85,13 @@ void BatchFeed::feed_copies(const std::string& input, const TensorView& from, in
 void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   const TensorView to = ex_.input(input);
   const int64_t batch = to.shape()[0];
-  check_sizes(input, from, whole_shape(input, batch).numel());
+  const bool blocks = holds_blocks(input, from, to);
   MemoryResource& memory = ex_.backend().memory();
   if (const SpatialSplit* split = split_of(input)) {
     // Never bound in place: the model holds a block, copied (and converted) from the batch.
     HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
-    convert_into(block_of(*split, input, from.data(), batch, from.dtype()), from.dtype(),
-                 staged.data(), to.dtype(), static_cast<size_t>(to.numel()));
+    convert_into(blocks ? from.data() : block_of(*split, input, from.data(), batch, from.dtype()),
+                 from.dtype(), staged.data(), to.dtype(), static_cast<size_t>(to.numel()));
     return staged.commit();
   }
   const auto n = static_cast<size_t>(from.numel());
@@ -110,6 +110,29 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   // is host memory too.
   if (memory.is_host() && ex_.bind_input(input, from.data())) return;
   memory.copy_to_device(to.data(), from.data(), from.bytes());
+}
+
+bool BatchFeed::holds_blocks(const std::string& input, const TensorView& from,
+                             const TensorView& to) const {
+  const int64_t samples = from.shape()[0];
+  const int64_t block_per_sample = to.numel() / to.shape()[0];
+  if (split_of(input) && from.numel() == samples * block_per_sample &&
+      from.numel() != whole_shape(input, samples).numel())
+    return true;  // a loader that read this rank's blocks (sample_block)
+  check_sizes(input, from, whole_shape(input, samples).numel());
+  return false;
+}
+
+std::optional<SampleBlock> BatchFeed::sample_block() const {
+  const SpatialSplit* split = split_of(model_.sample_input);
+  if (!split) return std::nullopt;
+  const Shape whole = whole_shape(model_.sample_input, 1);  // [1, c, spatial...]
+  const Shape local = split->local_shape(whole);
+  SampleBlock b;
+  b.begin = split->block_start(whole);
+  for (size_t a = 0; a < b.begin.size(); ++a)
+    b.end.push_back(b.begin[a] + local[static_cast<int>(a) + 2]);
+  return b;
 }
 
 const SpatialSplit* BatchFeed::split_of(const std::string& input) const {

@@ -2,11 +2,14 @@
 // sample and target inputs (float32 samples, float32 targets or int32 labels), and the prediction
 // back to host memory for the metrics. The one place the trainer touches model memory, so a
 // device backend changes only this file's copies. Under a spatial split (CompileOptions::spatial)
-// the samples' input holds this rank's block of each sample, copied out of the whole batch.
+// the samples' input holds this rank's block of each sample: a loader that reads blocks
+// (sample_block) gives it as it is, a batch of whole samples has it copied out.
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "crest/data/loader.hpp"
+#include "crest/data/sample_source.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
 
@@ -28,6 +31,9 @@ class BatchFeed {
   // size evaluates one sample (an incomplete validation batch, sample by sample), whose loss and
   // prediction are then those of that sample alone (evaluation mixes no samples).
   void feed_copies_of(const LoadedBatch& batch, int64_t place);
+  // Under a spatial split, the block of each sample's x (channels-last, as the files) the model
+  // holds: a loader may read only it (block_of_samples). None where the samples are whole.
+  std::optional<SampleBlock> sample_block() const;
   // The prediction of the last forward pass, in host memory: the model's own where that is host
   // memory, else a copy (valid until the next call).
   TensorView host_prediction();
@@ -35,6 +41,9 @@ class BatchFeed {
  private:
   void feed_one(const std::string& input, const TensorView& from);
   void feed_copies(const std::string& input, const TensorView& from, int64_t place);
+  // Whether batch `from` of `input` is already this rank's blocks (a block-reading loader's) rather
+  // than whole samples; checks that it is one or the other, naming the input.
+  bool holds_blocks(const std::string& input, const TensorView& from, const TensorView& to) const;
   // The split that holds `input` as blocks, or null where the input is whole.
   const SpatialSplit* split_of(const std::string& input) const;
   // The input's whole logical shape for `batch` samples, and its layout.

@@ -98,6 +98,7 @@ class TrainingRun {
   void print_dry_run();
   void print_spatial_plan();
   void open_data();
+  void read_blocks_only();
   void open_train_loader(int rollbacks);
   RunFacts facts() const;
   TrainSummary train();
@@ -363,6 +364,7 @@ void TrainingRun::open_data() {
   if (!dc.stage_dir.empty())
     records_.notify([&](RunObserver& o) { o.staging_stop(data_.stage_s); });
   summary_.stage_s = data_.stage_s;
+  read_blocks_only();
   open_train_loader(0);
   *log_ << "train data: " << data_.train->format() << ", " << train_loader_->plan().describe()
         << " (" << train_loader_->threads() << " reader threads, " << dc.prefetch
@@ -374,6 +376,20 @@ void TrainingRun::open_data() {
     *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
   }
   train_steps_ = train_loader_->plan().batches;
+}
+
+// Under a spatial split every rank reads its block of each sample: only the block's bytes where
+// the format allows it (npy), else the whole sample, decoded, of which it keeps the block.
+void TrainingRun::read_blocks_only() {
+  const std::optional<SampleBlock> block = feed_->sample_block();
+  if (!block) return;
+  data_.train = block_of_samples(data_.train, *block);
+  if (data_.valid) data_.valid = block_of_samples(data_.valid, *block);
+  *log_ << "spatial split: each rank reads its block of every sample ("
+        << (data_.train->reads_blocks()
+                ? "only the block's bytes"
+                : data_.train->format() + ": each rank reads and decodes the whole sample")
+        << ")\n";
 }
 
 // The training loader; after k rollbacks (train.on_nonfinite: rollback) its order comes from

@@ -425,5 +425,42 @@ TEST(DataCli, BenchLoaderRunsOnDatagenOutputWithoutAConfig) {
   EXPECT_NE(r.out.find("no train/ directory"), std::string::npos) << r.out;
 }
 
+// `bench loader --spatial d,h,w`: one more line per rank of the group, with its block and the
+// bytes it reads per sample: half of an npy sample's volume for each of 2 depth halves (the
+// labels whole), the whole record from a GZIP TFRecord; a split with the wrong number of axes
+// is refused.
+TEST(DataCli, BenchLoaderSpatialReportsTheBytesEachRankReads) {
+  TempDir t;
+  const std::string npy = t.file("npy");
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --out " + npy + " --train 4 --valid 2 --size 32 --format npy")
+          .code,
+      0);
+  auto r = run_crest("bench loader --data " + npy + " --epochs 1 --warm --spatial 2,1,1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_EQ(lines.size(), 3u) << r.out;
+  const double whole = lines[0]["payload_bytes_per_sample"].get<double>();
+  EXPECT_EQ(whole, 32.0 * 32 * 32 * 4 * 2 + 4 * 4);  // int16 volume, 4 float32 targets
+  for (int rank = 0; rank < 2; ++rank) {
+    const auto& j = lines[static_cast<size_t>(rank) + 1];
+    EXPECT_EQ(j["group_rank"], rank);
+    EXPECT_EQ(j["block_begin"], nlohmann::json({16 * rank, 0, 0}));
+    EXPECT_EQ(j["block_end"], nlohmann::json({16 * rank + 16, 32, 32}));
+    EXPECT_TRUE(j["reads_only_block"].get<bool>());
+    EXPECT_EQ(j["payload_bytes_per_sample"].get<double>(), 16.0 * 32 * 32 * 4 * 2 + 4 * 4);
+  }
+  const std::string gz = cosmo_dataset(t);
+  r = run_crest("bench loader --data " + gz + " --epochs 1 --warm --spatial 1,1,2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto gz_lines = test::json_lines(r.out);
+  ASSERT_EQ(gz_lines.size(), 3u) << r.out;
+  EXPECT_FALSE(gz_lines[1]["reads_only_block"].get<bool>());
+  EXPECT_EQ(gz_lines[1]["fraction_of_whole"].get<double>(), 1.0);
+  r = run_crest("bench loader --data " + npy + " --epochs 1 --spatial 2,2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--spatial gives 2 parts"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace crest

@@ -98,6 +98,47 @@ TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
   }
 }
 
+// Each rank reads its block of every sample: from npy files only the block's bytes, from GZIP
+// TFRecords the whole record (inflated whole, the block kept). Either way the run is one
+// process's.
+TEST(SpatialTrain, EachRankReadsItsBlockOfTheSampleFiles) {
+  TempDir dir;
+  for (const std::string format : {"npy", "tfrecord"}) {
+    SCOPED_TRACE(format);
+    const std::string data = dir.file(format);
+    ASSERT_EQ(
+        run_crest("datagen cosmoflow --format " + format + (format == "tfrecord" ? " --gzip" : "") +
+                  " --train 4 --valid 2 --size 32 --out " + data)
+            .code,
+        0);
+    const std::string args = "train --config " + std::string(CREST_SOURCE_DIR) +
+                             "/configs/cosmoflow.yaml data.data_dir=" + data +
+                             " data.format=" + format +
+                             (format == "tfrecord" ? " data.compression=GZIP" : "") +
+                             " data.n_train=4 data.n_valid=2 data.batch_size=2 data.n_epochs=1"
+                             " data.shuffle=false model.dropout=0 crest.threads=1"
+                             " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
+                             " model.conv_size=4 model.n_conv_layers=3 crest.backend=reference"
+                             " crest.precision=float64 --overwrite";
+    const std::string one_w = dir.file("one.safetensors");
+    const auto one = run_crest(args + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
+    ASSERT_EQ(one.code, 0) << one.out;
+    for (const Split& s : {Split{2, "[2,1,1]", 2}, Split{4, "[1,2,2]", 2}}) {
+      SCOPED_TRACE(s.parts);
+      const std::string w = dir.file("split.safetensors");
+      const auto r = run_crest_mpi(s.ranks, args + " dist.spatial=" + s.parts + " --save-weights " +
+                                                w + " output_dir=" + dir.file("split"));
+      expect_same_training(one.out, one_w, r, w, 1e-10);
+      EXPECT_NE(r.out.find(format == "npy" ? "each rank reads its block of every sample (only "
+                                             "the block's bytes)"
+                                           : "(cosmoflow-tfrecord-gzip: each rank reads and "
+                                             "decodes the whole sample)"),
+                std::string::npos)
+          << r.out;
+    }
+  }
+}
+
 // DeepCAM (all 56 M parameters, 32 x 48 fields) in float64 on the reference backend, one LAMB
 // step of batch 2: split along the height on 2 ranks and 2 x 2 on 4, from its first convolution
 // to its last transposed one (batch norm on blocks, image pooling as the group's mean, the

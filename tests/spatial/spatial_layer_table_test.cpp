@@ -18,17 +18,14 @@
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/spatial/spatial_window.hpp"
-#include "spatial/box_copy.hpp"
 #include "world.hpp"
 
 namespace crest {
 namespace {
 
-using spatial_detail::box_transfer;
-using spatial_detail::BoxAt;
-using spatial_detail::BoxOp;
 using test::has_backend;
 using test::random_values;
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "crest/backends/batch_stat_reducer.hpp"
+#include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/layers/activation.hpp"
@@ -31,15 +32,11 @@
 #include "crest/layers/loss.hpp"
 #include "crest/layers/pool.hpp"
 #include "crest/layers/shape_ops.hpp"
-#include "spatial/box_copy.hpp"
 #include "world.hpp"
 
 namespace crest {
 namespace {
 
-using spatial_detail::box_transfer;
-using spatial_detail::BoxAt;
-using spatial_detail::BoxOp;
 using test::has_backend;
 using test::random_values;
 

@@ -277,5 +277,42 @@ TEST_F(NpyTest, FuzzedHeadersNeverCrash) {
   EXPECT_GT(errors, 0);
 }
 
+// A spatial split's block of a [4, 5, 3, 2] int16 array: every block along one axis and along
+// two, the values those of the whole array's box and the bytes read exactly the block's (one
+// read per contiguous run); a wrong dtype or shape is refused as read_npy_into refuses it.
+TEST_F(NpyTest, ReadsABlockOfTheLeadingAxesAndOnlyItsBytes) {
+  const std::vector<int64_t> shape{4, 5, 3, 2};
+  std::vector<int16_t> whole(4 * 5 * 3 * 2);
+  for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<int16_t>(i * 7 - 100);
+  const std::string path = dir_.file("volume.npy");
+  write_npy(path, DType::i16, shape, whole.data());
+  const auto at = [&](int64_t d, int64_t h, int64_t w, int64_t c) {
+    return whole[static_cast<size_t>(((d * 5 + h) * 3 + w) * 2 + c)];
+  };
+  int checked = 0;
+  for (const auto& [begin, end] :
+       {std::pair<std::vector<int64_t>, std::vector<int64_t>>{{1, 0, 0}, {3, 5, 3}},
+        {{0, 2, 0}, {4, 5, 3}},
+        {{0, 0, 1}, {4, 5, 2}},
+        {{2, 1, 0}, {4, 4, 3}},
+        {{0, 3, 2}, {4, 5, 3}},
+        {{0, 0, 0}, {4, 5, 3}}}) {
+    std::vector<int16_t> block(
+        static_cast<size_t>((end[0] - begin[0]) * (end[1] - begin[1]) * (end[2] - begin[2]) * 2));
+    const uint64_t read = read_npy_block_into(path, DType::i16, shape, begin, end, block.data());
+    EXPECT_EQ(read, block.size() * 2);
+    size_t k = 0;
+    for (int64_t d = begin[0]; d < end[0]; ++d)
+      for (int64_t h = begin[1]; h < end[1]; ++h)
+        for (int64_t w = begin[2]; w < end[2]; ++w)
+          for (int64_t c = 0; c < 2; ++c) ASSERT_EQ(block[k++], at(d, h, w, c)) << d << h << w;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 6);
+  std::vector<int16_t> out(8);
+  expect_input_error([&] { read_npy_block_into(path, DType::f32, shape, {0}, {1}, out.data()); },
+                     {"volume.npy", "array is int16", "expected f32"});
+}
+
 }  // namespace
 }  // namespace crest

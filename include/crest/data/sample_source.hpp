@@ -24,6 +24,14 @@ struct SampleSpec {
   size_t y_bytes() const { return static_cast<size_t>(y_shape.numel()) * 4; }
 };
 
+// One block of every sample's x under a spatial split (docs/distributed.md, "Spatial split"):
+// rows [begin[a], end[a]) of each spatial axis a of the channels-last x ([D, H, W, C]: the axes
+// before the channels); the channels are whole.
+struct SampleBlock {
+  std::vector<int64_t> begin, end;
+  Shape x_shape(const Shape& whole) const;  // the block's [rows per axis..., C]
+};
+
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
@@ -38,7 +46,25 @@ class SampleSource {
   // (spec().x_bytes()) and y (spec().y_bytes()). Throws crest::Error (input) naming the file.
   // Thread-safe.
   virtual void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const = 0;
+
+  // One block of each sample (a spatial split's). A source whose format allows it reads only the
+  // block's bytes (reads_blocks(): npy files, one read per contiguous run of rows); the default
+  // reads the whole payload (a GZIP TFRecord is inflated whole) and decodes the whole sample
+  // before keeping its block. x gets block.x_shape(spec().x_shape); y is whole.
+  virtual bool reads_blocks() const { return false; }
+  virtual void read_block(int64_t i, const SampleBlock& /*block*/,
+                          std::vector<std::byte>& payload) const {
+    read(i, payload);
+  }
+  virtual void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
+                            float* x, void* y) const;
 };
+
+// `whole` restricted to `block` of every sample: its spec's x_shape is the block's, and read and
+// decode go to read_block and decode_block. Throws crest::Error (usage) naming the block when it
+// does not fit the samples.
+std::shared_ptr<SampleSource> block_of_samples(std::shared_ptr<const SampleSource> whole,
+                                               SampleBlock block);
 
 // The sorted list of regular files in `dir` whose names end with one of `suffixes`. Errors (input)
 // when the directory is missing, unreadable or holds no such file, naming it and the suffixes.

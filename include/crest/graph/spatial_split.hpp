@@ -28,6 +28,8 @@ class SpatialSplit {
   virtual bool splits(const Shape& global) const = 0;
   // This rank's block of a split activation.
   virtual Shape local_shape(const Shape& global) const = 0;
+  // Where that block starts along each spatial axis.
+  virtual std::vector<int64_t> block_start(const Shape& global) const = 0;
   // Copies this rank's block out of a whole split value: how a batch of whole samples, as the
   // data loader gives them, becomes the program's input. `whole` has logical shape `global` in
   // `layout` (plain or channels-last); `block` is local_shape(global) in the same layout, of the

@@ -122,9 +122,34 @@ class CosmoflowNpySource final : public CosmoflowSource {
   }
 
   void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const override {
-    const size_t xb = static_cast<size_t>(voxels_) * 2, yb = static_cast<size_t>(opts_.targets) * 4;
+    decode_voxels(i, payload, voxels_, x, y);
+  }
+
+  // A block: only its rows of the volume are read (one read per contiguous run), then the
+  // targets.
+  bool reads_blocks() const override { return true; }
+  void read_block(int64_t i, const SampleBlock& block,
+                  std::vector<std::byte>& payload) const override {
+    const std::string& file = path(i);
+    const auto xb = static_cast<size_t>(block.x_shape(spec_.x_shape).numel()) * 2;
+    const size_t yb = static_cast<size_t>(opts_.targets) * 4;
+    payload.resize(xb + yb);
+    read_npy_block_into(file, DType::i16, spec_.x_shape.to_vector(), block.begin, block.end,
+                        payload.data());
+    read_npy_into(label_path(file), DType::f32, spec_.y_shape.to_vector(), payload.data() + xb);
+  }
+  void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
+                    float* x, void* y) const override {
+    decode_voxels(i, payload, block.x_shape(spec_.x_shape).numel(), x, y);
+  }
+
+ private:
+  // The payload: `voxels` int16 values, then the float32 targets.
+  void decode_voxels(int64_t i, std::span<const std::byte> payload, int64_t voxels, float* x,
+                     void* y) const {
+    const size_t xb = static_cast<size_t>(voxels) * 2, yb = static_cast<size_t>(opts_.targets) * 4;
     CREST_CHECK(payload.size() == xb + yb, "npy payload size of " + path(i));
-    convert_volume(payload.data(), voxels_, opts_.apply_log, x);
+    convert_volume(payload.data(), voxels, opts_.apply_log, x);
     std::memcpy(y, payload.data() + xb, yb);
   }
 };

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "crest/core/atomic_file.hpp"
+#include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/shape.hpp"
 #include "formats/file_io.hpp"
@@ -385,16 +386,76 @@ NpyArray read_npy(const std::string& path) {
   return a;
 }
 
-void read_npy_into(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
-                   void* dst) {
-  formats_io::InputFile file(path);
+namespace {
+
+// The header of `file`, checked to hold exactly `dtype` `shape`.
+NpyHeader expected_header(formats_io::InputFile& file, DType dtype,
+                          const std::vector<int64_t>& shape) {
   const NpyHeader h = read_header(file);
   const std::optional<DType> have = to_crest_dtype(h.dtype);
   if (have != dtype || h.shape != shape)
-    fail(path, "array is " + std::string(npy_dtype_name(h.dtype)) + " ('" + h.descr + "') " +
-                   shape_text(h.shape) + ", expected " + dtype_name(dtype) + " " +
-                   shape_text(shape));
+    fail(file.path(), "array is " + std::string(npy_dtype_name(h.dtype)) + " ('" + h.descr + "') " +
+                          shape_text(h.shape) + ", expected " + dtype_name(dtype) + " " +
+                          shape_text(shape));
+  return h;
+}
+
+}  // namespace
+
+void read_npy_into(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
+                   void* dst) {
+  formats_io::InputFile file(path);
+  const NpyHeader h = expected_header(file, dtype, shape);
   if (h.data_bytes) read_data(file, h, static_cast<std::byte*>(dst));
+}
+
+uint64_t read_npy_block_into(const std::string& path, DType dtype,
+                             const std::vector<int64_t>& shape, const std::vector<int64_t>& begin,
+                             const std::vector<int64_t>& end, void* dst) {
+  CREST_CHECK(begin.size() == end.size() && begin.size() <= shape.size(),
+              "read_npy_block_into: a block of more axes than the array's");
+  formats_io::InputFile file(path);
+  const NpyHeader h = expected_header(file, dtype, shape);
+  const size_t item = npy_dtype_size(h.dtype);
+  std::vector<int64_t> start(shape.size(), 0), count = shape;
+  for (size_t a = 0; a < begin.size(); ++a) {
+    start[a] = begin[a];
+    count[a] = end[a] - begin[a];
+  }
+  const std::vector<int64_t> zeros(count.size(), 0);
+  if (h.fortran_order && shape.size() > 1) {
+    std::vector<std::byte> whole(static_cast<size_t>(h.data_bytes));
+    read_data(file, h, whole.data());
+    box_transfer(whole.data(), BoxAt{shape, start}, dst, BoxAt{count, zeros}, count, dtype,
+                 BoxOp::copy);
+    return h.data_bytes;
+  }
+  // The innermost axis the block cuts: every run spans it and the whole axes after it.
+  size_t cut = 0;
+  for (size_t a = 0; a < begin.size(); ++a)
+    if (count[a] != shape[a]) cut = a;
+  int64_t run = count[cut];
+  for (size_t a = cut + 1; a < shape.size(); ++a) run *= shape[a];
+  std::vector<int64_t> at(start.begin(), start.begin() + static_cast<int64_t>(cut));
+  auto* out = static_cast<std::byte*>(dst);
+  uint64_t read = 0;
+  for (;;) {
+    int64_t offset = 0;  // elements before the run's first, in C order
+    for (size_t a = 0; a < shape.size(); ++a)
+      offset = offset * shape[a] + (a < cut ? at[a] : a == cut ? start[a] : 0);
+    const size_t bytes = static_cast<size_t>(run) * item;
+    file.read_exact_at(h.data_offset + static_cast<uint64_t>(offset) * item, out, bytes,
+                       "the array data");
+    if (h.big_endian) swap_bytes(out, static_cast<size_t>(run), item);
+    out += bytes;
+    read += bytes;
+    size_t a = cut;  // the next run: the outer axes' index, last fastest
+    while (a > 0 && ++at[a - 1] == start[a - 1] + count[a - 1]) {
+      at[a - 1] = start[a - 1];
+      --a;
+    }
+    if (a == 0) return read;
+  }
 }
 
 void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,

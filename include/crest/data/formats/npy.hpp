@@ -67,6 +67,14 @@ NpyArray read_npy(const std::string& path);
 void read_npy_into(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                    void* dst);
 
+// Reads rows [begin[a], end[a]) of the array's first begin.size() axes (the others whole) into
+// dst, in C order, after the checks read_npy_into makes: only the block's bytes, one read per
+// contiguous run of rows (a spatial split's block of a sample). A Fortran-order file is read
+// whole and the block copied out of it. Returns the bytes read from the file.
+uint64_t read_npy_block_into(const std::string& path, DType dtype,
+                             const std::vector<int64_t>& shape, const std::vector<int64_t>& begin,
+                             const std::vector<int64_t>& end, void* dst);
+
 // Writes a C-order, little-endian array atomically (temporary file, fsync, rename).
 void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,
                const void* data);

@@ -1,11 +1,11 @@
 // box_transfer (box_copy.hpp): the box's rows one at a time, each a memcpy or an add loop.
-#include "box_copy.hpp"
+#include "crest/core/box_copy.hpp"
 
 #include <cstring>
 
 #include "crest/core/error.hpp"
 
-namespace crest::spatial_detail {
+namespace crest {
 namespace {
 
 std::vector<int64_t> strides_of(const std::vector<int64_t>& dims) {
@@ -64,4 +64,4 @@ void box_transfer(const void* src, const BoxAt& from, void* dst, const BoxAt& to
   }
 }
 
-}  // namespace crest::spatial_detail
+}  // namespace crest

@@ -1,5 +1,5 @@
 // Copying (or adding) a box of one dense row-major array into a box of another: the halo rows
-// packed into a message, a message unpacked into a window (src/spatial, internal).
+// packed into a message, a message unpacked into a window, a block of a sample read from a file.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include "crest/core/dtype.hpp"
 
-namespace crest::spatial_detail {
+namespace crest {
 
 // An array's extents, and a box in it: its first index per dim (the box's size is the transfer's
 // `count`).
@@ -22,4 +22,4 @@ enum class BoxOp { copy, add };
 void box_transfer(const void* src, const BoxAt& from, void* dst, const BoxAt& to,
                   const std::vector<int64_t>& count, DType dtype, BoxOp op);
 
-}  // namespace crest::spatial_detail
+}  // namespace crest
