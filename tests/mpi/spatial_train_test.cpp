@@ -73,6 +73,32 @@ TEST(SpatialTrain, Float64EveryDecompositionTrainsAsOneProcess) {
   }
 }
 
+// CosmoFlow's full conv stack (5 layers, 4 -> 64 channels) on 64^3 volumes, float64 on the
+// reference backend: deep enough that the last pooled volumes (4^3, 2^3) are too small for 4
+// parts and run gathered, while the first layers run split.
+TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
+  TempDir dir;
+  const auto args = [&](int local_batch) {
+    return "train --config " + kDemo +
+           " data.n_train=4 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
+           " data.sample_shape=[64,64,64,4] model.input_shape=[64,64,64,4] model.conv_size=4"
+           " model.n_conv_layers=5 crest.backend=reference crest.precision=float64"
+           " data.n_epochs=1 data.batch_size=" +
+           std::to_string(local_batch);
+  };
+  const std::string one_w = dir.file("one.safetensors");
+  const auto one = run_crest(args(2) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  for (const Split& s : {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2}, Split{4, "[2,1,1]", 1}}) {
+    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
+    const std::string w = dir.file("split.safetensors");
+    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts +
+                                              " --overwrite --save-weights " + w +
+                                              " output_dir=" + dir.file("split"));
+    expect_same_training(one.out, one_w, r, w, 1e-10);
+  }
+}
+
 // The demo's full CosmoFlow stack (channels 32 to 512 on 32^3) in float32 on oneDNN, whose
 // kernel choice differs between ranks of one group at these channel counts.
 TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
