@@ -71,8 +71,10 @@ HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<in
     const Axis& a = axes[g];
     CREST_CHECK(a.plan.owned_in.size() == stage_dims_.back()[static_cast<size_t>(a.dim)],
                 "HaloExchange: owned extent differs from the plan");
-    // An axis of one part whose window is its whole extent moves nothing: no stage for it.
-    if (a.plan.parts == 1 && a.plan.window == a.plan.owned_in) continue;
+    // An axis whose window is this rank's own rows, none of which a neighbour reads, moves
+    // nothing (an axis of one part, or a 2x2 pooling on even blocks): no stage for it.
+    if (a.plan.window == a.plan.owned_in && a.plan.to_lower.empty() && a.plan.to_upper.empty())
+      continue;
     axes_.push_back(a);
     grid_axis_.push_back(static_cast<int>(g));
     auto next = stage_dims_.back();

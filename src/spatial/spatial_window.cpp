@@ -126,8 +126,9 @@ WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vect
   part.halo = make_halo(part.where, plans, n, channels, dtype, part.src_layout);
   part.src = std::make_unique<FormatBridge>(backend, kernel.src_format(), part.src_layout);
   part.dst = std::make_unique<FormatBridge>(backend, kernel.dst_format(), part.dst_layout);
-  part.scratch = WindowScratch(part.halo->window_bytes(), part.src->bytes(), part.dst->bytes(),
-                               kernel.scratch_bytes(), part.halo->stage_bytes());
+  part.scratch =
+      WindowScratch(part.halo->moves_rows() ? part.halo->window_bytes() : 0, part.src->bytes(),
+                    part.dst->bytes(), kernel.scratch_bytes(), part.halo->stage_bytes());
   return part;
 }
 
@@ -161,11 +162,24 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
       Shape(dims_of(local_.n, local_.out_channels, local_.out_size, local_.spatial_rank));
 }
 
+const void* WindowPart::window_of(const void* owned, const WindowScratch::Slices& m) const {
+  if (!halo->moves_rows()) return owned;
+  halo->gather(owned, m.window, m.stages);
+  return m.window;
+}
+
+void* WindowPart::window_grad_into(void* owned_grad, const WindowScratch::Slices& m) const {
+  return halo->moves_rows() ? m.window : owned_grad;
+}
+
+void WindowPart::return_window_grad(void* owned_grad, const WindowScratch::Slices& m) const {
+  if (halo->moves_rows()) halo->scatter_add(m.window, owned_grad, m.stages);
+}
+
 void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst,
                           void* scratch) {
   const auto m = part_.scratch.at(scratch);
-  part_.halo->gather(src, m.window, m.stages);
-  kernel_->forward(part_.src->to_kernel(m.window, m.src), weights, bias,
+  kernel_->forward(part_.src->to_kernel(part_.window_of(src, m), m.src), weights, bias,
                    part_.dst->kernel_buffer(dst, m.dst), m.kernel);
   part_.dst->to_plain(m.dst, dst);
 }
@@ -173,17 +187,17 @@ void SpatialConv::forward(const void* src, const void* weights, const void* bias
 void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src,
                                 void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  void* window_grad = part_.window_grad_into(diff_src, m);
   kernel_->backward_data(part_.dst->to_kernel(diff_dst, m.dst), weights,
-                         part_.src->kernel_buffer(m.window, m.src), m.kernel);
-  part_.src->to_plain(m.src, m.window);
-  part_.halo->scatter_add(m.window, diff_src, m.stages);
+                         part_.src->kernel_buffer(window_grad, m.src), m.kernel);
+  part_.src->to_plain(m.src, window_grad);
+  part_.return_window_grad(diff_src, m);
 }
 
 void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                    void* diff_bias, void* scratch) {
   const auto m = part_.scratch.at(scratch);
-  part_.halo->gather(src, m.window, m.stages);
-  kernel_->backward_weights(part_.src->to_kernel(m.window, m.src),
+  kernel_->backward_weights(part_.src->to_kernel(part_.window_of(src, m), m.src),
                             part_.dst->to_kernel(diff_dst, m.dst), diff_weights, diff_bias,
                             m.kernel);
 }
@@ -205,19 +219,19 @@ SpatialPool::SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacem
 
 void SpatialPool::forward(const void* src, void* dst, void* workspace, void* scratch) {
   const auto m = part_.scratch.at(scratch);
-  part_.halo->gather(src, m.window, m.stages);
-  kernel_->forward(part_.src->to_kernel(m.window, m.src), part_.dst->kernel_buffer(dst, m.dst),
-                   workspace, m.kernel);
+  kernel_->forward(part_.src->to_kernel(part_.window_of(src, m), m.src),
+                   part_.dst->kernel_buffer(dst, m.dst), workspace, m.kernel);
   part_.dst->to_plain(m.dst, dst);
 }
 
 void SpatialPool::backward(const void* diff_dst, const void* workspace, void* diff_src,
                            void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  void* window_grad = part_.window_grad_into(diff_src, m);
   kernel_->backward(part_.dst->to_kernel(diff_dst, m.dst), workspace,
-                    part_.src->kernel_buffer(m.window, m.src), m.kernel);
-  part_.src->to_plain(m.src, m.window);
-  part_.halo->scatter_add(m.window, diff_src, m.stages);
+                    part_.src->kernel_buffer(window_grad, m.src), m.kernel);
+  part_.src->to_plain(m.src, window_grad);
+  part_.return_window_grad(diff_src, m);
 }
 
 }  // namespace crest

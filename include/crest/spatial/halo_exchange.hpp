@@ -36,6 +36,9 @@ class HaloExchange {
   const std::vector<int64_t>& owned_dims() const { return stage_dims_.front(); }
   const std::vector<int64_t>& window_dims() const { return stage_dims_.back(); }
   size_t window_bytes() const;
+  // Whether any rows move: false where the window is this rank's own block and no neighbour
+  // reads any of it (then a split layer runs its kernel on the block itself, with no window).
+  bool moves_rows() const { return !axes_.empty(); }
   // The intermediate stages of a gather or scatter_add over two or three axes (0 for one): the
   // caller's transient memory, so a split layer holds nothing between calls.
   size_t stage_bytes() const;

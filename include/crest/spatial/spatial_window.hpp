@@ -83,6 +83,13 @@ struct WindowPart {
   MemFormat src_block(DType dtype) const { return plain_format(owned_src, dtype, src_layout); }
   MemFormat dst_block(DType dtype) const { return plain_format(owned_dst, dtype, dst_layout); }
   const HaloExchange& exchange() const { return *halo; }
+  // The kernel's input: the window gathered into m.window, or the owned block itself where no
+  // rows move (HaloExchange::moves_rows).
+  const void* window_of(const void* owned, const WindowScratch::Slices& m) const;
+  // Where the kernel writes the window's gradient (m.window, or the owned gradient itself), and
+  // then its return to the rows' owners (nothing to return where no rows move).
+  void* window_grad_into(void* owned_grad, const WindowScratch::Slices& m) const;
+  void return_window_grad(void* owned_grad, const WindowScratch::Slices& m) const;
 };
 
 class SpatialConv {
