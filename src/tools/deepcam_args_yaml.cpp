@@ -239,6 +239,11 @@ void write_train(YamlText& y, const DeepcamArgs& a) {
 void write_dist(YamlText& y, const DeepcamArgs& a) {
   y.section("dist");
   y.value("batchnorm_group_size", number(a.batchnorm_group_size), from(a, "batchnorm_group_size"));
+  y.comment(
+      "The reference splits no sample; dist.spatial: [h, w] splits each one among h x w "
+      "ranks (docs/distributed.md, \"Spatial split\").",
+      4);
+  y.value("spatial", "[1, 1]");
 }
 
 std::string optional_text(const std::optional<std::string>& v) { return v ? *v : "(none)"; }

@@ -135,6 +135,8 @@ TEST(DeepcamFromArgs, ExampleScriptConvertsToTheClosedDivisionRun) {
   EXPECT_EQ(c.data.n_epochs, 35);
   EXPECT_EQ(c.data.seed, 1234u);
   EXPECT_EQ(c.train.checkpoint_every, 0);
+  // The dist section carries the spatial split, one part per axis (the reference splits none).
+  EXPECT_EQ(c.dist.spatial, (std::vector<int64_t>{1, 1}));
 }
 
 TEST(DeepcamFromArgs, EveryValueIsCommentedWithItsArgument) {
