@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
 #include <regex>
 #include <string>
 #include <vector>
@@ -33,12 +34,13 @@ std::string float64_args(int local_batch) {
          std::to_string(local_batch);
 }
 
-// "final loss L, val_mae M" of the run's summary line: the loss and the metric, reduced over
-// the data-parallel shards, must be those of one process.
-std::string final_metrics(const std::string& out) {
+// "final loss L, val_mae M" (or another metric) of the run's summary line: the loss and the
+// metric, reduced over the data-parallel shards, must be those of one process.
+std::string final_metrics(const std::string& out, const std::string& metric = "val_mae") {
   std::smatch m;
-  return std::regex_search(out, m, std::regex("final loss [0-9.]+, val_mae [0-9.]+")) ? m.str()
-                                                                                      : "";
+  return std::regex_search(out, m, std::regex("final loss [0-9.]+, " + metric + " [0-9.]+"))
+             ? m.str()
+             : "";
 }
 
 struct Split {
@@ -47,38 +49,46 @@ struct Split {
   int local_batch;  // global batch / data-parallel groups
 };
 
-void expect_same_training(const std::string& one_out, const std::string& one_weights,
-                          const test::CliRun& r, const std::string& weights, double tol) {
-  ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
-  EXPECT_LE(worst_relative_difference(one_weights, weights), tol);
-  EXPECT_EQ(final_metrics(one_out), final_metrics(r.out)) << r.out;
-  EXPECT_FALSE(final_metrics(r.out).empty()) << r.out;
+// Trains `args(local batch)` on one process (local batch `one_batch`), then under each split, and
+// expects each split run to train as the one process did: every weight within `tol`, the same
+// final loss and `metric`. Returns the split runs' output.
+std::vector<std::string> expect_splits_train_as_one_process(
+    const std::function<std::string(int)>& args, int one_batch, const std::vector<Split>& splits,
+    double tol, const std::string& metric = "val_mae") {
+  TempDir dir;
+  const std::string one_w = dir.file("one.safetensors");
+  const auto one =
+      run_crest(args(one_batch) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
+  EXPECT_EQ(one.code, 0) << one.out;
+  EXPECT_FALSE(final_metrics(one.out, metric).empty()) << one.out;
+  std::vector<std::string> outs;
+  for (const Split& s : splits) {
+    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
+    const std::string w = dir.file("split.safetensors");
+    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts +
+                                              " --overwrite --save-weights " + w +
+                                              " output_dir=" + dir.file("split"));
+    EXPECT_EQ(r.code, 0) << r.out;
+    EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
+    EXPECT_LE(worst_relative_difference(one_w, w), tol);
+    EXPECT_EQ(final_metrics(one.out, metric), final_metrics(r.out, metric)) << r.out;
+    outs.push_back(r.out);
+  }
+  return outs;
 }
 
 TEST(SpatialTrain, Float64EveryDecompositionTrainsAsOneProcess) {
-  TempDir dir;
-  const std::string one_w = dir.file("one.safetensors");
-  const auto one = run_crest(float64_args(2) + " data.n_epochs=1 --save-weights " + one_w +
-                             " output_dir=" + dir.file("one"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  for (const Split& s : {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2}, Split{4, "[1,2,2]", 2},
-                         Split{4, "[2,1,1]", 1}}) {
-    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
-    const std::string w = dir.file("split.safetensors");
-    const auto r = run_crest_mpi(
-        s.ranks, float64_args(s.local_batch) + " data.n_epochs=1 dist.spatial=" + s.parts +
-                     " --overwrite --save-weights " + w + " output_dir=" + dir.file("split"));
-    expect_same_training(one.out, one_w, r, w, 1e-10);
-  }
+  expect_splits_train_as_one_process([](int b) { return float64_args(b) + " data.n_epochs=1"; }, 2,
+                                     {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2},
+                                      Split{4, "[1,2,2]", 2}, Split{4, "[2,1,1]", 1}},
+                                     1e-10);
 }
 
 // CosmoFlow's full conv stack (5 layers, 4 -> 64 channels) on 64^3 volumes, float64 on the
 // reference backend: deep enough that the last pooled volumes (4^3, 2^3) are too small for 4
 // parts and run gathered, while the first layers run split.
 TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
-  TempDir dir;
-  const auto args = [&](int local_batch) {
+  const auto args = [](int local_batch) {
     return "train --config " + kDemo +
            " data.n_train=4 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
            " data.sample_shape=[64,64,64,4] model.input_shape=[64,64,64,4] model.conv_size=4"
@@ -86,17 +96,8 @@ TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
            " data.n_epochs=1 data.batch_size=" +
            std::to_string(local_batch);
   };
-  const std::string one_w = dir.file("one.safetensors");
-  const auto one = run_crest(args(2) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  for (const Split& s : {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2}, Split{4, "[2,1,1]", 1}}) {
-    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
-    const std::string w = dir.file("split.safetensors");
-    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts +
-                                              " --overwrite --save-weights " + w +
-                                              " output_dir=" + dir.file("split"));
-    expect_same_training(one.out, one_w, r, w, 1e-10);
-  }
+  expect_splits_train_as_one_process(
+      args, 2, {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2}, Split{4, "[2,1,1]", 1}}, 1e-10);
 }
 
 // The demo's full CosmoFlow stack (channels 32 to 512 on 32^3) in float32 on oneDNN, whose
@@ -104,24 +105,14 @@ TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
 TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
   const auto probe = run_crest("train --config " + kDemo + " crest.backend=onednn --dry-run");
   if (probe.code != 0) GTEST_SKIP() << "built without oneDNN";
-  TempDir dir;
-  const auto args = [&](int local_batch) {
+  const auto args = [](int local_batch) {
     return "train --config " + kDemo +
            " data.n_train=8 data.n_valid=4 data.n_epochs=1 data.shuffle=false model.dropout=0"
            " crest.threads=1 data.batch_size=" +
            std::to_string(local_batch);
   };
-  const std::string one_w = dir.file("one.safetensors");
-  const auto one = run_crest(args(4) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  for (const Split& s : {Split{4, "[4,1,1]", 4}, Split{4, "[2,1,1]", 2}}) {
-    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
-    const std::string w = dir.file("split.safetensors");
-    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts +
-                                              " --overwrite --save-weights " + w +
-                                              " output_dir=" + dir.file("split"));
-    expect_same_training(one.out, one_w, r, w, 1e-5);
-  }
+  expect_splits_train_as_one_process(args, 4, {Split{4, "[4,1,1]", 4}, Split{4, "[2,1,1]", 2}},
+                                     1e-5);
 }
 
 // Each rank reads its block of every sample: from npy files only the block's bytes, from GZIP
@@ -145,23 +136,16 @@ TEST(SpatialTrain, EachRankReadsItsBlockOfTheSampleFiles) {
                              " data.shuffle=false model.dropout=0 crest.threads=1"
                              " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
                              " model.conv_size=4 model.n_conv_layers=3 crest.backend=reference"
-                             " crest.precision=float64 --overwrite";
-    const std::string one_w = dir.file("one.safetensors");
-    const auto one = run_crest(args + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
-    ASSERT_EQ(one.code, 0) << one.out;
-    for (const Split& s : {Split{2, "[2,1,1]", 2}, Split{4, "[1,2,2]", 2}}) {
-      SCOPED_TRACE(s.parts);
-      const std::string w = dir.file("split.safetensors");
-      const auto r = run_crest_mpi(s.ranks, args + " dist.spatial=" + s.parts + " --save-weights " +
-                                                w + " output_dir=" + dir.file("split"));
-      expect_same_training(one.out, one_w, r, w, 1e-10);
-      EXPECT_NE(r.out.find(format == "npy" ? "each rank reads its block of every sample (only "
-                                             "the block's bytes)"
-                                           : "(cosmoflow-tfrecord-gzip: each rank reads and "
-                                             "decodes the whole sample)"),
+                             " crest.precision=float64";
+    const auto outs = expect_splits_train_as_one_process(
+        [&](int) { return args; }, 2, {Split{2, "[2,1,1]", 2}, Split{4, "[1,2,2]", 2}}, 1e-10);
+    for (const std::string& out : outs)
+      EXPECT_NE(out.find(format == "npy" ? "each rank reads its block of every sample (only the "
+                                           "block's bytes)"
+                                         : "(cosmoflow-tfrecord-gzip: each rank reads and decodes "
+                                           "the whole sample)"),
                 std::string::npos)
-          << r.out;
-    }
+          << out;
   }
 }
 
@@ -180,25 +164,8 @@ TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
       "/configs/deepcam-demo.yaml data.data_dir=" + data +
       " data.sample_shape=[32,48,16] data.batch_size=2 data.n_epochs=1 data.shuffle=false"
       " crest.backend=reference crest.precision=float64 crest.threads=1";
-  const auto metrics = [](const std::string& out) {
-    std::smatch m;
-    return std::regex_search(out, m, std::regex("final loss [0-9.]+, val_iou [0-9.]+")) ? m.str()
-                                                                                        : "";
-  };
-  const std::string one_w = dir.file("one.safetensors");
-  const auto one = run_crest(args + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  ASSERT_FALSE(metrics(one.out).empty()) << one.out;
-  for (const Split& s : {Split{2, "[2,1]", 2}, Split{4, "[2,2]", 2}}) {
-    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
-    const std::string w = dir.file("split.safetensors");
-    const auto r =
-        run_crest_mpi(s.ranks, args + " dist.spatial=" + s.parts + " --overwrite --save-weights " +
-                                   w + " output_dir=" + dir.file("split"));
-    ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_LE(worst_relative_difference(one_w, w), 1e-10);
-    EXPECT_EQ(metrics(one.out), metrics(r.out)) << r.out;
-  }
+  expect_splits_train_as_one_process(
+      [&](int) { return args; }, 2, {Split{2, "[2,1]", 2}, Split{4, "[2,2]", 2}}, 1e-10, "val_iou");
 }
 
 // A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)
