@@ -128,17 +128,17 @@ TEST(SpatialTrain, EachRankReadsItsBlockOfTheSampleFiles) {
                   " --train 4 --valid 2 --size 32 --out " + data)
             .code,
         0);
-    const std::string args = "train --config " + std::string(CREST_SOURCE_DIR) +
-                             "/configs/cosmoflow.yaml data.data_dir=" + data +
-                             " data.format=" + format +
-                             (format == "tfrecord" ? " data.compression=GZIP" : "") +
-                             " data.n_train=4 data.n_valid=2 data.batch_size=2 data.n_epochs=1"
-                             " data.shuffle=false model.dropout=0 crest.threads=1"
-                             " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
-                             " model.conv_size=4 model.n_conv_layers=3 crest.backend=reference"
-                             " crest.precision=float64";
-    const auto outs = expect_splits_train_as_one_process(
-        [&](int) { return args; }, 2, {Split{2, "[2,1,1]", 2}, Split{4, "[1,2,2]", 2}}, 1e-10);
+    std::string args = "train --config " + std::string(CREST_SOURCE_DIR) +
+                       "/configs/cosmoflow.yaml data.data_dir=" + data + " data.format=" + format +
+                       (format == "tfrecord" ? " data.compression=GZIP" : "") +
+                       " data.n_train=4 data.n_valid=2 data.batch_size=2 data.n_epochs=1"
+                       " data.shuffle=false model.dropout=0 crest.threads=1"
+                       " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
+                       " model.conv_size=4 model.n_conv_layers=3 crest.backend=reference"
+                       " crest.precision=float64";
+    const auto outs =
+        expect_splits_train_as_one_process([&](int) -> std::string { return args; }, 2,
+                                           {Split{2, "[2,1,1]", 2}, Split{4, "[1,2,2]", 2}}, 1e-10);
     for (const std::string& out : outs)
       EXPECT_NE(out.find(format == "npy" ? "each rank reads its block of every sample (only the "
                                            "block's bytes)"
@@ -159,13 +159,14 @@ TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
   ASSERT_EQ(
       run_crest("datagen deepcam --train 2 --valid 2 --height 32 --width 48 --out " + data).code,
       0);
-  const std::string args =
+  std::string args =
       "train --config " + std::string(CREST_SOURCE_DIR) +
       "/configs/deepcam-demo.yaml data.data_dir=" + data +
       " data.sample_shape=[32,48,16] data.batch_size=2 data.n_epochs=1 data.shuffle=false"
       " crest.backend=reference crest.precision=float64 crest.threads=1";
-  expect_splits_train_as_one_process(
-      [&](int) { return args; }, 2, {Split{2, "[2,1]", 2}, Split{4, "[2,2]", 2}}, 1e-10, "val_iou");
+  expect_splits_train_as_one_process([&](int) -> std::string { return args; }, 2,
+                                     {Split{2, "[2,1]", 2}, Split{4, "[2,2]", 2}}, 1e-10,
+                                     "val_iou");
 }
 
 // A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)

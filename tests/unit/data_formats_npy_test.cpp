@@ -282,7 +282,7 @@ TEST_F(NpyTest, FuzzedHeadersNeverCrash) {
 // read per contiguous run); a wrong dtype or shape is refused as read_npy_into refuses it.
 TEST_F(NpyTest, ReadsABlockOfTheLeadingAxesAndOnlyItsBytes) {
   const std::vector<int64_t> shape{4, 5, 3, 2};
-  std::vector<int16_t> whole(4 * 5 * 3 * 2);
+  std::vector<int16_t> whole(size_t{4} * 5 * 3 * 2);
   for (size_t i = 0; i < whole.size(); ++i) whole[i] = static_cast<int16_t>(i * 7 - 100);
   const std::string path = dir_.file("volume.npy");
   write_npy(path, DType::i16, shape, whole.data());

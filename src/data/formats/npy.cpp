@@ -391,7 +391,7 @@ namespace {
 // The header of `file`, checked to hold exactly `dtype` `shape`.
 NpyHeader expected_header(formats_io::InputFile& file, DType dtype,
                           const std::vector<int64_t>& shape) {
-  const NpyHeader h = read_header(file);
+  NpyHeader h = read_header(file);
   const std::optional<DType> have = to_crest_dtype(h.dtype);
   if (have != dtype || h.shape != shape)
     fail(file.path(), "array is " + std::string(npy_dtype_name(h.dtype)) + " ('" + h.descr + "') " +
