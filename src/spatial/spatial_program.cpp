@@ -159,10 +159,10 @@ class SpatialGatherLayer final : public Layer {
 };
 
 // Values of `dtype` (float32 or float64) times k, into `out` (which may be `in`); with `group`,
-// summed over it first (in double, as batch norm's sums: every rank gets the same bits).
-void weighted_sum(const void* in, void* out, int64_t n, DType dtype, double k,
+// summed over it first (in double, as batch norm's sums: every rank gets the same bits). `v`:
+// the caller's buffer of n doubles, so a step allocates nothing.
+void weighted_sum(const void* in, void* out, std::vector<double>& v, DType dtype, double k,
                   Communicator* group) {
-  std::vector<double> v(static_cast<size_t>(n));
   const bool f64 = dtype == DType::f64;
   CREST_CHECK(f64 || dtype == DType::f32, "a group sum is of float32 or float64 values");
   for (size_t i = 0; i < v.size(); ++i)
@@ -192,14 +192,15 @@ class GroupSumLayer final : public Layer {
     dtype_ = ctx.dtype;
     ctx.in_formats[0] = plain_format(shape_, dtype_);
     ctx.out_formats = {plain_format(shape_, dtype_)};
+    sums_.resize(static_cast<size_t>(shape_.numel()));
   }
   void forward(RunContext& ctx) override {
-    weighted_sum(ctx.in[0], ctx.out[0], shape_.numel(), dtype_, share_,
+    weighted_sum(ctx.in[0], ctx.out[0], sums_, dtype_, share_,
                  sum_ == Sum::forward ? group_ : nullptr);
   }
   void backward(RunContext& ctx) override {
     if (!ctx.diff_in[0]) return;
-    weighted_sum(ctx.diff_out[0], ctx.diff_in[0], shape_.numel(), dtype_, share_,
+    weighted_sum(ctx.diff_out[0], ctx.diff_in[0], sums_, dtype_, share_,
                  sum_ == Sum::backward ? group_ : nullptr);
   }
   std::string describe() const override {
@@ -214,6 +215,7 @@ class GroupSumLayer final : public Layer {
   double share_;
   std::string kind_;
   DType dtype_ = DType::f32;
+  std::vector<double> sums_;  // the values in double, summed over the group
 };
 
 class GroupSplit final : public SpatialSplit {

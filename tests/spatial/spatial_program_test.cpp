@@ -86,6 +86,16 @@ Network small_volume_network() {
   return {g, kVolume};
 }
 
+// A 3x3 convolution with stride 2 and 'same' padding to 4 channels (DeepCAM's downsampling).
+ConvOptions strided_3x3() {
+  ConvOptions c;
+  c.out_channels = 4;
+  c.kernel = {3, 3};
+  c.stride = {2, 2};
+  c.same = true;
+  return c;
+}
+
 // DeepCAM's shapes in 2-D: x [2, 24, 21] -> conv 3x3 stride 2 'same' (4) -> batch norm + relu
 // -> conv 3x3 dilation 2 'same' (4) -> concat with its input -> max-pool 3 stride 2 padding 1 ->
 // flatten -> dense (3) -> MSE against y [3]. The batch norm runs on the blocks, its statistics
@@ -94,11 +104,7 @@ Network small_field_network() {
   Graph g;
   const ValueId x = g.input("x", Shape{kChannels, kField[0], kField[1]}, Layout::channels_last);
   const ValueId y = g.input("y", Shape{3});
-  ConvOptions c;
-  c.out_channels = 4;
-  c.kernel = {3, 3};
-  c.stride = {2, 2};
-  c.same = true;
+  ConvOptions c = strided_3x3();
   ValueId t = g.add("conv1", layers::conv(c), {x});
   t = g.add("bn1", layers::batch_norm(), {t});
   t = g.add("act1", layers::relu(), {t});
@@ -132,11 +138,7 @@ Network small_decoder_network() {
   Graph g;
   const ValueId x = g.input("x", Shape{kChannels, field[0], field[1]}, Layout::channels_last);
   const ValueId y = g.input("y", Shape{field[0], field[1]}, Layout::plain, /*integer=*/true);
-  ConvOptions c;
-  c.out_channels = 4;
-  c.kernel = {3, 3};
-  c.stride = {2, 2};
-  c.same = true;
+  ConvOptions c = strided_3x3();
   ValueId low = g.add("conv1", layers::conv(c), {x});
   low = g.add("act1", layers::relu(), {g.add("bn1", layers::batch_norm(), {low})});
   const ValueId f = g.add("act2", layers::relu(), {g.add("conv2", layers::conv(c), {low})});
