@@ -46,10 +46,10 @@ venv: test-deps
 
 # Every C++ source must match .clang-format (CI runs this before the tests).
 format-check: test-deps
-	@git ls-files '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' | xargs clang-format --dry-run -Werror
+	@git ls-files '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
 
 format: test-deps
-	@git ls-files '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' | xargs clang-format -i
+	@git ls-files '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' '*.cuh' | xargs clang-format -i
 
 # clang-tidy (.clang-tidy) on the lines changed since BASE (default: the merge-base with main).
 tidy: test-deps configure

@@ -1,6 +1,9 @@
 // The backend and kernel registries: filled by CREST_REGISTER_BACKEND / CREST_REGISTER_KERNEL
 // lines in the backend folders CMake builds, so nothing here names a backend.
+#include <algorithm>
 #include <map>
+#include <utility>
+#include <vector>
 
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
@@ -11,7 +14,10 @@ namespace {
 struct BackendEntry {
   std::unique_ptr<Backend> (*make)();
   int preference;
+  Support (*available)();  // null: runs wherever it was built
 };
+
+Support availability(const BackendEntry& e) { return e.available ? e.available() : Support::yes(); }
 
 std::map<std::string, BackendEntry>& backends() {
   static std::map<std::string, BackendEntry> entries;
@@ -25,21 +31,22 @@ std::map<std::pair<std::string, std::type_index>, std::shared_ptr<const void>>& 
 
 }  // namespace
 
-bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)(), int preference) {
-  CREST_CHECK(backends().emplace(name, BackendEntry{make, preference}).second,
+bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)(), int preference,
+                      Support (*available)()) {
+  CREST_CHECK(backends().emplace(name, BackendEntry{make, preference, available}).second,
               "backend '" + name + "' registered twice");
   return true;
 }
 
+// Availability is asked only of backends that would win, highest preference first: a start-up
+// on a CPU machine never initialises a GPU runtime it will not use.
 std::string default_backend_name() {
-  std::string best;
-  int best_preference = 0;
-  for (const auto& [name, entry] : backends())
-    if (best.empty() || entry.preference > best_preference) {
-      best = name;
-      best_preference = entry.preference;
-    }
-  return best;
+  std::vector<std::pair<int, std::string>> ranked;
+  for (const auto& [name, entry] : backends()) ranked.emplace_back(-entry.preference, name);
+  std::sort(ranked.begin(), ranked.end());
+  for (const auto& [minus_preference, name] : ranked)
+    if (availability(backends().at(name))) return name;
+  return "";
 }
 
 void kernel_registry::add(const std::string& backend, std::type_index kernel,
@@ -54,11 +61,18 @@ const void* kernel_registry::find(const std::string& backend, std::type_index ke
 }
 
 // The reference backend first (the oracle), the others by name.
-std::vector<std::string> backend_names() {
+std::vector<std::string> built_backend_names() {
   std::vector<std::string> names;
   if (backends().count("reference")) names.emplace_back("reference");
-  for (const auto& [name, make] : backends())
+  for (const auto& [name, entry] : backends())
     if (name != "reference") names.push_back(name);
+  return names;
+}
+
+std::vector<std::string> backend_names() {
+  std::vector<std::string> names;
+  for (const std::string& name : built_backend_names())
+    if (availability(backends().at(name))) names.push_back(name);
   return names;
 }
 
@@ -69,6 +83,8 @@ std::unique_ptr<Backend> make_backend(const std::string& name) {
     for (const auto& n : backend_names()) known += (known.empty() ? "" : ", ") + n;
     throw_usage("unknown backend '" + name + "' (available: " + known + ")");
   }
+  if (const Support s = availability(it->second); !s)
+    throw_usage("backend '" + name + "' cannot run on this machine: " + s.reason);
   return it->second.make();
 }
 

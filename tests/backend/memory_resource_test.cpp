@@ -17,6 +17,7 @@
 #include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
 #include "support/counting_backend.hpp"
+#include "support/host_backends.hpp"
 
 namespace crest {
 namespace {
@@ -150,7 +151,8 @@ TEST_P(OnEveryBackend, NarrowRefusesWhatIsNotA16BitFloat) {
   EXPECT_THROW(vec->widen(&out, DType::i16, &x, 1), Error);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, OnEveryBackend, ::testing::ValuesIn(backend_names()),
+INSTANTIATE_TEST_SUITE_P(Backends, OnEveryBackend,
+                         ::testing::ValuesIn(crest::test::host_backend_names()),
                          [](const auto& p) { return p.param; });
 
 TEST(Narrow, ReferenceNarrowsFromDouble) {
@@ -173,7 +175,7 @@ TEST(Supports, ReferenceCannotReadBlockedFormats) {
 }
 
 TEST(Supports, OneDnnRefusesDoubleWithAReasonAndTheFactoryRaisesIt) {
-  const auto names = backend_names();
+  const auto names = crest::test::host_backend_names();
   if (std::find(names.begin(), names.end(), "onednn") == names.end())
     GTEST_SKIP() << "built without oneDNN";
   auto dnn = make_backend("onednn");

@@ -14,6 +14,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/train/trainer.hpp"
 #include "support/cli_util.hpp"
+#include "support/host_backends.hpp"
 #include "support/test_util.hpp"
 #include "support/tiny_run.hpp"
 
@@ -81,7 +82,7 @@ TEST(MixedPrecision, WholeCosmoFlowStepAgreesWithFloat32AndNeedsLessMemory) {
   const Step f32 = one_step(m, *reference, std::nullopt);
   int checked = 0;
   for (const DType t : {DType::bf16, DType::f16}) {
-    for (const std::string& name : backend_names()) {
+    for (const std::string& name : crest::test::host_backend_names()) {
       auto backend = make_backend(name);
       if (!backend->supports_dtype(t)) continue;
       const Step half = one_step(m, *backend, t);
@@ -119,7 +120,7 @@ TEST(MixedPrecision, A16BitDataInputDropsTheFloat32BatchAndChangesNoBit) {
   const BuiltModel m = small_cosmoflow();
   int checked = 0;
   for (const DType t : {DType::bf16, DType::f16}) {
-    for (const std::string& name : backend_names()) {
+    for (const std::string& name : crest::test::host_backend_names()) {
       auto backend = make_backend(name);
       if (!backend->supports_dtype(t)) continue;
       const std::string what = name + " " + dtype_name(t);
@@ -176,7 +177,7 @@ TEST(MixedPrecision, Bf16TrainingResumesBitIdentically) {
 // every machine; the caps of the instruction-set matrix (ONEDNN_MAX_CPU_ISA) are taken away so
 // that this one decides.
 TEST(MixedPrecision, RefusedNamingTheInstructionsTheCpuLacks) {
-  const auto names = backend_names();
+  const auto names = crest::test::host_backend_names();
   if (std::find(names.begin(), names.end(), "onednn") == names.end())
     GTEST_SKIP() << "built without the onednn backend";
   const std::string dry =

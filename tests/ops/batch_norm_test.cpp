@@ -23,6 +23,7 @@
 #include "crest/layers/conv.hpp"
 #include "crest/layers/loss.hpp"
 #include "support/alloc_counter.hpp"
+#include "support/host_backends.hpp"
 #include "support/lockstep_reducer.hpp"
 #include "support/test_util.hpp"
 
@@ -77,9 +78,9 @@ struct Target {
 };
 std::vector<Target> targets() {
   std::vector<Target> t{{"reference", DType::f64, 1e-12}, {"reference", DType::f32, 2e-6}};
-  for (const std::string& b : backend_names())
+  for (const std::string& b : crest::test::host_backend_names())
     if (b != "reference") t.push_back({b, DType::f32, 2e-6});
-  for (const std::string& b : backend_names())
+  for (const std::string& b : crest::test::host_backend_names())
     if (make_backend(b)->supports_dtype(DType::bf16))
       t.push_back({b, DType::f32, 2e-6, DType::bf16, 1e-2});
   return t;

@@ -11,6 +11,7 @@
 #include "crest/core/error.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/train/config.hpp"
+#include "support/host_backends.hpp"
 
 namespace crest {
 namespace {
@@ -151,7 +152,7 @@ optimizer: {name: SGD}
 )";
 
 TEST(ConfigPrecision, Float64NeedsABackendThatComputesInDouble) {
-  const auto names = backend_names();
+  const auto names = crest::test::host_backend_names();
   if (std::find(names.begin(), names.end(), "onednn") == names.end())
     GTEST_SKIP() << "built without oneDNN";
   const std::string e = error_of(kSmall, {"crest.backend=onednn", "crest.precision=float64"});

@@ -12,6 +12,7 @@
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/alloc_counter.hpp"
+#include "support/host_backends.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 
@@ -112,7 +113,8 @@ TEST_P(ExecutorOnBackend, LossDecreasesOnAFixedBatch) {
   EXPECT_LT(last, 0.7 * first);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, ExecutorOnBackend, ::testing::ValuesIn(backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, ExecutorOnBackend,
+                         ::testing::ValuesIn(crest::test::host_backend_names()));
 
 TEST(Executor, UnknownInputNameIsAUsageError) {
   auto backend = make_backend("reference");

@@ -7,6 +7,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/layers/conv.hpp"
 #include "crest/layers/shape_ops.hpp"
+#include "support/host_backends.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
@@ -51,7 +52,8 @@ TEST_P(FlattenOrder, IsDepthHeightWidthChannels) {
           }
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, FlattenOrder, ::testing::ValuesIn(backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, FlattenOrder,
+                         ::testing::ValuesIn(crest::test::host_backend_names()));
 
 TEST(Units, ThousandsAndBytes) {
   EXPECT_EQ(with_thousands(8907556), "8,907,556");

@@ -10,6 +10,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/layers/conv.hpp"
 #include "crest/models/cosmoflow.hpp"
+#include "support/host_backends.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 
@@ -63,7 +64,8 @@ TEST_P(GraphCompilesTwice, TrainAndEvalBatchesAgree) {
     EXPECT_NEAR(p2.as<float>()[i], p4.as<float>()[i + p2.numel()], 1e-5) << i;
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, GraphCompilesTwice, ::testing::ValuesIn(backend_names()));
+INSTANTIATE_TEST_SUITE_P(Backends, GraphCompilesTwice,
+                         ::testing::ValuesIn(crest::test::host_backend_names()));
 
 TEST(GraphSpec, CopiesCompareEqualAndCompileAlike) {
   const test::SmallModel m = test::branchy_model(0.25f);

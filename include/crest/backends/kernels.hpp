@@ -415,19 +415,31 @@ std::unique_ptr<K> make_kernel(Backend& backend, const typename K::Desc& desc) {
 // Backends register their factory with one line in their own folder (only the folders CMake
 // builds are linked): CREST_REGISTER_BACKEND(onednn, "onednn", make_onednn_backend, 10);
 // `preference` ranks the backends for default_backend_name(): the fastest built one wins.
-bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)(), int preference);
+// A backend that needs hardware the machine may lack (a GPU) also registers `available`, which
+// says whether this process can run it and why not, without creating anything:
+// CREST_REGISTER_DEVICE_BACKEND(cuda, "cuda", make_cuda_backend, 5, cuda_available).
+bool register_backend(const std::string& name, std::unique_ptr<Backend> (*make)(), int preference,
+                      Support (*available)() = nullptr);
 
 #define CREST_REGISTER_BACKEND(id, name, make, preference)           \
   [[maybe_unused]] static const bool crest_backend_registered_##id = \
       ::crest::register_backend(name, make, preference)
+#define CREST_REGISTER_DEVICE_BACKEND(id, name, make, preference, available) \
+  [[maybe_unused]] static const bool crest_backend_registered_##id =         \
+      ::crest::register_backend(name, make, preference, available)
 
-// The backend runs use unless told otherwise (crest.backend, --backend): the registered one of
+// The backend runs use unless told otherwise (crest.backend, --backend): the usable one of
 // highest preference ("onednn" where it is built, else "reference").
 std::string default_backend_name();
 
-// The registered backends: "reference" always, "onednn" when built. Throws crest::Error (usage)
-// naming the backend and the ones available when `name` is unknown.
+// make_backend: a registered backend by name. Throws crest::Error (usage) naming the backend and
+// the usable ones when `name` is unknown, and naming what is missing when the backend was built
+// but cannot run here ("backend 'cuda' cannot run on this machine: no CUDA device ...").
 std::unique_ptr<Backend> make_backend(const std::string& name);
+// The backends this process can run, "reference" first ("onednn" when built; "cuda" when built
+// and a device is there): what a run may choose and what tests compare.
 std::vector<std::string> backend_names();
+// Every backend built into this binary, usable here or not (`crest --version`, docs).
+std::vector<std::string> built_backend_names();
 
 }  // namespace crest

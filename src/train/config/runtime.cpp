@@ -1,5 +1,9 @@
 // crest: (a crest addition) the backend, its threads, the precision it computes in and whether
 // it chooses layouts by measuring them.
+#include <algorithm>
+#include <string>
+#include <vector>
+
 #include "config/sections.hpp"
 #include "crest/backends/kernels.hpp"
 
@@ -8,6 +12,20 @@ namespace {
 
 using S = RuntimeConfig;
 
+// Why a backend named in the config cannot run: unknown, or built but missing what it needs here
+// (a GPU), in make_backend's words.
+std::string backend_refusal(const std::string& name, const std::vector<std::string>& usable) {
+  const auto built = built_backend_names();
+  if (std::find(built.begin(), built.end(), name) != built.end()) {
+    try {
+      make_backend(name);
+    } catch (const Error& e) {
+      return e.what();
+    }
+  }
+  return "unknown backend " + quote(name) + " (available: " + join_list(usable) + ")";
+}
+
 Field<S> backend_field() {
   return {"backend",
           [](const SectionReader& r, S& s) {
@@ -15,8 +33,7 @@ Field<S> backend_field() {
             if (!b) return;
             const auto names = backend_names();
             if (std::find(names.begin(), names.end(), *b) == names.end())
-              r.fail("backend",
-                     "unknown backend " + quote(*b) + " (available: " + join_list(names) + ")");
+              r.fail("backend", backend_refusal(*b, names));
             s.backend = *b;
           },
           [](const S& s, Lines& l) { l.add("backend", s.backend); }};

@@ -1,0 +1,72 @@
+// The CUDA backend's context: device discovery with a reason when there is none, and the stream
+// and library handles every kernel uses.
+#include "cuda/context.hpp"
+
+#include <string>
+
+#include "cuda/check.hpp"
+
+namespace crest::cuda {
+
+Context::~Context() {
+  // Destructors must not throw: errors here are ignored (the process is ending or the context is
+  // being dropped after an earlier error that was already reported).
+  if (cudnn) cudnnDestroy(cudnn);
+  if (cublas) cublasDestroy(cublas);
+  if (stream) {
+    cudaStreamSynchronize(stream);
+    cudaStreamDestroy(stream);
+  }
+}
+
+Support device_available() {
+  int count = 0;
+  const cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    const bool no_driver = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice;
+    return Support::no(std::string("no usable CUDA device: ") + cudaGetErrorName(err) + " (" +
+                       cudaGetErrorString(err) + ")" +
+                       (no_driver ? ": this machine has no NVIDIA GPU, or no driver for it" : ""));
+  }
+  if (count == 0) return Support::no("no CUDA device is visible (CUDA_VISIBLE_DEVICES?)");
+  const size_t version = cudnnGetVersion();
+  if (version < 90000)
+    return Support::no("cuDNN " + std::to_string(version) +
+                       " is loaded; the backend needs cuDNN 9");
+  return Support::yes();
+}
+
+std::shared_ptr<Context> open_context() {
+  const Support s = device_available();
+  if (!s) throw_usage("backend 'cuda' cannot run on this machine: " + s.reason);
+  auto c = std::make_shared<Context>();
+  CREST_CUDA(cudaGetDevice(&c->device));
+  CREST_CUDA(cudaGetDeviceProperties(&c->properties, c->device));
+  CREST_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CREST_CUBLAS(cublasCreate(&c->cublas));
+  CREST_CUBLAS(cublasSetStream(c->cublas, c->stream));
+  // No TF32 in float32 GEMMs: float32 results stay within the reference's 1e-5 (docs/cuda.md).
+  CREST_CUBLAS(cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH));
+  CREST_CUDNN(cudnnCreate(&c->cudnn));
+  CREST_CUDNN(cudnnSetStream(c->cudnn, c->stream));
+  return c;
+}
+
+cudnnDataType_t cudnn_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    default:
+      break;
+  }
+  throw_usage(std::string("the cuda backend has no cuDNN type for ") + dtype_name(dtype));
+}
+
+}  // namespace crest::cuda

@@ -1,0 +1,40 @@
+// Private to the CUDA backend: what every CUDA kernel of one backend shares — the device, the
+// stream all work is issued on, and the cuBLAS and cuDNN handles bound to that stream. One
+// context per backend object; its kernels keep it alive (shared_ptr) for as long as they live.
+#pragma once
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <memory>
+
+#include "crest/backends/kernels.hpp"
+
+namespace crest::cuda {
+
+struct Context {
+  int device = 0;
+  cudaDeviceProp properties{};
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+
+  Context() = default;
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+  ~Context();
+};
+
+// Whether this process can run the CUDA backend, and why not: a driver and a device the runtime
+// sees, and cuDNN/cuBLAS that load. Asks without creating anything that lasts.
+Support device_available();
+
+// Opens device 0 (CUDA_VISIBLE_DEVICES selects which GPU that is, as launchers set it per rank):
+// a non-blocking stream and both library handles on it. Throws crest::Error (usage) with
+// device_available()'s reason when the machine cannot run it.
+std::shared_ptr<Context> open_context();
+
+// The cuDNN data type of a crest dtype (f32, f64, bf16, f16).
+cudnnDataType_t cudnn_type(DType dtype);
+
+}  // namespace crest::cuda

@@ -1,0 +1,222 @@
+// Convolution (1-D to 3-D, strided, dilated, grouped and depthwise, transposed) through cuDNN's
+// legacy API. Each kernel chooses its three algorithms once, at creation, from cuDNN's
+// heuristics: the fastest one cuDNN ranks first among the deterministic ones (the same inputs
+// give the same bits, which a captured CUDA-graph step and an uncaptured one must).
+//
+// A transposed convolution is cuDNN's convolution run the other way: its forward is cuDNN's
+// backward-data pass and its backward-data is cuDNN's forward, on the same descriptors, so below
+// "conv_in"/"conv_out" name the tensors in cuDNN's forward direction.
+#include <algorithm>
+#include <array>
+#include <string>
+#include <vector>
+
+#include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
+#include "cuda/cudnn_descriptors.hpp"
+
+namespace crest::cuda {
+namespace {
+
+// Workspace an algorithm may ask for: beyond this the next-ranked algorithm is taken.
+constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+
+template <typename Perf>
+Perf first_deterministic(const Perf* perf, int count, const char* pass) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+        perf[i].memory <= kMaxWorkspaceBytes)
+      return perf[i];
+  throw_runtime(std::string("cuDNN offers no deterministic ") + pass +
+                " algorithm for this convolution");
+}
+
+class ConvolutionDescriptor {
+ public:
+  explicit ConvolutionDescriptor(const ConvDesc& d) {
+    CREST_CUDNN(cudnnCreateConvolutionDescriptor(&d_));
+    const int r = d.spatial_rank;
+    const auto pad = cudnn_extents(d.pad_lo.data(), r, 0);
+    const auto stride = cudnn_extents(d.stride.data(), r, 1);
+    const auto dilation = cudnn_extents(d.dilation.data(), r, 1);
+    // Accumulation in float32 whatever the data type (16-bit data included).
+    CREST_CUDNN(cudnnSetConvolutionNdDescriptor(
+        d_, static_cast<int>(pad.size()), pad.data(), stride.data(), dilation.data(),
+        CUDNN_CROSS_CORRELATION, d.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
+    CREST_CUDNN(cudnnSetConvolutionGroupCount(d_, static_cast<int>(d.groups)));
+    // Float32 stays float32 (no TF32: the backend agrees with the reference to 1e-5); 16-bit
+    // data runs on the tensor cores.
+    CREST_CUDNN(
+        cudnnSetConvolutionMathType(d_, is_half(d.dtype) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+  }
+  ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(d_); }
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return d_; }
+
+ private:
+  cudnnConvolutionDescriptor_t d_ = nullptr;
+};
+
+class CudnnConv final : public ConvKernel {
+ public:
+  CudnnConv(std::shared_ptr<Context> context, const ConvDesc& d)
+      : c_(std::move(context)),
+        d_(d),
+        src_(d.dtype, d.n, d.in_channels, d.in_size.data(), d.spatial_rank),
+        dst_(d.dtype, d.n, d.out_channels, d.out_size.data(), d.spatial_rank),
+        filter_(d.dtype, d.transposed ? d.in_channels : d.out_channels,
+                (d.transposed ? d.out_channels : d.in_channels) / d.groups, d.kernel.data(),
+                d.spatial_rank),
+        conv_(d) {
+    if (d.bias) {
+      const std::array<int64_t, 3> ones{1, 1, 1};
+      bias_ = std::make_unique<TensorDescriptor>(d.dtype, 1, d.out_channels, ones.data(),
+                                                 d.spatial_rank);
+    }
+    check_extents();
+    choose_algorithms();
+  }
+
+  MemFormat src_format() const override { return format_of(d_.in_channels, d_.in_size); }
+  MemFormat dst_format() const override { return format_of(d_.out_channels, d_.out_size); }
+  size_t scratch_bytes() const override { return scratch_; }
+
+  void forward(const void* src, const void* weights, const void* bias, void* dst,
+               void* scratch) override {
+    const float one = 1.f, zero = 0.f;
+    if (d_.transposed)
+      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, src_.get(),
+                                               src, conv_.get(), bwd_data_, scratch, scratch_,
+                                               &zero, dst_.get(), dst));
+    else
+      CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, src_.get(), src, filter_.get(), weights,
+                                          conv_.get(), fwd_, scratch, scratch_, &zero, dst_.get(),
+                                          dst));
+    if (bias_)
+      CREST_CUDNN(cudnnAddTensor(c_->cudnn, &one, bias_->get(), bias, &one, dst_.get(), dst));
+  }
+
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                     void* scratch) override {
+    const float one = 1.f, zero = 0.f;
+    if (d_.transposed)
+      CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, dst_.get(), diff_dst, filter_.get(),
+                                          weights, conv_.get(), fwd_, scratch, scratch_, &zero,
+                                          src_.get(), diff_src));
+    else
+      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, dst_.get(),
+                                               diff_dst, conv_.get(), bwd_data_, scratch, scratch_,
+                                               &zero, src_.get(), diff_src));
+  }
+
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch) override {
+    const float one = 1.f, zero = 0.f;
+    // cuDNN's (x, dy): the forward-direction input and the gradient of its output.
+    const bool t = d_.transposed;
+    CREST_CUDNN(cudnnConvolutionBackwardFilter(
+        c_->cudnn, &one, t ? dst_.get() : src_.get(), t ? diff_dst : src,
+        t ? src_.get() : dst_.get(), t ? src : diff_dst, conv_.get(), bwd_filter_, scratch,
+        scratch_, &zero, filter_.get(), diff_weights));
+    if (bias_ && diff_bias)
+      CREST_CUDNN(cudnnConvolutionBackwardBias(c_->cudnn, &one, dst_.get(), diff_dst, &zero,
+                                               bias_->get(), diff_bias));
+  }
+
+  std::string implementation() const override {
+    return "cudnn fwd " + std::to_string(fwd_) + " / bwd-data " + std::to_string(bwd_data_) +
+           " / bwd-filter " + std::to_string(bwd_filter_);
+  }
+
+ private:
+  MemFormat format_of(int64_t channels, const std::array<int64_t, 3>& size) const {
+    std::vector<int64_t> dims{d_.n, channels};
+    dims.insert(dims.end(), size.begin(), size.begin() + d_.spatial_rank);
+    return plain_format(Shape(dims), d_.dtype);
+  }
+
+  // The conv_out extents cuDNN derives from conv_in must be the descriptor's (a transposed
+  // convolution's output padding, for one, has no cuDNN form).
+  void check_extents() const {
+    const TensorDescriptor& in = d_.transposed ? dst_ : src_;
+    const auto& want = d_.transposed ? d_.in_size : d_.out_size;
+    std::array<int, 5> got{};
+    const int dims = std::max(d_.spatial_rank, 2) + 2;
+    CREST_CUDNN(cudnnGetConvolutionNdForwardOutputDim(conv_.get(), in.get(), filter_.get(), dims,
+                                                      got.data()));
+    for (int i = 0; i < d_.spatial_rank; ++i)
+      if (got[static_cast<size_t>(i) + 2] != want[static_cast<size_t>(i)])
+        throw_usage("the cuda backend cannot run this convolution: cuDNN derives extent " +
+                    std::to_string(got[static_cast<size_t>(i) + 2]) + " on spatial axis " +
+                    std::to_string(i) + " where the layer has " +
+                    std::to_string(want[static_cast<size_t>(i)]));
+  }
+
+  void choose_algorithms() {
+    const TensorDescriptor& x = d_.transposed ? dst_ : src_;
+    const TensorDescriptor& y = d_.transposed ? src_ : dst_;
+    int n = 0;
+    // The passes that run: a transposed layer's forward is cuDNN's backward data, and so on.
+    const bool needs_fwd = d_.transposed ? d_.training && d_.data_grad : true;
+    const bool needs_bwd_data = d_.transposed ? true : d_.training && d_.data_grad;
+    if (needs_fwd) {
+      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> p{};
+      CREST_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(c_->cudnn, x.get(), filter_.get(),
+                                                         conv_.get(), y.get(),
+                                                         static_cast<int>(p.size()), &n, p.data()));
+      const auto best = first_deterministic(p.data(), n, "forward");
+      fwd_ = best.algo;
+      scratch_ = std::max(scratch_, best.memory);
+    }
+    if (needs_bwd_data) {
+      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> p{};
+      CREST_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+          c_->cudnn, filter_.get(), y.get(), conv_.get(), x.get(), static_cast<int>(p.size()), &n,
+          p.data()));
+      const auto best = first_deterministic(p.data(), n, "backward-data");
+      bwd_data_ = best.algo;
+      scratch_ = std::max(scratch_, best.memory);
+    }
+    if (d_.training) {
+      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> p{};
+      CREST_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+          c_->cudnn, x.get(), y.get(), conv_.get(), filter_.get(), static_cast<int>(p.size()), &n,
+          p.data()));
+      const auto best = first_deterministic(p.data(), n, "backward-filter");
+      bwd_filter_ = best.algo;
+      scratch_ = std::max(scratch_, best.memory);
+    }
+  }
+
+  std::shared_ptr<Context> c_;
+  ConvDesc d_;
+  TensorDescriptor src_, dst_;
+  FilterDescriptor filter_;
+  ConvolutionDescriptor conv_;
+  std::unique_ptr<TensorDescriptor> bias_;
+  cudnnConvolutionFwdAlgo_t fwd_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  cudnnConvolutionBwdDataAlgo_t bwd_data_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
+  size_t scratch_ = 0;
+};
+
+}  // namespace
+
+Support conv_support(const ConvDesc& d) {
+  for (int i = 0; i < d.spatial_rank; ++i)
+    if (d.pad_lo[static_cast<size_t>(i)] != d.pad_hi[static_cast<size_t>(i)])
+      return Support::no("cuDNN pads both sides of an axis alike; this convolution pads " +
+                         std::to_string(d.pad_lo[static_cast<size_t>(i)]) + " before and " +
+                         std::to_string(d.pad_hi[static_cast<size_t>(i)]) + " after on axis " +
+                         std::to_string(i));
+  if (d.post_op.kind != EltwiseKind::none)
+    return Support::no("the cuda backend fuses no activation into a convolution");
+  return Support::yes();
+}
+
+std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const ConvDesc& d) {
+  return std::make_unique<CudnnConv>(std::move(context), d);
+}
+
+}  // namespace crest::cuda

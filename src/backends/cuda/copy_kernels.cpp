@@ -1,0 +1,83 @@
+// The kernels that only move bytes: a reorder between two plain formats of one shape (a copy)
+// and channel concatenation, one strided 2-D copy per input (rows: the batch; a row: that input's
+// channels times the spatial extent).
+#include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
+
+namespace crest::cuda {
+namespace {
+
+class CudaCopy final : public ReorderKernel {
+ public:
+  CudaCopy(std::shared_ptr<Context> context, size_t bytes)
+      : c_(std::move(context)), bytes_(bytes) {}
+  void execute(const void* src, void* dst) override {
+    if (bytes_ && src != dst)
+      CREST_CUDA(cudaMemcpyAsync(dst, src, bytes_, cudaMemcpyDeviceToDevice, c_->stream));
+  }
+
+ private:
+  std::shared_ptr<Context> c_;
+  size_t bytes_;
+};
+
+class CudaConcat final : public ConcatKernel {
+ public:
+  CudaConcat(std::shared_ptr<Context> context, const std::vector<MemFormat>& srcs)
+      : c_(std::move(context)) {
+    Shape shape = srcs.front().shape;
+    batch_ = static_cast<size_t>(shape[0]);
+    int64_t channels = 0;
+    for (const MemFormat& s : srcs) {
+      row_bytes_.push_back(s.bytes / batch_);
+      channels += s.shape[1];
+    }
+    shape[1] = channels;
+    dst_ = plain_format(shape, srcs.front().dtype);
+  }
+
+  MemFormat dst_format() const override { return dst_; }
+
+  void forward(const std::vector<const void*>& srcs, void* dst) override {
+    const size_t dst_row = dst_.bytes / batch_;
+    size_t offset = 0;
+    for (size_t i = 0; i < srcs.size(); ++i) {
+      CREST_CUDA(cudaMemcpy2DAsync(static_cast<char*>(dst) + offset, dst_row, srcs[i],
+                                   row_bytes_[i], row_bytes_[i], batch_, cudaMemcpyDeviceToDevice,
+                                   c_->stream));
+      offset += row_bytes_[i];
+    }
+  }
+
+  void backward(const void* diff_dst, const std::vector<void*>& diff_srcs) override {
+    const size_t dst_row = dst_.bytes / batch_;
+    size_t offset = 0;
+    for (size_t i = 0; i < diff_srcs.size(); ++i) {
+      if (diff_srcs[i])
+        CREST_CUDA(cudaMemcpy2DAsync(diff_srcs[i], row_bytes_[i],
+                                     static_cast<const char*>(diff_dst) + offset, dst_row,
+                                     row_bytes_[i], batch_, cudaMemcpyDeviceToDevice, c_->stream));
+      offset += row_bytes_[i];
+    }
+  }
+
+ private:
+  std::shared_ptr<Context> c_;
+  size_t batch_ = 1;
+  std::vector<size_t> row_bytes_;
+  MemFormat dst_;
+};
+
+}  // namespace
+
+std::unique_ptr<ReorderKernel> make_reorder(std::shared_ptr<Context> context, const MemFormat& from,
+                                            const MemFormat& /*to*/) {
+  return std::make_unique<CudaCopy>(std::move(context), from.bytes);
+}
+
+std::unique_ptr<ConcatKernel> make_concat(std::shared_ptr<Context> context,
+                                          const std::vector<MemFormat>& srcs) {
+  return std::make_unique<CudaConcat>(std::move(context), srcs);
+}
+
+}  // namespace crest::cuda

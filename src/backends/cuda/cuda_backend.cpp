@@ -1,0 +1,127 @@
+// The CUDA backend object (docs/cuda.md): device memory, one stream, and cuDNN, cuBLAS and
+// CUDA kernels behind the Backend interface. It computes in float32 (16-bit types are not yet
+// offered) on plain layouts. The plugin's entry point (plugin.hpp) hands the loader the factory
+// and the question whether this machine can run it.
+#include <mutex>
+
+#include "crest/backends/kernels.hpp"
+#include "cuda/cuda_kernels.hpp"
+#include "cuda/device_memory.hpp"
+#include "cuda/plugin.hpp"
+#include "cuda/vector_ops.hpp"
+
+namespace crest::cuda {
+namespace {
+
+bool is_plain(const MemFormat& f) { return f.layout == Layout::plain; }
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(std::shared_ptr<Context> context)
+      : context_(std::move(context)), memory_(context_), stream_(context_) {}
+
+  std::string name() const override { return "cuda"; }
+  const std::shared_ptr<Context>& context() const { return context_; }
+  Device device() const override { return Device::cuda; }
+  bool supports(DType dtype) const override { return dtype == DType::f32; }
+  bool fuses(const EltwiseDesc& /*e*/) const override { return false; }
+  MemoryResource& memory() const override { return memory_; }
+  Stream& stream() const override { return stream_; }
+  // The kernels are asynchronous on the device; host threads only issue them.
+  int set_threads(int /*threads*/) override { return 1; }
+  std::string instruction_sets() const override {
+    const cudaDeviceProp& p = context_->properties;
+    return std::string(p.name) + " sm_" + std::to_string(p.major) + std::to_string(p.minor);
+  }
+
+  PeakRate peak(DType dtype, int64_t n, int iters) override {
+    return gemm_peak(*context_, dtype, n, iters);
+  }
+
+  using Backend::supports;
+  Support supports(const ConvDesc& d) const override {
+    if (Support s = Backend::supports(d); !s) return s;
+    return conv_support(d);
+  }
+  Support supports(const PoolDesc& d) const override {
+    if (Support s = Backend::supports(d); !s) return s;
+    return pool_support(d);
+  }
+  Support supports(const EltwiseDesc& d, const MemFormat& f) const override {
+    if (f.layout == Layout::blocked)
+      return Support::no("the cuda backend cannot read blocked format " + f.str());
+    return Backend::supports(d, f);
+  }
+  Support supports(const MemFormat& from, const MemFormat& to) const override {
+    if (Support s = Backend::supports(from, to); !s) return s;
+    if (!is_plain(from) || !is_plain(to) || from.shape != to.shape)
+      return Support::no("the cuda backend reorders only between plain formats of one shape, not " +
+                         from.str() + " to " + to.str());
+    return Support::yes();
+  }
+  Support supports(const std::vector<MemFormat>& srcs) const override {
+    if (Support s = Backend::supports(srcs); !s) return s;
+    for (const MemFormat& f : srcs)
+      if (!is_plain(f)) return Support::no("the cuda backend concatenates plain tensors only");
+    return Support::yes();
+  }
+
+ protected:
+  // Hints are ignored: every kernel here reads and writes plain layout.
+  std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& /*hint*/) override {
+    return make_conv(context_, d);
+  }
+  std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& /*hint*/) override {
+    return make_pool(context_, d);
+  }
+  std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d, const MemFormat& f) override {
+    return make_eltwise(context_, d, f);
+  }
+  std::unique_ptr<DenseKernel> create_dense(const DenseDesc& d) override {
+    return make_dense(context_, d);
+  }
+  std::unique_ptr<ReorderKernel> create_reorder(const MemFormat& from,
+                                                const MemFormat& to) override {
+    return make_reorder(context_, from, to);
+  }
+  std::unique_ptr<ConcatKernel> create_concat(const std::vector<MemFormat>& srcs) override {
+    return make_concat(context_, srcs);
+  }
+  std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
+    return make_vector_ops(dtype, context_->stream);
+  }
+
+ private:
+  std::shared_ptr<Context> context_;
+  mutable DeviceMemory memory_;
+  mutable DeviceStream stream_;
+};
+
+// Asked once per process: the answer does not change while it runs, and a start-up that asks
+// for the default backend should not probe the driver twice.
+Support cuda_available() {
+  static std::once_flag once;
+  static Support answer;
+  std::call_once(once, [] { answer = device_available(); });
+  return answer;
+}
+
+std::unique_ptr<Backend> make_cuda_backend() {
+  return std::make_unique<CudaBackend>(open_context());
+}
+
+}  // namespace
+
+std::shared_ptr<Context> context_of(Backend& backend) {
+  auto* cuda = dynamic_cast<CudaBackend*>(&backend);
+  CREST_CHECK(cuda != nullptr, "a cuda kernel was asked of backend '" + backend.name() + "'");
+  return cuda->context();
+}
+
+}  // namespace crest::cuda
+
+const crest::cuda::PluginEntry* crest_cuda_plugin_entry() {
+  static const crest::cuda::PluginEntry entry{crest::cuda::cuda_available,
+                                              crest::cuda::make_cuda_backend};
+  return &entry;
+}

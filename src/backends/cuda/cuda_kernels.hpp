@@ -1,0 +1,44 @@
+// Private to the CUDA backend: the per-family kernel factories (one file each) and what the
+// backend asks them before creating anything.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "cuda/context.hpp"
+
+namespace crest::cuda {
+
+// The context of a backend that is the cuda backend (what a registered kernel's maker receives);
+// throws crest::Error (runtime) for any other backend.
+std::shared_ptr<Context> context_of(Backend& backend);
+
+Support conv_support(const ConvDesc& d);
+Support pool_support(const PoolDesc& d);
+
+std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const ConvDesc& d);
+std::unique_ptr<PoolKernel> make_pool(std::shared_ptr<Context> context, const PoolDesc& d);
+std::unique_ptr<DenseKernel> make_dense(std::shared_ptr<Context> context, const DenseDesc& d);
+std::unique_ptr<EltwiseKernel> make_eltwise(std::shared_ptr<Context> context, const EltwiseDesc& d,
+                                            const MemFormat& f);
+std::unique_ptr<ReorderKernel> make_reorder(std::shared_ptr<Context> context, const MemFormat& from,
+                                            const MemFormat& to);
+std::unique_ptr<ConcatKernel> make_concat(std::shared_ptr<Context> context,
+                                          const std::vector<MemFormat>& srcs);
+
+// The device's n x n x n matrix-product rate for `dtype` through cuBLAS (best of `iters`).
+PeakRate gemm_peak(Context& c, DType dtype, int64_t n, int iters);
+
+// Element-wise launches shared by the kernels above (elementwise.cu), float32, on `stream`.
+// y[i] = f(x[i]) and diff_src[i] = diff_dst[i] * f'(y[i]) for an activation; in place allowed.
+void eltwise_forward_f32(const EltwiseDesc& d, const float* x, float* y, size_t count,
+                         cudaStream_t stream);
+void eltwise_backward_f32(const EltwiseDesc& d, const float* y, const float* diff_dst,
+                          float* diff_src, size_t count, cudaStream_t stream);
+// x[i] = value.
+void fill_f32(float* x, float value, size_t count, cudaStream_t stream);
+// Row-major [rows, columns] y: y[r, c] += bias[c].
+void add_row_bias_f32(float* y, const float* bias, size_t rows, size_t columns,
+                      cudaStream_t stream);
+
+}  // namespace crest::cuda

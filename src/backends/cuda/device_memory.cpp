@@ -1,0 +1,65 @@
+// Device memory and the stream of the CUDA backend.
+#include "cuda/device_memory.hpp"
+
+#include <string>
+
+#include "cuda/check.hpp"
+
+namespace crest::cuda {
+
+// cudaMallocAsync's blocks are aligned to 256 bytes, which is what Buffer asks by default; a
+// larger alignment would need padding no caller has needed yet.
+constexpr size_t kDeviceAlignment = 256;
+
+void* DeviceMemory::allocate(size_t bytes, size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > kDeviceAlignment)
+    throw_usage("cuda memory: alignment " + std::to_string(alignment) +
+                " is not a power of two up to 256");
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaMallocAsync(&p, bytes, context_->stream);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free = 0, total = 0;
+    cudaMemGetInfo(&free, &total);
+    throw_input("cuda memory: cannot allocate " + std::to_string(bytes) + " bytes on device " +
+                std::to_string(context_->device) + " (" + std::to_string(free) + " of " +
+                std::to_string(total) + " bytes free): use a smaller batch or sample");
+  }
+  CREST_CUDA(err);
+  // Zero-filled, as the resource promises (a fresh arena or optimizer state starts at zero).
+  CREST_CUDA(cudaMemsetAsync(p, 0, bytes, context_->stream));
+  return p;
+}
+
+void DeviceMemory::deallocate(void* p, size_t /*bytes*/) {
+  if (p) cudaFreeAsync(p, context_->stream);  // never throws: called from destructors
+}
+
+void DeviceMemory::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  CREST_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, context_->stream));
+  // Complete on return, so the host may reuse host_src at once (pageable memory is staged by the
+  // driver; the loader's pinned batches are the fast path, docs/cuda.md).
+  CREST_CUDA(cudaStreamSynchronize(context_->stream));
+}
+
+void DeviceMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  CREST_CUDA(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, context_->stream));
+  CREST_CUDA(cudaStreamSynchronize(context_->stream));
+}
+
+void DeviceMemory::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0 || dst == src) return;
+  CREST_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, context_->stream));
+}
+
+void DeviceMemory::memset(void* dst, int value, size_t bytes) {
+  if (bytes == 0) return;
+  CREST_CUDA(cudaMemsetAsync(dst, value, bytes, context_->stream));
+}
+
+void DeviceStream::synchronize() { CREST_CUDA(cudaStreamSynchronize(context_->stream)); }
+
+}  // namespace crest::cuda

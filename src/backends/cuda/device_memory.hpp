@@ -1,0 +1,37 @@
+// Private to the CUDA backend: device memory taken in the stream's order (cudaMallocAsync from
+// the device's default pool, so freed blocks are reused without a device-wide synchronisation)
+// and the stream everything runs on.
+#pragma once
+#include <memory>
+
+#include "crest/backends/stream.hpp"
+#include "crest/core/memory_resource.hpp"
+#include "cuda/context.hpp"
+
+namespace crest::cuda {
+
+class DeviceMemory final : public MemoryResource {
+ public:
+  explicit DeviceMemory(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+  void* allocate(size_t bytes, size_t alignment) override;
+  void deallocate(void* p, size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void memset(void* dst, int value, size_t bytes) override;
+  bool is_host() const override { return false; }
+
+ private:
+  std::shared_ptr<Context> context_;
+};
+
+class DeviceStream final : public Stream {
+ public:
+  explicit DeviceStream(std::shared_ptr<Context> context) : context_(std::move(context)) {}
+  void synchronize() override;
+
+ private:
+  std::shared_ptr<Context> context_;
+};
+
+}  // namespace crest::cuda

@@ -1,0 +1,977 @@
+// CUDA flat-buffer operations (cuda/vector_ops.hpp): fills, BLAS-1, dropout, losses, optimizer
+// updates and the 16-bit codes for communication, as kernels over device memory.
+//
+// Each element is computed with the reference backend's formula (reference/vector_ops.cpp,
+// half_vector_ops.cpp), in its order and its precision: double for sums and most optimizer
+// arithmetic, T for LAMB's direction, float for the 16-bit element-wise ops. CMakeLists.txt
+// compiles this file with --fmad=false, so no product and sum are contracted into a fused
+// multiply-add that would round differently, and +, -, *, / and sqrt round correctly (nvcc's
+// defaults; not with --use_fast_math): element-wise results equal the reference's to the bit.
+// Two exceptions: exp and log (softmax cross-entropy) are CUDA's, within an ulp of the host
+// library's; and a NaN that GPU arithmetic produces has the canonical payload (it stays a NaN).
+//
+// Reductions run a launch fixed by the element count alone: each thread sums a grid-stride slice
+// in index order, each block adds its threads' sums in a fixed tree into one partial, and one
+// block adds the partials in a fixed order. No floating-point atomics: the same bits every run
+// (not the reference's bits: its loops add one element after another).
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "crest/core/error.hpp"
+#include "cuda/check.hpp"
+#include "cuda/launch.cuh"
+#include "cuda/vector_ops.hpp"
+#include "float16_codes.hpp"
+
+namespace crest::cuda {
+namespace {
+
+constexpr size_t kReduceBlocks = 1024;           // partials per reduction: several per SM
+constexpr size_t kRangeChunk = size_t{1} << 16;  // range_sum_squares: elements per block
+constexpr size_t kPartialBytes = 16;             // the largest reduction value below
+
+size_t ceil_div(size_t count, size_t per) { return count / per + (count % per != 0); }
+
+// ---------------------------------------------------------------------------------------------
+// The dropout mask: copies of dropout_hash.hpp's splitmix64_mix and dropout_uniform, whose plain
+// inline functions a kernel cannot call. They must stay equal to those, bit for bit, so that
+// every backend drops the same elements.
+
+__host__ __device__ uint64_t splitmix64_mix_copy(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+__host__ __device__ double dropout_uniform_copy(uint64_t seed, uint64_t i) {
+  constexpr uint64_t kGoldenGamma = 0x9E3779B97F4A7C15ull;
+  const uint64_t z = splitmix64_mix_copy(seed) + (i + 1) * kGoldenGamma;
+  return static_cast<double>(splitmix64_mix_copy(z) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// 16-bit codes, rounded as crest/core/bf16.hpp and fp16.hpp round, bit for bit (NaN included):
+// integer code, since CUDA's own conversions make every NaN the canonical one.
+
+__host__ __device__ uint32_t bits_of(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+__host__ __device__ float float_of(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+// bf16.hpp's float_to_bf16: the upper half, rounded to nearest even; a NaN is made quiet.
+__host__ __device__ uint16_t to_bf16_code(float f) {
+  const uint32_t u = bits_of(f);
+  const uint32_t rounded = u + 0x7fffu + ((u >> 16) & 1u);
+  const uint32_t quiet_nan = u | 0x400000u;
+  return static_cast<uint16_t>(((u & 0x7fffffffu) > 0x7f800000u ? quiet_nan : rounded) >> 16);
+}
+
+__host__ __device__ float from_bf16_code(uint16_t h) { return float_of(uint32_t{h} << 16); }
+
+// fp16.hpp's float_to_fp16 (the host compiler's _Float16: F16C and libgcc's software conversion
+// agree): rounded to nearest even, beyond the range infinite, a NaN made quiet with the top of
+// its payload kept.
+__host__ __device__ uint16_t to_fp16_code(float f) {
+  const uint32_t u = bits_of(f);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t magnitude = u & 0x7fffffffu;
+  if (magnitude > 0x7f800000u)
+    return static_cast<uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  // From 65520, halfway between 65504 and 2^16, on: the tie goes up (65504 is odd): infinite.
+  if (magnitude >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (magnitude >= 0x38800000u) {  // 2^-14 and up: normal; rebias 127 -> 15, round off 13 bits
+    const uint32_t rebiased = magnitude - 0x38000000u;
+    return static_cast<uint16_t>(sign | ((rebiased + 0xfffu + ((rebiased >> 13) & 1u)) >> 13));
+  }
+  // Up to 2^-25, half the smallest subnormal (the tie goes to the even zero): zero.
+  if (magnitude <= 0x33000000u) return sign;
+  // Subnormal: the significand, implicit bit included, in units of 2^-24.
+  const uint32_t shift = 126u - (magnitude >> 23);  // 14 .. 24
+  const uint32_t significand = (magnitude & 0x7fffffu) | 0x800000u;
+  const uint32_t code = significand >> shift;
+  const uint32_t rest = significand & ((1u << shift) - 1u);
+  const uint32_t half = 1u << (shift - 1u);
+  const uint32_t up = rest > half || (rest == half && (code & 1u) != 0) ? 1u : 0u;
+  return static_cast<uint16_t>(sign | (code + up));
+}
+
+// fp16.hpp's fp16_to_float: exact; a NaN is made quiet, its payload kept.
+__host__ __device__ float from_fp16_code(uint16_t h) {
+  const uint32_t sign = (uint32_t{h} & 0x8000u) << 16;
+  const uint32_t exponent = (h >> 10) & 0x1fu;
+  uint32_t mantissa = h & 0x3ffu;
+  if (exponent == 0x1fu)
+    return float_of(sign | 0x7f800000u | (mantissa << 13) | (mantissa != 0 ? 0x400000u : 0u));
+  if (exponent != 0) return float_of(sign | ((exponent + 112u) << 23) | (mantissa << 13));
+  if (mantissa == 0) return float_of(sign);
+  // Subnormal: mantissa * 2^-24, a normal float; shift the leading one into the implicit bit.
+  uint32_t float_exponent = 113;
+  while ((mantissa & 0x400u) == 0) {
+    mantissa <<= 1;
+    --float_exponent;
+  }
+  return float_of(sign | (float_exponent << 23) | ((mantissa & 0x3ffu) << 13));
+}
+
+// One 16-bit type's conversions, so the 16-bit ops are written once for both.
+struct Bf16Codes {
+  static constexpr DType kDType = DType::bf16;
+  __host__ __device__ static float load(uint16_t h) { return from_bf16_code(h); }
+  __host__ __device__ static uint16_t store(float f) { return to_bf16_code(f); }
+};
+struct Fp16Codes {
+  static constexpr DType kDType = DType::f16;
+  __host__ __device__ static float load(uint16_t h) { return from_fp16_code(h); }
+  __host__ __device__ static uint16_t store(float f) { return to_fp16_code(f); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// What reductions carry: aggregates (so they fit a __shared__ array) with an identity and a
+// combine; the launch fixes the order of the combines.
+
+struct Sum {
+  double total;
+  __host__ __device__ static Sum identity() { return {0.0}; }
+  __device__ static Sum combine(Sum a, Sum b) { return {a.total + b.total}; }
+};
+
+struct SumPair {
+  double first, second;
+  __host__ __device__ static SumPair identity() { return {0.0, 0.0}; }
+  __device__ static SumPair combine(SumPair a, SumPair b) {
+    return {a.first + b.first, a.second + b.second};
+  }
+};
+
+// The largest |v|, NaN skipped as narrow_range's std::max(largest, |v|) skips it: a NaN on the
+// right loses the comparison. A running value starts at 0 and so never is a NaN itself.
+struct Largest {
+  float magnitude;
+  __host__ __device__ static Largest identity() { return {0.f}; }
+  __device__ static Largest combine(Largest a, Largest b) {
+    return a.magnitude < b.magnitude ? b : a;
+  }
+};
+
+// The cross-entropy's loss sum and, checked in the same pass, the first position whose label is
+// outside [0, classes) (ULLONG_MAX: none).
+struct LossAndFirstBad {
+  double loss;
+  unsigned long long first_bad;
+  __host__ __device__ static LossAndFirstBad identity() { return {0.0, ULLONG_MAX}; }
+  __device__ static LossAndFirstBad combine(LossAndFirstBad a, LossAndFirstBad b) {
+    return {a.loss + b.loss, a.first_bad < b.first_bad ? a.first_bad : b.first_bad};
+  }
+};
+
+// Combines the block's kThreads values in a fixed tree; the result is valid in thread 0 only
+// (the others get their own value back, so a block may call this again in a loop).
+template <typename V>
+__device__ V block_reduce(V value) {
+  __shared__ V lanes[kThreads];
+  lanes[threadIdx.x] = value;
+  __syncthreads();
+  for (unsigned stride = kThreads / 2; stride > 0; stride /= 2) {
+    if (threadIdx.x < stride)
+      lanes[threadIdx.x] = V::combine(lanes[threadIdx.x], lanes[threadIdx.x + stride]);
+    __syncthreads();
+  }
+  return threadIdx.x == 0 ? lanes[0] : value;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Kernels
+
+template <typename Body>
+__global__ void for_each_element(Body body, size_t count) {
+  for (size_t i = first_index(); i < count; i += grid_stride()) body(i);
+}
+
+// Block b's partial: the combine of term(i) over its threads' grid-stride slices.
+template <typename V, typename Term>
+__global__ void reduce_to_partials(Term term, size_t count, V* partials) {
+  V sum = V::identity();
+  for (size_t i = first_index(); i < count; i += grid_stride()) sum = V::combine(sum, term(i));
+  const V block = block_reduce(sum);
+  if (threadIdx.x == 0) partials[blockIdx.x] = block;
+}
+
+// One block: the combine of `count` partials.
+template <typename V>
+__global__ void combine_partials(const V* partials, size_t count, V* result) {
+  V sum = V::identity();
+  for (size_t p = threadIdx.x; p < count; p += kThreads) sum = V::combine(sum, partials[p]);
+  const V total = block_reduce(sum);
+  if (threadIdx.x == 0) *result = total;
+}
+
+// range_sum_squares's tables: each range cut into chunks of at most kRangeChunk elements.
+struct Chunk {
+  size_t begin, end;  // elements [begin, end) of one range
+};
+struct RangeChunks {
+  size_t first, count;  // the range's chunks in the chunk table
+};
+
+// One block per chunk: the sums of a^2 and b^2 over it.
+template <typename T>
+__global__ void sum_chunk_squares(const T* a, const T* b, const Chunk* chunks, size_t n_chunks,
+                                  SumPair* partials) {
+  for (size_t c = blockIdx.x; c < n_chunks; c += gridDim.x) {
+    SumPair sum = SumPair::identity();
+    for (size_t i = chunks[c].begin + threadIdx.x; i < chunks[c].end; i += kThreads)
+      sum = SumPair::combine(sum,
+                             {static_cast<double>(a[i]) * a[i], static_cast<double>(b[i]) * b[i]});
+    const SumPair block = block_reduce(sum);
+    if (threadIdx.x == 0) partials[c] = block;
+  }
+}
+
+// One thread per range: its chunks' sums, in chunk order.
+__global__ void sum_range_chunks(const SumPair* partials, const RangeChunks* ranges, size_t n,
+                                 SumPair* sums) {
+  for (size_t r = first_index(); r < n; r += grid_stride()) {
+    SumPair sum = SumPair::identity();
+    for (size_t c = ranges[r].first; c < ranges[r].first + ranges[r].count; ++c)
+      sum = SumPair::combine(sum, partials[c]);
+    sums[r] = sum;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-element bodies (for_each_element) and terms (reduce_to_partials) of the f32/f64 ops, each
+// the reference loop's body.
+
+template <typename T>
+struct Fill {
+  T* x;
+  T value;
+  __device__ void operator()(size_t i) const { x[i] = value; }
+};
+
+template <typename T>
+struct Add {
+  const T* a;
+  const T* b;
+  T* dst;
+  __device__ void operator()(size_t i) const { dst[i] = a[i] + b[i]; }
+};
+
+template <typename T>
+struct Axpy {
+  double alpha;
+  const T* x;
+  T* y;
+  __device__ void operator()(size_t i) const { y[i] = static_cast<T>(alpha * x[i] + y[i]); }
+};
+
+template <typename T>
+struct Scale {
+  double alpha;
+  const T* x;
+  T* dst;
+  __device__ void operator()(size_t i) const { dst[i] = static_cast<T>(alpha * x[i]); }
+};
+
+template <typename T>
+struct SquareOf {
+  const T* x;
+  __device__ Sum operator()(size_t i) const { return {static_cast<double>(x[i]) * x[i]}; }
+};
+
+template <typename T>
+struct Dropout {
+  const T* x;
+  T* dst;
+  double rate, keep_scale;
+  uint64_t seed;
+  __device__ void operator()(size_t i) const {
+    const bool keep = dropout_uniform_copy(seed, i) >= rate;
+    dst[i] = keep ? static_cast<T>(x[i] * keep_scale) : T(0);
+  }
+};
+
+template <typename T>
+struct SquaredError {
+  const T* pred;
+  const T* target;
+  T* diff;  // null: the loss only
+  double grad_scale;
+  __device__ Sum operator()(size_t i) const {
+    const double e = static_cast<double>(pred[i]) - static_cast<double>(target[i]);
+    if (diff != nullptr) diff[i] = static_cast<T>(grad_scale * e);
+    return {e * e};
+  }
+};
+
+// One position q = b * spatial + s of plain [n, classes, spatial] logits: class c at
+// (b * classes + c) * spatial + s.
+template <typename T>
+struct CrossEntropyAt {
+  const T* logits;
+  const int32_t* labels;
+  const float* class_weights;  // null: every weight 1
+  T* diff;                     // null: the loss only
+  int64_t classes, spatial;
+  double positions, diff_scale;
+
+  __device__ LossAndFirstBad operator()(size_t q) const {
+    const int32_t label = labels[q];
+    if (label < 0 || label >= classes) return {0.0, q};
+    const auto b = static_cast<int64_t>(q) / spatial, s = static_cast<int64_t>(q) % spatial;
+    const T* x = logits + b * classes * spatial + s;
+    // log-sum-exp shifted by the maximum (std::max's choice between equals) so exp never overflows.
+    double max_logit = static_cast<double>(x[0]);
+    for (int64_t c = 1; c < classes; ++c) {
+      const auto logit = static_cast<double>(x[c * spatial]);
+      max_logit = max_logit < logit ? logit : max_logit;
+    }
+    double sum_exp = 0.0;
+    for (int64_t c = 0; c < classes; ++c)
+      sum_exp += exp(static_cast<double>(x[c * spatial]) - max_logit);
+    const double log_sum_exp = max_logit + log(sum_exp);
+    const double weight = class_weights ? static_cast<double>(class_weights[label]) : 1.0;
+    const double loss = weight * (log_sum_exp - static_cast<double>(x[label * spatial]));
+    if (diff != nullptr) write_diff(b * classes * spatial + s, x, label, log_sum_exp, weight);
+    return {loss, ULLONG_MAX};
+  }
+
+  __device__ void write_diff(int64_t first, const T* x, int32_t label, double log_sum_exp,
+                             double weight) const {
+    const double scale = diff_scale * weight / positions;
+    for (int64_t c = 0; c < classes; ++c) {
+      const double softmax = exp(static_cast<double>(x[c * spatial]) - log_sum_exp);
+      diff[first + c * spatial] = static_cast<T>(scale * (softmax - (c == label ? 1.0 : 0.0)));
+    }
+  }
+};
+
+template <typename T>
+struct SgdKeras {
+  T* w;
+  const T* g;
+  T* v;
+  double lr, momentum;
+  __device__ void operator()(size_t i) const {
+    const double velocity = momentum * v[i] - lr * g[i];
+    v[i] = static_cast<T>(velocity);
+    w[i] = static_cast<T>(w[i] + velocity);
+  }
+};
+
+// Adam's step constants; the bias corrections computed once on the host, as the reference does.
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay, correction1, correction2;
+  bool decoupled;
+};
+
+template <typename T>
+struct Adam {
+  T* w;
+  const T* g;
+  T* m;
+  T* v;
+  AdamStep k;
+  __device__ void operator()(size_t i) const {
+    const double weight = w[i];
+    // L2 Adam folds the decay into the gradient (and so into the moments); AdamW does not.
+    const double grad = k.decoupled ? double(g[i]) : g[i] + k.weight_decay * weight;
+    const double m_new = k.beta1 * m[i] + (1.0 - k.beta1) * grad;
+    const double v_new = k.beta2 * v[i] + (1.0 - k.beta2) * grad * grad;
+    m[i] = static_cast<T>(m_new);
+    v[i] = static_cast<T>(v_new);
+    const double m_hat = m_new / k.correction1;
+    const double v_hat = v_new / k.correction2;
+    double update = m_hat / (sqrt(v_hat) + k.eps);
+    if (k.decoupled) update += k.weight_decay * weight;
+    w[i] = static_cast<T>(weight - k.lr * update);
+  }
+};
+
+template <typename T>
+struct LarsUpdate {
+  T* w;
+  const T* g;
+  T* buf;
+  double lr, momentum, grad_scale, weight_decay;
+  __device__ void operator()(size_t i) const {
+    const double weight = w[i];
+    const double d = grad_scale * (static_cast<double>(g[i]) + weight_decay * weight);
+    const double velocity = momentum * static_cast<double>(buf[i]) + d;
+    buf[i] = static_cast<T>(velocity);
+    w[i] = static_cast<T>(weight - lr * velocity);
+  }
+};
+
+// LAMB's step constants in double, rounded once to T (the reference's, then T's arithmetic).
+template <typename T>
+struct LambConstants {
+  T correction1, correction2, divisor, b1, b2, epsilon, decay;
+};
+
+// Element i of lamb_direction in T's arithmetic; returns the direction u it writes over g.
+template <typename T>
+__device__ T lamb_direction_at(const LambConstants<T>& k, const T* w, T* g, T* m, T* v, size_t i) {
+  const T clipped = g[i] / k.divisor;
+  const T m_new = k.b1 * m[i] + (T(1) - k.b1) * clipped;
+  const T v_new = k.b2 * v[i] + (T(1) - k.b2) * clipped * clipped;
+  m[i] = m_new;
+  v[i] = v_new;
+  const T direction = (m_new / k.correction1) / (sqrt(v_new / k.correction2) + k.epsilon);
+  const T u = direction + k.decay * w[i];
+  g[i] = u;
+  return u;
+}
+
+template <typename T>
+struct LambDirection {
+  LambConstants<T> k;
+  const T* w;
+  T* g;
+  T* m;
+  T* v;
+  __device__ void operator()(size_t i) const { lamb_direction_at(k, w, g, m, v, i); }
+};
+
+// lamb_direction with the squares of w and u as SquareOf would give them: reduced by the same
+// launch, the sums equal sum_squares's to the bit.
+template <typename T>
+struct LambDirectionSquares {
+  LambConstants<T> k;
+  const T* w;
+  T* g;
+  T* m;
+  T* v;
+  __device__ SumPair operator()(size_t i) const {
+    const T u = lamb_direction_at(k, w, g, m, v, i);
+    return {static_cast<double>(w[i]) * w[i], static_cast<double>(u) * u};
+  }
+};
+
+// narrow_range's body: v = float(x) * scale, coded; returns |v| for the largest.
+template <typename T, typename Codes>
+struct NarrowAt {
+  const T* x;
+  float scale;
+  uint16_t* dst;
+  __device__ Largest operator()(size_t i) const {
+    const float v = static_cast<float>(x[i]) * scale;
+    dst[i] = Codes::store(v);
+    return {fabsf(v)};
+  }
+};
+
+template <typename T, typename Codes>
+struct WidenAt {
+  const uint16_t* src;
+  T* dst;
+  __device__ void operator()(size_t i) const { dst[i] = static_cast<T>(Codes::load(src[i])); }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Bodies of the 16-bit ops: widened to float, computed as the float32 ops compute, rounded back.
+
+template <typename Codes>
+struct HalfAdd {
+  const uint16_t* a;
+  const uint16_t* b;
+  uint16_t* dst;
+  __device__ void operator()(size_t i) const {
+    dst[i] = Codes::store(Codes::load(a[i]) + Codes::load(b[i]));
+  }
+};
+
+template <typename Codes>
+struct HalfAxpy {
+  double alpha;
+  const uint16_t* x;
+  uint16_t* y;
+  __device__ void operator()(size_t i) const {
+    y[i] = Codes::store(static_cast<float>(alpha * static_cast<double>(Codes::load(x[i])) +
+                                           static_cast<double>(Codes::load(y[i]))));
+  }
+};
+
+template <typename Codes>
+struct HalfScale {
+  double alpha;
+  const uint16_t* x;
+  uint16_t* dst;
+  __device__ void operator()(size_t i) const {
+    dst[i] = Codes::store(static_cast<float>(alpha * static_cast<double>(Codes::load(x[i]))));
+  }
+};
+
+template <typename Codes>
+struct HalfSquareOf {
+  const uint16_t* x;
+  __device__ Sum operator()(size_t i) const {
+    const double v = Codes::load(x[i]);
+    return {v * v};
+  }
+};
+
+template <typename Codes>
+struct HalfDropout {
+  const uint16_t* x;
+  uint16_t* dst;
+  double rate, keep_scale;
+  uint64_t seed;
+  __device__ void operator()(size_t i) const {
+    const bool keep = dropout_uniform_copy(seed, i) >= rate;
+    dst[i] = Codes::store(
+        keep ? static_cast<float>(static_cast<double>(Codes::load(x[i])) * keep_scale) : 0.f);
+  }
+};
+
+// ---------------------------------------------------------------------------------------------
+// Host side
+
+// Device memory owned by an ops object, grown on demand and never shrunk.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  // Queued kernels may still use the memory: wait for the device (not the stream, which may be
+  // destroyed already; cudaFree only "may" wait). Errors ignored: a destructor must not throw,
+  // and at exit the context may be gone already.
+  ~DeviceBuffer() {
+    if (data_ == nullptr) return;
+    static_cast<void>(cudaDeviceSynchronize());
+    static_cast<void>(cudaFree(data_));
+  }
+
+  // At least `bytes`. Growing first waits for `stream`: queued kernels may still use the memory.
+  void* reserve(size_t bytes, cudaStream_t stream) {
+    if (bytes <= bytes_) return data_;
+    if (data_ != nullptr) {
+      CREST_CUDA(cudaStreamSynchronize(stream));
+      CREST_CUDA(cudaFree(data_));
+      data_ = nullptr;
+      bytes_ = 0;
+    }
+    CREST_CUDA(cudaMalloc(&data_, bytes));
+    bytes_ = bytes;
+    return data_;
+  }
+
+ private:
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// The dropout rate check and keep scale both ops families share with the reference.
+double dropout_keep_scale(float p) {
+  if (!(p >= 0.f && p <= 1.f))
+    throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
+  // p == 1 keeps nothing (u < 1 always), so the infinite scale is never used.
+  return p < 1.f ? 1.0 / (1.0 - static_cast<double>(p)) : 0.0;
+}
+
+// What the f32/f64 and 16-bit ops share: the stream, launches, reductions and their scratch.
+class DeviceOps : public VectorOps {
+ public:
+  explicit DeviceOps(cudaStream_t stream) : stream_(stream) {
+    partials_ = scratch_.reserve((kReduceBlocks + 1) * kPartialBytes, stream_);
+  }
+  ~DeviceOps() override = default;  // the buffers wait for queued work (see DeviceBuffer)
+  DeviceOps(const DeviceOps&) = delete;
+  DeviceOps& operator=(const DeviceOps&) = delete;
+
+ protected:
+  template <typename Body>
+  void for_each(size_t count, const Body& body) const {
+    if (count == 0) return;
+    const size_t blocks = std::min(ceil_div(count, kThreads), kMaxBlocks);
+    for_each_element<<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(body, count);
+    CREST_CUDA_LAUNCHED();
+  }
+
+  // The combine of term(i) over [0, count), count > 0; waits for the stream.
+  template <typename V, typename Term>
+  V reduce(size_t count, const Term& term) {
+    static_assert(sizeof(V) <= kPartialBytes && alignof(V) <= kPartialBytes);
+    const size_t blocks = std::min(ceil_div(count, kThreads), kReduceBlocks);
+    V* partials = static_cast<V*>(partials_);
+    V* result = reinterpret_cast<V*>(static_cast<char*>(partials_) + kReduceBlocks * kPartialBytes);
+    reduce_to_partials<V>
+        <<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(term, count, partials);
+    CREST_CUDA_LAUNCHED();
+    combine_partials<V><<<1, kThreads, 0, stream_>>>(partials, blocks, result);
+    CREST_CUDA_LAUNCHED();
+    return fetch(result);
+  }
+
+  // One value from device memory, after the work queued before it.
+  template <typename V>
+  V fetch(const V* device_value) const {
+    V value;
+    CREST_CUDA(
+        cudaMemcpyAsync(&value, device_value, sizeof value, cudaMemcpyDeviceToHost, stream_));
+    CREST_CUDA(cudaStreamSynchronize(stream_));
+    return value;
+  }
+
+  void copy_bytes(const void* src, void* dst, size_t bytes) const {
+    if (src == dst || bytes == 0) return;
+    CREST_CUDA(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  }
+
+  cudaStream_t stream_;
+
+ private:
+  DeviceBuffer scratch_;
+  void* partials_ = nullptr;  // kReduceBlocks partials, then the result
+};
+
+// range_sum_squares: every range cut into chunks of kRangeChunk elements, one block per chunk,
+// then each range's chunk sums added in chunk order. The tables are built on the host (the
+// ranges are a host array), and the sums come back into host arrays.
+class RangeSquares {
+ public:
+  template <typename T>
+  void run(const T* a, const T* b, const ElementRange* ranges, size_t n, double* a_sq, double* b_sq,
+           cudaStream_t stream) {
+    plan(ranges, n);
+    if (chunks_.empty()) {  // every range empty
+      std::fill(a_sq, a_sq + n, 0.0);
+      std::fill(b_sq, b_sq + n, 0.0);
+      return;
+    }
+    const Chunk* chunk_table = upload(stream);
+    const auto* range_table = reinterpret_cast<const RangeChunks*>(chunk_table + chunks_.size());
+    auto* partials =
+        static_cast<SumPair*>(sums_device_.reserve((chunks_.size() + n) * sizeof(SumPair), stream));
+    SumPair* sums = partials + chunks_.size();
+    const size_t chunk_blocks = std::min(chunks_.size(), kMaxBlocks);
+    sum_chunk_squares<<<static_cast<unsigned>(chunk_blocks), kThreads, 0, stream>>>(
+        a, b, chunk_table, chunks_.size(), partials);
+    CREST_CUDA_LAUNCHED();
+    const size_t range_blocks = std::min(ceil_div(n, kThreads), kMaxBlocks);
+    sum_range_chunks<<<static_cast<unsigned>(range_blocks), kThreads, 0, stream>>>(
+        partials, range_table, n, sums);
+    CREST_CUDA_LAUNCHED();
+    download(sums, n, a_sq, b_sq, stream);
+  }
+
+ private:
+  void plan(const ElementRange* ranges, size_t n) {
+    chunks_.clear();
+    range_chunks_.assign(n, RangeChunks{0, 0});
+    for (size_t r = 0; r < n; ++r) {
+      range_chunks_[r].first = chunks_.size();
+      const size_t end = ranges[r].offset + ranges[r].count;
+      for (size_t begin = ranges[r].offset; begin < end; begin += kRangeChunk)
+        chunks_.push_back({begin, std::min(begin + kRangeChunk, end)});
+      range_chunks_[r].count = chunks_.size() - range_chunks_[r].first;
+    }
+  }
+
+  // The chunk table, then the range table (both 16-byte records), in one device buffer; returns
+  // its start. The copies from pageable memory have read the host vectors when they return.
+  const Chunk* upload(cudaStream_t stream) {
+    static_assert(sizeof(Chunk) == sizeof(RangeChunks) && alignof(Chunk) == alignof(RangeChunks));
+    const size_t chunk_bytes = chunks_.size() * sizeof(Chunk);
+    const size_t range_bytes = range_chunks_.size() * sizeof(RangeChunks);
+    auto* tables = static_cast<char*>(tables_device_.reserve(chunk_bytes + range_bytes, stream));
+    CREST_CUDA(
+        cudaMemcpyAsync(tables, chunks_.data(), chunk_bytes, cudaMemcpyHostToDevice, stream));
+    CREST_CUDA(cudaMemcpyAsync(tables + chunk_bytes, range_chunks_.data(), range_bytes,
+                               cudaMemcpyHostToDevice, stream));
+    return reinterpret_cast<const Chunk*>(tables);
+  }
+
+  void download(const SumPair* sums, size_t n, double* a_sq, double* b_sq, cudaStream_t stream) {
+    sums_host_.resize(n);
+    CREST_CUDA(cudaMemcpyAsync(sums_host_.data(), sums, n * sizeof(SumPair), cudaMemcpyDeviceToHost,
+                               stream));
+    CREST_CUDA(cudaStreamSynchronize(stream));
+    for (size_t r = 0; r < n; ++r) {
+      a_sq[r] = sums_host_[r].first;
+      b_sq[r] = sums_host_[r].second;
+    }
+  }
+
+  std::vector<Chunk> chunks_;
+  std::vector<RangeChunks> range_chunks_;
+  std::vector<SumPair> sums_host_;
+  DeviceBuffer tables_device_;  // chunks_ then range_chunks_
+  DeviceBuffer sums_device_;    // one SumPair per chunk, then one per range
+};
+
+template <typename T>
+LambConstants<T> lamb_constants(double grad_divisor, double beta1, double beta2, double eps,
+                                double weight_decay, int64_t step) {
+  if (step < 1) throw_input("lamb: step is 1-based, got " + std::to_string(step));
+  if (!(grad_divisor > 0.0))
+    throw_input("lamb: the gradient divisor must be positive, got " + std::to_string(grad_divisor));
+  return {static_cast<T>(1.0 - std::pow(beta1, static_cast<double>(step))),
+          static_cast<T>(1.0 - std::pow(beta2, static_cast<double>(step))),
+          static_cast<T>(grad_divisor),
+          static_cast<T>(beta1),
+          static_cast<T>(beta2),
+          static_cast<T>(eps),
+          static_cast<T>(weight_decay)};
+}
+
+// The f32 and f64 ops: the reference's full set.
+template <typename T>
+class Ops final : public DeviceOps {
+ public:
+  using DeviceOps::DeviceOps;
+  DType dtype() const override { return dtype_of<T>::value; }
+
+  void fill(void* x, size_t count, double value) override {
+    for_each(count, Fill<T>{static_cast<T*>(x), static_cast<T>(value)});
+  }
+
+  void copy(const void* src, void* dst, size_t count) override {
+    copy_bytes(src, dst, count * sizeof(T));
+  }
+
+  void add(const void* a, const void* b, void* dst, size_t count) override {
+    for_each(count,
+             Add<T>{static_cast<const T*>(a), static_cast<const T*>(b), static_cast<T*>(dst)});
+  }
+
+  void axpy(double alpha, const void* x, void* y, size_t count) override {
+    for_each(count, Axpy<T>{alpha, static_cast<const T*>(x), static_cast<T*>(y)});
+  }
+
+  void scale(double alpha, const void* x, void* dst, size_t count) override {
+    for_each(count, Scale<T>{alpha, static_cast<const T*>(x), static_cast<T*>(dst)});
+  }
+
+  double sum_squares(const void* x, size_t count) override {
+    if (count == 0) return 0.0;
+    return reduce<Sum>(count, SquareOf<T>{static_cast<const T*>(x)}).total;
+  }
+
+  void range_sum_squares(const void* a, const void* b, const ElementRange* ranges, size_t n,
+                         double* a_sq, double* b_sq) override {
+    range_squares_.run(static_cast<const T*>(a), static_cast<const T*>(b), ranges, n, a_sq, b_sq,
+                       stream_);
+  }
+
+  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+    const double keep_scale = dropout_keep_scale(p);
+    for_each(count, Dropout<T>{static_cast<const T*>(x), static_cast<T*>(dst),
+                               static_cast<double>(p), keep_scale, seed});
+  }
+
+  double mse(const void* pred, const void* target, void* diff, size_t count,
+             double diff_scale) override {
+    if (count == 0) throw_input("mse: needs at least one element");
+    const double grad_scale = 2.0 / static_cast<double>(count) * diff_scale;
+    const SquaredError<T> term{static_cast<const T*>(pred), static_cast<const T*>(target),
+                               static_cast<T*>(diff), grad_scale};
+    return reduce<Sum>(count, term).total / static_cast<double>(count);
+  }
+
+  double softmax_cross_entropy(const void* logits, const int32_t* labels,
+                               const float* class_weights, void* diff_logits, int64_t n,
+                               int64_t classes, int64_t spatial, double diff_scale) override {
+    if (n <= 0 || classes <= 0 || spatial <= 0)
+      throw_input("softmax_cross_entropy: batch (" + std::to_string(n) + "), classes (" +
+                  std::to_string(classes) + ") and spatial size (" + std::to_string(spatial) +
+                  ") must be positive");
+    const auto positions = static_cast<size_t>(n * spatial);
+    const CrossEntropyAt<T> term{static_cast<const T*>(logits),    labels,    class_weights,
+                                 static_cast<T*>(diff_logits),     classes,   spatial,
+                                 static_cast<double>(n * spatial), diff_scale};
+    const LossAndFirstBad sums = reduce<LossAndFirstBad>(positions, term);
+    if (sums.first_bad < positions) throw_bad_label(labels, sums.first_bad, classes, spatial);
+    return sums.loss / static_cast<double>(positions);
+  }
+
+  void sgd_keras(void* w, const void* g, void* v, size_t count, double lr,
+                 double momentum) override {
+    for_each(count, SgdKeras<T>{static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(v),
+                                lr, momentum});
+  }
+
+  void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
+            double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override {
+    if (step < 1) throw_input("adam: step is 1-based, got " + std::to_string(step));
+    const AdamStep k{lr,
+                     beta1,
+                     beta2,
+                     eps,
+                     weight_decay,
+                     1.0 - std::pow(beta1, static_cast<double>(step)),
+                     1.0 - std::pow(beta2, static_cast<double>(step)),
+                     decoupled};
+    for_each(count, Adam<T>{static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(m),
+                            static_cast<T*>(v), k});
+  }
+
+  void lars_update(void* w, const void* g, void* buf, size_t count, double lr, double momentum,
+                   double grad_scale, double weight_decay) override {
+    for_each(count, LarsUpdate<T>{static_cast<T*>(w), static_cast<const T*>(g),
+                                  static_cast<T*>(buf), lr, momentum, grad_scale, weight_decay});
+  }
+
+  void lamb_direction(const void* w, void* g, void* m, void* v, size_t count, double grad_divisor,
+                      double beta1, double beta2, double eps, double weight_decay,
+                      int64_t step) override {
+    const auto k = lamb_constants<T>(grad_divisor, beta1, beta2, eps, weight_decay, step);
+    for_each(count, LambDirection<T>{k, static_cast<const T*>(w), static_cast<T*>(g),
+                                     static_cast<T*>(m), static_cast<T*>(v)});
+  }
+
+  // One pass instead of three over a tensor too large for any cache to keep between them.
+  SquareSums lamb_direction_with_norms(const void* w, void* g, void* m, void* v, size_t count,
+                                       double grad_divisor, double beta1, double beta2, double eps,
+                                       double weight_decay, int64_t step) override {
+    const auto k = lamb_constants<T>(grad_divisor, beta1, beta2, eps, weight_decay, step);
+    if (count == 0) return {};
+    const LambDirectionSquares<T> term{k, static_cast<const T*>(w), static_cast<T*>(g),
+                                       static_cast<T*>(m), static_cast<T*>(v)};
+    const SumPair sums = reduce<SumPair>(count, term);
+    return {sums.first, sums.second};
+  }
+
+  double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
+    require_float16(to, "narrow");
+    if (count == 0) return 0.0;
+    const auto* src = static_cast<const T*>(x);
+    auto* codes = static_cast<uint16_t*>(dst);
+    const auto factor = static_cast<float>(scale);
+    if (to == DType::bf16)
+      return reduce<Largest>(count, NarrowAt<T, Bf16Codes>{src, factor, codes}).magnitude;
+    return reduce<Largest>(count, NarrowAt<T, Fp16Codes>{src, factor, codes}).magnitude;
+  }
+
+  void widen(const void* src, DType from, void* dst, size_t count) override {
+    require_float16(from, "widen");
+    const auto* codes = static_cast<const uint16_t*>(src);
+    if (from == DType::bf16)
+      for_each(count, WidenAt<T, Bf16Codes>{codes, static_cast<T*>(dst)});
+    else
+      for_each(count, WidenAt<T, Fp16Codes>{codes, static_cast<T*>(dst)});
+  }
+
+ private:
+  // The reference's message for the first position (in order) whose label is out of range.
+  [[noreturn]] void throw_bad_label(const int32_t* labels, size_t position, int64_t classes,
+                                    int64_t spatial) const {
+    const int32_t label = fetch(labels + position);
+    const auto per_sample = static_cast<size_t>(spatial);
+    throw_input("softmax_cross_entropy: label " + std::to_string(label) + " at batch " +
+                std::to_string(position / per_sample) + ", position " +
+                std::to_string(position % per_sample) + " is outside [0, " +
+                std::to_string(classes) + ")");
+  }
+
+  RangeSquares range_squares_;
+};
+
+// Losses and optimizers run on float32 values under mixed precision; reaching one of these with
+// 16-bit values is a compile-step bug, not a user error (half_vector_ops.cpp's words).
+[[noreturn]] void refuse(const char* op, DType t) {
+  throw_runtime(std::string(op) + " does not run on " + dtype_name(t) +
+                " values: losses and optimizers stay in float32 under mixed precision");
+}
+
+// The 16-bit ops: half_vector_ops.cpp's element-wise subset; the rest refuse as it refuses.
+template <typename Codes>
+class HalfOps final : public DeviceOps {
+ public:
+  using DeviceOps::DeviceOps;
+  DType dtype() const override { return Codes::kDType; }
+
+  void fill(void* x, size_t count, double value) override {
+    for_each(count,
+             Fill<uint16_t>{static_cast<uint16_t*>(x), Codes::store(static_cast<float>(value))});
+  }
+
+  void copy(const void* src, void* dst, size_t count) override {
+    copy_bytes(src, dst, count * sizeof(uint16_t));
+  }
+
+  void add(const void* a, const void* b, void* dst, size_t count) override {
+    for_each(count, HalfAdd<Codes>{static_cast<const uint16_t*>(a), static_cast<const uint16_t*>(b),
+                                   static_cast<uint16_t*>(dst)});
+  }
+
+  void axpy(double alpha, const void* x, void* y, size_t count) override {
+    for_each(count,
+             HalfAxpy<Codes>{alpha, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y)});
+  }
+
+  void scale(double alpha, const void* x, void* dst, size_t count) override {
+    for_each(count,
+             HalfScale<Codes>{alpha, static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst)});
+  }
+
+  double sum_squares(const void* x, size_t count) override {
+    if (count == 0) return 0.0;
+    return reduce<Sum>(count, HalfSquareOf<Codes>{static_cast<const uint16_t*>(x)}).total;
+  }
+
+  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+    const double keep_scale = dropout_keep_scale(p);
+    for_each(count, HalfDropout<Codes>{static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst),
+                                       static_cast<double>(p), keep_scale, seed});
+  }
+
+  double mse(const void*, const void*, void*, size_t, double) override { refuse("mse", dtype()); }
+  double softmax_cross_entropy(const void*, const int32_t*, const float*, void*, int64_t, int64_t,
+                               int64_t, double) override {
+    refuse("softmax_cross_entropy", dtype());
+  }
+  void sgd_keras(void*, const void*, void*, size_t, double, double) override {
+    refuse("sgd", dtype());
+  }
+  void range_sum_squares(const void*, const void*, const ElementRange*, size_t, double*,
+                         double*) override {
+    refuse("range_sum_squares", dtype());
+  }
+  void lars_update(void*, const void*, void*, size_t, double, double, double, double) override {
+    refuse("lars", dtype());
+  }
+  void adam(void*, const void*, void*, void*, size_t, double, double, double, double, double, bool,
+            int64_t) override {
+    refuse("adam", dtype());
+  }
+  void lamb_direction(const void*, void*, void*, void*, size_t, double, double, double, double,
+                      double, int64_t) override {
+    refuse("lamb", dtype());
+  }
+  double narrow(const void*, double, void*, size_t, DType) override { refuse("narrow", dtype()); }
+  void widen(const void*, DType, void*, size_t) override { refuse("widen", dtype()); }
+};
+
+}  // namespace
+
+std::unique_ptr<VectorOps> make_vector_ops(DType dtype, cudaStream_t stream) {
+  switch (dtype) {
+    case DType::f32:
+      return std::make_unique<Ops<float>>(stream);
+    case DType::f64:
+      return std::make_unique<Ops<double>>(stream);
+    case DType::bf16:
+      return std::make_unique<HalfOps<Bf16Codes>>(stream);
+    case DType::f16:
+      return std::make_unique<HalfOps<Fp16Codes>>(stream);
+    default:
+      break;
+  }
+  throw_usage("the cuda backend's vector ops are f32, f64, bf16 or f16 only, got " +
+              dtype_name(dtype));
+}
+
+}  // namespace crest::cuda

@@ -1,0 +1,225 @@
+// The CUDA backend against the reference backend, kernel by kernel, on a GPU: convolutions
+// (2-D and 3-D, strided, dilated, grouped, depthwise, transposed, 1x1), pooling, dense,
+// activations, concatenation and the vector ops, each pass compared in float32 (the reference's
+// float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and results come out through
+// the backend's memory resource, as everything outside a backend must. Skipped where no device
+// is usable: scripts/device-check.sh runs these on the GPU machine (docs/cuda.md).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "crest/core/tensor.hpp"
+#include "support/mirrored_values.hpp"
+
+namespace crest {
+namespace {
+
+using test::kTolerance;
+using test::MirroredValues;
+
+size_t numel(const MemFormat& f) { return static_cast<size_t>(f.shape.numel()); }
+
+struct ConvCase {
+  std::string name;
+  ConvDesc d;
+};
+
+ConvDesc conv2d(int64_t in_c, int64_t out_c, int64_t size, int64_t k, int64_t stride, int64_t pad,
+                int64_t dilation = 1, int64_t groups = 1) {
+  ConvDesc d;
+  d.spatial_rank = 2;
+  d.n = 2;
+  d.in_channels = in_c;
+  d.out_channels = out_c;
+  d.groups = groups;
+  d.in_size = {size, size + 1, 1};
+  for (int a = 0; a < 2; ++a) {
+    d.kernel[a] = k;
+    d.stride[a] = stride;
+    d.dilation[a] = dilation;
+    d.pad_lo[a] = d.pad_hi[a] = pad;
+    d.out_size[a] = (d.in_size[a] + 2 * pad - dilation * (k - 1) - 1) / stride + 1;
+  }
+  return d;
+}
+
+std::vector<ConvCase> conv_cases() {
+  std::vector<ConvCase> c{{"3x3", conv2d(3, 5, 7, 3, 1, 1)},
+                          {"3x3_stride2", conv2d(4, 6, 9, 3, 2, 1)},
+                          {"3x3_dilation2", conv2d(3, 4, 9, 3, 1, 2, 2)},
+                          {"grouped", conv2d(4, 6, 6, 3, 1, 1, 1, 2)},
+                          {"depthwise", conv2d(5, 5, 6, 3, 1, 1, 1, 5)},
+                          {"1x1_no_bias", conv2d(7, 3, 5, 1, 1, 0)}};
+  c.back().d.bias = false;
+  ConvDesc t = conv2d(4, 3, 5, 4, 2, 1);  // transposed: 5 -> 10 with kernel 4, stride 2, pad 1
+  t.transposed = true;
+  for (int a = 0; a < 2; ++a) t.out_size[a] = (t.in_size[a] - 1) * 2 - 2 + 4;
+  c.push_back({"transposed_stride2", t});
+  ConvDesc v = conv2d(3, 5, 5, 3, 1, 1);  // 3-D, odd extents
+  v.spatial_rank = 3;
+  v.in_size = {5, 6, 7};
+  v.out_size = v.in_size;
+  v.kernel[2] = 3;
+  v.pad_lo[2] = v.pad_hi[2] = 1;
+  c.push_back({"3d_3x3x3", v});
+  return c;
+}
+
+MemFormat conv_src(const ConvDesc& d) {
+  std::vector<int64_t> dims{d.n, d.in_channels};
+  for (int a = 0; a < d.spatial_rank; ++a) dims.push_back(d.in_size[static_cast<size_t>(a)]);
+  return plain_format(Shape(dims), DType::f32);
+}
+
+size_t weight_count(const ConvDesc& d) {
+  size_t n = static_cast<size_t>(d.in_channels * d.out_channels / d.groups);
+  for (int a = 0; a < d.spatial_rank; ++a)
+    n *= static_cast<size_t>(d.kernel[static_cast<size_t>(a)]);
+  return n;
+}
+
+TEST(CudaAgreement, ConvolutionsAgreeWithTheReferenceInEveryPass) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.name);
+    auto rk = ref->conv(c.d, conv_src(c.d));
+    auto ck = cuda->conv(c.d, conv_src(c.d));
+    ASSERT_EQ(ck->dst_format().shape, rk->dst_format().shape);
+    const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
+    const size_t w_n = weight_count(c.d), b_n = static_cast<size_t>(c.d.out_channels);
+    MirroredValues src(*cuda, src_n, 1), w(*cuda, w_n, 2), b(*cuda, b_n, 3), dst(*cuda, dst_n, 0);
+    MirroredValues diff_dst(*cuda, dst_n, 4), diff_src(*cuda, src_n, 0), dw(*cuda, w_n, 0),
+        db(*cuda, b_n, 0);
+    std::vector<char> rs(rk->scratch_bytes());
+    Buffer cs(ck->scratch_bytes(), 256, cuda->memory());
+    rk->forward(src.ref(), w.ref(), b.ref(), dst.ref(), rs.data());
+    ck->forward(src.dev(), w.dev(), b.dev(), dst.dev(), cs.data());
+    EXPECT_LT(dst.error(), kTolerance) << "forward, " << ck->implementation();
+    rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
+    ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
+    EXPECT_LT(diff_src.error(), kTolerance) << "backward data";
+    const bool bias = c.d.bias;
+    rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), bias ? db.ref() : nullptr, rs.data());
+    ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), bias ? db.dev() : nullptr, cs.data());
+    EXPECT_LT(dw.error(), kTolerance) << "weight gradient";
+    if (bias) {
+      EXPECT_LT(db.error(), kTolerance) << "bias gradient";
+    }
+  }
+}
+
+PoolDesc pool_desc(PoolKind kind, int rank, int64_t k, int64_t stride, int64_t pad) {
+  PoolDesc d;
+  d.spatial_rank = rank;
+  d.kind = kind;
+  d.n = 2;
+  d.channels = 3;
+  for (int a = 0; a < rank; ++a) {
+    d.in_size[a] = 6 + a;
+    d.kernel[a] = k;
+    d.stride[a] = stride;
+    d.pad_lo[a] = d.pad_hi[a] = pad;
+    d.out_size[a] = (d.in_size[a] + 2 * pad - k) / stride + 1;
+  }
+  return d;
+}
+
+TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  const std::vector<std::pair<std::string, PoolDesc>> cases{
+      {"max_2x2", pool_desc(PoolKind::max, 2, 2, 2, 0)},
+      {"max_3d", pool_desc(PoolKind::max, 3, 2, 2, 0)},
+      {"avg_include_pad", pool_desc(PoolKind::avg_include_pad, 2, 3, 1, 1)},
+      {"avg_exclude_pad", pool_desc(PoolKind::avg_exclude_pad, 2, 3, 2, 1)}};
+  for (const auto& [name, d] : cases) {
+    SCOPED_TRACE(name);
+    auto rk = ref->pool(d, plain_format(Shape{1}, DType::f32));
+    auto ck = cuda->pool(d, plain_format(Shape{1}, DType::f32));
+    const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
+    MirroredValues src(*cuda, src_n, 5), dst(*cuda, dst_n, 0), diff_dst(*cuda, dst_n, 6),
+        diff_src(*cuda, src_n, 0);
+    std::vector<char> rw(rk->workspace_bytes()), rs(rk->scratch_bytes());
+    Buffer cw(ck->workspace_bytes(), 256, cuda->memory()),
+        cs(ck->scratch_bytes(), 256, cuda->memory());
+    rk->forward(src.ref(), dst.ref(), rw.data(), rs.data());
+    ck->forward(src.dev(), dst.dev(), cw.data(), cs.data());
+    EXPECT_LT(dst.error(), kTolerance) << "forward";
+    rk->backward(diff_dst.ref(), rw.data(), diff_src.ref(), rs.data());
+    ck->backward(diff_dst.dev(), cw.data(), diff_src.dev(), cs.data());
+    EXPECT_LT(diff_src.error(), kTolerance) << "backward";
+  }
+}
+
+TEST(CudaAgreement, DenseAgreesWithTheReferenceInEveryPass) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  const DenseDesc d{3, 7, 5, true, DType::f32};
+  auto rk = ref->dense(d);
+  auto ck = cuda->dense(d);
+  MirroredValues src(*cuda, 21, 1), w(*cuda, 35, 2), b(*cuda, 5, 3), dst(*cuda, 15, 0);
+  MirroredValues diff_dst(*cuda, 15, 4), diff_src(*cuda, 21, 0), dw(*cuda, 35, 0), db(*cuda, 5, 0);
+  std::vector<char> rs(rk->scratch_bytes());
+  Buffer cs(ck->scratch_bytes(), 256, cuda->memory());
+  rk->forward(src.ref(), w.ref(), b.ref(), dst.ref(), rs.data());
+  ck->forward(src.dev(), w.dev(), b.dev(), dst.dev(), cs.data());
+  EXPECT_LT(dst.error(), kTolerance);
+  rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
+  ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
+  EXPECT_LT(diff_src.error(), kTolerance);
+  rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), db.ref(), rs.data());
+  ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), db.dev(), cs.data());
+  EXPECT_LT(dw.error(), kTolerance);
+  EXPECT_LT(db.error(), kTolerance);
+}
+
+TEST(CudaAgreement, ActivationsAndConcatenationAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  const MemFormat f = plain_format(Shape{2, 3, 5}, DType::f32);
+  for (const EltwiseDesc& e :
+       {EltwiseDesc{EltwiseKind::relu}, EltwiseDesc{EltwiseKind::leaky_relu, 0.2f},
+        EltwiseDesc{EltwiseKind::tanh}, EltwiseDesc{EltwiseKind::sigmoid},
+        EltwiseDesc{EltwiseKind::linear, 0.5f, -0.25f}}) {
+    SCOPED_TRACE(static_cast<int>(e.kind));
+    auto rk = ref->eltwise(e, f);
+    auto ck = cuda->eltwise(e, f);
+    MirroredValues x(*cuda, 30, 7), y(*cuda, 30, 0), dy(*cuda, 30, 8), dx(*cuda, 30, 0);
+    rk->forward(x.ref(), y.ref());
+    ck->forward(x.dev(), y.dev());
+    EXPECT_LT(y.error(), kTolerance);
+    rk->backward(y.ref(), dy.ref(), dx.ref());
+    ck->backward(y.dev(), dy.dev(), dx.dev());
+    EXPECT_LT(dx.error(), kTolerance);
+  }
+  const std::vector<MemFormat> srcs{plain_format(Shape{2, 1, 4}, DType::f32),
+                                    plain_format(Shape{2, 3, 4}, DType::f32),
+                                    plain_format(Shape{2, 2, 4}, DType::f32)};
+  auto rc = ref->concat(srcs);
+  auto cc = cuda->concat(srcs);
+  ASSERT_EQ(cc->dst_format().shape, rc->dst_format().shape);
+  MirroredValues a(*cuda, 8, 1), b(*cuda, 24, 2), c(*cuda, 16, 3), out(*cuda, 48, 0),
+      dout(*cuda, 48, 4);
+  MirroredValues da(*cuda, 8, 0), dc(*cuda, 16, 0);
+  rc->forward({a.ref(), b.ref(), c.ref()}, out.ref());
+  cc->forward({a.dev(), b.dev(), c.dev()}, out.dev());
+  EXPECT_EQ(out.error(), 0) << "concatenation moves bytes only";
+  rc->backward(dout.ref(), {da.ref(), nullptr, dc.ref()});
+  cc->backward(dout.dev(), {da.dev(), nullptr, dc.dev()});
+  EXPECT_EQ(da.error(), 0);
+  EXPECT_EQ(dc.error(), 0);
+}
+
+}  // namespace
+}  // namespace crest

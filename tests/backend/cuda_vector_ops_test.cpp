@@ -1,0 +1,154 @@
+// The CUDA backend's vector ops against the reference backend's, on a GPU: the element-wise
+// family, the reductions (which must be in a fixed order: the same inputs, the same bits), the
+// losses, dropout (the same mask as the CPU backends), the optimizer updates and the 16-bit
+// conversions. Skipped where no device is usable (docs/cuda.md).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "crest/backends/kernels.hpp"
+#include "support/mirrored_values.hpp"
+
+namespace crest {
+namespace {
+
+using test::kTolerance;
+using test::MirroredValues;
+
+constexpr size_t kCount = 1000;  // past one block of threads, not a multiple of it
+
+struct Ops {
+  std::unique_ptr<Backend> cuda = make_backend("cuda");
+  std::unique_ptr<Backend> ref = make_backend("reference");
+  std::unique_ptr<VectorOps> c = cuda->vector_ops(DType::f32);
+  std::unique_ptr<VectorOps> r = ref->vector_ops(DType::f32);
+};
+
+TEST(CudaVectorOps, ElementWiseOpsAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues a(*o.cuda, kCount, 1), b(*o.cuda, kCount, 2), y(*o.cuda, kCount, 3);
+  o.r->add(a.ref(), b.ref(), y.ref(), kCount);
+  o.c->add(a.dev(), b.dev(), y.dev(), kCount);
+  EXPECT_EQ(y.error(), 0) << "add";
+  o.r->axpy(0.3, a.ref(), y.ref(), kCount);
+  o.c->axpy(0.3, a.dev(), y.dev(), kCount);
+  EXPECT_LT(y.error(), kTolerance) << "axpy";
+  o.r->scale(-1.5, y.ref(), y.ref(), kCount);
+  o.c->scale(-1.5, y.dev(), y.dev(), kCount);
+  EXPECT_LT(y.error(), kTolerance) << "scale in place";
+  o.r->copy(b.ref(), y.ref(), kCount);
+  o.c->copy(b.dev(), y.dev(), kCount);
+  EXPECT_EQ(y.error(), 0) << "copy";
+  o.r->fill(y.ref(), kCount, 0.37);
+  o.c->fill(y.dev(), kCount, 0.37);
+  EXPECT_EQ(y.error(), 0) << "fill";
+  o.r->dropout(a.ref(), y.ref(), kCount, 0.3f, 42);
+  o.c->dropout(a.dev(), y.dev(), kCount, 0.3f, 42);
+  const std::vector<float> got = y.device_values();
+  for (size_t i = 0; i < kCount; ++i)
+    ASSERT_EQ(got[i] == 0.f, y.ref()[i] == 0.f) << "the dropout mask differs at " << i;
+  EXPECT_LT(y.error(), kTolerance) << "dropout";
+}
+
+TEST(CudaVectorOps, ReductionsAgreeAndRepeatBitForBit) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues a(*o.cuda, kCount, 1), b(*o.cuda, kCount, 2);
+  const double want = o.r->sum_squares(a.ref(), kCount);
+  const double got = o.c->sum_squares(a.dev(), kCount);
+  EXPECT_NEAR(got, want, 1e-9 * want);
+  EXPECT_EQ(o.c->sum_squares(a.dev(), kCount), got) << "a second run gives other bits";
+  const ElementRange ranges[] = {{0, 10}, {10, 490}, {500, 500}};
+  double ra[3], rb[3], ca[3], cb[3];
+  o.r->range_sum_squares(a.ref(), b.ref(), ranges, 3, ra, rb);
+  o.c->range_sum_squares(a.dev(), b.dev(), ranges, 3, ca, cb);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_NEAR(ca[i], ra[i], 1e-9 * ra[i]) << "range " << i;
+    EXPECT_NEAR(cb[i], rb[i], 1e-9 * rb[i]) << "range " << i;
+  }
+  MirroredValues diff(*o.cuda, kCount, 0);
+  const double rl = o.r->mse(a.ref(), b.ref(), diff.ref(), kCount, 2.0);
+  const double cl = o.c->mse(a.dev(), b.dev(), diff.dev(), kCount, 2.0);
+  EXPECT_NEAR(cl, rl, 1e-9 * rl) << "mse";
+  EXPECT_LT(diff.error(), kTolerance) << "mse gradient";
+}
+
+TEST(CudaVectorOps, SoftmaxCrossEntropyAgreesWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  const int64_t n = 2, classes = 3, spatial = 50;
+  const size_t count = static_cast<size_t>(n * classes * spatial);
+  MirroredValues logits(*o.cuda, count, 4), diff(*o.cuda, count, 0);
+  std::vector<int32_t> labels(static_cast<size_t>(n * spatial));
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>((i * 7) % 3);
+  Buffer device_labels(labels.size() * 4, 256, o.cuda->memory());
+  o.cuda->memory().copy_to_device(device_labels.data(), labels.data(), labels.size() * 4);
+  // Class weights are positive, as a loss's are.
+  std::vector<float> w{0.5f, 1.f, 2.f};
+  Buffer device_weights(12, 256, o.cuda->memory());
+  o.cuda->memory().copy_to_device(device_weights.data(), w.data(), 12);
+  const double rl = o.r->softmax_cross_entropy(logits.ref(), labels.data(), w.data(), diff.ref(), n,
+                                               classes, spatial, 1.0);
+  const double cl = o.c->softmax_cross_entropy(
+      logits.dev(), static_cast<const int32_t*>(device_labels.data()),
+      static_cast<const float*>(device_weights.data()), diff.dev(), n, classes, spatial, 1.0);
+  EXPECT_NEAR(cl, rl, 1e-6 * rl);
+  EXPECT_LT(diff.error(), kTolerance);
+}
+
+TEST(CudaVectorOps, OptimizerUpdatesAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues w(*o.cuda, kCount, 1), g(*o.cuda, kCount, 2), m(*o.cuda, kCount, 3),
+      v(*o.cuda, kCount, 4);
+  o.r->sgd_keras(w.ref(), g.ref(), m.ref(), kCount, 0.01, 0.9);
+  o.c->sgd_keras(w.dev(), g.dev(), m.dev(), kCount, 0.01, 0.9);
+  EXPECT_LT(w.error(), kTolerance) << "sgd";
+  EXPECT_LT(m.error(), kTolerance) << "sgd velocity";
+  // A positive second moment, as Adam's always is.
+  o.r->fill(v.ref(), kCount, 0.25);
+  o.c->fill(v.dev(), kCount, 0.25);
+  for (bool decoupled : {false, true}) {
+    o.r->adam(w.ref(), g.ref(), m.ref(), v.ref(), kCount, 1e-3, 0.9, 0.999, 1e-8, 0.01, decoupled,
+              3);
+    o.c->adam(w.dev(), g.dev(), m.dev(), v.dev(), kCount, 1e-3, 0.9, 0.999, 1e-8, 0.01, decoupled,
+              3);
+    EXPECT_LT(w.error(), kTolerance) << "adam, decoupled " << decoupled;
+    EXPECT_LT(v.error(), kTolerance) << "adam second moment";
+  }
+  o.r->lars_update(w.ref(), g.ref(), m.ref(), kCount, 0.1, 0.9, 0.7, 5e-5);
+  o.c->lars_update(w.dev(), g.dev(), m.dev(), kCount, 0.1, 0.9, 0.7, 5e-5);
+  EXPECT_LT(w.error(), kTolerance) << "lars";
+  const auto rn = o.r->lamb_direction_with_norms(w.ref(), g.ref(), m.ref(), v.ref(), kCount, 1.5,
+                                                 0.9, 0.999, 1e-6, 0.01, 2);
+  const auto cn = o.c->lamb_direction_with_norms(w.dev(), g.dev(), m.dev(), v.dev(), kCount, 1.5,
+                                                 0.9, 0.999, 1e-6, 0.01, 2);
+  EXPECT_LT(g.error(), kTolerance) << "lamb direction";
+  EXPECT_NEAR(cn.w, rn.w, 1e-9 * rn.w);
+  EXPECT_NEAR(cn.u, rn.u, 1e-6 * rn.u);
+}
+
+TEST(CudaVectorOps, SixteenBitConversionsAreExact) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues x(*o.cuda, kCount, 6);
+  for (DType to : {DType::bf16, DType::f16}) {
+    std::vector<uint16_t> want(kCount), got(kCount);
+    const double rmax = o.r->narrow(x.ref(), 3.0, want.data(), kCount, to);
+    Buffer codes(kCount * 2, 256, o.cuda->memory());
+    const double cmax = o.c->narrow(x.dev(), 3.0, codes.data(), kCount, to);
+    o.cuda->memory().copy_to_host(got.data(), codes.data(), kCount * 2);
+    EXPECT_EQ(cmax, rmax);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), kCount * 2), 0) << dtype_name(to);
+    MirroredValues wide(*o.cuda, kCount, 0);
+    o.r->widen(want.data(), to, wide.ref(), kCount);
+    o.c->widen(codes.data(), to, wide.dev(), kCount);
+    EXPECT_EQ(wide.error(), 0) << dtype_name(to);
+  }
+}
+
+}  // namespace
+}  // namespace crest
