@@ -27,9 +27,10 @@ prepare() {
   # The plugin beside the binaries, where crest's loader looks for it.
   cp "$build/bin/crest" "$build/bin/crest_tests" "$build/bin/libcrest_cuda.so" "$pack/stage/bin/"
   strip --strip-unneeded "$pack/stage/bin/"*
-  # Every library the binaries load but glibc's own and CUDA's (the device brings those).
+  # Every library the binaries load but glibc's, the C++ runtime's and CUDA's: the device has
+  # those, newer (its cuDNN may need a newer libstdc++ than Debian 12's).
   ldd "$build/bin/crest" "$build/bin/crest_tests" "$build/bin/libcrest_cuda.so" | awk '/=> \//{print $3}' | sort -u |
-    grep -v -E '/(libc|libm|libdl|librt|libpthread|ld-linux[^/]*)\.so|/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl)\.so' |
+    grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl)\.so' |
     while read -r lib; do cp -L "$lib" "$pack/stage/lib/"; done
   strip --strip-unneeded "$pack/stage/lib/"*.so* 2>/dev/null || true
   tar -C "$pack/stage" -cJf "$pack/bundle.tar.xz" bin lib
@@ -41,7 +42,7 @@ prepare() {
 # Directories holding CUDA's shared libraries on this machine, for LD_LIBRARY_PATH.
 cuda_library_dirs() {
   {
-    find /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib -maxdepth 1 \
+    find /usr/local/cuda/lib64 /usr/local/cuda/lib /usr/local/cuda/targets/x86_64-linux/lib -maxdepth 1 \
       -name 'lib*.so*' 2>/dev/null
     python3 - <<'PY' 2>/dev/null || true
 import glob, os, site
@@ -56,6 +57,18 @@ PY
 # Every library the files load is found (ldd exits 0 even when one is not).
 libraries_resolve() {
   ldd "$@" | tee /dev/stderr | { ! grep -q 'not found'; }
+}
+
+# A GoogleTest run in which every selected test ran and passed: on the device a skip means the
+# GPU was not usable, which is a failure of the check.
+gtest_all_ran() {
+  local log
+  log=$("$@" 2>&1) || {
+    echo "$log"
+    return 1
+  }
+  echo "$log"
+  ! grep -q '^\[  SKIPPED \]' <<<"$log"
 }
 
 # One check: its name, then the command; "PASS|FAIL name (seconds s)" into the summary.
@@ -78,11 +91,11 @@ run() {
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   } | tee "$OUT/summary.txt"
   check libraries libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
-  check agreement "$dir/bin/crest_tests" \
+  check agreement gtest_all_ran "$dir/bin/crest_tests" \
     --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*'
   check op_table "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
   check peak "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
-  grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z]' "$OUT/agreement.log" >>"$OUT/summary.txt" || true
+  grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$OUT/agreement.log" >>"$OUT/summary.txt" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$OUT/op_table.log" >>"$OUT/summary.txt" || true
   tail -n 3 "$OUT/peak.log" >>"$OUT/summary.txt" || true
 }
