@@ -11,7 +11,8 @@
 // the files: format, compression, sample shape, targets and the training file count; --config
 // is then optional and overrides still win. With --spatial d,h,w one more line per rank of a
 // spatial group gives what that rank reads of each sample under dist.spatial (its block: only
-// the block's bytes from npy files, the whole record from TFRecords and HDF5) and how fast.
+// the block's bytes from npy and DeepCAM HDF5 files, the whole record from TFRecords and
+// fused DeepCAM npy files) and how fast.
 #include <fcntl.h>
 #include <unistd.h>
 

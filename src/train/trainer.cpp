@@ -379,7 +379,8 @@ void TrainingRun::open_data() {
 }
 
 // Under a spatial split every rank reads its block of each sample: only the block's bytes where
-// the format allows it (npy), else the whole sample, decoded, of which it keeps the block.
+// the format allows it (npy, DeepCAM HDF5 and data-/label- npy), else the whole sample, decoded,
+// of which it keeps the block.
 void TrainingRun::read_blocks_only() {
   const std::optional<SampleBlock> block = feed_->sample_block();
   if (!block) return;

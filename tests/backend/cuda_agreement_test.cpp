@@ -1,9 +1,9 @@
 // The CUDA backend against the reference backend, kernel by kernel, on a GPU: convolutions
-// (2-D and 3-D, strided, dilated, grouped, depthwise, transposed, 1x1), pooling, dense,
-// activations, concatenation and the vector ops, each pass compared in float32 (the reference's
-// float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and results come out through
-// the backend's memory resource, as everything outside a backend must. Skipped where no device
-// is usable: scripts/device-check.sh runs these on the GPU machine (docs/cuda.md).
+// (2-D and 3-D, strided, dilated, grouped, depthwise, transposed, 1x1, unequal padding), pooling,
+// dense, activations, concatenation and the vector ops, each pass compared in float32 (the
+// reference's float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and results come out
+// through the backend's memory resource, as everything outside a backend must. Skipped where no
+// device is usable: scripts/device-check.sh runs these on the GPU machine (docs/cuda.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -61,6 +61,21 @@ std::vector<ConvCase> conv_cases() {
   t.transposed = true;
   for (int a = 0; a < 2; ++a) t.out_size[a] = (t.in_size[a] - 1) * 2 - 2 + 4;
   c.push_back({"transposed_stride2", t});
+  // Unequal padding, which cuDNN cannot express: DeepCAM's upsampling (kernel 3, stride 2,
+  // padding 1, output padding 1: 5 -> 10) and `same` padding of an even kernel.
+  ConvDesc up = conv2d(4, 3, 5, 3, 2, 1);
+  up.transposed = true;
+  for (int a = 0; a < 2; ++a) {
+    up.pad_hi[a] = 0;
+    up.out_size[a] = 2 * up.in_size[a];
+  }
+  c.push_back({"transposed_output_padding", up});
+  ConvDesc even = conv2d(3, 4, 6, 2, 1, 0);
+  for (int a = 0; a < 2; ++a) {
+    even.pad_hi[a] = 1;
+    even.out_size[a] = even.in_size[a];
+  }
+  c.push_back({"even_kernel_same_padding", even});
   ConvDesc v = conv2d(3, 5, 5, 3, 1, 1);  // 3-D, odd extents
   v.spatial_rank = 3;
   v.in_size = {5, 6, 7};

@@ -7,6 +7,7 @@
 
 #include <filesystem>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "crest/data/formats/npy.hpp"
@@ -158,6 +159,43 @@ TEST(DeepcamSource, LabelsOutsideTheClassesNameTheFile) {
   write_npy(npy.file("label-0.npy"), DType::f32, {2, 3}, half.data());
   auto nsrc = open_deepcam_source(options(npy.file(""), DeepcamFileFormat::npy));
   expect_input_error([&] { decode(*nsrc, 0); }, {npy.file("label-0.npy"), "not a class id"});
+}
+
+// The decoded block of every sample equals the block of the decoded sample: HDF5 (a hyperslab)
+// and data-/label- pairs read only the block's data; fused files are read whole. Channels
+// selected out of order and the labels, which stay whole, included.
+TEST(DeepcamSource, ABlockOfEachSampleIsTheWholeSamplesBlock) {
+  ScratchDir h5, pairs, fused;
+  write_deepcam_sample(h5.file("s.h5"), kShape, sample_data(3).data(), sample_labels().data());
+  write_npy(pairs.file("data-0.npy"), DType::f32, {2, 3, 4}, sample_data(3).data());
+  write_npy(pairs.file("label-0.npy"), DType::f32, {2, 3}, sample_labels().data());
+  std::vector<float> fused_values;
+  for (int64_t p = 0; p < kPixels; ++p) {
+    for (int64_t c = 0; c < 4; ++c) fused_values.push_back(sample_data(3)[p * 4 + c]);
+    fused_values.push_back(sample_labels()[static_cast<size_t>(p)]);
+  }
+  write_npy(fused.file("datalabel-0.npy"), DType::f32, {2, 3, 5}, fused_values.data());
+  const SampleBlock block{{1, 1}, {2, 3}};  // row 1, columns 1..2
+  const std::vector<std::tuple<std::string, DeepcamFileFormat, bool>> layouts{
+      {h5.file(""), DeepcamFileFormat::hdf5, true},
+      {pairs.file(""), DeepcamFileFormat::npy, true},
+      {fused.file(""), DeepcamFileFormat::npy, false}};
+  for (const auto& [dir, format, reads_blocks] : layouts) {
+    SCOPED_TRACE(dir);
+    DeepcamSourceOptions o = options(dir, format);
+    o.channels = {3, 0, 2};
+    const auto whole = open_deepcam_source(o);
+    EXPECT_EQ(whole->reads_blocks(), reads_blocks);
+    const Decoded all = decode(*whole, 0);
+    const auto part = block_of_samples(whole, block);
+    EXPECT_EQ(part->spec().x_shape, (Shape{1, 2, 3}));
+    const Decoded got = decode(*part, 0);
+    std::vector<float> want;
+    for (int64_t w = 1; w < 3; ++w)
+      for (size_t c = 0; c < 3; ++c) want.push_back(all.x[static_cast<size_t>(3 + w) * 3 + c]);
+    EXPECT_EQ(got.x, want);
+    EXPECT_EQ(got.y, all.y) << "the labels stay whole";
+  }
 }
 
 TEST(DeepcamSource, AWrongShapeOrStatisticsFailAtOpenNamingTheFile) {

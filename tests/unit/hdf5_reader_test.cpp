@@ -119,6 +119,31 @@ TEST_F(Hdf5Reader, GoodFileReadsBitIdenticallyThroughTheReaderAndInProcess) {
   EXPECT_EQ(describe_hdf5(good_), hdf5_in_process::describe_hdf5(good_));
 }
 
+// A spatial split's block of a sample: only its hyperslab, through the reader and in process,
+// equal to the block of the whole sample; a window outside the sample is refused alike.
+TEST_F(Hdf5Reader, AWindowOfTheDataReadsAsTheBlockOfTheWholeSample) {
+  const DeepcamWindow w{1, 4, 2, 7};  // rows 1..3, columns 2..6
+  const auto C = static_cast<size_t>(kShape.channels);
+  std::vector<float> want;
+  for (int64_t h = w.h0; h < w.h1; ++h)
+    for (int64_t x = w.w0; x < w.w1; ++x)
+      for (size_t c = 0; c < C; ++c)
+        want.push_back(data_[static_cast<size_t>(h * kShape.width + x) * C + c]);
+  std::vector<float> isolated(want.size()), local(want.size());
+  read_deepcam_data_block(good_, kShape, w, isolated.data());
+  hdf5_in_process::read_deepcam_data_block(good_, kShape, w, local.data());
+  EXPECT_EQ(std::memcmp(isolated.data(), want.data(), want.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(local.data(), want.data(), want.size() * sizeof(float)), 0);
+  for (const DeepcamWindow bad : {DeepcamWindow{0, 6, 0, 7}, DeepcamWindow{2, 2, 0, 7}}) {
+    std::vector<float> out(static_cast<size_t>(kShape.height * kShape.width) * C);
+    const Error e = error_of([&] { read_deepcam_data_block(good_, kShape, bad, out.data()); });
+    EXPECT_EQ(e.kind(), ErrorKind::input);
+    EXPECT_NE(std::string(e.what()).find(good_), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(bad.str()), std::string::npos) << e.what();
+  }
+  expect_good_file_reads();  // the reader still serves after a refused request
+}
+
 TEST_F(Hdf5Reader, ErrorsKeepTheirKindAndText) {
   const std::string cut = dir_.file("data-cut.h5");
   fs::copy_file(good_, cut);

@@ -6,6 +6,11 @@
 // A transposed convolution is cuDNN's convolution run the other way: its forward is cuDNN's
 // backward-data pass and its backward-data is cuDNN's forward, on the same descriptors, so below
 // "conv_in"/"conv_out" name the tensors in cuDNN's forward direction.
+//
+// cuDNN pads both sides of an axis alike. Unequal padding (DeepCAM's transposed convolutions
+// with output padding, a spatial split's local padding) runs on a zero-padded extension of
+// conv_in in scratch: cuDNN pads the common part, the extension holds the rest as explicit zeros,
+// and a result written into the extension is cropped back.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -31,12 +36,21 @@ Perf first_deterministic(const Perf* perf, int count, const char* pass) {
                 " algorithm for this convolution");
 }
 
+// The padding cuDNN applies on both sides of each axis: the smaller of the two. What one side
+// has beyond it is explicit zeros in an extension of conv_in (CudnnConv below).
+std::array<int64_t, 3> common_padding(const ConvDesc& d) {
+  std::array<int64_t, 3> p{0, 0, 0};
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a)
+    p[a] = std::min(d.pad_lo[a], d.pad_hi[a]);
+  return p;
+}
+
 class ConvolutionDescriptor {
  public:
   explicit ConvolutionDescriptor(const ConvDesc& d) {
     CREST_CUDNN(cudnnCreateConvolutionDescriptor(&d_));
     const int r = d.spatial_rank;
-    const auto pad = cudnn_extents(d.pad_lo.data(), r, 0);
+    const auto pad = cudnn_extents(common_padding(d).data(), r, 0);
     const auto stride = cudnn_extents(d.stride.data(), r, 1);
     const auto dilation = cudnn_extents(d.dilation.data(), r, 1);
     // Accumulation in float32 whatever the data type (16-bit data included).
@@ -58,12 +72,40 @@ class ConvolutionDescriptor {
   cudnnConvolutionDescriptor_t d_ = nullptr;
 };
 
+// cuDNN's forward direction: conv_in -> conv_out. A convolution reads src and writes dst; a
+// transposed one is the same convolution run backwards (dst is its conv_in).
+struct Sides {
+  std::array<int64_t, 3> in_size, ext_size, ext_offset;  // conv_in, its extension, where it lies
+  int64_t in_channels, out_channels;
+  bool extended;
+};
+
+Sides sides_of(const ConvDesc& d) {
+  Sides s{};
+  s.in_size = d.transposed ? d.out_size : d.in_size;
+  s.in_channels = d.transposed ? d.out_channels : d.in_channels;
+  s.out_channels = d.transposed ? d.in_channels : d.out_channels;
+  s.ext_size = s.in_size;
+  const auto common = common_padding(d);
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
+    s.ext_offset[a] = d.pad_lo[a] - common[a];
+    s.ext_size[a] += d.pad_lo[a] + d.pad_hi[a] - 2 * common[a];
+    s.extended = s.extended || s.ext_size[a] != s.in_size[a];
+  }
+  return s;
+}
+
+size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
+
 class CudnnConv final : public ConvKernel {
  public:
   CudnnConv(std::shared_ptr<Context> context, const ConvDesc& d)
       : c_(std::move(context)),
         d_(d),
-        src_(d.dtype, d.n, d.in_channels, d.in_size.data(), d.spatial_rank),
+        s_(sides_of(d)),
+        in_(d.dtype, d.n, s_.in_channels, s_.ext_size.data(), d.spatial_rank),
+        out_(d.dtype, d.n, s_.out_channels, (d.transposed ? d.in_size : d.out_size).data(),
+             d.spatial_rank),
         dst_(d.dtype, d.n, d.out_channels, d.out_size.data(), d.spatial_rank),
         filter_(d.dtype, d.transposed ? d.in_channels : d.out_channels,
                 (d.transposed ? d.out_channels : d.in_channels) / d.groups, d.kernel.data(),
@@ -74,25 +116,32 @@ class CudnnConv final : public ConvKernel {
       bias_ = std::make_unique<TensorDescriptor>(d.dtype, 1, d.out_channels, ones.data(),
                                                  d.spatial_rank);
     }
+    if (s_.extended) {
+      int64_t n = d.n * s_.in_channels;
+      for (int a = 0; a < d.spatial_rank; ++a) n *= s_.ext_size[static_cast<size_t>(a)];
+      extension_bytes_ = aligned(static_cast<size_t>(n) * sizeof(float));
+    }
     check_extents();
     choose_algorithms();
   }
 
   MemFormat src_format() const override { return format_of(d_.in_channels, d_.in_size); }
   MemFormat dst_format() const override { return format_of(d_.out_channels, d_.out_size); }
-  size_t scratch_bytes() const override { return scratch_; }
+  size_t scratch_bytes() const override { return extension_bytes_ + workspace_bytes_; }
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* scratch) override {
     const float one = 1.f, zero = 0.f;
-    if (d_.transposed)
-      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, src_.get(),
-                                               src, conv_.get(), bwd_data_, scratch, scratch_,
-                                               &zero, dst_.get(), dst));
-    else
-      CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, src_.get(), src, filter_.get(), weights,
-                                          conv_.get(), fwd_, scratch, scratch_, &zero, dst_.get(),
-                                          dst));
+    if (d_.transposed) {
+      CREST_CUDNN(cudnnConvolutionBackwardData(
+          c_->cudnn, &one, filter_.get(), weights, out_.get(), src, conv_.get(), bwd_data_,
+          workspace(scratch), workspace_bytes_, &zero, in_.get(), conv_in_target(dst, scratch)));
+      crop_into(dst, scratch);
+    } else {
+      CREST_CUDNN(cudnnConvolutionForward(
+          c_->cudnn, &one, in_.get(), conv_in(src, scratch), filter_.get(), weights, conv_.get(),
+          fwd_, workspace(scratch), workspace_bytes_, &zero, out_.get(), dst));
+    }
     if (bias_)
       CREST_CUDNN(cudnnAddTensor(c_->cudnn, &one, bias_->get(), bias, &one, dst_.get(), dst));
   }
@@ -100,25 +149,28 @@ class CudnnConv final : public ConvKernel {
   void backward_data(const void* diff_dst, const void* weights, void* diff_src,
                      void* scratch) override {
     const float one = 1.f, zero = 0.f;
-    if (d_.transposed)
-      CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, dst_.get(), diff_dst, filter_.get(),
-                                          weights, conv_.get(), fwd_, scratch, scratch_, &zero,
-                                          src_.get(), diff_src));
-    else
-      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, dst_.get(),
-                                               diff_dst, conv_.get(), bwd_data_, scratch, scratch_,
-                                               &zero, src_.get(), diff_src));
+    if (d_.transposed) {
+      CREST_CUDNN(cudnnConvolutionForward(
+          c_->cudnn, &one, in_.get(), conv_in(diff_dst, scratch), filter_.get(), weights,
+          conv_.get(), fwd_, workspace(scratch), workspace_bytes_, &zero, out_.get(), diff_src));
+    } else {
+      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, out_.get(),
+                                               diff_dst, conv_.get(), bwd_data_, workspace(scratch),
+                                               workspace_bytes_, &zero, in_.get(),
+                                               conv_in_target(diff_src, scratch)));
+      crop_into(diff_src, scratch);
+    }
   }
 
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch) override {
     const float one = 1.f, zero = 0.f;
-    // cuDNN's (x, dy): the forward-direction input and the gradient of its output.
+    // cuDNN's (x, dy): conv_in and the gradient of conv_out.
     const bool t = d_.transposed;
     CREST_CUDNN(cudnnConvolutionBackwardFilter(
-        c_->cudnn, &one, t ? dst_.get() : src_.get(), t ? diff_dst : src,
-        t ? src_.get() : dst_.get(), t ? src : diff_dst, conv_.get(), bwd_filter_, scratch,
-        scratch_, &zero, filter_.get(), diff_weights));
+        c_->cudnn, &one, in_.get(), conv_in(t ? diff_dst : src, scratch), out_.get(),
+        t ? src : diff_dst, conv_.get(), bwd_filter_, workspace(scratch), workspace_bytes_, &zero,
+        filter_.get(), diff_weights));
     if (bias_ && diff_bias)
       CREST_CUDNN(cudnnConvolutionBackwardBias(c_->cudnn, &one, dst_.get(), diff_dst, &zero,
                                                bias_->get(), diff_bias));
@@ -126,7 +178,8 @@ class CudnnConv final : public ConvKernel {
 
   std::string implementation() const override {
     return "cudnn fwd " + std::to_string(fwd_) + " / bwd-data " + std::to_string(bwd_data_) +
-           " / bwd-filter " + std::to_string(bwd_filter_);
+           " / bwd-filter " + std::to_string(bwd_filter_) +
+           (s_.extended ? " (unequal padding: zero-extended input)" : "");
   }
 
  private:
@@ -136,14 +189,36 @@ class CudnnConv final : public ConvKernel {
     return plain_format(Shape(dims), d_.dtype);
   }
 
-  // The conv_out extents cuDNN derives from conv_in must be the descriptor's (a transposed
-  // convolution's output padding, for one, has no cuDNN form).
+  // Scratch: the conv_in extension first (when the padding is unequal), then cuDNN's workspace.
+  float* extension(void* scratch) const { return static_cast<float*>(scratch); }
+  void* workspace(void* scratch) const { return static_cast<char*>(scratch) + extension_bytes_; }
+  size_t planes() const { return static_cast<size_t>(d_.n * s_.in_channels); }
+
+  // What cuDNN reads as conv_in: `t` itself, or its zero-padded extension.
+  const void* conv_in(const void* t, void* scratch) const {
+    if (!s_.extended) return t;
+    copy_window_f32(static_cast<const float*>(t), s_.in_size, extension(scratch), s_.ext_size,
+                    s_.ext_offset, d_.spatial_rank, planes(), c_->stream);
+    return extension(scratch);
+  }
+  // Where cuDNN writes conv_in: `t` itself, or the extension, which crop_into() copies into t.
+  void* conv_in_target(void* t, void* scratch) const {
+    return s_.extended ? extension(scratch) : t;
+  }
+  void crop_into(void* t, void* scratch) const {
+    if (!s_.extended) return;
+    const std::array<int64_t, 3> back{-s_.ext_offset[0], -s_.ext_offset[1], -s_.ext_offset[2]};
+    copy_window_f32(extension(scratch), s_.ext_size, static_cast<float*>(t), s_.in_size, back,
+                    d_.spatial_rank, planes(), c_->stream);
+  }
+
+  // The conv_out extents cuDNN derives from conv_in must be the descriptor's (it cannot
+  // express every transposed convolution's output padding otherwise).
   void check_extents() const {
-    const TensorDescriptor& in = d_.transposed ? dst_ : src_;
     const auto& want = d_.transposed ? d_.in_size : d_.out_size;
     std::array<int, 5> got{};
     const int dims = std::max(d_.spatial_rank, 2) + 2;
-    CREST_CUDNN(cudnnGetConvolutionNdForwardOutputDim(conv_.get(), in.get(), filter_.get(), dims,
+    CREST_CUDNN(cudnnGetConvolutionNdForwardOutputDim(conv_.get(), in_.get(), filter_.get(), dims,
                                                       got.data()));
     for (int i = 0; i < d_.spatial_rank; ++i)
       if (got[static_cast<size_t>(i) + 2] != want[static_cast<size_t>(i)])
@@ -154,62 +229,62 @@ class CudnnConv final : public ConvKernel {
   }
 
   void choose_algorithms() {
-    const TensorDescriptor& x = d_.transposed ? dst_ : src_;
-    const TensorDescriptor& y = d_.transposed ? src_ : dst_;
     int n = 0;
     // The passes that run: a transposed layer's forward is cuDNN's backward data, and so on.
     const bool needs_fwd = d_.transposed ? d_.training && d_.data_grad : true;
     const bool needs_bwd_data = d_.transposed ? true : d_.training && d_.data_grad;
     if (needs_fwd) {
       std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> p{};
-      CREST_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(c_->cudnn, x.get(), filter_.get(),
-                                                         conv_.get(), y.get(),
+      CREST_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(c_->cudnn, in_.get(), filter_.get(),
+                                                         conv_.get(), out_.get(),
                                                          static_cast<int>(p.size()), &n, p.data()));
       const auto best = first_deterministic(p.data(), n, "forward");
       fwd_ = best.algo;
-      scratch_ = std::max(scratch_, best.memory);
+      workspace_bytes_ = std::max(workspace_bytes_, best.memory);
     }
     if (needs_bwd_data) {
       std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> p{};
       CREST_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-          c_->cudnn, filter_.get(), y.get(), conv_.get(), x.get(), static_cast<int>(p.size()), &n,
-          p.data()));
+          c_->cudnn, filter_.get(), out_.get(), conv_.get(), in_.get(), static_cast<int>(p.size()),
+          &n, p.data()));
       const auto best = first_deterministic(p.data(), n, "backward-data");
       bwd_data_ = best.algo;
-      scratch_ = std::max(scratch_, best.memory);
+      workspace_bytes_ = std::max(workspace_bytes_, best.memory);
     }
     if (d_.training) {
       std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> p{};
       CREST_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-          c_->cudnn, x.get(), y.get(), conv_.get(), filter_.get(), static_cast<int>(p.size()), &n,
-          p.data()));
+          c_->cudnn, in_.get(), out_.get(), conv_.get(), filter_.get(), static_cast<int>(p.size()),
+          &n, p.data()));
       const auto best = first_deterministic(p.data(), n, "backward-filter");
       bwd_filter_ = best.algo;
-      scratch_ = std::max(scratch_, best.memory);
+      workspace_bytes_ = std::max(workspace_bytes_, best.memory);
     }
   }
 
   std::shared_ptr<Context> c_;
   ConvDesc d_;
-  TensorDescriptor src_, dst_;
+  Sides s_;
+  TensorDescriptor in_, out_, dst_;  // conv_in (extended), conv_out, the layer's dst (the bias's)
   FilterDescriptor filter_;
   ConvolutionDescriptor conv_;
   std::unique_ptr<TensorDescriptor> bias_;
   cudnnConvolutionFwdAlgo_t fwd_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   cudnnConvolutionBwdDataAlgo_t bwd_data_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
   cudnnConvolutionBwdFilterAlgo_t bwd_filter_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  size_t scratch_ = 0;
+  size_t extension_bytes_ = 0, workspace_bytes_ = 0;
 };
 
 }  // namespace
 
 Support conv_support(const ConvDesc& d) {
+  if (d.dtype != DType::f32) return Support::no("the cuda backend's convolutions run float32 only");
   for (int i = 0; i < d.spatial_rank; ++i)
-    if (d.pad_lo[static_cast<size_t>(i)] != d.pad_hi[static_cast<size_t>(i)])
-      return Support::no("cuDNN pads both sides of an axis alike; this convolution pads " +
-                         std::to_string(d.pad_lo[static_cast<size_t>(i)]) + " before and " +
-                         std::to_string(d.pad_hi[static_cast<size_t>(i)]) + " after on axis " +
-                         std::to_string(i));
+    if (d.pad_lo[static_cast<size_t>(i)] < 0 || d.pad_hi[static_cast<size_t>(i)] < 0)
+      return Support::no("the cuda backend cannot crop a convolution's input (negative padding " +
+                         std::to_string(d.pad_lo[static_cast<size_t>(i)]) + ", " +
+                         std::to_string(d.pad_hi[static_cast<size_t>(i)]) + " on axis " +
+                         std::to_string(i) + ")");
   if (d.post_op.kind != EltwiseKind::none)
     return Support::no("the cuda backend fuses no activation into a convolution");
   return Support::yes();

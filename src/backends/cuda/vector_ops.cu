@@ -27,6 +27,7 @@
 #include "cuda/launch.cuh"
 #include "cuda/vector_ops.hpp"
 #include "float16_codes.hpp"
+#include "vector_op_checks.hpp"
 
 namespace crest::cuda {
 namespace {
@@ -784,10 +785,7 @@ class Ops final : public DeviceOps {
   double softmax_cross_entropy(const void* logits, const int32_t* labels,
                                const float* class_weights, void* diff_logits, int64_t n,
                                int64_t classes, int64_t spatial, double diff_scale) override {
-    if (n <= 0 || classes <= 0 || spatial <= 0)
-      throw_input("softmax_cross_entropy: batch (" + std::to_string(n) + "), classes (" +
-                  std::to_string(classes) + ") and spatial size (" + std::to_string(spatial) +
-                  ") must be positive");
+    check_softmax_cross_entropy_sizes(n, classes, spatial);
     const auto positions = static_cast<size_t>(n * spatial);
     const CrossEntropyAt<T> term{static_cast<const T*>(logits),    labels,    class_weights,
                                  static_cast<T*>(diff_logits),     classes,   spatial,

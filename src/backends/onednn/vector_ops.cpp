@@ -17,6 +17,7 @@
 #include "half_vector_ops.hpp"
 #include "onednn/cross_entropy_loop.hpp"
 #include "onednn/update_loops.hpp"
+#include "vector_op_checks.hpp"
 
 namespace crest::onednn {
 
@@ -191,10 +192,7 @@ class F32Ops final : public VectorOps {
   double softmax_cross_entropy(const void* logits_v, const int32_t* labels,
                                const float* class_weights, void* diff_logits, int64_t n,
                                int64_t classes, int64_t spatial, double diff_scale) override {
-    if (n <= 0 || classes <= 0 || spatial <= 0)
-      throw_input("softmax_cross_entropy: batch (" + std::to_string(n) + "), classes (" +
-                  std::to_string(classes) + ") and spatial size (" + std::to_string(spatial) +
-                  ") must be positive");
+    check_softmax_cross_entropy_sizes(n, classes, spatial);
     const auto positions = static_cast<size_t>(n * spatial);
     // Validate labels first: nothing may throw inside the parallel loop.
     size_t first_bad = positions;

@@ -10,6 +10,7 @@
 #include "float16_codes.hpp"
 #include "half_vector_ops.hpp"
 #include "reference/reference_kernels.hpp"
+#include "vector_op_checks.hpp"
 
 namespace crest::reference {
 namespace {
@@ -103,10 +104,7 @@ class Ops final : public VectorOps {
   double softmax_cross_entropy(const void* logits_v, const int32_t* labels,
                                const float* class_weights, void* diff_logits, int64_t n,
                                int64_t classes, int64_t spatial, double diff_scale) override {
-    if (n <= 0 || classes <= 0 || spatial <= 0)
-      throw_input("softmax_cross_entropy: batch (" + std::to_string(n) + "), classes (" +
-                  std::to_string(classes) + ") and spatial size (" + std::to_string(spatial) +
-                  ") must be positive");
+    check_softmax_cross_entropy_sizes(n, classes, spatial);
     const T* logits = static_cast<const T*>(logits_v);
     T* diff = static_cast<T*>(diff_logits);  // may be null when only the loss is wanted
     const double positions = static_cast<double>(n * spatial);

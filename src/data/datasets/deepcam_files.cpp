@@ -6,6 +6,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/npy.hpp"
 #include "crest/data/sample_source.hpp"
@@ -174,6 +175,38 @@ void read_deepcam_file(const std::string& path, DeepcamFileFormat format, Deepca
   if (data_hwc)
     read_npy_into(path, DType::f32, {expected.height, expected.width, expected.channels}, data_hwc);
   if (labels_hw) read_label_npy(deepcam_label_path(path), expected, labels_hw);
+}
+
+}  // namespace crest
+
+namespace crest {
+
+bool deepcam_reads_windows(DeepcamFileFormat format, DeepcamNpyLayout layout) {
+  return format == DeepcamFileFormat::hdf5 || layout == DeepcamNpyLayout::pairs;
+}
+
+void read_deepcam_window(const std::string& path, DeepcamFileFormat format, DeepcamNpyLayout layout,
+                         const DeepcamSampleShape& expected, const DeepcamWindow& window,
+                         float* data_block_hwc, int32_t* labels_hw) {
+  if (format == DeepcamFileFormat::hdf5) {
+    read_deepcam_data_block(path, expected, window, data_block_hwc);
+    if (labels_hw) read_deepcam_sample(path, expected, nullptr, labels_hw);
+    return;
+  }
+  if (layout == DeepcamNpyLayout::pairs) {
+    check_shape(path, probe_deepcam_file(path, format, layout), expected);
+    read_npy_block_into(path, DType::f32, {expected.height, expected.width, expected.channels},
+                        {window.h0, window.w0}, {window.h1, window.w1}, data_block_hwc);
+    if (labels_hw) read_label_npy(deepcam_label_path(path), expected, labels_hw);
+    return;
+  }
+  thread_local std::vector<float> whole;
+  whole.resize(static_cast<size_t>(expected.height * expected.width * expected.channels));
+  read_deepcam_file(path, format, layout, expected, whole.data(), labels_hw);
+  const std::vector<int64_t> dims{expected.height, expected.width, expected.channels};
+  const std::vector<int64_t> count{window.h1 - window.h0, window.w1 - window.w0, expected.channels};
+  box_transfer(whole.data(), BoxAt{dims, {window.h0, window.w0, 0}}, data_block_hwc,
+               BoxAt{count, {0, 0, 0}}, count, DType::f32, BoxOp::copy);
 }
 
 }  // namespace crest

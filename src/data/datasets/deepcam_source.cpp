@@ -45,22 +45,61 @@ class DeepcamSource final : public SampleSource {
     thread_local std::vector<float> all;
     all.resize(static_cast<size_t>(pixels_ * opts_.shape.channels));
     read_deepcam_file(path(i), files_.format, files_.npy_layout, opts_.shape, all.data(), labels);
-    for (int64_t p = 0; p < pixels_; ++p)
-      for (int64_t c = 0; c < selected_; ++c)
-        data[p * selected_ + c] = all[static_cast<size_t>(p * opts_.shape.channels +
-                                                          opts_.channels[static_cast<size_t>(c)])];
+    select_channels(all.data(), pixels_, data);
   }
 
   void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const override {
-    CREST_CHECK(payload.size() == data_bytes() + label_bytes(),
-                "deepcam payload size of " + path(i));
-    const auto* data = reinterpret_cast<const float*>(payload.data());
-    const auto* labels = reinterpret_cast<const int32_t*>(payload.data() + data_bytes());
+    decode_pixels(i, payload, pixels_, x, y);
+  }
+
+  // A spatial split's block: only the window's pixels of the selected channels, and the whole
+  // label map (the loss reads every label; it is 1/(C+1) of the sample).
+  bool reads_blocks() const override {
+    return deepcam_reads_windows(files_.format, files_.npy_layout);
+  }
+  void read_block(int64_t i, const SampleBlock& block,
+                  std::vector<std::byte>& payload) const override {
+    const DeepcamWindow w{block.begin.at(0), block.end.at(0), block.begin.at(1), block.end.at(1)};
+    const auto data = static_cast<size_t>(w.pixels() * selected_) * 4;
+    payload.resize(data + label_bytes());
+    auto* labels = reinterpret_cast<int32_t*>(payload.data() + data);
+    auto* out = reinterpret_cast<float*>(payload.data());
+    if (all_in_order_)
+      return read_deepcam_window(path(i), files_.format, files_.npy_layout, opts_.shape, w, out,
+                                 labels);
+    thread_local std::vector<float> all;
+    all.resize(static_cast<size_t>(w.pixels() * opts_.shape.channels));
+    read_deepcam_window(path(i), files_.format, files_.npy_layout, opts_.shape, w, all.data(),
+                        labels);
+    select_channels(all.data(), w.pixels(), out);
+  }
+  void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
+                    float* x, void* y) const override {
+    decode_pixels(i, payload, block.x_shape(spec_.x_shape).numel() / selected_, x, y);
+  }
+
+ private:
+  // The selected channels of `pixels` pixels of every channel.
+  void select_channels(const float* all, int64_t pixels, float* out) const {
+    for (int64_t p = 0; p < pixels; ++p)
+      for (int64_t c = 0; c < selected_; ++c)
+        out[p * selected_ + c] =
+            all[p * opts_.shape.channels + opts_.channels[static_cast<size_t>(c)]];
+  }
+
+  // A payload of `pixels` pixels of the selected channels (the sample's or a block's), then the
+  // whole label map: normalised into x, the labels checked into y.
+  void decode_pixels(int64_t i, std::span<const std::byte> payload, int64_t pixels, float* x,
+                     void* y) const {
+    const auto data = static_cast<size_t>(pixels * selected_) * 4;
+    CREST_CHECK(payload.size() == data + label_bytes(), "deepcam payload size of " + path(i));
+    const auto* values = reinterpret_cast<const float*>(payload.data());
+    const auto* labels = reinterpret_cast<const int32_t*>(payload.data() + data);
     const int64_t C = selected_;
-    for (int64_t p = 0; p < pixels_; ++p)
+    for (int64_t p = 0; p < pixels; ++p)
       for (int64_t c = 0; c < C; ++c) {
         const ChannelNorm n = norm_[static_cast<size_t>(c)];
-        x[p * C + c] = n.scale * (data[p * C + c] - n.shift);
+        x[p * C + c] = n.scale * (values[p * C + c] - n.shift);
       }
     auto* out = static_cast<int32_t*>(y);
     for (int64_t p = 0; p < pixels_; ++p) {
@@ -73,7 +112,6 @@ class DeepcamSource final : public SampleSource {
     }
   }
 
- private:
   size_t data_bytes() const { return static_cast<size_t>(pixels_ * selected_) * 4; }
   size_t label_bytes() const { return static_cast<size_t>(pixels_) * 4; }
 

@@ -3,6 +3,7 @@
 #include <hdf5.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -393,6 +394,11 @@ std::string DeepcamSampleShape::str() const {
          " (HxWxC)";
 }
 
+std::string DeepcamWindow::str() const {
+  return "rows [" + std::to_string(h0) + ", " + std::to_string(h1) + ") x columns [" +
+         std::to_string(w0) + ", " + std::to_string(w1) + ")";
+}
+
 namespace hdf5_in_process {
 
 DeepcamSampleShape probe_deepcam_sample(const std::string& path) {
@@ -410,6 +416,31 @@ void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expe
       H5Dread(s.data.dset.get(), H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data_hwc) < 0)
     fail(path, "cannot read climate/data (" + hdf5_reason() + ")");
   if (labels_hw) read_labels(path, s, labels_hw);
+}
+
+void read_deepcam_data_block(const std::string& path, const DeepcamSampleShape& expected,
+                             const DeepcamWindow& window, float* data_block_hwc) {
+  Hdf5Session session;
+  const SampleFile s = open_sample(path);
+  if (s.shape != expected)
+    fail(path, "sample is " + s.shape.str() + ", expected " + expected.str());
+  if (window.h0 < 0 || window.h1 <= window.h0 || window.h1 > s.shape.height || window.w0 < 0 ||
+      window.w1 <= window.w0 || window.w1 > s.shape.width)
+    fail(path, window.str() + " is not a block of a sample of " + s.shape.str());
+  const std::array<hsize_t, 3> start{static_cast<hsize_t>(window.h0),
+                                     static_cast<hsize_t>(window.w0), 0};
+  const std::array<hsize_t, 3> count{static_cast<hsize_t>(window.h1 - window.h0),
+                                     static_cast<hsize_t>(window.w1 - window.w0),
+                                     static_cast<hsize_t>(s.shape.channels)};
+  Handle file_space(H5Dget_space(s.data.dset.get()), H5Sclose);
+  Handle memory_space(H5Screate_simple(3, count.data(), nullptr), H5Sclose);
+  if (!file_space.valid() || !memory_space.valid() ||
+      H5Sselect_hyperslab(file_space.get(), H5S_SELECT_SET, start.data(), nullptr, count.data(),
+                          nullptr) < 0)
+    fail(path, "cannot select " + window.str() + " of climate/data (" + hdf5_reason() + ")");
+  if (H5Dread(s.data.dset.get(), H5T_NATIVE_FLOAT, memory_space.get(), file_space.get(),
+              H5P_DEFAULT, data_block_hwc) < 0)
+    fail(path, "cannot read " + window.str() + " of climate/data (" + hdf5_reason() + ")");
 }
 
 }  // namespace hdf5_in_process

@@ -326,6 +326,26 @@ void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expe
   if (labels_hw) std::memcpy(labels_hw, shared + bytes.data, bytes.labels);
 }
 
+void read_deepcam_data_block(const std::string& path, const DeepcamSampleShape& expected,
+                             const DeepcamWindow& window, float* data_block_hwc) {
+  if (!hdf5_reads_isolated())
+    return hdf5_in_process::read_deepcam_data_block(path, expected, window, data_block_hwc);
+  const size_t bytes = block_bytes(path, expected, window);
+  const std::lock_guard<std::mutex> lock(reader().mutex());
+  char* shared = reader().shared(bytes);
+  const std::string req = MessageWriter(request(Op::read_data_block, path))
+                              .i64(expected.height)
+                              .i64(expected.width)
+                              .i64(expected.channels)
+                              .i64(window.h0)
+                              .i64(window.h1)
+                              .i64(window.w0)
+                              .i64(window.w1)
+                              .bytes();
+  (void)reader().call(path, req, true);
+  std::memcpy(data_block_hwc, shared, bytes);
+}
+
 DeepcamStats read_deepcam_stats(const std::string& path) {
   if (!hdf5_reads_isolated()) return hdf5_in_process::read_deepcam_stats(path);
   const std::lock_guard<std::mutex> lock(reader().mutex());

@@ -6,7 +6,8 @@
 // the file's path; a reply with a Status, then the result or (ErrorKind, message) of the
 // crest::Error the in-process reader threw, so the caller throws the same error with the same
 // text. read_sample passes the shared-memory file the sample is written into along with the
-// request (SCM_RIGHTS), so the sample's bytes never go through the socket.
+// request (SCM_RIGHTS), so the sample's bytes never go through the socket; read_data_block does
+// the same with one window of the sample's data (a spatial split's block).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,7 +16,13 @@
 
 namespace crest::hdf5_reader {
 
-enum class Op : uint8_t { probe = 1, read_sample = 2, read_stats = 3, describe = 4 };
+enum class Op : uint8_t {
+  probe = 1,
+  read_sample = 2,
+  read_stats = 3,
+  describe = 4,
+  read_data_block = 5
+};
 enum class Status : uint8_t { ok = 0, error = 1 };
 
 // The reader's first message, once it is ready: crest knows then that the executable it started

@@ -61,14 +61,19 @@ class SharedSample {
   ino_t ino_ = 0;
 };
 
-// read_sample: the shape expected, which datasets to read, the shared memory (data at offset 0,
-// labels after it).
-void read_sample(MessageReader& in, const std::string& path, int& fd, SharedSample& shared,
-                 MessageWriter& out) {
+DeepcamSampleShape read_shape(MessageReader& in) {
   DeepcamSampleShape shape;
   shape.height = in.i64();
   shape.width = in.i64();
   shape.channels = in.i64();
+  return shape;
+}
+
+// read_sample: the shape expected, which datasets to read, the shared memory (data at offset 0,
+// labels after it).
+void read_sample(MessageReader& in, const std::string& path, int& fd, SharedSample& shared,
+                 MessageWriter& out) {
+  const DeepcamSampleShape shape = read_shape(in);
   const bool want_data = in.u8() != 0, want_labels = in.u8() != 0;
   const SampleBytes bytes = sample_bytes(path, shape);
   char* base = nullptr;  // stays null for an impossible shape, which the read refuses first
@@ -82,6 +87,22 @@ void read_sample(MessageReader& in, const std::string& path, int& fd, SharedSamp
   out.u8(static_cast<uint8_t>(Status::ok));
 }
 
+// read_data_block: the shape expected, the window, the shared memory (the block's floats).
+void read_data_block(MessageReader& in, const std::string& path, int& fd, SharedSample& shared,
+                     MessageWriter& out) {
+  const DeepcamSampleShape shape = read_shape(in);
+  DeepcamWindow window;
+  window.h0 = in.i64();
+  window.h1 = in.i64();
+  window.w0 = in.i64();
+  window.w1 = in.i64();
+  const size_t bytes = block_bytes(path, shape, window);
+  if (fd < 0) throw_runtime("HDF5 reader: a read_data_block request without its shared memory");
+  char* base = shared.map(std::exchange(fd, -1), bytes);
+  hdf5_in_process::read_deepcam_data_block(path, shape, window, reinterpret_cast<float*>(base));
+  out.u8(static_cast<uint8_t>(Status::ok));
+}
+
 void serve(MessageReader& in, const std::string& path, Op op, int& fd, SharedSample& shared,
            MessageWriter& out) {
   switch (op) {
@@ -92,6 +113,8 @@ void serve(MessageReader& in, const std::string& path, Op op, int& fd, SharedSam
     }
     case Op::read_sample:
       return read_sample(in, path, fd, shared, out);
+    case Op::read_data_block:
+      return read_data_block(in, path, fd, shared, out);
     case Op::read_stats: {
       const DeepcamStats s = hdf5_in_process::read_deepcam_stats(path);
       out.u8(static_cast<uint8_t>(Status::ok)).i64(s.count);

@@ -28,4 +28,14 @@ inline SampleBytes sample_bytes(const std::string& path, const DeepcamSampleShap
   return {data, labels, total};
 }
 
+// The floats of `window` of a sample (its data only), refusing a window that is empty or outside
+// the sample before anything is allocated or mapped.
+inline size_t block_bytes(const std::string& path, const DeepcamSampleShape& s,
+                          const DeepcamWindow& w) {
+  if (w.h0 < 0 || w.h1 <= w.h0 || w.h1 > s.height || w.w0 < 0 || w.w1 <= w.w0 || w.w1 > s.width ||
+      s.channels <= 0)
+    throw_input(path + ": " + w.str() + " is not a block of a sample of " + s.str());
+  return sample_bytes(path, {w.h1 - w.h0, w.w1 - w.w0, s.channels}).data;
+}
+
 }  // namespace crest

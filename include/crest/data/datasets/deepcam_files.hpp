@@ -42,4 +42,16 @@ DeepcamSampleShape probe_deepcam_file(const std::string& path, DeepcamFileFormat
 void read_deepcam_file(const std::string& path, DeepcamFileFormat format, DeepcamNpyLayout layout,
                        const DeepcamSampleShape& expected, float* data_hwc, int32_t* labels_hw);
 
+// Whether read_deepcam_window reads only a window's bytes: HDF5 (a hyperslab) and data-*.npy
+// (one read per row); a fused datalabel-*.npy interleaves the label with every pixel's channels,
+// so it is read whole.
+bool deepcam_reads_windows(DeepcamFileFormat format, DeepcamNpyLayout layout);
+
+// Reads `window` of one sample's data (data_block_hwc: its pixels times C floats) and the whole
+// label map (labels_hw, when not null). Only the window's data bytes where
+// deepcam_reads_windows(); else the whole sample, then the window copied out.
+void read_deepcam_window(const std::string& path, DeepcamFileFormat format, DeepcamNpyLayout layout,
+                         const DeepcamSampleShape& expected, const DeepcamWindow& window,
+                         float* data_block_hwc, int32_t* labels_hw);
+
 }  // namespace crest

@@ -52,6 +52,20 @@ DeepcamSampleShape probe_deepcam_sample(const std::string& path);
 void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expected,
                          float* data_hwc, int32_t* labels_hw);
 
+// Rows [h0, h1) and columns [w0, w1) of a sample, all channels: the block of every sample one
+// rank of a spatial split reads (docs/distributed.md, "Spatial split").
+struct DeepcamWindow {
+  int64_t h0 = 0, h1 = 0, w0 = 0, w1 = 0;
+  int64_t pixels() const { return (h1 - h0) * (w1 - w0); }
+  std::string str() const;  // "rows [0, 384) x columns [576, 1152)"
+};
+
+// Reads only `window` of climate/data into data_block_hwc ([h1-h0, w1-w0, C] floats): a
+// hyperslab, so libhdf5 reads the rows the window needs, not the whole sample. The same checks as
+// read_deepcam_sample; a window that is empty or outside the sample is refused naming both.
+void read_deepcam_data_block(const std::string& path, const DeepcamSampleShape& expected,
+                             const DeepcamWindow& window, float* data_block_hwc);
+
 // Writes a sample as the real dataset stores it (both datasets float32, little-endian,
 // contiguous), atomically.
 void write_deepcam_sample(const std::string& path, const DeepcamSampleShape& shape,

@@ -14,6 +14,8 @@ namespace crest::hdf5_in_process {
 DeepcamSampleShape probe_deepcam_sample(const std::string& path);
 void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expected,
                          float* data_hwc, int32_t* labels_hw);
+void read_deepcam_data_block(const std::string& path, const DeepcamSampleShape& expected,
+                             const DeepcamWindow& window, float* data_block_hwc);
 DeepcamStats read_deepcam_stats(const std::string& path);
 std::string describe_hdf5(const std::string& path);
 

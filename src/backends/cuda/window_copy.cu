@@ -1,0 +1,51 @@
+// Copies between a plain tensor and a larger or smaller one of the same planes: the zero-padded
+// extension a convolution with unequal padding runs on (cuDNN pads both sides of an axis alike),
+// and the crop back out of it.
+#include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
+#include "cuda/launch.cuh"
+
+namespace crest::cuda {
+namespace {
+
+struct Extents {
+  int64_t d, h, w;
+};
+
+// dst[plane, z, y, x] = src[plane, z - offset.d, y - offset.h, x - offset.w] where that lies in
+// src, else 0.
+__global__ void window_kernel(const float* src, Extents from, float* dst, Extents to,
+                              Extents offset, size_t count) {
+  for (size_t i = first_index(); i < count; i += grid_stride()) {
+    const auto x = static_cast<int64_t>(i % to.w);
+    const auto y = static_cast<int64_t>(i / to.w % to.h);
+    const auto z = static_cast<int64_t>(i / to.w / to.h % to.d);
+    const size_t plane = i / to.w / to.h / to.d;
+    const int64_t sx = x - offset.w, sy = y - offset.h, sz = z - offset.d;
+    const bool inside = sx >= 0 && sx < from.w && sy >= 0 && sy < from.h && sz >= 0 && sz < from.d;
+    dst[i] = inside ? src[((plane * from.d + sz) * from.h + sy) * from.w + sx] : 0.f;
+  }
+}
+
+Extents extents_of(const std::array<int64_t, 3>& size, int rank) {
+  Extents e{1, 1, 1};
+  if (rank == 1) e.w = size[0];
+  if (rank == 2) e = {1, size[0], size[1]};
+  if (rank == 3) e = {size[0], size[1], size[2]};
+  return e;
+}
+
+}  // namespace
+
+void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float* dst,
+                     const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
+                     int spatial_rank, size_t planes, cudaStream_t stream) {
+  const Extents t = extents_of(to, spatial_rank);
+  const size_t count = planes * static_cast<size_t>(t.d * t.h * t.w);
+  if (count == 0) return;
+  window_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
+      src, extents_of(from, spatial_rank), dst, t, extents_of(offset, spatial_rank), count);
+  CREST_CUDA_LAUNCHED();
+}
+
+}  // namespace crest::cuda
