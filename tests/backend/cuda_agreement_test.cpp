@@ -147,6 +147,15 @@ PoolDesc pool_desc(PoolKind kind, int rank, int64_t k, int64_t stride, int64_t p
   return d;
 }
 
+// No padding after: a spatial split's local padding of a rank whose neighbour sends the rows.
+PoolDesc unequal_padding(PoolDesc d) {
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
+    d.pad_hi[a] = 0;
+    d.out_size[a] = (d.in_size[a] + d.pad_lo[a] - d.kernel[a]) / d.stride[a] + 1;
+  }
+  return d;
+}
+
 TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
@@ -155,7 +164,10 @@ TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
       {"max_2x2", pool_desc(PoolKind::max, 2, 2, 2, 0)},
       {"max_3d", pool_desc(PoolKind::max, 3, 2, 2, 0)},
       {"avg_include_pad", pool_desc(PoolKind::avg_include_pad, 2, 3, 1, 1)},
-      {"avg_exclude_pad", pool_desc(PoolKind::avg_exclude_pad, 2, 3, 2, 1)}};
+      {"avg_exclude_pad", pool_desc(PoolKind::avg_exclude_pad, 2, 3, 2, 1)},
+      {"max_unequal_padding", unequal_padding(pool_desc(PoolKind::max, 2, 3, 2, 1))},
+      {"avg_include_pad_unequal_padding",
+       unequal_padding(pool_desc(PoolKind::avg_include_pad, 3, 3, 1, 1))}};
   for (const auto& [name, d] : cases) {
     SCOPED_TRACE(name);
     auto rk = ref->pool(d, plain_format(Shape{1}, DType::f32));

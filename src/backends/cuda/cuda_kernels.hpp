@@ -38,11 +38,11 @@ void eltwise_forward_f32(const EltwiseDesc& d, const float* x, float* y, size_t 
 void eltwise_backward_f32(const EltwiseDesc& d, const float* y, const float* diff_dst,
                           float* diff_src, size_t count, cudaStream_t stream);
 // Plain [planes, spatial...] tensors of extents `from` and `to` (the first spatial_rank used):
-// dst at position p holds src at p - offset where that lies inside src, else 0. A positive offset
-// pads (dst larger), a negative one crops.
+// dst at position p holds src at p - offset where that lies inside src, else `fill`. A positive
+// offset pads (dst larger), a negative one crops.
 void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float* dst,
                      const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
-                     int spatial_rank, size_t planes, cudaStream_t stream);
+                     int spatial_rank, size_t planes, cudaStream_t stream, float fill = 0.f);
 // x[i] = value.
 void fill_f32(float* x, float value, size_t count, cudaStream_t stream);
 // Row-major [rows, columns] y: y[r, c] += bias[c].

@@ -1,7 +1,15 @@
 // Max and average pooling through cuDNN. cuDNN's backward pass reads the forward's input and
 // output, which crest's PoolKernel does not hand back: the forward keeps copies of both in the
 // workspace (kept from forward to backward, as oneDNN's max indices are).
+//
+// cuDNN pads both sides of an axis alike. Unequal padding (a spatial split's local padding of
+// DeepCAM's 3x3 max pool) runs on an extension of the input: cuDNN pads the common part, the
+// extension holds the rest as values that change nothing (-inf for a max; zeros for an average
+// that counts padding), and the input gradient is cropped back out of the extension's. An average
+// that excludes padding would count the extension's zeros, so it is refused.
+#include <algorithm>
 #include <array>
+#include <limits>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -29,33 +37,42 @@ MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
   return plain_format(Shape(dims), d.dtype);
 }
 
+// The input as cuDNN sees it: extended where one side pads more than the other.
+struct Extension {
+  std::array<int64_t, 3> common{0, 0, 0}, size{1, 1, 1}, offset{0, 0, 0};
+  bool extended = false;
+};
+
+Extension extension_of(const PoolDesc& d) {
+  Extension e;
+  e.size = d.in_size;
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
+    e.common[a] = std::min(d.pad_lo[a], d.pad_hi[a]);
+    e.offset[a] = d.pad_lo[a] - e.common[a];
+    e.size[a] += d.pad_lo[a] + d.pad_hi[a] - 2 * e.common[a];
+    e.extended = e.extended || e.size[a] != d.in_size[a];
+  }
+  return e;
+}
+
 class CudnnPool final : public PoolKernel {
  public:
   CudnnPool(std::shared_ptr<Context> context, const PoolDesc& d)
       : c_(std::move(context)),
+        d_(d),
+        e_(extension_of(d)),
         src_format_(pool_format(d, d.in_size)),
+        ext_format_(pool_format(d, e_.size)),
         dst_format_(pool_format(d, d.out_size)),
-        src_(d.dtype, d.n, d.channels, d.in_size.data(), d.spatial_rank),
+        src_(d.dtype, d.n, d.channels, e_.size.data(), d.spatial_rank),
         dst_(d.dtype, d.n, d.channels, d.out_size.data(), d.spatial_rank) {
     CREST_CUDNN(cudnnCreatePoolingDescriptor(&pool_));
-    const int r = d.spatial_rank;
-    const auto window = cudnn_extents(d.kernel.data(), r, 1);
-    const auto pad = cudnn_extents(d.pad_lo.data(), r, 0);
-    const auto stride = cudnn_extents(d.stride.data(), r, 1);
-    CREST_CUDNN(cudnnSetPoolingNdDescriptor(pool_, pooling_mode(d.kind), CUDNN_NOT_PROPAGATE_NAN,
-                                            static_cast<int>(window.size()), window.data(),
-                                            pad.data(), stride.data()));
-    std::array<int, 5> got{};
-    CREST_CUDNN(cudnnGetPoolingNdForwardOutputDim(pool_, src_.get(),
-                                                  static_cast<int>(window.size()) + 2, got.data()));
-    for (int i = 0; i < r; ++i)
-      if (got[static_cast<size_t>(i) + 2] != d.out_size[static_cast<size_t>(i)]) {
-        cudnnDestroyPoolingDescriptor(pool_);
-        throw_usage("the cuda backend cannot run this pooling: cuDNN derives extent " +
-                    std::to_string(got[static_cast<size_t>(i) + 2]) + " on spatial axis " +
-                    std::to_string(i) + " where the layer has " +
-                    std::to_string(d.out_size[static_cast<size_t>(i)]));
-      }
+    try {
+      describe();
+    } catch (...) {
+      cudnnDestroyPoolingDescriptor(pool_);
+      throw;
+    }
   }
   ~CudnnPool() override { cudnnDestroyPoolingDescriptor(pool_); }
   CudnnPool(const CudnnPool&) = delete;
@@ -63,45 +80,89 @@ class CudnnPool final : public PoolKernel {
 
   MemFormat src_format() const override { return src_format_; }
   MemFormat dst_format() const override { return dst_format_; }
-  size_t workspace_bytes() const override { return src_format_.bytes + dst_format_.bytes; }
-  size_t scratch_bytes() const override { return 0; }
+  // The (extended) input and the output, for cuDNN's backward.
+  size_t workspace_bytes() const override { return ext_format_.bytes + dst_format_.bytes; }
+  // The extended input's gradient, cropped into diff_src.
+  size_t scratch_bytes() const override { return e_.extended ? ext_format_.bytes : 0; }
 
   void forward(const void* src, void* dst, void* workspace, void* /*scratch*/) override {
     const float one = 1.f, zero = 0.f;
-    CREST_CUDNN(
-        cudnnPoolingForward(c_->cudnn, pool_, &one, src_.get(), src, &zero, dst_.get(), dst));
-    if (workspace == nullptr) return;  // inference: no backward follows
     char* w = static_cast<char*>(workspace);
-    CREST_CUDA(cudaMemcpyAsync(w, src, src_format_.bytes, cudaMemcpyDeviceToDevice, c_->stream));
-    CREST_CUDA(cudaMemcpyAsync(w + src_format_.bytes, dst, dst_format_.bytes,
+    const void* x = src;
+    if (e_.extended) {  // the extension lives in the workspace, where backward reads it
+      const float fill = d_.kind == PoolKind::max ? -std::numeric_limits<float>::infinity() : 0.f;
+      copy_window_f32(static_cast<const float*>(src), d_.in_size, reinterpret_cast<float*>(w),
+                      e_.size, e_.offset, d_.spatial_rank, planes(), c_->stream, fill);
+      x = w;
+    }
+    CREST_CUDNN(cudnnPoolingForward(c_->cudnn, pool_, &one, src_.get(), x, &zero, dst_.get(), dst));
+    if (!e_.extended)
+      CREST_CUDA(cudaMemcpyAsync(w, src, src_format_.bytes, cudaMemcpyDeviceToDevice, c_->stream));
+    CREST_CUDA(cudaMemcpyAsync(w + ext_format_.bytes, dst, dst_format_.bytes,
                                cudaMemcpyDeviceToDevice, c_->stream));
   }
 
   void backward(const void* diff_dst, const void* workspace, void* diff_src,
-                void* /*scratch*/) override {
+                void* scratch) override {
     const float one = 1.f, zero = 0.f;
     const char* w = static_cast<const char*>(workspace);
-    CREST_CUDNN(cudnnPoolingBackward(c_->cudnn, pool_, &one, dst_.get(), w + src_format_.bytes,
-                                     dst_.get(), diff_dst, src_.get(), w, &zero, src_.get(),
-                                     diff_src));
+    void* dx = e_.extended ? scratch : diff_src;
+    CREST_CUDNN(cudnnPoolingBackward(c_->cudnn, pool_, &one, dst_.get(), w + ext_format_.bytes,
+                                     dst_.get(), diff_dst, src_.get(), w, &zero, src_.get(), dx));
+    if (!e_.extended) return;
+    const std::array<int64_t, 3> back{-e_.offset[0], -e_.offset[1], -e_.offset[2]};
+    copy_window_f32(static_cast<const float*>(scratch), e_.size, static_cast<float*>(diff_src),
+                    d_.in_size, back, d_.spatial_rank, planes(), c_->stream);
   }
 
  private:
+  size_t planes() const { return static_cast<size_t>(d_.n * d_.channels); }
+
+  // The pooling descriptor, and the check that cuDNN derives the layer's output extents.
+  void describe() {
+    const int r = d_.spatial_rank;
+    const auto window = cudnn_extents(d_.kernel.data(), r, 1);
+    const auto pad = cudnn_extents(e_.common.data(), r, 0);
+    const auto stride = cudnn_extents(d_.stride.data(), r, 1);
+    CREST_CUDNN(cudnnSetPoolingNdDescriptor(pool_, pooling_mode(d_.kind), CUDNN_NOT_PROPAGATE_NAN,
+                                            static_cast<int>(window.size()), window.data(),
+                                            pad.data(), stride.data()));
+    std::array<int, 5> got{};
+    CREST_CUDNN(cudnnGetPoolingNdForwardOutputDim(pool_, src_.get(),
+                                                  static_cast<int>(window.size()) + 2, got.data()));
+    for (int i = 0; i < r; ++i)
+      if (got[static_cast<size_t>(i) + 2] != d_.out_size[static_cast<size_t>(i)])
+        throw_usage("the cuda backend cannot run this pooling: cuDNN derives extent " +
+                    std::to_string(got[static_cast<size_t>(i) + 2]) + " on spatial axis " +
+                    std::to_string(i) + " where the layer has " +
+                    std::to_string(d_.out_size[static_cast<size_t>(i)]));
+  }
+
   std::shared_ptr<Context> c_;
-  MemFormat src_format_, dst_format_;
-  TensorDescriptor src_, dst_;
+  PoolDesc d_;
+  Extension e_;
+  MemFormat src_format_, ext_format_, dst_format_;
+  TensorDescriptor src_, dst_;  // cuDNN's input (the extension where there is one), output
   cudnnPoolingDescriptor_t pool_ = nullptr;
 };
 
 }  // namespace
 
 Support pool_support(const PoolDesc& d) {
-  for (int i = 0; i < d.spatial_rank; ++i)
-    if (d.pad_lo[static_cast<size_t>(i)] != d.pad_hi[static_cast<size_t>(i)])
-      return Support::no("cuDNN pads both sides of an axis alike; this pooling pads " +
-                         std::to_string(d.pad_lo[static_cast<size_t>(i)]) + " before and " +
-                         std::to_string(d.pad_hi[static_cast<size_t>(i)]) + " after on axis " +
-                         std::to_string(i));
+  if (d.dtype != DType::f32) return Support::no("the cuda backend's pooling runs float32 only");
+  for (int i = 0; i < d.spatial_rank; ++i) {
+    const int64_t lo = d.pad_lo[static_cast<size_t>(i)], hi = d.pad_hi[static_cast<size_t>(i)];
+    if (lo < 0 || hi < 0)
+      return Support::no("the cuda backend cannot crop a pooling's input (negative padding " +
+                         std::to_string(lo) + ", " + std::to_string(hi) + " on axis " +
+                         std::to_string(i) + ")");
+    if (lo != hi && d.kind == PoolKind::avg_exclude_pad)
+      return Support::no(
+          "an average that excludes padding cannot pad one side more than the "
+          "other on the cuda backend (" +
+          std::to_string(lo) + " before, " + std::to_string(hi) + " after on axis " +
+          std::to_string(i) + ")");
+  }
   return Support::yes();
 }
 

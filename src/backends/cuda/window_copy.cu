@@ -1,6 +1,6 @@
-// Copies between a plain tensor and a larger or smaller one of the same planes: the zero-padded
-// extension a convolution with unequal padding runs on (cuDNN pads both sides of an axis alike),
-// and the crop back out of it.
+// Copies between a plain tensor and a larger or smaller one of the same planes: the padded
+// extension a convolution or pooling with unequal padding runs on (cuDNN pads both sides of an
+// axis alike), and the crop back out of it.
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/launch.cuh"
@@ -13,9 +13,9 @@ struct Extents {
 };
 
 // dst[plane, z, y, x] = src[plane, z - offset.d, y - offset.h, x - offset.w] where that lies in
-// src, else 0.
+// src, else `fill`.
 __global__ void window_kernel(const float* src, Extents from, float* dst, Extents to,
-                              Extents offset, size_t count) {
+                              Extents offset, float fill, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
     const auto x = static_cast<int64_t>(i % to.w);
     const auto y = static_cast<int64_t>(i / to.w % to.h);
@@ -23,7 +23,7 @@ __global__ void window_kernel(const float* src, Extents from, float* dst, Extent
     const size_t plane = i / to.w / to.h / to.d;
     const int64_t sx = x - offset.w, sy = y - offset.h, sz = z - offset.d;
     const bool inside = sx >= 0 && sx < from.w && sy >= 0 && sy < from.h && sz >= 0 && sz < from.d;
-    dst[i] = inside ? src[((plane * from.d + sz) * from.h + sy) * from.w + sx] : 0.f;
+    dst[i] = inside ? src[((plane * from.d + sz) * from.h + sy) * from.w + sx] : fill;
   }
 }
 
@@ -39,12 +39,12 @@ Extents extents_of(const std::array<int64_t, 3>& size, int rank) {
 
 void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float* dst,
                      const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
-                     int spatial_rank, size_t planes, cudaStream_t stream) {
+                     int spatial_rank, size_t planes, cudaStream_t stream, float fill) {
   const Extents t = extents_of(to, spatial_rank);
   const size_t count = planes * static_cast<size_t>(t.d * t.h * t.w);
   if (count == 0) return;
   window_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-      src, extents_of(from, spatial_rank), dst, t, extents_of(offset, spatial_rank), count);
+      src, extents_of(from, spatial_rank), dst, t, extents_of(offset, spatial_rank), fill, count);
   CREST_CUDA_LAUNCHED();
 }
 
