@@ -95,9 +95,17 @@ run() {
     --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*'
   check op_table "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
   check peak "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
+  # Whole training steps on the device: every layer of both models compiled for cuda (a refused
+  # one names itself in the log) and run; the samples/s are first figures, not the benchmark.
+  check train_cosmoflow_128 "$dir/bin/crest" bench train --model cosmoflow --size 128 --batch 8 \
+    --steps 10 --warmup 3 --backend cuda
+  check train_deepcam_768 "$dir/bin/crest" bench train --model deepcam --height 768 --width 1152 \
+    --batch 2 --steps 5 --warmup 2 --backend cuda
   grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$OUT/agreement.log" >>"$OUT/summary.txt" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$OUT/op_table.log" >>"$OUT/summary.txt" || true
   tail -n 3 "$OUT/peak.log" >>"$OUT/summary.txt" || true
+  tail -q -n 2 "$OUT/train_cosmoflow_128.log" "$OUT/train_deepcam_768.log" >>"$OUT/summary.txt" ||
+    true
 }
 
 case "${1:-}" in
