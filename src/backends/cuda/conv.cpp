@@ -36,21 +36,13 @@ Perf first_deterministic(const Perf* perf, int count, const char* pass) {
                 " algorithm for this convolution");
 }
 
-// The padding cuDNN applies on both sides of each axis: the smaller of the two. What one side
-// has beyond it is explicit zeros in an extension of conv_in (CudnnConv below).
-std::array<int64_t, 3> common_padding(const ConvDesc& d) {
-  std::array<int64_t, 3> p{0, 0, 0};
-  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a)
-    p[a] = std::min(d.pad_lo[a], d.pad_hi[a]);
-  return p;
-}
-
 class ConvolutionDescriptor {
  public:
-  explicit ConvolutionDescriptor(const ConvDesc& d) {
+  // `common`: the padding cuDNN applies on both sides (the rest is in an extension of conv_in).
+  ConvolutionDescriptor(const ConvDesc& d, const std::array<int64_t, 3>& common) {
     CREST_CUDNN(cudnnCreateConvolutionDescriptor(&d_));
     const int r = d.spatial_rank;
-    const auto pad = cudnn_extents(common_padding(d).data(), r, 0);
+    const auto pad = cudnn_extents(common.data(), r, 0);
     const auto stride = cudnn_extents(d.stride.data(), r, 1);
     const auto dilation = cudnn_extents(d.dilation.data(), r, 1);
     // Accumulation in float32 whatever the data type (16-bit data included).
@@ -73,11 +65,12 @@ class ConvolutionDescriptor {
 };
 
 // cuDNN's forward direction: conv_in -> conv_out. A convolution reads src and writes dst; a
-// transposed one is the same convolution run backwards (dst is its conv_in).
+// transposed one is the same convolution run backwards (dst is its conv_in). The padding applies
+// to conv_in.
 struct Sides {
-  std::array<int64_t, 3> in_size, ext_size, ext_offset;  // conv_in, its extension, where it lies
+  std::array<int64_t, 3> in_size;  // conv_in's extents
   int64_t in_channels, out_channels;
-  bool extended;
+  PaddingExtension pad;
 };
 
 Sides sides_of(const ConvDesc& d) {
@@ -85,13 +78,7 @@ Sides sides_of(const ConvDesc& d) {
   s.in_size = d.transposed ? d.out_size : d.in_size;
   s.in_channels = d.transposed ? d.out_channels : d.in_channels;
   s.out_channels = d.transposed ? d.in_channels : d.out_channels;
-  s.ext_size = s.in_size;
-  const auto common = common_padding(d);
-  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
-    s.ext_offset[a] = d.pad_lo[a] - common[a];
-    s.ext_size[a] += d.pad_lo[a] + d.pad_hi[a] - 2 * common[a];
-    s.extended = s.extended || s.ext_size[a] != s.in_size[a];
-  }
+  s.pad = padding_extension(s.in_size, d.pad_lo, d.pad_hi, d.spatial_rank);
   return s;
 }
 
@@ -103,22 +90,22 @@ class CudnnConv final : public ConvKernel {
       : c_(std::move(context)),
         d_(d),
         s_(sides_of(d)),
-        in_(d.dtype, d.n, s_.in_channels, s_.ext_size.data(), d.spatial_rank),
+        in_(d.dtype, d.n, s_.in_channels, s_.pad.size.data(), d.spatial_rank),
         out_(d.dtype, d.n, s_.out_channels, (d.transposed ? d.in_size : d.out_size).data(),
              d.spatial_rank),
         dst_(d.dtype, d.n, d.out_channels, d.out_size.data(), d.spatial_rank),
         filter_(d.dtype, d.transposed ? d.in_channels : d.out_channels,
                 (d.transposed ? d.out_channels : d.in_channels) / d.groups, d.kernel.data(),
                 d.spatial_rank),
-        conv_(d) {
+        conv_(d, s_.pad.common) {
     if (d.bias) {
       const std::array<int64_t, 3> ones{1, 1, 1};
       bias_ = std::make_unique<TensorDescriptor>(d.dtype, 1, d.out_channels, ones.data(),
                                                  d.spatial_rank);
     }
-    if (s_.extended) {
+    if (s_.pad.extended) {
       int64_t n = d.n * s_.in_channels;
-      for (int a = 0; a < d.spatial_rank; ++a) n *= s_.ext_size[static_cast<size_t>(a)];
+      for (int a = 0; a < d.spatial_rank; ++a) n *= s_.pad.size[static_cast<size_t>(a)];
       extension_bytes_ = aligned(static_cast<size_t>(n) * sizeof(float));
     }
     check_extents();
@@ -179,7 +166,7 @@ class CudnnConv final : public ConvKernel {
   std::string implementation() const override {
     return "cudnn fwd " + std::to_string(fwd_) + " / bwd-data " + std::to_string(bwd_data_) +
            " / bwd-filter " + std::to_string(bwd_filter_) +
-           (s_.extended ? " (unequal padding: zero-extended input)" : "");
+           (s_.pad.extended ? " (unequal padding: zero-extended input)" : "");
   }
 
  private:
@@ -196,19 +183,19 @@ class CudnnConv final : public ConvKernel {
 
   // What cuDNN reads as conv_in: `t` itself, or its zero-padded extension.
   const void* conv_in(const void* t, void* scratch) const {
-    if (!s_.extended) return t;
-    copy_window_f32(static_cast<const float*>(t), s_.in_size, extension(scratch), s_.ext_size,
-                    s_.ext_offset, d_.spatial_rank, planes(), c_->stream);
+    if (!s_.pad.extended) return t;
+    copy_window_f32(static_cast<const float*>(t), s_.in_size, extension(scratch), s_.pad.size,
+                    s_.pad.offset, d_.spatial_rank, planes(), c_->stream);
     return extension(scratch);
   }
   // Where cuDNN writes conv_in: `t` itself, or the extension, which crop_into() copies into t.
   void* conv_in_target(void* t, void* scratch) const {
-    return s_.extended ? extension(scratch) : t;
+    return s_.pad.extended ? extension(scratch) : t;
   }
   void crop_into(void* t, void* scratch) const {
-    if (!s_.extended) return;
-    const std::array<int64_t, 3> back{-s_.ext_offset[0], -s_.ext_offset[1], -s_.ext_offset[2]};
-    copy_window_f32(extension(scratch), s_.ext_size, static_cast<float*>(t), s_.in_size, back,
+    if (!s_.pad.extended) return;
+    const std::array<int64_t, 3> back{-s_.pad.offset[0], -s_.pad.offset[1], -s_.pad.offset[2]};
+    copy_window_f32(extension(scratch), s_.pad.size, static_cast<float*>(t), s_.in_size, back,
                     d_.spatial_rank, planes(), c_->stream);
   }
 

@@ -37,6 +37,18 @@ void eltwise_forward_f32(const EltwiseDesc& d, const float* x, float* y, size_t 
                          cudaStream_t stream);
 void eltwise_backward_f32(const EltwiseDesc& d, const float* y, const float* diff_dst,
                           float* diff_src, size_t count, cudaStream_t stream);
+// cuDNN pads both sides of an axis alike. For unequal padding of a tensor of extents `size`, a
+// kernel gives cuDNN the `common` padding (the smaller side's) and an extension of the tensor
+// (`size` grown by what each side pads beyond it, the tensor at `offset`) holding the rest as
+// explicit values (copy_window_f32).
+struct PaddingExtension {
+  std::array<int64_t, 3> common{0, 0, 0}, size{1, 1, 1}, offset{0, 0, 0};
+  bool extended = false;  // some axis pads one side more than the other
+};
+PaddingExtension padding_extension(const std::array<int64_t, 3>& size,
+                                   const std::array<int64_t, 3>& pad_lo,
+                                   const std::array<int64_t, 3>& pad_hi, int spatial_rank);
+
 // Plain [planes, spatial...] tensors of extents `from` and `to` (the first spatial_rank used):
 // dst at position p holds src at p - offset where that lies inside src, else `fill`. A positive
 // offset pads (dst larger), a negative one crops.

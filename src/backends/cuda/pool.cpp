@@ -37,30 +37,12 @@ MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
   return plain_format(Shape(dims), d.dtype);
 }
 
-// The input as cuDNN sees it: extended where one side pads more than the other.
-struct Extension {
-  std::array<int64_t, 3> common{0, 0, 0}, size{1, 1, 1}, offset{0, 0, 0};
-  bool extended = false;
-};
-
-Extension extension_of(const PoolDesc& d) {
-  Extension e;
-  e.size = d.in_size;
-  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
-    e.common[a] = std::min(d.pad_lo[a], d.pad_hi[a]);
-    e.offset[a] = d.pad_lo[a] - e.common[a];
-    e.size[a] += d.pad_lo[a] + d.pad_hi[a] - 2 * e.common[a];
-    e.extended = e.extended || e.size[a] != d.in_size[a];
-  }
-  return e;
-}
-
 class CudnnPool final : public PoolKernel {
  public:
   CudnnPool(std::shared_ptr<Context> context, const PoolDesc& d)
       : c_(std::move(context)),
         d_(d),
-        e_(extension_of(d)),
+        e_(padding_extension(d.in_size, d.pad_lo, d.pad_hi, d.spatial_rank)),
         src_format_(pool_format(d, d.in_size)),
         ext_format_(pool_format(d, e_.size)),
         dst_format_(pool_format(d, d.out_size)),
@@ -140,7 +122,7 @@ class CudnnPool final : public PoolKernel {
 
   std::shared_ptr<Context> c_;
   PoolDesc d_;
-  Extension e_;
+  PaddingExtension e_;
   MemFormat src_format_, ext_format_, dst_format_;
   TensorDescriptor src_, dst_;  // cuDNN's input (the extension where there is one), output
   cudnnPoolingDescriptor_t pool_ = nullptr;

@@ -37,6 +37,20 @@ Extents extents_of(const std::array<int64_t, 3>& size, int rank) {
 
 }  // namespace
 
+PaddingExtension padding_extension(const std::array<int64_t, 3>& size,
+                                   const std::array<int64_t, 3>& pad_lo,
+                                   const std::array<int64_t, 3>& pad_hi, int spatial_rank) {
+  PaddingExtension e;
+  e.size = size;
+  for (size_t a = 0; a < static_cast<size_t>(spatial_rank); ++a) {
+    e.common[a] = pad_lo[a] < pad_hi[a] ? pad_lo[a] : pad_hi[a];
+    e.offset[a] = pad_lo[a] - e.common[a];
+    e.size[a] += pad_lo[a] + pad_hi[a] - 2 * e.common[a];
+    e.extended = e.extended || e.size[a] != size[a];
+  }
+  return e;
+}
+
 void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float* dst,
                      const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
                      int spatial_rank, size_t planes, cudaStream_t stream, float fill) {
