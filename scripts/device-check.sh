@@ -92,7 +92,7 @@ run() {
   } | tee "$OUT/summary.txt"
   check libraries libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
   check agreement gtest_all_ran "$dir/bin/crest_tests" \
-    --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*'
+    --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*'
   check op_table "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
   check peak "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
   # Whole training steps on the device: every layer of both models compiled for cuda (a refused
