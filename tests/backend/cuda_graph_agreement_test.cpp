@@ -57,7 +57,8 @@ void expect_training_agrees(const Graph& g, int64_t batch) {
   for (const auto& in : g.inputs()) {
     const TensorView t = ref.input(in.name);
     if (t.dtype() == DType::i32)  // class labels 0..2
-      for (int64_t i = 0; i < t.numel(); ++i) t.as<int32_t>()[i] = (i * 5 + i / 3) % 3;
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.as<int32_t>()[i] = static_cast<int32_t>((i * 5 + i / 3) % 3);
     else
       test::fill_uniform(t, 21, 0, 2);
   }
