@@ -13,6 +13,7 @@
 #include "onednn/conv_passes.hpp"
 #include "onednn/conv_timing.hpp"
 #include "onednn/depthwise_dilated.hpp"
+#include "onednn/direct_weight_grad_3d.hpp"
 #include "onednn/eltwise.hpp"
 #include "onednn/format.hpp"
 #include "onednn/layout_tuner.hpp"
@@ -131,8 +132,8 @@ bool is_gemm_impl(const dnnl::primitive_desc_base& pd) {
 }
 
 // crest's own weight gradient where oneDNN's is slow for the shape (weight_grad_kernel.hpp), or
-// null: tap by tap where oneDNN's is its GEMM fallback, phase by phase for strided transposed
-// convolutions. Neither computes a trimmed tap window.
+// null: tap by tap (2-D) or directly (3-D, AVX2) where oneDNN's is its GEMM fallback, phase by
+// phase for strided transposed convolutions. None computes a trimmed tap window.
 std::shared_ptr<WeightGradKernel> own_weight_grad(const ContextPtr& ctx, const ConvDesc& d,
                                                   const dnnl::primitive_desc_base& bwd_weights,
                                                   const WeightLayout& weights,
@@ -141,6 +142,8 @@ std::shared_ptr<WeightGradKernel> own_weight_grad(const ContextPtr& ctx, const C
   if (weights.windowed()) return nullptr;
   if (is_gemm_impl(bwd_weights) && TapwiseWeightGrad::applies(d, src, dst))
     return std::make_shared<TapwiseWeightGrad>(ctx, d);
+  if (is_gemm_impl(bwd_weights) && DirectWeightGrad3d::applies(d, src, dst))
+    return std::make_shared<DirectWeightGrad3d>(ctx, d);
   if (PhaseWeightGrad::applies(d, src, dst)) return std::make_shared<PhaseWeightGrad>(ctx, d);
   return nullptr;
 }

@@ -1,25 +1,33 @@
 #include "onednn/weight_grad_kernel.hpp"
 
+#include <vector>
+
 #include "onednn/format.hpp"
 
 namespace crest::onednn {
 
 bool activations_channels_last(const ConvDesc& d, const dnnl::memory::desc& src,
                                const dnnl::memory::desc& dst) {
-  const Shape in{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
-  const Shape out{d.n, d.out_channels, d.out_size[0], d.out_size[1]};
-  return src == layout_desc(in, d.dtype, Layout::channels_last) &&
-         dst == layout_desc(out, d.dtype, Layout::channels_last);
+  std::vector<int64_t> in{d.n, d.in_channels}, out{d.n, d.out_channels};
+  for (int a = 0; a < d.spatial_rank; ++a) {
+    in.push_back(d.in_size[static_cast<size_t>(a)]);
+    out.push_back(d.out_size[static_cast<size_t>(a)]);
+  }
+  return src == layout_desc(Shape(in), d.dtype, Layout::channels_last) &&
+         dst == layout_desc(Shape(out), d.dtype, Layout::channels_last);
 }
 
-void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out) {
-  const auto slice = static_cast<size_t>(rows * cols);
+void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out,
+                     TapSlice slice) {
+  const auto slice_size = static_cast<size_t>(rows * cols);
+  const bool transposed = slice == TapSlice::cols_by_rows;
 #pragma omp parallel for schedule(static) if (rows * cols * taps >= (1 << 16))
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c)
+    for (int64_t c = 0; c < cols; ++c) {
+      const auto at = static_cast<size_t>(transposed ? c * rows + r : r * cols + c);
       for (int64_t k = 0; k < taps; ++k)
-        out[(r * cols + c) * taps + k] =
-            per_tap[static_cast<size_t>(k) * slice + static_cast<size_t>(r * cols + c)];
+        out[(r * cols + c) * taps + k] = per_tap[static_cast<size_t>(k) * slice_size + at];
+    }
 }
 
 }  // namespace crest::onednn

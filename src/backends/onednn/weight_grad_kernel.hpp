@@ -1,8 +1,9 @@
-// A convolution's weight gradient computed by crest's own matmuls instead of oneDNN's
+// A convolution's weight gradient computed by crest's own code instead of oneDNN's
 // backward-weights primitive, where that primitive is slow for the shape: tap by tap for the
-// dilated convolutions whose only oneDNN kernel is im2col + GEMM (tapwise_weight_grad.hpp), and
-// phase by phase for strided transposed convolutions (phase_weight_grad.hpp). ConvPasses runs
-// one in place of the primitive.
+// dilated convolutions whose only oneDNN kernel is im2col + GEMM (tapwise_weight_grad.hpp), phase
+// by phase for strided transposed convolutions (phase_weight_grad.hpp), and directly for 3-D
+// convolutions on AVX2 CPUs (direct_weight_grad_3d.hpp). ConvPasses runs one in place of the
+// primitive.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,13 +25,17 @@ class WeightGradKernel {
   virtual std::string name() const = 0;
 };
 
-// Whether src and dst (the layouts a 2-D convolution's kernel chose) are dense channels-last, the
-// layout both kernels read rows of pixels from.
+// Whether src and dst (the layouts a convolution's kernel chose) are dense channels-last, the
+// layout crest's weight-gradient kernels read rows of pixels from.
 bool activations_channels_last(const ConvDesc& d, const dnnl::memory::desc& src,
                                const dnnl::memory::desc& dst);
 
-// One matmul slice per kernel tap, [tap][rows][cols], into crest's weight layout
-// [rows][cols][tap].
-void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out);
+// How one kernel tap's slice of a gradient is laid out: [rows][cols] (a matmul's result), or
+// [cols][rows] (the direct 3-D kernel's [in][out]).
+enum class TapSlice { rows_by_cols, cols_by_rows };
+
+// One slice per kernel tap, [tap][slice], into crest's weight layout [rows][cols][tap].
+void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out,
+                     TapSlice slice = TapSlice::rows_by_cols);
 
 }  // namespace crest::onednn
