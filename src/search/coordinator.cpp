@@ -154,7 +154,7 @@ void Coordinator::end(const nlohmann::json& m) {
       add_status_row(trial, "completed", "");
   }
   save_state();
-  records_.write_csv();
+  write_results_table();
   write_best();
   write_report();
   progress();
@@ -172,6 +172,12 @@ void Coordinator::add_status_row(int trial, const std::string& status, const std
   row.status = status;
   row.message = message;
   records_.add(row);
+}
+
+void Coordinator::write_results_table() const {
+  records_.write_csv([this](int trial) {
+    return status_name(scheduler_.trials().at(static_cast<size_t>(trial)).status);
+  });
 }
 
 void Coordinator::write_best() {
@@ -228,7 +234,7 @@ void Coordinator::progress() {
 
 void Coordinator::finish() {
   std::lock_guard lock(mu_);
-  records_.write_csv();
+  write_results_table();
   write_best();
   write_report();
   progress();

@@ -51,6 +51,7 @@ class Coordinator {
   void copied(const nlohmann::json& m);
   void add_status_row(int trial, const std::string& status, const std::string& message);
   void write_best();
+  void write_results_table() const;  // trials.csv, each trial with the scheduler's status
   void save_state() const;
   void write_report() const;
   void progress();

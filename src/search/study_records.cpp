@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -53,6 +54,23 @@ void drop_cut_line(const std::string& path) {
   const size_t keep = s.empty() || s.back() == '\n' ? s.size() : s.rfind('\n') + 1;
   if (keep != s.size())
     std::filesystem::resize_file(path, keep == std::string::npos + 1 ? 0 : keep);
+}
+
+// Each trial's table row from its rows in order: the newest row's fields, the seconds of its
+// epochs summed (epoch rows are the `running` ones with figures; a status row repeats the last
+// epoch's, a PBT copy row has none), and its newest message.
+std::map<int, TrialRow> trial_table(const std::vector<TrialRow>& rows) {
+  std::map<int, TrialRow> table;
+  for (const auto& r : rows) {
+    TrialRow& t = table[r.trial];
+    const double seconds = t.seconds;
+    const std::string message = t.message;
+    t = r;
+    const bool epoch_row = r.status == "running" && !r.figures.empty();
+    t.seconds = seconds + (epoch_row ? r.seconds : 0);
+    if (r.message.empty()) t.message = message;
+  }
+  return table;
 }
 
 }  // namespace
@@ -129,15 +147,15 @@ void StudyRecords::add(const TrialRow& row) {
   rows_.push_back(row);
 }
 
-void StudyRecords::write_csv() const {
+void StudyRecords::write_csv(const std::function<std::string(int)>& status_of) const {
   const std::vector<std::string> figures = figure_names(rows_);
   std::ostringstream out;
   out << "trial,group,status,epoch";
   for (const auto& k : keys_) out << "," << csv_field(k);
   for (const auto& f : figures) out << "," << f;
   out << ",seconds,message\n";
-  for (const auto& r : rows_) {
-    out << r.trial << "," << r.group << "," << r.status << "," << r.epoch;
+  for (const auto& [trial, r] : trial_table(rows_)) {
+    out << r.trial << "," << r.group << "," << status_of(trial) << "," << r.epoch;
     for (const auto& k : keys_) out << "," << csv_field(value_of(r.params, k));
     for (const auto& f : figures) {
       double v = std::nan("");

@@ -1,7 +1,8 @@
-// What a study leaves in its directory (src/search, internal): trials.jsonl (one line per trial
-// per reported epoch, and one per status change), trials.csv (the same rows and columns), and the
-// progress line. Columns are plain names: trial, group, status, epoch, every parameter under its
-// config key, the epoch's figures (train_loss, val_loss, val_mae, ...), seconds, message.
+// What a study leaves in its directory (src/search, internal): trials.jsonl, the event log (one
+// line per trial per reported epoch, and one per status change), and trials.csv, the results
+// table (one row per trial, as Optuna's trials_dataframe() or Ray Tune's results table). Both
+// have the same plain-named columns: trial, group, status, epoch, every parameter under its
+// config key, the figures (train_loss, val_loss, val_mae, ...), seconds, message.
 #pragma once
 #include <fstream>
 #include <functional>
@@ -34,8 +35,11 @@ class StudyRecords {
   void load_existing(const std::function<Assignment(int)>& params_of);
   // Appends the row to trials.jsonl at once (flushed: a killed study keeps every row written).
   void add(const TrialRow& row);
-  // Rewrites trials.csv from every row so far (atomically).
-  void write_csv() const;
+  // Rewrites trials.csv (atomically): one row per trial that has one, in trial order, with its
+  // status now (`status_of`, the scheduler's: a trial ASHA holds at a rung is `paused`), its
+  // group, parameters, epoch and figures as of its newest row, `seconds` summed over its epochs,
+  // and its newest message.
+  void write_csv(const std::function<std::string(int)>& status_of) const;
   const std::vector<TrialRow>& rows() const { return rows_; }
 
  private:

@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "support/background_run.hpp"
 #include "support/cli_util.hpp"
@@ -73,6 +76,14 @@ TEST(SearchCli, AFailingTrialIsRecordedWithItsMessageAndTheStudyGoesOn) {
   EXPECT_EQ(csv.substr(0, csv.find('\n')),
             "trial,group,status,epoch,lr_schedule.base_lr,train_loss,val_loss,val_mae,seconds,"
             "message");
+  // ... and one row per trial (the results table; trials.jsonl is the event log).
+  std::vector<std::string> lines;
+  std::istringstream in(csv);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u) << csv;
+  EXPECT_EQ(lines[1].rfind("0,0,failed,", 0), 0u) << lines[1];
+  EXPECT_NE(lines[1].find("non-finite"), std::string::npos) << lines[1];
+  EXPECT_EQ(lines[2].rfind("1,0,completed,2,0.01,", 0), 0u) << lines[2];
 }
 
 // On a terminal (script(1) gives the command a pseudo-terminal) `crest train` draws its
