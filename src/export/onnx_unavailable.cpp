@@ -10,6 +10,8 @@ void require_onnx_export() {
       "and libprotobuf-dev and rebuild); --format safetensors works without it");
 }
 
+bool onnx_exports_kind(const std::string& /*kind*/) { return false; }
+
 std::string export_onnx(const BuiltModel&, const ParamStore&, const OnnxExportOptions&) {
   require_onnx_export();
   return {};  // not reached: require_onnx_export throws here

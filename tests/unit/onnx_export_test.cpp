@@ -21,6 +21,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/layers/shape_ops.hpp"
 #include "support/cli_util.hpp"
+#include "support/layer_kinds.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 
@@ -111,6 +112,15 @@ TEST(OnnxExport, InferenceGraphLeavesTheLossAndTargetOut) {
   EXPECT_EQ(g.value_name(g.outputs()[0]), "scale");
   EXPECT_EQ(prediction_name(built(m)), "y");
   EXPECT_EQ(prediction_name(built(test::segmentation_model())), "logits");
+}
+
+// A new layer kind must say how it exports (or be a loss, which inference leaves out): a kind
+// missing from the export's table is caught here, not by a user's `crest export`.
+TEST(OnnxExport, EveryKindButTheLossesHasAnExport) {
+  for (const std::string& kind : layer_kind_names()) {
+    if (kind == "test_unexported") continue;  // this file's own unexported kind
+    EXPECT_EQ(onnx_exports_kind(kind), !test::make_minimal_layer(kind)->is_loss()) << kind;
+  }
 }
 
 TEST(OnnxExport, UnexportedKindIsNamedWithItsNode) {

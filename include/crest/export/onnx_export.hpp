@@ -20,6 +20,10 @@ struct OnnxExportOptions {
 // ONNX): for commands that must refuse before any work.
 void require_onnx_export();
 
+// Whether the export maps layer kind `kind` to ONNX (false for the losses, which inference does
+// not run, and for every kind in a build without ONNX).
+bool onnx_exports_kind(const std::string& kind);
+
 // The ONNX model of `model`'s prediction with the values in `params` (float32, named as the
 // model names them), checked by onnx::checker::check_model, serialised. A node kind without an
 // ONNX mapping is an error (input) naming the node and the kind; a model the checker rejects is

@@ -50,14 +50,14 @@ std::vector<int64_t> channel_dims(int64_t c, int rank) {
 
 // ---- one function per kind ----
 
-void export_conv(const NodeContext& c) {
+// Conv or ConvTranspose: the two kinds differ only in the ONNX op and in "same" padding.
+void export_convolution(const NodeContext& c, bool transposed) {
   const GraphNode& n = c.node;
   const std::vector<int64_t> kernel = ints(n, "kernel");
   const size_t r = kernel.size();
   const auto stride = per_dim(ints(n, "stride"), r, 1);
   const auto dilation = per_dim(ints(n, "dilation"), r, 1);
   const auto padding = per_dim(ints(n, "padding"), r, 0);
-  const bool transposed = n.layer.kind == "conv_transpose";
   std::vector<int64_t> lo = padding, hi = padding;
   if (!transposed && flag(n, "same")) {
     // TensorFlow's "same": out = ceil(in / stride), the odd pixel of padding at the end.
@@ -82,12 +82,15 @@ void export_conv(const NodeContext& c) {
   if (transposed) set_attr(node, "output_padding", per_dim(ints(n, "output_padding"), r, 0));
 }
 
-void export_pool(const NodeContext& c) {
+void export_conv(const NodeContext& c) { export_convolution(c, false); }
+void export_conv_transpose(const NodeContext& c) { export_convolution(c, true); }
+
+// MaxPool or AveragePool over a window.
+void export_window_pool(const NodeContext& c, bool max) {
   const GraphNode& n = c.node;
   const std::vector<int64_t> kernel = ints(n, "kernel");
   const size_t r = kernel.size();
   const auto padding = per_dim(ints(n, "padding"), r, 0);
-  const bool max = n.layer.kind == "max_pool";
   onnx::NodeProto& node =
       c.b.node(max ? "MaxPool" : "AveragePool", n.name, {c.inputs[0]}, {c.output});
   set_attr(node, "kernel_shape", kernel);
@@ -95,6 +98,9 @@ void export_pool(const NodeContext& c) {
   set_attr(node, "pads", pads(padding, padding));
   if (!max) set_attr(node, "count_include_pad", int64_t{flag(n, "count_include_pad") ? 1 : 0});
 }
+
+void export_max_pool(const NodeContext& c) { export_window_pool(c, true); }
+void export_avg_pool(const NodeContext& c) { export_window_pool(c, false); }
 
 void export_global_avg_pool(const NodeContext& c) {
   c.b.node("GlobalAveragePool", c.node.name, {c.inputs[0]}, {c.output});
@@ -194,12 +200,14 @@ void export_expand_as(const NodeContext& c) {
   c.b.node("Expand", c.node.name, {c.inputs[0], s}, {c.output});
 }
 
+// Every kind an inference graph can hold (OnnxExport.EveryKindButTheLossesHasAnExport checks that
+// each registered layer kind but the losses is here).
 const std::map<std::string, NodeExport>& table() {
   static const std::map<std::string, NodeExport> t = {
       {"conv", export_conv},
-      {"conv_transpose", export_conv},
-      {"max_pool", export_pool},
-      {"avg_pool", export_pool},
+      {"conv_transpose", export_conv_transpose},
+      {"max_pool", export_max_pool},
+      {"avg_pool", export_avg_pool},
       {"global_avg_pool", export_global_avg_pool},
       {"dense", export_dense},
       {"relu", export_relu},

@@ -111,6 +111,10 @@ void check(const onnx::ModelProto& model) {
 
 void require_onnx_export() {}
 
+bool onnx_exports_kind(const std::string& kind) {
+  return onnx_export::find_node_export(kind) != nullptr;
+}
+
 std::string export_onnx(const BuiltModel& model, const ParamStore& params,
                         const OnnxExportOptions& options) {
   const Graph g = inference_graph(model);
