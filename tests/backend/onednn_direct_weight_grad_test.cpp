@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -92,7 +93,39 @@ TEST(OneDnnDirectWeightGrad3d, GivesTheSameBitsForOneAndTwoThreads) {
   EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
 }
 
-TEST(OneDnnDirectWeightGrad3d, TakesOnlyFloat32ChannelsLast3dWithLongRowsAndNoBiasGradient) {
+// The bias gradient (a split convolution's, whose bias gradient cannot be taken from the pooled
+// gradient) against the reference, on 3 chunks of rows, with the same bits for 1 and 2 threads.
+TEST(OneDnnDirectWeightGrad3d, BiasGradientIsTheSumOverEveryOutputPoint) {
+  CREST_SKIP_WITHOUT_AVX2_FMA();
+  ConvDesc d = conv3d(2, 3, 24, {6}, {20}, {20});
+  d.bias = true;
+  const Shape in{d.n, d.in_channels, d.in_size[0], d.in_size[1], d.in_size[2]};
+  const Shape out{d.n, d.out_channels, d.out_size[0], d.out_size[1], d.out_size[2]};
+  const auto x = random_floats(static_cast<size_t>(in.numel()), 31);
+  const auto dy = random_floats(static_cast<size_t>(out.numel()), 32);
+  std::vector<float> dw(static_cast<size_t>(d.in_channels * d.out_channels * 27));
+  std::vector<float> want(static_cast<size_t>(d.out_channels));
+  make_backend("reference")
+      ->conv(d, plain_format(in, DType::f32))
+      ->backward_weights(x.data(), dy.data(), dw.data(), want.data(), nullptr);
+  const auto ys = testing::channels_last_bytes(
+      dy, d.n, d.out_channels, d.out_size[0] * d.out_size[1], d.out_size[2], DType::f32);
+  DirectWeightGrad3d kernel(std::make_shared<onednn::Context>(), d);
+  ASSERT_TRUE(kernel.computes_bias_grad());
+  const auto bias_gradient = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    std::vector<float> db(want.size(), std::nanf(""));
+    kernel.bias_grad(ys.data(), db.data());
+    omp_set_num_threads(saved);
+    return db;
+  };
+  const std::vector<float> one = bias_gradient(1), two = bias_gradient(2);
+  testing::expect_close(two, want, 1e-5, "bias gradient");
+  EXPECT_EQ(std::memcmp(one.data(), two.data(), one.size() * sizeof(float)), 0);
+}
+
+TEST(OneDnnDirectWeightGrad3d, TakesOnlyFloat32ChannelsLast3dWithLongRows) {
   const ConvDesc d = conv3d(2, 4, 16, {2}, {3}, {32});
   const Shape in{2, 4, 2, 3, 32}, out{2, 16, 2, 3, 32};
   const auto src = onednn::layout_desc(in, DType::f32, Layout::channels_last);
@@ -105,7 +138,7 @@ TEST(OneDnnDirectWeightGrad3d, TakesOnlyFloat32ChannelsLast3dWithLongRowsAndNoBi
   EXPECT_FALSE(DirectWeightGrad3d::applies(d, plain_src, dst));
   ConvDesc biased = d;
   biased.bias = true;
-  EXPECT_FALSE(DirectWeightGrad3d::applies(biased, src, dst));  // wants a bias gradient
+  EXPECT_TRUE(DirectWeightGrad3d::applies(biased, src, dst));  // it computes the bias gradient
   biased.bias_grad = false;
   EXPECT_TRUE(DirectWeightGrad3d::applies(biased, src, dst));
   ConvDesc half = d;
@@ -128,17 +161,21 @@ TEST(OneDnnDirectWeightGrad3d, TakesOnlyFloat32ChannelsLast3dWithLongRowsAndNoBi
 // Where oneDNN's own 3-D backward weights would be im2col + GEMM (every AVX2 CPU with oneDNN 3.2),
 // the backend's convolution names and runs this kernel; oneDNN's direct kernels stay elsewhere.
 TEST(OneDnnDirectWeightGrad3d, RunsInTheBackendWhereOneDnnWouldUseGemm) {
-  ConvDesc d = conv3d(2, 8, 16, {2}, {3}, {32});
-  d.bias = true;
-  d.bias_grad = false;  // as in training programs: the compile step sums the bias gradient
-  auto k = make_backend("onednn")->conv(
-      d, plain_format(Shape{2, 8, 2, 3, 32}, DType::f32, Layout::channels_last));
-  const std::string impl = k->implementation();
   if (cpu_level() < CpuLevel::avx2 || !DirectWeightGrad3d::cpu_can_run())
-    GTEST_SKIP() << "at " << cpu_level_name(cpu_level()) << " oneDNN runs " << impl;
-  EXPECT_EQ(impl.find("gemm"), std::string::npos) << impl;
-  if (cpu_level() == CpuLevel::avx2) {
-    EXPECT_NE(impl.find("crest direct weight gradient"), std::string::npos) << impl;
+    GTEST_SKIP() << "at " << cpu_level_name(cpu_level()) << " oneDNN's kernels run";
+  // Without the bias gradient (training programs sum it from the pooled gradient) and with it
+  // (a split convolution).
+  for (const bool bias_grad : {false, true}) {
+    ConvDesc d = conv3d(2, 8, 16, {2}, {3}, {32});
+    d.bias = true;
+    d.bias_grad = bias_grad;
+    auto k = make_backend("onednn")->conv(
+        d, plain_format(Shape{2, 8, 2, 3, 32}, DType::f32, Layout::channels_last));
+    const std::string impl = k->implementation();
+    EXPECT_EQ(impl.find("gemm"), std::string::npos) << impl;
+    if (cpu_level() == CpuLevel::avx2) {
+      EXPECT_NE(impl.find("crest direct weight gradient"), std::string::npos) << impl;
+    }
   }
 }
 

@@ -70,16 +70,21 @@ void ConvPasses::backward_data(const void* diff_dst, const void* weights, void* 
 }
 
 void ConvPasses::use_weight_grad(std::shared_ptr<WeightGradKernel> k) {
-  CREST_CHECK(!has_bias_grad_ && zeroed_grad_bytes_ == 0,
-              what_ + ": " + k->name() + " compute neither a bias gradient nor a tap window");
+  CREST_CHECK((!has_bias_grad_ || k->computes_bias_grad()) && zeroed_grad_bytes_ == 0,
+              what_ + ": " + k->name() + " computes no tap window" +
+                  (has_bias_grad_ && !k->computes_bias_grad() ? " and no bias gradient" : ""));
   scratch_ = std::max(scratch_, k->scratch_bytes());
   own_weight_grad_ = std::move(k);
 }
 
 void ConvPasses::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                   void* diff_bias, void* scratch) {
-  if (own_weight_grad_)
-    return own_weight_grad_->run(src, diff_dst, static_cast<float*>(diff_weights), scratch);
+  if (own_weight_grad_) {
+    own_weight_grad_->run(src, diff_dst, static_cast<float*>(diff_weights), scratch);
+    if (has_bias_grad_ && diff_bias)
+      own_weight_grad_->bias_grad(diff_dst, static_cast<float*>(diff_bias));
+    return;
+  }
   const CallScratch p = carve_call_scratch(scratch, diff_wei_, bwd_weights_, bias_bytes_);
   if (zeroed_grad_bytes_ > 0) std::memset(diff_weights, 0, zeroed_grad_bytes_);  // the dead taps
   bwd_weights_.set(DNNL_ARG_SRC, src);

@@ -1,6 +1,9 @@
 #include "onednn/direct_weight_grad_3d.hpp"
 
+#include <omp.h>
+
 #include <algorithm>
+#include <vector>
 
 #include "widest_vectors.hpp"
 
@@ -98,6 +101,24 @@ __attribute__((target("avx2,fma"))) void accumulate(const ConvDesc& d, const Tap
     for (int v = 0; v < OCV; ++v) _mm256_storeu_ps(dw + i * out_c + 8 * v, acc[i][v]);
 }
 
+// out[c] = the sum over `points` rows of y[point][c], accumulated in double point by point: each
+// thread takes a range of channels and streams every row, so each sum has one order whatever the
+// thread count.
+__attribute__((target("avx2,fma"))) void sum_over_points(const float* y, int64_t points,
+                                                         int64_t channels, float* out) {
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t c0 = channels * t / threads, c1 = channels * (t + 1) / threads;
+    std::vector<double> acc(static_cast<size_t>(c1 - c0), 0.0);
+    for (int64_t p = 0; p < points; ++p) {
+      const float* row = y + p * channels + c0;
+      for (int64_t c = 0; c < c1 - c0; ++c) acc[static_cast<size_t>(c)] += row[c];
+    }
+    for (int64_t c = c0; c < c1; ++c) out[c] = static_cast<float>(acc[static_cast<size_t>(c - c0)]);
+  }
+}
+
 // The tile functions by [input channels - 1][output vectors - 1].
 constexpr TileFn kTileFns[kMaxIcTile][kMaxOcVectors] = {
     {accumulate<1, 1>, accumulate<1, 2>}, {accumulate<2, 1>, accumulate<2, 2>},
@@ -120,7 +141,6 @@ bool DirectWeightGrad3d::applies(const ConvDesc& d, const memory::desc& src,
   if (d.spatial_rank != 3 || d.groups != 1 || d.transposed || !d.training) return false;
   if (d.dtype != DType::f32 || d.out_channels % 8 != 0) return false;
   if (d.out_size[2] < kMinRowPoints) return false;
-  if (d.bias && d.bias_grad) return false;  // the bias gradient stays with the primitive
   if (cpu_level() < CpuLevel::avx2 || !cpu_can_run()) return false;
   return activations_channels_last(d, src, dst);
 }
@@ -187,6 +207,16 @@ void DirectWeightGrad3d::run(const void* src, const void* diff_dst, float* diff_
                   diff_weights, TapSlice::cols_by_rows);
 #else
   (void)src, (void)diff_dst, (void)diff_weights, (void)scratch;
+  throw_runtime("the direct 3-D weight gradient needs an x86-64 CPU");
+#endif
+}
+
+void DirectWeightGrad3d::bias_grad(const void* diff_dst, float* diff_bias) {
+#if defined(__x86_64__)
+  const int64_t points = d_.n * d_.out_size[0] * d_.out_size[1] * d_.out_size[2];
+  sum_over_points(static_cast<const float*>(diff_dst), points, d_.out_channels, diff_bias);
+#else
+  (void)diff_dst, (void)diff_bias;
   throw_runtime("the direct 3-D weight gradient needs an x86-64 CPU");
 #endif
 }

@@ -28,8 +28,8 @@ namespace crest::onednn {
 class DirectWeightGrad3d final : public WeightGradKernel {
  public:
   // Whether `d` is a float32 3-D convolution this kernel computes, and faster than oneDNN's GEMM
-  // (no groups, not transposed, no bias gradient, output channels a multiple of 8, output rows of
-  // at least 32 points), src and dst (the layouts oneDNN's kernels chose) are dense
+  // (no groups, not transposed, output channels a multiple of 8, output rows of at least 32
+  // points), src and dst (the layouts oneDNN's kernels chose) are dense
   // channels-last, and crest's loops may use AVX2 + FMA here (cpu_level()).
   static bool applies(const ConvDesc& d, const dnnl::memory::desc& src,
                       const dnnl::memory::desc& dst);
@@ -42,6 +42,9 @@ class DirectWeightGrad3d final : public WeightGradKernel {
   // Overwrites the plain float32 [out, in, kd, kh, kw] gradient.
   void run(const void* src, const void* diff_dst, float* diff_weights, void* scratch) override;
   std::string name() const override { return "crest direct weight gradient (AVX2)"; }
+  bool computes_bias_grad() const override { return true; }
+  // The bias gradient: each output channel's sum over every output point, in double.
+  void bias_grad(const void* diff_dst, float* diff_bias) override;
 
   // A tap's input offset and, per axis, the output range [lo, hi) whose input lies inside.
   struct Tap {

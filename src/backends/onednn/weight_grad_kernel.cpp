@@ -2,9 +2,14 @@
 
 #include <vector>
 
+#include "crest/core/error.hpp"
 #include "onednn/format.hpp"
 
 namespace crest::onednn {
+
+void WeightGradKernel::bias_grad(const void* /*diff_dst*/, float* /*diff_bias*/) {
+  CREST_CHECK(false, name() + " computes no bias gradient");
+}
 
 bool activations_channels_last(const ConvDesc& d, const dnnl::memory::desc& src,
                                const dnnl::memory::desc& dst) {

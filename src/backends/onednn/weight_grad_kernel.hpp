@@ -21,6 +21,11 @@ class WeightGradKernel {
   // Overwrites crest's plain float32 weight gradient ([out, in, k...], or [in, out, k...] for a
   // transposed convolution) from the activations in the layouts the kernel was made for.
   virtual void run(const void* src, const void* diff_dst, float* diff_weights, void* scratch) = 0;
+  // Whether the kernel also computes the bias gradient (bias_grad): only such a kernel replaces a
+  // primitive that was asked for one.
+  virtual bool computes_bias_grad() const { return false; }
+  // Overwrites the float32 bias gradient, the sum of diff_dst over every output position.
+  virtual void bias_grad(const void* diff_dst, float* diff_bias);
   // How the kernel's description names it ("tap-wise matmuls").
   virtual std::string name() const = 0;
 };
