@@ -4,9 +4,16 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/layer_registry.hpp"
 
 namespace crest {
 namespace {
+
+// Whether the node's layer is a loss reading logits (Layer::reads_logits): the layer says so.
+bool reads_logits(const LayerSpec& spec) {
+  const LayerKind& kind = find_layer_kind(spec.kind);
+  return kind.make(kind.canonical(spec.attrs))->reads_logits();
+}
 
 // Marks the nodes whose outputs the prediction needs, walking back from it.
 std::vector<bool> needed_nodes(const Graph& g, ValueId prediction) {
@@ -65,7 +72,7 @@ Graph inference_graph(const BuiltModel& model) {
 std::string prediction_name(const BuiltModel& model) {
   for (const GraphNode& n : model.graph.nodes())
     for (ValueId in : n.inputs)
-      if (in == model.prediction && n.layer.kind == "softmax_cross_entropy") return "logits";
+      if (in == model.prediction && reads_logits(n.layer)) return "logits";
   return "y";
 }
 

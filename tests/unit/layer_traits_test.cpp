@@ -40,5 +40,11 @@ TEST(LayerTraits, PostOpsAreTakenByConvolutionsAndBatchNormOnly) {
   }
 }
 
+// The exports name the prediction `logits` where the loss reads logits: the layer says so.
+TEST(LayerTraits, OnlyTheSoftmaxCrossEntropyReadsLogits) {
+  for (const std::string& kind : layer_kind_names())
+    EXPECT_EQ(make_minimal_layer(kind)->reads_logits(), kind == "softmax_cross_entropy") << kind;
+}
+
 }  // namespace
 }  // namespace crest

@@ -178,6 +178,9 @@ class Layer {
 
   // Loss layers produce a scalar loss and start backward (no diff_out).
   virtual bool is_loss() const { return false; }
+  // A loss that reads its prediction as logits (the softmax is its own): exports then name the
+  // prediction `logits` instead of `y`.
+  virtual bool reads_logits() const { return false; }
   // Whether input i is a data input whose gradient is never needed (e.g. labels, targets).
   virtual bool input_is_constant(size_t /*i*/) const { return false; }
 

@@ -40,6 +40,7 @@ class SoftmaxCrossEntropyLayer : public Layer {
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   bool is_loss() const override { return true; }
+  bool reads_logits() const override { return true; }
   bool input_is_constant(size_t i) const override { return i == 1; }
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
