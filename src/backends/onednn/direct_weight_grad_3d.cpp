@@ -43,12 +43,12 @@ using Tile = DirectWeightGrad3d::Tile;
 
 // One chunk of output rows (n, od, oh) and where the data are.
 struct Chunk {
-  const float* x;  // input, channels-last
-  const float* y;  // output gradient, channels-last
-  float* partial;  // [tap][in][out]
+  const float* x;   // input, channels-last
+  const float* y;   // output gradient, channels-last
+  double* partial;  // [tap][in][out]: each chunk's float sums added in double
   int64_t row0, row1;
   int64_t n0, od0, oh0;  // row0 as (n, od, oh)
-  bool first;            // the tiles start from zero instead of loading their partial sums
+  bool first;            // the tiles store their sums instead of adding them
 };
 
 using TileFn = void (*)(const ConvDesc&, const Tap&, const Tile&, const Chunk&);
@@ -60,13 +60,14 @@ template <int IC, int OCV>
 __attribute__((target("avx2,fma"))) void accumulate(const ConvDesc& d, const Tap& t,
                                                     const Tile& tile, const Chunk& c) {
   const int64_t in_c = d.in_channels, out_c = d.out_channels;
-  float* dw = c.partial + (static_cast<int64_t>(tile.tap) * in_c + tile.ic0) * out_c + tile.oc0;
+  double* dw = c.partial + (static_cast<int64_t>(tile.tap) * in_c + tile.ic0) * out_c + tile.oc0;
+  // Each chunk sums in float registers from zero, and the chunks' sums add up in double: the
+  // rounding error grows with the chunk's points, not with the whole batch and volume.
   __m256 acc[IC][OCV];
 #pragma GCC unroll 6
   for (int i = 0; i < IC; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < OCV; ++v)
-      acc[i][v] = c.first ? _mm256_setzero_ps() : _mm256_loadu_ps(dw + i * out_c + 8 * v);
+    for (int v = 0; v < OCV; ++v) acc[i][v] = _mm256_setzero_ps();
   const int64_t od_n = d.out_size[0], oh_n = d.out_size[1], ow_n = d.out_size[2];
   const int64_t x_step = d.stride[2] * in_c, count = t.hi[2] - t.lo[2];
   // The row's (n, od, oh), stepped along with it: a division per row cost as much as the FMAs of
@@ -98,7 +99,17 @@ __attribute__((target("avx2,fma"))) void accumulate(const ConvDesc& d, const Tap
 #pragma GCC unroll 6
   for (int i = 0; i < IC; ++i)
 #pragma GCC unroll 2
-    for (int v = 0; v < OCV; ++v) _mm256_storeu_ps(dw + i * out_c + 8 * v, acc[i][v]);
+    for (int v = 0; v < OCV; ++v) {
+      double* at = dw + i * out_c + 8 * v;
+      __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(acc[i][v]));
+      __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(acc[i][v], 1));
+      if (!c.first) {
+        lo = _mm256_add_pd(lo, _mm256_loadu_pd(at));
+        hi = _mm256_add_pd(hi, _mm256_loadu_pd(at + 4));
+      }
+      _mm256_storeu_pd(at, lo);
+      _mm256_storeu_pd(at + 4, hi);
+    }
 }
 
 // out[c] = the sum over `points` rows of y[point][c], accumulated in double point by point: each
@@ -172,13 +183,13 @@ DirectWeightGrad3d::DirectWeightGrad3d(const ContextPtr& /*ctx*/, const ConvDesc
 }
 
 size_t DirectWeightGrad3d::scratch_bytes() const {
-  return taps_.size() * static_cast<size_t>(d_.in_channels * d_.out_channels) * sizeof(float);
+  return taps_.size() * static_cast<size_t>(d_.in_channels * d_.out_channels) * sizeof(double);
 }
 
 void DirectWeightGrad3d::run(const void* src, const void* diff_dst, float* diff_weights,
                              void* scratch) {
 #if defined(__x86_64__)
-  auto* partial = static_cast<float*>(scratch);
+  auto* partial = static_cast<double*>(scratch);
   const auto* x = static_cast<const float*>(src);
   const auto* y = static_cast<const float*>(diff_dst);
   const int64_t rows = d_.n * d_.out_size[0] * d_.out_size[1];
@@ -203,8 +214,15 @@ void DirectWeightGrad3d::run(const void* src, const void* diff_dst, float* diff_
       kTileFns[t.ic_count - 1][t.oc_vectors - 1](d_, taps_[static_cast<size_t>(t.tap)], t, c);
     }
   }
-  interleave_taps(partial, static_cast<int64_t>(taps_.size()), d_.out_channels, d_.in_channels,
-                  diff_weights, TapSlice::cols_by_rows);
+  // [tap][in][out] in double -> crest's [out][in][tap] in float.
+  const auto taps = static_cast<int64_t>(taps_.size());
+  const int64_t in_c = d_.in_channels, out_c = d_.out_channels;
+#pragma omp parallel for schedule(static)
+  for (int64_t o = 0; o < out_c; ++o)
+    for (int64_t i = 0; i < in_c; ++i)
+      for (int64_t k = 0; k < taps; ++k)
+        diff_weights[(o * in_c + i) * taps + k] =
+            static_cast<float>(partial[(k * in_c + i) * out_c + o]);
 #else
   (void)src, (void)diff_dst, (void)diff_weights, (void)scratch;
   throw_runtime("the direct 3-D weight gradient needs an x86-64 CPU");

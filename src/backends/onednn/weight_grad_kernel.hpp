@@ -35,12 +35,8 @@ class WeightGradKernel {
 bool activations_channels_last(const ConvDesc& d, const dnnl::memory::desc& src,
                                const dnnl::memory::desc& dst);
 
-// How one kernel tap's slice of a gradient is laid out: [rows][cols] (a matmul's result), or
-// [cols][rows] (the direct 3-D kernel's [in][out]).
-enum class TapSlice { rows_by_cols, cols_by_rows };
-
-// One slice per kernel tap, [tap][slice], into crest's weight layout [rows][cols][tap].
-void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out,
-                     TapSlice slice = TapSlice::rows_by_cols);
+// One matmul slice per kernel tap, [tap][rows][cols], into crest's weight layout
+// [rows][cols][tap].
+void interleave_taps(const float* per_tap, int64_t taps, int64_t rows, int64_t cols, float* out);
 
 }  // namespace crest::onednn
