@@ -17,6 +17,7 @@ using dnnl::memory;
 
 namespace {
 
+constexpr int64_t kLanes = 8;     // floats per ymm register
 constexpr int kMaxIcTile = 6;     // input channels broadcast per point
 constexpr int kMaxOcVectors = 2;  // 8-channel output vectors per point: 6 x 2 accumulators
 // Output points per chunk: enough that loading and storing a tile's accumulators once per chunk
@@ -87,7 +88,7 @@ __attribute__((target("avx2,fma"))) void accumulate(const ConvDesc& d, const Tap
     for (int64_t p = 0; p < count; ++p, x += x_step, y += out_c) {
       __m256 yv[OCV];
 #pragma GCC unroll 2
-      for (int v = 0; v < OCV; ++v) yv[v] = _mm256_loadu_ps(y + 8 * v);
+      for (int v = 0; v < OCV; ++v) yv[v] = _mm256_loadu_ps(y + kLanes * v);
 #pragma GCC unroll 6
       for (int i = 0; i < IC; ++i) {
         const __m256 xv = _mm256_broadcast_ss(x + i);
@@ -100,7 +101,7 @@ __attribute__((target("avx2,fma"))) void accumulate(const ConvDesc& d, const Tap
   for (int i = 0; i < IC; ++i)
 #pragma GCC unroll 2
     for (int v = 0; v < OCV; ++v) {
-      double* at = dw + i * out_c + 8 * v;
+      double* at = dw + i * out_c + kLanes * v;
       __m256d lo = _mm256_cvtps_pd(_mm256_castps256_ps128(acc[i][v]));
       __m256d hi = _mm256_cvtps_pd(_mm256_extractf128_ps(acc[i][v], 1));
       if (!c.first) {
@@ -172,13 +173,13 @@ DirectWeightGrad3d::DirectWeightGrad3d(const ContextPtr& /*ctx*/, const ConvDesc
       }
   // Output vectors outermost, taps innermost: consecutive tiles read the same channels of the
   // chunk, which stay in L1/L2 while the taps go by; each thread's share is a run of them.
-  for (int64_t oc0 = 0; oc0 < d.out_channels; oc0 += 8 * kMaxOcVectors)
+  for (int64_t oc0 = 0; oc0 < d.out_channels; oc0 += kLanes * kMaxOcVectors)
     for (int64_t ic0 = 0; ic0 < d.in_channels; ic0 += kMaxIcTile)
       for (size_t tap = 0; tap < taps_.size(); ++tap)
         tiles_.push_back(
             {static_cast<int>(tap), ic0, oc0,
              static_cast<int>(std::min<int64_t>(kMaxIcTile, d.in_channels - ic0)),
-             static_cast<int>(std::min<int64_t>(kMaxOcVectors, (d.out_channels - oc0) / 8))});
+             static_cast<int>(std::min<int64_t>(kMaxOcVectors, (d.out_channels - oc0) / kLanes))});
   chunk_rows_ = std::max<int64_t>(1, kChunkPoints / d.out_size[2]);
 }
 
