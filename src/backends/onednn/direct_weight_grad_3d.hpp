@@ -3,7 +3,8 @@
 // X[the tap's input point][ic] * dY[output point][oc] over the output points whose input lies
 // inside the volume. A register tile of 6 input x 16 output channels stays in registers while a
 // run of output points streams past it; the points come in chunks of output rows small enough
-// for the L2 cache, and every tile walks the chunk before the next chunk is read.
+// for the L2 cache, and every tile walks the chunk before the next chunk is read. A chunk sums in
+// float from zero; the chunks' sums add up in double.
 //
 // Why: on AVX2 CPUs (AMD Zen 2/3, the CPUs of Perlmutter, Frontier and Polaris) oneDNN 3.2 has
 // no direct 3-D backward-weights kernel: channels-last gets im2col + GEMM (`x64:gemm:jit`) and
