@@ -58,18 +58,37 @@ void check(const ConvDesc& d) {
 
 TEST(OneDnnDirectWeightGrad3d, AgreesWithTheReference) {
   CREST_SKIP_WITHOUT_AVX2_FMA();
-  // CosmoFlow's conv1 class: 4 input channels (one partial tile of 4), 32 outputs, odd extents.
+  // CosmoFlow's conv1 class: 4 input channels (a tap row's 3 x 4 = 12 columns: two tiles of 6),
+  // 32 outputs, odd extents.
   check(conv3d(3, 4, 32, {5}, {6}, {7}));
-  // 13 inputs (tiles of 6, 6, 1) and 24 outputs (a 16-wide and an 8-wide tile), batch 1.
+  // 13 inputs (39 columns: six tiles of 6, one of 3) and 24 outputs (a 16-wide and an 8-wide tile),
+  // batch 1.
   check(conv3d(1, 13, 24, {4}, {5}, {6}));
   // Stride 2 on every axis, even extents.
   check(conv3d(2, 8, 16, {6}, {8}, {8, 3, 2}));
-  // Dilation 2 with asymmetric padding: the output is smaller than the input on one axis.
+  // Dilation 2 with asymmetric padding (tiles of one tap along w: 6 inputs, one full tile): the
+  // output is smaller than the input on one axis.
   check(conv3d(2, 6, 8, {5, 3, 1, 2, 2, 2}, {6, 3, 1, 2, 1, 1}, {7, 3, 1, 2, 0, 2}));
   // Dilation 3 on a 2-deep volume: the outer depth taps read only padding (their slices are 0).
   check(conv3d(2, 5, 16, {2, 3, 1, 3, 3, 3}, {4}, {5}));
   // 4 points per row: 256 rows per chunk, so 2 x 12 x 12 rows take two chunks.
   check(conv3d(2, 3, 8, {12}, {12}, {4}));
+}
+
+// A tile's lanes span several taps along w, each with its own range of outputs inside the
+// volume: the edge points read only the lanes inside.
+TEST(OneDnnDirectWeightGrad3d, TilesAcrossTheTapsAlongWReadOnlyInsideAtTheEdges) {
+  CREST_SKIP_WITHOUT_AVX2_FMA();
+  // Kernel 5 along w with padding 2 before and none after: every lane of a tile has another
+  // range; 4 inputs make tiles that start in the middle of a tap.
+  check(conv3d(2, 4, 16, {3}, {3}, {7, 5, 1, 1, 2, 0}));
+  // 2 points along w under a 5-wide kernel: tiles whose lanes have no output in common (and
+  // taps reading only padding), 7 inputs (35 columns: a tile of 5 at the end).
+  check(conv3d(1, 7, 8, {3}, {4}, {2, 5, 1, 1, 2, 2}));
+  // A 1-wide kernel along w: one tap per run.
+  check(conv3d(2, 5, 8, {4}, {3}, {6, 1, 1, 1, 0, 0}));
+  // Stride 3 along w with a 4-wide kernel and uneven padding.
+  check(conv3d(2, 3, 24, {3}, {3}, {11, 4, 3, 1, 2, 1}));
 }
 
 TEST(OneDnnDirectWeightGrad3d, GivesTheSameBitsForOneAndTwoThreads) {
