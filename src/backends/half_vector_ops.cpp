@@ -99,7 +99,8 @@ class HalfOps final : public VectorOps {
   }
 
   // The float32 ops' mask and scaling (dropout_hash.hpp), rounded once at the end.
-  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+  void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
+                  uint64_t first) override {
     if (!(p >= 0.f && p <= 1.f))
       throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
     const auto* s = static_cast<const uint16_t*>(x);
@@ -108,7 +109,7 @@ class HalfOps final : public VectorOps {
     const double rate = p;
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
     for (size_t i = 0; i < count; ++i) {
-      const bool keep = dropout_uniform(seed, i) >= rate;
+      const bool keep = dropout_uniform(seed, first + i) >= rate;
       d[i] = Codes::store(
           keep ? static_cast<float>(static_cast<double>(Codes::load(s[i])) * keep_scale) : 0.f);
     }

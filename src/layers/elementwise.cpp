@@ -1,8 +1,10 @@
 #include "crest/layers/elementwise.hpp"
 
+#include <cstddef>
 #include <sstream>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/spatial_split.hpp"
 
 namespace crest {
 namespace {
@@ -52,14 +54,53 @@ DropoutLayer::DropoutLayer(DropoutOptions o) : p_(o.p) {
 }
 
 void DropoutLayer::create(CreateContext& ctx) {
+  const Shape& shape = ctx.in_shapes[0];
+  if (shape.rank() > 2) ctx.in_formats[0] = plain_format(shape, ctx.in_formats[0].dtype);
   ctx.out_formats = {ctx.in_formats[0]};
-  count_ = ctx.in_formats[0].bytes / dtype_size(ctx.dtype);
+  element_bytes_ = dtype_size(ctx.dtype);
+  count_ = ctx.in_formats[0].bytes / element_bytes_;
   training_ = ctx.training;
+  runs_ = ctx.spatial ? block_runs(shape, ctx.global_in_shapes[0],
+                                   ctx.spatial->block_start(ctx.global_in_shapes[0]))
+                      : std::vector<Run>{{0, 0, count_}};
+}
+
+// The block [n, c, b...] starting at `start` (per spatial axis) in the whole tensor [n, c, g...],
+// both plain: the spatial axes after the innermost one the block cuts are whole, so each run
+// spans the cut axis's rows of the block and every axis after it.
+std::vector<DropoutLayer::Run> DropoutLayer::block_runs(const Shape& block, const Shape& whole,
+                                                        const std::vector<int64_t>& start) {
+  const int rank = whole.rank();
+  int cut = rank - 1;
+  while (cut >= 2 && block[cut] == whole[cut]) --cut;
+  if (cut < 2) return {{0, 0, static_cast<size_t>(block.numel())}};
+  int64_t length = block[cut];
+  for (int a = cut + 1; a < rank; ++a) length *= whole[a];
+  auto origin = [&](int a) { return a < 2 ? int64_t{0} : start[static_cast<size_t>(a - 2)]; };
+  std::vector<int64_t> index(static_cast<size_t>(cut), 0);  // over the axes before the cut one
+  std::vector<Run> runs;
+  for (int64_t offset = 0; offset < block.numel(); offset += length) {
+    int64_t first = 0;
+    for (int a = 0; a < rank; ++a)
+      first = first * whole[a] + origin(a) + (a < cut ? index[static_cast<size_t>(a)] : 0);
+    runs.push_back(
+        {static_cast<size_t>(offset), static_cast<uint64_t>(first), static_cast<size_t>(length)});
+    for (int a = cut - 1; a >= 0 && ++index[static_cast<size_t>(a)] == block[a]; --a)
+      index[static_cast<size_t>(a)] = 0;
+  }
+  return runs;
+}
+
+void DropoutLayer::apply(VectorOps& vec, const void* x, void* dst, uint64_t seed) const {
+  for (const Run& r : runs_)
+    vec.dropout_at(static_cast<const std::byte*>(x) + r.offset * element_bytes_,
+                   static_cast<std::byte*>(dst) + r.offset * element_bytes_, r.count, p_, seed,
+                   r.first);
 }
 
 void DropoutLayer::forward(RunContext& ctx) {
   if (ctx.training && p_ > 0.f)
-    ctx.vec->dropout(ctx.in[0], ctx.out[0], count_, p_, ctx.seed);
+    apply(*ctx.vec, ctx.in[0], ctx.out[0], ctx.seed);
   else if (ctx.out[0] != ctx.in[0])
     ctx.vec->copy(ctx.in[0], ctx.out[0], count_);
 }
@@ -68,7 +109,7 @@ void DropoutLayer::backward(RunContext& ctx) {
   if (!ctx.diff_in[0]) return;
   // The same (seed, index) mask and scale applied to the gradient is the exact derivative.
   if (p_ > 0.f)
-    ctx.vec->dropout(ctx.diff_out[0], ctx.diff_in[0], count_, p_, ctx.seed);
+    apply(*ctx.vec, ctx.diff_out[0], ctx.diff_in[0], ctx.seed);
   else if (ctx.diff_in[0] != ctx.diff_out[0])
     ctx.vec->copy(ctx.diff_out[0], ctx.diff_in[0], count_);
 }

@@ -66,6 +66,12 @@ TEST_F(OneDnnVectorOps, DropoutDropsTheSameElements) {
   }
   std::vector<float> g(kCount);
   EXPECT_THROW(dnn->dropout(a.data(), g.data(), kCount, 1.5f, 1), Error);
+  // At a position in a larger tensor (a spatially split block's elements).
+  const size_t first = 12345;
+  std::vector<float> r(kCount);
+  ref->dropout_at(a.data(), r.data(), kCount, 0.5f, 1234, first);
+  dnn->dropout_at(a.data(), g.data(), kCount, 0.5f, 1234, first);
+  EXPECT_EQ(g, r);
 }
 
 TEST_F(OneDnnVectorOps, Reductions) {

@@ -155,6 +155,21 @@ TEST(Reference, DropoutMaskAndRate) {
   EXPECT_EQ(y, std::vector<double>(count, 0.0));
 }
 
+// A part of a tensor drawn at its position in the whole (dropout_at's `first`) gets the whole
+// tensor's mask: how a spatially split block keeps the unsplit run's masks.
+TEST(Reference, DropoutAtAPositionIsThatPartOfTheWholeMask) {
+  auto v = ops();
+  const size_t count = 1000, first = 377;
+  std::vector<double> x(count);
+  for (size_t i = 0; i < count; ++i) x[i] = 0.5 + 0.001 * static_cast<double>(i);
+  std::vector<double> whole(count), part(count - first);
+  v->dropout(x.data(), whole.data(), count, 0.5f, 11);
+  v->dropout_at(x.data() + first, part.data(), count - first, 0.5f, 11, first);
+  EXPECT_EQ(part, std::vector<double>(whole.begin() + first, whole.end()));
+  v->dropout(x.data() + first, part.data(), count - first, 0.5f, 11);  // drawn from 0 instead
+  EXPECT_NE(part, std::vector<double>(whole.begin() + first, whole.end()));
+}
+
 TEST(Reference, DropoutUniformRange) {
   double lo = 1.0, hi = 0.0, sum = 0.0;
   for (uint64_t i = 0; i < 10000; ++i) {

@@ -88,6 +88,7 @@ const std::vector<OpCase> kCases = {
   {"Flatten", "kind: flatten", {{3, 2, 2}}},
   {"ExpandAs", "kind: expand_as", {{3, 1, 1}, {-1, 2, 4, 5}}},
   {"Dropout", "kind: dropout, p: 0.4", {{64}}, /*gradcheck=*/false},
+  {"DropoutOnAFeatureMap", "kind: dropout, p: 0.4", {{3, 4, 5}}, /*gradcheck=*/false},
   {"MseLoss", "kind: mse_loss", {{5}, {-1, 5}}, true, /*half=*/false},
   {"SoftmaxCrossEntropy", "kind: softmax_cross_entropy, class_weights: [1.0, 2.6, 1.7]", {{3, 4, 5}, {0, 4, 5}}, true, /*half=*/false},
 };

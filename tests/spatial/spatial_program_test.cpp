@@ -1,11 +1,13 @@
 // A whole compiled program split spatially (CompileOptions::spatial, the split_spatially pass),
-// under mpirun: a small CosmoFlow-shaped 3-D network — convolutions with fused activations, max
-// and average pooling, a residual add of two split values, flatten, dropout, dense, MSE — run
+// under mpirun: a small CosmoFlow-shaped 3-D network — convolutions with fused activations,
+// dropout on the split blocks, max and average pooling, a residual add of two split values,
+// flatten, dropout, dense, MSE — run
 // unsplit on every rank and split over the group, for every decomposition of the world's size.
 // The loss, the prediction, the gradient of the input block, and every parameter gradient
 // averaged over the group (as data-parallel averaging does) equal the unsplit program's: within
 // 1e-10 in float64 on the reference backend, 1e-5 relative in float32 on oneDNN. A 2-D network
-// with DeepCAM's strided and dilated convolutions, a concatenation of split values and a padded
+// with DeepCAM's strided and dilated convolutions, dropout on blocks split along one or two axes,
+// a concatenation of split values and a padded
 // strided max pooling runs the same checks, and so does a segmentation decoder shaped as
 // DeepCAM's (image pooling, expand_as, transposed convolutions, a prediction that keeps the
 // spatial axes and a per-pixel loss).
@@ -52,8 +54,10 @@ struct Network {
   int classes = 0;
 };
 
-// x [2, 16, 12, 10] channels-last -> conv 3^3 (4) + leaky -> max-pool 2 -> {conv 3^3 + tanh} +
-// conv 1^3 -> avg-pool 2 -> flatten -> dropout -> dense (3) -> MSE against y [3].
+// x [2, 16, 12, 10] channels-last -> conv 3^3 (4) + leaky -> dropout -> max-pool 2 ->
+// {conv 3^3 + tanh} + conv 1^3 -> avg-pool 2 -> flatten -> dropout -> dense (3) -> MSE against
+// y [3]. The first dropout runs on the blocks: its masks are the unsplit run's only if each
+// rank draws its elements at their positions in the whole tensor.
 Network small_volume_network() {
   Graph g;
   const ValueId x =
@@ -65,6 +69,7 @@ Network small_volume_network() {
   c.same = true;
   ValueId t = g.add("conv1", layers::conv(c), {x});
   t = g.add("act1", layers::leaky_relu(0.3f), {t});
+  t = g.add("drop1", layers::dropout(0.25f), {t});
   const ValueId pooled = g.add("pool1", layers::pool(PoolOptions{}), {t});
   ValueId a = g.add("conv2", layers::conv(c), {pooled});
   a = g.add("act2", layers::tanh(), {a});
@@ -97,9 +102,9 @@ ConvOptions strided_3x3() {
 }
 
 // DeepCAM's shapes in 2-D: x [2, 24, 21] -> conv 3x3 stride 2 'same' (4) -> batch norm + relu
-// -> conv 3x3 dilation 2 'same' (4) -> concat with its input -> max-pool 3 stride 2 padding 1 ->
-// flatten -> dense (3) -> MSE against y [3]. The batch norm runs on the blocks, its statistics
-// summed over the group.
+// -> dropout -> conv 3x3 dilation 2 'same' (4) -> concat with its input -> max-pool 3 stride 2
+// padding 1 -> flatten -> dense (3) -> MSE against y [3]. The batch norm runs on the blocks, its
+// statistics summed over the group.
 Network small_field_network() {
   Graph g;
   const ValueId x = g.input("x", Shape{kChannels, kField[0], kField[1]}, Layout::channels_last);
@@ -108,6 +113,7 @@ Network small_field_network() {
   ValueId t = g.add("conv1", layers::conv(c), {x});
   t = g.add("bn1", layers::batch_norm(), {t});
   t = g.add("act1", layers::relu(), {t});
+  t = g.add("drop1", layers::dropout(0.25f), {t});
   ConvOptions d = c;
   d.stride = {1, 1};
   d.dilation = {2, 2};
@@ -333,8 +339,26 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
   }
 }
 
+// The names of the ops a split inserted ("kind name"), for `parts`.
+std::vector<std::string> inserted_ops(const Graph& g, const std::vector<int>& parts) {
+  auto backend = make_backend("reference");
+  CompileOptions o;
+  o.dtype = DType::f64;
+  o.batch = kBatch;
+  o.spatial = make_spatial_split(test::world(), SpatialGrid{parts});
+  Executor ex(g, *backend, o);
+  std::vector<std::string> inserted;
+  for (const OpProfile& op : ex.profile())
+    if (op.kind.rfind("spatial_", 0) == 0) inserted.push_back(op.kind + " " + op.name);
+  return inserted;
+}
+
 TEST(SpatialProgram, SmallNetworkFloat64OnTheReferenceBackend) {
-  check_program(small_volume_network(), "reference", DType::f64, 1e-10);
+  const Network net = small_volume_network();
+  check_program(net, "reference", DType::f64, 1e-10);
+  // The dropout on conv1's output runs on the blocks: the one gather is before flatten.
+  EXPECT_EQ(inserted_ops(net.graph, {test::world().size(), 1, 1}),
+            (std::vector<std::string>{"spatial_gather pool2>gather"}));
 }
 
 TEST(SpatialProgram, StridedDilatedFieldNetworkFloat64OnTheReferenceBackend) {
@@ -350,22 +374,20 @@ TEST(SpatialProgram, SegmentationDecoderFloat64OnTheReferenceBackend) {
   // 5-column feature map is too narrow for the dilated convolution's halo: from there the network
   // runs gathered, which check_program covered.)
   if (test::world().size() != 2) return;
+  EXPECT_EQ(inserted_ops(net.graph, {1, 2}),
+            (std::vector<std::string>{"spatial_mean image_pool>group",
+                                      "spatial_broadcast pool_act>broadcast",
+                                      "spatial_gather deconv2>block>gather"}));
   auto backend = make_backend("reference");
   CompileOptions o;
   o.dtype = DType::f64;
   o.batch = kBatch;
   o.spatial = make_spatial_split(test::world(), SpatialGrid{{1, 2}});
   Executor ex(net.graph, *backend, o);
-  std::vector<std::string> inserted;
-  for (const OpProfile& op : ex.profile()) {
-    if (op.kind.rfind("spatial_", 0) == 0) inserted.push_back(op.kind + " " + op.name);
+  for (const OpProfile& op : ex.profile())
     if (op.name == "deconv2") {
       EXPECT_EQ(op.implementation.rfind("split", 0), 0u) << op.implementation;
     }
-  }
-  EXPECT_EQ(inserted, (std::vector<std::string>{"spatial_mean image_pool>group",
-                                                "spatial_broadcast pool_act>broadcast",
-                                                "spatial_gather deconv2>block>gather"}));
 }
 
 TEST(SpatialProgram, SmallNetworkFloat32OnOneDnn) {

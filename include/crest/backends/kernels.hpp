@@ -216,9 +216,15 @@ class VectorOps {
   virtual void range_sum_squares(const void* a, const void* b, const ElementRange* ranges, size_t n,
                                  double* a_sq, double* b_sq) = 0;
 
-  // Dropout with a counter-based mask: element i is kept iff hash(seed, i) >= p, so backward
-  // recomputes the mask instead of storing it. dst = keep ? x / (1 - p) : 0. In place allowed.
-  virtual void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) = 0;
+  // Dropout with a counter-based mask: element i is kept iff hash(seed, first + i) >= p, so
+  // backward recomputes the mask instead of storing it, and a part of a tensor (a rank's block of
+  // a spatially split one) draws the whole tensor's mask from its elements' positions in it.
+  // dst = keep ? x / (1 - p) : 0. In place allowed.
+  virtual void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
+                          uint64_t first) = 0;
+  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) {
+    dropout_at(x, dst, count, p, seed, 0);
+  }
 
   // Mean squared error over `count` elements; returns the loss and writes
   // diff = 2 (pred - target) / count * diff_scale (none where diff is null: the loss only).

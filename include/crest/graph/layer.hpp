@@ -24,6 +24,9 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 //              alike on every rank of the group (dense, flatten, losses; the safe default)
 //   pointwise  each output element depends on the same position of the inputs only (activations,
 //              add, channel affine, concatenation along channels): runs on the blocks as they are
+//   positional pointwise, but each element also depends on its position in the whole tensor
+//              (dropout's mask): runs on the blocks, told where its block lies
+//              (CreateContext::global_in_shapes and spatial)
 //   windowed   a sliding window over the spatial axes (convolution, pooling): runs on its block
 //              plus a halo from its neighbours, through SpatialSplit's kernels
 //   group_statistics  per-channel statistics over the batch and the spatial axes (batch norm):
@@ -35,7 +38,14 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 // A pointwise layer may also read whole inputs whose spatial extents are all 1 (expand_as's
 // image-pool features): they are broadcast over the blocks, their gradient summed over the group
 // (SpatialSplit::broadcast).
-enum class SpatialRole : uint8_t { whole, pointwise, windowed, group_statistics, spatial_mean };
+enum class SpatialRole : uint8_t {
+  whole,
+  pointwise,
+  positional,
+  windowed,
+  group_statistics,
+  spatial_mean
+};
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
 template <>
@@ -99,9 +109,10 @@ struct CreateContext {
   // Inference: a batch norm after this layer was folded into its parameters
   // (Layer::absorbs_channel_affine); its kernel needs a bias even when the node has none.
   bool folded_affine = false;
-  // A windowed layer whose input is split spatially: in_shapes/out_shapes are this rank's
-  // blocks, these the whole tensors', and the layer makes its kernel with `spatial` (whose
-  // formats are plain or channels-last blocks). Empty and null otherwise.
+  // A windowed or positional layer whose input is split spatially: in_shapes/out_shapes are this
+  // rank's blocks, these the whole tensors', and `spatial` makes its kernel (windowed: formats
+  // plain or channels-last blocks) or says where the block lies (SpatialSplit::block_start).
+  // Empty and null otherwise.
   std::vector<Shape> global_in_shapes{}, global_out_shapes{};
   SpatialSplit* spatial = nullptr;
   std::string name{};  // the node's, for messages

@@ -1,6 +1,8 @@
 // Element-wise combinations of tensors and dropout.
 #pragma once
+#include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "crest/graph/layer_registry.hpp"
 
@@ -22,8 +24,11 @@ class AddLayer : public Layer {
 };
 
 // Inverted dropout: in training keep each element with probability 1 - p and scale by 1/(1-p);
-// identity in inference. The mask comes from a counter-based hash of (step seed, index), so
-// backward recomputes it instead of storing it.
+// identity in inference. The mask comes from a counter-based hash of (step seed, the element's
+// position in the tensor), so backward recomputes it instead of storing it. Positions count in
+// plain [n, c, spatial...] order: a tensor with spatial axes is taken plain, so the mask does not
+// depend on the layout a backend chose; on a spatially split tensor each rank draws its block's
+// elements at their positions in the whole tensor, so the masks are the unsplit run's.
 struct DropoutOptions {
   float p = 0.5f;  // the probability of dropping an element
 };
@@ -33,10 +38,7 @@ class DropoutLayer : public Layer {
   explicit DropoutLayer(DropoutOptions o);
   std::string kind() const override { return "dropout"; }
   bool computes_in_half() const override { return true; }
-  // Masks are drawn by position in the tensor a rank holds, so a split tensor would get other
-  // masks than the whole one: the compile gathers its input (split masks by global position are
-  // future work).
-  SpatialRole spatial_role() const override { return SpatialRole::whole; }
+  SpatialRole spatial_role() const override { return SpatialRole::positional; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override { return in; }
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   void create(CreateContext& ctx) override;
@@ -45,9 +47,22 @@ class DropoutLayer : public Layer {
   std::string describe() const override;
 
  private:
+  // A run of the tensor this rank holds that is contiguous in the whole tensor too: `count`
+  // elements from `offset` (in the rank's tensor) are the whole tensor's from `first`.
+  struct Run {
+    size_t offset = 0;
+    uint64_t first = 0;
+    size_t count = 0;
+  };
+  static std::vector<Run> block_runs(const Shape& block, const Shape& whole,
+                                     const std::vector<int64_t>& start);
+  void apply(VectorOps& vec, const void* x, void* dst, uint64_t seed) const;
+
   float p_;
   size_t count_ = 0;
+  size_t element_bytes_ = 4;
   bool training_ = true;
+  std::vector<Run> runs_;  // one run of every element, unless the tensor is a block
 };
 
 // Builder helpers: nodes of kind "add" and "dropout".

@@ -297,9 +297,9 @@ struct Dropout {
   const T* x;
   T* dst;
   double rate, keep_scale;
-  uint64_t seed;
+  uint64_t seed, first;
   __device__ void operator()(size_t i) const {
-    const bool keep = dropout_uniform_copy(seed, i) >= rate;
+    const bool keep = dropout_uniform_copy(seed, first + i) >= rate;
     dst[i] = keep ? static_cast<T>(x[i] * keep_scale) : T(0);
   }
 };
@@ -529,9 +529,9 @@ struct HalfDropout {
   const uint16_t* x;
   uint16_t* dst;
   double rate, keep_scale;
-  uint64_t seed;
+  uint64_t seed, first;
   __device__ void operator()(size_t i) const {
-    const bool keep = dropout_uniform_copy(seed, i) >= rate;
+    const bool keep = dropout_uniform_copy(seed, first + i) >= rate;
     dst[i] = Codes::store(
         keep ? static_cast<float>(static_cast<double>(Codes::load(x[i])) * keep_scale) : 0.f);
   }
@@ -767,10 +767,11 @@ class Ops final : public DeviceOps {
                        stream_);
   }
 
-  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+  void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
+                  uint64_t first) override {
     const double keep_scale = dropout_keep_scale(p);
     for_each(count, Dropout<T>{static_cast<const T*>(x), static_cast<T*>(dst),
-                               static_cast<double>(p), keep_scale, seed});
+                               static_cast<double>(p), keep_scale, seed, first});
   }
 
   double mse(const void* pred, const void* target, void* diff, size_t count,
@@ -920,10 +921,11 @@ class HalfOps final : public DeviceOps {
     return reduce<Sum>(count, HalfSquareOf<Codes>{static_cast<const uint16_t*>(x)}).total;
   }
 
-  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+  void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
+                  uint64_t first) override {
     const double keep_scale = dropout_keep_scale(p);
     for_each(count, HalfDropout<Codes>{static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst),
-                                       static_cast<double>(p), keep_scale, seed});
+                                       static_cast<double>(p), keep_scale, seed, first});
   }
 
   double mse(const void*, const void*, void*, size_t, double) override { refuse("mse", dtype()); }

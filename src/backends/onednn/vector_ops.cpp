@@ -151,7 +151,8 @@ class F32Ops final : public VectorOps {
         }
   }
 
-  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+  void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
+                  uint64_t first) override {
     if (!(p >= 0.f && p <= 1.f))
       throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
     const float* s = static_cast<const float*>(x);
@@ -161,7 +162,7 @@ class F32Ops final : public VectorOps {
     const double rate = p;
 #pragma omp parallel for simd schedule(static) if (count >= kParallelMin)
     for (size_t i = 0; i < count; ++i) {
-      const bool keep = dropout_uniform(seed, i) >= rate;
+      const bool keep = dropout_uniform(seed, first + i) >= rate;
       d[i] = keep ? static_cast<float>(static_cast<double>(s[i]) * keep_scale) : 0.f;
     }
   }

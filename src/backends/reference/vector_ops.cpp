@@ -72,7 +72,8 @@ class Ops final : public VectorOps {
     }
   }
 
-  void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) override {
+  void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
+                  uint64_t first) override {
     if (!(p >= 0.f && p <= 1.f))
       throw_input("dropout: rate must be in [0, 1], got " + std::to_string(p));
     const T* s = static_cast<const T*>(x);
@@ -80,7 +81,7 @@ class Ops final : public VectorOps {
     // p == 1 keeps nothing (u < 1 always), so the infinite scale is never used.
     const double keep_scale = p < 1.f ? 1.0 / (1.0 - static_cast<double>(p)) : 0.0;
     for (size_t i = 0; i < count; ++i) {
-      const bool keep = dropout_uniform(seed, i) >= static_cast<double>(p);
+      const bool keep = dropout_uniform(seed, first + i) >= static_cast<double>(p);
       d[i] = keep ? static_cast<T>(s[i] * keep_scale) : T(0);
     }
   }

@@ -69,7 +69,7 @@ void create_node(Program& p, Node& node, uint64_t position,
                    0,         node.post_op, node.bias_grad_elsewhere};
   cc.folded_affine = node.fold >= 0;
   cc.name = node.name;
-  if (!node.global_in.empty()) {  // split_spatially: a windowed layer on this rank's block
+  if (!node.global_in.empty()) {  // split_spatially: a windowed or positional layer on a block
     cc.global_in_shapes = node.global_in;
     cc.global_out_shapes = node.global_out;
     cc.spatial = p.opts.spatial.get();

@@ -4,6 +4,8 @@
 //   - graph inputs the split accepts (the samples, [n, c, spatial...]) are split;
 //   - a windowed layer (convolution, pooling) on a split input gives split outputs, and keeps the
 //     whole shapes for its kernel (SpatialSplit::conv/pool run it with halo exchanges);
+//   - a positional layer (dropout: each element's mask drawn from its position in the whole
+//     tensor) on split inputs gives split outputs, and is told the whole shapes;
 //   - a pointwise layer whose inputs are all split, or whole with spatial extents 1 (broadcast
 //     over the blocks through an inserted spatial_broadcast, which sums their gradient over the
 //     group), gives split outputs;
@@ -63,8 +65,9 @@ class SplitPass {
       return;
     }
     const SpatialRole role = node.layer->spatial_role();
-    if (role == SpatialRole::windowed && node.inputs.size() == 1 && window_fits(node)) {
-      node.global_in = {p_.val(node.inputs[0]).global_shape};
+    if ((role == SpatialRole::windowed && node.inputs.size() == 1 && window_fits(node)) ||
+        (role == SpatialRole::positional && all_split)) {
+      for (ValueId v : node.inputs) node.global_in.push_back(p_.val(v).global_shape);
       for (ValueId o : node.outputs) node.global_out.push_back(p_.val(o).shape);
       place_split(std::move(node));
     } else if (role == SpatialRole::pointwise && all_split_or_broadcast) {
