@@ -152,7 +152,7 @@ void add_chunk_sums(const ConvDesc& d, const Tile& tile, const float* sums, doub
   double* dw = partial + (static_cast<int64_t>(tile.tap) * in_c + tile.col0) * out_c + tile.oc0;
   for (int i = 0; i < tile.lanes; ++i)
     for (int64_t o = 0; o < tile.oc_vectors * kLanes; ++o) {
-      const double sum = sums[i * tile.oc_vectors * kLanes + o];
+      const double sum = sums[int64_t{i} * tile.oc_vectors * kLanes + o];
       double& at = dw[i * out_c + o];
       at = first ? sum : at + sum;
     }
