@@ -27,8 +27,9 @@ constexpr int64_t kChunkPoints = 1024;
 // next block is read, so the block's output gradient (16 channels: 64 bytes a point) and the
 // input rows of one row of taps stay in L1 while that row of taps' tiles go by. On a Zen 3
 // (CosmoFlow at 128^3, batch 2, 2 threads, huge pages as in crest's arena), one-row blocks
-// against every tile walking a 1024-point chunk: conv2 347-351 against 383-400 ms, conv3
-// 186-190 against 232-250; conv1 (rows of 128 points, 4 input channels) 192 against 181.
+// against every tile walking a 1024-point chunk, best of 18 runs: conv2 347 against 383 ms,
+// conv3 186 against 230; conv1 (rows of 128 points, 4 input channels) 191 against 181
+// (docs/performance.md).
 constexpr int64_t kBlockPoints = 32;
 // Rows shorter than this lose to oneDNN's im2col + GEMM: each row costs a loop exit and an address
 // computation beside its 6 cycles of FMAs per point. Measured on a Zen 3 (CosmoFlow at 128^3,
