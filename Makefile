@@ -27,7 +27,8 @@ configure: deps
 build-crest: configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS) --target crest
 
-build: test-deps configure
+# The venv first: CMake builds the Python module for its Python (python/CMakeLists.txt).
+build: test-deps venv configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Puts the crest binary on PATH ($(PREFIX)/bin/crest) and installs libcrest with its headers and

@@ -44,9 +44,8 @@ std::string ddp_prefix(const SafetensorsFile& file) {
   return std::string(kPrefix);
 }
 
-void check_tensor(const SafetensorsFile& file, const SafetensorsTensor* t, const FileTensor& want,
+void check_tensor(const std::string& path, const SafetensorsTensor* t, const FileTensor& want,
                   const std::string& key) {
-  const std::string& path = file.path();
   if (!t) throw_input(path + ": missing parameter '" + key + "' " + shape_text(want.shape));
   const bool floating = t->dtype == SafetensorsDType::F32 || t->dtype == SafetensorsDType::F64;
   if (!floating && !(want.counter && t->dtype == SafetensorsDType::I64))
@@ -57,23 +56,42 @@ void check_tensor(const SafetensorsFile& file, const SafetensorsTensor* t, const
                 ", the model expects " + shape_text(want.shape));
 }
 
-}  // namespace
-
-void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names) {
-  SafetensorsFile file(path);
-  const std::string prefix = ddp_prefix(file);
+// Checks every tensor against the model before storing any, so a bad set leaves it untouched.
+// `find(key)` looks a tensor up under `prefix` + key; `all` lists every key offered.
+void check_and_store(ParamStore& params, const std::string& source, const ExternalNames& names,
+                     const std::string& prefix, const std::vector<SafetensorsTensor>& all,
+                     const std::function<const SafetensorsTensor*(const std::string&)>& find) {
   std::set<std::string> expected;
-  // Validate everything before writing anything, so a bad file leaves the model untouched.
   for (const auto& slot : params.slots()) {
     const FileTensor want = file_tensor(slot, names);
     expected.insert(prefix + want.key);
-    check_tensor(file, file.find(prefix + want.key), want, prefix + want.key);
+    check_tensor(source, find(prefix + want.key), want, prefix + want.key);
   }
-  for (const auto& t : file.tensors())
+  for (const auto& t : all)
     if (!expected.count(t.name))
-      throw_input(path + ": tensor '" + t.name + "' is not a parameter of this model");
+      throw_input(source + ": tensor '" + t.name + "' is not a parameter of this model");
   store_tensors(params, [&](const ParamSlot& slot) -> const SafetensorsTensor& {
-    return file.at(prefix + file_tensor(slot, names).key);
+    return *find(prefix + file_tensor(slot, names).key);
+  });
+}
+
+}  // namespace
+
+void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names) {
+  const SafetensorsFile file(path);
+  check_and_store(params, path, names, ddp_prefix(file), file.tensors(),
+                  [&](const std::string& key) { return file.find(key); });
+}
+
+void load_weight_tensors(ParamStore& params, const std::vector<SafetensorsTensor>& tensors,
+                         const std::string& source, const ExternalNames& names) {
+  std::map<std::string, const SafetensorsTensor*> by_key;
+  for (const auto& t : tensors)
+    if (!by_key.emplace(t.name, &t).second)
+      throw_input(source + ": tensor '" + t.name + "' is given twice");
+  check_and_store(params, source, names, "", tensors, [&](const std::string& key) {
+    const auto it = by_key.find(key);
+    return it == by_key.end() ? nullptr : it->second;
   });
 }
 
@@ -120,27 +138,31 @@ void store_tensors(ParamStore& params,
   host.commit();
 }
 
-void save_weights(const ParamStore& params, const std::string& path,
-                  const std::map<std::string, std::string>& metadata, const ExternalNames& names) {
-  const HostStaging host(params.memory(), static_cast<const void*>(params.values()),
-                         params.bytes());
-  std::vector<SafetensorsEntry> entries;
-  std::vector<std::unique_ptr<int64_t[]>> counters;  // int64 copies of the counters
+WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& names) {
+  auto host = std::make_shared<HostStaging>(
+      params.memory(), static_cast<const void*>(params.values()), params.bytes());
+  WeightTensors w;
+  w.host_values = std::shared_ptr<const void>(host, host->data());
   for (const ParamSlot& slot : params.slots()) {
     const FileTensor to = file_tensor(slot, names);
-    const char* src = host.as<char>() + slot.offset;
+    const char* src = host->as<char>() + slot.offset;
     if (!to.counter) {
-      entries.push_back({to.key, params.dtype(), Shape(to.shape), src});
+      w.entries.push_back({to.key, params.dtype(), Shape(to.shape), src});
       continue;
     }
-    counters.push_back(std::make_unique<int64_t[]>(slot.count));
+    w.counters.push_back(std::make_unique<int64_t[]>(slot.count));
     for (size_t i = 0; i < slot.count; ++i)
-      counters.back()[i] = static_cast<int64_t>(
+      w.counters.back()[i] = static_cast<int64_t>(
           std::llround(params.dtype() == DType::f32 ? reinterpret_cast<const float*>(src)[i]
                                                     : reinterpret_cast<const double*>(src)[i]));
-    entries.push_back({to.key, DType::i64, Shape(to.shape), counters.back().get()});
+    w.entries.push_back({to.key, DType::i64, Shape(to.shape), w.counters.back().get()});
   }
-  write_safetensors(path, entries, metadata);
+  return w;
+}
+
+void save_weights(const ParamStore& params, const std::string& path,
+                  const std::map<std::string, std::string>& metadata, const ExternalNames& names) {
+  write_safetensors(path, weight_tensors(params, names).entries, metadata);
 }
 
 }  // namespace crest

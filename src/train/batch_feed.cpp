@@ -1,4 +1,4 @@
-#include "batch_feed.hpp"
+#include "crest/train/batch_feed.hpp"
 
 #include <cstring>
 
@@ -54,6 +54,8 @@ void BatchFeed::feed(const LoadedBatch& batch) {
   feed_one(model_.sample_input, batch.sample);
   feed_one(model_.target_input, batch.target);
 }
+
+void BatchFeed::feed_samples(const TensorView& samples) { feed_one(model_.sample_input, samples); }
 
 void BatchFeed::feed_copies_of(const LoadedBatch& batch, int64_t place) {
   CREST_CHECK(place >= 0 && place < batch.sample.shape()[0], "feed_copies_of: no such place");

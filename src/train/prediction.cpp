@@ -11,7 +11,7 @@
 #include <ostream>
 #include <sstream>
 
-#include "batch_feed.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/prediction_file.hpp"
 #include "crest/dist/communicator.hpp"

@@ -12,7 +12,7 @@
 #include <sstream>
 #include <thread>
 
-#include "batch_feed.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "checkpointer.hpp"
 #include "config/text.hpp"
 #include "crest/core/error.hpp"

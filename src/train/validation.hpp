@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "batch_feed.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/train/task.hpp"
 

@@ -1,7 +1,7 @@
 // BatchFeed: how the trainer moves batches into a model and predictions out of it, on host
 // memory (in place), on memory that is not host memory (explicit copies), into a float64
 // program (converted) and into the 16-bit input of mixed precision (narrowed).
-#include "train/batch_feed.hpp"
+#include "crest/train/batch_feed.hpp"
 
 #include <gtest/gtest.h>
 

@@ -13,7 +13,7 @@
 #include "crest/layers/conv.hpp"
 #include "crest/layers/loss.hpp"
 #include "support/fake_communicator.hpp"
-#include "train/batch_feed.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "train/validation.hpp"
 
 namespace crest {

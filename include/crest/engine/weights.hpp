@@ -4,7 +4,9 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "crest/data/safetensors.hpp"
 #include "crest/graph/param_store.hpp"
@@ -22,10 +24,26 @@ using ExternalNames = std::map<std::string, ExternalParam>;
 // (input) naming the file and the tensor; `params` is unchanged unless the whole file is valid.
 void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names = {});
 
+// The same from tensors in memory (crest's Python module: a state_dict of arrays); `source` names
+// where they came from in errors, as load_weights names the file. Every key must be a parameter's
+// (no "module." prefix here).
+void load_weight_tensors(ParamStore& params, const std::vector<SafetensorsTensor>& tensors,
+                         const std::string& source, const ExternalNames& names = {});
+
 // Writes every parameter's values from its tensor (F32, F64 or I64 values, converted to the
 // store's dtype; `tensor_of` has checked names and shapes) into the store, through host staging.
 void store_tensors(ParamStore& params,
                    const std::function<const SafetensorsTensor&(const ParamSlot&)>& tensor_of);
+
+// Every parameter as a tensor under its external name where `names` gives one (what save_weights
+// writes), in host memory the result keeps alive: the store's dtype (on a host backend, the
+// store's own values: read them before the next update), or int64 copies for the counters.
+struct WeightTensors {
+  std::vector<SafetensorsEntry> entries;
+  std::shared_ptr<const void> host_values;           // the store's values in host memory
+  std::vector<std::unique_ptr<int64_t[]>> counters;  // int64 copies of the counters
+};
+WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& names = {});
 
 // Writes every parameter to `path` atomically (temp file, fsync, rename), under the external
 // names where `names` gives them.

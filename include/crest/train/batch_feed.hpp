@@ -27,6 +27,9 @@ class BatchFeed {
   // Makes `batch` the model's input for the next steps: bound in place where the graph allows
   // it and the dtypes agree, else copied (and converted to the input's dtype).
   void feed(const LoadedBatch& batch);
+  // The same for the samples alone (an inference program, which reads no targets): `samples`
+  // holds the sample input's whole batch in the data's layout (float32 or float64 here).
+  void feed_samples(const TensorView& samples);
   // Fills every place of the model's inputs with the batch's sample at `place`: a compiled batch
   // size evaluates one sample (an incomplete validation batch, sample by sample), whose loss and
   // prediction are then those of that sample alone (evaluation mixes no samples).

@@ -1,0 +1,97 @@
+"""crest.train: the CLI's trainer in-process, the same run bit for bit, callbacks that steer it."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import crest
+from conftest import LEARNABLE_COSMOFLOW, run_crest
+
+
+def weights_of(config, path):
+    return crest.Model(config, weights=path).state_dict()
+
+
+def test_two_epochs_are_the_clis_run_bit_for_bit(cosmo_config, cosmo_overrides, tmp_path):
+    cli_dir, cli_weights = tmp_path / "cli", tmp_path / "cli.safetensors"
+    run_crest("train", "--config", LEARNABLE_COSMOFLOW, "--save-weights", str(cli_weights),
+              *cosmo_overrides, f"output_dir={cli_dir}", "train.report=true")
+    py_weights = tmp_path / "py.safetensors"
+    seen = []
+    history = crest.train(cosmo_config, callbacks=[lambda epoch, run: seen.append(epoch)],
+                          save_weights=py_weights, quiet=True)
+
+    assert history.status == "success" and history.exit_code == 0
+    assert history.steps == 8  # 2 epochs of 32 samples, batch 8
+    assert [e["epoch"] for e in history.epochs] == [1, 2]
+    assert seen == history.epochs
+    cli = json.load(open(cli_dir / "report.json"))["epochs"]
+    for mine, theirs in zip(history.epochs, cli, strict=True):
+        for key in ("train_loss", "val_loss", "lr"):
+            assert mine[key] == pytest.approx(theirs[key], rel=1e-13), key
+        assert mine["val_metrics"]["mae"] == pytest.approx(theirs["val_mae"], rel=1e-13)
+    a, b = weights_of(cosmo_config, cli_weights), weights_of(cosmo_config, py_weights)
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    assert os.path.isfile(history.last_checkpoint)
+    assert history["train_loss"] == [e["train_loss"] for e in history.epochs]
+
+
+def test_a_callback_stops_the_run(cosmo_config):
+    config = cosmo_config.with_overrides("data.n_epochs=3")
+
+    def stop_after_first(epoch, run):
+        if epoch["epoch"] == 1:
+            run.stop("seen enough")
+
+    history = crest.train(config, callbacks=[stop_after_first], quiet=True)
+    assert [e["epoch"] for e in history.epochs] == [1]
+    assert history.stop_reason == "seen enough"
+    assert history.status == "success"
+    assert os.path.isfile(history.last_checkpoint)  # a stop keeps its checkpoint
+
+
+def test_a_callback_asks_for_a_checkpoint(cosmo_config):
+    config = cosmo_config.with_overrides("data.n_epochs=3", "train.checkpoint_keep=5")
+
+    def after_first(epoch, run):
+        if epoch["epoch"] == 1:
+            run.checkpoint()
+
+    crest.train(config, callbacks=[after_first], quiet=True)
+    names = sorted(os.listdir(os.path.join(config.output_dir, "checkpoints")))
+    # checkpoint_every 0 writes only the last; the request adds the first epoch's (step 4).
+    assert names == ["ckpt-000000000004.safetensors", "ckpt-000000000012.safetensors"]
+
+
+def test_an_exception_in_a_callback_stops_the_run_and_is_raised(cosmo_config):
+    config = cosmo_config.with_overrides("data.n_epochs=3")
+    calls = []
+
+    def fails(epoch, run):
+        calls.append(epoch["epoch"])
+        raise ValueError("callback failed on purpose")
+
+    with pytest.raises(ValueError, match="on purpose"):
+        crest.train(config, callbacks=[fails], quiet=True)
+    assert calls == [1]  # the run ended after that epoch
+    status = json.load(open(os.path.join(config.output_dir, "status.json")))
+    assert status["epochs_done"] == 1
+
+
+def test_a_run_error_is_raised_with_the_clis_message_and_exit_code(cosmo_config, tmp_path):
+    config = cosmo_config.with_overrides(f"data.data_dir={tmp_path / 'no-data'}")
+    with pytest.raises(crest.InputError, match="no-data") as e:
+        crest.train(config, quiet=True)
+    assert e.value.exit_code == 2
+
+
+def test_an_earlier_run_is_kept_unless_overwrite_or_resume(cosmo_config):
+    crest.train(cosmo_config, quiet=True)
+    with pytest.raises(crest.Error, match="--overwrite"):
+        crest.train(cosmo_config, quiet=True)
+    more = cosmo_config.with_overrides("data.n_epochs=3")
+    resumed = crest.train(more, resume=True, quiet=True)
+    assert [e["epoch"] for e in resumed.epochs][-1] == 3
+    again = crest.train(cosmo_config, overwrite=True, quiet=True)
+    assert [e["epoch"] for e in again.epochs] == [1, 2]
