@@ -36,7 +36,7 @@ def train(config: Config, callbacks: Iterable[EpochCallback] = (), *,
           init_weights: str | os.PathLike | None = None,
           save_weights: str | os.PathLike | None = None,
           resume: bool = False, overwrite: bool = False, quiet: bool = False,
-          progress_bar: bool = True) -> History:
+          progress_bar: bool = True, train_data: Any = None, valid_data: Any = None) -> History:
     """Runs ``crest train`` on ``config`` in this process and returns its history.
 
     Everything the CLI does happens: checkpoints and records in ``config.output_dir``, MLPerf
@@ -45,10 +45,25 @@ def train(config: Config, callbacks: Iterable[EpochCallback] = (), *,
     ``epoch`` is a dict of the epoch's figures, ``run.stop(reason)`` ends the run after this
     epoch (with its checkpoint), ``run.checkpoint()`` writes one now. A callback that raises
     stops the run and its exception is raised here. ``quiet`` drops the progress log.
+
+    ``train_data`` (and ``valid_data``) replace the config's dataset files with Python data:
+    anything with ``len`` and ``[i] -> (sample, target)`` (a list, a torch map-style Dataset);
+    another iterable is read into a list first. Samples are data.sample_shape as the model reads
+    it (channels last), targets the dataset's ([targets] floats, or [H, W] class labels); they
+    are used as given (no transform of the config's dataset applies). crest shuffles, shards and
+    prefetches them as it does files, on its reader threads.
     """
+    train_data, valid_data = _indexable(train_data), _indexable(valid_data)
     summary = _crest.train(
         config._native, list(callbacks),
         os.fspath(init_weights) if init_weights else "",
         os.fspath(save_weights) if save_weights else "",
-        resume, overwrite, quiet, progress_bar)
+        resume, overwrite, quiet, progress_bar, train_data, valid_data)
     return History(**summary)
+
+
+def _indexable(data: Any) -> Any:
+    """`data` itself when crest can read item i of it, else its items in a list."""
+    if data is None or (hasattr(data, "__len__") and hasattr(data, "__getitem__")):
+        return data
+    return list(data)

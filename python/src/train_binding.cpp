@@ -12,7 +12,9 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "crest/core/error.hpp"
 #include "crest/train/trainer.hpp"
+#include "python_samples.hpp"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -112,9 +114,17 @@ class PythonCallbacks : public RunObserver {
 
 nb::dict train(const Config& config, std::vector<nb::object> callbacks,
                const std::string& init_weights, const std::string& save_weights, bool resume,
-               bool overwrite, bool quiet, bool progress_bar) {
+               bool overwrite, bool quiet, bool progress_bar, nb::object train_data,
+               nb::object valid_data) {
   PythonCallbacks observer(std::move(callbacks));
   TrainOptions options;
+  if (!train_data.is_none()) {
+    options.train_samples = python_samples(config, train_data, config.data.n_train, "train");
+    if (!valid_data.is_none())
+      options.valid_samples = python_samples(config, valid_data, config.data.n_valid, "validation");
+  } else if (!valid_data.is_none()) {
+    throw_usage("valid_data needs train_data: both splits come from Python or neither does");
+  }
   options.init_weights = init_weights;
   options.save_weights = save_weights;
   options.resume = resume;
@@ -148,7 +158,7 @@ void bind_train(nb::module_& m) {
       .def_ro("stop_requested", &RunRequests::stop)
       .def_ro("checkpoint_requested", &RunRequests::checkpoint);
   m.def("train", &train, "config"_a, "callbacks"_a, "init_weights"_a, "save_weights"_a, "resume"_a,
-        "overwrite"_a, "quiet"_a, "progress_bar"_a,
+        "overwrite"_a, "quiet"_a, "progress_bar"_a, "train_data"_a.none(), "valid_data"_a.none(),
         "Runs crest train in this process; returns the summary as a dict (crest.train wraps it).");
 }
 

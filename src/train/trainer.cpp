@@ -359,10 +359,15 @@ void TrainingRun::print_spatial_plan() {
 
 void TrainingRun::open_data() {
   const DataConfig& dc = config_.data;
-  if (!dc.stage_dir.empty()) records_.notify([](RunObserver& o) { o.staging_start(); });
-  data_ = open_training_data(config_, *comm_, *log_);
-  if (!dc.stage_dir.empty())
-    records_.notify([&](RunObserver& o) { o.staging_stop(data_.stage_s); });
+  if (options_.train_samples) {
+    data_.train = options_.train_samples;
+    data_.valid = options_.valid_samples;
+  } else {
+    if (!dc.stage_dir.empty()) records_.notify([](RunObserver& o) { o.staging_start(); });
+    data_ = open_training_data(config_, *comm_, *log_);
+    if (!dc.stage_dir.empty())
+      records_.notify([&](RunObserver& o) { o.staging_stop(data_.stage_s); });
+  }
   summary_.stage_s = data_.stage_s;
   read_blocks_only();
   open_train_loader(0);

@@ -95,3 +95,44 @@ def test_an_earlier_run_is_kept_unless_overwrite_or_resume(cosmo_config):
     assert [e["epoch"] for e in resumed.epochs][-1] == 3
     again = crest.train(cosmo_config, overwrite=True, quiet=True)
     assert [e["epoch"] for e in again.epochs] == [1, 2]
+
+
+DRIVER = """
+import sys
+import crest
+config = crest.Config.load(sys.argv[1], overrides=sys.argv[3:])
+crest.train(config, save_weights=sys.argv[2], quiet=True)
+"""
+
+
+def test_two_ranks_under_mpirun_are_the_clis_two_rank_run(cosmo_overrides, tmp_path):
+    import subprocess
+    import sys
+
+    from conftest import CREST
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    mpirun = [os.environ.get("CREST_MPIEXEC", "mpirun"), "--bind-to", "none", "-np", "2"]
+    # Batch 4 per rank: the 8 validation samples give each of the 2 ranks a full batch.
+    overrides = [*cosmo_overrides, "data.batch_size=4", "train.report=true", "crest.threads=1"]
+    driver = tmp_path / "train.py"
+    driver.write_text(DRIVER)
+    runs = {
+        "cli": [CREST, "train", "--config", LEARNABLE_COSMOFLOW, "--save-weights"],
+        "python": [sys.executable, str(driver), LEARNABLE_COSMOFLOW],
+    }
+    for name, command in runs.items():
+        weights = str(tmp_path / f"{name}.safetensors")
+        r = subprocess.run([*mpirun, *command, weights, *overrides, f"output_dir={tmp_path / name}"],
+                           capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, f"{name}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+    reports = [json.load(open(tmp_path / name / "report.json")) for name in runs]
+    assert [r["run"]["ranks"] for r in reports] == [2, 2]
+    figures = ("epoch", "lr", "train_loss", "val_loss", "val_mae")  # not the times
+    for a, b in zip(reports[0]["epochs"], reports[1]["epochs"], strict=True):
+        assert {k: a[k] for k in figures} == {k: b[k] for k in figures}
+    config = crest.Config.load(LEARNABLE_COSMOFLOW, overrides=overrides)
+    a = weights_of(config, tmp_path / "cli.safetensors")
+    b = weights_of(config, tmp_path / "python.safetensors")
+    assert all(np.array_equal(a[k], b[k]) for k in a)

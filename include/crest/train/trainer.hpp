@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/data/sample_source.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
@@ -33,6 +34,11 @@ struct TrainOptions {
   // The ranks that train this run, not owned (crest search: one group of the job); null: the
   // process world that dist.backend chooses.
   Communicator* communicator = nullptr;
+  // Samples the caller supplies instead of the config's dataset files (crest's Python module: a
+  // Python dataset). Their spec must be the dataset type's: data.sample_shape as the model reads
+  // it, and its targets. Null train_samples: the config's dataset; else a null valid_samples means
+  // no validation. Nothing is staged.
+  std::shared_ptr<SampleSource> train_samples, valid_samples;
   // The terminal's progress bar when stdout is one (crest search turns it off: its trials'
   // bars would overwrite the study's own lines).
   bool progress_bar = true;
