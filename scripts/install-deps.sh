@@ -21,6 +21,7 @@ if [ "${1:-}" = "--test" ]; then
   packages+=(
     libgtest-dev libgmock-dev  # the test suite
     # python3 and python3-venv (above) also make the tests/interop venv
+    python3-dev            # Python's headers: the Python module (python/, nanobind) builds on them
     chromium               # headless, renders report.html in tests/interop/report_render.py
     clang-format           # the formatting check of .ci/run and `make format-check`
     clang-tidy             # .clang-tidy on changed lines (scripts/tidy-changed.sh, .ci/run, make tidy)

@@ -5,6 +5,7 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -149,6 +150,21 @@ class Model {
     return output_array(self);
   }
 
+  // Seconds of each of `repeats` executor forward passes on the model's current input, timed in
+  // C++ without Python: what Python's per-call overhead is measured against
+  // (scripts/bench_python.py).
+  std::vector<double> time_forward(int repeats) {
+    nb::gil_scoped_release released;
+    std::vector<double> seconds;
+    for (int r = 0; r < repeats; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      executor().forward(/*training=*/false);
+      seconds.push_back(
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    }
+    return seconds;
+  }
+
   nb::dict state_dict() const {
     const WeightTensors w = weight_tensors(executor().params(), task_.model.external_params);
     nb::dict d;
@@ -243,6 +259,8 @@ void bind_model(nb::module_& m) {
             return nb::cast<Model&>(self).forward(self, x);
           },
           "x"_a, "The prediction for one batch, a view valid until the next call.")
+      .def("time_forward", &Model::time_forward, "repeats"_a,
+           "Seconds of each of `repeats` forward passes run in C++ (a benchmark's baseline).")
       .def("state_dict", &Model::state_dict, "Copies of the weights under the reference names.")
       .def("load_state_dict", &Model::load_state_dict, "arrays"_a,
            "Loads every weight; all or nothing, errors name the key.");
