@@ -36,7 +36,8 @@ def train(config: Config, callbacks: Iterable[EpochCallback] = (), *,
           init_weights: str | os.PathLike | None = None,
           save_weights: str | os.PathLike | None = None,
           resume: bool = False, overwrite: bool = False, quiet: bool = False,
-          progress_bar: bool = True, train_data: Any = None, valid_data: Any = None) -> History:
+          progress_bar: bool = True, train_data: Any = None, valid_data: Any = None,
+          comm: Any = None) -> History:
     """Runs ``crest train`` on ``config`` in this process and returns its history.
 
     Everything the CLI does happens: checkpoints and records in ``config.output_dir``, MLPerf
@@ -52,13 +53,18 @@ def train(config: Config, callbacks: Iterable[EpochCallback] = (), *,
     it (channels last), targets the dataset's ([targets] floats, or [H, W] class labels); they
     are used as given (no transform of the config's dataset applies). crest shuffles, shards and
     prefetches them as it does files, on its reader threads.
+
+    ``comm``: the ranks to train on, as an mpi4py communicator (or anything with ``py2f()``, the
+    MPI Fortran handle); every rank of it must call train. Default: the process world (under
+    mpirun, every rank).
     """
     train_data, valid_data = _indexable(train_data), _indexable(valid_data)
     summary = _crest.train(
         config._native, list(callbacks),
         os.fspath(init_weights) if init_weights else "",
         os.fspath(save_weights) if save_weights else "",
-        resume, overwrite, quiet, progress_bar, train_data, valid_data)
+        resume, overwrite, quiet, progress_bar, train_data, valid_data,
+        -1 if comm is None else int(comm.py2f()))
     return History(**summary)
 
 

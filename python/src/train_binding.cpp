@@ -6,6 +6,7 @@
 #include <nanobind/stl/vector.h>
 
 #include <iostream>
+#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "bindings.hpp"
 #include "crest/core/error.hpp"
+#include "crest/dist/communicator.hpp"
 #include "crest/train/trainer.hpp"
 #include "python_samples.hpp"
 
@@ -115,7 +117,7 @@ class PythonCallbacks : public RunObserver {
 nb::dict train(const Config& config, std::vector<nb::object> callbacks,
                const std::string& init_weights, const std::string& save_weights, bool resume,
                bool overwrite, bool quiet, bool progress_bar, nb::object train_data,
-               nb::object valid_data) {
+               nb::object valid_data, int64_t mpi_handle) {
   PythonCallbacks observer(std::move(callbacks));
   TrainOptions options;
   if (!train_data.is_none()) {
@@ -133,8 +135,13 @@ nb::dict train(const Config& config, std::vector<nb::object> callbacks,
   options.extra_observers.push_back(&observer);
   std::ostringstream silent;
   TrainSummary summary;
+  std::unique_ptr<Communicator> comm;  // the caller's ranks (mpi4py), else the process world
   {
     nb::gil_scoped_release released;
+    if (mpi_handle >= 0) {
+      comm = communicator_from_mpi_handle(mpi_handle, config.dist.timeout_s);
+      options.communicator = comm.get();
+    }
     summary = run_training(config, options, quiet ? silent : std::cout);
     std::cout.flush();
   }
@@ -159,6 +166,7 @@ void bind_train(nb::module_& m) {
       .def_ro("checkpoint_requested", &RunRequests::checkpoint);
   m.def("train", &train, "config"_a, "callbacks"_a, "init_weights"_a, "save_weights"_a, "resume"_a,
         "overwrite"_a, "quiet"_a, "progress_bar"_a, "train_data"_a.none(), "valid_data"_a.none(),
+        "mpi_handle"_a,
         "Runs crest train in this process; returns the summary as a dict (crest.train wraps it).");
 }
 

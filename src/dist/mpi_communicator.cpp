@@ -91,8 +91,8 @@ class MpiRuntime {
 // the communication thread is inside a collective.
 class StatusResponder {
  public:
-  StatusResponder(int rank, int size) : rank_(rank), size_(size) {
-    check(MPI_Comm_dup(MPI_COMM_WORLD, &comm_), "MPI_Comm_dup (status channel)");
+  StatusResponder(MPI_Comm of, int rank, int size) : rank_(rank), size_(size) {
+    check(MPI_Comm_dup(of, &comm_), "MPI_Comm_dup (status channel)");
     MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   }
   ~StatusResponder() { stop(); }
@@ -545,22 +545,45 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_world(double timeout_s) {
-  MpiRuntime::get().init();
+namespace {
+
+// A communicator over `comm` (MPI initialised) with its communication thread and, where MPI
+// allows, the status channel the watchdog asks; `owned`: freed with it.
+std::unique_ptr<Communicator> make_over(MPI_Comm comm, bool owned, double timeout_s) {
   int rank = 0, size = 1;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  MPI_Comm_rank(comm, &rank);
+  MPI_Comm_size(comm, &size);
   // Created before the communication thread: MPI_Comm_dup runs here, with no other MPI caller.
   std::shared_ptr<StatusResponder> responder;
   if (MpiRuntime::get().multiple() && size > 1)
-    responder = std::make_shared<StatusResponder>(rank, size);
+    responder = std::make_shared<StatusResponder>(comm, rank, size);
   auto thread = std::make_shared<CommThread>(
       timeout_s, [rank, size, timeout_s, responder](const CommTask& t, double waited) {
         watchdog_abort(rank, size, t, waited, timeout_s, responder.get());
       });
   if (responder) responder->start(thread.get());
-  return std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false, std::move(thread),
-                                           std::move(responder));
+  return std::make_unique<MpiCommunicator>(comm, owned, std::move(thread), std::move(responder));
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_world(double timeout_s) {
+  MpiRuntime::get().init();
+  return make_over(MPI_COMM_WORLD, false, timeout_s);
+}
+
+std::unique_ptr<Communicator> make_mpi_communicator(int64_t fortran_handle, double timeout_s) {
+  MpiRuntime::get().init();
+  const MPI_Comm given = MPI_Comm_f2c(static_cast<MPI_Fint>(fortran_handle));
+  int size = 0;
+  if (given == MPI_COMM_NULL || MPI_Comm_size(given, &size) != MPI_SUCCESS)
+    throw_usage("the MPI communicator handle " + std::to_string(fortran_handle) +
+                " is not a valid communicator of this process");
+  // A duplicate: crest's collectives never match messages of the caller's own on its handle.
+  MPI_Comm dup = MPI_COMM_NULL;
+  check(MPI_Comm_dup(given, &dup), "MPI_Comm_dup (the given communicator)");
+  MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN);
+  return make_over(dup, true, timeout_s);
 }
 
 void mpi_abort_if_parallel(int exit_code) {

@@ -48,6 +48,12 @@ std::unique_ptr<Communicator> make_world_communicator(const WorldOptions& option
   return make_single_process_communicator();
 }
 
+std::unique_ptr<Communicator> communicator_from_mpi_handle(int64_t fortran_handle,
+                                                           double timeout_s) {
+  if (!(timeout_s > 0)) throw_usage("dist.timeout_s must be positive");
+  return dist_detail::make_mpi_communicator(fortran_handle, timeout_s);
+}
+
 void abort_parallel_job(int exit_code) { dist_detail::mpi_abort_if_parallel(exit_code); }
 
 }  // namespace crest

@@ -136,3 +136,47 @@ def test_two_ranks_under_mpirun_are_the_clis_two_rank_run(cosmo_overrides, tmp_p
     a = weights_of(config, tmp_path / "cli.safetensors")
     b = weights_of(config, tmp_path / "python.safetensors")
     assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+MPI4PY_DRIVER = """
+import sys
+from mpi4py import MPI
+import crest
+world = MPI.COMM_WORLD
+mode, fixture, out, *overrides = sys.argv[1:]
+# split: each rank trains alone on a communicator of its own; world: both ranks together.
+comm = world.Split(color=world.rank, key=0) if mode == "split" else world
+run = f"{out}-{world.rank}" if mode == "split" else out
+config = crest.Config.load(fixture, overrides=[*overrides, f"output_dir={run}"])
+crest.train(config, comm=comm, save_weights=run + ".safetensors", quiet=True)
+"""
+
+
+def test_an_mpi4py_communicator_chooses_the_ranks(cosmo_overrides, tmp_path):
+    pytest.importorskip("mpi4py", reason="mpi4py is not installed (tests/interop/requirements.txt)")
+    import subprocess
+    import sys
+
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               OMPI_MCA_rmaps_base_oversubscribe="1")
+    mpirun = [os.environ.get("CREST_MPIEXEC", "mpirun"), "--bind-to", "none", "-np", "2"]
+    overrides = [*cosmo_overrides, "data.batch_size=4", "crest.threads=1"]
+    driver = tmp_path / "train.py"
+    driver.write_text(MPI4PY_DRIVER)
+    for mode in ("split", "world"):
+        r = subprocess.run([*mpirun, sys.executable, str(driver), mode, LEARNABLE_COSMOFLOW,
+                            str(tmp_path / mode), *overrides],
+                           capture_output=True, text=True, env=env, timeout=600)
+        assert r.returncode == 0, f"{mode}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+    run_crest("train", "--config", LEARNABLE_COSMOFLOW, "--save-weights",
+              str(tmp_path / "alone.safetensors"), *overrides, f"output_dir={tmp_path / 'alone'}")
+    config = crest.Config.load(LEARNABLE_COSMOFLOW, overrides=overrides)
+    alone = weights_of(config, tmp_path / "alone.safetensors")
+    together = weights_of(config, tmp_path / "world.safetensors")
+    for rank in (0, 1):  # each rank on its own communicator is the one-process run
+        mine = weights_of(config, tmp_path / f"split-{rank}.safetensors")
+        assert all(np.array_equal(mine[k], alone[k]) for k in alone)
+    # Both ranks on one communicator train with the global batch 8: another run.
+    assert not np.array_equal(together["conv1.weight"], alone["conv1.weight"])
+    status = json.load(open(tmp_path / "world" / "status.json"))
+    assert status["global_step"] == 8  # 32 samples, 2 ranks x 4 per step, 2 epochs

@@ -120,6 +120,12 @@ struct WorldOptions {
   double timeout_s = 300;        // watchdog deadline of every collective
 };
 std::unique_ptr<Communicator> make_world_communicator(const WorldOptions& options);
+// The ranks of an MPI communicator the program made itself, given as its Fortran handle
+// (MPI_Comm_c2f(comm), mpi4py's Comm.py2f()): crest works on a duplicate of it, with the same
+// communication thread and watchdog (`timeout_s`) as the world's. Every rank of it must call this.
+// MPI is initialised here when the program has not done so.
+std::unique_ptr<Communicator> communicator_from_mpi_handle(int64_t fortran_handle,
+                                                           double timeout_s);
 // True when environment variables of mpirun/srun/jsrun/flux say this process is one rank of a
 // parallel job (read before MPI_Init, as MPI itself cannot be asked yet).
 bool launched_as_parallel_job();
