@@ -8,8 +8,9 @@ docs/performance.md "Python"). Prints one JSON line per measurement.
   data     crest.train on a Python list of in-memory arrays against the native reader (npy files
            in the page cache), CosmoFlow 128^3 batch 2: the step time (train seconds per step) and
            the time the steps waited for data.
-  predict  Model.forward from Python against the same executor's forward timed in C++, per call
-           (CosmoFlow 32^3 batch 1, the learnable fixture's network): the overhead of the call.
+  predict  Model.forward from Python against the same executor's forward timed in C++, per call,
+           on a network whose compute takes microseconds (a 4^3 x 4 volume, one dense layer), so
+           the difference is the call's overhead.
 
 Run: PYTHONPATH=build/python .venv/bin/python scripts/bench_python.py {train,data,predict}
      [--rounds N] [--threads T]
@@ -25,7 +26,6 @@ import time
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CREST = os.environ.get("CREST_BINARY", os.path.join(SOURCE, "build", "bin", "crest"))
 DEMO = os.path.join(SOURCE, "configs", "cosmoflow-demo.yaml")
-LEARNABLE = os.path.join(SOURCE, "tests", "fixtures", "learnable_cosmoflow.yaml")
 
 
 def big_overrides(threads, out):
@@ -101,15 +101,40 @@ def bench_data(args):
                       "per_batch_overhead_s": best["python"] - best["native"]}))
 
 
-def bench_predict(args):
-    import numpy as np
+TINY = """
+data: {name: dummy, n_train: 4, n_valid: 0, sample_shape: [4, 4, 4, 4], target_shape: [4],
+       batch_size: 1, n_epochs: 1}
+model:
+  name: graph
+  inputs:
+    - {name: x, shape: [4, 4, 4, 4], layout: channels_last}
+    - {name: y, shape: [4]}
+  layers:
+    - {name: flatten, kind: flatten}
+    - {name: fc, kind: dense, out_features: 4}
+    - {name: tanh, kind: tanh}
+    - {name: loss, kind: mse_loss, inputs: [tanh, y]}
+  outputs: [tanh]
+  loss: loss
+optimizer: {name: SGD}
+lr_schedule: {base_lr: 0.01}
+train: {loss: mse}
+"""
 
+
+def bench_predict(args):
     import crest
 
-    config = crest.Config.load(LEARNABLE, overrides=[f"crest.threads={args.threads}"])
-    model = crest.Model(config, batch=1)
+    tiny = crest.Config.from_yaml(TINY, overrides=[f"crest.threads={args.threads}"],
+                                  source="tiny")
+    time_calls(args, "tiny-dense", crest.Model(tiny, batch=1))
+
+
+def time_calls(args, name, model):
+    import numpy as np
+
     x = np.random.default_rng(0).random((1, *model.sample_shape), dtype=np.float32)
-    calls = 200
+    calls = 2000
     python_s, native_s = [], []
     for _ in range(args.rounds):
         for _ in range(20):
@@ -120,7 +145,7 @@ def bench_predict(args):
         python_s.append((time.perf_counter() - t0) / calls)
         native = model._native.time_forward(calls)
         native_s.append(sum(native) / calls)
-    print(json.dumps({"bench": "python_predict", "model": "cosmoflow", "size": 32, "batch": 1,
+    print(json.dumps({"bench": "python_predict", "model": name, "batch": 1,
                       "python_call_s": python_s, "executor_s": native_s,
                       "overhead_us_best": (min(python_s) - min(native_s)) * 1e6,
                       "last_input_copied": model.last_input_copied}))
