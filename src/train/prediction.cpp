@@ -11,13 +11,13 @@
 #include <ostream>
 #include <sstream>
 
-#include "crest/train/batch_feed.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/prediction_file.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/engine/trained_weights.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "crest/train/task.hpp"
 #include "crest/train/trainer.hpp"
 #include "crest/train/training_data.hpp"

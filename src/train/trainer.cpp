@@ -12,7 +12,6 @@
 #include <sstream>
 #include <thread>
 
-#include "crest/train/batch_feed.hpp"
 #include "checkpointer.hpp"
 #include "config/text.hpp"
 #include "crest/core/error.hpp"
@@ -26,6 +25,7 @@
 #include "crest/engine/training_session.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "crest/train/observers.hpp"
 #include "crest/train/run_directory.hpp"

@@ -3,8 +3,8 @@
 #pragma once
 #include <vector>
 
-#include "crest/train/batch_feed.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/train/batch_feed.hpp"
 #include "crest/train/task.hpp"
 
 namespace crest {

@@ -12,8 +12,8 @@
 #include "crest/data/loader.hpp"
 #include "crest/layers/conv.hpp"
 #include "crest/layers/loss.hpp"
-#include "support/fake_communicator.hpp"
 #include "crest/train/batch_feed.hpp"
+#include "support/fake_communicator.hpp"
 #include "train/validation.hpp"
 
 namespace crest {
