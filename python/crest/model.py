@@ -75,7 +75,7 @@ class Model:
 
     def predict(self, x: Any) -> np.ndarray:
         """Predictions for any number of samples, in batches of ``batch_size``."""
-        if not isinstance(x, np.ndarray) and (hasattr(x, "__dlpack__") or hasattr(x, "detach")):
+        if not isinstance(x, np.ndarray):  # torch, JAX, CuPy, nested lists
             x = _as_host_array(x)
         n, b = len(x), self.batch_size
         if n == 0:

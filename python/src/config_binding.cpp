@@ -33,7 +33,8 @@ nb::object scalar_of(const YAML::Node& n) {
   return nb::str(text.c_str());
 }
 
-nb::object python_of(const YAML::Node& n) {
+// Recursive: a resolved config nests three levels deep.
+nb::object python_of(const YAML::Node& n) {  // NOLINT(misc-no-recursion)
   switch (n.Type()) {
     case YAML::NodeType::Map: {
       nb::dict d;

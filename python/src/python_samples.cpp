@@ -30,7 +30,7 @@ bool has_shape(const nb::ndarray<>& a, const Shape& want) {
 class PythonSamples : public SampleSource {
  public:
   PythonSamples(nb::object dataset, SampleSpec spec, int64_t size, std::string split)
-      : dataset_(std::move(dataset)), spec_(std::move(spec)), split_(std::move(split)) {
+      : dataset_(std::move(dataset)), spec_(spec), split_(std::move(split)) {
     names_.reserve(static_cast<size_t>(size));
     for (int64_t i = 0; i < size; ++i)
       names_.push_back("the Python " + split_ + " dataset's item " + std::to_string(i));

@@ -98,9 +98,9 @@ class PythonCallbacks : public RunObserver {
   // Raises the exception a callback raised, if one did (with the GIL held).
   void raise_callback_error() {
     if (!error_) return;
-    nb::python_error e = std::move(*error_);
+    error_->restore();  // back into Python's error indicator, where python_error() takes it
     error_.reset();
-    throw e;
+    throw nb::python_error();
   }
 
  private:
@@ -116,8 +116,8 @@ class PythonCallbacks : public RunObserver {
 
 nb::dict train(const Config& config, std::vector<nb::object> callbacks,
                const std::string& init_weights, const std::string& save_weights, bool resume,
-               bool overwrite, bool quiet, bool progress_bar, nb::object train_data,
-               nb::object valid_data, int64_t mpi_handle) {
+               bool overwrite, bool quiet, bool progress_bar, const nb::object& train_data,
+               const nb::object& valid_data, int64_t mpi_handle) {
   PythonCallbacks observer(std::move(callbacks));
   TrainOptions options;
   if (!train_data.is_none()) {

@@ -151,3 +151,8 @@ def test_weights_from_a_file_and_from_a_run_directory(cosmo_config, tmp_path):
         crest.Model(cosmo_config, weights=weights, checkpoint=cosmo_config.output_dir)
     with pytest.raises(crest.InputError, match="nothing-here"):
         crest.Model(cosmo_config, weights=tmp_path / "nothing-here.safetensors")
+
+
+def test_predict_takes_nested_lists(model):
+    x = samples(model, 3, 9)
+    assert np.array_equal(model.predict(x.tolist()), model.predict(x))
