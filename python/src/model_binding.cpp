@@ -20,6 +20,7 @@
 #include "crest/engine/trained_weights.hpp"
 #include "crest/engine/weights.hpp"
 #include "crest/train/batch_feed.hpp"
+#include "crest/train/stop_signals.hpp"
 #include "crest/train/task.hpp"
 #include "crest/train/trainer.hpp"
 
@@ -98,6 +99,7 @@ class Model {
   Model(const Config& config, const std::string& checkpoint, const std::string& weights,
         int64_t batch, int threads)
       : config_(config), task_(make_task(config)) {
+    const StopSignalsBlocked blocked;  // compute threads started here inherit it (stop_signals.hpp)
     for (int64_t parts : config.dist.spatial)
       if (parts != 1)
         throw_usage(
@@ -142,6 +144,7 @@ class Model {
     Shape whole(shape_of(x));
     {
       nb::gil_scoped_release released;
+      const StopSignalsBlocked blocked;
       feed_->feed_samples(TensorView(const_cast<void*>(data), {whole, dtype}));
       last_input_copied_ = executor().input(input).data() != data || data != x.data();
       executor().forward(/*training=*/false);
@@ -155,6 +158,7 @@ class Model {
   // (scripts/bench_python.py).
   std::vector<double> time_forward(int repeats) {
     nb::gil_scoped_release released;
+    const StopSignalsBlocked blocked;
     std::vector<double> seconds;
     for (int r = 0; r < repeats; ++r) {
       const auto t0 = std::chrono::steady_clock::now();

@@ -15,6 +15,7 @@
 #include "bindings.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
+#include "crest/train/stop_signals.hpp"
 #include "crest/train/trainer.hpp"
 #include "python_samples.hpp"
 
@@ -138,6 +139,7 @@ nb::dict train(const Config& config, std::vector<nb::object> callbacks,
   std::unique_ptr<Communicator> comm;  // the caller's ranks (mpi4py), else the process world
   {
     nb::gil_scoped_release released;
+    const StopSignalsBlocked blocked;  // the threads the run starts never take a stop signal
     if (mpi_handle >= 0) {
       comm = communicator_from_mpi_handle(mpi_handle, config.dist.timeout_s);
       options.communicator = comm.get();

@@ -72,7 +72,40 @@ void on_stop_signal(int signal) {
 
 std::once_flag router_started;
 
+// The handlers StopSignals installs for a signal that lands on a thread not blocking it (a
+// foreign thread of an embedding program): per signal, how many StopSignals arm it and the
+// program's own action, restored when the last one disarms.
+std::mutex handlers_mutex;
+int handler_users[NSIG] = {};
+struct sigaction saved_action[NSIG];
+
+void on_foreign_thread(int signal) { on_stop_signal(signal); }  // async-signal-safe, as it is
+
+void install_handler(int signal) {
+  const std::lock_guard lock(handlers_mutex);
+  if (handler_users[signal]++ > 0) return;
+  struct sigaction action {};
+  action.sa_handler = on_foreign_thread;
+  sigemptyset(&action.sa_mask);
+  sigaction(signal, &action, &saved_action[signal]);
+}
+
+void restore_handler(int signal) {
+  const std::lock_guard lock(handlers_mutex);
+  if (--handler_users[signal] > 0) return;
+  sigaction(signal, &saved_action[signal], nullptr);
+}
+
 }  // namespace
+
+StopSignalsBlocked::StopSignalsBlocked() {
+  const sigset_t set = stop_set();
+  pthread_sigmask(SIG_BLOCK, &set, &previous_mask_);
+}
+
+StopSignalsBlocked::~StopSignalsBlocked() {
+  pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
+}
 
 void route_stop_signals() {
   const sigset_t set = stop_set();
@@ -101,12 +134,17 @@ StopSignals::StopSignals(const std::vector<std::string>& names) {
   pthread_sigmask(SIG_SETMASK, nullptr, &previous_mask_);
   route_stop_signals();
   for (const std::string& name : names)
-    if (const int s = signal_number(name); s != 0) armed_bits_ |= bit(s);
+    if (const int s = signal_number(name); s != 0 && (armed_bits_ & bit(s)) == 0) {
+      armed_bits_ |= bit(s);
+      install_handler(s);
+    }
   armed.fetch_or(armed_bits_);
 }
 
 StopSignals::~StopSignals() {
   armed.fetch_and(~armed_bits_);
+  for (const auto& [name, s] : kSignals)
+    if ((armed_bits_ & bit(s)) != 0) restore_handler(s);
   pthread_sigmask(SIG_SETMASK, &previous_mask_, nullptr);
 }
 

@@ -180,3 +180,39 @@ def test_an_mpi4py_communicator_chooses_the_ranks(cosmo_overrides, tmp_path):
     assert not np.array_equal(together["conv1.weight"], alone["conv1.weight"])
     status = json.load(open(tmp_path / "world" / "status.json"))
     assert status["global_step"] == 8  # 32 samples, 2 ranks x 4 per step, 2 epochs
+
+
+SIGNAL_DRIVER = """
+import json, sys
+import numpy  # a foreign library's threads, started before crest's
+import crest
+config = crest.Config.load(sys.argv[1], overrides=sys.argv[2:])
+history = crest.train(config, callbacks=[lambda e, run: print("epoch", e["epoch"], flush=True)],
+                      quiet=True)
+print(json.dumps({"status": history.status, "exit_code": history.exit_code,
+                  "epochs": len(history.epochs), "checkpoint": history.last_checkpoint}))
+"""
+
+
+@pytest.mark.parametrize("signal_name", ["SIGTERM", "SIGINT"])
+def test_a_stop_signal_ends_the_run_with_a_checkpoint(cosmo_overrides, tmp_path, signal_name):
+    import signal
+    import subprocess
+    import sys
+
+    driver = tmp_path / "train.py"
+    driver.write_text(SIGNAL_DRIVER)
+    p = subprocess.Popen([sys.executable, str(driver), LEARNABLE_COSMOFLOW, *cosmo_overrides,
+                          "data.n_epochs=1000"], stdout=subprocess.PIPE, text=True)
+    try:
+        first = p.stdout.readline()  # the first epoch's callback: the run is training
+        assert first.strip() == "epoch 1", first
+        p.send_signal(getattr(signal, signal_name))
+        out, _ = p.communicate(timeout=300)
+    finally:
+        p.kill()
+    assert p.returncode == 0, out  # crest.train returned; Python went on
+    result = json.loads(out.strip().splitlines()[-1])
+    assert result["status"] == "preempted", result
+    assert result["epochs"] < 1000
+    assert os.path.isfile(result["checkpoint"])

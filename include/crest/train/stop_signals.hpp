@@ -28,10 +28,28 @@ namespace crest {
 // the process, as if nothing had been blocked).
 void route_stop_signals();
 
+// In-process use (a program that embeds crest, crest's Python module): threads the program
+// started before crest have the set unblocked, so a signal may land on one of them rather than
+// reach the router. While armed, a StopSignals therefore also installs a handler for its signals
+// that does what the router does (restoring the program's own handlers when disarmed). It can
+// only run on such a foreign thread: crest's threads block the set, as long as the program calls
+// into crest inside a StopSignalsBlocked, so the compute threads crest starts inherit the block.
+class StopSignalsBlocked {
+ public:
+  StopSignalsBlocked();   // blocks the stop set on the calling thread
+  ~StopSignalsBlocked();  // restores the thread's mask
+  StopSignalsBlocked(const StopSignalsBlocked&) = delete;
+  StopSignalsBlocked& operator=(const StopSignalsBlocked&) = delete;
+
+ private:
+  sigset_t previous_mask_{};
+};
+
 class StopSignals {
  public:
   // Arms the named signals ("TERM", "INT", ...; validated by the config) and starts the router
-  // if main() did not (in-process use: the calling thread blocks the set for the object's life).
+  // if main() did not (in-process use: the calling thread blocks the set for the object's life,
+  // and a handler takes a signal that lands on a foreign thread, above).
   explicit StopSignals(const std::vector<std::string>& names);
   // Disarms them and restores the calling thread's signal mask.
   ~StopSignals();
