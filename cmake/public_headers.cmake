@@ -15,7 +15,7 @@ set(CREST_PUBLIC_ENTRY_HEADERS
     crest/models/model_registry.hpp crest/models/cosmoflow.hpp crest/models/deepcam.hpp
     crest/graph/layer_registry.hpp crest/graph/graph_yaml.hpp crest/data/sample_source.hpp
     crest/data/data_family.hpp
-    # the layers' builder helpers, for graphs built in C++
+    # the layers' builder functions, for graphs built in C++
     crest/layers/activation.hpp crest/layers/batch_norm.hpp crest/layers/channel_affine.hpp
     crest/layers/conv.hpp crest/layers/dense.hpp crest/layers/elementwise.hpp crest/layers/loss.hpp
     crest/layers/pool.hpp crest/layers/shape_ops.hpp)

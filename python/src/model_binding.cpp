@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "array_shapes.hpp"
 #include "bindings.hpp"
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
@@ -32,18 +33,6 @@ namespace {
 
 using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
 using NumpyArray = nb::ndarray<nb::numpy>;
-
-std::string shape_text(const std::vector<int64_t>& s) {
-  std::string t = "[";
-  for (size_t i = 0; i < s.size(); ++i) t += (i ? ", " : "") + std::to_string(s[i]);
-  return t + "]";
-}
-
-std::vector<int64_t> shape_of(const AnyArray& a) {
-  std::vector<int64_t> s;
-  for (size_t i = 0; i < a.ndim(); ++i) s.push_back(static_cast<int64_t>(a.shape(i)));
-  return s;
-}
 
 DType dtype_of(const AnyArray& a, const std::string& what) {
   if (a.dtype() == nb::dtype<float>()) return DType::f32;

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "array_shapes.hpp"
 #include "crest/core/error.hpp"
 #include "crest/train/dataset_registry.hpp"
 
@@ -13,19 +14,6 @@ namespace nb = nanobind;
 
 namespace crest::python {
 namespace {
-
-std::string shape_text(const nb::ndarray<>& a) {
-  std::string t = "[";
-  for (size_t i = 0; i < a.ndim(); ++i) t += (i ? ", " : "") + std::to_string(a.shape(i));
-  return t + "]";
-}
-
-bool has_shape(const nb::ndarray<>& a, const Shape& want) {
-  if (a.ndim() != static_cast<size_t>(want.rank())) return false;
-  for (size_t i = 0; i < a.ndim(); ++i)
-    if (static_cast<int64_t>(a.shape(i)) != want[static_cast<int>(i)]) return false;
-  return true;
-}
 
 class PythonSamples : public SampleSource {
  public:
@@ -79,9 +67,9 @@ class PythonSamples : public SampleSource {
   void copy_out(nb::handle value, const Shape& want, const char* what, const char* key, int64_t i,
                 std::byte* dst) const {
     const auto a = nb::cast<nb::ndarray<T, nb::c_contig, nb::device::cpu>>(value);
-    if (!has_shape(nb::ndarray<>(a), want))
-      throw_input(path(i) + ": its " + what + " has shape " + shape_text(nb::ndarray<>(a)) + ", " +
-                  key + " gives " + want.str());
+    if (shape_of(a) != want.to_vector())
+      throw_input(path(i) + ": its " + what + " has shape " + shape_text(shape_of(a)) + ", " + key +
+                  " gives " + want.str());
     std::memcpy(dst, a.data(), a.nbytes());
   }
 
