@@ -41,11 +41,11 @@ std::shared_ptr<CommTask> CommThread::submit(std::function<void()> fn, std::stri
   return task;
 }
 
-void CommThread::wait(const std::shared_ptr<CommTask>& task) {
+void CommThread::wait(const std::shared_ptr<CommTask>& task, double grace_s) {
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
   const auto deadline = start + std::chrono::duration_cast<clock::duration>(
-                                    std::chrono::duration<double>(timeout_s_));
+                                    std::chrono::duration<double>(timeout_s_ + grace_s));
   std::unique_lock lock(mu_);
   if (!done_cv_.wait_until(lock, deadline, [&] { return task->done; })) {
     const double waited = std::chrono::duration<double>(clock::now() - start).count();

@@ -49,8 +49,10 @@ class CommThread {
 
   // Queues `fn`; it runs on the worker after everything submitted before it.
   std::shared_ptr<CommTask> submit(std::function<void()> fn, std::string what);
-  // Blocks until `task` ran; rethrows its exception. Past the deadline: on_timeout.
-  void wait(const std::shared_ptr<CommTask>& task);
+  // Blocks until `task` ran; rethrows its exception. Past the deadline (timeout_s, plus
+  // `grace_s` for a task that enforces its own deadline and should be the one to report it):
+  // on_timeout.
+  void wait(const std::shared_ptr<CommTask>& task, double grace_s = 0);
   // submit + wait.
   void run(std::function<void()> fn, std::string what);
 

@@ -242,19 +242,22 @@ MPI_Op sum_16_op(Float16 format) {
 
 class MpiPending final : public PendingCollective {
  public:
-  MpiPending(std::shared_ptr<CommThread> thread, std::shared_ptr<CommTask> task)
-      : thread_(std::move(thread)), task_(std::move(task)) {}
+  // `grace_s`: for a task with a deadline of its own (an exchange), the wait's is that much later,
+  // so the task's error, which names what was exchanged, is the one reported.
+  MpiPending(std::shared_ptr<CommThread> thread, std::shared_ptr<CommTask> task,
+             double grace_s = 0)
+      : thread_(std::move(thread)), task_(std::move(task)), grace_s_(grace_s) {}
   ~MpiPending() override {
     // The buffer must not go away under a running collective: wait, but never throw here.
     if (!waited_) try {
-        thread_->wait(task_);
+        thread_->wait(task_, grace_s_);
       } catch (...) {
       }
   }
   void wait() override {
     if (task_ && !waited_) {
       waited_ = true;
-      thread_->wait(task_);
+      thread_->wait(task_, grace_s_);
     }
   }
   Timing timing() const override { return {task_->queued_at, task_->started_at, task_->done_at}; }
@@ -262,6 +265,7 @@ class MpiPending final : public PendingCollective {
  private:
   std::shared_ptr<CommThread> thread_;
   std::shared_ptr<CommTask> task_;
+  double grace_s_ = 0;
   bool waited_ = false;
 };
 
@@ -413,22 +417,8 @@ class MpiCommunicator final : public Communicator {
   void exchange(const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
                 const std::string& what) override {
     if (sends.empty() && receives.empty()) return;
-    for (const auto& m : sends) check_message_size(m.bytes, what);
-    for (const auto& m : receives) check_message_size(m.bytes, what);
-    std::vector<MPI_Request> reqs(sends.size() + receives.size(), MPI_REQUEST_NULL);
-    thread_->run(
-        [&] {
-          size_t i = 0;
-          for (const auto& m : receives)
-            check(MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.source, m.tag, comm_,
-                            &reqs[i++]),
-                  "MPI_Irecv");
-          for (const auto& m : sends)
-            check(MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.dest, m.tag, comm_,
-                            &reqs[i++]),
-                  "MPI_Isend");
-        },
-        what);
+    std::vector<MPI_Request> reqs = requests_for(sends, receives, what);
+    thread_->run([&] { post_requests(sends, receives, reqs); }, what);
     const double deadline = steady_seconds() + thread_->timeout_s();
     long pause_ns = 2'000;  // halos are short and latency-bound: poll fast at first
     for (int done = 0;;) {
@@ -452,6 +442,40 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // One task posts the messages and polls them to completion, holding the communication thread:
+  // the caller computes meanwhile and nobody else would make MPI progress for these requests.
+  // Every rank submits its communication in program order, so a neighbour reaches this exchange
+  // after the same collectives and none of them waits behind it.
+  std::unique_ptr<PendingCollective> start_exchange(const std::vector<Outgoing>& sends,
+                                                    const std::vector<Incoming>& receives,
+                                                    const std::string& what) override {
+    auto reqs = std::make_shared<std::vector<MPI_Request>>(requests_for(sends, receives, what));
+    const double timeout_s = thread_->timeout_s();
+    auto task = thread_->submit(
+        [=, this] {
+          post_requests(sends, receives, *reqs);
+          const double deadline = steady_seconds() + timeout_s;
+          long pause_ns = 1'000;
+          for (int done = 0;;) {
+            check(MPI_Testall(static_cast<int>(reqs->size()), reqs->data(), &done,
+                              MPI_STATUSES_IGNORE),
+                  "MPI_Testall");
+            if (done) return;
+            if (steady_seconds() > deadline) {
+              cancel_all(*reqs);
+              throw_runtime(what + ": not complete after " +
+                            std::to_string(static_cast<int>(timeout_s)) +
+                            " s (dist.timeout_s); a neighbouring rank has died or hangs");
+            }
+            const timespec pause{0, pause_ns};
+            nanosleep(&pause, nullptr);
+            pause_ns = std::min(pause_ns * 2, 100'000L);  // completion seen within 0.1 ms
+          }
+        },
+        what);
+    return std::make_unique<MpiPending>(thread_, std::move(task), /*grace_s=*/10);
+  }
+
   std::unique_ptr<Communicator> split(int color, int key) override {
     MPI_Comm sub = MPI_COMM_NULL;
     thread_->run([&] { check(MPI_Comm_split(comm_, color, key, &sub), "MPI_Comm_split"); },
@@ -460,6 +484,27 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  // The requests of an exchange, checked; post_requests (on the communication thread) posts
+  // every receive, then every send.
+  static std::vector<MPI_Request> requests_for(const std::vector<Outgoing>& sends,
+                                                const std::vector<Incoming>& receives,
+                                                const std::string& what) {
+    for (const auto& m : sends) check_message_size(m.bytes, what);
+    for (const auto& m : receives) check_message_size(m.bytes, what);
+    return std::vector<MPI_Request>(sends.size() + receives.size(), MPI_REQUEST_NULL);
+  }
+  void post_requests(const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
+                     std::vector<MPI_Request>& reqs) const {
+    size_t i = 0;
+    for (const auto& m : receives)
+      check(MPI_Irecv(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.source, m.tag, comm_,
+                      &reqs[i++]),
+            "MPI_Irecv");
+    for (const auto& m : sends)
+      check(MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.dest, m.tag, comm_,
+                      &reqs[i++]),
+            "MPI_Isend");
+  }
   static void check_message_size(size_t bytes, const std::string& what) {
     if (bytes > static_cast<size_t>(INT_MAX))
       throw_runtime(what + ": a message of " + std::to_string(bytes) +

@@ -22,6 +22,34 @@ void Communicator::exchange(const std::vector<Outgoing>& sends,
   throw_runtime(what + ": the " + name() + " communicator has no point-to-point messages");
 }
 
+namespace {
+
+// An exchange that completed before start_exchange returned.
+class CompletedExchange final : public PendingCollective {
+ public:
+  explicit CompletedExchange(Timing t) : timing_(t) {}
+  void wait() override {}
+  Timing timing() const override { return timing_; }
+
+ private:
+  Timing timing_;
+};
+
+double steady_now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+std::unique_ptr<PendingCollective> Communicator::start_exchange(
+    const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
+    const std::string& what) {
+  const double posted = steady_now();
+  exchange(sends, receives, what);
+  return std::make_unique<CompletedExchange>(PendingCollective::Timing{posted, posted, steady_now()});
+}
+
 // Polling, not a blocking MPI_Recv: the communication thread stays free for collectives, and a
 // wait for a message that may take minutes (the next epoch's report) costs no core.
 Communicator::Message Communicator::receive(int source, int tag, double timeout_s,

@@ -1,7 +1,9 @@
 // HaloExchange (halo_exchange.hpp): each axis in turn, forward in order, backward in reverse.
 #include "crest/spatial/halo_exchange.hpp"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -48,6 +50,15 @@ Slab slab(const std::vector<int64_t>& dims, int dim, IndexRange rows, int64_t or
   return s;
 }
 
+std::vector<int64_t> zeros_like(const std::vector<int64_t>& count) {
+  return std::vector<int64_t>(count.size(), 0);
+}
+
+double dist_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 size_t bytes_of(const std::vector<int64_t>& count, DType dtype) {
   size_t n = dtype_size(dtype);
   for (int64_t c : count) n *= static_cast<size_t>(c);
@@ -55,6 +66,17 @@ size_t bytes_of(const std::vector<int64_t>& count, DType dtype) {
 }
 
 }  // namespace
+
+double HaloTiming::hidden_fraction() const {
+  if (transfer_s <= 0) return 0;
+  return std::clamp(1 - exposed_s / transfer_s, 0.0, 1.0);
+}
+
+void HaloTiming::add(double transfer, double exposed) {
+  ++exchanges;
+  transfer_s += transfer;
+  exposed_s += exposed;
+}
 
 HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<int64_t> owned_dims,
                            std::vector<Axis> axes, DType dtype, std::string what)
@@ -134,82 +156,156 @@ void HaloExchange::scatter_add(const void* window_grad, void* owned_grad, void* 
   }
 }
 
+HaloExchange::Traffic HaloExchange::gather_traffic_of(size_t a) const {
+  const AxisPlan& p = axes_[a].plan;
+  return {.send_lo = p.to_lower,
+          .send_hi = p.to_upper,
+          .recv_lo = p.from_lower,
+          .recv_hi = p.from_upper,
+          .src_origin = p.owned_in.begin,
+          .dst_origin = p.window.begin,
+          .backward = false};
+}
+
+// The window's rows a neighbour owns go back to it; the rows this rank sent it come back summed.
+HaloExchange::Traffic HaloExchange::return_traffic_of(size_t a) const {
+  const AxisPlan& p = axes_[a].plan;
+  return {.send_lo = p.from_lower,
+          .send_hi = p.from_upper,
+          .recv_lo = p.to_lower,
+          .recv_hi = p.to_upper,
+          .src_origin = p.window.begin,
+          .dst_origin = p.owned_in.begin,
+          .backward = true};
+}
+
 // cur: stage a (owned rows along the axis) -> next: stage a + 1 (the window's rows).
 void HaloExchange::gather_axis(size_t a, const void* cur, void* next) {
-  const AxisPlan& p = axes_[a].plan;
-  move_axis(a,
-            {.send_lo = p.to_lower,
-             .send_hi = p.to_upper,
-             .recv_lo = p.from_lower,
-             .recv_hi = p.from_upper,
-             .src_origin = p.owned_in.begin,
-             .dst_origin = p.window.begin,
-             .backward = false},
-            {stage_dims_[a], cur}, {stage_dims_[a + 1], next}, false);
+  move_axis(a, gather_traffic_of(a), {stage_dims_[a], cur}, {stage_dims_[a + 1], next}, false);
 }
 
 // cur: the gradient at stage a + 1 (window rows) -> next: stage a (owned rows), overwritten.
-// The window's rows a neighbour owns go back to it; the rows this rank sent it come back summed.
 void HaloExchange::scatter_axis(size_t a, const void* cur, void* next) {
-  const AxisPlan& p = axes_[a].plan;
-  std::memset(next, 0, bytes_of(stage_dims_[a], dtype_));
-  move_axis(a,
-            {.send_lo = p.from_lower,
-             .send_hi = p.from_upper,
-             .recv_lo = p.to_lower,
-             .recv_hi = p.to_upper,
-             .src_origin = p.window.begin,
-             .dst_origin = p.owned_in.begin,
-             .backward = true},
-            {stage_dims_[a + 1], cur}, {stage_dims_[a], next}, true);
+  move_axis(a, return_traffic_of(a), {stage_dims_[a + 1], cur}, {stage_dims_[a], next}, true);
 }
 
-// Packs the rows sent to each neighbour, swaps them, then writes this rank's own rows and the
-// received ones into dst (copied forward, added backward: own, lower, upper, in that order).
+void HaloExchange::zero_received_rows(void* window) const {
+  CREST_CHECK(overlappable(), "HaloExchange: zero_received_rows moves rows along one axis");
+  const AxisPlan& p = axes_[0].plan;
+  const std::vector<int64_t>& dims = stage_dims_[1];
+  const auto dim = static_cast<size_t>(axes_[0].dim);
+  // Rows along `dim` are contiguous runs of `inner` elements, repeated `outer` times.
+  size_t outer = 1, inner = dtype_size(dtype_);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i < dim) outer *= static_cast<size_t>(dims[i]);
+    if (i > dim) inner *= static_cast<size_t>(dims[i]);
+  }
+  auto* base = static_cast<std::byte*>(window);
+  for (IndexRange rows : {p.from_lower, p.from_upper}) {
+    if (rows.empty()) continue;
+    const auto first = static_cast<size_t>(rows.begin - p.window.begin);
+    for (size_t o = 0; o < outer; ++o)
+      std::memset(base + (o * static_cast<size_t>(dims[dim]) + first) * inner, 0,
+                  static_cast<size_t>(rows.size()) * inner);
+  }
+}
+
+std::unique_ptr<PendingCollective> HaloExchange::start_gather(const void* owned, void* window) {
+  CREST_CHECK(overlappable(), "HaloExchange: an overlapped gather moves rows along one axis");
+  const Traffic t = gather_traffic_of(0);
+  auto pending = post_axis(0, t, {stage_dims_[0], owned});
+  own_rows(0, t, {stage_dims_[0], owned}, {stage_dims_[1], window}, false);
+  return pending;
+}
+
+void HaloExchange::finish_gather(PendingCollective& pending, void* window) {
+  wait_timed(pending);
+  received_rows(0, gather_traffic_of(0), {stage_dims_[1], window}, false);
+}
+
+std::unique_ptr<PendingCollective> HaloExchange::start_return(const void* window_grad) {
+  CREST_CHECK(overlappable(), "HaloExchange: an overlapped return moves rows along one axis");
+  return post_axis(0, return_traffic_of(0), {stage_dims_[1], window_grad});
+}
+
+void HaloExchange::finish_return(PendingCollective& pending, const void* window_grad,
+                                 void* owned_grad) {
+  wait_timed(pending);
+  const Traffic t = return_traffic_of(0);
+  std::memset(owned_grad, 0, bytes_of(stage_dims_[0], dtype_));
+  own_rows(0, t, {stage_dims_[1], window_grad}, {stage_dims_[0], owned_grad}, true);
+  received_rows(0, t, {stage_dims_[0], owned_grad}, true);
+}
+
+void HaloExchange::wait_timed(PendingCollective& pending) {
+  const double begin = dist_seconds();
+  pending.wait();
+  const double exposed = dist_seconds() - begin;
+  if (!timing_) return;
+  const PendingCollective::Timing t = pending.timing();
+  timing_->add(std::max(t.done - t.queued, exposed), exposed);
+}
+
+// The exchange of one axis, waited for whole; backward (add) the owned gradient is overwritten
+// and summed own rows first, then the lower neighbour's, then the upper's.
 void HaloExchange::move_axis(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add) {
-  const BoxOp op = add ? BoxOp::add : BoxOp::copy;
+  auto pending = post_axis(a, t, src);
+  wait_timed(*pending);
+  if (add) std::memset(dst.data, 0, bytes_of(dst.dims, dtype_));
+  own_rows(a, t, src, dst, add);
+  received_rows(a, t, dst, add);
+}
+
+// Packs the rows sent to each neighbour and posts every message of the axis (started, not
+// waited for: the communicator drives them while the caller computes).
+std::unique_ptr<PendingCollective> HaloExchange::post_axis(size_t a, const Traffic& t, Stage src) {
   const int dim = axes_[a].dim;
   const int axis = grid_axis_[a];
-  auto zeros = [](const std::vector<int64_t>& c) { return std::vector<int64_t>(c.size(), 0); };
   auto pack = [&](IndexRange rows, std::vector<std::byte>& buf) {
     const Slab s = slab(src.dims, dim, rows, t.src_origin);
     buf.resize(bytes_of(s.count, dtype_));
-    box_transfer(src.data, BoxAt{src.dims, s.start}, buf.data(), BoxAt{s.count, zeros(s.count)},
+    box_transfer(src.data, BoxAt{src.dims, s.start}, buf.data(), BoxAt{s.count, zeros_like(s.count)},
                  s.count, dtype_, BoxOp::copy);
   };
   // Members, cleared: a step allocates nothing once every axis has run.
-  std::vector<Communicator::Outgoing>& sends = sends_;
-  std::vector<Communicator::Incoming>& receives = receives_;
-  sends.clear();
-  receives.clear();
+  sends_.clear();
+  receives_.clear();
   auto send = [&](IndexRange rows, std::vector<std::byte>& buf, int step) {
     pack(rows, buf);
-    sends.push_back({grid_.neighbour(group_rank_, axis, step), tag_of(a, t.backward, step > 0),
-                     buf.data(), buf.size()});
+    sends_.push_back({grid_.neighbour(group_rank_, axis, step), tag_of(a, t.backward, step > 0),
+                      buf.data(), buf.size()});
   };
   auto expect = [&](IndexRange rows, std::vector<std::byte>& buf, int step) {
-    buf.resize(bytes_of(slab(dst.dims, dim, rows, t.dst_origin).count, dtype_));
+    const std::vector<int64_t>& dims = stage_dims_[t.backward ? a : a + 1];
+    buf.resize(bytes_of(slab(dims, dim, rows, t.dst_origin).count, dtype_));
     // The neighbour below sent its rows up, the one above sent them down.
-    receives.push_back({grid_.neighbour(group_rank_, axis, step), tag_of(a, t.backward, step < 0),
-                        buf.data(), buf.size()});
+    receives_.push_back({grid_.neighbour(group_rank_, axis, step), tag_of(a, t.backward, step < 0),
+                         buf.data(), buf.size()});
   };
   if (!t.send_lo.empty()) send(t.send_lo, send_lo_, -1);
   if (!t.send_hi.empty()) send(t.send_hi, send_hi_, +1);
   if (!t.recv_lo.empty()) expect(t.recv_lo, recv_lo_, -1);
   if (!t.recv_hi.empty()) expect(t.recv_hi, recv_hi_, +1);
   kill_if_asked(group_rank_);
-  group_->exchange(sends, receives, t.backward ? what_backward_ : what_forward_);
+  return group_->start_exchange(sends_, receives_, t.backward ? what_backward_ : what_forward_);
+}
 
+void HaloExchange::own_rows(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add) {
+  const int dim = axes_[a].dim;
   const AxisPlan& p = axes_[a].plan;
   const IndexRange mine = intersect(p.owned_in, p.window);
-  const Slab own_from = slab(src.dims, dim, mine, t.src_origin);
-  const Slab own_to = slab(dst.dims, dim, mine, t.dst_origin);
-  box_transfer(src.data, BoxAt{src.dims, own_from.start}, dst.data, BoxAt{dst.dims, own_to.start},
-               own_from.count, dtype_, op);
+  const Slab from = slab(src.dims, dim, mine, t.src_origin);
+  const Slab to = slab(dst.dims, dim, mine, t.dst_origin);
+  box_transfer(src.data, BoxAt{src.dims, from.start}, dst.data, BoxAt{dst.dims, to.start},
+               from.count, dtype_, add ? BoxOp::add : BoxOp::copy);
+}
+
+void HaloExchange::received_rows(size_t a, const Traffic& t, MutableStage dst, bool add) {
+  const int dim = axes_[a].dim;
   auto unpack = [&](IndexRange rows, const std::vector<std::byte>& buf) {
     const Slab s = slab(dst.dims, dim, rows, t.dst_origin);
-    box_transfer(buf.data(), BoxAt{s.count, zeros(s.count)}, dst.data, BoxAt{dst.dims, s.start},
-                 s.count, dtype_, op);
+    box_transfer(buf.data(), BoxAt{s.count, zeros_like(s.count)}, dst.data,
+                 BoxAt{dst.dims, s.start}, s.count, dtype_, add ? BoxOp::add : BoxOp::copy);
   };
   if (!t.recv_lo.empty()) unpack(t.recv_lo, recv_lo_);
   if (!t.recv_hi.empty()) unpack(t.recv_hi, recv_hi_);

@@ -15,7 +15,7 @@ std::string parts_text(const std::vector<int>& parts) {
 }  // namespace
 
 HybridGroups make_hybrid_groups(Communicator& world, const std::vector<int>& parts,
-                                const std::string& key) {
+                                const std::string& key, HaloOverlapMode overlap) {
   HybridGroups g;
   for (int p : parts) {
     if (p < 1) throw_usage(key + ": " + parts_text(parts) + ": every part must be >= 1");
@@ -32,7 +32,7 @@ HybridGroups make_hybrid_groups(Communicator& world, const std::vector<int>& par
   // Both splits are collective over the world, in the same order on every rank.
   g.spatial = world.split(group, place);
   g.data = world.split(place, group);
-  g.split = make_spatial_split(*g.spatial, SpatialGrid{parts});
+  g.split = make_spatial_split(*g.spatial, SpatialGrid{parts}, overlap);
   return g;
 }
 

@@ -59,6 +59,7 @@ class SplitConvKernel final : public ConvKernel {
     return "split " + std::to_string(group_size_) + " ways: " + conv_.implementation();
   }
   const HaloExchange& halo() const { return conv_.halo(); }
+  const std::string& overlap_note() const { return conv_.overlap_note(); }
 
  private:
   SpatialConv conv_;
@@ -220,7 +221,8 @@ class GroupSumLayer final : public Layer {
 
 class GroupSplit final : public SpatialSplit {
  public:
-  GroupSplit(Communicator& group, SpatialGrid grid) : group_(&group), grid_(std::move(grid)) {}
+  GroupSplit(Communicator& group, SpatialGrid grid, HaloOverlapMode overlap)
+      : group_(&group), grid_(std::move(grid)), overlap_(overlap) {}
   int group_size() const override { return grid_.size(); }
   bool splits(const Shape& global) const override {
     return global.rank() == static_cast<int>(grid_.parts.size()) + 2;
@@ -252,7 +254,7 @@ class GroupSplit final : public SpatialSplit {
   std::string refusal(const std::vector<WindowAxis>& axes,
                       const std::string& layer) const override {
     try {
-      plan_window(axes, placement(layer));
+      plan_window(axes, SpatialPlacement{group_, grid_, layer});
     } catch (const Error& e) {
       return e.what();
     }
@@ -265,13 +267,26 @@ class GroupSplit final : public SpatialSplit {
     const HaloExchange& h = k->halo();
     traffic_[layer] = {h.gather_received_bytes(),
                        h.gather_sent_bytes() + h.gather_received_bytes()};
+    halos_[layer].overlap = k->overlap_note();
     return k;
   }
   std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,
                                    const std::string& layer) override {
     auto k = std::make_unique<SplitPoolKernel>(backend, global, placement(layer));
     traffic_[layer] = {k->halo().gather_received_bytes(), k->halo().gather_sent_bytes()};
+    halos_[layer].overlap =
+        k->halo().moves_rows() ? "not overlapped: pooling exchanges, then computes" : "no halo";
     return k;
+  }
+  std::vector<HaloLayer> halo_layers() const override {
+    std::vector<HaloLayer> out;
+    for (const auto& [layer, h] : halos_)
+      out.push_back({layer, h.overlap, h.timing.exchanges, h.timing.transfer_s,
+                     h.timing.exposed_s, h.timing.hidden_fraction()});
+    return out;
+  }
+  void reset_halo_timing() override {
+    for (auto& [layer, h] : halos_) h.timing = {};
   }
   HaloTraffic halo_traffic() const override {
     HaloTraffic sum;
@@ -298,19 +313,29 @@ class GroupSplit final : public SpatialSplit {
   }
 
  private:
-  SpatialPlacement placement(const std::string& layer) const { return {group_, grid_, layer}; }
+  // A layer compiled again (a second executor) adds to the same times.
+  SpatialPlacement placement(const std::string& layer) {
+    return {group_, grid_, layer, overlap_, &halos_[layer].timing};
+  }
   Communicator* group_;
   SpatialGrid grid_;
+  HaloOverlapMode overlap_;
   std::map<std::string, HaloTraffic> traffic_;  // per split layer
+  struct LayerHalo {
+    std::string overlap;
+    HaloTiming timing;
+  };
+  std::map<std::string, LayerHalo> halos_;  // per split layer; map nodes stay put
 };
 
 }  // namespace
 
-std::shared_ptr<SpatialSplit> make_spatial_split(Communicator& group, SpatialGrid grid) {
+std::shared_ptr<SpatialSplit> make_spatial_split(Communicator& group, SpatialGrid grid,
+                                                 HaloOverlapMode overlap) {
   if (grid.size() != group.size())
     throw_usage("dist.spatial: the decomposition has " + std::to_string(grid.size()) +
                 " parts but the spatial group has " + std::to_string(group.size()) + " ranks");
-  return std::make_shared<GroupSplit>(group, std::move(grid));
+  return std::make_shared<GroupSplit>(group, std::move(grid), overlap);
 }
 
 }  // namespace crest

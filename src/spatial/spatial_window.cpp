@@ -25,17 +25,17 @@ void localise(Desc& d, const std::vector<AxisPlan>& plans) {
 std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
                                         const std::vector<AxisPlan>& plans, int64_t n,
                                         int64_t channels, DType dtype, Layout layout) {
-  const bool last = layout == Layout::channels_last;
-  std::vector<int64_t> dims{n};
-  if (!last) dims.push_back(channels);
+  std::vector<int64_t> rows;
   std::vector<HaloExchange::Axis> axes;
   for (size_t i = 0; i < plans.size(); ++i) {
-    dims.push_back(plans[i].owned_in.size());
-    axes.push_back({static_cast<int>(i) + (last ? 1 : 2), plans[i]});
+    rows.push_back(plans[i].owned_in.size());
+    axes.push_back({spatial_dim(static_cast<int>(i), layout), plans[i]});
   }
-  if (last) dims.push_back(channels);
-  return std::make_unique<HaloExchange>(*where.group, where.grid, std::move(dims), std::move(axes),
-                                        dtype, "layer '" + where.layer + "'");
+  auto halo = std::make_unique<HaloExchange>(*where.group, where.grid,
+                                             block_dims(n, channels, rows, layout),
+                                             std::move(axes), dtype, "layer '" + where.layer + "'");
+  halo->set_timing(where.timing);
+  return halo;
 }
 
 std::vector<int64_t> dims_of(int64_t n, int64_t channels, const std::array<int64_t, 3>& size,
@@ -85,15 +85,16 @@ void FormatBridge::to_plain(const void* buf, void* plain) {
   if (out_) out_->execute(buf, plain);
 }
 
-WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages) {
-  const size_t sizes[] = {window, src, dst, kernel, stages};
-  for (size_t i = 0; i < 5; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
+WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages,
+                             size_t boundaries) {
+  const size_t sizes[] = {window, src, dst, kernel, stages, boundaries};
+  for (size_t i = 0; i < 6; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
 }
 
 WindowScratch::Slices WindowScratch::at(void* scratch) const {
   auto* base = static_cast<std::byte*>(scratch);
-  return {base + offset_[0], base + offset_[1], base + offset_[2], base + offset_[3],
-          base + offset_[4]};
+  return {base + offset_[0], base + offset_[1], base + offset_[2],
+          base + offset_[3], base + offset_[4], base + offset_[5]};
 }
 
 namespace {
@@ -160,6 +161,15 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
   part_.owned_src = rows_shape(global.n, global.in_channels, plans, &AxisPlan::owned_in);
   part_.owned_dst =
       Shape(dims_of(local_.n, local_.out_channels, local_.out_size, local_.spatial_rank));
+  boundaries_ = ConvBoundaries::make(
+      backend, {global, local_, *part_.halo, part_.src_layout, part_.dst_layout},
+      part_.where.overlap, overlap_note_);
+  if (!boundaries_) return;
+  overlap_note_ = boundaries_->description();
+  const HaloExchange& h = *part_.halo;
+  part_.scratch = WindowScratch(h.window_bytes(), part_.src->bytes(), part_.dst->bytes(),
+                                kernel_->scratch_bytes(), h.stage_bytes(),
+                                boundaries_->scratch_bytes());
 }
 
 const void* WindowPart::window_of(const void* owned, const WindowScratch::Slices& m) const {
@@ -179,6 +189,7 @@ void WindowPart::return_window_grad(void* owned_grad, const WindowScratch::Slice
 void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst,
                           void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  if (boundaries_) return forward_overlapped(src, weights, bias, dst, m);
   kernel_->forward(part_.src->to_kernel(part_.window_of(src, m), m.src), weights, bias,
                    part_.dst->kernel_buffer(dst, m.dst), m.kernel);
   part_.dst->to_plain(m.dst, dst);
@@ -187,6 +198,7 @@ void SpatialConv::forward(const void* src, const void* weights, const void* bias
 void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src,
                                 void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  if (boundaries_) return backward_data_overlapped(diff_dst, weights, diff_src, m);
   void* window_grad = part_.window_grad_into(diff_src, m);
   kernel_->backward_data(part_.dst->to_kernel(diff_dst, m.dst), weights,
                          part_.src->kernel_buffer(window_grad, m.src), m.kernel);
@@ -197,9 +209,52 @@ void SpatialConv::backward_data(const void* diff_dst, const void* weights, void*
 void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                    void* diff_bias, void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  if (boundaries_) return backward_weights_overlapped(src, diff_dst, diff_weights, diff_bias, m);
   kernel_->backward_weights(part_.src->to_kernel(part_.window_of(src, m), m.src),
                             part_.dst->to_kernel(diff_dst, m.dst), diff_weights, diff_bias,
                             m.kernel);
+}
+
+// The whole kernel runs on the window while the halo travels (its halo rows zero, so the rows
+// computed from them are wrong and finite); the boundary kernels then redo those rows.
+void SpatialConv::forward_overlapped(const void* src, const void* weights, const void* bias,
+                                     void* dst, const WindowScratch::Slices& m) {
+  HaloExchange& h = *part_.halo;
+  h.zero_received_rows(m.window);
+  auto pending = h.start_gather(src, m.window);
+  kernel_->forward(part_.src->to_kernel(m.window, m.src), weights, bias,
+                   part_.dst->kernel_buffer(dst, m.dst), m.kernel);
+  part_.dst->to_plain(m.dst, dst);
+  h.finish_gather(*pending, m.window);
+  boundaries_->forward(m.window, weights, bias, dst, m.boundaries);
+}
+
+// The halo's gradient first (only boundary outputs reach it), sent while the whole kernel
+// computes the window's gradient; its own rows are then summed with what comes back.
+void SpatialConv::backward_data_overlapped(const void* diff_dst, const void* weights,
+                                           void* diff_src, const WindowScratch::Slices& m) {
+  HaloExchange& h = *part_.halo;
+  boundaries_->backward_halo(diff_dst, weights, m.window, m.boundaries);
+  auto pending = h.start_return(m.window);
+  kernel_->backward_data(part_.dst->to_kernel(diff_dst, m.dst), weights,
+                         part_.src->kernel_buffer(m.window, m.src), m.kernel);
+  part_.src->to_plain(m.src, m.window);
+  h.finish_return(*pending, m.window, diff_src);
+}
+
+// The weight gradient is bilinear in the input: the whole kernel on the window with zero halo,
+// plus the boundary kernels on the halo rows alone.
+void SpatialConv::backward_weights_overlapped(const void* src, const void* diff_dst,
+                                              void* diff_weights, void* diff_bias,
+                                              const WindowScratch::Slices& m) {
+  HaloExchange& h = *part_.halo;
+  h.zero_received_rows(m.window);
+  auto pending = h.start_gather(src, m.window);
+  kernel_->backward_weights(part_.src->to_kernel(m.window, m.src),
+                            part_.dst->to_kernel(diff_dst, m.dst), diff_weights, diff_bias,
+                            m.kernel);
+  h.finish_gather(*pending, m.window);
+  boundaries_->add_halo_weight_grad(m.window, diff_dst, diff_weights, m.boundaries);
 }
 
 // --- SpatialPool ---------------------------------------------------------------------------

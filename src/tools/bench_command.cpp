@@ -48,6 +48,7 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   std::string optimizer;  // a registered optimizer; "" = the model's reference optimizer
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
+  std::string halo_overlap = "auto";  // as dist.halo_overlap
 };
 
 // --optimizer, or the model's reference optimizer, with the config's defaults for it and a
@@ -66,6 +67,51 @@ OptimizerConfig bench_optimizer_config(const BenchTrainArgs& a) {
   return o;
 }
 
+// The halo exchanges of a split run: this rank's per layer, and the job's per step (every rank's
+// exchanges summed, per rank).
+struct HaloFigures {
+  std::vector<SpatialSplit::HaloLayer> layers;
+  double exchange_s = 0, exposed_s = 0;
+  double hidden_fraction() const { return exchange_s > 0 ? 1 - exposed_s / exchange_s : 0; }
+  const SpatialSplit::HaloLayer* layer(const std::string& name) const {
+    for (const auto& l : layers)
+      if (l.layer == name) return &l;
+    return nullptr;
+  }
+};
+
+// Collective over `comm` (every rank calls it, split or not).
+HaloFigures halo_figures(const SpatialSplit* split, Communicator& comm, int steps) {
+  HaloFigures f;
+  double sums[2] = {0, 0};
+  if (split) {
+    f.layers = split->halo_layers();
+    for (const auto& l : f.layers) {
+      sums[0] += l.transfer_s;
+      sums[1] += l.exposed_s;
+    }
+  }
+  comm.allreduce_sum(sums, 2);
+  const double per = static_cast<double>(comm.size()) * std::max(steps, 1);
+  f.exchange_s = sums[0] / per;
+  f.exposed_s = sums[1] / per;
+  return f;
+}
+
+// This rank's halo figures per step into the report's layer rows.
+void add_halo_layers(std::vector<ReportLayer>& rows, const SpatialSplit* split, int steps) {
+  if (!split) return;
+  const double n = std::max(steps, 1);
+  for (const auto& h : split->halo_layers())
+    for (ReportLayer& r : rows)
+      if (r.name == h.layer) {
+        r.halo = h.overlap;
+        r.halo_exchange_ms = 1e3 * h.transfer_s / n;
+        r.halo_exposed_ms = 1e3 * h.exposed_s / n;
+        r.halo_hidden_fraction = h.exchanges > 0 ? h.hidden_fraction : kReportNaN;
+      }
+}
+
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
@@ -77,7 +123,9 @@ void bench_train(const BenchTrainArgs& a) {
   auto comm = make_world_communicator(wo);
   const BuiltModel m = build_model(bench_model_config(a));
   // --spatial d,h,w: each group of that many consecutive ranks shares one sample.
-  const HybridGroups groups = make_hybrid_groups(*comm, a.spatial, "bench train: --spatial");
+  const HybridGroups groups = make_hybrid_groups(
+      *comm, a.spatial, "bench train: --spatial",
+      parse_halo_overlap(a.halo_overlap, "bench train: --halo-overlap"));
   // Default threads: the node's cores shared among its ranks.
   TrainingSessionOptions to;
   to.session = bench_session_options(a, Purpose::training, a.batch,
@@ -101,6 +149,7 @@ void bench_train(const BenchTrainArgs& a) {
   auto step = [&] { return train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
   sync.reset_stats();
+  if (groups.split) groups.split->reset_halo_timing();
   // The report's per-layer table needs the profile too.
   ex.set_profiling(a.profile || !a.report.empty());
   std::vector<double> times, waits, allreduces, updates;  // per timed step, this rank's
@@ -134,6 +183,7 @@ void bench_train(const BenchTrainArgs& a) {
   const double rss = comm->allreduce_max(peak_rss_mb());
   const double exposed = overlap.exposed_s;
   const double allreduce = overlap.allreduce_s;
+  const HaloFigures halo = halo_figures(groups.split.get(), *comm, a.steps);
   if (comm->rank() != 0) return;
   const double flops = ex.training_flops();  // per batch
   nlohmann::json j =
@@ -155,6 +205,10 @@ void bench_train(const BenchTrainArgs& a) {
   if (to.session.spatial) {
     j["spatial"] = spatial_text(a.spatial);
     j["data_parallel"] = data_parallel;
+    j["halo_overlap"] = a.halo_overlap;
+    j["halo_exchange_s_per_step"] = halo.exchange_s;
+    j["halo_exposed_s_per_step"] = halo.exposed_s;
+    j["halo_hidden_fraction"] = halo.hidden_fraction();
   }
   if (comm->size() > 1) {
     j["global_batch"] = a.batch * data_parallel;
@@ -203,6 +257,7 @@ void bench_train(const BenchTrainArgs& a) {
       r.peak = measure_report_peak(backend, threads);
     r.profiled_steps = a.steps;
     r.layers = report_layers(ex.profile(), a.steps, r.peak.gflops);
+    add_halo_layers(r.layers, groups.split.get(), a.steps);
     for (double t : times) r.time.steps_s += t;  // rank 0's timed steps
     r.time.allreduce_s = allreduce * a.steps;
     r.time.allreduce_exposed_s = exposed * a.steps;
@@ -228,6 +283,12 @@ void bench_train(const BenchTrainArgs& a) {
       l["forward_gflops"] = p.forward_s > 0 ? p.flops.forward * a.steps / p.forward_s / 1e9 : 0.0;
       const double bflops = p.flops.backward_data + p.flops.backward_weights;
       l["backward_gflops"] = p.backward_s > 0 ? bflops * a.steps / p.backward_s / 1e9 : 0.0;
+      if (const auto* h = halo.layer(p.name)) {
+        l["halo"] = h->overlap;
+        l["halo_exchange_ms"] = 1e3 * h->transfer_s / a.steps;
+        l["halo_exposed_ms"] = 1e3 * h->exposed_s / a.steps;
+        l["halo_hidden_fraction"] = h->hidden_fraction;
+      }
       std::cout << l.dump() << "\n";
     }
   }
@@ -291,6 +352,8 @@ void register_bench(CLI::App& app) {
                    "under mpirun: split each sample among this many ranks per spatial axis "
                    "(d,h,w for CosmoFlow), as dist.spatial")
       ->delimiter(',');
+  train->add_option("--halo-overlap", ta->halo_overlap,
+                    "with --spatial: auto, always or off, as dist.halo_overlap");
   train->add_option("--timeout", ta->timeout_s,
                     "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });

@@ -26,6 +26,7 @@ struct BenchInferArgs : BenchModelArgs, BenchRunArgs {
   int passes = 5, warmup = 1;
   bool profile = false;
   std::vector<int> spatial;  // under mpirun: ranks per spatial axis sharing each sample
+  std::string halo_overlap = "auto";  // as dist.halo_overlap
 };
 
 // One JSON line per layer: its forward time per pass and rate.
@@ -51,7 +52,9 @@ void bench_infer(const BenchInferArgs& a) {
     throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
   const BuiltModel m = build_model(bench_model_config(a));
   const auto comm = make_world_communicator(WorldOptions{});
-  const HybridGroups groups = make_hybrid_groups(*comm, a.spatial, "bench infer: --spatial");
+  const HybridGroups groups = make_hybrid_groups(
+      *comm, a.spatial, "bench infer: --spatial",
+      parse_halo_overlap(a.halo_overlap, "bench infer: --halo-overlap"));
   // The node's cores shared among its ranks.
   SessionOptions so = bench_session_options(a, Purpose::inference, a.batch,
                                             std::max(1, hardware_threads() / comm->local_size()));
@@ -112,6 +115,8 @@ void register_bench_infer(CLI::App& bench) {
                   "under mpirun: split each sample among this many ranks per spatial axis "
                   "(d,h,w for CosmoFlow), as dist.spatial")
       ->delimiter(',');
+  cmd->add_option("--halo-overlap", a->halo_overlap,
+                  "with --spatial: auto, always or off, as dist.halo_overlap");
   cmd->add_flag("--autotune", a->autotune,
                 "choose each convolution's layouts by timing the candidates (crest.autotune)");
   cmd->callback([a] { bench_infer(*a); });

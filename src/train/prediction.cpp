@@ -191,7 +191,8 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   // the rows; the groups shard the samples (docs/distributed.md, "Spatial split").
   const std::vector<int64_t>& parts = config.dist.spatial;
   const HybridGroups groups =
-      make_hybrid_groups(*comm, std::vector<int>(parts.begin(), parts.end()), "dist.spatial");
+      make_hybrid_groups(*comm, std::vector<int>(parts.begin(), parts.end()), "dist.spatial",
+                         parse_halo_overlap(config.dist.halo_overlap, "dist.halo_overlap"));
   Communicator& shards = groups.data_comm(*comm);
   const bool writes = !groups.spatial || groups.spatial->rank() == 0;
   check_output(o.out, o.overwrite);

@@ -435,6 +435,24 @@ std::string fact(const std::string& k, const std::string& v) {
   return "<dt>" + html(k) + "</dt><dd>" + html(v) + "</dd>";
 }
 
+// The halo exchanges of a spatially split run, per split layer: "" when no layer has one.
+std::string halo_table(const std::vector<ReportLayer>& layers) {
+  std::ostringstream o;
+  for (const ReportLayer& l : layers) {
+    if (l.halo.empty()) continue;
+    o << "<tr><td class=\"l name\">" << html(l.name) << "</td><td>" << num(l.halo_exchange_ms, 3)
+      << "</td><td>" << num(l.halo_exposed_ms, 3) << "</td><td>"
+      << (finite(l.halo_hidden_fraction) ? pct(l.halo_hidden_fraction, 1) : "\xE2\x80\x93")
+      << "</td><td class=\"l\">" << html(l.halo) << "</td></tr>";
+  }
+  if (o.str().empty()) return "";
+  return "<h3>Halo exchanges (spatial split)</h3><p>Per step, one rank: from posting the "
+         "messages to their completion, the part the layer waited for, and the part hidden "
+         "behind its compute.</p><table id=\"halo-table\"><tr><th class=\"l\">layer</th>"
+         "<th>exchange ms</th><th>exposed ms</th><th>hidden</th><th class=\"l\">how</th></tr>" +
+         o.str() + "</table>";
+}
+
 std::string utc_now() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
   std::tm tm{};
@@ -568,16 +586,23 @@ nlohmann::json report_json(const PerformanceReport& r) {
                {"validation_s", jnum(t.validation_s)}};
   j["profiled_steps"] = r.profiled_steps;
   json layers = json::array();
-  for (const ReportLayer& l : r.layers)
-    layers.push_back({{"name", l.name},
-                      {"kind", l.kind},
-                      {"forward_ms", jnum(l.forward_ms)},
-                      {"backward_ms", jnum(l.backward_ms)},
-                      {"gflop_per_step", jnum(l.gflop_per_step)},
-                      {"gflops", jnum(l.gflops)},
-                      {"forward_gflops", jnum(l.forward_gflops)},
-                      {"backward_gflops", jnum(l.backward_gflops)},
-                      {"percent_of_peak", jnum(l.percent_of_peak)}});
+  for (const ReportLayer& l : r.layers) {
+    json row = {{"name", l.name},
+                {"kind", l.kind},
+                {"forward_ms", jnum(l.forward_ms)},
+                {"backward_ms", jnum(l.backward_ms)},
+                {"gflop_per_step", jnum(l.gflop_per_step)},
+                {"gflops", jnum(l.gflops)},
+                {"forward_gflops", jnum(l.forward_gflops)},
+                {"backward_gflops", jnum(l.backward_gflops)},
+                {"percent_of_peak", jnum(l.percent_of_peak)}};
+    if (!l.halo.empty())
+      row["halo"] = {{"overlap", l.halo},
+                     {"exchange_ms", jnum(l.halo_exchange_ms)},
+                     {"exposed_ms", jnum(l.halo_exposed_ms)},
+                     {"hidden_fraction", jnum(l.halo_hidden_fraction)}};
+    layers.push_back(std::move(row));
+  }
   j["layers"] = std::move(layers);
   j["notes"] = r.notes;
   return j;
@@ -789,6 +814,7 @@ std::string report_html(const PerformanceReport& r) {
       o << "</td></tr>";
     }
     o << "</table>";
+    o << halo_table(r.layers);
   }
   o << "</section>\n<footer>Written by crest " << CREST_VERSION << " at " << html(r.created)
     << ". The same numbers are in report.json beside this page; docs/report.md explains "

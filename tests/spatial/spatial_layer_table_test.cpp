@@ -193,10 +193,22 @@ bool splittable(const std::vector<WindowAxis>& axes, const SpatialPlacement& whe
   }
 }
 
-// One convolution: unsplit and split on every decomposition; returns how many ran split. The
-// split layer keeps its blocks in `preferred` layout where its kernel works in it (the compiled
-// program asks for channels-last).
-int check_conv(Backend& backend, const ConvDesc& d, double tol, Layout preferred = Layout::plain) {
+// How many decompositions of a table ran split, and how many of those overlapped their halo
+// exchange with compute (each runs with dist.halo_overlap off and always).
+struct SplitsRun {
+  int ran = 0, overlapped = 0;
+  SplitsRun& operator+=(const SplitsRun& o) {
+    ran += o.ran;
+    overlapped += o.overlapped;
+    return *this;
+  }
+};
+
+// One convolution: unsplit and split on every decomposition, exchanging then computing and
+// overlapping the exchange where the split can. The split layer keeps its blocks in `preferred`
+// layout where its kernel works in it (the compiled program asks for channels-last).
+SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
+                     Layout preferred = Layout::plain) {
   Communicator& world = test::world();
   const DType dtype = d.dtype;
   const auto src_dims = dims_of(d.n, d.in_channels, d.in_size, d.spatial_rank);
@@ -219,11 +231,13 @@ int check_conv(Backend& backend, const ConvDesc& d, double tol, Layout preferred
   whole.backward_data(diff_dst.data(), weights.data(), diff_src.data(), scratch.data());
   whole.backward_weights(src.data(), diff_dst.data(), dw.data(), db.data(), scratch.data());
 
-  int ran = 0;
-  for (const auto& parts : decompositions(d.spatial_rank, world.size())) {
-    const SpatialPlacement where{&world, SpatialGrid{parts}, "conv"};
+  SplitsRun run;
+  for (const auto& parts : decompositions(d.spatial_rank, world.size()))
+    for (HaloOverlapMode mode : {HaloOverlapMode::off, HaloOverlapMode::always}) {
+    HaloTiming timing;
+    const SpatialPlacement where{&world, SpatialGrid{parts}, "conv", mode, &timing};
     if (!splittable(window_axes(d), where)) continue;
-    SCOPED_TRACE("split " + str(parts));
+    SCOPED_TRACE("split " + str(parts) + ", dist.halo_overlap " + halo_overlap_name(mode));
     const auto plans = plan_window(window_axes(d), where);
     std::vector<IndexRange> in_rows, out_rows;
     for (const auto& p : plans) {
@@ -257,9 +271,16 @@ int check_conv(Backend& backend, const ConvDesc& d, double tol, Layout preferred
                  "input gradient");
     expect_close(my_dw, dw, dtype, tol, "weight gradient");
     expect_close(my_db, db, dtype, tol, "bias gradient");
-    ++ran;
+    // Every exchange is timed; what the layer waited for is part of the exchange's time.
+    EXPECT_EQ(timing.exchanges > 0, part.halo().moves_rows());
+    EXPECT_LE(timing.exposed_s, timing.transfer_s + 1e-9);
+    if (mode == HaloOverlapMode::off) {
+      EXPECT_FALSE(part.overlapped()) << part.overlap_note();
+      ++run.ran;
+    }
+    if (part.overlapped()) ++run.overlapped;
   }
-  return ran;
+  return run;
 }
 
 // The table's windows: 3-D volumes with odd extents (CosmoFlow's 3x3x3 and 2x2x2-pool family) and
@@ -277,20 +298,29 @@ std::vector<Window> conv_windows() {
   return out;
 }
 
+// Along one axis most splits overlap (kernels 1 move no rows; a 5-wide window on 3-row blocks
+// leaves no interior; splits along two axes exchange, then compute); a table where none does
+// proves nothing about the overlap.
+void expect_overlaps(const SplitsRun& run, const char* what) {
+  if (test::world().size() == 1) return;  // nothing is split
+  std::printf("%s: %d splits ran on %d ranks, %d of them also overlapped on rank %d\n", what,
+              run.ran, test::world().size(), run.overlapped, test::world().rank());
+  EXPECT_GE(run.overlapped, run.ran / 10) << "too few splits overlapped their halo exchange";
+}
+
 void run_conv_table(Backend& backend, DType dtype, double tol) {
-  int ran = 0, cases = 0;
+  SplitsRun run;
+  int cases = 0;
   for (const Window& w : conv_windows()) {
     SCOPED_TRACE("conv rank " + std::to_string(w.in.size()) + " k " + std::to_string(w.kernel) +
                  " s " + std::to_string(w.stride) + " d " + std::to_string(w.dilation) +
                  (w.same ? " same" : " valid"));
-    ran += check_conv(backend, conv_desc(w, dtype), tol);
+    run += check_conv(backend, conv_desc(w, dtype), tol);
     ++cases;
   }
-  if (test::world().rank() == 0)
-    std::printf("convolution: %d splits of %d windows ran on %d ranks\n", ran, cases,
-                test::world().size());
   // Most splits are legal at these extents: a table that refuses everything proves nothing.
-  EXPECT_GE(ran, cases) << "too few decompositions ran";
+  EXPECT_GE(run.ran, cases) << "too few decompositions ran";
+  expect_overlaps(run, "convolution");
 }
 
 // Transposed convolutions (DeepCAM's decoder: kernel 3, stride 2, padding 1, output padding 1):
@@ -322,7 +352,8 @@ ConvDesc conv_transpose_desc(const TransposedWindow& w, DType dtype) {
 }
 
 void run_conv_transpose_table(Backend& backend, DType dtype, double tol) {
-  int ran = 0, cases = 0;
+  SplitsRun run;
+  int cases = 0;
   for (const TransposedWindow& w :
        {TransposedWindow{{7, 6, 5}}, TransposedWindow{{11, 9}},
         TransposedWindow{{11, 9}, 3, 1, 1, 1, 0}, TransposedWindow{{11, 9}, 4, 2, 1, 1, 0},
@@ -332,13 +363,11 @@ void run_conv_transpose_table(Backend& backend, DType dtype, double tol) {
                  std::to_string(w.kernel) + " s " + std::to_string(w.stride) + " d " +
                  std::to_string(w.dilation) + " p " + std::to_string(w.pad) + " op " +
                  std::to_string(w.out_pad));
-    ran += check_conv(backend, conv_transpose_desc(w, dtype), tol);
+    run += check_conv(backend, conv_transpose_desc(w, dtype), tol);
     ++cases;
   }
-  if (test::world().rank() == 0)
-    std::printf("transposed convolution: %d splits of %d windows ran on %d ranks\n", ran, cases,
-                test::world().size());
-  EXPECT_GE(ran, cases) << "too few decompositions ran";
+  EXPECT_GE(run.ran, cases) << "too few decompositions ran";
+  expect_overlaps(run, "transposed convolution");
 }
 
 TEST(SpatialLayerTable, TransposedConvolutionFloat64OnTheReferenceBackend) {
@@ -366,16 +395,17 @@ TEST(SpatialLayerTable, ConvolutionFloat32OnOneDnn) {
 TEST(SpatialLayerTable, CosmoFlowChannelCountsChannelsLastOnOneDnn) {
   if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
   auto backend = make_backend("onednn");
-  int ran = 0;
+  SplitsRun run;
   for (const auto& [in_c, out_c] : {std::pair{4, 32}, std::pair{32, 64}, std::pair{64, 128}})
     for (const Window& w : {Window{{16, 8, 8}}, Window{{8, 4, 4}}, Window{{13, 6, 5}}}) {
       SCOPED_TRACE("conv " + std::to_string(in_c) + " -> " + std::to_string(out_c) + " on " +
                    std::to_string(w.in[0]) + "x" + std::to_string(w.in[1]) + "x" +
                    std::to_string(w.in[2]));
-      ran +=
+      run +=
           check_conv(*backend, conv_desc(w, DType::f32, in_c, out_c), 1e-5, Layout::channels_last);
     }
-  EXPECT_GE(ran, 9) << "too few decompositions ran";
+  EXPECT_GE(run.ran, 9) << "too few decompositions ran";
+  expect_overlaps(run, "CosmoFlow channel counts");
 }
 
 // One pooling layer, as check_conv.

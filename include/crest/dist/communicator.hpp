@@ -109,6 +109,16 @@ class Communicator {
   };
   virtual void exchange(const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
                         const std::string& what);
+  // The same exchange, started and not waited for, so the caller computes while the messages
+  // travel (a split convolution's interior while its halo arrives). The communication thread
+  // drives the messages until they are complete, so they progress while the caller computes;
+  // wait() returns once every message has arrived and been sent, rethrowing the error named
+  // `what` past the communicator's timeout; timing() says when the messages were posted and when
+  // they completed. Buffers stay untouched by the caller until wait() returns. The default runs
+  // exchange() at once and returns it done.
+  virtual std::unique_ptr<PendingCollective> start_exchange(const std::vector<Outgoing>& sends,
+                                                            const std::vector<Incoming>& receives,
+                                                            const std::string& what);
 };
 
 // One process: rank 0 of 1. Collectives are identities (start_allreduce only scales).

@@ -72,6 +72,17 @@ class SpatialSplit {
     size_t forward = 0, backward = 0;
   };
   virtual HaloTraffic halo_traffic() const = 0;
+  // Per split windowed layer (each counted once, however often compiled): how its halo exchange
+  // runs ("overlapped: ...", or why not) and the exchanges' times since the last reset: from
+  // posting to completion, and how long the layer waited (crest/spatial/halo_exchange.hpp,
+  // HaloTiming). For profiles and reports.
+  struct HaloLayer {
+    std::string layer, overlap;
+    int64_t exchanges = 0;
+    double transfer_s = 0, exposed_s = 0, hidden_fraction = 0;
+  };
+  virtual std::vector<HaloLayer> halo_layers() const = 0;
+  virtual void reset_halo_timing() = 0;
 };
 
 }  // namespace crest

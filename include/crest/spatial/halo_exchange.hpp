@@ -11,6 +11,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,17 @@
 #include "crest/spatial/decomposition.hpp"
 
 namespace crest {
+
+// A layer's halo exchanges, summed over its calls: how long the messages took from posting to
+// completion, and how long the layer waited for them. An exchange not overlapped with compute is
+// waited for whole, so its time is all exposed.
+struct HaloTiming {
+  int64_t exchanges = 0;
+  double transfer_s = 0, exposed_s = 0;
+  // 1 - exposed / transfer, within [0, 1]; 0 before any exchange.
+  double hidden_fraction() const;
+  void add(double transfer, double exposed);
+};
 
 class HaloExchange {
  public:
@@ -54,6 +66,27 @@ class HaloExchange {
   // neighbours' parts in. float32 and float64 only.
   void scatter_add(const void* window_grad, void* owned_grad, void* stages);
 
+  // The same in two halves, so the caller computes while the messages travel; only where rows
+  // move along one axis (overlappable(): no stages). start_gather posts the rows the neighbours
+  // read and copies this rank's own rows into the window; finish_gather waits and writes the
+  // received rows in. start_return posts the window gradient's rows the neighbours own (read from
+  // `window_grad` now); finish_return waits and writes the owned gradient as scatter_add does.
+  bool overlappable() const { return axes_.size() == 1; }
+  // The one moving axis: its tensor dim and plan (overlappable() only).
+  int moving_dim() const { return axes_.at(0).dim; }
+  int moving_axis() const { return grid_axis_.at(0); }  // its spatial axis (the grid's)
+  const AxisPlan& moving_plan() const { return axes_.at(0).plan; }
+  // Zeroes the window's rows that the neighbours send (before start_gather, where the caller
+  // computes on the window while they travel).
+  void zero_received_rows(void* window) const;
+  std::unique_ptr<PendingCollective> start_gather(const void* owned, void* window);
+  void finish_gather(PendingCollective& pending, void* window);
+  std::unique_ptr<PendingCollective> start_return(const void* window_grad);
+  void finish_return(PendingCollective& pending, const void* window_grad, void* owned_grad);
+
+  // Where the exchanges' times are added (null: not timed).
+  void set_timing(HaloTiming* timing) { timing_ = timing; }
+
  private:
   size_t gather_traffic(bool received) const;
   void gather_axis(size_t a, const void* cur, void* next);
@@ -72,8 +105,16 @@ class HaloExchange {
     const std::vector<int64_t>& dims;
     void* data;
   };
+  Traffic gather_traffic_of(size_t a) const;
+  Traffic return_traffic_of(size_t a) const;
   // add: sum into dst (backward) instead of copying (forward).
   void move_axis(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add);
+  // move_axis in its parts: the messages packed and posted, this rank's own rows, and (once the
+  // messages are in) the received rows.
+  std::unique_ptr<PendingCollective> post_axis(size_t a, const Traffic& t, Stage src);
+  void own_rows(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add);
+  void received_rows(size_t a, const Traffic& t, MutableStage dst, bool add);
+  void wait_timed(PendingCollective& pending);
 
   Communicator* group_;
   SpatialGrid grid_;
@@ -88,6 +129,7 @@ class HaloExchange {
   std::vector<std::byte> send_lo_, send_hi_, recv_lo_, recv_hi_;
   std::vector<Communicator::Outgoing> sends_;
   std::vector<Communicator::Incoming> receives_;
+  HaloTiming* timing_ = nullptr;
 };
 
 }  // namespace crest

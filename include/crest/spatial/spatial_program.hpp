@@ -8,11 +8,14 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/graph/spatial_split.hpp"
 #include "crest/spatial/decomposition.hpp"
+#include "crest/spatial/halo_overlap.hpp"
 
 namespace crest {
 
 // `group` must outlive every executor compiled with the result. Refuses (exit 2, naming
-// dist.spatial) a grid whose size is not the group's.
-std::shared_ptr<SpatialSplit> make_spatial_split(Communicator& group, SpatialGrid grid);
+// dist.spatial) a grid whose size is not the group's. `overlap`: whether split convolutions
+// overlap their halo exchange with compute (dist.halo_overlap).
+std::shared_ptr<SpatialSplit> make_spatial_split(
+    Communicator& group, SpatialGrid grid, HaloOverlapMode overlap = HaloOverlapMode::automatic);
 
 }  // namespace crest

@@ -15,15 +15,19 @@
 #include "crest/graph/window_axis.hpp"
 #include "crest/spatial/decomposition.hpp"
 #include "crest/spatial/halo_exchange.hpp"
+#include "crest/spatial/halo_overlap.hpp"
 
 namespace crest {
 
-// Where a split layer runs: the spatial group (ranks numbered as `grid`) and the layer's name
-// for messages.
+// Where a split layer runs: the spatial group (ranks numbered as `grid`), the layer's name for
+// messages, whether a convolution overlaps its halo exchange with compute (halo_overlap.hpp), and
+// where its exchanges' times are added (null: not timed).
 struct SpatialPlacement {
   Communicator* group = nullptr;
   SpatialGrid grid;
   std::string layer;
+  HaloOverlapMode overlap = HaloOverlapMode::automatic;
+  HaloTiming* timing = nullptr;
 };
 
 // "depth", "height", "width" for 3-D data, the last two for 2-D, "width" for 1-D.
@@ -55,20 +59,22 @@ class FormatBridge {
 
 // The transient memory of a split layer's call, carved from the executor's scratch: the window
 // (or its gradient) in the block's layout, the kernel-format copies of the window and of the
-// output, the kernel's own scratch, and the halo exchange's intermediate stages. Nothing is kept
-// between calls, so a split program holds no more than its arena and one such region.
+// output, the kernel's own scratch, the halo exchange's intermediate stages, and the boundary
+// kernels' memory where the exchange overlaps compute. Nothing is kept between calls, so a split
+// program holds no more than its arena and one such region.
 class WindowScratch {
  public:
   struct Slices {
-    std::byte *window, *src, *dst, *kernel, *stages;
+    std::byte *window, *src, *dst, *kernel, *stages, *boundaries;
   };
   WindowScratch() = default;
-  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages);
-  size_t bytes() const { return offset_[5]; }
+  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages,
+                size_t boundaries = 0);
+  size_t bytes() const { return offset_[6]; }
   Slices at(void* scratch) const;
 
  private:
-  size_t offset_[6] = {0, 0, 0, 0, 0, 0};
+  size_t offset_[7] = {0, 0, 0, 0, 0, 0, 0};
 };
 
 // One split layer's parts every kind needs: the plans, the halo exchange, the bridges between the
@@ -110,6 +116,9 @@ class SpatialConv {
   MemFormat dst_block_format() const { return part_.dst_block(local_.dtype); }
   size_t scratch_bytes() const { return part_.scratch.bytes(); }
   const HaloExchange& halo() const { return part_.exchange(); }
+  // Whether the halo exchange overlaps compute, and how or why not (ConvBoundaries).
+  bool overlapped() const { return boundaries_ != nullptr; }
+  const std::string& overlap_note() const { return overlap_note_; }
 
   // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only.
   void forward(const void* src, const void* weights, const void* bias, void* dst, void* scratch);
@@ -121,9 +130,18 @@ class SpatialConv {
                         void* scratch);
 
  private:
+  void forward_overlapped(const void* src, const void* weights, const void* bias, void* dst,
+                          const WindowScratch::Slices& m);
+  void backward_data_overlapped(const void* diff_dst, const void* weights, void* diff_src,
+                                const WindowScratch::Slices& m);
+  void backward_weights_overlapped(const void* src, const void* diff_dst, void* diff_weights,
+                                   void* diff_bias, const WindowScratch::Slices& m);
+
   ConvDesc local_;
   std::unique_ptr<ConvKernel> kernel_;
   WindowPart part_;
+  std::unique_ptr<ConvBoundaries> boundaries_;  // null: exchange, then compute
+  std::string overlap_note_;
 };
 
 class SpatialPool {

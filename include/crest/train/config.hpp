@@ -242,6 +242,9 @@ struct DistConfig {
   // share one sample, and the data-parallel degree is the rank count divided by their product.
   // Loading fills the default, one part per axis of the data's samples.
   std::vector<int64_t> spatial;
+  // Whether split convolutions overlap their halo exchange with compute: auto (where the
+  // boundary rows are at most a quarter of a rank's output rows), always, off.
+  std::string halo_overlap = "auto";
   // Ranks per sample: the product of `spatial` (1: no split).
   int spatial_ranks() const;
 };

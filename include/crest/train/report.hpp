@@ -72,6 +72,12 @@ struct ReportLayer {
   double gflops = kReportNaN;              // achieved: NaN when the op took no measurable time
   double forward_gflops = kReportNaN, backward_gflops = kReportNaN;  // the same per direction
   double percent_of_peak = kReportNaN;  // NaN without a peak or without gflops
+  // A spatially split windowed layer's halo exchange (empty / NaN for the others): how it runs
+  // ("overlapped: ...", or why not), the exchanges' time per step from posting to completion,
+  // the part the layer waited for, and 1 - exposed / exchange.
+  std::string halo;
+  double halo_exchange_ms = kReportNaN, halo_exposed_ms = kReportNaN;
+  double halo_hidden_fraction = kReportNaN;
 };
 
 // Where the training steps' wall time went, job-wide means per rank, summed over the run.

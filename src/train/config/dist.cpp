@@ -16,6 +16,8 @@ const Table<DistConfig>& dist_table() {
                   "expected none, bf16 or fp16"),
        string_field("timeline", &S::timeline),
        int_field("batchnorm_group_size", &S::batchnorm_group_size, 1, 1 << 20),
+       word_field("halo_overlap", &S::halo_overlap, {"auto", "always", "off"},
+                  "expected auto, always or off"),
        {"spatial",
         [](const SectionReader& r, S& s) {
           if (auto v = r.opt_int_list("spatial", 1)) s.spatial = *v;
