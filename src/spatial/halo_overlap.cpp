@@ -78,12 +78,16 @@ size_t bytes_of(const std::vector<int64_t>& dims, DType dtype) {
   return n;
 }
 
-std::vector<int64_t> extents(const std::array<int64_t, 3>& size, int spatial_rank, int axis,
-                             int64_t moving) {
-  std::vector<int64_t> rows(size.begin(), size.begin() + spatial_rank);
-  rows[static_cast<size_t>(axis)] = moving;
-  return rows;
+std::vector<int64_t> extents(const std::array<int64_t, 3>& size, int spatial_rank) {
+  return std::vector<int64_t>(size.begin(), size.begin() + spatial_rank);
 }
+
+// dist.halo_overlap auto overlaps where the boundary is at most 1/32 of a rank's output rows, so
+// that the rows computed twice add at most ~3 % to the layer's arithmetic: on a 2-core machine,
+// whose shared-memory exchanges take 1-15 ms, larger boundaries (CosmoFlow's conv3 to conv5 at
+// 128^3 split 2 ways: 1/16 to 1/4) made the layers slower than the exchange they hid
+// (docs/performance.md).
+constexpr int64_t kAutoBoundaryShare = 32;
 
 // Output rows of `owned` that read any of `halo`, from the `lower` end or the upper: rows_read
 // grows with the row, so they form a prefix (lower neighbour) or a suffix (upper).
@@ -120,95 +124,102 @@ struct ConvBoundaries::Side {
 
 ConvBoundaries::~ConvBoundaries() = default;
 
-std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Layer& l,
-                                                     HaloOverlapMode mode, std::string& why_not) {
-  why_not.clear();
-  if (mode == HaloOverlapMode::off) {
-    why_not = "not overlapped: dist.halo_overlap is off";
-    return nullptr;
-  }
-  if (!l.halo.moves_rows()) {
-    why_not = "no halo";
-    return nullptr;
-  }
-  if (!l.halo.overlappable()) {
-    why_not = "not overlapped: rows move along more than one axis";
-    return nullptr;
-  }
+namespace {
+
+// Why the layer cannot overlap its exchange ("" where it can); where it can, its boundary rows
+// next to the lower and the upper neighbour.
+std::string why_not_overlapped(const ConvBoundaries::Layer& l, HaloOverlapMode mode,
+                               IndexRange& lower, IndexRange& upper) {
+  if (mode == HaloOverlapMode::off) return "not overlapped: dist.halo_overlap is off";
+  if (!l.halo.moves_rows()) return "no halo";
+  if (!l.halo.overlappable()) return "not overlapped: rows move along more than one axis";
   const int axis = l.halo.moving_axis();
   const WindowAxis w = window_axes(l.global)[static_cast<size_t>(axis)];
   const AxisPlan& p = l.halo.moving_plan();
-  const IndexRange lower = reading(w, p.owned_out, p.from_lower, true);
-  const IndexRange upper = reading(w, p.owned_out, p.from_upper, false);
-  const std::string axis_name = spatial_axis_name(l.global.spatial_rank, axis);
-  const std::string rows = "the interior rows " + str({lower.end, upper.begin}) + " of " +
-                           str(p.owned_out) + " along " + axis_name;
+  lower = reading(w, p.owned_out, p.from_lower, true);
+  upper = reading(w, p.owned_out, p.from_upper, false);
+  const std::string along = " along " + spatial_axis_name(l.global.spatial_rank, axis);
+  if (lower.end >= upper.begin)
+    return "not overlapped: no output row of " + str(p.owned_out) + along +
+           " reads only this rank's rows";
   const int64_t boundary = lower.size() + upper.size();
-  if (lower.end >= upper.begin) {
-    why_not = "not overlapped: no output row of " + str(p.owned_out) + " along " + axis_name +
-              " reads only this rank's rows";
-    return nullptr;
-  }
-  if (mode == HaloOverlapMode::automatic && 4 * boundary > p.owned_out.size()) {
-    why_not = "not overlapped: the boundary is " + std::to_string(boundary) + " of " +
-              std::to_string(p.owned_out.size()) + " output rows along " + axis_name +
-              " (more than a quarter; exchange, then compute)";
-    return nullptr;
-  }
+  if (mode == HaloOverlapMode::automatic && kAutoBoundaryShare * boundary > p.owned_out.size())
+    return "not overlapped: the boundary is " + std::to_string(boundary) + " of " +
+           std::to_string(p.owned_out.size()) + " output rows" + along + " (more than 1/" +
+           std::to_string(kAutoBoundaryShare) + "; exchange, then compute)";
+  return "";
+}
 
-  std::unique_ptr<ConvBoundaries> b(new ConvBoundaries());
+}  // namespace
+
+// The kernel computing output rows `out` from their window; null where that window would need
+// negative padding (a transposed convolution).
+std::unique_ptr<ConvBoundaries::Side> ConvBoundaries::make_side(Backend& backend, const Layer& l,
+                                                                IndexRange out, IndexRange halo) {
+  const int axis = l.halo.moving_axis();
+  const WindowAxis w = window_axes(l.global)[static_cast<size_t>(axis)];
+  auto s = std::make_unique<Side>();
+  s->out = out;
+  s->window = intersect(rows_read(w, out), {0, w.in_extent});
+  s->halo = halo;
+  const LocalPadding pad = local_padding(w, s->window, out);
+  if (pad.lo < 0 || pad.hi < 0) return nullptr;
+  ConvDesc d = l.local;
+  const auto a = static_cast<size_t>(axis);
+  d.in_size[a] = s->window.size();
+  d.out_size[a] = out.size();
+  d.pad_lo[a] = pad.lo;
+  d.pad_hi[a] = pad.hi;
+  d.bias_grad = false;  // the whole kernel computes the bias gradient once
+  const std::vector<int64_t> in_rows = extents(d.in_size, d.spatial_rank);
+  s->window_dims = block_dims(d.n, d.in_channels, in_rows, l.src_layout);
+  s->out_dims = block_dims(d.n, d.out_channels, extents(d.out_size, d.spatial_rank), l.dst_layout);
+  s->kernel = backend.conv(
+      d, plain_format(Shape(block_dims(d.n, d.in_channels, in_rows, Layout::plain)), d.dtype,
+                      l.src_layout));
+  s->src = std::make_unique<FormatBridge>(backend, s->kernel->src_format(), l.src_layout);
+  s->dst = std::make_unique<FormatBridge>(backend, s->kernel->dst_format(), l.dst_layout);
+  const size_t sizes[] = {bytes_of(s->window_dims, d.dtype), bytes_of(s->out_dims, d.dtype),
+                          s->src->bytes(),                   s->dst->bytes(),
+                          s->kernel->scratch_bytes(),
+                          static_cast<size_t>(weight_count_) * dtype_size(d.dtype)};
+  for (size_t i = 0; i < 6; ++i) s->offset[i + 1] = s->offset[i] + align_up(sizes[i], 256);
+  return s;
+}
+
+std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Layer& l,
+                                                     HaloOverlapMode mode, std::string& why_not) {
+  IndexRange lower, upper;
+  why_not = why_not_overlapped(l, mode, lower, upper);
+  if (!why_not.empty()) return nullptr;
+  const int axis = l.halo.moving_axis();
+  const AxisPlan& p = l.halo.moving_plan();
   const ConvDesc& local = l.local;
+  std::unique_ptr<ConvBoundaries> b(new ConvBoundaries());
   b->dtype_ = local.dtype;
   b->window_dims_ = l.halo.window_dims();
   b->window_dim_ = l.halo.moving_dim();
   b->window_origin_ = p.window.begin;
   b->dst_dims_ = block_dims(local.n, local.out_channels,
-                            extents(local.out_size, local.spatial_rank, axis, p.owned_out.size()),
-                            l.dst_layout);
+                            extents(local.out_size, local.spatial_rank), l.dst_layout);
   b->dst_dim_ = spatial_dim(axis, l.dst_layout);
   b->dst_origin_ = p.owned_out.begin;
   b->weight_count_ = local.out_channels * local.in_channels / local.groups;
   for (int i = 0; i < local.spatial_rank; ++i) b->weight_count_ *= local.kernel[size_t(i)];
   for (auto [out, halo] : {std::pair{lower, p.from_lower}, std::pair{upper, p.from_upper}}) {
     if (out.empty()) continue;
-    auto s = std::make_unique<Side>();
-    s->out = out;
-    s->window = intersect(rows_read(w, out), {0, w.in_extent});
-    s->halo = halo;
-    const LocalPadding pad = local_padding(w, s->window, out);
-    if (pad.lo < 0 || pad.hi < 0) {
+    auto side = b->make_side(backend, l, out, halo);
+    if (!side) {
       why_not = "not overlapped: a boundary's transposed window would need negative padding";
       return nullptr;
     }
-    ConvDesc d = local;
-    const auto a = static_cast<size_t>(axis);
-    d.in_size[a] = s->window.size();
-    d.out_size[a] = out.size();
-    d.pad_lo[a] = pad.lo;
-    d.pad_hi[a] = pad.hi;
-    d.bias_grad = false;  // the whole kernel computes the bias gradient once
-    s->window_dims =
-        block_dims(d.n, d.in_channels, extents(d.in_size, d.spatial_rank, axis, d.in_size[a]),
-                   l.src_layout);
-    s->out_dims =
-        block_dims(d.n, d.out_channels, extents(d.out_size, d.spatial_rank, axis, d.out_size[a]),
-                   l.dst_layout);
-    std::vector<int64_t> plain_window{d.n, d.in_channels};
-    for (int i = 0; i < d.spatial_rank; ++i) plain_window.push_back(d.in_size[size_t(i)]);
-    s->kernel = backend.conv(d, plain_format(Shape(plain_window), d.dtype, l.src_layout));
-    s->src = std::make_unique<FormatBridge>(backend, s->kernel->src_format(), l.src_layout);
-    s->dst = std::make_unique<FormatBridge>(backend, s->kernel->dst_format(), l.dst_layout);
-    const size_t sizes[] = {bytes_of(s->window_dims, d.dtype),
-                            bytes_of(s->out_dims, d.dtype),
-                            s->src->bytes(),
-                            s->dst->bytes(),
-                            s->kernel->scratch_bytes(),
-                            static_cast<size_t>(b->weight_count_) * dtype_size(d.dtype)};
-    for (size_t i = 0; i < 6; ++i) s->offset[i + 1] = s->offset[i] + align_up(sizes[i], 256);
-    b->scratch_bytes_ = std::max(b->scratch_bytes_, s->offset[6]);
-    b->sides_.push_back(std::move(s));
+    b->scratch_bytes_ = std::max(b->scratch_bytes_, side->offset[6]);
+    b->sides_.push_back(std::move(side));
   }
-  b->description_ = "overlapped: " + rows + " computed while the halo travels";
+  b->description_ = "overlapped: the interior rows " + str({lower.end, upper.begin}) + " of " +
+                    str(p.owned_out) + " along " +
+                    spatial_axis_name(local.spatial_rank, axis) +
+                    " computed while the halo travels";
   return b;
 }
 

@@ -10,9 +10,9 @@
 //   outputs reach) is sent while the whole kernel computes the window's gradient;
 // - weight gradient, bilinear in the input: the whole kernel on the window with zero halo, plus
 //   the boundary kernels on the boundary windows with only their halo rows (own rows zero).
-// The boundary is computed twice forward, so a boundary of more than a quarter of the output
-// rows (small blocks) runs exchange-then-compute instead, as do splits whose rows move along two
-// or three axes.
+// The boundary is computed twice, so by default a boundary of more than 1/32 of the output rows
+// (smaller blocks) runs exchange-then-compute instead, as do splits whose rows move along two or
+// three axes.
 #pragma once
 #include <array>
 #include <memory>
@@ -28,7 +28,7 @@ namespace crest {
 
 class FormatBridge;
 
-// dist.halo_overlap: auto (overlap where the boundary is at most a quarter of the output rows),
+// dist.halo_overlap: auto (overlap where the boundary is at most 1/32 of the output rows),
 // always (wherever the interior is not empty: what the tests use to reach every case), off.
 enum class HaloOverlapMode { off, automatic, always };
 HaloOverlapMode parse_halo_overlap(const std::string& text, const std::string& key);
@@ -75,6 +75,8 @@ class ConvBoundaries {
 
  private:
   ConvBoundaries() = default;
+  std::unique_ptr<Side> make_side(Backend& backend, const Layer& layer, IndexRange out,
+                                  IndexRange halo);
   std::vector<std::unique_ptr<Side>> sides_;  // lower and/or upper
   std::vector<int64_t> window_dims_, dst_dims_;
   int window_dim_ = 0, dst_dim_ = 0;  // the moving axis in them

@@ -243,7 +243,7 @@ struct DistConfig {
   // Loading fills the default, one part per axis of the data's samples.
   std::vector<int64_t> spatial;
   // Whether split convolutions overlap their halo exchange with compute: auto (where the
-  // boundary rows are at most a quarter of a rank's output rows), always, off.
+  // boundary rows are at most 1/32 of a rank's output rows), always, off.
   std::string halo_overlap = "auto";
   // Ranks per sample: the product of `spatial` (1: no split).
   int spatial_ranks() const;
