@@ -244,8 +244,7 @@ class MpiPending final : public PendingCollective {
  public:
   // `grace_s`: for a task with a deadline of its own (an exchange), the wait's is that much later,
   // so the task's error, which names what was exchanged, is the one reported.
-  MpiPending(std::shared_ptr<CommThread> thread, std::shared_ptr<CommTask> task,
-             double grace_s = 0)
+  MpiPending(std::shared_ptr<CommThread> thread, std::shared_ptr<CommTask> task, double grace_s = 0)
       : thread_(std::move(thread)), task_(std::move(task)), grace_s_(grace_s) {}
   ~MpiPending() override {
     // The buffer must not go away under a running collective: wait, but never throw here.
@@ -487,8 +486,8 @@ class MpiCommunicator final : public Communicator {
   // The requests of an exchange, checked; post_requests (on the communication thread) posts
   // every receive, then every send.
   static std::vector<MPI_Request> requests_for(const std::vector<Outgoing>& sends,
-                                                const std::vector<Incoming>& receives,
-                                                const std::string& what) {
+                                               const std::vector<Incoming>& receives,
+                                               const std::string& what) {
     for (const auto& m : sends) check_message_size(m.bytes, what);
     for (const auto& m : receives) check_message_size(m.bytes, what);
     return std::vector<MPI_Request>(sends.size() + receives.size(), MPI_REQUEST_NULL);
@@ -501,9 +500,9 @@ class MpiCommunicator final : public Communicator {
                       &reqs[i++]),
             "MPI_Irecv");
     for (const auto& m : sends)
-      check(MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.dest, m.tag, comm_,
-                      &reqs[i++]),
-            "MPI_Isend");
+      check(
+          MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.dest, m.tag, comm_, &reqs[i++]),
+          "MPI_Isend");
   }
   static void check_message_size(size_t bytes, const std::string& what) {
     if (bytes > static_cast<size_t>(INT_MAX))

@@ -36,8 +36,7 @@ class CompletedExchange final : public PendingCollective {
 };
 
 double steady_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 }  // namespace
@@ -47,7 +46,8 @@ std::unique_ptr<PendingCollective> Communicator::start_exchange(
     const std::string& what) {
   const double posted = steady_now();
   exchange(sends, receives, what);
-  return std::make_unique<CompletedExchange>(PendingCollective::Timing{posted, posted, steady_now()});
+  return std::make_unique<CompletedExchange>(
+      PendingCollective::Timing{posted, posted, steady_now()});
 }
 
 // Polling, not a blocking MPI_Recv: the communication thread stays free for collectives, and a

@@ -55,8 +55,7 @@ std::vector<int64_t> zeros_like(const std::vector<int64_t>& count) {
 }
 
 double dist_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 size_t bytes_of(const std::vector<int64_t>& count, DType dtype) {
@@ -264,8 +263,8 @@ std::unique_ptr<PendingCollective> HaloExchange::post_axis(size_t a, const Traff
   auto pack = [&](IndexRange rows, std::vector<std::byte>& buf) {
     const Slab s = slab(src.dims, dim, rows, t.src_origin);
     buf.resize(bytes_of(s.count, dtype_));
-    box_transfer(src.data, BoxAt{src.dims, s.start}, buf.data(), BoxAt{s.count, zeros_like(s.count)},
-                 s.count, dtype_, BoxOp::copy);
+    box_transfer(src.data, BoxAt{src.dims, s.start}, buf.data(),
+                 BoxAt{s.count, zeros_like(s.count)}, s.count, dtype_, BoxOp::copy);
   };
   // Members, cleared: a step allocates nothing once every axis has run.
   sends_.clear();

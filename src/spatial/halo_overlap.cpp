@@ -118,7 +118,8 @@ struct ConvBoundaries::Side {
   };
   Slices at(void* scratch) const {
     auto* b = static_cast<std::byte*>(scratch);
-    return {b + offset[0], b + offset[1], b + offset[2], b + offset[3], b + offset[4], b + offset[5]};
+    return {b + offset[0], b + offset[1], b + offset[2],
+            b + offset[3], b + offset[4], b + offset[5]};
   }
 };
 
@@ -174,13 +175,15 @@ std::unique_ptr<ConvBoundaries::Side> ConvBoundaries::make_side(Backend& backend
   const std::vector<int64_t> in_rows = extents(d.in_size, d.spatial_rank);
   s->window_dims = block_dims(d.n, d.in_channels, in_rows, l.src_layout);
   s->out_dims = block_dims(d.n, d.out_channels, extents(d.out_size, d.spatial_rank), l.dst_layout);
-  s->kernel = backend.conv(
-      d, plain_format(Shape(block_dims(d.n, d.in_channels, in_rows, Layout::plain)), d.dtype,
-                      l.src_layout));
+  s->kernel =
+      backend.conv(d, plain_format(Shape(block_dims(d.n, d.in_channels, in_rows, Layout::plain)),
+                                   d.dtype, l.src_layout));
   s->src = std::make_unique<FormatBridge>(backend, s->kernel->src_format(), l.src_layout);
   s->dst = std::make_unique<FormatBridge>(backend, s->kernel->dst_format(), l.dst_layout);
-  const size_t sizes[] = {bytes_of(s->window_dims, d.dtype), bytes_of(s->out_dims, d.dtype),
-                          s->src->bytes(),                   s->dst->bytes(),
+  const size_t sizes[] = {bytes_of(s->window_dims, d.dtype),
+                          bytes_of(s->out_dims, d.dtype),
+                          s->src->bytes(),
+                          s->dst->bytes(),
                           s->kernel->scratch_bytes(),
                           static_cast<size_t>(weight_count_) * dtype_size(d.dtype)};
   for (size_t i = 0; i < 6; ++i) s->offset[i + 1] = s->offset[i] + align_up(sizes[i], 256);
@@ -217,8 +220,7 @@ std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Lay
     b->sides_.push_back(std::move(side));
   }
   b->description_ = "overlapped: the interior rows " + str({lower.end, upper.begin}) + " of " +
-                    str(p.owned_out) + " along " +
-                    spatial_axis_name(local.spatial_rank, axis) +
+                    str(p.owned_out) + " along " + spatial_axis_name(local.spatial_rank, axis) +
                     " computed while the halo travels";
   return b;
 }
@@ -260,8 +262,8 @@ void ConvBoundaries::add_halo_weight_grad(const void* window, const void* diff_d
               window_dim_, s->halo, dtype_);
     copy_rows(diff_dst, {dst_dims_, dst_origin_}, m.out, {s->out_dims, s->out.begin}, dst_dim_,
               s->out, dtype_);
-    s->kernel->backward_weights(s->src->to_kernel(m.window, m.src),
-                                s->dst->to_kernel(m.out, m.dst), m.dw, nullptr, m.kernel);
+    s->kernel->backward_weights(s->src->to_kernel(m.window, m.src), s->dst->to_kernel(m.out, m.dst),
+                                m.dw, nullptr, m.kernel);
     add_into(diff_weights, m.dw, weight_count_, dtype_);
   }
 }

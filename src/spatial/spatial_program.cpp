@@ -281,8 +281,8 @@ class GroupSplit final : public SpatialSplit {
   std::vector<HaloLayer> halo_layers() const override {
     std::vector<HaloLayer> out;
     for (const auto& [layer, h] : halos_)
-      out.push_back({layer, h.overlap, h.timing.exchanges, h.timing.transfer_s,
-                     h.timing.exposed_s, h.timing.hidden_fraction()});
+      out.push_back({layer, h.overlap, h.timing.exchanges, h.timing.transfer_s, h.timing.exposed_s,
+                     h.timing.hidden_fraction()});
     return out;
   }
   void reset_halo_timing() override {

@@ -32,8 +32,8 @@ std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
     axes.push_back({spatial_dim(static_cast<int>(i), layout), plans[i]});
   }
   auto halo = std::make_unique<HaloExchange>(*where.group, where.grid,
-                                             block_dims(n, channels, rows, layout),
-                                             std::move(axes), dtype, "layer '" + where.layer + "'");
+                                             block_dims(n, channels, rows, layout), std::move(axes),
+                                             dtype, "layer '" + where.layer + "'");
   halo->set_timing(where.timing);
   return halo;
 }
@@ -167,9 +167,9 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
   if (!boundaries_) return;
   overlap_note_ = boundaries_->description();
   const HaloExchange& h = *part_.halo;
-  part_.scratch = WindowScratch(h.window_bytes(), part_.src->bytes(), part_.dst->bytes(),
-                                kernel_->scratch_bytes(), h.stage_bytes(),
-                                boundaries_->scratch_bytes());
+  part_.scratch =
+      WindowScratch(h.window_bytes(), part_.src->bytes(), part_.dst->bytes(),
+                    kernel_->scratch_bytes(), h.stage_bytes(), boundaries_->scratch_bytes());
 }
 
 const void* WindowPart::window_of(const void* owned, const WindowScratch::Slices& m) const {

@@ -123,9 +123,9 @@ void bench_train(const BenchTrainArgs& a) {
   auto comm = make_world_communicator(wo);
   const BuiltModel m = build_model(bench_model_config(a));
   // --spatial d,h,w: each group of that many consecutive ranks shares one sample.
-  const HybridGroups groups = make_hybrid_groups(
-      *comm, a.spatial, "bench train: --spatial",
-      parse_halo_overlap(a.halo_overlap, "bench train: --halo-overlap"));
+  const HybridGroups groups =
+      make_hybrid_groups(*comm, a.spatial, "bench train: --spatial",
+                         parse_halo_overlap(a.halo_overlap, "bench train: --halo-overlap"));
   // Default threads: the node's cores shared among its ranks.
   TrainingSessionOptions to;
   to.session = bench_session_options(a, Purpose::training, a.batch,

@@ -46,7 +46,8 @@ std::string final_metrics(const std::string& out, const std::string& metric = "v
 struct Split {
   int ranks;
   std::string parts;
-  int local_batch;  // global batch / data-parallel groups
+  int local_batch;    // global batch / data-parallel groups
+  std::string extra;  // more overrides ("dist.halo_overlap=always")
 };
 
 // Trains `args(local batch)` on one process (local batch `one_batch`), then under each split, and
@@ -63,10 +64,10 @@ std::vector<std::string> expect_splits_train_as_one_process(
   EXPECT_FALSE(final_metrics(one.out, metric).empty()) << one.out;
   std::vector<std::string> outs;
   for (const Split& s : splits) {
-    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts);
+    SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts + " " + s.extra);
     const std::string w = dir.file("split.safetensors");
-    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts +
-                                              " --overwrite --save-weights " + w +
+    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts + " " +
+                                              s.extra + " --overwrite --save-weights " + w +
                                               " output_dir=" + dir.file("split"));
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
@@ -78,10 +79,12 @@ std::vector<std::string> expect_splits_train_as_one_process(
 }
 
 TEST(SpatialTrain, Float64EveryDecompositionTrainsAsOneProcess) {
-  expect_splits_train_as_one_process([](int b) { return float64_args(b) + " data.n_epochs=1"; }, 2,
-                                     {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2},
-                                      Split{4, "[1,2,2]", 2}, Split{4, "[2,1,1]", 1}},
-                                     1e-10);
+  expect_splits_train_as_one_process(
+      [](int b) { return float64_args(b) + " data.n_epochs=1"; }, 2,
+      {Split{2, "[2,1,1]", 2, ""}, Split{4, "[4,1,1]", 2, ""}, Split{4, "[1,2,2]", 2, ""},
+       Split{4, "[2,1,1]", 1, ""}, Split{2, "[2,1,1]", 2, "dist.halo_overlap=always"},
+       Split{4, "[4,1,1]", 2, "dist.halo_overlap=always"}},
+      1e-10);
 }
 
 // CosmoFlow's full conv stack (5 layers, 4 -> 64 channels) on 64^3 volumes, float64 on the
@@ -97,7 +100,8 @@ TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
            std::to_string(local_batch);
   };
   expect_splits_train_as_one_process(
-      args, 2, {Split{2, "[2,1,1]", 2}, Split{4, "[4,1,1]", 2}, Split{4, "[2,1,1]", 1}}, 1e-10);
+      args, 2, {Split{2, "[2,1,1]", 2, ""}, Split{4, "[4,1,1]", 2, ""}, Split{4, "[2,1,1]", 1, ""}},
+      1e-10);
 }
 
 // The demo's full CosmoFlow stack (channels 32 to 512 on 32^3) in float32 on oneDNN, whose
@@ -111,7 +115,9 @@ TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
            " crest.threads=1 data.batch_size=" +
            std::to_string(local_batch);
   };
-  expect_splits_train_as_one_process(args, 4, {Split{4, "[4,1,1]", 4}, Split{4, "[2,1,1]", 2}},
+  expect_splits_train_as_one_process(args, 4,
+                                     {Split{4, "[4,1,1]", 4, ""}, Split{4, "[2,1,1]", 2, ""},
+                                      Split{4, "[2,1,1]", 2, "dist.halo_overlap=always"}},
                                      1e-5);
 }
 
@@ -136,9 +142,9 @@ TEST(SpatialTrain, EachRankReadsItsBlockOfTheSampleFiles) {
                        " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
                        " model.conv_size=4 model.n_conv_layers=3 crest.backend=reference"
                        " crest.precision=float64";
-    const auto outs =
-        expect_splits_train_as_one_process([&](int) -> std::string { return args; }, 2,
-                                           {Split{2, "[2,1,1]", 2}, Split{4, "[1,2,2]", 2}}, 1e-10);
+    const auto outs = expect_splits_train_as_one_process(
+        [&](int) -> std::string { return args; }, 2,
+        {Split{2, "[2,1,1]", 2, ""}, Split{4, "[1,2,2]", 2, ""}}, 1e-10);
     for (const std::string& out : outs)
       EXPECT_NE(out.find(format == "npy" ? "each rank reads its block of every sample (only the "
                                            "block's bytes)"
@@ -165,8 +171,9 @@ TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
       " data.sample_shape=[32,48,16] data.batch_size=2 data.n_epochs=1 data.shuffle=false"
       " crest.backend=reference crest.precision=float64 crest.threads=1";
   expect_splits_train_as_one_process([&](int) -> std::string { return args; }, 2,
-                                     {Split{2, "[2,1]", 2}, Split{4, "[2,2]", 2}}, 1e-10,
-                                     "val_iou");
+                                     {Split{2, "[2,1]", 2, ""}, Split{4, "[2,2]", 2, ""},
+                                      Split{2, "[2,1]", 2, "dist.halo_overlap=always"}},
+                                     1e-10, "val_iou");
 }
 
 // A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)
@@ -225,6 +232,9 @@ TEST(SpatialTrain, RefusesADecompositionBeforeAnyTraining) {
                  "dist.spatial (from override 'dist.spatial=[2,1]'): expected 3 parts [d, h, w], "
                  "one per spatial axis of the samples");
   expect_refused(run_crest(base + " dist.spatial=[0,1,1]"), "dist.spatial");
+  expect_refused(run_crest(base + " dist.halo_overlap=sometimes"),
+                 "dist.halo_overlap (from override 'dist.halo_overlap=sometimes'): unknown value "
+                 "\"sometimes\" (expected auto, always or off)");
   // 8 rows per rank along depth cannot feed a 19-wide kernel's 9-row halo.
   expect_refused(run_crest_mpi(4, base + " dist.spatial=[4,1,1] model.kernel_size=19"),
                  "dist.spatial: layer 'conv1' split 4 ways along depth (input extent 32, output "

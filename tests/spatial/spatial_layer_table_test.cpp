@@ -234,52 +234,52 @@ SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
   SplitsRun run;
   for (const auto& parts : decompositions(d.spatial_rank, world.size()))
     for (HaloOverlapMode mode : {HaloOverlapMode::off, HaloOverlapMode::always}) {
-    HaloTiming timing;
-    const SpatialPlacement where{&world, SpatialGrid{parts}, "conv", mode, &timing};
-    if (!splittable(window_axes(d), where)) continue;
-    SCOPED_TRACE("split " + str(parts) + ", dist.halo_overlap " + halo_overlap_name(mode));
-    const auto plans = plan_window(window_axes(d), where);
-    std::vector<IndexRange> in_rows, out_rows;
-    for (const auto& p : plans) {
-      in_rows.push_back(p.owned_in);
-      out_rows.push_back(p.owned_out);
+      HaloTiming timing;
+      const SpatialPlacement where{&world, SpatialGrid{parts}, "conv", mode, &timing};
+      if (!splittable(window_axes(d), where)) continue;
+      SCOPED_TRACE("split " + str(parts) + ", dist.halo_overlap " + halo_overlap_name(mode));
+      const auto plans = plan_window(window_axes(d), where);
+      std::vector<IndexRange> in_rows, out_rows;
+      for (const auto& p : plans) {
+        in_rows.push_back(p.owned_in);
+        out_rows.push_back(p.owned_out);
+      }
+      SpatialConv part(backend, d, where, preferred);
+      const Layout src_layout = part.src_block_format().layout;
+      const Layout dst_layout = part.dst_block_format().layout;
+      const auto my_src_plain = owned_block(src, src_dims, in_rows, dtype);
+      const auto my_diff_dst_plain = owned_block(diff_dst, dst_dims, out_rows, dtype);
+      const auto my_src =
+          in_layout(my_src_plain, part.src_block_format().shape.to_vector(), src_layout, dtype);
+      const auto my_diff_dst = in_layout(
+          my_diff_dst_plain, part.dst_block_format().shape.to_vector(), dst_layout, dtype);
+      std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
+          my_dw(weights.size()), my_db(bias.size());
+      Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
+      part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data(), my_scratch.data());
+      part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(), my_scratch.data());
+      part.backward_weights(my_src.data(), my_diff_dst.data(), my_dw.data(), my_db.data(),
+                            my_scratch.data());
+      group_sum(my_dw, dtype, world);
+      group_sum(my_db, dtype, world);
+      const auto out_plain = in_layout(my_dst, part.dst_block_format().shape.to_vector(),
+                                       dst_layout, dtype, /*back=*/true);
+      const auto diff_src_plain = in_layout(my_diff_src, part.src_block_format().shape.to_vector(),
+                                            src_layout, dtype, /*back=*/true);
+      expect_close(out_plain, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
+      expect_close(diff_src_plain, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
+                   "input gradient");
+      expect_close(my_dw, dw, dtype, tol, "weight gradient");
+      expect_close(my_db, db, dtype, tol, "bias gradient");
+      // Every exchange is timed; what the layer waited for is part of the exchange's time.
+      EXPECT_EQ(timing.exchanges > 0, part.halo().moves_rows());
+      EXPECT_LE(timing.exposed_s, timing.transfer_s + 1e-9);
+      if (mode == HaloOverlapMode::off) {
+        EXPECT_FALSE(part.overlapped()) << part.overlap_note();
+        ++run.ran;
+      }
+      if (part.overlapped()) ++run.overlapped;
     }
-    SpatialConv part(backend, d, where, preferred);
-    const Layout src_layout = part.src_block_format().layout;
-    const Layout dst_layout = part.dst_block_format().layout;
-    const auto my_src_plain = owned_block(src, src_dims, in_rows, dtype);
-    const auto my_diff_dst_plain = owned_block(diff_dst, dst_dims, out_rows, dtype);
-    const auto my_src =
-        in_layout(my_src_plain, part.src_block_format().shape.to_vector(), src_layout, dtype);
-    const auto my_diff_dst =
-        in_layout(my_diff_dst_plain, part.dst_block_format().shape.to_vector(), dst_layout, dtype);
-    std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
-        my_dw(weights.size()), my_db(bias.size());
-    Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
-    part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data(), my_scratch.data());
-    part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(), my_scratch.data());
-    part.backward_weights(my_src.data(), my_diff_dst.data(), my_dw.data(), my_db.data(),
-                          my_scratch.data());
-    group_sum(my_dw, dtype, world);
-    group_sum(my_db, dtype, world);
-    const auto out_plain = in_layout(my_dst, part.dst_block_format().shape.to_vector(), dst_layout,
-                                     dtype, /*back=*/true);
-    const auto diff_src_plain = in_layout(my_diff_src, part.src_block_format().shape.to_vector(),
-                                          src_layout, dtype, /*back=*/true);
-    expect_close(out_plain, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
-    expect_close(diff_src_plain, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
-                 "input gradient");
-    expect_close(my_dw, dw, dtype, tol, "weight gradient");
-    expect_close(my_db, db, dtype, tol, "bias gradient");
-    // Every exchange is timed; what the layer waited for is part of the exchange's time.
-    EXPECT_EQ(timing.exchanges > 0, part.halo().moves_rows());
-    EXPECT_LE(timing.exposed_s, timing.transfer_s + 1e-9);
-    if (mode == HaloOverlapMode::off) {
-      EXPECT_FALSE(part.overlapped()) << part.overlap_note();
-      ++run.ran;
-    }
-    if (part.overlapped()) ++run.overlapped;
-  }
   return run;
 }
 

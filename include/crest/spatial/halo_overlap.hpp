@@ -63,8 +63,7 @@ class ConvBoundaries {
 
   // `window`: the gathered window (halo in), in the source block layout; `dst`: the output block,
   // whose boundary rows are overwritten.
-  void forward(const void* window, const void* weights, const void* bias, void* dst,
-               void* scratch);
+  void forward(const void* window, const void* weights, const void* bias, void* dst, void* scratch);
   // Writes the window gradient's halo rows (the neighbours' rows) into `window_grad`.
   void backward_halo(const void* diff_dst, const void* weights, void* window_grad, void* scratch);
   // Adds the halo rows' part of the weight gradient into `diff_weights`.

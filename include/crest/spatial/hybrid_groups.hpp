@@ -28,9 +28,9 @@ struct HybridGroups {
   Communicator& data_comm(Communicator& world) const { return data ? *data : world; }
 };
 
-// Splits `world` for `parts` ranks per spatial axis (`overlap`: dist.halo_overlap). Refuses (exit 2, naming `key`, "dist.spatial"
-// or "--spatial") parts below 1 and a product that does not divide the world's size. Collective:
-// every rank calls it with the same parts.
+// Splits `world` for `parts` ranks per spatial axis (`overlap`: dist.halo_overlap). Refuses (exit
+// 2, naming `key`, "dist.spatial" or "--spatial") parts below 1 and a product that does not divide
+// the world's size. Collective: every rank calls it with the same parts.
 HybridGroups make_hybrid_groups(Communicator& world, const std::vector<int>& parts,
                                 const std::string& key,
                                 HaloOverlapMode overlap = HaloOverlapMode::automatic);
