@@ -25,7 +25,7 @@ struct BenchInferArgs : BenchModelArgs, BenchRunArgs {
   int64_t batch = 1;
   int passes = 5, warmup = 1;
   bool profile = false;
-  std::vector<int> spatial;  // under mpirun: ranks per spatial axis sharing each sample
+  std::vector<int> spatial;           // under mpirun: ranks per spatial axis sharing each sample
   std::string halo_overlap = "auto";  // as dist.halo_overlap
 };
 
@@ -52,9 +52,9 @@ void bench_infer(const BenchInferArgs& a) {
     throw_usage("bench infer: --passes >= 1, --warmup >= 0, --batch >= 1");
   const BuiltModel m = build_model(bench_model_config(a));
   const auto comm = make_world_communicator(WorldOptions{});
-  const HybridGroups groups = make_hybrid_groups(
-      *comm, a.spatial, "bench infer: --spatial",
-      parse_halo_overlap(a.halo_overlap, "bench infer: --halo-overlap"));
+  const HybridGroups groups =
+      make_hybrid_groups(*comm, a.spatial, "bench infer: --spatial",
+                         parse_halo_overlap(a.halo_overlap, "bench infer: --halo-overlap"));
   // The node's cores shared among its ranks.
   SessionOptions so = bench_session_options(a, Purpose::inference, a.batch,
                                             std::max(1, hardware_threads() / comm->local_size()));

@@ -183,9 +183,8 @@ TrainingRun::TrainingRun(const Config& config, const TrainOptions& options,
     comm_ = owned_comm_.get();
   }
   const std::vector<int64_t>& parts = config.dist.spatial;
-  groups_ =
-      make_hybrid_groups(*comm_, std::vector<int>(parts.begin(), parts.end()), "dist.spatial",
-                         parse_halo_overlap(config.dist.halo_overlap, "dist.halo_overlap"));
+  groups_ = make_hybrid_groups(*comm_, std::vector<int>(parts.begin(), parts.end()), "dist.spatial",
+                               parse_halo_overlap(config.dist.halo_overlap, "dist.halo_overlap"));
   // Before anything slow: the run directory must be usable (and a resume possible).
   if (!options.dry_run)
     run_dir_ = prepare_run_directory(config, options.resume, options.overwrite, *comm_);
