@@ -4,10 +4,6 @@
 
 namespace crest::dist_detail {
 
-double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 CommThread::CommThread(double timeout_s, TimeoutHandler on_timeout)
     : timeout_s_(timeout_s), on_timeout_(std::move(on_timeout)), worker_([this] { loop(); }) {}
 

@@ -20,9 +20,11 @@
 #include <string>
 #include <thread>
 
+#include "crest/dist/communicator.hpp"
+
 namespace crest::dist_detail {
 
-double steady_seconds();  // std::chrono::steady_clock::now() in seconds
+using crest::steady_seconds;
 
 // One submitted piece of communication work.
 struct CommTask {

@@ -35,19 +35,15 @@ class CompletedExchange final : public PendingCollective {
   Timing timing_;
 };
 
-double steady_now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
 }  // namespace
 
 std::unique_ptr<PendingCollective> Communicator::start_exchange(
     const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
     const std::string& what) {
-  const double posted = steady_now();
+  const double posted = steady_seconds();
   exchange(sends, receives, what);
   return std::make_unique<CompletedExchange>(
-      PendingCollective::Timing{posted, posted, steady_now()});
+      PendingCollective::Timing{posted, posted, steady_seconds()});
 }
 
 // Polling, not a blocking MPI_Recv: the communication thread stays free for collectives, and a

@@ -1,6 +1,5 @@
 #include "crest/dist/timeline.hpp"
 
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -11,9 +10,7 @@
 
 namespace crest {
 
-double Timeline::now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double Timeline::now() { return steady_seconds(); }
 
 Timeline::Timeline(Communicator& comm, std::string path, size_t max_events)
     : path_(std::move(path)), max_events_(max_events) {

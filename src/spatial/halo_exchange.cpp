@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -52,10 +51,6 @@ Slab slab(const std::vector<int64_t>& dims, int dim, IndexRange rows, int64_t or
 
 std::vector<int64_t> zeros_like(const std::vector<int64_t>& count) {
   return std::vector<int64_t>(count.size(), 0);
-}
-
-double dist_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 size_t bytes_of(const std::vector<int64_t>& count, DType dtype) {
@@ -237,9 +232,9 @@ void HaloExchange::finish_return(PendingCollective& pending, const void* window_
 }
 
 void HaloExchange::wait_timed(PendingCollective& pending) {
-  const double begin = dist_seconds();
+  const double begin = steady_seconds();
   pending.wait();
-  const double exposed = dist_seconds() - begin;
+  const double exposed = steady_seconds() - begin;
   if (!timing_) return;
   const PendingCollective::Timing t = pending.timing();
   timing_->add(std::max(t.done - t.queued, exposed), exposed);

@@ -16,6 +16,10 @@ namespace crest {
 // and IEEE fp16 (5 exponent bits, 11 significant bits).
 enum class Float16 { bf16, fp16 };
 
+// std::chrono::steady_clock's time in seconds (since its epoch): the time base of
+// PendingCollective::Timing, timelines and the watchdog's deadlines.
+double steady_seconds();
+
 // A collective that was started and not waited for (a gradient bucket's allreduce running while
 // backward goes on). wait() returns once this rank's part is complete; it rethrows the
 // collective's error, and past the communicator's timeout it aborts the job with a message.
