@@ -154,7 +154,8 @@ std::string why_not_overlapped(const ConvBoundaries::Layer& l, HaloOverlapMode m
 }  // namespace
 
 // The kernel computing output rows `out` from their window; null where that window would need
-// negative padding (a transposed convolution).
+// negative padding (a transposed convolution) or leaves out halo rows (whose gradient it then
+// could not send back).
 std::unique_ptr<ConvBoundaries::Side> ConvBoundaries::make_side(Backend& backend, const Layer& l,
                                                                 IndexRange out, IndexRange halo) {
   const int axis = l.halo.moving_axis();
@@ -164,7 +165,7 @@ std::unique_ptr<ConvBoundaries::Side> ConvBoundaries::make_side(Backend& backend
   s->window = intersect(rows_read(w, out), {0, w.in_extent});
   s->halo = halo;
   const LocalPadding pad = local_padding(w, s->window, out);
-  if (pad.lo < 0 || pad.hi < 0) return nullptr;
+  if (pad.lo < 0 || pad.hi < 0 || !(intersect(halo, s->window) == halo)) return nullptr;
   ConvDesc d = l.local;
   const auto a = static_cast<size_t>(axis);
   d.in_size[a] = s->window.size();
@@ -213,7 +214,8 @@ std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Lay
     if (out.empty()) continue;
     auto side = b->make_side(backend, l, out, halo);
     if (!side) {
-      why_not = "not overlapped: a boundary's transposed window would need negative padding";
+      why_not =
+          "not overlapped: a boundary window would need negative padding or leave out halo rows";
       return nullptr;
     }
     b->scratch_bytes_ = std::max(b->scratch_bytes_, side->offset[6]);
