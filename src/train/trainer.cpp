@@ -326,17 +326,24 @@ void TrainingRun::print_dry_run() {
       << training_->session().compile_seconds() << " s; dry run: no data read, nothing written\n";
 }
 
-// Every rank's part of a split sample, its planned memory and its halo traffic per step, on rank
-// 0 (collective): the ranks of a group differ (edge blocks exchange with one neighbour per axis).
+// Every rank's part of a split sample, its planned memory, its halo traffic per step and how many
+// of its windowed layers with a halo overlap the exchange with compute (dist.halo_overlap), on
+// rank 0 (collective): the ranks of a group differ (edge blocks exchange with one neighbour per
+// axis, and have the smaller boundary).
 void TrainingRun::print_spatial_plan() {
   struct RankPlan {
     int64_t planned = 0, halo_forward = 0, halo_backward = 0;
     int64_t block[3] = {0, 0, 0};
+    int64_t with_halo = 0, overlapped = 0;
   } mine;
   mine.planned = static_cast<int64_t>(summary_.planned_bytes);
   const SpatialSplit::HaloTraffic t = groups_.split->halo_traffic();
   mine.halo_forward = static_cast<int64_t>(t.forward);
   mine.halo_backward = static_cast<int64_t>(t.backward);
+  for (const SpatialSplit::HaloLayer& l : groups_.split->halo_layers()) {
+    mine.with_halo += l.overlap != "no halo";
+    mine.overlapped += l.overlap.rfind("overlapped", 0) == 0;
+  }
   const Shape block = ex_->input(task_.model.sample_input).shape();  // [n, c, spatial...]
   for (int a = 2; a < block.rank() && a < 5; ++a) mine.block[a - 2] = block[a];
   const auto* raw = reinterpret_cast<const std::byte*>(&mine);
@@ -344,8 +351,10 @@ void TrainingRun::print_spatial_plan() {
   std::ostream& log = *log_;
   const auto bytes = [](int64_t b) { return human_bytes(static_cast<double>(b)); };
   log << "per-rank plan (dist.spatial " << config::list_text(config_.dist.spatial)
-      << "; halo: bytes received per step, forward + backward):\n";
-  log << "  rank  group  sample block      planned memory  halo per step\n";
+      << "; halo: bytes received per step, forward + backward; overlapped: layers computing while "
+         "their halo travels, dist.halo_overlap "
+      << config_.dist.halo_overlap << "):\n";
+  log << "  rank  group  sample block      planned memory  halo per step          overlapped\n";
   for (size_t r = 0; r < all.size(); ++r) {
     RankPlan p;
     std::memcpy(&p, all[r].data(), sizeof p);
@@ -353,7 +362,9 @@ void TrainingRun::print_spatial_plan() {
     log << "  " << std::setw(4) << r << "  " << std::setw(5)
         << static_cast<int>(r) / groups_.ranks_per_sample << "  " << std::left << std::setw(16)
         << config::list_text(dims) << std::right << "  " << std::setw(14) << bytes(p.planned)
-        << "  " << bytes(p.halo_forward) << " + " << bytes(p.halo_backward) << "\n";
+        << "  " << std::left << std::setw(21)
+        << (bytes(p.halo_forward) + " + " + bytes(p.halo_backward)) << std::right << "  "
+        << p.overlapped << " of " << p.with_halo << "\n";
   }
 }
 

@@ -262,6 +262,20 @@ TEST(SpatialTrain, DryRunPrintsEveryRanksPlan) {
   EXPECT_EQ(forward_kib[0], forward_kib[3]) << r.out;
   EXPECT_EQ(forward_kib[1], 2 * forward_kib[0]) << r.out;
   EXPECT_EQ(forward_kib[2], forward_kib[1]) << r.out;
+  // How many of each rank's 5 convolutions and pools with a halo overlap it: none by default at
+  // 8 rows per rank (a boundary above 1/32), every convolution whose interior is not empty with
+  // always.
+  const std::regex overlap(R"(\n +[0-9] +0  \[8, 32, 32\].*  ([0-9]+) of ([0-9]+)\n)");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, overlap)) << r.out;
+  EXPECT_EQ(m[1].str(), "0") << r.out;
+  const auto always = run_crest_mpi(4, "train --config " + kDemo +
+                                           " dist.spatial=[4,1,1] dist.halo_overlap=always "
+                                           "crest.threads=1 --dry-run");
+  ASSERT_EQ(always.code, 0) << always.out;
+  ASSERT_TRUE(std::regex_search(always.out, m, overlap)) << always.out;
+  EXPECT_GT(std::stoi(m[1].str()), 0) << always.out;
+  EXPECT_LE(std::stoi(m[1].str()), std::stoi(m[2].str())) << always.out;
 }
 
 // A plan above crest.max_memory_gb (by default the node's available memory over its ranks) is
