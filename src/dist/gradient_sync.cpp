@@ -10,6 +10,7 @@
 #include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/core/units.hpp"
+#include "crest/graph/param_shard.hpp"
 
 namespace crest {
 
@@ -70,6 +71,7 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
     : comm_(comm),
       params_(params),
       bucket_of_slot_(params.slots().size(), -1),
+      part_of_slot_(params.slots().size(), -1),
       compress_(compress) {
   // Gradients travel in the parameters' dtype: float32, or float64 (the oracle mode); the
   // 16-bit compressions narrow float32 only.
@@ -96,6 +98,11 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
     const ParamSlot& slot = slots.at(static_cast<size_t>(s));
     if (!slot.spec.trainable)
       throw_usage("gradient_ready_order lists non-trainable slot " + slot.name);
+    if (slot.spec.shard) {  // a part: averaged over its replicas, in no bucket
+      part_of_slot_[static_cast<size_t>(s)] = static_cast<int>(parts_.size());
+      parts_.push_back(s);
+      continue;
+    }
     const size_t begin = slot.offset, end = slot.offset + slot.count * dtype_size(params.dtype());
     // A bucket is one slice of the flat buffer: slots lie in index order, so a slot joins only
     // when its index borders the bucket's (the zero padding between aligned slots rides along).
@@ -129,6 +136,8 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
         256, params.memory());
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
+  part_pending_.resize(parts_.size());
+  part_started_.assign(parts_.size(), false);
   for (size_t b = 0; b < buckets_.size(); ++b)
     missing_[b] = static_cast<int>(buckets_[b].slots.size());
 }
@@ -145,6 +154,9 @@ void GradientSync::carry_sideband() {
       b.end_byte = end;
       return;
     }
+  // The last trainable slice is a divided parameter's part, in no bucket: the sideband travels
+  // in a bucket of its own.
+  buckets_.push_back({{}, params_.trainable_bytes(), end});
 }
 
 std::string GradientSync::layout() const {
@@ -152,8 +164,9 @@ std::string GradientSync::layout() const {
   const auto& slots = params_.slots();
   os << "compression " << gradient_compression_name(compress_) << "\n";
   for (const auto& s : slots)
-    os << "param " << s.name << " " << s.shape.str() << " offset " << s.offset
-       << (s.spec.trainable ? "" : " (state)") << "\n";
+    os << "param " << s.name << " "
+       << (s.spec.shard ? s.spec.shard->whole_shape().str() + " (parts)" : s.shape.str())
+       << " offset " << s.offset << (s.spec.trainable ? "" : " (state)") << "\n";
   for (size_t b = 0; b < buckets_.size(); ++b) {
     os << "bucket " << b << " bytes [" << buckets_[b].begin_byte << ", " << buckets_[b].end_byte
        << "):";
@@ -193,11 +206,7 @@ void GradientSync::verify_same_layout_everywhere() {
 }
 
 void GradientSync::broadcast_parameters(ParamStore& params) {
-  if (comm_.size() == 1) return;
-  // The communicator works on host memory: on a device, through a host copy.
-  HostStaging host(params.memory(), params.values(), params.bytes());
-  comm_.broadcast(host.data(), params.bytes(), 0);
-  host.commit();
+  broadcast_store_layout(comm_, params, params.values(), params.bytes());
 }
 
 void GradientSync::start_bucket(size_t b) {
@@ -249,8 +258,32 @@ void GradientSync::start_bucket(size_t b) {
 
 int GradientSync::ranks() const { return comm_.size(); }
 
+// A part's gradient: the average over the ranks holding the same part (each the sum of its
+// columns' products over its samples). Loss scaling is undone here as the buckets undo it.
+void GradientSync::start_part(size_t i) {
+  part_started_[i] = true;
+  const ParamSlot& slot = params_.slots()[static_cast<size_t>(parts_[i])];
+  Communicator* replicas = slot.spec.shard->replicas();
+  void* grad = static_cast<char*>(params_.grads()) + slot.offset;
+  double scale = loss_scale_ > 0 ? 1.0 / loss_scale_ : 1.0;
+  if (!replicas || replicas->size() == 1) {
+    if (scale != 1.0) params_.ops().scale(scale, grad, grad, slot.count);
+    return;
+  }
+  scale /= replicas->size();
+  const std::string what =
+      "allreduce of " + slot.name + "'s part (step " + std::to_string(stats_.steps + 1) + ")";
+  part_pending_[i] =
+      params_.dtype() == DType::f64
+          ? replicas->start_allreduce(static_cast<double*>(grad), slot.count, scale, what)
+          : replicas->start_allreduce(static_cast<float*>(grad), slot.count,
+                                      static_cast<float>(scale), what);
+}
+
 void GradientSync::gradient_ready(int slot) {
   if (comm_.size() == 1) return;
+  if (const int i = part_of_slot_.at(static_cast<size_t>(slot)); i >= 0)
+    return start_part(static_cast<size_t>(i));
   const int b = bucket_of_slot_.at(static_cast<size_t>(slot));
   if (b < 0) return;
   if (--missing_[static_cast<size_t>(b)] == 0) start_bucket(static_cast<size_t>(b));
@@ -281,11 +314,44 @@ void GradientSync::finish() {
       }
     }
   }
+  finish_parts();
   for (size_t b = 0; b < buckets_.size(); ++b)
     missing_[b] = static_cast<int>(buckets_[b].slots.size());
   stats_.finish_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.steps;
+}
+
+void GradientSync::finish_parts() {
+  if (comm_.size() == 1) return;
+  for (size_t i = 0; i < parts_.size(); ++i)
+    if (!part_started_[i]) start_part(i);  // in ready order: the same sequence everywhere
+  for (size_t i = 0; i < parts_.size(); ++i) {
+    if (part_pending_[i]) {
+      part_pending_[i]->wait();
+      const PendingCollective::Timing t = part_pending_[i]->timing();
+      stats_.allreduce_s += t.done - t.started;
+      part_pending_[i].reset();
+    }
+    part_started_[i] = false;
+  }
+}
+
+void broadcast_store_layout(Communicator& comm, const ParamStore& params, void* buffer,
+                            size_t bytes) {
+  if (comm.size() == 1) return;
+  // The communicator works on host memory: on a device, through a host copy.
+  HostStaging host(params.memory(), buffer, bytes);
+  // Parts differ between the ranks of a group: each comes from its replicas' first rank.
+  for (const ParamStore::ByteRange& r : params.replicated_ranges(bytes))
+    comm.broadcast(host.as<char>() + r.begin, r.end - r.begin, 0);
+  for (const ParamSlot& slot : params.slots()) {
+    Communicator* replicas = slot.spec.shard ? slot.spec.shard->replicas() : nullptr;
+    if (replicas && replicas->size() > 1 && slot.offset < bytes)
+      replicas->broadcast(host.as<char>() + slot.offset, slot.count * dtype_size(params.dtype()),
+                          0);
+  }
+  host.commit();
 }
 
 }  // namespace crest

@@ -6,6 +6,7 @@
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/dist/timeline.hpp"
+#include "crest/graph/param_shard.hpp"
 
 namespace crest {
 
@@ -114,7 +115,7 @@ void TrainStep::unscale_where_nothing_else_does() {
 void TrainStep::decide_update(StepResult& r, double lr) {
   if (r.rank_failed) return;  // the run ends: nothing to decide
   const ParamStore& params = ex_.params();
-  const double norm_sq = params.ops().sum_squares(params.grads(), params.trainable_count_padded());
+  const double norm_sq = params.grad_sum_squares();
   const bool gradients_finite = std::isfinite(norm_sq);
   // A non-finite loss is a forward pass gone wrong, not the scale's doing (forward never sees
   // S); an overflow at the smallest scale is not one that scaling cures: both, and any
@@ -188,10 +189,20 @@ void TrainStep::share_partial_sum(Communicator& comm) {
   const ParamStore& params = ex_.params();
   CREST_CHECK(params.dtype() == DType::f32 && params.memory().is_host(),
               "data-parallel gradient accumulation needs float32 host memory");
-  const size_t count = params.trainable_count_padded();
-  comm.start_allreduce(static_cast<float*>(optimizer_.gradient_sum()), count,
-                       1.0f / static_cast<float>(comm.size()), "partial gradient sum")
-      ->wait();
+  auto* sum = static_cast<float*>(optimizer_.gradient_sum());
+  for (const ParamStore::ByteRange& r : params.replicated_ranges(params.trainable_bytes()))
+    comm.start_allreduce(sum + r.begin / sizeof(float), (r.end - r.begin) / sizeof(float),
+                         1.0f / static_cast<float>(comm.size()), "partial gradient sum")
+        ->wait();
+  // A divided parameter's part: over the ranks that hold the same part.
+  for (const ParamSlot& s : params.slots()) {
+    Communicator* replicas = s.spec.shard ? s.spec.shard->replicas() : nullptr;
+    if (replicas && replicas->size() > 1)
+      replicas
+          ->start_allreduce(sum + s.offset / sizeof(float), s.count,
+                            1.0f / static_cast<float>(replicas->size()), "partial gradient sum")
+          ->wait();
+  }
 }
 
 }  // namespace crest

@@ -10,6 +10,8 @@
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/whole_parts.hpp"
+#include "crest/graph/param_shard.hpp"
 
 namespace crest {
 namespace {
@@ -23,8 +25,8 @@ struct FileTensor {
 
 FileTensor file_tensor(const ParamSlot& slot, const ExternalNames& names) {
   const auto it = names.find(slot.name);
-  if (it == names.end()) return {slot.name, slot.shape.to_vector(), false};
-  CREST_CHECK(numel_of(it->second.shape) == static_cast<int64_t>(slot.count),
+  if (it == names.end()) return {slot.name, file_shape(slot).to_vector(), false};
+  CREST_CHECK(numel_of(it->second.shape) == file_shape(slot).numel(),
               "external shape of " + slot.name + " has another element count");
   return {it->second.key, it->second.shape, it->second.dtype == DType::i64};
 }
@@ -124,10 +126,14 @@ void store_tensors(ParamStore& params,
                    const std::function<const SafetensorsTensor&(const ParamSlot&)>& tensor_of) {
   // Fetched first: the padding between slots keeps its zeros.
   HostStaging host(params.memory(), params.values(), params.bytes());
-  for (const ParamSlot& slot : params.slots()) {
+  PartsFromWhole parts;  // a divided parameter: its part of the whole tensor
+  for (size_t s = 0; s < params.slots().size(); ++s) {
+    const ParamSlot& slot = params.slots()[s];
     const SafetensorsTensor& t = tensor_of(slot);
     char* dst = host.as<char>() + slot.offset;
-    for (size_t i = 0; i < slot.count; ++i) {
+    if (slot.spec.shard) dst = static_cast<char*>(parts.whole_for(params, s, "", dst));
+    const auto count = static_cast<size_t>(file_shape(slot).numel());
+    for (size_t i = 0; i < count; ++i) {
       const double v = element(t, i);
       if (params.dtype() == DType::f32)
         reinterpret_cast<float*>(dst)[i] = static_cast<float>(v);
@@ -135,17 +141,24 @@ void store_tensors(ParamStore& params,
         reinterpret_cast<double*>(dst)[i] = v;
     }
   }
+  parts.take();
   host.commit();
 }
 
-WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& names) {
+WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& names,
+                             const WholeParts& wholes) {
   auto host = std::make_shared<HostStaging>(
       params.memory(), static_cast<const void*>(params.values()), params.bytes());
   WeightTensors w;
   w.host_values = std::shared_ptr<const void>(host, host->data());
-  for (const ParamSlot& slot : params.slots()) {
+  for (size_t s = 0; s < params.slots().size(); ++s) {
+    const ParamSlot& slot = params.slots()[s];
     const FileTensor to = file_tensor(slot, names);
     const char* src = host->as<char>() + slot.offset;
+    if (slot.spec.shard) {
+      src = reinterpret_cast<const char*>(wholes.find(s));
+      CREST_CHECK(src != nullptr, "a divided parameter's whole tensor was not gathered");
+    }
     if (!to.counter) {
       w.entries.push_back({to.key, params.dtype(), Shape(to.shape), src});
       continue;
@@ -161,8 +174,9 @@ WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& name
 }
 
 void save_weights(const ParamStore& params, const std::string& path,
-                  const std::map<std::string, std::string>& metadata, const ExternalNames& names) {
-  write_safetensors(path, weight_tensors(params, names).entries, metadata);
+                  const std::map<std::string, std::string>& metadata, const ExternalNames& names,
+                  const WholeParts& wholes) {
+  write_safetensors(path, weight_tensors(params, names, wholes).entries, metadata);
 }
 
 }  // namespace crest

@@ -11,6 +11,7 @@
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/units.hpp"
+#include "crest/graph/param_shard.hpp"
 
 namespace crest {
 
@@ -39,6 +40,7 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::swap_activation_pool(*prog_, graph);
   compile::infer_shapes(*prog_, graph);
   compile::split_spatially(*prog_, graph);
+  compile::store_params(*prog_);
   compile::assign_precision(*prog_);
   compile::narrow_inputs(*prog_, graph);
   compile::fold_batch_norm(*prog_, graph);
@@ -240,8 +242,10 @@ double Executor::forward(bool training) {
   double penalty = 0;
   for (size_t s = 0; s < prog_->params.slots().size(); ++s) {
     const auto& slot = prog_->params.slots()[s];
-    if (slot.spec.l2 > 0)
-      penalty += slot.spec.l2 * vec_->sum_squares(prog_->params.value(s).data(), slot.count);
+    if (slot.spec.l2 <= 0) continue;
+    double part = slot.spec.l2 * vec_->sum_squares(prog_->params.value(s).data(), slot.count);
+    if (slot.spec.shard) slot.spec.shard->sum_over_group(&part, 1);  // the whole tensor's
+    penalty += part;
   }
   return data_loss_ + penalty;
 }

@@ -8,6 +8,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
+#include "crest/graph/param_shard.hpp"
 
 namespace crest {
 namespace {
@@ -20,12 +21,13 @@ uint64_t fnv1a(const std::string& s, uint64_t h = 1469598103934665603ull) {
 // Uniform in [0, 1) from the top 53 bits: the same on every standard library.
 double uniform01(std::mt19937_64& g) { return static_cast<double>(g() >> 11) * 0x1.0p-53; }
 
+// `count` values of slot `s` (all of them: a divided slot's whole parameter).
 template <typename T>
-void fill_slot(T* w, const ParamSlot& s, uint64_t seed) {
+void fill_slot(T* w, size_t count, const ParamSlot& s, uint64_t seed) {
   std::mt19937_64 gen(fnv1a(s.name, seed * 0x9E3779B97F4A7C15ull + 1));
   const double fan_in = static_cast<double>(s.spec.fan_in),
                fan_out = static_cast<double>(s.spec.fan_out);
-  for (size_t i = 0; i < s.count; ++i) {
+  for (size_t i = 0; i < count; ++i) {
     double v = 0;
     switch (s.spec.init) {
       case Init::zeros:
@@ -69,7 +71,11 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backe
     if (!s.spec.trainable && !std::exchange(sideband_placed, true)) offset += kSidebandBytes;
     s.count = static_cast<size_t>(s.shape.numel());
     s.offset = offset;
-    offset = align_up(offset + s.count * dtype_size(dtype), 256);
+    // A part reserves the group's largest part: the layout is the same on every rank.
+    const size_t reserved =
+        s.spec.shard ? static_cast<size_t>(s.spec.shard->reserved_count()) : s.count;
+    CREST_CHECK(reserved >= s.count, "a parameter part larger than its reservation");
+    offset = align_up(offset + reserved * dtype_size(dtype), 256);
     if (s.spec.trainable) trainable_bytes_ = offset;
   }
   // The sideband follows the trainable prefix directly, whatever comes after it.
@@ -89,8 +95,53 @@ VectorOps& ParamStore::ops() const {
 int64_t ParamStore::parameter_count() const {
   int64_t n = 0;
   for (const auto& s : slots_)
-    if (s.spec.trainable) n += static_cast<int64_t>(s.count);
+    if (s.spec.trainable) n += s.spec.shard ? s.spec.shard->whole_shape().numel() : s.count;
   return n;
+}
+
+double ParamStore::grad_sum_squares() const {
+  double replicated = 0;
+  std::vector<double> parts;
+  size_t begin = 0;  // of the replicated run in elements
+  const size_t element = dtype_size(dtype_);
+  for (const ParamSlot& s : slots_) {
+    if (!s.spec.trainable || !s.spec.shard) continue;
+    replicated += ops().sum_squares(static_cast<char*>(grads_.data()) + begin * element,
+                                    s.offset / element - begin);
+    parts.push_back(ops().sum_squares(static_cast<char*>(grads_.data()) + s.offset, s.count));
+    begin = align_up(s.offset + s.count * element, 256) / element;
+  }
+  replicated += ops().sum_squares(static_cast<char*>(grads_.data()) + begin * element,
+                                  trainable_bytes_ / element - begin);
+  return replicated + sum_over_groups(parts);
+}
+
+double ParamStore::sum_over_groups(std::vector<double>& parts) const {
+  double sum = 0;
+  size_t i = 0;
+  for (const ParamSlot& s : slots_)
+    if (s.spec.trainable && s.spec.shard) {
+      s.spec.shard->sum_over_group(&parts.at(i), 1);
+      sum += parts[i++];
+    }
+  return sum;
+}
+
+std::vector<ParamStore::ByteRange> ParamStore::replicated_ranges(size_t end) const {
+  std::vector<ByteRange> out;
+  size_t begin = 0;
+  for (const ParamSlot& s : slots_) {
+    if (!s.spec.shard || s.offset >= end) continue;
+    if (s.offset > begin) out.push_back({begin, s.offset});
+    begin = align_up(s.offset + s.count * dtype_size(dtype_), 256);
+  }
+  if (end > begin) out.push_back({begin, end});
+  return out;
+}
+
+bool ParamStore::divided() const {
+  return std::any_of(slots_.begin(), slots_.end(),
+                     [](const ParamSlot& s) { return s.spec.shard != nullptr; });
 }
 
 TensorView ParamStore::value(size_t i) const {
@@ -111,6 +162,13 @@ int ParamStore::find(const std::string& name) const {
   return -1;
 }
 
+void ParamStore::fill(void* w, size_t count, const ParamSlot& s, uint64_t seed) const {
+  if (dtype_ == DType::f32)
+    fill_slot(static_cast<float*>(w), count, s, seed);
+  else
+    fill_slot(static_cast<double*>(w), count, s, seed);
+}
+
 void ParamStore::initialize(uint64_t seed) {
   if (dtype_ != DType::f32 && dtype_ != DType::f64)
     throw_runtime("parameter initialisation supports f32 and f64 only");
@@ -118,10 +176,14 @@ void ParamStore::initialize(uint64_t seed) {
   HostStaging host(memory(), values_.data(), values_.bytes(), /*fetch=*/false);
   for (const ParamSlot& s : slots_) {
     char* w = host.as<char>() + s.offset;
-    if (dtype_ == DType::f32)
-      fill_slot(reinterpret_cast<float*>(w), s, seed);
-    else
-      fill_slot(reinterpret_cast<double*>(w), s, seed);
+    if (s.spec.shard) {  // the whole parameter, as an unsplit run draws it, then this part
+      const size_t whole = static_cast<size_t>(s.spec.shard->whole_shape().numel());
+      std::vector<char> all(whole * dtype_size(dtype_));
+      fill(all.data(), whole, s, seed);
+      s.spec.shard->take_part(all.data(), w, dtype_);
+    } else {
+      fill(w, s.count, s, seed);
+    }
   }
   host.commit();
 }

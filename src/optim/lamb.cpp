@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/param_shard.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 
 namespace crest {
@@ -25,11 +26,17 @@ Lamb::Lamb(const LambOptions& options) : o_(options) {
 // skips this pass over 4 bytes per parameter.
 double Lamb::global_gradient_norm() const {
   double squares = 0;
+  std::vector<double> parts;  // divided parameters' parts, summed over their groups
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
-    if (slot.spec.trainable) squares += vec_->sum_squares(params_->grad(s).data(), slot.count);
+    if (!slot.spec.trainable) continue;
+    const double sum = vec_->sum_squares(params_->grad(s).data(), slot.count);
+    if (slot.spec.shard)
+      parts.push_back(sum);
+    else
+      squares += sum;
   }
-  return std::sqrt(squares);
+  return std::sqrt(squares + params_->sum_over_groups(parts));
 }
 
 // Without weight decay apex takes no trust ratio (use_nvlamb off): the step is plain lr u for
@@ -48,10 +55,15 @@ void Lamb::step_with_trust_ratios(double lr, double divisor) {
     if (!slot.spec.trainable) continue;
     void* w = params_->value(s).data();
     void* u = params_->grad(s).data();
-    const VectorOps::SquareSums sums = vec_->lamb_direction_with_norms(
+    VectorOps::SquareSums sums = vec_->lamb_direction_with_norms(
         w, u, static_cast<char*>(state_[0].data()) + slot.offset,
         static_cast<char*>(state_[1].data()) + slot.offset, slot.count, divisor, o_.beta1, o_.beta2,
         o_.eps, o_.weight_decay, steps_);
+    if (slot.spec.shard) {  // the whole tensor's norms: the parts' sums over the group
+      double both[2] = {sums.w, sums.u};
+      slot.spec.shard->sum_over_group(both, 2);
+      sums = {both[0], both[1]};
+    }
     const double w_norm = std::sqrt(sums.w), u_norm = std::sqrt(sums.u);
     const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
     vec_->axpy(-lr * ratio, u, w, slot.count);

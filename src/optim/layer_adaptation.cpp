@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/param_shard.hpp"
 
 namespace crest {
 namespace {
@@ -67,6 +68,7 @@ AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& e
     } else {
       adapted_.push_back(s);
       ranges_.push_back({slot.offset / element, slot.count});
+      shards_.push_back(slot.spec.shard.get());
     }
   }
   if (exclusions.every_pattern_matches)
@@ -90,6 +92,14 @@ std::string AdaptedTensors::describe(const ParamStore& params) const {
 
 void AdaptedTensors::measure(VectorOps& vec, const void* w, const void* g) {
   vec.range_sum_squares(w, g, ranges_.data(), ranges_.size(), w_sq_.data(), g_sq_.data());
+  // A divided parameter's norms are its whole tensor's: the parts' sums over the group.
+  for (size_t i = 0; i < shards_.size(); ++i)
+    if (shards_[i]) {
+      double sums[2] = {w_sq_[i], g_sq_[i]};
+      shards_[i]->sum_over_group(sums, 2);
+      w_sq_[i] = sums[0];
+      g_sq_[i] = sums[1];
+    }
 }
 
 double AdaptedTensors::weight_norm(size_t i) const { return std::sqrt(w_sq_.at(i)); }

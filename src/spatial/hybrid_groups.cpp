@@ -32,7 +32,7 @@ HybridGroups make_hybrid_groups(Communicator& world, const std::vector<int>& par
   // Both splits are collective over the world, in the same order on every rank.
   g.spatial = world.split(group, place);
   g.data = world.split(place, group);
-  g.split = make_spatial_split(*g.spatial, SpatialGrid{parts}, overlap);
+  g.split = make_spatial_split(*g.spatial, SpatialGrid{parts}, overlap, g.data.get());
   return g;
 }
 

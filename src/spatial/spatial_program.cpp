@@ -10,6 +10,7 @@
 #include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/graph/layer.hpp"
+#include "crest/spatial/feature_columns.hpp"
 #include "crest/spatial/spatial_window.hpp"
 
 namespace crest {
@@ -205,8 +206,9 @@ class GroupSumLayer final : public Layer {
                  sum_ == Sum::backward ? group_ : nullptr);
   }
   std::string describe() const override {
-    return sum_ == Sum::forward ? "block means weighted by their share, summed over the group"
-                                : "broadcast over the blocks, gradient summed over the group";
+    if (sum_ == Sum::backward) return "broadcast over the blocks, gradient summed over the group";
+    return share_ == 1.0 ? "the parts' products summed over the group"
+                         : "block means weighted by their share, summed over the group";
   }
 
  private:
@@ -221,8 +223,8 @@ class GroupSumLayer final : public Layer {
 
 class GroupSplit final : public SpatialSplit {
  public:
-  GroupSplit(Communicator& group, SpatialGrid grid, HaloOverlapMode overlap)
-      : group_(&group), grid_(std::move(grid)), overlap_(overlap) {}
+  GroupSplit(Communicator& group, Communicator* replicas, SpatialGrid grid, HaloOverlapMode overlap)
+      : group_(&group), replicas_(replicas), grid_(std::move(grid)), overlap_(overlap) {}
   int group_size() const override { return grid_.size(); }
   bool splits(const Shape& global) const override {
     return global.rank() == static_cast<int>(grid_.parts.size()) + 2;
@@ -311,6 +313,14 @@ class GroupSplit final : public SpatialSplit {
     return std::make_unique<GroupSumLayer>(*group_, shape, GroupSumLayer::Sum::backward, 1.0,
                                            "spatial_broadcast");
   }
+  std::shared_ptr<const ParamShard> feature_columns(const Shape& global, int64_t rows) override {
+    return make_feature_columns(*group_, replicas_, grid_, global, rows);
+  }
+  std::unique_ptr<Layer> sum_parts(const Shape& shape) override {
+    return std::make_unique<GroupSumLayer>(*group_, shape, GroupSumLayer::Sum::forward, 1.0,
+                                           "spatial_sum");
+  }
+  bool first_in_group() const override { return group_->rank() == 0; }
 
  private:
   // A layer compiled again (a second executor) adds to the same times.
@@ -318,6 +328,7 @@ class GroupSplit final : public SpatialSplit {
     return {group_, grid_, layer, overlap_, &halos_[layer].timing};
   }
   Communicator* group_;
+  Communicator* replicas_;
   SpatialGrid grid_;
   HaloOverlapMode overlap_;
   std::map<std::string, HaloTraffic> traffic_;  // per split layer
@@ -331,11 +342,11 @@ class GroupSplit final : public SpatialSplit {
 }  // namespace
 
 std::shared_ptr<SpatialSplit> make_spatial_split(Communicator& group, SpatialGrid grid,
-                                                 HaloOverlapMode overlap) {
+                                                 HaloOverlapMode overlap, Communicator* replicas) {
   if (grid.size() != group.size())
     throw_usage("dist.spatial: the decomposition has " + std::to_string(grid.size()) +
                 " parts but the spatial group has " + std::to_string(group.size()) + " ranks");
-  return std::make_shared<GroupSplit>(group, std::move(grid), overlap);
+  return std::make_shared<GroupSplit>(group, replicas, std::move(grid), overlap);
 }
 
 }  // namespace crest

@@ -63,7 +63,8 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 }
 
 std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
-                             const ParamStore& params, Optimizer& optimizer, int keep) {
+                             const ParamStore& params, Optimizer& optimizer, int keep,
+                             const WholeParts& wholes) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) throw_input(dir + ": cannot create the checkpoint directory: " + ec.message());
@@ -91,7 +92,7 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
       {"optimizer", info.optimizer},
       {"config", info.config_yaml},
   };
-  checkpoint_file::write(path, md, params, optimizer, kill_hook());
+  checkpoint_file::write(path, md, params, optimizer, kill_hook(), wholes);
 
   // Only now, with the new one in place, drop the oldest beyond `keep`.
   const auto all = list_checkpoints(dir);
@@ -100,14 +101,15 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
   return path;
 }
 
-CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer) {
+CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer,
+                               WholeParts* wholes) {
   const SafetensorsFile file = checkpoint_file::open_verified(path);
   CheckpointInfo info = checkpoint_info_of(file);
   if (info.optimizer != optimizer.name())
     checkpoint_file::defect(path, "checkpoint holds the state of optimizer '" + info.optimizer +
                                       "', this run uses '" + optimizer.name() +
                                       "' (optimizer.name cannot change on resume)");
-  checkpoint_file::load(file, params, optimizer);
+  checkpoint_file::load(file, params, optimizer, wholes);
   optimizer.set_steps_taken(info.position.optimizer_steps);
   return info;
 }

@@ -32,7 +32,11 @@ bool Checkpointer::due_after_epoch(int epoch) const {
 }
 
 void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& history) {
-  if (context_.dir.empty() || !context_.writer) return;
+  if (context_.dir.empty()) return;
+  // Every rank is here: a spatially split dense head's parts are gathered onto the writer.
+  const WholeParts wholes =
+      ex_.params().divided() ? WholeParts(ex_.params(), &optimizer_) : WholeParts();
+  if (!context_.writer) return;
   CheckpointInfo info;
   info.position = std::move(at);
   info.position.executor_steps = ex_.training_steps();
@@ -48,7 +52,7 @@ void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& his
   const auto t0 = std::chrono::steady_clock::now();
   try {
     last_ = write_checkpoint(context_.dir, info, ex_.params(), optimizer_,
-                             config_.train.checkpoint_keep);
+                             config_.train.checkpoint_keep, wholes);
     last_failed_ = false;
   } catch (const Error& e) {
     // The write is atomic: whatever failed (ENOSPC, EDQUOT, EIO, a short write), the earlier

@@ -1,6 +1,7 @@
 #include "resume.hpp"
 
 #include "crest/core/error.hpp"
+#include "crest/engine/whole_parts.hpp"
 
 namespace crest {
 namespace {
@@ -50,13 +51,15 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history) {
   TrainingPosition pos;
   std::string problem;
+  WholeParts wholes;  // a spatially split dense head's tensors, read whole by rank 0
   if (comm.rank() == 0) {
     try {
       problem = resume_position_problem(*run_dir.resume_info, config, shards, steps_per_epoch);
       if (problem.empty())
         problem = loss_scaling_problem(run_dir.resume_info->position, config, scaler != nullptr);
       if (problem.empty()) {
-        const CheckpointInfo info = read_checkpoint(run_dir.resume_from, ex.params(), optimizer);
+        const CheckpointInfo info =
+            read_checkpoint(run_dir.resume_from, ex.params(), optimizer, &wholes);
         pos = info.position;
         history = info.history;
       } else {
@@ -67,8 +70,10 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
     }
   }
   fail_with_rank0(comm, problem);
+  if (ex.params().divided()) scatter_parts(ex.params(), &optimizer, wholes);
   sync.broadcast_parameters(ex.params());
-  for (auto& [name, buffer] : optimizer.state()) comm.broadcast(buffer->data(), buffer->bytes(), 0);
+  for (auto& [name, buffer] : optimizer.state())
+    broadcast_store_layout(comm, ex.params(), buffer->data(), buffer->bytes());
   broadcast_position(comm, pos);
   optimizer.set_steps_taken(pos.optimizer_steps);
   ex.set_training_steps(pos.executor_steps);

@@ -863,11 +863,16 @@ void TrainingRun::finish() {
   if (preempted && !options_.save_weights.empty())
     *log_ << "weights not saved to " << options_.save_weights
           << ": the run stopped early (resume it to finish)\n";
-  if (!preempted && !options_.save_weights.empty() && comm_->rank() == 0) {
-    save_weights(ex_->params(), options_.save_weights,
-                 {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
-                 task_.model.external_params);
-    *log_ << "weights saved to " << options_.save_weights << "\n";
+  if (!preempted && !options_.save_weights.empty()) {
+    // Every rank is here: a spatially split dense head's parts are gathered onto rank 0.
+    const WholeParts wholes =
+        ex_->params().divided() ? WholeParts(ex_->params(), nullptr) : WholeParts();
+    if (comm_->rank() == 0) {
+      save_weights(ex_->params(), options_.save_weights,
+                   {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
+                   task_.model.external_params, wholes);
+      *log_ << "weights saved to " << options_.save_weights << "\n";
+    }
   }
   timeline_->write(*comm_);
   if (timeline_->enabled())

@@ -192,12 +192,15 @@ TEST(SpatialTrain, ARankKilledMidExchangeEndsTheJob) {
   EXPECT_FALSE(std::filesystem::exists(dir.file("run/checkpoints/ckpt-000000000002.safetensors")));
 }
 
-// A checkpoint of a split run is an unsplit one's: 4-way spatial -> 1 rank -> 2-way spatial
-// ends where three uninterrupted epochs on one rank do.
+// A checkpoint of a split run is an unsplit one's: 4-way spatial -> 1 rank -> 2-way spatial ->
+// 2 data-parallel x 2-way spatial ends where four uninterrupted epochs on one rank do. The dense
+// head's weight is divided among each group: written whole, and each rank's part taken from it
+// on resume (rank 0 reads the checkpoint and sends the parts; the second group's ranks get
+// theirs from their replicas).
 TEST(SpatialTrain, ResumesUnderAnotherDecomposition) {
   TempDir dir;
   const std::string straight_w = dir.file("straight.safetensors");
-  const auto straight = run_crest(float64_args(2) + " data.n_epochs=3 --save-weights " +
+  const auto straight = run_crest(float64_args(2) + " data.n_epochs=4 --save-weights " +
                                   straight_w + " output_dir=" + dir.file("straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const std::string run = dir.file("run");
@@ -208,13 +211,17 @@ TEST(SpatialTrain, ResumesUnderAnotherDecomposition) {
   const auto one = run_crest("train --resume " + run + " data.n_epochs=2 dist.spatial=null");
   ASSERT_EQ(one.code, 0) << one.out;
   EXPECT_NE(one.out.find("resuming"), std::string::npos) << one.out;
-  const std::string resumed_w = dir.file("resumed.safetensors");
   const auto two =
-      run_crest_mpi(2, "train --resume " + run +
-                           " data.n_epochs=3 dist.spatial=[2,1,1] --save-weights " + resumed_w);
+      run_crest_mpi(2, "train --resume " + run + " data.n_epochs=3 dist.spatial=[2,1,1]");
   ASSERT_EQ(two.code, 0) << two.out;
+  const std::string resumed_w = dir.file("resumed.safetensors");
+  const auto mixed = run_crest_mpi(4, "train --resume " + run +
+                                          " data.n_epochs=4 data.batch_size=1 dist.spatial=[2,1,1]"
+                                          " --save-weights " +
+                                          resumed_w);
+  ASSERT_EQ(mixed.code, 0) << mixed.out;
   EXPECT_LE(worst_relative_difference(straight_w, resumed_w), 1e-10);
-  EXPECT_EQ(final_metrics(straight.out), final_metrics(two.out)) << two.out;
+  EXPECT_EQ(final_metrics(straight.out), final_metrics(mixed.out)) << mixed.out;
 }
 
 void expect_refused(const test::CliRun& r, const std::string& message) {

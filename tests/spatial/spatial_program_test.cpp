@@ -10,7 +10,9 @@
 // a concatenation of split values and a padded
 // strided max pooling runs the same checks, and so does a segmentation decoder shaped as
 // DeepCAM's (image pooling, expand_as, transposed convolutions, a prediction that keeps the
-// spatial axes and a per-pixel loss).
+// spatial axes and a per-pixel loss). A CosmoFlow-shaped head (flatten straight into a dense
+// layer with an L2 penalty) runs with the dense weight divided by columns among the group: its
+// part's gradient equals the unsplit gradient's columns for the rank's block.
 #include "crest/spatial/spatial_program.hpp"
 
 #include <gtest/gtest.h>
@@ -26,6 +28,7 @@
 #include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/graph/param_shard.hpp"
 #include "crest/layers/activation.hpp"
 #include "crest/layers/batch_norm.hpp"
 #include "crest/layers/conv.hpp"
@@ -85,6 +88,32 @@ Network small_volume_network() {
   t = g.add("dropout", layers::dropout(0.3f), {t});
   DenseOptions d;
   d.out_features = 3;
+  const ValueId out = g.add("fc", layers::dense(d), {t});
+  g.mark_output(out);
+  g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));
+  return {g, kVolume};
+}
+
+// x [2, 16, 12, 10] -> conv 3^3 (4) + leaky -> max-pool 2 -> conv 3^3 (3) -> flatten -> dense (3,
+// L2 0.01) -> MSE against y [3]: CosmoFlow's head, whose dense layer reads the flattened blocks.
+Network dense_head_network() {
+  Graph g;
+  const ValueId x =
+      g.input("x", Shape{kChannels, kVolume[0], kVolume[1], kVolume[2]}, Layout::channels_last);
+  const ValueId y = g.input("y", Shape{3});
+  ConvOptions c;
+  c.out_channels = 4;
+  c.kernel = {3, 3, 3};
+  c.same = true;
+  ValueId t = g.add("conv1", layers::conv(c), {x});
+  t = g.add("act1", layers::leaky_relu(0.3f), {t});
+  t = g.add("pool1", layers::pool(PoolOptions{}), {t});
+  c.out_channels = 3;
+  t = g.add("conv2", layers::conv(c), {t});
+  t = g.add("flatten", layers::flatten(), {t});
+  DenseOptions d;
+  d.out_features = 3;
+  d.l2 = 0.01;
   const ValueId out = g.add("fc", layers::dense(d), {t});
   g.mark_output(out);
   g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));
@@ -246,7 +275,8 @@ void expect_close(const std::vector<double>& got, const std::vector<double>& wan
 struct StepResult {
   double loss = 0;
   std::vector<double> prediction, input_grad;
-  std::vector<std::vector<double>> grads;  // per trainable slot
+  std::vector<std::vector<double>> grads;                 // per trainable slot
+  std::vector<std::shared_ptr<const ParamShard>> shards;  // per trainable slot: divided ones
   std::vector<std::vector<double>> state;  // per other slot: batch norm's running statistics
 };
 
@@ -278,9 +308,10 @@ StepResult run_step(const Graph& g, Backend& backend, CompileOptions o,
   r.prediction = read(ex.output(g.outputs()[0]));
   r.input_grad = read(ex.input_grad("x"));
   for (size_t s = 0; s < ex.params().slots().size(); ++s) {
-    if (ex.params().slots()[s].spec.trainable)
+    if (ex.params().slots()[s].spec.trainable) {
       r.grads.push_back(read(ex.params().grad(s)));
-    else
+      r.shards.push_back(ex.params().slots()[s].spec.shard);
+    } else
       r.state.push_back(read(ex.params().value(s)));
   }
   return r;
@@ -331,6 +362,13 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
     for (size_t s = 0; s < mine.state.size(); ++s)
       expect_close(mine.state[s], whole.state[s], tol, "running statistic " + std::to_string(s));
     for (size_t s = 0; s < mine.grads.size(); ++s) {
+      if (const auto& shard = mine.shards[s]) {  // the rank's columns of the whole gradient
+        ASSERT_EQ(shard->whole_shape().numel(), static_cast<int64_t>(whole.grads[s].size()));
+        std::vector<double> columns(mine.grads[s].size());
+        shard->take_part(whole.grads[s].data(), columns.data(), DType::f64);
+        expect_close(mine.grads[s], columns, tol, "gradient of divided slot " + std::to_string(s));
+        continue;
+      }
       std::vector<double> mean = mine.grads[s];
       world.allreduce_sum(mean.data(), mean.size());
       for (double& v : mean) v /= world.size();
@@ -359,6 +397,32 @@ TEST(SpatialProgram, SmallNetworkFloat64OnTheReferenceBackend) {
   // The dropout on conv1's output runs on the blocks: the one gather is before flatten.
   EXPECT_EQ(inserted_ops(net.graph, {test::world().size(), 1, 1}),
             (std::vector<std::string>{"spatial_gather pool2>gather"}));
+}
+
+// The dense layer after flatten runs on each rank's block with its columns of the weight: no
+// gather, one sum of the parts' products, and no rank holds the whole weight.
+TEST(SpatialProgram, DenseHeadOnBlocksFloat64OnTheReferenceBackend) {
+  const Network net = dense_head_network();
+  check_program(net, "reference", DType::f64, 1e-10);
+  Communicator& world = test::world();
+  if (world.size() < 2) return;
+  EXPECT_EQ(inserted_ops(net.graph, {world.size(), 1, 1}),
+            (std::vector<std::string>{"spatial_sum fc>sum"}));
+  auto backend = make_backend("reference");
+  CompileOptions o;
+  o.dtype = DType::f64;
+  o.batch = kBatch;
+  o.spatial = make_spatial_split(world, SpatialGrid{{1, 1, world.size()}});
+  Executor ex(net.graph, *backend, o);
+  const ParamStore& params = ex.params();
+  const ParamSlot& weight = params.slots()[static_cast<size_t>(params.find("fc.weight"))];
+  ASSERT_TRUE(weight.spec.shard);
+  // 8 x 6 x 5 x 3 features, the width's 5 columns split 3 / 2 (4 ranks: 2 / 1 / 1 / 1).
+  EXPECT_EQ(weight.spec.shard->whole_shape(), (Shape{3, 720}));
+  double features = static_cast<double>(weight.shape[1]);
+  world.allreduce_sum(&features, 1);
+  EXPECT_EQ(features, 720);
+  EXPECT_FALSE(params.slots()[static_cast<size_t>(params.find("fc.bias"))].spec.shard);
 }
 
 TEST(SpatialProgram, StridedDilatedFieldNetworkFloat64OnTheReferenceBackend) {
@@ -395,6 +459,7 @@ TEST(SpatialProgram, SmallNetworkFloat32OnOneDnn) {
   check_program(small_volume_network(), "onednn", DType::f32, 1e-5);
   check_program(small_field_network(), "onednn", DType::f32, 1e-5);
   check_program(small_decoder_network(), "onednn", DType::f32, 1e-5);
+  check_program(dense_head_network(), "onednn", DType::f32, 1e-5);
 }
 
 // Batch norm on blocks without the group's statistics would normalise each block alone: a

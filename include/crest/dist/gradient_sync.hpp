@@ -77,6 +77,12 @@ struct OverlapFigures {
 OverlapFigures overlap_figures(const std::vector<std::vector<double>>& wait,
                                const std::vector<std::vector<double>>& allreduce);
 
+// Collective: rank 0's `buffer` (laid out as `params`' flat buffers: its values or an optimizer
+// state) replaces everyone's, except a divided parameter's part (ParamSpec::shard), which comes
+// from the first of the ranks holding the same part.
+void broadcast_store_layout(Communicator& comm, const ParamStore& params, void* buffer,
+                            size_t bytes);
+
 class GradientSync {
  public:
   // `ready_order`: trainable slots in the order backward completes their gradients
@@ -124,7 +130,13 @@ class GradientSync {
   const ParamStore& params_;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_slot_;  // slot -> bucket index, -1 for slots not synchronised
-  std::vector<int> missing_;         // per bucket: slots not yet ready this step
+  // Parameters divided among a spatial group (ParamSpec::shard): in no bucket, each averaged
+  // over its replicas (ParamShard::replicas) once backward finishes it.
+  std::vector<int> parts_;         // their slots, in ready order
+  std::vector<int> part_of_slot_;  // slot -> index into parts_, -1 for the others
+  std::vector<std::unique_ptr<PendingCollective>> part_pending_;
+  std::vector<bool> part_started_;
+  std::vector<int> missing_;  // per bucket: slots not yet ready this step
   std::vector<std::unique_ptr<PendingCollective>> pending_;  // per bucket, this step
   GradientSyncStats stats_;
   std::vector<PendingCollective::Timing> last_timing_;
@@ -134,6 +146,8 @@ class GradientSync {
   Buffer narrow_;
   uint16_t* narrow_codes() const { return static_cast<uint16_t*>(narrow_.data()); }
   void start_bucket(size_t b);
+  void start_part(size_t i);
+  void finish_parts();
   void carry_sideband();
 };
 

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/whole_parts.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/optim/optimizer.hpp"
 
@@ -50,14 +51,17 @@ std::vector<std::string> list(const std::string& dir);
 // Writes `params` and `optimizer`'s state with `metadata` (plus "format" and "checksum") to
 // `path` atomically. `progress(written, total)`, when given, is called as the bytes go out (a
 // test hook kills the process there). Throws crest::Error naming the file on any failure;
-// nothing at `path` changes then.
+// nothing at `path` changes then. Divided parameters are written whole, from `wholes`.
 void write(const std::string& path, Metadata metadata, const ParamStore& params,
-           Optimizer& optimizer, const std::function<void(size_t, size_t)>& progress = {});
+           Optimizer& optimizer, const std::function<void(size_t, size_t)>& progress = {},
+           const WholeParts& wholes = {});
 
 // Verifies every tensor of the verified `file` (names, dtypes, shapes, nothing extra) against
 // `params` and `optimizer` before changing anything, then loads them. Errors (input) name the
-// file and the tensor.
-void load(const SafetensorsFile& file, ParamStore& params, Optimizer& optimizer);
+// file and the tensor. Divided parameters take their part of the whole tensor; with `wholes`, the
+// whole tensors are kept there (for scatter_parts).
+void load(const SafetensorsFile& file, ParamStore& params, Optimizer& optimizer,
+          WholeParts* wholes = nullptr);
 
 // Loads only the model/<param> tensors of the verified `file` (F32 or F64, converted to the
 // store's dtype), after checking each against its slot; the optimizer state is ignored.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/whole_parts.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/models/built_model.hpp"
 
@@ -43,12 +44,14 @@ struct WeightTensors {
   std::shared_ptr<const void> host_values;           // the store's values in host memory
   std::vector<std::unique_ptr<int64_t[]>> counters;  // int64 copies of the counters
 };
-WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& names = {});
+// Divided parameters (a spatially split dense head) come whole from `wholes`.
+WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& names = {},
+                             const WholeParts& wholes = {});
 
 // Writes every parameter to `path` atomically (temp file, fsync, rename), under the external
 // names where `names` gives them.
 void save_weights(const ParamStore& params, const std::string& path,
                   const std::map<std::string, std::string>& metadata = {},
-                  const ExternalNames& names = {});
+                  const ExternalNames& names = {}, const WholeParts& wholes = {});
 
 }  // namespace crest

@@ -16,6 +16,7 @@
 namespace crest {
 
 class BatchStatReducer;  // crest/backends/batch_stat_reducer.hpp
+class ParamShard;        // crest/graph/param_shard.hpp
 class SpatialSplit;      // crest/graph/spatial_split.hpp
 
 // How a layer runs when its input is split spatially among a group of ranks (each holding a
@@ -35,6 +36,11 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 //   spatial_mean  the mean over the spatial axes (global average pooling): runs on the block,
 //              and the compile adds the blocks' means, weighted by their share of the sample,
 //              over the group (SpatialSplit::mean_over_group); the output is whole
+//   feature_matrix  y = x W^T (+ b) over the features of a rank-2 input (dense): after a
+//              flatten of a split value, the flatten runs on the block and the layer on the
+//              block's features with its part of W's columns (ParamSpec::shard); the compile sums
+//              the parts' products over the group (SpatialSplit::feature_columns). Its rank-2
+//              parameter is W; the others (the bias) must be added to the output once
 // A pointwise layer may also read whole inputs whose spatial extents are all 1 (expand_as's
 // image-pool features): they are broadcast over the blocks, their gradient summed over the group
 // (SpatialSplit::broadcast).
@@ -44,7 +50,8 @@ enum class SpatialRole : uint8_t {
   positional,
   windowed,
   group_statistics,
-  spatial_mean
+  spatial_mean,
+  feature_matrix
 };
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
@@ -66,6 +73,9 @@ struct ParamSpec {
   // running_var; not num_batches_tracked): data-parallel training averages them over all ranks
   // before validation, as the reference's BatchNormStatsSynchronize does. Implies !trainable.
   bool eval_stat = false;
+  // Set: `shape` is this rank's part of a parameter divided among a group (ParamShard);
+  // fan_in/fan_out and the initial values are the whole parameter's.
+  std::shared_ptr<const ParamShard> shard{};
 };
 
 // What backward reads, so the planner keeps exactly those tensors alive.

@@ -34,7 +34,22 @@ class ParamStore {
   size_t bytes() const { return values_.bytes(); }
   size_t trainable_bytes() const { return trainable_bytes_; }
   size_t trainable_count_padded() const { return trainable_bytes_ / dtype_size(dtype_); }
-  int64_t parameter_count() const;  // trainable elements, without padding
+  int64_t parameter_count() const;  // trainable elements, without padding (whole parameters)
+
+  // Parameters divided among a group (ParamSpec::shard): whether any slot is one; the sum of
+  // squares of all trainable gradients, a divided slot's parts summed over its group (so every
+  // rank gets the whole model's: a collective when divided() is true); and the byte ranges of
+  // [0, end) that hold no divided slot, which are the same on every rank of the job (gradient
+  // averaging and broadcasts over all ranks cover these; each part goes to its replicas).
+  bool divided() const;
+  double grad_sum_squares() const;
+  struct ByteRange {
+    size_t begin = 0, end = 0;
+  };
+  std::vector<ByteRange> replicated_ranges(size_t end) const;
+  // parts[i]: a value of the i-th divided trainable slot (slot order), summed over its group in
+  // place; returns the sum of them all.
+  double sum_over_groups(std::vector<double>& parts) const;
 
   // Where values() and grads() live: host code reads them directly only when memory().is_host().
   MemoryResource& memory() const { return values_.memory(); }
@@ -59,6 +74,8 @@ class ParamStore {
   void initialize(uint64_t seed);
 
  private:
+  void fill(void* w, size_t count, const ParamSlot& s, uint64_t seed) const;
+
   std::vector<ParamSlot> slots_;
   DType dtype_ = DType::f32;
   Buffer values_, grads_;

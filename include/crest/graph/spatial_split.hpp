@@ -17,6 +17,7 @@
 namespace crest {
 
 class Layer;
+class ParamShard;  // crest/graph/param_shard.hpp
 
 class SpatialSplit {
  public:
@@ -65,6 +66,17 @@ class SpatialSplit {
   // broadcasts over split blocks: forward a copy, backward the group's sum of the gradients
   // (each rank's is its block's part).
   virtual std::unique_ptr<Layer> broadcast(const Shape& shape) = 0;
+  // A matrix layer (SpatialRole::feature_matrix: dense) that reads a split value of whole shape
+  // `global` ([n, c, spatial...]) flattened runs on this rank's block's features, which flatten
+  // lays out in channels-last order ([n, spatial..., c]). Its weight [rows, features] is divided
+  // by columns: the returned part holds the columns of the block's features, in the block's
+  // order (so the flattened block multiplies it as it is). The products of the parts are then
+  // summed over the group by the layer sum_parts() gives (backward: the whole gradient, copied),
+  // and the layer's other parameters (the bias) must be added once: by the rank for which
+  // first_in_group() is true.
+  virtual std::shared_ptr<const ParamShard> feature_columns(const Shape& global, int64_t rows) = 0;
+  virtual std::unique_ptr<Layer> sum_parts(const Shape& shape) = 0;
+  virtual bool first_in_group() const = 0;
   // Bytes this rank receives in the halo exchanges of one batch through the windowed layers
   // split so far (each layer counted once, however often compiled): forward, and backward (the
   // gradient rows returned to it and the weight gradient's second gather). For plans.

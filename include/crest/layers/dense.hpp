@@ -18,6 +18,7 @@ class DenseLayer : public Layer {
   explicit DenseLayer(DenseOptions o) : opts_(o) {}
   std::string kind() const override { return "dense"; }
   bool computes_in_half() const override { return true; }
+  SpatialRole spatial_role() const override { return SpatialRole::feature_matrix; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
   std::vector<ParamSpec> param_specs(const std::vector<Shape>& in) const override;
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;

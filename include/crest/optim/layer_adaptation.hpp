@@ -70,8 +70,9 @@ class AdaptedTensors {
 
  private:
   std::vector<size_t> adapted_, excluded_;
-  std::vector<ElementRange> ranges_;  // of adapted_, in elements
-  std::vector<double> w_sq_, g_sq_;   // sized once: a step allocates nothing
+  std::vector<ElementRange> ranges_;       // of adapted_, in elements
+  std::vector<const ParamShard*> shards_;  // of adapted_: a divided one's parts, else null
+  std::vector<double> w_sq_, g_sq_;        // sized once: a step allocates nothing
 };
 
 }  // namespace crest

@@ -14,8 +14,11 @@ namespace crest {
 
 // `group` must outlive every executor compiled with the result. Refuses (exit 2, naming
 // dist.spatial) a grid whose size is not the group's. `overlap`: whether split convolutions
-// overlap their halo exchange with compute (dist.halo_overlap).
+// overlap their halo exchange with compute (dist.halo_overlap). `replicas`: the ranks at this
+// rank's place in every group (data parallelism; null: none), over which the dense head's weight
+// parts are averaged.
 std::shared_ptr<SpatialSplit> make_spatial_split(
-    Communicator& group, SpatialGrid grid, HaloOverlapMode overlap = HaloOverlapMode::automatic);
+    Communicator& group, SpatialGrid grid, HaloOverlapMode overlap = HaloOverlapMode::automatic,
+    Communicator* replicas = nullptr);
 
 }  // namespace crest

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/engine/whole_parts.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -60,9 +61,11 @@ struct CheckpointInfo {
 // then keeps only the newest `keep` checkpoints there. Returns the new file's path. Throws
 // crest::Error naming the file on any failure (disk full, permissions); earlier checkpoints are
 // untouched then. Test hook: with CREST_TEST_KILL_DURING_CHECKPOINT=N in the environment the
-// process kills itself (SIGKILL) half-way through writing its N-th checkpoint.
+// process kills itself (SIGKILL) half-way through writing its N-th checkpoint. Divided
+// parameters (a spatially split dense head) are written whole, from `wholes`.
 std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
-                             const ParamStore& params, Optimizer& optimizer, int keep);
+                             const ParamStore& params, Optimizer& optimizer, int keep,
+                             const WholeParts& wholes = {});
 
 // Checkpoint files in `dir`, oldest first (by the global step in their names). Temporary files
 // of interrupted writes are not checkpoints and are not listed.
@@ -72,7 +75,9 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // against `params` and `optimizer`) before changing anything; then loads parameters and
 // optimizer state and returns the rest. Throws crest::Error (input) naming the file and the
 // defect: truncated, corrupt, not a crest checkpoint, another model.
-CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer);
+// With `wholes`, divided parameters' whole tensors are kept there (checkpoint_file::load).
+CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer,
+                               WholeParts* wholes = nullptr);
 
 // The metadata alone (no model needed), verified by checksum: for `crest inspect` and for
 // comparing configs before the model is built.

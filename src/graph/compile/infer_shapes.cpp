@@ -46,7 +46,6 @@ void keep_gradients_that_reach_the_loss(Program& p, const Graph& g) {
 
 void infer_shapes(Program& p, const Graph& g) {
   add_graph_inputs(p, g);
-  std::vector<ParamSlot> slots;
   for (Node& node : p.nodes) {
     std::vector<Shape> in_shapes;
     for (ValueId v : node.inputs) in_shapes.push_back(p.val(v).shape);
@@ -59,12 +58,9 @@ void infer_shapes(Program& p, const Graph& g) {
     if (out_shapes.size() != node.outputs.size())
       throw_runtime("layer '" + node.name + "' produced " + std::to_string(out_shapes.size()) +
                     " shapes for " + std::to_string(node.outputs.size()) + " outputs");
+    node.param_specs = node.layer->param_specs(in_shapes);
     bool has_trainable = false;
-    for (const ParamSpec& spec : node.layer->param_specs(in_shapes)) {
-      node.param_slots.push_back(static_cast<int>(slots.size()));
-      slots.push_back({node.name + "." + spec.name, spec.shape, 0, 0, spec});
-      has_trainable = has_trainable || spec.trainable;
-    }
+    for (const ParamSpec& spec : node.param_specs) has_trainable = has_trainable || spec.trainable;
     bool grad = p.opts.training && has_trainable;
     for (size_t i = 0; i < node.inputs.size(); ++i)
       grad = grad || (p.val(node.inputs[i]).needs_grad && !node.layer->input_is_constant(i));
@@ -76,12 +72,21 @@ void infer_shapes(Program& p, const Graph& g) {
       o.needs_grad = grad;
     }
   }
+  keep_gradients_that_reach_the_loss(p, g);
+}
+
+void store_params(Program& p) {
+  std::vector<ParamSlot> slots;
+  for (Node& node : p.nodes)
+    for (const ParamSpec& spec : node.param_specs) {
+      node.param_slots.push_back(static_cast<int>(slots.size()));
+      slots.push_back({node.name + "." + spec.name, spec.shape, 0, 0, spec});
+    }
   p.params = ParamStore(slots, p.opts.dtype, p.backend);
   // ParamStore orders slots trainable first: map the nodes' indices to the store's.
   for (Node& node : p.nodes)
     for (int& s : node.param_slots) s = p.params.find(slots[static_cast<size_t>(s)].name);
   p.params.initialize(p.opts.seed);
-  keep_gradients_that_reach_the_loss(p, g);
 }
 
 }  // namespace crest::compile

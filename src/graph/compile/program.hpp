@@ -35,9 +35,10 @@ struct Node {
   std::string kind;
   std::unique_ptr<Layer> layer;
   std::vector<ValueId> inputs, outputs;
-  std::vector<int> param_slots;      // into Program::params, in the layer's ParamSpec order
-  EltwiseDesc post_op;               // an activation fused into this node's output
-  bool fused_into_producer = false;  // this activation runs inside its producer's kernel
+  std::vector<ParamSpec> param_specs;  // infer_shapes; split_spatially may divide some (shard)
+  std::vector<int> param_slots;        // into Program::params, in the layer's ParamSpec order
+  EltwiseDesc post_op;                 // an activation fused into this node's output
+  bool fused_into_producer = false;    // this activation runs inside its producer's kernel
   // route_bias_grad: this conv's bias gradient is summed from a later max pooling's output
   // gradient instead (bias_grad_elsewhere), by that pooling's op (channel_sum_slot: the bias).
   bool bias_grad_elsewhere = false;
@@ -161,6 +162,8 @@ void instantiate_layers(Program& p, const Graph& g);
 void swap_activation_pool(Program& p, const Graph& g);
 void infer_shapes(Program& p, const Graph& g);
 void split_spatially(Program& p, const Graph& g);
+// The parameter store from the nodes' param_specs, initialised (Program::opts.seed).
+void store_params(Program& p);
 void assign_precision(Program& p);
 void narrow_inputs(Program& p, const Graph& g);
 void fold_batch_norm(Program& p, const Graph& g);

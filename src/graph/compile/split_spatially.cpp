@@ -11,6 +11,11 @@
 //     group), gives split outputs;
 //   - a spatial mean (global average pooling) runs on the block, and an inserted spatial_mean
 //     adds the block means over the group: its output is whole;
+//   - a view (flatten) of a split value read only by feature-matrix layers (dense) flattens the
+//     block, and each such layer runs on the block's features with its part of the weight's
+//     columns (ColumnsPartLayer, SpatialSplit::feature_columns); an inserted spatial_sum adds the
+//     parts' products over the group into its whole output. No rank holds the whole weight, and
+//     the features are never gathered;
 //   - any other layer reading a split value reads a gathered copy instead (one gather per value,
 //     inserted before its first such reader), and runs alike on every rank of the group.
 // Marked outputs (a segmentation's prediction) are returned whole: where a split layer writes
@@ -19,6 +24,7 @@
 #include <algorithm>
 #include <map>
 
+#include "compile/columns_part_layer.hpp"
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
 
@@ -33,7 +39,13 @@ void split_value(Value& v, SpatialSplit& s) {
 
 class SplitPass {
  public:
-  SplitPass(Program& p, const Graph& g, SpatialSplit& s) : p_(p), g_(g), s_(s) {}
+  SplitPass(Program& p, const Graph& g, SpatialSplit& s) : p_(p), g_(g), s_(s) {
+    for (const Node& node : p.nodes) {
+      const bool matrix = node.layer->spatial_role() == SpatialRole::feature_matrix &&
+                          node.inputs.size() == 1 && node.outputs.size() == 1;
+      for (ValueId v : node.inputs) readers_[v].push_back(matrix);
+    }
+  }
 
   // A decomposition that splits no input (its number of axes is not the samples') is refused:
   // silently running unsplit would not be what was asked.
@@ -54,6 +66,8 @@ class SplitPass {
   }
 
   void place(Node node) {
+    if (node.inputs.size() == 1 && flat_blocks_.count(node.inputs[0]))
+      return place_columns(std::move(node));
     bool any_split = false, all_split = true, all_split_or_broadcast = true;
     for (ValueId v : node.inputs) {
       any_split = any_split || p_.val(v).split;
@@ -80,6 +94,8 @@ class SplitPass {
       place_split(std::move(node));
     } else if (role == SpatialRole::spatial_mean && all_split && node.outputs.size() == 1) {
       place_mean(std::move(node));
+    } else if (flattens_for_matrices(node)) {
+      place_flat_block(std::move(node));
     } else {
       for (ValueId& v : node.inputs)
         if (p_.val(v).split) v = gathered(v);
@@ -101,6 +117,45 @@ class SplitPass {
     if (why.empty()) return true;
     if (in.graph_input >= 0) throw_usage(why);
     return false;
+  }
+
+  // A view (flatten) of one split value whose output only feature-matrix layers read.
+  bool flattens_for_matrices(const Node& node) const {
+    if (node.inputs.size() != 1 || node.outputs.size() != 1 ||
+        !node.layer->backward_needs(1, 1).view || returned_whole(node.outputs[0]))
+      return false;
+    const auto readers = readers_.find(node.outputs[0]);
+    if (readers == readers_.end()) return false;
+    return std::all_of(readers->second.begin(), readers->second.end(),
+                       [](bool matrix) { return matrix; });
+  }
+
+  // The flatten of the block: [n, the block's features], in the block's channels-last order.
+  void place_flat_block(Node node) {
+    const Shape global = p_.val(node.inputs[0]).global_shape;
+    Value& out = p_.val(node.outputs[0]);
+    out.global_shape = out.shape;
+    out.shape = node.layer->infer_shapes({p_.val(node.inputs[0]).shape}).at(0);
+    flat_blocks_.emplace(node.outputs[0], global);
+    nodes_.push_back(std::move(node));
+  }
+
+  // A feature-matrix layer on a flattened block: its part of the columns, then the group's sum
+  // of the parts' products into its own (whole) output.
+  void place_columns(Node node) {
+    const ValueId in = node.inputs[0], out = node.outputs[0];
+    const Shape out_shape = p_.val(out).shape;
+    const int64_t whole_features = p_.val(in).global_shape[1];
+    node.layer = std::make_unique<ColumnsPartLayer>(
+        std::move(node.layer), s_.feature_columns(flat_blocks_.at(in), out_shape[1]),
+        whole_features, s_.first_in_group());
+    node.param_specs = node.layer->param_specs({p_.val(in).shape});
+    const ValueId part = p_.add_value(p_.val(out).name + ">part", out_shape);
+    p_.val(part).needs_grad = p_.val(out).needs_grad;
+    node.outputs[0] = part;
+    const std::string name = node.name + ">sum";
+    nodes_.push_back(std::move(node));
+    insert(name, "spatial_sum", s_.sum_parts(out_shape), part, out);
   }
 
   // A whole value a pointwise layer can broadcast over split blocks: every spatial extent 1.
@@ -201,6 +256,10 @@ class SplitPass {
   SpatialSplit& s_;
   std::vector<Node> nodes_;
   std::map<ValueId, ValueId> gathered_, broadcast_;
+  // Per value of the program as it came: for each reader, whether it is a one-input,
+  // one-output feature-matrix layer.
+  std::map<ValueId, std::vector<bool>> readers_;
+  std::map<ValueId, Shape> flat_blocks_;  // flattened blocks: the split value's whole shape
 };
 
 }  // namespace
