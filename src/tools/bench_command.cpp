@@ -98,20 +98,6 @@ HaloFigures halo_figures(const SpatialSplit* split, Communicator& comm, int step
   return f;
 }
 
-// This rank's halo figures per step into the report's layer rows.
-void add_halo_layers(std::vector<ReportLayer>& rows, const SpatialSplit* split, int steps) {
-  if (!split) return;
-  const double n = std::max(steps, 1);
-  for (const auto& h : split->halo_layers())
-    for (ReportLayer& r : rows)
-      if (r.name == h.layer) {
-        r.halo = h.overlap;
-        r.halo_exchange_ms = 1e3 * h.transfer_s / n;
-        r.halo_exposed_ms = 1e3 * h.exposed_s / n;
-        r.halo_hidden_fraction = h.exchanges > 0 ? h.hidden_fraction : kReportNaN;
-      }
-}
-
 void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
@@ -257,7 +243,7 @@ void bench_train(const BenchTrainArgs& a) {
       r.peak = measure_report_peak(backend, threads);
     r.profiled_steps = a.steps;
     r.layers = report_layers(ex.profile(), a.steps, r.peak.gflops);
-    add_halo_layers(r.layers, groups.split.get(), a.steps);
+    if (groups.split) add_halo_layers(r.layers, groups.split->halo_layers(), a.steps);
     for (double t : times) r.time.steps_s += t;  // rank 0's timed steps
     r.time.allreduce_s = allreduce * a.steps;
     r.time.allreduce_exposed_s = exposed * a.steps;

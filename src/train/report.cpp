@@ -495,6 +495,19 @@ std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_
   return rows;
 }
 
+void add_halo_layers(std::vector<ReportLayer>& rows,
+                     const std::vector<SpatialSplit::HaloLayer>& halo, int64_t steps) {
+  const double n = static_cast<double>(std::max<int64_t>(steps, 1));
+  for (const auto& h : halo)
+    for (ReportLayer& r : rows)
+      if (r.name == h.layer) {
+        r.halo = h.overlap;
+        r.halo_exchange_ms = 1e3 * h.transfer_s / n;
+        r.halo_exposed_ms = 1e3 * h.exposed_s / n;
+        r.halo_hidden_fraction = h.exchanges > 0 ? h.hidden_fraction : kReportNaN;
+      }
+}
+
 ReportTime report_time(const std::vector<ReportEpoch>& epochs) {
   ReportTime t;
   for (const ReportEpoch& e : epochs) {

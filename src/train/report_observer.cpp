@@ -70,6 +70,8 @@ class ReportObserver : public RunObserver {
     report_.profiled_steps = steps;
   }
 
+  void halo_profile(const std::vector<SpatialSplit::HaloLayer>& layers) override { halo_ = layers; }
+
   void run_stop(const TrainSummary& summary) override {
     ReportRun& u = report_.run;
     u.status = summary.status;
@@ -92,6 +94,7 @@ class ReportObserver : public RunObserver {
           ReportPeak{kReportNaN, "none", std::string("the peak measurement failed: ") + e.what()};
     }
     report_.layers = report_layers(ops_, report_.profiled_steps, report_.peak.gflops);
+    add_halo_layers(report_.layers, halo_, report_.profiled_steps);
     auto& notes = report_.notes;
     notes.push_back(
         "Per-layer times come from a clock read around every op of every training step "
@@ -115,6 +118,7 @@ class ReportObserver : public RunObserver {
   std::ostream& log_;
   PerformanceReport report_;
   std::vector<OpProfile> ops_;
+  std::vector<SpatialSplit::HaloLayer> halo_;
 };
 
 }  // namespace

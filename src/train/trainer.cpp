@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <iomanip>
+#include <map>
 #include <ostream>
 #include <sstream>
 #include <thread>
@@ -24,6 +25,7 @@
 #include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/optim/loss_scaler.hpp"
+#include "crest/spatial/halo_exchange.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/batch_feed.hpp"
 #include "crest/train/checkpoint.hpp"
@@ -161,6 +163,9 @@ class TrainingRun {
   TrainingPosition pos_;
   TrainSummary summary_;
   int64_t profiled_steps_ = 0;
+  // The split layers' halo exchanges of the training steps (bank_training_halo).
+  std::map<std::string, SpatialSplit::HaloLayer> training_halo_;
+  void bank_training_halo();
   // Ending early and cleanly (docs/checkpoints.md "Stopping before the end").
   std::unique_ptr<StopSignals> signals_;
   std::unique_ptr<TimeBudget> budget_;
@@ -462,6 +467,7 @@ TrainSummary TrainingRun::train() {
   open_data();
   // The report's per-layer table needs every op's time (a clock read around each op).
   ex_->set_profiling(config_.train.report);
+  if (groups_.split) groups_.split->reset_halo_timing();
   // The position's shards are the data-parallel ones: a spatial group reads one.
   CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, groups_.data_parallel,
                        config_.data.batch_size, train_steps_};
@@ -640,14 +646,30 @@ void TrainingRun::reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t 
   last_batch_->reduce(data_comm(), st);
 }
 
+// The split layers' halo times since the last call (the training steps'), added to the run's.
+void TrainingRun::bank_training_halo() {
+  if (!groups_.split) return;
+  for (const SpatialSplit::HaloLayer& l : groups_.split->halo_layers()) {
+    SpatialSplit::HaloLayer& sum = training_halo_[l.layer];
+    sum.layer = l.layer;
+    sum.overlap = l.overlap;
+    sum.exchanges += l.exchanges;
+    sum.transfer_s += l.transfer_s;
+    sum.exposed_s += l.exposed_s;
+  }
+  groups_.split->reset_halo_timing();
+}
+
 void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   records_.notify([&](RunObserver& o) { o.eval_start(st); });
   ex_->set_profiling(false);  // the report's per-layer times are per training step
+  bank_training_halo();
   // As the DeepCAM reference: every rank validates with the running statistics of all ranks.
   average_eval_stats(ex_->params(), *comm_);
   const auto t0 = Clock::now();
   const ValidationResult v = validate(*ex_, *feed_, *valid_loader_, task_, data_comm(), epoch);
   budget_->validation_done(since(t0));
+  if (groups_.split) groups_.split->reset_halo_timing();  // validation's exchanges are not counted
   ex_->set_profiling(config_.train.report);
   st.val_loss = v.loss;
   st.val_metrics = v.metrics;
@@ -886,8 +908,16 @@ void TrainingRun::finish() {
           << checkpointer_->newest_valid() << "\n";
     if (summary_.exit_code == 0) summary_.exit_code = 1;
   }
-  if (config_.train.report)
+  if (config_.train.report) {
     records_.notify([&](RunObserver& o) { o.layer_profile(ex_->profile(), profiled_steps_); });
+    bank_training_halo();
+    std::vector<SpatialSplit::HaloLayer> halo;
+    for (auto& [name, l] : training_halo_) {
+      l.hidden_fraction = HaloTiming{l.exchanges, l.transfer_s, l.exposed_s}.hidden_fraction();
+      halo.push_back(l);
+    }
+    records_.notify([&](RunObserver& o) { o.halo_profile(halo); });
+  }
   records_.notify([&](RunObserver& o) { o.run_stop(summary_); });
   epoch_log_->done(summary_, since(started_));
   RunStatus st;

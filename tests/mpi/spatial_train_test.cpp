@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -85,6 +88,61 @@ TEST(SpatialTrain, Float64EveryDecompositionTrainsAsOneProcess) {
        Split{4, "[2,1,1]", 1, ""}, Split{2, "[2,1,1]", 2, "dist.halo_overlap=always"},
        Split{4, "[4,1,1]", 2, "dist.halo_overlap=always"}},
       1e-10);
+}
+
+// The dense head's weight is divided among the group: whatever needs its whole tensor adds the
+// parts' sums of squares over the group — the L2 penalty (model.l2, in the loss), LARS's trust
+// ratio per tensor, and LAMB's trust ratios and its global gradient norm (max_grad_norm small
+// enough that every step clips) — so a split run trains as one process, with and without data
+// parallelism.
+TEST(SpatialTrain, NormsOfTheDividedDenseWeightAreTheWholeTensors) {
+  for (const std::string optimizer :
+       {"optimizer.name=LARS",
+        "optimizer.name=LAMB optimizer.momentum=null optimizer.max_grad_norm=0.01"}) {
+    SCOPED_TRACE(optimizer);
+    expect_splits_train_as_one_process(
+        [&](int b) { return float64_args(b) + " data.n_epochs=1 model.l2=0.01 " + optimizer; }, 2,
+        {Split{2, "[2,1,1]", 2, ""}, Split{4, "[2,1,1]", 1, ""}}, 1e-10);
+  }
+}
+
+// train.report under a split: each split layer's row in report.json carries its halo exchange
+// (how it runs, milliseconds per training step exchanged and waited, the hidden fraction); the
+// layers every rank runs whole carry none.
+TEST(SpatialTrain, TheReportGivesEverySplitLayersHaloExchange) {
+  TempDir dir;
+  const std::string run = dir.file("run");
+  const auto r = run_crest_mpi(2, float64_args(2) +
+                                      " data.n_epochs=2 dist.spatial=[2,1,1] "
+                                      "dist.halo_overlap=always train.report=true output_dir=" +
+                                      run);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream in(run + "/report.json");
+  const nlohmann::json report = nlohmann::json::parse(in);
+  int overlapped = 0;
+  for (const auto& layer : report["layers"]) {
+    const std::string name = layer["name"];
+    if (name.rfind("fc", 0) == 0) {
+      EXPECT_FALSE(layer.contains("halo")) << name;
+    }
+    if (name.rfind("conv", 0) != 0) continue;
+    ASSERT_TRUE(layer.contains("halo")) << name;
+    const auto& h = layer["halo"];
+    EXPECT_EQ(h["overlap"].get<std::string>().rfind("overlapped", 0), 0u) << h.dump();
+    overlapped++;
+    const double exchange = h["exchange_ms"], exposed = h["exposed_ms"];
+    const double hidden = h["hidden_fraction"];
+    EXPECT_GT(exchange, 0) << name;
+    EXPECT_GE(exposed, 0) << name;
+    EXPECT_LE(exposed, exchange * (1 + 1e-9)) << name;
+    EXPECT_GE(hidden, 0) << name;
+    EXPECT_LE(hidden, 1) << name;
+  }
+  EXPECT_EQ(overlapped, 3);  // conv1 to conv3
+  std::ifstream html(run + "/report.html");
+  std::stringstream page;
+  page << html.rdbuf();
+  EXPECT_NE(page.str().find("halo-table"), std::string::npos);
 }
 
 // CosmoFlow's full conv stack (5 layers, 4 -> 64 channels) on 64^3 volumes, float64 on the

@@ -95,7 +95,8 @@ Network small_volume_network() {
 }
 
 // x [2, 16, 12, 10] -> conv 3^3 (4) + leaky -> max-pool 2 -> conv 3^3 (3) -> flatten -> dense (3,
-// L2 0.01) -> MSE against y [3]: CosmoFlow's head, whose dense layer reads the flattened blocks.
+// L2 0.01, PyTorch's initialisation: a bias that is not zero) -> MSE against y [3]: CosmoFlow's
+// head, whose dense layer reads the flattened blocks.
 Network dense_head_network() {
   Graph g;
   const ValueId x =
@@ -114,6 +115,7 @@ Network dense_head_network() {
   DenseOptions d;
   d.out_features = 3;
   d.l2 = 0.01;
+  d.init = Init::torch_default;  // a bias that is not zero: added once, not once per rank
   const ValueId out = g.add("fc", layers::dense(d), {t});
   g.mark_output(out);
   g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));

@@ -67,6 +67,7 @@ TEST(CompilePasses, GradientsOnlyWhereTheyReachTheLossFromAParameter) {
   const test::SmallModel m = test::branchy_model();
   Compiled c(m.graph, "reference");
   infer_shapes(c.p, m.graph);
+  store_params(c.p);
   EXPECT_FALSE(c.p.val(m.x).needs_grad);  // the data needs no gradient
   EXPECT_FALSE(c.p.val(m.y).needs_grad);
   EXPECT_TRUE(c.p.val(node(c.p, "conv1").outputs[0]).needs_grad);
@@ -80,6 +81,7 @@ TEST(CompilePasses, ConvAbsorbsTheActivationThatIsItsOnlyReader) {
   Compiled c(m.graph, "onednn");
   swap_activation_pool(c.p, m.graph);
   infer_shapes(c.p, m.graph);
+  store_params(c.p);
   choose_fusions(c.p, m.graph);
   // conv2 -> act2 (tanh): fused. conv1 is read by pool1 after the swap: nothing to fuse.
   EXPECT_EQ(node(c.p, "conv2").post_op.kind, EltwiseKind::tanh);
@@ -96,6 +98,7 @@ TEST(CompilePasses, ConvBiasGradientComesFromTheMaxPoolAfterIt) {
   for (Compiled* c : {&on, &off}) {
     swap_activation_pool(c->p, m.graph);
     infer_shapes(c->p, m.graph);
+    store_params(c->p);
     choose_fusions(c->p, m.graph);
     route_bias_grad(c->p, m.graph);
   }
@@ -129,6 +132,7 @@ TEST(CompilePasses, AnInputOnlyHalfLayersReadIsStoredInTheHalfTypeWhenAsked) {
     Compiled c(m.graph, "reference", o);
     swap_activation_pool(c.p, m.graph);
     infer_shapes(c.p, m.graph);
+    store_params(c.p);
     assign_precision(c.p);
     narrow_inputs(c.p, m.graph);
     const std::string what =
@@ -148,6 +152,7 @@ TEST(CompilePasses, KernelsReorderAndThePlanIsValid) {
   Compiled c(m.graph, "onednn");
   swap_activation_pool(c.p, m.graph);
   infer_shapes(c.p, m.graph);
+  store_params(c.p);
   choose_fusions(c.p, m.graph);
   create_kernels(c.p, m.graph);
   int reorders = 0;

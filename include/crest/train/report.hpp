@@ -15,6 +15,7 @@
 
 #include "crest/backends/kernels.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/graph/spatial_split.hpp"
 
 namespace crest {
 
@@ -106,6 +107,11 @@ struct PerformanceReport {
 // `peak_gflops` (NaN: none). Layers are kept in execution order.
 std::vector<ReportLayer> report_layers(const std::vector<OpProfile>& ops, int64_t steps,
                                        double peak_gflops);
+// The split layers' halo exchanges over `steps` steps (SpatialSplit::halo_layers) into their
+// rows: how each exchange runs, milliseconds per step, and the hidden fraction (NaN where no
+// exchange ran).
+void add_halo_layers(std::vector<ReportLayer>& rows,
+                     const std::vector<SpatialSplit::HaloLayer>& halo, int64_t steps);
 
 // The time breakdown summed over epochs.
 ReportTime report_time(const std::vector<ReportEpoch>& epochs);

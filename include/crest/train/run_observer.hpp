@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "crest/graph/executor.hpp"
+#include "crest/graph/spatial_split.hpp"
 #include "crest/train/config.hpp"
 
 namespace crest {
@@ -98,6 +99,9 @@ class RunObserver {
   virtual void epoch_stop(const EpochStats& /*stats*/) {}
   // Per-layer times of the run's profiled steps (empty unless profiling was on).
   virtual void layer_profile(const std::vector<OpProfile>& /*ops*/, int64_t /*profiled_steps*/) {}
+  // A spatially split run's halo exchanges per split layer over the training steps (validation's
+  // own exchanges left out), this rank's; sent with layer_profile.
+  virtual void halo_profile(const std::vector<SpatialSplit::HaloLayer>& /*layers*/) {}
   virtual void run_stop(const TrainSummary& /*summary*/) {}
 };
 
