@@ -95,7 +95,8 @@ VectorOps& ParamStore::ops() const {
 int64_t ParamStore::parameter_count() const {
   int64_t n = 0;
   for (const auto& s : slots_)
-    if (s.spec.trainable) n += s.spec.shard ? s.spec.shard->whole_shape().numel() : s.count;
+    if (s.spec.trainable)
+      n += s.spec.shard ? s.spec.shard->whole_shape().numel() : static_cast<int64_t>(s.count);
   return n;
 }
 

@@ -1,7 +1,6 @@
 // Shapes, parameters and gradient needs. A value needs a gradient iff it is downstream of a
 // trainable parameter (or of a graph input when input_grads is set) and upstream of the loss,
 // so the first convolution's input gradient is never computed.
-#include <ranges>
 
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
@@ -31,7 +30,8 @@ void keep_gradients_that_reach_the_loss(Program& p, const Graph& g) {
   }
   std::vector<bool> reaches(p.values.size(), false);
   reaches[static_cast<size_t>(g.loss())] = true;
-  for (const Node& node : std::views::reverse(p.nodes)) {  // consumers before producers
+  for (size_t k = p.nodes.size(); k-- > 0;) {  // consumers before producers
+    const Node& node = p.nodes[k];
     bool any = false;
     for (ValueId o : node.outputs) any = any || reaches[static_cast<size_t>(o)];
     if (!any) continue;
