@@ -69,9 +69,12 @@ std::vector<std::string> expect_splits_train_as_one_process(
   for (const Split& s : splits) {
     SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts + " " + s.extra);
     const std::string w = dir.file("split.safetensors");
-    const auto r = run_crest_mpi(s.ranks, args(s.local_batch) + " dist.spatial=" + s.parts + " " +
-                                              s.extra + " --overwrite --save-weights " + w +
-                                              " output_dir=" + dir.file("split"));
+    // A generous limit: 4 ranks share 2 cores here, beside the other tests of a ctest -j2.
+    const auto r =
+        run_crest_mpi(s.ranks,
+                      args(s.local_batch) + " dist.spatial=" + s.parts + " " + s.extra +
+                          " --overwrite --save-weights " + w + " output_dir=" + dir.file("split"),
+                      600);
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
     EXPECT_LE(worst_relative_difference(one_w, w), tol);
