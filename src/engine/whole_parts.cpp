@@ -1,5 +1,7 @@
 #include "crest/engine/whole_parts.hpp"
 
+#include <functional>
+
 #include "crest/core/host_staging.hpp"
 #include "crest/graph/param_shard.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -10,8 +12,14 @@ Shape file_shape(const ParamSlot& slot) {
   return slot.spec.shard ? slot.spec.shard->whole_shape() : slot.shape;
 }
 
-WholeParts::WholeParts(const ParamStore& params, Optimizer* optimizer) {
-  std::vector<std::pair<std::string, const Buffer*>> buffers = {{"", nullptr}};
+namespace {
+
+// Every divided slot's part in the values (state "") and, with an optimizer, in each of its
+// state buffers (kept for trainable slots only), in slot order: fn(slot index, state, part
+// staged on the host).
+void for_each_part(const ParamStore& params, Optimizer* optimizer,
+                   const std::function<void(size_t, const std::string&, HostStaging&)>& fn) {
+  std::vector<std::pair<std::string, Buffer*>> buffers = {{"", nullptr}};
   if (optimizer)
     for (const auto& [name, buffer] : optimizer->state()) buffers.emplace_back(name, buffer);
   const size_t element = dtype_size(params.dtype());
@@ -19,14 +27,23 @@ WholeParts::WholeParts(const ParamStore& params, Optimizer* optimizer) {
     const ParamSlot& slot = params.slots()[s];
     if (!slot.spec.shard) continue;
     for (const auto& [name, buffer] : buffers) {
-      if (buffer && !slot.spec.trainable) continue;  // optimizers keep state for trainables only
-      const void* base = buffer ? buffer->data() : params.values();
-      const HostStaging part(params.memory(), static_cast<const char*>(base) + slot.offset,
-                             slot.count * element);
-      std::vector<std::byte> whole = slot.spec.shard->gather(part.data(), params.dtype());
-      if (!whole.empty()) wholes_.emplace(std::make_pair(s, name), std::move(whole));
+      if (buffer && !slot.spec.trainable) continue;
+      void* base = buffer ? buffer->data() : params.values();
+      HostStaging part(params.memory(), static_cast<char*>(base) + slot.offset,
+                       slot.count * element);
+      fn(s, name, part);
     }
   }
+}
+
+}  // namespace
+
+WholeParts::WholeParts(const ParamStore& params, Optimizer* optimizer) {
+  for_each_part(params, optimizer, [&](size_t s, const std::string& state, HostStaging& part) {
+    std::vector<std::byte> whole =
+        params.slots()[s].spec.shard->gather(part.data(), params.dtype());
+    if (!whole.empty()) wholes_.emplace(std::make_pair(s, state), std::move(whole));
+  });
 }
 
 const std::byte* WholeParts::find(size_t slot, const std::string& state) const {
@@ -56,22 +73,10 @@ void PartsFromWhole::take(WholeParts* keep) {
 }
 
 void scatter_parts(const ParamStore& params, Optimizer* optimizer, const WholeParts& wholes) {
-  std::vector<std::pair<std::string, Buffer*>> buffers = {{"", nullptr}};
-  if (optimizer)
-    for (const auto& [name, buffer] : optimizer->state()) buffers.emplace_back(name, buffer);
-  const size_t element = dtype_size(params.dtype());
-  for (size_t s = 0; s < params.slots().size(); ++s) {
-    const ParamSlot& slot = params.slots()[s];
-    if (!slot.spec.shard) continue;
-    for (const auto& [name, buffer] : buffers) {
-      if (buffer && !slot.spec.trainable) continue;
-      void* base = buffer ? buffer->data() : params.values();
-      HostStaging part(params.memory(), static_cast<char*>(base) + slot.offset,
-                       slot.count * element);
-      slot.spec.shard->scatter(wholes.find(s, name), part.data(), params.dtype());
-      part.commit();
-    }
-  }
+  for_each_part(params, optimizer, [&](size_t s, const std::string& state, HostStaging& part) {
+    params.slots()[s].spec.shard->scatter(wholes.find(s, state), part.data(), params.dtype());
+    part.commit();
+  });
 }
 
 }  // namespace crest

@@ -139,4 +139,16 @@ AxisPlan plan_axis(const WindowAxis& w, int parts, int index, const std::string&
   return p;
 }
 
+std::vector<std::vector<IndexRange>> blocks_of(const SpatialGrid& grid, const Shape& global) {
+  std::vector<std::vector<IndexRange>> blocks;
+  for (int r = 0; r < grid.size(); ++r) {
+    const std::vector<int> c = grid.coords(r);
+    std::vector<IndexRange> b;
+    for (size_t a = 0; a < grid.parts.size(); ++a)
+      b.push_back(block_range(global[static_cast<int>(a) + 2], grid.parts[a], c[a]));
+    blocks.push_back(std::move(b));
+  }
+  return blocks;
+}
+
 }  // namespace crest

@@ -142,13 +142,8 @@ std::vector<ColumnRun> runs_of_block(const Shape& global, const std::vector<Inde
 std::vector<std::vector<ColumnRun>> block_feature_runs(const SpatialGrid& grid,
                                                        const Shape& global) {
   std::vector<std::vector<ColumnRun>> out;
-  for (int r = 0; r < grid.size(); ++r) {
-    const std::vector<int> c = grid.coords(r);
-    std::vector<IndexRange> block;
-    for (size_t a = 0; a < grid.parts.size(); ++a)
-      block.push_back(block_range(global[static_cast<int>(a) + 2], grid.parts[a], c[a]));
+  for (const std::vector<IndexRange>& block : blocks_of(grid, global))
     out.push_back(runs_of_block(global, block));
-  }
   return out;
 }
 

@@ -89,19 +89,6 @@ class SplitPoolKernel final : public PoolKernel {
   SpatialPool pool_;
 };
 
-// The blocks of every rank of the group.
-std::vector<std::vector<IndexRange>> blocks_of(const SpatialGrid& grid, const Shape& global) {
-  std::vector<std::vector<IndexRange>> blocks;
-  for (int r = 0; r < grid.size(); ++r) {
-    const std::vector<int> c = grid.coords(r);
-    std::vector<IndexRange> b;
-    for (size_t a = 0; a < grid.parts.size(); ++a)
-      b.push_back(block_range(global[static_cast<int>(a) + 2], grid.parts[a], c[a]));
-    blocks.push_back(std::move(b));
-  }
-  return blocks;
-}
-
 // Where block `b` of a [n, c, spatial...] tensor starts, and its extents.
 std::pair<std::vector<int64_t>, std::vector<int64_t>> box_of(const Shape& global,
                                                              const std::vector<IndexRange>& b) {

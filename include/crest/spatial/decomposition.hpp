@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/core/shape.hpp"
 #include "crest/graph/window_axis.hpp"
 
 namespace crest {
@@ -41,6 +42,10 @@ struct SpatialGrid {
   // The group rank `step` (-1 or +1) away along `axis`.
   int neighbour(int group_rank, int axis, int step) const;
 };
+
+// Every group rank's block of a tensor [n, c, spatial...] of shape `global`: per rank, the rows
+// it holds along each spatial axis (block_range over the grid).
+std::vector<std::vector<IndexRange>> blocks_of(const SpatialGrid& grid, const Shape& global);
 
 // The input rows output rows `out` read, padding included (may start below 0 or end past
 // in_extent).
