@@ -70,6 +70,7 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
                            double bucket_mb, GradientCompression compress)
     : comm_(comm),
       params_(params),
+      gradients_(params.grads()),
       bucket_of_slot_(params.slots().size(), -1),
       part_of_slot_(params.slots().size(), -1),
       compress_(compress) {
@@ -211,7 +212,7 @@ void GradientSync::broadcast_parameters(ParamStore& params) {
 
 void GradientSync::start_bucket(size_t b) {
   const GradientBucket& bk = buckets_[b];
-  auto* base = static_cast<char*>(params_.grads());
+  auto* base = static_cast<char*>(gradients_);
   const bool narrow = compress_ != GradientCompression::none;
   const std::string what = "allreduce of gradient bucket " + std::to_string(b + 1) + "/" +
                            std::to_string(buckets_.size()) + " (" +
@@ -264,7 +265,7 @@ void GradientSync::start_part(size_t i) {
   part_started_[i] = true;
   const ParamSlot& slot = params_.slots()[static_cast<size_t>(parts_[i])];
   Communicator* replicas = slot.spec.shard->replicas();
-  void* grad = static_cast<char*>(params_.grads()) + slot.offset;
+  void* grad = static_cast<char*>(gradients_) + slot.offset;
   double scale = loss_scale_ > 0 ? 1.0 / loss_scale_ : 1.0;
   if (!replicas || replicas->size() == 1) {
     if (scale != 1.0) params_.ops().scale(scale, grad, grad, slot.count);
@@ -289,6 +290,13 @@ void GradientSync::gradient_ready(int slot) {
   if (--missing_[static_cast<size_t>(b)] == 0) start_bucket(static_cast<size_t>(b));
 }
 
+void GradientSync::start_all(void* gradients) {
+  if (comm_.size() == 1) return;
+  gradients_ = gradients;
+  for (size_t b = 0; b < buckets_.size(); ++b) start_bucket(b);
+  for (size_t i = 0; i < parts_.size(); ++i) start_part(i);
+}
+
 void GradientSync::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   if (comm_.size() > 1) {
@@ -304,7 +312,7 @@ void GradientSync::finish() {
       p.reset();
       if (compress_ != GradientCompression::none) {  // widen the average back
         const GradientBucket& bk = buckets_[b];
-        auto* grads = reinterpret_cast<float*>(static_cast<char*>(params_.grads()) + bk.begin_byte);
+        auto* grads = reinterpret_cast<float*>(static_cast<char*>(gradients_) + bk.begin_byte);
         const uint16_t* in = narrow_codes() + bk.begin_byte / sizeof(float);
         params_.ops().widen(in, compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16,
                             grads, bk.bytes() / sizeof(float));
@@ -317,6 +325,7 @@ void GradientSync::finish() {
   finish_parts();
   for (size_t b = 0; b < buckets_.size(); ++b)
     missing_[b] = static_cast<int>(buckets_[b].slots.size());
+  gradients_ = params_.grads();
   stats_.finish_wait_s +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ++stats_.steps;

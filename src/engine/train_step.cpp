@@ -28,6 +28,15 @@ TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, Los
       sync_(sync),
       scaler_(scaler),
       accumulation_(optimizer.accumulation()) {
+  if (const Buffer* lagged = optimizer_.lagged_gradient()) {
+    if (accumulation_ > 1 || scaler_)
+      throw_usage(
+          "train.gradient_lag: 1 with gradient accumulation or dynamic loss scaling is not "
+          "supported yet");
+    const ParamStore& params = ex_.params();
+    lag_spare_ = Buffer(lagged->bytes(), 256, params.memory());
+    params.ops().fill(lag_spare_.data(), lag_spare_.bytes() / dtype_size(params.dtype()), 0.0);
+  }
   ex_.set_gradient_ready([this](int slot) { on_gradient_ready(slot); });
 }
 
@@ -59,7 +68,9 @@ void TrainStep::on_gradient_ready(int slot) {
       vec.scale(1.0 / accumulation_ * unscale, grad, grad, s.count);
     }
   }
-  if (phase_ + 1 == accumulation_ && exchanges()) sync_->gradient_ready(slot);
+  // Lagged gradients leave after backward, all at once (apply_lagged).
+  if (phase_ + 1 == accumulation_ && exchanges() && !optimizer_.lagged_gradient())
+    sync_->gradient_ready(slot);
 }
 
 StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
@@ -83,10 +94,15 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
   ex_.backward();
+  const bool first = micro_batches_ == 0;
   ++micro_batches_;
   r.backward_done = Timeline::now();
   if (!r.updated) {
     r.gradients_done = r.update_done = r.backward_done;
+    return r;
+  }
+  if (optimizer_.lagged_gradient()) {
+    apply_lagged(r, lr, !first);
     return r;
   }
   if (sync_) sync_->finish();
@@ -96,6 +112,38 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
   decide_update(r, lr);
   r.update_done = Timeline::now();
   return r;
+}
+
+// This step's gradients go aside and start their allreduce; the previous step's, averaged, take
+// their place in the gradient buffer (sideband included) and make the update. Two copies of the
+// gradients per step, against an allreduce hidden behind a whole step.
+void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
+  const ParamStore& params = ex_.params();
+  Buffer& lagged = *optimizer_.lagged_gradient();
+  const size_t count = lagged.bytes() / dtype_size(params.dtype());
+  settle();
+  params.ops().copy(params.grads(), lag_spare_.data(), count);
+  if (have_previous) params.ops().copy(lagged.data(), params.grads(), count);
+  std::swap(lagged, lag_spare_);
+  if (exchanges()) {
+    sync_->start_all(lagged.data());
+    lag_in_flight_ = true;
+  }
+  r.gradients_done = Timeline::now();
+  if (!have_previous) {  // the first step: nothing to apply yet
+    r.updated = false;
+    r.update_done = r.gradients_done;
+    return;
+  }
+  read_sideband(r);
+  decide_update(r, lr);
+  r.update_done = Timeline::now();
+}
+
+void TrainStep::settle() {
+  if (!lag_in_flight_) return;
+  sync_->finish();
+  lag_in_flight_ = false;
 }
 
 // One rank, no accumulation: no multiply runs over the gradients that 1/S could join.

@@ -9,7 +9,7 @@ namespace {
 
 std::unique_ptr<Optimizer> attached_optimizer(const TrainingSessionOptions& o, Executor& ex) {
   std::unique_ptr<Optimizer> optimizer = make_optimizer(o.optimizer);
-  optimizer->attach(ex.params(), ex.vec(), o.accumulation);
+  optimizer->attach(ex.params(), ex.vec(), o.accumulation, o.gradient_lag);
   return optimizer;
 }
 

@@ -5,7 +5,7 @@
 
 namespace crest {
 
-void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation) {
+void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation, bool gradient_lag) {
   if (accumulation < 1)
     throw_usage("gradient accumulation must be at least 1 micro-batch, got " +
                 std::to_string(accumulation));
@@ -13,13 +13,16 @@ void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation) {
   vec_ = &vec;
   count_ = params.trainable_count_padded();
   accumulation_ = accumulation;
+  gradient_lag_ = gradient_lag;
   state_.clear();
-  const size_t buffers = state_names().size() + (accumulation > 1 ? 1 : 0);
   // In the parameters' memory (the backend's), zeroed there: the padding too stays zero.
-  for (size_t i = 0; i < buffers; ++i) {
-    state_.emplace_back(std::max<size_t>(params.trainable_bytes(), 256), 256, params.memory());
+  auto add = [&](size_t bytes) {
+    state_.emplace_back(std::max<size_t>(bytes, 256), 256, params.memory());
     vec.fill(state_.back().data(), state_.back().bytes() / dtype_size(params.dtype()), 0.0);
-  }
+  };
+  const size_t buffers = state_names().size() + (accumulation > 1 ? 1 : 0);
+  for (size_t i = 0; i < buffers; ++i) add(params.trainable_bytes());
+  if (gradient_lag) add(params.trainable_bytes() + ParamStore::kSidebandBytes);
   steps_ = 0;
   on_attach();
 }
@@ -28,12 +31,18 @@ std::vector<std::pair<std::string, Buffer*>> Optimizer::state() {
   std::vector<std::pair<std::string, Buffer*>> out;
   auto names = state_names();
   if (accumulation_ > 1) names.emplace_back("gradient_sum");
+  if (gradient_lag_) names.emplace_back("lagged_gradient");
   for (size_t i = 0; i < state_.size(); ++i) out.push_back({names[i], &state_[i]});
   return out;
 }
 
 void* Optimizer::gradient_sum() {
-  return accumulation_ > 1 && !state_.empty() ? state_.back().data() : nullptr;
+  if (accumulation_ <= 1 || state_.empty()) return nullptr;
+  return state_[state_.size() - (gradient_lag_ ? 2 : 1)].data();
+}
+
+Buffer* Optimizer::lagged_gradient() {
+  return gradient_lag_ && !state_.empty() ? &state_.back() : nullptr;
 }
 
 void SgdKeras::step(double lr) {

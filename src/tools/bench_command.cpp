@@ -45,6 +45,7 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
+  int gradient_lag = 0;   // as train.gradient_lag
   std::string optimizer;  // a registered optimizer; "" = the model's reference optimizer
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
@@ -102,6 +103,8 @@ void bench_train(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
   if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
+  if (a.gradient_lag < 0 || a.gradient_lag > 1)
+    throw_usage("bench train: --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
   // Before the benchmark, not after it: an unwritable report directory fails in the first second.
   if (!a.report.empty()) check_report_dir(a.report);
   WorldOptions wo;
@@ -121,6 +124,7 @@ void bench_train(const BenchTrainArgs& a) {
   to.sync = {.first_bucket_mb = a.first_bucket_mb,
              .bucket_mb = a.bucket_mb,
              .compression = parse_gradient_compression(a.compress)};
+  to.gradient_lag = a.gradient_lag > 0;
   // Ranks that share samples: the global batch counts each sample once.
   const int data_parallel = groups.data_parallel;
   const TrainingSession session(m.graph, to, *comm);
@@ -148,6 +152,7 @@ void bench_train(const BenchTrainArgs& a) {
     waits.push_back(sync.stats().finish_wait_s - before.finish_wait_s);
     allreduces.push_back(sync.stats().allreduce_s - before.allreduce_s);
   }
+  train_step.settle();  // a lagged allreduce still in flight
   // Every rank's per-step figures, to tell communication from waiting for slower ranks.
   std::vector<std::vector<double>> all_waits, all_allreduces;
   for (auto [mine, all] :
@@ -200,6 +205,7 @@ void bench_train(const BenchTrainArgs& a) {
     j["global_batch"] = a.batch * data_parallel;
     j["gradient_buckets"] = sync.buckets().size();
     j["compress"] = a.compress;
+    j["gradient_lag"] = a.gradient_lag;
     j["allreduce_s_per_step"] = allreduce;
     j["exposed_allreduce_s_per_step"] = exposed;
     j["hidden_fraction"] = overlap.hidden_fraction();
@@ -333,6 +339,9 @@ void register_bench(CLI::App& app) {
                     "momentum 0.9 or DeepCAM's LAMB)");
   train->add_option("--compress", ta->compress,
                     "under mpirun: gradient buckets as none (float32), bf16 or fp16");
+  train->add_option("--gradient-lag", ta->gradient_lag,
+                    "under mpirun: 1 applies each step's averaged gradients one step later, so "
+                    "their allreduce runs during the next step (as train.gradient_lag)");
   train
       ->add_option("--spatial", ta->spatial,
                    "under mpirun: split each sample among this many ranks per spatial axis "

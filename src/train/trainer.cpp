@@ -95,6 +95,7 @@ class TrainingRun {
  private:
   void open_records();
   TrainingSessionOptions session_options() const;
+  size_t optimizer_state_bytes() const;
   void compile();
   void print_header();
   void print_dry_run();
@@ -246,6 +247,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
   so.allocate = !options_.dry_run;  // a plan may be larger than this machine
   to.optimizer = config_.optimizer;
   to.accumulation = config_.train.gradient_accumulation_frequency;
+  to.gradient_lag = config_.train.gradient_lag > 0;
   to.sync = {.first_bucket_mb = config_.dist.first_bucket_mb,
              .bucket_mb = config_.dist.bucket_mb,
              .compression = parse_gradient_compression(config_.dist.compress)};
@@ -281,8 +283,8 @@ void TrainingRun::compile() {
   check_metrics_fit(task_, config_, ex_->output(task_.model.prediction).desc(),
                     ex_->input(task_.model.target_input).desc());
   summary_.parameter_count = ex_->params().parameter_count();
-  const size_t state_bytes = ex_->params().trainable_bytes() * optimizer_->state().size();
-  summary_.planned_bytes = ex_->plan().arena_bytes + 2 * ex_->params().bytes() + state_bytes;
+  summary_.planned_bytes =
+      ex_->plan().arena_bytes + 2 * ex_->params().bytes() + optimizer_state_bytes();
 }
 
 void TrainingRun::print_header() {
@@ -317,10 +319,17 @@ void TrainingRun::print_header() {
   }
 }
 
+// The optimizer's state buffers (a lagged gradient's included) and the step's copy for the lag.
+size_t TrainingRun::optimizer_state_bytes() const {
+  size_t n = step_->extra_bytes();
+  for (const auto& state : optimizer_->state()) n += state.second->bytes();
+  return n;
+}
+
 void TrainingRun::print_dry_run() {
   std::ostream& log = *log_;
   const auto bytes = [](size_t b) { return human_bytes(static_cast<double>(b)); };
-  const size_t state_bytes = ex_->params().trainable_bytes() * optimizer_->state().size();
+  const size_t state_bytes = optimizer_state_bytes();
   log << ex_->summary();
   if (const std::string notes = optimizer_->notes(); !notes.empty()) log << notes << "\n";
   log << "total parameters: " << with_thousands(summary_.parameter_count) << "\n";
@@ -799,6 +808,7 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
     from.resume_info = read_checkpoint_info(checkpoint);
   }
   const int rollbacks = pos_.rollbacks + 1;
+  step_->settle();  // a lagged gradient in flight is overwritten by the checkpoint's
   pos_ = resume_from_checkpoint(from, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
                                 *optimizer_, scaler_, train_steps_, summary_.epochs);
   pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
@@ -816,6 +826,7 @@ void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   // Rank 0 writes; its failure (train.checkpoint_failures: stop) must not leave the other ranks
   // in the next step's exchange: one flag's maximum per checkpoint tells them.
   RankFailure failure;
+  step_->settle();  // the lagged gradient in the checkpoint is the job's average
   try {
     checkpointer_->write(at, summary_.epochs);
   } catch (const std::exception& e) {
@@ -879,6 +890,7 @@ void TrainingRun::stop_early(int epoch, int64_t steps_done) {
 }
 
 void TrainingRun::finish() {
+  step_->settle();  // no allreduce left in flight
   // The weights first: they are the run's result, the timeline only describes it. A run that
   // stopped early has no result yet: its checkpoint is what goes on.
   const bool preempted = summary_.status == "preempted";

@@ -108,6 +108,10 @@ class GradientSync {
   // The hook for Executor::set_gradient_ready: starts a bucket's allreduce when its last slot
   // is ready. No-op on one rank.
   void gradient_ready(int slot);
+  // Gradient lag (TrainStep): every bucket and part of `gradients`, a copy of the gradient buffer
+  // (its sideband included), starts at once; they travel while the next step computes, and
+  // finish() waits for them, leaving the average in `gradients`. No-op on one rank.
+  void start_all(void* gradients);
   // Waits for every bucket of this step (starting any not started, e.g. when no hook ran) and
   // leaves the averaged gradients in the buffer.
   void finish();
@@ -128,6 +132,8 @@ class GradientSync {
  private:
   Communicator& comm_;
   const ParamStore& params_;
+  // What the buckets are slices of: the gradient buffer, or start_all()'s copy until finish().
+  void* gradients_;
   std::vector<GradientBucket> buckets_;
   std::vector<int> bucket_of_slot_;  // slot -> bucket index, -1 for slots not synchronised
   // Parameters divided among a spatial group (ParamSpec::shard): in no bucket, each averaged

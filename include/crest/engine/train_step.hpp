@@ -18,6 +18,15 @@
 // overflow check is the non-finite check every update already makes on the averaged gradients
 // (decide_update in train_step.cpp says why that is job-wide without a collective of its own);
 // an overflow skips the update and lowers S, and is not a non-finite step.
+//
+// Gradient lag (Optimizer::lagged_gradient(), train.gradient_lag: 1; the Gordon Bell climate
+// run's scheme): a step's gradients are not sent while backward runs. After backward they are
+// copied aside and their allreduce starts, to travel during the next step's forward and backward;
+// the update each step makes applies the previous step's averaged gradients (so the first step
+// updates nothing), its trust ratios (LARS, LARC, LAMB) and non-finite checks included, and the
+// per-step flags (stop, non-finite loss, rank failure) arrive with them, one step late. settle()
+// waits for the allreduce in flight: before a checkpoint (which then holds the averaged lagged
+// gradient, so a resumed run continues bit for bit) and at the run's end.
 #pragma once
 #include <string>
 
@@ -93,6 +102,12 @@ class TrainStep {
   // every run, so a resumed run takes the same arithmetic as a straight one. No-op on one rank.
   void share_partial_sum(Communicator& comm);
 
+  // Gradient lag: waits for the allreduce in flight, so the lagged gradient (optimizer state) is
+  // the job's average. Collective: every rank calls it at the same point. No-op without the lag.
+  void settle();
+  // Memory the step holds besides the optimizer state: the lag's second gradient copy.
+  size_t extra_bytes() const { return lag_spare_.bytes(); }
+
   // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next micro-batch's first finished gradient
   // gets an infinity, on this rank, before it is summed or exchanged.
   void overflow_next_gradient() { overflow_next_ = true; }
@@ -102,6 +117,7 @@ class TrainStep {
   bool exchanges() const { return sync_ && sync_->ranks() > 1; }
   void unscale_where_nothing_else_does();
   void decide_update(StepResult& r, double lr);
+  void apply_lagged(StepResult& r, double lr, bool have_previous);
 
   Executor& ex_;
   Optimizer& optimizer_;
@@ -113,6 +129,10 @@ class TrainStep {
   // This rank's facts about the open window, sent with its update's gradients.
   bool window_stop_ = false, window_nonfinite_loss_ = false, window_failed_ = false;
   bool overflow_next_ = false;
+  // Gradient lag: whether an allreduce of the lagged gradient is in flight, and the buffer this
+  // step's gradients are copied into (it then becomes the lagged one).
+  bool lag_in_flight_ = false;
+  Buffer lag_spare_;
   void write_sideband();
   void read_sideband(StepResult& r);
 };

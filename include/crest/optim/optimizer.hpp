@@ -21,8 +21,11 @@ class Optimizer {
   // the state also holds the sum of the micro-batches' gradients between two steps
   // ("gradient_sum", see gradient_sum()): it is state like the moments, so a checkpoint taken
   // between two updates resumes exactly (optax.MultiSteps keeps it in the optimizer state too).
-  // Ends with on_attach(), where an optimizer derives what it needs from the parameters.
-  void attach(ParamStore& params, VectorOps& vec, int accumulation = 1);
+  // With `gradient_lag` it also holds the averaged gradient of the last step, which the next
+  // update applies ("lagged_gradient", see lagged_gradient()), with the gradient buffer's
+  // sideband. Ends with on_attach(), where an optimizer derives what it needs from the
+  // parameters.
+  void attach(ParamStore& params, VectorOps& vec, int accumulation = 1, bool gradient_lag = false);
   // One update with learning rate `lr` from the current gradients. It may consume them: LAMB
   // leaves its update direction in the gradient buffer, as apex does.
   virtual void step(double lr) = 0;
@@ -31,7 +34,8 @@ class Optimizer {
   // needs the global gradient norm (LAMB) takes it from here instead of reading every gradient
   // again. It holds for the next step() only.
   void offer_gradient_sum_squares(double sum_squares) { offered_sum_squares_ = sum_squares; }
-  // State buffers by name ("velocity", "m", "v", then "gradient_sum"), for checkpoints. Virtual
+  // State buffers by name ("velocity", "m", "v", then "gradient_sum", "lagged_gradient"), for
+  // checkpoints. Virtual
   // for wrappers (LARC), whose state is their base optimizer's.
   virtual std::vector<std::pair<std::string, Buffer*>> state();
   int64_t steps_taken() const { return steps_; }
@@ -46,6 +50,9 @@ class Optimizer {
   // Where the micro-batches' gradients are summed (the gradient buffer's layout); null when
   // accumulation() is 1.
   void* gradient_sum();
+  // train.gradient_lag: the last step's gradient (laid out as the gradient buffer, its sideband
+  // included), which TrainStep averages and the next update applies; null without the lag.
+  Buffer* lagged_gradient();
 
  protected:
   virtual std::vector<std::string> state_names() const = 0;
@@ -58,10 +65,11 @@ class Optimizer {
   }
   ParamStore* params_ = nullptr;
   VectorOps* vec_ = nullptr;
-  std::vector<Buffer> state_;  // state_names() in order, then the gradient sum
+  std::vector<Buffer> state_;  // state_names() in order, the gradient sum, the lagged gradient
   size_t count_ = 0;           // trainable elements incl. alignment padding (which stays zero)
   int64_t steps_ = 0;
   int accumulation_ = 1;
+  bool gradient_lag_ = false;
 
  private:
   std::optional<double> offered_sum_squares_;

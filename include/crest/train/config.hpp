@@ -190,6 +190,9 @@ struct TrainConfig {
   // Micro-batches per optimizer step (the DeepCAM reference's argument): each micro-batch's loss
   // counts 1/k, the k gradients are summed, and the step counts in logs count micro-batches.
   int gradient_accumulation_frequency = 1;
+  // Gradient lag (docs/distributed.md "Gradient lag"): 1 applies each step's averaged gradient one
+  // step later, so its allreduce travels during the next step's forward and backward.
+  int gradient_lag = 0;
   // Ending early and cleanly (docs/checkpoints.md "Stopping before the end").
   // Signals that stop the run after the current step with a checkpoint (names without SIG).
   std::vector<std::string> stop_signals{"TERM", "INT", "USR1"};

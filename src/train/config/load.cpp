@@ -69,6 +69,7 @@ Config build(const Source& src, const YAML::Node& root) {
   default_task_metrics(train, c);
   read_section(src, top, runtime_table(), c.crest);
   default_loss_scaling(train, c);  // the precision's, so after the crest section
+  check_gradient_lag(train, c);
   resolve_spatial(read_section(src, top, dist_table(), c.dist), c);
   return c;
 }

@@ -209,6 +209,10 @@ void check_train(const SectionReader& r, S& t) {
                std::to_string(k) +
                " (checkpoints between the micro-batches of one optimizer "
                "step are not supported)");
+  if (t.gradient_lag > 0 && k > 1)
+    r.fail("gradient_lag",
+           "1 with gradient_accumulation_frequency " + std::to_string(k) +
+               " is not supported yet (lag the updates or accumulate micro-batches, not both)");
 }
 
 }  // namespace
@@ -224,6 +228,8 @@ const Table<TrainConfig>& train_table() {
        number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report),
        // the DeepCAM reference's
        int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1),
+       // crest: the Gordon Bell run's one-step gradient lag
+       int_field("gradient_lag", &S::gradient_lag, 0, 1),
        // crest: ending early and cleanly
        stop_signals_field(), max_wall_time_field(), enum_field("on_nonfinite", &S::on_nonfinite),
        int_field("max_rollbacks", &S::max_rollbacks, 0, 1000),

@@ -1,0 +1,173 @@
+// Gradient lag in TrainStep (train.gradient_lag, crest/engine/train_step.hpp) on an analytic
+// quadratic: a dense layer under the mean squared error, whose gradient the test computes in
+// closed form from the weights each step started with. In float64 on the reference backend, plain
+// SGD (w -= lr g): with the lag every update applies exactly the previous step's averaged
+// gradient (the first step applies nothing), without it the step's own; both on one process and
+// through a (fake) 2-rank exchange whose other rank contributes nothing, so the average is half
+// this rank's gradient. settle() leaves the lagged gradient, as checkpoints hold it, averaged.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/engine/train_step.hpp"
+#include "crest/graph/graph.hpp"
+#include "crest/layers/dense.hpp"
+#include "crest/layers/loss.hpp"
+#include "crest/optim/optimizer.hpp"
+#include "support/fake_communicator.hpp"
+#include "support/test_util.hpp"
+
+namespace crest {
+namespace {
+
+constexpr int64_t kBatch = 2, kIn = 4, kOut = 3;
+constexpr double kLr = 0.1;
+
+// x [batch, 4] -> dense(3) -> mse against y [batch, 3]: L = mean over batch x 3 of (W x + b - y)^2.
+Graph quadratic() {
+  Graph g;
+  const ValueId x = g.input("x", Shape{kIn});
+  const ValueId y = g.input("y", Shape{kOut});
+  const ValueId p =
+      g.add("fc", layers::dense(DenseOptions{kOut, true, Init::torch_default, 0.0}), {x});
+  g.mark_output(p);
+  g.set_loss(g.add("loss", layers::mse_loss(), {p, y}));
+  return g;
+}
+
+// The weights and bias as one vector, [W (out x in, row-major), b], and the data of one step.
+struct Point {
+  std::vector<double> w;
+};
+struct Batch {
+  std::vector<double> x, y;
+};
+
+// dL/dW[o][j] = 2 / (batch out) sum_n (p_no - y_no) x_nj, dL/db[o] = 2 / (batch out) sum_n (p_no -
+// y_no), p = W x + b.
+std::vector<double> gradient(const Point& at, const Batch& b) {
+  std::vector<double> g(static_cast<size_t>(kOut * kIn + kOut), 0.0);
+  const double scale = 2.0 / static_cast<double>(kBatch * kOut);
+  for (int64_t n = 0; n < kBatch; ++n)
+    for (int64_t o = 0; o < kOut; ++o) {
+      double p = at.w[static_cast<size_t>(kOut * kIn + o)];
+      for (int64_t j = 0; j < kIn; ++j)
+        p += at.w[static_cast<size_t>(o * kIn + j)] * b.x[static_cast<size_t>(n * kIn + j)];
+      const double e = scale * (p - b.y[static_cast<size_t>(n * kOut + o)]);
+      for (int64_t j = 0; j < kIn; ++j)
+        g[static_cast<size_t>(o * kIn + j)] += e * b.x[static_cast<size_t>(n * kIn + j)];
+      g[static_cast<size_t>(kOut * kIn + o)] += e;
+    }
+  return g;
+}
+
+struct Training {
+  Graph graph = quadratic();
+  std::unique_ptr<Backend> backend = make_backend("reference");
+  std::unique_ptr<Executor> ex;
+  std::unique_ptr<Optimizer> opt = std::make_unique<SgdKeras>(0.0);
+  std::unique_ptr<test::FakeCommunicator> comm;
+  std::unique_ptr<GradientSync> sync;
+  std::unique_ptr<TrainStep> step;
+
+  Training(bool lag, bool exchange) {
+    CompileOptions c;
+    c.batch = kBatch;
+    c.seed = 5;
+    c.dtype = DType::f64;
+    ex = std::make_unique<Executor>(graph, *backend, c);
+    opt->attach(ex->params(), ex->vec(), 1, lag);
+    if (exchange) {
+      comm = std::make_unique<test::FakeCommunicator>(0, 2);
+      sync = std::make_unique<GradientSync>(*comm, ex->params(), ex->gradient_ready_order(), 1e-4,
+                                            1e-4);
+    }
+    step = std::make_unique<TrainStep>(*ex, *opt, sync.get());
+  }
+
+  // Slot 0 is fc's weight, slot 1 its bias (the layer's order).
+  Point weights() const { return read(ex->params().values()); }
+  Point read(const void* buffer) const {
+    Point p;
+    const ParamStore& params = ex->params();
+    for (size_t s = 0; s < 2; ++s) {
+      const auto* v = reinterpret_cast<const double*>(static_cast<const char*>(buffer) +
+                                                      params.slots()[s].offset);
+      p.w.insert(p.w.end(), v, v + params.slots()[s].count);
+    }
+    return p;
+  }
+
+  Batch feed(uint64_t k) {
+    test::fill_uniform(ex->input("x"), 300 + k);
+    test::fill_uniform(ex->input("y"), 400 + k, -0.5, 0.5);
+    const TensorView x = ex->input("x"), y = ex->input("y");
+    return {{x.as<double>(), x.as<double>() + x.numel()},
+            {y.as<double>(), y.as<double>() + y.numel()}};
+  }
+};
+
+void expect_near(const std::vector<double>& got, const std::vector<double>& want,
+                 const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 1e-13 * std::max(1.0, std::fabs(want[i])))
+        << what << " [" << i << "]";
+}
+
+TEST(GradientLag, EachUpdateAppliesThePreviousStepsAveragedGradient) {
+  for (const bool lag : {false, true})
+    for (const bool exchange : {false, true}) {
+      SCOPED_TRACE(std::string(lag ? "lag 1" : "lag 0") +
+                   (exchange ? ", 2 ranks (the other adds nothing)" : ", one process"));
+      Training t(lag, exchange);
+      const double average = exchange ? 0.5 : 1.0;
+      std::vector<double> previous;  // the averaged gradient of the step before
+      for (uint64_t k = 0; k < 6; ++k) {
+        const Batch b = t.feed(k);
+        const Point before = t.weights();
+        const StepResult r = t.step->run(kLr);
+        std::vector<double> g = gradient(before, b);
+        for (double& v : g) v *= average;
+        const std::vector<double>* applied = lag ? (k == 0 ? nullptr : &previous) : &g;
+        EXPECT_EQ(r.updated, applied != nullptr) << "step " << k;
+        std::vector<double> want = before.w;
+        if (applied)
+          for (size_t i = 0; i < want.size(); ++i) want[i] -= kLr * (*applied)[i];
+        expect_near(t.weights().w, want, "weights after step " + std::to_string(k));
+        previous = g;
+      }
+      if (!lag) continue;
+      // What a checkpoint taken now holds: the last step's averaged gradient, not yet applied.
+      t.step->settle();
+      ASSERT_NE(t.opt->lagged_gradient(), nullptr);
+      expect_near(t.read(t.opt->lagged_gradient()->data()).w, previous, "the lagged gradient");
+    }
+}
+
+TEST(GradientLag, IsStateTheCheckpointHolds) {
+  Training t(/*lag=*/true, /*exchange=*/false);
+  std::vector<std::string> names;
+  for (const auto& state : t.opt->state()) names.push_back(state.first);
+  EXPECT_EQ(names, (std::vector<std::string>{"velocity", "lagged_gradient"}));
+  Training plain(/*lag=*/false, /*exchange=*/false);
+  EXPECT_EQ(plain.opt->lagged_gradient(), nullptr);
+  EXPECT_EQ(plain.opt->state().size(), 1u);
+}
+
+TEST(GradientLag, WithAccumulationIsRefused) {
+  Training t(/*lag=*/true, /*exchange=*/false);
+  t.opt->attach(t.ex->params(), t.ex->vec(), 2, true);
+  try {
+    TrainStep step(*t.ex, *t.opt, nullptr);
+    FAIL() << "expected a refusal";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("train.gradient_lag"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace crest
