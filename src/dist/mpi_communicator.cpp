@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -330,6 +331,7 @@ class MpiCommunicator final : public Communicator {
                                                         std::string what) override {
     auto task = thread_->submit(
         [=, this] {
+          emulate_slow_link(n * sizeof(uint16_t));
           for (size_t done = 0; done < n;) {
             const size_t k = std::min(n - done, kMaxCount);
             check(MPI_Allreduce(MPI_IN_PLACE, values + done, static_cast<int>(k), MPI_UINT16_T,
@@ -525,12 +527,26 @@ class MpiCommunicator final : public Communicator {
                                                       T scale, const std::string& what) {
     auto task = thread_->submit(
         [=, this] {
+          emulate_slow_link(n * sizeof(T));
           sum_in_place(values, n, type, sizeof(T));
           if (scale != T(1))
             for (size_t i = 0; i < n; ++i) values[i] *= scale;
         },
         what);
     return std::make_unique<MpiPending>(thread_, std::move(task));
+  }
+
+  // Test switch (docs/distributed.md, "Gradient lag"): with CREST_TEST_ALLREDUCE_BYTES_PER_S=B
+  // every asynchronous allreduce first waits bytes / B seconds on the communication thread, as if
+  // the link were that slow, before its values change: what hides communication can be measured
+  // on one machine, and a result read before its wait ends is caught.
+  void emulate_slow_link(size_t bytes) const {
+    static const double rate = [] {
+      const char* v = std::getenv("CREST_TEST_ALLREDUCE_BYTES_PER_S");
+      return v ? std::atof(v) : 0.0;
+    }();
+    if (rate > 0)
+      std::this_thread::sleep_for(std::chrono::duration<double>(static_cast<double>(bytes) / rate));
   }
 
   // Runs on the communication thread.

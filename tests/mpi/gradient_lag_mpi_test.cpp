@@ -93,6 +93,14 @@ TEST(GradientLagMpi, TwoRanksTakeTheLaggedStepsOfOneProcessWithTheGlobalBatch) {
   }
 }
 
+// `crest ARGS` on 2 ranks whose allreduces each wait 0.1 s (the gradients' 302 KB at 3 MB/s)
+// before they change the values: a checkpoint that did not wait for the lagged gradient's
+// allreduce would hold this rank's own gradient instead of the average.
+test::CliRun run_on_a_slow_link(const std::string& args) {
+  return test::run_mpirun("-x CREST_TEST_ALLREDUCE_BYTES_PER_S=3000000 -np 2 " +
+                          std::string(CREST_BINARY) + " " + args);
+}
+
 // A straight 2-epoch run keeps its checkpoints of steps 6 (epoch 1's end), 9 (mid-epoch 2) and
 // 12; a copy of its run directory without the newer ones resumes from each of the older two.
 TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
@@ -100,7 +108,7 @@ TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
   const std::string args = kSmall +
                            "data.n_epochs=2 data.batch_size=1 train.gradient_lag=1 "
                            "'train.checkpoint_every=3 steps'";
-  const auto straight = run_crest_mpi(2, args + saving(d, "straight"));
+  const auto straight = run_on_a_slow_link(args + saving(d, "straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
@@ -111,7 +119,7 @@ TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
     for (size_t newer = from + 1; newer < kept.size(); ++newer)
       fs::remove(run + "/checkpoints/" + fs::path(kept[newer]).filename().string());
     const auto resumed =
-        run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
+        run_on_a_slow_link("train --resume " + run + " --save-weights " + run + ".safetensors");
     ASSERT_EQ(resumed.code, 0) << resumed.out;
     EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
     expect_bit_identical(d.file("straight.safetensors"), run + ".safetensors");
