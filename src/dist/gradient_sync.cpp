@@ -363,4 +363,38 @@ void broadcast_store_layout(Communicator& comm, const ParamStore& params, void* 
   host.commit();
 }
 
+namespace {
+
+// `values` <- its sum over `comm`, divided by the ranks.
+void average_over(Communicator& comm, DType dtype, char* values, size_t bytes) {
+  const std::string what = "model averaging (local SGD)";
+  if (dtype == DType::f64) {
+    comm.start_allreduce(reinterpret_cast<double*>(values), bytes / sizeof(double),
+                         1.0 / comm.size(), what)
+        ->wait();
+    return;
+  }
+  CREST_CHECK(dtype == DType::f32, "model averaging needs float32 or float64 parameters");
+  comm.start_allreduce(reinterpret_cast<float*>(values), bytes / sizeof(float),
+                       1.f / static_cast<float>(comm.size()), what)
+      ->wait();
+}
+
+}  // namespace
+
+void average_store_layout(Communicator& comm, const ParamStore& params, void* buffer,
+                          size_t bytes) {
+  if (comm.size() == 1) return;
+  HostStaging host(params.memory(), buffer, bytes);
+  for (const ParamStore::ByteRange& r : params.replicated_ranges(bytes))
+    average_over(comm, params.dtype(), host.as<char>() + r.begin, r.end - r.begin);
+  for (const ParamSlot& slot : params.slots()) {
+    Communicator* replicas = slot.spec.shard ? slot.spec.shard->replicas() : nullptr;
+    if (replicas && replicas->size() > 1 && slot.offset < bytes)
+      average_over(*replicas, params.dtype(), host.as<char>() + slot.offset,
+                   slot.count * dtype_size(params.dtype()));
+  }
+  host.commit();
+}
+
 }  // namespace crest

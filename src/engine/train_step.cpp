@@ -68,8 +68,9 @@ void TrainStep::on_gradient_ready(int slot) {
       vec.scale(1.0 / accumulation_ * unscale, grad, grad, s.count);
     }
   }
-  // Lagged gradients leave after backward, all at once (apply_lagged).
-  if (phase_ + 1 == accumulation_ && exchanges() && !optimizer_.lagged_gradient())
+  // Lagged gradients leave after backward, all at once (apply_lagged); local steps send none.
+  if (phase_ + 1 == accumulation_ && exchanges() && !optimizer_.lagged_gradient() &&
+      local_steps_ == 1)
     sync_->gradient_ready(slot);
 }
 
@@ -89,7 +90,7 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
   r.updated = phase_ + 1 == accumulation_;
   // Before backward: the bucket carrying the sideband may start while backward runs. Backward
   // runs even after a non-finite loss, so every rank joins every collective.
-  if (r.updated) {
+  if (r.updated && local_steps_ == 1) {
     write_sideband();
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
@@ -99,6 +100,10 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
   r.backward_done = Timeline::now();
   if (!r.updated) {
     r.gradients_done = r.update_done = r.backward_done;
+    return r;
+  }
+  if (local_steps_ > 1) {
+    update_locally(r, lr);
     return r;
   }
   if (optimizer_.lagged_gradient()) {
@@ -138,6 +143,63 @@ void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
   read_sideband(r);
   decide_update(r, lr);
   r.update_done = Timeline::now();
+}
+
+void TrainStep::set_local_steps(int steps) {
+  CREST_CHECK(steps >= 1 && !local_window_open(), "local SGD windows change between windows");
+  if (steps > 1 && (accumulation_ > 1 || scaler_ || optimizer_.lagged_gradient()))
+    throw_usage(
+        "train.local_sgd with gradient accumulation, dynamic loss scaling or train.gradient_lag "
+        "is not supported yet");
+  local_steps_ = exchanges() ? steps : 1;
+}
+
+// A local step: this rank's own gradients, its own non-finite check; the window's last step
+// averages the models.
+void TrainStep::update_locally(StepResult& r, double lr) {
+  r.gradients_done = Timeline::now();
+  if (!window_failed_) {  // a failed rank's inputs are stale: the job ends at the window's end
+    const double norm_sq = ex_.params().grad_sum_squares();
+    if (std::isfinite(norm_sq) && std::isfinite(r.loss)) {
+      optimizer_.offer_gradient_sum_squares(norm_sq);
+      optimizer_.step(lr);
+    } else {
+      window_nonfinite_gradient_ = window_nonfinite_gradient_ || !std::isfinite(norm_sq);
+    }
+  }
+  ++local_since_average_;
+  if (micro_batches_ % local_steps_ == 0) average_models(r);
+  r.update_done = Timeline::now();
+}
+
+// The mean of every rank's model and optimizer state, and the window's flags summed: what each
+// rank saw, the job learns here. A rank that skipped a non-finite update is an optimizer step
+// behind: all take the largest count (Adam's and LAMB's bias correction).
+void TrainStep::average_models(StepResult& r) {
+  Communicator& comm = sync_->communicator();
+  const ParamStore& params = ex_.params();
+  average_store_layout(comm, params, params.values(), params.bytes());
+  for (const auto& state : optimizer_.state())
+    average_store_layout(comm, params, state.second->data(), params.trainable_bytes());
+  double flags[4] = {window_stop_ ? 1.0 : 0.0, window_nonfinite_loss_ ? 1.0 : 0.0,
+                     window_failed_ ? 1.0 : 0.0, window_nonfinite_gradient_ ? 1.0 : 0.0};
+  comm.allreduce_sum(flags, 4);
+  r.decided = true;
+  r.stop_requested = flags[0] > 0;
+  r.nonfinite_loss = flags[1] > 0;
+  r.rank_failed = flags[2] > 0;
+  r.finite = flags[1] == 0 && flags[3] == 0;
+  if (!r.finite)
+    optimizer_.set_steps_taken(
+        static_cast<int64_t>(comm.allreduce_max(static_cast<double>(optimizer_.steps_taken()))));
+  window_stop_ = window_nonfinite_loss_ = window_failed_ = window_nonfinite_gradient_ = false;
+  local_since_average_ = 0;
+}
+
+StepResult TrainStep::end_local_window() {
+  StepResult r;
+  if (local_window_open()) average_models(r);
+  return r;
 }
 
 void TrainStep::settle() {

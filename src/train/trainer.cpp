@@ -95,6 +95,7 @@ class TrainingRun {
  private:
   void open_records();
   TrainingSessionOptions session_options() const;
+  void act_on_decision(int epoch, int64_t s, const StepResult& r);
   size_t optimizer_state_bytes() const;
   void compile();
   void print_header();
@@ -533,6 +534,10 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   const int64_t first_step = epoch == pos_.epoch ? pos_.step_in_epoch : 0;
   train_loader_->start_epoch(epoch, first_step);
   sync_->reset_stats();
+  // Post-local SGD: synchronous epochs first, then local windows.
+  const TrainConfig& t = config_.train;
+  step_->set_local_steps(epoch >= t.local_sgd_start_epoch ? static_cast<int>(t.local_sgd_steps)
+                                                          : 1);
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   const int64_t overflow_steps_before = pos_.overflow_steps;
   for (int64_t s = first_step; s < train_steps_; ++s) {
@@ -554,6 +559,9 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   // An accumulation window open across the epoch's end: every rank the same partial sum, so the
   // epoch's checkpoint holds the job's state.
   step_->share_partial_sum(*comm_);
+  // A local SGD window open at the epoch's end: the models are averaged now, in every run, so
+  // validation and the epoch's checkpoint see the job's model.
+  act_on_decision(epoch, train_steps_ - 1, step_->end_local_window());
   st.overflow_steps = pos_.overflow_steps - overflow_steps_before;  // the same on every rank
   st.loss_scale = scaler_ ? scaler_->scale() : 0;
   st.train_seconds = since(t0);
@@ -580,11 +588,7 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   // micro-batch was trained on.
   if (s + 1 == train_steps_ && b) last_batch_->record(r.loss, feed_->host_prediction(), *b);
   if (b) train_loader_->release(*b);
-  if (r.decided && r.rank_failed)
-    rank_failure_.throw_together(*comm_, "step " + std::to_string(s + 1));
-  if (r.decided && !r.finite) on_nonfinite(epoch, s, r);  // returns only to skip the update
-  if (r.overflow) on_overflow(r);
-  stop_requested_ = stop_requested_ || r.stop_requested;
+  act_on_decision(epoch, s, r);
   record_step(*timeline_, *sync_, s + 1, asked, got, r);
   // A skipped step's loss counts as 0. The ranks of a spatial group share a sample: each adds
   // its share, so sums over all ranks count every sample once.
@@ -607,6 +611,17 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   si.epoch_elapsed_s = since(t0);
   records_.notify([&](RunObserver& o) { o.step_end(si); });
   return r.updated;
+}
+
+// What the job decided about step `s`'s update (every rank alike): a rank's failure ends the run,
+// non-finite values go to train.on_nonfinite, an overflow lowered the loss scale, a stop request
+// ends the run after this step.
+void TrainingRun::act_on_decision(int epoch, int64_t s, const StepResult& r) {
+  if (r.decided && r.rank_failed)
+    rank_failure_.throw_together(*comm_, "step " + std::to_string(s + 1));
+  if (r.decided && !r.finite) on_nonfinite(epoch, s, r);  // returns only to skip the update
+  if (r.overflow) on_overflow(r);
+  stop_requested_ = stop_requested_ || r.stop_requested;
 }
 
 // The step's batch, fed to the executor. On more than one rank a batch this rank cannot read
@@ -827,6 +842,8 @@ void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   // in the next step's exchange: one flag's maximum per checkpoint tells them.
   RankFailure failure;
   step_->settle();  // the lagged gradient in the checkpoint is the job's average
+  // Local SGD: checkpoints fall where the models were averaged (config rule, epoch ends).
+  CREST_CHECK(!step_->local_window_open(), "a checkpoint inside a local SGD window");
   try {
     checkpointer_->write(at, summary_.epochs);
   } catch (const std::exception& e) {

@@ -82,6 +82,10 @@ OverlapFigures overlap_figures(const std::vector<std::vector<double>>& wait,
 // from the first of the ranks holding the same part.
 void broadcast_store_layout(Communicator& comm, const ParamStore& params, void* buffer,
                             size_t bytes);
+// Collective: every rank's `buffer` (laid out as `params`' flat buffers) becomes the mean over the
+// ranks (float32 or float64), a divided parameter's part the mean over the ranks holding it.
+// Local SGD's model averaging (TrainStep).
+void average_store_layout(Communicator& comm, const ParamStore& params, void* buffer, size_t bytes);
 
 class GradientSync {
  public:
@@ -96,6 +100,7 @@ class GradientSync {
 
   const std::vector<GradientBucket>& buckets() const { return buckets_; }
   int ranks() const;
+  Communicator& communicator() const { return comm_; }
   // One line per slot and bucket: what must be identical on every rank.
   std::string layout() const;
 

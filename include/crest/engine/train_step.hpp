@@ -27,6 +27,14 @@
 // per-step flags (stop, non-finite loss, rank failure) arrive with them, one step late. settle()
 // waits for the allreduce in flight: before a checkpoint (which then holds the averaged lagged
 // gradient, so a resumed run continues bit for bit) and at the run's end.
+//
+// Local SGD (set_local_steps(H > 1), train.local_sgd; Lin et al., ICLR 2020): a step exchanges
+// nothing; each rank updates with its own gradients (skipping the update where they or its loss
+// are not finite), and the step that ends a window of H (global steps count them) ends with the
+// mean of every rank's weights, its non-trained state (batch norm's running statistics) and its
+// optimizer state, after which every rank holds the same model again. The window's flags (stop,
+// non-finite values, rank failure) travel with that averaging: the result of the window's last
+// step is the one that is `decided`. One rank: every step is a synchronous one.
 #pragma once
 #include <string>
 
@@ -90,7 +98,10 @@ class TrainStep {
   // Micro-batches run so far, which places the next one in its window; a resumed run sets it to
   // the checkpoint's global step.
   int64_t micro_batches() const { return micro_batches_; }
-  void set_micro_batches(int64_t n) { micro_batches_ = n; }
+  void set_micro_batches(int64_t n) {
+    micro_batches_ = n;
+    local_since_average_ = 0;  // checkpoints are taken where the models were averaged
+  }
   // Whether the next run() ends with the optimizer step.
   bool next_updates() const;
   // Whether a window is open: some micro-batches summed, their update still to come.
@@ -101,6 +112,15 @@ class TrainStep {
   // averages the rest): the trainer calls it at every epoch's end while a window is open, in
   // every run, so a resumed run takes the same arithmetic as a straight one. No-op on one rank.
   void share_partial_sum(Communicator& comm);
+
+  // Local SGD: steps per window from the next step on (1: synchronous steps). Switch only where
+  // no window is open (the trainer does at an epoch's start, after end_local_window()).
+  void set_local_steps(int steps);
+  // Collective: averages an open window's models now, as its last step would (the trainer calls
+  // it at every epoch's end, in every run, so validation and checkpoints see one model). The
+  // result carries the window's flags (`decided`); nothing when no window is open.
+  StepResult end_local_window();
+  bool local_window_open() const { return local_since_average_ > 0; }
 
   // Gradient lag: waits for the allreduce in flight, so the lagged gradient (optimizer state) is
   // the job's average. Collective: every rank calls it at the same point. No-op without the lag.
@@ -118,6 +138,8 @@ class TrainStep {
   void unscale_where_nothing_else_does();
   void decide_update(StepResult& r, double lr);
   void apply_lagged(StepResult& r, double lr, bool have_previous);
+  void update_locally(StepResult& r, double lr);
+  void average_models(StepResult& r);
 
   Executor& ex_;
   Optimizer& optimizer_;
@@ -133,6 +155,11 @@ class TrainStep {
   // step's gradients are copied into (it then becomes the lagged one).
   bool lag_in_flight_ = false;
   Buffer lag_spare_;
+  // Local SGD: steps per window, steps since the last averaging, and whether this rank skipped
+  // an update for a non-finite gradient in the window.
+  int local_steps_ = 1;
+  int64_t local_since_average_ = 0;
+  bool window_nonfinite_gradient_ = false;
   void write_sideband();
   void read_sideband(StepResult& r);
 };

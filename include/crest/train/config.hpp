@@ -193,6 +193,11 @@ struct TrainConfig {
   // Gradient lag (docs/distributed.md "Gradient lag"): 1 applies each step's averaged gradient one
   // step later, so its allreduce travels during the next step's forward and backward.
   int gradient_lag = 0;
+  // Local SGD (train.local_sgd: {steps, start_epoch}; docs/distributed.md "Local SGD"): after
+  // start_epoch synchronous epochs (post-local SGD when > 0), windows of `steps` local updates,
+  // each ending with the mean of the ranks' models; steps 1: synchronous throughout.
+  int64_t local_sgd_steps = 1;
+  int64_t local_sgd_start_epoch = 0;
   // Ending early and cleanly (docs/checkpoints.md "Stopping before the end").
   // Signals that stop the run after the current step with a checkpoint (names without SIG).
   std::vector<std::string> stop_signals{"TERM", "INT", "USR1"};

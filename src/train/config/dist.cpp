@@ -46,6 +46,12 @@ void resolve_spatial(const SectionReader& dist_reader, Config& c) {
                                     " splits samples, which runs in float32 or "
                                     "float64; crest.precision is " +
                                     enum_name(c.crest.precision));
+  // A split sample's gradients are sums over its group, exchanged every step.
+  if (ranks > 1 && c.train.local_sgd_steps > 1)
+    dist_reader.fail("spatial", list_text(parts) + " with train.local_sgd (steps " +
+                                    std::to_string(c.train.local_sgd_steps) +
+                                    ") is not supported yet: a split sample's gradients are "
+                                    "summed over its group every step");
 }
 
 }  // namespace crest::config

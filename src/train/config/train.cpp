@@ -195,6 +195,54 @@ NumberCheck open_unit_interval() {
   };
 }
 
+// local_sgd: {steps: H, start_epoch: E}, keys of its own.
+Field<S> local_sgd_field() {
+  return {
+      "local_sgd",
+      [](const SectionReader& r, S& t) {
+        const Entry* e = r.get("local_sgd");
+        if (!e || e->value.IsNull()) return;
+        if (!e->value.IsMap())
+          r.fail("local_sgd", "expected {steps: H, start_epoch: E}, got " + describe(e->value));
+        const std::string path = r.path_of("local_sgd");
+        for (auto kv = e->value.begin(); kv != e->value.end(); ++kv) {
+          const std::string key = kv->first.IsScalar() ? kv->first.Scalar() : "?";
+          const std::string at = path + "." + key;
+          if (key == "steps")
+            t.local_sgd_steps = r.to_int(at, kv->first, kv->second, 1, 1 << 20);
+          else if (key == "start_epoch")
+            t.local_sgd_start_epoch = r.to_int(at, kv->first, kv->second, 0, 1 << 30);
+          else
+            r.source().fail(at, kv->first, "unknown key (local_sgd accepts: steps, start_epoch)");
+        }
+      },
+      [](const S& t, Lines& out) {
+        if (t.local_sgd_steps > 1)
+          out.add("local_sgd", "{steps: " + std::to_string(t.local_sgd_steps) + ", start_epoch: " +
+                                   std::to_string(t.local_sgd_start_epoch) + "}");
+      }};
+}
+
+// Local SGD exchanges nothing between its averagings: what needs a per-step exchange, or a
+// checkpoint between two averagings, is refused.
+void check_local_sgd(const SectionReader& r, const S& t) {
+  const int64_t h = t.local_sgd_steps;
+  if (h <= 1) return;
+  const std::string with = "local_sgd.steps " + std::to_string(h) + " with ";
+  if (t.gradient_lag > 0)
+    r.fail("local_sgd",
+           with + "gradient_lag 1 is not supported (each hides communication its own way)");
+  if (t.gradient_accumulation_frequency > 1)
+    r.fail("local_sgd", with + "gradient_accumulation_frequency " +
+                            std::to_string(t.gradient_accumulation_frequency) +
+                            " is not supported yet");
+  if (t.checkpoint_every_steps && t.checkpoint_every % h != 0)
+    r.fail("local_sgd", with + "checkpoint_every \"" + std::to_string(t.checkpoint_every) +
+                            " steps\": step checkpoints must fall where the models are averaged "
+                            "(a multiple of " +
+                            std::to_string(h) + " steps)");
+}
+
 // A run has one quality target. A checkpoint between two micro-batches of one optimizer step would
 // need every rank's partial gradient sum; step-counted checkpoints therefore fall on optimizer
 // steps.
@@ -209,6 +257,7 @@ void check_train(const SectionReader& r, S& t) {
                std::to_string(k) +
                " (checkpoints between the micro-batches of one optimizer "
                "step are not supported)");
+  check_local_sgd(r, t);
   if (t.gradient_lag > 0 && k > 1)
     r.fail("gradient_lag",
            "1 with gradient_accumulation_frequency " + std::to_string(k) +
@@ -230,6 +279,8 @@ const Table<TrainConfig>& train_table() {
        int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1),
        // crest: the Gordon Bell run's one-step gradient lag
        int_field("gradient_lag", &S::gradient_lag, 0, 1),
+       // crest: local SGD (Lin et al., ICLR 2020)
+       local_sgd_field(),
        // crest: ending early and cleanly
        stop_signals_field(), max_wall_time_field(), enum_field("on_nonfinite", &S::on_nonfinite),
        int_field("max_rollbacks", &S::max_rollbacks, 0, 1000),

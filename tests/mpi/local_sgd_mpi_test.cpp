@@ -1,0 +1,178 @@
+// Local SGD (train.local_sgd) under mpirun: windows of one step are the synchronous run bit for
+// bit; a window's averaging is the mean of the models each rank trained alone, which the test
+// trains independently (one process per rank's shard of the files); post-local SGD runs its first
+// epochs synchronously; a run resumed mid-epoch (at an averaging) is bit-identical to a straight
+// one; and what local SGD cannot combine with is refused naming the keys.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "crest/data/safetensors.hpp"
+#include "crest/train/checkpoint.hpp"
+#include "support/cli_util.hpp"
+#include "support/weights_compare.hpp"
+
+namespace crest {
+namespace {
+
+namespace fs = std::filesystem;
+using test::run_crest;
+using test::run_crest_mpi;
+using test::TempDir;
+using test::worst_relative_difference;
+
+const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
+// Small and deterministic (no dropout, sorted order), SGD with momentum 0.9.
+const std::string kModel =
+    "train --config " + kDemo +
+    " model.conv_size=4 model.n_conv_layers=2 model.dropout=0 data.shuffle=false crest.threads=1 "
+    "data.batch_size=1 ";
+// The synthetic set: 16 samples, 8 steps per epoch on 2 ranks.
+const std::string kDummy = kModel +
+                           "data.n_train=16 data.n_valid=4 data.sample_shape=[16,16,16,4] "
+                           "model.input_shape=[16,16,16,4] ";
+
+std::string saving(const TempDir& d, const std::string& name) {
+  return " output_dir=" + d.file(name) + " --save-weights " + d.file(name + ".safetensors");
+}
+
+void expect_bit_identical(const std::string& a_path, const std::string& b_path) {
+  SafetensorsFile a(a_path), b(b_path);
+  ASSERT_EQ(a.tensors().size(), b.tensors().size());
+  for (const auto& t : a.tensors())
+    EXPECT_EQ(std::memcmp(t.data, b.at(t.name).data, t.bytes), 0) << t.name;
+}
+
+TEST(LocalSgdMpi, WindowsOfOneStepAreTheSynchronousRunBitForBit) {
+  TempDir d;
+  const std::string args = kDummy + "data.n_epochs=1";
+  const auto sync = run_crest_mpi(2, args + saving(d, "sync"));
+  ASSERT_EQ(sync.code, 0) << sync.out;
+  const auto one = run_crest_mpi(2, args + " 'train.local_sgd={steps: 1}'" + saving(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  expect_bit_identical(d.file("sync.safetensors"), d.file("one.safetensors"));
+}
+
+// 8 files of one sample each; rank r of 2 reads files r, r + 2, ... (strided shards, sorted
+// order), which a directory holding just those files gives one process. One epoch of 4 steps per
+// rank, one window of 4: the 2-rank run's weights are the mean of the two processes' weights.
+TEST(LocalSgdMpi, AnAveragingIsTheMeanOfTheModelsEachRankTrainedAlone) {
+  TempDir d;
+  const auto made = run_crest("datagen cosmoflow -o " + d.file("all") +
+                              " --train 8 --valid 2 --size 32 --format npy --threads 1");
+  ASSERT_EQ(made.code, 0) << made.out;
+  for (int r = 0; r < 2; ++r) {
+    const fs::path shard = d.file("shard" + std::to_string(r));
+    fs::create_directories(shard / "train");
+    fs::create_directory_symlink(d.file("all/validation"), shard / "validation");
+    for (const auto& e : fs::directory_iterator(d.file("all/train"))) {
+      const std::string name = e.path().filename().string();  // sample-00000K.data.npy
+      const int k = name[12] - '0';
+      if (k % 2 == r) fs::create_symlink(e.path(), shard / "train" / name);
+    }
+  }
+  const std::string files = kModel + "data.name=cosmo data.format=npy data.n_epochs=1 ";
+  for (int r = 0; r < 2; ++r) {
+    const std::string name = "alone" + std::to_string(r);
+    const auto alone = run_crest(files + "data.n_train=4 data.n_valid=2 data.data_dir=" +
+                                 d.file("shard" + std::to_string(r)) + saving(d, name));
+    ASSERT_EQ(alone.code, 0) << alone.out;
+  }
+  const auto local =
+      run_crest_mpi(2, files + "data.n_train=8 data.n_valid=2 data.data_dir=" + d.file("all") +
+                           " 'train.local_sgd={steps: 4}'" + saving(d, "local"));
+  ASSERT_EQ(local.code, 0) << local.out;
+  SafetensorsFile a(d.file("alone0.safetensors")), b(d.file("alone1.safetensors")),
+      mean(d.file("local.safetensors"));
+  double moved = 0;  // how far the two ranks' models were apart: the averaging mattered
+  for (const auto& t : a.tensors()) {
+    ASSERT_TRUE(t.dtype == SafetensorsDType::F32) << t.name;
+    const auto* x = reinterpret_cast<const float*>(t.data);
+    const auto* y = reinterpret_cast<const float*>(b.at(t.name).data);
+    const auto* m = reinterpret_cast<const float*>(mean.at(t.name).data);
+    double diff = 0, norm = 0;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const float want = (x[i] + y[i]) * 0.5f;
+      diff += (m[i] - want) * (m[i] - want);
+      norm += static_cast<double>(want) * want;
+      moved = std::max(moved, static_cast<double>(std::fabs(x[i] - y[i])));
+    }
+    EXPECT_LE(std::sqrt(diff), 1e-6 * std::sqrt(norm)) << t.name;
+  }
+  EXPECT_GT(moved, 1e-4) << "the two shards trained the same model: the test shows nothing";
+}
+
+// start_epoch 1: epoch 1 is synchronous (its checkpoint is the synchronous run's, bit for bit),
+// epoch 2 local (the runs part).
+TEST(LocalSgdMpi, PostLocalSgdTrainsItsFirstEpochsSynchronously) {
+  TempDir d;
+  const std::string args = kDummy + "data.n_epochs=2";
+  const auto sync = run_crest_mpi(2, args + saving(d, "sync"));
+  ASSERT_EQ(sync.code, 0) << sync.out;
+  const auto post =
+      run_crest_mpi(2, args + " 'train.local_sgd={steps: 3, start_epoch: 1}'" + saving(d, "post"));
+  ASSERT_EQ(post.code, 0) << post.out;
+  const auto sync_kept = list_checkpoints(d.file("sync/checkpoints"));
+  const auto post_kept = list_checkpoints(d.file("post/checkpoints"));
+  ASSERT_EQ(sync_kept.size(), 2u);
+  ASSERT_EQ(post_kept.size(), 2u);
+  expect_bit_identical(sync_kept[0], post_kept[0]);  // after epoch 1: model and optimizer state
+  EXPECT_GT(worst_relative_difference(d.file("sync.safetensors"), d.file("post.safetensors")),
+            1e-4);
+}
+
+// Windows of 3 steps over epochs of 8: averagings at global steps 3, 6, 8 (the epoch's end), 9,
+// 12, 15 and 16; step checkpoints every 6 steps (at averagings), the newest 3 kept: 6
+// (mid-epoch 1), 12 (mid-epoch 2) and 16. A copy of the run directory without the newer ones
+// resumes from each of 6 and 12.
+TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
+  TempDir d;
+  const std::string args = kDummy +
+                           "data.n_epochs=2 'train.local_sgd={steps: 3}' "
+                           "'train.checkpoint_every=6 steps'";
+  const auto straight = run_crest_mpi(2, args + saving(d, "straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
+  ASSERT_EQ(kept.size(), 3u) << straight.out;
+  EXPECT_NE(kept[0].find("000000000006"), std::string::npos) << kept[0];
+  for (const size_t from : {size_t{1}, size_t{0}}) {
+    SCOPED_TRACE("resumed from " + kept[from]);
+    const std::string run = d.file("resumed" + std::to_string(from));
+    fs::copy(d.file("straight"), run, fs::copy_options::recursive);
+    for (size_t newer = from + 1; newer < kept.size(); ++newer)
+      fs::remove(run + "/checkpoints/" + fs::path(kept[newer]).filename().string());
+    const auto resumed =
+        run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
+    ASSERT_EQ(resumed.code, 0) << resumed.out;
+    expect_bit_identical(d.file("straight.safetensors"), run + ".safetensors");
+  }
+}
+
+TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
+  const struct {
+    std::string overrides, says;
+  } bad[] = {{"'train.local_sgd={steps: 0}'", "train.local_sgd.steps"},
+             {"'train.local_sgd={steps: 4, every: 2}'", "local_sgd accepts: steps, start_epoch"},
+             {"train.local_sgd=4", "expected {steps: H, start_epoch: E}"},
+             {"'train.local_sgd={steps: 4}' train.gradient_lag=1", "gradient_lag 1"},
+             {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2",
+              "gradient_accumulation_frequency 2"},
+             {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'",
+              "a multiple of 4 steps"},
+             {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
+             {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}};
+  for (const auto& b : bad) {
+    SCOPED_TRACE(b.overrides);
+    const auto r = run_crest(kDummy + b.overrides + " --dry-run");
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find("local_sgd"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(b.says), std::string::npos) << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace crest
