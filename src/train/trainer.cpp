@@ -97,6 +97,7 @@ class TrainingRun {
   TrainingSessionOptions session_options() const;
   void act_on_decision(int epoch, int64_t s, const StepResult& r);
   size_t optimizer_state_bytes() const;
+  std::string exchange_schedule() const;
   void compile();
   void print_header();
   void print_dry_run();
@@ -305,7 +306,7 @@ void TrainingRun::print_header() {
     else
       log << "batch " << batch << " per rank, ";
     log << batch * groups_.data_parallel << " global | " << sync_->buckets().size()
-        << " gradient buckets\n";
+        << " gradient buckets" << exchange_schedule() << "\n";
   } else
     log << " | batch " << batch << "\n";
   if (backend_->name() == "reference") {
@@ -318,6 +319,18 @@ void TrainingRun::print_header() {
       log << "on oneDNN, which this build does not have (run scripts/install-onednn.sh and "
              "rebuild)\n";
   }
+}
+
+// How gradients meet, where it is not every step's synchronous allreduce.
+std::string TrainingRun::exchange_schedule() const {
+  const TrainConfig& t = config_.train;
+  if (t.gradient_lag > 0) return ", applied one step late (train.gradient_lag: 1)";
+  if (t.local_sgd_steps <= 1) return "";
+  std::string s = ", local SGD: models averaged every " + std::to_string(t.local_sgd_steps) +
+                  " steps and at each epoch's end";
+  if (t.local_sgd_start_epoch > 0)
+    s += ", after " + std::to_string(t.local_sgd_start_epoch) + " synchronous epochs";
+  return s;
 }
 
 // The optimizer's state buffers (a lagged gradient's included) and the step's copy for the lag.
