@@ -11,6 +11,8 @@ MAE curve read from the run's MLPerf log) and a summary line per precision.
 
 A --variant LABEL=OVERRIDES (';'-separated key=value overrides) replaces the precisions: each
 variant is one configuration trained from every seed (the large-batch study of docs/convergence.md).
+--launcher 'mpirun --bind-to none -np 2' runs each training under that launcher (the gradient
+lag and local SGD study: pass data.batch_size=4 to keep the global batch of 8).
 
 The dataset is made first when --data does not exist (crest datagen, ~7 s). Runs are
 deterministic for a seed and thread count, so a loaded machine changes only how long they take.
@@ -46,6 +48,8 @@ def main():
     p.add_argument("--target", type=float, default=0.124)
     p.add_argument("--variant", action="append", default=[],
                    help="LABEL=k1=v1;k2=v2: a configuration to train instead of the precisions")
+    p.add_argument("--launcher", default="",
+                   help="a command line to start each training under (mpirun ... -np N)")
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     a = p.parse_args()
     if not os.path.isdir(a.data):
@@ -62,7 +66,7 @@ def main():
     for seed in a.seeds:
         for prec, extra in variants:  # interleaved: each seed's runs one after another
             run_dir = os.path.join(a.out, f"{prec}-seed{seed}")
-            cmd = [a.crest, "train", "--config", a.config, f"data.data_dir={a.data}",
+            cmd = a.launcher.split() + [a.crest, "train", "--config", a.config, f"data.data_dir={a.data}",
                    f"data.seed={seed}", f"output_dir={run_dir}", "--overwrite"] + extra + a.overrides
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode not in (0, 1):  # 1: finished without reaching the target

@@ -29,10 +29,8 @@ TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, Los
       scaler_(scaler),
       accumulation_(optimizer.accumulation()) {
   if (const Buffer* lagged = optimizer_.lagged_gradient()) {
-    if (accumulation_ > 1 || scaler_)
-      throw_usage(
-          "train.gradient_lag: 1 with gradient accumulation or dynamic loss scaling is not "
-          "supported yet");
+    if (scaler_)
+      throw_usage("train.gradient_lag: 1 with dynamic loss scaling is not supported yet");
     const ParamStore& params = ex_.params();
     lag_spare_ = Buffer(lagged->bytes(), 256, params.memory());
     params.ops().fill(lag_spare_.data(), lag_spare_.bytes() / dtype_size(params.dtype()), 0.0);
@@ -95,7 +93,7 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
   ex_.backward();
-  const bool first = micro_batches_ == 0;
+  const bool first_window = micro_batches_ < accumulation_;  // the lag has nothing to apply
   ++micro_batches_;
   r.backward_done = Timeline::now();
   if (!r.updated) {
@@ -107,7 +105,7 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     return r;
   }
   if (optimizer_.lagged_gradient()) {
-    apply_lagged(r, lr, !first);
+    apply_lagged(r, lr, !first_window);
     return r;
   }
   if (sync_) sync_->finish();
@@ -135,7 +133,7 @@ void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
     lag_in_flight_ = true;
   }
   r.gradients_done = Timeline::now();
-  if (!have_previous) {  // the first step: nothing to apply yet
+  if (!have_previous) {  // the first window: nothing to apply yet
     r.updated = false;
     r.update_done = r.gradients_done;
     return;

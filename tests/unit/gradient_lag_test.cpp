@@ -1,21 +1,24 @@
 // Gradient lag in TrainStep (train.gradient_lag, crest/engine/train_step.hpp) on an analytic
 // quadratic: a dense layer under the mean squared error, whose gradient the test computes in
 // closed form from the weights each step started with. In float64 on the reference backend, plain
-// SGD (w -= lr g): with the lag every update applies exactly the previous step's averaged
-// gradient (the first step applies nothing), without it the step's own; both on one process and
-// through a (fake) 2-rank exchange whose other rank contributes nothing, so the average is half
-// this rank's gradient. settle() leaves the lagged gradient, as checkpoints hold it, averaged.
+// SGD (w -= lr g): with the lag every update applies exactly the previous step's (or accumulation
+// window's) averaged gradient (the first applies nothing), without it the step's own; both on one
+// process and through a (fake) 2-rank exchange whose other rank contributes nothing, so the
+// average is half this rank's gradient. settle() leaves the lagged gradient, as checkpoints hold
+// it, averaged.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/engine/train_step.hpp"
 #include "crest/graph/graph.hpp"
 #include "crest/layers/dense.hpp"
 #include "crest/layers/loss.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/fake_communicator.hpp"
 #include "support/test_util.hpp"
@@ -73,13 +76,13 @@ struct Training {
   std::unique_ptr<GradientSync> sync;
   std::unique_ptr<TrainStep> step;
 
-  Training(bool lag, bool exchange) {
+  Training(bool lag, bool exchange, int accumulation = 1) {
     CompileOptions c;
     c.batch = kBatch;
     c.seed = 5;
     c.dtype = DType::f64;
     ex = std::make_unique<Executor>(graph, *backend, c);
-    opt->attach(ex->params(), ex->vec(), 1, lag);
+    opt->attach(ex->params(), ex->vec(), accumulation, lag);
     if (exchange) {
       comm = std::make_unique<test::FakeCommunicator>(0, 2);
       sync = std::make_unique<GradientSync>(*comm, ex->params(), ex->gradient_ready_order(), 1e-4,
@@ -118,34 +121,46 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
         << what << " [" << i << "]";
 }
 
-TEST(GradientLag, EachUpdateAppliesThePreviousStepsAveragedGradient) {
-  for (const bool lag : {false, true})
-    for (const bool exchange : {false, true}) {
-      SCOPED_TRACE(std::string(lag ? "lag 1" : "lag 0") +
-                   (exchange ? ", 2 ranks (the other adds nothing)" : ", one process"));
-      Training t(lag, exchange);
-      const double average = exchange ? 0.5 : 1.0;
-      std::vector<double> previous;  // the averaged gradient of the step before
-      for (uint64_t k = 0; k < 6; ++k) {
-        const Batch b = t.feed(k);
-        const Point before = t.weights();
-        const StepResult r = t.step->run(kLr);
-        std::vector<double> g = gradient(before, b);
-        for (double& v : g) v *= average;
-        const std::vector<double>* applied = lag ? (k == 0 ? nullptr : &previous) : &g;
-        EXPECT_EQ(r.updated, applied != nullptr) << "step " << k;
-        std::vector<double> want = before.w;
-        if (applied)
-          for (size_t i = 0; i < want.size(); ++i) want[i] -= kLr * (*applied)[i];
-        expect_near(t.weights().w, want, "weights after step " + std::to_string(k));
-        previous = g;
+// Windows of k micro-batches (k = 1: every step updates): each micro-batch's gradient counts 1/k,
+// and an update applies a whole window's average.
+TEST(GradientLag, EachUpdateAppliesThePreviousWindowsAveragedGradient) {
+  for (const int k : {1, 2})
+    for (const bool lag : {false, true})
+      for (const bool exchange : {false, true}) {
+        SCOPED_TRACE(std::string(lag ? "lag 1" : "lag 0") +
+                     (exchange ? ", 2 ranks (the other adds nothing)" : ", one process") +
+                     ", windows of " + std::to_string(k));
+        Training t(lag, exchange, k);
+        const double share = (exchange ? 0.5 : 1.0) / k;
+        std::vector<double> window, previous;  // this window's averaged gradient, the last one's
+        int64_t updates = 0;
+        for (uint64_t m = 0; m < 8; ++m) {
+          const Batch b = t.feed(m);
+          const Point before = t.weights();
+          const StepResult r = t.step->run(kLr);
+          const std::vector<double> g = gradient(before, b);
+          window.resize(g.size(), 0.0);
+          for (size_t i = 0; i < g.size(); ++i) window[i] += share * g[i];
+          const bool ends = (m + 1) % k == 0;
+          const bool first = m + 1 == static_cast<uint64_t>(k);
+          const std::vector<double>* applied = !ends ? nullptr
+                                               : lag ? (first ? nullptr : &previous)
+                                                     : &window;
+          EXPECT_EQ(r.updated, applied != nullptr) << "micro-batch " << m;
+          std::vector<double> want = before.w;
+          if (applied)
+            for (size_t i = 0; i < want.size(); ++i) want[i] -= kLr * (*applied)[i];
+          expect_near(t.weights().w, want, "weights after micro-batch " + std::to_string(m));
+          updates += applied ? 1 : 0;
+          if (ends) previous = std::exchange(window, {});
+        }
+        EXPECT_EQ(t.opt->steps_taken(), updates);
+        if (!lag) continue;
+        // What a checkpoint taken now holds: the last window's averaged gradient, not yet applied.
+        t.step->settle();
+        ASSERT_NE(t.opt->lagged_gradient(), nullptr);
+        expect_near(t.read(t.opt->lagged_gradient()->data()).w, previous, "the lagged gradient");
       }
-      if (!lag) continue;
-      // What a checkpoint taken now holds: the last step's averaged gradient, not yet applied.
-      t.step->settle();
-      ASSERT_NE(t.opt->lagged_gradient(), nullptr);
-      expect_near(t.read(t.opt->lagged_gradient()->data()).w, previous, "the lagged gradient");
-    }
 }
 
 TEST(GradientLag, IsStateTheCheckpointHolds) {
@@ -158,11 +173,11 @@ TEST(GradientLag, IsStateTheCheckpointHolds) {
   EXPECT_EQ(plain.opt->state().size(), 1u);
 }
 
-TEST(GradientLag, WithAccumulationIsRefused) {
+TEST(GradientLag, WithLossScalingIsRefused) {
   Training t(/*lag=*/true, /*exchange=*/false);
-  t.opt->attach(t.ex->params(), t.ex->vec(), 2, true);
+  LossScaler scaler(LossScalerOptions{});
   try {
-    TrainStep step(*t.ex, *t.opt, nullptr);
+    TrainStep step(*t.ex, *t.opt, nullptr, &scaler);
     FAIL() << "expected a refusal";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("train.gradient_lag"), std::string::npos) << e.what();

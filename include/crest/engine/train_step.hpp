@@ -26,7 +26,9 @@
 // updates nothing), its trust ratios (LARS, LARC, LAMB) and non-finite checks included, and the
 // per-step flags (stop, non-finite loss, rank failure) arrive with them, one step late. settle()
 // waits for the allreduce in flight: before a checkpoint (which then holds the averaged lagged
-// gradient, so a resumed run continues bit for bit) and at the run's end.
+// gradient, so a resumed run continues bit for bit) and at the run's end. With accumulation the
+// lag is a window's: the window's summed gradient leaves after its last backward, and the next
+// window's update applies it.
 //
 // Local SGD (set_local_steps(H > 1), train.local_sgd; Lin et al., ICLR 2020): a step exchanges
 // nothing; each rank updates with its own gradients (skipping the update where they or its loss

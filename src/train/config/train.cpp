@@ -258,10 +258,6 @@ void check_train(const SectionReader& r, S& t) {
                " (checkpoints between the micro-batches of one optimizer "
                "step are not supported)");
   check_local_sgd(r, t);
-  if (t.gradient_lag > 0 && k > 1)
-    r.fail("gradient_lag",
-           "1 with gradient_accumulation_frequency " + std::to_string(k) +
-               " is not supported yet (lag the updates or accumulate micro-batches, not both)");
 }
 
 }  // namespace
