@@ -6,8 +6,6 @@
 // the lag cannot combine with yet is refused naming the keys.
 #include <gtest/gtest.h>
 
-#include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -19,9 +17,11 @@
 namespace crest {
 namespace {
 
-namespace fs = std::filesystem;
+using test::expect_same_tensors;
 using test::run_crest;
 using test::run_crest_mpi;
+using test::run_outputs;
+using test::run_stopped_at;
 using test::TempDir;
 using test::worst_relative_difference;
 
@@ -34,25 +34,14 @@ const std::string kSmall =
     " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 model.dropout=0"
     " data.shuffle=false crest.threads=1 'lr_schedule={start_lr: 0.01}' ";
 
-std::string saving(const TempDir& d, const std::string& name) {
-  return " output_dir=" + d.file(name) + " --save-weights " + d.file(name + ".safetensors");
-}
-
-void expect_bit_identical(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a(a_path), b(b_path);
-  ASSERT_EQ(a.tensors().size(), b.tensors().size());
-  for (const auto& t : a.tensors())
-    EXPECT_EQ(std::memcmp(t.data, b.at(t.name).data, t.bytes), 0) << t.name;
-}
-
 TEST(GradientLagMpi, LagZeroIsTheSynchronousRunBitForBit) {
   TempDir d;
   const std::string args = kSmall + "data.n_epochs=1 data.batch_size=1";
-  const auto sync = run_crest_mpi(2, args + saving(d, "sync"));
+  const auto sync = run_crest_mpi(2, args + run_outputs(d, "sync"));
   ASSERT_EQ(sync.code, 0) << sync.out;
-  const auto lag0 = run_crest_mpi(2, args + " train.gradient_lag=0" + saving(d, "lag0"));
+  const auto lag0 = run_crest_mpi(2, args + " train.gradient_lag=0" + run_outputs(d, "lag0"));
   ASSERT_EQ(lag0.code, 0) << lag0.out;
-  expect_bit_identical(d.file("sync.safetensors"), d.file("lag0.safetensors"));
+  expect_same_tensors(d.file("sync.safetensors"), d.file("lag0.safetensors"));
 }
 
 // Strided sharding: rank r's step j reads sample 2 j + r, so each step of two ranks covers the
@@ -60,10 +49,11 @@ TEST(GradientLagMpi, LagZeroIsTheSynchronousRunBitForBit) {
 TEST(GradientLagMpi, TwoRanksTakeTheLaggedStepsOfOneProcessWithTheGlobalBatch) {
   TempDir d;
   const std::string lag = kSmall + "data.n_epochs=1 train.gradient_lag=1 ";
-  const auto one = run_crest(lag + "data.batch_size=2" + saving(d, "one"));
+  const auto one = run_crest(lag + "data.batch_size=2" + run_outputs(d, "one"));
   ASSERT_EQ(one.code, 0) << one.out;
   // The lag changes the training: the same run without it ends elsewhere.
-  const auto sync = run_crest(kSmall + "data.n_epochs=1 data.batch_size=2" + saving(d, "sync"));
+  const auto sync =
+      run_crest(kSmall + "data.n_epochs=1 data.batch_size=2" + run_outputs(d, "sync"));
   ASSERT_EQ(sync.code, 0) << sync.out;
   EXPECT_GT(worst_relative_difference(d.file("one.safetensors"), d.file("sync.safetensors")), 1e-3);
   // LAMB's trust ratios amplify float32 rounding: its synchronous runs differ as much (1.4e-5 on
@@ -83,7 +73,7 @@ TEST(GradientLagMpi, TwoRanksTakeTheLaggedStepsOfOneProcessWithTheGlobalBatch) {
     const bool windows = r.name.find("micro-batches") != std::string::npos;
     std::string reference = d.file("one.safetensors");
     if (windows) {  // 12 samples: 3 windows of 4, each one update
-      const auto four = run_crest(lag + "data.batch_size=4" + saving(d, "one_four"));
+      const auto four = run_crest(lag + "data.batch_size=4" + run_outputs(d, "one_four"));
       ASSERT_EQ(four.code, 0) << four.out;
       reference = d.file("one_four.safetensors");
     }
@@ -91,12 +81,12 @@ TEST(GradientLagMpi, TwoRanksTakeTheLaggedStepsOfOneProcessWithTheGlobalBatch) {
       const auto one_lamb = run_crest(lag +
                                       "data.batch_size=2 'optimizer={name: LAMB, "
                                       "weight_decay: 0.01}'" +
-                                      saving(d, "one_lamb"));
+                                      run_outputs(d, "one_lamb"));
       ASSERT_EQ(one_lamb.code, 0) << one_lamb.out;
       reference = d.file("one_lamb.safetensors");
     }
     const std::string name = "two_" + std::to_string(&r - runs);
-    const auto two = run_crest_mpi(2, lag + r.args + saving(d, name));
+    const auto two = run_crest_mpi(2, lag + r.args + run_outputs(d, name));
     ASSERT_EQ(two.code, 0) << two.out;
     EXPECT_LE(worst_relative_difference(reference, d.file(name + ".safetensors")), r.tolerance);
   }
@@ -117,21 +107,19 @@ TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
   const std::string args = kSmall +
                            "data.n_epochs=2 data.batch_size=1 train.gradient_lag=1 "
                            "'train.checkpoint_every=3 steps'";
-  const auto straight = run_on_a_slow_link(args + saving(d, "straight"));
+  const auto straight = run_on_a_slow_link(args + run_outputs(d, "straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
   for (const size_t from : {size_t{1}, size_t{0}}) {
     SCOPED_TRACE("resumed from " + kept[from]);
-    const std::string run = d.file("resumed" + std::to_string(from));
-    fs::copy(d.file("straight"), run, fs::copy_options::recursive);
-    for (size_t newer = from + 1; newer < kept.size(); ++newer)
-      fs::remove(run + "/checkpoints/" + fs::path(kept[newer]).filename().string());
+    const std::string run =
+        run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
     const auto resumed =
         run_on_a_slow_link("train --resume " + run + " --save-weights " + run + ".safetensors");
     ASSERT_EQ(resumed.code, 0) << resumed.out;
     EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
-    expect_bit_identical(d.file("straight.safetensors"), run + ".safetensors");
+    expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
   }
 }
 
@@ -141,7 +129,7 @@ TEST(GradientLagMpi, AResumeWithAnOpenAccumulationWindowIsBitIdentical) {
   TempDir d;
   const std::string args =
       kSmall + "data.batch_size=1 train.gradient_accumulation_frequency=4 train.gradient_lag=1 ";
-  const auto straight = run_crest_mpi(2, args + "data.n_epochs=2" + saving(d, "straight"));
+  const auto straight = run_crest_mpi(2, args + "data.n_epochs=2" + run_outputs(d, "straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto first = run_crest_mpi(2, args + "data.n_epochs=1 output_dir=" + d.file("split"));
   ASSERT_EQ(first.code, 0) << first.out;
@@ -149,7 +137,7 @@ TEST(GradientLagMpi, AResumeWithAnOpenAccumulationWindowIsBitIdentical) {
       run_crest_mpi(2, "train --resume " + d.file("split") + " data.n_epochs=2 --save-weights " +
                            d.file("split.safetensors"));
   ASSERT_EQ(resumed.code, 0) << resumed.out;
-  expect_bit_identical(d.file("straight.safetensors"), d.file("split.safetensors"));
+  expect_same_tensors(d.file("straight.safetensors"), d.file("split.safetensors"));
 }
 
 TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {

@@ -6,7 +6,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -20,8 +19,11 @@ namespace crest {
 namespace {
 
 namespace fs = std::filesystem;
+using test::expect_same_tensors;
 using test::run_crest;
 using test::run_crest_mpi;
+using test::run_outputs;
+using test::run_stopped_at;
 using test::TempDir;
 using test::worst_relative_difference;
 
@@ -36,25 +38,14 @@ const std::string kDummy = kModel +
                            "data.n_train=16 data.n_valid=4 data.sample_shape=[16,16,16,4] "
                            "model.input_shape=[16,16,16,4] ";
 
-std::string saving(const TempDir& d, const std::string& name) {
-  return " output_dir=" + d.file(name) + " --save-weights " + d.file(name + ".safetensors");
-}
-
-void expect_bit_identical(const std::string& a_path, const std::string& b_path) {
-  SafetensorsFile a(a_path), b(b_path);
-  ASSERT_EQ(a.tensors().size(), b.tensors().size());
-  for (const auto& t : a.tensors())
-    EXPECT_EQ(std::memcmp(t.data, b.at(t.name).data, t.bytes), 0) << t.name;
-}
-
 TEST(LocalSgdMpi, WindowsOfOneStepAreTheSynchronousRunBitForBit) {
   TempDir d;
   const std::string args = kDummy + "data.n_epochs=1";
-  const auto sync = run_crest_mpi(2, args + saving(d, "sync"));
+  const auto sync = run_crest_mpi(2, args + run_outputs(d, "sync"));
   ASSERT_EQ(sync.code, 0) << sync.out;
-  const auto one = run_crest_mpi(2, args + " 'train.local_sgd={steps: 1}'" + saving(d, "one"));
+  const auto one = run_crest_mpi(2, args + " 'train.local_sgd={steps: 1}'" + run_outputs(d, "one"));
   ASSERT_EQ(one.code, 0) << one.out;
-  expect_bit_identical(d.file("sync.safetensors"), d.file("one.safetensors"));
+  expect_same_tensors(d.file("sync.safetensors"), d.file("one.safetensors"));
 }
 
 // 8 files of one sample each; rank r of 2 reads files r, r + 2, ... (strided shards, sorted
@@ -79,12 +70,12 @@ TEST(LocalSgdMpi, AnAveragingIsTheMeanOfTheModelsEachRankTrainedAlone) {
   for (int r = 0; r < 2; ++r) {
     const std::string name = "alone" + std::to_string(r);
     const auto alone = run_crest(files + "data.n_train=4 data.n_valid=2 data.data_dir=" +
-                                 d.file("shard" + std::to_string(r)) + saving(d, name));
+                                 d.file("shard" + std::to_string(r)) + run_outputs(d, name));
     ASSERT_EQ(alone.code, 0) << alone.out;
   }
   const auto local =
       run_crest_mpi(2, files + "data.n_train=8 data.n_valid=2 data.data_dir=" + d.file("all") +
-                           " 'train.local_sgd={steps: 4}'" + saving(d, "local"));
+                           " 'train.local_sgd={steps: 4}'" + run_outputs(d, "local"));
   ASSERT_EQ(local.code, 0) << local.out;
   SafetensorsFile a(d.file("alone0.safetensors")), b(d.file("alone1.safetensors")),
       mean(d.file("local.safetensors"));
@@ -111,16 +102,16 @@ TEST(LocalSgdMpi, AnAveragingIsTheMeanOfTheModelsEachRankTrainedAlone) {
 TEST(LocalSgdMpi, PostLocalSgdTrainsItsFirstEpochsSynchronously) {
   TempDir d;
   const std::string args = kDummy + "data.n_epochs=2";
-  const auto sync = run_crest_mpi(2, args + saving(d, "sync"));
+  const auto sync = run_crest_mpi(2, args + run_outputs(d, "sync"));
   ASSERT_EQ(sync.code, 0) << sync.out;
-  const auto post =
-      run_crest_mpi(2, args + " 'train.local_sgd={steps: 3, start_epoch: 1}'" + saving(d, "post"));
+  const auto post = run_crest_mpi(
+      2, args + " 'train.local_sgd={steps: 3, start_epoch: 1}'" + run_outputs(d, "post"));
   ASSERT_EQ(post.code, 0) << post.out;
   const auto sync_kept = list_checkpoints(d.file("sync/checkpoints"));
   const auto post_kept = list_checkpoints(d.file("post/checkpoints"));
   ASSERT_EQ(sync_kept.size(), 2u);
   ASSERT_EQ(post_kept.size(), 2u);
-  expect_bit_identical(sync_kept[0], post_kept[0]);  // after epoch 1: model and optimizer state
+  expect_same_tensors(sync_kept[0], post_kept[0]);  // after epoch 1: model and optimizer state
   EXPECT_GT(worst_relative_difference(d.file("sync.safetensors"), d.file("post.safetensors")),
             1e-4);
 }
@@ -134,37 +125,35 @@ TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
   const std::string args = kDummy +
                            "data.n_epochs=2 'train.local_sgd={steps: 3}' "
                            "'train.checkpoint_every=6 steps'";
-  const auto straight = run_crest_mpi(2, args + saving(d, "straight"));
+  const auto straight = run_crest_mpi(2, args + run_outputs(d, "straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
   EXPECT_NE(kept[0].find("000000000006"), std::string::npos) << kept[0];
   for (const size_t from : {size_t{1}, size_t{0}}) {
     SCOPED_TRACE("resumed from " + kept[from]);
-    const std::string run = d.file("resumed" + std::to_string(from));
-    fs::copy(d.file("straight"), run, fs::copy_options::recursive);
-    for (size_t newer = from + 1; newer < kept.size(); ++newer)
-      fs::remove(run + "/checkpoints/" + fs::path(kept[newer]).filename().string());
+    const std::string run =
+        run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
     const auto resumed =
         run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
     ASSERT_EQ(resumed.code, 0) << resumed.out;
-    expect_bit_identical(d.file("straight.safetensors"), run + ".safetensors");
+    expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
   }
 }
 
 TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   const struct {
     std::string overrides, says;
-  } bad[] = {{"'train.local_sgd={steps: 0}'", "train.local_sgd.steps"},
-             {"'train.local_sgd={steps: 4, every: 2}'", "local_sgd accepts: steps, start_epoch"},
-             {"train.local_sgd=4", "expected {steps: H, start_epoch: E}"},
-             {"'train.local_sgd={steps: 4}' train.gradient_lag=1", "gradient_lag 1"},
-             {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2",
-              "gradient_accumulation_frequency 2"},
-             {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'",
-              "a multiple of 4 steps"},
-             {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
-             {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}};
+  } bad[] = {
+      {"'train.local_sgd={steps: 0}'", "train.local_sgd.steps"},
+      {"'train.local_sgd={steps: 4, every: 2}'", "local_sgd accepts: steps, start_epoch"},
+      {"train.local_sgd=4", "expected {steps: H, start_epoch: E}"},
+      {"'train.local_sgd={steps: 4}' train.gradient_lag=1", "gradient_lag 1"},
+      {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2",
+       "gradient_accumulation_frequency 2"},
+      {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'", "a multiple of 4 steps"},
+      {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
+      {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}};
   for (const auto& b : bad) {
     SCOPED_TRACE(b.overrides);
     const auto r = run_crest(kDummy + b.overrides + " --dry-run");

@@ -78,4 +78,22 @@ class TempDir {
   static inline int counter_ = 0;
 };
 
+// " output_dir=D/NAME --save-weights D/NAME.safetensors": where a training run writes.
+inline std::string run_outputs(const TempDir& d, const std::string& name) {
+  return " output_dir=" + d.file(name) + " --save-weights " + d.file(name + ".safetensors");
+}
+
+// A copy of run directory `run` as if it had stopped at checkpoint `kept[from]` (`kept`: its
+// checkpoints, oldest first): the newer ones are left out of the copy, so `--resume` takes that
+// one. Returns the copy's path, D/NAME.
+inline std::string run_stopped_at(const TempDir& d, const std::string& run,
+                                  const std::vector<std::string>& kept, size_t from,
+                                  const std::string& name) {
+  const std::string copy = d.file(name);
+  fs::copy(run, copy, fs::copy_options::recursive);
+  for (size_t newer = from + 1; newer < kept.size(); ++newer)
+    fs::remove(copy + "/checkpoints/" + fs::path(kept[newer]).filename().string());
+  return copy;
+}
+
 }  // namespace crest::test
