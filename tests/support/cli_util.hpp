@@ -89,7 +89,7 @@ inline std::string run_outputs(const TempDir& d, const std::string& name) {
 inline std::string run_stopped_at(const TempDir& d, const std::string& run,
                                   const std::vector<std::string>& kept, size_t from,
                                   const std::string& name) {
-  const std::string copy = d.file(name);
+  std::string copy = d.file(name);
   fs::copy(run, copy, fs::copy_options::recursive);
   for (size_t newer = from + 1; newer < kept.size(); ++newer)
     fs::remove(copy + "/checkpoints/" + fs::path(kept[newer]).filename().string());
