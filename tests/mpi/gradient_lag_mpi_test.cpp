@@ -12,6 +12,7 @@
 #include "crest/data/safetensors.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
+#include "support/same_training.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -35,13 +36,8 @@ const std::string kSmall =
     " data.shuffle=false crest.threads=1 'lr_schedule={start_lr: 0.01}' ";
 
 TEST(GradientLagMpi, LagZeroIsTheSynchronousRunBitForBit) {
-  TempDir d;
   const std::string args = kSmall + "data.n_epochs=1 data.batch_size=1";
-  const auto sync = run_crest_mpi(2, args + run_outputs(d, "sync"));
-  ASSERT_EQ(sync.code, 0) << sync.out;
-  const auto lag0 = run_crest_mpi(2, args + " train.gradient_lag=0" + run_outputs(d, "lag0"));
-  ASSERT_EQ(lag0.code, 0) << lag0.out;
-  expect_same_tensors(d.file("sync.safetensors"), d.file("lag0.safetensors"));
+  test::expect_same_training(2, args, args + " train.gradient_lag=0");
 }
 
 // Strided sharding: rank r's step j reads sample 2 j + r, so each step of two ranks covers the

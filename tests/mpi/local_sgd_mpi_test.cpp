@@ -13,6 +13,7 @@
 #include "crest/data/safetensors.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
+#include "support/same_training.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -39,13 +40,8 @@ const std::string kDummy = kModel +
                            "model.input_shape=[16,16,16,4] ";
 
 TEST(LocalSgdMpi, WindowsOfOneStepAreTheSynchronousRunBitForBit) {
-  TempDir d;
   const std::string args = kDummy + "data.n_epochs=1";
-  const auto sync = run_crest_mpi(2, args + run_outputs(d, "sync"));
-  ASSERT_EQ(sync.code, 0) << sync.out;
-  const auto one = run_crest_mpi(2, args + " 'train.local_sgd={steps: 1}'" + run_outputs(d, "one"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  expect_same_tensors(d.file("sync.safetensors"), d.file("one.safetensors"));
+  test::expect_same_training(2, args, args + " 'train.local_sgd={steps: 1}'");
 }
 
 // 8 files of one sample each; rank r of 2 reads files r, r + 2, ... (strided shards, sorted
