@@ -9,6 +9,7 @@
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -19,14 +20,8 @@ using test::run_crest_mpi;
 using test::TempDir;
 using test::worst_relative_difference;
 
-const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
-// Small and deterministic (no dropout, sorted order); a constant per-step rate, which does not
-// scale with the global batch as the demo's per-epoch schedule would.
-const std::string kSmall =
-    "train --config " + kDemo +
-    " data.n_train=12 data.n_valid=4 data.sample_shape=[16,16,16,4]"
-    " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 model.dropout=0"
-    " data.shuffle=false crest.threads=1 'lr_schedule={start_lr: 0.01}' ";
+// 6 steps per epoch on 2 ranks of batch 1 (support/tiny_run.hpp).
+const std::string kSmall = test::tiny_sorted_training();
 
 // Strided sharding: rank r's micro-batch j is sample 2 j + r, so each window of two micro-batches
 // on two ranks covers the same 4 samples as one batch of 4. Under SGD and under LAMB, whose

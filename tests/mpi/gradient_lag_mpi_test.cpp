@@ -13,6 +13,7 @@
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
 #include "support/same_training.hpp"
+#include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -26,14 +27,8 @@ using test::run_stopped_at;
 using test::TempDir;
 using test::worst_relative_difference;
 
-const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
-// Small and deterministic (no dropout, sorted order), a constant per-step rate: 12 samples, so 6
-// steps per epoch on 2 ranks of batch 1.
-const std::string kSmall =
-    "train --config " + kDemo +
-    " data.n_train=12 data.n_valid=4 data.sample_shape=[16,16,16,4]"
-    " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 model.dropout=0"
-    " data.shuffle=false crest.threads=1 'lr_schedule={start_lr: 0.01}' ";
+// 6 steps per epoch on 2 ranks of batch 1 (support/tiny_run.hpp).
+const std::string kSmall = test::tiny_sorted_training();
 
 TEST(GradientLagMpi, LagZeroIsTheSynchronousRunBitForBit) {
   const std::string args = kSmall + "data.n_epochs=1 data.batch_size=1";

@@ -18,6 +18,17 @@ inline std::string tiny_cosmoflow_args() {
          " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 crest.threads=2";
 }
 
+// `train` on the same tiny CosmoFlow, made deterministic across rank counts: no dropout, sorted
+// order, one thread per rank and a constant per-step rate (it does not scale with the global
+// batch, so 2 ranks of batch 1 take the steps of one process of batch 2). 12 training samples;
+// data.batch_size and data.n_epochs are the caller's.
+inline std::string tiny_sorted_training() {
+  return "train --config " + source_path("configs/cosmoflow-demo.yaml") +
+         " data.n_train=12 data.n_valid=4 data.sample_shape=[16,16,16,4]"
+         " model.input_shape=[16,16,16,4] model.conv_size=4 model.n_conv_layers=2 model.dropout=0"
+         " data.shuffle=false crest.threads=1 'lr_schedule={start_lr: 0.01}' ";
+}
+
 inline std::string read_text(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   std::ostringstream text;
