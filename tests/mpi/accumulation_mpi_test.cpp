@@ -5,10 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <cstring>
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/same_training.hpp"
 #include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
 
@@ -47,20 +47,8 @@ TEST(AccumulationMpi, TwoRanksTimesTwoMicroBatchesEqualOneBatchOfFour) {
 
 // 6 micro-batches per rank and epoch, 4 per update: epoch 1 ends with two summed and waiting.
 TEST(AccumulationMpi, ResumeWithAnOpenWindowOnTwoRanksIsBitIdentical) {
-  TempDir d;
-  const std::string args = kSmall + "data.batch_size=1 train.gradient_accumulation_frequency=4 ";
-  const auto straight = run_crest_mpi(2, args + "data.n_epochs=2 output_dir=" + d.file("straight") +
-                                             " --save-weights " + d.file("straight.safetensors"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  const auto first = run_crest_mpi(2, args + "data.n_epochs=1 output_dir=" + d.file("split"));
-  ASSERT_EQ(first.code, 0) << first.out;
-  const auto resumed =
-      run_crest_mpi(2, "train --resume " + d.file("split") + " data.n_epochs=2 --save-weights " +
-                           d.file("split.safetensors"));
-  ASSERT_EQ(resumed.code, 0) << resumed.out;
-  SafetensorsFile a(d.file("straight.safetensors")), b(d.file("split.safetensors"));
-  for (const auto& t : a.tensors())
-    EXPECT_EQ(std::memcmp(t.data, b.at(t.name).data, t.bytes), 0) << t.name;
+  test::expect_resume_after_an_epoch_is_exact(
+      2, kSmall + "data.batch_size=1 train.gradient_accumulation_frequency=4");
 }
 
 }  // namespace

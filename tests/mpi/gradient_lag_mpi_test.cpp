@@ -117,32 +117,15 @@ TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
 // With accumulation the lag is a window's. 6 micro-batches per rank and epoch, windows of 4:
 // epoch 1 ends with two micro-batches summed and the first window's gradient not yet applied.
 TEST(GradientLagMpi, AResumeWithAnOpenAccumulationWindowIsBitIdentical) {
-  TempDir d;
-  const std::string args =
-      kSmall + "data.batch_size=1 train.gradient_accumulation_frequency=4 train.gradient_lag=1 ";
-  const auto straight = run_crest_mpi(2, args + "data.n_epochs=2" + run_outputs(d, "straight"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  const auto first = run_crest_mpi(2, args + "data.n_epochs=1 output_dir=" + d.file("split"));
-  ASSERT_EQ(first.code, 0) << first.out;
-  const auto resumed =
-      run_crest_mpi(2, "train --resume " + d.file("split") + " data.n_epochs=2 --save-weights " +
-                           d.file("split.safetensors"));
-  ASSERT_EQ(resumed.code, 0) << resumed.out;
-  expect_same_tensors(d.file("straight.safetensors"), d.file("split.safetensors"));
+  test::expect_resume_after_an_epoch_is_exact(
+      2, kSmall + "data.batch_size=1 train.gradient_accumulation_frequency=4 train.gradient_lag=1");
 }
 
 TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
-  const struct {
-    std::string overrides, says;
-  } bad[] = {{"train.gradient_lag=2", "train.gradient_lag"},
-             {"train.gradient_lag=1 train.loss_scaling=dynamic", "dynamic loss scaling"}};
-  for (const auto& b : bad) {
-    SCOPED_TRACE(b.overrides);
-    const auto r = run_crest(kSmall + b.overrides + " --dry-run");
-    EXPECT_EQ(r.code, 2) << r.out;
-    EXPECT_NE(r.out.find("train.gradient_lag"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(b.says), std::string::npos) << r.out;
-  }
+  test::expect_refused(
+      kSmall, "train.gradient_lag",
+      {{"train.gradient_lag=2", "train.gradient_lag"},
+       {"train.gradient_lag=1 train.loss_scaling=dynamic", "dynamic loss scaling"}});
 }
 
 }  // namespace

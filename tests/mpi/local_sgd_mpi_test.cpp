@@ -138,25 +138,17 @@ TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
 }
 
 TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
-  const struct {
-    std::string overrides, says;
-  } bad[] = {
-      {"'train.local_sgd={steps: 0}'", "train.local_sgd.steps"},
-      {"'train.local_sgd={steps: 4, every: 2}'", "local_sgd accepts: steps, start_epoch"},
-      {"train.local_sgd=4", "expected {steps: H, start_epoch: E}"},
-      {"'train.local_sgd={steps: 4}' train.gradient_lag=1", "gradient_lag 1"},
-      {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2",
-       "gradient_accumulation_frequency 2"},
-      {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'", "a multiple of 4 steps"},
-      {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
-      {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}};
-  for (const auto& b : bad) {
-    SCOPED_TRACE(b.overrides);
-    const auto r = run_crest(kDummy + b.overrides + " --dry-run");
-    EXPECT_EQ(r.code, 2) << r.out;
-    EXPECT_NE(r.out.find("local_sgd"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find(b.says), std::string::npos) << r.out;
-  }
+  test::expect_refused(
+      kDummy, "local_sgd",
+      {{"'train.local_sgd={steps: 0}'", "train.local_sgd.steps"},
+       {"'train.local_sgd={steps: 4, every: 2}'", "local_sgd accepts: steps, start_epoch"},
+       {"train.local_sgd=4", "expected {steps: H, start_epoch: E}"},
+       {"'train.local_sgd={steps: 4}' train.gradient_lag=1", "gradient_lag 1"},
+       {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2",
+        "gradient_accumulation_frequency 2"},
+       {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'", "a multiple of 4 steps"},
+       {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
+       {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}});
 }
 
 }  // namespace
