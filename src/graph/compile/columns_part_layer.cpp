@@ -33,6 +33,7 @@ std::vector<ParamSpec> ColumnsPartLayer::param_specs(const std::vector<Shape>& i
 
 void ColumnsPartLayer::create(CreateContext& ctx) {
   inner_->create(ctx);
+  rest_.clear();  // create runs again when a program is recompiled
   int64_t largest = 0;
   const std::vector<ParamSpec> specs = param_specs(ctx.in_shapes);
   for (size_t i = 0; i < specs.size(); ++i)
