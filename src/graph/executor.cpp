@@ -339,6 +339,31 @@ void Executor::reset_profile() {
   for (auto& p : profile_) p.forward_s = p.backward_s = 0;
 }
 
+std::vector<OpFacts> Executor::op_facts() const {
+  std::vector<OpFacts> facts;
+  for (const auto& op : prog_->ops) {
+    OpFacts f;
+    f.name = op->name;
+    f.kind = op->layer->kind();
+    const Value& out = *prog_->values[static_cast<size_t>(op->out.at(0))];
+    f.out = out.shape;
+    if (!op->in.empty()) f.in = prog_->values[static_cast<size_t>(op->in[0])]->shape;
+    f.flops = op->flops;
+    f.runs_backward = op->run_backward;
+    bool data = false;
+    for (bool b : op->need_input_grad) data |= b;
+    if (!data) f.flops.backward_data = 0;
+    if (!op->run_backward) f.flops.backward_data = f.flops.backward_weights = 0;
+    for (int s : op->param_slots) {
+      const ParamSlot& slot = prog_->params.slots()[static_cast<size_t>(s)];
+      if (slot.spec.trainable) f.trainable_bytes += slot.count * dtype_size(opts_.dtype);
+    }
+    if (!op->in.empty()) f.windows = op->layer->window_axes(f.in, f.out);
+    facts.push_back(std::move(f));
+  }
+  return facts;
+}
+
 std::string Executor::summary() const {
   std::ostringstream os;
   os << std::left << std::setw(24) << "layer" << std::setw(16) << "kind" << std::setw(26)

@@ -193,6 +193,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
   j["ranks"] = comm->size();
   j["optimizer"] = to.optimizer.name;
+  j["trainable_bytes"] = ex.params().trainable_bytes();
   if (to.session.spatial) {
     j["spatial"] = spatial_text(a.spatial);
     j["data_parallel"] = data_parallel;
@@ -271,6 +272,7 @@ void bench_train(const BenchTrainArgs& a) {
       l["kind"] = p.kind;
       if (!p.implementation.empty()) l["implementation"] = p.implementation;
       l["forward_ms"] = 1e3 * p.forward_s / a.steps;
+      l["forward_flop"] = p.flops.forward;  // per batch: tells a layer from another of its name
       l["backward_ms"] = 1e3 * p.backward_s / a.steps;
       l["forward_gflops"] = p.forward_s > 0 ? p.flops.forward * a.steps / p.forward_s / 1e9 : 0.0;
       const double bflops = p.flops.backward_data + p.flops.backward_weights;

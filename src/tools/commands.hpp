@@ -16,6 +16,7 @@ void register_config(CLI::App& app);             // crest config from-args (conf
 void register_search(CLI::App& app);             // crest search (search_command.cpp)
 void register_predict(CLI::App& app);            // crest predict (predict_command.cpp)
 void register_export(CLI::App& app);             // crest export (export_command.cpp)
+void register_plan(CLI::App& app);               // crest plan (plan_command.cpp)
 void register_bench_allreduce(CLI::App& bench);  // crest bench allreduce (bench_allreduce.cpp)
 void register_bench_loader(CLI::App& bench);     // crest bench loader (bench_loader.cpp)
 void register_bench_infer(CLI::App& bench);      // crest bench infer (bench_infer.cpp)

@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   crest::tools::register_search(app);
   crest::tools::register_predict(app);
   crest::tools::register_export(app);
+  crest::tools::register_plan(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

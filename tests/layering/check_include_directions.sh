@@ -19,6 +19,7 @@ declare -A allowed=(
   [train]="core backends graph layers models dist data spatial optim engine"
   [search]="core backends graph layers models dist data spatial optim engine train"
   [export]="core backends graph layers models data spatial engine train"
+  [plan]="core backends graph layers models dist data spatial optim engine train"
 )
 status=0
 for part in "${!allowed[@]}"; do

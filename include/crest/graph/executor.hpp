@@ -14,6 +14,7 @@
 #include "crest/graph/memory_plan.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/graph/spatial_split.hpp"
+#include "crest/graph/window_axis.hpp"
 
 namespace crest {
 
@@ -61,6 +62,16 @@ struct OpProfile {
   double forward_s = 0, backward_s = 0;  // accumulated while profiling is on
   Flops flops;                           // per batch
   std::string implementation;            // Layer::implementation(): what its kernels run
+};
+
+// What a scaling model needs of one compiled op (crest plan: docs/scaling.md), in program order.
+struct OpFacts {
+  std::string name, kind;
+  Shape in, out;               // its first input's and first output's shapes, batch included
+  Flops flops;                 // per batch; backward_data is 0 where no input gradient is needed
+  bool runs_backward = false;  // its backward runs in a training step
+  size_t trainable_bytes = 0;  // its trained parameters (their gradients are exchanged)
+  std::vector<WindowAxis> windows;  // per spatial axis, for sliding-window layers
 };
 
 class Executor {
@@ -130,6 +141,7 @@ class Executor {
   // Flops of one training step (forward + the backward passes actually run) for the batch.
   double training_flops() const;
   double forward_flops() const;
+  std::vector<OpFacts> op_facts() const;
 
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<OpProfile>& profile() const { return profile_; }

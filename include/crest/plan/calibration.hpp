@@ -1,0 +1,25 @@
+// crest plan calibrate: folds the JSON lines of crest's own benchmarks into a machine's
+// measurements (docs/scaling.md, "Calibration").
+//   crest bench train --profile, on one rank: a MeasuredTraining (per-layer times per sample,
+//     the optimizer's time), replacing an earlier one of the same model, backend, precision,
+//     threads and batch;
+//   crest bench allreduce, on n ranks of one node (two sizes or more): the ring model's latency
+//     and bandwidth, least squares over the sizes.
+// Other lines (bench loader, bench peak, a multi-rank bench train) are counted and left alone.
+#pragma once
+#include <istream>
+#include <string>
+
+#include "crest/plan/machine.hpp"
+
+namespace crest {
+
+struct CalibrationSummary {
+  int trainings = 0, allreduce_fits = 0, ignored_lines = 0;
+};
+
+// `source` names the input in errors ("bench.jsonl", "stdin"); a line that is not JSON is refused
+// with its line number.
+CalibrationSummary calibrate(Machine& machine, std::istream& lines, const std::string& source);
+
+}  // namespace crest

@@ -1,0 +1,48 @@
+// What the scaling model (crest plan, docs/scaling.md) knows of a network: every op's FLOPs,
+// activation sizes, trained parameters and sliding windows per sample, and the memory a rank
+// needs for them, taken from the compiled program itself (a plan-only compile: nothing is
+// allocated for activations), so the plan and the training run count the same things.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "crest/graph/executor.hpp"
+#include "crest/train/config.hpp"
+
+namespace crest {
+
+struct LayerFacts {
+  std::string name, kind;
+  Shape in, out;                                 // per sample: [c, spatial...] or [features]
+  double forward_flops = 0, backward_flops = 0;  // per sample
+  size_t trainable_bytes = 0;
+  std::vector<WindowAxis> windows;  // sliding-window layers: per spatial axis (batch 1)
+  bool dense_on_features = false;   // reads a flattened feature map (CosmoFlow's fc1)
+  bool batch_norm = false;          // its statistics are summed over a split sample's group
+};
+
+struct ModelFacts {
+  std::string model;               // the model's name (model.name)
+  std::string backend;             // the backend it was compiled on
+  std::string precision;           // crest.precision
+  Shape sample;                    // one sample as the model reads it, channels last
+  size_t sample_bytes = 0;         // one sample's float32 bytes (what a reader reads per sample)
+  std::vector<LayerFacts> layers;  // program order: backward runs them in reverse
+  size_t parameter_bytes = 0;      // every parameter (trained, and non-trained state)
+  size_t trainable_bytes = 0;      // what the gradient exchange sums every step
+  size_t optimizer_state_bytes = 0;
+  // The activation arena (activations and kernel scratch) at batch 1 and 2: the planner takes
+  // it as linear in the batch between and beyond these.
+  size_t arena_batch1 = 0, arena_batch2 = 0;
+  double forward_flops() const;   // per sample
+  double backward_flops() const;  // per sample
+  size_t arena_bytes(double batch) const;
+};
+
+// Compiles the config's model for training on one process, plan only (collective over nothing),
+// with its optimizer, and collects the facts. Errors are the config's and the compiler's.
+ModelFacts model_facts(const Config& config);
+
+}  // namespace crest

@@ -1,0 +1,155 @@
+// Folding benchmark JSON lines into a machine's measurements.
+#include "crest/plan/calibration.hpp"
+
+#include <algorithm>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+struct Line {
+  nlohmann::json j;
+  int number = 0;
+};
+
+double number_of(const Line& l, const char* key, const std::string& source) {
+  const auto it = l.j.find(key);
+  if (it == l.j.end() || !it->is_number())
+    throw_input(source + ":" + std::to_string(l.number) +
+                ": a crest bench line without a numeric '" + key + "'");
+  return it->get<double>();
+}
+
+std::string string_of(const Line& l, const char* key, const std::string& source) {
+  const auto it = l.j.find(key);
+  if (it == l.j.end() || !it->is_string())
+    throw_input(source + ":" + std::to_string(l.number) + ": a crest bench line without '" + key +
+                "'");
+  return it->get<std::string>();
+}
+
+// A bench train line and the --profile lines after it.
+MeasuredTraining training_of(const Line& head, const std::vector<Line>& layers,
+                             const std::string& source) {
+  MeasuredTraining t;
+  t.model = string_of(head, "model", source);
+  t.backend = string_of(head, "backend", source);
+  t.precision = string_of(head, "precision", source);
+  t.threads = static_cast<int>(number_of(head, "threads", source));
+  t.batch = static_cast<int64_t>(number_of(head, "batch", source));
+  t.step_s = number_of(head, "step_s_min", source);
+  t.update_s = number_of(head, "update_s_min", source);
+  t.trainable_bytes = static_cast<size_t>(number_of(head, "trainable_bytes", source));
+  const auto b = static_cast<double>(t.batch);
+  double profiled = 0;
+  for (const Line& l : layers) {
+    t.layers.push_back({string_of(l, "layer", source), number_of(l, "forward_ms", source) / 1e3 / b,
+                        number_of(l, "backward_ms", source) / 1e3 / b,
+                        number_of(l, "forward_flop", source) / b});
+    profiled += (t.layers.back().forward_s + t.layers.back().backward_s) * b;
+  }
+  // The profile is the mean of the timed steps, with a clock read around every op; the best
+  // step is what a run sustains. The layers keep their shares of the best step.
+  if (profiled > 0 && t.step_s > t.update_s) {
+    const double scale = (t.step_s - t.update_s) / profiled;
+    for (MeasuredLayer& l : t.layers) {
+      l.forward_s *= scale;
+      l.backward_s *= scale;
+    }
+  }
+  return t;
+}
+
+bool same_run(const MeasuredTraining& a, const MeasuredTraining& b) {
+  return a.model == b.model && a.backend == b.backend && a.precision == b.precision &&
+         a.threads == b.threads && a.batch == b.batch;
+}
+
+// Least squares of t = a + s * bytes, each point weighted by 1 / t^2 (relative errors, so the
+// small messages fix the latency as the large ones fix the bandwidth), then the ring model's
+// latency and bandwidth.
+MeasuredAllreduce fit_allreduce(int ranks, const std::vector<std::pair<double, double>>& points,
+                                const std::string& source) {
+  double sw = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
+  for (const auto& [x, y] : points) {
+    const double w = 1 / (y * y);
+    sw += w;
+    sx += w * x;
+    sy += w * y;
+    sxx += w * x * x;
+    sxy += w * x * y;
+  }
+  const double slope = (sw * sxy - sx * sy) / (sw * sxx - sx * sx);
+  const double intercept = std::max(0.0, (sy - slope * sx) / sw);
+  if (!(slope > 0))
+    throw_input(source + ": the allreduce times on " + std::to_string(ranks) +
+                " ranks do not grow with the message size: no bandwidth to fit (measure sizes "
+                "further apart, e.g. --sizes 1K,1M,64M)");
+  MeasuredAllreduce m;
+  m.ranks = ranks;
+  m.sizes = static_cast<int>(points.size());
+  m.link.gb_s = 2.0 * (ranks - 1) / ranks / slope / 1e9;
+  m.link.latency_us = intercept / (2.0 * (ranks - 1)) * 1e6;
+  return m;
+}
+
+}  // namespace
+
+CalibrationSummary calibrate(Machine& machine, std::istream& in, const std::string& source) {
+  CalibrationSummary s;
+  std::vector<Line> lines;
+  std::string text;
+  for (int number = 1; std::getline(in, text); ++number) {
+    if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
+    Line l;
+    l.number = number;
+    try {
+      l.j = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception&) {
+      throw_input(source + ":" + std::to_string(number) +
+                  ": not a JSON line (crest bench prints one JSON object per line)");
+    }
+    if (!l.j.is_object())
+      throw_input(source + ":" + std::to_string(number) + ": expected a JSON object");
+    lines.push_back(std::move(l));
+  }
+  std::map<int, std::vector<std::pair<double, double>>> allreduce;  // ranks -> (bytes, s)
+  for (size_t i = 0; i < lines.size(); ++i) {
+    const Line& l = lines[i];
+    const std::string bench = l.j.value("bench", "");
+    if (bench == "train" && l.j.value("ranks", 1) == 1) {
+      std::vector<Line> layers;
+      while (i + 1 < lines.size() && lines[i + 1].j.contains("layer")) layers.push_back(lines[++i]);
+      if (layers.empty())
+        throw_input(source + ":" + std::to_string(l.number) +
+                    ": a bench train line without its per-layer lines: run crest bench train "
+                    "with --profile");
+      MeasuredTraining t = training_of(l, layers, source);
+      std::erase_if(machine.measured_training,
+                    [&](const MeasuredTraining& old) { return same_run(old, t); });
+      machine.measured_training.push_back(std::move(t));
+      ++s.trainings;
+    } else if (bench == "allreduce" && l.j.value("ranks", 1) > 1) {
+      allreduce[static_cast<int>(number_of(l, "ranks", source))].emplace_back(
+          number_of(l, "bytes", source), number_of(l, "time_us", source) / 1e6);
+    } else {
+      ++s.ignored_lines;
+    }
+  }
+  // The fit of the most ranks that still share one node: what a node's ranks see.
+  for (const auto& [ranks, points] : allreduce) {
+    if (ranks > machine.ranks_per_node || points.size() < 2) {
+      s.ignored_lines += static_cast<int>(points.size());
+      continue;
+    }
+    machine.measured_allreduce = fit_allreduce(ranks, points, source);
+    ++s.allreduce_fits;
+  }
+  return s;
+}
+
+}  // namespace crest

@@ -1,0 +1,110 @@
+// Per-layer compute times for the scaling model.
+#include "compute_times.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+bool same_flops(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(a, b) + 1e-3; }
+
+// The layers of `t` that are the model's (same name, same forward FLOPs per sample).
+std::map<size_t, const MeasuredLayer*> matches(const ModelFacts& model, const MeasuredTraining& t) {
+  std::map<std::string, const MeasuredLayer*> by_name;
+  for (const MeasuredLayer& l : t.layers) by_name[l.name] = &l;
+  std::map<size_t, const MeasuredLayer*> m;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const auto it = by_name.find(model.layers[i].name);
+    if (it != by_name.end() && same_flops(it->second->forward_flops, model.layers[i].forward_flops))
+      m[i] = it->second;
+  }
+  return m;
+}
+
+// The measurement that covers most of the model's layers, on its backend and precision; among
+// equals the one whose threads are closest to `threads`.
+const MeasuredTraining* best_measurement(const ModelFacts& model, const Machine& machine,
+                                         double threads) {
+  const MeasuredTraining* best = nullptr;
+  size_t best_count = 0;
+  double best_distance = 0;
+  for (const MeasuredTraining& t : machine.measured_training) {
+    if (t.backend != model.backend || t.precision != model.precision) continue;
+    const size_t count = matches(model, t).size();
+    const double distance = std::abs(std::log(t.threads / threads));
+    if (count > best_count || (count == best_count && count > 0 && distance < best_distance)) {
+      best = &t;
+      best_count = count;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
+// FLOP/s of the measured layers: forward and backward together.
+double measured_rate(const MeasuredTraining& t, const ModelFacts& model) {
+  double flops = 0, seconds = 0;
+  for (const auto& [i, l] : matches(model, t)) {
+    flops += model.layers[i].forward_flops + model.layers[i].backward_flops;
+    seconds += l->forward_s + l->backward_s;
+  }
+  return seconds > 0 ? flops / seconds : 0;
+}
+
+}  // namespace
+
+ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads) {
+  ComputeTimes c;
+  c.layers.resize(model.layers.size());
+  const MeasuredTraining* t = best_measurement(model, machine, threads);
+  // A CPU rank's time scales with the cores it gets; a device's does not.
+  const double scale = t && machine.cores_per_node > 0 ? t->threads / threads : 1.0;
+  const auto found = t ? matches(model, *t) : std::map<size_t, const MeasuredLayer*>{};
+  double rate = machine.gflops_per_rank > 0   ? machine.gflops_per_rank * 1e9
+                : machine.gflops_per_core > 0 ? machine.gflops_per_core * 1e9 * threads
+                                              : 0;
+  c.source = ComputeSource::given_rate;
+  if (rate == 0 && t) {
+    rate = measured_rate(*t, model) / scale;
+    c.source = ComputeSource::measured_rate;
+  }
+  size_t estimated = 0;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    if (const auto it = found.find(i); it != found.end()) {
+      c.layers[i] = {it->second->forward_s * scale, it->second->backward_s * scale};
+      continue;
+    }
+    const LayerFacts& l = model.layers[i];
+    if (l.forward_flops + l.backward_flops == 0) continue;
+    if (rate <= 0)
+      throw_usage("crest plan: " + machine.file + " has no compute rate for " + model.model +
+                  " (layer " + l.name +
+                  "): give compute.gflops_per_rank or compute.gflops_per_core, or measure the "
+                  "model with crest bench train --profile and crest plan calibrate");
+    c.layers[i] = {l.forward_flops / rate, l.backward_flops / rate};
+    ++estimated;
+  }
+  if (t && estimated == 0) c.source = ComputeSource::measured;
+  if (t) {
+    c.update_s = t->update_s * scale * static_cast<double>(model.trainable_bytes) /
+                 std::max<double>(1, static_cast<double>(t->trainable_bytes));
+    std::ostringstream os;
+    os << "compute: " << found.size() << " of " << model.layers.size()
+       << " layers measured (crest bench train --profile, " << t->threads << " threads, batch "
+       << t->batch << ")";
+    if (scale != 1) os << ", scaled to " << threads << " threads";
+    c.notes.push_back(os.str());
+  } else {
+    c.notes.emplace_back(
+        "compute: FLOPs at the given rate; the optimizer's time is not counted "
+        "(no measurement)");
+  }
+  return c;
+}
+
+}  // namespace crest

@@ -1,0 +1,30 @@
+// How long each layer of a network takes on one rank of a machine: measured by crest bench train
+// --profile where the machine's measurements hold the same layer (name and FLOPs), else its FLOPs
+// at the measured or given rate (docs/scaling.md, "Compute").
+#pragma once
+#include <string>
+#include <vector>
+
+#include "crest/plan/machine.hpp"
+#include "crest/plan/model_facts.hpp"
+#include "crest/plan/scaling_model.hpp"
+
+namespace crest {
+
+struct LayerTime {
+  double forward = 0, backward = 0;  // per sample
+};
+
+struct ComputeTimes {
+  std::vector<LayerTime> layers;  // ModelFacts::layers' order
+  double update_s = 0;            // the optimizer, per step
+  ComputeSource source = ComputeSource::given_rate;
+  std::vector<std::string> notes;
+};
+
+// `threads`: the cores a rank computes with (a CPU node's cores over its ranks; may be below 1
+// when ranks outnumber cores). Throws crest::Error (usage) when the machine has neither a
+// measurement nor a rate.
+ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads);
+
+}  // namespace crest

@@ -1,0 +1,95 @@
+// A network's facts for the scaling model, from plan-only compiles of the config's model.
+#include "crest/plan/model_facts.hpp"
+
+#include <algorithm>
+
+#include "crest/dist/communicator.hpp"
+#include "crest/engine/training_session.hpp"
+#include "crest/train/task.hpp"
+#include "crest/train/trainer.hpp"
+
+namespace crest {
+
+double ModelFacts::forward_flops() const {
+  double f = 0;
+  for (const LayerFacts& l : layers) f += l.forward_flops;
+  return f;
+}
+
+double ModelFacts::backward_flops() const {
+  double f = 0;
+  for (const LayerFacts& l : layers) f += l.backward_flops;
+  return f;
+}
+
+size_t ModelFacts::arena_bytes(double batch) const {
+  const double per_sample = static_cast<double>(arena_batch2) - static_cast<double>(arena_batch1);
+  const double bytes = static_cast<double>(arena_batch1) + std::max(per_sample, 0.0) * (batch - 1);
+  return static_cast<size_t>(std::max(bytes, 0.0));
+}
+
+namespace {
+
+Shape per_sample(const Shape& s) {
+  std::vector<int64_t> d = s.to_vector();
+  if (!d.empty()) d.erase(d.begin());
+  return Shape(d);
+}
+
+// A plan-only training session of the config's model on one process at `batch`.
+std::unique_ptr<TrainingSession> plan_session(const Config& config, const Graph& graph,
+                                              int64_t batch, Communicator& comm) {
+  TrainingSessionOptions to;
+  to.session.backend = config.crest.backend;
+  to.session.threads = 1;
+  to.session.precision = config.crest.precision;
+  to.session.batch = batch;
+  to.session.seed = config.data.seed;
+  to.session.allocate = false;
+  to.optimizer = config.optimizer;
+  to.accumulation = config.train.gradient_accumulation_frequency;
+  to.gradient_lag = config.train.gradient_lag > 0;
+  return std::make_unique<TrainingSession>(graph, to, comm);
+}
+
+}  // namespace
+
+ModelFacts model_facts(const Config& config) {
+  const Task task = make_task(config);
+  auto comm = make_single_process_communicator();
+  ModelFacts m;
+  m.model = task.name;
+  m.precision = enum_name(config.crest.precision);
+  m.sample = config.data.model_sample_shape();
+  m.sample_bytes = static_cast<size_t>(m.sample.numel()) * sizeof(float);
+  const auto one = plan_session(config, task.model.graph, 1, *comm);
+  const auto two = plan_session(config, task.model.graph, 2, *comm);
+  const Executor& ex = one->executor();
+  m.backend = one->backend().name();
+  m.parameter_bytes = ex.params().bytes();
+  m.trainable_bytes = ex.params().trainable_bytes();
+  for (const auto& state : one->optimizer().state())
+    m.optimizer_state_bytes += state.second->bytes();
+  m.optimizer_state_bytes += one->step().extra_bytes();
+  m.arena_batch1 = ex.plan().arena_bytes;
+  m.arena_batch2 = two->executor().plan().arena_bytes;
+  std::string previous_kind;
+  for (const OpFacts& op : ex.op_facts()) {
+    LayerFacts l;
+    l.name = op.name;
+    l.kind = op.kind;
+    l.in = per_sample(op.in);
+    l.out = per_sample(op.out);
+    l.forward_flops = op.flops.forward;
+    l.backward_flops = op.flops.backward_data + op.flops.backward_weights;
+    l.trainable_bytes = op.trainable_bytes;
+    l.windows = op.windows;
+    l.dense_on_features = op.kind == "dense" && previous_kind == "flatten";
+    l.batch_norm = op.kind == "batch_norm";
+    previous_kind = op.kind;
+    m.layers.push_back(std::move(l));
+  }
+  return m;
+}
+
+}  // namespace crest

@@ -1,0 +1,451 @@
+// The scaling model (docs/scaling.md): per-layer compute times, simulated gradient buckets,
+// halo and pipeline traffic, memory and I/O, for one decomposition of one global batch.
+#include "crest/plan/scaling_model.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+#include <numeric>
+
+#include "compute_times.hpp"
+#include "crest/core/error.hpp"
+#include "crest/spatial/decomposition.hpp"
+
+namespace crest {
+
+int Decomposition::spatial_ranks() const {
+  int n = 1;
+  for (int p : spatial) n *= p;
+  return n;
+}
+
+int Decomposition::data_parallel() const {
+  return std::max(1, ranks / (spatial_ranks() * pipeline_stages));
+}
+
+namespace {
+
+std::string list_text(const std::vector<int>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+std::string compact_list(const std::vector<int>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? "," : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+}  // namespace
+
+std::string Decomposition::name() const {
+  std::string s;
+  if (spatial_ranks() > 1) s = "spatial " + list_text(spatial);
+  if (pipeline_stages > 1)
+    s = "pipeline " + std::to_string(pipeline_stages) + " stages x " +
+        std::to_string(micro_batches) + " micro";
+  const int d = data_parallel();
+  if (s.empty())
+    return ranks == 1            ? "one rank"
+           : gradient_lag        ? "data + lag"
+           : local_sgd_steps > 1 ? "local SGD (" + std::to_string(local_sgd_steps) + " steps)"
+                                 : "data";
+  return d > 1 ? s + " x " + std::to_string(d) + " data" : s;
+}
+
+std::vector<std::string> Prediction::overrides() const {
+  std::vector<std::string> o{"data.batch_size=" + std::to_string(batch_per_replica)};
+  if (d.spatial_ranks() > 1) o.push_back("dist.spatial=" + compact_list(d.spatial));
+  if (d.gradient_lag) o.emplace_back("train.gradient_lag=1");
+  if (d.local_sgd_steps > 1)
+    o.push_back("train.local_sgd.steps=" + std::to_string(d.local_sgd_steps));
+  if (d.pipeline_stages > 1) {
+    o.push_back("dist.pipeline.stages=" + std::to_string(d.pipeline_stages));
+    o.push_back("dist.pipeline.micro_batches=" + std::to_string(d.micro_batches));
+  }
+  return o;
+}
+
+double allreduce_seconds(const Machine& m, double bytes, int ranks, int ranks_per_node) {
+  if (ranks <= 1 || bytes <= 0) return 0;
+  const int r = std::clamp(ranks_per_node, 1, ranks);
+  const int nodes = (ranks + r - 1) / r;
+  const Link intra = m.node_link();
+  double t = 0;
+  if (r > 1)  // reduce-scatter and allgather within the node: a ring
+    t += 2.0 * (r - 1) / r * bytes / (intra.gb_s * 1e9) + 2.0 * (r - 1) * intra.latency_us * 1e-6;
+  if (nodes > 1)  // the node's share, across nodes over its injection bandwidth: a tree's hops
+    t += 2.0 * (nodes - 1) / nodes * bytes / (m.inter_node.gb_s * 1e9) +
+         2.0 * std::ceil(std::log2(nodes)) * m.inter_node.latency_us * 1e-6;
+  return t;
+}
+
+namespace {
+
+struct Placement {
+  int nodes = 1, ranks_on_node = 1;
+  double threads = 1;
+};
+
+Placement place(const Machine& m, int ranks) {
+  Placement p;
+  p.ranks_on_node = std::min(ranks, m.ranks_per_node);
+  p.nodes = (ranks + m.ranks_per_node - 1) / m.ranks_per_node;
+  p.threads = m.cores_per_node > 0 ? static_cast<double>(m.cores_per_node) / p.ranks_on_node : 1.0;
+  return p;
+}
+
+// Gradient buckets as GradientSync forms them (first_bucket_mb, then bucket_mb, in the order
+// backward finishes the layers), each with the time its last gradient is ready (from the start
+// of backward), and the exchange run one bucket after the other on the communication thread.
+struct Exchange {
+  double total_s = 0;  // every bucket's allreduce
+  double end_s = 0;    // when the last one ends, from the start of backward
+};
+
+Exchange simulate_buckets(const std::vector<double>& layer_bytes,
+                          const std::vector<double>& layer_backward_s, const PlanOptions& o,
+                          const std::function<double(double)>& allreduce) {
+  Exchange e;
+  double done = 0;  // backward's clock: when the layer just run finished
+  double bucket = 0, bucket_ready = 0, limit = o.first_bucket_mb * 1e6;
+  auto send = [&] {  // a bucket leaves when its last gradient is ready
+    const double t = allreduce(bucket);
+    e.end_s = std::max(e.end_s, bucket_ready) + t;
+    e.total_s += t;
+    bucket = 0;
+    limit = o.bucket_mb * 1e6;
+  };
+  for (size_t i = layer_bytes.size(); i-- > 0;) {  // backward: the last layer first
+    done += layer_backward_s[i];
+    if (layer_bytes[i] <= 0) continue;
+    if (bucket >= limit) send();  // full before this layer joins: GradientSync's rule
+    bucket += layer_bytes[i];
+    bucket_ready = done;
+  }
+  if (bucket > 0) send();
+  return e;
+}
+
+// The largest block's share of `extent` rows split `parts` ways (numpy.array_split's first part).
+double largest_share(int64_t extent, int parts) {
+  return static_cast<double>(block_range(extent, parts, 0).size()) / static_cast<double>(extent);
+}
+
+// What splitting each layer costs and saves: its compute share, and the halo it exchanges.
+struct SpatialCosts {
+  std::vector<double> share;  // per layer: its largest rank's share of the layer's work
+  double halo_bytes = 0;      // per sample, forward + backward, the largest rank's
+  int halo_messages = 0;
+  int group_reductions = 0;   // batch norm's statistics and gradient sums, per step
+  double gathered_bytes = 0;  // per sample: a split output gathered whole on every rank
+  double sample_share = 1;    // the largest block of the sample
+  double divided_bytes = 0;   // a dense head's weight divided among the group (all of it)
+  std::string gathered_at;    // the first layer that runs whole again ("" : none)
+};
+
+// A layer's halo along every split axis, on the group rank that receives the most.
+void add_halo(const LayerFacts& l, const std::vector<int>& parts, SpatialCosts& c) {
+  const int64_t channels = l.in[0];
+  for (size_t a = 0; a < l.windows.size() && a < parts.size(); ++a) {
+    if (parts[a] <= 1) continue;
+    double cross = static_cast<double>(channels);
+    for (size_t b = 0; b < parts.size(); ++b)
+      if (b != a) cross *= static_cast<double>(block_range(l.in[b + 1], parts[b], 0).size());
+    int64_t most = 0;
+    int messages = 0;
+    for (int i = 0; i < parts[a]; ++i) {
+      const AxisPlan p = plan_axis(l.windows[a], parts[a], i, l.name, "axis " + std::to_string(a));
+      const int64_t rows = p.from_lower.size() + p.from_upper.size();
+      if (rows >= most) {
+        most = rows;
+        messages = !p.from_lower.empty() + !p.from_upper.empty();
+      }
+    }
+    // Forward, then backward twice: the halo's gradient returned, and the window gathered
+    // again for the weight gradient (docs/distributed.md, "Split layers").
+    c.halo_bytes += 3.0 * static_cast<double>(most) * cross * sizeof(float);
+    c.halo_messages += 3 * messages;
+  }
+}
+
+SpatialCosts spatial_costs(const ModelFacts& model, const std::vector<int>& parts) {
+  SpatialCosts c;
+  c.share.assign(model.layers.size(), 1.0);
+  for (size_t a = 0; a < parts.size(); ++a)
+    c.sample_share *= largest_share(model.sample[a], parts[a]);
+  const auto spatial_rank = static_cast<int>(parts.size()) + 1;  // [c, spatial...]
+  double last_split_out = 0;
+  bool any_split = false;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerFacts& l = model.layers[i];
+    const bool feeds_head =
+        l.kind == "flatten" && i + 1 < model.layers.size() && model.layers[i + 1].dense_on_features;
+    if (feeds_head || l.dense_on_features) {  // the block's features, the head's columns
+      c.share[i] = c.sample_share;
+      if (l.dense_on_features) {
+        c.divided_bytes += static_cast<double>(l.trainable_bytes);
+        last_split_out = 0;  // nothing is gathered: the parts' products are summed
+        break;
+      }
+      continue;
+    }
+    if (l.out.rank() != spatial_rank) {  // the loss or a head reads the whole tensor
+      c.gathered_at = l.name;
+      break;
+    }
+    if (!l.windows.empty()) {
+      try {
+        add_halo(l, parts, c);
+      } catch (const Error&) {
+        if (!any_split) throw;   // the samples themselves cannot be split so
+        c.gathered_at = l.name;  // too small for the decomposition: gathered from here
+        break;
+      }
+    }
+    double share = 1;
+    for (size_t a = 0; a < parts.size(); ++a) share *= largest_share(l.out[a + 1], parts[a]);
+    c.share[i] = share;
+    c.group_reductions += l.batch_norm ? 2 : 0;
+    last_split_out = static_cast<double>(l.out.numel()) * sizeof(float);
+    any_split = true;
+  }
+  c.gathered_bytes = c.gathered_at.empty() ? 0 : last_split_out;
+  return c;
+}
+
+// A pipeline's stages: contiguous layers, cut where the cumulative time crosses k/K of the total.
+std::vector<size_t> stage_ends(const std::vector<double>& layer_s, int stages) {
+  const double total = std::accumulate(layer_s.begin(), layer_s.end(), 0.0);
+  std::vector<size_t> ends;
+  double cum = 0;
+  for (size_t i = 0; i < layer_s.size(); ++i) {
+    cum += layer_s[i];
+    const size_t left = layer_s.size() - i - 1;                   // layers after this one
+    const int need = stages - static_cast<int>(ends.size()) - 1;  // cuts still to make
+    if (need > 0 && (cum >= total * static_cast<double>(ends.size() + 1) / stages ||
+                     left == static_cast<size_t>(need)))
+      ends.push_back(i + 1);
+  }
+  ends.push_back(layer_s.size());
+  return ends;
+}
+
+struct Totals {
+  double forward = 0, backward = 0;
+};
+
+Totals totals(const ComputeTimes& t, const std::vector<double>& share, double batch) {
+  Totals s;
+  for (size_t i = 0; i < t.layers.size(); ++i) {
+    s.forward += t.layers[i].forward * share[i] * batch;
+    s.backward += t.layers[i].backward * share[i] * batch;
+  }
+  return s;
+}
+
+void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTimes& times,
+                      const Placement& place, double batch, Prediction& p) {
+  const int stages = p.d.pipeline_stages, micro = p.d.micro_batches;
+  const double per_micro = batch / micro;
+  std::vector<double> layer_s;
+  for (const LayerTime& t : times.layers) layer_s.push_back(t.forward + t.backward);
+  const std::vector<size_t> ends = stage_ends(layer_s, stages);
+  double slowest = 0, stage_bytes = 0, boundary = 0, stage_act = 0, all_act = 0;
+  for (const LayerFacts& l : model.layers) all_act += static_cast<double>(l.out.numel());
+  size_t begin = 0;
+  for (size_t k = 0; k < ends.size(); ++k) {
+    double s = 0, bytes = 0, act = 0;
+    for (size_t i = begin; i < ends[k]; ++i) {
+      s += layer_s[i];
+      bytes += static_cast<double>(model.layers[i].trainable_bytes);
+      act += static_cast<double>(model.layers[i].out.numel());
+    }
+    if (k + 1 < ends.size())
+      boundary = std::max(
+          boundary, static_cast<double>(model.layers[ends[k] - 1].out.numel()) * sizeof(float));
+    slowest = std::max(slowest, s);
+    stage_bytes = std::max(stage_bytes, bytes);
+    stage_act = std::max(stage_act, act);
+    begin = ends[k];
+  }
+  const Link link = stages <= place.ranks_on_node ? m.node_link() : m.inter_node;
+  const double send = boundary * per_micro / (link.gb_s * 1e9) + link.latency_us * 1e-6;
+  const int slots = micro + stages - 1;
+  p.pipeline_s = slots * 2 * send;
+  p.bubble_fraction = static_cast<double>(stages - 1) / slots;
+  p.compute_s = slots * slowest * per_micro;
+  p.update_s =
+      times.update_s * stage_bytes / std::max(1.0, static_cast<double>(model.trainable_bytes));
+  p.compute_s += p.update_s;
+  const int d = p.d.data_parallel();
+  p.gradient_exchange_s =
+      allreduce_seconds(m, stage_bytes, d, std::max(1, place.ranks_on_node / stages));
+  p.exposed_exchange_s = p.d.gradient_lag ? 0.0 : p.gradient_exchange_s;
+  const double state = static_cast<double>(model.optimizer_state_bytes) /
+                       std::max(1.0, static_cast<double>(model.trainable_bytes));
+  const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches
+  p.memory_bytes = stage_bytes * (2 + state) + static_cast<double>(model.arena_bytes(per_micro)) *
+                                                   stage_act / all_act * in_flight;
+  p.runnable = false;
+  p.notes.emplace_back("a prediction only: crest does not run pipeline stages yet (dist.pipeline)");
+}
+
+}  // namespace
+
+Prediction predict(const ModelFacts& model, const Machine& m, const Decomposition& d,
+                   const PlanOptions& o) {
+  Prediction p;
+  p.d = d;
+  const int replicas = d.data_parallel();
+  if (o.global_batch % replicas != 0)
+    throw_usage("a global batch of " + std::to_string(o.global_batch) + " does not divide among " +
+                std::to_string(replicas) + " model replicas");
+  p.batch_per_replica = o.global_batch / replicas;
+  const auto batch = static_cast<double>(p.batch_per_replica);
+  const Placement place = crest::place(m, d.ranks);
+  p.threads_per_rank = std::max(1, static_cast<int>(std::floor(place.threads)));
+  const ComputeTimes times = compute_times(model, m, place.threads);
+  p.source = times.source;
+  p.notes = times.notes;
+  const double state_ratio = static_cast<double>(model.optimizer_state_bytes) /
+                             std::max(1.0, static_cast<double>(model.trainable_bytes));
+  auto allreduce = [&](double bytes) {
+    return allreduce_seconds(m, bytes, d.ranks, place.ranks_on_node);
+  };
+  // One rank alone with ranks-th of the global batch: the efficiency's reference.
+  const std::vector<double> whole(model.layers.size(), 1.0);
+  const double per_rank = static_cast<double>(o.global_batch) / d.ranks;
+  const Totals ref = totals(times, whole, per_rank);
+  const double reference_step = ref.forward + ref.backward + times.update_s;
+  if (d.pipeline_stages > 1) {
+    predict_pipeline(model, m, times, place, batch, p);
+  } else {
+    SpatialCosts sc;
+    sc.share = whole;
+    if (d.spatial_ranks() > 1) sc = spatial_costs(model, d.spatial);
+    const Totals t = totals(times, sc.share, batch);
+    p.update_s = times.update_s;
+    p.compute_s = t.forward + t.backward + p.update_s;
+    const double grad_scale = o.gradient_element_bytes / 4.0;
+    std::vector<double> bytes, backward_s;
+    for (size_t i = 0; i < model.layers.size(); ++i) {
+      const LayerFacts& l = model.layers[i];
+      const double part = l.dense_on_features && d.spatial_ranks() > 1 ? sc.share[i] : 1.0;
+      bytes.push_back(static_cast<double>(l.trainable_bytes) * grad_scale * part);
+      backward_s.push_back(times.layers[i].backward * sc.share[i] * batch);
+    }
+    const Exchange e = simulate_buckets(bytes, backward_s, o, allreduce);
+    p.gradient_exchange_s = e.total_s;
+    if (d.local_sgd_steps > 1) {  // weights, optimizer state and non-trained state, every H steps
+      const double averaged = static_cast<double>(model.parameter_bytes) +
+                              static_cast<double>(model.optimizer_state_bytes);
+      p.gradient_exchange_s = allreduce(averaged) / d.local_sgd_steps;
+      p.exposed_exchange_s = p.gradient_exchange_s;
+    } else if (d.gradient_lag) {  // overlaps the update and the next step's forward and backward
+      p.exposed_exchange_s = std::max(0.0, e.total_s - p.compute_s);
+    } else {
+      p.exposed_exchange_s = std::max(0.0, e.end_s - t.backward);
+    }
+    if (d.spatial_ranks() > 1) {
+      const int s = d.spatial_ranks();
+      const Link link = s <= place.ranks_on_node ? m.node_link() : m.inter_node;
+      p.halo_s =
+          sc.halo_bytes * batch / (link.gb_s * 1e9) + sc.halo_messages * link.latency_us * 1e-6;
+      for (int i = 0; i < sc.group_reductions; ++i)
+        p.halo_s += allreduce_seconds(m, 1024, s, std::min(s, place.ranks_on_node));
+      p.halo_s += sc.gathered_bytes * batch * (s - 1) / s / (link.gb_s * 1e9);
+      if (!sc.gathered_at.empty())
+        p.notes.push_back("the split ends before " + sc.gathered_at +
+                          ": from there every rank of a group runs the whole layer");
+    }
+    p.memory_bytes = static_cast<double>(model.parameter_bytes) +
+                     static_cast<double>(model.trainable_bytes) * (1 + state_ratio) +
+                     static_cast<double>(model.arena_bytes(batch)) * sc.sample_share -
+                     sc.divided_bytes * (1 - sc.sample_share) * (2 + state_ratio);
+  }
+  p.step_s = p.compute_s + p.exposed_exchange_s + p.halo_s + p.pipeline_s;
+  // Reading: every sample once per step, spread over the nodes; the loader reads ahead, so
+  // reading limits the step only when it is slower than everything else.
+  const double node_bytes =
+      static_cast<double>(o.global_batch) * static_cast<double>(model.sample_bytes) / place.nodes;
+  const double supply = o.staged ? m.node_local_gb_s : m.shared_fs_gb_s / place.nodes;
+  if (supply > 0) {
+    p.io_s = node_bytes / (supply * 1e9);
+    if (p.io_s > p.step_s) {
+      p.notes.emplace_back(std::string("reading limits the step: ") +
+                           (o.staged ? "node-local storage" : "the shared file system") +
+                           " delivers less than the step needs");
+      p.step_s = p.io_s;
+    }
+  }
+  p.io_gb_s_per_node = node_bytes / p.step_s / 1e9;
+  p.samples_per_s = static_cast<double>(o.global_batch) / p.step_s;
+  p.efficiency = reference_step / p.step_s;
+  if (m.memory_gb_per_rank > 0 && p.memory_bytes > m.memory_gb_per_rank * 1e9) {
+    p.fits = false;
+    p.notes.emplace_back("needs more memory per rank than the machine's memory_gb_per_rank");
+  }
+  return p;
+}
+
+namespace {
+
+// Every way to write `n` as an ordered product of `axes` factors, each at most its axis' extent.
+void factorizations(int n, size_t axis, const Shape& sample, std::vector<int>& cur,
+                    std::vector<std::vector<int>>& out) {
+  if (axis + 1 == cur.size()) {
+    if (n <= sample[axis]) {
+      cur[axis] = n;
+      out.push_back(cur);
+    }
+    return;
+  }
+  for (int f = 1; f <= n; ++f)
+    if (n % f == 0 && f <= sample[axis]) {
+      cur[axis] = f;
+      factorizations(n / f, axis + 1, sample, cur, out);
+    }
+}
+
+}  // namespace
+
+std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int ranks,
+                                                    const PlanOptions& o, int local_sgd_steps) {
+  std::vector<Decomposition> c;
+  const auto divides = [&](int replicas) { return o.global_batch % replicas == 0; };
+  if (divides(ranks)) {
+    c.push_back({.ranks = ranks});
+    if (ranks > 1 && !o.dynamic_loss_scaling) c.push_back({.ranks = ranks, .gradient_lag = true});
+    if (ranks > 1 && local_sgd_steps > 1)
+      c.push_back({.ranks = ranks, .local_sgd_steps = local_sgd_steps});
+  }
+  const size_t axes = static_cast<size_t>(model.sample.rank() - 1);
+  for (int s = 2; s <= ranks && s <= 64; ++s) {
+    if (ranks % s != 0 || !divides(ranks / s)) continue;
+    std::vector<int> cur(axes, 1);
+    std::vector<std::vector<int>> splits;
+    factorizations(s, 0, model.sample, cur, splits);
+    for (auto& parts : splits) c.push_back({.ranks = ranks, .spatial = parts});
+  }
+  for (int k = 2; k <= ranks && k <= 16; k *= 2) {
+    if (ranks % k != 0 || !divides(ranks / k)) continue;
+    if (static_cast<size_t>(k) > model.layers.size() / 2) break;
+    const int64_t batch = o.global_batch / (ranks / k);
+    for (int mb : {k, 2 * k, 4 * k})
+      if (batch % mb == 0) c.push_back({.ranks = ranks, .pipeline_stages = k, .micro_batches = mb});
+  }
+  return c;
+}
+
+std::vector<Prediction> rank_predictions(std::vector<Prediction> p) {
+  std::stable_sort(p.begin(), p.end(), [](const Prediction& a, const Prediction& b) {
+    const bool ga = a.runnable && a.fits, gb = b.runnable && b.fits;
+    if (ga != gb) return ga;
+    return a.samples_per_s > b.samples_per_s;
+  });
+  return p;
+}
+
+}  // namespace crest

@@ -1,0 +1,369 @@
+// crest plan's scaling model (docs/scaling.md) on networks and machines small enough to work out
+// by hand: the collectives' formula, the gradient buckets hidden behind backward, the lag, local
+// SGD, pipelines, a spatial split's halo, memory and I/O; the machine file and its errors; the
+// calibration from benchmark lines; and the facts of a real config.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <iomanip>
+#include <sstream>
+
+#include "crest/core/error.hpp"
+#include "crest/plan/calibration.hpp"
+#include "crest/plan/machine.hpp"
+#include "crest/plan/model_facts.hpp"
+#include "crest/plan/scaling_model.hpp"
+#include "support/cli_util.hpp"
+#include "support/test_util.hpp"
+
+namespace crest {
+namespace {
+
+// One node of 4 ranks, each its own device of 1 TFLOP/s; 10 GB/s between them, no latency.
+Machine device_node() {
+  Machine m;
+  m.name = "test";
+  m.ranks_per_node = 4;
+  m.gflops_per_rank = 1000;
+  m.intra_node = {10, 0};
+  return m;
+}
+
+LayerFacts layer(const std::string& name, double forward, double backward, size_t bytes) {
+  LayerFacts l;
+  l.name = name;
+  l.kind = "conv";
+  l.in = l.out = Shape{2, 8, 8, 8};
+  l.forward_flops = forward;
+  l.backward_flops = backward;
+  l.trainable_bytes = bytes;
+  return l;
+}
+
+// Two layers of 1 GFLOP forward, 2 backward per sample: 2 ms and 4 ms a sample on one rank;
+// 8 MB and 2 MB of gradients.
+ModelFacts two_layers() {
+  ModelFacts f;
+  f.model = "two";
+  f.backend = "onednn";
+  f.precision = "float32";
+  f.sample = Shape{8, 8, 8, 2};
+  f.sample_bytes = 4'000'000;
+  f.layers = {layer("a", 1e9, 2e9, 8'000'000), layer("b", 1e9, 2e9, 2'000'000)};
+  f.trainable_bytes = f.parameter_bytes = f.optimizer_state_bytes = 10'000'000;
+  f.arena_batch1 = 1'000'000;
+  f.arena_batch2 = 2'000'000;
+  return f;
+}
+
+PlanOptions batch(int64_t global) {
+  PlanOptions o;
+  o.global_batch = global;
+  return o;
+}
+
+TEST(Plan, AllreduceIsARingInTheNodeAndATreeAcrossNodes) {
+  Machine m = device_node();
+  m.nodes = 4;
+  m.intra_node = {10, 1};
+  m.inter_node = {5, 10};
+  EXPECT_EQ(allreduce_seconds(m, 1e8, 1, 4), 0);
+  EXPECT_NEAR(allreduce_seconds(m, 1e8, 2, 4), 1e8 / 10e9 + 2e-6, 1e-12);
+  // 16 ranks, 4 to a node: 2 (r-1)/r within, 2 (n-1)/n over the injection bandwidth across,
+  // 2 (r-1) latencies in the ring and 2 log2(n) in the tree.
+  const double expect = 1.5 * 1e8 / 10e9 + 6e-6 + 1.5 * 1e8 / 5e9 + 4 * 10e-6;
+  EXPECT_NEAR(allreduce_seconds(m, 1e8, 16, 4), expect, 1e-12);
+  // A measured fit replaces the described link within the node.
+  m.measured_allreduce = MeasuredAllreduce{2, 5, {20, 0}};
+  EXPECT_NEAR(allreduce_seconds(m, 1e8, 2, 4), 1e8 / 20e9, 1e-12);
+}
+
+TEST(Plan, BucketsLeaveAsBackwardFinishesThem) {
+  // Global batch 4 on 2 ranks: forward 4 ms, backward 8 ms. Backward finishes b (2 MB) at 4 ms:
+  // that bucket (past the 1 MB first bucket) leaves then, 0.2 ms; a's 8 MB leave at 8 ms and take
+  // 0.8 ms, so 0.8 ms of the 1.0 ms stay exposed.
+  const Prediction p = predict(two_layers(), device_node(), {.ranks = 2}, batch(4));
+  EXPECT_EQ(p.batch_per_replica, 2);
+  EXPECT_NEAR(p.compute_s, 12e-3, 1e-12);
+  EXPECT_NEAR(p.gradient_exchange_s, 1.0e-3, 1e-12);
+  EXPECT_NEAR(p.exposed_exchange_s, 0.8e-3, 1e-12);
+  EXPECT_NEAR(p.hidden_fraction(), 0.2, 1e-9);
+  EXPECT_NEAR(p.step_s, 12.8e-3, 1e-12);
+  EXPECT_NEAR(p.samples_per_s, 4 / 12.8e-3, 1e-6);
+  EXPECT_NEAR(p.efficiency, 12.0 / 12.8, 1e-9);  // one rank with batch 2 takes 12 ms
+  // Parameters, gradients, momentum and the arena at batch 2.
+  EXPECT_NEAR(p.memory_bytes, 10e6 + 20e6 + 2e6, 1);
+  EXPECT_EQ(p.overrides(), std::vector<std::string>{"data.batch_size=2"});
+}
+
+TEST(Plan, TheLagHidesTheExchangeBehindTheNextStep) {
+  const Prediction p =
+      predict(two_layers(), device_node(), {.ranks = 2, .gradient_lag = true}, batch(4));
+  EXPECT_NEAR(p.exposed_exchange_s, 0, 1e-15);
+  EXPECT_NEAR(p.step_s, 12e-3, 1e-12);
+  // On a link 100 times slower the exchange (100 ms) outlasts the step: 88 ms stay exposed.
+  Machine slow = device_node();
+  slow.intra_node.gb_s = 0.1;
+  const Prediction q = predict(two_layers(), slow, {.ranks = 2, .gradient_lag = true}, batch(4));
+  EXPECT_NEAR(q.exposed_exchange_s, 100e-3 - 12e-3, 1e-9);
+  EXPECT_EQ(q.overrides(), (std::vector<std::string>{"data.batch_size=2", "train.gradient_lag=1"}));
+}
+
+TEST(Plan, LocalSgdAveragesWeightsAndStateOnceAWindow) {
+  // Weights and momentum, 20 MB: 2 ms per averaging, every 4 steps.
+  const Prediction p =
+      predict(two_layers(), device_node(), {.ranks = 2, .local_sgd_steps = 4}, batch(4));
+  EXPECT_NEAR(p.gradient_exchange_s, 0.5e-3, 1e-12);
+  EXPECT_NEAR(p.step_s, 12.5e-3, 1e-12);
+  EXPECT_EQ(p.overrides().back(), "train.local_sgd.steps=4");
+}
+
+TEST(Plan, PipelineStepIsTheSlowestStageOverMPlusKMinusOneSlots) {
+  // 2 stages x 2 micro-batches of 2 samples: 3 slots of the slowest stage (3 ms a sample), and
+  // one activation (1024 floats a sample) sent each way per slot.
+  const Prediction p = predict(two_layers(), device_node(),
+                               {.ranks = 2, .pipeline_stages = 2, .micro_batches = 2}, batch(4));
+  EXPECT_EQ(p.batch_per_replica, 4);
+  EXPECT_NEAR(p.bubble_fraction, 1.0 / 3, 1e-12);
+  EXPECT_NEAR(p.compute_s, 3 * 3e-3 * 2, 1e-12);
+  EXPECT_NEAR(p.pipeline_s, 3 * 2 * (4096.0 * 2 / 10e9), 1e-15);
+  EXPECT_FALSE(p.runnable);             // crest does not run pipelines yet, and says so
+  EXPECT_EQ(p.gradient_exchange_s, 0);  // one replica
+}
+
+TEST(Plan, SpatialSplitHalvesTheLayerAndExchangesOneRowEachWay) {
+  ModelFacts f = two_layers();
+  f.layers.resize(1);
+  WindowAxis w;
+  w.in_extent = w.out_extent = 8;
+  w.kernel = 3;
+  w.pad_lo = 1;
+  f.layers[0].windows = {w, w, w};
+  LayerFacts loss;
+  loss.name = "loss";
+  loss.kind = "mse_loss";
+  loss.in = Shape{2, 8, 8, 8};
+  loss.out = Shape{};
+  f.layers.push_back(loss);
+  f.trainable_bytes = f.parameter_bytes = f.optimizer_state_bytes = 8'000'000;
+  const Prediction p = predict(f, device_node(), {.ranks = 2, .spatial = {2, 1, 1}}, batch(2));
+  EXPECT_EQ(p.batch_per_replica, 2);
+  EXPECT_NEAR(p.compute_s, 0.5 * 2 * 3e-3, 1e-12);  // half of each sample's rows
+  // One row of 2 x 8 x 8 floats forward and twice backward, and the output gathered (half of it
+  // arrives) for the loss, for each of 2 samples.
+  EXPECT_NEAR(p.halo_s, (3 * 128 * 4 + 4096 / 2) * 2 / 10e9, 1e-15);
+  EXPECT_EQ(p.overrides(), (std::vector<std::string>{"data.batch_size=2", "dist.spatial=[2,1,1]"}));
+  // Eight parts of 8 rows with a 5-wide window dilated 3: the samples cannot be split so.
+  f.layers[0].windows[0].kernel = 5;
+  f.layers[0].windows[0].dilation = 3;
+  f.layers[0].windows[0].pad_lo = 6;
+  try {
+    predict(f, device_node(), {.ranks = 8, .spatial = {8, 1, 1}}, batch(1));
+    FAIL() << "the split was not refused";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dist.spatial"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Plan, ReadingLimitsTheStepWhenTheFileSystemIsSlow) {
+  Machine m = device_node();
+  m.shared_fs_gb_s = 0.001;  // 1 MB/s for 4 samples of 4 MB
+  const Prediction p = predict(two_layers(), m, {.ranks = 2}, batch(4));
+  EXPECT_NEAR(p.io_s, 16.0, 1e-9);
+  EXPECT_NEAR(p.step_s, 16.0, 1e-9);
+  ASSERT_FALSE(p.notes.empty());
+  EXPECT_NE(p.notes.back().find("reading limits the step"), std::string::npos);
+}
+
+TEST(Plan, AModelTooLargeForTheRankIsRankedLast) {
+  Machine m = device_node();
+  m.memory_gb_per_rank = 0.001;  // 1 MB
+  std::vector<Prediction> p{
+      predict(two_layers(), m, {.ranks = 2}, batch(4)),
+      predict(two_layers(), device_node(), {.ranks = 2, .local_sgd_steps = 4}, batch(4))};
+  EXPECT_FALSE(p[0].fits);
+  const std::vector<Prediction> ranked = rank_predictions(p);
+  EXPECT_EQ(ranked.front().d.local_sgd_steps, 4);
+}
+
+TEST(Plan, CandidatesHoldTheGlobalBatch) {
+  const ModelFacts f = two_layers();
+  // 4 ranks, global batch 4: data, lag, local SGD; 2-way splits (3 axes) x 2 data; 4-way splits
+  // (6 ways over 3 axes); two layers are too few for pipeline stages.
+  EXPECT_EQ(candidate_decompositions(f, 4, batch(4)).size(), 12u);
+  PlanOptions scaled = batch(4);
+  scaled.dynamic_loss_scaling = true;  // the lag is refused with it
+  EXPECT_EQ(candidate_decompositions(f, 4, scaled).size(), 11u);
+  // A global batch of 2 cannot be shared by 4 replicas: only the splits that leave 2 or 1.
+  for (const Decomposition& d : candidate_decompositions(f, 4, batch(2)))
+    EXPECT_GT(d.spatial_ranks(), 1) << d.name();
+  EXPECT_THROW(predict(f, device_node(), {.ranks = 4}, batch(2)), Error);
+}
+
+// The machine file: read, refused with file, line and key, and its measurements kept beside it.
+TEST(PlanMachine, ReadsAMachineAndRefusesWrongValuesByKey) {
+  test::TempDir d;
+  const auto write = [&](const std::string& text) {
+    std::ofstream(d.file("m.yaml")) << text;
+    return d.file("m.yaml");
+  };
+  const std::string good =
+      "name: n\nnodes: 2\nranks_per_node: 4\ncores_per_node: 8\ncompute: {gflops_per_core: 50}\n"
+      "network:\n  intra_node: {gb_s: 10, latency_us: 2}\n  inter_node: {gb_s: 12.5}\n"
+      "storage: {shared_fs_gb_s: 100}\n";
+  const Machine m = load_machine(write(good));
+  EXPECT_EQ(m.nodes, 2);
+  EXPECT_EQ(m.cores_per_node, 8);
+  EXPECT_EQ(m.gflops_per_core, 50);
+  EXPECT_EQ(m.inter_node.gb_s, 12.5);
+  EXPECT_EQ(m.shared_fs_gb_s, 100);
+  const auto refused = [&](const std::string& text, const std::string& what) {
+    try {
+      load_machine(write(text));
+      ADD_FAILURE() << "accepted: " << text;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.exit_code(), 2);
+      EXPECT_NE(std::string(e.what()).find(what), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("m.yaml"), std::string::npos) << e.what();
+    }
+  };
+  refused(good + "gpus: 6\n", "m.yaml:10: gpus: unknown key");
+  refused("name: n\nnetwork: {intra_node: {gb_s: 1}}\n", "ranks_per_node: missing");
+  refused("name: n\nranks_per_node: 2\nnetwork: {intra_node: {gb_s: -1}}\n",
+          "network.intra_node.gb_s: must be between");
+  refused("name: n\nranks_per_node: 2\nnodes: 2\nnetwork: {intra_node: {gb_s: 1}}\n",
+          "network.inter_node: missing");
+  refused(
+      "name: n\nranks_per_node: 2\ncompute: {gflops_per_core: 5}\nnetwork: {intra_node: "
+      "{gb_s: 1}}\n",
+      "needs cores_per_node");
+  refused("name: n\nranks_per_node: [2\n", "m.yaml:");
+}
+
+TEST(PlanMachine, MeasurementsRoundTripBesideTheDescription) {
+  test::TempDir d;
+  std::ofstream(d.file("m.yaml"))
+      << "name: n\nranks_per_node: 2\nnetwork: {intra_node: {gb_s: 1}}\n";
+  Machine m = load_machine(d.file("m.yaml"));
+  EXPECT_EQ(measured_path(m.file), d.file("m.measured.yaml"));
+  m.measured_allreduce = MeasuredAllreduce{2, 5, {3.25, 7.5}};
+  MeasuredTraining t;
+  t.model = "cosmoflow";
+  t.backend = "onednn";
+  t.precision = "float32";
+  t.threads = 2;
+  t.batch = 4;
+  t.step_s = 0.1 / 3;
+  t.update_s = 0.002;
+  t.trainable_bytes = 123456;
+  t.layers = {{"conv1", 0.011, 0.022, 1.5e9}};
+  m.measured_training = {t};
+  save_measured(m);
+  const Machine back = load_machine(d.file("m.yaml"));
+  ASSERT_TRUE(back.measured_allreduce);
+  EXPECT_EQ(back.measured_allreduce->link.gb_s, 3.25);
+  ASSERT_EQ(back.measured_training.size(), 1u);
+  EXPECT_EQ(back.measured_training[0].step_s, 0.1 / 3);  // every digit kept
+  EXPECT_EQ(back.measured_training[0].layers[0].forward_flops, 1.5e9);
+  EXPECT_EQ(measured_yaml(back), measured_yaml(m));
+}
+
+// Benchmark lines in, measurements out.
+TEST(PlanCalibration, FoldsProfilesAndFitsTheAllreduce) {
+  Machine m = device_node();
+  std::ostringstream lines;
+  lines << std::setprecision(17);
+  // A profile whose layers add up to twice the best step less the update: kept in proportion.
+  lines << R"({"bench":"train","model":"two","backend":"onednn","precision":"float32","threads":2,)"
+        << R"("batch":2,"ranks":1,"step_s_min":0.013,"update_s_min":0.001,"trainable_bytes":10})"
+        << "\n"
+        << R"({"layer":"a","forward_ms":4,"backward_ms":8,"forward_flop":2e9})"
+        << "\n"
+        << R"({"layer":"b","forward_ms":4,"backward_ms":8,"forward_flop":2e9})"
+        << "\n";
+  // Exact ring times on 2 ranks for 5 us and 2 GB/s: 2 * 5 us + bytes / 2 GB/s.
+  for (double bytes : {4096.0, 1048576.0, 33554432.0})
+    lines << R"({"bench":"allreduce","ranks":2,"bytes":)" << bytes << R"(,"time_us":)"
+          << (10e-6 + bytes / 2e9) * 1e6 << "}\n";
+  lines << R"({"bench":"peak","gflops":100})"
+        << "\n";
+  std::istringstream in(lines.str());
+  const CalibrationSummary s = calibrate(m, in, "bench.jsonl");
+  EXPECT_EQ(s.trainings, 1);
+  EXPECT_EQ(s.allreduce_fits, 1);
+  EXPECT_EQ(s.ignored_lines, 1);
+  ASSERT_EQ(m.measured_training.size(), 1u);
+  const MeasuredTraining& t = m.measured_training[0];
+  ASSERT_EQ(t.layers.size(), 2u);
+  EXPECT_NEAR(t.layers[0].forward_s, 0.002 * 0.5, 1e-12);  // per sample, scaled to the best step
+  EXPECT_NEAR(t.layers[0].backward_s, 0.004 * 0.5, 1e-12);
+  EXPECT_NEAR(t.layers[0].forward_flops, 1e9, 1e-3);
+  ASSERT_TRUE(m.measured_allreduce);
+  EXPECT_NEAR(m.measured_allreduce->link.gb_s, 2, 1e-9);
+  EXPECT_NEAR(m.measured_allreduce->link.latency_us, 5, 1e-6);
+  // The profile now gives the layers' times: two layers at 3 ms a sample, batch 2 per rank.
+  const Prediction p = predict(two_layers(), m, {.ranks = 1}, batch(2));
+  EXPECT_EQ(p.source, ComputeSource::measured);
+  EXPECT_NEAR(p.compute_s, 2 * 2 * 3e-3 + p.update_s, 1e-12);
+  EXPECT_GT(p.update_s, 0);
+  // The same run again replaces the measurement instead of adding a second.
+  std::istringstream again(lines.str());
+  calibrate(m, again, "bench.jsonl");
+  EXPECT_EQ(m.measured_training.size(), 1u);
+}
+
+TEST(PlanCalibration, RefusesLinesItCannotUse) {
+  Machine m = device_node();
+  std::istringstream no_profile(
+      R"({"bench":"train","model":"x","backend":"b","precision":"float32","threads":1,"batch":1,)"
+      R"("ranks":1,"step_s_min":1,"update_s_min":0,"trainable_bytes":4})"
+      "\n");
+  EXPECT_THROW(
+      {
+        try {
+          calibrate(m, no_profile, "b.jsonl");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("b.jsonl:1"), std::string::npos);
+          EXPECT_NE(std::string(e.what()).find("--profile"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+  std::istringstream garbage("{\"bench\":\"peak\"}\nnot json\n");
+  EXPECT_THROW(
+      {
+        try {
+          calibrate(m, garbage, "b.jsonl");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("b.jsonl:2: not a JSON line"), std::string::npos);
+          throw;
+        }
+      },
+      Error);
+}
+
+TEST(PlanModelFacts, CountWhatTheCompiledProgramCounts) {
+  const Config c = load_config(test::source_path("configs/cosmoflow-demo.yaml"), {});
+  const ModelFacts f = model_facts(c);
+  EXPECT_EQ(f.model, "cosmoflow");
+  size_t trainable = 0;
+  int windowed = 0, heads = 0;
+  for (const LayerFacts& l : f.layers) {
+    trainable += l.trainable_bytes;
+    windowed += l.windows.size() == 3;
+    heads += l.dense_on_features;
+  }
+  // The flat buffer aligns each parameter: the padding is exchanged too.
+  EXPECT_LE(trainable, f.trainable_bytes);
+  EXPECT_GT(static_cast<double>(trainable), 0.999 * static_cast<double>(f.trainable_bytes));
+  EXPECT_EQ(heads, 1);                                    // fc1 reads the flattened features
+  EXPECT_GE(windowed, 4);                                 // a conv and a pool per block
+  EXPECT_EQ(f.optimizer_state_bytes, f.trainable_bytes);  // SGD's velocity
+  EXPECT_GT(f.arena_batch2, f.arena_batch1);
+  EXPECT_EQ(f.sample_bytes, static_cast<size_t>(c.data.model_sample_shape().numel()) * 4);
+  EXPECT_GT(f.forward_flops(), 0);
+  EXPECT_GT(f.backward_flops(), f.forward_flops());
+}
+
+}  // namespace
+}  // namespace crest
