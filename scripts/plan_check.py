@@ -34,6 +34,16 @@ def threads_per_rank(cores, ranks):
     return max(1, cores // ranks)
 
 
+def case_kinds(ranks, spatial):
+    """(crest bench train flags, crest plan's name of the decomposition) for a rank count."""
+    if ranks == 1:
+        return [([], "one rank")]
+    kinds = [([], "data"), (["--gradient-lag", "1"], "data + lag")]
+    if spatial:
+        kinds.append((["--spatial", f"{ranks},1,1"], f"spatial [{ranks}, 1, 1]"))
+    return kinds
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--crest", default="build/bin/crest")
@@ -45,42 +55,46 @@ def main():
     p.add_argument("--cores", type=int, default=os.cpu_count())
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=3)
+    p.add_argument("--spatial", action="store_true",
+                   help="also each rank count's depth split of one sample, planned from the "
+                        "unsplit profile (nothing of the split is calibrated)")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="crest-plan-check-")
     machine = os.path.join(work, "machine.yaml")
     shutil.copy(a.machine, machine)
     size = ["--model", "cosmoflow", "--size", str(a.size), "--batch", str(a.batch)]
-    # Calibration: one profile per thread count the ranks will use, and the allreduce.
+    overrides = [f"data.sample_shape=[{a.size},{a.size},{a.size},4]", f"data.batch_size={a.batch}"]
+    cases = [(r, flags, name) for r in a.ranks for flags, name in case_kinds(r, a.spatial)]
     bench = os.path.join(work, "bench.jsonl")
-    with open(bench, "w") as f:
-        for t in sorted({threads_per_rank(a.cores, r) for r in a.ranks}):
-            for line in run([a.crest, "bench", "train", *size, "--steps", "3", "--warmup", "1",
-                             "--threads", str(t), "--profile"]):
-                f.write(json.dumps(line) + "\n")
+    measured = {}
+    for _ in range(a.rounds):
+        with open(bench, "a") as f:
+            for t in sorted({threads_per_rank(a.cores, r) for r in a.ranks}):
+                for line in run([a.crest, "bench", "train", *size, "--steps", str(a.steps),
+                                 "--warmup", "1", "--threads", str(t), "--profile"]):
+                    f.write(json.dumps(line) + "\n")
+        for r, flags, name in cases:  # interleaved with the profiles: one noisy spell hits both
+            cmd = [a.crest, "bench", "train", *size, "--steps", str(a.steps), "--warmup", "1",
+                   "--threads", str(threads_per_rank(a.cores, r)), *flags]
+            step = run(cmd, ranks=r)[0]["step_s_min"]
+            measured[(r, name)] = min(measured.get((r, name), step), step)
+    with open(bench, "a") as f:
         for line in run([a.crest, "bench", "allreduce", "--sizes", "4K,64K,1M,8M,32M"], ranks=2):
             f.write(json.dumps(line) + "\n")
     subprocess.run([a.crest, "plan", "calibrate", "--machine", machine, bench], check=True,
                    stdout=sys.stderr)
-    overrides = [f"data.sample_shape=[{a.size},{a.size},{a.size},4]", f"data.batch_size={a.batch}"]
-    plans = run([a.crest, "plan", "--config", a.config, "--machine", machine, *overrides,
-                 "--ranks", ",".join(map(str, a.ranks)), "--format", "json"])
-    cases = []
+    plans = {}  # (ranks, decomposition) -> the plan's JSON line
     for r in a.ranks:
-        for lag in ([False, True] if r > 1 else [False]):
-            name = "one rank" if r == 1 else ("data + lag" if lag else "data")
-            plan = next(x for x in plans if x["ranks"] == r and x["decomposition"] == name)
-            cases.append((r, lag, name, plan))
-    measured = {}
-    for _ in range(a.rounds):  # interleaved: a noisy spell hits every case alike
-        for r, lag, name, _plan in cases:
-            cmd = [a.crest, "bench", "train", *size, "--steps", str(a.steps), "--warmup", "1",
-                   "--threads", str(threads_per_rank(a.cores, r))]
-            if lag:
-                cmd += ["--gradient-lag", "1"]
-            step = run(cmd, ranks=r)[0]["step_s_min"]
-            measured[(r, name)] = min(measured.get((r, name), step), step)
-    for r, lag, name, plan in cases:
+        # A split shares one group's batch (asked first: the first plan of a name is kept); the
+        # data-parallel cases hold the batch per rank.
+        for global_batch in ([a.batch, a.batch * r] if a.spatial and r > 1 else [a.batch * r]):
+            for x in run([a.crest, "plan", "--config", a.config, "--machine", machine,
+                          *overrides, "--ranks", str(r), "--global-batch", str(global_batch),
+                          "--format", "json"]):
+                plans.setdefault((r, x["decomposition"]), x)
+    for r, _flags, name in cases:
         m = measured[(r, name)]
+        plan = plans[(r, name)]
         print(json.dumps({"check": "plan", "ranks": r, "decomposition": name,
                           "threads_per_rank": threads_per_rank(a.cores, r),
                           "predicted_step_s": plan["step_s"], "measured_step_s": m,

@@ -13,15 +13,30 @@ namespace {
 
 bool same_flops(double a, double b) { return std::abs(a - b) <= 1e-6 * std::max(a, b) + 1e-3; }
 
-// The layers of `t` that are the model's (same name, same forward FLOPs per sample).
+int ranks_of(const std::vector<int>& parts) {
+  int n = 1;
+  for (int p : parts) n *= p;
+  return n;
+}
+
+// The measured layer is the model's: the same name, and the same forward FLOPs per sample — or,
+// measured on a block of a split into `ranks`, between a block's share and the whole (the
+// layers after the split run whole).
+bool same_layer(const MeasuredLayer& measured, const LayerFacts& l, int ranks) {
+  if (ranks == 1) return same_flops(measured.forward_flops, l.forward_flops);
+  return measured.forward_flops >= 0.9 * l.forward_flops / ranks &&
+         measured.forward_flops <= l.forward_flops * (1 + 1e-6) + 1e-3;
+}
+
+// The layers of `t` that are the model's.
 std::map<size_t, const MeasuredLayer*> matches(const ModelFacts& model, const MeasuredTraining& t) {
   std::map<std::string, const MeasuredLayer*> by_name;
   for (const MeasuredLayer& l : t.layers) by_name[l.name] = &l;
   std::map<size_t, const MeasuredLayer*> m;
+  const int ranks = ranks_of(t.spatial);
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const auto it = by_name.find(model.layers[i].name);
-    if (it != by_name.end() && same_flops(it->second->forward_flops, model.layers[i].forward_flops))
-      m[i] = it->second;
+    if (it != by_name.end() && same_layer(*it->second, model.layers[i], ranks)) m[i] = it->second;
   }
   return m;
 }
@@ -29,12 +44,13 @@ std::map<size_t, const MeasuredLayer*> matches(const ModelFacts& model, const Me
 // The measurement that covers most of the model's layers, on its backend and precision; among
 // equals the one whose threads are closest to `threads`.
 const MeasuredTraining* best_measurement(const ModelFacts& model, const Machine& machine,
-                                         double threads) {
+                                         double threads, const std::vector<int>& spatial) {
   const MeasuredTraining* best = nullptr;
   size_t best_count = 0;
   double best_distance = 0;
   for (const MeasuredTraining& t : machine.measured_training) {
     if (t.backend != model.backend || t.precision != model.precision) continue;
+    if (t.spatial != spatial) continue;
     const size_t count = matches(model, t).size();
     const double distance = std::abs(std::log(t.threads / threads));
     if (count > best_count || (count == best_count && count > 0 && distance < best_distance)) {
@@ -58,10 +74,14 @@ double measured_rate(const MeasuredTraining& t, const ModelFacts& model) {
 
 }  // namespace
 
-ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads) {
+ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads,
+                           const std::vector<int>& spatial) {
   ComputeTimes c;
   c.layers.resize(model.layers.size());
-  const MeasuredTraining* t = best_measurement(model, machine, threads);
+  const bool split = ranks_of(spatial) > 1;
+  const MeasuredTraining* t = split ? best_measurement(model, machine, threads, spatial) : nullptr;
+  c.split_measured = t != nullptr;
+  if (!t) t = best_measurement(model, machine, threads, {});
   // A CPU rank's time scales with the cores it gets; a device's does not.
   const double scale = t && machine.cores_per_node > 0 ? t->threads / threads : 1.0;
   const auto found = t ? matches(model, *t) : std::map<size_t, const MeasuredLayer*>{};
@@ -96,7 +116,7 @@ ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, doub
     std::ostringstream os;
     os << "compute: " << found.size() << " of " << model.layers.size()
        << " layers measured (crest bench train --profile, " << t->threads << " threads, batch "
-       << t->batch << ")";
+       << t->batch << (c.split_measured ? ", split" : "") << ")";
     if (scale != 1) os << ", scaled to " << threads << " threads";
     c.notes.push_back(os.str());
   } else {

@@ -19,12 +19,16 @@ struct ComputeTimes {
   std::vector<LayerTime> layers;  // ModelFacts::layers' order
   double update_s = 0;            // the optimizer, per step
   ComputeSource source = ComputeSource::given_rate;
+  // The times are a split run's blocks (crest bench train --spatial), halo exchanges included.
+  bool split_measured = false;
   std::vector<std::string> notes;
 };
 
 // `threads`: the cores a rank computes with (a CPU node's cores over its ranks; may be below 1
-// when ranks outnumber cores). Throws crest::Error (usage) when the machine has neither a
-// measurement nor a rate.
-ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads);
+// when ranks outnumber cores). `spatial`: the decomposition's parts per axis (empty or all 1:
+// unsplit); a measurement of that very split is used where the machine has one. Throws
+// crest::Error (usage) when the machine has neither a measurement nor a rate.
+ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads,
+                           const std::vector<int>& spatial = {});
 
 }  // namespace crest

@@ -100,12 +100,18 @@ Link read_link(const Reader& r, const YAML::Node& n, const std::string& path) {
 
 MeasuredTraining read_training(const Reader& r, const YAML::Node& n, const std::string& path) {
   r.check_keys(n, path,
-               {"model", "backend", "precision", "threads", "batch", "step_s", "update_s",
-                "trainable_bytes", "layers"});
+               {"model", "backend", "precision", "spatial", "threads", "batch", "step_s",
+                "update_s", "trainable_bytes", "layers"});
   MeasuredTraining t;
   t.model = r.string(n["model"], path + ".model");
   t.backend = r.string(n["backend"], path + ".backend");
   t.precision = r.string(n["precision"], path + ".precision");
+  if (const YAML::Node sp = n["spatial"]) {
+    if (!sp.IsSequence()) r.fail(sp, path + ".spatial", "expected a list of parts per axis");
+    for (size_t i = 0; i < sp.size(); ++i)
+      t.spatial.push_back(
+          r.integer(sp[i], path + ".spatial[" + std::to_string(i) + "]", 1, 1 << 20));
+  }
   t.threads = r.integer(n["threads"], path + ".threads", 1, 1 << 16);
   t.batch = r.integer(n["batch"], path + ".batch", 1, 1 << 30);
   t.step_s = r.number(n["step_s"], path + ".step_s", 0, kHuge);
@@ -208,9 +214,11 @@ void emit_measured(YAML::Emitter& e, const Machine& m) {
     for (const MeasuredTraining& t : m.measured_training) {
       e << YAML::BeginMap << YAML::Key << "model" << YAML::Value << t.model << YAML::Key
         << "backend" << YAML::Value << t.backend << YAML::Key << "precision" << YAML::Value
-        << t.precision << YAML::Key << "threads" << YAML::Value << t.threads << YAML::Key << "batch"
-        << YAML::Value << t.batch << YAML::Key << "step_s" << YAML::Value << t.step_s << YAML::Key
-        << "update_s" << YAML::Value << t.update_s << YAML::Key << "trainable_bytes" << YAML::Value
+        << t.precision;
+      if (!t.spatial.empty()) e << YAML::Key << "spatial" << YAML::Value << YAML::Flow << t.spatial;
+      e << YAML::Key << "threads" << YAML::Value << t.threads << YAML::Key << "batch" << YAML::Value
+        << t.batch << YAML::Key << "step_s" << YAML::Value << t.step_s << YAML::Key << "update_s"
+        << YAML::Value << t.update_s << YAML::Key << "trainable_bytes" << YAML::Value
         << t.trainable_bytes << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
       for (const MeasuredLayer& l : t.layers)
         e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << l.name

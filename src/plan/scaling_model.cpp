@@ -306,7 +306,7 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
   const auto batch = static_cast<double>(p.batch_per_replica);
   const Placement place = crest::place(m, d.ranks);
   p.threads_per_rank = std::max(1, static_cast<int>(std::floor(place.threads)));
-  const ComputeTimes times = compute_times(model, m, place.threads);
+  const ComputeTimes times = compute_times(model, m, place.threads, d.spatial);
   p.source = times.source;
   p.notes = times.notes;
   const double state_ratio = static_cast<double>(model.optimizer_state_bytes) /
@@ -325,7 +325,9 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     SpatialCosts sc;
     sc.share = whole;
     if (d.spatial_ranks() > 1) sc = spatial_costs(model, d.spatial);
-    const Totals t = totals(times, sc.share, batch);
+    // A measured split: its layers' times are already a block's, halo exchanges included.
+    const std::vector<double>& share = times.split_measured ? whole : sc.share;
+    const Totals t = totals(times, share, batch);
     p.update_s = times.update_s;
     p.compute_s = t.forward + t.backward + p.update_s;
     const double grad_scale = o.gradient_element_bytes / 4.0;
@@ -334,7 +336,7 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
       const LayerFacts& l = model.layers[i];
       const double part = l.dense_on_features && d.spatial_ranks() > 1 ? sc.share[i] : 1.0;
       bytes.push_back(static_cast<double>(l.trainable_bytes) * grad_scale * part);
-      backward_s.push_back(times.layers[i].backward * sc.share[i] * batch);
+      backward_s.push_back(times.layers[i].backward * share[i] * batch);
     }
     const Exchange e = simulate_buckets(bytes, backward_s, o, allreduce);
     p.gradient_exchange_s = e.total_s;
@@ -348,7 +350,7 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     } else {
       p.exposed_exchange_s = std::max(0.0, e.end_s - t.backward);
     }
-    if (d.spatial_ranks() > 1) {
+    if (d.spatial_ranks() > 1 && !times.split_measured) {
       const int s = d.spatial_ranks();
       const Link link = s <= place.ranks_on_node ? m.node_link() : m.inter_node;
       p.halo_s =

@@ -306,10 +306,47 @@ TEST(PlanCalibration, FoldsProfilesAndFitsTheAllreduce) {
   EXPECT_EQ(p.source, ComputeSource::measured);
   EXPECT_NEAR(p.compute_s, 2 * 2 * 3e-3 + p.update_s, 1e-12);
   EXPECT_GT(p.update_s, 0);
-  // The same run again replaces the measurement instead of adding a second.
-  std::istringstream again(lines.str());
-  calibrate(m, again, "bench.jsonl");
-  EXPECT_EQ(m.measured_training.size(), 1u);
+  // The same run again, slower: the faster measurement stays; faster: it replaces it.
+  for (const double step : {0.026, 0.0075}) {
+    std::string text = lines.str();
+    text.replace(text.find("0.013"), 5, std::to_string(step).substr(0, 6));
+    std::istringstream again(text);
+    calibrate(m, again, "bench.jsonl");
+    ASSERT_EQ(m.measured_training.size(), 1u);
+    EXPECT_EQ(m.measured_training[0].step_s, std::min(step, 0.013));
+  }
+}
+
+TEST(PlanCalibration, ASplitRunsMeasurementGivesThatSplitsTimes) {
+  // crest bench train --spatial 2,1,1 --profile: rank 0's block times, halo included, for a
+  // batch of 2 per group; the unsplit prediction is left to the unsplit measurement or rate.
+  Machine m = device_node();
+  std::ostringstream lines;
+  lines << R"({"bench":"train","model":"two","backend":"onednn","precision":"float32","threads":1,)"
+        << R"("batch":2,"ranks":2,"spatial":"2,1,1","data_parallel":1,"step_s_min":0.020,)"
+        << R"("update_s_min":0,"trainable_bytes":10000000})"
+        << "\n"
+        << R"({"layer":"a","forward_ms":3,"backward_ms":7,"forward_flop":1.1e9})"
+        << "\n"
+        << R"({"layer":"b","forward_ms":3,"backward_ms":7,"forward_flop":1.1e9})"
+        << "\n"
+        // A data-parallel run includes the exchange the model adds itself: left alone.
+        << R"({"bench":"train","model":"two","ranks":2,"step_s_min":1})"
+        << "\n";
+  std::istringstream in(lines.str());
+  const CalibrationSummary s = calibrate(m, in, "split.jsonl");
+  EXPECT_EQ(s.trainings, 1);
+  EXPECT_EQ(s.ignored_lines, 1);
+  ASSERT_EQ(m.measured_training.size(), 1u);
+  EXPECT_EQ(m.measured_training[0].spatial, (std::vector<int>{2, 1, 1}));
+  const Prediction split = predict(two_layers(), m, {.ranks = 2, .spatial = {2, 1, 1}}, batch(2));
+  EXPECT_EQ(split.source, ComputeSource::measured);
+  EXPECT_NEAR(split.compute_s, 0.020, 1e-12);  // the measured step: the blocks' times
+  EXPECT_EQ(split.halo_s, 0);                  // inside the layers' times
+  // Another split has no measurement: planned from the rate with its halo.
+  const Prediction other = predict(two_layers(), m, {.ranks = 2, .spatial = {1, 2, 1}}, batch(2));
+  EXPECT_EQ(other.source, ComputeSource::given_rate);
+  EXPECT_NEAR(other.compute_s, 0.5 * 2 * 6e-3, 1e-12);
 }
 
 TEST(PlanCalibration, RefusesLinesItCannotUse) {

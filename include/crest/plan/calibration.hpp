@@ -1,8 +1,8 @@
 // crest plan calibrate: folds the JSON lines of crest's own benchmarks into a machine's
 // measurements (docs/scaling.md, "Calibration").
 //   crest bench train --profile, on one rank: a MeasuredTraining (per-layer times per sample,
-//     the optimizer's time), replacing an earlier one of the same model, backend, precision,
-//     threads and batch;
+//     the optimizer's time); of two runs of the same model, backend, precision, split, threads
+//     and batch the one with the faster best step is kept;
 //   crest bench allreduce, on n ranks of one node (two sizes or more): the ring model's latency
 //     and bandwidth, least squares over the sizes.
 // Other lines (bench loader, bench peak, a multi-rank bench train) are counted and left alone.

@@ -22,9 +22,12 @@ struct MeasuredLayer {
   double forward_flops = 0;  // to tell the same layer from one of the same name at another size
 };
 
-// One `crest bench train --profile` run on one rank (no communication in it).
+// One `crest bench train --profile` run: on one rank (no communication in it), or on one
+// spatial group (`spatial`: the layers' times are rank 0's on its block, halo exchanges
+// included).
 struct MeasuredTraining {
   std::string model, backend, precision;
+  std::vector<int> spatial;  // dist.spatial of the run; empty: unsplit
   int threads = 1;
   int64_t batch = 1;
   double step_s = 0;    // best step

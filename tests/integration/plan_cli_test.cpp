@@ -1,0 +1,133 @@
+// crest plan from the command line (docs/scaling.md): the table and its recommendation, the JSON
+// lines, calibration from a real crest bench train --profile run, and the refusals (exit 2,
+// naming what is wrong, an existing measurements file left as it was).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "support/cli_util.hpp"
+#include "support/test_util.hpp"
+#include "support/tiny_run.hpp"
+
+namespace crest {
+namespace {
+
+using test::run_crest;
+using test::TempDir;
+
+bool has(const std::string& s, const std::string& what) {
+  return s.find(what) != std::string::npos;
+}
+
+// A copy of the development machine's description in `d` (calibration writes beside it).
+std::string machine_copy(const TempDir& d) {
+  const std::string to = d.file("node.yaml");
+  std::ifstream in(test::source_path("configs/machines/two-core-node.yaml"));
+  std::ofstream(to) << in.rdbuf();
+  return to;
+}
+
+std::string read(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(PlanCli, RanksEveryDecompositionAndRecommendsOne) {
+  TempDir d;
+  const auto r = run_crest("plan " + test::tiny_cosmoflow_args() + " --machine " + machine_copy(d) +
+                           " --ranks 1,2,4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_TRUE(has(r.out, "1 rank, global batch 4")) << r.out;
+  EXPECT_TRUE(has(r.out, "4 ranks, global batch 16")) << r.out;
+  EXPECT_TRUE(has(r.out, "spatial [2, 1, 1] x 2 data")) << r.out;
+  EXPECT_TRUE(has(r.out, "recommended: mpirun -np 4 crest train --config")) << r.out;
+  EXPECT_TRUE(has(r.out, "compute: FLOPs at the given rate")) << r.out;
+}
+
+TEST(PlanCli, JsonLinesOneRecommendationPerRankCount) {
+  TempDir d;
+  const auto r = run_crest("plan " + test::tiny_cosmoflow_args() + " --machine " + machine_copy(d) +
+                           " --ranks 2 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_GE(lines.size(), 5u) << r.out;
+  int recommended = 0;
+  for (const auto& j : lines) {
+    EXPECT_EQ(j["ranks"], 2);
+    EXPECT_GT(j["step_s"].get<double>(), 0);
+    EXPECT_EQ(j["global_batch"], 8);  // the demo's batch of 4 per rank
+    recommended += j["recommended"].get<bool>();
+    if (has(j["decomposition"].get<std::string>(), "pipeline")) {
+      EXPECT_FALSE(j["runnable"].get<bool>());
+      EXPECT_FALSE(j["recommended"].get<bool>());
+    }
+  }
+  EXPECT_EQ(recommended, 1);
+  EXPECT_TRUE(lines.front()["recommended"].get<bool>());  // ranked first
+}
+
+TEST(PlanCli, CalibratesFromABenchTrainProfile) {
+  TempDir d;
+  const std::string machine = machine_copy(d);
+  // The network bench train builds (five conv blocks) at 32^3 with 4 filters, measured.
+  const auto bench = run_crest(
+      "bench train --model cosmoflow --size 32 --conv-size 4 --batch 2 --steps 1 --warmup 0 "
+      "--threads 1 --profile > " +
+      d.file("bench.jsonl"));
+  ASSERT_EQ(bench.code, 0) << bench.out;
+  const auto cal = run_crest("plan calibrate --machine " + machine + " " + d.file("bench.jsonl"));
+  ASSERT_EQ(cal.code, 0) << cal.out;
+  EXPECT_TRUE(has(cal.out, "1 training profile(s)")) << cal.out;
+  EXPECT_TRUE(has(read(d.file("node.measured.yaml")), "model: cosmoflow"));
+  const std::string description = read(machine);
+  const auto r = run_crest("plan " + test::tiny_cosmoflow_args() +
+                           " model.n_conv_layers=5 data.sample_shape=[32,32,32,4]"
+                           " model.input_shape=[32,32,32,4] --machine " +
+                           machine + " --ranks 1 --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_FALSE(lines.empty()) << r.out;
+  EXPECT_EQ(lines.front()["compute_source"], "measured") << r.out;
+  EXPECT_GT(lines.front()["update_s"].get<double>(), 0);
+  EXPECT_EQ(read(machine), description);  // the description a person wrote is never rewritten
+}
+
+TEST(PlanCli, RefusesBadInputNamingIt) {
+  TempDir d;
+  const std::string machine = machine_copy(d);
+  const std::string plan = "plan " + test::tiny_cosmoflow_args() + " --machine ";
+  auto r = run_crest(plan + d.file("none.yaml"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "none.yaml: cannot open the machine file")) << r.out;
+  r = run_crest(plan + machine + " --ranks 5");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "--ranks: 5 is not between 1 and two-core-node's 4 ranks")) << r.out;
+  r = run_crest(plan + machine + " --format xml");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "--format")) << r.out;
+  // Calibration: nothing usable, then a line that is not JSON; an existing measurements file
+  // stays as it was.
+  std::ofstream(d.file("node.measured.yaml"))
+      << "allreduce: {ranks: 2, sizes: 3, gb_s: 1, latency_us: 2}\n";
+  const std::string before = read(d.file("node.measured.yaml"));
+  std::ofstream(d.file("peak.jsonl")) << "{\"bench\":\"peak\",\"gflops\":10}\n";
+  r = run_crest("plan calibrate --machine " + machine + " " + d.file("peak.jsonl"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "nothing to calibrate from")) << r.out;
+  std::ofstream(d.file("bad.jsonl")) << "{\"bench\":\"peak\"}\nGFLOP/s: 10\n";
+  r = run_crest("plan calibrate --machine " + machine + " " + d.file("bad.jsonl"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "bad.jsonl:2: not a JSON line")) << r.out;
+  EXPECT_EQ(read(d.file("node.measured.yaml")), before);
+  // A measurements file that is wrong is named like the description.
+  std::ofstream(d.file("node.measured.yaml")) << "allreduce: {ranks: 1}\n";
+  r = run_crest(plan + machine);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_TRUE(has(r.out, "node.measured.yaml:1: allreduce.ranks: must be between 2")) << r.out;
+}
+
+}  // namespace
+}  // namespace crest
