@@ -12,8 +12,9 @@ namespace crest {
 namespace {
 
 struct Line {
+  Line(nlohmann::json object, int line_number) : j(std::move(object)), number(line_number) {}
   nlohmann::json j;
-  int number = 0;
+  int number;
 };
 
 double number_of(const Line& l, const char* key, const std::string& source) {
@@ -112,27 +113,26 @@ MeasuredAllreduce fit_allreduce(int ranks, const std::vector<std::pair<double, d
 
 }  // namespace
 
-CalibrationSummary calibrate(Machine& machine, std::istream& in, const std::string& source) {
+CalibrationSummary calibrate(Machine& machine, std::istream& lines, const std::string& source) {
   CalibrationSummary s;
-  std::vector<Line> lines;
+  std::vector<Line> parsed;
   std::string text;
-  for (int number = 1; std::getline(in, text); ++number) {
+  for (int number = 1; std::getline(lines, text); ++number) {
     if (text.find_first_not_of(" \t\r") == std::string::npos) continue;
-    Line l;
-    l.number = number;
+    nlohmann::json j;
     try {
-      l.j = nlohmann::json::parse(text);
+      j = nlohmann::json::parse(text);
     } catch (const nlohmann::json::exception&) {
       throw_input(source + ":" + std::to_string(number) +
                   ": not a JSON line (crest bench prints one JSON object per line)");
     }
-    if (!l.j.is_object())
+    if (!j.is_object())
       throw_input(source + ":" + std::to_string(number) + ": expected a JSON object");
-    lines.push_back(std::move(l));
+    parsed.emplace_back(std::move(j), number);
   }
   std::map<int, std::vector<std::pair<double, double>>> allreduce;  // ranks -> (bytes, s)
-  for (size_t i = 0; i < lines.size(); ++i) {
-    const Line& l = lines[i];
+  for (size_t i = 0; i < parsed.size(); ++i) {
+    const Line& l = parsed[i];
     const std::string bench = l.j.value("bench", "");
     // One rank, or one spatial group (its layers' times are a block's); a data-parallel run's
     // times include the exchange, which the model adds itself.
@@ -140,7 +140,8 @@ CalibrationSummary calibrate(Machine& machine, std::istream& in, const std::stri
                            (l.j.contains("spatial") && l.j.value("data_parallel", 0) == 1);
     if (bench == "train" && one_group) {
       std::vector<Line> layers;
-      while (i + 1 < lines.size() && lines[i + 1].j.contains("layer")) layers.push_back(lines[++i]);
+      while (i + 1 < parsed.size() && parsed[i + 1].j.contains("layer"))
+        layers.push_back(parsed[++i]);
       if (layers.empty())
         throw_input(source + ":" + std::to_string(l.number) +
                     ": a bench train line without its per-layer lines: run crest bench train "

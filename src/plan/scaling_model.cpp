@@ -145,6 +145,11 @@ struct SpatialCosts {
   std::string gathered_at;    // the first layer that runs whole again ("" : none)
 };
 
+// Spatial axis `axis` of a per-sample shape [c, spatial...].
+int64_t extent(const Shape& per_sample, size_t axis) {
+  return per_sample[static_cast<int>(axis) + 1];
+}
+
 // A layer's halo along every split axis, on the group rank that receives the most.
 void add_halo(const LayerFacts& l, const std::vector<int>& parts, SpatialCosts& c) {
   const int64_t channels = l.in[0];
@@ -152,7 +157,7 @@ void add_halo(const LayerFacts& l, const std::vector<int>& parts, SpatialCosts& 
     if (parts[a] <= 1) continue;
     double cross = static_cast<double>(channels);
     for (size_t b = 0; b < parts.size(); ++b)
-      if (b != a) cross *= static_cast<double>(block_range(l.in[b + 1], parts[b], 0).size());
+      if (b != a) cross *= static_cast<double>(block_range(extent(l.in, b), parts[b], 0).size());
     int64_t most = 0;
     int messages = 0;
     for (int i = 0; i < parts[a]; ++i) {
@@ -174,7 +179,7 @@ SpatialCosts spatial_costs(const ModelFacts& model, const std::vector<int>& part
   SpatialCosts c;
   c.share.assign(model.layers.size(), 1.0);
   for (size_t a = 0; a < parts.size(); ++a)
-    c.sample_share *= largest_share(model.sample[a], parts[a]);
+    c.sample_share *= largest_share(model.sample[static_cast<int>(a)], parts[a]);
   const auto spatial_rank = static_cast<int>(parts.size()) + 1;  // [c, spatial...]
   double last_split_out = 0;
   bool any_split = false;
@@ -205,7 +210,7 @@ SpatialCosts spatial_costs(const ModelFacts& model, const std::vector<int>& part
       }
     }
     double share = 1;
-    for (size_t a = 0; a < parts.size(); ++a) share *= largest_share(l.out[a + 1], parts[a]);
+    for (size_t a = 0; a < parts.size(); ++a) share *= largest_share(extent(l.out, a), parts[a]);
     c.share[i] = share;
     c.group_reductions += l.batch_norm ? 2 : 0;
     last_split_out = static_cast<double>(l.out.numel()) * sizeof(float);
@@ -394,21 +399,29 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
 
 namespace {
 
-// Every way to write `n` as an ordered product of `axes` factors, each at most its axis' extent.
-void factorizations(int n, size_t axis, const Shape& sample, std::vector<int>& cur,
-                    std::vector<std::vector<int>>& out) {
-  if (axis + 1 == cur.size()) {
-    if (n <= sample[axis]) {
-      cur[axis] = n;
-      out.push_back(cur);
-    }
-    return;
-  }
+// Every way to write `n` as an ordered product of one factor per spatial axis of `sample`
+// (channels last), each at most its axis' extent: an odometer over the divisors of `n`.
+std::vector<std::vector<int>> factorizations(int n, const Shape& sample) {
+  std::vector<int> divisors;
   for (int f = 1; f <= n; ++f)
-    if (n % f == 0 && f <= sample[axis]) {
-      cur[axis] = f;
-      factorizations(n / f, axis + 1, sample, cur, out);
+    if (n % f == 0) divisors.push_back(f);
+  const auto axes = static_cast<size_t>(sample.rank() - 1);
+  std::vector<size_t> digit(axes, 0);
+  std::vector<std::vector<int>> out;
+  while (true) {
+    std::vector<int> parts(axes);
+    int64_t product = 1;
+    bool fits = true;
+    for (size_t a = 0; a < axes; ++a) {
+      parts[a] = divisors[digit[a]];
+      product *= parts[a];
+      fits = fits && parts[a] <= sample[static_cast<int>(a)];
     }
+    if (fits && product == n) out.push_back(parts);
+    size_t a = axes;  // the next combination: the last axis turns fastest
+    while (a > 0 && ++digit[a - 1] == divisors.size()) digit[--a] = 0;
+    if (a == 0) return out;
+  }
 }
 
 }  // namespace
@@ -423,13 +436,10 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
     if (ranks > 1 && local_sgd_steps > 1)
       c.push_back({.ranks = ranks, .local_sgd_steps = local_sgd_steps});
   }
-  const size_t axes = static_cast<size_t>(model.sample.rank() - 1);
   for (int s = 2; s <= ranks && s <= 64; ++s) {
     if (ranks % s != 0 || !divides(ranks / s)) continue;
-    std::vector<int> cur(axes, 1);
-    std::vector<std::vector<int>> splits;
-    factorizations(s, 0, model.sample, cur, splits);
-    for (auto& parts : splits) c.push_back({.ranks = ranks, .spatial = parts});
+    for (auto& parts : factorizations(s, model.sample))
+      c.push_back({.ranks = ranks, .spatial = parts});
   }
   for (int k = 2; k <= ranks && k <= 16; k *= 2) {
     if (ranks % k != 0 || !divides(ranks / k)) continue;

@@ -22,7 +22,7 @@ bool has(const std::string& s, const std::string& what) {
 
 // A copy of the development machine's description in `d` (calibration writes beside it).
 std::string machine_copy(const TempDir& d) {
-  const std::string to = d.file("node.yaml");
+  std::string to = d.file("node.yaml");
   std::ifstream in(test::source_path("configs/machines/two-core-node.yaml"));
   std::ofstream(to) << in.rdbuf();
   return to;

@@ -151,7 +151,7 @@ TEST(Plan, SpatialSplitHalvesTheLayerAndExchangesOneRowEachWay) {
   EXPECT_NEAR(p.compute_s, 0.5 * 2 * 3e-3, 1e-12);  // half of each sample's rows
   // One row of 2 x 8 x 8 floats forward and twice backward, and the output gathered (half of it
   // arrives) for the loss, for each of 2 samples.
-  EXPECT_NEAR(p.halo_s, (3 * 128 * 4 + 4096 / 2) * 2 / 10e9, 1e-15);
+  EXPECT_NEAR(p.halo_s, (3 * 128 * 4 + 4096.0 / 2) * 2 / 10e9, 1e-15);
   EXPECT_EQ(p.overrides(), (std::vector<std::string>{"data.batch_size=2", "dist.spatial=[2,1,1]"}));
   // Eight parts of 8 rows with a 5-wide window dilated 3: the samples cannot be split so.
   f.layers[0].windows[0].kernel = 5;
