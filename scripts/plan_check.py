@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """How well `crest plan` predicts crest's own runs on this machine (docs/scaling.md, "Checked
 against measured runs"): calibrates a copy of a machine description from crest's benchmarks,
-asks `crest plan` for each rank count's data-parallel and gradient-lag step, measures the same
-runs with `crest bench train` (interleaved rounds, best step of each), and prints one JSON line
-per case with the predicted and measured step and their ratio.
+asks `crest plan` for each rank count's data-parallel, gradient-lag and local SGD step (and,
+with --spatial, a depth split), measures the same runs with `crest bench train` (interleaved
+rounds, best step of each; local SGD: the mean step of a whole window), and prints one JSON
+line per case with the predicted and measured step and their ratio.
 
     python3 scripts/plan_check.py --machine configs/machines/two-core-node.yaml \
         --size 64 --batch 1 --ranks 1 2 4 --rounds 3
@@ -34,14 +35,24 @@ def threads_per_rank(cores, ranks):
     return max(1, cores // ranks)
 
 
+LOCAL_SGD_STEPS = 4
+
+
 def case_kinds(ranks, spatial):
     """(crest bench train flags, crest plan's name of the decomposition) for a rank count."""
     if ranks == 1:
         return [([], "one rank")]
-    kinds = [([], "data"), (["--gradient-lag", "1"], "data + lag")]
+    kinds = [([], "data"), (["--gradient-lag", "1"], "data + lag"),
+             (["--local-sgd", str(LOCAL_SGD_STEPS)], f"local SGD ({LOCAL_SGD_STEPS} steps)")]
     if spatial:
         kinds.append((["--spatial", f"{ranks},1,1"], f"spatial [{ranks}, 1, 1]"))
     return kinds
+
+
+def measured_step(line, flags):
+    """A window of local SGD costs its mean step (its last step averages the models); the rest
+    their best step."""
+    return line["step_s_mean"] if "--local-sgd" in flags else line["step_s_min"]
 
 
 def main():
@@ -74,9 +85,11 @@ def main():
                                  "--warmup", "1", "--threads", str(t), "--profile"]):
                     f.write(json.dumps(line) + "\n")
         for r, flags, name in cases:  # interleaved with the profiles: one noisy spell hits both
-            cmd = [a.crest, "bench", "train", *size, "--steps", str(a.steps), "--warmup", "1",
+            # Local SGD: one whole window timed (the warm-up step opens it).
+            steps = LOCAL_SGD_STEPS if "--local-sgd" in flags else a.steps
+            cmd = [a.crest, "bench", "train", *size, "--steps", str(steps), "--warmup", "1",
                    "--threads", str(threads_per_rank(a.cores, r)), *flags]
-            step = run(cmd, ranks=r)[0]["step_s_min"]
+            step = measured_step(run(cmd, ranks=r)[0], flags)
             measured[(r, name)] = min(measured.get((r, name), step), step)
     with open(bench, "a") as f:
         for line in run([a.crest, "bench", "allreduce", "--sizes", "4K,64K,1M,8M,32M"], ranks=2):

@@ -59,7 +59,7 @@ std::vector<std::string> Prediction::overrides() const {
   if (d.spatial_ranks() > 1) o.push_back("dist.spatial=" + compact_list(d.spatial));
   if (d.gradient_lag) o.emplace_back("train.gradient_lag=1");
   if (d.local_sgd_steps > 1)
-    o.push_back("train.local_sgd.steps=" + std::to_string(d.local_sgd_steps));
+    o.push_back("train.local_sgd={steps: " + std::to_string(d.local_sgd_steps) + "}");
   if (d.pipeline_stages > 1) {
     o.push_back("dist.pipeline.stages=" + std::to_string(d.pipeline_stages));
     o.push_back("dist.pipeline.micro_batches=" + std::to_string(d.micro_batches));

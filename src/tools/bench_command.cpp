@@ -46,6 +46,7 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
   int gradient_lag = 0;   // as train.gradient_lag
+  int local_sgd = 1;      // as train.local_sgd.steps (1: synchronous)
   std::string optimizer;  // a registered optimizer; "" = the model's reference optimizer
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
@@ -105,6 +106,11 @@ void bench_train(const BenchTrainArgs& a) {
   if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
   if (a.gradient_lag < 0 || a.gradient_lag > 1)
     throw_usage("bench train: --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
+  if (a.local_sgd < 1) throw_usage("bench train: --local-sgd must be >= 1 steps per window");
+  if (a.local_sgd > 1 && (a.gradient_lag > 0 || !a.spatial.empty()))
+    throw_usage(
+        "bench train: --local-sgd does not combine with --gradient-lag or --spatial, as "
+        "train.local_sgd does not");
   // Before the benchmark, not after it: an unwritable report directory fails in the first second.
   if (!a.report.empty()) check_report_dir(a.report);
   WorldOptions wo;
@@ -136,6 +142,9 @@ void bench_train(const BenchTrainArgs& a) {
   const int threads = session.session().threads();
   const double compile_s = session.session().compile_seconds();
   fill_random_batch(ex, m, backend);
+  // Local SGD: windows of H steps, the last of each averaging the models (its step is the slow
+  // one, so step_s_mean, not the best step, is what a window costs per step).
+  train_step.set_local_steps(a.local_sgd);
   auto step = [&] { return train_step.run(1e-3); };
   for (int i = 0; i < a.warmup; ++i) step();
   sync.reset_stats();
@@ -153,6 +162,7 @@ void bench_train(const BenchTrainArgs& a) {
     allreduces.push_back(sync.stats().allreduce_s - before.allreduce_s);
   }
   train_step.settle();  // a lagged allreduce still in flight
+  train_step.end_local_window();
   // Every rank's per-step figures, to tell communication from waiting for slower ranks.
   std::vector<std::vector<double>> all_waits, all_allreduces;
   for (auto [mine, all] :
@@ -171,6 +181,9 @@ void bench_train(const BenchTrainArgs& a) {
   // job's; the same for memory.
   const double best = comm->allreduce_max(sorted.front());
   const double median = comm->allreduce_max(sorted[sorted.size() / 2]);
+  double sum = 0;
+  for (double t : times) sum += t;
+  const double mean = comm->allreduce_max(sum / static_cast<double>(times.size()));
   const double rss = comm->allreduce_max(peak_rss_mb());
   const double exposed = overlap.exposed_s;
   const double allreduce = overlap.allreduce_s;
@@ -182,6 +195,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["steps"] = a.steps;
   j["step_s_min"] = best;
   j["step_s_median"] = median;
+  j["step_s_mean"] = mean;
   // The optimizer's share (and the finiteness check before it): rank 0's best step.
   j["update_s_min"] = *std::min_element(updates.begin(), updates.end());
   j["samples_per_s"] = static_cast<double>(a.batch * data_parallel) / best;  // global
@@ -207,6 +221,7 @@ void bench_train(const BenchTrainArgs& a) {
     j["gradient_buckets"] = sync.buckets().size();
     j["compress"] = a.compress;
     j["gradient_lag"] = a.gradient_lag;
+    j["local_sgd_steps"] = a.local_sgd;
     j["allreduce_s_per_step"] = allreduce;
     j["exposed_allreduce_s_per_step"] = exposed;
     j["hidden_fraction"] = overlap.hidden_fraction();
@@ -344,6 +359,9 @@ void register_bench(CLI::App& app) {
   train->add_option("--gradient-lag", ta->gradient_lag,
                     "under mpirun: 1 applies each step's averaged gradients one step later, so "
                     "their allreduce runs during the next step (as train.gradient_lag)");
+  train->add_option("--local-sgd", ta->local_sgd,
+                    "under mpirun: H local steps per window, the last averaging the models (as "
+                    "train.local_sgd.steps); step_s_mean is a window's cost per step");
   train
       ->add_option("--spatial", ta->spatial,
                    "under mpirun: split each sample among this many ranks per spatial axis "

@@ -108,14 +108,18 @@ nlohmann::json prediction_json(const Prediction& p, const Machine& m, const Mode
 std::string run_command(const PlanArgs& a, const Prediction& p) {
   std::string s = (p.d.ranks > 1 ? "mpirun -np " + std::to_string(p.d.ranks) + " " : "") +
                   "crest train --config " + a.config;
+  // A value with a space or braces is quoted for the shell: 'train.local_sgd={steps: 4}'.
+  const auto word = [](const std::string& o) {
+    return o.find_first_of(" {}") == std::string::npos ? o : "'" + o + "'";
+  };
   const std::vector<std::string> mine = p.overrides();
   const auto key = [](const std::string& o) { return o.substr(0, o.find('=')); };
   for (const std::string& o : a.overrides) {  // the plan's own value of a key replaces the user's
     const bool replaced = std::any_of(mine.begin(), mine.end(),
                                       [&](const std::string& m) { return key(m) == key(o); });
-    if (!replaced) s += " " + o;
+    if (!replaced) s += " " + word(o);
   }
-  for (const std::string& o : mine) s += " " + o;
+  for (const std::string& o : mine) s += " " + word(o);
   return s;
 }
 

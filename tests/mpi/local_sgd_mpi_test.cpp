@@ -137,6 +137,28 @@ TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
   }
 }
 
+// crest bench train --local-sgd: no gradient exchanges (the averaging is not one), the mean step
+// a window's cost; refused with the lag, as train.local_sgd is.
+TEST(LocalSgdMpi, BenchTrainTimesWholeWindows) {
+  const std::string bench =
+      "bench train --model cosmoflow --size 32 --conv-size 4 --batch 1 --steps 4 --warmup 1 "
+      "--threads 1 ";
+  const auto r = run_crest_mpi(2, bench + "--local-sgd 4");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_EQ(lines[0]["local_sgd_steps"], 4);
+  EXPECT_EQ(lines[0]["allreduce_s_per_step"].get<double>(), 0);
+  EXPECT_GE(lines[0]["step_s_mean"].get<double>(), lines[0]["step_s_min"].get<double>());
+  const auto synchronous = test::json_lines(run_crest_mpi(2, bench).out);
+  ASSERT_EQ(synchronous.size(), 1u);
+  EXPECT_GT(synchronous[0]["allreduce_s_per_step"].get<double>(), 0);
+  const auto refused = run_crest_mpi(2, bench + "--local-sgd 4 --gradient-lag 1");
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("--local-sgd does not combine with --gradient-lag"), std::string::npos)
+      << refused.out;
+}
+
 TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   test::expect_refused(
       kDummy, "local_sgd",

@@ -115,7 +115,7 @@ TEST(Plan, LocalSgdAveragesWeightsAndStateOnceAWindow) {
       predict(two_layers(), device_node(), {.ranks = 2, .local_sgd_steps = 4}, batch(4));
   EXPECT_NEAR(p.gradient_exchange_s, 0.5e-3, 1e-12);
   EXPECT_NEAR(p.step_s, 12.5e-3, 1e-12);
-  EXPECT_EQ(p.overrides().back(), "train.local_sgd.steps=4");
+  EXPECT_EQ(p.overrides().back(), "train.local_sgd={steps: 4}");
 }
 
 TEST(Plan, PipelineStepIsTheSlowestStageOverMPlusKMinusOneSlots) {
