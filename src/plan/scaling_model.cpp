@@ -460,4 +460,31 @@ std::vector<Prediction> rank_predictions(std::vector<Prediction> p) {
   return p;
 }
 
+namespace {
+
+// How much a decomposition changes training: 0 the same updates as one process.
+int departure(const Decomposition& d) {
+  if (d.local_sgd_steps > 1) return 3;
+  if (d.gradient_lag) return 2;
+  return d.spatial_ranks() > 1 ? 1 : 0;
+}
+
+}  // namespace
+
+size_t recommended_index(const std::vector<Prediction>& ranked, double margin) {
+  double fastest = 0;
+  for (const Prediction& p : ranked)
+    if (p.runnable && p.fits) fastest = std::max(fastest, p.samples_per_s);
+  size_t best = ranked.size();
+  for (size_t i = 0; i < ranked.size(); ++i) {
+    const Prediction& p = ranked[i];
+    if (!p.runnable || !p.fits || p.samples_per_s < (1 - margin) * fastest) continue;
+    if (best == ranked.size() || departure(p.d) < departure(ranked[best].d) ||
+        (departure(p.d) == departure(ranked[best].d) &&
+         p.samples_per_s > ranked[best].samples_per_s))
+      best = i;
+  }
+  return best;
+}
+
 }  // namespace crest

@@ -123,7 +123,7 @@ std::string run_command(const PlanArgs& a, const Prediction& p) {
   return s;
 }
 
-void print_table(const PlanArgs& a, const Machine& m, const ModelFacts& f, int ranks,
+void print_table(const PlanArgs& a, const Machine& m, int ranks,
                  const std::vector<Prediction>& ranked) {
   std::cout << "\n"
             << ranks << " rank" << (ranks > 1 ? "s" : "") << ", global batch "
@@ -147,12 +147,13 @@ void print_table(const PlanArgs& a, const Machine& m, const ModelFacts& f, int r
               << fixed(p.halo_s + p.pipeline_s, 3) << std::setw(13) << human_bytes(p.memory_bytes)
               << "  " << notes << "\n";
   }
-  const Prediction& best = ranked.front();
-  if (best.runnable && best.fits)
-    std::cout << "  recommended: " << run_command(a, best) << "\n";
+  const size_t best = recommended_index(ranked);
+  if (best < ranked.size())
+    std::cout << "  recommended (" << ranked[best].d.name()
+              << "; the least change to training within 5 % of the fastest): "
+              << run_command(a, ranked[best]) << "\n";
   else
     std::cout << "  nothing crest runs today fits " << m.name << "\n";
-  (void)f;
 }
 
 void plan(const PlanArgs& a) {
@@ -194,16 +195,17 @@ void plan(const PlanArgs& a) {
     }
     const std::vector<Prediction> ranked = rank_predictions(std::move(predictions));
     if (a.format == "json") {
+      const size_t best = recommended_index(ranked);
       for (size_t i = 0; i < ranked.size(); ++i) {
         nlohmann::json j = prediction_json(ranked[i], m, facts);
-        j["recommended"] = i == 0 && ranked[i].runnable && ranked[i].fits;
+        j["recommended"] = i == best;
         std::cout << j.dump() << "\n";
       }
     } else {
       if (r == ranks.front() && !ranked.front().notes.empty())
         for (const std::string& n : ranked.front().notes)
           if (n.rfind("compute:", 0) == 0) std::cout << n << "\n";
-      print_table(a, m, facts, r, ranked);
+      print_table(a, m, r, ranked);
     }
   }
 }

@@ -43,7 +43,7 @@ TEST(PlanCli, RanksEveryDecompositionAndRecommendsOne) {
   EXPECT_TRUE(has(r.out, "1 rank, global batch 4")) << r.out;
   EXPECT_TRUE(has(r.out, "4 ranks, global batch 16")) << r.out;
   EXPECT_TRUE(has(r.out, "spatial [2, 1, 1] x 2 data")) << r.out;
-  EXPECT_TRUE(has(r.out, "recommended: mpirun -np 4 crest train --config")) << r.out;
+  EXPECT_TRUE(has(r.out, "within 5 % of the fastest): mpirun -np 4 crest train --config")) << r.out;
   EXPECT_TRUE(has(r.out, "compute: FLOPs at the given rate")) << r.out;
 }
 
@@ -66,7 +66,6 @@ TEST(PlanCli, JsonLinesOneRecommendationPerRankCount) {
     }
   }
   EXPECT_EQ(recommended, 1);
-  EXPECT_TRUE(lines.front()["recommended"].get<bool>());  // ranked first
 }
 
 TEST(PlanCli, CalibratesFromABenchTrainProfile) {

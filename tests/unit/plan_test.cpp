@@ -186,6 +186,34 @@ TEST(Plan, AModelTooLargeForTheRankIsRankedLast) {
   EXPECT_EQ(ranked.front().d.local_sgd_steps, 4);
 }
 
+TEST(Plan, TheRecommendationChangesTrainingLeastWithinFivePercent) {
+  const auto with = [](const Decomposition& d, double samples_per_s, bool fits = true) {
+    Prediction p;
+    p.d = d;
+    p.samples_per_s = samples_per_s;
+    p.fits = fits;
+    return p;
+  };
+  const Decomposition data{.ranks = 4}, lag{.ranks = 4, .gradient_lag = true},
+      local{.ranks = 4, .local_sgd_steps = 4}, split{.ranks = 4, .spatial = {2, 1, 1}};
+  // The lag 3 % faster: within the model's error, and it changes the updates; data is taken.
+  auto ranked = rank_predictions({with(lag, 103), with(data, 100), with(local, 104)});
+  EXPECT_EQ(ranked[recommended_index(ranked)].d.name(), "data");
+  // A split is the same arithmetic but more machinery: it wins when it is clearly faster.
+  ranked = rank_predictions({with(split, 101), with(data, 100)});
+  EXPECT_EQ(ranked[recommended_index(ranked)].d.name(), "data");
+  ranked = rank_predictions({with(split, 110), with(data, 100), with(lag, 111)});
+  EXPECT_EQ(ranked[recommended_index(ranked)].d.spatial_ranks(), 2);
+  // The lag 20 % faster than data is worth its change.
+  ranked = rank_predictions({with(lag, 120), with(data, 100), with(local, 121)});
+  EXPECT_TRUE(ranked[recommended_index(ranked)].d.gradient_lag);
+  // What does not fit is never recommended; nothing fits: no recommendation.
+  ranked = rank_predictions({with(data, 200, false), with(lag, 100)});
+  EXPECT_TRUE(ranked[recommended_index(ranked)].d.gradient_lag);
+  ranked = rank_predictions({with(data, 200, false)});
+  EXPECT_EQ(recommended_index(ranked), ranked.size());
+}
+
 TEST(Plan, CandidatesHoldTheGlobalBatch) {
   const ModelFacts f = two_layers();
   // 4 ranks, global batch 4: data, lag, local SGD; 2-way splits (3 axes) x 2 data; 4-way splits
