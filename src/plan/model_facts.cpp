@@ -6,7 +6,6 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/train/task.hpp"
-#include "crest/train/trainer.hpp"
 
 namespace crest {
 
@@ -36,20 +35,17 @@ Shape per_sample(const Shape& s) {
   return Shape(d);
 }
 
-// A plan-only training session of the config's model on one process at `batch`.
-std::unique_ptr<TrainingSession> plan_session(const Config& config, const Graph& graph,
-                                              int64_t batch, Communicator& comm) {
-  TrainingSessionOptions to;
-  to.session.backend = config.crest.backend;
-  to.session.threads = 1;
-  to.session.precision = config.crest.precision;
-  to.session.batch = batch;
-  to.session.seed = config.data.seed;
-  to.session.allocate = false;
-  to.optimizer = config.optimizer;
-  to.accumulation = config.train.gradient_accumulation_frequency;
-  to.gradient_lag = config.train.gradient_lag > 0;
-  return std::make_unique<TrainingSession>(graph, to, comm);
+// A plan-only compile of the config's model on one process at `batch` (nothing is allocated for
+// activations).
+SessionOptions plan_options(const Config& config, int64_t batch) {
+  SessionOptions so;
+  so.backend = config.crest.backend;
+  so.threads = 1;
+  so.precision = config.crest.precision;
+  so.batch = batch;
+  so.seed = config.data.seed;
+  so.allocate = false;
+  return so;
 }
 
 }  // namespace
@@ -62,8 +58,15 @@ ModelFacts model_facts(const Config& config) {
   m.precision = enum_name(config.crest.precision);
   m.sample = config.data.model_sample_shape();
   m.sample_bytes = static_cast<size_t>(m.sample.numel()) * sizeof(float);
-  const auto one = plan_session(config, task.model.graph, 1, *comm);
-  const auto two = plan_session(config, task.model.graph, 2, *comm);
+  // At batch 1 with the optimizer (its state's size), at batch 2 the program alone (the arena's
+  // growth per sample).
+  TrainingSessionOptions to;
+  to.session = plan_options(config, 1);
+  to.optimizer = config.optimizer;
+  to.accumulation = config.train.gradient_accumulation_frequency;
+  to.gradient_lag = config.train.gradient_lag > 0;
+  const auto one = std::make_unique<TrainingSession>(task.model.graph, to, *comm);
+  const auto two = std::make_unique<Session>(task.model.graph, plan_options(config, 2));
   const Executor& ex = one->executor();
   m.backend = one->backend().name();
   m.parameter_bytes = ex.params().bytes();
