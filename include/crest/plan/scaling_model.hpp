@@ -84,8 +84,9 @@ std::vector<Prediction> rank_predictions(std::vector<Prediction> predictions);
 // Which of `ranked` to recommend: among the runnable plans that fit and come within `margin`
 // of the fastest one's samples/s, the one that changes training least — synchronous data
 // parallelism, then a spatial split (the same arithmetic, more machinery), then the lag, then
-// local SGD (both change what each update sees: docs/convergence.md). A model's few percent are within its
-// error (docs/scaling.md), a different optimisation is not. ranked.size() when none fits.
+// local SGD (both change what each update sees: docs/convergence.md). A model's few percent are
+// within its error (docs/scaling.md), a different optimisation is not. ranked.size() when none
+// fits.
 size_t recommended_index(const std::vector<Prediction>& ranked, double margin = 0.05);
 
 }  // namespace crest
