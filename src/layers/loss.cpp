@@ -12,6 +12,7 @@ std::vector<AttrField<SoftmaxCrossEntropyOptions>> cross_entropy_fields() {
 }  // namespace
 
 CREST_REGISTER_LAYER(mse_loss, layer_kind<MseLossLayer>("mse_loss"));
+CREST_REGISTER_LAYER(upstream_gradient, layer_kind<UpstreamGradientLayer>("upstream_gradient"));
 CREST_REGISTER_LAYER(softmax_cross_entropy,
                      layer_kind<SoftmaxCrossEntropyLayer, SoftmaxCrossEntropyOptions>(
                          "softmax_cross_entropy", cross_entropy_fields()));
@@ -47,6 +48,42 @@ void MseLossLayer::forward(RunContext& ctx) {
 
 void MseLossLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0]) ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.diff_in[0], count_, ctx.loss_scale);
+}
+
+std::vector<Shape> UpstreamGradientLayer::infer_shapes(const std::vector<Shape>& in) const {
+  if (in.empty() || in.size() % 2 != 0)
+    throw_input("upstream_gradient needs pairs of (value, its gradient), got " +
+                std::to_string(in.size()) + " inputs");
+  for (size_t i = 0; i < in.size(); i += 2)
+    if (in[i] != in[i + 1])
+      throw_input("upstream_gradient: value " + in[i].str() + " and its gradient " +
+                  in[i + 1].str() + " differ in shape");
+  return {Shape{1}};
+}
+
+BackwardNeeds UpstreamGradientLayer::backward_needs(size_t n_in, size_t n_out) const {
+  std::vector<bool> reads(n_in, false);
+  for (size_t i = 1; i < n_in; i += 2) reads[i] = true;  // the gradients only
+  return {reads, std::vector<bool>(n_out, false), false};
+}
+
+void UpstreamGradientLayer::create(CreateContext& ctx) {
+  counts_.clear();
+  for (size_t i = 0; i < ctx.in_shapes.size(); ++i) {
+    ctx.in_formats[i] = plain_format(ctx.in_shapes[i], ctx.dtype);
+    if (i % 2 == 0) counts_.push_back(static_cast<size_t>(ctx.in_shapes[i].numel()));
+  }
+  ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
+}
+
+void UpstreamGradientLayer::forward(RunContext& ctx) {
+  ctx.loss = 0;
+  ctx.vec->fill(ctx.out[0], 1, 0.0);
+}
+
+void UpstreamGradientLayer::backward(RunContext& ctx) {
+  for (size_t i = 0; i < counts_.size(); ++i)
+    if (ctx.diff_in[2 * i]) ctx.vec->scale(ctx.loss_scale, ctx.in[2 * i + 1], ctx.diff_in[2 * i], counts_[i]);
 }
 
 std::vector<Shape> SoftmaxCrossEntropyLayer::infer_shapes(const std::vector<Shape>& in) const {

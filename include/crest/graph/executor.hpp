@@ -41,8 +41,15 @@ struct CompileOptions {
   // prediction alone; the target inputs stay but nothing reads them). Needs training false.
   bool loss = true;
   bool input_grads = false;  // also compute gradients w.r.t. float graph inputs (gradient checks)
+  // Gradients w.r.t. these float graph inputs only (a pipeline stage's received values, which
+  // it sends gradients back for); input_grads adds every other one.
+  std::vector<std::string> grad_inputs{};
   bool fuse = true;          // fuse activations into convolutions where the backend can
   uint64_t seed = 0;         // parameter initialisation and dropout masks
+  // The first node's position in the graph it was cut from (a pipeline stage's: crest/graph/
+  // pipeline_cut.hpp): dropout masks are drawn per node position, so a stage draws the whole
+  // graph's.
+  uint64_t first_random_stream = 0;
   // A spatial split (crest/graph/spatial_split.hpp): graph inputs it splits are given as this
   // rank's blocks, and every value is split or whole as its layers allow. Null: nothing is split.
   std::shared_ptr<SpatialSplit> spatial;

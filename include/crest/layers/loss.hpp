@@ -55,6 +55,26 @@ class SoftmaxCrossEntropyLayer : public Layer {
   int64_t n_ = 0, classes_ = 0, spatial_ = 0;
 };
 
+// A pipeline stage's end (crest/graph/pipeline_cut.hpp): inputs (x_1, g_1, x_2, g_2, ...) with
+// g_i the gradient of the whole network's loss with respect to x_i, received from the next stage.
+// Its backward gives each x_i exactly g_i (times the loss scale), so the stage's backward is the
+// whole network's; its loss is 0 (the next stages compute the loss).
+class UpstreamGradientLayer : public Layer {
+ public:
+  std::string kind() const override { return "upstream_gradient"; }
+  bool computes_in_half() const override { return false; }
+  std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
+  BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
+  bool is_loss() const override { return true; }
+  bool input_is_constant(size_t i) const override { return i % 2 == 1; }
+  void create(CreateContext& ctx) override;
+  void forward(RunContext& ctx) override;
+  void backward(RunContext& ctx) override;
+
+ private:
+  std::vector<size_t> counts_;  // elements of each x_i
+};
+
 // Builder helpers: nodes of kind "mse_loss" and "softmax_cross_entropy".
 namespace layers {
 LayerSpec mse_loss();

@@ -1,8 +1,11 @@
 // Fusion by pattern: a producer whose kernel can apply an activation to its output (a post-op:
 // Layer::accepts_post_op, conv's and batch norm's) absorbs the activation that is its output's
-// only reader.
+// only reader, unless the activation's output is a marked output (read after the step: a
+// pipeline stage's sent value), which must have storage of its own.
 // The activation then runs no forward of its own; it runs in place on the shared output and
 // computes its backward from it. The producer learns its post-op from CreateContext::post_op.
+#include <algorithm>
+
 #include "compile/program.hpp"
 
 namespace crest::compile {
@@ -20,6 +23,8 @@ void choose_fusions(Program& p, const Graph& g) {
     for (size_t b = a + 1; b < nodes.size(); ++b) {
       Node& act = nodes[b];
       if (act.inputs.size() != 1 || act.inputs[0] != producer.outputs[0]) continue;
+      const auto& marked = g.outputs();
+      if (std::find(marked.begin(), marked.end(), act.outputs[0]) != marked.end()) break;
       const auto e = act.layer->activation();
       if (e && producer.layer->accepts_post_op(p.backend, *e)) {
         producer.post_op = *e;

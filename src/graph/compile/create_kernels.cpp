@@ -117,7 +117,7 @@ void create_kernels(Program& p, const Graph& g) {
   std::map<std::pair<int, std::string>, int> reordered;  // (value, wanted format) -> value
   // A node's random stream is its position among the graph's nodes: gathers a spatial split
   // inserted do not count, so dropout masks are those of the unsplit program.
-  uint64_t position = 0;
+  uint64_t position = p.opts.first_random_stream;
   for (Node& node : p.nodes) {
     const uint64_t at = node.inserted ? 0 : position++;
     if (!node.folded_away) create_node(p, node, at, reordered);

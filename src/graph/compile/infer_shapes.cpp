@@ -2,6 +2,8 @@
 // trainable parameter (or of a graph input when input_grads is set) and upstream of the loss,
 // so the first convolution's input gradient is never computed.
 
+#include <algorithm>
+
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
 
@@ -18,7 +20,10 @@ void add_graph_inputs(Program& p, const Graph& g) {
     v.fmt = plain_format(v.shape, in.integer ? DType::i32 : p.opts.dtype, in.layout);
     v.pinned = true;
     v.graph_input = static_cast<int>(i);
-    v.needs_grad = p.opts.training && p.opts.input_grads && !in.integer;
+    const auto& named = p.opts.grad_inputs;
+    const bool asked = p.opts.input_grads ||
+                       std::find(named.begin(), named.end(), in.name) != named.end();
+    v.needs_grad = p.opts.training && asked && !in.integer;
   }
 }
 

@@ -57,7 +57,10 @@ struct StoragePlanner {
       Op& op = *p.ops[static_cast<size_t>(i)];
       if (op.in.empty() || op.out.empty()) continue;
       const int x = op.in[0], y = op.out[0];
-      if (val(x).fmt.bytes != val(y).fmt.bytes || val(y).pinned) continue;
+      const bool can_share = val(x).fmt.bytes == val(y).fmt.bytes && !val(y).pinned;
+      if (op.fused_into_producer && !can_share)
+        throw_runtime("internal error: fused activation '" + op.name + "' has an output of its own");
+      if (!can_share) continue;
       bool share = false;
       if (op.needs.view) {
         share = true;

@@ -1,4 +1,4 @@
-// What the spatial tests share: their process world (tests/spatial/main.cpp: the MPI job mpirun
+// What the tests run as one MPI job share: their process world (tests/world/main.cpp: the MPI job mpirun
 // started, or one process), seeded data every rank draws alike, and the built backends.
 #pragma once
 #include <algorithm>

@@ -1,0 +1,99 @@
+// One rank's stage of a pipeline (dist.pipeline; docs/distributed.md "Pipeline stages"): it runs
+// its part of the network (crest/graph/pipeline_cut.hpp) over a batch's M micro-batches in the
+// order a schedule gives (crest/dist/pipeline_schedule.hpp: GPipe or 1F1B), receiving each
+// micro-batch's activations from the stage before and its output gradients from the stage after,
+// and sending its own on, point to point with one tag per value, micro-batch and direction.
+//
+// After run(), the stage's executor holds the gradient of the batch's loss with the loss of each
+// micro-batch divided by M — the mean of the micro-batches' gradients, what one process gets
+// accumulating them — ready for the data-parallel allreduce and one optimizer update per batch.
+//
+// The rules that make the result independent of K and of the schedule:
+// - batch norm normalises each micro-batch by its own statistics (as gradient accumulation over
+//   micro-batches does), and its running statistics are updated micro-batch by micro-batch in
+//   order 0..M-1;
+// - dropout draws micro-batch m's masks from the training step counter (the batch's first
+//   step + m) and the node's position in the whole graph, so every K draws the same masks;
+// - recompute: the stage keeps only each micro-batch's inputs and runs its forward again just
+//   before that micro-batch's backward (the step counter set back, the running statistics put
+//   back after it), so one set of activations lives at a time. Without it the stage keeps one set
+//   per micro-batch in flight: M under GPipe, at most K - stage under 1F1B.
+//
+// Host backends only: messages are sent from host memory.
+#pragma once
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "crest/dist/communicator.hpp"
+#include "crest/dist/pipeline_schedule.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/graph/pipeline_cut.hpp"
+
+namespace crest {
+
+struct PipelineStageOptions {
+  int stage = 0, stages = 1, micro_batches = 1;
+  PipelineScheduleKind schedule = PipelineScheduleKind::gpipe;
+  bool recompute = false;
+  int previous_rank = -1, next_rank = -1;  // in the communicator; -1 at the ends
+};
+
+struct StageStepResult {
+  double data_loss = 0;  // the mean over micro-batches of the loss (the last stage; else 0)
+  double penalty = 0;    // the L2 penalties of this stage's parameters
+};
+
+class PipelineStage {
+ public:
+  // `compile.batch` is the micro-batch's size; `compile.training` must be true.
+  PipelineStage(const PipelineStageGraph& graph, Backend& backend, CompileOptions compile,
+                Communicator& comm, PipelineStageOptions opts);
+  ~PipelineStage();
+  PipelineStage(const PipelineStage&) = delete;
+  PipelineStage& operator=(const PipelineStage&) = delete;
+
+  // The stage's parameters (and their gradients after run()); write weights through it.
+  Executor& executor() { return *slots_[0]; }
+  const PipelineStageGraph& graph() const { return graph_; }
+
+  // Writes micro-batch m's whole-graph inputs this stage reads (graph().data_inputs) into `ex`.
+  using Feed = std::function<void(int micro_batch, Executor& ex)>;
+  // One batch, every action of this stage's schedule in order. Every stage of the pipeline calls
+  // it for the same batch.
+  StageStepResult run(const Feed& feed);
+
+  int activation_sets() const { return static_cast<int>(slots_.size()); }
+  size_t activation_bytes() const;  // the arenas of every set, plus the kept inputs
+
+ private:
+  struct InFlight;
+  void receive_activation(int m);
+  void forward(int m, const Feed& feed, StageStepResult& r);
+  void send_activation(int m);
+  void receive_gradient(int m);
+  void backward(int m);
+  void send_gradient(int m);
+  Executor& slot_of(int m);
+  int take_slot(int m);
+  void recompute(int m);
+  void keep_inputs(int m);
+  void wait_for_sends();
+  int tag(int m, bool gradient, size_t value, size_t values) const;
+
+  PipelineStageGraph graph_;
+  Communicator& comm_;
+  PipelineStageOptions opts_;
+  std::vector<PipelineAction> actions_;
+  std::vector<std::unique_ptr<Executor>> slots_;
+  std::vector<int> slot_micro_batch_;  // per slot: the micro-batch whose activations it holds
+  std::vector<int> micro_batch_slot_;  // per micro-batch: its slot, -1 before and after
+  std::vector<std::vector<std::byte>> kept_inputs_;  // recompute: per micro-batch
+  std::vector<std::unique_ptr<InFlight>> sends_;
+  Buffer grad_sum_;
+  uint64_t first_step_ = 0;
+  int last_forward_slot_ = 0;
+  int backwards_done_ = 0;
+};
+
+}  // namespace crest

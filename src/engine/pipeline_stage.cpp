@@ -1,0 +1,262 @@
+#include "crest/engine/pipeline_stage.hpp"
+
+#include <cstring>
+#include <string>
+
+#include "crest/core/error.hpp"
+
+namespace crest {
+namespace {
+
+using Kind = PipelineAction::Kind;
+
+// Copies the values of the slots of `from` that are (not) trained into `to`: both executors
+// compiled the same graph, so their parameter stores have the same slots.
+void copy_values(const ParamStore& from, ParamStore& to, bool trained) {
+  for (size_t s = 0; s < from.slots().size(); ++s) {
+    const ParamSlot& slot = from.slots()[s];
+    if (slot.spec.trainable != trained) continue;
+    from.ops().copy(from.value(s).data(), to.value(s).data(), slot.count);
+  }
+}
+
+// The value of the stage's graph known as `name` (a received input or a node's output).
+ValueId value_named(const Graph& g, const std::string& name) {
+  for (ValueId v = 0; v < g.value_count(); ++v)
+    if (g.value_name(v) == name) return v;
+  throw_usage("pipeline stage: no value named '" + name + "'");
+}
+
+}  // namespace
+
+// A message on its way: its own copy of the bytes, so the executor that made them may run on.
+struct PipelineStage::InFlight {
+  std::vector<std::byte> bytes;
+  std::unique_ptr<PendingCollective> pending;
+};
+
+PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
+                             CompileOptions compile, Communicator& comm, PipelineStageOptions opts)
+    : graph_(graph), comm_(comm), opts_(opts) {
+  if (!compile.training) throw_usage("a pipeline stage trains: CompileOptions::training is false");
+  if (!backend.memory().is_host())
+    throw_usage("pipeline stages run on host backends (messages are sent from host memory)");
+  compile.grad_inputs = graph.received;
+  compile.first_random_stream = graph.first_node;
+  const PipelinePlan plan = make_pipeline_plan(opts.schedule, opts.stages, opts.micro_batches);
+  actions_ = plan.at(static_cast<size_t>(opts.stage));
+  int sets = 1;
+  if (!opts.recompute)
+    sets = std::max(1, check_pipeline_plan(plan, opts.micro_batches)
+                           .peak_activations.at(static_cast<size_t>(opts.stage)));
+  for (int e = 0; e < sets; ++e)
+    slots_.push_back(std::make_unique<Executor>(graph.graph, backend, compile));
+  slot_micro_batch_.assign(slots_.size(), -1);
+  micro_batch_slot_.assign(static_cast<size_t>(opts.micro_batches), -1);
+  if (opts.recompute) kept_inputs_.resize(static_cast<size_t>(opts.micro_batches));
+  const ParamStore& params = executor().params();
+  grad_sum_ = Buffer(params.trainable_bytes(), 256, params.memory());
+}
+
+PipelineStage::~PipelineStage() = default;
+
+StageStepResult PipelineStage::run(const Feed& feed) {
+  ParamStore& master = executor().params();
+  for (size_t e = 1; e < slots_.size(); ++e) {
+    copy_values(master, slots_[e]->params(), true);
+    copy_values(master, slots_[e]->params(), false);
+  }
+  first_step_ = executor().training_steps();
+  last_forward_slot_ = 0;
+  backwards_done_ = 0;
+  slot_micro_batch_.assign(slots_.size(), -1);
+  micro_batch_slot_.assign(micro_batch_slot_.size(), -1);
+  StageStepResult r;
+  for (const PipelineAction& a : actions_) {
+    switch (a.kind) {
+      case Kind::receive_activation: receive_activation(a.micro_batch); break;
+      case Kind::forward: forward(a.micro_batch, feed, r); break;
+      case Kind::send_activation: send_activation(a.micro_batch); break;
+      case Kind::receive_gradient: receive_gradient(a.micro_batch); break;
+      case Kind::backward: backward(a.micro_batch); break;
+      case Kind::send_gradient: send_gradient(a.micro_batch); break;
+    }
+  }
+  wait_for_sends();
+  if (last_forward_slot_ != 0)
+    copy_values(slots_[static_cast<size_t>(last_forward_slot_)]->params(), master, false);
+  const auto m = static_cast<uint64_t>(opts_.micro_batches);
+  executor().set_training_steps(first_step_ + m);
+  master.ops().scale(1.0 / static_cast<double>(m), grad_sum_.data(), master.grads(),
+                     master.trainable_count_padded());
+  r.data_loss /= static_cast<double>(m);
+  r.penalty /= static_cast<double>(m);
+  return r;
+}
+
+int PipelineStage::take_slot(int m) {
+  int e = 0;
+  if (!opts_.recompute)
+    while (slot_micro_batch_[static_cast<size_t>(e)] >= 0)
+      if (++e == static_cast<int>(slots_.size()))
+        throw_runtime("pipeline stage " + std::to_string(opts_.stage) +
+                      ": more micro-batches in flight than the schedule allows");
+  // Recompute: one set; whatever it held is recomputed when its backward comes.
+  if (opts_.recompute && slot_micro_batch_[0] >= 0)
+    micro_batch_slot_[static_cast<size_t>(slot_micro_batch_[0])] = -1;
+  slot_micro_batch_[static_cast<size_t>(e)] = m;
+  micro_batch_slot_[static_cast<size_t>(m)] = e;
+  return e;
+}
+
+Executor& PipelineStage::slot_of(int m) {
+  int e = micro_batch_slot_[static_cast<size_t>(m)];
+  if (e < 0) e = opts_.recompute ? 0 : take_slot(m);
+  return *slots_[static_cast<size_t>(e)];
+}
+
+int PipelineStage::tag(int m, bool gradient, size_t value, size_t values) const {
+  return static_cast<int>((static_cast<size_t>(m) * 2 + (gradient ? 1 : 0)) * values + value);
+}
+
+void PipelineStage::receive_activation(int m) {
+  Executor& ex = *slots_[static_cast<size_t>(take_slot(m))];
+  const auto& names = graph_.received;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView in = ex.input(names[i]);
+    comm_.exchange({}, {{opts_.previous_rank, tag(m, false, i, names.size()), in.data(), in.bytes()}},
+                   "pipeline stage " + std::to_string(opts_.stage) + ": receiving '" + names[i] +
+                       "' of micro-batch " + std::to_string(m) + " from rank " +
+                       std::to_string(opts_.previous_rank));
+  }
+}
+
+void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
+  if (micro_batch_slot_[static_cast<size_t>(m)] < 0) take_slot(m);
+  const int e = micro_batch_slot_[static_cast<size_t>(m)];
+  Executor& ex = *slots_[static_cast<size_t>(e)];
+  // The running statistics continue from the previous micro-batch's forward.
+  if (e != last_forward_slot_)
+    copy_values(slots_[static_cast<size_t>(last_forward_slot_)]->params(), ex.params(), false);
+  if (feed) feed(m, ex);
+  if (opts_.recompute) keep_inputs(m);
+  ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
+  const double loss = ex.forward(true);
+  r.data_loss += ex.last_data_loss();
+  r.penalty += loss - ex.last_data_loss();
+  last_forward_slot_ = e;
+}
+
+void PipelineStage::send_activation(int m) {
+  Executor& ex = slot_of(m);
+  const auto& names = graph_.sent;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView out = ex.output(value_named(graph_.graph, names[i]));
+    auto msg = std::make_unique<InFlight>();
+    msg->bytes.resize(out.bytes());
+    std::memcpy(msg->bytes.data(), out.data(), out.bytes());
+    msg->pending = comm_.start_exchange(
+        {{opts_.next_rank, tag(m, false, i, names.size()), msg->bytes.data(), msg->bytes.size()}},
+        {},
+        "pipeline stage " + std::to_string(opts_.stage) + ": sending '" + names[i] +
+            "' of micro-batch " + std::to_string(m) + " to rank " + std::to_string(opts_.next_rank));
+    sends_.push_back(std::move(msg));
+  }
+}
+
+void PipelineStage::receive_gradient(int m) {
+  Executor& ex = slot_of(m);
+  const auto& names = graph_.sent;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView g = ex.input(upstream_gradient_input(names[i]));
+    comm_.exchange({}, {{opts_.next_rank, tag(m, true, i, names.size()), g.data(), g.bytes()}},
+                   "pipeline stage " + std::to_string(opts_.stage) + ": receiving the gradient of '" +
+                       names[i] + "' of micro-batch " + std::to_string(m) + " from rank " +
+                       std::to_string(opts_.next_rank));
+  }
+}
+
+void PipelineStage::backward(int m) {
+  if (opts_.recompute && slot_micro_batch_[0] != m) recompute(m);
+  Executor& ex = slot_of(m);
+  ex.backward();
+  const ParamStore& p = ex.params();
+  const size_t n = p.trainable_count_padded();
+  if (backwards_done_++ == 0)
+    p.ops().copy(p.grads(), grad_sum_.data(), n);
+  else
+    p.ops().add(grad_sum_.data(), p.grads(), grad_sum_.data(), n);
+  if (opts_.stage == 0) {  // nothing to send: its activations are free
+    slot_micro_batch_[static_cast<size_t>(micro_batch_slot_[static_cast<size_t>(m)])] = -1;
+    micro_batch_slot_[static_cast<size_t>(m)] = -1;
+  }
+}
+
+void PipelineStage::send_gradient(int m) {
+  const int e = micro_batch_slot_[static_cast<size_t>(m)];
+  Executor& ex = *slots_[static_cast<size_t>(e)];
+  const auto& names = graph_.received;
+  for (size_t i = 0; i < names.size(); ++i) {
+    const TensorView g = ex.input_grad(names[i]);
+    auto msg = std::make_unique<InFlight>();
+    msg->bytes.resize(g.bytes());
+    std::memcpy(msg->bytes.data(), g.data(), g.bytes());
+    msg->pending = comm_.start_exchange(
+        {{opts_.previous_rank, tag(m, true, i, names.size()), msg->bytes.data(), msg->bytes.size()}},
+        {},
+        "pipeline stage " + std::to_string(opts_.stage) + ": sending the gradient of '" + names[i] +
+            "' of micro-batch " + std::to_string(m) + " to rank " +
+            std::to_string(opts_.previous_rank));
+    sends_.push_back(std::move(msg));
+  }
+  slot_micro_batch_[static_cast<size_t>(e)] = -1;
+  micro_batch_slot_[static_cast<size_t>(m)] = -1;
+}
+
+// The inputs a recomputed forward needs: the whole graph's this stage reads, and the received.
+void PipelineStage::keep_inputs(int m) {
+  Executor& ex = *slots_[0];
+  auto& kept = kept_inputs_[static_cast<size_t>(m)];
+  kept.clear();
+  for (const auto* names : {&graph_.data_inputs, &graph_.received})
+    for (const std::string& name : *names) {
+      const TensorView in = ex.input(name);
+      const auto* b = static_cast<const std::byte*>(in.data());
+      kept.insert(kept.end(), b, b + in.bytes());
+    }
+}
+
+void PipelineStage::recompute(int m) {
+  Executor& ex = *slots_[0];
+  const auto& kept = kept_inputs_[static_cast<size_t>(m)];
+  size_t at = 0;
+  for (const auto* names : {&graph_.data_inputs, &graph_.received})
+    for (const std::string& name : *names) {
+      const TensorView in = ex.input(name);
+      std::memcpy(in.data(), kept.data() + at, in.bytes());
+      at += in.bytes();
+    }
+  // The running statistics are the batch's so far: this forward must not advance them again.
+  const ParamStore& p = ex.params();
+  Buffer state(p.bytes(), 256, p.memory());
+  p.ops().copy(p.values(), state.data(), p.bytes() / dtype_size(p.dtype()));
+  ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
+  ex.forward(true);
+  p.ops().copy(state.data(), p.values(), p.bytes() / dtype_size(p.dtype()));
+  slot_micro_batch_[0] = m;
+  micro_batch_slot_[static_cast<size_t>(m)] = 0;
+}
+
+void PipelineStage::wait_for_sends() {
+  for (auto& s : sends_) s->pending->wait();
+  sends_.clear();
+}
+
+size_t PipelineStage::activation_bytes() const {
+  size_t bytes = 0;
+  for (const auto& e : slots_) bytes += e->arena_bytes();
+  for (const auto& k : kept_inputs_) bytes += k.size();
+  return bytes;
+}
+
+}  // namespace crest

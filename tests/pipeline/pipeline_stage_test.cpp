@@ -1,0 +1,285 @@
+// Pipeline stages under mpirun (tests/world/main.cpp), against one process: every rank runs the
+// whole network itself over the same micro-batches with gradient accumulation (each micro-batch's
+// gradient summed, the sum divided by M), then its stage of the pipeline, and compares the loss,
+// its stage's every parameter gradient and batch norm's running statistics — for 2 and 4 stages,
+// M = 1, 4 and 8, GPipe and 1F1B, with and without recomputation, over two batches (the second's
+// dropout masks continue the first's). float64 on the reference backend within 1e-10; float32 on
+// oneDNN within 1e-5. On 4 ranks also 2 stages x 2 data-parallel replicas, whose averaged
+// gradients equal the mean of both replicas' single-process accumulations.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "crest/engine/pipeline_stage.hpp"
+#include "crest/layers/activation.hpp"
+#include "crest/layers/batch_norm.hpp"
+#include "crest/layers/conv.hpp"
+#include "crest/layers/dense.hpp"
+#include "crest/layers/elementwise.hpp"
+#include "crest/layers/loss.hpp"
+#include "crest/layers/pool.hpp"
+#include "crest/layers/shape_ops.hpp"
+#include "world.hpp"
+
+namespace crest {
+namespace {
+
+using test::has_backend;
+using test::random_values;
+
+constexpr int64_t kMicroBatch = 2;
+const Shape kSample{2, 6, 6, 4};  // [c, d, h, w], channels-last in memory
+
+// x -> conv 3^3 (4) -> batch norm -> leaky -> dropout -> max-pool 2 -> {conv 3^3 (3) + tanh} +
+// conv 1^3 (3) -> avg-pool -> flatten -> dropout -> dense (3, L2 0.01) -> MSE against y [3]. The
+// skip branch makes pool1's output cross two cuts at once (it passes through a stage).
+Graph network() {
+  Graph g;
+  const ValueId x = g.input("x", kSample, Layout::channels_last);
+  const ValueId y = g.input("y", Shape{3});
+  ConvOptions c;
+  c.out_channels = 4;
+  c.kernel = {3, 3, 3};
+  c.same = true;
+  ValueId t = g.add("conv1", layers::conv(c), {x});
+  t = g.add("bn1", layers::batch_norm(), {t});
+  t = g.add("act1", layers::leaky_relu(0.3f), {t});
+  t = g.add("drop1", layers::dropout(0.25f), {t});
+  const ValueId pooled = g.add("pool1", layers::pool(PoolOptions{}), {t});
+  c.out_channels = 3;
+  ValueId a = g.add("conv2", layers::conv(c), {pooled});
+  a = g.add("act2", layers::tanh(), {a});
+  ConvOptions one = c;
+  one.kernel = {1, 1, 1};
+  one.same = false;
+  const ValueId b = g.add("conv3", layers::conv(one), {pooled});
+  t = g.add("add", layers::add(), {a, b});
+  PoolOptions avg;
+  avg.kind = PoolKind::avg_include_pad;
+  t = g.add("pool2", layers::pool(avg), {t});
+  t = g.add("flatten", layers::flatten(), {t});
+  t = g.add("drop2", layers::dropout(0.3f), {t});
+  DenseOptions d;
+  d.out_features = 3;
+  d.l2 = 0.01;
+  d.init = Init::torch_default;
+  const ValueId out = g.add("fc", layers::dense(d), {t});
+  g.mark_output(out);
+  g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));
+  return g;
+}
+
+// Where stages 1.. start: 2 stages split the skip branch (pool1 and act2 cross); 4 stages make
+// pool1 pass through stage 1 untouched by any of its nodes but one.
+std::vector<std::string> stage_starts(int stages) {
+  if (stages == 2) return {"conv3"};
+  return {"conv2", "conv3", "pool2"};
+}
+
+void write(const TensorView& t, const std::vector<double>& v) {
+  ASSERT_EQ(static_cast<size_t>(t.desc().shape.numel()), v.size());
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t.desc().dtype == DType::f64)
+      t.as<double>()[i] = v[i];
+    else
+      t.as<float>()[i] = static_cast<float>(v[i]);
+  }
+}
+
+std::vector<double> read(const TensorView& t) {
+  std::vector<double> v(static_cast<size_t>(t.desc().shape.numel()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = t.desc().dtype == DType::f64 ? t.as<double>()[i] : t.as<float>()[i];
+  return v;
+}
+
+// Micro-batch m of replica `replica`'s batch `batch`: its inputs, the same on every rank.
+void feed(Executor& ex, int replica, int batch, int m, bool has_x, bool has_y) {
+  const auto seed = static_cast<uint32_t>(1000 * replica + 100 * batch + m);
+  if (has_x) write(ex.input("x"), random_values(size_t(kSample.numel() * kMicroBatch), seed));
+  if (has_y) write(ex.input("y"), random_values(size_t(3 * kMicroBatch), seed + 50000));
+}
+
+// What a batch leaves: the mean loss, and per parameter (by name) its gradient or its value for
+// the non-trained ones.
+struct BatchResult {
+  double loss = 0;
+  std::map<std::string, std::vector<double>> grads, state;
+};
+
+void collect(const Executor& ex, BatchResult& r) {
+  const ParamStore& p = ex.params();
+  for (size_t s = 0; s < p.slots().size(); ++s) {
+    const ParamSlot& slot = p.slots()[s];
+    (slot.spec.trainable ? r.grads : r.state)[slot.name] =
+        read(slot.spec.trainable ? p.grad(s) : p.value(s));
+  }
+}
+
+CompileOptions compile_options(DType dtype) {
+  CompileOptions o;
+  o.dtype = dtype;
+  o.batch = kMicroBatch;
+  o.seed = 11;
+  return o;
+}
+
+// One process: `batches` batches of M micro-batches each, gradients accumulated per batch.
+std::vector<BatchResult> accumulate(Backend& backend, DType dtype, int replica, int micro_batches,
+                                    int batches) {
+  Executor ex(network(), backend, compile_options(dtype));
+  std::vector<BatchResult> out;
+  for (int b = 0; b < batches; ++b) {
+    BatchResult r;
+    std::map<std::string, std::vector<double>> sum;
+    for (int m = 0; m < micro_batches; ++m) {
+      feed(ex, replica, b, m, true, true);
+      r.loss += ex.forward() / micro_batches;
+      ex.backward();
+      BatchResult one;
+      collect(ex, one);
+      for (auto& [name, g] : one.grads) {
+        auto& s = sum[name];
+        s.resize(g.size());
+        for (size_t i = 0; i < g.size(); ++i) s[i] += g[i];
+      }
+    }
+    collect(ex, r);
+    for (auto& [name, g] : sum) {
+      for (double& v : g) v /= micro_batches;
+      r.grads[name] = g;
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                  const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  double scale = 0, worst = 0;
+  for (double w : want) scale = std::max(scale, std::fabs(w));
+  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
+  EXPECT_LE(worst, tol * (1 + scale)) << what << " (rank " << test::world().rank() << ")" << got[0] << " " << want[0] << " " << got[1] << " " << want[1];
+}
+
+struct Case {
+  int stages = 2, micro_batches = 1;
+  PipelineScheduleKind schedule = PipelineScheduleKind::gpipe;
+  bool recompute = false;
+  std::string str() const {
+    return std::to_string(stages) + " stages x " + std::to_string(micro_batches) + " micro-batches, " +
+           (schedule == PipelineScheduleKind::gpipe ? "GPipe" : "1F1B") +
+           (recompute ? ", recompute" : "");
+  }
+};
+
+// Ranks d * K + s: replica d's stage s. The stage's gradients are averaged over the replicas.
+void check_pipeline(const Case& c, const std::string& backend_name, DType dtype, double tol) {
+  SCOPED_TRACE(c.str());
+  Communicator& world = test::world();
+  const int replicas = world.size() / c.stages;
+  const int stage = world.rank() % c.stages, replica = world.rank() / c.stages;
+  auto backend = make_backend(backend_name);
+  constexpr int kBatches = 2;
+  std::vector<std::vector<BatchResult>> whole;
+  for (int d = 0; d < replicas; ++d)
+    whole.push_back(accumulate(*backend, dtype, d, c.micro_batches, kBatches));
+
+  const auto stages = cut_into_stages(network(), stage_starts(c.stages), "dist.pipeline");
+  const PipelineStageGraph& mine = stages[static_cast<size_t>(stage)];
+  PipelineStageOptions o{.stage = stage,
+                         .stages = c.stages,
+                         .micro_batches = c.micro_batches,
+                         .schedule = c.schedule,
+                         .recompute = c.recompute,
+                         .previous_rank = stage > 0 ? world.rank() - 1 : -1,
+                         .next_rank = stage + 1 < c.stages ? world.rank() + 1 : -1};
+  PipelineStage runner(mine, *backend, compile_options(dtype), world, o);
+  auto replicas_of_stage = world.split(stage, replica);
+  const bool has_x = stage == 0, has_y = stage + 1 == c.stages;
+  for (int b = 0; b < kBatches; ++b) {
+    SCOPED_TRACE("batch " + std::to_string(b));
+    const StageStepResult r = runner.run(
+        [&](int m, Executor& ex) { feed(ex, replica, b, m, has_x, has_y); });
+    ParamStore& p = runner.executor().params();
+    if (replicas > 1 && dtype == DType::f64)
+      replicas_of_stage->start_allreduce(static_cast<double*>(p.grads()), p.trainable_count_padded(),
+                                         1.0 / replicas, "stage gradients")->wait();
+    BatchResult got;
+    collect(runner.executor(), got);
+    // The reference: the replicas' mean gradient, and this replica's loss and statistics.
+    const BatchResult& want = whole[static_cast<size_t>(replica)][static_cast<size_t>(b)];
+    if (has_y) {
+      EXPECT_NEAR(r.data_loss + r.penalty, want.loss, tol * (1 + std::fabs(want.loss)));
+      EXPECT_GT(r.penalty, 0.0);  // the dense layer's L2 lives on the last stage
+    } else {
+      EXPECT_EQ(r.data_loss, 0.0);
+      EXPECT_EQ(r.penalty, 0.0);
+    }
+    EXPECT_FALSE(got.grads.empty());
+    for (const auto& [name, g] : got.grads) {
+      std::vector<double> mean(g.size(), 0.0);
+      for (const auto& rep : whole)
+        for (size_t i = 0; i < g.size(); ++i)
+          mean[i] += rep[static_cast<size_t>(b)].grads.at(name)[i] / replicas;
+      expect_close(g, mean, tol, "gradient of " + name);
+    }
+    for (const auto& [name, v] : got.state) expect_close(v, want.state.at(name), tol, name);
+  }
+}
+
+std::vector<Case> cases(int stages) {
+  std::vector<Case> out;
+  for (int m : {1, 4, 8})
+    for (auto kind : {PipelineScheduleKind::gpipe, PipelineScheduleKind::one_forward_one_backward})
+      for (bool recompute : {false, true}) out.push_back({stages, m, kind, recompute});
+  return out;
+}
+
+TEST(PipelineStages, EveryScheduleEqualsOneProcessAccumulatingFloat64) {
+  const int ranks = test::world().size();
+  if (ranks != 2 && ranks != 4) GTEST_SKIP() << "runs on 2 or 4 ranks";
+  for (const Case& c : cases(ranks)) check_pipeline(c, "reference", DType::f64, 1e-10);
+}
+
+TEST(PipelineStages, TwoStagesTimesTwoReplicasEqualTheReplicasMeanFloat64) {
+  if (test::world().size() != 4) GTEST_SKIP() << "runs on 4 ranks";
+  check_pipeline({2, 4, PipelineScheduleKind::one_forward_one_backward, false}, "reference",
+                 DType::f64, 1e-10);
+  check_pipeline({2, 4, PipelineScheduleKind::gpipe, true}, "reference", DType::f64, 1e-10);
+}
+
+TEST(PipelineStages, Float32OnOneDnnEqualsOneProcessAccumulating) {
+  const int ranks = test::world().size();
+  if (ranks != 2 && ranks != 4) GTEST_SKIP() << "runs on 2 or 4 ranks";
+  if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
+  for (bool recompute : {false, true})
+    check_pipeline({ranks, 4, PipelineScheduleKind::one_forward_one_backward, recompute}, "onednn",
+                   DType::f32, 1e-5);
+}
+
+TEST(PipelineStages, ActivationSetsFollowTheSchedule) {
+  Communicator& world = test::world();
+  if (world.size() != 4) GTEST_SKIP() << "runs on 4 ranks";
+  auto backend = make_backend("reference");
+  const auto stages = cut_into_stages(network(), stage_starts(4), "dist.pipeline");
+  const int s = world.rank();
+  auto sets = [&](PipelineScheduleKind kind, bool recompute) {
+    PipelineStageOptions o{.stage = s, .stages = 4, .micro_batches = 8, .schedule = kind,
+                           .recompute = recompute, .previous_rank = s - 1,
+                           .next_rank = s < 3 ? s + 1 : -1};
+    return PipelineStage(stages[static_cast<size_t>(s)], *backend, compile_options(DType::f64),
+                         world, o)
+        .activation_sets();
+  };
+  EXPECT_EQ(sets(PipelineScheduleKind::gpipe, false), 8);
+  EXPECT_EQ(sets(PipelineScheduleKind::one_forward_one_backward, false), 4 - s);
+  EXPECT_EQ(sets(PipelineScheduleKind::gpipe, true), 1);
+}
+
+}  // namespace
+}  // namespace crest
