@@ -269,6 +269,57 @@ class MpiPending final : public PendingCollective {
   bool waited_ = false;
 };
 
+// A send posted on the communication thread and then polled in short tasks (as send() is), so
+// the thread runs this rank's receives and collectives while the receiver is not ready yet.
+class MpiPendingSend final : public PendingCollective {
+ public:
+  MpiPendingSend(std::shared_ptr<CommThread> thread, MPI_Request req, std::string what)
+      : thread_(std::move(thread)), req_(req), what_(std::move(what)) {
+    timing_.queued = timing_.started = steady_seconds();
+  }
+  ~MpiPendingSend() override {
+    // The buffer must not go away under a message in flight: wait, but never throw here.
+    try {
+      wait();
+    } catch (...) {
+    }
+  }
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    const double deadline = steady_seconds() + thread_->timeout_s();
+    long pause_ns = 2'000;
+    for (int complete = 0;;) {
+      thread_->run([&] { check(MPI_Test(&req_, &complete, MPI_STATUS_IGNORE), "MPI_Test"); },
+                   what_);
+      if (complete) break;
+      if (steady_seconds() > deadline) {
+        thread_->run(
+            [&] {
+              MPI_Cancel(&req_);
+              MPI_Request_free(&req_);
+            },
+            what_);
+        throw_runtime(what_ + ": not received after " +
+                      std::to_string(static_cast<int>(thread_->timeout_s())) +
+                      " s (dist.timeout_s); the receiving rank has died or hangs");
+      }
+      const timespec pause{0, pause_ns};
+      nanosleep(&pause, nullptr);
+      pause_ns = std::min(pause_ns * 2, 1'000'000L);
+    }
+    timing_.done = steady_seconds();
+  }
+  Timing timing() const override { return timing_; }
+
+ private:
+  std::shared_ptr<CommThread> thread_;
+  MPI_Request req_;
+  std::string what_;
+  Timing timing_;
+  bool done_ = false;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   MpiCommunicator(MPI_Comm comm, bool owned, std::shared_ptr<CommThread> thread,
@@ -475,6 +526,21 @@ class MpiCommunicator final : public Communicator {
         },
         what);
     return std::make_unique<MpiPending>(thread_, std::move(task), /*grace_s=*/10);
+  }
+
+  std::unique_ptr<PendingCollective> start_send(const Outgoing& m,
+                                                const std::string& what) override {
+    if (m.bytes > static_cast<size_t>(INT_MAX))
+      throw_runtime(what + ": " + std::to_string(m.bytes) +
+                    " bytes, larger than one MPI message (2 GiB)");
+    MPI_Request req = MPI_REQUEST_NULL;
+    thread_->run(
+        [&] {
+          check(MPI_Isend(m.data, static_cast<int>(m.bytes), MPI_BYTE, m.dest, m.tag, comm_, &req),
+                "MPI_Isend");
+        },
+        what);
+    return std::make_unique<MpiPendingSend>(thread_, req, what);
   }
 
   std::unique_ptr<Communicator> split(int color, int key) override {

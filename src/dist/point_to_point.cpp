@@ -37,6 +37,11 @@ class CompletedExchange final : public PendingCollective {
 
 }  // namespace
 
+std::unique_ptr<PendingCollective> Communicator::start_send(const Outgoing& message,
+                                                            const std::string& what) {
+  return start_exchange({message}, {}, what);
+}
+
 std::unique_ptr<PendingCollective> Communicator::start_exchange(
     const std::vector<Outgoing>& sends, const std::vector<Incoming>& receives,
     const std::string& what) {

@@ -74,12 +74,24 @@ StageStepResult PipelineStage::run(const Feed& feed) {
   StageStepResult r;
   for (const PipelineAction& a : actions_) {
     switch (a.kind) {
-      case Kind::receive_activation: receive_activation(a.micro_batch); break;
-      case Kind::forward: forward(a.micro_batch, feed, r); break;
-      case Kind::send_activation: send_activation(a.micro_batch); break;
-      case Kind::receive_gradient: receive_gradient(a.micro_batch); break;
-      case Kind::backward: backward(a.micro_batch); break;
-      case Kind::send_gradient: send_gradient(a.micro_batch); break;
+      case Kind::receive_activation:
+        receive_activation(a.micro_batch);
+        break;
+      case Kind::forward:
+        forward(a.micro_batch, feed, r);
+        break;
+      case Kind::send_activation:
+        send_activation(a.micro_batch);
+        break;
+      case Kind::receive_gradient:
+        receive_gradient(a.micro_batch);
+        break;
+      case Kind::backward:
+        backward(a.micro_batch, r);
+        break;
+      case Kind::send_gradient:
+        send_gradient(a.micro_batch);
+        break;
     }
   }
   wait_for_sends();
@@ -124,7 +136,8 @@ void PipelineStage::receive_activation(int m) {
   const auto& names = graph_.received;
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView in = ex.input(names[i]);
-    comm_.exchange({}, {{opts_.previous_rank, tag(m, false, i, names.size()), in.data(), in.bytes()}},
+    comm_.exchange({},
+                   {{opts_.previous_rank, tag(m, false, i, names.size()), in.data(), in.bytes()}},
                    "pipeline stage " + std::to_string(opts_.stage) + ": receiving '" + names[i] +
                        "' of micro-batch " + std::to_string(m) + " from rank " +
                        std::to_string(opts_.previous_rank));
@@ -141,7 +154,9 @@ void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
   if (feed) feed(m, ex);
   if (opts_.recompute) keep_inputs(m);
   ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
+  const double start = steady_seconds();
   const double loss = ex.forward(true);
+  r.compute_s += steady_seconds() - start;
   r.data_loss += ex.last_data_loss();
   r.penalty += loss - ex.last_data_loss();
   last_forward_slot_ = e;
@@ -155,11 +170,11 @@ void PipelineStage::send_activation(int m) {
     auto msg = std::make_unique<InFlight>();
     msg->bytes.resize(out.bytes());
     std::memcpy(msg->bytes.data(), out.data(), out.bytes());
-    msg->pending = comm_.start_exchange(
-        {{opts_.next_rank, tag(m, false, i, names.size()), msg->bytes.data(), msg->bytes.size()}},
-        {},
+    msg->pending = comm_.start_send(
+        {opts_.next_rank, tag(m, false, i, names.size()), msg->bytes.data(), msg->bytes.size()},
         "pipeline stage " + std::to_string(opts_.stage) + ": sending '" + names[i] +
-            "' of micro-batch " + std::to_string(m) + " to rank " + std::to_string(opts_.next_rank));
+            "' of micro-batch " + std::to_string(m) + " to rank " +
+            std::to_string(opts_.next_rank));
     sends_.push_back(std::move(msg));
   }
 }
@@ -170,13 +185,14 @@ void PipelineStage::receive_gradient(int m) {
   for (size_t i = 0; i < names.size(); ++i) {
     const TensorView g = ex.input(upstream_gradient_input(names[i]));
     comm_.exchange({}, {{opts_.next_rank, tag(m, true, i, names.size()), g.data(), g.bytes()}},
-                   "pipeline stage " + std::to_string(opts_.stage) + ": receiving the gradient of '" +
-                       names[i] + "' of micro-batch " + std::to_string(m) + " from rank " +
-                       std::to_string(opts_.next_rank));
+                   "pipeline stage " + std::to_string(opts_.stage) +
+                       ": receiving the gradient of '" + names[i] + "' of micro-batch " +
+                       std::to_string(m) + " from rank " + std::to_string(opts_.next_rank));
   }
 }
 
-void PipelineStage::backward(int m) {
+void PipelineStage::backward(int m, StageStepResult& r) {
+  const double start = steady_seconds();
   if (opts_.recompute && slot_micro_batch_[0] != m) recompute(m);
   Executor& ex = slot_of(m);
   ex.backward();
@@ -186,6 +202,7 @@ void PipelineStage::backward(int m) {
     p.ops().copy(p.grads(), grad_sum_.data(), n);
   else
     p.ops().add(grad_sum_.data(), p.grads(), grad_sum_.data(), n);
+  r.compute_s += steady_seconds() - start;
   if (opts_.stage == 0) {  // nothing to send: its activations are free
     slot_micro_batch_[static_cast<size_t>(micro_batch_slot_[static_cast<size_t>(m)])] = -1;
     micro_batch_slot_[static_cast<size_t>(m)] = -1;
@@ -201,9 +218,8 @@ void PipelineStage::send_gradient(int m) {
     auto msg = std::make_unique<InFlight>();
     msg->bytes.resize(g.bytes());
     std::memcpy(msg->bytes.data(), g.data(), g.bytes());
-    msg->pending = comm_.start_exchange(
-        {{opts_.previous_rank, tag(m, true, i, names.size()), msg->bytes.data(), msg->bytes.size()}},
-        {},
+    msg->pending = comm_.start_send(
+        {opts_.previous_rank, tag(m, true, i, names.size()), msg->bytes.data(), msg->bytes.size()},
         "pipeline stage " + std::to_string(opts_.stage) + ": sending the gradient of '" + names[i] +
             "' of micro-batch " + std::to_string(m) + " to rank " +
             std::to_string(opts_.previous_rank));

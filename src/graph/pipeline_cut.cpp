@@ -60,7 +60,7 @@ struct StageBuilder {
   const std::vector<Shape>& shapes;
   PipelineStageGraph stage;
   std::map<ValueId, ValueId> local;  // whole graph's value -> the stage graph's
-  std::vector<ValueId> gradients;     // per sent value: the input its gradient arrives in
+  std::vector<ValueId> gradients;    // per sent value: the input its gradient arrives in
 
   // Graph inputs come before any node: the whole graph's, the received values, and the sent
   // values' gradients.
@@ -73,7 +73,8 @@ struct StageBuilder {
     for (size_t i = 0; i < reads.size(); ++i) {
       if (!reads[i]) continue;
       const GraphInput& in = whole.inputs()[i];
-      local[static_cast<ValueId>(i)] = stage.graph.input(in.name, in.per_sample, in.layout, in.integer);
+      local[static_cast<ValueId>(i)] =
+          stage.graph.input(in.name, in.per_sample, in.layout, in.integer);
       stage.data_inputs.push_back(in.name);
     }
     for (ValueId v : received) {
@@ -155,7 +156,8 @@ std::vector<PipelineStageGraph> cut_into_stages(const Graph& whole,
     b.stage.first_node_name = whole.nodes()[cuts[s]].name;
     b.stage.last_node_name = whole.nodes()[cuts[s + 1] - 1].name;
     const bool last = s + 2 == cuts.size();
-    std::vector<ValueId> sent = last ? std::vector<ValueId>{} : crossing(whole, made_by, cuts[s + 1]);
+    std::vector<ValueId> sent =
+        last ? std::vector<ValueId>{} : crossing(whole, made_by, cuts[s + 1]);
     b.declare_inputs(cuts[s], cuts[s + 1], received, sent);
     b.copy_nodes(cuts[s], cuts[s + 1]);
     if (last)

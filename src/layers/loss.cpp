@@ -83,7 +83,8 @@ void UpstreamGradientLayer::forward(RunContext& ctx) {
 
 void UpstreamGradientLayer::backward(RunContext& ctx) {
   for (size_t i = 0; i < counts_.size(); ++i)
-    if (ctx.diff_in[2 * i]) ctx.vec->scale(ctx.loss_scale, ctx.in[2 * i + 1], ctx.diff_in[2 * i], counts_[i]);
+    if (ctx.diff_in[2 * i])
+      ctx.vec->scale(ctx.loss_scale, ctx.in[2 * i + 1], ctx.diff_in[2 * i], counts_[i]);
 }
 
 std::vector<Shape> SoftmaxCrossEntropyLayer::infer_shapes(const std::vector<Shape>& in) const {

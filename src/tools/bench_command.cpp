@@ -388,6 +388,7 @@ void register_bench(CLI::App& app) {
   register_bench_loader(*bench);
   register_bench_allreduce(*bench);
   register_bench_infer(*bench);
+  register_bench_pipeline(*bench);
 }
 
 }  // namespace crest::tools

@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <tuple>
 
 #include "crest/core/bf16.hpp"
@@ -58,7 +59,8 @@ std::string size_flags(const BenchModelArgs& a) {
 // fields are O(1)), written on the host and copied into the model's memory. Integer targets are
 // class labels with the classes' rough frequencies (mostly background). A 16-bit input
 // (CompileOptions::half_inputs) gets the same floats rounded, as BatchFeed writes a loader's.
-void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
+void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend,
+                       const std::vector<std::string>& only) {
   uint64_t s = 42;
   auto next = [&s] {
     s = s * 6364136223846793005ull + 1442695040888963407ull;
@@ -66,6 +68,7 @@ void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend) {
   };
   for (const auto& [input, scale, offset] :
        {std::tuple{m.sample_input, 2.f, 0.f}, std::tuple{m.target_input, 2.f, -1.f}}) {
+    if (!only.empty() && std::find(only.begin(), only.end(), input) == only.end()) continue;
     const TensorView in = ex.input(input);
     HostStaging staged(backend.memory(), in.data(), in.bytes(), /*fetch=*/false);
     for (int64_t i = 0; i < in.numel(); ++i) {

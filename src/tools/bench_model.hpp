@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
@@ -41,8 +42,10 @@ ModelConfig bench_model_config(const BenchModelArgs& a);
 std::string size_flags(const BenchModelArgs& a);
 // Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
 // fields are O(1)), written on the host and copied into the model's memory. Integer targets are
-// class labels with the classes' rough frequencies (mostly background).
-void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend);
+// class labels with the classes' rough frequencies (mostly background). `only`: just these of the
+// two inputs (a pipeline stage has one or none); empty: both.
+void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend,
+                       const std::vector<std::string>& only = {});
 // The first fields of a model benchmark's JSON line: what ran, on what (the backend and the
 // instruction sets it dispatches to), at which size.
 nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a,

@@ -20,5 +20,6 @@ void register_plan(CLI::App& app);               // crest plan (plan_command.cpp
 void register_bench_allreduce(CLI::App& bench);  // crest bench allreduce (bench_allreduce.cpp)
 void register_bench_loader(CLI::App& bench);     // crest bench loader (bench_loader.cpp)
 void register_bench_infer(CLI::App& bench);      // crest bench infer (bench_infer.cpp)
+void register_bench_pipeline(CLI::App& bench);   // crest bench pipeline (bench_pipeline.cpp)
 
 }  // namespace crest::tools

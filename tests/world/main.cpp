@@ -1,6 +1,7 @@
 // The main of the tests that run as one MPI job (the spatial split's, the pipeline stages'): they
-// run under `mpirun -np N` (tests/CMakeLists.txt), every rank the same tests on its own part. The job fails when any rank has a failure, so a wrong result on one
-// rank is never hidden by another's exit code.
+// run under `mpirun -np N` (tests/CMakeLists.txt), every rank the same tests on its own part. The
+// job fails when any rank has a failure, so a wrong result on one rank is never hidden by another's
+// exit code.
 #include <gtest/gtest.h>
 
 #include <cstdlib>

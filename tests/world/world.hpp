@@ -1,5 +1,5 @@
-// What the tests run as one MPI job share: their process world (tests/world/main.cpp: the MPI job mpirun
-// started, or one process), seeded data every rank draws alike, and the built backends.
+// What the tests run as one MPI job share: their process world (tests/world/main.cpp: the MPI job
+// mpirun started, or one process), seeded data every rank draws alike, and the built backends.
 #pragma once
 #include <algorithm>
 #include <random>

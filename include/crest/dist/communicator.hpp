@@ -123,6 +123,14 @@ class Communicator {
   virtual std::unique_ptr<PendingCollective> start_exchange(const std::vector<Outgoing>& sends,
                                                             const std::vector<Incoming>& receives,
                                                             const std::string& what);
+  // One message sent without waiting for its receiver (a pipeline stage's activations, which the
+  // next stage receives whenever its schedule comes to them): unlike start_exchange, it never
+  // holds the communication thread, so this rank's receives and collectives go on while the
+  // message waits. `data` stays untouched until wait() returns; wait() polls, and past the
+  // communicator's timeout throws crest::Error (runtime) naming `what`. The default sends at
+  // once through exchange().
+  virtual std::unique_ptr<PendingCollective> start_send(const Outgoing& message,
+                                                        const std::string& what);
 };
 
 // One process: rank 0 of 1. Collectives are identities (start_allreduce only scales).

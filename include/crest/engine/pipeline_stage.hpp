@@ -42,6 +42,9 @@ struct PipelineStageOptions {
 struct StageStepResult {
   double data_loss = 0;  // the mean over micro-batches of the loss (the last stage; else 0)
   double penalty = 0;    // the L2 penalties of this stage's parameters
+  // Seconds this stage computed (forwards, recomputed forwards, backwards and the gradient sum):
+  // the rest of the batch it waited for messages — the pipeline's bubble and its imbalance.
+  double compute_s = 0;
 };
 
 class PipelineStage {
@@ -72,7 +75,7 @@ class PipelineStage {
   void forward(int m, const Feed& feed, StageStepResult& r);
   void send_activation(int m);
   void receive_gradient(int m);
-  void backward(int m);
+  void backward(int m, StageStepResult& r);
   void send_gradient(int m);
   Executor& slot_of(int m);
   int take_slot(int m);

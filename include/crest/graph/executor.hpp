@@ -44,8 +44,8 @@ struct CompileOptions {
   // Gradients w.r.t. these float graph inputs only (a pipeline stage's received values, which
   // it sends gradients back for); input_grads adds every other one.
   std::vector<std::string> grad_inputs{};
-  bool fuse = true;          // fuse activations into convolutions where the backend can
-  uint64_t seed = 0;         // parameter initialisation and dropout masks
+  bool fuse = true;   // fuse activations into convolutions where the backend can
+  uint64_t seed = 0;  // parameter initialisation and dropout masks
   // The first node's position in the graph it was cut from (a pipeline stage's: crest/graph/
   // pipeline_cut.hpp): dropout masks are drawn per node position, so a stage draws the whole
   // graph's.

@@ -21,8 +21,8 @@ void add_graph_inputs(Program& p, const Graph& g) {
     v.pinned = true;
     v.graph_input = static_cast<int>(i);
     const auto& named = p.opts.grad_inputs;
-    const bool asked = p.opts.input_grads ||
-                       std::find(named.begin(), named.end(), in.name) != named.end();
+    const bool asked =
+        p.opts.input_grads || std::find(named.begin(), named.end(), in.name) != named.end();
     v.needs_grad = p.opts.training && asked && !in.integer;
   }
 }

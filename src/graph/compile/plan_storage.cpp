@@ -59,7 +59,8 @@ struct StoragePlanner {
       const int x = op.in[0], y = op.out[0];
       const bool can_share = val(x).fmt.bytes == val(y).fmt.bytes && !val(y).pinned;
       if (op.fused_into_producer && !can_share)
-        throw_runtime("internal error: fused activation '" + op.name + "' has an output of its own");
+        throw_runtime("internal error: fused activation '" + op.name +
+                      "' has an output of its own");
       if (!can_share) continue;
       bool share = false;
       if (op.needs.view) {

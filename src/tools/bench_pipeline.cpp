@@ -1,0 +1,209 @@
+// crest bench pipeline: under `mpirun -np K`, a model cut into K pipeline stages (one per rank)
+// runs batches of M micro-batches on random data (crest/engine/pipeline_stage.hpp) and prints one
+// JSON line: the step time (the slowest rank's, best step), and per stage its layers, its compute
+// time and its activation memory; the measured bubble (the share of the step the stages waited,
+// 1 - mean compute / step) beside the schedule's (K - 1) / (M + K - 1). The stages are cut where
+// the measured time of a training step balances (--balance flops: its FLOPs; --stage-starts names
+// the first layer of each stage after the first instead). Forward and backward only: the optimizer
+// update is not timed.
+#include <algorithm>
+#include <chrono>
+#include <iostream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "bench_model.hpp"
+#include "commands.hpp"
+#include "crest/core/error.hpp"
+#include "crest/core/parallel_for.hpp"
+#include "crest/dist/communicator.hpp"
+#include "crest/engine/pipeline_stage.hpp"
+#include "crest/engine/session.hpp"
+#include "crest/graph/pipeline_cut.hpp"
+#include "crest/models/model_registry.hpp"
+#include "crest/train/trainer.hpp"
+
+namespace crest::tools {
+namespace {
+
+struct BenchPipelineArgs : BenchModelArgs, BenchRunArgs {
+  int64_t micro_batch = 1;
+  int micro_batches = 4, steps = 3, warmup = 1;
+  std::string schedule = "1f1b";
+  bool recompute = false;
+  std::vector<std::string> stage_starts;
+  std::string balance = "time";  // cut where the measured time (or the FLOPs) of the stages balance
+  double timeout_s = 300;
+};
+
+PipelineScheduleKind parse_schedule(const std::string& s) {
+  if (s == "gpipe") return PipelineScheduleKind::gpipe;
+  if (s == "1f1b") return PipelineScheduleKind::one_forward_one_backward;
+  throw_usage("bench pipeline: --schedule is gpipe or 1f1b, got '" + s + "'");
+}
+
+// Per node of the graph, in order: the FLOPs of a training step (`flops`), or the seconds of one
+// measured forward and backward at the micro-batch size (after a warm-up step).
+std::vector<double> node_costs(const Graph& g, const SessionOptions& so, Backend& backend,
+                               const Executor& plan, const BuiltModel& m, bool measured) {
+  std::map<std::string, double> by_name;
+  if (measured) {
+    Executor ex(g, backend, compile_options(so));
+    fill_random_batch(ex, m, backend);
+    for (int i = 0; i < 2; ++i) {
+      ex.set_profiling(i == 1);
+      ex.forward();
+      ex.backward();
+    }
+    for (const OpProfile& op : ex.profile()) by_name[op.name] += op.forward_s + op.backward_s;
+  } else {
+    for (const OpFacts& op : plan.op_facts()) {
+      double f = op.flops.forward;
+      if (op.runs_backward) f += op.flops.backward_data + op.flops.backward_weights;
+      by_name[op.name] += f;
+    }
+  }
+  std::vector<double> costs;
+  for (const GraphNode& n : g.nodes()) costs.push_back(by_name.count(n.name) ? by_name[n.name] : 0);
+  return costs;
+}
+
+std::vector<std::string> stage_starts(const BenchPipelineArgs& a, const Graph& g,
+                                      const std::vector<double>& costs, int stages) {
+  if (!a.stage_starts.empty()) {
+    if (static_cast<int>(a.stage_starts.size()) != stages - 1)
+      throw_usage("bench pipeline: --stage-starts names " + std::to_string(a.stage_starts.size()) +
+                  " layers for " + std::to_string(stages) +
+                  " stages (one per stage after the first)");
+    return a.stage_starts;
+  }
+  std::vector<std::string> names;
+  for (size_t at : balanced_stage_starts(costs, stages)) names.push_back(g.nodes()[at].name);
+  return names;
+}
+
+// The stage's share of `costs`: its nodes but the upstream_gradient node it ends in.
+double stage_flops(const std::vector<double>& costs, const PipelineStageGraph& s) {
+  const size_t nodes = s.graph.nodes().size() - (s.sent.empty() ? 0 : 1);
+  double f = 0;
+  for (size_t i = s.first_node; i < s.first_node + nodes; ++i) f += costs[i];
+  return f;
+}
+
+void bench_pipeline(const BenchPipelineArgs& a) {
+  if (a.steps < 1 || a.warmup < 0 || a.micro_batch < 1 || a.micro_batches < 1)
+    throw_usage("bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1");
+  const PipelineScheduleKind schedule = parse_schedule(a.schedule);
+  WorldOptions wo;
+  wo.timeout_s = a.timeout_s;
+  auto comm = make_world_communicator(wo);
+  const int stages = comm->size(), stage = comm->rank();
+  const BuiltModel m = build_model(bench_model_config(a));
+  const SessionOptions so = bench_session_options(
+      a, Purpose::training, a.micro_batch, std::max(1, hardware_threads() / comm->local_size()));
+  // The backend with the benchmark's threads, and the whole model's plan for its FLOPs.
+  SessionOptions plan_only = so;
+  plan_only.allocate = false;
+  const Session session(m.graph, plan_only);
+  if (a.balance != "time" && a.balance != "flops")
+    throw_usage("bench pipeline: --balance is time or flops, got '" + a.balance + "'");
+  const std::vector<double> flops =
+      node_costs(m.graph, so, session.backend(), session.executor(), m, false);
+  // Measured on rank 0 and broadcast, so every rank cuts the model alike.
+  std::vector<double> costs = flops;
+  if (a.balance == "time" && a.stage_starts.empty()) {
+    if (stage == 0) costs = node_costs(m.graph, so, session.backend(), session.executor(), m, true);
+    comm->broadcast(costs.data(), costs.size() * sizeof(double), 0);
+  }
+  const auto graphs = cut_into_stages(m.graph, stage_starts(a, m.graph, costs, stages),
+                                      "bench pipeline: --stage-starts");
+  const PipelineStageGraph& mine = graphs[static_cast<size_t>(stage)];
+  PipelineStage runner(mine, session.backend(), compile_options(so), *comm,
+                       {.stage = stage,
+                        .stages = stages,
+                        .micro_batches = a.micro_batches,
+                        .schedule = schedule,
+                        .recompute = a.recompute,
+                        .previous_rank = stage > 0 ? stage - 1 : -1,
+                        .next_rank = stage + 1 < stages ? stage + 1 : -1});
+  auto feed = [&](int, Executor& ex) {
+    if (!mine.data_inputs.empty()) fill_random_batch(ex, m, session.backend(), mine.data_inputs);
+  };
+  for (int i = 0; i < a.warmup; ++i) runner.run(feed);
+  double best_step = 1e300, best_compute = 1e300;
+  for (int i = 0; i < a.steps; ++i) {
+    comm->barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    const StageStepResult r = runner.run(feed);
+    const double mine_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best_step = std::min(best_step, comm->allreduce_max(mine_s));
+    best_compute = std::min(best_compute, r.compute_s);
+  }
+  // Every stage's figures on rank 0.
+  nlohmann::json me = {
+      {"stage", stage},
+      {"first_layer", mine.first_node_name},
+      {"last_layer", mine.last_node_name},
+      {"gflop_per_micro_batch", stage_flops(flops, mine) / 1e9},
+      {"compute_s", best_compute},
+      {"activation_sets", runner.activation_sets()},
+      {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
+      {"sent_values", mine.sent.size()}};
+  const std::string text = me.dump();
+  const auto parts = comm->allgather_parts(
+      std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
+                             reinterpret_cast<const std::byte*>(text.data()) + text.size()));
+  if (stage != 0) return;
+  nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
+                                     session.threads());
+  double compute_sum = 0;
+  for (const auto& p : parts) {
+    j["stages"].push_back(
+        nlohmann::json::parse(std::string(reinterpret_cast<const char*>(p.data()), p.size())));
+    compute_sum += j["stages"].back()["compute_s"].get<double>();
+  }
+  const double mean_compute = compute_sum / stages;
+  j["pipeline_stages"] = stages;
+  j["micro_batches"] = a.micro_batches;
+  j["schedule"] = a.schedule;
+  j["recompute"] = a.recompute;
+  j["global_batch"] = a.micro_batch * a.micro_batches;
+  j["step_s_min"] = best_step;
+  j["samples_per_s"] = static_cast<double>(a.micro_batch * a.micro_batches) / best_step;
+  j["bubble_measured"] = 1 - mean_compute / best_step;
+  j["bubble_schedule"] =
+      static_cast<double>(stages - 1) / static_cast<double>(a.micro_batches + stages - 1);
+  std::cout << j.dump() << std::endl;
+}
+
+}  // namespace
+
+void register_bench_pipeline(CLI::App& bench) {
+  auto* cmd = bench.add_subcommand(
+      "pipeline", "under mpirun -np K: time a model cut into K pipeline stages (JSON line)");
+  auto a = std::make_shared<BenchPipelineArgs>();
+  add_model_options(*cmd, *a);
+  cmd->add_option("--backend", a->backend, "a registered backend (default: the fastest built)");
+  cmd->add_option("--precision", a->precision, "float32 | bf16 | fp16 | float64");
+  cmd->add_option("--threads", a->threads,
+                  "compute threads per rank (default: the node's cores / ranks)");
+  cmd->add_option("--batch", a->micro_batch, "samples per micro-batch");
+  cmd->add_option("--micro-batches", a->micro_batches, "micro-batches per batch (M)");
+  cmd->add_option("--schedule", a->schedule, "gpipe | 1f1b");
+  cmd->add_flag("--recompute", a->recompute,
+                "keep only each micro-batch's inputs; recompute its forward");
+  cmd->add_option("--stage-starts", a->stage_starts,
+                  "the first layer of each stage after the first (default: balanced by FLOPs)")
+      ->delimiter(',');
+  cmd->add_option("--balance", a->balance,
+                  "time (one measured step of the whole model, the default) or flops: what the "
+                  "default cut balances");
+  cmd->add_option("--steps", a->steps, "timed batches");
+  cmd->add_option("--warmup", a->warmup, "untimed batches first");
+  cmd->add_option("--timeout-s", a->timeout_s, "a message's deadline");
+  cmd->callback([a] { bench_pipeline(*a); });
+}
+
+}  // namespace crest::tools
