@@ -5,11 +5,14 @@
 // M = 1, 4 and 8, GPipe and 1F1B, with and without recomputation, over two batches (the second's
 // dropout masks continue the first's). float64 on the reference backend within 1e-10; float32 on
 // oneDNN within 1e-5. On 4 ranks also 2 stages x 2 data-parallel replicas, whose averaged
-// gradients equal the mean of both replicas' single-process accumulations.
+// gradients equal the mean of both replicas' single-process accumulations. Then training: three
+// SGD and LAMB updates through PipelineTrainStep leave the weights one process reaches.
 #include "crest/engine/pipeline_stage.hpp"
+#include "crest/engine/pipeline_train_step.hpp"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <string>
@@ -23,6 +26,7 @@
 #include "crest/layers/loss.hpp"
 #include "crest/layers/pool.hpp"
 #include "crest/layers/shape_ops.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 #include "world.hpp"
 
 namespace crest {
@@ -286,6 +290,98 @@ TEST(PipelineStages, ActivationSetsFollowTheSchedule) {
   EXPECT_EQ(sets(PipelineScheduleKind::gpipe, false), 8);
   EXPECT_EQ(sets(PipelineScheduleKind::one_forward_one_backward, false), 4 - s);
   EXPECT_EQ(sets(PipelineScheduleKind::gpipe, true), 1);
+}
+
+// Three optimizer steps, with the stages' gradients averaged over their replicas: the weights equal
+// one process's that averages every replica's micro-batches and updates the whole model. LAMB's
+// clipping reads the whole model's gradient norm, which no stage has alone.
+OptimizerConfig optimizer_config(const std::string& name) {
+  OptimizerConfig o;
+  o.name = name;
+  if (const auto& defaults = find_optimizer_type(name).set_defaults) defaults(o);
+  if (o.takes("momentum")) o.momentum = 0.9;
+  o.max_grad_norm = 0.05;  // LAMB: small enough to clip, so the global norm matters
+  return o;
+}
+
+std::map<std::string, std::vector<double>> trained_weights(const Executor& ex) {
+  std::map<std::string, std::vector<double>> w;
+  const ParamStore& p = ex.params();
+  for (size_t s = 0; s < p.slots().size(); ++s)
+    if (p.slots()[s].spec.trainable) w[p.slots()[s].name] = read(p.value(s));
+  return w;
+}
+
+// One process: each step, every replica's M micro-batches (the step counter where each replica's
+// batch starts, as on its own rank), their gradients averaged, one update.
+std::map<std::string, std::vector<double>> train_whole(Backend& backend, const std::string& opt,
+                                                       int replicas, int micro_batches, int steps,
+                                                       double& last_loss) {
+  Executor ex(network(), backend, compile_options(DType::f64));
+  auto optimizer = make_optimizer(optimizer_config(opt));
+  optimizer->attach(ex.params(), ex.vec());
+  const ParamStore& p = ex.params();
+  const size_t n = p.trainable_count_padded();
+  for (int b = 0; b < steps; ++b) {
+    std::vector<double> sum(n, 0.0);
+    last_loss = 0;
+    for (int d = 0; d < replicas; ++d) {
+      ex.set_training_steps(static_cast<uint64_t>(b * micro_batches));
+      for (int m = 0; m < micro_batches; ++m) {
+        feed(ex, d, b, m, true, true);
+        last_loss += ex.forward() / (micro_batches * replicas);
+        ex.backward();
+        const auto* g = static_cast<const double*>(p.grads());
+        for (size_t i = 0; i < n; ++i) sum[i] += g[i] / (micro_batches * replicas);
+      }
+    }
+    std::copy(sum.begin(), sum.end(), static_cast<double*>(p.grads()));
+    optimizer->step(0.05);
+  }
+  return trained_weights(ex);
+}
+
+void check_training(int stages, const std::string& opt) {
+  SCOPED_TRACE(std::to_string(stages) + " stages, " + opt);
+  Communicator& world = test::world();
+  const int replicas = world.size() / stages;
+  const int stage = world.rank() % stages, replica = world.rank() / stages;
+  constexpr int kMicroBatches = 4, kSteps = 3;
+  auto backend = make_backend("reference");
+  double whole_loss = 0;
+  const auto want = train_whole(*backend, opt, replicas, kMicroBatches, kSteps, whole_loss);
+
+  const auto graphs = cut_into_stages(network(), stage_starts(stages), "dist.pipeline");
+  PipelineStage runner(graphs[static_cast<size_t>(stage)], *backend, compile_options(DType::f64),
+                       world,
+                       {.stage = stage,
+                        .stages = stages,
+                        .micro_batches = kMicroBatches,
+                        .schedule = PipelineScheduleKind::one_forward_one_backward,
+                        .previous_rank = stage > 0 ? world.rank() - 1 : -1,
+                        .next_rank = stage + 1 < stages ? world.rank() + 1 : -1});
+  auto replicas_of_stage = world.split(stage, replica);
+  auto optimizer = make_optimizer(optimizer_config(opt));
+  PipelineTrainStep step(runner, *optimizer, world, replicas_of_stage.get());
+  PipelineStepResult r;
+  for (int b = 0; b < kSteps; ++b)
+    r = step.run(0.05, [&](int m, Executor& ex) {
+      feed(ex, replica, b, m, stage == 0, stage + 1 == stages);
+    });
+  EXPECT_TRUE(r.finite);
+  EXPECT_NEAR(r.loss, whole_loss, 1e-10 * (1 + std::fabs(whole_loss)));
+  const auto got = trained_weights(runner.executor());
+  EXPECT_FALSE(got.empty());
+  for (const auto& [name, w] : got) expect_close(w, want.at(name), 1e-10, "weight " + name);
+}
+
+TEST(PipelineTraining, StepsWithSgdAndLambEqualOneProcessFloat64) {
+  const int ranks = test::world().size();
+  if (ranks != 2 && ranks != 4) GTEST_SKIP() << "runs on 2 or 4 ranks";
+  for (const std::string opt : {"SGD", "LAMB"}) {
+    check_training(ranks, opt);
+    if (ranks == 4) check_training(2, opt);  // 2 stages x 2 replicas
+  }
 }
 
 }  // namespace

@@ -1,0 +1,48 @@
+// One training step of a pipeline stage (dist.pipeline; docs/distributed.md "Pipeline stages"):
+// the stage's schedule over the batch's micro-batches (crest/engine/pipeline_stage.hpp), the
+// stage's gradients averaged over its data-parallel replicas (ranks d * K + s hold replica d's
+// stage s), and one optimizer update per batch on every stage — or on none.
+//
+// Every rank learns the step's facts in one allreduce of three numbers over the world: the loss
+// (the last stage's mean over micro-batches plus every stage's L2 penalties, averaged over the
+// replicas), and the whole model's gradient sum of squares (each stage's, summed). So the stages
+// agree on skipping a non-finite update, and an optimizer that scales by the global gradient norm
+// (LAMB) gets the whole model's, not its stage's.
+#pragma once
+#include <memory>
+
+#include "crest/dist/communicator.hpp"
+#include "crest/dist/gradient_sync.hpp"
+#include "crest/engine/pipeline_stage.hpp"
+#include "crest/engine/training_session.hpp"
+#include "crest/optim/optimizer.hpp"
+
+namespace crest {
+
+struct PipelineStepResult {
+  double loss = 0;           // the whole model's, every rank the same
+  double grad_norm_sq = 0;   // the whole model's averaged gradient
+  bool finite = true;        // false: the update was skipped on every stage
+  double compute_s = 0;      // this stage's (StageStepResult::compute_s)
+};
+
+class PipelineTrainStep {
+ public:
+  // `replicas`: the ranks holding the same stage (null or one rank: no averaging); `world`: every
+  // rank of the job, for the step's facts. `optimizer` is attached to the stage's parameters.
+  PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer, Communicator& world,
+                    Communicator* replicas, const GradientSyncOptions& sync_options = {});
+  PipelineTrainStep(const PipelineTrainStep&) = delete;
+  PipelineTrainStep& operator=(const PipelineTrainStep&) = delete;
+
+  PipelineStepResult run(double lr, const PipelineStage::Feed& feed);
+
+ private:
+  PipelineStage& stage_;
+  Optimizer& optimizer_;
+  Communicator& world_;
+  int replicas_ = 1;
+  std::unique_ptr<GradientSync> sync_;
+};
+
+}  // namespace crest
