@@ -21,7 +21,9 @@ PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
 }
 
 PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& feed) {
+  const double start = steady_seconds();
   const StageStepResult s = stage_.run(feed);
+  const double schedule_s = steady_seconds() - start;
   Executor& ex = stage_.executor();
   if (sync_) {  // the stage's gradients are final once the schedule ends: every bucket at once
     for (int slot : ex.gradient_ready_order()) sync_->gradient_ready(slot);
@@ -34,6 +36,7 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   r.loss = facts[0] / replicas_;
   r.grad_norm_sq = facts[1] / replicas_;
   r.compute_s = s.compute_s;
+  r.schedule_s = schedule_s;
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm_sq);
   if (!r.finite) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.

@@ -53,22 +53,6 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   std::string halo_overlap = "auto";  // as dist.halo_overlap
 };
 
-// --optimizer, or the model's reference optimizer, with the config's defaults for it and a
-// momentum of 0.9 where it takes one (the peers' SGD).
-OptimizerConfig bench_optimizer_config(const BenchTrainArgs& a) {
-  OptimizerConfig o;
-  const std::string name =
-      a.optimizer.empty() ? find_model_kind(a.model).reference_optimizer : a.optimizer;
-  o.name = registered_optimizer_spelling(name);
-  if (o.name.empty()) {
-    throw_usage("bench train: --optimizer: unknown optimizer '" + name +
-                "' (registered: " + join_names(optimizer_names()) + ")");
-  }
-  if (const auto& defaults = find_optimizer_type(o.name).set_defaults) defaults(o);
-  if (o.takes("momentum")) o.momentum = 0.9;
-  return o;
-}
-
 // The halo exchanges of a split run: this rank's per layer, and the job's per step (every rank's
 // exchanges summed, per rank).
 struct HaloFigures {
@@ -126,7 +110,7 @@ void bench_train(const BenchTrainArgs& a) {
   to.session = bench_session_options(a, Purpose::training, a.batch,
                                      std::max(1, resolve_threads(0) / comm->local_size()));
   to.session.spatial = groups.split;
-  to.optimizer = bench_optimizer_config(a);
+  to.optimizer = bench_optimizer_config(a.model, a.optimizer);
   to.sync = {.first_bucket_mb = a.first_bucket_mb,
              .bucket_mb = a.bucket_mb,
              .compression = parse_gradient_compression(a.compress)};

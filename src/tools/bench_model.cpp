@@ -8,6 +8,9 @@
 #include "crest/core/bf16.hpp"
 #include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
+#include "crest/core/name_registry.hpp"
+#include "crest/models/model_registry.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 
 namespace crest::tools {
 
@@ -21,6 +24,20 @@ SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int
   so.precision = parse_enum<Precision>(a.precision, "--precision");
   so.batch = batch;
   return so;
+}
+
+OptimizerConfig bench_optimizer_config(const std::string& model, const std::string& optimizer) {
+  OptimizerConfig o;
+  const std::string name =
+      optimizer.empty() ? find_model_kind(model).reference_optimizer : optimizer;
+  o.name = registered_optimizer_spelling(name);
+  if (o.name.empty()) {
+    throw_usage("bench: --optimizer: unknown optimizer '" + name +
+                "' (registered: " + join_names(optimizer_names()) + ")");
+  }
+  if (const auto& defaults = find_optimizer_type(o.name).set_defaults) defaults(o);
+  if (o.takes("momentum")) o.momentum = 0.9;
+  return o;
 }
 
 void add_model_options(CLI::App& cmd, BenchModelArgs& a) {

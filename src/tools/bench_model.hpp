@@ -11,6 +11,7 @@
 #include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
+#include "crest/optim/optimizer_config.hpp"
 #include "crest/train/config.hpp"
 
 namespace crest::tools {
@@ -33,6 +34,10 @@ struct BenchRunArgs {
 // The engine session of a model benchmark: `default_threads` where --threads is 0.
 SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int64_t batch,
                                      int default_threads);
+
+// `optimizer` (a registered name, any spelling), or the model's reference optimizer where it is
+// "", with the config's defaults for it and a momentum of 0.9 where it takes one (the peers' SGD).
+OptimizerConfig bench_optimizer_config(const std::string& model, const std::string& optimizer);
 
 // --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (DeepCAM's).
 void add_model_options(CLI::App& cmd, BenchModelArgs& a);

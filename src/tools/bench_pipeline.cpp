@@ -1,11 +1,12 @@
-// crest bench pipeline: under `mpirun -np K`, a model cut into K pipeline stages (one per rank)
-// runs batches of M micro-batches on random data (crest/engine/pipeline_stage.hpp) and prints one
-// JSON line: the step time (the slowest rank's, best step), and per stage its layers, its compute
-// time and its activation memory; the measured bubble (the share of the step the stages waited,
-// 1 - mean compute / step) beside the schedule's (K - 1) / (M + K - 1). The stages are cut where
-// the measured time of a training step balances (--balance flops: its FLOPs; --stage-starts names
-// the first layer of each stage after the first instead). Forward and backward only: the optimizer
-// update is not timed.
+// crest bench pipeline: under `mpirun -np K` (or K x D with --stages K: D data-parallel
+// replicas of the pipeline), a model cut into K stages trains batches of M micro-batches on random
+// data (crest/engine/pipeline_train_step.hpp: the schedule, the replicas' allreduce, the model's
+// reference optimizer) and prints one JSON line: the step time (the slowest rank's, best step), and
+// per stage its layers, its compute time and its activation memory; the measured bubble (the share
+// of the schedule's time the stages waited, 1 - mean compute / schedule) beside the schedule's (K -
+// 1) / (M + K - 1). The stages are cut where the measured time of a training step balances
+// (--balance flops: its FLOPs; --stage-starts names the first layer of each stage after the first
+// instead).
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -19,9 +20,11 @@
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/pipeline_stage.hpp"
+#include "crest/engine/pipeline_train_step.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/graph/pipeline_cut.hpp"
 #include "crest/models/model_registry.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest::tools {
@@ -33,6 +36,8 @@ struct BenchPipelineArgs : BenchModelArgs, BenchRunArgs {
   std::string schedule = "1f1b";
   bool recompute = false;
   std::vector<std::string> stage_starts;
+  int stages = 0;         // 0: one per rank; else the ranks are stages x data-parallel replicas
+  std::string optimizer;  // "" = the model's reference optimizer
   std::string balance = "time";  // cut where the measured time (or the FLOPs) of the stages balance
   double timeout_s = 300;
 };
@@ -91,6 +96,46 @@ double stage_flops(const std::vector<double>& costs, const PipelineStageGraph& s
   return f;
 }
 
+// Ranks d * K + s: replica d's stage s. --stages must divide the world.
+struct PipelineRanks {
+  int stages = 1, replicas = 1, stage = 0, replica = 0;
+};
+
+PipelineRanks pipeline_ranks(const Communicator& comm, int stages) {
+  const int k = stages > 0 ? stages : comm.size();
+  if (k < 1 || comm.size() % k != 0)
+    throw_usage("bench pipeline: --stages " + std::to_string(k) + " does not divide the " +
+                std::to_string(comm.size()) + " ranks");
+  return {k, comm.size() / k, comm.rank() % k, comm.rank() / k};
+}
+
+std::vector<std::string> cut_points(const BenchPipelineArgs& a, const BuiltModel& m,
+                                    const SessionOptions& so, const Session& session,
+                                    Communicator& comm, int stages, std::vector<double>& flops) {
+  if (a.balance != "time" && a.balance != "flops")
+    throw_usage("bench pipeline: --balance is time or flops, got '" + a.balance + "'");
+  flops = node_costs(m.graph, so, session.backend(), session.executor(), m, false);
+  std::vector<double> costs = flops;
+  // Measured on rank 0 and broadcast, so every rank cuts the model alike.
+  if (a.balance == "time" && a.stage_starts.empty()) {
+    if (comm.rank() == 0)
+      costs = node_costs(m.graph, so, session.backend(), session.executor(), m, true);
+    comm.broadcast(costs.data(), costs.size() * sizeof(double), 0);
+  }
+  return stage_starts(a, m.graph, costs, stages);
+}
+
+// Every rank's JSON text, on every rank.
+std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json& mine) {
+  const std::string text = mine.dump();
+  const auto* b = reinterpret_cast<const std::byte*>(text.data());
+  std::vector<nlohmann::json> all;
+  for (const auto& p : comm.allgather_parts(std::vector<std::byte>(b, b + text.size())))
+    all.push_back(
+        nlohmann::json::parse(std::string(reinterpret_cast<const char*>(p.data()), p.size())));
+  return all;
+}
+
 void bench_pipeline(const BenchPipelineArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.micro_batch < 1 || a.micro_batches < 1)
     throw_usage("bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1");
@@ -98,83 +143,77 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
-  const int stages = comm->size(), stage = comm->rank();
+  const PipelineRanks at = pipeline_ranks(*comm, a.stages);
   const BuiltModel m = build_model(bench_model_config(a));
+  const OptimizerConfig optimizer_config = bench_optimizer_config(a.model, a.optimizer);
   const SessionOptions so = bench_session_options(
       a, Purpose::training, a.micro_batch, std::max(1, hardware_threads() / comm->local_size()));
   // The backend with the benchmark's threads, and the whole model's plan for its FLOPs.
   SessionOptions plan_only = so;
   plan_only.allocate = false;
   const Session session(m.graph, plan_only);
-  if (a.balance != "time" && a.balance != "flops")
-    throw_usage("bench pipeline: --balance is time or flops, got '" + a.balance + "'");
-  const std::vector<double> flops =
-      node_costs(m.graph, so, session.backend(), session.executor(), m, false);
-  // Measured on rank 0 and broadcast, so every rank cuts the model alike.
-  std::vector<double> costs = flops;
-  if (a.balance == "time" && a.stage_starts.empty()) {
-    if (stage == 0) costs = node_costs(m.graph, so, session.backend(), session.executor(), m, true);
-    comm->broadcast(costs.data(), costs.size() * sizeof(double), 0);
-  }
-  const auto graphs = cut_into_stages(m.graph, stage_starts(a, m.graph, costs, stages),
-                                      "bench pipeline: --stage-starts");
-  const PipelineStageGraph& mine = graphs[static_cast<size_t>(stage)];
+  std::vector<double> flops;
+  const auto graphs =
+      cut_into_stages(m.graph, cut_points(a, m, so, session, *comm, at.stages, flops),
+                      "bench pipeline: --stage-starts");
+  const PipelineStageGraph& mine = graphs[static_cast<size_t>(at.stage)];
   PipelineStage runner(mine, session.backend(), compile_options(so), *comm,
-                       {.stage = stage,
-                        .stages = stages,
+                       {.stage = at.stage,
+                        .stages = at.stages,
                         .micro_batches = a.micro_batches,
                         .schedule = schedule,
                         .recompute = a.recompute,
-                        .previous_rank = stage > 0 ? stage - 1 : -1,
-                        .next_rank = stage + 1 < stages ? stage + 1 : -1});
+                        .previous_rank = at.stage > 0 ? comm->rank() - 1 : -1,
+                        .next_rank = at.stage + 1 < at.stages ? comm->rank() + 1 : -1});
+  auto replicas = comm->split(at.stage, at.replica);
+  const auto optimizer = make_optimizer(optimizer_config);
+  PipelineTrainStep step(runner, *optimizer, *comm, replicas.get());
   auto feed = [&](int, Executor& ex) {
     if (!mine.data_inputs.empty()) fill_random_batch(ex, m, session.backend(), mine.data_inputs);
   };
-  for (int i = 0; i < a.warmup; ++i) runner.run(feed);
-  double best_step = 1e300, best_compute = 1e300;
+  for (int i = 0; i < a.warmup; ++i) step.run(1e-3, feed);
+  double best_step = 1e300, best_compute = 1e300, best_schedule = 1e300;
   for (int i = 0; i < a.steps; ++i) {
     comm->barrier();
     const auto t0 = std::chrono::steady_clock::now();
-    const StageStepResult r = runner.run(feed);
+    const PipelineStepResult r = step.run(1e-3, feed);
     const double mine_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best_step = std::min(best_step, comm->allreduce_max(mine_s));
     best_compute = std::min(best_compute, r.compute_s);
+    best_schedule = std::min(best_schedule, comm->allreduce_max(r.schedule_s));
   }
-  // Every stage's figures on rank 0.
-  nlohmann::json me = {
-      {"stage", stage},
-      {"first_layer", mine.first_node_name},
-      {"last_layer", mine.last_node_name},
-      {"gflop_per_micro_batch", stage_flops(flops, mine) / 1e9},
-      {"compute_s", best_compute},
-      {"activation_sets", runner.activation_sets()},
-      {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
-      {"sent_values", mine.sent.size()}};
-  const std::string text = me.dump();
-  const auto parts = comm->allgather_parts(
-      std::vector<std::byte>(reinterpret_cast<const std::byte*>(text.data()),
-                             reinterpret_cast<const std::byte*>(text.data()) + text.size()));
-  if (stage != 0) return;
+  const auto all = gather_json(
+      *comm, {{"stage", at.stage},
+              {"first_layer", mine.first_node_name},
+              {"last_layer", mine.last_node_name},
+              {"gflop_per_micro_batch", stage_flops(flops, mine) / 1e9},
+              {"compute_s", best_compute},
+              {"activation_sets", runner.activation_sets()},
+              {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
+              {"sent_values", mine.sent.size()}});
+  if (comm->rank() != 0) return;
   nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
                                      session.threads());
   double compute_sum = 0;
-  for (const auto& p : parts) {
-    j["stages"].push_back(
-        nlohmann::json::parse(std::string(reinterpret_cast<const char*>(p.data()), p.size())));
-    compute_sum += j["stages"].back()["compute_s"].get<double>();
+  for (int s = 0; s < at.stages; ++s) {  // replica 0's stages
+    j["stages"].push_back(all[static_cast<size_t>(s)]);
+    compute_sum += all[static_cast<size_t>(s)]["compute_s"].get<double>();
   }
-  const double mean_compute = compute_sum / stages;
-  j["pipeline_stages"] = stages;
+  const int64_t global_batch = a.micro_batch * a.micro_batches * at.replicas;
+  j["pipeline_stages"] = at.stages;
+  j["data_parallel"] = at.replicas;
   j["micro_batches"] = a.micro_batches;
   j["schedule"] = a.schedule;
   j["recompute"] = a.recompute;
-  j["global_batch"] = a.micro_batch * a.micro_batches;
+  j["optimizer"] = optimizer_config.name;
+  j["global_batch"] = global_batch;
   j["step_s_min"] = best_step;
-  j["samples_per_s"] = static_cast<double>(a.micro_batch * a.micro_batches) / best_step;
-  j["bubble_measured"] = 1 - mean_compute / best_step;
+  j["samples_per_s"] = static_cast<double>(global_batch) / best_step;
+  j["schedule_s_min"] = best_schedule;  // the step without the replicas' allreduce and update
+  j["bubble_measured"] = 1 - compute_sum / at.stages / best_schedule;
   j["bubble_schedule"] =
-      static_cast<double>(stages - 1) / static_cast<double>(a.micro_batches + stages - 1);
+      static_cast<double>(at.stages - 1) / static_cast<double>(a.micro_batches + at.stages - 1);
   std::cout << j.dump() << std::endl;
 }
 
@@ -189,6 +228,9 @@ void register_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--precision", a->precision, "float32 | bf16 | fp16 | float64");
   cmd->add_option("--threads", a->threads,
                   "compute threads per rank (default: the node's cores / ranks)");
+  cmd->add_option("--stages", a->stages,
+                  "pipeline stages (default: one per rank); the ranks are stages x replicas");
+  cmd->add_option("--optimizer", a->optimizer, "a registered optimizer (default: the model's)");
   cmd->add_option("--batch", a->micro_batch, "samples per micro-batch");
   cmd->add_option("--micro-batches", a->micro_batches, "micro-batches per batch (M)");
   cmd->add_option("--schedule", a->schedule, "gpipe | 1f1b");

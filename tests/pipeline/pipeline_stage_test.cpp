@@ -8,7 +8,6 @@
 // gradients equal the mean of both replicas' single-process accumulations. Then training: three
 // SGD and LAMB updates through PipelineTrainStep leave the weights one process reaches.
 #include "crest/engine/pipeline_stage.hpp"
-#include "crest/engine/pipeline_train_step.hpp"
 
 #include <gtest/gtest.h>
 
@@ -18,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/engine/pipeline_train_step.hpp"
 #include "crest/layers/activation.hpp"
 #include "crest/layers/batch_norm.hpp"
 #include "crest/layers/conv.hpp"

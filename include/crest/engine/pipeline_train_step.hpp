@@ -20,10 +20,11 @@
 namespace crest {
 
 struct PipelineStepResult {
-  double loss = 0;           // the whole model's, every rank the same
-  double grad_norm_sq = 0;   // the whole model's averaged gradient
-  bool finite = true;        // false: the update was skipped on every stage
-  double compute_s = 0;      // this stage's (StageStepResult::compute_s)
+  double loss = 0;          // the whole model's, every rank the same
+  double grad_norm_sq = 0;  // the whole model's averaged gradient
+  bool finite = true;       // false: the update was skipped on every stage
+  double compute_s = 0;     // this stage's (StageStepResult::compute_s)
+  double schedule_s = 0;    // this stage's whole schedule, its waits included
 };
 
 class PipelineTrainStep {

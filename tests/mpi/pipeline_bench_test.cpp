@@ -1,0 +1,86 @@
+// crest bench pipeline under mpirun: a CosmoFlow cut into 2 stages trains, and the JSON line says
+// what each stage held (GPipe keeps every micro-batch's activations, 1F1B at most K - s, with
+// recomputation one set); 2 stages x 2 replicas on 4 ranks; and every bad flag exits 2 naming it.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "support/cli_util.hpp"
+
+namespace crest {
+namespace {
+
+using test::run_crest_mpi;
+
+const std::string kBench =
+    "bench pipeline --model cosmoflow --size 32 --conv-size 4 --batch 1 --micro-batches 4 "
+    "--steps 2 --warmup 1 --threads 1 --timeout-s 60 ";
+
+std::vector<int> activation_sets(const nlohmann::json& line) {
+  std::vector<int> sets;
+  for (const auto& s : line["stages"]) sets.push_back(s["activation_sets"].get<int>());
+  return sets;
+}
+
+TEST(PipelineBench, TwoStagesTrainAndReportWhatEachHeld) {
+  const auto r = run_crest_mpi(2, kBench);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const auto& j = lines[0];
+  EXPECT_EQ(j["bench"], "pipeline");
+  EXPECT_EQ(j["pipeline_stages"], 2);
+  EXPECT_EQ(j["data_parallel"], 1);
+  EXPECT_EQ(j["global_batch"], 4);
+  EXPECT_DOUBLE_EQ(j["bubble_schedule"].get<double>(), 0.2);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["stages"][0]["first_layer"], "conv1");
+  EXPECT_EQ(j["stages"][1]["last_layer"], "loss");
+  EXPECT_EQ(activation_sets(j), (std::vector<int>{2, 1}));
+  EXPECT_GT(j["stages"][0]["compute_s"].get<double>(), 0);
+  EXPECT_GE(j["schedule_s_min"].get<double>(), j["stages"][0]["compute_s"].get<double>());
+  const double bubble = j["bubble_measured"].get<double>();
+  EXPECT_GT(bubble, 0);
+  EXPECT_LT(bubble, 1);
+
+  const auto gpipe = test::json_lines(run_crest_mpi(2, kBench + "--schedule gpipe").out);
+  ASSERT_EQ(gpipe.size(), 1u);
+  EXPECT_EQ(activation_sets(gpipe[0]), (std::vector<int>{4, 4}));
+  const auto recompute = test::json_lines(run_crest_mpi(2, kBench + "--recompute").out);
+  ASSERT_EQ(recompute.size(), 1u);
+  EXPECT_EQ(activation_sets(recompute[0]), (std::vector<int>{1, 1}));
+  // Named cut points: the stage starts where it is told.
+  const auto named = test::json_lines(run_crest_mpi(2, kBench + "--stage-starts conv3").out);
+  ASSERT_EQ(named.size(), 1u);
+  EXPECT_EQ(named[0]["stages"][1]["first_layer"], "conv3");
+}
+
+TEST(PipelineBench, TwoStagesTimesTwoReplicasOnFourRanks) {
+  const auto r = run_crest_mpi(4, kBench + "--stages 2 --optimizer LAMB", 300);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  EXPECT_EQ(lines[0]["pipeline_stages"], 2);
+  EXPECT_EQ(lines[0]["data_parallel"], 2);
+  EXPECT_EQ(lines[0]["global_batch"], 8);
+  EXPECT_EQ(lines[0]["optimizer"], "LAMB");
+}
+
+TEST(PipelineBench, BadFlagsAreNamed) {
+  for (const auto& [flags, said] : std::vector<std::pair<std::string, std::string>>{
+           {"--schedule interleaved", "--schedule is gpipe or 1f1b, got 'interleaved'"},
+           {"--stage-starts conv2,conv3", "--stage-starts names 2 layers for 2 stages"},
+           {"--stage-starts nosuch", "--stage-starts: the model has no layer named 'nosuch'"},
+           {"--stages 3", "--stages 3 does not divide the 2 ranks"},
+           {"--balance luck", "--balance is time or flops"},
+           {"--steps 0", "--steps >= 1"}}) {
+    const auto r = run_crest_mpi(2, kBench + flags);
+    EXPECT_EQ(r.code, 2) << flags << "\n" << r.out;
+    EXPECT_NE(r.out.find(said), std::string::npos) << flags << "\n" << r.out;
+  }
+}
+
+}  // namespace
+}  // namespace crest
