@@ -15,7 +15,7 @@ namespace {
 using test::run_crest_mpi;
 
 const std::string kBench =
-    "bench pipeline --model cosmoflow --size 32 --conv-size 4 --batch 1 --micro-batches 4 "
+    "bench pipeline --model cosmoflow --size 32 --conv-size 4 --micro-batches 4 "
     "--steps 2 --warmup 1 --threads 1 --timeout-s 60 ";
 
 std::vector<int> activation_sets(const nlohmann::json& line) {
@@ -75,7 +75,7 @@ TEST(PipelineBench, BadFlagsAreNamed) {
            {"--stage-starts nosuch", "--stage-starts: the model has no layer named 'nosuch'"},
            {"--stages 3", "--stages 3 does not divide the 2 ranks"},
            {"--balance luck", "--balance is time or flops"},
-           {"--steps 0", "--steps >= 1"}}) {
+           {"--batch 0", "--batch >= 1"}}) {
     const auto r = run_crest_mpi(2, kBench + flags);
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(said), std::string::npos) << flags << "\n" << r.out;
