@@ -2,9 +2,10 @@
 """How well `crest plan` predicts crest's own runs on this machine (docs/scaling.md, "Checked
 against measured runs"): calibrates a copy of a machine description from crest's benchmarks,
 asks `crest plan` for each rank count's data-parallel, gradient-lag and local SGD step (and,
-with --spatial, a depth split), measures the same runs with `crest bench train` (interleaved
-rounds, best step of each; local SGD: the mean step of a whole window), and prints one JSON
-line per case with the predicted and measured step and their ratio.
+with --spatial, a depth split; with --pipeline M, K stages over the K ranks with M micro-batches
+of --batch samples each), measures the same runs with `crest bench train` (`crest bench
+pipeline`; interleaved rounds, best step of each; local SGD: the mean step of a whole window),
+and prints one JSON line per case with the predicted and measured step and their ratio.
 
     python3 scripts/plan_check.py --machine configs/machines/two-core-node.yaml \
         --size 64 --batch 1 --ranks 1 2 4 --rounds 3
@@ -38,14 +39,18 @@ def threads_per_rank(cores, ranks):
 LOCAL_SGD_STEPS = 4
 
 
-def case_kinds(ranks, spatial):
-    """(crest bench train flags, crest plan's name of the decomposition) for a rank count."""
+def case_kinds(ranks, spatial, pipeline):
+    """(crest bench train flags, crest plan's name of the decomposition) for a rank count; a
+    pipeline's flags are crest bench pipeline's."""
     if ranks == 1:
         return [([], "one rank")]
     kinds = [([], "data"), (["--gradient-lag", "1"], "data + lag"),
              (["--local-sgd", str(LOCAL_SGD_STEPS)], f"local SGD ({LOCAL_SGD_STEPS} steps)")]
     if spatial:
         kinds.append((["--spatial", f"{ranks},1,1"], f"spatial [{ranks}, 1, 1]"))
+    if pipeline:
+        kinds.append((["--micro-batches", str(pipeline)],
+                      f"pipeline {ranks} stages x {pipeline} micro"))
     return kinds
 
 
@@ -69,13 +74,16 @@ def main():
     p.add_argument("--spatial", action="store_true",
                    help="also each rank count's depth split of one sample, planned from the "
                         "unsplit profile (nothing of the split is calibrated)")
+    p.add_argument("--pipeline", type=int, default=0, metavar="M",
+                   help="also each rank count's pipeline (one stage per rank) of M micro-batches")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="crest-plan-check-")
     machine = os.path.join(work, "machine.yaml")
     shutil.copy(a.machine, machine)
     size = ["--model", "cosmoflow", "--size", str(a.size), "--batch", str(a.batch)]
     overrides = [f"data.sample_shape=[{a.size},{a.size},{a.size},4]", f"data.batch_size={a.batch}"]
-    cases = [(r, flags, name) for r in a.ranks for flags, name in case_kinds(r, a.spatial)]
+    cases = [(r, flags, name) for r in a.ranks
+             for flags, name in case_kinds(r, a.spatial, a.pipeline)]
     bench = os.path.join(work, "bench.jsonl")
     measured = {}
     for _ in range(a.rounds):
@@ -87,7 +95,8 @@ def main():
         for r, flags, name in cases:  # interleaved with the profiles: one noisy spell hits both
             # Local SGD: one whole window timed (the warm-up step opens it).
             steps = LOCAL_SGD_STEPS if "--local-sgd" in flags else a.steps
-            cmd = [a.crest, "bench", "train", *size, "--steps", str(steps), "--warmup", "1",
+            bench_kind = "pipeline" if "--micro-batches" in flags else "train"
+            cmd = [a.crest, "bench", bench_kind, *size, "--steps", str(steps), "--warmup", "1",
                    "--threads", str(threads_per_rank(a.cores, r)), *flags]
             step = measured_step(run(cmd, ranks=r)[0], flags)
             measured[(r, name)] = min(measured.get((r, name), step), step)
@@ -100,7 +109,12 @@ def main():
     for r in a.ranks:
         # A split shares one group's batch (asked first: the first plan of a name is kept); the
         # data-parallel cases hold the batch per rank.
-        for global_batch in ([a.batch, a.batch * r] if a.spatial and r > 1 else [a.batch * r]):
+        batches = [a.batch * r]
+        if a.spatial and r > 1:
+            batches.insert(0, a.batch)
+        if a.pipeline and r > 1:  # a pipeline's batch is its M micro-batches
+            batches.append(a.batch * a.pipeline)
+        for global_batch in batches:
             for x in run([a.crest, "plan", "--config", a.config, "--machine", machine,
                           *overrides, "--ranks", str(r), "--global-batch", str(global_batch),
                           "--format", "json"]):

@@ -106,6 +106,25 @@ StageStepResult PipelineStage::run(const Feed& feed) {
   return r;
 }
 
+double PipelineStage::evaluate(const Feed& feed, const Read& read) {
+  Executor& ex = executor();
+  double loss = 0;
+  slot_micro_batch_.assign(slots_.size(), -1);  // whatever slot 0 held is overwritten
+  micro_batch_slot_.assign(micro_batch_slot_.size(), -1);
+  for (int m = 0; m < opts_.micro_batches; ++m) {
+    if (opts_.stage > 0) receive_activation(m);
+    if (feed) feed(m, ex);
+    ex.forward(false);
+    loss += ex.last_data_loss();
+    if (opts_.stage + 1 < opts_.stages) send_activation(m);
+    if (read && opts_.stage + 1 == opts_.stages) read(m, ex);
+    micro_batch_slot_[static_cast<size_t>(m)] = -1;
+    slot_micro_batch_[0] = -1;
+  }
+  wait_for_sends();
+  return loss / opts_.micro_batches;
+}
+
 int PipelineStage::take_slot(int m) {
   int e = 0;
   if (!opts_.recompute)

@@ -9,6 +9,7 @@
 
 #include "compute_times.hpp"
 #include "crest/core/error.hpp"
+#include "crest/graph/pipeline_cut.hpp"
 #include "crest/spatial/decomposition.hpp"
 
 namespace crest {
@@ -220,19 +221,10 @@ SpatialCosts spatial_costs(const ModelFacts& model, const std::vector<int>& part
   return c;
 }
 
-// A pipeline's stages: contiguous layers, cut where the cumulative time crosses k/K of the total.
+// A pipeline's stages: contiguous layers, cut where the slowest stage is fastest (the cut
+// crest bench pipeline makes: balanced_stage_starts); each stage's end.
 std::vector<size_t> stage_ends(const std::vector<double>& layer_s, int stages) {
-  const double total = std::accumulate(layer_s.begin(), layer_s.end(), 0.0);
-  std::vector<size_t> ends;
-  double cum = 0;
-  for (size_t i = 0; i < layer_s.size(); ++i) {
-    cum += layer_s[i];
-    const size_t left = layer_s.size() - i - 1;                   // layers after this one
-    const int need = stages - static_cast<int>(ends.size()) - 1;  // cuts still to make
-    if (need > 0 && (cum >= total * static_cast<double>(ends.size() + 1) / stages ||
-                     left == static_cast<size_t>(need)))
-      ends.push_back(i + 1);
-  }
+  std::vector<size_t> ends = balanced_stage_starts(layer_s, stages);
   ends.push_back(layer_s.size());
   return ends;
 }
@@ -294,7 +286,8 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   p.memory_bytes = stage_bytes * (2 + state) + static_cast<double>(model.arena_bytes(per_micro)) *
                                                    stage_act / all_act * in_flight;
   p.runnable = false;
-  p.notes.emplace_back("a prediction only: crest does not run pipeline stages yet (dist.pipeline)");
+  p.notes.emplace_back(
+      "crest train does not run pipeline stages yet (dist.pipeline); crest bench pipeline does");
 }
 
 }  // namespace

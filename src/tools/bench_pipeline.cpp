@@ -1,12 +1,13 @@
 // crest bench pipeline: under `mpirun -np K` (or K x D with --stages K: D data-parallel
-// replicas of the pipeline), a model cut into K stages trains batches of M micro-batches on random
-// data (crest/engine/pipeline_train_step.hpp: the schedule, the replicas' allreduce, the model's
-// reference optimizer) and prints one JSON line: the step time (the slowest rank's, best step), and
-// per stage its layers, its compute time and its activation memory; the measured bubble (the share
-// of the schedule's time the stages waited, 1 - mean compute / schedule) beside the schedule's (K -
-// 1) / (M + K - 1). The stages are cut where the measured time of a training step balances
-// (--balance flops: its FLOPs; --stage-starts names the first layer of each stage after the first
-// instead).
+// replicas of the pipeline), a model cut into K stages trains batches of M micro-batches on
+// random data (crest/engine/pipeline_train_step.hpp: the schedule, the replicas' allreduce, the
+// model's reference optimizer) and prints one JSON line: the step time (the slowest rank's, best
+// step), and per stage its layers, its compute time and its activation memory; the measured
+// bubble (the share of the schedule's time the stages waited, 1 - mean compute / schedule) beside
+// the schedule's (K - 1) / (M + K - 1), and the schedule's bubble at the stages' measured
+// (unequal) compute times. The stages are cut where the measured time of a training step
+// balances (--balance flops: its FLOPs; --stage-starts names the first layer of each stage after
+// the first instead).
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -195,11 +196,14 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   if (comm->rank() != 0) return;
   nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
                                      session.threads());
-  double compute_sum = 0;
+  double compute_sum = 0, compute_max = 0;
   for (int s = 0; s < at.stages; ++s) {  // replica 0's stages
     j["stages"].push_back(all[static_cast<size_t>(s)]);
-    compute_sum += all[static_cast<size_t>(s)]["compute_s"].get<double>();
+    const double c = all[static_cast<size_t>(s)]["compute_s"].get<double>();
+    compute_sum += c;
+    compute_max = std::max(compute_max, c);
   }
+  const double slots = static_cast<double>(a.micro_batches + at.stages - 1);
   const int64_t global_batch = a.micro_batch * a.micro_batches * at.replicas;
   j["pipeline_stages"] = at.stages;
   j["data_parallel"] = at.replicas;
@@ -212,8 +216,11 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   j["samples_per_s"] = static_cast<double>(global_batch) / best_step;
   j["schedule_s_min"] = best_schedule;  // the step without the replicas' allreduce and update
   j["bubble_measured"] = 1 - compute_sum / at.stages / best_schedule;
-  j["bubble_schedule"] =
-      static_cast<double>(at.stages - 1) / static_cast<double>(a.micro_batches + at.stages - 1);
+  j["bubble_schedule"] = static_cast<double>(at.stages - 1) / slots;
+  // The schedule's bubble for these stages as measured: M + K - 1 slots of the slowest stage's
+  // micro-batch, the stages busy for their mean.
+  j["bubble_schedule_at_measured_stages"] =
+      1 - compute_sum / at.stages / (compute_max * slots / a.micro_batches);
   std::cout << j.dump() << std::endl;
 }
 

@@ -269,6 +269,61 @@ TEST(PipelineStages, Float32OnOneDnnEqualsOneProcessAccumulating) {
                    DType::f32, 1e-5);
 }
 
+// Evaluation through the stages after a training batch (so batch norm's running statistics are
+// the batch's): each micro-batch's prediction and the mean loss are one process's.
+TEST(PipelineStages, EvaluationEqualsOneProcessFloat64) {
+  Communicator& world = test::world();
+  const int stages = world.size();
+  if (stages != 2 && stages != 4) GTEST_SKIP() << "runs on 2 or 4 ranks";
+  constexpr int kMicroBatches = 4;
+  auto backend = make_backend("reference");
+  Executor whole(network(), *backend, compile_options(DType::f64));
+  for (int m = 0; m < kMicroBatches; ++m) {
+    feed(whole, 0, 0, m, true, true);
+    whole.forward();
+    whole.backward();
+  }
+  std::vector<std::vector<double>> predictions;
+  double loss = 0;
+  for (int m = 0; m < kMicroBatches; ++m) {
+    feed(whole, 0, 1, m, true, true);
+    whole.forward(false);
+    loss += whole.last_data_loss() / kMicroBatches;
+    predictions.push_back(read(whole.output(network().outputs()[0])));
+  }
+  const auto graphs = cut_into_stages(network(), stage_starts(stages), "dist.pipeline");
+  const int s = world.rank();
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "activation sets");
+    PipelineStage runner(graphs[static_cast<size_t>(s)], *backend, compile_options(DType::f64),
+                         world,
+                         {.stage = s,
+                          .stages = stages,
+                          .micro_batches = kMicroBatches,
+                          .recompute = recompute,
+                          .previous_rank = s - 1,
+                          .next_rank = s + 1 < stages ? s + 1 : -1});
+    const bool last = s + 1 == stages;
+    runner.run([&](int m, Executor& ex) { feed(ex, 0, 0, m, s == 0, last); });
+    const uint64_t steps = runner.executor().training_steps();
+    int seen = 0;
+    const double got =
+        runner.evaluate([&](int m, Executor& ex) { feed(ex, 0, 1, m, s == 0, last); },
+                        [&](int m, const Executor& ex) {
+                          const ValueId out = graphs.back().graph.outputs()[0];
+                          expect_close(read(ex.output(out)), predictions[static_cast<size_t>(m)],
+                                       1e-10, "prediction of micro-batch " + std::to_string(m));
+                          ++seen;
+                        });
+    EXPECT_EQ(seen, last ? kMicroBatches : 0);
+    if (last)
+      EXPECT_NEAR(got, loss, 1e-10 * (1 + loss));
+    else
+      EXPECT_EQ(got, 0.0);
+    EXPECT_EQ(runner.executor().training_steps(), steps);  // evaluation draws no dropout step
+  }
+}
+
 TEST(PipelineStages, ActivationSetsFollowTheSchedule) {
   Communicator& world = test::world();
   if (world.size() != 4) GTEST_SKIP() << "runs on 4 ranks";

@@ -66,6 +66,14 @@ class PipelineStage {
   // it for the same batch.
   StageStepResult run(const Feed& feed);
 
+  // Evaluation (validation, prediction): micro-batch by micro-batch, the forward only, in training
+  // mode false (dropout off, batch norm's running statistics), each stage sending its values on.
+  // On the last stage `read` sees the executor after each micro-batch's forward (its marked
+  // outputs: the prediction). Returns the mean over micro-batches of the loss (the last stage's;
+  // 0 elsewhere). Changes no parameter, statistic or step counter.
+  using Read = std::function<void(int micro_batch, const Executor& ex)>;
+  double evaluate(const Feed& feed, const Read& read = {});
+
   int activation_sets() const { return static_cast<int>(slots_.size()); }
   size_t activation_bytes() const;  // the arenas of every set, plus the kept inputs
 
