@@ -269,12 +269,49 @@ class MpiPending final : public PendingCollective {
   bool waited_ = false;
 };
 
+// Cancels every request still pending (a peer that never came), waiting for the cancellation.
+void cancel_all(std::vector<MPI_Request>& reqs) {
+  for (auto& r : reqs)
+    if (r != MPI_REQUEST_NULL) {
+      MPI_Cancel(&r);
+      MPI_Wait(&r, MPI_STATUS_IGNORE);
+    }
+}
+
+// Polls point-to-point requests to completion, each MPI_Testall a short task on the
+// communication thread, so the thread runs this rank's collectives between polls; past the
+// thread's timeout cancels them and throws crest::Error (runtime) naming `what`. The pause
+// between polls doubles from `first_pause_ns` up to 1 ms.
+void poll_to_completion(CommThread& thread, std::vector<MPI_Request>& reqs, const std::string& what,
+                        long first_pause_ns) {
+  const double deadline = steady_seconds() + thread.timeout_s();
+  long pause_ns = first_pause_ns;
+  for (int done = 0;;) {
+    thread.run(
+        [&] {
+          check(MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE),
+                "MPI_Testall");
+        },
+        what);
+    if (done) return;
+    if (steady_seconds() > deadline) {
+      thread.run([&] { cancel_all(reqs); }, what);
+      throw_runtime(what + ": not complete after " +
+                    std::to_string(static_cast<int>(thread.timeout_s())) +
+                    " s (dist.timeout_s); a neighbouring rank has died or hangs");
+    }
+    const timespec pause{0, pause_ns};
+    nanosleep(&pause, nullptr);
+    pause_ns = std::min(pause_ns * 2, 1'000'000L);
+  }
+}
+
 // A send posted on the communication thread and then polled in short tasks (as send() is), so
 // the thread runs this rank's receives and collectives while the receiver is not ready yet.
 class MpiPendingSend final : public PendingCollective {
  public:
   MpiPendingSend(std::shared_ptr<CommThread> thread, MPI_Request req, std::string what)
-      : thread_(std::move(thread)), req_(req), what_(std::move(what)) {
+      : thread_(std::move(thread)), reqs_{req}, what_(std::move(what)) {
     timing_.queued = timing_.started = steady_seconds();
   }
   ~MpiPendingSend() override {
@@ -287,34 +324,14 @@ class MpiPendingSend final : public PendingCollective {
   void wait() override {
     if (done_) return;
     done_ = true;
-    const double deadline = steady_seconds() + thread_->timeout_s();
-    long pause_ns = 2'000;
-    for (int complete = 0;;) {
-      thread_->run([&] { check(MPI_Test(&req_, &complete, MPI_STATUS_IGNORE), "MPI_Test"); },
-                   what_);
-      if (complete) break;
-      if (steady_seconds() > deadline) {
-        thread_->run(
-            [&] {
-              MPI_Cancel(&req_);
-              MPI_Request_free(&req_);
-            },
-            what_);
-        throw_runtime(what_ + ": not received after " +
-                      std::to_string(static_cast<int>(thread_->timeout_s())) +
-                      " s (dist.timeout_s); the receiving rank has died or hangs");
-      }
-      const timespec pause{0, pause_ns};
-      nanosleep(&pause, nullptr);
-      pause_ns = std::min(pause_ns * 2, 1'000'000L);
-    }
+    poll_to_completion(*thread_, reqs_, what_, 2'000);
     timing_.done = steady_seconds();
   }
   Timing timing() const override { return timing_; }
 
  private:
   std::shared_ptr<CommThread> thread_;
-  MPI_Request req_;
+  std::vector<MPI_Request> reqs_;
   std::string what_;
   Timing timing_;
   bool done_ = false;
@@ -471,27 +488,7 @@ class MpiCommunicator final : public Communicator {
     if (sends.empty() && receives.empty()) return;
     std::vector<MPI_Request> reqs = requests_for(sends, receives, what);
     thread_->run([&] { post_requests(sends, receives, reqs); }, what);
-    const double deadline = steady_seconds() + thread_->timeout_s();
-    long pause_ns = 2'000;  // halos are short and latency-bound: poll fast at first
-    for (int done = 0;;) {
-      thread_->run(
-          [&] {
-            check(
-                MPI_Testall(static_cast<int>(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE),
-                "MPI_Testall");
-          },
-          what);
-      if (done) return;
-      if (steady_seconds() > deadline) {
-        thread_->run([&] { cancel_all(reqs); }, what);
-        throw_runtime(what + ": not complete after " +
-                      std::to_string(static_cast<int>(thread_->timeout_s())) +
-                      " s (dist.timeout_s); a neighbouring rank has died or hangs");
-      }
-      const timespec pause{0, pause_ns};
-      nanosleep(&pause, nullptr);
-      pause_ns = std::min(pause_ns * 2, 1'000'000L);
-    }
+    poll_to_completion(*thread_, reqs, what, 2'000);  // halos are latency-bound: poll fast first
   }
 
   // One task posts the messages and polls them to completion, holding the communication thread:
@@ -579,13 +576,6 @@ class MpiCommunicator final : public Communicator {
   }
   // Runs on the communication thread: requests still pending are cancelled and completed, so
   // MPI never writes into buffers the caller is about to free.
-  static void cancel_all(std::vector<MPI_Request>& reqs) {
-    for (auto& r : reqs)
-      if (r != MPI_REQUEST_NULL) {
-        MPI_Cancel(&r);
-        MPI_Wait(&r, MPI_STATUS_IGNORE);
-      }
-  }
 
   // A gradient bucket's sum, then scale, queued on the communication thread.
   template <typename T>

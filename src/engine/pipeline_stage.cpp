@@ -61,6 +61,18 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
 PipelineStage::~PipelineStage() = default;
 
 StageStepResult PipelineStage::run(const Feed& feed) {
+  start_batch();
+  StageStepResult r;
+  for (const PipelineAction& a : actions_) run_action(a, feed, r);
+  wait_for_sends();
+  finish_batch();
+  r.data_loss /= opts_.micro_batches;
+  r.penalty /= opts_.micro_batches;
+  return r;
+}
+
+// Every activation set starts the batch with the stage's parameters and statistics.
+void PipelineStage::start_batch() {
   ParamStore& master = executor().params();
   for (size_t e = 1; e < slots_.size(); ++e) {
     copy_values(master, slots_[e]->params(), true);
@@ -71,39 +83,41 @@ StageStepResult PipelineStage::run(const Feed& feed) {
   backwards_done_ = 0;
   slot_micro_batch_.assign(slots_.size(), -1);
   micro_batch_slot_.assign(micro_batch_slot_.size(), -1);
-  StageStepResult r;
-  for (const PipelineAction& a : actions_) {
-    switch (a.kind) {
-      case Kind::receive_activation:
-        receive_activation(a.micro_batch);
-        break;
-      case Kind::forward:
-        forward(a.micro_batch, feed, r);
-        break;
-      case Kind::send_activation:
-        send_activation(a.micro_batch);
-        break;
-      case Kind::receive_gradient:
-        receive_gradient(a.micro_batch);
-        break;
-      case Kind::backward:
-        backward(a.micro_batch, r);
-        break;
-      case Kind::send_gradient:
-        send_gradient(a.micro_batch);
-        break;
-    }
+}
+
+void PipelineStage::run_action(const PipelineAction& a, const Feed& feed, StageStepResult& r) {
+  switch (a.kind) {
+    case Kind::receive_activation:
+      receive_activation(a.micro_batch);
+      break;
+    case Kind::forward:
+      forward(a.micro_batch, feed, r);
+      break;
+    case Kind::send_activation:
+      send_activation(a.micro_batch);
+      break;
+    case Kind::receive_gradient:
+      receive_gradient(a.micro_batch);
+      break;
+    case Kind::backward:
+      backward(a.micro_batch, r);
+      break;
+    case Kind::send_gradient:
+      send_gradient(a.micro_batch);
+      break;
   }
-  wait_for_sends();
+}
+
+// The stage's executor ends the batch holding the last micro-batch's statistics, the step
+// counter past the batch, and the micro-batches' mean gradient.
+void PipelineStage::finish_batch() {
+  ParamStore& master = executor().params();
   if (last_forward_slot_ != 0)
     copy_values(slots_[static_cast<size_t>(last_forward_slot_)]->params(), master, false);
   const auto m = static_cast<uint64_t>(opts_.micro_batches);
   executor().set_training_steps(first_step_ + m);
   master.ops().scale(1.0 / static_cast<double>(m), grad_sum_.data(), master.grads(),
                      master.trainable_count_padded());
-  r.data_loss /= static_cast<double>(m);
-  r.penalty /= static_cast<double>(m);
-  return r;
 }
 
 double PipelineStage::evaluate(const Feed& feed, const Read& read) {
@@ -184,18 +198,20 @@ void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
 void PipelineStage::send_activation(int m) {
   Executor& ex = slot_of(m);
   const auto& names = graph_.sent;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const TensorView out = ex.output(value_named(graph_.graph, names[i]));
-    auto msg = std::make_unique<InFlight>();
-    msg->bytes.resize(out.bytes());
-    std::memcpy(msg->bytes.data(), out.data(), out.bytes());
-    msg->pending = comm_.start_send(
-        {opts_.next_rank, tag(m, false, i, names.size()), msg->bytes.data(), msg->bytes.size()},
-        "pipeline stage " + std::to_string(opts_.stage) + ": sending '" + names[i] +
-            "' of micro-batch " + std::to_string(m) + " to rank " +
-            std::to_string(opts_.next_rank));
-    sends_.push_back(std::move(msg));
-  }
+  for (size_t i = 0; i < names.size(); ++i)
+    post(ex.output(value_named(graph_.graph, names[i])), opts_.next_rank,
+         tag(m, false, i, names.size()), "'" + names[i] + "' of micro-batch " + std::to_string(m));
+}
+
+// Sends a copy of `t`, so the executor that made it may run on while the message waits.
+void PipelineStage::post(const TensorView& t, int dest, int tag, const std::string& what) {
+  auto msg = std::make_unique<InFlight>();
+  msg->bytes.resize(t.bytes());
+  std::memcpy(msg->bytes.data(), t.data(), t.bytes());
+  msg->pending = comm_.start_send({dest, tag, msg->bytes.data(), msg->bytes.size()},
+                                  "pipeline stage " + std::to_string(opts_.stage) + ": sending " +
+                                      what + " to rank " + std::to_string(dest));
+  sends_.push_back(std::move(msg));
 }
 
 void PipelineStage::receive_gradient(int m) {
@@ -232,18 +248,9 @@ void PipelineStage::send_gradient(int m) {
   const int e = micro_batch_slot_[static_cast<size_t>(m)];
   Executor& ex = *slots_[static_cast<size_t>(e)];
   const auto& names = graph_.received;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const TensorView g = ex.input_grad(names[i]);
-    auto msg = std::make_unique<InFlight>();
-    msg->bytes.resize(g.bytes());
-    std::memcpy(msg->bytes.data(), g.data(), g.bytes());
-    msg->pending = comm_.start_send(
-        {opts_.previous_rank, tag(m, true, i, names.size()), msg->bytes.data(), msg->bytes.size()},
-        "pipeline stage " + std::to_string(opts_.stage) + ": sending the gradient of '" + names[i] +
-            "' of micro-batch " + std::to_string(m) + " to rank " +
-            std::to_string(opts_.previous_rank));
-    sends_.push_back(std::move(msg));
-  }
+  for (size_t i = 0; i < names.size(); ++i)
+    post(ex.input_grad(names[i]), opts_.previous_rank, tag(m, true, i, names.size()),
+         "the gradient of '" + names[i] + "' of micro-batch " + std::to_string(m));
   slot_micro_batch_[static_cast<size_t>(e)] = -1;
   micro_batch_slot_[static_cast<size_t>(m)] = -1;
 }

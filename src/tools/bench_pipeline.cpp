@@ -137,6 +137,57 @@ std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json
   return all;
 }
 
+// The best timed batch: the slowest rank's step and schedule, and this rank's compute.
+struct BestTimes {
+  double step_s = 1e300, schedule_s = 1e300, compute_s = 1e300;
+};
+
+BestTimes time_batches(const BenchPipelineArgs& a, PipelineTrainStep& step,
+                       const PipelineStage::Feed& feed, Communicator& comm) {
+  for (int i = 0; i < a.warmup; ++i) step.run(1e-3, feed);
+  BestTimes best;
+  for (int i = 0; i < a.steps; ++i) {
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    const PipelineStepResult r = step.run(1e-3, feed);
+    const double mine_s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best.step_s = std::min(best.step_s, comm.allreduce_max(mine_s));
+    best.schedule_s = std::min(best.schedule_s, comm.allreduce_max(r.schedule_s));
+    best.compute_s = std::min(best.compute_s, r.compute_s);
+  }
+  return best;
+}
+
+// The JSON line's pipeline figures; `stages` holds every rank's, replica 0's first.
+void add_pipeline_figures(nlohmann::json& j, const BenchPipelineArgs& a, const PipelineRanks& at,
+                          const BestTimes& best, const std::vector<nlohmann::json>& stages) {
+  double compute_sum = 0, compute_max = 0;
+  for (int s = 0; s < at.stages; ++s) {
+    j["stages"].push_back(stages[static_cast<size_t>(s)]);
+    const double c = stages[static_cast<size_t>(s)]["compute_s"].get<double>();
+    compute_sum += c;
+    compute_max = std::max(compute_max, c);
+  }
+  const double slots = static_cast<double>(a.micro_batches + at.stages - 1);
+  const int64_t global_batch = a.micro_batch * a.micro_batches * at.replicas;
+  j["pipeline_stages"] = at.stages;
+  j["data_parallel"] = at.replicas;
+  j["micro_batches"] = a.micro_batches;
+  j["schedule"] = a.schedule;
+  j["recompute"] = a.recompute;
+  j["global_batch"] = global_batch;
+  j["step_s_min"] = best.step_s;
+  j["samples_per_s"] = static_cast<double>(global_batch) / best.step_s;
+  j["schedule_s_min"] = best.schedule_s;  // the step without the replicas' allreduce and update
+  j["bubble_measured"] = 1 - compute_sum / at.stages / best.schedule_s;
+  j["bubble_schedule"] = static_cast<double>(at.stages - 1) / slots;
+  // The schedule's bubble for these stages as measured: M + K - 1 slots of the slowest stage's
+  // micro-batch, the stages busy for their mean.
+  j["bubble_schedule_at_measured_stages"] =
+      1 - compute_sum / at.stages / (compute_max * slots / a.micro_batches);
+}
+
 void bench_pipeline(const BenchPipelineArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.micro_batch < 1 || a.micro_batches < 1)
     throw_usage("bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1");
@@ -172,55 +223,21 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   auto feed = [&](int, Executor& ex) {
     if (!mine.data_inputs.empty()) fill_random_batch(ex, m, session.backend(), mine.data_inputs);
   };
-  for (int i = 0; i < a.warmup; ++i) step.run(1e-3, feed);
-  double best_step = 1e300, best_compute = 1e300, best_schedule = 1e300;
-  for (int i = 0; i < a.steps; ++i) {
-    comm->barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    const PipelineStepResult r = step.run(1e-3, feed);
-    const double mine_s =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best_step = std::min(best_step, comm->allreduce_max(mine_s));
-    best_compute = std::min(best_compute, r.compute_s);
-    best_schedule = std::min(best_schedule, comm->allreduce_max(r.schedule_s));
-  }
+  const BestTimes best = time_batches(a, step, feed, *comm);
   const auto all = gather_json(
       *comm, {{"stage", at.stage},
               {"first_layer", mine.first_node_name},
               {"last_layer", mine.last_node_name},
               {"gflop_per_micro_batch", stage_flops(flops, mine) / 1e9},
-              {"compute_s", best_compute},
+              {"compute_s", best.compute_s},
               {"activation_sets", runner.activation_sets()},
               {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
               {"sent_values", mine.sent.size()}});
   if (comm->rank() != 0) return;
   nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
                                      session.threads());
-  double compute_sum = 0, compute_max = 0;
-  for (int s = 0; s < at.stages; ++s) {  // replica 0's stages
-    j["stages"].push_back(all[static_cast<size_t>(s)]);
-    const double c = all[static_cast<size_t>(s)]["compute_s"].get<double>();
-    compute_sum += c;
-    compute_max = std::max(compute_max, c);
-  }
-  const double slots = static_cast<double>(a.micro_batches + at.stages - 1);
-  const int64_t global_batch = a.micro_batch * a.micro_batches * at.replicas;
-  j["pipeline_stages"] = at.stages;
-  j["data_parallel"] = at.replicas;
-  j["micro_batches"] = a.micro_batches;
-  j["schedule"] = a.schedule;
-  j["recompute"] = a.recompute;
   j["optimizer"] = optimizer_config.name;
-  j["global_batch"] = global_batch;
-  j["step_s_min"] = best_step;
-  j["samples_per_s"] = static_cast<double>(global_batch) / best_step;
-  j["schedule_s_min"] = best_schedule;  // the step without the replicas' allreduce and update
-  j["bubble_measured"] = 1 - compute_sum / at.stages / best_schedule;
-  j["bubble_schedule"] = static_cast<double>(at.stages - 1) / slots;
-  // The schedule's bubble for these stages as measured: M + K - 1 slots of the slowest stage's
-  // micro-batch, the stages busy for their mean.
-  j["bubble_schedule_at_measured_stages"] =
-      1 - compute_sum / at.stages / (compute_max * slots / a.micro_batches);
+  add_pipeline_figures(j, a, at, best, all);
   std::cout << j.dump() << std::endl;
 }
 

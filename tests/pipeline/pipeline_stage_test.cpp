@@ -33,8 +33,11 @@
 namespace crest {
 namespace {
 
+using test::expect_close;
 using test::has_backend;
 using test::random_values;
+using test::read;
+using test::write;
 
 constexpr int64_t kMicroBatch = 2;
 const Shape kSample{2, 6, 6, 4};  // [c, d, h, w], channels-last in memory
@@ -83,23 +86,6 @@ Graph network() {
 std::vector<std::string> stage_starts(int stages) {
   if (stages == 2) return {"conv3"};
   return {"conv2", "conv3", "pool2"};
-}
-
-void write(const TensorView& t, const std::vector<double>& v) {
-  ASSERT_EQ(static_cast<size_t>(t.desc().shape.numel()), v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t.desc().dtype == DType::f64)
-      t.as<double>()[i] = v[i];
-    else
-      t.as<float>()[i] = static_cast<float>(v[i]);
-  }
-}
-
-std::vector<double> read(const TensorView& t) {
-  std::vector<double> v(static_cast<size_t>(t.desc().shape.numel()));
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = t.desc().dtype == DType::f64 ? t.as<double>()[i] : t.as<float>()[i];
-  return v;
 }
 
 // Micro-batch m of replica `replica`'s batch `batch`: its inputs, the same on every rank.
@@ -161,15 +147,6 @@ std::vector<BatchResult> accumulate(Backend& backend, DType dtype, int replica, 
     out.push_back(std::move(r));
   }
   return out;
-}
-
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0, worst = 0;
-  for (double w : want) scale = std::max(scale, std::fabs(w));
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
-  EXPECT_LE(worst, tol * (1 + scale)) << what << " (rank " << test::world().rank() << ")";
 }
 
 struct Case {

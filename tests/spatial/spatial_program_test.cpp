@@ -42,8 +42,11 @@
 namespace crest {
 namespace {
 
+using test::expect_close;
 using test::has_backend;
 using test::random_values;
+using test::read;
+using test::write;
 
 constexpr int64_t kBatch = 2, kChannels = 2;
 const std::vector<int64_t> kVolume{16, 12, 10};
@@ -212,23 +215,6 @@ Network small_decoder_network() {
   return {g, field, 3};
 }
 
-void write(const TensorView& t, const std::vector<double>& v) {
-  ASSERT_EQ(static_cast<size_t>(t.desc().shape.numel()), v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t.desc().dtype == DType::f64)
-      t.as<double>()[i] = v[i];
-    else
-      t.as<float>()[i] = static_cast<float>(v[i]);
-  }
-}
-
-std::vector<double> read(const TensorView& t) {
-  std::vector<double> v(static_cast<size_t>(t.desc().shape.numel()));
-  for (size_t i = 0; i < v.size(); ++i)
-    v[i] = t.desc().dtype == DType::f64 ? t.as<double>()[i] : t.as<float>()[i];
-  return v;
-}
-
 // [n, c, extents...]: the whole sample batch's logical shape.
 Shape batch_shape(const std::vector<int64_t>& extents) {
   std::vector<int64_t> dims{kBatch, kChannels};
@@ -263,15 +249,6 @@ std::vector<int64_t> block_offset(const std::vector<int64_t>& extents, const Spa
   for (size_t a = 0; a < extents.size(); ++a)
     o.push_back(block_range(extents[a], grid.parts[a], c[a]).begin);
   return o;
-}
-
-void expect_close(const std::vector<double>& got, const std::vector<double>& want, double tol,
-                  const std::string& what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  double scale = 0, worst = 0;
-  for (double w : want) scale = std::max(scale, std::fabs(w));
-  for (size_t i = 0; i < got.size(); ++i) worst = std::max(worst, std::fabs(got[i] - want[i]));
-  EXPECT_LE(worst, tol * (1 + scale)) << what << " (rank " << test::world().rank() << ")";
 }
 
 struct StepResult {

@@ -23,6 +23,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "crest/dist/communicator.hpp"
@@ -79,12 +80,16 @@ class PipelineStage {
 
  private:
   struct InFlight;
+  void start_batch();
+  void run_action(const PipelineAction& a, const Feed& feed, StageStepResult& r);
+  void finish_batch();
   void receive_activation(int m);
   void forward(int m, const Feed& feed, StageStepResult& r);
   void send_activation(int m);
   void receive_gradient(int m);
   void backward(int m, StageStepResult& r);
   void send_gradient(int m);
+  void post(const TensorView& t, int dest, int tag, const std::string& what);
   Executor& slot_of(int m);
   int take_slot(int m);
   void recompute(int m);
