@@ -169,6 +169,7 @@ void check_pipeline(const Case& c, const std::string& backend_name, DType dtype,
   auto backend = make_backend(backend_name);
   constexpr int kBatches = 2;
   std::vector<std::vector<BatchResult>> whole;
+  whole.reserve(static_cast<size_t>(replicas));
   for (int d = 0; d < replicas; ++d)
     whole.push_back(accumulate(*backend, dtype, d, c.micro_batches, kBatches));
 
@@ -427,7 +428,7 @@ std::map<std::string, std::vector<double>> train_whole(Backend& backend, const s
     std::vector<double> sum(n, 0.0);
     last_loss = 0;
     for (int d = 0; d < replicas; ++d) {
-      ex.set_training_steps(static_cast<uint64_t>(b * micro_batches));
+      ex.set_training_steps(static_cast<uint64_t>(b) * static_cast<uint64_t>(micro_batches));
       for (int m = 0; m < micro_batches; ++m) {
         feed(ex, d, b, m, true, true);
         last_loss += ex.forward() / (micro_batches * replicas);
