@@ -56,6 +56,8 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
   if (opts.recompute) kept_inputs_.resize(static_cast<size_t>(opts.micro_batches));
   const ParamStore& params = executor().params();
   grad_sum_ = Buffer(params.trainable_bytes(), 256, params.memory());
+  if (opts.recompute) recompute_state_ = Buffer(params.bytes(), 256, params.memory());
+  for (const std::string& name : graph.sent) sent_values_.push_back(value_named(graph.graph, name));
 }
 
 PipelineStage::~PipelineStage() = default;
@@ -199,8 +201,8 @@ void PipelineStage::send_activation(int m) {
   Executor& ex = slot_of(m);
   const auto& names = graph_.sent;
   for (size_t i = 0; i < names.size(); ++i)
-    post(ex.output(value_named(graph_.graph, names[i])), opts_.next_rank,
-         tag(m, false, i, names.size()), "'" + names[i] + "' of micro-batch " + std::to_string(m));
+    post(ex.output(sent_values_[i]), opts_.next_rank, tag(m, false, i, names.size()),
+         "'" + names[i] + "' of micro-batch " + std::to_string(m));
 }
 
 // Sends a copy of `t`, so the executor that made it may run on while the message waits.
@@ -280,11 +282,10 @@ void PipelineStage::recompute(int m) {
     }
   // The running statistics are the batch's so far: this forward must not advance them again.
   const ParamStore& p = ex.params();
-  Buffer state(p.bytes(), 256, p.memory());
-  p.ops().copy(p.values(), state.data(), p.bytes() / dtype_size(p.dtype()));
+  p.ops().copy(p.values(), recompute_state_.data(), p.bytes() / dtype_size(p.dtype()));
   ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
   ex.forward(true);
-  p.ops().copy(state.data(), p.values(), p.bytes() / dtype_size(p.dtype()));
+  p.ops().copy(recompute_state_.data(), p.values(), p.bytes() / dtype_size(p.dtype()));
   slot_micro_batch_[0] = m;
   micro_batch_slot_[static_cast<size_t>(m)] = 0;
 }

@@ -107,6 +107,8 @@ class PipelineStage {
   std::vector<std::vector<std::byte>> kept_inputs_;  // recompute: per micro-batch
   std::vector<std::unique_ptr<InFlight>> sends_;
   Buffer grad_sum_;
+  Buffer recompute_state_;            // recompute: the parameters and statistics, kept aside
+  std::vector<ValueId> sent_values_;  // graph_.sent's values in the stage's graph
   uint64_t first_step_ = 0;
   int last_forward_slot_ = 0;
   int backwards_done_ = 0;
