@@ -20,7 +20,8 @@ PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
   }
 }
 
-PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& feed) {
+PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& feed,
+                                          bool stop_here, bool failed_here) {
   const double start = steady_seconds();
   const StageStepResult s = stage_.run(feed);
   const double schedule_s = steady_seconds() - start;
@@ -30,15 +31,18 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
     sync_->finish();
   }
   // Summed over the world, each stage counted once per replica.
-  double facts[2] = {s.data_loss + s.penalty, ex.params().grad_sum_squares()};
-  world_.allreduce_sum(facts, 2);
+  double facts[4] = {s.data_loss + s.penalty, ex.params().grad_sum_squares(),
+                     stop_here ? 1.0 : 0.0, failed_here ? 1.0 : 0.0};
+  world_.allreduce_sum(facts, 4);
   PipelineStepResult r;
   r.loss = facts[0] / replicas_;
   r.grad_norm_sq = facts[1] / replicas_;
+  r.stop_requested = facts[2] > 0;
+  r.rank_failed = facts[3] > 0;
   r.compute_s = s.compute_s;
   r.schedule_s = schedule_s;
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm_sq);
-  if (!r.finite) return r;
+  if (!r.finite || r.rank_failed) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
   optimizer_.offer_gradient_sum_squares(r.grad_norm_sq);
   optimizer_.step(lr);

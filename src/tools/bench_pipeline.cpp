@@ -20,8 +20,7 @@
 #include "crest/core/error.hpp"
 #include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
-#include "crest/engine/pipeline_stage.hpp"
-#include "crest/engine/pipeline_train_step.hpp"
+#include "crest/engine/pipeline_training_session.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/graph/pipeline_cut.hpp"
 #include "crest/models/model_registry.hpp"
@@ -49,44 +48,23 @@ PipelineScheduleKind parse_schedule(const std::string& s) {
   throw_usage("bench pipeline: --schedule is gpipe or 1f1b, got '" + s + "'");
 }
 
-// Per node of the graph, in order: the FLOPs of a training step (`flops`), or the seconds of one
-// measured forward and backward at the micro-batch size (after a warm-up step).
-std::vector<double> node_costs(const Graph& g, const SessionOptions& so, Backend& backend,
-                               const Executor& plan, const BuiltModel& m, bool measured) {
-  std::map<std::string, double> by_name;
-  if (measured) {
-    Executor ex(g, backend, compile_options(so));
-    fill_random_batch(ex, m, backend);
-    for (int i = 0; i < 2; ++i) {
-      ex.set_profiling(i == 1);
-      ex.forward();
-      ex.backward();
-    }
-    for (const OpProfile& op : ex.profile()) by_name[op.name] += op.forward_s + op.backward_s;
-  } else {
-    for (const OpFacts& op : plan.op_facts()) {
-      double f = op.flops.forward;
-      if (op.runs_backward) f += op.flops.backward_data + op.flops.backward_weights;
-      by_name[op.name] += f;
-    }
+// Per node of the graph, in order: the seconds of one measured forward and backward at the
+// micro-batch size (after a warm-up step).
+std::vector<double> measured_node_costs(const Graph& g, const SessionOptions& so,
+                                        const BuiltModel& m) {
+  const Session session(g, so);
+  Executor& ex = session.executor();
+  fill_random_batch(ex, m, session.backend());
+  for (int i = 0; i < 2; ++i) {
+    ex.set_profiling(i == 1);
+    ex.forward();
+    ex.backward();
   }
+  std::map<std::string, double> by_name;
+  for (const OpProfile& op : ex.profile()) by_name[op.name] += op.forward_s + op.backward_s;
   std::vector<double> costs;
   for (const GraphNode& n : g.nodes()) costs.push_back(by_name.count(n.name) ? by_name[n.name] : 0);
   return costs;
-}
-
-std::vector<std::string> stage_starts(const BenchPipelineArgs& a, const Graph& g,
-                                      const std::vector<double>& costs, int stages) {
-  if (!a.stage_starts.empty()) {
-    if (static_cast<int>(a.stage_starts.size()) != stages - 1)
-      throw_usage("bench pipeline: --stage-starts names " + std::to_string(a.stage_starts.size()) +
-                  " layers for " + std::to_string(stages) +
-                  " stages (one per stage after the first)");
-    return a.stage_starts;
-  }
-  std::vector<std::string> names;
-  for (size_t at : balanced_stage_starts(costs, stages)) names.push_back(g.nodes()[at].name);
-  return names;
 }
 
 // The stage's share of `costs`: its nodes but the upstream_gradient node it ends in.
@@ -97,33 +75,17 @@ double stage_flops(const std::vector<double>& costs, const PipelineStageGraph& s
   return f;
 }
 
-// Ranks d * K + s: replica d's stage s. --stages must divide the world.
-struct PipelineRanks {
-  int stages = 1, replicas = 1, stage = 0, replica = 0;
-};
-
-PipelineRanks pipeline_ranks(const Communicator& comm, int stages) {
-  const int k = stages > 0 ? stages : comm.size();
-  if (k < 1 || comm.size() % k != 0)
-    throw_usage("bench pipeline: --stages " + std::to_string(k) + " does not divide the " +
-                std::to_string(comm.size()) + " ranks");
-  return {k, comm.size() / k, comm.rank() % k, comm.rank() / k};
-}
-
-std::vector<std::string> cut_points(const BenchPipelineArgs& a, const BuiltModel& m,
-                                    const SessionOptions& so, const Session& session,
-                                    Communicator& comm, int stages, std::vector<double>& flops) {
+// --balance time: the costs measured on rank 0 and broadcast, so every rank cuts the model alike;
+// else none (the session balances FLOPs).
+std::vector<double> balance_costs(const BenchPipelineArgs& a, const BuiltModel& m,
+                                  const SessionOptions& so, Communicator& comm) {
   if (a.balance != "time" && a.balance != "flops")
     throw_usage("bench pipeline: --balance is time or flops, got '" + a.balance + "'");
-  flops = node_costs(m.graph, so, session.backend(), session.executor(), m, false);
-  std::vector<double> costs = flops;
-  // Measured on rank 0 and broadcast, so every rank cuts the model alike.
-  if (a.balance == "time" && a.stage_starts.empty()) {
-    if (comm.rank() == 0)
-      costs = node_costs(m.graph, so, session.backend(), session.executor(), m, true);
-    comm.broadcast(costs.data(), costs.size() * sizeof(double), 0);
-  }
-  return stage_starts(a, m.graph, costs, stages);
+  if (a.balance != "time" || !a.stage_starts.empty()) return {};
+  std::vector<double> costs(m.graph.nodes().size());
+  if (comm.rank() == 0) costs = measured_node_costs(m.graph, so, m);
+  comm.broadcast(costs.data(), costs.size() * sizeof(double), 0);
+  return costs;
 }
 
 // Every rank's JSON text, on every rank.
@@ -195,31 +157,25 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
-  const PipelineRanks at = pipeline_ranks(*comm, a.stages);
   const BuiltModel m = build_model(bench_model_config(a));
-  const OptimizerConfig optimizer_config = bench_optimizer_config(a.model, a.optimizer);
-  const SessionOptions so = bench_session_options(
-      a, Purpose::training, a.micro_batch, std::max(1, hardware_threads() / comm->local_size()));
-  // The backend with the benchmark's threads, and the whole model's plan for its FLOPs.
-  SessionOptions plan_only = so;
-  plan_only.allocate = false;
-  const Session session(m.graph, plan_only);
-  std::vector<double> flops;
-  const auto graphs =
-      cut_into_stages(m.graph, cut_points(a, m, so, session, *comm, at.stages, flops),
-                      "bench pipeline: --stage-starts");
-  const PipelineStageGraph& mine = graphs[static_cast<size_t>(at.stage)];
-  PipelineStage runner(mine, session.backend(), compile_options(so), *comm,
-                       {.stage = at.stage,
-                        .stages = at.stages,
-                        .micro_batches = a.micro_batches,
-                        .schedule = schedule,
-                        .recompute = a.recompute,
-                        .previous_rank = at.stage > 0 ? comm->rank() - 1 : -1,
-                        .next_rank = at.stage + 1 < at.stages ? comm->rank() + 1 : -1});
-  auto replicas = comm->split(at.stage, at.replica);
-  const auto optimizer = make_optimizer(optimizer_config);
-  PipelineTrainStep step(runner, *optimizer, *comm, replicas.get());
+  TrainingSessionOptions to;
+  to.session = bench_session_options(a, Purpose::training, a.micro_batch,
+                                     std::max(1, hardware_threads() / comm->local_size()));
+  to.optimizer = bench_optimizer_config(a.model, a.optimizer);
+  PipelineOptions po{.stages = a.stages > 0 ? a.stages : comm->size(),
+                     .micro_batches = a.micro_batches,
+                     .schedule = schedule,
+                     .recompute = a.recompute,
+                     .stage_starts = a.stage_starts,
+                     .costs = balance_costs(a, m, to.session, *comm),
+                     .stages_key = "bench pipeline: --stages",
+                     .stage_starts_key = "bench pipeline: --stage-starts"};
+  const PipelineTrainingSession session(m.graph, to, po, *comm);
+  const PipelineRanks& at = session.ranks();
+  const PipelineStageGraph& mine = session.stage_graph();
+  PipelineStage& runner = session.stage();
+  PipelineTrainStep& step = session.step();
+  const std::vector<double> flops = node_training_flops(m.graph, session.whole().executor());
   auto feed = [&](int, Executor& ex) {
     if (!mine.data_inputs.empty()) fill_random_batch(ex, m, session.backend(), mine.data_inputs);
   };
@@ -235,8 +191,8 @@ void bench_pipeline(const BenchPipelineArgs& a) {
               {"sent_values", mine.sent.size()}});
   if (comm->rank() != 0) return;
   nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
-                                     session.threads());
-  j["optimizer"] = optimizer_config.name;
+                                     session.whole().threads());
+  j["optimizer"] = to.optimizer.name;
   add_pipeline_figures(j, a, at, best, all);
   std::cout << j.dump() << std::endl;
 }

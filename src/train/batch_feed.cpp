@@ -48,19 +48,42 @@ DType loader_sample_dtype(const Executor& ex, const BuiltModel& model) {
   return is_half(input) ? input : DType::f32;
 }
 
-BatchFeed::BatchFeed(Executor& ex, const BuiltModel& model) : ex_(ex), model_(model) {}
+TensorView samples_of(const TensorView& batch, int64_t first, int64_t count) {
+  const int64_t places = batch.shape()[0];
+  CREST_CHECK(first >= 0 && count > 0 && first + count <= places, "samples_of: no such samples");
+  const size_t per_sample = batch.bytes() / static_cast<size_t>(places);
+  TensorDesc d = batch.desc();
+  d.shape = batch.shape().without_batch().with_batch(count);
+  return TensorView(static_cast<char*>(batch.data()) + static_cast<size_t>(first) * per_sample, d);
+}
+
+BatchFeed::BatchFeed(Executor& ex, const BuiltModel& model)
+    : BatchFeed(ex, model, {model.sample_input, model.target_input}, model.prediction) {}
+
+BatchFeed::BatchFeed(Executor& ex, const BuiltModel& model, std::vector<std::string> inputs,
+                     ValueId prediction)
+    : ex_(ex), model_(model), inputs_(std::move(inputs)), prediction_(prediction) {}
+
+const TensorView& BatchFeed::tensor_of(const LoadedBatch& batch, const std::string& input) const {
+  if (input == model_.sample_input) return batch.sample;
+  CREST_CHECK(input == model_.target_input, "no batch tensor feeds input '" + input + "'");
+  return batch.target;
+}
 
 void BatchFeed::feed(const LoadedBatch& batch) {
-  feed_one(model_.sample_input, batch.sample);
-  feed_one(model_.target_input, batch.target);
+  for (const std::string& input : inputs_) feed_one(input, tensor_of(batch, input));
+}
+
+void BatchFeed::feed_part(const LoadedBatch& batch, int64_t first, int64_t count) {
+  for (const std::string& input : inputs_)
+    feed_one(input, samples_of(tensor_of(batch, input), first, count));
 }
 
 void BatchFeed::feed_samples(const TensorView& samples) { feed_one(model_.sample_input, samples); }
 
 void BatchFeed::feed_copies_of(const LoadedBatch& batch, int64_t place) {
   CREST_CHECK(place >= 0 && place < batch.sample.shape()[0], "feed_copies_of: no such place");
-  feed_copies(model_.sample_input, batch.sample, place);
-  feed_copies(model_.target_input, batch.target, place);
+  for (const std::string& input : inputs_) feed_copies(input, tensor_of(batch, input), place);
 }
 
 void BatchFeed::feed_copies(const std::string& input, const TensorView& from, int64_t place) {
@@ -74,10 +97,12 @@ void BatchFeed::feed_copies(const std::string& input, const TensorView& from, in
   // Under a split, what is copied is this rank's block of the sample.
   if (const SpatialSplit* split = split_of(input); split && !blocks)
     sample = block_of(*split, input, sample, 1, from.dtype());
-  const auto per_sample = static_cast<size_t>(to.numel() / places);
+  // The compiled batch may be smaller than the loaded one (a pipeline's micro-batch).
+  const int64_t to_places = to.shape()[0];
+  const auto per_sample = static_cast<size_t>(to.numel() / to_places);
   HostStaging staged(ex_.backend().memory(), to.data(), to.bytes(), /*fetch=*/false);
   const size_t to_bytes = per_sample * dtype_size(to.dtype());
-  for (int64_t i = 0; i < places; ++i)
+  for (int64_t i = 0; i < to_places; ++i)
     convert_into(sample, from.dtype(),
                  static_cast<char*>(staged.data()) + static_cast<size_t>(i) * to_bytes, to.dtype(),
                  per_sample);
@@ -167,7 +192,8 @@ const void* BatchFeed::block_of(const SpatialSplit& split, const std::string& in
 }
 
 TensorView BatchFeed::host_prediction() {
-  const TensorView p = ex_.output(model_.prediction);
+  CREST_CHECK(prediction_ >= 0, "this program holds no prediction");
+  const TensorView p = ex_.output(prediction_);
   MemoryResource& memory = ex_.backend().memory();
   if (memory.is_host()) return p;
   prediction_copy_.resize(p.bytes());

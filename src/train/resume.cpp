@@ -1,6 +1,7 @@
 #include "resume.hpp"
 
 #include "crest/core/error.hpp"
+#include "crest/engine/pipeline_training_session.hpp"
 #include "crest/engine/whole_parts.hpp"
 
 namespace crest {
@@ -43,23 +44,21 @@ std::string loss_scaling_problem(const TrainingPosition& pos, const Config& conf
          (scaled_then ? "dynamic" : "off") + " to continue it";
 }
 
-}  // namespace
-
-TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
-                                        Communicator& comm, int shards, GradientSync& sync,
-                                        Executor& ex, Optimizer& optimizer, LossScaler* scaler,
-                                        int64_t steps_per_epoch, std::vector<EpochStats>& history) {
+// Rank 0 verifies that the checkpoint can continue this job, then reads it into `params` and
+// `optimizer` (`wholes`: a divided parameter's whole tensors); every rank throws its problem.
+TrainingPosition read_on_rank0(const RunDirectory& run_dir, const Config& config,
+                               Communicator& comm, int shards, bool scaling,
+                               int64_t steps_per_epoch, ParamStore& params, Optimizer* optimizer,
+                               WholeParts* wholes, std::vector<EpochStats>& history) {
   TrainingPosition pos;
   std::string problem;
-  WholeParts wholes;  // a spatially split dense head's tensors, read whole by rank 0
   if (comm.rank() == 0) {
     try {
       problem = resume_position_problem(*run_dir.resume_info, config, shards, steps_per_epoch);
       if (problem.empty())
-        problem = loss_scaling_problem(run_dir.resume_info->position, config, scaler != nullptr);
+        problem = loss_scaling_problem(run_dir.resume_info->position, config, scaling);
       if (problem.empty()) {
-        const CheckpointInfo info =
-            read_checkpoint(run_dir.resume_from, ex.params(), optimizer, &wholes);
+        const CheckpointInfo info = read_checkpoint(run_dir.resume_from, params, *optimizer, wholes);
         pos = info.position;
         history = info.history;
       } else {
@@ -70,17 +69,43 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
     }
   }
   fail_with_rank0(comm, problem);
+  broadcast_position(comm, pos);
+  return pos;
+}
+
+}  // namespace
+
+TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
+                                        Communicator& comm, int shards, GradientSync& sync,
+                                        Executor& ex, Optimizer& optimizer, LossScaler* scaler,
+                                        int64_t steps_per_epoch, std::vector<EpochStats>& history) {
+  WholeParts wholes;  // a spatially split dense head's tensors, read whole by rank 0
+  const TrainingPosition pos =
+      read_on_rank0(run_dir, config, comm, shards, scaler != nullptr, steps_per_epoch, ex.params(),
+                    &optimizer, &wholes, history);
   if (ex.params().divided()) scatter_parts(ex.params(), &optimizer, wholes);
   sync.broadcast_parameters(ex.params());
   for (auto& [name, buffer] : optimizer.state())
     broadcast_store_layout(comm, ex.params(), buffer->data(), buffer->bytes());
-  broadcast_position(comm, pos);
   optimizer.set_steps_taken(pos.optimizer_steps);
   ex.set_training_steps(pos.executor_steps);
   if (scaler && pos.loss_scaler.scale > 0)
     scaler->restore(pos.loss_scaler);
   else if (scaler)
     scaler->reset();  // the checkpoint's run had no scaler
+  return pos;
+}
+
+TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, const Config& config,
+                                                 Communicator& comm, PipelineTrainingSession& p,
+                                                 int64_t steps_per_epoch,
+                                                 std::vector<EpochStats>& history) {
+  const TrainingPosition pos = read_on_rank0(
+      run_dir, config, comm, p.ranks().replicas, false, steps_per_epoch,
+      p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
+  // The counters travel with the state: the step counter (dropout's masks) is the position's.
+  if (comm.rank() == 0) p.whole().executor().set_training_steps(pos.executor_steps);
+  p.scatter_whole(comm);
   return pos;
 }
 

@@ -10,6 +10,8 @@
 
 namespace crest {
 
+class PipelineTrainingSession;
+
 // Loads `run_dir`'s checkpoint into `ex`, `optimizer` and `scaler` (null: no loss scaling) on
 // every rank (collective) and returns the position to continue from; `history` gets the finished
 // epochs (rank 0). `shards`: the job's data-parallel shards, which a position inside an epoch
@@ -20,5 +22,13 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
                                         Communicator& comm, int shards, GradientSync& sync,
                                         Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history);
+
+// The same for a pipeline (dist.pipeline): rank 0 reads the whole model's checkpoint (which any
+// stage count, or none, wrote) and every stage takes its part (PipelineTrainingSession::
+// scatter_whole). `shards` are the pipeline's replicas.
+TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, const Config& config,
+                                                 Communicator& comm, PipelineTrainingSession& p,
+                                                 int64_t steps_per_epoch,
+                                                 std::vector<EpochStats>& history);
 
 }  // namespace crest

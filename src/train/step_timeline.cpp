@@ -4,12 +4,17 @@
 
 namespace crest {
 
-void record_step(Timeline& timeline, const GradientSync& sync, int64_t step_in_epoch,
+void record_step(Timeline& timeline, const GradientSync* exchange, int64_t step_in_epoch,
                  double data_start, double data_done, const StepResult& r) {
   if (!timeline.enabled()) return;
   const std::string step = std::to_string(step_in_epoch);
   const std::string args = "{\"step\":" + step + "}";
   timeline.span("data wait", Timeline::compute, data_start, data_done, args);
+  if (!exchange) {  // a pipeline stage: its schedule, exchange and update as one span
+    timeline.span("pipeline step", Timeline::compute, data_done, r.update_done, args);
+    return;
+  }
+  const GradientSync& sync = *exchange;
   timeline.span("forward", Timeline::compute, data_done, r.forward_done, args);
   timeline.span("backward", Timeline::compute, r.forward_done, r.backward_done, args);
   if (sync.ranks() > 1)

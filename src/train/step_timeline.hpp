@@ -9,8 +9,10 @@
 
 namespace crest {
 
-// `data_start`/`data_done`: when the step asked the loader for its batch and got it.
-void record_step(Timeline& timeline, const GradientSync& sync, int64_t step_in_epoch,
+// `data_start`/`data_done`: when the step asked the loader for its batch and got it. `exchange`:
+// the step's gradient exchange, whose buckets are drawn; null for a pipeline stage's step (one
+// span).
+void record_step(Timeline& timeline, const GradientSync* exchange, int64_t step_in_epoch,
                  double data_start, double data_done, const StepResult& r);
 
 }  // namespace crest

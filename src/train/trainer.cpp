@@ -23,6 +23,7 @@
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/engine/batch_norm_sync.hpp"
+#include "crest/engine/pipeline_training_session.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/spatial/halo_exchange.hpp"
@@ -36,6 +37,7 @@
 #include "crest/train/training_data.hpp"
 #include "epoch_log.hpp"
 #include "last_batch_figures.hpp"
+#include "pipeline_batches.hpp"
 #include "rank_failure.hpp"
 #include "resume.hpp"
 #include "run_layouts.hpp"
@@ -99,17 +101,21 @@ class TrainingRun {
   size_t optimizer_state_bytes() const;
   std::string exchange_schedule() const;
   void compile();
+  void compile_pipeline();
   void print_header();
+  void print_pipeline_plan();
   void print_dry_run();
   void print_spatial_plan();
   void open_data();
   void read_blocks_only();
   void open_train_loader(int rollbacks);
+  DType sample_dtype() const;
   RunFacts facts() const;
   TrainSummary train();
   bool train_epoch(int epoch, EpochStats& st);
   bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
   std::optional<LoadedBatch> next_batch(double& got);
+  StepResult run_step(double lr, bool stop_here);
   void write_checkpoint_at(const TrainingPosition& at);
   void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
   void stop_early(int epoch, int64_t steps_done);
@@ -121,6 +127,7 @@ class TrainingRun {
   void on_overflow(const StepResult& r);
   int64_t schedule_step() const;
   void roll_back(const std::string& checkpoint);
+  void resume_from(const RunDirectory& from);
   void write_status(RunStatus st);
   void record_failure(const Error& e);
   void reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t steps_run);
@@ -138,6 +145,12 @@ class TrainingRun {
   // dist.spatial: the spatial groups and the data-parallel shards (the world without a split).
   HybridGroups groups_;
   Communicator& data_comm() const { return groups_.data_comm(*comm_); }
+  // The communicator whose rank and size shard the samples among the loaders: data_comm(), or
+  // under dist.pipeline the ranks holding this rank's stage (each replica's stages read alike).
+  Communicator& shard_comm() const { return pipeline_ ? pipeline_->replicas() : data_comm(); }
+  // Whether this rank's figures count samples (loss sums, skipped samples): under dist.pipeline
+  // only the last stage's do, so sums over data_comm() count each sample once.
+  bool counts_samples() const { return !pipeline_ || pipeline_->ranks().last_stage(); }
   RunDirectory run_dir_;
   RunRecords records_;
   std::ostream* log_ = &discard_;
@@ -151,7 +164,10 @@ class TrainingRun {
   Optimizer* optimizer_ = nullptr;
   GradientSync* sync_ = nullptr;
   LossScaler* scaler_ = nullptr;  // dynamic loss scaling; null: off
-  TrainStep* step_ = nullptr;
+  TrainStep* step_ = nullptr;  // null under dist.pipeline
+  // dist.pipeline: this rank's stage, and its batches cut into micro-batches.
+  std::unique_ptr<PipelineTrainingSession> pipeline_;
+  std::unique_ptr<PipelineBatches> pipeline_batches_;
   std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<LastBatchFigures> last_batch_;
@@ -262,6 +278,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
 
 // The model on this rank's backend, its optimizer, and the data-parallel gradient exchange.
 void TrainingRun::compile() {
+  if (config_.dist.pipeline.stages > 1) return compile_pipeline();
   const TrainingSessionOptions to = session_options();
   // Data parallelism: the same layout everywhere (verified), rank 0's weights everywhere, and
   // gradient buckets averaged while backward runs.
@@ -289,6 +306,41 @@ void TrainingRun::compile() {
       ex_->plan().arena_bytes + 2 * ex_->params().bytes() + optimizer_state_bytes();
 }
 
+// dist.pipeline: this rank's stage at the micro-batch size, its optimizer, and the replicas'
+// gradient exchange. The batch (data.batch_size) is each replica's; the ranks are stages x
+// replicas, so the data-parallel degree is the replicas'.
+void TrainingRun::compile_pipeline() {
+  const PipelineConfig& pc = config_.dist.pipeline;
+  TrainingSessionOptions to = session_options();
+  to.session.batch = config_.data.batch_size / pc.micro_batches;
+  PipelineOptions po;
+  po.stages = pc.stages;
+  po.micro_batches = pc.micro_batches;
+  po.schedule = pc.schedule == "gpipe" ? PipelineScheduleKind::gpipe
+                                       : PipelineScheduleKind::one_forward_one_backward;
+  po.recompute = pc.recompute;
+  po.stage_starts = pc.stage_starts;
+  pipeline_ = std::make_unique<PipelineTrainingSession>(task_.model.graph, to, po, *comm_);
+  groups_.data_parallel = pipeline_->ranks().replicas;
+  groups_.ranks_per_sample = pc.stages;  // every rank's step loss is the job's
+  backend_ = &pipeline_->backend();
+  ex_ = &pipeline_->executor();
+  optimizer_ = &pipeline_->optimizer();
+  threads_ = pipeline_->whole().threads();
+  lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
+  pipeline_batches_ = std::make_unique<PipelineBatches>(*pipeline_, task_.model,
+                                                        config_.data.batch_size, pc.micro_batches);
+  last_batch_ = std::make_unique<LastBatchFigures>(task_);
+  const Executor& whole = pipeline_->whole().executor();
+  check_metrics_fit(task_, config_, whole.output(task_.model.prediction).desc(),
+                    whole.input(task_.model.target_input).desc());
+  summary_.parameter_count = whole.params().parameter_count();
+  size_t state_bytes = 0;
+  for (const auto& state : optimizer_->state()) state_bytes += state.second->bytes();
+  summary_.planned_bytes =
+      pipeline_->stage().activation_bytes() + 2 * ex_->params().bytes() + state_bytes;
+}
+
 void TrainingRun::print_header() {
   std::ostream& log = *log_;
   const int64_t batch = config_.data.batch_size;
@@ -303,10 +355,16 @@ void TrainingRun::print_header() {
       log << "dist.spatial " << config::list_text(config_.dist.spatial)
           << ": each sample split among " << groups_.ranks_per_sample << " ranks, "
           << groups_.data_parallel << " data-parallel | batch " << batch << " per group, ";
+    else if (pipeline_)
+      log << "dist.pipeline: " << pipeline_->ranks().stages << " stages x "
+          << groups_.data_parallel << " data-parallel | batch " << batch << " per replica in "
+          << config_.dist.pipeline.micro_batches << " micro-batches, ";
     else
       log << "batch " << batch << " per rank, ";
-    log << batch * groups_.data_parallel << " global | " << sync_->buckets().size()
-        << " gradient buckets" << exchange_schedule() << "\n";
+    log << batch * groups_.data_parallel << " global";
+    if (sync_) log << " | " << sync_->buckets().size() << " gradient buckets";
+    log << exchange_schedule() << "\n";
+    if (pipeline_) print_pipeline_plan();
   } else
     log << " | batch " << batch << "\n";
   if (backend_->name() == "reference") {
@@ -319,6 +377,23 @@ void TrainingRun::print_header() {
       log << "on oneDNN, which this build does not have (run scripts/install-onednn.sh and "
              "rebuild)\n";
   }
+}
+
+// The stages' layers and this run's schedule (rank 0 knows every stage's graph).
+void TrainingRun::print_pipeline_plan() {
+  const PipelineConfig& pc = config_.dist.pipeline;
+  std::ostream& log = *log_;
+  log << "pipeline: " << pc.schedule << " schedule"
+      << (pc.recompute ? ", forward recomputed before each backward" : "") << ", stages cut "
+      << (pc.stage_starts.empty() ? "where their FLOPs balance" : "at dist.pipeline.stage_starts")
+      << "\n";
+  const auto& graphs = pipeline_->graphs();
+  for (size_t s = 0; s < graphs.size(); ++s)
+    log << "  stage " << s << " (ranks " << s << ", " << s + graphs.size() << ", ...): "
+        << graphs[s].first_node_name << " .. " << graphs[s].last_node_name << ", sends "
+        << (graphs[s].sent.empty() ? "nothing (the loss)"
+                                   : std::to_string(graphs[s].sent.size()) + " tensors on")
+        << "\n";
 }
 
 // How gradients meet, where it is not every step's synchronous allreduce.
@@ -335,7 +410,7 @@ std::string TrainingRun::exchange_schedule() const {
 
 // The optimizer's state buffers (a lagged gradient's included) and the step's copy for the lag.
 size_t TrainingRun::optimizer_state_bytes() const {
-  size_t n = step_->extra_bytes();
+  size_t n = step_ ? step_->extra_bytes() : 0;
   for (const auto& state : optimizer_->state()) n += state.second->bytes();
   return n;
 }
@@ -351,7 +426,8 @@ void TrainingRun::print_dry_run() {
       << bytes(ex_->plan().arena_bytes) << ", parameters+gradients "
       << bytes(2 * ex_->params().bytes()) << ", optimizer state " << bytes(state_bytes) << ")\n";
   log << "compiled in " << std::fixed << std::setprecision(2)
-      << training_->session().compile_seconds() << " s; dry run: no data read, nothing written\n";
+      << (pipeline_ ? pipeline_->whole() : training_->session()).compile_seconds()
+      << " s; dry run: no data read, nothing written\n";
 }
 
 // Every rank's part of a split sample, its planned memory, its halo traffic per step and how many
@@ -415,8 +491,8 @@ void TrainingRun::open_data() {
         << " batches ahead)\n";
   if (data_.valid) {
     LoaderOptions vo = validation_loader_options(dc);
-    vo.sample_dtype = loader_sample_dtype(*ex_, task_.model);
-    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, data_comm());
+    vo.sample_dtype = sample_dtype();
+    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, shard_comm());
     *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
   }
   train_steps_ = train_loader_->plan().batches;
@@ -426,6 +502,7 @@ void TrainingRun::open_data() {
 // the format allows it (npy, DeepCAM HDF5 and data-/label- npy), else the whole sample, decoded,
 // of which it keeps the block.
 void TrainingRun::read_blocks_only() {
+  if (!feed_) return;  // dist.pipeline: whole samples
   const std::optional<SampleBlock> block = feed_->sample_block();
   if (!block) return;
   data_.train = block_of_samples(data_.train, *block);
@@ -442,9 +519,20 @@ void TrainingRun::read_blocks_only() {
 void TrainingRun::open_train_loader(int rollbacks) {
   LoaderOptions lo = loader_options(config_.data);
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
-  lo.sample_dtype = loader_sample_dtype(*ex_, task_.model);
+  lo.sample_dtype = sample_dtype();
   train_loader_.reset();  // its reader threads end before the new loader's start
-  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, data_comm());
+  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, shard_comm());
+}
+
+// What the loaders decode samples into: the model's sample input's (a pipeline stage without it
+// feeds no samples: float32).
+DType TrainingRun::sample_dtype() const {
+  const bool has_samples =
+      !pipeline_ || pipeline_->stage_graph().data_inputs.end() !=
+                        std::find(pipeline_->stage_graph().data_inputs.begin(),
+                                  pipeline_->stage_graph().data_inputs.end(),
+                                  task_.model.sample_input);
+  return has_samples ? loader_sample_dtype(*ex_, task_.model) : DType::f32;
 }
 
 RunFacts TrainingRun::facts() const {
@@ -462,7 +550,10 @@ RunFacts TrainingRun::facts() const {
   f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;
   f.steps_per_epoch = train_steps_;
   f.parameter_count = summary_.parameter_count;
-  f.train_flops_per_step = ex_->training_flops();
+  f.train_flops_per_step =
+      pipeline_ ? pipeline_->whole().executor().training_flops() *
+                      config_.dist.pipeline.micro_batches
+                : ex_->training_flops();
   f.first_epoch = pos_.epoch;
   f.first_step = pos_.global_step;
   f.previous_epochs = &summary_.epochs;  // the checkpoint's history when resumed
@@ -494,12 +585,16 @@ TrainSummary TrainingRun::train() {
   // The position's shards are the data-parallel ones: a spatial group reads one.
   CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, groups_.data_parallel,
                        config_.data.batch_size, train_steps_};
-  checkpointer_ = std::make_unique<Checkpointer>(config_, cc, *ex_, *optimizer_, scaler_, *log_);
+  // A pipeline's checkpoints hold the whole model, gathered onto rank 0 before each write.
+  Executor& saved = pipeline_ ? pipeline_->whole().executor() : *ex_;
+  Optimizer& saved_optimizer = pipeline_ && pipeline_->whole_optimizer()
+                                   ? *pipeline_->whole_optimizer()
+                                   : *optimizer_;
+  checkpointer_ =
+      std::make_unique<Checkpointer>(config_, cc, saved, saved_optimizer, scaler_, *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
   if (options_.resume) {
-    pos_ = resume_from_checkpoint(run_dir_, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
-                                  *optimizer_, scaler_, train_steps_, summary_.epochs);
-    step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
+    resume_from(run_dir_);
     if (pos_.rollbacks > 0) open_train_loader(pos_.rollbacks);  // the order it had then
   }
   // From here on a stop signal ends the run cleanly with a checkpoint.
@@ -546,11 +641,12 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   // A resumed epoch continues where its checkpoint was taken.
   const int64_t first_step = epoch == pos_.epoch ? pos_.step_in_epoch : 0;
   train_loader_->start_epoch(epoch, first_step);
-  sync_->reset_stats();
+  if (sync_) sync_->reset_stats();
   // Post-local SGD: synchronous epochs first, then local windows.
   const TrainConfig& t = config_.train;
-  step_->set_local_steps(epoch >= t.local_sgd_start_epoch ? static_cast<int>(t.local_sgd_steps)
-                                                          : 1);
+  if (step_)
+    step_->set_local_steps(epoch >= t.local_sgd_start_epoch ? static_cast<int>(t.local_sgd_steps)
+                                                            : 1);
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   const int64_t overflow_steps_before = pos_.overflow_steps;
   for (int64_t s = first_step; s < train_steps_; ++s) {
@@ -569,12 +665,14 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
       return true;
     }
   }
-  // An accumulation window open across the epoch's end: every rank the same partial sum, so the
-  // epoch's checkpoint holds the job's state.
-  step_->share_partial_sum(*comm_);
-  // A local SGD window open at the epoch's end: the models are averaged now, in every run, so
-  // validation and the epoch's checkpoint see the job's model.
-  act_on_decision(epoch, train_steps_ - 1, step_->end_local_window());
+  if (step_) {
+    // An accumulation window open across the epoch's end: every rank the same partial sum, so
+    // the epoch's checkpoint holds the job's state.
+    step_->share_partial_sum(*comm_);
+    // A local SGD window open at the epoch's end: the models are averaged now, in every run, so
+    // validation and the epoch's checkpoint see the job's model.
+    act_on_decision(epoch, train_steps_ - 1, step_->end_local_window());
+  }
   st.overflow_steps = pos_.overflow_steps - overflow_steps_before;  // the same on every rank
   st.loss_scale = scaler_ ? scaler_->scale() : 0;
   st.train_seconds = since(t0);
@@ -591,18 +689,18 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   const double asked = Timeline::now();
   double got = 0;
   const std::optional<LoadedBatch> b = next_batch(got);
-  inject_nonfinite_input_if_asked(*ex_, task_.model.sample_input, pos_.global_step + 1,
-                                  comm_->rank());
-  if (gradient_overflow_asked(pos_.global_step + 1, comm_->rank())) step_->overflow_next_gradient();
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
-  const StepResult r = step_->run(lr, stop_here, rank_failure_.failed());
+  const StepResult r = pipeline_ ? pipeline_batches_->train(lr, b ? &*b : nullptr, stop_here,
+                                                            rank_failure_.failed())
+                                 : run_step(lr, stop_here);
   // The prediction is a marked output, alive through backward and the update: still the one this
-  // micro-batch was trained on.
-  if (s + 1 == train_steps_ && b) last_batch_->record(r.loss, feed_->host_prediction(), *b);
+  // micro-batch was trained on. (A pipeline's last stage sees only micro-batches.)
+  if (s + 1 == train_steps_ && b && feed_)
+    last_batch_->record(r.loss, feed_->host_prediction(), *b);
   if (b) train_loader_->release(*b);
   act_on_decision(epoch, s, r);
-  record_step(*timeline_, *sync_, s + 1, asked, got, r);
+  record_step(*timeline_, sync_, s + 1, asked, got, r);
   // A skipped step's loss counts as 0. The ranks of a spatial group share a sample: each adds
   // its share, so sums over all ranks count every sample once.
   if (std::isfinite(r.loss)) loss_sum += r.loss / groups_.ranks_per_sample;
@@ -624,6 +722,14 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   si.epoch_elapsed_s = since(t0);
   records_.notify([&](RunObserver& o) { o.step_end(si); });
   return r.updated;
+}
+
+// The data-parallel step on the batch fed (next_batch), with the test faults asked for.
+StepResult TrainingRun::run_step(double lr, bool stop_here) {
+  inject_nonfinite_input_if_asked(*ex_, task_.model.sample_input, pos_.global_step + 1,
+                                  comm_->rank());
+  if (gradient_overflow_asked(pos_.global_step + 1, comm_->rank())) step_->overflow_next_gradient();
+  return step_->run(lr, stop_here, rank_failure_.failed());
 }
 
 // What the job decided about step `s`'s update (every rank alike): a rank's failure ends the run,
@@ -652,7 +758,7 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
     if (batch_failure_asked(pos_.global_step + 1, comm_->rank()))
       throw_input("test fault: the batch of global step " + std::to_string(pos_.global_step + 1) +
                   " could not be read (CREST_TEST_BATCH_FAILURE_AT_STEP)");
-    feed_->feed(*b);
+    if (feed_) feed_->feed(*b);  // a pipeline feeds each micro-batch as its schedule comes to it
   } catch (const std::exception& e) {
     if (comm_->size() == 1) throw;
     rank_failure_.record(e);
@@ -666,10 +772,13 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
 // as the ranks' means.
 void TrainingRun::reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t steps_run) {
   const double ranks = comm_->size(), shards = groups_.data_parallel;
-  double sums[4] = {loss_sum, train_loader_->stats().wait_s, sync_->stats().allreduce_s,
-                    sync_->stats().finish_wait_s};
+  const GradientSyncStats exchange = sync_ ? sync_->stats() : GradientSyncStats{};
+  double sums[4] = {loss_sum, train_loader_->stats().wait_s, exchange.allreduce_s,
+                    exchange.finish_wait_s};
   comm_->allreduce_sum(sums, 4);
-  int64_t counts[2] = {train_loader_->stats().skipped, train_loader_->stats().cache_hits};
+  int64_t counts[2] = {0, 0};
+  if (counts_samples())
+    counts[0] = train_loader_->stats().skipped, counts[1] = train_loader_->stats().cache_hits;
   data_comm().allreduce_sum(counts, 2);
   // Mean over the whole epoch's steps (a resumed epoch brings its earlier steps' sum along).
   st.train_loss = sums[0] / (static_cast<double>(train_steps_) * shards);
@@ -701,10 +810,13 @@ void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   records_.notify([&](RunObserver& o) { o.eval_start(st); });
   ex_->set_profiling(false);  // the report's per-layer times are per training step
   bank_training_halo();
-  // As the DeepCAM reference: every rank validates with the running statistics of all ranks.
-  average_eval_stats(ex_->params(), *comm_);
+  // As the DeepCAM reference: every rank validates with the running statistics of all ranks
+  // (a pipeline stage: of all its replicas).
+  average_eval_stats(ex_->params(), pipeline_ ? pipeline_->replicas() : *comm_);
   const auto t0 = Clock::now();
-  const ValidationResult v = validate(*ex_, *feed_, *valid_loader_, task_, data_comm(), epoch);
+  const ValidationResult v =
+      pipeline_ ? pipeline_batches_->validate(*valid_loader_, task_, data_comm(), epoch)
+                : validate(*ex_, *feed_, *valid_loader_, task_, data_comm(), epoch);
   budget_->validation_done(since(t0));
   if (groups_.split) groups_.split->reset_halo_timing();  // validation's exchanges are not counted
   ex_->set_profiling(config_.train.report);
@@ -756,7 +868,9 @@ bool TrainingRun::finish_epoch(int epoch, EpochStats& st) {
 // applied. train.on_nonfinite says what follows: stop (an error naming the step, the first bad
 // gradient and the last good checkpoint, which is kept), skip (go on), or rollback.
 void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
-  const TrainStep::NonFiniteGradients bad = step_->find_nonfinite_gradients();  // post-mortem
+  // Post-mortem (a pipeline's stages know only their own tensors: none is named there).
+  const TrainStep::NonFiniteGradients bad =
+      step_ ? step_->find_nonfinite_gradients() : TrainStep::NonFiniteGradients{};
   std::ostringstream what;
   // The epoch is named by the caller's context ("epoch 2: ...") when this ends the run.
   what << "non-finite values at step " << s + 1 << " of epoch " << epoch + 1 << " (global step "
@@ -765,8 +879,10 @@ void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
   if (bad.count > 0)
     what << "first non-finite gradient: " << bad.first << " (" << bad.count << " of "
          << ex_->params().slots().size() << " tensors)";
-  else
+  else if (step_)
     what << "every gradient is finite";
+  else
+    what << "the whole model's gradient norm was not finite";
   // Under loss scaling only an overflow at the smallest scale comes here (else it is skipped).
   if (bad.count > 0 && scaler_ && !r.nonfinite_loss)
     what << " at loss scale " << loss_scale_text(r.loss_scale)
@@ -836,11 +952,9 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
     from.resume_info = read_checkpoint_info(checkpoint);
   }
   const int rollbacks = pos_.rollbacks + 1;
-  step_->settle();  // a lagged gradient in flight is overwritten by the checkpoint's
-  pos_ = resume_from_checkpoint(from, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
-                                *optimizer_, scaler_, train_steps_, summary_.epochs);
+  if (step_) step_->settle();  // a lagged gradient in flight is overwritten by the checkpoint's
+  resume_from(from);
   pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
-  step_->set_micro_batches(pos_.global_step);
   open_train_loader(pos_.rollbacks);
   stop_requested_ = false;
   last_checkpoint_step_ = pos_.global_step;
@@ -849,14 +963,29 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
         << "); the data order now follows another seed\n";
 }
 
+// Every rank takes the checkpoint's state (rank 0 reads it) and position.
+void TrainingRun::resume_from(const RunDirectory& from) {
+  if (pipeline_) {
+    pos_ = resume_pipeline_from_checkpoint(from, config_, *comm_, *pipeline_, train_steps_,
+                                           summary_.epochs);
+    return;
+  }
+  pos_ = resume_from_checkpoint(from, config_, *comm_, groups_.data_parallel, *sync_, *ex_,
+                                *optimizer_, scaler_, train_steps_, summary_.epochs);
+  step_->set_micro_batches(pos_.global_step);  // the place in the accumulation window
+}
+
 void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   const auto t0 = Clock::now();
   // Rank 0 writes; its failure (train.checkpoint_failures: stop) must not leave the other ranks
   // in the next step's exchange: one flag's maximum per checkpoint tells them.
   RankFailure failure;
-  step_->settle();  // the lagged gradient in the checkpoint is the job's average
-  // Local SGD: checkpoints fall where the models were averaged (config rule, epoch ends).
-  CREST_CHECK(!step_->local_window_open(), "a checkpoint inside a local SGD window");
+  if (step_) {
+    step_->settle();  // the lagged gradient in the checkpoint is the job's average
+    // Local SGD: checkpoints fall where the models were averaged (config rule, epoch ends).
+    CREST_CHECK(!step_->local_window_open(), "a checkpoint inside a local SGD window");
+  }
+  if (pipeline_) pipeline_->gather_whole(*comm_);
   try {
     checkpointer_->write(at, summary_.epochs);
   } catch (const std::exception& e) {
@@ -920,7 +1049,7 @@ void TrainingRun::stop_early(int epoch, int64_t steps_done) {
 }
 
 void TrainingRun::finish() {
-  step_->settle();  // no allreduce left in flight
+  if (step_) step_->settle();  // no allreduce left in flight
   // The weights first: they are the run's result, the timeline only describes it. A run that
   // stopped early has no result yet: its checkpoint is what goes on.
   const bool preempted = summary_.status == "preempted";
@@ -928,11 +1057,14 @@ void TrainingRun::finish() {
     *log_ << "weights not saved to " << options_.save_weights
           << ": the run stopped early (resume it to finish)\n";
   if (!preempted && !options_.save_weights.empty()) {
-    // Every rank is here: a spatially split dense head's parts are gathered onto rank 0.
+    // Every rank is here: a spatially split dense head's parts (a pipeline's stages) are gathered
+    // onto rank 0.
+    if (pipeline_) pipeline_->gather_whole(*comm_);
+    Executor& whole = pipeline_ ? pipeline_->whole().executor() : *ex_;
     const WholeParts wholes =
-        ex_->params().divided() ? WholeParts(ex_->params(), nullptr) : WholeParts();
+        whole.params().divided() ? WholeParts(whole.params(), nullptr) : WholeParts();
     if (comm_->rank() == 0) {
-      save_weights(ex_->params(), options_.save_weights,
+      save_weights(whole.params(), options_.save_weights,
                    {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
                    task_.model.external_params, wholes);
       *log_ << "weights saved to " << options_.save_weights << "\n";

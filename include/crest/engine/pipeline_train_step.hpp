@@ -3,9 +3,10 @@
 // stage's gradients averaged over its data-parallel replicas (ranks d * K + s hold replica d's
 // stage s), and one optimizer update per batch on every stage — or on none.
 //
-// Every rank learns the step's facts in one allreduce of three numbers over the world: the loss
+// Every rank learns the step's facts in one allreduce of four numbers over the world: the loss
 // (the last stage's mean over micro-batches plus every stage's L2 penalties, averaged over the
-// replicas), and the whole model's gradient sum of squares (each stage's, summed). So the stages
+// replicas), the whole model's gradient sum of squares (each stage's, summed), and how many ranks
+// asked to stop or failed. So the stages
 // agree on skipping a non-finite update, and an optimizer that scales by the global gradient norm
 // (LAMB) gets the whole model's, not its stage's.
 #pragma once
@@ -23,6 +24,8 @@ struct PipelineStepResult {
   double loss = 0;          // the whole model's, every rank the same
   double grad_norm_sq = 0;  // the whole model's averaged gradient
   bool finite = true;       // false: the update was skipped on every stage
+  bool stop_requested = false;  // some rank asked to stop (run()'s `stop_here`)
+  bool rank_failed = false;     // some rank failed (run()'s `failed_here`): no update anywhere
   double compute_s = 0;     // this stage's (StageStepResult::compute_s)
   double schedule_s = 0;    // this stage's whole schedule, its waits included
 };
@@ -36,7 +39,10 @@ class PipelineTrainStep {
   PipelineTrainStep(const PipelineTrainStep&) = delete;
   PipelineTrainStep& operator=(const PipelineTrainStep&) = delete;
 
-  PipelineStepResult run(double lr, const PipelineStage::Feed& feed);
+  // `stop_here`, `failed_here`: this rank's stop request and failure (a batch it could not
+  // read), which every rank learns in the step's facts.
+  PipelineStepResult run(double lr, const PipelineStage::Feed& feed, bool stop_here = false,
+                         bool failed_here = false);
 
  private:
   PipelineStage& stage_;

@@ -20,9 +20,16 @@ namespace crest {
 // converts where the model differs, a float64 program's input say).
 DType loader_sample_dtype(const Executor& ex, const BuiltModel& model);
 
+// Samples [first, first + count) of a batch-first host view, as a view of their own.
+TensorView samples_of(const TensorView& batch, int64_t first, int64_t count);
+
 class BatchFeed {
  public:
   BatchFeed(Executor& ex, const BuiltModel& model);
+  // A part of the model (a pipeline stage's program): it holds only `inputs` of the model's
+  // sample and target inputs, and its prediction is `prediction` (-1: none).
+  BatchFeed(Executor& ex, const BuiltModel& model, std::vector<std::string> inputs,
+            ValueId prediction);
 
   // Makes `batch` the model's input for the next steps: bound in place where the graph allows
   // it and the dtypes agree, else copied (and converted to the input's dtype).
@@ -34,6 +41,9 @@ class BatchFeed {
   // size evaluates one sample (an incomplete validation batch, sample by sample), whose loss and
   // prediction are then those of that sample alone (evaluation mixes no samples).
   void feed_copies_of(const LoadedBatch& batch, int64_t place);
+  // Samples [first, first + count) of `batch` (a micro-batch of it): the compiled batch is
+  // `count`.
+  void feed_part(const LoadedBatch& batch, int64_t first, int64_t count);
   // Under a spatial split, the block of each sample's x (channels-last, as the files) the model
   // holds: a loader may read only it (block_of_samples). None where the samples are whole.
   std::optional<SampleBlock> sample_block() const;
@@ -43,6 +53,8 @@ class BatchFeed {
 
  private:
   void feed_one(const std::string& input, const TensorView& from);
+  // The batch's tensor for `input`: the samples or the targets.
+  const TensorView& tensor_of(const LoadedBatch& batch, const std::string& input) const;
   void feed_copies(const std::string& input, const TensorView& from, int64_t place);
   // Whether batch `from` of `input` is already this rank's blocks (a block-reading loader's) rather
   // than whole samples; checks that it is one or the other, naming the input.
@@ -58,6 +70,8 @@ class BatchFeed {
 
   Executor& ex_;
   const BuiltModel& model_;
+  std::vector<std::string> inputs_;  // the model's sample and target inputs this program holds
+  ValueId prediction_ = -1;
   std::vector<unsigned char> prediction_copy_;
   std::vector<unsigned char> block_;  // a split input's blocks before their conversion
 };

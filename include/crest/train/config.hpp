@@ -235,6 +235,18 @@ struct RuntimeConfig {
 };
 
 // dist: section (crest addition): how ranks work together (docs/distributed.md).
+// dist.pipeline (docs/distributed.md "Pipeline stages"): the model cut into `stages` stages over
+// consecutive ranks (rank d * stages + s holds replica d's stage s), each rank's batch
+// (data.batch_size) run as `micro_batches` micro-batches of data.batch_size / micro_batches.
+struct PipelineConfig {
+  int stages = 1;  // 1: no pipeline
+  int micro_batches = 1;
+  std::string schedule = "1f1b";  // gpipe | 1f1b
+  bool recompute = false;         // keep only each micro-batch's inputs; recompute its forward
+  // The first layer of each stage after the first; empty: cut where the stages' FLOPs balance.
+  std::vector<std::string> stage_starts;
+};
+
 struct DistConfig {
   std::string backend = "auto";  // auto (MPI when launched by mpirun/srun/jsrun/flux), mpi, single
   double bucket_mb = 25;  // gradient bucket size (the first bucket is smaller, first_bucket_mb)
@@ -253,6 +265,7 @@ struct DistConfig {
   // Whether split convolutions overlap their halo exchange with compute: auto (where the
   // boundary rows are at most 1/32 of a rank's output rows), always, off.
   std::string halo_overlap = "auto";
+  PipelineConfig pipeline;
   // Ranks per sample: the product of `spatial` (1: no split).
   int spatial_ranks() const;
 };

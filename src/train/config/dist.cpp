@@ -3,8 +3,73 @@
 
 namespace crest::config {
 
+namespace {
+
+using S = DistConfig;
+
+PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) {
+  const std::string expected =
+      "expected {stages: K, micro_batches: M, schedule: gpipe | 1f1b, recompute: bool, "
+      "stage_starts: [layer, ...]}";
+  if (!map.IsMap()) r.fail("pipeline", expected + ", got " + describe(map));
+  PipelineConfig p;
+  const std::string path = r.path_of("pipeline");
+  for (auto kv = map.begin(); kv != map.end(); ++kv) {
+    const YAML::Node key_node = kv->first, v = kv->second;  // copies: the iterator's are temporary
+    const std::string key = key_node.IsScalar() ? key_node.Scalar() : "?";
+    const std::string at = path + "." + key;
+    if (key == "stages") {
+      p.stages = static_cast<int>(r.to_int(at, key_node, v, 1, 1 << 16));
+    } else if (key == "micro_batches") {
+      p.micro_batches = static_cast<int>(r.to_int(at, key_node, v, 1, 1 << 16));
+    } else if (key == "schedule") {
+      p.schedule = v.IsScalar() ? v.Scalar() : "";
+      if (p.schedule != "gpipe" && p.schedule != "1f1b")
+        r.source().fail(at, key_node, "expected gpipe or 1f1b, got " + describe(v));
+    } else if (key == "recompute") {
+      p.recompute = r.to_bool(at, key_node, v);
+    } else if (key == "stage_starts") {
+      if (!v.IsSequence())
+        r.source().fail(at, key_node, "expected a list of layer names, got " + describe(v));
+      for (size_t i = 0; i < v.size(); ++i) {
+        const YAML::Node name = v[i];
+        if (!name.IsScalar() || name.Scalar().empty())
+          r.source().fail(at + "[" + std::to_string(i) + "]", key_node,
+                          "expected a layer name, got " + describe(name));
+        p.stage_starts.push_back(name.Scalar());
+      }
+    } else {
+      r.source().fail(at, key_node,
+                      "unknown key (pipeline accepts: stages, micro_batches, schedule, recompute, "
+                      "stage_starts)");
+    }
+  }
+  return p;
+}
+
+// pipeline: {stages, micro_batches, schedule, recompute, stage_starts}, keys of its own.
+Field<S> pipeline_field() {
+  return {"pipeline",
+          [](const SectionReader& r, S& s) {
+            const Entry* e = r.get("pipeline");
+            if (e && !e->value.IsNull()) s.pipeline = read_pipeline_map(r, e->value);
+          },
+          [](const S& s, Lines& out) {
+            const PipelineConfig& p = s.pipeline;
+            if (p.stages <= 1) return;
+            std::string starts;
+            for (const std::string& n : p.stage_starts) starts += (starts.empty() ? "" : ", ") + quote(n);
+            out.add("pipeline", "{stages: " + std::to_string(p.stages) +
+                                    ", micro_batches: " + std::to_string(p.micro_batches) +
+                                    ", schedule: " + p.schedule +
+                                    ", recompute: " + (p.recompute ? "true" : "false") +
+                                    ", stage_starts: [" + starts + "]}");
+          }};
+}
+
+}  // namespace
+
 const Table<DistConfig>& dist_table() {
-  using S = DistConfig;
   static const Table<S> t{
       "dist",
       {word_field("backend", &S::backend, {"auto", "mpi", "single"},
@@ -22,7 +87,8 @@ const Table<DistConfig>& dist_table() {
         [](const SectionReader& r, S& s) {
           if (auto v = r.opt_int_list("spatial", 1)) s.spatial = *v;
         },
-        [](const S& s, Lines& l) { l.add("spatial", list_text(s.spatial)); }}},
+        [](const S& s, Lines& l) { l.add("spatial", list_text(s.spatial)); }},
+       pipeline_field()},
       {}};
   return t;
 }
@@ -52,6 +118,38 @@ void resolve_spatial(const SectionReader& dist_reader, Config& c) {
                                     std::to_string(c.train.local_sgd_steps) +
                                     ") is not supported yet: a split sample's gradients are "
                                     "summed over its group every step");
+}
+
+// What a pipeline does not run with yet, refused by name (docs/distributed.md "Pipeline
+// stages").
+void resolve_pipeline(const SectionReader& dist_reader, const Config& c) {
+  const PipelineConfig& p = c.dist.pipeline;
+  if (p.stages <= 1) return;
+  const std::string with = "stages " + std::to_string(p.stages) + " with ";
+  auto refuse = [&](const std::string& what) {
+    dist_reader.fail("pipeline", with + what + " is not supported yet");
+  };
+  if (c.data.batch_size % p.micro_batches != 0)
+    dist_reader.fail("pipeline", "micro_batches " + std::to_string(p.micro_batches) +
+                                     " does not divide data.batch_size " +
+                                     std::to_string(c.data.batch_size) +
+                                     " (each rank's batch is cut into micro-batches)");
+  if (!p.stage_starts.empty() && static_cast<int>(p.stage_starts.size()) != p.stages - 1)
+    dist_reader.fail("pipeline", "stage_starts names " + std::to_string(p.stage_starts.size()) +
+                                     " layers for " + std::to_string(p.stages) +
+                                     " stages (the first layer of each stage after the first)");
+  if (c.dist.spatial_ranks() > 1) refuse("dist.spatial " + list_text(c.dist.spatial));
+  if (c.train.gradient_lag > 0) refuse("train.gradient_lag 1");
+  if (c.train.local_sgd_steps > 1) refuse("train.local_sgd");
+  if (c.train.gradient_accumulation_frequency > 1)
+    refuse("train.gradient_accumulation_frequency " +
+           std::to_string(c.train.gradient_accumulation_frequency) +
+           " (dist.pipeline.micro_batches accumulates already)");
+  if (c.train.loss_scaling == LossScaling::dynamic)
+    refuse("dynamic loss scaling (train.loss_scaling: dynamic, the default of crest.precision: "
+           "fp16)");
+  if (c.dist.batchnorm_group_size > 1)
+    refuse("dist.batchnorm_group_size " + std::to_string(c.dist.batchnorm_group_size));
 }
 
 }  // namespace crest::config

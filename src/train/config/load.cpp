@@ -70,7 +70,9 @@ Config build(const Source& src, const YAML::Node& root) {
   read_section(src, top, runtime_table(), c.crest);
   default_loss_scaling(train, c);  // the precision's, so after the crest section
   check_gradient_lag(train, c);
-  resolve_spatial(read_section(src, top, dist_table(), c.dist), c);
+  const SectionReader dist = read_section(src, top, dist_table(), c.dist);
+  resolve_spatial(dist, c);
+  resolve_pipeline(dist, c);
   return c;
 }
 

@@ -16,5 +16,7 @@ const Table<DistConfig>& dist_table();
 // dist.spatial: one part per spatial axis of the data's samples (all 1 when absent); a split is
 // refused under 16-bit precision. After the data and crest sections.
 void resolve_spatial(const SectionReader& dist_reader, Config& c);
+// dist.pipeline: the combinations a pipeline does not run with yet are refused, naming the keys.
+void resolve_pipeline(const SectionReader& dist_reader, const Config& c);
 
 }  // namespace crest::config

@@ -1,0 +1,100 @@
+// A pipeline's training session (dist.pipeline; docs/distributed.md "Pipeline stages"): the
+// model cut into K stages, this rank's stage compiled at the micro-batch size, its optimizer, and
+// the step that runs the schedule and averages the stage's gradients over its replicas. `crest
+// train` and `crest bench pipeline` open one, so where ranks sit and how the model is cut are
+// decided here once.
+//
+// Ranks d * K + s hold replica d's stage s: a replica's stages are consecutive ranks (on one node
+// where the node has K ranks or more, so activations travel over the fastest link).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "crest/dist/communicator.hpp"
+#include "crest/dist/pipeline_schedule.hpp"
+#include "crest/engine/pipeline_stage.hpp"
+#include "crest/engine/pipeline_train_step.hpp"
+#include "crest/engine/session.hpp"
+#include "crest/engine/training_session.hpp"
+#include "crest/graph/pipeline_cut.hpp"
+#include "crest/optim/optimizer.hpp"
+
+namespace crest {
+
+struct PipelineRanks {
+  int stages = 1, replicas = 1, stage = 0, replica = 0;
+  bool last_stage() const { return stage + 1 == stages; }
+};
+
+// Where this rank sits; refuses (exit 2, naming `key`) a stage count that does not divide the
+// world's size.
+PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key);
+
+// Per node of `graph`, in order: the FLOPs of a training step in `plan` (the whole model compiled,
+// allocated or not) — forward, and the backward where the node runs one.
+std::vector<double> node_training_flops(const Graph& graph, const Executor& plan);
+
+// The first layer of each stage after the first: `given` (checked to name stages - 1 layers), or
+// where `costs` (per node, node_training_flops or measured) balance (balanced_stage_starts).
+std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& given,
+                                               const Graph& graph, const std::vector<double>& costs,
+                                               int stages, const std::string& key);
+
+struct PipelineOptions {
+  int stages = 1, micro_batches = 1;
+  PipelineScheduleKind schedule = PipelineScheduleKind::one_forward_one_backward;
+  bool recompute = false;
+  std::vector<std::string> stage_starts;  // empty: where the stages' FLOPs balance
+  std::vector<double> costs;              // per node, to balance instead of FLOPs (measured)
+  // Named in errors.
+  std::string stages_key = "dist.pipeline.stages", stage_starts_key = "dist.pipeline.stage_starts";
+};
+
+class PipelineTrainingSession {
+ public:
+  // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
+  // with (a device backend, gradient lag or accumulation, loss scaling, synchronised batch norm,
+  // a spatial split, initial weights from a file) is refused naming `p.stages_key`.
+  PipelineTrainingSession(const Graph& graph, const TrainingSessionOptions& o,
+                          const PipelineOptions& p, Communicator& world);
+  PipelineTrainingSession(const PipelineTrainingSession&) = delete;
+  PipelineTrainingSession& operator=(const PipelineTrainingSession&) = delete;
+
+  // The whole model, compiled but not allocated: the backend, and the model's plan and FLOPs.
+  const Session& whole() const { return whole_; }
+  Backend& backend() const { return whole_.backend(); }
+  const PipelineRanks& ranks() const { return ranks_; }
+  const std::vector<PipelineStageGraph>& graphs() const { return graphs_; }
+  const PipelineStageGraph& stage_graph() const { return graphs_[static_cast<size_t>(ranks_.stage)]; }
+  PipelineStage& stage() const { return *stage_; }
+  Executor& executor() const { return stage_->executor(); }  // the stage's parameters
+  Optimizer& optimizer() const { return *optimizer_; }
+  // The ranks holding this stage (rank: the replica) and the ranks of this replica's pipeline
+  // (rank: the stage).
+  Communicator& replicas() const { return *replicas_; }
+  Communicator& pipeline() const { return *pipeline_; }
+  PipelineTrainStep& step() const { return *step_; }
+
+  // Checkpoints hold the whole model, as one process writes it (so a run resumes under any
+  // stage count, or none): the job's rank 0 keeps the whole model's parameters (whole()'s
+  // executor) and an optimizer for them (null elsewhere).
+  Optimizer* whole_optimizer() const { return whole_optimizer_.get(); }
+  // Collective over the world: replica 0's stages send their parameters, optimizer state and
+  // counters to rank 0, which puts them into the whole model.
+  void gather_whole(Communicator& world);
+  // Collective over the world: every stage of every replica takes its parameters, optimizer
+  // state and counters from rank 0's whole model (a checkpoint read there).
+  void scatter_whole(Communicator& world);
+
+ private:
+  Session whole_;
+  PipelineRanks ranks_;
+  std::vector<PipelineStageGraph> graphs_;
+  std::unique_ptr<Communicator> replicas_, pipeline_;
+  std::unique_ptr<PipelineStage> stage_;
+  std::unique_ptr<Optimizer> optimizer_, whole_optimizer_;
+  std::unique_ptr<PipelineTrainStep> step_;  // declared last: it holds the others
+};
+
+}  // namespace crest

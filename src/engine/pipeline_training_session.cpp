@@ -1,0 +1,105 @@
+#include "crest/engine/pipeline_training_session.hpp"
+
+#include <map>
+
+#include "crest/core/error.hpp"
+#include "crest/optim/optimizer_registry.hpp"
+
+namespace crest {
+
+namespace {
+
+// What a pipeline's stages do not run with yet, named by their options.
+void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& p) {
+  const std::string with = p.stages_key + " " + std::to_string(p.stages) + " with ";
+  if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
+  if (o.gradient_lag) throw_usage(with + "gradient lag is not supported yet");
+  if (o.loss_scaling) throw_usage(with + "dynamic loss scaling is not supported yet");
+  if (o.batchnorm_group_size > 1)
+    throw_usage(with + "synchronised batch norm (batchnorm_group_size " +
+                std::to_string(o.batchnorm_group_size) + ") is not supported yet");
+  if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
+  if (!o.init_weights.empty())
+    throw_usage(with + "initial weights from a file (" + o.init_weights +
+                ") is not supported yet");
+}
+
+SessionOptions plan_only(SessionOptions so) {
+  so.allocate = false;
+  return so;
+}
+
+}  // namespace
+
+PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key) {
+  if (stages < 1 || world.size() % stages != 0)
+    throw_usage(key + " " + std::to_string(stages) + " does not divide the " +
+                std::to_string(world.size()) + " ranks (ranks = stages x data-parallel replicas)");
+  return {stages, world.size() / stages, world.rank() % stages, world.rank() / stages};
+}
+
+std::vector<double> node_training_flops(const Graph& graph, const Executor& plan) {
+  std::map<std::string, double> by_name;
+  for (const OpFacts& op : plan.op_facts()) {
+    double f = op.flops.forward;
+    if (op.runs_backward) f += op.flops.backward_data + op.flops.backward_weights;
+    by_name[op.name] += f;
+  }
+  std::vector<double> costs;
+  for (const GraphNode& n : graph.nodes()) {
+    const auto it = by_name.find(n.name);
+    costs.push_back(it == by_name.end() ? 0 : it->second);
+  }
+  return costs;
+}
+
+std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& given,
+                                               const Graph& graph, const std::vector<double>& costs,
+                                               int stages, const std::string& key) {
+  if (!given.empty()) {
+    if (static_cast<int>(given.size()) != stages - 1)
+      throw_usage(key + " names " + std::to_string(given.size()) + " layers for " +
+                  std::to_string(stages) + " stages (one per stage after the first)");
+    return given;
+  }
+  std::vector<std::string> names;
+  for (size_t at : balanced_stage_starts(costs, stages)) names.push_back(graph.nodes()[at].name);
+  return names;
+}
+
+// Every rank compiles the whole model's plan (not allocated) for its FLOPs, so all cut alike.
+PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
+                                                 const TrainingSessionOptions& o,
+                                                 const PipelineOptions& p, Communicator& world)
+    : whole_(graph, plan_only(o.session)), ranks_(pipeline_ranks(world, p.stages, p.stages_key)) {
+  refuse_unsupported(o, p);
+  if (!whole_.backend().memory().is_host())
+    throw_usage(p.stages_key + " " + std::to_string(p.stages) + " on the " +
+                whole_.backend().name() +
+                " backend is not supported yet (pipeline stages send from host memory)");
+  const std::vector<double> costs =
+      p.costs.empty() ? node_training_flops(graph, whole_.executor()) : p.costs;
+  graphs_ = cut_into_stages(
+      graph, pipeline_stage_starts(p.stage_starts, graph, costs, p.stages, p.stage_starts_key),
+      p.stage_starts_key);
+  const int rank = world.rank();
+  stage_ = std::make_unique<PipelineStage>(
+      stage_graph(), whole_.backend(), compile_options(o.session), world,
+      PipelineStageOptions{.stage = ranks_.stage,
+                           .stages = ranks_.stages,
+                           .micro_batches = p.micro_batches,
+                           .schedule = p.schedule,
+                           .recompute = p.recompute,
+                           .previous_rank = ranks_.stage > 0 ? rank - 1 : -1,
+                           .next_rank = ranks_.last_stage() ? -1 : rank + 1});
+  replicas_ = world.split(ranks_.stage, ranks_.replica);
+  pipeline_ = world.split(ranks_.replica, ranks_.stage);
+  optimizer_ = make_optimizer(o.optimizer);
+  step_ = std::make_unique<PipelineTrainStep>(*stage_, *optimizer_, world, replicas_.get(), o.sync);
+  if (rank == 0) {
+    whole_optimizer_ = make_optimizer(o.optimizer);
+    whole_optimizer_->attach(whole_.executor().params(), whole_.executor().vec());
+  }
+}
+
+}  // namespace crest

@@ -1,0 +1,153 @@
+#include "pipeline_batches.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "crest/core/error.hpp"
+#include "crest/dist/timeline.hpp"
+#include "crest/train/batch_feed.hpp"
+#include "pass_sums.hpp"
+#include "rank_failure.hpp"
+#include "test_faults.hpp"
+
+namespace crest {
+
+namespace {
+
+// The value named `name` among the marked outputs of `g`, or -1.
+ValueId marked_output(const Graph& g, const std::string& name) {
+  for (ValueId v : g.outputs())
+    if (g.value_name(v) == name) return v;
+  return -1;
+}
+
+}  // namespace
+
+// One evaluate() call: per micro-batch, its first sample and its count (a whole micro-batch), or
+// one sample copied into every place (count 1); `scored` false for the padding of the last call.
+struct PipelineBatches::Pass {
+  struct MicroBatch {
+    int64_t first = 0, count = 0;
+    bool scored = true;
+  };
+  std::vector<MicroBatch> micro_batches;
+};
+
+PipelineBatches::PipelineBatches(PipelineTrainingSession& pipeline, const BuiltModel& model,
+                                 int64_t batch, int micro_batches)
+    : pipeline_(pipeline),
+      model_(model),
+      micro_batch_(batch / micro_batches),
+      micro_batches_(micro_batches) {
+  CREST_CHECK(micro_batch_ * micro_batches == batch, "micro-batches that do not divide the batch");
+  if (pipeline.ranks().last_stage()) {
+    prediction_ = marked_output(pipeline.stage_graph().graph,
+                                model.graph.value_name(model.prediction));
+    CREST_CHECK(prediction_ >= 0, "the last pipeline stage does not output the prediction");
+  }
+}
+
+StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop_here,
+                                  bool failed_here) {
+  const std::vector<std::string>& inputs = pipeline_.stage_graph().data_inputs;
+  auto feed = [&](int m, Executor& ex) {
+    if (batch && !inputs.empty())
+      BatchFeed(ex, model_, inputs, -1).feed_part(*batch, m * micro_batch_, micro_batch_);
+  };
+  const PipelineStepResult p = pipeline_.step().run(lr, feed, stop_here, failed_here);
+  StepResult r;
+  r.loss = p.loss;
+  r.decided = true;
+  r.finite = p.finite;
+  r.nonfinite_loss = !std::isfinite(p.loss);
+  r.stop_requested = p.stop_requested;
+  r.rank_failed = p.rank_failed;
+  r.updated = p.finite && !p.rank_failed;
+  r.forward_done = r.backward_done = r.gradients_done = r.update_done = Timeline::now();
+  return r;
+}
+
+void PipelineBatches::evaluate(const std::vector<Pass>& passes, const LoadedBatch& b,
+                               PassSums& sums) {
+  const std::vector<std::string>& inputs = pipeline_.stage_graph().data_inputs;
+  for (const Pass& pass : passes) {
+    auto feed = [&](int m, Executor& ex) {
+      const Pass::MicroBatch& mb = pass.micro_batches[static_cast<size_t>(m)];
+      BatchFeed f(ex, model_, inputs, -1);
+      if (mb.count == 1 && micro_batch_ > 1)
+        f.feed_copies_of(b, mb.first);
+      else
+        f.feed_part(b, mb.first, mb.count);
+    };
+    auto read = [&](int m, const Executor& ex) {
+      const Pass::MicroBatch& mb = pass.micro_batches[static_cast<size_t>(m)];
+      if (!mb.scored) return;
+      sums.add_pass(ex, mb.count, micro_batch_);
+      if (sums.has_metrics())
+        sums.add_metrics(samples_of(ex.output(prediction_), 0, mb.count),
+                         samples_of(b.target, mb.first, mb.count));
+    };
+    pipeline_.stage().evaluate(feed, prediction_ >= 0 ? PipelineStage::Read(read)
+                                                      : PipelineStage::Read());
+  }
+}
+
+void PipelineBatches::run_unscored(size_t passes) {
+  for (size_t i = 0; i < passes; ++i) pipeline_.stage().evaluate([](int, Executor&) {});
+}
+
+ValidationResult PipelineBatches::validate(DataLoader& loader, const Task& task,
+                                           Communicator& world, int epoch) {
+  PassSums sums(task);
+  RankFailure failure;
+  loader.start_epoch(epoch);
+  const auto m = static_cast<size_t>(micro_batches_);
+  for (int64_t s = 0; s < loader.plan().batches; ++s) {
+    std::optional<LoadedBatch> b;
+    std::vector<Pass> passes;
+    if (!failure.failed()) {
+      try {
+        b = loader.next();
+        if (s == 0 && validation_failure_asked(epoch + 1, world.rank()))
+          throw_input(
+              "test fault: a validation batch could not be read "
+              "(CREST_TEST_VALIDATION_FAILURE_AT_EPOCH)");
+      } catch (const std::exception& e) {
+        failure.record(e);
+        if (b) loader.release(*b);
+        b.reset();
+      }
+    }
+    if (b && b->complete()) {
+      Pass pass;
+      for (size_t k = 0; k < m; ++k)
+        pass.micro_batches.push_back({static_cast<int64_t>(k) * micro_batch_, micro_batch_});
+      passes.push_back(pass);
+    } else if (b) {
+      std::vector<int64_t> present;
+      for (size_t place = 0; place < b->present.size(); ++place)
+        if (b->present[place]) present.push_back(static_cast<int64_t>(place));
+      for (size_t at = 0; at < present.size(); at += m) {
+        Pass pass;
+        for (size_t k = 0; k < m; ++k)
+          pass.micro_batches.push_back(
+              {present[std::min(at + k, present.size() - 1)], 1, at + k < present.size()});
+        passes.push_back(pass);
+      }
+    }
+    // The stages run the same passes; a rank that could not read runs them on what it holds.
+    const auto agreed = static_cast<size_t>(
+        pipeline_.pipeline().allreduce_max(static_cast<double>(passes.size())));
+    if (b) {
+      CREST_CHECK(passes.size() == agreed, "a pipeline's stages read different validation batches");
+      evaluate(passes, *b, sums);
+      loader.release(*b);
+    } else {
+      run_unscored(agreed);
+    }
+  }
+  const int64_t skipped = prediction_ >= 0 ? loader.stats().skipped : 0;
+  return sums.reduce(world, skipped, failure, epoch);
+}
+
+}  // namespace crest

@@ -1,0 +1,49 @@
+// A rank's batches through its pipeline stage (dist.pipeline; docs/distributed.md "Pipeline
+// stages"): each batch cut into micro-batches fed to the stage's inputs (the samples on the first
+// stage, the targets on the last), the training step in the trainer's terms (StepResult), and
+// the validation pass.
+#pragma once
+#include <optional>
+
+#include "crest/data/loader.hpp"
+#include "crest/engine/pipeline_training_session.hpp"
+#include "crest/engine/train_step.hpp"
+#include "crest/models/built_model.hpp"
+#include "crest/train/task.hpp"
+#include "validation.hpp"
+
+namespace crest {
+
+class PassSums;
+
+class PipelineBatches {
+ public:
+  // `batch`: each rank's batch (data.batch_size), cut into the session's micro-batches.
+  PipelineBatches(PipelineTrainingSession& pipeline, const BuiltModel& model, int64_t batch,
+                  int micro_batches);
+
+  // One training step on `batch` (null: this rank could not read it; the stage runs on the inputs
+  // it holds, so the pipeline's messages still match, and `failed_here` skips the update
+  // everywhere).
+  StepResult train(double lr, const LoadedBatch* batch, bool stop_here, bool failed_here);
+
+  // The validation pass of `epoch` (0-based): each batch's micro-batches through the stages in
+  // evaluation mode; an incomplete batch sample by sample, each sample copied into every place of
+  // a micro-batch. The last stages score; the sums are reduced over the world, each sample once.
+  ValidationResult validate(DataLoader& loader, const Task& task, Communicator& world, int epoch);
+
+ private:
+  struct Pass;
+  void evaluate(const std::vector<Pass>& passes, const LoadedBatch& b, PassSums& sums);
+  // `passes` evaluations on the inputs the stage holds, scoring nothing: a rank that could not
+  // read its batch keeps its pipeline's messages matched.
+  void run_unscored(size_t passes);
+
+  PipelineTrainingSession& pipeline_;
+  const BuiltModel& model_;
+  int64_t micro_batch_ = 1;
+  int micro_batches_ = 1;
+  ValueId prediction_ = -1;  // the model's prediction in the last stage's graph; -1 elsewhere
+};
+
+}  // namespace crest
