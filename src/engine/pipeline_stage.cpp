@@ -295,11 +295,15 @@ void PipelineStage::wait_for_sends() {
   sends_.clear();
 }
 
+// As planned, so a plan-only stage (crest train --dry-run) reports what it would hold.
 size_t PipelineStage::activation_bytes() const {
   size_t bytes = 0;
-  for (const auto& e : slots_) bytes += e->arena_bytes();
-  for (const auto& k : kept_inputs_) bytes += k.size();
-  return bytes;
+  for (const auto& e : slots_) bytes += e->plan().arena_bytes;
+  if (kept_inputs_.empty()) return bytes;
+  size_t inputs = 0;  // one micro-batch's, as keep_inputs keeps them
+  for (const auto* names : {&graph_.data_inputs, &graph_.received})
+    for (const std::string& name : *names) inputs += slots_[0]->input(name).bytes();
+  return bytes + inputs * kept_inputs_.size();
 }
 
 }  // namespace crest

@@ -31,8 +31,8 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
     sync_->finish();
   }
   // Summed over the world, each stage counted once per replica.
-  double facts[4] = {s.data_loss + s.penalty, ex.params().grad_sum_squares(),
-                     stop_here ? 1.0 : 0.0, failed_here ? 1.0 : 0.0};
+  double facts[4] = {s.data_loss + s.penalty, ex.params().grad_sum_squares(), stop_here ? 1.0 : 0.0,
+                     failed_here ? 1.0 : 0.0};
   world_.allreduce_sum(facts, 4);
   PipelineStepResult r;
   r.loss = facts[0] / replicas_;

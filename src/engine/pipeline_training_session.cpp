@@ -20,8 +20,7 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
                 std::to_string(o.batchnorm_group_size) + ") is not supported yet");
   if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
   if (!o.init_weights.empty())
-    throw_usage(with + "initial weights from a file (" + o.init_weights +
-                ") is not supported yet");
+    throw_usage(with + "initial weights from a file (" + o.init_weights + ") is not supported yet");
 }
 
 SessionOptions plan_only(SessionOptions so) {
@@ -38,6 +37,16 @@ PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::s
   return {stages, world.size() / stages, world.rank() % stages, world.rank() / stages};
 }
 
+std::vector<double> per_node_costs(const Graph& graph,
+                                   const std::map<std::string, double>& by_name) {
+  std::vector<double> costs;
+  for (const GraphNode& n : graph.nodes()) {
+    const auto it = by_name.find(n.name);
+    costs.push_back(it == by_name.end() ? 0 : it->second);
+  }
+  return costs;
+}
+
 std::vector<double> node_training_flops(const Graph& graph, const Executor& plan) {
   std::map<std::string, double> by_name;
   for (const OpFacts& op : plan.op_facts()) {
@@ -45,12 +54,7 @@ std::vector<double> node_training_flops(const Graph& graph, const Executor& plan
     if (op.runs_backward) f += op.flops.backward_data + op.flops.backward_weights;
     by_name[op.name] += f;
   }
-  std::vector<double> costs;
-  for (const GraphNode& n : graph.nodes()) {
-    const auto it = by_name.find(n.name);
-    costs.push_back(it == by_name.end() ? 0 : it->second);
-  }
-  return costs;
+  return per_node_costs(graph, by_name);
 }
 
 std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& given,

@@ -28,8 +28,8 @@ std::vector<NamedTensor> named_tensors(const ParamStore& params, Optimizer& opti
   const size_t element = dtype_size(params.dtype());
   std::vector<NamedTensor> out;
   auto add = [&](const std::string& state, void* base, const ParamSlot& slot) {
-    out.push_back({state, slot.name, static_cast<std::byte*>(base) + slot.offset,
-                   slot.count * element});
+    out.push_back(
+        {state, slot.name, static_cast<std::byte*>(base) + slot.offset, slot.count * element});
   };
   for (const ParamSlot& slot : params.slots()) add("", params.values(), slot);
   for (const auto& [state, buffer] : optimizer.state())
@@ -119,7 +119,8 @@ class ParamOwners {
  public:
   explicit ParamOwners(const std::vector<PipelineStageGraph>& graphs) {
     for (size_t s = 0; s < graphs.size(); ++s)
-      for (const GraphNode& n : graphs[s].graph.nodes()) stage_of_layer_[n.name] = static_cast<int>(s);
+      for (const GraphNode& n : graphs[s].graph.nodes())
+        stage_of_layer_[n.name] = static_cast<int>(s);
   }
   int stage_of(const std::string& param) const {
     for (size_t dot = param.rfind('.'); dot != std::string::npos && dot > 0;
@@ -139,11 +140,10 @@ class ParamOwners {
 
 void PipelineTrainingSession::gather_whole(Communicator& world) {
   Executor& ex = executor();
-  const std::vector<std::byte> mine =
-      ranks_.replica == 0
-          ? pack(named_tensors(ex.params(), *optimizer_), ex.training_steps(),
-                 optimizer_->steps_taken())
-          : std::vector<std::byte>{};
+  const std::vector<std::byte> mine = ranks_.replica == 0
+                                          ? pack(named_tensors(ex.params(), *optimizer_),
+                                                 ex.training_steps(), optimizer_->steps_taken())
+                                          : std::vector<std::byte>{};
   if (world.rank() != 0) {
     if (ranks_.replica == 0) world.send(0, kStateTag, mine);
     return;
@@ -152,8 +152,9 @@ void PipelineTrainingSession::gather_whole(Communicator& world) {
   const std::vector<NamedTensor> into = named_tensors(whole.params(), *whole_optimizer_);
   Counters c = unpack(mine, into);
   for (int s = 1; s < ranks_.stages; ++s)
-    c = unpack(world.receive(s, kStateTag, 600, "the pipeline stages' state for a checkpoint").bytes,
-               into);
+    c = unpack(
+        world.receive(s, kStateTag, 600, "the pipeline stages' state for a checkpoint").bytes,
+        into);
   whole.set_training_steps(c.executor_steps);
   whole_optimizer_->set_steps_taken(c.optimizer_steps);
 }
@@ -168,14 +169,17 @@ void PipelineTrainingSession::scatter_whole(Communicator& world) {
     // Each stage's part, packed once for all its replicas.
     const ParamOwners owners(graphs_);
     std::vector<std::vector<NamedTensor>> parts(static_cast<size_t>(ranks_.stages));
-    for (const NamedTensor& t : all) parts[static_cast<size_t>(owners.stage_of(t.param))].push_back(t);
+    for (const NamedTensor& t : all)
+      parts[static_cast<size_t>(owners.stage_of(t.param))].push_back(t);
     std::vector<std::vector<std::byte>> per_stage;
     for (const auto& part : parts)
       per_stage.push_back(pack(part, whole.training_steps(), whole_optimizer_->steps_taken()));
-    for (int r = 1; r < world.size(); ++r) world.send(r, kStateTag, per_stage[static_cast<size_t>(r % ranks_.stages)]);
+    for (int r = 1; r < world.size(); ++r)
+      world.send(r, kStateTag, per_stage[static_cast<size_t>(r % ranks_.stages)]);
     message = std::move(per_stage[0]);
   } else {
-    message = world.receive(0, kStateTag, 600, "the pipeline stage's state from a checkpoint").bytes;
+    message =
+        world.receive(0, kStateTag, 600, "the pipeline stage's state from a checkpoint").bytes;
   }
   const Counters c = unpack(message, mine);
   ex.set_training_steps(c.executor_steps);

@@ -283,11 +283,11 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   const double state = static_cast<double>(model.optimizer_state_bytes) /
                        std::max(1.0, static_cast<double>(model.trainable_bytes));
   const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches
-  p.memory_bytes = stage_bytes * (2 + state) + static_cast<double>(model.arena_bytes(per_micro)) *
-                                                   stage_act / all_act * in_flight;
-  p.runnable = false;
-  p.notes.emplace_back(
-      "crest train does not run pipeline stages yet (dist.pipeline); crest bench pipeline does");
+  // Every rank also holds the whole model's parameters and gradients (the plan it cuts from and
+  // the checkpoints' whole model: docs/distributed.md "Pipeline stages").
+  p.memory_bytes =
+      stage_bytes * (2 + state) + 2 * static_cast<double>(model.trainable_bytes) +
+      static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
 }
 
 }  // namespace

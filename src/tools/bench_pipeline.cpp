@@ -62,9 +62,7 @@ std::vector<double> measured_node_costs(const Graph& g, const SessionOptions& so
   }
   std::map<std::string, double> by_name;
   for (const OpProfile& op : ex.profile()) by_name[op.name] += op.forward_s + op.backward_s;
-  std::vector<double> costs;
-  for (const GraphNode& n : g.nodes()) costs.push_back(by_name.count(n.name) ? by_name[n.name] : 0);
-  return costs;
+  return per_node_costs(g, by_name);
 }
 
 // The stage's share of `costs`: its nodes but the upstream_gradient node it ends in.

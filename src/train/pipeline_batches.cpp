@@ -41,8 +41,8 @@ PipelineBatches::PipelineBatches(PipelineTrainingSession& pipeline, const BuiltM
       micro_batches_(micro_batches) {
   CREST_CHECK(micro_batch_ * micro_batches == batch, "micro-batches that do not divide the batch");
   if (pipeline.ranks().last_stage()) {
-    prediction_ = marked_output(pipeline.stage_graph().graph,
-                                model.graph.value_name(model.prediction));
+    prediction_ =
+        marked_output(pipeline.stage_graph().graph, model.graph.value_name(model.prediction));
     CREST_CHECK(prediction_ >= 0, "the last pipeline stage does not output the prediction");
   }
 }
@@ -87,8 +87,8 @@ void PipelineBatches::evaluate(const std::vector<Pass>& passes, const LoadedBatc
         sums.add_metrics(samples_of(ex.output(prediction_), 0, mb.count),
                          samples_of(b.target, mb.first, mb.count));
     };
-    pipeline_.stage().evaluate(feed, prediction_ >= 0 ? PipelineStage::Read(read)
-                                                      : PipelineStage::Read());
+    pipeline_.stage().evaluate(
+        feed, prediction_ >= 0 ? PipelineStage::Read(read) : PipelineStage::Read());
   }
 }
 
@@ -136,8 +136,8 @@ ValidationResult PipelineBatches::validate(DataLoader& loader, const Task& task,
       }
     }
     // The stages run the same passes; a rank that could not read runs them on what it holds.
-    const auto agreed = static_cast<size_t>(
-        pipeline_.pipeline().allreduce_max(static_cast<double>(passes.size())));
+    const auto agreed =
+        static_cast<size_t>(pipeline_.pipeline().allreduce_max(static_cast<double>(passes.size())));
     if (b) {
       CREST_CHECK(passes.size() == agreed, "a pipeline's stages read different validation batches");
       evaluate(passes, *b, sums);

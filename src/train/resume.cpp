@@ -58,7 +58,8 @@ TrainingPosition read_on_rank0(const RunDirectory& run_dir, const Config& config
       if (problem.empty())
         problem = loss_scaling_problem(run_dir.resume_info->position, config, scaling);
       if (problem.empty()) {
-        const CheckpointInfo info = read_checkpoint(run_dir.resume_from, params, *optimizer, wholes);
+        const CheckpointInfo info =
+            read_checkpoint(run_dir.resume_from, params, *optimizer, wholes);
         pos = info.position;
         history = info.history;
       } else {
@@ -100,9 +101,9 @@ TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, co
                                                  Communicator& comm, PipelineTrainingSession& p,
                                                  int64_t steps_per_epoch,
                                                  std::vector<EpochStats>& history) {
-  const TrainingPosition pos = read_on_rank0(
-      run_dir, config, comm, p.ranks().replicas, false, steps_per_epoch,
-      p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
+  const TrainingPosition pos =
+      read_on_rank0(run_dir, config, comm, p.ranks().replicas, false, steps_per_epoch,
+                    p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
   // The counters travel with the state: the step counter (dropout's masks) is the position's.
   if (comm.rank() == 0) p.whole().executor().set_training_steps(pos.executor_steps);
   p.scatter_whole(comm);

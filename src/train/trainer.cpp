@@ -164,7 +164,7 @@ class TrainingRun {
   Optimizer* optimizer_ = nullptr;
   GradientSync* sync_ = nullptr;
   LossScaler* scaler_ = nullptr;  // dynamic loss scaling; null: off
-  TrainStep* step_ = nullptr;  // null under dist.pipeline
+  TrainStep* step_ = nullptr;     // null under dist.pipeline
   // dist.pipeline: this rank's stage, and its batches cut into micro-batches.
   std::unique_ptr<PipelineTrainingSession> pipeline_;
   std::unique_ptr<PipelineBatches> pipeline_batches_;
@@ -356,8 +356,8 @@ void TrainingRun::print_header() {
           << ": each sample split among " << groups_.ranks_per_sample << " ranks, "
           << groups_.data_parallel << " data-parallel | batch " << batch << " per group, ";
     else if (pipeline_)
-      log << "dist.pipeline: " << pipeline_->ranks().stages << " stages x "
-          << groups_.data_parallel << " data-parallel | batch " << batch << " per replica in "
+      log << "dist.pipeline: " << pipeline_->ranks().stages << " stages x " << groups_.data_parallel
+          << " data-parallel | batch " << batch << " per replica in "
           << config_.dist.pipeline.micro_batches << " micro-batches, ";
     else
       log << "batch " << batch << " per rank, ";
@@ -389,8 +389,9 @@ void TrainingRun::print_pipeline_plan() {
       << "\n";
   const auto& graphs = pipeline_->graphs();
   for (size_t s = 0; s < graphs.size(); ++s)
-    log << "  stage " << s << " (ranks " << s << ", " << s + graphs.size() << ", ...): "
-        << graphs[s].first_node_name << " .. " << graphs[s].last_node_name << ", sends "
+    log << "  stage " << s << " (ranks " << s << ", " << s + graphs.size()
+        << ", ...): " << graphs[s].first_node_name << " .. " << graphs[s].last_node_name
+        << ", sends "
         << (graphs[s].sent.empty() ? "nothing (the loss)"
                                    : std::to_string(graphs[s].sent.size()) + " tensors on")
         << "\n";
@@ -527,11 +528,10 @@ void TrainingRun::open_train_loader(int rollbacks) {
 // What the loaders decode samples into: the model's sample input's (a pipeline stage without it
 // feeds no samples: float32).
 DType TrainingRun::sample_dtype() const {
-  const bool has_samples =
-      !pipeline_ || pipeline_->stage_graph().data_inputs.end() !=
-                        std::find(pipeline_->stage_graph().data_inputs.begin(),
-                                  pipeline_->stage_graph().data_inputs.end(),
-                                  task_.model.sample_input);
+  const bool has_samples = !pipeline_ || pipeline_->stage_graph().data_inputs.end() !=
+                                             std::find(pipeline_->stage_graph().data_inputs.begin(),
+                                                       pipeline_->stage_graph().data_inputs.end(),
+                                                       task_.model.sample_input);
   return has_samples ? loader_sample_dtype(*ex_, task_.model) : DType::f32;
 }
 
@@ -550,10 +550,9 @@ RunFacts TrainingRun::facts() const {
   f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;
   f.steps_per_epoch = train_steps_;
   f.parameter_count = summary_.parameter_count;
-  f.train_flops_per_step =
-      pipeline_ ? pipeline_->whole().executor().training_flops() *
-                      config_.dist.pipeline.micro_batches
-                : ex_->training_flops();
+  f.train_flops_per_step = pipeline_ ? pipeline_->whole().executor().training_flops() *
+                                           config_.dist.pipeline.micro_batches
+                                     : ex_->training_flops();
   f.first_epoch = pos_.epoch;
   f.first_step = pos_.global_step;
   f.previous_epochs = &summary_.epochs;  // the checkpoint's history when resumed
@@ -587,9 +586,8 @@ TrainSummary TrainingRun::train() {
                        config_.data.batch_size, train_steps_};
   // A pipeline's checkpoints hold the whole model, gathered onto rank 0 before each write.
   Executor& saved = pipeline_ ? pipeline_->whole().executor() : *ex_;
-  Optimizer& saved_optimizer = pipeline_ && pipeline_->whole_optimizer()
-                                   ? *pipeline_->whole_optimizer()
-                                   : *optimizer_;
+  Optimizer& saved_optimizer =
+      pipeline_ && pipeline_->whole_optimizer() ? *pipeline_->whole_optimizer() : *optimizer_;
   checkpointer_ =
       std::make_unique<Checkpointer>(config_, cc, saved, saved_optimizer, scaler_, *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
@@ -691,9 +689,9 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   const std::optional<LoadedBatch> b = next_batch(got);
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
-  const StepResult r = pipeline_ ? pipeline_batches_->train(lr, b ? &*b : nullptr, stop_here,
-                                                            rank_failure_.failed())
-                                 : run_step(lr, stop_here);
+  const StepResult r =
+      pipeline_ ? pipeline_batches_->train(lr, b ? &*b : nullptr, stop_here, rank_failure_.failed())
+                : run_step(lr, stop_here);
   // The prediction is a marked output, alive through backward and the update: still the one this
   // micro-batch was trained on. (A pipeline's last stage sees only micro-batches.)
   if (s + 1 == train_steps_ && b && feed_)

@@ -127,7 +127,7 @@ TEST(Plan, PipelineStepIsTheSlowestStageOverMPlusKMinusOneSlots) {
   EXPECT_NEAR(p.bubble_fraction, 1.0 / 3, 1e-12);
   EXPECT_NEAR(p.compute_s, 3 * 3e-3 * 2, 1e-12);
   EXPECT_NEAR(p.pipeline_s, 3 * 2 * (4096.0 * 2 / 10e9), 1e-15);
-  EXPECT_FALSE(p.runnable);  // crest train does not run pipelines yet (only bench pipeline)
+  EXPECT_TRUE(p.runnable);              // crest train runs dist.pipeline
   EXPECT_EQ(p.gradient_exchange_s, 0);  // one replica
 }
 

@@ -21,13 +21,13 @@
 namespace crest {
 
 struct PipelineStepResult {
-  double loss = 0;          // the whole model's, every rank the same
-  double grad_norm_sq = 0;  // the whole model's averaged gradient
-  bool finite = true;       // false: the update was skipped on every stage
+  double loss = 0;              // the whole model's, every rank the same
+  double grad_norm_sq = 0;      // the whole model's averaged gradient
+  bool finite = true;           // false: the update was skipped on every stage
   bool stop_requested = false;  // some rank asked to stop (run()'s `stop_here`)
   bool rank_failed = false;     // some rank failed (run()'s `failed_here`): no update anywhere
-  double compute_s = 0;     // this stage's (StageStepResult::compute_s)
-  double schedule_s = 0;    // this stage's whole schedule, its waits included
+  double compute_s = 0;         // this stage's (StageStepResult::compute_s)
+  double schedule_s = 0;        // this stage's whole schedule, its waits included
 };
 
 class PipelineTrainStep {

@@ -7,6 +7,7 @@
 // Ranks d * K + s hold replica d's stage s: a replica's stages are consecutive ranks (on one node
 // where the node has K ranks or more, so activations travel over the fastest link).
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +31,10 @@ struct PipelineRanks {
 // Where this rank sits; refuses (exit 2, naming `key`) a stage count that does not divide the
 // world's size.
 PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key);
+
+// Per node of `graph`, in order: its cost in `by_name` (0 where it has none).
+std::vector<double> per_node_costs(const Graph& graph,
+                                   const std::map<std::string, double>& by_name);
 
 // Per node of `graph`, in order: the FLOPs of a training step in `plan` (the whole model compiled,
 // allocated or not) — forward, and the backward where the node runs one.
@@ -66,7 +71,9 @@ class PipelineTrainingSession {
   Backend& backend() const { return whole_.backend(); }
   const PipelineRanks& ranks() const { return ranks_; }
   const std::vector<PipelineStageGraph>& graphs() const { return graphs_; }
-  const PipelineStageGraph& stage_graph() const { return graphs_[static_cast<size_t>(ranks_.stage)]; }
+  const PipelineStageGraph& stage_graph() const {
+    return graphs_[static_cast<size_t>(ranks_.stage)];
+  }
   PipelineStage& stage() const { return *stage_; }
   Executor& executor() const { return stage_->executor(); }  // the stage's parameters
   Optimizer& optimizer() const { return *optimizer_; }

@@ -58,10 +58,10 @@ Field<S> pipeline_field() {
             const PipelineConfig& p = s.pipeline;
             if (p.stages <= 1) return;
             std::string starts;
-            for (const std::string& n : p.stage_starts) starts += (starts.empty() ? "" : ", ") + quote(n);
-            out.add("pipeline", "{stages: " + std::to_string(p.stages) +
-                                    ", micro_batches: " + std::to_string(p.micro_batches) +
-                                    ", schedule: " + p.schedule +
+            for (const std::string& n : p.stage_starts)
+              starts += (starts.empty() ? "" : ", ") + quote(n);
+            out.add("pipeline", "{stages: " + std::to_string(p.stages) + ", micro_batches: " +
+                                    std::to_string(p.micro_batches) + ", schedule: " + p.schedule +
                                     ", recompute: " + (p.recompute ? "true" : "false") +
                                     ", stage_starts: [" + starts + "]}");
           }};
@@ -146,8 +146,9 @@ void resolve_pipeline(const SectionReader& dist_reader, const Config& c) {
            std::to_string(c.train.gradient_accumulation_frequency) +
            " (dist.pipeline.micro_batches accumulates already)");
   if (c.train.loss_scaling == LossScaling::dynamic)
-    refuse("dynamic loss scaling (train.loss_scaling: dynamic, the default of crest.precision: "
-           "fp16)");
+    refuse(
+        "dynamic loss scaling (train.loss_scaling: dynamic, the default of crest.precision: "
+        "fp16)");
   if (c.dist.batchnorm_group_size > 1)
     refuse("dist.batchnorm_group_size " + std::to_string(c.dist.batchnorm_group_size));
 }
