@@ -172,6 +172,7 @@ void PipelineTrainingSession::scatter_whole(Communicator& world) {
     for (const NamedTensor& t : all)
       parts[static_cast<size_t>(owners.stage_of(t.param))].push_back(t);
     std::vector<std::vector<std::byte>> per_stage;
+    per_stage.reserve(parts.size());
     for (const auto& part : parts)
       per_stage.push_back(pack(part, whole.training_steps(), whole_optimizer_->steps_taken()));
     for (int r = 1; r < world.size(); ++r)

@@ -81,7 +81,7 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
                                         Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history) {
   WholeParts wholes;  // a spatially split dense head's tensors, read whole by rank 0
-  const TrainingPosition pos =
+  TrainingPosition pos =
       read_on_rank0(run_dir, config, comm, shards, scaler != nullptr, steps_per_epoch, ex.params(),
                     &optimizer, &wholes, history);
   if (ex.params().divided()) scatter_parts(ex.params(), &optimizer, wholes);
@@ -101,7 +101,7 @@ TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, co
                                                  Communicator& comm, PipelineTrainingSession& p,
                                                  int64_t steps_per_epoch,
                                                  std::vector<EpochStats>& history) {
-  const TrainingPosition pos =
+  TrainingPosition pos =
       read_on_rank0(run_dir, config, comm, p.ranks().replicas, false, steps_per_epoch,
                     p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
   // The counters travel with the state: the step counter (dropout's masks) is the position's.
