@@ -96,25 +96,25 @@ void PipelineBatches::run_unscored(size_t passes) {
   for (size_t i = 0; i < passes; ++i) pipeline_.stage().evaluate([](int, Executor&) {});
 }
 
-ValidationResult PipelineBatches::validate(DataLoader& loader, const Task& task,
+ValidationResult PipelineBatches::validate(DataLoader* loader, int64_t batches, const Task& task,
                                            Communicator& world, int epoch) {
   PassSums sums(task);
   RankFailure failure;
-  loader.start_epoch(epoch);
+  if (loader) loader->start_epoch(epoch);
   const auto m = static_cast<size_t>(micro_batches_);
-  for (int64_t s = 0; s < loader.plan().batches; ++s) {
+  for (int64_t s = 0; s < batches; ++s) {
     std::optional<LoadedBatch> b;
     std::vector<Pass> passes;
-    if (!failure.failed()) {
+    if (loader && !failure.failed()) {
       try {
-        b = loader.next();
+        b = loader->next();
         if (s == 0 && validation_failure_asked(epoch + 1, world.rank()))
           throw_input(
               "test fault: a validation batch could not be read "
               "(CREST_TEST_VALIDATION_FAILURE_AT_EPOCH)");
       } catch (const std::exception& e) {
         failure.record(e);
-        if (b) loader.release(*b);
+        if (b) loader->release(*b);
         b.reset();
       }
     }
@@ -135,18 +135,19 @@ ValidationResult PipelineBatches::validate(DataLoader& loader, const Task& task,
         passes.push_back(pass);
       }
     }
-    // The stages run the same passes; a rank that could not read runs them on what it holds.
+    // The stages run the same passes; a rank that could not read, or reads nothing, runs them on
+    // what it holds.
     const auto agreed =
         static_cast<size_t>(pipeline_.pipeline().allreduce_max(static_cast<double>(passes.size())));
     if (b) {
       CREST_CHECK(passes.size() == agreed, "a pipeline's stages read different validation batches");
       evaluate(passes, *b, sums);
-      loader.release(*b);
+      loader->release(*b);
     } else {
       run_unscored(agreed);
     }
   }
-  const int64_t skipped = prediction_ >= 0 ? loader.stats().skipped : 0;
+  const int64_t skipped = prediction_ >= 0 ? loader->stats().skipped : 0;
   return sums.reduce(world, skipped, failure, epoch);
 }
 

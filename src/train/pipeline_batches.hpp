@@ -27,10 +27,13 @@ class PipelineBatches {
   // everywhere).
   StepResult train(double lr, const LoadedBatch* batch, bool stop_here, bool failed_here);
 
-  // The validation pass of `epoch` (0-based): each batch's micro-batches through the stages in
-  // evaluation mode; an incomplete batch sample by sample, each sample copied into every place of
-  // a micro-batch. The last stages score; the sums are reduced over the world, each sample once.
-  ValidationResult validate(DataLoader& loader, const Task& task, Communicator& world, int epoch);
+  // The validation pass of `epoch` (0-based) over `batches` batches: each batch's micro-batches
+  // through the stages in evaluation mode; an incomplete batch sample by sample, each sample
+  // copied into every place of a micro-batch. The last stages score; the sums are reduced over
+  // the world, each sample once. `loader`: null on a stage that reads nothing (it runs the passes
+  // its pipeline's readers run).
+  ValidationResult validate(DataLoader* loader, int64_t batches, const Task& task,
+                            Communicator& world, int epoch);
 
  private:
   struct Pass;

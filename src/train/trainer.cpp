@@ -151,6 +151,16 @@ class TrainingRun {
   // Whether this rank's figures count samples (loss sums, skipped samples): under dist.pipeline
   // only the last stage's do, so sums over data_comm() count each sample once.
   bool counts_samples() const { return !pipeline_ || pipeline_->ranks().last_stage(); }
+  // Whether this rank reads samples: under dist.pipeline only the stages that feed the model's
+  // inputs do (the first the samples, the last the targets); the stages between compute on what
+  // they receive, and read nothing.
+  bool reads_data() const { return !pipeline_ || !pipeline_->stage_graph().data_inputs.empty(); }
+  // The batches of this rank's shard of `source` per epoch, as a loader with `o` plans them.
+  int64_t shard_batches(const SampleSource& source, const LoaderOptions& o) const {
+    return plan_shards(source.size(), o.batch_size, shard_comm().rank(), shard_comm().size(),
+                       o.every_sample)
+        .batches;
+  }
   RunDirectory run_dir_;
   RunRecords records_;
   std::ostream* log_ = &discard_;
@@ -172,7 +182,8 @@ class TrainingRun {
   std::unique_ptr<BatchFeed> feed_;
   std::unique_ptr<LastBatchFigures> last_batch_;
   TrainingData data_;
-  std::unique_ptr<DataLoader> train_loader_, valid_loader_;
+  std::unique_ptr<DataLoader> train_loader_, valid_loader_;  // null where !reads_data()
+  int64_t valid_batches_ = 0;                                // per epoch; 0: no validation
   int64_t train_steps_ = 0;
   std::unique_ptr<Checkpointer> checkpointer_;
   RankFailure rank_failure_;  // this rank could not read a training batch
@@ -388,13 +399,16 @@ void TrainingRun::print_pipeline_plan() {
       << (pc.stage_starts.empty() ? "where their FLOPs balance" : "at dist.pipeline.stage_starts")
       << "\n";
   const auto& graphs = pipeline_->graphs();
-  for (size_t s = 0; s < graphs.size(); ++s)
+  for (size_t s = 0; s < graphs.size(); ++s) {
+    const PipelineStageGraph& g = graphs[s];
+    std::string reads;  // reads_data(): the stages without the model's inputs read nothing
+    for (const std::string& input : g.data_inputs) reads += (reads.empty() ? "" : ", ") + input;
     log << "  stage " << s << " (ranks " << s << ", " << s + graphs.size()
-        << ", ...): " << graphs[s].first_node_name << " .. " << graphs[s].last_node_name
-        << ", sends "
-        << (graphs[s].sent.empty() ? "nothing (the loss)"
-                                   : std::to_string(graphs[s].sent.size()) + " tensors on")
+        << ", ...): " << g.first_node_name << " .. " << g.last_node_name << ", reads "
+        << (reads.empty() ? "no data" : "data (" + reads + ")") << ", sends "
+        << (g.sent.empty() ? "nothing (the loss)" : std::to_string(g.sent.size()) + " tensors on")
         << "\n";
+  }
 }
 
 // How gradients meet, where it is not every step's synchronous allreduce.
@@ -487,16 +501,20 @@ void TrainingRun::open_data() {
   summary_.stage_s = data_.stage_s;
   read_blocks_only();
   open_train_loader(0);
-  *log_ << "train data: " << data_.train->format() << ", " << train_loader_->plan().describe()
-        << " (" << train_loader_->threads() << " reader threads, " << dc.prefetch
-        << " batches ahead)\n";
+  if (train_loader_)  // rank 0's (it reads: the first stage of a pipeline does)
+    *log_ << "train data: " << data_.train->format() << ", " << train_loader_->plan().describe()
+          << " (" << train_loader_->threads() << " reader threads, " << dc.prefetch
+          << " batches ahead)\n";
   if (data_.valid) {
     LoaderOptions vo = validation_loader_options(dc);
     vo.sample_dtype = sample_dtype();
-    valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, shard_comm());
-    *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
+    if (reads_data()) {
+      valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, shard_comm());
+      *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
+    }
+    valid_batches_ = shard_batches(*data_.valid, vo);
   }
-  train_steps_ = train_loader_->plan().batches;
+  train_steps_ = shard_batches(*data_.train, loader_options(dc));
 }
 
 // Under a spatial split every rank reads its block of each sample: only the block's bytes where
@@ -522,7 +540,7 @@ void TrainingRun::open_train_loader(int rollbacks) {
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
   lo.sample_dtype = sample_dtype();
   train_loader_.reset();  // its reader threads end before the new loader's start
-  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, shard_comm());
+  if (reads_data()) train_loader_ = std::make_unique<DataLoader>(data_.train, lo, shard_comm());
 }
 
 // What the loaders decode samples into: the model's sample input's (a pipeline stage without it
@@ -547,7 +565,7 @@ RunFacts TrainingRun::facts() const {
   f.isa = backend_->instruction_sets();
   f.global_batch = batch * groups_.data_parallel;
   f.train_samples = train_steps_ * batch * groups_.data_parallel;
-  f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;
+  f.eval_samples = valid_loader_ ? valid_loader_->plan().samples_per_epoch() : 0;  // rank 0's
   f.steps_per_epoch = train_steps_;
   f.parameter_count = summary_.parameter_count;
   f.train_flops_per_step = pipeline_ ? pipeline_->whole().executor().training_flops() *
@@ -638,7 +656,7 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   records_.notify([&](RunObserver& o) { o.epoch_start(st.epoch); });
   // A resumed epoch continues where its checkpoint was taken.
   const int64_t first_step = epoch == pos_.epoch ? pos_.step_in_epoch : 0;
-  train_loader_->start_epoch(epoch, first_step);
+  if (train_loader_) train_loader_->start_epoch(epoch, first_step);
   if (sync_) sync_->reset_stats();
   // Post-local SGD: synchronous epochs first, then local windows.
   const TrainConfig& t = config_.train;
@@ -675,7 +693,7 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   st.loss_scale = scaler_ ? scaler_->scale() : 0;
   st.train_seconds = since(t0);
   reduce_epoch_figures(st, loss_sum, train_steps_ - first_step);
-  if (valid_loader_) validate_epoch(epoch, st);
+  if (data_.valid) validate_epoch(epoch, st);
   st.seconds = since(t0);
   return false;
 }
@@ -748,7 +766,7 @@ void TrainingRun::act_on_decision(int epoch, int64_t s, const StepResult& r) {
 // `got`: when the loader handed it over.
 std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
   got = Timeline::now();
-  if (rank_failure_.failed()) return std::nullopt;
+  if (rank_failure_.failed() || !train_loader_) return std::nullopt;
   std::optional<LoadedBatch> b;
   try {
     b = train_loader_->next();
@@ -771,12 +789,11 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
 void TrainingRun::reduce_epoch_figures(EpochStats& st, double loss_sum, int64_t steps_run) {
   const double ranks = comm_->size(), shards = groups_.data_parallel;
   const GradientSyncStats exchange = sync_ ? sync_->stats() : GradientSyncStats{};
-  double sums[4] = {loss_sum, train_loader_->stats().wait_s, exchange.allreduce_s,
-                    exchange.finish_wait_s};
+  const LoaderStats loaded = train_loader_ ? train_loader_->stats() : LoaderStats{};
+  double sums[4] = {loss_sum, loaded.wait_s, exchange.allreduce_s, exchange.finish_wait_s};
   comm_->allreduce_sum(sums, 4);
   int64_t counts[2] = {0, 0};
-  if (counts_samples())
-    counts[0] = train_loader_->stats().skipped, counts[1] = train_loader_->stats().cache_hits;
+  if (counts_samples()) counts[0] = loaded.skipped, counts[1] = loaded.cache_hits;
   data_comm().allreduce_sum(counts, 2);
   // Mean over the whole epoch's steps (a resumed epoch brings its earlier steps' sum along).
   st.train_loss = sums[0] / (static_cast<double>(train_steps_) * shards);
@@ -813,7 +830,8 @@ void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   average_eval_stats(ex_->params(), pipeline_ ? pipeline_->replicas() : *comm_);
   const auto t0 = Clock::now();
   const ValidationResult v =
-      pipeline_ ? pipeline_batches_->validate(*valid_loader_, task_, data_comm(), epoch)
+      pipeline_ ? pipeline_batches_->validate(valid_loader_.get(), valid_batches_, task_,
+                                              data_comm(), epoch)
                 : validate(*ex_, *feed_, *valid_loader_, task_, data_comm(), epoch);
   budget_->validation_done(since(t0));
   if (groups_.split) groups_.split->reset_halo_timing();  // validation's exchanges are not counted
