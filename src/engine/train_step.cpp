@@ -145,10 +145,9 @@ void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
 
 void TrainStep::set_local_steps(int steps) {
   CREST_CHECK(steps >= 1 && !local_window_open(), "local SGD windows change between windows");
-  if (steps > 1 && (accumulation_ > 1 || scaler_ || optimizer_.lagged_gradient()))
+  if (steps > 1 && (scaler_ || optimizer_.lagged_gradient()))
     throw_usage(
-        "train.local_sgd with gradient accumulation, dynamic loss scaling or train.gradient_lag "
-        "is not supported yet");
+        "train.local_sgd with dynamic loss scaling or train.gradient_lag is not supported yet");
   local_steps_ = exchanges() ? steps : 1;
 }
 
@@ -166,7 +165,8 @@ void TrainStep::update_locally(StepResult& r, double lr) {
     }
   }
   ++local_since_average_;
-  if (micro_batches_ % local_steps_ == 0) average_models(r);
+  // Every local_steps_ updates: of accumulation_ micro-batches each.
+  if (micro_batches_ % (static_cast<int64_t>(local_steps_) * accumulation_) == 0) average_models(r);
   r.update_done = Timeline::now();
 }
 

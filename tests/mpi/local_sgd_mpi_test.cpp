@@ -1,10 +1,12 @@
 // Local SGD (train.local_sgd) under mpirun: windows of one step are the synchronous run bit for
 // bit; a window's averaging is the mean of the models each rank trained alone, which the test
-// trains independently (one process per rank's shard of the files); post-local SGD runs its first
-// epochs synchronously; a run resumed mid-epoch (at an averaging) is bit-identical to a straight
-// one; and what local SGD cannot combine with is refused naming the keys.
+// trains independently (one process per rank's shard of the files), with gradient accumulation
+// too; post-local SGD runs its first epochs synchronously; a run resumed mid-epoch (at an
+// averaging) is bit-identical to a straight one; and what local SGD cannot combine with is
+// refused naming the keys.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <string>
@@ -39,42 +41,11 @@ const std::string kDummy = kModel +
                            "data.n_train=16 data.n_valid=4 data.sample_shape=[16,16,16,4] "
                            "model.input_shape=[16,16,16,4] ";
 
-TEST(LocalSgdMpi, WindowsOfOneStepAreTheSynchronousRunBitForBit) {
-  const std::string args = kDummy + "data.n_epochs=1";
-  test::expect_same_training(2, args, args + " 'train.local_sgd={steps: 1}'");
-}
-
-// 8 files of one sample each; rank r of 2 reads files r, r + 2, ... (strided shards, sorted
-// order), which a directory holding just those files gives one process. One epoch of 4 steps per
-// rank, one window of 4: the 2-rank run's weights are the mean of the two processes' weights.
-TEST(LocalSgdMpi, AnAveragingIsTheMeanOfTheModelsEachRankTrainedAlone) {
-  TempDir d;
-  const auto made = run_crest("datagen cosmoflow -o " + d.file("all") +
-                              " --train 8 --valid 2 --size 32 --format npy --threads 1");
-  ASSERT_EQ(made.code, 0) << made.out;
-  for (int r = 0; r < 2; ++r) {
-    const fs::path shard = d.file("shard" + std::to_string(r));
-    fs::create_directories(shard / "train");
-    fs::create_directory_symlink(d.file("all/validation"), shard / "validation");
-    for (const auto& e : fs::directory_iterator(d.file("all/train"))) {
-      const std::string name = e.path().filename().string();  // sample-00000K.data.npy
-      const int k = name[12] - '0';
-      if (k % 2 == r) fs::create_symlink(e.path(), shard / "train" / name);
-    }
-  }
-  const std::string files = kModel + "data.name=cosmo data.format=npy data.n_epochs=1 ";
-  for (int r = 0; r < 2; ++r) {
-    const std::string name = "alone" + std::to_string(r);
-    const auto alone = run_crest(files + "data.n_train=4 data.n_valid=2 data.data_dir=" +
-                                 d.file("shard" + std::to_string(r)) + run_outputs(d, name));
-    ASSERT_EQ(alone.code, 0) << alone.out;
-  }
-  const auto local =
-      run_crest_mpi(2, files + "data.n_train=8 data.n_valid=2 data.data_dir=" + d.file("all") +
-                           " 'train.local_sgd={steps: 4}'" + run_outputs(d, "local"));
-  ASSERT_EQ(local.code, 0) << local.out;
-  SafetensorsFile a(d.file("alone0.safetensors")), b(d.file("alone1.safetensors")),
-      mean(d.file("local.safetensors"));
+// `mean`'s tensors are the mean of `a`'s and `b`'s within 1e-6, and `a` and `b` differ (else the
+// averaging would show nothing).
+void expect_mean_of(const std::string& a_path, const std::string& b_path,
+                    const std::string& mean_path) {
+  SafetensorsFile a(a_path), b(b_path), mean(mean_path);
   double moved = 0;  // how far the two ranks' models were apart: the averaging mattered
   for (const auto& t : a.tensors()) {
     ASSERT_TRUE(t.dtype == SafetensorsDType::F32) << t.name;
@@ -91,6 +62,51 @@ TEST(LocalSgdMpi, AnAveragingIsTheMeanOfTheModelsEachRankTrainedAlone) {
     EXPECT_LE(std::sqrt(diff), 1e-6 * std::sqrt(norm)) << t.name;
   }
   EXPECT_GT(moved, 1e-4) << "the two shards trained the same model: the test shows nothing";
+}
+
+TEST(LocalSgdMpi, WindowsOfOneStepAreTheSynchronousRunBitForBit) {
+  const std::string args = kDummy + "data.n_epochs=1";
+  test::expect_same_training(2, args, args + " 'train.local_sgd={steps: 1}'");
+}
+
+// 8 files of one sample each; rank r of 2 reads files r, r + 2, ... (strided shards, sorted
+// order), which a directory holding just those files gives one process. One epoch of 4 steps per
+// rank, one window of 4 (or of 2 updates of 2 accumulated micro-batches each): the 2-rank run's
+// weights are the mean of the two processes' weights.
+TEST(LocalSgdMpi, AnAveragingIsTheMeanOfTheModelsEachRankTrainedAlone) {
+  TempDir d;
+  const auto made = run_crest("datagen cosmoflow -o " + d.file("all") +
+                              " --train 8 --valid 2 --size 32 --format npy --threads 1");
+  ASSERT_EQ(made.code, 0) << made.out;
+  for (int r = 0; r < 2; ++r) {
+    const fs::path shard = d.file("shard" + std::to_string(r));
+    fs::create_directories(shard / "train");
+    fs::create_directory_symlink(d.file("all/validation"), shard / "validation");
+    for (const auto& e : fs::directory_iterator(d.file("all/train"))) {
+      const std::string name = e.path().filename().string();  // sample-00000K.data.npy
+      const int k = name[12] - '0';
+      if (k % 2 == r) fs::create_symlink(e.path(), shard / "train" / name);
+    }
+  }
+  for (const auto& [window, accumulation] : std::vector<std::pair<std::string, std::string>>{
+           {"4", ""}, {"2", " train.gradient_accumulation_frequency=2"}}) {
+    SCOPED_TRACE("local_sgd.steps " + window + accumulation);
+    const std::string files =
+        kModel + "data.name=cosmo data.format=npy data.n_epochs=1" + accumulation + " ";
+    for (int r = 0; r < 2; ++r) {
+      const std::string name = "alone" + std::to_string(r) + window;
+      const auto alone = run_crest(files + "data.n_train=4 data.n_valid=2 data.data_dir=" +
+                                   d.file("shard" + std::to_string(r)) + run_outputs(d, name));
+      ASSERT_EQ(alone.code, 0) << alone.out;
+    }
+    const auto local = run_crest_mpi(
+        2, files + "data.n_train=8 data.n_valid=2 data.data_dir=" + d.file("all") +
+               " 'train.local_sgd={steps: " + window + "}'" + run_outputs(d, "local" + window));
+    ASSERT_EQ(local.code, 0) << local.out;
+    expect_mean_of(d.file("alone0" + window + ".safetensors"),
+                   d.file("alone1" + window + ".safetensors"),
+                   d.file("local" + window + ".safetensors"));
+  }
 }
 
 // start_epoch 1: epoch 1 is synchronous (its checkpoint is the synchronous run's, bit for bit),
@@ -116,24 +132,30 @@ TEST(LocalSgdMpi, PostLocalSgdTrainsItsFirstEpochsSynchronously) {
 // 12, 15 and 16; step checkpoints every 6 steps (at averagings), the newest 3 kept: 6
 // (mid-epoch 1), 12 (mid-epoch 2) and 16. A copy of the run directory without the newer ones
 // resumes from each of 6 and 12.
+// With accumulation 2 and windows of 3 updates, the averagings fall at global steps 6, 8, 12 and
+// 16 and the same checkpoints are kept.
 TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
-  TempDir d;
-  const std::string args = kDummy +
-                           "data.n_epochs=2 'train.local_sgd={steps: 3}' "
-                           "'train.checkpoint_every=6 steps'";
-  const auto straight = run_crest_mpi(2, args + run_outputs(d, "straight"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
-  ASSERT_EQ(kept.size(), 3u) << straight.out;
-  EXPECT_NE(kept[0].find("000000000006"), std::string::npos) << kept[0];
-  for (const size_t from : {size_t{1}, size_t{0}}) {
-    SCOPED_TRACE("resumed from " + kept[from]);
-    const std::string run =
-        run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
-    const auto resumed =
-        run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
-    ASSERT_EQ(resumed.code, 0) << resumed.out;
-    expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
+  for (const std::string& window :
+       {std::string("'train.local_sgd={steps: 3}'"),
+        std::string("'train.local_sgd={steps: 3}' train.gradient_accumulation_frequency=2")}) {
+    SCOPED_TRACE(window);
+    TempDir d;
+    const std::string args =
+        kDummy + "data.n_epochs=2 " + window + " 'train.checkpoint_every=6 steps'";
+    const auto straight = run_crest_mpi(2, args + run_outputs(d, "straight"));
+    ASSERT_EQ(straight.code, 0) << straight.out;
+    const auto kept = list_checkpoints(d.file("straight/checkpoints"));
+    ASSERT_EQ(kept.size(), 3u) << straight.out;
+    EXPECT_NE(kept[0].find("000000000006"), std::string::npos) << kept[0];
+    for (const size_t from : {size_t{1}, size_t{0}}) {
+      SCOPED_TRACE("resumed from " + kept[from]);
+      const std::string run =
+          run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
+      const auto resumed =
+          run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
+      ASSERT_EQ(resumed.code, 0) << resumed.out;
+      expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
+    }
   }
 }
 
@@ -166,9 +188,10 @@ TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {"'train.local_sgd={steps: 4, every: 2}'", "local_sgd accepts: steps, start_epoch"},
        {"train.local_sgd=4", "expected {steps: H, start_epoch: E}"},
        {"'train.local_sgd={steps: 4}' train.gradient_lag=1", "gradient_lag 1"},
-       {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2",
-        "gradient_accumulation_frequency 2"},
        {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'", "a multiple of 4 steps"},
+       {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2 "
+        "'train.checkpoint_every=4 steps'",
+        "a multiple of 8 steps"},
        {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
        {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}});
 }

@@ -232,15 +232,13 @@ void check_local_sgd(const SectionReader& r, const S& t) {
   if (t.gradient_lag > 0)
     r.fail("local_sgd",
            with + "gradient_lag 1 is not supported (each hides communication its own way)");
-  if (t.gradient_accumulation_frequency > 1)
-    r.fail("local_sgd", with + "gradient_accumulation_frequency " +
-                            std::to_string(t.gradient_accumulation_frequency) +
-                            " is not supported yet");
-  if (t.checkpoint_every_steps && t.checkpoint_every % h != 0)
+  // A local step is an optimizer step: k micro-batches with accumulation, which steps count.
+  const int64_t window = h * t.gradient_accumulation_frequency;
+  if (t.checkpoint_every_steps && t.checkpoint_every % window != 0)
     r.fail("local_sgd", with + "checkpoint_every \"" + std::to_string(t.checkpoint_every) +
                             " steps\": step checkpoints must fall where the models are averaged "
                             "(a multiple of " +
-                            std::to_string(h) + " steps)");
+                            std::to_string(window) + " steps)");
 }
 
 // A run has one quality target. A checkpoint between two micro-batches of one optimizer step would
