@@ -81,9 +81,8 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
                                         Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history) {
   WholeParts wholes;  // a spatially split dense head's tensors, read whole by rank 0
-  TrainingPosition pos =
-      read_on_rank0(run_dir, config, comm, shards, scaler != nullptr, steps_per_epoch, ex.params(),
-                    &optimizer, &wholes, history);
+  TrainingPosition pos = read_on_rank0(run_dir, config, comm, shards, scaler != nullptr,
+                                       steps_per_epoch, ex.params(), &optimizer, &wholes, history);
   if (ex.params().divided()) scatter_parts(ex.params(), &optimizer, wholes);
   sync.broadcast_parameters(ex.params());
   for (auto& [name, buffer] : optimizer.state())

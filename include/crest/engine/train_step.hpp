@@ -33,10 +33,11 @@
 // Local SGD (set_local_steps(H > 1), train.local_sgd; Lin et al., ICLR 2020): a step exchanges
 // nothing; each rank updates with its own gradients (skipping the update where they or its loss
 // are not finite), and the step that ends a window of H updates (H x k micro-batches with
-// accumulation; global steps count the micro-batches) ends with the mean of every rank's weights, its non-trained state (batch norm's running statistics) and its
-// optimizer state, after which every rank holds the same model again. The window's flags (stop,
-// non-finite values, rank failure) travel with that averaging: the result of the window's last
-// step is the one that is `decided`. One rank: every step is a synchronous one.
+// accumulation; global steps count the micro-batches) ends with the mean of every rank's weights,
+// its non-trained state (batch norm's running statistics) and its optimizer state, after which
+// every rank holds the same model again. The window's flags (stop, non-finite values, rank failure)
+// travel with that averaging: the result of the window's last step is the one that is `decided`.
+// One rank: every step is a synchronous one.
 #pragma once
 #include <string>
 
