@@ -223,6 +223,7 @@ void GradientSync::start_bucket(size_t b) {
   // multiply (S is a power of two unless configured otherwise: dividing by it is exact, so the
   // result has the bits of an unscaled run's). fp16 keeps S until after widening.
   const bool fp16 = compress_ == GradientCompression::fp16;
+  started_loss_scale_ = loss_scale_;    // fp16 unscales in finish(), maybe after the next step's S
   if (params_.dtype() == DType::f64) {  // never compressed (the constructor refuses it)
     double scale = 1.0 / comm_.size();
     if (loss_scale_ > 0) scale /= loss_scale_;
@@ -317,8 +318,8 @@ void GradientSync::finish() {
         params_.ops().widen(in, compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16,
                             grads, bk.bytes() / sizeof(float));
         // fp16 summed the loss-scaled gradients: unscale now (bf16 did it when narrowing).
-        if (compress_ == GradientCompression::fp16 && loss_scale_ > 0)
-          params_.ops().scale(1.0 / loss_scale_, grads, grads, bk.bytes() / sizeof(float));
+        if (compress_ == GradientCompression::fp16 && started_loss_scale_ > 0)
+          params_.ops().scale(1.0 / started_loss_scale_, grads, grads, bk.bytes() / sizeof(float));
       }
     }
   }

@@ -29,8 +29,6 @@ TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, Los
       scaler_(scaler),
       accumulation_(optimizer.accumulation()) {
   if (const Buffer* lagged = optimizer_.lagged_gradient()) {
-    if (scaler_)
-      throw_usage("train.gradient_lag: 1 with dynamic loss scaling is not supported yet");
     const ParamStore& params = ex_.params();
     lag_spare_ = Buffer(lagged->bytes(), 256, params.memory());
     params.ops().fill(lag_spare_.data(), lag_spare_.bytes() / dtype_size(params.dtype()), 0.0);
@@ -105,6 +103,9 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     return r;
   }
   if (optimizer_.lagged_gradient()) {
+    // The lagged gradient goes aside unscaled (by its own step's S: one rank here, the allreduce
+    // elsewhere), so the update a step later needs no scale, whatever the scaler did meanwhile.
+    unscale_where_nothing_else_does();
     apply_lagged(r, lr, !first_window);
     return r;
   }

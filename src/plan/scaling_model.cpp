@@ -425,8 +425,8 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
   const auto divides = [&](int replicas) { return o.global_batch % replicas == 0; };
   if (divides(ranks)) {
     c.push_back({.ranks = ranks});
-    if (ranks > 1 && !o.dynamic_loss_scaling) c.push_back({.ranks = ranks, .gradient_lag = true});
-    if (ranks > 1 && local_sgd_steps > 1)
+    if (ranks > 1) c.push_back({.ranks = ranks, .gradient_lag = true});
+    if (ranks > 1 && local_sgd_steps > 1 && !o.dynamic_loss_scaling)
       c.push_back({.ranks = ranks, .local_sgd_steps = local_sgd_steps});
   }
   for (int s = 2; s <= ranks && s <= 64; ++s) {
@@ -434,7 +434,7 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
     for (auto& parts : factorizations(s, model.sample))
       c.push_back({.ranks = ranks, .spatial = parts});
   }
-  for (int k = 2; k <= ranks && k <= 16; k *= 2) {
+  for (int k = 2; k <= ranks && k <= 16 && !o.dynamic_loss_scaling; k *= 2) {
     if (ranks % k != 0 || !divides(ranks / k)) continue;
     if (static_cast<size_t>(k) > model.layers.size() / 2) break;
     const int64_t batch = o.global_batch / (ranks / k);

@@ -2,8 +2,10 @@
 // lag 1, two ranks (data-parallel, accumulating micro-batches, or one sample split between them)
 // take the steps of one process with the same global batch, whose lagged updates differ from
 // synchronous ones; a run resumed mid-epoch or at an epoch's end (with an accumulation window
-// open too), from the checkpoint's lagged gradient, is bit-identical to a straight one; and what
-// the lag cannot combine with yet is refused naming the keys.
+// open too), from the checkpoint's lagged gradient, is bit-identical to a straight one; under
+// dynamic loss scaling the lagged run is the unscaled one bit for bit, an overflow skips the next
+// update on every rank, and a resume is exact; and what the lag cannot combine with yet is refused
+// naming the keys.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -121,11 +123,72 @@ TEST(GradientLagMpi, AResumeWithAnOpenAccumulationWindowIsBitIdentical) {
       2, kSmall + "data.batch_size=1 train.gradient_accumulation_frequency=4 train.gradient_lag=1");
 }
 
+// Dynamic loss scaling with the scale doubling every step: the lagged gradient goes aside
+// unscaled by its own step's scale (a power of two: exact), so the run ends where the unscaled
+// lagged run does, bit for bit, on one rank (a pass of its own) and on two (the allreduce's).
+TEST(GradientLagMpi, UnderLossScalingTheLaggedRunIsTheUnscaledOneBitForBit) {
+  TempDir d;
+  const std::string lag = kSmall + "data.n_epochs=1 data.batch_size=1 train.gradient_lag=1 ";
+  for (const int ranks : {1, 2}) {
+    SCOPED_TRACE(std::to_string(ranks) + " ranks");
+    const std::string n = std::to_string(ranks);
+    const auto plain = run_crest_mpi(ranks, lag + run_outputs(d, "plain" + n));
+    ASSERT_EQ(plain.code, 0) << plain.out;
+    const auto scaled =
+        run_crest_mpi(ranks, lag + "train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
+                                 run_outputs(d, "scaled" + n));
+    ASSERT_EQ(scaled.code, 0) << scaled.out;
+    // From 2^16, doubling after every update: 2^21 after 6 steps on 2 ranks, the cap 2^24 after
+    // 12 on one.
+    EXPECT_NE(scaled.out.find(ranks == 1 ? "loss_scale 16777216" : "loss_scale 2097152"),
+              std::string::npos)
+        << "the scale grew every step:\n"
+        << scaled.out;
+    expect_same_tensors(d.file("plain" + n + ".safetensors"),
+                        d.file("scaled" + n + ".safetensors"));
+  }
+}
+
+// An infinity in step 3's gradients on one of two ranks: step 4 would apply them, so step 4 skips
+// its update and halves the scale on both ranks — as an infinity on both does — and the run
+// differs from one without it.
+TEST(GradientLagMpi, UnderLossScalingAnOverflowSkipsTheUpdateThatWouldApplyIt) {
+  TempDir d;
+  const std::string args = kSmall +
+                           "data.n_epochs=2 data.batch_size=1 train.gradient_lag=1 "
+                           "train.loss_scaling=dynamic";
+  auto two_ranks = [&](const std::string& env, const std::string& name) {
+    return test::run_mpirun(
+        "-np 2 " + env + " " + std::string(CREST_BINARY) + " " + args + run_outputs(d, name), 300);
+  };
+  const auto one = two_ranks("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3@1", "one");
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_NE(one.out.find("global step 4: gradient overflow at loss scale 65536; update skipped, "
+                         "loss scale now 32768"),
+            std::string::npos)
+      << one.out;
+  const auto both = two_ranks("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3", "both");
+  ASSERT_EQ(both.code, 0) << both.out;
+  const auto none = two_ranks("", "none");
+  ASSERT_EQ(none.code, 0) << none.out;
+  expect_same_tensors(d.file("one.safetensors"), d.file("both.safetensors"));
+  EXPECT_GT(worst_relative_difference(d.file("one.safetensors"), d.file("none.safetensors")), 0)
+      << "the skip changed nothing";
+}
+
+// The checkpoint holds the unscaled lagged gradient and the scaler's state.
+TEST(GradientLagMpi, UnderLossScalingAResumeIsBitIdentical) {
+  test::expect_resume_after_an_epoch_is_exact(
+      2, kSmall +
+             "data.batch_size=1 train.gradient_lag=1 train.loss_scaling=dynamic "
+             "train.loss_scale_growth_interval=2");
+}
+
 TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
-  test::expect_refused(
-      kSmall, "train.gradient_lag",
-      {{"train.gradient_lag=2", "train.gradient_lag"},
-       {"train.gradient_lag=1 train.loss_scaling=dynamic", "dynamic loss scaling"}});
+  test::expect_refused(kSmall, "gradient_lag",
+                       {{"train.gradient_lag=2", "train.gradient_lag"},
+                        {"train.gradient_lag=1 'train.local_sgd={steps: 2}'",
+                         "local_sgd.steps 2 with gradient_lag 1"}});
 }
 
 }  // namespace

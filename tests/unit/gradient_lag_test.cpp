@@ -4,8 +4,8 @@
 // SGD (w -= lr g): with the lag every update applies exactly the previous step's (or accumulation
 // window's) averaged gradient (the first applies nothing), without it the step's own; both on one
 // process and through a (fake) 2-rank exchange whose other rank contributes nothing, so the
-// average is half this rank's gradient. settle() leaves the lagged gradient, as checkpoints hold
-// it, averaged.
+// average is half this rank's gradient; under dynamic loss scaling (the scale growing every update)
+// too. settle() leaves the lagged gradient, as checkpoints hold it, averaged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -76,7 +76,8 @@ struct Training {
   std::unique_ptr<GradientSync> sync;
   std::unique_ptr<TrainStep> step;
 
-  Training(bool lag, bool exchange, int accumulation = 1) {
+  // `scaler`: dynamic loss scaling (null: none).
+  Training(bool lag, bool exchange, int accumulation = 1, LossScaler* scaler = nullptr) {
     CompileOptions c;
     c.batch = kBatch;
     c.seed = 5;
@@ -88,7 +89,7 @@ struct Training {
       sync = std::make_unique<GradientSync>(*comm, ex->params(), ex->gradient_ready_order(), 1e-4,
                                             1e-4);
     }
-    step = std::make_unique<TrainStep>(*ex, *opt, sync.get());
+    step = std::make_unique<TrainStep>(*ex, *opt, sync.get(), scaler);
   }
 
   // Slot 0 is fc's weight, slot 1 its bias (the layer's order).
@@ -122,7 +123,40 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
 }
 
 // Windows of k micro-batches (k = 1: every step updates): each micro-batch's gradient counts 1/k,
-// and an update applies a whole window's average.
+// and an update applies a whole window's average (a lagged one: the previous window's).
+void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr) {
+  Training t(lag, exchange, k, scaler);
+  const double share = (exchange ? 0.5 : 1.0) / k;
+  std::vector<double> window, previous;  // this window's averaged gradient, the last one's
+  int64_t updates = 0;
+  for (uint64_t m = 0; m < 8; ++m) {
+    const Batch b = t.feed(m);
+    const Point before = t.weights();
+    const StepResult r = t.step->run(kLr);
+    const std::vector<double> g = gradient(before, b);
+    window.resize(g.size(), 0.0);
+    for (size_t i = 0; i < g.size(); ++i) window[i] += share * g[i];
+    const bool ends = (m + 1) % k == 0;
+    const bool first = m + 1 == static_cast<uint64_t>(k);
+    const std::vector<double>* applied = !ends ? nullptr
+                                         : lag ? (first ? nullptr : &previous)
+                                               : &window;
+    EXPECT_EQ(r.updated, applied != nullptr) << "micro-batch " << m;
+    std::vector<double> want = before.w;
+    if (applied)
+      for (size_t i = 0; i < want.size(); ++i) want[i] -= kLr * (*applied)[i];
+    expect_near(t.weights().w, want, "weights after micro-batch " + std::to_string(m));
+    updates += applied ? 1 : 0;
+    if (ends) previous = std::exchange(window, {});
+  }
+  EXPECT_EQ(t.opt->steps_taken(), updates);
+  if (!lag) return;
+  // What a checkpoint taken now holds: the last window's averaged gradient, not yet applied.
+  t.step->settle();
+  ASSERT_NE(t.opt->lagged_gradient(), nullptr);
+  expect_near(t.read(t.opt->lagged_gradient()->data()).w, previous, "the lagged gradient");
+}
+
 TEST(GradientLag, EachUpdateAppliesThePreviousWindowsAveragedGradient) {
   for (const int k : {1, 2})
     for (const bool lag : {false, true})
@@ -130,37 +164,24 @@ TEST(GradientLag, EachUpdateAppliesThePreviousWindowsAveragedGradient) {
         SCOPED_TRACE(std::string(lag ? "lag 1" : "lag 0") +
                      (exchange ? ", 2 ranks (the other adds nothing)" : ", one process") +
                      ", windows of " + std::to_string(k));
-        Training t(lag, exchange, k);
-        const double share = (exchange ? 0.5 : 1.0) / k;
-        std::vector<double> window, previous;  // this window's averaged gradient, the last one's
-        int64_t updates = 0;
-        for (uint64_t m = 0; m < 8; ++m) {
-          const Batch b = t.feed(m);
-          const Point before = t.weights();
-          const StepResult r = t.step->run(kLr);
-          const std::vector<double> g = gradient(before, b);
-          window.resize(g.size(), 0.0);
-          for (size_t i = 0; i < g.size(); ++i) window[i] += share * g[i];
-          const bool ends = (m + 1) % k == 0;
-          const bool first = m + 1 == static_cast<uint64_t>(k);
-          const std::vector<double>* applied = !ends ? nullptr
-                                               : lag ? (first ? nullptr : &previous)
-                                                     : &window;
-          EXPECT_EQ(r.updated, applied != nullptr) << "micro-batch " << m;
-          std::vector<double> want = before.w;
-          if (applied)
-            for (size_t i = 0; i < want.size(); ++i) want[i] -= kLr * (*applied)[i];
-          expect_near(t.weights().w, want, "weights after micro-batch " + std::to_string(m));
-          updates += applied ? 1 : 0;
-          if (ends) previous = std::exchange(window, {});
-        }
-        EXPECT_EQ(t.opt->steps_taken(), updates);
-        if (!lag) continue;
-        // What a checkpoint taken now holds: the last window's averaged gradient, not yet applied.
-        t.step->settle();
-        ASSERT_NE(t.opt->lagged_gradient(), nullptr);
-        expect_near(t.read(t.opt->lagged_gradient()->data()).w, previous, "the lagged gradient");
+        expect_updates(lag, exchange, k);
       }
+}
+
+// Dynamic loss scaling, the scale doubling after every update: each lagged gradient goes aside
+// unscaled by the scale its own step ran with, so every update is still the unscaled one.
+TEST(GradientLag, UnderLossScalingEachUpdateStillAppliesThePreviousWindowsGradient) {
+  for (const int k : {1, 2})
+    for (const bool exchange : {false, true}) {
+      SCOPED_TRACE(std::string(exchange ? "2 ranks" : "one process") + ", windows of " +
+                   std::to_string(k));
+      LossScalerOptions grows;
+      grows.initial_scale = 1024;
+      grows.growth_interval = 1;
+      LossScaler scaler(grows);
+      expect_updates(true, exchange, k, &scaler);
+      EXPECT_GT(scaler.scale(), 1024) << "the scale did not change: the test shows nothing";
+    }
 }
 
 TEST(GradientLag, IsStateTheCheckpointHolds) {
@@ -171,17 +192,6 @@ TEST(GradientLag, IsStateTheCheckpointHolds) {
   Training plain(/*lag=*/false, /*exchange=*/false);
   EXPECT_EQ(plain.opt->lagged_gradient(), nullptr);
   EXPECT_EQ(plain.opt->state().size(), 1u);
-}
-
-TEST(GradientLag, WithLossScalingIsRefused) {
-  Training t(/*lag=*/true, /*exchange=*/false);
-  LossScaler scaler(LossScalerOptions{});
-  try {
-    TrainStep step(*t.ex, *t.opt, nullptr, &scaler);
-    FAIL() << "expected a refusal";
-  } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("train.gradient_lag"), std::string::npos) << e.what();
-  }
 }
 
 }  // namespace

@@ -220,8 +220,10 @@ TEST(Plan, CandidatesHoldTheGlobalBatch) {
   // (6 ways over 3 axes); two layers are too few for pipeline stages.
   EXPECT_EQ(candidate_decompositions(f, 4, batch(4)).size(), 12u);
   PlanOptions scaled = batch(4);
-  scaled.dynamic_loss_scaling = true;  // the lag is refused with it
-  EXPECT_EQ(candidate_decompositions(f, 4, scaled).size(), 11u);
+  scaled.dynamic_loss_scaling = true;  // local SGD is refused with it (and pipelines)
+  const std::vector<Decomposition> with_scaling = candidate_decompositions(f, 4, scaled);
+  EXPECT_EQ(with_scaling.size(), 11u);
+  for (const Decomposition& d : with_scaling) EXPECT_EQ(d.local_sgd_steps, 1) << d.name();
   // A global batch of 2 cannot be shared by 4 replicas: only the splits that leave 2 or 1.
   for (const Decomposition& d : candidate_decompositions(f, 4, batch(2)))
     EXPECT_GT(d.spatial_ranks(), 1) << d.name();

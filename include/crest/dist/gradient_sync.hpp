@@ -153,6 +153,9 @@ class GradientSync {
   std::vector<PendingCollective::Timing> last_timing_;
   GradientCompression compress_;
   double loss_scale_ = 0;  // 0: loss scaling off
+  // The scale the buckets in flight were started with: under the gradient lag the next step sets
+  // its own (set_loss_scale) before the lagged buckets finish.
+  double started_loss_scale_ = 0;
   // 16-bit copy of the gradient buffer, in the parameters' memory (index = byte offset / 4).
   Buffer narrow_;
   uint16_t* narrow_codes() const { return static_cast<uint16_t*>(narrow_.data()); }

@@ -133,14 +133,8 @@ void default_loss_scaling(const SectionReader& train_reader, Config& c) {
   }
 }
 
-// A lagged update would carry a gradient scaled by the loss scale of the step before, which the
-// scaler may have changed since (docs/distributed.md "Gradient lag").
-void check_gradient_lag(const SectionReader& train_reader, const Config& c) {
-  if (c.train.gradient_lag > 0 && c.train.loss_scaling == LossScaling::dynamic)
-    train_reader.fail("gradient_lag",
-                      "1 with dynamic loss scaling (train.loss_scaling: dynamic, the default of "
-                      "crest.precision: fp16) is not supported yet; use crest.precision: bf16 or "
-                      "fp32");
+// Local SGD against the resolved loss scaling.
+void check_local_sgd_scaling(const SectionReader& train_reader, const Config& c) {
   // Each rank's own overflows would move each rank's loss scale its own way.
   if (c.train.local_sgd_steps > 1 && c.train.loss_scaling == LossScaling::dynamic)
     train_reader.fail("local_sgd",
