@@ -3,6 +3,7 @@
 #include <map>
 
 #include "crest/core/error.hpp"
+#include "crest/engine/weights.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 
 namespace crest {
@@ -19,8 +20,6 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
     throw_usage(with + "synchronised batch norm (batchnorm_group_size " +
                 std::to_string(o.batchnorm_group_size) + ") is not supported yet");
   if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
-  if (!o.init_weights.empty())
-    throw_usage(with + "initial weights from a file (" + o.init_weights + ") is not supported yet");
 }
 
 SessionOptions plan_only(SessionOptions so) {
@@ -103,6 +102,12 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
   if (rank == 0) {
     whole_optimizer_ = make_optimizer(o.optimizer);
     whole_optimizer_->attach(whole_.executor().params(), whole_.executor().vec());
+  }
+  // Every rank reads the file into its copy of the whole model and takes its stage's part: the
+  // same file everywhere, so no message, and the same errors on every rank.
+  if (!o.init_weights.empty()) {
+    load_weights(whole_.executor().params(), o.init_weights, o.external_names);
+    take_whole_values();
   }
 }
 

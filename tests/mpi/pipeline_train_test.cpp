@@ -115,6 +115,25 @@ TEST(PipelineTrain, ThreeStagesWhoseMiddleReadsNothing) {
               1e-10 * val_losses(d.file("one"))[0]);
 }
 
+// --init-weights: a whole model's weights file (one process's run), which each stage takes its
+// part of; the pipeline then trains as one process starting from the same file.
+TEST(PipelineTrain, StartsFromAWholeModelsWeightsFile) {
+  TempDir d;
+  const std::string f64 = kSmall + "crest.backend=reference crest.precision=float64 ";
+  const auto first = run_crest(f64 + "data.batch_size=4" + run_outputs(d, "first"));
+  ASSERT_EQ(first.code, 0) << first.out;
+  const std::string init = " --init-weights " + d.file("first.safetensors");
+  const auto one = run_crest(f64 + kOneProcess + init + run_outputs(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto two = run_crest_mpi(2, f64 + kPipeline + "}'" + init + run_outputs(d, "two"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  const auto fresh = run_crest_mpi(2, f64 + kPipeline + "}'" + run_outputs(d, "fresh"));
+  ASSERT_EQ(fresh.code, 0) << fresh.out;
+  EXPECT_LE(worst_relative_difference(d.file("one.safetensors"), d.file("two.safetensors")), 1e-10);
+  EXPECT_GT(worst_relative_difference(d.file("fresh.safetensors"), d.file("two.safetensors")), 1e-3)
+      << "the weights file changed nothing";
+}
+
 // The whole model in every checkpoint: the first epoch cut after the convolutions under GPipe,
 // the second resumed from its checkpoint under the FLOP-balanced cut and 1F1B, ends where a
 // straight run under the latter does.

@@ -60,7 +60,8 @@ class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
   // with (a device backend, gradient lag or accumulation, loss scaling, synchronised batch norm,
-  // a spatial split, initial weights from a file) is refused naming `p.stages_key`.
+  // a spatial split) is refused naming `p.stages_key`. Initial weights (`o.init_weights`) are a
+  // whole model's file, as one process reads it.
   PipelineTrainingSession(const Graph& graph, const TrainingSessionOptions& o,
                           const PipelineOptions& p, Communicator& world);
   PipelineTrainingSession(const PipelineTrainingSession&) = delete;
@@ -95,6 +96,9 @@ class PipelineTrainingSession {
   void scatter_whole(Communicator& world);
 
  private:
+  // This rank's stage takes its parameters' values from its copy of the whole model.
+  void take_whole_values();
+
   Session whole_;
   PipelineRanks ranks_;
   std::vector<PipelineStageGraph> graphs_;
