@@ -2,10 +2,9 @@
 // the run takes the steps of one process (two ranks) accumulating the same micro-batches — dropout
 // on, both schedules, with and without recomputation, 1e-10 in float64 (reference backend) and 1e-5
 // in float32 (oneDNN) — and validates as that process does, from a whole model's weights file
-// too; its checkpoints hold the whole model,
-// so a run resumed mid-epoch continues bit for bit, and one resumed at an epoch's end under another
-// cut and schedule continues within 1e-10 (float64); what a pipeline does not combine with yet is
-// refused naming the keys.
+// too; its checkpoints hold the whole model, so a run resumed mid-epoch continues bit for bit, and
+// one resumed at an epoch's end under another cut and schedule continues within 1e-10 (float64);
+// what a pipeline does not combine with yet is refused naming the keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
