@@ -25,7 +25,6 @@ using test::expect_same_tensors;
 using test::run_crest;
 using test::run_crest_mpi;
 using test::run_outputs;
-using test::run_stopped_at;
 using test::TempDir;
 using test::worst_relative_difference;
 
@@ -104,16 +103,7 @@ TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
-  for (const size_t from : {size_t{1}, size_t{0}}) {
-    SCOPED_TRACE("resumed from " + kept[from]);
-    const std::string run =
-        run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
-    const auto resumed =
-        run_on_a_slow_link("train --resume " + run + " --save-weights " + run + ".safetensors");
-    ASSERT_EQ(resumed.code, 0) << resumed.out;
-    EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
-    expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
-  }
+  test::expect_resumes_end_as_straight(d, kept, {1, 0}, run_on_a_slow_link);
 }
 
 // With accumulation the lag is a window's. 6 micro-batches per rank and epoch, windows of 4:

@@ -26,7 +26,6 @@ using test::expect_same_tensors;
 using test::run_crest;
 using test::run_crest_mpi;
 using test::run_outputs;
-using test::run_stopped_at;
 using test::TempDir;
 using test::worst_relative_difference;
 
@@ -147,15 +146,8 @@ TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
     const auto kept = list_checkpoints(d.file("straight/checkpoints"));
     ASSERT_EQ(kept.size(), 3u) << straight.out;
     EXPECT_NE(kept[0].find("000000000006"), std::string::npos) << kept[0];
-    for (const size_t from : {size_t{1}, size_t{0}}) {
-      SCOPED_TRACE("resumed from " + kept[from]);
-      const std::string run =
-          run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
-      const auto resumed =
-          run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
-      ASSERT_EQ(resumed.code, 0) << resumed.out;
-      expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
-    }
+    test::expect_resumes_end_as_straight(
+        d, kept, {1, 0}, [](const std::string& resume) { return run_crest_mpi(2, resume); });
   }
 }
 

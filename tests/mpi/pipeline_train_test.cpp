@@ -20,11 +20,9 @@
 namespace crest {
 namespace {
 
-using test::expect_same_tensors;
 using test::run_crest;
 using test::run_crest_mpi;
 using test::run_outputs;
-using test::run_stopped_at;
 using test::TempDir;
 using test::worst_relative_difference;
 
@@ -43,6 +41,16 @@ std::vector<double> val_losses(const std::string& run) {
   for (const EpochStats& e : read_checkpoint_info(kept.back()).history)
     losses.push_back(e.val_loss);
   return losses;
+}
+
+// Run d/PIPELINE (its directory and weights) ended within 1e-10 of run d/REFERENCE (float64): the
+// weights and the first epoch's validation loss.
+void expect_same_run(const TempDir& d, const std::string& reference, const std::string& pipeline) {
+  EXPECT_LE(worst_relative_difference(d.file(reference + ".safetensors"),
+                                      d.file(pipeline + ".safetensors")),
+            1e-10);
+  const double want = val_losses(d.file(reference))[0];
+  EXPECT_NEAR(val_losses(d.file(pipeline))[0], want, 1e-10 * want);
 }
 
 TEST(PipelineTrain, TakesTheStepsOfOneProcessAccumulatingTheMicroBatches) {
@@ -88,10 +96,7 @@ TEST(PipelineTrain, TwoReplicasTakeTheStepsOfTwoRanksAccumulating) {
   ASSERT_EQ(four.code, 0) << four.out;
   EXPECT_NE(four.out.find("dist.pipeline: 2 stages x 2 data-parallel"), std::string::npos)
       << four.out;
-  EXPECT_LE(worst_relative_difference(d.file("two.safetensors"), d.file("four.safetensors")),
-            1e-10);
-  EXPECT_NEAR(val_losses(d.file("four"))[0], val_losses(d.file("two"))[0],
-              1e-10 * val_losses(d.file("two"))[0]);
+  expect_same_run(d, "two", "four");
 }
 
 // 3 stages: the middle one reads no data (its loaders are not even opened) and still runs every
@@ -109,10 +114,7 @@ TEST(PipelineTrain, ThreeStagesWhoseMiddleReadsNothing) {
   EXPECT_NE(three.out.find("stage 1 (ranks 1, 4, ...): conv2 .. flatten, reads no data"),
             std::string::npos)
       << three.out;
-  EXPECT_LE(worst_relative_difference(d.file("one.safetensors"), d.file("three.safetensors")),
-            1e-10);
-  EXPECT_NEAR(val_losses(d.file("three"))[0], val_losses(d.file("one"))[0],
-              1e-10 * val_losses(d.file("one"))[0]);
+  expect_same_run(d, "one", "three");
 }
 
 // --init-weights: a whole model's weights file (one process's run), which each stage takes its
@@ -172,16 +174,8 @@ TEST(PipelineTrain, AResumeMidEpochIsBitIdentical) {
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
-  for (const size_t from : {size_t{0}, size_t{1}}) {
-    SCOPED_TRACE("resumed from " + kept[from]);
-    const std::string run =
-        run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
-    const auto resumed =
-        run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
-    ASSERT_EQ(resumed.code, 0) << resumed.out;
-    EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
-    expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
-  }
+  test::expect_resumes_end_as_straight(
+      d, kept, {0, 1}, [](const std::string& resume) { return run_crest_mpi(2, resume); });
 }
 
 TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {

@@ -4,6 +4,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,24 @@ inline void expect_refused(const std::string& args, const std::string& key,
     EXPECT_EQ(run.code, 2) << run.out;
     EXPECT_NE(run.out.find(key), std::string::npos) << run.out;
     EXPECT_NE(run.out.find(r.says), std::string::npos) << run.out;
+  }
+}
+
+// A straight run's directory d/straight (its weights d/straight.safetensors) copied as if it had
+// stopped at each checkpoint `kept[from]` and resumed by `resume` (which runs the `train --resume`
+// command line it is given): each must end bit for bit where the straight run did.
+inline void expect_resumes_end_as_straight(
+    const TempDir& d, const std::vector<std::string>& kept, const std::vector<size_t>& froms,
+    const std::function<CliRun(const std::string&)>& resume) {
+  for (const size_t from : froms) {
+    SCOPED_TRACE("resumed from " + kept[from]);
+    const std::string run =
+        run_stopped_at(d, d.file("straight"), kept, from, "resumed" + std::to_string(from));
+    const CliRun resumed =
+        resume("train --resume " + run + " --save-weights " + run + ".safetensors");
+    ASSERT_EQ(resumed.code, 0) << resumed.out;
+    EXPECT_NE(resumed.out.find("resuming"), std::string::npos) << resumed.out;
+    expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
   }
 }
 
