@@ -47,12 +47,20 @@ PipelineBatches::PipelineBatches(PipelineTrainingSession& pipeline, const BuiltM
   }
 }
 
+PipelineBatches::~PipelineBatches() = default;
+
+// Made once per activation set (the stage's executors), so a step allocates nothing here.
+BatchFeed& PipelineBatches::feed_of(Executor& ex) {
+  std::unique_ptr<BatchFeed>& f = feeds_[&ex];
+  if (!f) f = std::make_unique<BatchFeed>(ex, model_, pipeline_.stage_graph().data_inputs, -1);
+  return *f;
+}
+
 StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop_here,
                                   bool failed_here) {
-  const std::vector<std::string>& inputs = pipeline_.stage_graph().data_inputs;
+  const bool feeds = !pipeline_.stage_graph().data_inputs.empty();
   auto feed = [&](int m, Executor& ex) {
-    if (batch && !inputs.empty())
-      BatchFeed(ex, model_, inputs, -1).feed_part(*batch, m * micro_batch_, micro_batch_);
+    if (batch && feeds) feed_of(ex).feed_part(*batch, m * micro_batch_, micro_batch_);
   };
   const PipelineStepResult p = pipeline_.step().run(lr, feed, stop_here, failed_here);
   StepResult r;
@@ -69,11 +77,10 @@ StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop
 
 void PipelineBatches::evaluate(const std::vector<Pass>& passes, const LoadedBatch& b,
                                PassSums& sums) {
-  const std::vector<std::string>& inputs = pipeline_.stage_graph().data_inputs;
   for (const Pass& pass : passes) {
     auto feed = [&](int m, Executor& ex) {
       const Pass::MicroBatch& mb = pass.micro_batches[static_cast<size_t>(m)];
-      BatchFeed f(ex, model_, inputs, -1);
+      BatchFeed& f = feed_of(ex);
       if (mb.count == 1 && micro_batch_ > 1)
         f.feed_copies_of(b, mb.first);
       else

@@ -3,6 +3,8 @@
 // stage, the targets on the last), the training step in the trainer's terms (StepResult), and
 // the validation pass.
 #pragma once
+#include <map>
+#include <memory>
 #include <optional>
 
 #include "crest/data/loader.hpp"
@@ -14,6 +16,7 @@
 
 namespace crest {
 
+class BatchFeed;
 class PassSums;
 
 class PipelineBatches {
@@ -21,6 +24,9 @@ class PipelineBatches {
   // `batch`: each rank's batch (data.batch_size), cut into the session's micro-batches.
   PipelineBatches(PipelineTrainingSession& pipeline, const BuiltModel& model, int64_t batch,
                   int micro_batches);
+  ~PipelineBatches();
+  PipelineBatches(const PipelineBatches&) = delete;
+  PipelineBatches& operator=(const PipelineBatches&) = delete;
 
   // One training step on `batch` (null: this rank could not read it; the stage runs on the inputs
   // it holds, so the pipeline's messages still match, and `failed_here` skips the update
@@ -41,12 +47,16 @@ class PipelineBatches {
   // `passes` evaluations on the inputs the stage holds, scoring nothing: a rank that could not
   // read its batch keeps its pipeline's messages matched.
   void run_unscored(size_t passes);
+  // The feed into `ex`, one of the stage's activation sets.
+  BatchFeed& feed_of(Executor& ex);
 
   PipelineTrainingSession& pipeline_;
   const BuiltModel& model_;
   int64_t micro_batch_ = 1;
   int micro_batches_ = 1;
-  ValueId prediction_ = -1;  // the model's prediction in the last stage's graph; -1 elsewhere
+  ValueId prediction_ = -1;
+  std::map<const Executor*, std::unique_ptr<BatchFeed>>
+      feeds_;  // the model's prediction in the last stage's graph; -1 elsewhere
 };
 
 }  // namespace crest
