@@ -1,20 +1,18 @@
 # The CUDA backend's toolchain (src/backends/cuda, docs/cuda.md): nvcc, the CUDA runtime, cuBLAS
-# and cuDNN 9. CREST_WITH_CUDA: AUTO (the default) builds the backend when all of them are found
-# and says what is missing when not; ON makes a missing piece a configure error; OFF skips it.
+# and cuDNN 9. CREST_WITH_CUDA (cmake/features.cmake): AUTO (the default) builds the backend when
+# all of them are found and says what is missing when not; ON makes a missing piece a configure
+# error; OFF skips it.
 # Without CUDA (a fresh Debian machine) crest builds and tests exactly as before. The toolkit is
 # looked for in /usr/local/cuda unless CUDAToolkit_ROOT or CMAKE_CUDA_COMPILER points elsewhere.
-set(CREST_WITH_CUDA AUTO CACHE STRING "Build the CUDA backend (src/backends/cuda): AUTO, ON or OFF")
-set_property(CACHE CREST_WITH_CUDA PROPERTY STRINGS AUTO ON OFF)
+crest_feature(CREST_WITH_CUDA "Build the CUDA backend (src/backends/cuda)")
 set(CREST_CUDA_FOUND OFF)
 
 function(crest_cuda_missing what)
-  if(CREST_WITH_CUDA STREQUAL "ON")
-    message(FATAL_ERROR "CREST_WITH_CUDA=ON but ${what}")
-  endif()
-  message(STATUS "CUDA backend not built: ${what} (docs/cuda.md)")
+  crest_feature_missing(CREST_WITH_CUDA STATUS "${what} (docs/cuda.md)"
+                        "the CUDA backend is not built")
 endfunction()
 
-if(NOT CREST_WITH_CUDA STREQUAL "OFF")
+if(CREST_WITH_CUDA_WANTED)
   if(NOT CMAKE_CUDA_COMPILER AND NOT DEFINED ENV{CUDACXX} AND EXISTS /usr/local/cuda/bin/nvcc)
     set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
   endif()
@@ -73,8 +71,10 @@ function(crest_cuda_plugin)
                          "$<$<COMPILE_LANGUAGE:CXX>:${CREST_WARNINGS};${CREST_FLOAT_FLAGS}>"
                          "$<$<COMPILE_LANGUAGE:CUDA>:${CREST_CUDA_FLAGS}>")
   target_link_libraries(crest_cuda PRIVATE crest_cuda_deps)
+  # cuDNN may sit apart from the toolkit (a Spack prefix of its own): both in the run path.
+  get_filename_component(cudnn_dir "${CREST_CUDNN_LIBRARY}" DIRECTORY)
   set_target_properties(crest_cuda PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/bin
-                        INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR}")
+                        INSTALL_RPATH "${CUDAToolkit_LIBRARY_DIR};${cudnn_dir}")
   install(TARGETS crest_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR})
   # Built with every binary that may load it.
   add_dependencies(crest_backends crest_cuda)
