@@ -31,12 +31,14 @@ __all__ = [
 
 def _point_hdf5_reader_at_crest() -> None:
     """DeepCAM's HDF5 files are read by a `crest __hdf5-reader` process (docs/security.md),
-    which must be the crest binary, not python: the wheel's copy, or the build tree's."""
+    which must be the crest binary, not python: the wheel's copy, the build tree's, or an
+    installed prefix's (the package in <prefix>/lib/pythonX.Y/site-packages/crest)."""
     import os
 
     here = os.path.dirname(os.path.abspath(__file__))
     for candidate in (os.path.join(here, "bin", "crest"),
-                      os.path.join(here, "..", "..", "bin", "crest")):
+                      os.path.join(here, "..", "..", "bin", "crest"),
+                      os.path.join(here, "..", "..", "..", "..", "bin", "crest")):
         if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
             os.environ.setdefault("CREST_HDF5_READER", os.path.normpath(candidate))
             return
