@@ -32,9 +32,13 @@ build: test-deps venv configure
 	@cmake --build $(BUILD_DIR) -j $(JOBS)
 
 # Puts the crest binary on PATH ($(PREFIX)/bin/crest) and installs libcrest with its headers and
-# CMake package (docs/library.md). Root for /usr/local; else PREFIX=$HOME/.local.
+# CMake package (docs/library.md), and the Python package where the build has the module
+# (docs/python.md). Root for /usr/local; else PREFIX=$HOME/.local.
 install: configure
-	@cmake --build $(BUILD_DIR) -j $(JOBS) --target crest crest_library
+	@targets="crest crest_library"; \
+	if cmake --build $(BUILD_DIR) --target help | grep -q '_crest_stub'; then \
+	  targets="$$targets _crest _crest_stub"; fi; \
+	cmake --build $(BUILD_DIR) -j $(JOBS) --target $$targets
 	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
 
 # The default job: CosmoFlow on built-in synthetic data, a few epochs, about a minute on 2 cores.
