@@ -282,8 +282,11 @@ void TrainStep::read_sideband(StepResult& r) {
 }
 
 TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients() const {
+  return find_nonfinite_gradients(ex_.params());
+}
+
+TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients(const ParamStore& params) {
   NonFiniteGradients out;
-  const ParamStore& params = ex_.params();
   for (size_t i = 0; i < params.slots().size(); ++i) {
     const ParamSlot& s = params.slots()[i];
     if (!s.spec.trainable) continue;

@@ -6,6 +6,7 @@
 #include "crest/core/error.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/train/batch_feed.hpp"
+#include "crest/train/run_directory.hpp"
 #include "pass_sums.hpp"
 #include "rank_failure.hpp"
 #include "test_faults.hpp"
@@ -73,6 +74,21 @@ StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop
   r.updated = p.finite && !p.rank_failed;
   r.forward_done = r.backward_done = r.gradients_done = r.update_done = Timeline::now();
   return r;
+}
+
+TrainStep::NonFiniteGradients PipelineBatches::find_nonfinite_gradients() {
+  TrainStep::NonFiniteGradients bad =
+      TrainStep::find_nonfinite_gradients(pipeline_.executor().params());
+  Communicator& line = pipeline_.pipeline();  // this replica's stages; rank = stage
+  const int stages = pipeline_.ranks().stages;
+  // The first stage holding one names it: the largest of -stage over the stages holding one.
+  const int first_stage =
+      -static_cast<int>(line.allreduce_max(bad.count > 0 ? -pipeline_.ranks().stage : -stages));
+  int64_t count = bad.count;
+  line.allreduce_sum(&count, 1);
+  bad.count = static_cast<int>(count);
+  if (first_stage < stages) broadcast_text(line, bad.first, first_stage);
+  return bad;
 }
 
 void PipelineBatches::evaluate(const std::vector<Pass>& passes, const LoadedBatch& b,

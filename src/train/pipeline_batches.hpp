@@ -33,6 +33,11 @@ class PipelineBatches {
   // everywhere).
   StepResult train(double lr, const LoadedBatch* batch, bool stop_here, bool failed_here);
 
+  // Post-mortem after a step whose gradients were not finite, collective over the world: the
+  // first non-finite gradient in the whole model's order and how many are, as one process
+  // names them. Each stage scans its own; every replica holds the same averaged gradients.
+  TrainStep::NonFiniteGradients find_nonfinite_gradients();
+
   // The validation pass of `epoch` (0-based) over `batches` batches: each batch's micro-batches
   // through the stages in evaluation mode; an incomplete batch sample by sample, each sample
   // copied into every place of a micro-batch. The last stages score; the sums are reduced over

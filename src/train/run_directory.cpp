@@ -92,11 +92,11 @@ void pick_newest_valid(const std::vector<std::string>& existing, RunDirectory& r
 
 }  // namespace
 
-void broadcast_text(Communicator& comm, std::string& text) {
+void broadcast_text(Communicator& comm, std::string& text, int root) {
   uint64_t n = text.size();
-  comm.broadcast(&n, sizeof n, 0);
+  comm.broadcast(&n, sizeof n, root);
   text.resize(n);
-  if (n > 0) comm.broadcast(text.data(), n, 0);
+  if (n > 0) comm.broadcast(text.data(), n, root);
 }
 
 void fail_with_rank0(Communicator& comm, const std::string& problem) {

@@ -8,6 +8,7 @@
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
+#include "crest/core/memory_resource.hpp"
 
 namespace crest {
 
@@ -32,22 +33,39 @@ bool asked_once(const char* name, int64_t step, int rank, bool& done) {
 
 }  // namespace
 
-bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
-                                     int rank) {
-  static bool done = false;
-  if (done || !asked("CREST_TEST_NONFINITE_AT_STEP", global_step, rank)) return false;
-  const TensorView x = ex.input(input);
+namespace {
+
+// A NaN into the first element of `x`, in `memory`.
+void write_nan(MemoryResource& memory, const TensorView& x) {
   const DType t = x.desc().dtype;
   CREST_CHECK(t == DType::f32 || is_half(t),
               "CREST_TEST_NONFINITE_AT_STEP needs a float32 or 16-bit input");
-  HostStaging host(ex.params().memory(), x.data(), dtype_size(t));
+  HostStaging host(memory, x.data(), dtype_size(t));
   const float nan = std::numeric_limits<float>::quiet_NaN();
   if (t == DType::f32)
     host.as<float>()[0] = nan;
   else  // a 16-bit input (CompileOptions::half_inputs)
     host.as<uint16_t>()[0] = t == DType::bf16 ? float_to_bf16(nan) : float_to_fp16(nan);
   host.commit();
-  done = true;
+}
+
+bool nonfinite_asked(int64_t global_step, int rank) {
+  static bool done = false;
+  return asked_once("CREST_TEST_NONFINITE_AT_STEP", global_step, rank, done);
+}
+
+}  // namespace
+
+bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
+                                     int rank) {
+  if (!nonfinite_asked(global_step, rank)) return false;
+  write_nan(ex.params().memory(), ex.input(input));
+  return true;
+}
+
+bool inject_nonfinite_sample_if_asked(const LoadedBatch& batch, int64_t global_step, int rank) {
+  if (!nonfinite_asked(global_step, rank)) return false;
+  write_nan(host_memory(), batch.sample);
   return true;
 }
 

@@ -2,7 +2,8 @@
 // is read from the environment, never from a config: a production run cannot turn one on by a
 // typo in its YAML.
 //
-//   CREST_TEST_NONFINITE_AT_STEP=G[@R]   the input batch of global step G (1-based) gets a NaN,
+//   CREST_TEST_NONFINITE_AT_STEP=G[@R]   the input batch of global step G (1-based) gets a NaN
+//                                        (in a pipeline, the batch the first stage feeds),
 //                                        on rank R only (every rank without @R); once per
 //                                        process, so a rollback that passes step G again goes on
 //                                        (a transient fault, like one corrupt sample).
@@ -24,6 +25,7 @@
 #include <cstdint>
 #include <string>
 
+#include "crest/data/loader.hpp"
 #include "crest/graph/executor.hpp"
 
 namespace crest {
@@ -32,6 +34,9 @@ namespace crest {
 // on `rank`. Returns whether it did.
 bool inject_nonfinite_input_if_asked(Executor& ex, const std::string& input, int64_t global_step,
                                      int rank);
+// The same into the samples of a loaded batch (in host memory), for a pipeline's first stage,
+// which feeds them micro-batch by micro-batch.
+bool inject_nonfinite_sample_if_asked(const LoadedBatch& batch, int64_t global_step, int rank);
 
 // Whether CREST_TEST_GRAD_OVERFLOW_AT_STEP asks for `global_step` on `rank`; true at most once
 // per process.

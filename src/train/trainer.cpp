@@ -116,6 +116,7 @@ class TrainingRun {
   bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
   std::optional<LoadedBatch> next_batch(double& got);
   StepResult run_step(double lr, bool stop_here);
+  StepResult run_pipeline_step(double lr, const LoadedBatch* batch, bool stop_here);
   void write_checkpoint_at(const TrainingPosition& at);
   void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
   void stop_early(int epoch, int64_t steps_done);
@@ -708,8 +709,7 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
   const StepResult r =
-      pipeline_ ? pipeline_batches_->train(lr, b ? &*b : nullptr, stop_here, rank_failure_.failed())
-                : run_step(lr, stop_here);
+      pipeline_ ? run_pipeline_step(lr, b ? &*b : nullptr, stop_here) : run_step(lr, stop_here);
   // The prediction is a marked output, alive through backward and the update: still the one this
   // micro-batch was trained on. (A pipeline's last stage sees only micro-batches.)
   if (s + 1 == train_steps_ && b && feed_)
@@ -746,6 +746,13 @@ StepResult TrainingRun::run_step(double lr, bool stop_here) {
                                   comm_->rank());
   if (gradient_overflow_asked(pos_.global_step + 1, comm_->rank())) step_->overflow_next_gradient();
   return step_->run(lr, stop_here, rank_failure_.failed());
+}
+
+// The pipeline step on `batch` (null: this rank could not read it), with the test faults asked
+// for.
+StepResult TrainingRun::run_pipeline_step(double lr, const LoadedBatch* batch, bool stop_here) {
+  if (batch) inject_nonfinite_sample_if_asked(*batch, pos_.global_step + 1, comm_->rank());
+  return pipeline_batches_->train(lr, batch, stop_here, rank_failure_.failed());
 }
 
 // What the job decided about step `s`'s update (every rank alike): a rank's failure ends the run,
@@ -884,9 +891,13 @@ bool TrainingRun::finish_epoch(int epoch, EpochStats& st) {
 // applied. train.on_nonfinite says what follows: stop (an error naming the step, the first bad
 // gradient and the last good checkpoint, which is kept), skip (go on), or rollback.
 void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
-  // Post-mortem (a pipeline's stages know only their own tensors: none is named there).
-  const TrainStep::NonFiniteGradients bad =
-      step_ ? step_->find_nonfinite_gradients() : TrainStep::NonFiniteGradients{};
+  // Post-mortem, in the whole model's order (a pipeline's stages agree on it).
+  TrainStep::NonFiniteGradients bad;
+  if (pipeline_batches_)
+    bad = pipeline_batches_->find_nonfinite_gradients();
+  else if (step_)
+    bad = step_->find_nonfinite_gradients();
+  const Executor& whole = pipeline_ ? pipeline_->whole().executor() : *ex_;
   std::ostringstream what;
   // The epoch is named by the caller's context ("epoch 2: ...") when this ends the run.
   what << "non-finite values at step " << s + 1 << " of epoch " << epoch + 1 << " (global step "
@@ -894,8 +905,8 @@ void TrainingRun::on_nonfinite(int epoch, int64_t s, const StepResult& r) {
   if (r.nonfinite_loss) what << "the loss was not finite on at least one rank; ";
   if (bad.count > 0)
     what << "first non-finite gradient: " << bad.first << " (" << bad.count << " of "
-         << ex_->params().slots().size() << " tensors)";
-  else if (step_)
+         << whole.params().slots().size() << " tensors)";
+  else if (step_ || pipeline_batches_)
     what << "every gradient is finite";
   else
     what << "the whole model's gradient norm was not finite";

@@ -4,7 +4,8 @@
 // in float32 (oneDNN) — and validates as that process does, from a whole model's weights file
 // too; its checkpoints hold the whole model, so a run resumed mid-epoch continues bit for bit, and
 // one resumed at an epoch's end under another cut and schedule continues within 1e-10 (float64);
-// what a pipeline does not combine with yet is refused naming the keys.
+// a non-finite step names the first bad gradient as one process does; what a pipeline does not
+// combine with yet is refused naming the keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -82,6 +83,38 @@ TEST(PipelineTrain, TakesTheStepsOfOneProcessAccumulatingTheMicroBatches) {
     for (size_t e = 0; e < got.size(); ++e)
       EXPECT_NEAR(got[e], expected[e], r.tolerance * std::abs(expected[e])) << "epoch " << e + 1;
   }
+}
+
+// What follows "first non-finite gradient: " in a run's output, up to the closing parenthesis: the
+// tensor and how many of how many were bad ("" when absent).
+std::string first_bad_gradient(const std::string& out) {
+  const std::string mark = "first non-finite gradient: ";
+  const size_t at = out.find(mark);
+  if (at == std::string::npos) return "";
+  const size_t from = at + mark.size();
+  return out.substr(from, out.find(')', from) + 1 - from);
+}
+
+// A NaN in the second batch's samples (the first stage's input): the run stops naming the first
+// bad gradient in the whole model's order, and how many of the model's tensors were bad, as one
+// process accumulating the same micro-batches names them (its third micro-batch is that batch's
+// first). Dropout is off, so every gradient of both runs is NaN; the name is the first stage's.
+TEST(PipelineTrain, ANonFiniteStepNamesTheFirstBadGradientAsOneProcessDoes) {
+  TempDir d;
+  const std::string run = test::tiny_sorted_training() + "data.n_epochs=1 train.on_nonfinite=stop ";
+  const auto one =
+      test::run_mpirun("-np 1 -x CREST_TEST_NONFINITE_AT_STEP=3 " + std::string(CREST_BINARY) +
+                       " " + run + kOneProcess + " output_dir=" + d.file("one"));
+  ASSERT_EQ(one.code, 1) << one.out;
+  const std::string expected = first_bad_gradient(one.out);
+  ASSERT_NE(expected.find(" of "), std::string::npos) << one.out;
+  const auto two =
+      test::run_mpirun("-np 2 -x CREST_TEST_NONFINITE_AT_STEP=2 " + std::string(CREST_BINARY) +
+                       " " + run + kPipeline + "}' " + " output_dir=" + d.file("two"));
+  EXPECT_EQ(two.code, 1) << two.out;
+  EXPECT_EQ(first_bad_gradient(two.out), expected) << two.out;
+  EXPECT_NE(two.out.find("(global step 2): first non-finite gradient: "), std::string::npos)
+      << two.out;
 }
 
 // 2 stages x 2 replicas on 4 ranks: each replica reads its shard as a data-parallel rank does, so

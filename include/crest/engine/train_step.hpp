@@ -97,6 +97,8 @@ class TrainStep {
     int count = 0;
   };
   NonFiniteGradients find_nonfinite_gradients() const;
+  // The same over any parameters' gradients (a pipeline stage's).
+  static NonFiniteGradients find_nonfinite_gradients(const ParamStore& params);
 
   // Micro-batches run so far, which places the next one in its window; a resumed run sets it to
   // the checkpoint's global step.

@@ -45,8 +45,8 @@ std::string resume_position_problem(const CheckpointInfo& info, const Config& co
 
 // Sends rank 0's `problem` to every rank; throws it (input) everywhere when it is not empty.
 void fail_with_rank0(Communicator& comm, const std::string& problem);
-// Sends rank 0's `text` to every rank.
-void broadcast_text(Communicator& comm, std::string& text);
+// Sends rank `root`'s `text` to every rank.
+void broadcast_text(Communicator& comm, std::string& text, int root = 0);
 
 // Rank 0's log, also appended to output_dir/train.log (a fresh run starts the file anew).
 class RunLog {
