@@ -179,6 +179,7 @@ TEST(OneDnnLayoutTuner, KeepsTheFastestCandidate) {
 TEST(OneDnnLayoutTuner, TimesEveryPassOfATrainingKernelAndOnlyForwardForInference) {
   TempDir dir;
   ConvDesc d = small_conv();
+  d.out_channels = 24;  // not a multiple of 16: no Winograd candidate, layouts only
   // Channels-last on a channels-last producer: one candidate set, no reorder to time.
   Tuned train = make_tuned(d, measuring(dir.file("t.json")), {}, Layout::channels_last);
   d.training = false;
@@ -187,6 +188,43 @@ TEST(OneDnnLayoutTuner, TimesEveryPassOfATrainingKernelAndOnlyForwardForInferenc
   // Training times forward, backward weights and backward data per candidate (reorders only
   // where src differs from the hint), inference forward (and the src reorder) only.
   EXPECT_GT(train.measurements, 2 * infer.measurements);
+}
+
+// A convolution Winograd serves (3x3, stride 1, no bias gradient) runs by whichever of Winograd
+// and the direct kernel measured faster; the choice is cached like a layout.
+TEST(OneDnnLayoutTuner, ChoosesBetweenWinogradAndTheDirectKernelByMeasuring) {
+  TempDir dir;
+  ConvDesc d = small_conv();
+  d.bias_grad = false;
+  auto is_winograd = [](const Tuned& t) {
+    return t.kernel->implementation().find("Winograd") != std::string::npos;
+  };
+  Tuned fast_winograd = make_tuned(d, measuring(dir.file("w.json")), {{"winograd", 1e-3}});
+  EXPECT_TRUE(is_winograd(fast_winograd)) << fast_winograd.kernel->implementation();
+  ASSERT_FALSE(fast_winograd.notes.empty());
+  EXPECT_NE(fast_winograd.notes.back().find("-> winograd"), std::string::npos)
+      << fast_winograd.notes.back();
+  const std::string cache = dir.file("d.json");
+  Tuned fast_direct = make_tuned(d, measuring(cache), {{"direct", 1e-3}, {"winograd", 2.0}});
+  EXPECT_FALSE(is_winograd(fast_direct)) << fast_direct.kernel->implementation();
+  // Cached: a clock that now prefers Winograd is not asked.
+  Tuned again = make_tuned(d, measuring(cache), {{"winograd", 1e-6}});
+  EXPECT_EQ(again.measurements, 0);
+  EXPECT_FALSE(is_winograd(again));
+  // Both compute the convolution.
+  for (const Tuned* t : {&fast_winograd, &fast_direct}) {
+    auto ref = make_backend("reference")->conv(d, plain_format(src_shape(d), DType::f32));
+    auto dnn = make_backend("onednn");
+    const auto x = random_floats(static_cast<size_t>(src_shape(d).numel()), 7);
+    const auto w = random_floats(static_cast<size_t>(d.in_channels * d.out_channels * 9), 8);
+    const auto b = random_floats(static_cast<size_t>(d.out_channels), 9);
+    std::vector<float> want(static_cast<size_t>(dst_shape(d).numel()));
+    ref->forward(x.data(), w.data(), b.data(), want.data(), nullptr);
+    FormattedBuffer xs(*dnn, t->kernel->src_format(), x), ys(*dnn, t->kernel->dst_format());
+    Buffer scratch(t->kernel->scratch_bytes());
+    t->kernel->forward(xs.data(), w.data(), b.data(), ys.data(), scratch.data());
+    expect_close(ys.get(), want, 1e-4, t->kernel->implementation());
+  }
 }
 
 TEST(OneDnnLayoutTuner, CachedChoiceIsUsedWithoutTiming) {

@@ -391,13 +391,65 @@ class OneDnnConv final : public ConvKernel {
 
 }  // namespace
 
-std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
-                                      LayoutTuner* tuner) {
-  if (dilated_depthwise_applies(d)) return make_dilated_depthwise(d);
-  if (winograd_applies(d)) return make_winograd_conv(ctx, d);
+namespace {
+
+std::unique_ptr<ConvKernel> make_direct_conv(ContextPtr ctx, const ConvDesc& d,
+                                             const MemFormat& src_hint, LayoutTuner* tuner) {
   if (d.transposed)
     return std::make_unique<OneDnnConv<Deconvolution>>(std::move(ctx), d, src_hint, tuner);
   return std::make_unique<OneDnnConv<Convolution>>(std::move(ctx), d, src_hint, tuner);
+}
+
+// Under the tuner, a convolution Winograd serves runs by whichever of Winograd and oneDNN's
+// direct kernel (its layouts tuned as usual) measured faster, the passes and the producer's
+// reorder included; the choice is cached like a layout ("winograd" or "direct"). Without a
+// measurement (a resumed untuned problem) the fixed rule, winograd_applies, decides.
+std::unique_ptr<ConvKernel> tuned_winograd_or_direct(const ContextPtr& ctx, const ConvDesc& d,
+                                                     const MemFormat& src_hint,
+                                                     LayoutTuner& tuner) {
+  const std::string problem =
+      "winograd or direct " + tuning_problem("conv", geometry(d), d, src_hint);
+  const std::string what = "conv " + geometry(d).text + " (Winograd or direct)";
+  std::optional<std::string> choice = tuner.known(problem);
+  if (choice && *choice != "winograd" && *choice != "direct") choice.reset();
+  if (choice) {
+    if (tuner.verbose()) tuner.note("autotune: " + what + ": " + *choice + " (known)");
+    tuner.remember(problem, *choice, false);
+  } else if (!tuner.measures()) {
+    choice = winograd_applies(d) ? "winograd" : "direct";
+  }
+  if (choice)
+    return *choice == "winograd" ? make_winograd_conv(ctx, d)
+                                 : make_direct_conv(ctx, d, src_hint, &tuner);
+  std::unique_ptr<ConvKernel> kernels[] = {make_winograd_conv(ctx, d),
+                                           make_direct_conv(ctx, d, src_hint, &tuner)};
+  const char* names[] = {"winograd", "direct"};
+  std::optional<MemFormat> hint;
+  if (src_hint.dtype == d.dtype && src_hint.shape.numel() > 0 &&
+      src_hint.shape == kernels[1]->src_format().shape)
+    hint = src_hint;
+  double best_s[2] = {0, 0};
+  for (int round = 0; round < kTimingRounds; ++round)
+    for (int k = 0; k < 2; ++k) {
+      const double s = time_conv_kernel(tuner.timer(), ctx, names[k], *kernels[k], d, hint);
+      if (round == 0 || s < best_s[k]) best_s[k] = s;
+    }
+  const int fastest = best_s[0] <= best_s[1] ? 0 : 1;
+  tuner.note("autotune: " + what + ": winograd " + std::to_string(best_s[0] * 1e3) +
+             " ms; direct " + std::to_string(best_s[1] * 1e3) + " ms; -> " + names[fastest]);
+  tuner.remember(problem, names[fastest], true);
+  return std::move(kernels[fastest]);
+}
+
+}  // namespace
+
+std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
+                                      LayoutTuner* tuner) {
+  if (dilated_depthwise_applies(d)) return make_dilated_depthwise(d);
+  if (tuner != nullptr && tuner->active() && winograd_serves(d) && !winograd_turned_off())
+    return tuned_winograd_or_direct(ctx, d, src_hint, *tuner);
+  if (winograd_applies(d)) return make_winograd_conv(ctx, d);
+  return make_direct_conv(std::move(ctx), d, src_hint, tuner);
 }
 
 }  // namespace crest::onednn

@@ -26,4 +26,11 @@ struct ConvTimingProblem {
 double time_conv_candidate(LayoutTimer& timer, const ContextPtr& ctx, const std::string& name,
                            ConvPasses& passes, const ConvTimingProblem& p);
 
+// The same for a whole kernel (crest's own, such as the Winograd convolutions): the passes `d`
+// says will run, on buffers in the kernel's formats, plus the reorder from `hint` (the
+// producer's layout, when it has the src's shape) and back where they differ.
+double time_conv_kernel(LayoutTimer& timer, const ContextPtr& ctx, const std::string& name,
+                        ConvKernel& kernel, const ConvDesc& d,
+                        const std::optional<MemFormat>& hint);
+
 }  // namespace crest::onednn

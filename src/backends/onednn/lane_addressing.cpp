@@ -4,11 +4,22 @@
 
 namespace crest::onednn {
 
+namespace {
+
+// A volume's depth folds into its rows: voxel (z, y, x) is pixel (z * height + y, x).
+int64_t rows(const Shape& shape) {
+  int64_t r = 1;
+  for (int a = 2; a + 1 < shape.rank(); ++a) r *= shape[a];
+  return r;
+}
+
+}  // namespace
+
 LaneLayout lane_layout(const Shape& shape, DType dtype) {
   const dnnl::memory::desc blocked = blocked_activation_desc(to_dims(shape), to_dnnl(dtype));
   const bool by16 = blocked.get_inner_blks() == dnnl::memory::dims{lanes::kLanes};
   return {by16 ? to_mem_format(blocked, dtype) : plain_format(shape, dtype, Layout::channels_last),
-          addressing(by16, shape[1], shape[2], shape[3])};
+          addressing(by16, shape[1], rows(shape), shape[shape.rank() - 1])};
 }
 
 }  // namespace crest::onednn

@@ -1,6 +1,6 @@
-// Where the 16-channel lane blocks of a 2-D activation lie, for crest's own loops over oneDNN's
-// blocked layout (nChw16c) or channels-last: in both, the 16 channels of a block are contiguous
-// at every pixel, so one loop body reads either layout without a reorder.
+// Where the 16-channel lane blocks of a 2-D (or 3-D) activation lie, for crest's own loops over
+// oneDNN's blocked layout (nChw16c, nCdhw16c) or channels-last: in both, the 16 channels of a block
+// are contiguous at every pixel, so one loop body reads either layout without a reorder.
 #pragma once
 #include <cstdint>
 
@@ -26,7 +26,8 @@ inline Addressing addressing(bool blocked, int64_t channels, int64_t height, int
   return {height * width * channels, kLanes, channels, height, width};  // channels-last
 }
 
-// The layout crest's lane loops read and write a 2-D activation (shape N, C, H, W) in, and where
+// The layout crest's lane loops read and write a 2-D activation (shape N, C, H, W) or a 3-D one
+// (N, C, D, H, W: its depth folded into the rows, voxel (z, y, x) at row z * H + y) in, and where
 // its blocks lie: oneDNN's nChw16c where oneDNN blocks by 16 (AVX-512: the batch norms and ReLUs
 // around the kernel deliver it, so no reorder), else channels-last, whose 16 channels of a block
 // are contiguous as well.

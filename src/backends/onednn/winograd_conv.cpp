@@ -11,6 +11,7 @@
 #include "onednn/lane_addressing.hpp"
 #include "onednn/primitive.hpp"
 #include "onednn/winograd_f4x3.hpp"
+#include "onednn/winograd_f4x3_3d.hpp"
 #include "widest_vectors.hpp"
 
 namespace crest::onednn {
@@ -19,8 +20,86 @@ namespace {
 
 using dnnl::memory;
 using lanes::kLanes;
-using winograd::kPoints;
-using winograd::kTile;
+using winograd::OutputActivation;
+
+// The two tilings: F(4x4, 3x3) for 2-D convolutions (dilated or not) and F(4x4x4, 3x3x3) for
+// 3-D ones, each with its grid, its number of transform points and its transforms.
+struct Planar {
+  using Grid = winograd::Grid;
+  static constexpr int64_t kPoints = winograd::kPoints;
+  static constexpr const char* kName = "F(4x4,3x3)";
+
+  // The forward tiles the output; the data gradient, a convolution of the output gradient with
+  // the turned filters (padding 2 d - pad), tiles the input.
+  static Grid forward_grid(const ConvDesc& d, const Addressing& src, const Addressing& dst) {
+    return winograd::grid(d.n, src, dst, d.in_channels, d.out_channels, d.pad_lo[0], d.pad_lo[1],
+                          d.dilation[0], d.dilation[1]);
+  }
+  static Grid data_grid(const ConvDesc& d, const Addressing& src, const Addressing& dst) {
+    const int64_t dh = d.dilation[0], dw = d.dilation[1];
+    return winograd::grid(d.n, dst, src, d.out_channels, d.in_channels, 2 * dh - d.pad_lo[0],
+                          2 * dw - d.pad_lo[1], dh, dw);
+  }
+  static int64_t tiles(const Grid& g) { return g.tiles(); }
+  template <typename T>
+  static void input_tiles(const Grid& g, const T* in, int64_t first, int64_t last, float* v) {
+    winograd::input_tiles(g, in, first, last, v);
+  }
+  template <typename T>
+  static void output_tiles(const Grid& g, const float* m, const float* bias,
+                           const OutputActivation& act, int64_t first, int64_t last, T* out) {
+    winograd::output_tiles(g, m, bias, act, first, last, out);
+  }
+  template <typename T>
+  static void gradient_tiles(const Grid& g, const T* dy, int64_t first, int64_t last, float* t) {
+    winograd::gradient_tiles(g, dy, first, last, t);
+  }
+  static void filters(const float* w, int64_t out_c, int64_t in_c, bool data, float* u) {
+    winograd::filters(w, out_c, in_c, data, u);
+  }
+  static void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
+    winograd::filter_gradient(z, out_c, in_c, dw);
+  }
+};
+
+struct Volumetric {
+  using Grid = winograd3d::Grid;
+  static constexpr int64_t kPoints = winograd3d::kPoints;
+  static constexpr const char* kName = "F(4x4x4,3x3x3)";
+
+  static winograd3d::Extent extent(const std::array<int64_t, 3>& size) {
+    return {size[0], size[1], size[2]};
+  }
+  static Grid forward_grid(const ConvDesc& d, const Addressing& src, const Addressing& dst) {
+    return winograd3d::grid(d.n, src, extent(d.in_size), dst, extent(d.out_size), d.in_channels,
+                            d.out_channels, extent(d.pad_lo));
+  }
+  static Grid data_grid(const ConvDesc& d, const Addressing& src, const Addressing& dst) {
+    const winograd3d::Extent pad{2 - d.pad_lo[0], 2 - d.pad_lo[1], 2 - d.pad_lo[2]};
+    return winograd3d::grid(d.n, dst, extent(d.out_size), src, extent(d.in_size), d.out_channels,
+                            d.in_channels, pad);
+  }
+  static int64_t tiles(const Grid& g) { return g.tiles_total(); }
+  template <typename T>
+  static void input_tiles(const Grid& g, const T* in, int64_t first, int64_t last, float* v) {
+    winograd3d::input_tiles(g, in, first, last, v);
+  }
+  template <typename T>
+  static void output_tiles(const Grid& g, const float* m, const float* bias,
+                           const OutputActivation& act, int64_t first, int64_t last, T* out) {
+    winograd3d::output_tiles(g, m, bias, act, first, last, out);
+  }
+  template <typename T>
+  static void gradient_tiles(const Grid& g, const T* dy, int64_t first, int64_t last, float* t) {
+    winograd3d::gradient_tiles(g, dy, first, last, t);
+  }
+  static void filters(const float* w, int64_t out_c, int64_t in_c, bool data, float* u) {
+    winograd3d::filters(w, out_c, in_c, data, u);
+  }
+  static void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
+    winograd3d::filter_gradient(z, out_c, in_c, dw);
+  }
+};
 
 struct ProductDescs {
   memory::desc a, b, c;
@@ -68,24 +147,25 @@ class ChunkProducts {
   BoundPrimitive full_, last_, first_;
 };
 
-memory::desc row_major(int64_t rows, int64_t cols) {
-  return {{kPoints, rows, cols}, memory::data_type::f32, memory::format_tag::abc};
+memory::desc row_major(int64_t points, int64_t rows, int64_t cols) {
+  return {{points, rows, cols}, memory::data_type::f32, memory::format_tag::abc};
 }
 
 // [rows][k] x [k][n] for every point: the forward and the data gradient.
-DescsForRows mapping(int64_t from, int64_t to) {
-  return [from, to](int64_t rows) {
-    return ProductDescs{row_major(rows, from), row_major(from, to), row_major(rows, to)};
+DescsForRows mapping(int64_t points, int64_t from, int64_t to) {
+  return [points, from, to](int64_t rows) {
+    return ProductDescs{row_major(points, rows, from), row_major(points, from, to),
+                        row_major(points, rows, to)};
   };
 }
 
 // [out][rows] x [rows][in] for every point, the first factor read transposed from the gradient
 // tiles' [rows][out]: the weight gradient of one chunk.
-DescsForRows weight_gradient(int64_t out_c, int64_t in_c) {
-  return [out_c, in_c](int64_t rows) {
-    const memory::desc tiles_t({kPoints, out_c, rows}, memory::data_type::f32,
+DescsForRows weight_gradient(int64_t points, int64_t out_c, int64_t in_c) {
+  return [points, out_c, in_c](int64_t rows) {
+    const memory::desc tiles_t({points, out_c, rows}, memory::data_type::f32,
                                memory::dims{rows * out_c, 1, out_c});
-    return ProductDescs{tiles_t, row_major(rows, in_c), row_major(out_c, in_c)};
+    return ProductDescs{tiles_t, row_major(points, rows, in_c), row_major(points, out_c, in_c)};
   };
 }
 
@@ -93,47 +173,49 @@ DescsForRows weight_gradient(int64_t out_c, int64_t in_c) {
 struct Chunking {
   int64_t tiles = 0, rows = 0, last_rows = 0;
 };
-Chunking chunking(int64_t tiles, int64_t widest_channels, int64_t chunk_floats) {
-  const int64_t rows = std::clamp<int64_t>(chunk_floats / (kPoints * widest_channels), 1, tiles);
+Chunking chunking(int64_t points, int64_t tiles, int64_t widest_channels, int64_t chunk_floats) {
+  const int64_t rows = std::clamp<int64_t>(chunk_floats / (points * widest_channels), 1, tiles);
   return {tiles, rows, tiles - (tiles - 1) / rows * rows};
 }
 
-bool turned_off_by_environment() {
-  const char* v = std::getenv("CREST_WINOGRAD");
-  return v != nullptr && std::string(v) == "0";
-}
-
+// The three passes of a 3x3 stride-1 convolution by the tiling `Scheme` (Planar or Volumetric).
+template <typename Scheme>
 class WinogradConv final : public ConvKernel {
  public:
+  using Grid = typename Scheme::Grid;
+  static constexpr int64_t kPoints = Scheme::kPoints;
+
   WinogradConv(const ContextPtr& ctx, const ConvDesc& d, int64_t chunk_floats)
-      : in_c_(d.in_channels), out_c_(d.out_channels), bf16_(d.dtype == DType::bf16) {
-    const Shape src_shape{d.n, d.in_channels, d.in_size[0], d.in_size[1]};
-    const Shape dst_shape{d.n, d.out_channels, d.out_size[0], d.out_size[1]};
+      : in_c_(d.in_channels),
+        out_c_(d.out_channels),
+        bf16_(d.dtype == DType::bf16),
+        act_(output_activation(d.post_op)) {
+    std::vector<int64_t> src_dims{d.n, d.in_channels}, dst_dims{d.n, d.out_channels};
+    for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
+      src_dims.push_back(d.in_size[a]);
+      dst_dims.push_back(d.out_size[a]);
+    }
+    const Shape src_shape(src_dims), dst_shape(dst_dims);
     const LaneLayout src_layout = lane_layout(src_shape, d.dtype);
     const LaneLayout dst_layout = lane_layout(dst_shape, d.dtype);
     src_fmt_ = src_layout.format;
     dst_fmt_ = dst_layout.format;
-    const Addressing& src = src_layout.addressing;
-    const Addressing& dst = dst_layout.addressing;
-    // The forward tiles the output; the data gradient, a convolution of the output gradient with
-    // the turned filters (padding 2 d - pad), tiles the input.
-    const int64_t dh = d.dilation[0], dw = d.dilation[1];
-    forward_ = winograd::grid(d.n, src, dst, in_c_, out_c_, d.pad_lo[0], d.pad_lo[1], dh, dw);
-    data_ = winograd::grid(d.n, dst, src, out_c_, in_c_, 2 * dh - d.pad_lo[0], 2 * dw - d.pad_lo[1],
-                           dh, dw);
+    forward_ = Scheme::forward_grid(d, src_layout.addressing, dst_layout.addressing);
+    data_ = Scheme::data_grid(d, src_layout.addressing, dst_layout.addressing);
     const int64_t widest = std::max(in_c_, out_c_);
-    forward_chunks_ = chunking(forward_.tiles(), widest, chunk_floats);
-    data_chunks_ = chunking(data_.tiles(), widest, chunk_floats);
-    const std::string what = "Winograd F(4x4, 3x3) " + std::to_string(in_c_) + " -> " +
-                             std::to_string(out_c_) + " channels";
+    forward_chunks_ = chunking(kPoints, Scheme::tiles(forward_), widest, chunk_floats);
+    data_chunks_ = chunking(kPoints, Scheme::tiles(data_), widest, chunk_floats);
+    const std::string what = std::string("Winograd ") + Scheme::kName + " " +
+                             std::to_string(in_c_) + " -> " + std::to_string(out_c_) + " channels";
     forward_products_ = ChunkProducts(ctx, forward_chunks_.rows, forward_chunks_.last_rows,
-                                      mapping(in_c_, out_c_), false, what + " forward");
+                                      mapping(kPoints, in_c_, out_c_), false, what + " forward");
     if (d.training) {
-      data_products_ = ChunkProducts(ctx, data_chunks_.rows, data_chunks_.last_rows,
-                                     mapping(out_c_, in_c_), false, what + " data gradient");
+      data_products_ =
+          ChunkProducts(ctx, data_chunks_.rows, data_chunks_.last_rows,
+                        mapping(kPoints, out_c_, in_c_), false, what + " data gradient");
       weight_products_ =
           ChunkProducts(ctx, forward_chunks_.rows, forward_chunks_.last_rows,
-                        weight_gradient(out_c_, in_c_), true, what + " weight gradient");
+                        weight_gradient(kPoints, out_c_, in_c_), true, what + " weight gradient");
     }
   }
 
@@ -141,8 +223,8 @@ class WinogradConv final : public ConvKernel {
   MemFormat dst_format() const override { return dst_fmt_; }
 
   std::string implementation() const override {
-    return "crest Winograd F(4x4,3x3): transforms " + cpu_level_name(cpu_level()) +
-           ", oneDNN matmuls";
+    return std::string("crest Winograd ") + Scheme::kName + ": transforms " +
+           cpu_level_name(cpu_level()) + ", oneDNN matmuls";
   }
   size_t scratch_bytes() const override {
     size_t most = forward_scratch(nullptr).used;
@@ -156,7 +238,8 @@ class WinogradConv final : public ConvKernel {
              scratch);
   }
 
-  // The same algorithm on the output gradient, with the turned filters (data_).
+  // The same algorithm on the output gradient, with the turned filters (data_) and no activation
+  // (the fused activation's gradient is taken before this pass).
   void backward_data(const void* diff_dst, const void* weights, void* diff_src,
                      void* scratch) override {
     convolve(true, diff_dst, static_cast<const float*>(weights), nullptr, diff_src, scratch);
@@ -175,6 +258,12 @@ class WinogradConv final : public ConvKernel {
   }
 
  private:
+  static OutputActivation output_activation(const EltwiseDesc& e) {
+    if (e.kind == EltwiseKind::relu) return {true, 0.f};
+    if (e.kind == EltwiseKind::leaky_relu) return {true, e.alpha};
+    return {};
+  }
+
   void convolve(bool data_gradient, const void* in, const float* weights, const float* bias,
                 void* out, void* scratch) {
     if (bf16_)
@@ -190,14 +279,15 @@ class WinogradConv final : public ConvKernel {
   template <typename T>
   void convolve_as(bool data_gradient, const T* in, const float* weights, const float* bias, T* out,
                    void* scratch) {
-    const winograd::Grid& g = data_gradient ? data_ : forward_;
+    const Grid& g = data_gradient ? data_ : forward_;
     ChunkProducts& products = data_gradient ? data_products_ : forward_products_;
     const Buffers s = data_gradient ? data_scratch(scratch) : forward_scratch(scratch);
-    winograd::filters(weights, out_c_, in_c_, data_gradient, s.filters);
+    const OutputActivation act = data_gradient ? OutputActivation{} : act_;
+    Scheme::filters(weights, out_c_, in_c_, data_gradient, s.filters);
     for_chunks(data_gradient ? data_chunks_ : forward_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(g, in, first, last, s.in);
+      Scheme::input_tiles(g, in, first, last, s.in);
       products.run(last - first, first == 0, s.in, s.filters, s.out, s.scratchpad);
-      winograd::output_tiles(g, s.out, bias, first, last, out);
+      Scheme::output_tiles(g, s.out, bias, act, first, last, out);
     });
   }
 
@@ -205,11 +295,11 @@ class WinogradConv final : public ConvKernel {
   void backward_weights_as(const T* src, const T* diff_dst, float* diff_weights, void* scratch) {
     const Buffers s = weight_scratch(scratch);
     for_chunks(forward_chunks_, [&](int64_t first, int64_t last) {
-      winograd::input_tiles(forward_, src, first, last, s.in);
-      winograd::gradient_tiles(forward_, diff_dst, first, last, s.out);
+      Scheme::input_tiles(forward_, src, first, last, s.in);
+      Scheme::gradient_tiles(forward_, diff_dst, first, last, s.out);
       weight_products_.run(last - first, first == 0, s.out, s.in, s.filters, s.scratchpad);
     });
-    winograd::filter_gradient(s.filters, out_c_, in_c_, diff_weights);
+    Scheme::filter_gradient(s.filters, out_c_, in_c_, diff_weights);
   }
 
   // One pass's scratch: the transformed filters (or their gradient), one chunk's transformed
@@ -251,8 +341,9 @@ class WinogradConv final : public ConvKernel {
 
   int64_t in_c_, out_c_;
   bool bf16_;
+  OutputActivation act_;
   MemFormat src_fmt_, dst_fmt_;
-  winograd::Grid forward_, data_;
+  Grid forward_, data_;
   Chunking forward_chunks_, data_chunks_;
   ChunkProducts forward_products_, data_products_, weight_products_;
 };
@@ -260,12 +351,16 @@ class WinogradConv final : public ConvKernel {
 }  // namespace
 
 bool winograd_serves(const ConvDesc& d) {
-  if (d.spatial_rank != 2 || d.groups != 1 || d.transposed) return false;
+  if ((d.spatial_rank != 2 && d.spatial_rank != 3) || d.groups != 1 || d.transposed) return false;
   if (d.dtype != DType::f32 && d.dtype != DType::bf16) return false;
-  if (d.post_op.kind != EltwiseKind::none || (d.training && d.bias && d.bias_grad)) return false;
-  for (size_t i = 0; i < 2; ++i)
+  const EltwiseKind act = d.post_op.kind;
+  if (act != EltwiseKind::none && act != EltwiseKind::relu && act != EltwiseKind::leaky_relu)
+    return false;
+  if (d.training && d.bias && d.bias_grad) return false;
+  for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i)
     if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||
-        d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0)
+        d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0 ||
+        (d.spatial_rank == 3 && d.dilation[i] != 1))
       return false;
   return d.in_channels % kLanes == 0 && d.out_channels % kLanes == 0;
 }
@@ -273,28 +368,40 @@ bool winograd_serves(const ConvDesc& d) {
 double winograd_tile_use(const ConvDesc& d) {
   auto use = [&](const std::array<int64_t, 3>& size) {
     double wanted = 1, covered = 1;
-    for (size_t i = 0; i < 2; ++i) {
+    for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i) {
       const int64_t tiles = winograd::tiles_along(size[i], d.dilation[i]);
       wanted *= static_cast<double>(size[i]);
-      covered *= static_cast<double>(tiles * kTile * d.dilation[i]);
+      covered *= static_cast<double>(tiles * winograd::kTile * d.dilation[i]);
     }
     return wanted / covered;
   };
   return std::min(use(d.in_size), use(d.out_size));
 }
 
+bool winograd_turned_off() {
+  const char* v = std::getenv("CREST_WINOGRAD");
+  return v != nullptr && std::string(v) == "0";
+}
+
 bool winograd_applies(const ConvDesc& d) {
   if (!winograd_serves(d) || winograd_tile_use(d) < kWinogradMinTileUse) return false;
+  const bool volume = d.spatial_rank == 3;
   for (const int64_t c : {d.in_channels, d.out_channels})
-    if (c < kWinogradMinChannels) return false;
-  return !turned_off_by_environment();
+    if (c < (volume ? kWinograd3dMinChannels : kWinogradMinChannels)) return false;
+  if (volume) {
+    int64_t tiles = d.n;
+    for (size_t a = 0; a < 3; ++a) tiles *= winograd3d::tiles_along(d.out_size[a]);
+    if (tiles < kWinograd3dMinTiles) return false;
+  }
+  return !winograd_turned_off();
 }
 
 std::unique_ptr<ConvKernel> make_winograd_conv(const ContextPtr& ctx, const ConvDesc& d,
                                                int64_t chunk_floats) {
   if (!winograd_serves(d)) throw_usage("Winograd convolution: not a problem it serves");
   if (chunk_floats < 1) throw_usage("Winograd convolution: chunk_floats must be positive");
-  return std::make_unique<WinogradConv>(ctx, d, chunk_floats);
+  if (d.spatial_rank == 3) return std::make_unique<WinogradConv<Volumetric>>(ctx, d, chunk_floats);
+  return std::make_unique<WinogradConv<Planar>>(ctx, d, chunk_floats);
 }
 
 }  // namespace crest::onednn

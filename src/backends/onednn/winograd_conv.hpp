@@ -1,6 +1,7 @@
-// 3x3 stride-1 convolutions, dilated or not, by Winograd's F(4x4, 3x3) (winograd_f4x3.hpp) for all
-// three training passes: 36 batched matrix products per chunk of tiles, run by oneDNN's matmul,
-// with crest's transforms around them.
+// 3x3 stride-1 convolutions, dilated or not, by Winograd's F(4x4, 3x3) (winograd_f4x3.hpp), and
+// 3x3x3 ones by F(4x4x4, 3x3x3) (winograd_f4x3_3d.hpp), for all three training passes: 36 (216)
+// batched matrix products per chunk of tiles, run by oneDNN's matmul, with crest's transforms
+// around them.
 //
 // Why: oneDNN 3.2 has no Winograd convolution for x86 CPUs any more, and its direct kernels run
 // DeepCAM's decoder convolutions (304 -> 256 and 256 -> 256 channels, 3x3, at a quarter of the
@@ -20,9 +21,11 @@
 
 namespace crest::onednn {
 
-// Whether make_winograd_conv can compute `d`: 2-D, float32 or bf16 activations, 3x3, stride 1, any
-// dilation, not grouped or transposed, padding 0 to 2 dilations before, no fused activation, no
-// bias gradient wanted (the compile step routes it elsewhere), both channel counts multiples of 16.
+// Whether make_winograd_conv can compute `d`: float32 or bf16 activations, not grouped or
+// transposed, stride 1, padding 0 to 2 dilations before, no fused activation but ReLU or leaky
+// ReLU (applied in the output transform), no bias gradient wanted (the compile step routes it
+// elsewhere), both channel counts multiples of 16; 2-D 3x3 at any dilation (F(4x4, 3x3)), or 3-D
+// 3x3x3 undilated (F(4x4x4, 3x3x3), winograd_f4x3_3d.hpp).
 bool winograd_serves(const ConvDesc& d);
 
 // The share of the 4x4 tiles' pixels that are real output pixels (the lower of the forward's and
@@ -30,14 +33,26 @@ bool winograd_serves(const ConvDesc& d);
 // than a tile, compute pixels that are dropped.
 double winograd_tile_use(const ConvDesc& d);
 
-// Whether make_conv sends `d` there: it serves `d`, both channel counts are at least
-// kWinogradMinChannels, and the tiles' use at least kWinogradMinTileUse. Set CREST_WINOGRAD=0 in
-// the environment to turn it off (to compare).
+// Whether CREST_WINOGRAD=0 is set in the environment (to compare): nothing runs Winograd.
+bool winograd_turned_off();
+
+// Whether make_conv sends `d` there without the tuner (with it, the faster of Winograd and
+// oneDNN's direct kernel, measured, wherever winograd_serves(d)): it serves `d`, both channel
+// counts are at least kWinogradMinChannels (2-D) or kWinograd3dMinChannels (3-D), the tiles' use
+// is at least kWinogradMinTileUse and (3-D) the batch has at least kWinograd3dMinTiles tiles.
 bool winograd_applies(const ConvDesc& d);
 
 // Below this many input or output channels the transforms' memory traffic outweighs the saved
 // arithmetic (measured: 32 -> 64 channels at 384x576 runs no faster than oneDNN's direct kernel).
 constexpr int64_t kWinogradMinChannels = 128;
+// The 3-D tiling cuts the arithmetic by 8x, not 4x, so it pays from fewer channels: CosmoFlow's
+// conv2 (32 -> 64 channels at 64^3, batch 4) runs 2.4x faster than oneDNN's direct kernel
+// (AMD Zen 3, docs/performance.md).
+constexpr int64_t kWinograd3dMinChannels = 32;
+// Transforming the filters (216 in x out values, 113 MB at 256 -> 512 channels) costs the same
+// however few tiles there are: CosmoFlow's conv5 took 120 ms against the direct kernel's 90 at 4
+// tiles (4^3, batch 4) and 113 against 229 at 16 (8^3, batch 2).
+constexpr int64_t kWinograd3dMinTiles = 8;
 
 // At half the tiles' pixels used, F(4x4, 3x3) still does half the direct kernel's
 // multiplications, before the transforms. DeepCAM's aspp2 (dilation 6) on the 12x18 feature map

@@ -24,6 +24,7 @@
 #include <cstdint>
 
 #include "onednn/lane_addressing.hpp"
+#include "onednn/winograd_f4x3_1d.hpp"
 
 namespace crest::onednn::winograd {
 
@@ -60,11 +61,12 @@ void input_tiles(const Grid& g, const float* in, int64_t first, int64_t last, fl
 void input_tiles(const Grid& g, const uint16_t* in, int64_t first, int64_t last, float* v);
 
 // The tiles [first, last) of the output from m, [36][last - first][out_channels]: A^T m A, plus
-// `bias` ([out_channels]) when not null, written over the output pixels the tiles cover.
-void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
-                  float* out);
-void output_tiles(const Grid& g, const float* m, const float* bias, int64_t first, int64_t last,
-                  uint16_t* out);
+// `bias` ([out_channels]) when not null, through `act`, written over the output pixels the tiles
+// cover.
+void output_tiles(const Grid& g, const float* m, const float* bias, const OutputActivation& act,
+                  int64_t first, int64_t last, float* out);
+void output_tiles(const Grid& g, const float* m, const float* bias, const OutputActivation& act,
+                  int64_t first, int64_t last, uint16_t* out);
 
 // The tiles [first, last) of the output's gradient `diff_out` (laid out as g.out): A dY A^T into
 // tiles, [36][last - first][out_channels]; pixels beyond the output count as zero.
