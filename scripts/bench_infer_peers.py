@@ -11,6 +11,7 @@ run and one summary line per contestant with ratios to the fastest peer.
   scripts/bench_infer_peers.py --case cosmoflow:128:1 --case cosmoflow:128:8 \
       --case deepcam:768x1152:1 --rounds 3 --threads 2 --crest build/bin/crest \
       --torch-python /work/torchvenv/bin/python3 --ort-python .venv/bin/python
+  (--no-bf16 on a CPU without bf16 instructions; --crest-direct adds crest fp32 without Winograd)
 """
 import argparse, json, os, subprocess, sys, tempfile
 
@@ -65,7 +66,11 @@ def contestants(a, case, onnx):
     peer = [os.path.join(here, "infer_peer.py"), "--model", case["model"], "--passes",
             str(a.passes)] + common
     bench = [a.crest, "bench", "infer", "--model", case["model"], "--passes", str(a.passes)] + common
-    out = [("crest fp32", bench), ("crest bf16", bench + ["--precision", "bf16"])]
+    out = [("crest fp32", bench)]
+    if a.crest_direct:  # the same binary on oneDNN's direct convolutions only (no Winograd)
+        out.append(("crest fp32 direct", ["env", "CREST_WINOGRAD=0"] + bench))
+    if not a.no_bf16:
+        out.append(("crest bf16", bench + ["--precision", "bf16"]))
     if a.ort_python:
         out.append(("onnxruntime fp32", [a.ort_python] + peer + ["--runtime", "ort", "--onnx", onnx]))
     if a.torch_python:
@@ -97,6 +102,10 @@ def main():
     p.add_argument("--crest", default="build/bin/crest")
     p.add_argument("--torch-python", help="python with torch (the newest from PyPI)")
     p.add_argument("--ort-python", help="python with onnxruntime")
+    p.add_argument("--no-bf16", action="store_true",
+                   help="leave out crest bf16 (a CPU without AVX-512 BF16 or AMX refuses it)")
+    p.add_argument("--crest-direct", action="store_true",
+                   help="also crest fp32 with CREST_WINOGRAD=0 (oneDNN's direct convolutions)")
     a = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         for text in a.case or ["cosmoflow:128:1"]:

@@ -8,7 +8,8 @@ contestant (with "ratio_to" the first contestant named by --ratio-to).
 
   scripts/bench_peers.py --rounds 3 --size 128 --batch 2 --threads 2 \
       --crest crest=build/bin/crest --tf tf=/work/tfvenv/bin/python3 [--tf-bf16 ...] \
-      [--torch torch=/work/torchvenv/bin/python3] [--crest-bf16 ...] [--torch-bf16 ...] [--ratio-to tf]
+      [--torch torch=/work/torchvenv/bin/python3] [--torch-compile ...] [--crest-bf16 ...]
+      [--torch-bf16 ...] [--ratio-to tf]
 
   scripts/bench_peers.py --model deepcam --height 192 --width 288 --batch 2 --rounds 3 \
       --peak build/bin/crest --crest crest=build/bin/crest \
@@ -67,6 +68,8 @@ def build_contestants(a):
     out += [(label, [py, peer("tf"), "--bf16"] + common) for label, py in pairs(a.tf_bf16)]
     out += [(label, [py, peer("torch")] + common) for label, py in pairs(a.torch_plain)]
     out += [(label, [py, peer("torch"), "--cl"] + common) for label, py in pairs(a.torch)]
+    out += [(label, [py, peer("torch"), "--cl", "--compile"] + common)
+            for label, py in pairs(a.torch_compile)]
     out += [(label, [py, peer("torch"), "--cl", "--bf16"] + common) for label, py in pairs(a.torch_bf16)]
     return out
 
@@ -94,6 +97,8 @@ def main():
     p.add_argument("--tf-bf16", action="append", help="LABEL=python with tensorflow (mixed_bfloat16)")
     p.add_argument("--torch", action="append", help="LABEL=python with torch (channels-last)")
     p.add_argument("--torch-plain", action="append", help="LABEL=python with torch (default memory format)")
+    p.add_argument("--torch-compile", action="append",
+                   help="LABEL=python with torch (channels-last, torch.compile)")
     p.add_argument("--torch-bf16", action="append", help="LABEL=python with torch (channels-last, autocast bf16)")
     p.add_argument("--peak", help="path to a crest binary: print the float32 GEMM rate every round")
     p.add_argument("--ratio-to", help="label every other contestant is compared with")

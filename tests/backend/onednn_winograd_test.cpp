@@ -15,6 +15,7 @@
 #include "crest/core/bf16.hpp"
 #include "onednn/context.hpp"
 #include "onednn/winograd_conv.hpp"
+#include "support/scoped_env.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
@@ -389,9 +390,8 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   narrow_volume.in_channels = 16;
   EXPECT_TRUE(onednn::winograd_serves(narrow_volume));
   EXPECT_FALSE(onednn::winograd_applies(narrow_volume));
-  ASSERT_EQ(setenv("CREST_WINOGRAD", "0", 1), 0);
+  const test::ScopedEnv off("CREST_WINOGRAD", "0");
   EXPECT_FALSE(onednn::winograd_applies(d));
-  ASSERT_EQ(unsetenv("CREST_WINOGRAD"), 0);
 }
 
 // The onednn backend's conv routes such a problem to the Winograd kernel: the same bits.

@@ -14,6 +14,7 @@
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/scoped_env.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -50,6 +51,11 @@ std::string final_line(const std::string& out) {
 }
 
 TEST(DataParallel, RanksTimesLocalBatchReproduceOneProcessWithTheGlobalBatch) {
+  // On oneDNN's direct kernels: the Winograd convolutions' weight gradients (conv2, conv3) round
+  // differently for a batch of 4 than for two of 2 (about 1e-5 relative), and the near-cancelling
+  // sums of conv1's bias gradient amplify that to 7e-5 on 2 ranks, 1.5e-4 on 4 (every weight stays
+  // within 1e-6). This checks the data-parallel sums, not the kernels' rounding.
+  const test::ScopedEnv direct("CREST_WINOGRAD", "0");
   TempDir dir;
   const auto one = run_crest(train_args(4, dir.file("one.safetensors")));
   ASSERT_EQ(one.code, 0) << one.out;

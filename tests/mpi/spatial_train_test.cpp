@@ -4,8 +4,6 @@
 // another decomposition; and the decompositions refused before any training.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -16,6 +14,7 @@
 #include <vector>
 
 #include "support/cli_util.hpp"
+#include "support/scoped_env.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -182,12 +181,11 @@ TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
   // Winograd does not take, so the one process would otherwise run conv2 to conv5 as Winograd
   // (rounding about 2e-5 relative, which the near-cancelling sums of conv1's and conv2's bias
   // gradients amplify to 1.8e-3; docs/architecture.md). This compares the split, not the kernels.
-  ASSERT_EQ(setenv("CREST_WINOGRAD", "0", 1), 0);  // inherited by mpirun's local ranks
+  const test::ScopedEnv direct("CREST_WINOGRAD", "0");
   expect_splits_train_as_one_process(args, 4,
                                      {Split{4, "[4,1,1]", 4, ""}, Split{4, "[2,1,1]", 2, ""},
                                       Split{4, "[2,1,1]", 2, "dist.halo_overlap=always"}},
                                      1e-5);
-  ASSERT_EQ(unsetenv("CREST_WINOGRAD"), 0);
 }
 
 // Each rank reads its block of every sample: from npy files only the block's bytes, from GZIP
