@@ -274,6 +274,26 @@ TEST(OneDnnWinograd, VolumesAgreeWithTheReferenceInEveryPass) {
   check({.n = 2, .ic = 32, .oc = 16, .h = 3, .w = 2, .depth = 2});
 }
 
+// Channel counts that are not a multiple of the 16 lanes (nor of AVX2's 8): the last lane block
+// is short, read as zeros past its channels and written only over them (in channels-last, the
+// next pixel's channels follow). 2-D plain and dilated, and volumes, with a bias and a fused
+// activation, batch 1 and 3, fewer channels than one block.
+TEST(OneDnnWinograd, ChannelsThatEndInAShortLaneBlockAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  check({.n = 2, .ic = 20, .oc = 36, .bias = true, .act = EltwiseKind::leaky_relu});
+  check({.n = 1, .ic = 12, .oc = 4, .h = 9, .w = 11, .pad = {2, 2, 3, 3}, .dilation = {2, 3}});
+  check({.n = 3,
+         .ic = 20,
+         .oc = 12,
+         .h = 5,
+         .w = 6,
+         .bias = true,
+         .depth = 5,
+         .act = EltwiseKind::relu});
+  check({.n = 1, .ic = 4, .oc = 40, .h = 7, .w = 4, .depth = 6});
+  check({.n = 2, .ic = 33, .oc = 17, .h = 8, .w = 9, .depth = 4}, int64_t{216} * 3 * 48);
+}
+
 // Chunks of tiles over volumes: 2 x 2 x 2 x 3 = 24 tiles, 5 per chunk (4 full, one of 4), and one
 // tile per chunk.
 TEST(OneDnnWinograd, ChunksOfVolumeTilesAgreeWithTheReference) {
@@ -323,6 +343,9 @@ TEST(OneDnnWinograd, Bf16VolumesAgreeWithTheReference) {
          .dtype = DType::bf16,
          .depth = 6,
          .act = EltwiseKind::leaky_relu});
+  // Short lane blocks: 20 and 12 channels, bf16 codes read and written lane by lane.
+  check(
+      {.n = 1, .ic = 20, .oc = 12, .h = 6, .w = 5, .bias = true, .dtype = DType::bf16, .depth = 5});
 }
 
 TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
@@ -339,13 +362,15 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.groups = 2; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.transposed = true; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.pad_lo[0] = 3; }));  // beyond 2 dilations
-  EXPECT_TRUE(refuses([](ConvDesc& o) { o.out_channels = 136; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.post_op.kind = EltwiseKind::tanh; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) {
     o.bias = true;
     o.bias_grad = true;
   }));
   // Served, but not worth it: too few channels, or too little of the tiles used.
+  ConvDesc ragged = d;  // channels in part of a lane block: served, padded with zeros
+  ragged.out_channels = 136;
+  EXPECT_TRUE(onednn::winograd_applies(ragged));
   ConvDesc narrow = d;
   narrow.in_channels = 64;
   EXPECT_TRUE(onednn::winograd_serves(narrow));
@@ -368,9 +393,10 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   // Volumes: 3x3x3 undilated, from 32 channels (CosmoFlow's conv2 to conv5; conv1 reads 4).
   const ConvDesc conv2 = desc({.n = 2, .ic = 32, .oc = 64, .h = 64, .w = 64, .depth = 64});
   EXPECT_TRUE(onednn::winograd_applies(conv2));
-  ConvDesc conv1 = conv2;
+  ConvDesc conv1 = conv2;  // served (its 4 channels padded to a lane block), but not worth it
   conv1.in_channels = 4;
-  EXPECT_FALSE(onednn::winograd_serves(conv1));
+  EXPECT_TRUE(onednn::winograd_serves(conv1));
+  EXPECT_FALSE(onednn::winograd_applies(conv1));
   ConvDesc dilated_volume = conv2;
   dilated_volume.dilation = {1, 2, 1};
   EXPECT_FALSE(onednn::winograd_serves(dilated_volume));

@@ -17,7 +17,10 @@ int64_t rows(const Shape& shape) {
 
 LaneLayout lane_layout(const Shape& shape, DType dtype) {
   const dnnl::memory::desc blocked = blocked_activation_desc(to_dims(shape), to_dnnl(dtype));
-  const bool by16 = blocked.get_inner_blks() == dnnl::memory::dims{lanes::kLanes};
+  // A channel count that is not a multiple of 16 would pad the blocks; channels-last holds only
+  // real channels, and the loops read and write its short last block lane by lane.
+  const bool by16 = blocked.get_inner_blks() == dnnl::memory::dims{lanes::kLanes} &&
+                    shape[1] % lanes::kLanes == 0;
   return {by16 ? to_mem_format(blocked, dtype) : plain_format(shape, dtype, Layout::channels_last),
           addressing(by16, shape[1], rows(shape), shape[shape.rank() - 1])};
 }

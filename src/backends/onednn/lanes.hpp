@@ -8,6 +8,7 @@
 // target lacks 64-byte registers; they are always inlined, so no call crosses an ABI. Hence the
 // warning is off in every file that includes this one.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -36,6 +37,22 @@ using LaneIndex = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))))
 }
 [[gnu::always_inline]] inline void store(float* p, Lanes v) { std::memcpy(p, &v, sizeof v); }
 
+// Channel counts that are not a multiple of 16 end in a short lane block: `count` (1 to 16) of
+// its lanes are channels, the rest belong to the next pixel (channels-last) or lie past the end.
+// Loops over such blocks read the first `count` lanes (the rest as zeros) and write only those.
+constexpr int64_t padded_to_lanes(int64_t channels) {
+  return (channels + kLanes - 1) / kLanes * kLanes;
+}
+inline int64_t lanes_in_block(int64_t channels, int64_t block) {
+  return std::min(kLanes, channels - block * kLanes);
+}
+template <typename T>
+[[gnu::always_inline]] inline Lanes load_first(const T* p, int64_t count) {
+  if (count == kLanes) return load(p);
+  T full[kLanes] = {};
+  std::memcpy(full, p, static_cast<size_t>(count) * sizeof(T));
+  return load(full);
+}
 // Lane l of the result is lane m[l] of x (m[l] < 16) or lane m[l] - 16 of y: one two-source
 // permute (vpermt2ps on AVX-512) with GCC; lane by lane elsewhere (clang, for the tools).
 [[gnu::always_inline]] inline Lanes shuffle(Lanes x, Lanes y, LaneIndex m) {
@@ -59,6 +76,14 @@ using LaneIndex = int32_t __attribute__((vector_size(kLanes * sizeof(int32_t))))
 [[gnu::always_inline]] inline void store(uint16_t* p, Lanes v) {
   const LaneCodes codes = __builtin_convertvector(bf16_rounded(v) >> 16, LaneCodes);
   std::memcpy(p, &codes, sizeof codes);
+}
+
+template <typename T>
+[[gnu::always_inline]] inline void store_first(T* p, Lanes v, int64_t count) {
+  if (count == kLanes) return store(p, v);
+  T full[kLanes];
+  store(full, v);
+  std::memcpy(p, full, static_cast<size_t>(count) * sizeof(T));
 }
 
 }  // namespace crest::onednn::lanes

@@ -19,7 +19,6 @@ namespace crest::onednn {
 namespace {
 
 using dnnl::memory;
-using lanes::kLanes;
 using winograd::OutputActivation;
 
 // The two tilings: F(4x4, 3x3) for 2-D convolutions (dilated or not) and F(4x4x4, 3x3x3) for
@@ -188,6 +187,8 @@ class WinogradConv final : public ConvKernel {
   WinogradConv(const ContextPtr& ctx, const ConvDesc& d, int64_t chunk_floats)
       : in_c_(d.in_channels),
         out_c_(d.out_channels),
+        in_padded_(lanes::padded_to_lanes(d.in_channels)),
+        out_padded_(lanes::padded_to_lanes(d.out_channels)),
         bf16_(d.dtype == DType::bf16),
         act_(output_activation(d.post_op)) {
     std::vector<int64_t> src_dims{d.n, d.in_channels}, dst_dims{d.n, d.out_channels};
@@ -202,20 +203,21 @@ class WinogradConv final : public ConvKernel {
     dst_fmt_ = dst_layout.format;
     forward_ = Scheme::forward_grid(d, src_layout.addressing, dst_layout.addressing);
     data_ = Scheme::data_grid(d, src_layout.addressing, dst_layout.addressing);
-    const int64_t widest = std::max(in_c_, out_c_);
+    const int64_t widest = std::max(in_padded_, out_padded_);
     forward_chunks_ = chunking(kPoints, Scheme::tiles(forward_), widest, chunk_floats);
     data_chunks_ = chunking(kPoints, Scheme::tiles(data_), widest, chunk_floats);
     const std::string what = std::string("Winograd ") + Scheme::kName + " " +
                              std::to_string(in_c_) + " -> " + std::to_string(out_c_) + " channels";
-    forward_products_ = ChunkProducts(ctx, forward_chunks_.rows, forward_chunks_.last_rows,
-                                      mapping(kPoints, in_c_, out_c_), false, what + " forward");
+    forward_products_ =
+        ChunkProducts(ctx, forward_chunks_.rows, forward_chunks_.last_rows,
+                      mapping(kPoints, in_padded_, out_padded_), false, what + " forward");
     if (d.training) {
       data_products_ =
           ChunkProducts(ctx, data_chunks_.rows, data_chunks_.last_rows,
-                        mapping(kPoints, out_c_, in_c_), false, what + " data gradient");
-      weight_products_ =
-          ChunkProducts(ctx, forward_chunks_.rows, forward_chunks_.last_rows,
-                        weight_gradient(kPoints, out_c_, in_c_), true, what + " weight gradient");
+                        mapping(kPoints, out_padded_, in_padded_), false, what + " data gradient");
+      weight_products_ = ChunkProducts(ctx, forward_chunks_.rows, forward_chunks_.last_rows,
+                                       weight_gradient(kPoints, out_padded_, in_padded_), true,
+                                       what + " weight gradient");
     }
   }
 
@@ -324,13 +326,13 @@ class WinogradConv final : public ConvKernel {
     return b;
   }
   Buffers forward_scratch(void* base) const {
-    return carve(base, forward_chunks_.rows, in_c_, out_c_, forward_products_);
+    return carve(base, forward_chunks_.rows, in_padded_, out_padded_, forward_products_);
   }
   Buffers data_scratch(void* base) const {
-    return carve(base, data_chunks_.rows, out_c_, in_c_, data_products_);
+    return carve(base, data_chunks_.rows, out_padded_, in_padded_, data_products_);
   }
   Buffers weight_scratch(void* base) const {
-    return carve(base, forward_chunks_.rows, in_c_, out_c_, weight_products_);
+    return carve(base, forward_chunks_.rows, in_padded_, out_padded_, weight_products_);
   }
 
   template <typename F>
@@ -339,7 +341,9 @@ class WinogradConv final : public ConvKernel {
       f(first, std::min(c.tiles, first + c.rows));
   }
 
-  int64_t in_c_, out_c_;
+  // The channel counts, and the same padded to 16: the transformed tiles and filters carry
+  // whole lane blocks, the padding zero.
+  int64_t in_c_, out_c_, in_padded_, out_padded_;
   bool bf16_;
   OutputActivation act_;
   MemFormat src_fmt_, dst_fmt_;
@@ -362,7 +366,7 @@ bool winograd_serves(const ConvDesc& d) {
         d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0 ||
         (d.spatial_rank == 3 && d.dilation[i] != 1))
       return false;
-  return d.in_channels % kLanes == 0 && d.out_channels % kLanes == 0;
+  return d.in_channels > 0 && d.out_channels > 0;
 }
 
 double winograd_tile_use(const ConvDesc& d) {

@@ -9,8 +9,12 @@ namespace {
 
 using lanes::kLanes;
 using lanes::Lanes;
+using lanes::lanes_in_block;
 using lanes::load;
+using lanes::load_first;
+using lanes::padded_to_lanes;
 using lanes::store;
+using lanes::store_first;
 
 // y = F x F^T for the 1-D transform F (I values to O): down the columns, then along the rows.
 template <int I, int O, Transform1d F>
@@ -41,9 +45,9 @@ inline bool inside(const Addressing& a, int64_t y, int64_t x) {
   return y >= 0 && y < a.height && x >= 0 && x < a.width;
 }
 
-// Where point xi of tile row r, lane block b lies in a [36][rows][channels] buffer.
+// Where point xi of tile row r, lane block b lies in a [36][rows][channels padded to 16] buffer.
 inline int64_t point_at(int64_t xi, int64_t rows, int64_t r, int64_t channels, int64_t b) {
-  return (xi * rows + r) * channels + b * kLanes;
+  return (xi * rows + r) * padded_to_lanes(channels) + b * kLanes;
 }
 
 }  // namespace
@@ -74,12 +78,13 @@ template <typename T>
 [[gnu::always_inline]] inline void input_tile(const Grid& g, const T* in, int64_t t, int64_t b,
                                               int64_t first, int64_t rows, float* v) {
   const TileOrigin o = origin(g, t);
+  const int64_t count = lanes_in_block(g.in_channels, b);
   Lanes d[6][6], r[6][6];
   for (int i = 0; i < 6; ++i)
     for (int j = 0; j < 6; ++j) {
       const int64_t y = o.y - g.pad_top + i * g.dilation_h;
       const int64_t x = o.x - g.pad_left + j * g.dilation_w;
-      d[i][j] = inside(g.in, y, x) ? load(in + g.in.at(o.n, b, y, x)) : Lanes{};
+      d[i][j] = inside(g.in, y, x) ? load_first(in + g.in.at(o.n, b, y, x), count) : Lanes{};
     }
   both_axes<6, 6, input_1d>(d, r);
   for (int64_t xi = 0; xi < kPoints; ++xi)
@@ -95,12 +100,13 @@ template <typename T>
   for (int64_t xi = 0; xi < kPoints; ++xi)
     p[xi / 6][xi % 6] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
   both_axes<6, 4, output_1d>(p, y);
-  const Lanes shift = bias != nullptr ? load(bias + b * kLanes) : Lanes{};
+  const int64_t count = lanes_in_block(g.out_channels, b);
+  const Lanes shift = bias != nullptr ? load_first(bias + b * kLanes, count) : Lanes{};
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
       const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
       if (inside(g.out, py, px))
-        store(out + g.out.at(o.n, b, py, px), activated(y[i][j] + shift, act));
+        store_first(out + g.out.at(o.n, b, py, px), activated(y[i][j] + shift, act), count);
     }
 }
 
@@ -109,11 +115,13 @@ template <typename T>
                                                  int64_t b, int64_t first, int64_t rows,
                                                  float* tiles) {
   const TileOrigin o = origin(g, t);
+  const int64_t count = lanes_in_block(g.out_channels, b);
   Lanes dy[4][4], r[6][6];
   for (int i = 0; i < 4; ++i)
     for (int j = 0; j < 4; ++j) {
       const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
-      dy[i][j] = inside(g.out, py, px) ? load(diff_out + g.out.at(o.n, b, py, px)) : Lanes{};
+      dy[i][j] =
+          inside(g.out, py, px) ? load_first(diff_out + g.out.at(o.n, b, py, px), count) : Lanes{};
     }
   both_axes<4, 6, gradient_1d>(dy, r);
   for (int64_t xi = 0; xi < kPoints; ++xi)
@@ -125,7 +133,7 @@ template <typename T>
 // The loops, one per activation type, compiled per instruction-set level (widest_vectors.hpp);
 // the parallel loops sit in those functions, whose OpenMP bodies inherit their target.
 #define CREST_OVER_TILES(channels, call)                                                     \
-  const int64_t rows = last - first, blocks = (channels) / kLanes;                           \
+  const int64_t rows = last - first, blocks = padded_to_lanes(channels) / kLanes;            \
   _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t t = first; t < last; \
                                                                 ++t) for (int64_t b = 0;     \
                                                                           b < blocks; ++b) call

@@ -7,7 +7,10 @@
 // oneDNN's GEMM; these loops only move data in and out of the 6x6 domain.
 //
 // The transformed buffers are [36][rows][channels]: transform point xi = 6 * i + j, then the
-// tiles of a chunk (tile t at row t - first), then channels, contiguous.
+// tiles of a chunk (tile t at row t - first), then channels, contiguous. Their channel counts
+// (here and below, in_c and out_c in the filters) are padded to a multiple of 16 with zeros, so
+// the transforms move whole lane blocks and the matrix products sum nothing from the padding;
+// the activations and plain weights hold only real channels.
 //
 // A dilated convolution (dilation d) is d x d dense ones, each on the pixels of one phase (rows
 // p, p + d, p + 2d, ...; likewise columns): output row p + d k reads input rows p - pad + d (k +
@@ -43,7 +46,7 @@ struct Grid {
   int64_t pad_top = 0, pad_left = 0;
   int64_t dilation_h = 1, dilation_w = 1;  // 1: dense
   Addressing in, out;
-  int64_t in_channels = 0, out_channels = 0;  // multiples of 16
+  int64_t in_channels = 0, out_channels = 0;  // any: the buffers below pad them to 16
 
   int64_t tiles() const { return samples * dilation_h * dilation_w * tiles_h * tiles_w; }
 };

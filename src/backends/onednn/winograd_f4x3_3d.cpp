@@ -9,8 +9,12 @@ namespace {
 
 using lanes::kLanes;
 using lanes::Lanes;
+using lanes::lanes_in_block;
 using lanes::load;
+using lanes::load_first;
+using lanes::padded_to_lanes;
 using lanes::store;
+using lanes::store_first;
 using winograd::OutputActivation;
 using winograd::Transform1d;
 
@@ -65,9 +69,10 @@ inline int64_t voxel_at(const Addressing& a, const Extent& e, int64_t n, int64_t
   return a.at(n, b, z * e[1] + y, x);
 }
 
-// Where point xi of tile row r, lane block b lies in a [216][rows][channels] buffer.
+// Where point xi of tile row r, lane block b lies in a [216][rows][channels padded to 16]
+// buffer.
 inline int64_t point_at(int64_t xi, int64_t rows, int64_t r, int64_t channels, int64_t b) {
-  return (xi * rows + r) * channels + b * kLanes;
+  return (xi * rows + r) * padded_to_lanes(channels) + b * kLanes;
 }
 
 // The per-tile bodies, for float32 or bf16 activations (T = float or uint16_t bf16 codes). Lane
@@ -76,12 +81,14 @@ template <typename T>
 [[gnu::always_inline]] inline void input_tile(const Grid& g, const T* in, int64_t t, int64_t b,
                                               int64_t first, int64_t rows, float* v) {
   const TileOrigin o = origin(g, t);
+  const int64_t count = lanes_in_block(g.in_channels, b);
   auto row = [&](int i, int j, Lanes* r) {
     const int64_t z = o.z - g.pad[0] + i, y = o.y - g.pad[1] + j;
     for (int k = 0; k < 6; ++k) {
       const int64_t x = o.x - g.pad[2] + k;
-      r[k] = inside(g.in_size, z, y, x) ? load(in + voxel_at(g.in, g.in_size, o.n, b, z, y, x))
-                                        : Lanes{};
+      r[k] = inside(g.in_size, z, y, x)
+                 ? load_first(in + voxel_at(g.in, g.in_size, o.n, b, z, y, x), count)
+                 : Lanes{};
     }
   };
   auto put = [&](int xi, Lanes value) {
@@ -99,11 +106,13 @@ template <typename T>
     for (int k = 0; k < 6; ++k)
       r[k] = load(m + point_at((i * 6 + j) * 6 + k, rows, t - first, g.out_channels, b));
   };
-  const Lanes shift = bias != nullptr ? load(bias + b * kLanes) : Lanes{};
+  const int64_t count = lanes_in_block(g.out_channels, b);
+  const Lanes shift = bias != nullptr ? load_first(bias + b * kLanes, count) : Lanes{};
   auto put = [&](int at, Lanes value) {
     const int64_t z = o.z + at / 16, y = o.y + at / 4 % 4, x = o.x + at % 4;
     if (inside(g.out_size, z, y, x))
-      store(out + voxel_at(g.out, g.out_size, o.n, b, z, y, x), activated(value + shift, act));
+      store_first(out + voxel_at(g.out, g.out_size, o.n, b, z, y, x), activated(value + shift, act),
+                  count);
   };
   three_axes<6, 4, winograd::output_1d>(row, put);
 }
@@ -113,12 +122,13 @@ template <typename T>
                                                  int64_t b, int64_t first, int64_t rows,
                                                  float* tiles) {
   const TileOrigin o = origin(g, t);
+  const int64_t count = lanes_in_block(g.out_channels, b);
   auto row = [&](int i, int j, Lanes* r) {
     const int64_t z = o.z + i, y = o.y + j;
     for (int k = 0; k < 4; ++k) {
       const int64_t x = o.x + k;
       r[k] = inside(g.out_size, z, y, x)
-                 ? load(diff_out + voxel_at(g.out, g.out_size, o.n, b, z, y, x))
+                 ? load_first(diff_out + voxel_at(g.out, g.out_size, o.n, b, z, y, x), count)
                  : Lanes{};
     }
   };
@@ -148,7 +158,7 @@ Grid grid(int64_t samples, const Addressing& in, const Extent& in_size, const Ad
 // The loops, one per activation type, compiled per instruction-set level (widest_vectors.hpp);
 // the parallel loops sit in those functions, whose OpenMP bodies inherit their target.
 #define CREST_OVER_TILES(channels, call)                                                     \
-  const int64_t rows = last - first, blocks = (channels) / kLanes;                           \
+  const int64_t rows = last - first, blocks = padded_to_lanes(channels) / kLanes;            \
   _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t t = first; t < last; \
                                                                 ++t) for (int64_t b = 0;     \
                                                                           b < blocks; ++b) call

@@ -8,7 +8,8 @@
 // where the direct sum stays near 1e-7.
 //
 // The transformed buffers are [216][rows][channels]: transform point xi = (6 i + j) 6 + k, then
-// the tiles of a chunk (tile t at row t - first), then channels, contiguous. Tile t =
+// the tiles of a chunk (tile t at row t - first), then channels, contiguous, their counts padded
+// to a multiple of 16 with zeros as in 2-D (winograd_f4x3.hpp). Tile t =
 // ((n tiles_d + tz) tiles_h + ty) tiles_w + tx covers the output voxels 4 tz + i (depth), 4 ty + j
 // and 4 tx + k, i, j, k < 4; its patch reads the input from 4 tz - pad_front on (rows and columns
 // alike), zeros outside. Voxels of tiles past the output are dropped. Dense only: CosmoFlow's
@@ -39,7 +40,7 @@ struct Grid {
   int64_t samples = 0;
   Extent tiles{}, pad{}, in_size{}, out_size{};
   Addressing in, out;
-  int64_t in_channels = 0, out_channels = 0;  // multiples of 16
+  int64_t in_channels = 0, out_channels = 0;  // any: the buffers below pad them to 16
 
   int64_t tiles_total() const { return samples * tiles[0] * tiles[1] * tiles[2]; }
 };
