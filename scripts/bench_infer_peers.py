@@ -76,7 +76,9 @@ def contestants(a, case, onnx):
     if a.torch_python:
         out.append(("torch eval fp32", [a.torch_python] + peer + ["--runtime", "torch"]))
         out.append(("torch compile fp32", [a.torch_python] + peer + ["--runtime", "torch-compile"]))
-        out.append(("torch eval bf16", [a.torch_python] + peer + ["--runtime", "torch", "--bf16"]))
+        if not a.no_bf16:  # autocast bf16 is emulated, many times slower, on such CPUs
+            out.append(("torch eval bf16",
+                        [a.torch_python] + peer + ["--runtime", "torch", "--bf16"]))
     return out
 
 
@@ -103,7 +105,8 @@ def main():
     p.add_argument("--torch-python", help="python with torch (the newest from PyPI)")
     p.add_argument("--ort-python", help="python with onnxruntime")
     p.add_argument("--no-bf16", action="store_true",
-                   help="leave out crest bf16 (a CPU without AVX-512 BF16 or AMX refuses it)")
+                   help="leave out the bf16 contestants (crest refuses bf16 on a CPU without "
+                   "AVX-512 BF16 or AMX; torch emulates it there)")
     p.add_argument("--crest-direct", action="store_true",
                    help="also crest fp32 with CREST_WINOGRAD=0 (oneDNN's direct convolutions)")
     a = p.parse_args()

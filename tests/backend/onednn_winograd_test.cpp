@@ -416,8 +416,23 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   narrow_volume.in_channels = 16;
   EXPECT_TRUE(onednn::winograd_serves(narrow_volume));
   EXPECT_FALSE(onednn::winograd_applies(narrow_volume));
-  const test::ScopedEnv off("CREST_WINOGRAD", "0");
-  EXPECT_FALSE(onednn::winograd_applies(d));
+  {
+    const test::ScopedEnv off("CREST_WINOGRAD", "0");
+    EXPECT_FALSE(onednn::winograd_applies(d));
+  }
+  {
+    const test::ScopedEnv everywhere("CREST_WINOGRAD", "1");  // served is enough
+    EXPECT_TRUE(onednn::winograd_applies(narrow));
+    EXPECT_TRUE(onednn::winograd_applies(conv1));
+    EXPECT_FALSE(onednn::winograd_applies(dilated_volume));
+  }
+  const test::ScopedEnv wrong("CREST_WINOGRAD", "yes");
+  try {
+    onednn::winograd_applies(d);
+    ADD_FAILURE() << "CREST_WINOGRAD=yes was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CREST_WINOGRAD: 'yes'"), std::string::npos) << e.what();
+  }
 }
 
 // The onednn backend's conv routes such a problem to the Winograd kernel: the same bits.

@@ -484,7 +484,8 @@ std::unique_ptr<ConvKernel> tuned_winograd_or_direct(const ContextPtr& ctx, cons
 std::unique_ptr<ConvKernel> make_conv(ContextPtr ctx, const ConvDesc& d, const MemFormat& src_hint,
                                       LayoutTuner* tuner) {
   if (dilated_depthwise_applies(d)) return make_dilated_depthwise(d);
-  if (tuner != nullptr && tuner->active() && winograd_serves(d) && !winograd_turned_off())
+  if (tuner != nullptr && tuner->active() && winograd_serves(d) &&
+      winograd_setting() == WinogradSetting::automatic)
     return tuned_winograd_or_direct(ctx, d, src_hint, *tuner);
   if (winograd_applies(d)) return make_winograd_conv(ctx, d);
   return make_direct_conv(std::move(ctx), d, src_hint, tuner);

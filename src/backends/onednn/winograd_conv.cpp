@@ -382,13 +382,21 @@ double winograd_tile_use(const ConvDesc& d) {
   return std::min(use(d.in_size), use(d.out_size));
 }
 
-bool winograd_turned_off() {
+WinogradSetting winograd_setting() {
   const char* v = std::getenv("CREST_WINOGRAD");
-  return v != nullptr && std::string(v) == "0";
+  const std::string value = v != nullptr ? v : "";
+  if (value.empty()) return WinogradSetting::automatic;
+  if (value == "0") return WinogradSetting::off;
+  if (value == "1") return WinogradSetting::everywhere;
+  throw_usage("CREST_WINOGRAD: '" + value +
+              "' is not a setting (0: never Winograd, 1: wherever it serves, unset: by rule)");
 }
 
 bool winograd_applies(const ConvDesc& d) {
-  if (!winograd_serves(d) || winograd_tile_use(d) < kWinogradMinTileUse) return false;
+  if (!winograd_serves(d)) return false;
+  const WinogradSetting setting = winograd_setting();
+  if (setting != WinogradSetting::automatic) return setting == WinogradSetting::everywhere;
+  if (winograd_tile_use(d) < kWinogradMinTileUse) return false;
   const bool volume = d.spatial_rank == 3;
   for (const int64_t c : {d.in_channels, d.out_channels})
     if (c < (volume ? kWinograd3dMinChannels : kWinogradMinChannels)) return false;
@@ -397,7 +405,7 @@ bool winograd_applies(const ConvDesc& d) {
     for (size_t a = 0; a < 3; ++a) tiles *= winograd3d::tiles_along(d.out_size[a]);
     if (tiles < kWinograd3dMinTiles) return false;
   }
-  return !winograd_turned_off();
+  return true;
 }
 
 std::unique_ptr<ConvKernel> make_winograd_conv(const ContextPtr& ctx, const ConvDesc& d,

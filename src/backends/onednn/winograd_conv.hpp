@@ -34,10 +34,15 @@ bool winograd_serves(const ConvDesc& d);
 // than a tile, compute pixels that are dropped.
 double winograd_tile_use(const ConvDesc& d);
 
-// Whether CREST_WINOGRAD=0 is set in the environment (to compare): nothing runs Winograd.
-bool winograd_turned_off();
+// The environment's CREST_WINOGRAD: unset or empty, the rule below (or the tuner's measurement)
+// decides; "0", nothing runs Winograd (to compare with oneDNN's direct kernels); "1", every
+// convolution it serves runs it, tuner or not (to test it where the rule would not take it:
+// the parity fixtures' small channel counts). Any other value is a usage error naming it.
+enum class WinogradSetting { automatic, off, everywhere };
+WinogradSetting winograd_setting();
 
-// Whether make_conv sends `d` there without the tuner (with it, the faster of Winograd and
+// Whether make_conv sends `d` there without the tuner (everywhere it serves under
+// CREST_WINOGRAD=1, nowhere under 0) (with it, the faster of Winograd and
 // oneDNN's direct kernel, measured, wherever winograd_serves(d)): it serves `d`, both channel
 // counts are at least kWinogradMinChannels (2-D) or kWinograd3dMinChannels (3-D), the tiles' use
 // is at least kWinogradMinTileUse and (3-D) the batch has at least kWinograd3dMinTiles tiles.
