@@ -53,6 +53,7 @@ template <typename T>
   std::memcpy(full, p, static_cast<size_t>(count) * sizeof(T));
   return load(full);
 }
+
 // Lane l of the result is lane m[l] of x (m[l] < 16) or lane m[l] - 16 of y: one two-source
 // permute (vpermt2ps on AVX-512) with GCC; lane by lane elsewhere (clang, for the tools).
 [[gnu::always_inline]] inline Lanes shuffle(Lanes x, Lanes y, LaneIndex m) {
