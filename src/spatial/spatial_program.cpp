@@ -1,4 +1,4 @@
-// make_spatial_split (spatial_program.hpp): the kernels and the gather layer a split program runs.
+// make_spatial_split (spatial_program.hpp): the kernels and the layers a split program runs.
 #include "crest/spatial/spatial_program.hpp"
 
 #include <algorithm>
@@ -11,6 +11,7 @@
 #include "crest/core/error.hpp"
 #include "crest/graph/layer.hpp"
 #include "crest/spatial/feature_columns.hpp"
+#include "crest/spatial/loss_on_blocks.hpp"
 #include "crest/spatial/spatial_window.hpp"
 
 namespace crest {
@@ -308,6 +309,13 @@ class GroupSplit final : public SpatialSplit {
                                            "spatial_sum");
   }
   bool first_in_group() const override { return group_->rank() == 0; }
+  std::unique_ptr<Layer> loss_over_blocks(std::unique_ptr<Layer> loss,
+                                          const Shape& global) override {
+    return make_loss_on_blocks(std::move(loss), *group_, global);
+  }
+  std::unique_ptr<Layer> take_block(const Shape& global) override {
+    return make_take_block(*this, global);
+  }
 
  private:
   // A layer compiled again (a second executor) adds to the same times.

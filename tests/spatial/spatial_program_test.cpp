@@ -10,9 +10,10 @@
 // a concatenation of split values and a padded
 // strided max pooling runs the same checks, and so does a segmentation decoder shaped as
 // DeepCAM's (image pooling, expand_as, transposed convolutions, a prediction that keeps the
-// spatial axes and a per-pixel loss). A CosmoFlow-shaped head (flatten straight into a dense
-// layer with an L2 penalty) runs with the dense weight divided by columns among the group: its
-// part's gradient equals the unsplit gradient's columns for the rank's block.
+// spatial axes and a per-pixel loss, which runs on the prediction's blocks), and so does a
+// network whose per-voxel loss reads split values only. A CosmoFlow-shaped head (flatten straight
+// into a dense layer with an L2 penalty) runs with the dense weight divided by columns among the
+// group: its part's gradient equals the unsplit gradient's columns for the rank's block.
 #include "crest/spatial/spatial_program.hpp"
 
 #include <gtest/gtest.h>
@@ -53,11 +54,13 @@ const std::vector<int64_t> kVolume{16, 12, 10};
 const std::vector<int64_t> kField{24, 21};
 
 // A network and the spatial extents of its samples (x: [2, extents...] channels-last); y is [3]
-// floats, or with `classes` int32 labels [extents...] (a segmentation's).
+// floats, or with `classes` int32 labels [extents...] (a segmentation's), or with
+// `voxel_target` floats shaped as x (a per-voxel regression's).
 struct Network {
   Graph graph;
   std::vector<int64_t> extents;
   int classes = 0;
+  bool voxel_target = false;
 };
 
 // x [2, 16, 12, 10] channels-last -> conv 3^3 (4) + leaky -> dropout -> max-pool 2 ->
@@ -215,6 +218,27 @@ Network small_decoder_network() {
   return {g, field, 3};
 }
 
+// x [2, 16, 12, 10] -> conv 3^3 (4) + tanh -> conv 3^3 stride 1 (2) -> MSE against y [2, 16, 12,
+// 10] per voxel (a denoising or super-resolution target). Nothing is marked: the loss reads the
+// split prediction and the split target, and no rank ever holds a whole activation.
+Network voxel_regression_network() {
+  Graph g;
+  const Shape volume{kChannels, kVolume[0], kVolume[1], kVolume[2]};
+  const ValueId x = g.input("x", volume, Layout::channels_last);
+  const ValueId y = g.input("y", volume, Layout::channels_last);
+  ConvOptions c;
+  c.out_channels = 4;
+  c.kernel = {3, 3, 3};
+  c.same = true;
+  ValueId t = g.add("act1", layers::tanh(), {g.add("conv1", layers::conv(c), {x})});
+  c.out_channels = kChannels;
+  t = g.add("conv2", layers::conv(c), {t});
+  g.set_loss(g.add("loss", layers::mse_loss(), {t, y}));
+  Network net{g, kVolume};
+  net.voxel_target = true;
+  return net;
+}
+
 // [n, c, extents...]: the whole sample batch's logical shape.
 Shape batch_shape(const std::vector<int64_t>& extents) {
   std::vector<int64_t> dims{kBatch, kChannels};
@@ -266,7 +290,8 @@ class WorldStatReducer final : public BatchStatReducer {
 };
 
 StepResult run_step(const Graph& g, Backend& backend, CompileOptions o,
-                    const std::vector<double>& x, int classes) {
+                    const std::vector<double>& x, int classes,
+                    const std::vector<double>& voxel_target = {}) {
   o.batch = kBatch;
   o.seed = 7;
   o.input_grads = true;
@@ -274,17 +299,22 @@ StepResult run_step(const Graph& g, Backend& backend, CompileOptions o,
   WorldStatReducer group_statistics;
   if (o.spatial) ex.set_batch_stat_reducer(&group_statistics);
   write(ex.input("x"), x);
-  if (classes == 0) {
+  if (!voxel_target.empty()) {
+    write(ex.input("y"), voxel_target);
+  } else if (classes == 0) {
     write(ex.input("y"), random_values(kBatch * 3, 2));
   } else {
+    // Drawn, not a formula of the index: a periodic pattern gives blocks at some offsets the
+    // same labels, and a wrong block of them would pass.
     const TensorView labels = ex.input("y");
-    for (int64_t i = 0; i < labels.desc().shape.numel(); ++i)
-      labels.as<int32_t>()[i] = static_cast<int32_t>((i * 7 + i / 5) % classes);
+    std::mt19937 draw(11);
+    std::uniform_int_distribution<int32_t> label(0, classes - 1);
+    for (int64_t i = 0; i < labels.desc().shape.numel(); ++i) labels.as<int32_t>()[i] = label(draw);
   }
   StepResult r;
   r.loss = ex.forward();
   ex.backward();
-  r.prediction = read(ex.output(g.outputs()[0]));
+  if (!g.outputs().empty()) r.prediction = read(ex.output(g.outputs()[0]));
   r.input_grad = read(ex.input_grad("x"));
   for (size_t s = 0; s < ex.params().slots().size(); ++s) {
     if (ex.params().slots()[s].spec.trainable) {
@@ -318,9 +348,10 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
   auto backend = make_backend(backend_name);
   const Graph& g = net.graph;
   const auto x = random_values(size_t(batch_shape(net.extents).numel()), 1);
+  const auto y = net.voxel_target ? random_values(x.size(), 3) : std::vector<double>{};
   CompileOptions base;
   base.dtype = dtype;
-  const StepResult whole = run_step(g, *backend, base, x, net.classes);
+  const StepResult whole = run_step(g, *backend, base, x, net.classes, y);
   for (const auto& parts : decompositions(world.size(), net.extents.size())) {
     std::string trace = "dist.spatial";
     for (int p : parts) trace += " " + std::to_string(p);
@@ -331,7 +362,8 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
     const Shape local = split.spatial->local_shape(batch_shape(net.extents));
     const auto offset = block_offset(net.extents, grid, world.rank());
     const StepResult mine =
-        run_step(g, *backend, split, block_of(x, net.extents, local, offset), net.classes);
+        run_step(g, *backend, split, block_of(x, net.extents, local, offset), net.classes,
+                 y.empty() ? y : block_of(y, net.extents, local, offset));
     EXPECT_NEAR(mine.loss, whole.loss, tol * (1 + std::fabs(whole.loss)));
     expect_close(mine.prediction, whole.prediction, tol, "prediction");
     expect_close(mine.input_grad, block_of(whole.input_grad, net.extents, local, offset), tol,
@@ -413,14 +445,15 @@ TEST(SpatialProgram, StridedDilatedFieldNetworkFloat64OnTheReferenceBackend) {
 TEST(SpatialProgram, SegmentationDecoderFloat64OnTheReferenceBackend) {
   const Network net = small_decoder_network();
   check_program(net, "reference", DType::f64, 1e-10);
-  // Split 2 ways along the width: nothing is gathered but the prediction. (On 4 ranks the
-  // 5-column feature map is too narrow for the dilated convolution's halo: from there the network
-  // runs gathered, which check_program covered.)
+  // Split 2 ways along the width: nothing is gathered but the prediction, for the caller; the
+  // loss reads the prediction's block and the block of the labels. (On 4 ranks the 5-column
+  // feature map is too narrow for the dilated convolution's halo: from there the network runs
+  // gathered and the loss whole, which check_program covered.)
   if (test::world().size() != 2) return;
   EXPECT_EQ(inserted_ops(net.graph, {1, 2}),
-            (std::vector<std::string>{"spatial_mean image_pool>group",
-                                      "spatial_broadcast pool_act>broadcast",
-                                      "spatial_gather deconv2>block>gather"}));
+            (std::vector<std::string>{
+                "spatial_mean image_pool>group", "spatial_broadcast pool_act>broadcast",
+                "spatial_gather deconv2>block>gather", "spatial_block y>block"}));
   auto backend = make_backend("reference");
   CompileOptions o;
   o.dtype = DType::f64;
@@ -431,6 +464,25 @@ TEST(SpatialProgram, SegmentationDecoderFloat64OnTheReferenceBackend) {
     if (op.name == "deconv2") {
       EXPECT_EQ(op.implementation.rfind("split", 0), 0u) << op.implementation;
     }
+  // 20 columns over 2 ranks: the loss reads [2, 3, 24, 10]; the gathered prediction is only
+  // returned, its gather's backward never runs.
+  for (const OpFacts& op : ex.op_facts()) {
+    if (op.name == "loss") {
+      EXPECT_EQ(op.in, (Shape{kBatch, 3, 24, 10}));
+    }
+    if (op.kind == "spatial_gather") {
+      EXPECT_FALSE(op.runs_backward) << op.name;
+    }
+  }
+}
+
+// A per-voxel loss on split values only: the split target is the loader's block, and nothing
+// is gathered at all.
+TEST(SpatialProgram, VoxelLossOnBlocksFloat64OnTheReferenceBackend) {
+  const Network net = voxel_regression_network();
+  check_program(net, "reference", DType::f64, 1e-10);
+  if (test::world().size() < 2) return;
+  EXPECT_TRUE(inserted_ops(net.graph, {test::world().size(), 1, 1}).empty());
 }
 
 TEST(SpatialProgram, SmallNetworkFloat32OnOneDnn) {
@@ -439,6 +491,7 @@ TEST(SpatialProgram, SmallNetworkFloat32OnOneDnn) {
   check_program(small_field_network(), "onednn", DType::f32, 1e-5);
   check_program(small_decoder_network(), "onednn", DType::f32, 1e-5);
   check_program(dense_head_network(), "onednn", DType::f32, 1e-5);
+  check_program(voxel_regression_network(), "onednn", DType::f32, 1e-5);
 }
 
 // Batch norm on blocks without the group's statistics would normalise each block alone: a

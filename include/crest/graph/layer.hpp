@@ -41,6 +41,11 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 //              block's features with its part of W's columns (ParamSpec::shard); the compile sums
 //              the parts' products over the group (SpatialSplit::feature_columns). Its rank-2
 //              parameter is W; the others (the bias) must be added to the output once
+//   position_mean  a loss that is the mean over its prediction's elements of a term of each
+//              position's inputs alone (MSE, per-pixel softmax cross-entropy): where its prediction
+//              is split, it runs on the blocks of its inputs (a whole target or label map gives
+//              each rank its block), each block's mean weighted by its share of the prediction and
+//              summed over the group (SpatialSplit::loss_over_blocks); backward is local
 // A pointwise layer may also read whole inputs whose spatial extents are all 1 (expand_as's
 // image-pool features): they are broadcast over the blocks, their gradient summed over the group
 // (SpatialSplit::broadcast).
@@ -51,7 +56,8 @@ enum class SpatialRole : uint8_t {
   windowed,
   group_statistics,
   spatial_mean,
-  feature_matrix
+  feature_matrix,
+  position_mean
 };
 
 enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };

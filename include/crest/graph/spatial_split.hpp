@@ -75,6 +75,17 @@ class SpatialSplit {
   // and the layer's other parameters (the bias) must be added once: by the rank for which
   // first_in_group() is true.
   virtual std::shared_ptr<const ParamShard> feature_columns(const Shape& global, int64_t rows) = 0;
+  // A loss that is a mean over its prediction's elements (SpatialRole::position_mean), run on the
+  // blocks of its inputs: `loss`, compiled for the blocks, gives its block's mean; the returned
+  // layer weights that by the block's share of the whole prediction `global` and sums it over
+  // the group, so every rank gets the sample's loss. Backward, each rank's gradient is its
+  // block's of the sample's loss (the wrapped backward scaled by the share): nothing is sent.
+  virtual std::unique_ptr<Layer> loss_over_blocks(std::unique_ptr<Layer> loss,
+                                                  const Shape& global) = 0;
+  // The layer the compile inserts before a loss on blocks for a whole target it reads (a
+  // segmentation's labels, as the data loader gives them): forward, this rank's block of it;
+  // no gradient. `global` is [n, c, spatial...] or, for class labels, [n, spatial...].
+  virtual std::unique_ptr<Layer> take_block(const Shape& global) = 0;
   virtual std::unique_ptr<Layer> sum_parts(const Shape& shape) = 0;
   virtual bool first_in_group() const = 0;
   // Bytes this rank receives in the halo exchanges of one batch through the windowed layers

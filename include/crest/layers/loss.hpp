@@ -16,6 +16,7 @@ class MseLossLayer : public Layer {
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override;
   bool is_loss() const override { return true; }
   bool input_is_constant(size_t i) const override { return i == 1; }
+  SpatialRole spatial_role() const override { return SpatialRole::position_mean; }
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;
@@ -42,6 +43,7 @@ class SoftmaxCrossEntropyLayer : public Layer {
   bool is_loss() const override { return true; }
   bool reads_logits() const override { return true; }
   bool input_is_constant(size_t i) const override { return i == 1; }
+  SpatialRole spatial_role() const override { return SpatialRole::position_mean; }
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;

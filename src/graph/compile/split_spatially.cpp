@@ -16,11 +16,16 @@
 //     columns (ColumnsPartLayer, SpatialSplit::feature_columns); an inserted spatial_sum adds the
 //     parts' products over the group into its whole output. No rank holds the whole weight, and
 //     the features are never gathered;
+//   - a position-mean loss (MSE, per-pixel cross-entropy) whose prediction has a block runs on
+//     the blocks of its inputs (a whole target or label map through an inserted spatial_block,
+//     which takes this rank's block of it), its block's share summed over the group
+//     (SpatialSplit::loss_over_blocks);
 //   - any other layer reading a split value reads a gathered copy instead (one gather per value,
 //     inserted before its first such reader), and runs alike on every rank of the group.
 // Marked outputs (a segmentation's prediction) are returned whole: where a split layer writes
-// one, it writes a block and an inserted gather writes the output, so the loss, the metrics and
-// the caller see the whole tensor.
+// one, it writes a block and an inserted gather writes the output, so the metrics and the caller
+// see the whole tensor; a loss on blocks reads the block, and nothing reads the whole
+// prediction's gradient.
 #include <algorithm>
 #include <map>
 
@@ -68,6 +73,8 @@ class SplitPass {
   void place(Node node) {
     if (node.inputs.size() == 1 && flat_blocks_.count(node.inputs[0]))
       return place_columns(std::move(node));
+    if (node.layer->spatial_role() == SpatialRole::position_mean && loss_takes_blocks(node))
+      return place_loss_on_blocks(std::move(node));
     bool any_split = false, all_split = true, all_split_or_broadcast = true;
     for (ValueId v : node.inputs) {
       any_split = any_split || p_.val(v).split;
@@ -158,6 +165,55 @@ class SplitPass {
     insert(name, "spatial_sum", s_.sum_parts(out_shape), part, out);
   }
 
+  // The block of a loss's prediction v: v itself when split, or the block a gather wrote v from
+  // when the loss is v's only reader (its gradient then comes from the block alone). -1: none.
+  ValueId prediction_block(ValueId v) const {
+    if (p_.val(v).split) return v;
+    const auto found = block_of_whole_.find(v);
+    const auto readers = readers_.find(v);
+    if (found == block_of_whole_.end() || readers == readers_.end() || readers->second.size() != 1)
+      return -1;
+    return found->second;
+  }
+
+  // Whether a position-mean loss can run on the blocks: its prediction has one, and every other
+  // input is a target of the prediction's whole shape (split or whole) or its class labels
+  // (the whole shape without the channel axis).
+  bool loss_takes_blocks(const Node& node) const {
+    const ValueId block = prediction_block(node.inputs[0]);
+    if (block < 0) return false;
+    const Shape& global = p_.val(block).global_shape;
+    std::vector<int64_t> labels = global.to_vector();
+    labels.erase(labels.begin() + 1);
+    for (size_t i = 1; i < node.inputs.size(); ++i) {
+      const Value& t = p_.val(node.inputs[i]);
+      const Shape& whole = t.split ? t.global_shape : t.shape;
+      if (!node.layer->input_is_constant(i) || (whole != global && whole != Shape(labels)))
+        return false;
+    }
+    return true;
+  }
+
+  void place_loss_on_blocks(Node node) {
+    const ValueId block = prediction_block(node.inputs[0]);
+    if (block != node.inputs[0]) p_.val(node.inputs[0]).needs_grad = false;  // no reader's now
+    node.inputs[0] = block;
+    for (size_t i = 1; i < node.inputs.size(); ++i)
+      if (!p_.val(node.inputs[i]).split) node.inputs[i] = taken_block(node.inputs[i]);
+    node.layer = s_.loss_over_blocks(std::move(node.layer), p_.val(block).global_shape);
+    nodes_.push_back(std::move(node));
+  }
+
+  // This rank's block of whole target v, taken once.
+  ValueId taken_block(ValueId v) {
+    if (auto found = taken_.find(v); found != taken_.end()) return found->second;
+    auto layer = s_.take_block(p_.val(v).shape);
+    const ValueId nv = p_.add_value(p_.val(v).name + ">block", layer->infer_shapes({}).at(0));
+    insert(p_.val(nv).name, "spatial_block", std::move(layer), v, nv);
+    taken_.emplace(v, nv);
+    return nv;
+  }
+
   // A whole value a pointwise layer can broadcast over split blocks: every spatial extent 1.
   bool broadcasts(ValueId v) const {
     const Shape& s = p_.val(v).shape;
@@ -236,6 +292,7 @@ class SplitPass {
     insert(p_.val(block).name + ">gather", "spatial_gather", s_.gather(p_.val(block).global_shape),
            block, whole);
     gathered_.emplace(block, whole);
+    block_of_whole_.emplace(whole, block);
   }
 
   // A node the pass adds (no graph position: it draws no random numbers).
@@ -255,7 +312,8 @@ class SplitPass {
   const Graph& g_;
   SpatialSplit& s_;
   std::vector<Node> nodes_;
-  std::map<ValueId, ValueId> gathered_, broadcast_;
+  std::map<ValueId, ValueId> gathered_, broadcast_, taken_;
+  std::map<ValueId, ValueId> block_of_whole_;  // a gather's whole output: the block it read
   // Per value of the program as it came: for each reader, whether it is a one-input,
   // one-output feature-matrix layer.
   std::map<ValueId, std::vector<bool>> readers_;
