@@ -31,6 +31,7 @@ struct Case {
   std::array<int64_t, 4> pad{1, 1, 1, 1};  // top, bottom, left, right
   std::array<int64_t, 2> dilation{1, 1};   // rows, columns
   bool bias = false;
+  bool bias_grad = false;    // wanted from the kernel (a split convolution's); else routed away
   DType dtype = DType::f32;  // of the activations (weights and their gradient are float32)
   int64_t depth = 0;         // > 0: a 3-D volume of this depth, 3x3x3 (F(4x4x4, 3x3x3))
   std::array<int64_t, 2> pad_depth{1, 1};  // front, back (3-D)
@@ -46,7 +47,7 @@ ConvDesc desc(const Case& c) {
   d.in_channels = c.ic;
   d.out_channels = c.oc;
   d.bias = c.bias;
-  d.bias_grad = false;  // the compile step routes it elsewhere; the kernel never computes it
+  d.bias_grad = c.bias && c.bias_grad;
   d.dtype = c.dtype;
   d.in_size = {c.h, c.w, 1};
   d.kernel = {3, 3, 1};
@@ -90,7 +91,7 @@ std::string name(const Case& c) {
          std::to_string(c.pad[0]) + "," + std::to_string(c.pad[1]) + "," +
          std::to_string(c.pad[2]) + "," + std::to_string(c.pad[3]) + " dilation " +
          std::to_string(c.dilation[0]) + "x" + std::to_string(c.dilation[1]) +
-         (c.bias ? " bias" : "") + (c.act != EltwiseKind::none ? " activation" : "") + " " +
+         (c.bias ? " bias" : "") + (c.bias_grad ? " bias gradient" : "") + (c.act != EltwiseKind::none ? " activation" : "") + " " +
          dtype_name(c.dtype);
 }
 
@@ -233,9 +234,11 @@ void check(const Case& c, int64_t chunk_floats = onednn::kWinogradChunkFloats,
 
   std::vector<float> dw_ref(w.size()), db_ref(static_cast<size_t>(d.out_channels));
   rk->backward_weights(x.data(), dy.data(), dw_ref.data(), db_ref.data(), nullptr);
-  std::vector<float> dw(w.size(), 1e30f);
-  wk->backward_weights(xs.data(), dys.data(), dw.data(), nullptr, scratch.data());
+  std::vector<float> dw(w.size(), 1e30f), db(db_ref.size(), 1e30f);
+  wk->backward_weights(xs.data(), dys.data(), dw.data(), d.bias_grad ? db.data() : nullptr,
+                       scratch.data());
   expect_close(dw, dw_ref, tolerance, "backward weights");
+  if (d.bias_grad) expect_close(db, db_ref, tolerance, "backward bias");
   std::cout << name(c) << ": worst relative error forward " << worst(y, y_ref) << ", data "
             << worst(dx, dx_ref) << ", weights " << worst(dw, dw_ref) << "\n";
 }
@@ -330,6 +333,26 @@ TEST(OneDnnWinograd, ChannelsThatEndInAShortLaneBlockAgreeWithTheReference) {
   check({.n = 2, .ic = 33, .oc = 17, .h = 8, .w = 9, .depth = 4}, int64_t{216} * 3 * 48);
 }
 
+// The bias gradient a spatially split convolution keeps (the unsplit program takes it after the
+// max pooling): the output gradient's per-channel sum, in the blocked layout (144 channels), in
+// channels-last (36: a short lane block), and on a volume shaped as a split block's window (no
+// padding on the side a neighbour's halo rows fill).
+TEST(OneDnnWinograd, TheBiasGradientIsTheOutputGradientsChannelSum) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  check({.bias = true, .bias_grad = true});
+  check({.n = 2, .ic = 20, .oc = 36, .bias = true, .bias_grad = true});
+  check({.n = 1,
+         .ic = 32,
+         .oc = 48,
+         .h = 6,
+         .w = 7,
+         .bias = true,
+         .bias_grad = true,
+         .depth = 9,
+         .pad_depth = {0, 1},
+         .act = EltwiseKind::leaky_relu});
+}
+
 // Chunks of tiles over volumes: 2 x 2 x 2 x 3 = 24 tiles, 5 per chunk (4 full, one of 4), and one
 // tile per chunk.
 TEST(OneDnnWinograd, ChunksOfVolumeTilesAgreeWithTheReference) {
@@ -400,10 +423,15 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.transposed = true; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.pad_lo[0] = 3; }));  // beyond 2 dilations
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.post_op.kind = EltwiseKind::tanh; }));
-  EXPECT_TRUE(refuses([](ConvDesc& o) {
+  EXPECT_TRUE(refuses([](ConvDesc& o) {  // the bias gradient's channel sum reads float32
     o.bias = true;
     o.bias_grad = true;
+    o.dtype = DType::bf16;
   }));
+  ConvDesc bias_grad = d;
+  bias_grad.bias = true;
+  bias_grad.bias_grad = true;
+  EXPECT_TRUE(onednn::winograd_applies(bias_grad));
   // Served, but not worth it: too few channels, or too little of the tiles used.
   ConvDesc ragged = d;  // channels in part of a lane block: served, padded with zeros
   ragged.out_channels = 136;

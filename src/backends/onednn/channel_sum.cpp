@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "onednn/channel_sum.hpp"
+
 #include "crest/backends/channel_sum_kernel.hpp"
 #include "onednn/channel_layout.hpp"
 #include "onednn/format.hpp"
@@ -79,8 +81,14 @@ class OneDnnChannelSum final : public ChannelSumKernel {
   std::vector<double> partial_;  // threads_ rows of width_, allocated once
 };
 
-std::unique_ptr<ChannelSumKernel> make_channel_sum(Backend&, const ChannelSumDesc& d) {
-  const dnnl::memory::desc md = to_desc(d.format);
+std::unique_ptr<ChannelSumKernel> make_registered(Backend&, const ChannelSumDesc& d) {
+  return make_channel_sum(d.format);
+}
+
+}  // namespace
+
+std::unique_ptr<ChannelSumKernel> make_channel_sum(const MemFormat& format) {
+  const dnnl::memory::desc md = to_desc(format);
   if (md.get_data_type() != dnnl::memory::data_type::f32 || !ChannelLayout::supports(md))
     throw_usage(
         "the onednn channel_sum kernel takes f32 [N, C, spatial] tensors, plain, "
@@ -89,8 +97,6 @@ std::unique_ptr<ChannelSumKernel> make_channel_sum(Backend&, const ChannelSumDes
   return std::make_unique<OneDnnChannelSum>(ChannelLayout(md));
 }
 
-}  // namespace
-
-CREST_REGISTER_KERNEL(onednn_channel_sum, "onednn", ChannelSumKernel, make_channel_sum);
+CREST_REGISTER_KERNEL(onednn_channel_sum, "onednn", ChannelSumKernel, make_registered);
 
 }  // namespace crest::onednn

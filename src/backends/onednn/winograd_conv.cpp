@@ -8,6 +8,7 @@
 #include <string>
 
 #include "crest/core/error.hpp"
+#include "onednn/channel_sum.hpp"
 #include "onednn/lane_addressing.hpp"
 #include "onednn/primitive.hpp"
 #include "onednn/winograd_f4x3.hpp"
@@ -201,6 +202,9 @@ class WinogradConv final : public ConvKernel {
     const LaneLayout dst_layout = lane_layout(dst_shape, d.dtype);
     src_fmt_ = src_layout.format;
     dst_fmt_ = dst_layout.format;
+    // The bias gradient is the output gradient's per-channel sum: one pass over it, in its
+    // layout (float32 only: winograd_serves).
+    if (d.training && d.bias && d.bias_grad) bias_sum_ = make_channel_sum(dst_fmt_);
     forward_ = Scheme::forward_grid(d, src_layout.addressing, dst_layout.addressing);
     data_ = Scheme::data_grid(d, src_layout.addressing, dst_layout.addressing);
     const int64_t widest = std::max(in_padded_, out_padded_);
@@ -249,7 +253,10 @@ class WinogradConv final : public ConvKernel {
 
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch) override {
-    if (diff_bias != nullptr) throw_runtime("Winograd convolution: asked for a bias gradient");
+    if (diff_bias != nullptr) {
+      if (!bias_sum_) throw_runtime("Winograd convolution: a bias gradient its desc did not ask for");
+      bias_sum_->run(diff_dst, diff_bias);
+    }
     auto* dw = static_cast<float*>(diff_weights);
     if (bf16_)
       backward_weights_as(static_cast<const uint16_t*>(src), static_cast<const uint16_t*>(diff_dst),
@@ -349,6 +356,7 @@ class WinogradConv final : public ConvKernel {
   MemFormat src_fmt_, dst_fmt_;
   Grid forward_, data_;
   Chunking forward_chunks_, data_chunks_;
+  std::unique_ptr<ChannelSumKernel> bias_sum_;  // where the bias gradient is wanted
   ChunkProducts forward_products_, data_products_, weight_products_;
 };
 
@@ -360,7 +368,7 @@ bool winograd_serves(const ConvDesc& d) {
   const EltwiseKind act = d.post_op.kind;
   if (act != EltwiseKind::none && act != EltwiseKind::relu && act != EltwiseKind::leaky_relu)
     return false;
-  if (d.training && d.bias && d.bias_grad) return false;
+  if (d.training && d.bias && d.bias_grad && d.dtype != DType::f32) return false;
   for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i)
     if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||
         d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0 ||

@@ -23,8 +23,9 @@ namespace crest::onednn {
 
 // Whether make_winograd_conv can compute `d`: float32 or bf16 activations, not grouped or
 // transposed, stride 1, padding 0 to 2 dilations before, no fused activation but ReLU or leaky
-// ReLU (applied in the output transform), no bias gradient wanted (the compile step routes it
-// elsewhere), any channel counts (a count that is not a multiple of 16 pads the transformed tiles
+// ReLU (applied in the output transform), a bias gradient only for float32 (the output
+// gradient's per-channel sum, an extra pass over it; the compile step often routes it elsewhere,
+// after a max pooling, but a spatially split convolution keeps it), any channel counts (a count that is not a multiple of 16 pads the transformed tiles
 // and takes channels-last activations); 2-D 3x3 at any dilation (F(4x4, 3x3)), or 3-D 3x3x3
 // undilated (F(4x4x4, 3x3x3), winograd_f4x3_3d.hpp).
 bool winograd_serves(const ConvDesc& d);

@@ -1,0 +1,14 @@
+// The per-channel sum kernel of the oneDNN backend (channel_sum.cpp), for other kernels of the
+// backend that need one: the Winograd convolution's bias gradient.
+#pragma once
+#include <memory>
+
+#include "crest/backends/channel_sum_kernel.hpp"
+
+namespace crest::onednn {
+
+// Sums of float32 [N, C, spatial...] tensors in `format` (plain, channels-last or blocked on
+// channels); any other format is a usage error naming it.
+std::unique_ptr<ChannelSumKernel> make_channel_sum(const MemFormat& format);
+
+}  // namespace crest::onednn
