@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/counting_backend.hpp"
 #include "../support/scoped_env.hpp"
 #include "crest/backends/kernels.hpp"
 #include "crest/core/box_copy.hpp"
@@ -425,6 +426,26 @@ TEST(SpatialLayerTable, CosmoFlowChannelCountsByWinogradOnOneDnn) {
   auto backend = make_backend("onednn");
   const SplitsRun run = run_cosmoflow_counts(*backend, 1e-4);
   EXPECT_GE(run.ran, 9) << "too few decompositions ran";
+}
+
+// A boundary window is a small, oddly padded problem, for which oneDNN may have only its
+// reference code (DeepCAM's transposed convolutions' weight gradient on 2-row boundaries took
+// 2 s against 0.1 s for the whole layer). Such a layer exchanges, then computes, and says why.
+TEST(SpatialLayerTable, BoundaryKernelsOnReferenceCodeAreNotOverlapped) {
+  Communicator& world = test::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs a split";
+  const ConvDesc d = conv_desc(Window{{16, 6, 5}}, DType::f64);
+  const SpatialPlacement where{&world, SpatialGrid{{world.size(), 1, 1}}, "conv",
+                               HaloOverlapMode::always};
+  test::CountingBackend backend;
+  EXPECT_TRUE(SpatialConv(backend, d, where).overlapped());
+  // A boundary output row reads at most 3 rows; the whole kernel's window has 5 or more.
+  backend.names_reference_code = [](const ConvDesc& c) { return c.in_size[0] <= 3; };
+  const SpatialConv part(backend, d, where);
+  EXPECT_FALSE(part.overlapped());
+  EXPECT_EQ(part.overlap_note(),
+            "not overlapped: a boundary kernel would run oneDNN's reference code "
+            "(conv:any+ref:any)");
 }
 
 // One pooling layer, as check_conv.

@@ -5,9 +5,11 @@
 // underneath, and the results can still be compared bit for bit with the reference backend.
 #pragma once
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "crest/backends/kernels.hpp"
 
@@ -61,10 +63,41 @@ class CountingStream final : public Stream {
   int synchronizations = 0;
 };
 
+// A convolution kernel that names another implementation than its own (the test's stand-in for
+// oneDNN's reference code).
+class NamedConvKernel final : public ConvKernel {
+ public:
+  NamedConvKernel(std::unique_ptr<ConvKernel> inner, std::string name)
+      : inner_(std::move(inner)), name_(std::move(name)) {}
+  MemFormat src_format() const override { return inner_->src_format(); }
+  MemFormat dst_format() const override { return inner_->dst_format(); }
+  size_t scratch_bytes() const override { return inner_->scratch_bytes(); }
+  void forward(const void* src, const void* weights, const void* bias, void* dst,
+               void* scratch) override {
+    inner_->forward(src, weights, bias, dst, scratch);
+  }
+  void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+                     void* scratch) override {
+    inner_->backward_data(diff_dst, weights, diff_src, scratch);
+  }
+  void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
+                        void* scratch) override {
+    inner_->backward_weights(src, diff_dst, diff_weights, diff_bias, scratch);
+  }
+  std::string implementation() const override { return name_; }
+
+ private:
+  std::unique_ptr<ConvKernel> inner_;
+  std::string name_;
+};
+
 // The reference backend's kernels on a CountingMemory. refuse_conv: supports(ConvDesc) says no,
-// as a backend without convolutions would.
+// as a backend without convolutions would. names_reference_code: the convolutions whose
+// kernels say they run "ref:any", as oneDNN's reference code does.
 class CountingBackend final : public Backend {
  public:
+  std::function<bool(const ConvDesc&)> names_reference_code;
+
   explicit CountingBackend(bool pretend_device = false, bool refuse_conv = false)
       : inner_(make_backend("reference")), memory_(pretend_device), refuse_conv_(refuse_conv) {}
 
@@ -85,6 +118,8 @@ class CountingBackend final : public Backend {
 
  protected:
   std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& hint) override {
+    if (names_reference_code && names_reference_code(d))
+      return std::make_unique<NamedConvKernel>(inner_->conv(d, hint), "conv:any+ref:any");
     return inner_->conv(d, hint);
   }
   std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& hint) override {
