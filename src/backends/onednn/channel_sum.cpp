@@ -2,12 +2,12 @@
 // primitive has only its reference code for this shape of reduction (1.6-1.8 s for a
 // 2x32x64^3 tensor, measured), so it is an OpenMP loop: each thread sums its share of positions
 // into its own row of double accumulators, then the rows are added.
+#include "onednn/channel_sum.hpp"
+
 #include <omp.h>
 
 #include <algorithm>
 #include <vector>
-
-#include "onednn/channel_sum.hpp"
 
 #include "crest/backends/channel_sum_kernel.hpp"
 #include "onednn/channel_layout.hpp"

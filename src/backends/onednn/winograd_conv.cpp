@@ -254,7 +254,8 @@ class WinogradConv final : public ConvKernel {
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch) override {
     if (diff_bias != nullptr) {
-      if (!bias_sum_) throw_runtime("Winograd convolution: a bias gradient its desc did not ask for");
+      if (!bias_sum_)
+        throw_runtime("Winograd convolution: a bias gradient its desc did not ask for");
       bias_sum_->run(diff_dst, diff_bias);
     }
     auto* dw = static_cast<float*>(diff_weights);
