@@ -91,8 +91,8 @@ std::string name(const Case& c) {
          std::to_string(c.pad[0]) + "," + std::to_string(c.pad[1]) + "," +
          std::to_string(c.pad[2]) + "," + std::to_string(c.pad[3]) + " dilation " +
          std::to_string(c.dilation[0]) + "x" + std::to_string(c.dilation[1]) +
-         (c.bias ? " bias" : "") + (c.bias_grad ? " bias gradient" : "") + (c.act != EltwiseKind::none ? " activation" : "") + " " +
-         dtype_name(c.dtype);
+         (c.bias ? " bias" : "") + (c.bias_grad ? " bias gradient" : "") +
+         (c.act != EltwiseKind::none ? " activation" : "") + " " + dtype_name(c.dtype);
 }
 
 // Largest |got - want| / (1 + max |want|) of a pass, for the tolerances below.

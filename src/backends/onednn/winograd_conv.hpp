@@ -25,9 +25,10 @@ namespace crest::onednn {
 // transposed, stride 1, padding 0 to 2 dilations before, no fused activation but ReLU or leaky
 // ReLU (applied in the output transform), a bias gradient only for float32 (the output
 // gradient's per-channel sum, an extra pass over it; the compile step often routes it elsewhere,
-// after a max pooling, but a spatially split convolution keeps it), any channel counts (a count that is not a multiple of 16 pads the transformed tiles
-// and takes channels-last activations); 2-D 3x3 at any dilation (F(4x4, 3x3)), or 3-D 3x3x3
-// undilated (F(4x4x4, 3x3x3), winograd_f4x3_3d.hpp).
+// after a max pooling, but a spatially split convolution keeps it), any channel counts (a count
+// that is not a multiple of 16 pads the transformed tiles and takes channels-last activations); 2-D
+// 3x3 at any dilation (F(4x4, 3x3)), or 3-D 3x3x3 undilated (F(4x4x4, 3x3x3),
+// winograd_f4x3_3d.hpp).
 bool winograd_serves(const ConvDesc& d);
 
 // The share of the 4x4 tiles' pixels that are real output pixels (the lower of the forward's and
