@@ -21,6 +21,14 @@ std::vector<WindowAxis> axes_of(const Desc& d, const std::array<int64_t, 3>& dil
 
 }  // namespace
 
+WindowAxis reversed(const WindowAxis& w) {
+  WindowAxis r = w;
+  r.in_extent = w.out_extent;
+  r.out_extent = w.in_extent;
+  r.transposed = !w.transposed;
+  return r;
+}
+
 std::vector<WindowAxis> window_axes(const ConvDesc& d) {
   return axes_of(d, d.dilation, d.transposed);
 }

@@ -92,33 +92,33 @@ std::string where(const std::string& key, const std::string& layer, const std::s
          std::to_string(w.stride) + ", dilation " + std::to_string(w.dilation) + ")";
 }
 
-// Every part must own input and output rows, and read only its own and its neighbours' rows.
-void check_split(const WindowAxis& w, int parts, const std::string& context) {
+}  // namespace
+
+std::string split_problem(const WindowAxis& w, int parts) {
   if (w.out_extent < parts || w.in_extent < parts)
-    throw_usage(context + ": fewer rows than parts; some rank would hold nothing");
+    return "fewer rows than parts; some rank would hold nothing";
   for (int i = 0; i < parts; ++i) {
     const IndexRange need = window_of(w, parts, i);
     const LocalPadding pad = local_padding(w, need, block_range(w.out_extent, parts, i));
     if (w.transposed && parts > 1 && (pad.lo < 0 || pad.hi < 0))
-      throw_usage(context + ": part " + std::to_string(i) +
-                  "'s transposed convolution would need negative padding (a stride above the "
-                  "kernel's span); it runs on the gathered tensor");
+      return "part " + std::to_string(i) +
+             "'s transposed convolution would need negative padding (a stride above the "
+             "kernel's span); it runs on the gathered tensor";
     const IndexRange reach{block_range(w.in_extent, parts, std::max(i - 1, 0)).begin,
                            block_range(w.in_extent, parts, std::min(i + 1, parts - 1)).end};
-    if (need.empty())
-      throw_usage(context + ": part " + std::to_string(i) + " would read only padding");
+    if (need.empty()) return "part " + std::to_string(i) + " would read only padding";
     if (need.begin < reach.begin || need.end > reach.end)
-      throw_usage(context + ": part " + std::to_string(i) + " reads input rows " + str(need) +
-                  " but it and its neighbours hold only " + str(reach) +
-                  "; the halo is wider than a neighbour's part (use fewer parts on this axis)");
+      return "part " + std::to_string(i) + " reads input rows " + str(need) +
+             " but it and its neighbours hold only " + str(reach) +
+             "; the halo is wider than a neighbour's part (use fewer parts on this axis)";
   }
+  return "";
 }
-
-}  // namespace
 
 AxisPlan plan_axis(const WindowAxis& w, int parts, int index, const std::string& layer,
                    const std::string& axis, const std::string& key) {
-  check_split(w, parts, where(key, layer, axis, w, parts));
+  if (const std::string problem = split_problem(w, parts); !problem.empty())
+    throw_usage(where(key, layer, axis, w, parts) + ": " + problem);
   AxisPlan p;
   p.parts = parts;
   p.index = index;

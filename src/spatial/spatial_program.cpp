@@ -62,6 +62,7 @@ class SplitConvKernel final : public ConvKernel {
   }
   const HaloExchange& halo() const { return conv_.halo(); }
   const std::string& overlap_note() const { return conv_.overlap_note(); }
+  size_t backward_halo_bytes() const { return conv_.backward_halo_bytes(); }
 
  private:
   SpatialConv conv_;
@@ -253,10 +254,7 @@ class GroupSplit final : public SpatialSplit {
   std::unique_ptr<ConvKernel> conv(Backend& backend, const ConvDesc& global,
                                    const std::string& layer) override {
     auto k = std::make_unique<SplitConvKernel>(backend, global, placement(layer));
-    // Backward: the gradient rows sent back, and the window gathered again for the weights.
-    const HaloExchange& h = k->halo();
-    traffic_[layer] = {h.gather_received_bytes(),
-                       h.gather_sent_bytes() + h.gather_received_bytes()};
+    traffic_[layer] = {k->halo().gather_received_bytes(), k->backward_halo_bytes()};
     halos_[layer].overlap = k->overlap_note();
     return k;
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "crest/core/error.hpp"
+#include "crest/spatial/conv_data_gradient.hpp"
 
 namespace crest {
 namespace {
@@ -20,24 +21,6 @@ void localise(Desc& d, const std::vector<AxisPlan>& plans) {
   }
 }
 
-// The owned input block as stored: [n, channels, rows per axis...] in plain layout, [n, rows per
-// axis..., channels] channels-last.
-std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
-                                        const std::vector<AxisPlan>& plans, int64_t n,
-                                        int64_t channels, DType dtype, Layout layout) {
-  std::vector<int64_t> rows;
-  std::vector<HaloExchange::Axis> axes;
-  for (size_t i = 0; i < plans.size(); ++i) {
-    rows.push_back(plans[i].owned_in.size());
-    axes.push_back({spatial_dim(static_cast<int>(i), layout), plans[i]});
-  }
-  auto halo = std::make_unique<HaloExchange>(*where.group, where.grid,
-                                             block_dims(n, channels, rows, layout), std::move(axes),
-                                             dtype, "layer '" + where.layer + "'");
-  halo->set_timing(where.timing);
-  return halo;
-}
-
 std::vector<int64_t> dims_of(int64_t n, int64_t channels, const std::array<int64_t, 3>& size,
                              int spatial_rank) {
   std::vector<int64_t> dims{n, channels};
@@ -46,6 +29,23 @@ std::vector<int64_t> dims_of(int64_t n, int64_t channels, const std::array<int64
 }
 
 }  // namespace
+
+std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
+                                        const std::vector<AxisPlan>& plans, int64_t n,
+                                        int64_t channels, DType dtype, Layout layout,
+                                        const std::string& what) {
+  std::vector<int64_t> rows;
+  std::vector<HaloExchange::Axis> axes;
+  for (size_t i = 0; i < plans.size(); ++i) {
+    rows.push_back(plans[i].owned_in.size());
+    axes.push_back({spatial_dim(static_cast<int>(i), layout), plans[i]});
+  }
+  auto halo = std::make_unique<HaloExchange>(*where.group, where.grid,
+                                             block_dims(n, channels, rows, layout), std::move(axes),
+                                             dtype, what);
+  halo->set_timing(where.timing);
+  return halo;
+}
 
 std::string spatial_axis_name(int spatial_rank, int axis) {
   static const char* const names[] = {"depth", "height", "width"};
@@ -124,7 +124,8 @@ WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vect
   WindowPart part{std::move(where), nullptr, nullptr, nullptr, {}, Layout::plain, Layout::plain};
   part.src_layout = agreed_layout(*part.where.group, block_layout(preferred, kernel.src_format()));
   part.dst_layout = block_layout(preferred, kernel.dst_format());
-  part.halo = make_halo(part.where, plans, n, channels, dtype, part.src_layout);
+  part.halo = make_halo(part.where, plans, n, channels, dtype, part.src_layout,
+                        "layer '" + part.where.layer + "'");
   part.src = std::make_unique<FormatBridge>(backend, kernel.src_format(), part.src_layout);
   part.dst = std::make_unique<FormatBridge>(backend, kernel.dst_format(), part.dst_layout);
   part.scratch =
@@ -164,12 +165,31 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
   boundaries_ = ConvBoundaries::make(
       backend, {global, local_, *part_.halo, part_.src_layout, part_.dst_layout},
       part_.where.overlap, overlap_note_);
+  if (part_.where.data_grad == DataGradHalo::output_gradient)
+    data_grad_ = ConvDataGradient::make(backend, global, *kernel_, part_, data_grad_note_);
+  else
+    data_grad_note_ = "the window's gradient returned (asked for)";
+  if (data_grad_) data_grad_note_ = "from the output gradient's halo";
   if (!boundaries_) return;
   overlap_note_ = boundaries_->description();
   const HaloExchange& h = *part_.halo;
   part_.scratch =
       WindowScratch(h.window_bytes(), part_.src->bytes(), part_.dst->bytes(),
                     kernel_->scratch_bytes(), h.stage_bytes(), boundaries_->scratch_bytes());
+}
+
+SpatialConv::~SpatialConv() = default;
+
+size_t SpatialConv::scratch_bytes() const {
+  return std::max(part_.scratch.bytes(), data_grad_ ? data_grad_->scratch_bytes() : 0);
+}
+
+size_t SpatialConv::backward_halo_bytes() const {
+  const HaloExchange& h = *part_.halo;
+  // Received: the output gradient's halo, or the gradients of the rows the neighbours gathered.
+  const size_t data =
+      data_grad_ ? data_grad_->halo().gather_received_bytes() : h.gather_sent_bytes();
+  return data + h.gather_received_bytes();
 }
 
 const void* WindowPart::window_of(const void* owned, const WindowScratch::Slices& m) const {
@@ -197,6 +217,7 @@ void SpatialConv::forward(const void* src, const void* weights, const void* bias
 
 void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src,
                                 void* scratch) {
+  if (data_grad_) return data_grad_->run(diff_dst, weights, diff_src, scratch);
   const auto m = part_.scratch.at(scratch);
   if (boundaries_) return backward_data_overlapped(diff_dst, weights, diff_src, m);
   void* window_grad = part_.window_grad_into(diff_src, m);

@@ -477,6 +477,14 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
       onednn::winograd_applies(desc({.n = 2, .ic = 256, .oc = 512, .h = 8, .w = 8, .depth = 8})));
   EXPECT_FALSE(
       onednn::winograd_applies(desc({.n = 4, .ic = 256, .oc = 512, .h = 4, .w = 4, .depth = 4})));
+  // A split's data-gradient kernel (conv_data_gradient.hpp) runs from 4 owned rows to a 6-row
+  // output-gradient window: 8 output tiles, but the data gradient tiles the 4-row input (4).
+  ConvDesc gradient =
+      desc({.n = 1, .ic = 256, .oc = 256, .h = 8, .w = 8, .depth = 4, .pad_depth = {2, 2}});
+  ASSERT_EQ(gradient.out_size[0], 6);
+  EXPECT_FALSE(onednn::winograd_applies(gradient));
+  gradient.data_grad = false;  // the forward and the weight gradient alone tile the output
+  EXPECT_TRUE(onednn::winograd_applies(gradient));
   ConvDesc narrow_volume = conv2;
   narrow_volume.in_channels = 16;
   EXPECT_TRUE(onednn::winograd_serves(narrow_volume));

@@ -195,20 +195,25 @@ bool splittable(const std::vector<WindowAxis>& axes, const SpatialPlacement& whe
   }
 }
 
-// How many decompositions of a table ran split, and how many of those overlapped their halo
-// exchange with compute (each runs with dist.halo_overlap off and always).
+// How many decompositions of a table ran split, how many of those overlapped their halo
+// exchange with compute (each runs with dist.halo_overlap off and always), and how many took
+// the input gradient from the output gradient's halo (each also runs returning the window's,
+// with dist.halo_overlap always).
 struct SplitsRun {
-  int ran = 0, overlapped = 0;
+  int ran = 0, overlapped = 0, from_output = 0;
   SplitsRun& operator+=(const SplitsRun& o) {
     ran += o.ran;
     overlapped += o.overlapped;
+    from_output += o.from_output;
     return *this;
   }
 };
 
 // One convolution: unsplit and split on every decomposition, exchanging then computing and
-// overlapping the exchange where the split can. The split layer keeps its blocks in `preferred`
-// layout where its kernel works in it (the compiled program asks for channels-last).
+// overlapping the exchange where the split can, the input gradient from the output gradient's
+// halo where the split can and by returning the window's gradient. The split layer keeps its
+// blocks in `preferred` layout where its kernel works in it (the compiled program asks for
+// channels-last).
 SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
                      Layout preferred = Layout::plain) {
   Communicator& world = test::world();
@@ -235,53 +240,64 @@ SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
 
   SplitsRun run;
   for (const auto& parts : decompositions(d.spatial_rank, world.size()))
-    for (HaloOverlapMode mode : {HaloOverlapMode::off, HaloOverlapMode::always}) {
-      HaloTiming timing;
-      const SpatialPlacement where{&world, SpatialGrid{parts}, "conv", mode, &timing};
-      if (!splittable(window_axes(d), where)) continue;
-      SCOPED_TRACE("split " + str(parts) + ", dist.halo_overlap " + halo_overlap_name(mode));
-      const auto plans = plan_window(window_axes(d), where);
-      std::vector<IndexRange> in_rows, out_rows;
-      for (const auto& p : plans) {
-        in_rows.push_back(p.owned_in);
-        out_rows.push_back(p.owned_out);
+    for (HaloOverlapMode mode : {HaloOverlapMode::off, HaloOverlapMode::always})
+      for (DataGradHalo data_grad : {DataGradHalo::output_gradient, DataGradHalo::return_window}) {
+        // The window's gradient returned: overlapped where the split can, else exchanged first.
+        if (data_grad == DataGradHalo::return_window && mode == HaloOverlapMode::off) continue;
+        HaloTiming timing;
+        const SpatialPlacement where{&world, SpatialGrid{parts}, "conv", mode, &timing, data_grad};
+        if (!splittable(window_axes(d), where)) continue;
+        const bool from_output = data_grad == DataGradHalo::output_gradient;
+        SCOPED_TRACE("split " + str(parts) + ", dist.halo_overlap " + halo_overlap_name(mode) +
+                     (from_output ? ", output-gradient halo" : ", window gradient returned"));
+        const auto plans = plan_window(window_axes(d), where);
+        std::vector<IndexRange> in_rows, out_rows;
+        for (const auto& p : plans) {
+          in_rows.push_back(p.owned_in);
+          out_rows.push_back(p.owned_out);
+        }
+        SpatialConv part(backend, d, where, preferred);
+        const Layout src_layout = part.src_block_format().layout;
+        const Layout dst_layout = part.dst_block_format().layout;
+        const auto my_src_plain = owned_block(src, src_dims, in_rows, dtype);
+        const auto my_diff_dst_plain = owned_block(diff_dst, dst_dims, out_rows, dtype);
+        const auto my_src =
+            in_layout(my_src_plain, part.src_block_format().shape.to_vector(), src_layout, dtype);
+        const auto my_diff_dst = in_layout(
+            my_diff_dst_plain, part.dst_block_format().shape.to_vector(), dst_layout, dtype);
+        std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
+            my_dw(weights.size()), my_db(bias.size());
+        Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
+        part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data(), my_scratch.data());
+        part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(),
+                           my_scratch.data());
+        part.backward_weights(my_src.data(), my_diff_dst.data(), my_dw.data(), my_db.data(),
+                              my_scratch.data());
+        group_sum(my_dw, dtype, world);
+        group_sum(my_db, dtype, world);
+        const auto out_plain = in_layout(my_dst, part.dst_block_format().shape.to_vector(),
+                                         dst_layout, dtype, /*back=*/true);
+        const auto diff_src_plain =
+            in_layout(my_diff_src, part.src_block_format().shape.to_vector(), src_layout, dtype,
+                      /*back=*/true);
+        expect_close(out_plain, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
+        expect_close(diff_src_plain, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
+                     "input gradient");
+        expect_close(my_dw, dw, dtype, tol, "weight gradient");
+        expect_close(my_db, db, dtype, tol, "bias gradient");
+        // Every exchange is timed; what the layer waited for is part of the exchange's time.
+        EXPECT_EQ(timing.exchanges > 0, part.halo().moves_rows());
+        EXPECT_LE(timing.exposed_s, timing.transfer_s + 1e-9);
+        if (!from_output) {
+          EXPECT_FALSE(part.data_grad_from_output());
+        }
+        if (mode == HaloOverlapMode::off && from_output) {
+          EXPECT_FALSE(part.overlapped()) << part.overlap_note();
+          ++run.ran;
+          run.from_output += part.data_grad_from_output();
+        }
+        if (part.overlapped() && from_output) ++run.overlapped;
       }
-      SpatialConv part(backend, d, where, preferred);
-      const Layout src_layout = part.src_block_format().layout;
-      const Layout dst_layout = part.dst_block_format().layout;
-      const auto my_src_plain = owned_block(src, src_dims, in_rows, dtype);
-      const auto my_diff_dst_plain = owned_block(diff_dst, dst_dims, out_rows, dtype);
-      const auto my_src =
-          in_layout(my_src_plain, part.src_block_format().shape.to_vector(), src_layout, dtype);
-      const auto my_diff_dst = in_layout(
-          my_diff_dst_plain, part.dst_block_format().shape.to_vector(), dst_layout, dtype);
-      std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
-          my_dw(weights.size()), my_db(bias.size());
-      Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
-      part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data(), my_scratch.data());
-      part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(), my_scratch.data());
-      part.backward_weights(my_src.data(), my_diff_dst.data(), my_dw.data(), my_db.data(),
-                            my_scratch.data());
-      group_sum(my_dw, dtype, world);
-      group_sum(my_db, dtype, world);
-      const auto out_plain = in_layout(my_dst, part.dst_block_format().shape.to_vector(),
-                                       dst_layout, dtype, /*back=*/true);
-      const auto diff_src_plain = in_layout(my_diff_src, part.src_block_format().shape.to_vector(),
-                                            src_layout, dtype, /*back=*/true);
-      expect_close(out_plain, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
-      expect_close(diff_src_plain, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
-                   "input gradient");
-      expect_close(my_dw, dw, dtype, tol, "weight gradient");
-      expect_close(my_db, db, dtype, tol, "bias gradient");
-      // Every exchange is timed; what the layer waited for is part of the exchange's time.
-      EXPECT_EQ(timing.exchanges > 0, part.halo().moves_rows());
-      EXPECT_LE(timing.exposed_s, timing.transfer_s + 1e-9);
-      if (mode == HaloOverlapMode::off) {
-        EXPECT_FALSE(part.overlapped()) << part.overlap_note();
-        ++run.ran;
-      }
-      if (part.overlapped()) ++run.overlapped;
-    }
   return run;
 }
 
@@ -301,13 +317,17 @@ std::vector<Window> conv_windows() {
 }
 
 // Along one axis most splits overlap (kernels 1 move no rows; a 5-wide window on 3-row blocks
-// leaves no interior; splits along two axes exchange, then compute); a table where none does
-// proves nothing about the overlap.
-void expect_overlaps(const SplitsRun& run, const char* what) {
+// leaves no interior; splits along two axes exchange, then compute), and most take the input
+// gradient from the output gradient's halo (not where no rows move, nor where the reversed
+// window would need negative padding: 1x1 stride 2); a table where few do proves nothing.
+void expect_coverage(const SplitsRun& run, const char* what) {
   if (test::world().size() == 1) return;  // nothing is split
-  std::printf("%s: %d splits ran on %d ranks, %d of them also overlapped on rank %d\n", what,
-              run.ran, test::world().size(), run.overlapped, test::world().rank());
+  std::printf(
+      "%s: %d splits ran on %d ranks; on rank %d, %d of them also overlapped and %d took the "
+      "input gradient from the output gradient's halo\n",
+      what, run.ran, test::world().size(), test::world().rank(), run.overlapped, run.from_output);
   EXPECT_GE(run.overlapped, run.ran / 10) << "too few splits overlapped their halo exchange";
+  EXPECT_GE(run.from_output, run.ran / 2) << "too few splits gathered the output gradient";
 }
 
 void run_conv_table(Backend& backend, DType dtype, double tol) {
@@ -322,7 +342,7 @@ void run_conv_table(Backend& backend, DType dtype, double tol) {
   }
   // Most splits are legal at these extents: a table that refuses everything proves nothing.
   EXPECT_GE(run.ran, cases) << "too few decompositions ran";
-  expect_overlaps(run, "convolution");
+  expect_coverage(run, "convolution");
 }
 
 // Transposed convolutions (DeepCAM's decoder: kernel 3, stride 2, padding 1, output padding 1):
@@ -369,7 +389,7 @@ void run_conv_transpose_table(Backend& backend, DType dtype, double tol) {
     ++cases;
   }
   EXPECT_GE(run.ran, cases) << "too few decompositions ran";
-  expect_overlaps(run, "transposed convolution");
+  expect_coverage(run, "transposed convolution");
 }
 
 TEST(SpatialLayerTable, TransposedConvolutionFloat64OnTheReferenceBackend) {
@@ -413,7 +433,7 @@ TEST(SpatialLayerTable, CosmoFlowChannelCountsChannelsLastOnOneDnn) {
   auto backend = make_backend("onednn");
   const SplitsRun run = run_cosmoflow_counts(*backend, 1e-5);
   EXPECT_GE(run.ran, 9) << "too few decompositions ran";
-  expect_overlaps(run, "CosmoFlow channel counts");
+  expect_coverage(run, "CosmoFlow channel counts");
 }
 
 // By the rule, as a training run: from 32 channels the split convolutions (which keep their
@@ -446,6 +466,57 @@ TEST(SpatialLayerTable, BoundaryKernelsOnReferenceCodeAreNotOverlapped) {
   EXPECT_EQ(part.overlap_note(),
             "not overlapped: a boundary kernel would run oneDNN's reference code "
             "(conv:any+ref:any)");
+}
+
+// The input gradient from the output gradient's halo: rank r of a depth split owns input rows
+// [4r, 4r + 4) of 4 * world rows; a 3-wide 'same' window's output-gradient rows reaching them are
+// [4r - 1, 4r + 5) within the volume, so the data-gradient kernel runs from the 4 owned rows to
+// those (padding 2 where a neighbour's row sits, 1 at the volume's edge), and no other kernel
+// computes the gradient of a halo row.
+TEST(SpatialLayerTable, DataGradientKernelComputesOnlyTheOwnedRows) {
+  Communicator& world = test::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs a split";
+  const int r = world.rank(), last = world.size() - 1;
+  const ConvDesc d = conv_desc(Window{{4 * world.size(), 6, 5}}, DType::f64);
+  const SpatialPlacement where{&world, SpatialGrid{{world.size(), 1, 1}}, "conv",
+                               HaloOverlapMode::off};
+  test::CountingBackend backend;
+  const SpatialConv part(backend, d, where);
+  ASSERT_TRUE(part.data_grad_from_output()) << part.data_grad_note();
+  EXPECT_EQ(part.data_grad_note(), "from the output gradient's halo");
+  ASSERT_EQ(backend.convs_made.size(), 2u);
+  const ConvDesc& g = backend.convs_made[1];
+  EXPECT_EQ(g.in_size[0], 4);
+  EXPECT_EQ(g.out_size[0], 4 + (r > 0) + (r < last));
+  EXPECT_EQ(g.pad_lo[0], r > 0 ? 2 : 1);
+  EXPECT_EQ(g.pad_hi[0], r < last ? 2 : 1);
+  EXPECT_EQ(g.out_size[1], 6);  // an axis of one part keeps the whole convolution's extents
+  EXPECT_EQ(g.pad_lo[1], 1);
+}
+
+// Where the reversed window cannot be planned (a 1x1 stride-2 convolution reads every other
+// row, so a rank's first input row may be one no output reads: negative padding), or where the
+// data-gradient kernel would be reference code when the forward's is not, the window's gradient
+// is returned instead, and the layer says why.
+TEST(SpatialLayerTable, DataGradientFallsBackToReturningTheWindowGradient) {
+  Communicator& world = test::world();
+  if (world.size() < 2) GTEST_SKIP() << "needs a split";
+  const SpatialPlacement where{&world, SpatialGrid{{world.size(), 1, 1}}, "conv",
+                               HaloOverlapMode::off};
+  test::CountingBackend backend;
+  const ConvDesc strided = conv_desc(Window{{4 * world.size() + 1, 6, 5}, 1, 2}, DType::f64);
+  const SpatialConv one_by_one(backend, strided, where);
+  EXPECT_FALSE(one_by_one.data_grad_from_output());
+  EXPECT_NE(one_by_one.data_grad_note().find("negative padding"), std::string::npos)
+      << one_by_one.data_grad_note();
+
+  const ConvDesc d = conv_desc(Window{{4 * world.size(), 6, 5}}, DType::f64);
+  // The data-gradient kernel's output (the output-gradient window) is wider than its input.
+  backend.names_reference_code = [](const ConvDesc& c) { return c.out_size[0] > c.in_size[0]; };
+  const SpatialConv part(backend, d, where);
+  EXPECT_FALSE(part.data_grad_from_output());
+  EXPECT_EQ(part.data_grad_note(),
+            "its kernel would run oneDNN's reference code (conv:any+ref:any)");
 }
 
 // One pooling layer, as check_conv.

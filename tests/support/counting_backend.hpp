@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "crest/backends/kernels.hpp"
 
@@ -93,10 +94,11 @@ class NamedConvKernel final : public ConvKernel {
 
 // The reference backend's kernels on a CountingMemory. refuse_conv: supports(ConvDesc) says no,
 // as a backend without convolutions would. names_reference_code: the convolutions whose
-// kernels say they run "ref:any", as oneDNN's reference code does.
+// kernels say they run "ref:any", as oneDNN's reference code does. convs_made: what was asked.
 class CountingBackend final : public Backend {
  public:
   std::function<bool(const ConvDesc&)> names_reference_code;
+  std::vector<ConvDesc> convs_made;  // every convolution kernel asked for, in order
 
   explicit CountingBackend(bool pretend_device = false, bool refuse_conv = false)
       : inner_(make_backend("reference")), memory_(pretend_device), refuse_conv_(refuse_conv) {}
@@ -118,6 +120,7 @@ class CountingBackend final : public Backend {
 
  protected:
   std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& hint) override {
+    convs_made.push_back(d);
     if (names_reference_code && names_reference_code(d))
       return std::make_unique<NamedConvKernel>(inner_->conv(d, hint), "conv:any+ref:any");
     return inner_->conv(d, hint);

@@ -17,6 +17,10 @@ struct WindowAxis {
   bool transposed = false;
 };
 
+// The window of a layer's input gradient: the gradient of output row o reaches the input rows o
+// reads, so input and output swap and the window runs the other way (transposed flips).
+WindowAxis reversed(const WindowAxis& w);
+
 // Per spatial axis, the window of a convolution or pooling descriptor.
 std::vector<WindowAxis> window_axes(const ConvDesc& d);
 std::vector<WindowAxis> window_axes(const PoolDesc& d);

@@ -70,10 +70,14 @@ struct AxisPlan {
   IndexRange from_lower, from_upper, to_lower, to_upper;
 };
 
+// "" where every one of `parts` parts of the axis owns input and output rows and reads only its
+// own and its neighbours' rows (and, transposed, needs no negative padding); else what is wrong.
+std::string split_problem(const WindowAxis& w, int parts);
+
 // Plans part `index` of `parts` along an axis. Refuses (crest::Error, usage: exit 2) a split that
 // leaves some part without output or input rows, or whose halo needs rows beyond a neighbour's
-// part; the message names `layer`, `axis` and the extents (`key` is the configuration key of the
-// decomposition, "dist.spatial").
+// part (split_problem); the message names `layer`, `axis` and the extents (`key` is the
+// configuration key of the decomposition, "dist.spatial").
 AxisPlan plan_axis(const WindowAxis& w, int parts, int index, const std::string& layer,
                    const std::string& axis, const std::string& key = "dist.spatial");
 

@@ -19,15 +19,22 @@
 
 namespace crest {
 
+// How a split convolution's input gradient reaches the rows' owners: by default from the output
+// gradient's halo (conv_data_gradient.hpp), which computes only the owned rows, where the split
+// allows; or the window's gradient computed and its halo rows returned and summed (the only
+// scheme pooling has; the tests run both).
+enum class DataGradHalo { output_gradient, return_window };
+
 // Where a split layer runs: the spatial group (ranks numbered as `grid`), the layer's name for
-// messages, whether a convolution overlaps its halo exchange with compute (halo_overlap.hpp), and
-// where its exchanges' times are added (null: not timed).
+// messages, whether a convolution overlaps its halo exchange with compute (halo_overlap.hpp),
+// where its exchanges' times are added (null: not timed), and how its input gradient moves.
 struct SpatialPlacement {
   Communicator* group = nullptr;
   SpatialGrid grid;
   std::string layer;
   HaloOverlapMode overlap = HaloOverlapMode::automatic;
   HaloTiming* timing = nullptr;
+  DataGradHalo data_grad = DataGradHalo::output_gradient;
 };
 
 // "depth", "height", "width" for 3-D data, the last two for 2-D, "width" for 1-D.
@@ -37,6 +44,13 @@ std::string spatial_axis_name(int spatial_rank, int axis);
 // layer cannot take (plan_axis).
 std::vector<AxisPlan> plan_window(const std::vector<WindowAxis>& axes,
                                   const SpatialPlacement& where);
+
+// The halo exchange that gathers the windows of `plans` from owned blocks [n, channels, rows...]
+// kept in `layout`, timed into where.timing; `what` names it in error messages.
+std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
+                                        const std::vector<AxisPlan>& plans, int64_t n,
+                                        int64_t channels, DType dtype, Layout layout,
+                                        const std::string& what);
 
 // A tensor in the kernel's format and in plain layout, with the reorders between them (none when
 // the kernel works in plain layout). The kernel-format copy lives in the caller's scratch.
@@ -98,6 +112,8 @@ struct WindowPart {
   void return_window_grad(void* owned_grad, const WindowScratch::Slices& m) const;
 };
 
+class ConvDataGradient;
+
 class SpatialConv {
  public:
   // `global`: the whole convolution (the sample's extents), transposed or not: a transposed one
@@ -107,6 +123,7 @@ class SpatialConv {
   // in it (then no reorder runs around the kernel).
   SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacement where,
               Layout preferred = Layout::plain);
+  ~SpatialConv();
 
   const ConvDesc& local() const { return local_; }
   const SpatialPlacement& placement() const { return part_.where; }
@@ -114,11 +131,18 @@ class SpatialConv {
   // This rank's input and output blocks as the calls take them.
   MemFormat src_block_format() const { return part_.src_block(local_.dtype); }
   MemFormat dst_block_format() const { return part_.dst_block(local_.dtype); }
-  size_t scratch_bytes() const { return part_.scratch.bytes(); }
+  size_t scratch_bytes() const;
   const HaloExchange& halo() const { return part_.exchange(); }
   // Whether the halo exchange overlaps compute, and how or why not (ConvBoundaries).
   bool overlapped() const { return boundaries_ != nullptr; }
   const std::string& overlap_note() const { return overlap_note_; }
+  // Whether the input gradient comes from the output gradient's halo (ConvDataGradient), and
+  // why not where it does not.
+  bool data_grad_from_output() const { return data_grad_ != nullptr; }
+  const std::string& data_grad_note() const { return data_grad_note_; }
+  // What this rank's backward receives per step: the output gradient's halo (or the gradients
+  // of the rows its neighbours gathered), plus the window gathered again for the weights.
+  size_t backward_halo_bytes() const;
 
   // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only.
   void forward(const void* src, const void* weights, const void* bias, void* dst, void* scratch);
@@ -142,6 +166,8 @@ class SpatialConv {
   WindowPart part_;
   std::unique_ptr<ConvBoundaries> boundaries_;  // null: exchange, then compute
   std::string overlap_note_;
+  std::unique_ptr<ConvDataGradient> data_grad_;  // null: the window's gradient returned
+  std::string data_grad_note_;
 };
 
 class SpatialPool {

@@ -410,9 +410,15 @@ bool winograd_applies(const ConvDesc& d) {
   for (const int64_t c : {d.in_channels, d.out_channels})
     if (c < (volume ? kWinograd3dMinChannels : kWinogradMinChannels)) return false;
   if (volume) {
-    int64_t tiles = d.n;
-    for (size_t a = 0; a < 3; ++a) tiles *= winograd3d::tiles_along(d.out_size[a]);
-    if (tiles < kWinograd3dMinTiles) return false;
+    // The forward and the weight gradient tile the output, the data gradient the input: each
+    // pass that runs needs the tiles (a split's data-gradient kernel has a wider output).
+    auto tiles = [&](const std::array<int64_t, 3>& size) {
+      int64_t n = d.n;
+      for (size_t a = 0; a < 3; ++a) n *= winograd3d::tiles_along(size[a]);
+      return n;
+    };
+    if (tiles(d.out_size) < kWinograd3dMinTiles) return false;
+    if (d.training && d.data_grad && tiles(d.in_size) < kWinograd3dMinTiles) return false;
   }
   return true;
 }

@@ -47,7 +47,8 @@ WinogradSetting winograd_setting();
 // CREST_WINOGRAD=1, nowhere under 0) (with it, the faster of Winograd and
 // oneDNN's direct kernel, measured, wherever winograd_serves(d)): it serves `d`, both channel
 // counts are at least kWinogradMinChannels (2-D) or kWinograd3dMinChannels (3-D), the tiles' use
-// is at least kWinogradMinTileUse and (3-D) the batch has at least kWinograd3dMinTiles tiles.
+// is at least kWinogradMinTileUse and (3-D) the batch has at least kWinograd3dMinTiles tiles
+// (of the output, and of the input where the data gradient runs).
 bool winograd_applies(const ConvDesc& d);
 
 // Below this many input or output channels the transforms' memory traffic outweighs the saved
