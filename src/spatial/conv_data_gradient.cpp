@@ -43,16 +43,11 @@ bool runs_reference_code(const ConvKernel& k) {
   return k.implementation().find("ref:") != std::string::npos;
 }
 
-// The group's one decision: every rank must exchange the same way, and the halo's rows must be
-// in the same layout on both sides.
-std::string agree(Communicator& group, const std::string& mine, Layout dst_layout) {
+// The group's one decision: every rank must exchange the same way.
+std::string agree(Communicator& group, const std::string& mine) {
   const bool anyone_refuses = group.allreduce_max(mine.empty() ? 0.0 : 1.0) > 0;
-  const bool any_plain = group.allreduce_max(dst_layout == Layout::plain ? 1.0 : 0.0) > 0;
-  const bool any_other = group.allreduce_max(dst_layout != Layout::plain ? 1.0 : 0.0) > 0;
   if (!mine.empty()) return mine;
-  if (anyone_refuses) return "another rank of the group cannot";
-  if (any_plain && any_other) return "the ranks keep the output blocks in different layouts";
-  return "";
+  return anyone_refuses ? "another rank of the group cannot" : "";
 }
 
 }  // namespace
@@ -78,7 +73,7 @@ std::unique_ptr<ConvDataGradient> ConvDataGradient::make(Backend& backend, const
     if (runs_reference_code(*kernel) && !runs_reference_code(forward))
       mine = "its kernel would run oneDNN's reference code (" + kernel->implementation() + ")";
   }
-  why_not = agree(*where.group, mine, part.dst_layout);
+  why_not = agree(*where.group, mine);
   if (!why_not.empty()) return nullptr;
 
   std::unique_ptr<ConvDataGradient> g(new ConvDataGradient());

@@ -12,9 +12,8 @@
 //
 // Where it cannot run, make() says why and SpatialConv returns the window's gradient instead:
 // a split whose reversed window needs negative padding (a stride above the kernel's span, e.g. a
-// 1x1 stride-2 convolution), whose output-gradient halo would reach past a neighbour, whose
-// kernel would be oneDNN's reference code where the forward's is not, or whose ranks keep their
-// output blocks in different layouts (the halo's rows must mean the same on both sides).
+// 1x1 stride-2 convolution), whose output-gradient halo would reach past a neighbour, or whose
+// kernel would be oneDNN's reference code where the forward's is not.
 #pragma once
 #include <memory>
 #include <string>
