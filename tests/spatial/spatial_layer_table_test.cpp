@@ -426,7 +426,9 @@ SplitsRun run_cosmoflow_counts(Backend& backend, double tol) {
 
 // On oneDNN's direct kernels (CREST_WINOGRAD=0), which at these counts differ for windows of
 // different depth (channels-last brgconv, blocked nCdhw8c jit): ranks of one group may run
-// different kernel formats of one layer, and must agree on the blocks' layout.
+// different kernel formats of one layer, and every rank keeps channels-last blocks (a reorder
+// runs around a blocked kernel), so the halo's rows mean the same on both sides and the layers
+// between get channels-last tensors.
 TEST(SpatialLayerTable, CosmoFlowChannelCountsChannelsLastOnOneDnn) {
   if (!has_backend("onednn")) GTEST_SKIP() << "built without oneDNN";
   const test::ScopedEnv direct("CREST_WINOGRAD", "0");
@@ -434,6 +436,15 @@ TEST(SpatialLayerTable, CosmoFlowChannelCountsChannelsLastOnOneDnn) {
   const SplitsRun run = run_cosmoflow_counts(*backend, 1e-5);
   EXPECT_GE(run.ran, 9) << "too few decompositions ran";
   expect_coverage(run, "CosmoFlow channel counts");
+  Communicator& world = test::world();
+  for (const auto& parts : decompositions(3, world.size())) {
+    const SpatialPlacement where{&world, SpatialGrid{parts}, "conv"};
+    const ConvDesc d = conv_desc(Window{{13, 6, 5}}, DType::f32, 32, 64);
+    if (!splittable(window_axes(d), where)) continue;
+    const SpatialConv part(*backend, d, where, Layout::channels_last);
+    EXPECT_EQ(part.src_block_format().layout, Layout::channels_last) << str(parts);
+    EXPECT_EQ(part.dst_block_format().layout, Layout::channels_last) << str(parts);
+  }
 }
 
 // By the rule, as a training run: from 32 channels the split convolutions (which keep their
