@@ -488,7 +488,7 @@ TEST(SpatialLayerTable, DataGradientKernelComputesOnlyTheOwnedRows) {
   Communicator& world = test::world();
   if (world.size() < 2) GTEST_SKIP() << "needs a split";
   const int r = world.rank(), last = world.size() - 1;
-  const ConvDesc d = conv_desc(Window{{4 * world.size(), 6, 5}}, DType::f64);
+  const ConvDesc d = conv_desc(Window{{4 * int64_t{world.size()}, 6, 5}}, DType::f64);
   const SpatialPlacement where{&world, SpatialGrid{{world.size(), 1, 1}}, "conv",
                                HaloOverlapMode::off};
   test::CountingBackend backend;
@@ -515,13 +515,14 @@ TEST(SpatialLayerTable, DataGradientFallsBackToReturningTheWindowGradient) {
   const SpatialPlacement where{&world, SpatialGrid{{world.size(), 1, 1}}, "conv",
                                HaloOverlapMode::off};
   test::CountingBackend backend;
-  const ConvDesc strided = conv_desc(Window{{4 * world.size() + 1, 6, 5}, 1, 2}, DType::f64);
+  const ConvDesc strided =
+      conv_desc(Window{{4 * int64_t{world.size()} + 1, 6, 5}, 1, 2}, DType::f64);
   const SpatialConv one_by_one(backend, strided, where);
   EXPECT_FALSE(one_by_one.data_grad_from_output());
   EXPECT_NE(one_by_one.data_grad_note().find("negative padding"), std::string::npos)
       << one_by_one.data_grad_note();
 
-  const ConvDesc d = conv_desc(Window{{4 * world.size(), 6, 5}}, DType::f64);
+  const ConvDesc d = conv_desc(Window{{4 * int64_t{world.size()}, 6, 5}}, DType::f64);
   // The data-gradient kernel's output (the output-gradient window) is wider than its input.
   backend.names_reference_code = [](const ConvDesc& c) { return c.out_size[0] > c.in_size[0]; };
   const SpatialConv part(backend, d, where);
