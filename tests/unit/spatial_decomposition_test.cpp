@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "crest/core/error.hpp"
+#include "crest/graph/window_axis.hpp"
 #include "crest/spatial/decomposition.hpp"
 
 namespace crest {
@@ -175,6 +176,54 @@ TEST(SpatialDecomposition, TransposedWindowsReadTheRowsThatWriteTheirOutput) {
         ++checked;
       }
   EXPECT_GE(checked, 50);
+}
+
+// The input gradient from the output gradient's halo (conv_data_gradient.hpp): the reversed
+// window's plan of each part, brute-forced over every output row and tap of the forward window,
+// holds every output row that reads one of the part's input rows, and the data-gradient kernel
+// (a convolution from the part's input rows to that window, the plan's padding) reads each of
+// them where the whole convolution does. Refused only where the padding would be negative.
+TEST(SpatialDecomposition, ReversedWindowsHoldTheOutputRowsReadingTheOwnedRows) {
+  int checked = 0, refused = 0;
+  for (int64_t in : {16, 17, 33})
+    for (int64_t k : {1, 3, 5})
+      for (int64_t s : {1, 2})
+        for (int64_t d : {1, 2})
+          for (int parts : {2, 3, 4})
+            for (const WindowAxis& w : {same_axis(in, k, s, d), valid_axis(in, k, s, d)}) {
+              if (!split_problem(w, parts).empty()) continue;  // the forward split is refused
+              const WindowAxis r = reversed(w);
+              if (const std::string why = split_problem(r, parts); !why.empty()) {
+                EXPECT_NE(why.find("negative padding"), std::string::npos) << why;
+                ++refused;
+                continue;
+              }
+              ++checked;
+              for (int i = 0; i < parts; ++i) {
+                const AxisPlan p = plan_axis(r, parts, i, "conv", "depth");
+                ASSERT_EQ(p.owned_out, block_range(w.in_extent, parts, i));
+                const int64_t span = (w.kernel - 1) * w.dilation;
+                const int64_t local_out =
+                    (p.owned_out.size() + p.pad_lo + p.pad_hi - span - 1) / w.stride + 1;
+                EXPECT_EQ(local_out, p.window.size()) << "part " << i;
+                for (int64_t o = 0; o < w.out_extent; ++o)
+                  for (int64_t j = 0; j < w.kernel; ++j) {
+                    const int64_t x = o * w.stride - w.pad_lo + j * w.dilation;
+                    const bool mine = x >= p.owned_out.begin && x < p.owned_out.end;
+                    const bool in_window = o >= p.window.begin && o < p.window.end;
+                    if (mine) {
+                      EXPECT_TRUE(in_window) << "output " << o << " reads input " << x;
+                    }
+                    if (!in_window) continue;
+                    const int64_t local =
+                        (o - p.window.begin) * w.stride - p.pad_lo + j * w.dilation;
+                    EXPECT_EQ(local + p.owned_out.begin, x) << "output " << o << " tap " << j;
+                  }
+              }
+            }
+  // Most are planned; the refused ones are strides above the span (1-wide stride-2 windows).
+  EXPECT_GE(checked, 150) << refused << " refused";
+  EXPECT_GE(refused, 1);
 }
 
 TEST(SpatialDecomposition, RefusesATransposedWindowThatWouldNeedNegativePadding) {
