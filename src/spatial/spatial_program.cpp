@@ -63,6 +63,7 @@ class SplitConvKernel final : public ConvKernel {
   const HaloExchange& halo() const { return conv_.halo(); }
   const std::string& overlap_note() const { return conv_.overlap_note(); }
   size_t backward_halo_bytes() const { return conv_.backward_halo_bytes(); }
+  bool data_grad_from_output() const { return conv_.data_grad_from_output(); }
 
  private:
   SpatialConv conv_;
@@ -256,6 +257,8 @@ class GroupSplit final : public SpatialSplit {
     auto k = std::make_unique<SplitConvKernel>(backend, global, placement(layer));
     traffic_[layer] = {k->halo().gather_received_bytes(), k->backward_halo_bytes()};
     halos_[layer].overlap = k->overlap_note();
+    if (k->data_grad_from_output())  // that exchange runs before its kernel
+      halos_[layer].overlap += "; input gradient from the output gradient's halo, not overlapped";
     return k;
   }
   std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,
