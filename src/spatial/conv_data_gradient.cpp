@@ -39,10 +39,6 @@ ConvDesc gradient_desc(const ConvDesc& global, const std::vector<AxisPlan>& plan
   return d;
 }
 
-bool runs_reference_code(const ConvKernel& k) {
-  return k.implementation().find("ref:") != std::string::npos;
-}
-
 // The group's one decision: every rank must exchange the same way.
 std::string agree(Communicator& group, const std::string& mine) {
   const bool anyone_refuses = group.allreduce_max(mine.empty() ? 0.0 : 1.0) > 0;

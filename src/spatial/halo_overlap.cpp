@@ -222,10 +222,9 @@ std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Lay
     // code for it (a transposed convolution's weight gradient on DeepCAM's 2-row boundaries
     // took 2 s against 0.1 s for the whole layer), redoing the boundary costs far more than the
     // exchange it would hide.
-    if (const std::string impl = side->kernel->implementation();
-        impl.find("ref:") != std::string::npos) {
-      why_not =
-          "not overlapped: a boundary kernel would run oneDNN's reference code (" + impl + ")";
+    if (runs_reference_code(*side->kernel)) {
+      why_not = "not overlapped: a boundary kernel would run oneDNN's reference code (" +
+                side->kernel->implementation() + ")";
       return nullptr;
     }
     b->scratch_bytes_ = std::max(b->scratch_bytes_, side->offset[6]);

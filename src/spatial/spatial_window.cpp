@@ -47,6 +47,10 @@ std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
   return halo;
 }
 
+bool runs_reference_code(const ConvKernel& kernel) {
+  return kernel.implementation().find("ref:") != std::string::npos;
+}
+
 std::string spatial_axis_name(int spatial_rank, int axis) {
   static const char* const names[] = {"depth", "height", "width"};
   return names[3 - spatial_rank + axis];

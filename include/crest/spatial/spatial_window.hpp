@@ -112,6 +112,11 @@ struct WindowPart {
   void return_window_grad(void* owned_grad, const WindowScratch::Slices& m) const;
 };
 
+// Whether a kernel runs oneDNN's reference code ("ref:" in its implementation()): far slower
+// than the whole layer's kernel on the small, oddly padded problems a split makes (a boundary
+// window, a data-gradient window), so a split does without those kernels where it can.
+bool runs_reference_code(const ConvKernel& kernel);
+
 class ConvDataGradient;
 
 class SpatialConv {
