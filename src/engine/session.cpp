@@ -14,6 +14,7 @@ CompileOptions compile_options(const SessionOptions& o) {
   co.training = o.purpose == Purpose::training;
   co.loss = o.purpose != Purpose::inference;
   co.spatial = o.spatial;
+  co.split_outputs = o.split_outputs;
   co.memory_limit = o.memory_limit;
   co.memory_limit_source = o.memory_limit_source;
   co.allocate = o.allocate;

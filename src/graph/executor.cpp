@@ -209,6 +209,13 @@ TensorView Executor::output(ValueId g) const {
   return TensorView(block_ptr(v.storage), {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
 }
 
+Shape Executor::output_whole_shape(ValueId g) const {
+  const TensorView out = output(g);
+  const Value& v =
+      *prog_->values[static_cast<size_t>(prog_->graph_to_internal[static_cast<size_t>(g)])];
+  return v.split ? v.global_shape : out.shape();
+}
+
 double Executor::forward(bool training) {
   using clock = std::chrono::steady_clock;
   require_arena();

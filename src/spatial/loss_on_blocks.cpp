@@ -82,16 +82,11 @@ Shape with_channel_axis(const Shape& global, const SpatialSplit& split) {
 
 class TakeBlockLayer final : public Layer {
  public:
-  TakeBlockLayer(const SpatialSplit& split, Shape global)
-      : split_(&split), global_(global), blocked_as_(with_channel_axis(global, split)) {}
+  TakeBlockLayer(const SpatialSplit& split, Shape global) : split_(&split), global_(global) {}
   std::string kind() const override { return "spatial_block"; }
   bool computes_in_half() const override { return false; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>&) const override {
-    const Shape local = split_->local_shape(blocked_as_);
-    if (blocked_as_ == global_) return {local};
-    std::vector<int64_t> dims = local.to_vector();
-    dims.erase(dims.begin() + 1);
-    return {Shape(dims)};
+    return {target_block_shape(*split_, global_)};
   }
   BackwardNeeds backward_needs(size_t n_in, size_t n_out) const override {
     return {std::vector<bool>(n_in, false), std::vector<bool>(n_out, false), false};
@@ -102,14 +97,14 @@ class TakeBlockLayer final : public Layer {
     ctx.out_formats = {plain_format(infer_shapes({}).at(0), dtype_)};
   }
   void forward(RunContext& ctx) override {
-    split_->copy_block(ctx.in[0], blocked_as_, Layout::plain, dtype_, ctx.out[0]);
+    copy_target_block(*split_, ctx.in[0], global_, Layout::plain, dtype_, ctx.out[0]);
   }
   void backward(RunContext&) override {}  // a target: no gradient
   std::string describe() const override { return "this rank's block of the loss's target"; }
 
  private:
   const SpatialSplit* split_;
-  Shape global_, blocked_as_;
+  Shape global_;
   DType dtype_ = DType::f32;
 };
 
@@ -118,6 +113,21 @@ class TakeBlockLayer final : public Layer {
 std::unique_ptr<Layer> make_loss_on_blocks(std::unique_ptr<Layer> loss, Communicator& group,
                                            const Shape& global) {
   return std::make_unique<LossOnBlocksLayer>(std::move(loss), group, global);
+}
+
+Shape target_block_shape(const SpatialSplit& split, const Shape& global) {
+  const Shape blocked_as = with_channel_axis(global, split);
+  const Shape local = split.local_shape(blocked_as);
+  if (blocked_as == global) return local;
+  std::vector<int64_t> dims = local.to_vector();
+  dims.erase(dims.begin() + 1);
+  return Shape(dims);
+}
+
+void copy_target_block(const SpatialSplit& split, const void* whole, const Shape& global,
+                       Layout layout, DType dtype, void* block) {
+  const Shape blocked_as = with_channel_axis(global, split);
+  split.copy_block(whole, blocked_as, blocked_as == global ? layout : Layout::plain, dtype, block);
 }
 
 std::unique_ptr<Layer> make_take_block(const SpatialSplit& split, const Shape& global) {

@@ -310,6 +310,9 @@ class GroupSplit final : public SpatialSplit {
                                            "spatial_sum");
   }
   bool first_in_group() const override { return group_->rank() == 0; }
+  void sum_over_group(double* values, size_t count) const override {
+    group_->allreduce_sum(values, count);
+  }
   std::unique_ptr<Layer> loss_over_blocks(std::unique_ptr<Layer> loss,
                                           const Shape& global) override {
     return make_loss_on_blocks(std::move(loss), *group_, global);

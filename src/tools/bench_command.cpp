@@ -110,6 +110,7 @@ void bench_train(const BenchTrainArgs& a) {
   to.session = bench_session_options(a, Purpose::training, a.batch,
                                      std::max(1, resolve_threads(0) / comm->local_size()));
   to.session.spatial = groups.split;
+  to.session.split_outputs = true;  // as crest train: nothing gathers the prediction
   to.optimizer = bench_optimizer_config(a.model, a.optimizer);
   to.sync = {.first_bucket_mb = a.first_bucket_mb,
              .bucket_mb = a.bucket_mb,

@@ -17,13 +17,8 @@ TensorView place_of(const TensorView& t, int64_t place) {
 
 }  // namespace
 
-LastBatchFigures::LastBatchFigures(const Task& task) : task_(task) {
-  size_t at = kMetrics;
-  for (const Metric* m : task.metrics) {
-    metric_at_.push_back(at);
-    at += static_cast<size_t>(m->sums);
-  }
-  sums_.assign(at, 0.0);
+LastBatchFigures::LastBatchFigures(MetricScoring& scoring) : scoring_(scoring) {
+  sums_.assign(kMetrics + scoring.sums(), 0.0);
 }
 
 void LastBatchFigures::record(double loss, const TensorView& pred, const LoadedBatch& batch) {
@@ -33,9 +28,7 @@ void LastBatchFigures::record(double loss, const TensorView& pred, const LoadedB
   // Place by place: a batch with places left empty (a skipped bad sample) scores only its samples.
   for (int64_t place = 0; place < static_cast<int64_t>(batch.present.size()); ++place) {
     if (!batch.present[static_cast<size_t>(place)]) continue;
-    const TensorView p = place_of(pred, place), y = place_of(batch.target, place);
-    for (size_t k = 0; k < task_.metrics.size(); ++k)
-      task_.metrics[k]->accumulate(p, y, &sums_[metric_at_[k]]);
+    scoring_.add(place_of(pred, place), place_of(batch.target, place), &sums_[kMetrics]);
   }
 }
 
@@ -44,10 +37,7 @@ void LastBatchFigures::reduce(Communicator& comm, EpochStats& st) {
   const double ranks = sums_[kRanks];
   st.last_batch_loss = ranks > 0 ? sums_[kLoss] / ranks : 0;
   st.last_batch_metrics.clear();
-  if (ranks > 0)
-    for (size_t k = 0; k < task_.metrics.size(); ++k)
-      st.last_batch_metrics.push_back(
-          {task_.metrics[k]->short_name, task_.metrics[k]->value(&sums_[metric_at_[k]])});
+  if (ranks > 0) st.last_batch_metrics = scoring_.values(&sums_[kMetrics]);
   std::fill(sums_.begin(), sums_.end(), 0.0);
 }
 

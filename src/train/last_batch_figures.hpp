@@ -7,16 +7,17 @@
 
 #include "crest/data/loader.hpp"
 #include "crest/dist/communicator.hpp"
-#include "crest/train/task.hpp"
 #include "crest/train/trainer.hpp"
+#include "metric_scoring.hpp"
 
 namespace crest {
 
 class LastBatchFigures {
  public:
-  explicit LastBatchFigures(const Task& task);
-  // This rank's micro-batch: its loss, and `pred` (its prediction, batch first, host memory)
-  // scored against `batch`'s targets at the places that hold a sample. Replaces an earlier record.
+  explicit LastBatchFigures(MetricScoring& scoring);
+  // This rank's micro-batch: its loss, and `pred` (its prediction, batch first, host memory; its
+  // blocks over a spatial split, when record() is a collective of the group) scored against
+  // `batch`'s targets at the places that hold a sample. Replaces an earlier record.
   void record(double loss, const TensorView& pred, const LoadedBatch& batch);
   // The job-wide figures into st.last_batch_loss and st.last_batch_metrics: the ranks' mean loss
   // and each metric over all ranks' samples (with equal batches, the mean of the ranks' values, as
@@ -24,9 +25,8 @@ class LastBatchFigures {
   void reduce(Communicator& comm, EpochStats& st);
 
  private:
-  const Task& task_;
-  std::vector<size_t> metric_at_;  // where each metric's running sums start in sums_
-  std::vector<double> sums_;       // [loss, 1 per recording rank, each metric's sums...]
+  MetricScoring& scoring_;
+  std::vector<double> sums_;  // [loss, 1 per recording rank, each metric's sums...]
 };
 
 }  // namespace crest

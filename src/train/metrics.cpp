@@ -1,6 +1,7 @@
 // The metric registry and the element-wise regression metrics (mae, mse); iou registers itself in
 // iou_metric.cpp.
 #include <cmath>
+#include <vector>
 
 #include "crest/core/enum_table.hpp"
 #include "crest/core/error.hpp"
@@ -37,14 +38,26 @@ double value_at(const TensorView& t, size_t i) {
   }
 }
 
-// Sums f(prediction - target) over the elements; sums[1] counts them.
+// Per sample: the sum of f(prediction - target) over its elements, and how many there are.
 template <typename F>
-void add_elementwise(const TensorView& pred, const TensorView& target, double* sums, F f) {
+void count_elementwise(const TensorView& pred, const TensorView& target, double* counts, F f) {
   if (const std::string problem = check_elementwise(pred.desc(), target.desc()); !problem.empty())
     throw_input("metric: " + problem);
-  const auto n = static_cast<size_t>(target.numel());
-  for (size_t i = 0; i < n; ++i) sums[0] += f(value_at(pred, i) - value_at(target, i));
-  sums[1] += static_cast<double>(n);
+  const int64_t samples = pred.shape()[0];
+  const size_t per_sample = static_cast<size_t>(target.numel() / samples);
+  for (size_t s = 0; s < static_cast<size_t>(samples); ++s) {
+    double sum = 0;
+    for (size_t i = s * per_sample; i < (s + 1) * per_sample; ++i)
+      sum += f(value_at(pred, i) - value_at(target, i));
+    counts[2 * s] = sum;
+    counts[2 * s + 1] = static_cast<double>(per_sample);
+  }
+}
+
+// The element-wise metrics' sums are their counts summed over the samples.
+void add_sums(const double* counts, int64_t samples, int64_t per_sample, double* sums) {
+  for (int64_t s = 0; s < samples; ++s)
+    for (int64_t k = 0; k < per_sample; ++k) sums[k] += counts[s * per_sample + k];
 }
 
 double mean_of_sums(const double* sums) { return sums[1] > 0 ? sums[0] / sums[1] : 0; }
@@ -55,6 +68,13 @@ NameRegistry<Metric>& registry() {
 }
 
 }  // namespace
+
+void Metric::accumulate(const TensorView& pred, const TensorView& target, double* running) const {
+  const int64_t samples = pred.shape()[0], per_sample = counts_per_sample(pred.desc());
+  std::vector<double> counts(static_cast<size_t>(samples * per_sample));
+  count(pred, target, counts.data());
+  add_counts(counts.data(), samples, per_sample, running);
+}
 
 bool register_metric(Metric metric) {
   const std::string name = metric.name;
@@ -70,9 +90,11 @@ Metric make_mae_metric() {
           true,
           2,
           check_elementwise,
-          [](const TensorView& p, const TensorView& t, double* s) {
-            add_elementwise(p, t, s, [](double d) { return std::abs(d); });
+          [](const TensorDesc&) -> int64_t { return 2; },
+          [](const TensorView& p, const TensorView& t, double* counts) {
+            count_elementwise(p, t, counts, [](double d) { return std::abs(d); });
           },
+          add_sums,
           mean_of_sums};
 }
 
@@ -83,9 +105,11 @@ Metric make_mse_metric() {
           true,
           2,
           check_elementwise,
-          [](const TensorView& p, const TensorView& t, double* s) {
-            add_elementwise(p, t, s, [](double d) { return d * d; });
+          [](const TensorDesc&) -> int64_t { return 2; },
+          [](const TensorView& p, const TensorView& t, double* counts) {
+            count_elementwise(p, t, counts, [](double d) { return d * d; });
           },
+          add_sums,
           mean_of_sums};
 }
 

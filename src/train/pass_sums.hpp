@@ -5,7 +5,7 @@
 
 #include "crest/dist/communicator.hpp"
 #include "crest/graph/executor.hpp"
-#include "crest/train/task.hpp"
+#include "metric_scoring.hpp"
 #include "rank_failure.hpp"
 #include "validation.hpp"
 
@@ -17,13 +17,8 @@ namespace crest {
 // complete batches only, the sum and the weight are exactly those of a mean of batch losses.
 class PassSums {
  public:
-  explicit PassSums(const Task& task) : task_(task) {
-    size_t at = kMetrics;
-    for (const Metric* m : task.metrics) {
-      metric_at_.push_back(at);
-      at += static_cast<size_t>(m->sums);
-    }
-    sums_.assign(at, 0.0);
+  explicit PassSums(MetricScoring& scoring) : scoring_(scoring) {
+    sums_.assign(kMetrics + scoring.sums(), 0.0);
   }
   // One forward pass over `samples` samples of a compiled batch of `batch`.
   void add_pass(const Executor& ex, int64_t samples, int64_t batch) {
@@ -32,9 +27,9 @@ class PassSums {
     sums_[kWeight] += weight;
     sums_[kSamples] += static_cast<double>(samples);
   }
+  // Over a spatial split, a collective of the group (MetricScoring::add).
   void add_metrics(const TensorView& pred, const TensorView& target) {
-    for (size_t k = 0; k < task_.metrics.size(); ++k)
-      task_.metrics[k]->accumulate(pred, target, &sums_[metric_at_[k]]);
+    scoring_.add(pred, target, &sums_[kMetrics]);
   }
   // Throws on every rank, naming the lowest failing one, when `failure` holds on any.
   ValidationResult reduce(Communicator& comm, int64_t skipped, const RankFailure& failure,
@@ -48,18 +43,15 @@ class PassSums {
     r.loss = sums_[kWeight] > 0 ? sums_[kLoss] / sums_[kWeight] : 0;
     r.samples = static_cast<int64_t>(sums_[kSamples]);
     r.skipped = static_cast<int64_t>(sums_[kSkipped]);
-    for (size_t k = 0; k < task_.metrics.size(); ++k)
-      r.metrics.push_back(
-          {task_.metrics[k]->short_name, task_.metrics[k]->value(&sums_[metric_at_[k]])});
+    r.metrics = scoring_.values(&sums_[kMetrics]);
     return r;
   }
-  bool has_metrics() const { return !task_.metrics.empty(); }
+  bool has_metrics() const { return !scoring_.empty(); }
 
  private:
   static constexpr size_t kLoss = 0, kWeight = 1, kSamples = 2, kSkipped = 3, kFailed = 4,
                           kMetrics = 5;
-  const Task& task_;
-  std::vector<size_t> metric_at_;
+  MetricScoring& scoring_;
   std::vector<double> sums_;
 };
 

@@ -119,9 +119,9 @@ void PipelineBatches::run_unscored(size_t passes) {
   for (size_t i = 0; i < passes; ++i) pipeline_.stage().evaluate([](int, Executor&) {});
 }
 
-ValidationResult PipelineBatches::validate(DataLoader* loader, int64_t batches, const Task& task,
-                                           Communicator& world, int epoch) {
-  PassSums sums(task);
+ValidationResult PipelineBatches::validate(DataLoader* loader, int64_t batches,
+                                           MetricScoring& scoring, Communicator& world, int epoch) {
+  PassSums sums(scoring);
   RankFailure failure;
   if (loader) loader->start_epoch(epoch);
   const auto m = static_cast<size_t>(micro_batches_);

@@ -43,7 +43,7 @@ class PipelineBatches {
   // copied into every place of a micro-batch. The last stages score; the sums are reduced over
   // the world, each sample once. `loader`: null on a stage that reads nothing (it runs the passes
   // its pipeline's readers run).
-  ValidationResult validate(DataLoader* loader, int64_t batches, const Task& task,
+  ValidationResult validate(DataLoader* loader, int64_t batches, MetricScoring& scoring,
                             Communicator& world, int epoch);
 
  private:

@@ -106,6 +106,7 @@ class TrainingRun {
   void print_pipeline_plan();
   void print_dry_run();
   void print_spatial_plan();
+  void make_scoring(const Executor& ex);
   void open_data();
   void read_blocks_only();
   void open_train_loader(int rollbacks);
@@ -181,6 +182,7 @@ class TrainingRun {
   std::unique_ptr<PipelineBatches> pipeline_batches_;
   std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<BatchFeed> feed_;
+  std::unique_ptr<MetricScoring> scoring_;  // the task's metrics on this rank's prediction
   std::unique_ptr<LastBatchFigures> last_batch_;
   TrainingData data_;
   std::unique_ptr<DataLoader> train_loader_, valid_loader_;  // null where !reads_data()
@@ -271,6 +273,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
   so.batch = config_.data.batch_size;
   so.seed = config_.data.seed;
   so.spatial = groups_.split;
+  so.split_outputs = true;  // the metrics score the prediction's blocks (make_scoring)
   const MemoryLimit limit = memory_limit_per_rank(config_, comm_->local_size());
   so.memory_limit = limit.bytes;
   so.memory_limit_source = limit.source;
@@ -309,13 +312,25 @@ void TrainingRun::compile() {
   // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
-  last_batch_ = std::make_unique<LastBatchFigures>(task_);
-  // A metric that cannot read this model's prediction fails now, not after the first epoch.
-  check_metrics_fit(task_, config_, ex_->output(task_.model.prediction).desc(),
-                    ex_->input(task_.model.target_input).desc());
+  make_scoring(*ex_);
   summary_.parameter_count = ex_->params().parameter_count();
   summary_.planned_bytes =
       ex_->plan().arena_bytes + 2 * ex_->params().bytes() + optimizer_state_bytes();
+}
+
+// The task's metrics on the prediction of `ex`: its blocks where it stays split (a spatial split:
+// SessionOptions::split_outputs), scored against the targets' blocks and summed over the group.
+// A metric that cannot read the model's whole prediction fails now, not after the first epoch.
+void TrainingRun::make_scoring(const Executor& ex) {
+  const ValueId pred = task_.model.prediction;
+  TensorDesc whole = ex.output(pred).desc();
+  whole.shape = ex.output_whole_shape(pred);
+  check_metrics_fit(task_, config_, whole, ex.input(task_.model.target_input).desc());
+  scoring_ = whole.shape == ex.output(pred).shape()
+                 ? std::make_unique<MetricScoring>(task_.metrics)
+                 : std::make_unique<MetricScoring>(task_.metrics, groups_.split.get(),
+                                                   whole.shape.without_batch());
+  last_batch_ = std::make_unique<LastBatchFigures>(*scoring_);
 }
 
 // dist.pipeline: this rank's stage at the micro-batch size, its optimizer, and the replicas'
@@ -342,10 +357,8 @@ void TrainingRun::compile_pipeline() {
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   pipeline_batches_ = std::make_unique<PipelineBatches>(*pipeline_, task_.model,
                                                         config_.data.batch_size, pc.micro_batches);
-  last_batch_ = std::make_unique<LastBatchFigures>(task_);
+  make_scoring(pipeline_->whole().executor());
   const Executor& whole = pipeline_->whole().executor();
-  check_metrics_fit(task_, config_, whole.output(task_.model.prediction).desc(),
-                    whole.input(task_.model.target_input).desc());
   summary_.parameter_count = whole.params().parameter_count();
   size_t state_bytes = 0;
   for (const auto& state : optimizer_->state()) state_bytes += state.second->bytes();
@@ -837,9 +850,9 @@ void TrainingRun::validate_epoch(int epoch, EpochStats& st) {
   average_eval_stats(ex_->params(), pipeline_ ? pipeline_->replicas() : *comm_);
   const auto t0 = Clock::now();
   const ValidationResult v =
-      pipeline_ ? pipeline_batches_->validate(valid_loader_.get(), valid_batches_, task_,
+      pipeline_ ? pipeline_batches_->validate(valid_loader_.get(), valid_batches_, *scoring_,
                                               data_comm(), epoch)
-                : validate(*ex_, *feed_, *valid_loader_, task_, data_comm(), epoch);
+                : validate(*ex_, *feed_, *valid_loader_, *scoring_, data_comm(), epoch);
   budget_->validation_done(since(t0));
   if (groups_.split) groups_.split->reset_halo_timing();  // validation's exchanges are not counted
   ex_->set_profiling(config_.train.report);

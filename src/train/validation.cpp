@@ -47,9 +47,9 @@ void validate_batch(Executor& ex, BatchFeed& feed, DataLoader& loader, PassSums&
 
 }  // namespace
 
-ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, const Task& task,
+ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, MetricScoring& scoring,
                           Communicator& comm, int epoch) {
-  PassSums sums(task);
+  PassSums sums(scoring);
   RankFailure failure;
   loader.start_epoch(epoch);
   for (int64_t s = 0; s < loader.plan().batches; ++s) {

@@ -6,6 +6,7 @@
 #include "crest/dist/communicator.hpp"
 #include "crest/train/batch_feed.hpp"
 #include "crest/train/task.hpp"
+#include "metric_scoring.hpp"
 
 namespace crest {
 
@@ -21,8 +22,9 @@ struct ValidationResult {
 // partial last batch of an every-sample loader, or places left empty by skipped samples) is
 // evaluated sample by sample, each copied into every place of the compiled batch, so the loss
 // and the metrics are means over samples whatever the batches held. The ranks may run different
-// batch counts: the only collective is the final sum.
-ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, const Task& task,
+// batch counts: the only collective over `comm` is the final sum (the metrics over a spatial
+// split are also sums over its group, whose ranks run the same batches).
+ValidationResult validate(Executor& ex, BatchFeed& feed, DataLoader& loader, MetricScoring& scoring,
                           Communicator& comm, int epoch);
 
 }  // namespace crest

@@ -47,6 +47,16 @@ std::string final_metrics(const std::string& out, const std::string& metric = "v
              : "";
 }
 
+// The values of every MLPerf log event `key` the run echoed (mlperf.stdout), in order.
+std::vector<std::string> mllog_values(const std::string& out, const std::string& key) {
+  std::vector<std::string> values;
+  const std::regex event("\"key\": \"" + key + "\", \"value\": ([-0-9.e]+)");
+  for (auto it = std::sregex_iterator(out.begin(), out.end(), event); it != std::sregex_iterator();
+       ++it)
+    values.push_back((*it)[1]);
+  return values;
+}
+
 struct Split {
   int ranks;
   std::string parts;
@@ -56,16 +66,19 @@ struct Split {
 
 // Trains `args(local batch)` on one process (local batch `one_batch`), then under each split, and
 // expects each split run to train as the one process did: every weight within `tol`, the same
-// final loss and `metric`. Returns the split runs' output.
+// final loss and `metric`, and the same values of each MLPerf log event in `mllog_keys` (the runs
+// echo their log: mlperf.stdout). Returns the split runs' output.
 std::vector<std::string> expect_splits_train_as_one_process(
     const std::function<std::string(int)>& args, int one_batch, const std::vector<Split>& splits,
-    double tol, const std::string& metric = "val_mae") {
+    double tol, const std::string& metric = "val_mae",
+    const std::vector<std::string>& mllog_keys = {}) {
   TempDir dir;
   const std::string one_w = dir.file("one.safetensors");
   const auto one =
       run_crest(args(one_batch) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
   EXPECT_EQ(one.code, 0) << one.out;
   EXPECT_FALSE(final_metrics(one.out, metric).empty()) << one.out;
+  for (const std::string& key : mllog_keys) EXPECT_FALSE(mllog_values(one.out, key).empty()) << key;
   std::vector<std::string> outs;
   for (const Split& s : splits) {
     SCOPED_TRACE(std::to_string(s.ranks) + " ranks, dist.spatial " + s.parts + " " + s.extra);
@@ -80,6 +93,8 @@ std::vector<std::string> expect_splits_train_as_one_process(
     EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
     EXPECT_LE(worst_relative_difference(one_w, w), tol);
     EXPECT_EQ(final_metrics(one.out, metric), final_metrics(r.out, metric)) << r.out;
+    for (const std::string& key : mllog_keys)
+      EXPECT_EQ(mllog_values(one.out, key), mllog_values(r.out, key)) << key;
     outs.push_back(r.out);
   }
   return outs;
@@ -224,8 +239,9 @@ TEST(SpatialTrain, EachRankReadsItsBlockOfTheSampleFiles) {
 
 // DeepCAM (all 56 M parameters, 32 x 48 fields) in float64 on the reference backend, one LAMB
 // step of batch 2: split along the height on 2 ranks and 2 x 2 on 4, from its first convolution
-// to its last transposed one (batch norm on blocks, image pooling as the group's mean, the
-// prediction gathered for the loss and IoU), against one process. Measured: 1.9e-13.
+// to its last transposed one (batch norm on blocks, image pooling as the group's mean, the loss
+// and the IoU of the last batch and of validation on the prediction's blocks), against one
+// process: the weights (measured: 1.9e-13) and the logged IoUs, exactly.
 TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
   TempDir dir;
   const std::string data = dir.file("data");
@@ -236,11 +252,11 @@ TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
       "train --config " + std::string(CREST_SOURCE_DIR) +
       "/configs/deepcam-demo.yaml data.data_dir=" + data +
       " data.sample_shape=[32,48,16] data.batch_size=2 data.n_epochs=1 data.shuffle=false"
-      " crest.backend=reference crest.precision=float64 crest.threads=1";
+      " crest.backend=reference crest.precision=float64 crest.threads=1 mlperf.stdout=true";
   expect_splits_train_as_one_process([&](int) -> std::string { return args; }, 2,
                                      {Split{2, "[2,1]", 2, ""}, Split{4, "[2,2]", 2, ""},
                                       Split{2, "[2,1]", 2, "dist.halo_overlap=always"}},
-                                     1e-10, "val_iou");
+                                     1e-10, "val_iou", {"train_accuracy", "eval_accuracy"});
 }
 
 // A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)

@@ -343,6 +343,49 @@ std::vector<std::vector<int>> decompositions(int ranks, size_t axes) {
   return out;
 }
 
+// This rank's block of a whole plain [n, c, spatial...] tensor.
+std::vector<double> plain_block(const std::vector<double>& whole, const Shape& global,
+                                const Shape& local, const std::vector<int64_t>& offset) {
+  std::vector<int64_t> start{0, 0};
+  start.insert(start.end(), offset.begin(), offset.end());
+  std::vector<double> out(static_cast<size_t>(local.numel()));
+  box_transfer(whole.data(), BoxAt{global.to_vector(), start}, out.data(),
+               BoxAt{local.to_vector(), std::vector<int64_t>(start.size(), 0)}, local.to_vector(),
+               DType::f64, BoxOp::copy);
+  return out;
+}
+
+// With split_outputs (the trainer's programs) the marked prediction stays this rank's block of
+// the whole one, and nothing gathers it; the loss is the same.
+void check_split_outputs(const Network& net, Backend& backend, CompileOptions split,
+                         const SpatialGrid& grid, const std::vector<double>& x,
+                         const std::vector<double>& y, const StepResult& whole) {
+  SCOPED_TRACE("split_outputs");
+  split.split_outputs = true;
+  const Graph& g = net.graph;
+  const Shape local_x = split.spatial->local_shape(batch_shape(net.extents));
+  const auto x_at = block_offset(net.extents, grid, test::world().rank());
+  const StepResult mine =
+      run_step(g, backend, split, block_of(x, net.extents, local_x, x_at), net.classes,
+               y.empty() ? y : block_of(y, net.extents, local_x, x_at));
+  split.batch = kBatch;
+  Executor ex(g, backend, split);
+  const Shape global = ex.output_whole_shape(g.outputs()[0]);
+  const Shape local = ex.output(g.outputs()[0]).shape();
+  ASSERT_EQ(global.numel(), static_cast<int64_t>(whole.prediction.size()));
+  std::vector<int64_t> extents = global.to_vector();
+  extents.erase(extents.begin(), extents.begin() + 2);
+  // Where the network ran whole from some layer on (a volume too small for the grid), the
+  // prediction is whole too.
+  const std::vector<double> want =
+      local == global ? whole.prediction
+                      : plain_block(whole.prediction, global, local,
+                                    block_offset(extents, grid, test::world().rank()));
+  const double tol = split.dtype == DType::f64 ? 1e-10 : 1e-5;
+  EXPECT_NEAR(mine.loss, whole.loss, tol * (1 + std::fabs(whole.loss)));
+  expect_close(mine.prediction, want, tol, "the prediction's block");
+}
+
 void check_program(const Network& net, const std::string& backend_name, DType dtype, double tol) {
   Communicator& world = test::world();
   auto backend = make_backend(backend_name);
@@ -366,6 +409,7 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
                  y.empty() ? y : block_of(y, net.extents, local, offset));
     EXPECT_NEAR(mine.loss, whole.loss, tol * (1 + std::fabs(whole.loss)));
     expect_close(mine.prediction, whole.prediction, tol, "prediction");
+    if (!g.outputs().empty()) check_split_outputs(net, *backend, split, grid, x, y, whole);
     expect_close(mine.input_grad, block_of(whole.input_grad, net.extents, local, offset), tol,
                  "input gradient");
     ASSERT_EQ(mine.grads.size(), whole.grads.size());
@@ -389,9 +433,11 @@ void check_program(const Network& net, const std::string& backend_name, DType dt
 }
 
 // The names of the ops a split inserted ("kind name"), for `parts`.
-std::vector<std::string> inserted_ops(const Graph& g, const std::vector<int>& parts) {
+std::vector<std::string> inserted_ops(const Graph& g, const std::vector<int>& parts,
+                                      bool split_outputs = false) {
   auto backend = make_backend("reference");
   CompileOptions o;
+  o.split_outputs = split_outputs;
   o.dtype = DType::f64;
   o.batch = kBatch;
   o.spatial = make_spatial_split(test::world(), SpatialGrid{parts});
@@ -454,6 +500,11 @@ TEST(SpatialProgram, SegmentationDecoderFloat64OnTheReferenceBackend) {
             (std::vector<std::string>{
                 "spatial_mean image_pool>group", "spatial_broadcast pool_act>broadcast",
                 "spatial_gather deconv2>block>gather", "spatial_block y>block"}));
+  // The trainer's program (split_outputs) keeps the prediction as the block: no gather at all.
+  EXPECT_EQ(
+      inserted_ops(net.graph, {1, 2}, true),
+      (std::vector<std::string>{"spatial_mean image_pool>group",
+                                "spatial_broadcast pool_act>broadcast", "spatial_block y>block"}));
   auto backend = make_backend("reference");
   CompileOptions o;
   o.dtype = DType::f64;

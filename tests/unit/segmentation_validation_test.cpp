@@ -135,6 +135,7 @@ TEST(SegmentationValidation, IncompleteBatchesGiveTheMeansOverSamples) {
   Executor ex(m.graph, *backend, batch_of(3));  // the same initial weights (same seed)
   BatchFeed feed(ex, m);
   const Task task = iou_task(m);
+  MetricScoring scoring(task.metrics);
   LoaderOptions lo;
   lo.batch_size = 3;
   lo.shuffle = false;
@@ -142,7 +143,7 @@ TEST(SegmentationValidation, IncompleteBatchesGiveTheMeansOverSamples) {
   test::FakeCommunicator one(0, 1);
   DataLoader loader(src, lo, one);
   ASSERT_EQ(loader.plan().batches, 3);  // 3 + 3 + 1
-  const ValidationResult r = validate(ex, feed, loader, task, one, 0);
+  const ValidationResult r = validate(ex, feed, loader, scoring, one, 0);
   EXPECT_EQ(r.samples, 7);
   EXPECT_NEAR(r.loss, want_loss, 1e-6 * std::abs(want_loss));
   ASSERT_EQ(r.metrics.size(), 1u);
@@ -157,7 +158,7 @@ TEST(SegmentationValidation, IncompleteBatchesGiveTheMeansOverSamples) {
   for (int rank = 0; rank < 3; ++rank) {
     test::FakeCommunicator comm(rank, 3);  // its sums are this rank's alone
     DataLoader shard(src, lo, comm);
-    const ValidationResult part = validate(ex, feed, shard, task, comm, 0);
+    const ValidationResult part = validate(ex, feed, shard, scoring, comm, 0);
     loss += part.loss * static_cast<double>(part.samples);
     iou += part.metrics[0].value * static_cast<double>(part.samples);
     samples += part.samples;

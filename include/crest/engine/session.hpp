@@ -36,6 +36,7 @@ struct SessionOptions {
   // A spatial split of every sample among a group of ranks (crest/spatial/spatial_program.hpp);
   // null: none.
   std::shared_ptr<SpatialSplit> spatial;
+  bool split_outputs = false;  // CompileOptions::split_outputs
   // CompileOptions::memory_limit (0: none) and its source, and allocate (false: plan only).
   size_t memory_limit = 0;
   std::string memory_limit_source;

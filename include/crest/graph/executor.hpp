@@ -53,6 +53,11 @@ struct CompileOptions {
   // A spatial split (crest/graph/spatial_split.hpp): graph inputs it splits are given as this
   // rank's blocks, and every value is split or whole as its layers allow. Null: nothing is split.
   std::shared_ptr<SpatialSplit> spatial;
+  // Under a spatial split, marked outputs that a split layer writes stay this rank's blocks
+  // (output() gives the block, output_whole_shape() the whole tensor's shape): the trainer scores
+  // its metrics on the blocks and never gathers the prediction. false: they are gathered whole
+  // (predict, inference, the engine's callers).
+  bool split_outputs = false;
   // Refuse (crest::Error, input; before the activation arena is allocated) a program whose
   // arena and parameters with their gradients need more than this many bytes; 0: no limit.
   // `memory_limit_source` says where the limit comes from, for the message ("crest.max_memory_gb:
@@ -102,6 +107,9 @@ class Executor {
   bool bind_input(const std::string& name, const void* data);
   // A value marked as output (plain or channels-last layout); valid after forward().
   TensorView output(ValueId v) const;
+  // The whole tensor's shape of marked output v: output(v)'s own, or the shape whose block it
+  // holds where it stays split (CompileOptions::split_outputs).
+  Shape output_whole_shape(ValueId v) const;
   // Gradient of the loss w.r.t. a float graph input (needs CompileOptions::input_grads).
   TensorView input_grad(const std::string& name) const;
 

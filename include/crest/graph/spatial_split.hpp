@@ -87,6 +87,9 @@ class SpatialSplit {
   // no gradient. `global` is [n, c, spatial...] or, for class labels, [n, spatial...].
   virtual std::unique_ptr<Layer> take_block(const Shape& global) = 0;
   virtual std::unique_ptr<Layer> sum_parts(const Shape& shape) = 0;
+  // Adds `values` up over the group, in place (collective: every rank of the group calls it with
+  // the same count): how counts made on the blocks (a metric's) become the sample's.
+  virtual void sum_over_group(double* values, size_t count) const = 0;
   virtual bool first_in_group() const = 0;
   // Bytes this rank receives in the halo exchanges of one batch through the windowed layers
   // split so far (each layer counted once, however often compiled): forward, and backward (the

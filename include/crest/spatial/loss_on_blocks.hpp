@@ -19,4 +19,10 @@ std::unique_ptr<Layer> make_loss_on_blocks(std::unique_ptr<Layer> loss, Communic
 // [n, spatial...]) under `split`.
 std::unique_ptr<Layer> make_take_block(const SpatialSplit& split, const Shape& global);
 
+// That block's shape, and a copy of it out of the whole target (`layout`: the whole's and the
+// block's, plain or channels-last; class labels have no channel axis and are plain).
+Shape target_block_shape(const SpatialSplit& split, const Shape& global);
+void copy_target_block(const SpatialSplit& split, const void* whole, const Shape& global,
+                       Layout layout, DType dtype, void* block);
+
 }  // namespace crest

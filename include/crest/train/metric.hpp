@@ -26,10 +26,22 @@ struct Metric {
   // "" when the metric can score predictions described by `pred` against targets described by
   // `target` (batch first, host memory), else what is wrong with them.
   std::function<std::string(const TensorDesc& pred, const TensorDesc& target)> check;
-  // Adds one batch (every sample of it). Throws crest::Error (input) with check()'s reason when
-  // the pair is not one it can score.
-  std::function<void(const TensorView& pred, const TensorView& target, double* sums)> accumulate;
+  // A batch is scored in two steps, so that the parts of a sample can be scored apart: counts
+  // per sample that add up over the parts (a spatially split prediction's blocks, each against
+  // its block of the target: the group's sum of the counts is the whole sample's), then those
+  // counts folded into the running sums.
+  // How many counts one sample has, for predictions described by `pred` (whole or a block).
+  std::function<int64_t(const TensorDesc& pred)> counts_per_sample;
+  // Writes counts_per_sample() counts for each sample of the batch, sample after sample. Throws
+  // crest::Error (input) with check()'s reason when the pair is not one it can score.
+  std::function<void(const TensorView& pred, const TensorView& target, double* counts)> count;
+  // Adds `samples` samples' counts, `per_sample` each, into the running sums.
+  std::function<void(const double* counts, int64_t samples, int64_t per_sample, double* sums)>
+      add_counts;
   std::function<double(const double* sums)> value;
+
+  // Adds one batch of whole predictions (every sample of it): count(), then add_counts().
+  void accumulate(const TensorView& pred, const TensorView& target, double* running) const;
 };
 
 // Adds `metric` to the registry: one CREST_REGISTER_METRIC line in the file that defines it.

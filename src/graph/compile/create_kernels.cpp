@@ -23,6 +23,8 @@ int add_reorder(Program& p, int v, const MemFormat& to, const std::string& suffi
   op->in = {v};
   const int nv = p.add_value(op->name, p.val(v).shape);
   p.val(nv).needs_grad = grad && p.val(v).needs_grad;
+  p.val(nv).split = p.val(v).split;  // the same block in another format
+  p.val(nv).global_shape = p.val(v).global_shape;
   op->out = {nv};
   CreateContext rc{p.backend,
                    to.dtype,

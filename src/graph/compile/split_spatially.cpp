@@ -23,9 +23,10 @@
 //   - any other layer reading a split value reads a gathered copy instead (one gather per value,
 //     inserted before its first such reader), and runs alike on every rank of the group.
 // Marked outputs (a segmentation's prediction) are returned whole: where a split layer writes
-// one, it writes a block and an inserted gather writes the output, so the metrics and the caller
-// see the whole tensor; a loss on blocks reads the block, and nothing reads the whole
-// prediction's gradient.
+// one, it writes a block and an inserted gather writes the output, so predict and the caller see
+// the whole tensor; a loss on blocks reads the block, and nothing reads the whole prediction's
+// gradient. With CompileOptions::split_outputs (the trainer's programs, whose metrics score
+// blocks) such an output stays the block, and nothing is gathered.
 #include <algorithm>
 #include <map>
 
@@ -238,9 +239,11 @@ class SplitPass {
     for (const auto& [block, whole] : returned) insert_gather(block, whole);
   }
 
+  // The loss, and marked outputs unless the caller takes them as blocks (split_outputs).
   bool returned_whole(ValueId v) const {
     const auto& outs = g_.outputs();
-    return std::find(outs.begin(), outs.end(), v) != outs.end() || v == g_.loss();
+    return v == g_.loss() ||
+           (!p_.opts.split_outputs && std::find(outs.begin(), outs.end(), v) != outs.end());
   }
 
   // A new split value that takes over v's block; v becomes whole again.
@@ -332,6 +335,7 @@ void split_spatially(Program& p, const Graph& g) {
   pass.split_inputs();
   for (Node& node : p.nodes) pass.place(std::move(node));
   p.nodes = pass.take_nodes();
+  if (p.opts.split_outputs) return;
   for (ValueId v : g.outputs()) CREST_CHECK(!p.val(v).split, "a marked output left split");
 }
 
