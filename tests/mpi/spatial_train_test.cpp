@@ -322,6 +322,8 @@ TEST(SpatialTrain, RefusesADecompositionBeforeAnyTraining) {
                  "dist.spatial (from override 'dist.spatial=[2,1]'): expected 3 parts [d, h, w], "
                  "one per spatial axis of the samples");
   expect_refused(run_crest(base + " dist.spatial=[0,1,1]"), "dist.spatial");
+  expect_refused(run_crest(base + " dist.spatial=[2,1,1] data.on_error=skip"),
+                 "[2, 1, 1] with data.on_error: skip is not supported yet");
   expect_refused(run_crest(base + " dist.halo_overlap=sometimes"),
                  "dist.halo_overlap (from override 'dist.halo_overlap=sometimes'): unknown value "
                  "\"sometimes\" (expected auto, always or off)");

@@ -112,6 +112,15 @@ void resolve_spatial(const SectionReader& dist_reader, Config& c) {
                                     " splits samples, which runs in float32 or "
                                     "float64; crest.precision is " +
                                     enum_name(c.crest.precision));
+  // The ranks of a group read blocks of one sample, and a block one of them cannot read (a
+  // truncated npy file, a non-finite value in one block) would put that rank alone on a spare
+  // sample while the others stay on this one: their blocks would mix two samples.
+  if (ranks > 1 && c.data.on_error == OnSampleError::skip)
+    dist_reader.fail("spatial", list_text(parts) +
+                                    " with data.on_error: skip is not supported yet: each rank "
+                                    "reads its block of a sample, and a block one rank cannot "
+                                    "read would leave the group on different samples (use "
+                                    "data.on_error: fail)");
   // A split sample's gradients are sums over its group, exchanged every step.
   if (ranks > 1 && c.train.local_sgd_steps > 1)
     dist_reader.fail("spatial", list_text(parts) + " with train.local_sgd (steps " +
