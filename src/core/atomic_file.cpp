@@ -50,6 +50,27 @@ void AtomicOutputFile::write(const void* data, size_t n) {
   }
 }
 
+void AtomicOutputFile::write_at(uint64_t offset, const void* data, size_t n) {
+  if (fd_ < 0) throw_runtime("internal error: " + path_ + ": write after close");
+  const auto* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd_, p, n, static_cast<off_t>(offset));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw_io(path_, "write failed", errno);
+    }
+    p += w;
+    offset += static_cast<uint64_t>(w);
+    n -= static_cast<size_t>(w);
+  }
+}
+
+void AtomicOutputFile::resize(uint64_t bytes) {
+  if (fd_ < 0) throw_runtime("internal error: " + path_ + ": resize after close");
+  if (::ftruncate(fd_, static_cast<off_t>(bytes)) != 0)
+    throw_io(path_, "cannot set its size", errno);
+}
+
 void AtomicOutputFile::close_descriptor() {
   if (fd_ >= 0 && ::close(std::exchange(fd_, -1)) != 0) throw_io(path_, "close failed", errno);
 }

@@ -40,8 +40,9 @@ struct FileToStage {
 
 struct StagedFile {
   std::string rel;
-  int64_t source_bytes = 0, bytes = 0;
-  uint32_t crc = 0;
+  int64_t source_bytes = 0, bytes = 0;  // bytes: the file's size on disk
+  uint32_t crc = 0;                     // of the bytes staged (a partial file's parts, in order)
+  int64_t part_bytes = -1;              // a partial file's staged bytes; -1: the whole file
 };
 
 // CRC32C and size of a file's bytes.
@@ -135,6 +136,51 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
   return out;
 }
 
+// The parts `ranges` of source file f: each range read and written at its own offset, the file
+// then extended to the source's size, so the bytes between are holes that read as zeros.
+StagedFile stage_part(const StageOptions& o, const FileToStage& f,
+                      const std::vector<ByteRange>& ranges, std::vector<std::byte>& buf) {
+  const std::string src = (fs::path(o.from) / f.rel).string(),
+                    dst = (fs::path(o.to) / f.rel).string();
+  std::error_code ec;
+  fs::create_directories(fs::path(dst).parent_path(), ec);
+  if (ec) throw_input(fs::path(dst).parent_path().string() + ": cannot create: " + ec.message());
+  AtomicOutputFile file(dst, CommitSync::rename_only);
+  formats_io::InputFile in(src);
+  StagedFile out{f.rel, f.source_bytes, f.source_bytes, 0, 0};
+  for (const ByteRange& r : ranges) {
+    if (r.end() > static_cast<uint64_t>(f.source_bytes))
+      throw_input(src + ": a part to stage ends at byte " + std::to_string(r.end()) +
+                  ", past the file's " + std::to_string(f.source_bytes));
+    for (uint64_t at = r.offset; at < r.end();) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(buf.size(), r.end() - at));
+      in.read_exact_at(at, buf.data(), n, "the part to stage");
+      out.crc = crc32c(buf.data(), n, out.crc);
+      file.write_at(at, buf.data(), n);
+      at += n;
+    }
+    out.part_bytes += static_cast<int64_t>(r.bytes);
+  }
+  file.resize(static_cast<uint64_t>(f.source_bytes));
+  file.close_descriptor();
+  const auto on_disk = static_cast<int64_t>(fs::file_size(file.temp_path(), ec));
+  if (ec || on_disk != f.source_bytes)
+    throw_input(dst + ": verification failed: " + std::to_string(on_disk) + " bytes on disk, " +
+                std::to_string(f.source_bytes) + " in " + src);
+  file.commit();
+  return out;
+}
+
+// File f whole, or its parts where StageOptions::parts gives some.
+StagedFile stage_file(const StageOptions& o, const FileToStage& f, std::vector<std::byte>& buf) {
+  if (!o.parts) return stage_one(o, f, buf);
+  const std::vector<ByteRange> ranges = merge_ranges(
+      o.parts((fs::path(o.from) / f.rel).string(), static_cast<uint64_t>(f.source_bytes)));
+  if (ranges.empty() || range_bytes(ranges) == static_cast<uint64_t>(f.source_bytes))
+    return stage_one(o, f, buf);
+  return stage_part(o, f, ranges, buf);
+}
+
 // Every file of the dataset: top-level files, then each split's sorted files.
 std::vector<FileToStage> list_dataset(const StageOptions& o) {
   std::error_code ec;
@@ -179,11 +225,15 @@ json manifest_of(const StageOptions& o, int ranks, const std::vector<StagedFile>
   m["format"] = "crest staging manifest 1";
   m["source"] = fs::absolute(o.from).lexically_normal().string();
   m["inflate"] = o.inflate;
-  m["staged_by_ranks"] = ranks;  // informational: every staging holds the whole dataset
+  m["staged_by_ranks"] = ranks;  // informational: a staging holds the same whatever wrote it
+  if (o.parts) m["parts"] = o.parts_text;
   json list = json::array();
-  for (const auto& f : files)
-    list.push_back(
-        {{"path", f.rel}, {"source_bytes", f.source_bytes}, {"bytes", f.bytes}, {"crc32c", f.crc}});
+  for (const auto& f : files) {
+    json entry{
+        {"path", f.rel}, {"source_bytes", f.source_bytes}, {"bytes", f.bytes}, {"crc32c", f.crc}};
+    if (f.part_bytes >= 0) entry["part_bytes"] = f.part_bytes;
+    list.push_back(entry);
+  }
   m["files"] = list;
   return m;
 }
@@ -196,9 +246,11 @@ bool existing_staging_matches(const StageOptions& o, const std::vector<FileToSta
   json m;
   try {
     in >> m;
-    // Any complete staging holds the whole dataset, whichever rank count wrote it.
+    // Any complete staging holds the same, whichever rank count wrote it: the whole dataset, or
+    // the same parts of it.
     if (m.value("source", "") != fs::absolute(o.from).lexically_normal().string() ||
-        m.value("inflate", !o.inflate) != o.inflate)
+        m.value("inflate", !o.inflate) != o.inflate ||
+        m.value("parts", "") != (o.parts ? o.parts_text : ""))
       return false;
     const json& files = m.at("files");
     if (files.size() != want.size()) return false;
@@ -219,10 +271,32 @@ bool existing_staging_matches(const StageOptions& o, const std::vector<FileToSta
   return true;
 }
 
+// Why `to`, not empty, cannot be reused: the refusal's text.
+std::string not_reusable(const StageOptions& o) {
+  std::string held;
+  try {
+    std::ifstream in(fs::path(o.to) / kManifest);
+    json m;
+    if (in >> m) held = m.contains("parts") ? m.at("parts").get<std::string>() : "every file whole";
+  } catch (const std::exception&) {
+  }
+  const std::string wanted = o.parts ? o.parts_text : "every file whole";
+  std::string why = o.to + ": exists and is not empty (and is not a complete staging of " + o.from +
+                    (held.empty() || held == wanted ? "" : " with " + wanted) + ")";
+  if (!held.empty() && held != wanted) why += "; it holds a staging of " + held;
+  return why + "; refusing to write over it (pass --overwrite, or another directory)";
+}
+
 // The manifest last, atomically: its presence means every file listed is complete and verified.
 void write_manifest(const StageOptions& o, int ranks, const std::vector<StagedFile>& staged) {
   const std::string mpath = (fs::path(o.to) / kManifest).string();
   write_file_atomically(mpath, manifest_of(o, ranks, staged).dump(1) + "\n");
+}
+
+int64_t total_bytes(const std::vector<FileToStage>& files) {
+  int64_t total = 0;
+  for (const auto& f : files) total += f.source_bytes;
+  return total;
 }
 
 // Every rank's text; throws (on every rank alike) when any rank's is not empty, naming it.
@@ -256,6 +330,81 @@ struct PieceHeader {
   uint32_t crc = 0;    // the reader's CRC32C of the whole file (in the last piece)
   uint32_t last = 0;
 };
+
+// A file's record in a node's manifest exchange: index, size, staged bytes, checksum.
+void put_record(std::vector<std::byte>& out, int64_t i, const StagedFile& f) {
+  put(out, i);
+  put(out, f.bytes);
+  put(out, f.part_bytes);
+  put(out, f.crc);
+}
+constexpr size_t kRecordBytes = 8 + 8 + 8 + 4;
+
+// StageOptions::parts under several ranks: the node's ranks share its files (file i written by
+// local rank i mod L), each reading its parts of them from the shared file system directly (the
+// nodes' parts differ, so there is nothing to exchange), and the node's first rank writes its
+// manifest.
+StageResult stage_parts_on_nodes(const StageOptions& o, const std::vector<FileToStage>& all,
+                                 Communicator& comm, std::ostream& log, StageResult r) {
+  const std::unique_ptr<Communicator> node = comm.split(comm.node_id(), comm.rank());
+  const auto writes = [&](size_t i) {
+    return static_cast<int>(i % size_t(node->size())) == node->rank();
+  };
+  log << "stage: " << all.size() << " files from " << o.from << " to " << o.to
+      << ", each node its ranks' parts (" << o.parts_text
+      << "), read from the shared store directly\n";
+  log.flush();
+  std::vector<StagedFile> staged(all.size());
+  std::string problem;
+  std::vector<size_t> mine;
+  for (size_t i = 0; i < all.size(); ++i)
+    if (writes(i)) mine.push_back(i);
+  Progress progress("stage", static_cast<int64_t>(mine.size()));
+  const int threads = o.threads > 0 ? o.threads : 4;
+  std::vector<std::vector<std::byte>> buffers(
+      static_cast<size_t>(parallel_for_workers(mine.size(), threads)));
+  try {
+    parallel_for(mine.size(), threads, [&](size_t k, int worker) {
+      std::vector<std::byte>& buf = buffers[static_cast<size_t>(worker)];
+      buf.resize(kChunk);
+      staged[mine[k]] = stage_file(o, all[mine[k]], buf);
+      progress.advance(1, all[mine[k]].source_bytes);
+    });
+  } catch (const Error& e) {
+    problem = e.what();
+  }
+  fail_together(comm, problem);
+  std::vector<std::byte> records;
+  for (size_t i : mine) {
+    put_record(records, static_cast<int64_t>(i), staged[i]);
+    r.bytes_read += staged[i].part_bytes >= 0 ? staged[i].part_bytes : staged[i].bytes;
+    r.partial_files += staged[i].part_bytes >= 0 ? 1 : 0;
+  }
+  const std::vector<std::byte> node_records = node->allgatherv(records);
+  for (size_t at = 0; at + kRecordBytes <= node_records.size(); at += kRecordBytes) {
+    const auto i = static_cast<size_t>(get<int64_t>(node_records, at));
+    staged[i] = {all[i].rel, all[i].source_bytes, get<int64_t>(node_records, at + 8),
+                 get<uint32_t>(node_records, at + 24), get<int64_t>(node_records, at + 16)};
+  }
+  int64_t sums[2] = {r.bytes_read, r.partial_files};
+  node->allreduce_sum(sums, 2);
+  r.bytes_written = sums[0];
+  r.partial_files = sums[1];
+  int64_t job_read = r.bytes_read;
+  comm.allreduce_sum(&job_read, 1);
+  r.bytes_read_job = job_read;
+  node->barrier();  // every file of the node is in place
+  if (node->rank() == 0) write_manifest(o, comm.size(), staged);
+  progress.finish();
+  r.seconds = progress.elapsed_s();
+  log << "staged " << r.files << " files on rank 0's node in " << r.seconds << " s, "
+      << r.partial_files
+      << " of them in part: " << human_bytes(static_cast<double>(r.bytes_written)) << " of "
+      << human_bytes(static_cast<double>(total_bytes(all))) << "; "
+      << human_bytes(static_cast<double>(r.bytes_read_job))
+      << " read from the shared store across all nodes, every file verified\n";
+  return r;
+}
 
 StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::ostream& log) {
   const int rank = comm.rank(), size = comm.size();
@@ -300,9 +449,7 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   }
   // Nothing is written until every rank has checked its destination (ranks of a node share it).
   std::error_code ec;
-  if (fs::exists(o.to, ec) && !fs::is_empty(o.to, ec) && !o.overwrite)
-    problem = o.to + ": exists and is not empty (and is not a complete staging of " + o.from +
-              "); refusing to write over it (pass --overwrite)";
+  if (fs::exists(o.to, ec) && !fs::is_empty(o.to, ec) && !o.overwrite) problem = not_reusable(o);
   fail_together(comm, problem);
   comm.barrier();
   if (comm.local_rank() == 0)
@@ -310,6 +457,7 @@ StageResult stage_distributed(const StageOptions& o, Communicator& comm, std::os
   fs::create_directories(o.to, ec);
   if (ec) problem = o.to + ": cannot create: " + ec.message();
   fail_together(comm, problem);
+  if (o.parts) return stage_parts_on_nodes(o, all, comm, log, r);
 
   // Node-aware exchange. On every node, file i is written by local rank i mod L. The ranks with
   // the same local rank, one per node, form a group that needs exactly the files with i mod L
@@ -501,9 +649,7 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
     return r;
   }
   if (fs::exists(o.to, ec) && !fs::is_empty(o.to, ec)) {
-    if (!o.overwrite)
-      throw_input(o.to + ": exists and is not empty (and is not a complete staging of " + o.from +
-                  "); refusing to write over it (pass --overwrite)");
+    if (!o.overwrite) throw_input(not_reusable(o));
     fs::remove(fs::path(o.to) / kManifest, ec);  // incomplete until the new manifest lands
   }
   fs::create_directories(o.to, ec);
@@ -528,17 +674,20 @@ StageResult stage_dataset(const StageOptions& o, Communicator& comm, std::ostrea
   parallel_for(files.size(), threads, [&](size_t i, int worker) {
     std::vector<std::byte>& buf = buffers[static_cast<size_t>(worker)];
     buf.resize(kChunk);
-    staged[i] = stage_one(o, files[i], buf);
-    written += staged[i].bytes;
+    staged[i] = stage_file(o, files[i], buf);
+    written += staged[i].part_bytes >= 0 ? staged[i].part_bytes : staged[i].bytes;
     progress.advance(1, files[i].source_bytes);
   });
 
   write_manifest(o, 1, staged);
   progress.finish();
   r.files = static_cast<int64_t>(files.size());
-  r.bytes_read = total;
   r.bytes_written = written.load();
+  for (const StagedFile& f : staged) r.partial_files += f.part_bytes >= 0 ? 1 : 0;
+  r.bytes_read = r.partial_files > 0 ? r.bytes_written : total;
   r.seconds = progress.elapsed_s();
+  if (r.partial_files > 0)
+    log << "staged " << r.partial_files << " files in part (" << o.parts_text << ")\n";
   log << "staged " << r.files << " files: read " << human_bytes(static_cast<double>(r.bytes_read))
       << ", wrote " << human_bytes(static_cast<double>(r.bytes_written)) << " in " << r.seconds
       << " s (" << static_cast<int64_t>(r.read_mb_s()) << " MB/s read), every file verified\n";

@@ -358,6 +358,8 @@ class MpiCommunicator final : public Communicator {
                   "MPI_Comm_split_type (node-local ranks)");
           MPI_Comm_rank(node, &local_rank_);
           MPI_Comm_size(node, &local_size_);
+          check(MPI_Allreduce(&rank_, &node_id_, 1, MPI_INT, MPI_MIN, node),
+                "MPI_Allreduce (the node's lowest rank)");
           MPI_Comm_free(&node);
         },
         "communicator set-up");
@@ -375,6 +377,7 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
   int local_rank() const override { return local_rank_; }
   int local_size() const override { return local_size_; }
+  int node_id() const override { return node_id_; }
 
   void barrier() override {
     thread_->run([this] { check(MPI_Barrier(comm_), "MPI_Barrier"); }, "barrier");
@@ -656,7 +659,7 @@ class MpiCommunicator final : public Communicator {
   bool owned_;
   std::shared_ptr<CommThread> thread_;
   std::shared_ptr<StatusResponder> responder_;
-  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, size_ = 1, local_rank_ = 0, local_size_ = 1, node_id_ = 0;
 };
 
 }  // namespace

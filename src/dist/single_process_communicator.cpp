@@ -26,6 +26,7 @@ class SingleProcessCommunicator final : public Communicator {
   int size() const override { return 1; }
   int local_rank() const override { return 0; }
   int local_size() const override { return 1; }
+  int node_id() const override { return 0; }
   void barrier() override {}
   void allreduce_sum(double*, size_t) override {}
   void allreduce_sum(int64_t*, size_t) override {}

@@ -7,6 +7,7 @@
 #include "crest/data/staging.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/train/dataset_registry.hpp"
+#include "staged_parts.hpp"
 
 namespace crest {
 
@@ -19,6 +20,7 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
     StageOptions stage;
     stage.from = dc.data_dir;
     stage.to = dc.stage_dir;
+    stage_node_parts(config, comm, stage);
     d.stage_s = stage_dataset(stage, comm, log).seconds;
     root = dc.stage_dir;
   }

@@ -15,6 +15,7 @@
 
 #include "support/cli_util.hpp"
 #include "support/scoped_env.hpp"
+#include "support/test_util.hpp"
 #include "support/weights_compare.hpp"
 
 namespace crest {
@@ -257,6 +258,79 @@ TEST(SpatialTrain, DeepCamFloat64SplitTrainsAsOneProcess) {
                                      {Split{2, "[2,1]", 2, ""}, Split{4, "[2,2]", 2, ""},
                                       Split{2, "[2,1]", 2, "dist.halo_overlap=always"}},
                                      1e-10, "val_iou", {"train_accuracy", "eval_accuracy"});
+}
+
+// Whether `staged` holds exactly the source's depth rows [begin, end) of every volume in
+// `source`/train (zeros elsewhere: holes), at the source's size, and its labels whole.
+void expect_staged_rows(const std::string& source, const std::string& staged, int64_t begin,
+                        int64_t end) {
+  const int64_t row = 32 * 32 * 4 * 2;  // one depth row of a [32, 32, 32, 4] int16 volume
+  int volumes = 0;
+  for (const auto& e : std::filesystem::directory_iterator(source + "/train")) {
+    const std::string name = e.path().filename().string();
+    const std::string whole = test::slurp(e.path().string()),
+                      part = test::slurp(staged + "/train/" + name);
+    ASSERT_EQ(part.size(), whole.size()) << name;
+    if (name.find(".data.npy") == std::string::npos) {
+      EXPECT_EQ(part, whole) << name;
+      continue;
+    }
+    ++volumes;
+    const size_t data = whole.size() - static_cast<size_t>(32 * row);  // the header before it
+    for (size_t i = 0; i < whole.size(); ++i) {
+      const bool kept = i < data || (i >= data + static_cast<size_t>(begin * row) &&
+                                     i < data + static_cast<size_t>(end * row));
+      ASSERT_EQ(part[i], kept ? whole[i] : '\0') << name << " byte " << i;
+    }
+  }
+  EXPECT_EQ(volumes, 4);
+}
+
+// A spatial group spanning two nodes (simulated: CREST_TEST_RANKS_PER_NODE=2, each node its own
+// data.stage_dir, MPMD): each node stages only its ranks' depth rows of every volume (a sparse
+// file of the source's size), the labels whole, and the run trains as one process on the
+// unstaged files. A run under another decomposition is refused over that staging, naming what it
+// holds: it would read zeros where the other node's rows are.
+TEST(SpatialTrain, EachNodeStagesOnlyItsRanksBlocks) {
+  TempDir dir;
+  const std::string data = dir.file("data");
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --format npy --train 4 --valid 2 --size 32 --out " + data).code,
+      0);
+  const std::string args = "train --config " + std::string(CREST_SOURCE_DIR) +
+                           "/configs/cosmoflow.yaml data.data_dir=" + data +
+                           " data.format=npy data.n_train=4 data.n_valid=2 data.batch_size=2"
+                           " data.n_epochs=1 data.shuffle=false model.dropout=0 crest.threads=1"
+                           " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
+                           " model.conv_size=4 model.n_conv_layers=3 crest.backend=reference"
+                           " crest.precision=float64";
+  const std::string one_w = dir.file("one.safetensors"), split_w = dir.file("split.safetensors");
+  const auto one = run_crest(args + " --save-weights " + one_w + " output_dir=" + dir.file("one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto on_two_nodes = [&](const std::string& parts, const std::string& run) {
+    std::string both;
+    for (const std::string node : {"node0", "node1"})
+      both += std::string(both.empty() ? "" : " : ") + "-x CREST_TEST_RANKS_PER_NODE=2 -np 2 " +
+              CREST_BINARY + " " + args + " dist.spatial=" + parts +
+              " data.stage_dir=" + dir.file(node) + " --save-weights " + split_w +
+              " output_dir=" + dir.file(run);
+    return test::run_mpirun(both, 600);
+  };
+  const auto r = on_two_nodes("[4,1,1]", "split");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("each node its ranks' parts (blocks [0, 8) x [0, 32) x [0, 32), [8, 16) x "
+                       "[0, 32) x [0, 32) of [32, 32, 32] samples)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_LE(worst_relative_difference(one_w, split_w), 1e-10);
+  EXPECT_EQ(final_metrics(one.out), final_metrics(r.out)) << r.out;
+  expect_staged_rows(data, dir.file("node0"), 0, 16);
+  expect_staged_rows(data, dir.file("node1"), 16, 32);
+  // Each group of [2,1,1] lies within a node, which would read whole files.
+  const auto other = on_two_nodes("[2,1,1]", "other");
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_NE(other.out.find("it holds a staging of blocks [0, 8)"), std::string::npos) << other.out;
+  expect_staged_rows(data, dir.file("node0"), 0, 16);
 }
 
 // A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)

@@ -18,6 +18,7 @@ class FakeCommunicator final : public Communicator {
   int size() const override { return size_; }
   int local_rank() const override { return rank_; }
   int local_size() const override { return size_; }
+  int node_id() const override { return 0; }
   void barrier() override {}
   void allreduce_sum(double* values, size_t n) override {
     if (other_ranks_add) other_ranks_add(values, n);

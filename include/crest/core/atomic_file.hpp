@@ -3,6 +3,7 @@
 // checkpoints, staging, the resolved config, reports, timelines).
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -37,6 +38,11 @@ class AtomicOutputFile {
 
   void write(const void* data, size_t n);
   void write(std::string_view bytes) { write(bytes.data(), bytes.size()); }
+  // Writes at `offset`, leaving what lies between writes unwritten: holes, which read as zeros
+  // (a staged file's parts).
+  void write_at(uint64_t offset, const void* data, size_t n);
+  // Sets the file's size: bytes past the last write read as zeros.
+  void resize(uint64_t bytes);
   // Closes our descriptor without committing: for libraries that write by name (HDF5), or to
   // read the temporary file back before commit.
   void close_descriptor();

@@ -22,11 +22,22 @@
 // (DST/.crest-stage.json: source, files, sizes, checksums) is written last: a destination with a
 // manifest matching the source listing is reused as is; anything else already in DST is an
 // error unless `overwrite`.
+//
+// Parts (`StageOptions::parts`, a spatial split whose groups span nodes): a node stages only the
+// bytes its ranks read of each file (an npy array's rows of their blocks, and its header). A
+// partial file keeps its size and layout, the other bytes left as holes (a sparse file), so it
+// is read as the whole file is; the manifest records the parts (`parts_text`), and a staging is
+// reused only for the same parts. Then the node-aware exchange is not used: each node's ranks
+// read their parts of the files they write (file i by local rank i mod L) from the shared file
+// system directly.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <string>
 #include <vector>
+
+#include "crest/core/byte_range.hpp"
 
 namespace crest {
 
@@ -38,12 +49,19 @@ struct StageOptions {
   bool overwrite = false;  // replace files already in `to`
   int threads = 0;         // files copied in parallel; 0 = 4
   std::vector<std::string> splits{"train", "validation"};
+  // Null: every file whole. Else, for the source file at `path` (`bytes` long), the ranges this
+  // node stages, or none for the whole file; the same on every rank of a node, and thread-safe.
+  // Throws crest::Error (input) naming the file when it cannot tell.
+  std::function<std::vector<ByteRange>(const std::string& path, uint64_t bytes)> parts;
+  // What `parts` stages, for the manifest and the messages ("blocks ... of [32, 32, 32] samples").
+  std::string parts_text;
 };
 
 struct StageResult {
   int64_t files = 0;
   int64_t bytes_read = 0;     // from `from`
-  int64_t bytes_written = 0;  // to `to`
+  int64_t bytes_written = 0;  // to `to` (a partial file's parts only)
+  int64_t partial_files = 0;  // files staged in part (StageOptions::parts), on this node
   double seconds = 0;
   bool reused = false;  // an existing complete staging was found and kept
   // Distributed mode: job-wide totals (every rank has the same figures).

@@ -45,6 +45,9 @@ class Communicator {
   // thread counts depend on them.
   virtual int local_rank() const = 0;
   virtual int local_size() const = 0;
+  // This node's name among the ranks: the lowest rank on it (the same on every rank of a node),
+  // so split(node_id(), rank()) gives the node's ranks (staging a node's parts of the files).
+  virtual int node_id() const = 0;
 
   virtual void barrier() = 0;
   // In-place sums over all ranks, identical results everywhere (metrics are reduced as sums and

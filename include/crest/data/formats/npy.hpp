@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/core/byte_range.hpp"
 #include "crest/core/dtype.hpp"
 
 namespace crest {
@@ -74,6 +75,12 @@ void read_npy_into(const std::string& path, DType dtype, const std::vector<int64
 uint64_t read_npy_block_into(const std::string& path, DType dtype,
                              const std::vector<int64_t>& shape, const std::vector<int64_t>& begin,
                              const std::vector<int64_t>& end, void* dst);
+
+// The bytes of the file that read_npy_block_into reads for that block of the array `h`
+// describes: one range per contiguous run of rows, in file order (a Fortran-order array: all of
+// its data). What staging keeps of a file under a spatial split.
+std::vector<ByteRange> npy_block_ranges(const NpyHeader& h, const std::vector<int64_t>& begin,
+                                        const std::vector<int64_t>& end);
 
 // Writes a C-order, little-endian array atomically (temporary file, fsync, rename).
 void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,

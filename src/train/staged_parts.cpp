@@ -1,0 +1,99 @@
+#include "staged_parts.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "crest/data/formats/npy.hpp"
+#include "crest/dist/communicator.hpp"
+#include "crest/spatial/decomposition.hpp"
+
+namespace crest {
+namespace {
+
+using Block = std::vector<int64_t>;  // begin and end per spatial axis: [b0, e0, b1, e1, ...]
+
+// The block of every sample that rank `rank` holds: groups of consecutive ranks hold one sample
+// each, numbered as the grid (make_hybrid_groups, SpatialGrid).
+Block rank_block(const std::vector<int64_t>& parts, const std::vector<int64_t>& extents, int rank) {
+  SpatialGrid grid;
+  for (int64_t p : parts) grid.parts.push_back(static_cast<int>(p));
+  const std::vector<int> coords = grid.coords(rank % grid.size());
+  Block b;
+  for (size_t a = 0; a < extents.size(); ++a) {
+    const IndexRange r = block_range(extents[a], grid.parts[a], coords[a]);
+    b.push_back(r.begin);
+    b.push_back(r.end);
+  }
+  return b;
+}
+
+// The distinct blocks of this node's ranks, sorted.
+std::vector<Block> node_blocks(Communicator& world, const Block& mine) {
+  const std::unique_ptr<Communicator> node = world.split(world.node_id(), world.rank());
+  std::vector<std::byte> bytes(mine.size() * sizeof(int64_t));
+  std::memcpy(bytes.data(), mine.data(), bytes.size());
+  std::set<Block> distinct;
+  for (const std::vector<std::byte>& part : node->allgather_parts(bytes)) {
+    Block b(mine.size());
+    std::memcpy(b.data(), part.data(), part.size());
+    distinct.insert(b);
+  }
+  return {distinct.begin(), distinct.end()};
+}
+
+std::string blocks_text(const std::vector<Block>& blocks, const std::vector<int64_t>& extents) {
+  std::string text = blocks.size() == 1 ? "block " : "blocks ";
+  for (size_t k = 0; k < blocks.size(); ++k) {
+    text += k ? ", " : "";
+    for (size_t a = 0; a < extents.size(); ++a)
+      text += (a ? " x [" : "[") + std::to_string(blocks[k][2 * a]) + ", " +
+              std::to_string(blocks[k][2 * a + 1]) + ")";
+  }
+  std::string shape;
+  for (int64_t e : extents) shape += (shape.empty() ? "" : ", ") + std::to_string(e);
+  return text + " of [" + shape + "] samples";
+}
+
+// The bytes of the file at `path` that the blocks read: for an npy array [extents..., channels]
+// in C order its header and the blocks' rows, else nothing (the whole file).
+std::vector<ByteRange> file_parts(const std::string& path, const std::vector<int64_t>& extents,
+                                  const std::vector<Block>& blocks) {
+  if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0) return {};
+  const NpyHeader h = read_npy_header(path);
+  if (h.fortran_order || h.shape.size() != extents.size() + 1 ||
+      !std::equal(extents.begin(), extents.end(), h.shape.begin()))
+    return {};
+  std::vector<ByteRange> ranges{{0, h.data_offset}};
+  for (const Block& b : blocks) {
+    Block begin, end;
+    for (size_t a = 0; a < extents.size(); ++a) {
+      begin.push_back(b[2 * a]);
+      end.push_back(b[2 * a + 1]);
+    }
+    for (const ByteRange& r : npy_block_ranges(h, begin, end)) ranges.push_back(r);
+  }
+  return merge_ranges(ranges);
+}
+
+}  // namespace
+
+void stage_node_parts(const Config& config, Communicator& world, StageOptions& stage) {
+  const std::vector<int64_t>& parts = config.dist.spatial;
+  int groups_size = 1;
+  for (int64_t p : parts) groups_size *= static_cast<int>(p);
+  if (groups_size <= 1) return;
+  std::vector<int64_t> extents = config.data.sample_shape.to_vector();
+  extents.pop_back();  // the channels
+  const std::vector<Block> blocks = node_blocks(world, rank_block(parts, extents, world.rank()));
+  const int partial = static_cast<int>(blocks.size()) < groups_size ? 1 : 0;
+  if (world.allreduce_max(partial) == 0) return;
+  stage.parts = [extents, blocks](const std::string& path, uint64_t) {
+    return file_parts(path, extents, blocks);
+  };
+  stage.parts_text = blocks_text(blocks, extents);
+}
+
+}  // namespace crest
