@@ -9,10 +9,17 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "crest/data/safetensors.hpp"
 
 namespace crest::test {
+
+// Element i of a float32 or float64 tensor.
+inline double weight_at(const SafetensorsTensor& t, int64_t i) {
+  return t.dtype == SafetensorsDType::F64 ? reinterpret_cast<const double*>(t.data)[i]
+                                          : double(reinterpret_cast<const float*>(t.data)[i]);
+}
 
 // Largest per-tensor relative difference ||a - b|| / ||a|| (names, shapes and dtypes must
 // agree), over the tensors whose name `which` accepts (every one by default).
@@ -27,20 +34,44 @@ inline double worst_relative_difference(
     const SafetensorsTensor& u = b.at(t.name);
     EXPECT_EQ(t.shape, u.shape) << t.name;
     EXPECT_TRUE(t.dtype == u.dtype) << t.name;
-    const bool f64 = t.dtype == SafetensorsDType::F64;
-    const auto value = [f64](const std::byte* data, int64_t i) {
-      return f64 ? reinterpret_cast<const double*>(data)[i]
-                 : double(reinterpret_cast<const float*>(data)[i]);
-    };
     double diff = 0, norm = 0;
     for (int64_t i = 0; i < t.numel(); ++i) {
-      const double x = value(t.data, i), y = value(u.data, i);
+      const double x = weight_at(t, i), y = weight_at(u, i);
       diff += (x - y) * (x - y);
       norm += x * x;
     }
     worst = std::max(worst, std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30));
   }
   return worst;
+}
+
+// ||a - b|| / ||a|| over every tensor together, the dtypes free to differ (a float32 run against
+// a float64 one): how far apart two trainings ended as a whole, where a single tensor can scatter
+// with rounding alone (DeepCAM's batch-norm biases after a LAMB step).
+inline double whole_relative_difference(const std::string& a_path, const std::string& b_path) {
+  SafetensorsFile a(a_path), b(b_path);
+  std::vector<std::string> a_names = a.names(), b_names = b.names();
+  std::sort(a_names.begin(), a_names.end());  // a file's order depends on its dtypes
+  std::sort(b_names.begin(), b_names.end());
+  EXPECT_EQ(a_names, b_names);
+  const auto is_float = [](const SafetensorsTensor& t) {
+    return t.dtype == SafetensorsDType::F32 || t.dtype == SafetensorsDType::F64;
+  };
+  double diff = 0, norm = 0;
+  for (const auto& t : a.tensors()) {
+    const SafetensorsTensor& u = b.at(t.name);
+    if (!is_float(t) || !is_float(u)) {  // batch norm's step counts
+      EXPECT_EQ(t.dtype, u.dtype) << t.name;
+      continue;
+    }
+    EXPECT_EQ(t.shape, u.shape) << t.name;
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      const double x = weight_at(t, i), y = weight_at(u, i);
+      diff += (x - y) * (x - y);
+      norm += x * x;
+    }
+  }
+  return std::sqrt(diff) / std::max(std::sqrt(norm), 1e-30);
 }
 
 // Every tensor of two safetensors files, byte for byte (metadata aside: it names paths): for runs
