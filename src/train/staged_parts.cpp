@@ -57,15 +57,16 @@ std::string blocks_text(const std::vector<Block>& blocks, const std::vector<int6
   return text + " of [" + shape + "] samples";
 }
 
-// The bytes of the file at `path` that the blocks read: for an npy array [extents..., channels]
-// in C order its header and the blocks' rows, else nothing (the whole file).
-std::vector<ByteRange> file_parts(const std::string& path, const std::vector<int64_t>& extents,
+// The bytes of the file at `path` that the blocks read: for an npy array shaped as the samples
+// ([extents..., channels] in C order) its header and the blocks' rows, else nothing (the whole
+// file). DeepCAM's fused files ([H, W, channels + 1]: the label beside every pixel, read whole by
+// every rank) and label maps ([H, W]) have other shapes.
+std::vector<ByteRange> file_parts(const std::string& path, const Shape& sample,
                                   const std::vector<Block>& blocks) {
   if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0) return {};
   const NpyHeader h = read_npy_header(path);
-  if (h.fortran_order || h.shape.size() != extents.size() + 1 ||
-      !std::equal(extents.begin(), extents.end(), h.shape.begin()))
-    return {};
+  if (h.fortran_order || h.shape != sample.to_vector()) return {};
+  const std::vector<int64_t> extents(h.shape.begin(), h.shape.end() - 1);
   std::vector<ByteRange> ranges{{0, h.data_offset}};
   for (const Block& b : blocks) {
     Block begin, end;
@@ -84,14 +85,16 @@ void stage_node_parts(const Config& config, Communicator& world, StageOptions& s
   const std::vector<int64_t>& parts = config.dist.spatial;
   int groups_size = 1;
   for (int64_t p : parts) groups_size *= static_cast<int>(p);
-  if (groups_size <= 1) return;
+  // Only a job that forms the groups (make_hybrid_groups refuses any other, after staging): a
+  // process on its own (crest bench loader under mpirun) reads whole samples.
+  if (groups_size <= 1 || world.size() % groups_size != 0) return;
   std::vector<int64_t> extents = config.data.sample_shape.to_vector();
   extents.pop_back();  // the channels
   const std::vector<Block> blocks = node_blocks(world, rank_block(parts, extents, world.rank()));
   const int partial = static_cast<int>(blocks.size()) < groups_size ? 1 : 0;
   if (world.allreduce_max(partial) == 0) return;
-  stage.parts = [extents, blocks](const std::string& path, uint64_t) {
-    return file_parts(path, extents, blocks);
+  stage.parts = [sample = config.data.sample_shape, blocks](const std::string& path, uint64_t) {
+    return file_parts(path, sample, blocks);
   };
   stage.parts_text = blocks_text(blocks, extents);
 }

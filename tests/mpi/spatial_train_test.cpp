@@ -25,8 +25,8 @@ using test::CliRun;
 using test::run_crest;
 using test::run_crest_mpi;
 using test::TempDir;
-using test::worst_relative_difference;
 using test::whole_relative_difference;
+using test::worst_relative_difference;
 
 const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
 
@@ -368,6 +368,54 @@ TEST(SpatialTrain, EachNodeStagesOnlyItsRanksBlocks) {
   EXPECT_EQ(other.code, 2) << other.out;
   EXPECT_NE(other.out.find("it holds a staging of blocks [0, 8)"), std::string::npos) << other.out;
   expect_staged_rows(data, dir.file("node0"), 0, 16);
+}
+
+// DeepCAM's npy layouts under the same two simulated nodes, [4,1]: the data files of the pairs
+// are staged in part (each node its height rows [0, 16) or [16, 32) of the 32 x 48 fields), the
+// label maps whole; the fused files (the label beside every pixel, read whole by every rank) are
+// staged whole. Both train.
+TEST(SpatialTrain, DeepCamNpyPairsAreStagedInPartFusedFilesWhole) {
+  TempDir dir;
+  for (const std::string layout : {"pairs", "fused"}) {
+    SCOPED_TRACE(layout);
+    const std::string data = dir.file(layout);
+    ASSERT_EQ(run_crest("datagen deepcam --train 2 --valid 2 --height 32 --width 48 --format npy" +
+                        std::string(layout == "fused" ? " --fused" : "") + " --out " + data)
+                  .code,
+              0);
+    const std::string args = "train --config " + std::string(CREST_SOURCE_DIR) +
+                             "/configs/deepcam-demo.yaml data.data_dir=" + data +
+                             " data.format=npy data.sample_shape=[32,48,16] data.batch_size=2"
+                             " data.n_epochs=1 crest.threads=1 dist.spatial=[4,1]";
+    std::string both;
+    for (const std::string node : {"0", "1"})
+      both += std::string(both.empty() ? "" : " : ") + "-x CREST_TEST_RANKS_PER_NODE=2 -np 2 " +
+              CREST_BINARY + " " + args + " data.stage_dir=" + dir.file(layout + node) +
+              " output_dir=" + dir.file(layout + "-run");
+    const auto r = test::run_mpirun(both, 600);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const int64_t row = 48 * 16 * 4;  // one height row of a [32, 48, 16] float32 field
+    for (const std::string node : {"0", "1"}) {
+      int parts = 0;
+      for (const auto& e : std::filesystem::directory_iterator(data + "/train")) {
+        const std::string name = e.path().filename().string();
+        const std::string whole = test::slurp(e.path().string()),
+                          staged = test::slurp(dir.file(layout + node) + "/train/" + name);
+        ASSERT_EQ(staged.size(), whole.size()) << name;
+        if (name.rfind("data-", 0) != 0) {
+          EXPECT_EQ(staged, whole) << name;  // labels, fused files
+          continue;
+        }
+        ++parts;
+        const size_t data_at = whole.size() - static_cast<size_t>(32 * row);
+        const size_t begin = data_at + static_cast<size_t>((node == "0" ? 0 : 16) * row);
+        EXPECT_EQ(staged.substr(begin, 16 * row), whole.substr(begin, 16 * row)) << name;
+        const size_t other = data_at + static_cast<size_t>((node == "0" ? 16 : 0) * row);
+        EXPECT_EQ(staged.substr(other, 16 * row), std::string(16 * row, '\0')) << name;
+      }
+      EXPECT_EQ(parts, layout == "pairs" ? 2 : 0);
+    }
+  }
 }
 
 // A rank killed in the middle of a halo exchange (its neighbour already waiting for its rows)
