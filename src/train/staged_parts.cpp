@@ -2,10 +2,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "crest/data/formats/hdf5.hpp"
 #include "crest/data/formats/npy.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/spatial/decomposition.hpp"
@@ -57,26 +59,58 @@ std::string blocks_text(const std::vector<Block>& blocks, const std::vector<int6
   return text + " of [" + shape + "] samples";
 }
 
-// The bytes of the file at `path` that the blocks read: for an npy array shaped as the samples
-// ([extents..., channels] in C order) its header and the blocks' rows, else nothing (the whole
-// file). DeepCAM's fused files ([H, W, channels + 1]: the label beside every pixel, read whole by
-// every rank) and label maps ([H, W]) have other shapes.
-std::vector<ByteRange> file_parts(const std::string& path, const Shape& sample,
-                                  const std::vector<Block>& blocks) {
-  if (path.size() < 4 || path.compare(path.size() - 4, 4, ".npy") != 0) return {};
-  const NpyHeader h = read_npy_header(path);
-  if (h.fortran_order || h.shape != sample.to_vector()) return {};
-  const std::vector<int64_t> extents(h.shape.begin(), h.shape.end() - 1);
-  std::vector<ByteRange> ranges{{0, h.data_offset}};
+bool ends_with(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// The blocks' rows of a C-order array shaped as the samples, `item` bytes per element, starting
+// at byte `data_offset`.
+std::vector<ByteRange> rows_of_blocks(const std::vector<int64_t>& sample, uint64_t item,
+                                      uint64_t data_offset, const std::vector<Block>& blocks) {
+  std::vector<ByteRange> ranges;
   for (const Block& b : blocks) {
     Block begin, end;
-    for (size_t a = 0; a < extents.size(); ++a) {
+    for (size_t a = 0; 2 * a < b.size(); ++a) {
       begin.push_back(b[2 * a]);
       end.push_back(b[2 * a + 1]);
     }
-    for (const ByteRange& r : npy_block_ranges(h, begin, end)) ranges.push_back(r);
+    for (const ByteRange& r : c_order_block_ranges(sample, item, data_offset, begin, end))
+      ranges.push_back(r);
   }
-  return merge_ranges(ranges);
+  return ranges;
+}
+
+// The bytes of the file at `path` (`bytes` long) that the blocks read, or none for the whole
+// file:
+// - an npy array shaped as the samples (C order): its header and the blocks' rows. DeepCAM's
+//   fused files ([H, W, channels + 1]: the label beside every pixel, read whole by every rank)
+//   and label maps ([H, W]) have other shapes;
+// - a DeepCAM sample file (`data-*.h5`) whose climate/data lies in it as one C-order array
+//   shaped as the samples: everything but the other blocks' rows of it (the file's metadata and
+//   its label map stay whole).
+std::vector<ByteRange> file_parts(const std::string& path, uint64_t bytes, const Shape& sample,
+                                  const std::vector<Block>& blocks) {
+  const std::vector<int64_t> dims = sample.to_vector();
+  if (ends_with(path, ".npy")) {
+    const NpyHeader h = read_npy_header(path);
+    if (h.fortran_order || h.shape != dims) return {};
+    std::vector<ByteRange> ranges =
+        rows_of_blocks(dims, npy_dtype_size(h.dtype), h.data_offset, blocks);
+    ranges.push_back({0, h.data_offset});
+    return merge_ranges(ranges);
+  }
+  const std::string name = std::filesystem::path(path).filename().string();
+  if (ends_with(name, ".h5") && name.rfind("data-", 0) == 0) {
+    const DeepcamSampleShape s = probe_deepcam_sample(path);
+    const int64_t offset = deepcam_data_offset(path);
+    if (offset < 0 || std::vector<int64_t>{s.height, s.width, s.channels} != dims) return {};
+    const uint64_t end = static_cast<uint64_t>(offset) + static_cast<uint64_t>(sample.numel()) * 4;
+    std::vector<ByteRange> ranges = rows_of_blocks(dims, 4, static_cast<uint64_t>(offset), blocks);
+    ranges.push_back({0, static_cast<uint64_t>(offset)});
+    ranges.push_back({end, bytes - std::min(bytes, end)});
+    return merge_ranges(ranges);
+  }
+  return {};
 }
 
 }  // namespace
@@ -93,8 +127,9 @@ void stage_node_parts(const Config& config, Communicator& world, StageOptions& s
   const std::vector<Block> blocks = node_blocks(world, rank_block(parts, extents, world.rank()));
   const int partial = static_cast<int>(blocks.size()) < groups_size ? 1 : 0;
   if (world.allreduce_max(partial) == 0) return;
-  stage.parts = [sample = config.data.sample_shape, blocks](const std::string& path, uint64_t) {
-    return file_parts(path, sample, blocks);
+  stage.parts = [sample = config.data.sample_shape, blocks](const std::string& path,
+                                                            uint64_t bytes) {
+    return file_parts(path, bytes, sample, blocks);
   };
   stage.parts_text = blocks_text(blocks, extents);
 }

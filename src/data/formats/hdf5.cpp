@@ -406,6 +406,20 @@ DeepcamSampleShape probe_deepcam_sample(const std::string& path) {
   return open_sample(path).shape;
 }
 
+int64_t deepcam_data_offset(const std::string& path) {
+  Hdf5Session session;
+  const SampleFile s = open_sample(path);
+  const hid_t data = s.data.dset.get();
+  Handle dcpl(H5Dget_create_plist(data), H5Pclose);
+  if (!dcpl.valid()) fail(path, "cannot read climate/data's layout (" + hdf5_reason() + ")");
+  const auto bytes = static_cast<uint64_t>(s.shape.height * s.shape.width * s.shape.channels) * 4;
+  if (H5Pget_layout(dcpl.get()) != H5D_CONTIGUOUS || H5Pget_nfilters(dcpl.get()) != 0 ||
+      H5Dget_storage_size(data) != bytes)
+    return -1;
+  const haddr_t offset = H5Dget_offset(data);
+  return offset == HADDR_UNDEF ? -1 : static_cast<int64_t>(offset);
+}
+
 void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expected,
                          float* data_hwc, int32_t* labels_hw) {
   Hdf5Session session;

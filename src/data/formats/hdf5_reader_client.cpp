@@ -307,6 +307,17 @@ DeepcamSampleShape probe_deepcam_sample(const std::string& path) {
   return s;
 }
 
+int64_t deepcam_data_offset(const std::string& path) {
+  if (!hdf5_reads_isolated()) return hdf5_in_process::deepcam_data_offset(path);
+  const std::lock_guard<std::mutex> lock(reader().mutex());
+  MessageReader in = reader().call(path, request(Op::data_offset, path), false);
+  try {
+    return in.i64();
+  } catch (const std::runtime_error& e) {
+    reader().malformed(path, e);
+  }
+}
+
 void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expected,
                          float* data_hwc, int32_t* labels_hw) {
   if (!hdf5_reads_isolated())

@@ -21,7 +21,8 @@ enum class Op : uint8_t {
   read_sample = 2,
   read_stats = 3,
   describe = 4,
-  read_data_block = 5
+  read_data_block = 5,
+  data_offset = 6
 };
 enum class Status : uint8_t { ok = 0, error = 1 };
 

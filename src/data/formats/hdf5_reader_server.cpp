@@ -124,6 +124,9 @@ void serve(MessageReader& in, const std::string& path, Op op, int& fd, SharedSam
     case Op::describe:
       out.u8(static_cast<uint8_t>(Status::ok)).str(hdf5_in_process::describe_hdf5(path));
       return;
+    case Op::data_offset:
+      out.u8(static_cast<uint8_t>(Status::ok)).i64(hdf5_in_process::deepcam_data_offset(path));
+      return;
   }
   throw_runtime("HDF5 reader: unknown request " + std::to_string(static_cast<int>(op)));
 }

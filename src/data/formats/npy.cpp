@@ -409,45 +409,6 @@ void read_npy_into(const std::string& path, DType dtype, const std::vector<int64
   if (h.data_bytes) read_data(file, h, static_cast<std::byte*>(dst));
 }
 
-namespace {
-
-// Calls run(offset, bytes) for each contiguous run of rows [begin[a], end[a]) of the first axes
-// of a C-order array of `shape` (the others whole), `item` bytes per element; offsets from the
-// data's start, in file order. Every run spans the innermost axis the block cuts and the whole
-// axes after it.
-template <typename Run>
-void for_each_block_run(const std::vector<int64_t>& shape, size_t item,
-                        const std::vector<int64_t>& begin, const std::vector<int64_t>& end,
-                        Run run) {
-  std::vector<int64_t> start(shape.size(), 0), count = shape;
-  for (size_t a = 0; a < begin.size(); ++a) {
-    CREST_CHECK(0 <= begin[a] && begin[a] <= end[a] && end[a] <= shape[a],
-                "an npy block outside its array");
-    start[a] = begin[a];
-    count[a] = end[a] - begin[a];
-  }
-  size_t cut = 0;
-  for (size_t a = 0; a < begin.size(); ++a)
-    if (count[a] != shape[a]) cut = a;
-  int64_t elements = count[cut];
-  for (size_t a = cut + 1; a < shape.size(); ++a) elements *= shape[a];
-  std::vector<int64_t> at(start.begin(), start.begin() + static_cast<int64_t>(cut));
-  for (;;) {
-    int64_t offset = 0;  // elements before the run's first, in C order
-    for (size_t a = 0; a < shape.size(); ++a)
-      offset = offset * shape[a] + (a < cut ? at[a] : a == cut ? start[a] : 0);
-    run(static_cast<uint64_t>(offset) * item, static_cast<uint64_t>(elements) * item);
-    size_t a = cut;  // the next run: the outer axes' index, last fastest
-    while (a > 0 && ++at[a - 1] == start[a - 1] + count[a - 1]) {
-      at[a - 1] = start[a - 1];
-      --a;
-    }
-    if (a == 0) return;
-  }
-}
-
-}  // namespace
-
 uint64_t read_npy_block_into(const std::string& path, DType dtype,
                              const std::vector<int64_t>& shape, const std::vector<int64_t>& begin,
                              const std::vector<int64_t>& end, void* dst) {
@@ -470,12 +431,12 @@ uint64_t read_npy_block_into(const std::string& path, DType dtype,
   }
   auto* out = static_cast<std::byte*>(dst);
   uint64_t read = 0;
-  for_each_block_run(shape, item, begin, end, [&](uint64_t offset, uint64_t bytes) {
-    file.read_exact_at(h.data_offset + offset, out, static_cast<size_t>(bytes), "the array data");
-    if (h.big_endian) swap_bytes(out, static_cast<size_t>(bytes / item), item);
-    out += bytes;
-    read += bytes;
-  });
+  for (const ByteRange& run : c_order_block_ranges(shape, item, h.data_offset, begin, end)) {
+    file.read_exact_at(run.offset, out, static_cast<size_t>(run.bytes), "the array data");
+    if (h.big_endian) swap_bytes(out, static_cast<size_t>(run.bytes / item), item);
+    out += run.bytes;
+    read += run.bytes;
+  }
   return read;
 }
 
@@ -484,12 +445,7 @@ std::vector<ByteRange> npy_block_ranges(const NpyHeader& h, const std::vector<in
   CREST_CHECK(begin.size() == end.size() && begin.size() <= h.shape.size(),
               "npy_block_ranges: a block of more axes than the array's");
   if (h.fortran_order && h.shape.size() > 1) return {{h.data_offset, h.data_bytes}};
-  std::vector<ByteRange> ranges;
-  for_each_block_run(h.shape, npy_dtype_size(h.dtype), begin, end,
-                     [&](uint64_t offset, uint64_t bytes) {
-                       ranges.push_back({h.data_offset + offset, bytes});
-                     });
-  return ranges;
+  return c_order_block_ranges(h.shape, npy_dtype_size(h.dtype), h.data_offset, begin, end);
 }
 
 void write_npy(const std::string& path, DType dtype, const std::vector<int64_t>& shape,

@@ -45,6 +45,13 @@ struct DeepcamSampleShape {
 // (input) naming the file and the dataset otherwise.
 DeepcamSampleShape probe_deepcam_sample(const std::string& path);
 
+// Where climate/data's elements start in the file when they lie there as one C-order array
+// (contiguous layout, no filters, all of it stored: the real dataset's files and crest
+// datagen's); -1 when they do not (chunked, compressed), so the file can only be read whole.
+// Staging keeps a node's rows of it (docs/data.md, "Staging"). The same checks as
+// probe_deepcam_sample.
+int64_t deepcam_data_offset(const std::string& path);
+
 // Reads one sample straight into caller buffers: data_hwc holds H*W*C floats, labels_hw H*W
 // int32 class ids (converted from the stored type; a float label must be an integral value, an
 // integer label must fit int32). Either pointer may be null to skip that dataset. The file's

@@ -12,6 +12,7 @@
 namespace crest::hdf5_in_process {
 
 DeepcamSampleShape probe_deepcam_sample(const std::string& path);
+int64_t deepcam_data_offset(const std::string& path);
 void read_deepcam_sample(const std::string& path, const DeepcamSampleShape& expected,
                          float* data_hwc, int32_t* labels_hw);
 void read_deepcam_data_block(const std::string& path, const DeepcamSampleShape& expected,
