@@ -4,6 +4,7 @@
 #include <hdf5.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <limits>
 #include <string>
@@ -142,6 +143,45 @@ TEST_F(Hdf5Test, SampleRoundTripConvertsLabelsToInt32) {
         read_deepcam_sample(path, {4, 6, 16}, data.data(), labels.data());
       },
       {path, "sample is 4x6x3 (HxWxC), expected 4x6x16 (HxWxC)"});
+}
+
+// Where climate/data's bytes lie in a contiguous sample file (what staging keeps a node's rows
+// of): the float32 array at that offset is the data written. A chunked one has no such place.
+TEST_F(Hdf5Test, TheDataOffsetIsWhereAContiguousArrayLies) {
+  const std::string path = dir_.file("data-0.h5");
+  write_deepcam_sample(path, kShape, data_.data(), labels_.data());
+  const int64_t offset = deepcam_data_offset(path);
+  ASSERT_GT(offset, 0);
+  const auto bytes = read_file_bytes(path);
+  ASSERT_LE(static_cast<size_t>(offset) + data_.size() * 4, bytes.size());
+  std::vector<float> at(data_.size());
+  std::memcpy(at.data(), bytes.data() + offset, at.size() * 4);
+  EXPECT_EQ(at, data_);
+
+  const std::string chunked = dir_.file("data-1.h5");
+  {
+    std::lock_guard<std::mutex> lock(hdf5_mutex());
+    const hid_t file = H5Fcreate(chunked.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    const hid_t group = H5Gcreate2(file, "climate", H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    const hsize_t dims[3] = {4, 6, 3}, chunk[3] = {2, 6, 3}, label_dims[2] = {4, 6};
+    const hid_t space = H5Screate_simple(3, dims, nullptr);
+    const hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_chunk(dcpl, 3, chunk);
+    const hid_t data =
+        H5Dcreate2(group, "data", H5T_IEEE_F32LE, space, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Dwrite(data, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data_.data());
+    const hid_t label_space = H5Screate_simple(2, label_dims, nullptr);
+    const hid_t labels = H5Dcreate2(group, "labels_0", H5T_IEEE_F32LE, label_space, H5P_DEFAULT,
+                                    H5P_DEFAULT, H5P_DEFAULT);
+    H5Dwrite(labels, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, labels_.data());
+    for (hid_t h : {labels, data}) H5Dclose(h);
+    for (hid_t h : {label_space, space}) H5Sclose(h);
+    H5Pclose(dcpl);
+    H5Gclose(group);
+    H5Fclose(file);
+  }
+  EXPECT_EQ(probe_deepcam_sample(chunked), kShape);
+  EXPECT_EQ(deepcam_data_offset(chunked), -1);
 }
 
 TEST_F(Hdf5Test, AcceptsIntegerLabelsOfAnyWidth) {
