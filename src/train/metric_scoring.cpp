@@ -1,5 +1,7 @@
 #include "metric_scoring.hpp"
 
+#include <utility>
+
 #include "crest/core/error.hpp"
 #include "crest/spatial/loss_on_blocks.hpp"
 
@@ -10,7 +12,7 @@ MetricScoring::MetricScoring(std::vector<const Metric*> metrics)
 
 MetricScoring::MetricScoring(std::vector<const Metric*> metrics, const SpatialSplit* split,
                              Shape whole_sample)
-    : metrics_(std::move(metrics)), split_(split), whole_sample_(std::move(whole_sample)) {
+    : metrics_(std::move(metrics)), split_(split), whole_sample_(whole_sample) {
   for (const Metric* m : metrics_) {
     at_.push_back(sums_);
     sums_ += static_cast<size_t>(m->sums);

@@ -301,7 +301,7 @@ TEST(SpatialTrain, DeepCamSplitTrainsAsOneProcess) {
 // `source`/train (zeros elsewhere: holes), at the source's size, and its labels whole.
 void expect_staged_rows(const std::string& source, const std::string& staged, int64_t begin,
                         int64_t end) {
-  const int64_t row = 32 * 32 * 4 * 2;  // one depth row of a [32, 32, 32, 4] int16 volume
+  const int64_t row = int64_t{32} * 32 * 4 * 2;  // one depth row of a [32, 32, 32, 4] int16 volume
   int volumes = 0;
   for (const auto& e : std::filesystem::directory_iterator(source + "/train")) {
     const std::string name = e.path().filename().string();
@@ -415,7 +415,7 @@ TEST(SpatialTrain, DeepCamFilesAreStagedInPartWhereTheirLayoutAllows) {
               " output_dir=" + dir.file(layout + "-run");
     const auto r = test::run_mpirun(both, 600);
     ASSERT_EQ(r.code, 0) << r.out;
-    const int64_t row = 48 * 16 * 4;  // one height row of a [32, 48, 16] float32 field
+    const int64_t row = int64_t{48} * 16 * 4;  // one height row of a [32, 48, 16] float32 field
     for (const std::string node : {"0", "1"}) {
       int parts = 0;
       for (const auto& e : std::filesystem::directory_iterator(data + "/train")) {

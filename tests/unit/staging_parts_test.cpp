@@ -25,7 +25,7 @@ class StagingParts : public ::testing::Test {
  protected:
   void SetUp() override {
     std::filesystem::create_directories(src_ + "/train");
-    std::vector<int16_t> volume(8 * 4 * 4 * 2);
+    std::vector<int16_t> volume(size_t{8} * 4 * 4 * 2);
     for (size_t i = 0; i < volume.size(); ++i) volume[i] = static_cast<int16_t>(i * 3 + 1);
     write_npy(src_ + "/train/a.data.npy", DType::i16, kShape, volume.data());
     const std::vector<float> targets{1, 2, 3, 4};
@@ -61,7 +61,7 @@ class StagingParts : public ::testing::Test {
     const auto staged = test::read_file_bytes(dst_ + "/train/a.data.npy");
     ASSERT_EQ(staged.size(), source.size());
     const uint64_t data = read_npy_header(src_ + "/train/a.data.npy").data_offset;
-    const uint64_t row = 4 * 4 * 2 * 2;
+    const uint64_t row = uint64_t{4} * 4 * 2 * 2;
     for (uint64_t i = 0; i < source.size(); ++i) {
       const bool kept = i < data || (i >= data + begin * row && i < data + end * row);
       ASSERT_EQ(staged[i], kept ? source[i] : std::byte{0}) << "byte " << i;
@@ -79,9 +79,10 @@ TEST_F(StagingParts, StagesOnlyThePartsInAFileThatReadsAsTheSource) {
   EXPECT_EQ(r.partial_files, 1);
   expect_rows(0, 3);
   const uint64_t data = read_npy_header(src_ + "/train/a.data.npy").data_offset;
-  EXPECT_EQ(r.bytes_written, static_cast<int64_t>(data + 3 * 64 + 16 + 128));  // + the labels
+  EXPECT_EQ(r.bytes_written,
+            static_cast<int64_t>(data + uint64_t{3} * 64 + 16 + 128));  // + the labels
   // The staged rows read as the source's.
-  std::vector<int16_t> want(3 * 32), got(3 * 32);
+  std::vector<int16_t> want(size_t{3} * 32), got(size_t{3} * 32);
   read_npy_block_into(src_ + "/train/a.data.npy", DType::i16, kShape, {0}, {3}, want.data());
   read_npy_block_into(dst_ + "/train/a.data.npy", DType::i16, kShape, {0}, {3}, got.data());
   EXPECT_EQ(got, want);
@@ -90,7 +91,7 @@ TEST_F(StagingParts, StagesOnlyThePartsInAFileThatReadsAsTheSource) {
   EXPECT_EQ(m.at("parts"), "rows [0, 3)");
   for (const auto& f : m.at("files"))
     if (f.at("path") == "train/a.data.npy") {
-      EXPECT_EQ(f.at("part_bytes").get<int64_t>(), static_cast<int64_t>(data + 3 * 64));
+      EXPECT_EQ(f.at("part_bytes").get<int64_t>(), static_cast<int64_t>(data + uint64_t{3} * 64));
     } else {
       EXPECT_FALSE(f.contains("part_bytes")) << f.dump();
     }
@@ -136,8 +137,9 @@ TEST_F(StagingParts, NpyBlockRangesAreTheBytesABlockReadReads) {
       if (k > 0) {
         EXPECT_GT(ranges[k].offset, ranges[k - 1].offset);
       }
-      from_ranges.insert(from_ranges.end(), file.begin() + ranges[k].offset,
-                         file.begin() + ranges[k].end());
+      from_ranges.insert(from_ranges.end(),
+                         file.begin() + static_cast<std::ptrdiff_t>(ranges[k].offset),
+                         file.begin() + static_cast<std::ptrdiff_t>(ranges[k].end()));
     }
     std::vector<std::byte> block(from_ranges.size());
     EXPECT_EQ(read_npy_block_into(path, DType::i16, kShape, begin, end, block.data()),

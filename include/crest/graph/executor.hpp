@@ -107,9 +107,9 @@ class Executor {
   bool bind_input(const std::string& name, const void* data);
   // A value marked as output (plain or channels-last layout); valid after forward().
   TensorView output(ValueId v) const;
-  // The whole tensor's shape of marked output v: output(v)'s own, or the shape whose block it
+  // The whole tensor's shape of marked output g: output(g)'s own, or the shape whose block it
   // holds where it stays split (CompileOptions::split_outputs).
-  Shape output_whole_shape(ValueId v) const;
+  Shape output_whole_shape(ValueId g) const;
   // Gradient of the loss w.r.t. a float graph input (needs CompileOptions::input_grads).
   TensorView input_grad(const std::string& name) const;
 
