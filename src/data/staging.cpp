@@ -65,12 +65,17 @@ bool is_gzip_tfrecord(const std::string& path) {
   return f.gcount() == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
 }
 
-StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<std::byte>& buf) {
-  const std::string src = (fs::path(o.from) / f.rel).string(),
-                    dst = (fs::path(o.to) / f.rel).string();
+// File f's destination, its directory created.
+std::string destination_of(const StageOptions& o, const FileToStage& f) {
+  const std::string dst = (fs::path(o.to) / f.rel).string();
   std::error_code ec;
   fs::create_directories(fs::path(dst).parent_path(), ec);
   if (ec) throw_input(fs::path(dst).parent_path().string() + ": cannot create: " + ec.message());
+  return dst;
+}
+
+StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<std::byte>& buf) {
+  const std::string src = (fs::path(o.from) / f.rel).string(), dst = destination_of(o, f);
   // No fsync per file: staging copies thousands of files and the manifest, written last, is what
   // says the staging is complete.
   AtomicOutputFile file(dst, CommitSync::rename_only);
@@ -140,11 +145,7 @@ StagedFile stage_one(const StageOptions& o, const FileToStage& f, std::vector<st
 // then extended to the source's size, so the bytes between are holes that read as zeros.
 StagedFile stage_part(const StageOptions& o, const FileToStage& f,
                       const std::vector<ByteRange>& ranges, std::vector<std::byte>& buf) {
-  const std::string src = (fs::path(o.from) / f.rel).string(),
-                    dst = (fs::path(o.to) / f.rel).string();
-  std::error_code ec;
-  fs::create_directories(fs::path(dst).parent_path(), ec);
-  if (ec) throw_input(fs::path(dst).parent_path().string() + ": cannot create: " + ec.message());
+  const std::string src = (fs::path(o.from) / f.rel).string(), dst = destination_of(o, f);
   AtomicOutputFile file(dst, CommitSync::rename_only);
   formats_io::InputFile in(src);
   StagedFile out{f.rel, f.source_bytes, f.source_bytes, 0, 0};
@@ -163,6 +164,7 @@ StagedFile stage_part(const StageOptions& o, const FileToStage& f,
   }
   file.resize(static_cast<uint64_t>(f.source_bytes));
   file.close_descriptor();
+  std::error_code ec;
   const auto on_disk = static_cast<int64_t>(fs::file_size(file.temp_path(), ec));
   if (ec || on_disk != f.source_bytes)
     throw_input(dst + ": verification failed: " + std::to_string(on_disk) + " bytes on disk, " +
