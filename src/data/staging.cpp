@@ -67,7 +67,7 @@ bool is_gzip_tfrecord(const std::string& path) {
 
 // File f's destination, its directory created.
 std::string destination_of(const StageOptions& o, const FileToStage& f) {
-  const std::string dst = (fs::path(o.to) / f.rel).string();
+  std::string dst = (fs::path(o.to) / f.rel).string();
   std::error_code ec;
   fs::create_directories(fs::path(dst).parent_path(), ec);
   if (ec) throw_input(fs::path(dst).parent_path().string() + ": cannot create: " + ec.message());
