@@ -40,7 +40,7 @@ void box_transfer(const void* src, const BoxAt& from, void* dst, const BoxAt& to
   CREST_CHECK(rank > 0 && from.dims.size() == rank && to.dims.size() == rank &&
                   from.start.size() == rank && to.start.size() == rank,
               "box_transfer: ranks differ");
-  CREST_CHECK(op == BoxOp::copy || dtype == DType::f32 || dtype == DType::f64,
+  CREST_CHECK(op != BoxOp::add || dtype == DType::f32 || dtype == DType::f64,
               "box_transfer: sums need float32 or float64");
   for (int64_t c : count)
     if (c <= 0) return;
@@ -55,11 +55,14 @@ void box_transfer(const void* src, const BoxAt& from, void* dst, const BoxAt& to
   }
   std::vector<int64_t> index(rank, 0);
   for (;;) {
-    const auto* s =
-        static_cast<const std::byte*>(src) + offset_of(from.start, index, src_strides) * elem;
+    const auto* s = op == BoxOp::zero ? nullptr
+                                      : static_cast<const std::byte*>(src) +
+                                            offset_of(from.start, index, src_strides) * elem;
     auto* d = static_cast<std::byte*>(dst) + offset_of(to.start, index, dst_strides) * elem;
     if (op == BoxOp::copy)
       std::memcpy(d, s, static_cast<size_t>(row * elem));
+    else if (op == BoxOp::zero)
+      std::memset(d, 0, static_cast<size_t>(row * elem));
     else if (dtype == DType::f32)
       add_row<float>(s, d, row);
     else

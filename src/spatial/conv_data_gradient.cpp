@@ -74,25 +74,33 @@ std::unique_ptr<ConvDataGradient> ConvDataGradient::make(Backend& backend, const
 
   std::unique_ptr<ConvDataGradient> g(new ConvDataGradient());
   g->kernel_ = std::move(kernel);
+  // Its own message tags: it is in flight while the weight gradient gathers the input's window.
   g->halo_ = make_halo(where, plans, global.n, global.out_channels, global.dtype, part.dst_layout,
-                       "layer '" + where.layer + "' (output gradient)");
+                       "layer '" + where.layer + "' (output gradient)", /*channel=*/1);
   g->diff_dst_ = std::make_unique<FormatBridge>(backend, g->kernel_->dst_format(), part.dst_layout);
   g->diff_src_ = std::make_unique<FormatBridge>(backend, g->kernel_->src_format(), part.src_layout);
   const HaloExchange& h = *g->halo_;
-  g->scratch_ = WindowScratch(h.moves_rows() ? h.window_bytes() : 0, g->diff_src_->bytes(),
-                              g->diff_dst_->bytes(), g->kernel_->scratch_bytes(), h.stage_bytes());
+  g->scratch_ = WindowScratch(h.window_bytes(), g->diff_src_->bytes(), g->diff_dst_->bytes(),
+                              g->kernel_->scratch_bytes());
   return g;
 }
 
 void ConvDataGradient::run(const void* diff_dst, const void* weights, void* diff_src,
                            void* scratch) {
+  auto pending = start(diff_dst, scratch);
+  finish(*pending, weights, diff_src, scratch);
+}
+
+// A halo that moves no rows copies the block into the window and posts nothing.
+std::unique_ptr<PendingCollective> ConvDataGradient::start(const void* diff_dst, void* scratch) {
+  return halo_->start_gather(diff_dst, scratch_.at(scratch).window);
+}
+
+void ConvDataGradient::finish(PendingCollective& pending, const void* weights, void* diff_src,
+                              void* scratch) {
   const auto m = scratch_.at(scratch);
-  const void* window = diff_dst;
-  if (halo_->moves_rows()) {
-    halo_->gather(diff_dst, m.window, m.stages);
-    window = m.window;
-  }
-  kernel_->backward_data(diff_dst_->to_kernel(window, m.dst), weights,
+  halo_->finish_gather(pending, m.window);
+  kernel_->backward_data(diff_dst_->to_kernel(m.window, m.dst), weights,
                          diff_src_->kernel_buffer(diff_src, m.src), m.kernel);
   diff_src_->to_plain(m.src, diff_src);
 }

@@ -46,20 +46,37 @@ int spatial_dim(int axis, Layout layout) {
 
 namespace {
 
-// The rows `rows` (global) along `dim` of an array whose first row there is `origin`, into the
-// same rows of another such array (copied).
-struct Rows {
-  const std::vector<int64_t>& dims;
-  int64_t origin;
+// Whole-array boxes of transfers between the window, the output block and a piece's arrays.
+struct Box {
+  std::vector<int64_t> start, count;
 };
-void copy_rows(const void* src, const Rows& from, void* dst, const Rows& to, int dim,
-               IndexRange rows, DType dtype) {
-  std::vector<int64_t> a(from.dims.size(), 0), b(to.dims.size(), 0), count = from.dims;
-  const auto d = static_cast<size_t>(dim);
-  a[d] = rows.begin - from.origin;
-  b[d] = rows.begin - to.origin;
-  count[d] = rows.size();
-  box_transfer(src, BoxAt{from.dims, a}, dst, BoxAt{to.dims, b}, count, dtype, BoxOp::copy);
+
+// The box of an array of extents `dims` spanning `rows` (global, one range per moving axis)
+// along each moving axis (`dim_of(axis)` its dim there, `origin[i]` the array's first row) and
+// every row of the other dims.
+Box box_of(const std::vector<int64_t>& dims, const std::vector<ConvBoundaries::Axis>& axes,
+           int ConvBoundaries::Axis::*dim_of, const std::vector<IndexRange>& rows,
+           const std::vector<int64_t>& origin) {
+  Box b{std::vector<int64_t>(dims.size(), 0), dims};
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const auto d = static_cast<size_t>(axes[i].*dim_of);
+    b.start[d] = rows[i].begin - origin[i];
+    b.count[d] = rows[i].size();
+  }
+  return b;
+}
+
+void move_box(const void* src, const std::vector<int64_t>& src_dims, const Box& from, void* dst,
+              const std::vector<int64_t>& dst_dims, const Box& to, DType dtype, BoxOp op) {
+  box_transfer(src, BoxAt{src_dims, from.start}, dst, BoxAt{dst_dims, to.start}, from.count, dtype,
+               op);
+}
+
+std::vector<int64_t> firsts(const std::vector<IndexRange>& rows) {
+  std::vector<int64_t> f;
+  f.reserve(rows.size());
+  for (IndexRange r : rows) f.push_back(r.begin);
+  return f;
 }
 
 void add_into(void* acc, const void* part, int64_t n, DType dtype) {
@@ -82,10 +99,10 @@ std::vector<int64_t> extents(const std::array<int64_t, 3>& size, int spatial_ran
   return std::vector<int64_t>(size.begin(), size.begin() + spatial_rank);
 }
 
-// dist.halo_overlap auto overlaps where the boundary is at most 1/32 of a rank's output rows, so
-// that the rows computed twice add at most ~3 % to the layer's arithmetic: on a 2-core machine,
-// whose shared-memory exchanges take 1-15 ms, larger boundaries (CosmoFlow's conv3 to conv5 at
-// 128^3 split 2 ways: 1/16 to 1/4) made the layers slower than the exchange they hid
+// dist.halo_overlap auto overlaps where the boundary is at most 1/32 of a rank's outputs, so
+// that the outputs computed twice add at most ~3 % to the layer's arithmetic: on a 2-core
+// machine, whose shared-memory exchanges take 1-15 ms, larger boundaries (CosmoFlow's conv3 to
+// conv5 at 128^3 split 2 ways: 1/16 to 1/4) made the layers slower than the exchange they hid
 // (docs/performance.md).
 constexpr int64_t kAutoBoundaryShare = 32;
 
@@ -102,13 +119,35 @@ IndexRange reading(const WindowAxis& w, IndexRange owned, IndexRange halo, bool 
   return r;
 }
 
+// One moving axis's boundary: the output rows reading the lower and the upper neighbour's rows.
+struct AxisBoundary {
+  IndexRange lower, upper;
+  IndexRange interior() const { return {lower.end, upper.begin}; }
+};
+
+std::vector<AxisBoundary> boundaries_of(const ConvBoundaries::Layer& l) {
+  std::vector<AxisBoundary> out;
+  const std::vector<WindowAxis> w = window_axes(l.global);
+  const auto& grid_axes = l.halo.moving_grid_axes();
+  for (size_t i = 0; i < grid_axes.size(); ++i) {
+    const AxisPlan& p = l.halo.moving_axes()[i].plan;
+    const WindowAxis& axis = w[static_cast<size_t>(grid_axes[i])];
+    out.push_back({reading(axis, p.owned_out, p.from_lower, true),
+                   reading(axis, p.owned_out, p.from_upper, false)});
+  }
+  return out;
+}
+
 }  // namespace
 
-// One end of the block: its output rows, the window they read, the halo rows in it, the kernel
-// on that window, and the layout of its transient memory (boundary window, boundary output, the
-// kernel-format copies of both, the kernel's scratch, a weight gradient).
-struct ConvBoundaries::Side {
-  IndexRange out, window, halo;  // global rows along the moving axis
+// One piece of the boundary shell: its output rows and the window they read along each moving
+// axis, the kernel on that window, and the layout of its transient memory (piece window, piece
+// output, the kernel-format copies of both, the kernel's scratch, a weight gradient).
+struct ConvBoundaries::Piece {
+  std::vector<IndexRange> out, window;  // global rows per moving axis
+  // Its window in the layer's window and in its own array, this rank's own rows in the latter,
+  // and its output in its own array and in the output block.
+  Box in_window, window_box, own_rows, out_box, in_dst;
   std::unique_ptr<ConvKernel> kernel;
   std::unique_ptr<FormatBridge> src, dst;
   std::vector<int64_t> window_dims, out_dims;
@@ -127,55 +166,65 @@ ConvBoundaries::~ConvBoundaries() = default;
 
 namespace {
 
-// Why the layer cannot overlap its exchange ("" where it can); where it can, its boundary rows
-// next to the lower and the upper neighbour.
+// Why the layer cannot overlap its exchange ("" where it can); `b`: each moving axis's boundary.
 std::string why_not_overlapped(const ConvBoundaries::Layer& l, HaloOverlapMode mode,
-                               IndexRange& lower, IndexRange& upper) {
+                               const std::vector<AxisBoundary>& b) {
   if (mode == HaloOverlapMode::off) return "not overlapped: dist.halo_overlap is off";
   if (!l.halo.moves_rows()) return "no halo";
-  if (!l.halo.overlappable()) return "not overlapped: rows move along more than one axis";
-  const int axis = l.halo.moving_axis();
-  const WindowAxis w = window_axes(l.global)[static_cast<size_t>(axis)];
-  const AxisPlan& p = l.halo.moving_plan();
-  lower = reading(w, p.owned_out, p.from_lower, true);
-  upper = reading(w, p.owned_out, p.from_upper, false);
-  const std::string along = " along " + spatial_axis_name(l.global.spatial_rank, axis);
-  if (lower.end >= upper.begin)
-    return "not overlapped: no output row of " + str(p.owned_out) + along +
-           " reads only this rank's rows";
-  const int64_t boundary = lower.size() + upper.size();
-  if (mode == HaloOverlapMode::automatic && kAutoBoundaryShare * boundary > p.owned_out.size())
+  int64_t outputs = 1, interior = 1;
+  for (size_t i = 0; i < b.size(); ++i) {
+    const AxisPlan& p = l.halo.moving_axes()[i].plan;
+    const std::string along =
+        " along " + spatial_axis_name(l.global.spatial_rank, l.halo.moving_grid_axes()[i]);
+    if (b[i].interior().empty())
+      return "not overlapped: no output row of " + str(p.owned_out) + along +
+             " reads only this rank's rows";
+    outputs *= p.owned_out.size();
+    interior *= b[i].interior().size();
+  }
+  const int64_t boundary = outputs - interior;
+  if (mode == HaloOverlapMode::automatic && kAutoBoundaryShare * boundary > outputs)
     return "not overlapped: the boundary is " + std::to_string(boundary) + " of " +
-           std::to_string(p.owned_out.size()) + " output rows" + along + " (more than 1/" +
-           std::to_string(kAutoBoundaryShare) + "; exchange, then compute)";
+           std::to_string(outputs) + " outputs (more than 1/" + std::to_string(kAutoBoundaryShare) +
+           "; exchange, then compute)";
   return "";
 }
 
 }  // namespace
 
-// The kernel computing output rows `out` from their window; null where that window would need
-// negative padding (a transposed convolution) or leaves out halo rows (whose gradient it then
-// could not send back).
-std::unique_ptr<ConvBoundaries::Side> ConvBoundaries::make_side(Backend& backend, const Layer& l,
-                                                                IndexRange out, IndexRange halo) {
-  const int axis = l.halo.moving_axis();
-  const WindowAxis w = window_axes(l.global)[static_cast<size_t>(axis)];
-  auto s = std::make_unique<Side>();
+std::unique_ptr<ConvBoundaries::Piece> ConvBoundaries::make_piece(
+    Backend& backend, const Layer& l, const std::vector<IndexRange>& out) {
+  const std::vector<WindowAxis> w = window_axes(l.global);
+  auto s = std::make_unique<Piece>();
   s->out = out;
-  s->window = intersect(rows_read(w, out), {0, w.in_extent});
-  s->halo = halo;
-  const LocalPadding pad = local_padding(w, s->window, out);
-  if (pad.lo < 0 || pad.hi < 0 || !(intersect(halo, s->window) == halo)) return nullptr;
   ConvDesc d = l.local;
-  const auto a = static_cast<size_t>(axis);
-  d.in_size[a] = s->window.size();
-  d.out_size[a] = out.size();
-  d.pad_lo[a] = pad.lo;
-  d.pad_hi[a] = pad.hi;
+  for (size_t i = 0; i < axes_.size(); ++i) {
+    const auto a = static_cast<size_t>(axes_[i].spatial);
+    const IndexRange window = intersect(rows_read(w[a], out[i]), {0, w[a].in_extent});
+    const LocalPadding pad = local_padding(w[a], window, out[i]);
+    if (pad.lo < 0 || pad.hi < 0) return nullptr;
+    s->window.push_back(window);
+    d.in_size[a] = window.size();
+    d.out_size[a] = out[i].size();
+    d.pad_lo[a] = pad.lo;
+    d.pad_hi[a] = pad.hi;
+  }
   d.bias_grad = false;  // the whole kernel computes the bias gradient once
   const std::vector<int64_t> in_rows = extents(d.in_size, d.spatial_rank);
   s->window_dims = block_dims(d.n, d.in_channels, in_rows, l.src_layout);
   s->out_dims = block_dims(d.n, d.out_channels, extents(d.out_size, d.spatial_rank), l.dst_layout);
+  std::vector<int64_t> window_origin, dst_origin;
+  std::vector<IndexRange> own;
+  for (size_t i = 0; i < axes_.size(); ++i) {
+    window_origin.push_back(axes_[i].window.begin);
+    dst_origin.push_back(axes_[i].owned_out.begin);
+    own.push_back(intersect(axes_[i].own_in, s->window[i]));
+  }
+  s->in_window = box_of(window_dims_, axes_, &Axis::src_dim, s->window, window_origin);
+  s->window_box = box_of(s->window_dims, axes_, &Axis::src_dim, s->window, firsts(s->window));
+  s->own_rows = box_of(s->window_dims, axes_, &Axis::src_dim, own, firsts(s->window));
+  s->out_box = box_of(s->out_dims, axes_, &Axis::dst_dim, out, firsts(out));
+  s->in_dst = box_of(dst_dims_, axes_, &Axis::dst_dim, out, dst_origin);
   s->kernel =
       backend.conv(d, plain_format(Shape(block_dims(d.n, d.in_channels, in_rows, Layout::plain)),
                                    d.dtype, l.src_layout));
@@ -191,88 +240,124 @@ std::unique_ptr<ConvBoundaries::Side> ConvBoundaries::make_side(Backend& backend
   return s;
 }
 
+namespace {
+
+// The pieces' output rows: per moving axis a and end, the boundary rows along a, the interior
+// along the axes before a (their boundaries are earlier pieces'), every row along those after.
+std::vector<std::vector<IndexRange>> piece_outputs(const std::vector<ConvBoundaries::Axis>& axes,
+                                                   const std::vector<AxisBoundary>& b) {
+  std::vector<std::vector<IndexRange>> pieces;
+  for (size_t a = 0; a < axes.size(); ++a)
+    for (IndexRange end : {b[a].lower, b[a].upper}) {
+      if (end.empty()) continue;
+      std::vector<IndexRange> out;
+      for (size_t i = 0; i < axes.size(); ++i)
+        out.push_back(i < a ? b[i].interior() : i == a ? end : axes[i].owned_out);
+      pieces.push_back(std::move(out));
+    }
+  return pieces;
+}
+
+std::string interior_text(const std::vector<ConvBoundaries::Axis>& axes,
+                          const std::vector<AxisBoundary>& b, int spatial_rank) {
+  std::string t;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (b[i].lower.empty() && b[i].upper.empty()) continue;
+    t += (t.empty() ? "" : ", ") + str(b[i].interior()) + " of " + str(axes[i].owned_out) +
+         " along " + spatial_axis_name(spatial_rank, axes[i].spatial);
+  }
+  return t;
+}
+
+}  // namespace
+
 std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Layer& l,
                                                      HaloOverlapMode mode, std::string& why_not) {
-  IndexRange lower, upper;
-  why_not = why_not_overlapped(l, mode, lower, upper);
+  const std::vector<AxisBoundary> ends =
+      l.halo.moves_rows() ? boundaries_of(l) : std::vector<AxisBoundary>{};
+  why_not = why_not_overlapped(l, mode, ends);
   if (!why_not.empty()) return nullptr;
-  const int axis = l.halo.moving_axis();
-  const AxisPlan& p = l.halo.moving_plan();
   const ConvDesc& local = l.local;
   std::unique_ptr<ConvBoundaries> b(new ConvBoundaries());
   b->dtype_ = local.dtype;
   b->window_dims_ = l.halo.window_dims();
-  b->window_dim_ = l.halo.moving_dim();
-  b->window_origin_ = p.window.begin;
   b->dst_dims_ = block_dims(local.n, local.out_channels,
                             extents(local.out_size, local.spatial_rank), l.dst_layout);
-  b->dst_dim_ = spatial_dim(axis, l.dst_layout);
-  b->dst_origin_ = p.owned_out.begin;
+  for (size_t i = 0; i < ends.size(); ++i) {
+    const HaloExchange::Axis& m = l.halo.moving_axes()[i];
+    const int spatial = l.halo.moving_grid_axes()[i];
+    b->axes_.push_back({.spatial = spatial,
+                        .src_dim = m.dim,
+                        .dst_dim = spatial_dim(spatial, l.dst_layout),
+                        .window = m.plan.window,
+                        .owned_out = m.plan.owned_out,
+                        .own_in = intersect(m.plan.owned_in, m.plan.window)});
+  }
   b->weight_count_ = local.out_channels * local.in_channels / local.groups;
   for (int i = 0; i < local.spatial_rank; ++i) b->weight_count_ *= local.kernel[size_t(i)];
-  for (auto [out, halo] : {std::pair{lower, p.from_lower}, std::pair{upper, p.from_upper}}) {
-    if (out.empty()) continue;
-    auto side = b->make_side(backend, l, out, halo);
-    if (!side) {
-      why_not =
-          "not overlapped: a boundary window would need negative padding or leave out halo rows";
+  for (const auto& out : piece_outputs(b->axes_, ends)) {
+    auto piece = b->make_piece(backend, l, out);
+    if (!piece) {
+      why_not = "not overlapped: a boundary window would need negative padding";
       return nullptr;
     }
     // A boundary window is a small, oddly padded problem: where oneDNN has only its reference
     // code for it (a transposed convolution's weight gradient on DeepCAM's 2-row boundaries
     // took 2 s against 0.1 s for the whole layer), redoing the boundary costs far more than the
     // exchange it would hide.
-    if (runs_reference_code(*side->kernel)) {
+    if (runs_reference_code(*piece->kernel)) {
       why_not = "not overlapped: a boundary kernel would run oneDNN's reference code (" +
-                side->kernel->implementation() + ")";
+                piece->kernel->implementation() + ")";
       return nullptr;
     }
-    b->scratch_bytes_ = std::max(b->scratch_bytes_, side->offset[6]);
-    b->sides_.push_back(std::move(side));
+    b->scratch_bytes_ = std::max(b->scratch_bytes_, piece->offset[6]);
+    b->pieces_.push_back(std::move(piece));
   }
-  b->description_ = "overlapped: the interior rows " + str({lower.end, upper.begin}) + " of " +
-                    str(p.owned_out) + " along " + spatial_axis_name(local.spatial_rank, axis) +
+  b->description_ = "overlapped: the interior rows " +
+                    interior_text(b->axes_, ends, local.spatial_rank) +
                     " computed while the halo travels";
   return b;
 }
 
 void ConvBoundaries::forward(const void* window, const void* weights, const void* bias, void* dst,
                              void* scratch) {
-  for (const auto& s : sides_) {
-    const Side::Slices m = s->at(scratch);
-    copy_rows(window, {window_dims_, window_origin_}, m.window, {s->window_dims, s->window.begin},
-              window_dim_, s->window, dtype_);
+  for (const auto& s : pieces_) {
+    const Piece::Slices m = s->at(scratch);
+    move_box(window, window_dims_, s->in_window, m.window, s->window_dims, s->window_box, dtype_,
+             BoxOp::copy);
     s->kernel->forward(s->src->to_kernel(m.window, m.src), weights, bias,
                        s->dst->kernel_buffer(m.out, m.dst), m.kernel);
     s->dst->to_plain(m.dst, m.out);
-    copy_rows(m.out, {s->out_dims, s->out.begin}, dst, {dst_dims_, dst_origin_}, dst_dim_, s->out,
-              dtype_);
+    move_box(m.out, s->out_dims, s->out_box, dst, dst_dims_, s->in_dst, dtype_, BoxOp::copy);
   }
 }
 
+// The pieces partition the outputs that read the halo, so their window gradients summed are the
+// halo rows' gradient.
 void ConvBoundaries::backward_halo(const void* diff_dst, const void* weights, void* window_grad,
                                    void* scratch) {
-  for (const auto& s : sides_) {
-    const Side::Slices m = s->at(scratch);
-    copy_rows(diff_dst, {dst_dims_, dst_origin_}, m.out, {s->out_dims, s->out.begin}, dst_dim_,
-              s->out, dtype_);
+  std::memset(window_grad, 0, bytes_of(window_dims_, dtype_));
+  for (const auto& s : pieces_) {
+    const Piece::Slices m = s->at(scratch);
+    move_box(diff_dst, dst_dims_, s->in_dst, m.out, s->out_dims, s->out_box, dtype_, BoxOp::copy);
     s->kernel->backward_data(s->dst->to_kernel(m.out, m.dst), weights,
                              s->src->kernel_buffer(m.window, m.src), m.kernel);
     s->src->to_plain(m.src, m.window);
-    copy_rows(m.window, {s->window_dims, s->window.begin}, window_grad,
-              {window_dims_, window_origin_}, window_dim_, s->halo, dtype_);
+    move_box(m.window, s->window_dims, s->window_box, window_grad, window_dims_, s->in_window,
+             dtype_, BoxOp::add);
   }
 }
 
 void ConvBoundaries::add_halo_weight_grad(const void* window, const void* diff_dst,
                                           void* diff_weights, void* scratch) {
-  for (const auto& s : sides_) {
-    const Side::Slices m = s->at(scratch);
-    std::memset(m.window, 0, bytes_of(s->window_dims, dtype_));  // own rows: counted already
-    copy_rows(window, {window_dims_, window_origin_}, m.window, {s->window_dims, s->window.begin},
-              window_dim_, s->halo, dtype_);
-    copy_rows(diff_dst, {dst_dims_, dst_origin_}, m.out, {s->out_dims, s->out.begin}, dst_dim_,
-              s->out, dtype_);
+  for (const auto& s : pieces_) {
+    const Piece::Slices m = s->at(scratch);
+    move_box(window, window_dims_, s->in_window, m.window, s->window_dims, s->window_box, dtype_,
+             BoxOp::copy);
+    // Own rows: the whole kernel counted them.
+    move_box(nullptr, s->window_dims, s->own_rows, m.window, s->window_dims, s->own_rows, dtype_,
+             BoxOp::zero);
+    move_box(diff_dst, dst_dims_, s->in_dst, m.out, s->out_dims, s->out_box, dtype_, BoxOp::copy);
     s->kernel->backward_weights(s->src->to_kernel(m.window, m.src), s->dst->to_kernel(m.out, m.dst),
                                 m.dw, nullptr, m.kernel);
     add_into(diff_weights, m.dw, weight_count_, dtype_);

@@ -257,8 +257,10 @@ class GroupSplit final : public SpatialSplit {
     auto k = std::make_unique<SplitConvKernel>(backend, global, placement(layer));
     traffic_[layer] = {k->halo().gather_received_bytes(), k->backward_halo_bytes()};
     halos_[layer].overlap = k->overlap_note();
-    if (k->data_grad_from_output())  // that exchange runs before its kernel
-      halos_[layer].overlap += "; input gradient from the output gradient's halo, not overlapped";
+    if (k->data_grad_from_output())
+      halos_[layer].overlap +=
+          "; input gradient from the output gradient's halo, exchanged "
+          "while the weight gradient computes";
     return k;
   }
   std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,

@@ -3,6 +3,7 @@
 #include "crest/spatial/spatial_window.hpp"
 
 #include <algorithm>
+#include <utility>
 
 #include "crest/core/error.hpp"
 #include "crest/spatial/conv_data_gradient.hpp"
@@ -33,7 +34,7 @@ std::vector<int64_t> dims_of(int64_t n, int64_t channels, const std::array<int64
 std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
                                         const std::vector<AxisPlan>& plans, int64_t n,
                                         int64_t channels, DType dtype, Layout layout,
-                                        const std::string& what) {
+                                        const std::string& what, int channel) {
   std::vector<int64_t> rows;
   std::vector<HaloExchange::Axis> axes;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -42,7 +43,7 @@ std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
   }
   auto halo = std::make_unique<HaloExchange>(*where.group, where.grid,
                                              block_dims(n, channels, rows, layout), std::move(axes),
-                                             dtype, what);
+                                             dtype, what, channel);
   halo->set_timing(where.timing);
   return halo;
 }
@@ -89,16 +90,16 @@ void FormatBridge::to_plain(const void* buf, void* plain) {
   if (out_) out_->execute(buf, plain);
 }
 
-WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages,
+WindowScratch::WindowScratch(size_t window, size_t src, size_t dst, size_t kernel,
                              size_t boundaries) {
-  const size_t sizes[] = {window, src, dst, kernel, stages, boundaries};
-  for (size_t i = 0; i < 6; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
+  const size_t sizes[] = {window, src, dst, kernel, boundaries};
+  for (size_t i = 0; i < 5; ++i) offset_[i + 1] = offset_[i] + align_up(sizes[i], 256);
 }
 
 WindowScratch::Slices WindowScratch::at(void* scratch) const {
   auto* base = static_cast<std::byte*>(scratch);
-  return {base + offset_[0], base + offset_[1], base + offset_[2],
-          base + offset_[3], base + offset_[4], base + offset_[5]};
+  return {base + offset_[0], base + offset_[1], base + offset_[2], base + offset_[3],
+          base + offset_[4]};
 }
 
 namespace {
@@ -139,9 +140,8 @@ WindowPart window_part(Backend& backend, SpatialPlacement where, const std::vect
                         "layer '" + part.where.layer + "'");
   part.src = std::make_unique<FormatBridge>(backend, kernel.src_format(), part.src_layout);
   part.dst = std::make_unique<FormatBridge>(backend, kernel.dst_format(), part.dst_layout);
-  part.scratch =
-      WindowScratch(part.halo->moves_rows() ? part.halo->window_bytes() : 0, part.src->bytes(),
-                    part.dst->bytes(), kernel.scratch_bytes(), part.halo->stage_bytes());
+  part.scratch = WindowScratch(part.halo->moves_rows() ? part.halo->window_bytes() : 0,
+                               part.src->bytes(), part.dst->bytes(), kernel.scratch_bytes());
   return part;
 }
 
@@ -180,19 +180,34 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
     data_grad_ = ConvDataGradient::make(backend, global, *kernel_, part_, data_grad_note_);
   else
     data_grad_note_ = "the window's gradient returned (asked for)";
-  if (data_grad_) data_grad_note_ = "from the output gradient's halo";
+  if (data_grad_)
+    data_grad_note_ =
+        "from the output gradient's halo, exchanged while the weight gradient computes";
   if (!boundaries_) return;
   overlap_note_ = boundaries_->description();
   const HaloExchange& h = *part_.halo;
-  part_.scratch =
-      WindowScratch(h.window_bytes(), part_.src->bytes(), part_.dst->bytes(),
-                    kernel_->scratch_bytes(), h.stage_bytes(), boundaries_->scratch_bytes());
+  part_.scratch = WindowScratch(h.window_bytes(), part_.src->bytes(), part_.dst->bytes(),
+                                kernel_->scratch_bytes(), boundaries_->scratch_bytes());
 }
 
-SpatialConv::~SpatialConv() = default;
+// An output-gradient halo still posted (a backward_weights no backward_data followed) is waited
+// for: its buffers belong to this layer. A destructor cannot throw; a failed exchange has already
+// failed the neighbours' waits and ends the job through them.
+SpatialConv::~SpatialConv() {
+  if (!pending_data_grad_) return;
+  try {
+    pending_data_grad_->wait();
+  } catch (...) {
+  }
+}
 
 size_t SpatialConv::scratch_bytes() const {
-  return std::max(part_.scratch.bytes(), data_grad_ ? data_grad_->scratch_bytes() : 0);
+  const size_t rest = align_up(part_.scratch.bytes(), 256);
+  return data_grad_ ? rest + data_grad_->scratch_bytes() : rest;
+}
+
+void* SpatialConv::data_grad_scratch(void* scratch) const {
+  return static_cast<std::byte*>(scratch) + align_up(part_.scratch.bytes(), 256);
 }
 
 size_t SpatialConv::backward_halo_bytes() const {
@@ -205,7 +220,7 @@ size_t SpatialConv::backward_halo_bytes() const {
 
 const void* WindowPart::window_of(const void* owned, const WindowScratch::Slices& m) const {
   if (!halo->moves_rows()) return owned;
-  halo->gather(owned, m.window, m.stages);
+  halo->gather(owned, m.window);
   return m.window;
 }
 
@@ -214,7 +229,7 @@ void* WindowPart::window_grad_into(void* owned_grad, const WindowScratch::Slices
 }
 
 void WindowPart::return_window_grad(void* owned_grad, const WindowScratch::Slices& m) const {
-  if (halo->moves_rows()) halo->scatter_add(m.window, owned_grad, m.stages);
+  if (halo->moves_rows()) halo->scatter_add(m.window, owned_grad);
 }
 
 void SpatialConv::forward(const void* src, const void* weights, const void* bias, void* dst,
@@ -228,7 +243,11 @@ void SpatialConv::forward(const void* src, const void* weights, const void* bias
 
 void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src,
                                 void* scratch) {
-  if (data_grad_) return data_grad_->run(diff_dst, weights, diff_src, scratch);
+  if (data_grad_ && pending_data_grad_) {
+    const auto pending = std::move(pending_data_grad_);
+    return data_grad_->finish(*pending, weights, diff_src, data_grad_scratch(scratch));
+  }
+  if (data_grad_) return data_grad_->run(diff_dst, weights, diff_src, data_grad_scratch(scratch));
   const auto m = part_.scratch.at(scratch);
   if (boundaries_) return backward_data_overlapped(diff_dst, weights, diff_src, m);
   void* window_grad = part_.window_grad_into(diff_src, m);
@@ -240,6 +259,10 @@ void SpatialConv::backward_data(const void* diff_dst, const void* weights, void*
 
 void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                    void* diff_bias, void* scratch) {
+  if (data_grad_) {
+    if (pending_data_grad_) std::exchange(pending_data_grad_, nullptr)->wait();  // not finished
+    pending_data_grad_ = data_grad_->start(diff_dst, data_grad_scratch(scratch));
+  }
   const auto m = part_.scratch.at(scratch);
   if (boundaries_) return backward_weights_overlapped(src, diff_dst, diff_weights, diff_bias, m);
   kernel_->backward_weights(part_.src->to_kernel(part_.window_of(src, m), m.src),

@@ -137,6 +137,7 @@ std::vector<std::vector<int>> decompositions(int spatial_rank, int ranks) {
         out.push_back(two);
       }
   }
+  if (spatial_rank == 3 && ranks == 8) out.push_back({2, 2, 2});  // corners
   return out;
 }
 
@@ -201,9 +202,14 @@ bool splittable(const std::vector<WindowAxis>& axes, const SpatialPlacement& whe
 // with dist.halo_overlap always).
 struct SplitsRun {
   int ran = 0, overlapped = 0, from_output = 0;
+  // Of the overlapped, those whose rows move along two and along three axes (a shell, with
+  // edge and corner neighbours).
+  int overlapped_two = 0, overlapped_three = 0;
   SplitsRun& operator+=(const SplitsRun& o) {
     ran += o.ran;
     overlapped += o.overlapped;
+    overlapped_two += o.overlapped_two;
+    overlapped_three += o.overlapped_three;
     from_output += o.from_output;
     return *this;
   }
@@ -235,8 +241,8 @@ SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
       db(bias.size());
   Buffer scratch(std::max<size_t>(whole.scratch_bytes(), 64));
   whole.forward(src.data(), weights.data(), bias.data(), dst.data(), scratch.data());
-  whole.backward_data(diff_dst.data(), weights.data(), diff_src.data(), scratch.data());
   whole.backward_weights(src.data(), diff_dst.data(), dw.data(), db.data(), scratch.data());
+  whole.backward_data(diff_dst.data(), weights.data(), diff_src.data(), scratch.data());
 
   SplitsRun run;
   for (const auto& parts : decompositions(d.spatial_rank, world.size()))
@@ -268,11 +274,12 @@ SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
         std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size()),
             my_dw(weights.size()), my_db(bias.size());
         Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
+        // As ConvLayer calls them: the weights first, while the output gradient's halo travels.
         part.forward(my_src.data(), weights.data(), bias.data(), my_dst.data(), my_scratch.data());
-        part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(),
-                           my_scratch.data());
         part.backward_weights(my_src.data(), my_diff_dst.data(), my_dw.data(), my_db.data(),
                               my_scratch.data());
+        part.backward_data(my_diff_dst.data(), weights.data(), my_diff_src.data(),
+                           my_scratch.data());
         group_sum(my_dw, dtype, world);
         group_sum(my_db, dtype, world);
         const auto out_plain = in_layout(my_dst, part.dst_block_format().shape.to_vector(),
@@ -296,7 +303,11 @@ SplitsRun check_conv(Backend& backend, const ConvDesc& d, double tol,
           ++run.ran;
           run.from_output += part.data_grad_from_output();
         }
-        if (part.overlapped() && from_output) ++run.overlapped;
+        if (part.overlapped() && from_output) {
+          ++run.overlapped;
+          run.overlapped_two += part.halo().moving_axes().size() == 2;
+          run.overlapped_three += part.halo().moving_axes().size() == 3;
+        }
       }
   return run;
 }
@@ -316,17 +327,27 @@ std::vector<Window> conv_windows() {
   return out;
 }
 
-// Along one axis most splits overlap (kernels 1 move no rows; a 5-wide window on 3-row blocks
-// leaves no interior; splits along two axes exchange, then compute), and most take the input
+// Most splits overlap (kernels 1 move no rows; a 5-wide window on 3-row blocks leaves no
+// interior), splits along two or three axes (4 and 8 ranks) among them, and most take the input
 // gradient from the output gradient's halo (not where no rows move, nor where the reversed
 // window would need negative padding: 1x1 stride 2); a table where few do proves nothing.
 void expect_coverage(const SplitsRun& run, const char* what) {
   if (test::world().size() == 1) return;  // nothing is split
   std::printf(
-      "%s: %d splits ran on %d ranks; on rank %d, %d of them also overlapped and %d took the "
-      "input gradient from the output gradient's halo\n",
-      what, run.ran, test::world().size(), test::world().rank(), run.overlapped, run.from_output);
+      "%s: %d splits ran on %d ranks; on rank %d, %d of them also overlapped (%d along two "
+      "axes, %d along three) and %d took the input gradient from the output gradient's halo\n",
+      what, run.ran, test::world().size(), test::world().rank(), run.overlapped, run.overlapped_two,
+      run.overlapped_three, run.from_output);
   EXPECT_GE(run.overlapped, run.ran / 10) << "too few splits overlapped their halo exchange";
+  // Over the job: a rank at a grid's edge may have no interior where another has.
+  int64_t shells[2] = {run.overlapped_two, run.overlapped_three};
+  test::world().allreduce_sum(shells, 2);
+  if (test::world().size() >= 4) {
+    EXPECT_GT(shells[0], 0) << "no split along two axes overlapped its exchange";
+  }
+  if (test::world().size() == 8) {
+    EXPECT_GT(shells[1], 0) << "no split along three axes overlapped its exchange";
+  }
   EXPECT_GE(run.from_output, run.ran / 2) << "too few splits gathered the output gradient";
 }
 
@@ -465,7 +486,7 @@ TEST(SpatialLayerTable, CosmoFlowChannelCountsByWinogradOnOneDnn) {
 TEST(SpatialLayerTable, BoundaryKernelsOnReferenceCodeAreNotOverlapped) {
   Communicator& world = test::world();
   if (world.size() < 2) GTEST_SKIP() << "needs a split";
-  const ConvDesc d = conv_desc(Window{{16, 6, 5}}, DType::f64);
+  const ConvDesc d = conv_desc(Window{{4 * int64_t{world.size()}, 6, 5}}, DType::f64);
   const SpatialPlacement where{&world, SpatialGrid{{world.size(), 1, 1}}, "conv",
                                HaloOverlapMode::always};
   test::CountingBackend backend;
@@ -494,7 +515,8 @@ TEST(SpatialLayerTable, DataGradientKernelComputesOnlyTheOwnedRows) {
   test::CountingBackend backend;
   const SpatialConv part(backend, d, where);
   ASSERT_TRUE(part.data_grad_from_output()) << part.data_grad_note();
-  EXPECT_EQ(part.data_grad_note(), "from the output gradient's halo");
+  EXPECT_EQ(part.data_grad_note(),
+            "from the output gradient's halo, exchanged while the weight gradient computes");
   ASSERT_EQ(backend.convs_made.size(), 2u);
   const ConvDesc& g = backend.convs_made[1];
   EXPECT_EQ(g.in_size[0], 4);

@@ -1,6 +1,6 @@
 // box_transfer against an element-by-element transfer: random arrays and boxes of rank 1 to 5,
-// copy and add, float32, float64 and int32, with boxes that span some inner dims whole in both
-// arrays (the rows then run over several dims), in one array only, or in neither.
+// copy, add and zero, float32, float64 and int32, with boxes that span some inner dims whole in
+// both arrays (the rows then run over several dims), in one array only, or in neither.
 #include "crest/core/box_copy.hpp"
 
 #include <gtest/gtest.h>
@@ -29,7 +29,7 @@ void naive_transfer(const std::vector<T>& src, const std::vector<int64_t>& src_d
   for (;;) {
     const T v = src[static_cast<size_t>(flat(src_dims, src_start, index))];
     T& d = dst[static_cast<size_t>(flat(dst_dims, dst_start, index))];
-    d = op == BoxOp::copy ? v : static_cast<T>(d + v);
+    d = op == BoxOp::copy ? v : op == BoxOp::add ? static_cast<T>(d + v) : T{0};
     size_t dim = count.size();
     while (dim-- > 0) {
       if (++index[dim] < count[dim]) break;
@@ -80,8 +80,9 @@ void check_random_boxes(DType dtype, BoxOp op) {
       for (size_t i = 0; i < dst.size(); ++i) dst[i] = static_cast<T>(1000 + i % 89);
       std::vector<T> want = dst;
       naive_transfer(src, c.src_dims, c.src_start, want, c.dst_dims, c.dst_start, c.count, op);
-      box_transfer(src.data(), BoxAt{c.src_dims, c.src_start}, dst.data(),
-                   BoxAt{c.dst_dims, c.dst_start}, c.count, dtype, op);
+      // Zeroing reads nothing of the source: none is given.
+      box_transfer(op == BoxOp::zero ? nullptr : src.data(), BoxAt{c.src_dims, c.src_start},
+                   dst.data(), BoxAt{c.dst_dims, c.dst_start}, c.count, dtype, op);
       ASSERT_EQ(dst, want) << "rank " << rank << " trial " << trial;
     }
 }
@@ -95,6 +96,11 @@ TEST(BoxTransfer, CopiesLikeAnElementByElementCopy) {
 TEST(BoxTransfer, AddsLikeAnElementByElementAdd) {
   check_random_boxes<float>(DType::f32, BoxOp::add);
   check_random_boxes<double>(DType::f64, BoxOp::add);
+}
+
+TEST(BoxTransfer, ZeroesExactlyTheBox) {
+  check_random_boxes<float>(DType::f32, BoxOp::zero);
+  check_random_boxes<int32_t>(DType::i32, BoxOp::zero);
 }
 
 // A channels-last block of a split along depth ([n, d, h, w, c], the box spanning h, w and c

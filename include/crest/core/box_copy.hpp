@@ -16,9 +16,10 @@ struct BoxAt {
   std::vector<int64_t> start;
 };
 
-enum class BoxOp { copy, add };
+enum class BoxOp { copy, add, zero };
 
-// dst's box (op)= src's box, both of extents `count`. `add` supports float32 and float64.
+// dst's box (op)= src's box, both of extents `count`. `add` supports float32 and float64; `zero`
+// sets dst's box to zero bytes and reads nothing of src (which may be null).
 void box_transfer(const void* src, const BoxAt& from, void* dst, const BoxAt& to,
                   const std::vector<int64_t>& count, DType dtype, BoxOp op);
 

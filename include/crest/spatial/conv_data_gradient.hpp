@@ -40,6 +40,11 @@ class ConvDataGradient {
   // `diff_dst`: the owned output-gradient block; `diff_src`: the owned input-gradient block
   // (overwritten); `scratch`: scratch_bytes(), used during the call only.
   void run(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
+  // run() in two halves, so the caller computes while the halo travels (SpatialConv: the weight
+  // gradient): start posts the output gradient's halo, finish waits and computes. `scratch` is
+  // the same memory in both, which nothing else may touch in between.
+  std::unique_ptr<PendingCollective> start(const void* diff_dst, void* scratch);
+  void finish(PendingCollective& pending, const void* weights, void* diff_src, void* scratch);
 
  private:
   ConvDataGradient() = default;

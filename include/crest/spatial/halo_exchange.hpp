@@ -3,11 +3,12 @@
 // owners, who add it into their own.
 //
 // Tensors are dense row-major arrays (any layout whose spatial axes are dims of their own: plain
-// NCDHW, channels-last NDHWC). Axes are exchanged one after another, each message spanning the
-// rows already gathered along the earlier axes: that carries the edges and corners a rank needs
-// when two or three axes are split, with messages only to the two neighbours along each axis.
-// Backward runs the axes in reverse, and each rank adds its own rows first, then the lower
-// neighbour's, then the upper's: the sums come out in the same order on every run.
+// NCDHW, channels-last NDHWC). Every neighbour whose rows the window reads gets one message of
+// its own, all posted at once: the two along each split axis, and where two or three axes are
+// split the edge and corner neighbours too (up to 26), each message the box of rows the
+// receiver's window reads. No message waits for another, so a caller computes while all of them
+// travel (halo_overlap.hpp). Backward each rank adds its own rows first, then what each neighbour
+// returns in a fixed order: the sums come out in the same order on every run.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,78 +43,69 @@ class HaloExchange {
   };
   // `group`: the spatial group (its ranks numbered as `grid`); `owned_dims`: this rank's tensor
   // with the owned extent on each split dim. `what` names the layer in error messages.
+  // Exchanges of different `channel`s (0-3) may be in flight at once between the same ranks:
+  // their messages have tags of their own.
   HaloExchange(Communicator& group, SpatialGrid grid, std::vector<int64_t> owned_dims,
-               std::vector<Axis> axes, DType dtype, std::string what);
+               std::vector<Axis> axes, DType dtype, const std::string& what, int channel = 0);
 
-  const std::vector<int64_t>& owned_dims() const { return stage_dims_.front(); }
-  const std::vector<int64_t>& window_dims() const { return stage_dims_.back(); }
+  const std::vector<int64_t>& owned_dims() const { return owned_dims_; }
+  const std::vector<int64_t>& window_dims() const { return window_dims_; }
   size_t window_bytes() const;
   // Whether any rows move: false where the window is this rank's own block and no neighbour
   // reads any of it (then a split layer runs its kernel on the block itself, with no window).
   bool moves_rows() const { return !axes_.empty(); }
-  // The intermediate stages of a gather or scatter_add over two or three axes (0 for one): the
-  // caller's transient memory, so a split layer holds nothing between calls.
-  size_t stage_bytes() const;
   // What one gather receives from the neighbours, and what it sends them (which a scatter_add
   // receives back as gradients).
   size_t gather_received_bytes() const { return gather_traffic(true); }
   size_t gather_sent_bytes() const { return gather_traffic(false); }
 
-  // owned (owned_dims) -> window (window_dims); `stages`: stage_bytes() bytes (may be null when
-  // that is 0).
-  void gather(const void* owned, void* window, void* stages);
+  // owned (owned_dims) -> window (window_dims).
+  void gather(const void* owned, void* window);
   // The gradient of the window -> the gradient of the owned rows (overwritten), summing the
   // neighbours' parts in. float32 and float64 only.
-  void scatter_add(const void* window_grad, void* owned_grad, void* stages);
+  void scatter_add(const void* window_grad, void* owned_grad);
 
-  // The same in two halves, so the caller computes while the messages travel; only where rows
-  // move along one axis (overlappable(): no stages). start_gather posts the rows the neighbours
-  // read and copies this rank's own rows into the window; finish_gather waits and writes the
-  // received rows in. start_return posts the window gradient's rows the neighbours own (read from
-  // `window_grad` now); finish_return waits and writes the owned gradient as scatter_add does.
-  bool overlappable() const { return axes_.size() == 1; }
-  // The one moving axis: its tensor dim and plan (overlappable() only).
-  int moving_dim() const { return axes_.at(0).dim; }
-  int moving_axis() const { return grid_axis_.at(0); }  // its spatial axis (the grid's)
-  const AxisPlan& moving_plan() const { return axes_.at(0).plan; }
-  // Zeroes the window's rows that the neighbours send (before start_gather, where the caller
-  // computes on the window while they travel).
-  void zero_received_rows(void* window) const;
+  // The same in two halves, so the caller computes while the messages travel. start_gather
+  // posts the rows the neighbours read and copies this rank's own rows into the window;
+  // finish_gather waits and writes the received rows in. start_return posts the window
+  // gradient's rows the neighbours own (read from `window_grad` now); finish_return waits and
+  // writes the owned gradient as scatter_add does.
   std::unique_ptr<PendingCollective> start_gather(const void* owned, void* window);
   void finish_gather(PendingCollective& pending, void* window);
   std::unique_ptr<PendingCollective> start_return(const void* window_grad);
   void finish_return(PendingCollective& pending, const void* window_grad, void* owned_grad);
+  // Zeroes the window's rows that the neighbours send (before start_gather, where the caller
+  // computes on the window while they travel).
+  void zero_received_rows(void* window) const;
+
+  // The axes whose rows move (split, or cropped by the window) and each one's axis in the grid.
+  const std::vector<Axis>& moving_axes() const { return axes_; }
+  const std::vector<int>& moving_grid_axes() const { return grid_axis_; }
 
   // Where the exchanges' times are added (null: not timed).
   void set_timing(HaloTiming* timing) { timing_ = timing; }
 
  private:
+  // One neighbour's messages: the box of this rank's owned rows it reads (sent forward, summed in
+  // backward) and the box of the window it owns (received forward, returned backward); a box
+  // with an empty extent moves nothing. `code` numbers its offset in the grid, (o + 1) * 3^a
+  // summed over the moving axes a, so a message's tag says which neighbour sent it.
+  struct Box {
+    std::vector<int64_t> start, count;
+    bool empty() const;
+  };
+  struct Neighbour {
+    int peer = 0, code = 0;
+    Box owned, window;
+    std::vector<std::byte> out, in;  // message buffers, kept: a step allocates nothing
+  };
+  void plan_neighbours();
   size_t gather_traffic(bool received) const;
-  void gather_axis(size_t a, const void* cur, void* next);
-  void scatter_axis(size_t a, const void* cur, void* next);
-  // One axis's messages in one direction (global rows; origins: the first row of src and dst).
-  struct Traffic {
-    IndexRange send_lo, send_hi, recv_lo, recv_hi;
-    int64_t src_origin = 0, dst_origin = 0;
-    bool backward = false;
-  };
-  struct Stage {
-    const std::vector<int64_t>& dims;
-    const void* data;
-  };
-  struct MutableStage {
-    const std::vector<int64_t>& dims;
-    void* data;
-  };
-  Traffic gather_traffic_of(size_t a) const;
-  Traffic return_traffic_of(size_t a) const;
-  // add: sum into dst (backward) instead of copying (forward).
-  void move_axis(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add);
-  // move_axis in its parts: the messages packed and posted, this rank's own rows, and (once the
-  // messages are in) the received rows.
-  std::unique_ptr<PendingCollective> post_axis(size_t a, const Traffic& t, Stage src);
-  void own_rows(size_t a, const Traffic& t, Stage src, MutableStage dst, bool add);
-  void received_rows(size_t a, const Traffic& t, MutableStage dst, bool add);
+  // Packs and posts every message of one direction: forward the owned boxes out and the window
+  // boxes in, backward the reverse.
+  std::unique_ptr<PendingCollective> post(const void* src, bool backward);
+  // This rank's own rows between the owned array and the window (copied, or added backward).
+  Box own_box(bool in_window) const;
   void wait_timed(PendingCollective& pending);
 
   Communicator* group_;
@@ -122,11 +114,10 @@ class HaloExchange {
   std::vector<Axis> axes_;      // the axes that move rows (split, or cropped by the window)
   std::vector<int> grid_axis_;  // each one's axis in the grid
   DType dtype_;
+  int channel_ = 0;
   std::string what_forward_, what_backward_;  // the exchanges' names in error messages
-  // stage_dims_[a]: the tensor once axes [0, a) are gathered; front = owned, back = window.
-  std::vector<std::vector<int64_t>> stage_dims_;
-  std::vector<size_t> stage_offset_;  // each intermediate stage's place in the caller's memory
-  std::vector<std::byte> send_lo_, send_hi_, recv_lo_, recv_hi_;
+  std::vector<int64_t> owned_dims_, window_dims_;
+  std::vector<Neighbour> neighbours_;
   std::vector<Communicator::Outgoing> sends_;
   std::vector<Communicator::Incoming> receives_;
   HaloTiming* timing_ = nullptr;

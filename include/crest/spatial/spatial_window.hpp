@@ -46,11 +46,12 @@ std::vector<AxisPlan> plan_window(const std::vector<WindowAxis>& axes,
                                   const SpatialPlacement& where);
 
 // The halo exchange that gathers the windows of `plans` from owned blocks [n, channels, rows...]
-// kept in `layout`, timed into where.timing; `what` names it in error messages.
+// kept in `layout`, timed into where.timing; `what` names it in error messages, `channel` as
+// HaloExchange's.
 std::unique_ptr<HaloExchange> make_halo(const SpatialPlacement& where,
                                         const std::vector<AxisPlan>& plans, int64_t n,
                                         int64_t channels, DType dtype, Layout layout,
-                                        const std::string& what);
+                                        const std::string& what, int channel = 0);
 
 // A tensor in the kernel's format and in plain layout, with the reorders between them (none when
 // the kernel works in plain layout). The kernel-format copy lives in the caller's scratch.
@@ -73,22 +74,21 @@ class FormatBridge {
 
 // The transient memory of a split layer's call, carved from the executor's scratch: the window
 // (or its gradient) in the block's layout, the kernel-format copies of the window and of the
-// output, the kernel's own scratch, the halo exchange's intermediate stages, and the boundary
-// kernels' memory where the exchange overlaps compute. Nothing is kept between calls, so a split
+// output, the kernel's own scratch, and the boundary kernels' memory where the exchange overlaps
+// compute. Nothing is kept between calls, so a split
 // program holds no more than its arena and one such region.
 class WindowScratch {
  public:
   struct Slices {
-    std::byte *window, *src, *dst, *kernel, *stages, *boundaries;
+    std::byte *window, *src, *dst, *kernel, *boundaries;
   };
   WindowScratch() = default;
-  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t stages,
-                size_t boundaries = 0);
-  size_t bytes() const { return offset_[6]; }
+  WindowScratch(size_t window, size_t src, size_t dst, size_t kernel, size_t boundaries = 0);
+  size_t bytes() const { return offset_[5]; }
   Slices at(void* scratch) const;
 
  private:
-  size_t offset_[7] = {0, 0, 0, 0, 0, 0, 0};
+  size_t offset_[6] = {0, 0, 0, 0, 0, 0};
 };
 
 // One split layer's parts every kind needs: the plans, the halo exchange, the bridges between the
@@ -149,12 +149,17 @@ class SpatialConv {
   // of the rows its neighbours gathered), plus the window gathered again for the weights.
   size_t backward_halo_bytes() const;
 
-  // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only.
+  // `scratch`: scratch_bytes() bytes, 64-byte aligned, used during the call only (but between
+  // backward_weights and backward_data, below).
   void forward(const void* src, const void* weights, const void* bias, void* dst, void* scratch);
   void backward_data(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
   // This rank's share of the weight (and bias) gradient: their sum over the group is the whole
   // sample's. Gathers the window from `src` again (a second halo exchange instead of keeping a
-  // window per layer from forward to backward).
+  // window per layer from forward to backward). Where the input gradient comes from the output
+  // gradient's halo, that halo is posted first and travels while the weight gradient computes:
+  // a backward_data with the same `diff_dst` and `scratch` then finishes it (as ConvLayer calls
+  // them; called the other way round, backward_data runs whole and the halo posted after it goes
+  // unused, waited for at the next backward_weights or when the layer ends).
   void backward_weights(const void* src, const void* diff_dst, void* diff_weights, void* diff_bias,
                         void* scratch);
 
@@ -171,7 +176,12 @@ class SpatialConv {
   WindowPart part_;
   std::unique_ptr<ConvBoundaries> boundaries_;  // null: exchange, then compute
   std::string overlap_note_;
-  std::unique_ptr<ConvDataGradient> data_grad_;  // null: the window's gradient returned
+  // The scratch of the input gradient from the output gradient's halo: after the rest, so its
+  // window outlives the weight gradient between backward_weights and backward_data.
+  void* data_grad_scratch(void* scratch) const;
+
+  std::unique_ptr<ConvDataGradient> data_grad_;           // null: the window's gradient returned
+  std::unique_ptr<PendingCollective> pending_data_grad_;  // posted, not yet finished
   std::string data_grad_note_;
 };
 
