@@ -64,6 +64,7 @@ class SplitConvKernel final : public ConvKernel {
   const std::string& overlap_note() const { return conv_.overlap_note(); }
   size_t backward_halo_bytes() const { return conv_.backward_halo_bytes(); }
   bool data_grad_from_output() const { return conv_.data_grad_from_output(); }
+  const std::string& data_grad_note() const { return conv_.data_grad_note(); }
 
  private:
   SpatialConv conv_;
@@ -258,9 +259,7 @@ class GroupSplit final : public SpatialSplit {
     traffic_[layer] = {k->halo().gather_received_bytes(), k->backward_halo_bytes()};
     halos_[layer].overlap = k->overlap_note();
     if (k->data_grad_from_output())
-      halos_[layer].overlap +=
-          "; input gradient from the output gradient's halo, exchanged "
-          "while the weight gradient computes";
+      halos_[layer].overlap += "; input gradient " + k->data_grad_note();
     return k;
   }
   std::unique_ptr<PoolKernel> pool(Backend& backend, const PoolDesc& global,

@@ -181,8 +181,9 @@ SpatialConv::SpatialConv(Backend& backend, const ConvDesc& global, SpatialPlacem
   else
     data_grad_note_ = "the window's gradient returned (asked for)";
   if (data_grad_)
-    data_grad_note_ =
-        "from the output gradient's halo, exchanged while the weight gradient computes";
+    data_grad_note_ = std::string("from the output gradient's halo, exchanged ") +
+                      (data_grad_early() ? "while the weight gradient computes"
+                                         : "before its kernel (dist.halo_overlap off)");
   if (!boundaries_) return;
   overlap_note_ = boundaries_->description();
   const HaloExchange& h = *part_.halo;
@@ -243,7 +244,7 @@ void SpatialConv::forward(const void* src, const void* weights, const void* bias
 
 void SpatialConv::backward_data(const void* diff_dst, const void* weights, void* diff_src,
                                 void* scratch) {
-  if (data_grad_ && pending_data_grad_) {
+  if (pending_data_grad_) {
     const auto pending = std::move(pending_data_grad_);
     return data_grad_->finish(*pending, weights, diff_src, data_grad_scratch(scratch));
   }
@@ -259,7 +260,7 @@ void SpatialConv::backward_data(const void* diff_dst, const void* weights, void*
 
 void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* diff_weights,
                                    void* diff_bias, void* scratch) {
-  if (data_grad_) {
+  if (data_grad_early()) {
     if (pending_data_grad_) std::exchange(pending_data_grad_, nullptr)->wait();  // not finished
     pending_data_grad_ = data_grad_->start(diff_dst, data_grad_scratch(scratch));
   }

@@ -516,7 +516,7 @@ TEST(SpatialLayerTable, DataGradientKernelComputesOnlyTheOwnedRows) {
   const SpatialConv part(backend, d, where);
   ASSERT_TRUE(part.data_grad_from_output()) << part.data_grad_note();
   EXPECT_EQ(part.data_grad_note(),
-            "from the output gradient's halo, exchanged while the weight gradient computes");
+            "from the output gradient's halo, exchanged before its kernel (dist.halo_overlap off)");
   ASSERT_EQ(backend.convs_made.size(), 2u);
   const ConvDesc& g = backend.convs_made[1];
   EXPECT_EQ(g.in_size[0], 4);

@@ -156,7 +156,8 @@ class SpatialConv {
   // This rank's share of the weight (and bias) gradient: their sum over the group is the whole
   // sample's. Gathers the window from `src` again (a second halo exchange instead of keeping a
   // window per layer from forward to backward). Where the input gradient comes from the output
-  // gradient's halo, that halo is posted first and travels while the weight gradient computes:
+  // gradient's halo, that halo is posted first (unless dist.halo_overlap is off) and travels while
+  // the weight gradient computes:
   // a backward_data with the same `diff_dst` and `scratch` then finishes it (as ConvLayer calls
   // them; called the other way round, backward_data runs whole and the halo posted after it goes
   // unused, waited for at the next backward_weights or when the layer ends).
@@ -176,6 +177,8 @@ class SpatialConv {
   WindowPart part_;
   std::unique_ptr<ConvBoundaries> boundaries_;  // null: exchange, then compute
   std::string overlap_note_;
+  // Whether backward_weights posts the output gradient's halo for backward_data.
+  bool data_grad_early() const { return data_grad_ && part_.where.overlap != HaloOverlapMode::off; }
   // The scratch of the input gradient from the output gradient's halo: after the rest, so its
   // window outlives the weight gradient between backward_weights and backward_data.
   void* data_grad_scratch(void* scratch) const;
