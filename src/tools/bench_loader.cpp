@@ -13,6 +13,10 @@
 // spatial group gives what that rank reads of each sample under dist.spatial (its block: only
 // the block's bytes from npy and DeepCAM HDF5 files, the whole record from TFRecords and
 // fused DeepCAM npy files) and how fast.
+//
+// Under mpirun every process measures its own data path, all at once (contending for the file
+// system as a job's ranks do), each line naming its rank; data.stage_dir is staged once for all
+// of them, as crest train stages it.
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -263,13 +267,16 @@ Config bench_config(const Args& a) {
 
 void bench_loader(const Args& a) {
   const Config config = bench_config(a);
+  const auto world = make_world_communicator(WorldOptions{});
   auto comm = make_single_process_communicator();
-  const TrainingData data = open_training_data(config, *comm, std::cerr);
+  const TrainingData data = open_training_data(config, *world, std::cerr);
   const SampleSource& src = *data.train;
   const int64_t n = src.size();
   const SampleSpec& spec = src.spec();
   nlohmann::json out;
   out["bench"] = "loader";
+  out["rank"] = world->rank();
+  out["ranks"] = world->size();
   out["format"] = src.format();
   out["samples"] = n;
   out["sample_shape"] = spec.x_shape.to_vector();

@@ -5,6 +5,7 @@
 // or is dropped and counted (skip); bench loader runs on datagen's output with no config.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -378,6 +379,30 @@ nlohmann::json bench_line(const std::string& out) {
     if (!l.empty() && l[0] == '{') return nlohmann::json::parse(l);
   ADD_FAILURE() << "no JSON line in:\n" << out;
   return {};
+}
+
+// Under mpirun each rank measures on its own and names itself; data.stage_dir is staged once
+// for the job (each process staging alone into the same directory raced: a rank could read a
+// file another was still writing, or find the manifest of a staging it had not made).
+TEST(DataCli, BenchLoaderUnderMpirunStagesOnceForAllRanks) {
+  TempDir t;
+  const std::string npy = t.file("npy"), staged = t.file("staged");
+  ASSERT_EQ(
+      run_crest("datagen cosmoflow --out " + npy + " --train 4 --valid 2 --size 32 --format npy")
+          .code,
+      0);
+  const auto r = test::run_crest_mpi(
+      2, "bench loader --data " + npy + " data.stage_dir=" + staged + " --epochs 1 --warm");
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::vector<int> ranks;
+  for (const auto& j : test::json_lines(r.out)) {
+    EXPECT_EQ(j["ranks"], 2) << r.out;
+    EXPECT_EQ(j["samples"], 4) << r.out;
+    ranks.push_back(j["rank"].get<int>());
+  }
+  std::sort(ranks.begin(), ranks.end());
+  EXPECT_EQ(ranks, (std::vector<int>{0, 1})) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(staged + "/.crest-stage.json")) << r.out;
 }
 
 // A newcomer's `crest bench loader --data DIR` on what `crest datagen` wrote: no config and no
