@@ -88,6 +88,7 @@ class SplitPoolKernel final : public PoolKernel {
     pool_.backward(diff_dst, workspace, diff_src, scratch);
   }
   const HaloExchange& halo() const { return pool_.halo(); }
+  const std::string& overlap_note() const { return pool_.overlap_note(); }
 
  private:
   SpatialPool pool_;
@@ -266,8 +267,7 @@ class GroupSplit final : public SpatialSplit {
                                    const std::string& layer) override {
     auto k = std::make_unique<SplitPoolKernel>(backend, global, placement(layer));
     traffic_[layer] = {k->halo().gather_received_bytes(), k->halo().gather_sent_bytes()};
-    halos_[layer].overlap =
-        k->halo().moves_rows() ? "not overlapped: pooling exchanges, then computes" : "no halo";
+    halos_[layer].overlap = k->overlap_note();
     return k;
   }
   std::vector<HaloLayer> halo_layers() const override {

@@ -326,10 +326,25 @@ SpatialPool::SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacem
                       *kernel_, preferred);
   part_.owned_src = rows_shape(global.n, global.channels, plans, &AxisPlan::owned_in);
   part_.owned_dst = Shape(dims_of(local_.n, local_.channels, local_.out_size, local_.spatial_rank));
+  boundaries_ = PoolBoundaries::make(
+      backend, {global, local_, *part_.halo, part_.src_layout, part_.dst_layout},
+      part_.where.overlap, overlap_note_);
+  if (!boundaries_) return;
+  overlap_note_ = boundaries_->description();
+  part_.scratch = WindowScratch(part_.halo->window_bytes(), part_.src->bytes(), part_.dst->bytes(),
+                                kernel_->scratch_bytes(), boundaries_->scratch_bytes());
+}
+
+SpatialPool::~SpatialPool() = default;
+
+size_t SpatialPool::workspace_bytes() const {
+  return boundaries_ ? pieces_workspace_at() + boundaries_->workspace_bytes()
+                     : kernel_->workspace_bytes();
 }
 
 void SpatialPool::forward(const void* src, void* dst, void* workspace, void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  if (boundaries_) return forward_overlapped(src, dst, workspace, m);
   kernel_->forward(part_.src->to_kernel(part_.window_of(src, m), m.src),
                    part_.dst->kernel_buffer(dst, m.dst), workspace, m.kernel);
   part_.dst->to_plain(m.dst, dst);
@@ -338,11 +353,46 @@ void SpatialPool::forward(const void* src, void* dst, void* workspace, void* scr
 void SpatialPool::backward(const void* diff_dst, const void* workspace, void* diff_src,
                            void* scratch) {
   const auto m = part_.scratch.at(scratch);
+  if (boundaries_) return backward_overlapped(diff_dst, workspace, diff_src, m);
   void* window_grad = part_.window_grad_into(diff_src, m);
   kernel_->backward(part_.dst->to_kernel(diff_dst, m.dst), workspace,
                     part_.src->kernel_buffer(window_grad, m.src), m.kernel);
   part_.src->to_plain(m.src, window_grad);
   part_.return_window_grad(diff_src, m);
+}
+
+// The whole kernel runs on the window while the halo travels (its halo rows zero, so the boundary
+// outputs and their workspace entries are wrong); the pieces then redo those outputs, each with
+// a workspace of its own.
+void SpatialPool::forward_overlapped(const void* src, void* dst, void* workspace,
+                                     const WindowScratch::Slices& m) {
+  HaloExchange& h = *part_.halo;
+  h.zero_received_rows(m.window);
+  auto pending = h.start_gather(src, m.window);
+  kernel_->forward(part_.src->to_kernel(m.window, m.src), part_.dst->kernel_buffer(dst, m.dst),
+                   workspace, m.kernel);
+  part_.dst->to_plain(m.dst, dst);
+  h.finish_gather(*pending, m.window);
+  boundaries_->forward(m.window, dst, static_cast<std::byte*>(workspace) + pieces_workspace_at(),
+                       m.boundaries);
+}
+
+// The boundary's share of the window gradient first (it holds the halo rows' whole gradient),
+// sent while the whole kernel computes the interior's share; the two add up to the window's.
+void SpatialPool::backward_overlapped(const void* diff_dst, const void* workspace, void* diff_src,
+                                      const WindowScratch::Slices& m) {
+  HaloExchange& h = *part_.halo;
+  const void* boundary = boundaries_->boundary_window_grad(
+      diff_dst, static_cast<const std::byte*>(workspace) + pieces_workspace_at(), m.boundaries);
+  auto pending = h.start_return(boundary);
+  const void* interior = boundaries_->interior_grad(diff_dst, m.boundaries);
+  kernel_->backward(part_.dst->to_kernel(interior, m.dst), workspace,
+                    part_.src->kernel_buffer(m.window, m.src), m.kernel);
+  part_.src->to_plain(m.src, m.window);
+  const std::vector<int64_t>& dims = h.window_dims();
+  const ArrayBox whole{std::vector<int64_t>(dims.size(), 0), dims};
+  move_box(boundary, dims, whole, m.window, dims, whole, local_.dtype, BoxOp::add);
+  h.finish_return(*pending, m.window, diff_src);
 }
 
 }  // namespace crest

@@ -554,7 +554,7 @@ TEST(SpatialLayerTable, DataGradientFallsBackToReturningTheWindowGradient) {
 }
 
 // One pooling layer, as check_conv.
-int check_pool(Backend& backend, const Window& w, PoolKind kind, DType dtype, double tol) {
+SplitsRun check_pool(Backend& backend, const Window& w, PoolKind kind, DType dtype, double tol) {
   Communicator& world = test::world();
   PoolDesc d;
   d.kind = kind;
@@ -576,34 +576,40 @@ int check_pool(Backend& backend, const Window& w, PoolKind kind, DType dtype, do
   whole.forward(src.data(), dst.data(), workspace.data(), scratch.data());
   whole.backward(diff_dst.data(), workspace.data(), diff_src.data(), scratch.data());
 
-  int ran = 0;
-  for (const auto& parts : decompositions(d.spatial_rank, world.size())) {
-    const SpatialPlacement where{&world, SpatialGrid{parts}, "pool"};
-    if (!splittable(window_axes(d), where)) continue;
-    SCOPED_TRACE("split " + str(parts));
-    std::vector<IndexRange> in_rows, out_rows;
-    for (const auto& p : plan_window(window_axes(d), where)) {
-      in_rows.push_back(p.owned_in);
-      out_rows.push_back(p.owned_out);
+  SplitsRun run;
+  for (const auto& parts : decompositions(d.spatial_rank, world.size()))
+    for (HaloOverlapMode mode : {HaloOverlapMode::off, HaloOverlapMode::always}) {
+      const SpatialPlacement where{&world, SpatialGrid{parts}, "pool", mode};
+      if (!splittable(window_axes(d), where)) continue;
+      SCOPED_TRACE("split " + str(parts) + ", dist.halo_overlap " + halo_overlap_name(mode));
+      std::vector<IndexRange> in_rows, out_rows;
+      for (const auto& p : plan_window(window_axes(d), where)) {
+        in_rows.push_back(p.owned_in);
+        out_rows.push_back(p.owned_out);
+      }
+      SpatialPool part(backend, d, where);
+      const auto my_src = owned_block(src, src_dims, in_rows, dtype);
+      const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
+      std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size());
+      Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
+      Buffer my_workspace(std::max<size_t>(part.workspace_bytes(), 64));
+      part.forward(my_src.data(), my_dst.data(), my_workspace.data(), my_scratch.data());
+      part.backward(my_diff_dst.data(), my_workspace.data(), my_diff_src.data(), my_scratch.data());
+      expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
+      expect_close(my_diff_src, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
+                   "input gradient");
+      if (mode == HaloOverlapMode::off) {
+        EXPECT_FALSE(part.overlapped()) << part.overlap_note();
+        ++run.ran;
+      }
+      run.overlapped += part.overlapped();
     }
-    SpatialPool part(backend, d, where);
-    const auto my_src = owned_block(src, src_dims, in_rows, dtype);
-    const auto my_diff_dst = owned_block(diff_dst, dst_dims, out_rows, dtype);
-    std::vector<std::byte> my_dst(my_diff_dst.size()), my_diff_src(my_src.size());
-    Buffer my_scratch(std::max<size_t>(part.scratch_bytes(), 64));
-    Buffer my_workspace(std::max<size_t>(part.workspace_bytes(), 64));
-    part.forward(my_src.data(), my_dst.data(), my_workspace.data(), my_scratch.data());
-    part.backward(my_diff_dst.data(), my_workspace.data(), my_diff_src.data(), my_scratch.data());
-    expect_close(my_dst, owned_block(dst, dst_dims, out_rows, dtype), dtype, tol, "output");
-    expect_close(my_diff_src, owned_block(diff_src, src_dims, in_rows, dtype), dtype, tol,
-                 "input gradient");
-    ++ran;
-  }
-  return ran;
+  return run;
 }
 
 void run_pool_table(Backend& backend, DType dtype, double tol) {
-  int ran = 0, cases = 0;
+  SplitsRun run;
+  int cases = 0;
   // CosmoFlow's 2x2x2 stride 2 (on even blocks too, where no rows move and the kernel runs on
   // the block itself), DeepCAM's 3x3 stride 2 'same', a 3-wide stride-1 window.
   const Window windows[] = {{{13, 11, 10}, 2, 2, 1, false},
@@ -615,13 +621,18 @@ void run_pool_table(Backend& backend, DType dtype, double tol) {
     for (const Window& w : windows) {
       SCOPED_TRACE(std::string(enum_name(kind)) + " rank " + std::to_string(w.in.size()) + " k " +
                    std::to_string(w.kernel) + " s " + std::to_string(w.stride));
-      ran += check_pool(backend, w, kind, dtype, tol);
+      run += check_pool(backend, w, kind, dtype, tol);
       ++cases;
     }
-  if (test::world().rank() == 0)
-    std::printf("pooling: %d splits of %d windows ran on %d ranks\n", ran, cases,
-                test::world().size());
-  EXPECT_GE(ran, cases) << "too few decompositions ran";
+  std::printf(
+      "pooling: %d splits of %d windows ran on %d ranks; on rank %d, %d of them also "
+      "overlapped\n",
+      run.ran, cases, test::world().size(), test::world().rank(), run.overlapped);
+  EXPECT_GE(run.ran, cases) << "too few decompositions ran";
+  // Even blocks of a 2-wide stride-2 window move no rows; the 3-wide windows overlap.
+  if (test::world().size() > 1) {
+    EXPECT_GE(run.overlapped, run.ran / 4) << "too few pooling splits overlapped";
+  }
 }
 
 TEST(SpatialLayerTable, PoolingFloat64OnTheReferenceBackend) {

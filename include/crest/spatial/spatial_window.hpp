@@ -16,6 +16,7 @@
 #include "crest/spatial/decomposition.hpp"
 #include "crest/spatial/halo_exchange.hpp"
 #include "crest/spatial/halo_overlap.hpp"
+#include "crest/spatial/pool_boundaries.hpp"
 
 namespace crest {
 
@@ -193,21 +194,36 @@ class SpatialPool {
   SpatialPool(Backend& backend, const PoolDesc& global, SpatialPlacement where,
               Layout preferred = Layout::plain);
 
+  ~SpatialPool();
+
   const PoolDesc& local() const { return local_; }
   MemFormat src_block_format() const { return part_.src_block(local_.dtype); }
   MemFormat dst_block_format() const { return part_.dst_block(local_.dtype); }
-  // Kept from forward to backward (max pooling's indices), and transient per call.
-  size_t workspace_bytes() const { return kernel_->workspace_bytes(); }
+  // Kept from forward to backward (max pooling's indices, the boundary pieces' after the whole
+  // kernel's), and transient per call.
+  size_t workspace_bytes() const;
   size_t scratch_bytes() const { return part_.scratch.bytes(); }
   const HaloExchange& halo() const { return part_.exchange(); }
+  // Whether the halo exchange overlaps compute, and how or why not (PoolBoundaries).
+  bool overlapped() const { return boundaries_ != nullptr; }
+  const std::string& overlap_note() const { return overlap_note_; }
 
   void forward(const void* src, void* dst, void* workspace, void* scratch);
   void backward(const void* diff_dst, const void* workspace, void* diff_src, void* scratch);
 
  private:
+  void forward_overlapped(const void* src, void* dst, void* workspace,
+                          const WindowScratch::Slices& m);
+  void backward_overlapped(const void* diff_dst, const void* workspace, void* diff_src,
+                           const WindowScratch::Slices& m);
+  // Where the boundary pieces' workspaces start in the layer's.
+  size_t pieces_workspace_at() const { return align_up(kernel_->workspace_bytes(), 256); }
+
   PoolDesc local_;
   std::unique_ptr<PoolKernel> kernel_;
   WindowPart part_;
+  std::unique_ptr<PoolBoundaries> boundaries_;  // null: exchange, then compute
+  std::string overlap_note_;
 };
 
 }  // namespace crest
