@@ -209,4 +209,28 @@ std::unique_ptr<BoundaryPieces> BoundaryPieces::make(const Layer& l, HaloOverlap
   return b;
 }
 
+void BoundaryPieces::window_in(size_t i, const void* window, void* piece_window,
+                               DType dtype) const {
+  const Piece& p = pieces_[i];
+  move_box(window, window_dims_, p.in_window, piece_window, p.window_dims, p.window_box, dtype,
+           BoxOp::copy);
+}
+
+void BoundaryPieces::out_to(size_t i, const void* piece_out, void* dst, DType dtype) const {
+  const Piece& p = pieces_[i];
+  move_box(piece_out, p.out_dims, p.out_box, dst, dst_dims_, p.in_dst, dtype, BoxOp::copy);
+}
+
+void BoundaryPieces::out_in(size_t i, const void* diff_dst, void* piece_out, DType dtype) const {
+  const Piece& p = pieces_[i];
+  move_box(diff_dst, dst_dims_, p.in_dst, piece_out, p.out_dims, p.out_box, dtype, BoxOp::copy);
+}
+
+void BoundaryPieces::window_add(size_t i, const void* piece_window, void* window_grad,
+                                DType dtype) const {
+  const Piece& p = pieces_[i];
+  move_box(piece_window, p.window_dims, p.window_box, window_grad, window_dims_, p.in_window, dtype,
+           BoxOp::add);
+}
+
 }  // namespace crest

@@ -69,10 +69,7 @@ ConvBoundaries::~ConvBoundaries() = default;
 std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Layer& l,
                                                      HaloOverlapMode mode, std::string& why_not) {
   const ConvDesc& local = l.local;
-  auto pieces = BoundaryPieces::make(
-      {window_axes(l.global), l.halo, l.src_layout, l.dst_layout, local.n, local.in_channels,
-       local.out_channels, extents(local.out_size, local.spatial_rank)},
-      mode, why_not);
+  auto pieces = BoundaryPieces::make(l, local.in_channels, local.out_channels, mode, why_not);
   if (!pieces) return nullptr;
   std::unique_ptr<ConvBoundaries> b(new ConvBoundaries());
   b->dtype_ = local.dtype;
@@ -112,17 +109,14 @@ std::unique_ptr<ConvBoundaries> ConvBoundaries::make(Backend& backend, const Lay
 
 void ConvBoundaries::forward(const void* window, const void* weights, const void* bias, void* dst,
                              void* scratch) {
-  const BoundaryPieces& g = *pieces_;
   for (size_t i = 0; i < kernels_.size(); ++i) {
-    const BoundaryPieces::Piece& p = g.pieces()[i];
     Kernel& k = *kernels_[i];
     const Kernel::Slices m = k.at(scratch);
-    move_box(window, g.window_dims(), p.in_window, m.window, p.window_dims, p.window_box, dtype_,
-             BoxOp::copy);
+    pieces_->window_in(i, window, m.window, dtype_);
     k.kernel->forward(k.src->to_kernel(m.window, m.src), weights, bias,
                       k.dst->kernel_buffer(m.out, m.dst), m.kernel);
     k.dst->to_plain(m.dst, m.out);
-    move_box(m.out, p.out_dims, p.out_box, dst, g.dst_dims(), p.in_dst, dtype_, BoxOp::copy);
+    pieces_->out_to(i, m.out, dst, dtype_);
   }
 }
 
@@ -130,34 +124,29 @@ void ConvBoundaries::forward(const void* window, const void* weights, const void
 // halo rows' gradient.
 void ConvBoundaries::backward_halo(const void* diff_dst, const void* weights, void* window_grad,
                                    void* scratch) {
-  const BoundaryPieces& g = *pieces_;
-  std::memset(window_grad, 0, dense_bytes(g.window_dims(), dtype_));
+  std::memset(window_grad, 0, dense_bytes(pieces_->window_dims(), dtype_));
   for (size_t i = 0; i < kernels_.size(); ++i) {
-    const BoundaryPieces::Piece& p = g.pieces()[i];
     Kernel& k = *kernels_[i];
     const Kernel::Slices m = k.at(scratch);
-    move_box(diff_dst, g.dst_dims(), p.in_dst, m.out, p.out_dims, p.out_box, dtype_, BoxOp::copy);
+    pieces_->out_in(i, diff_dst, m.out, dtype_);
     k.kernel->backward_data(k.dst->to_kernel(m.out, m.dst), weights,
                             k.src->kernel_buffer(m.window, m.src), m.kernel);
     k.src->to_plain(m.src, m.window);
-    move_box(m.window, p.window_dims, p.window_box, window_grad, g.window_dims(), p.in_window,
-             dtype_, BoxOp::add);
+    pieces_->window_add(i, m.window, window_grad, dtype_);
   }
 }
 
 void ConvBoundaries::add_halo_weight_grad(const void* window, const void* diff_dst,
                                           void* diff_weights, void* scratch) {
-  const BoundaryPieces& g = *pieces_;
   for (size_t i = 0; i < kernels_.size(); ++i) {
-    const BoundaryPieces::Piece& p = g.pieces()[i];
+    const BoundaryPieces::Piece& p = pieces_->pieces()[i];
     Kernel& k = *kernels_[i];
     const Kernel::Slices m = k.at(scratch);
-    move_box(window, g.window_dims(), p.in_window, m.window, p.window_dims, p.window_box, dtype_,
-             BoxOp::copy);
+    pieces_->window_in(i, window, m.window, dtype_);
     // Own rows: the whole kernel counted them.
     move_box(nullptr, p.window_dims, p.own_rows, m.window, p.window_dims, p.own_rows, dtype_,
              BoxOp::zero);
-    move_box(diff_dst, g.dst_dims(), p.in_dst, m.out, p.out_dims, p.out_box, dtype_, BoxOp::copy);
+    pieces_->out_in(i, diff_dst, m.out, dtype_);
     k.kernel->backward_weights(k.src->to_kernel(m.window, m.src), k.dst->to_kernel(m.out, m.dst),
                                m.dw, nullptr, m.kernel);
     add_into(diff_weights, m.dw, weight_count_, dtype_);

@@ -39,10 +39,7 @@ std::vector<int64_t> extents(const std::array<int64_t, 3>& size, int spatial_ran
 std::unique_ptr<PoolBoundaries> PoolBoundaries::make(Backend& backend, const Layer& l,
                                                      HaloOverlapMode mode, std::string& why_not) {
   const PoolDesc& local = l.local;
-  auto pieces = BoundaryPieces::make(
-      {window_axes(l.global), l.halo, l.src_layout, l.dst_layout, local.n, local.channels,
-       local.channels, extents(local.out_size, local.spatial_rank)},
-      mode, why_not);
+  auto pieces = BoundaryPieces::make(l, local.channels, local.channels, mode, why_not);
   if (!pieces) return nullptr;
   std::unique_ptr<PoolBoundaries> b(new PoolBoundaries());
   b->dtype_ = local.dtype;
@@ -71,36 +68,30 @@ std::unique_ptr<PoolBoundaries> PoolBoundaries::make(Backend& backend, const Lay
 }
 
 void PoolBoundaries::forward(const void* window, void* dst, void* workspace, void* scratch) {
-  const BoundaryPieces& g = *pieces_;
   for (size_t i = 0; i < kernels_.size(); ++i) {
-    const BoundaryPieces::Piece& p = g.pieces()[i];
     Kernel& k = *kernels_[i];
     const Kernel::Slices m = k.at(scratch);
-    move_box(window, g.window_dims(), p.in_window, m.window, p.window_dims, p.window_box, dtype_,
-             BoxOp::copy);
+    pieces_->window_in(i, window, m.window, dtype_);
     k.kernel->forward(k.src->to_kernel(m.window, m.src), k.dst->kernel_buffer(m.out, m.dst),
                       static_cast<std::byte*>(workspace) + k.workspace_at, m.kernel);
     k.dst->to_plain(m.dst, m.out);
-    move_box(m.out, p.out_dims, p.out_box, dst, g.dst_dims(), p.in_dst, dtype_, BoxOp::copy);
+    pieces_->out_to(i, m.out, dst, dtype_);
   }
 }
 
 const void* PoolBoundaries::boundary_window_grad(const void* diff_dst, const void* workspace,
                                                  void* scratch) {
-  const BoundaryPieces& g = *pieces_;
   void* window_grad = static_cast<std::byte*>(scratch) + window_grad_at_;
-  std::memset(window_grad, 0, dense_bytes(g.window_dims(), dtype_));
+  std::memset(window_grad, 0, dense_bytes(pieces_->window_dims(), dtype_));
   for (size_t i = 0; i < kernels_.size(); ++i) {
-    const BoundaryPieces::Piece& p = g.pieces()[i];
     Kernel& k = *kernels_[i];
     const Kernel::Slices m = k.at(scratch);
-    move_box(diff_dst, g.dst_dims(), p.in_dst, m.out, p.out_dims, p.out_box, dtype_, BoxOp::copy);
+    pieces_->out_in(i, diff_dst, m.out, dtype_);
     k.kernel->backward(k.dst->to_kernel(m.out, m.dst),
                        static_cast<const std::byte*>(workspace) + k.workspace_at,
                        k.src->kernel_buffer(m.window, m.src), m.kernel);
     k.src->to_plain(m.src, m.window);
-    move_box(m.window, p.window_dims, p.window_box, window_grad, g.window_dims(), p.in_window,
-             dtype_, BoxOp::add);
+    pieces_->window_add(i, m.window, window_grad, dtype_);
   }
   return window_grad;
 }

@@ -44,6 +44,16 @@ void move_box(const void* src, const std::vector<int64_t>& src_dims, const Array
               BoxOp op);
 size_t dense_bytes(const std::vector<int64_t>& dims, DType dtype);
 
+// What a split layer gives its boundary kernels: the whole layer, this rank's kernel descriptor
+// (`local`), the halo exchange of its input and the block layouts.
+template <typename Desc>
+struct SplitWindowLayer {
+  const Desc& global;
+  const Desc& local;
+  const HaloExchange& halo;
+  Layout src_layout, dst_layout;
+};
+
 class BoundaryPieces {
  public:
   // What the layer gives: the whole layer's windows, the halo exchange of its input, the block
@@ -75,6 +85,17 @@ class BoundaryPieces {
   // window would need negative padding (transposed).
   static std::unique_ptr<BoundaryPieces> make(const Layer& layer, HaloOverlapMode mode,
                                               std::string& why_not);
+  // The same for a convolution's or a pooling's layer (`in_channels`, `out_channels` its own).
+  template <typename Desc>
+  static std::unique_ptr<BoundaryPieces> make(const SplitWindowLayer<Desc>& l, int64_t in_channels,
+                                              int64_t out_channels, HaloOverlapMode mode,
+                                              std::string& why_not) {
+    const auto& out = l.local.out_size;
+    return make(
+        {window_axes(l.global), l.halo, l.src_layout, l.dst_layout, l.local.n, in_channels,
+         out_channels, std::vector<int64_t>(out.begin(), out.begin() + l.local.spatial_rank)},
+        mode, why_not);
+  }
 
   const std::vector<Axis>& axes() const { return axes_; }
   const std::vector<Piece>& pieces() const { return pieces_; }
@@ -82,6 +103,14 @@ class BoundaryPieces {
   const std::vector<int64_t>& dst_dims() const { return dst_dims_; }
   // "overlapped: the interior rows [1, 15) of [0, 16) along depth ...": for profiles.
   const std::string& description() const { return description_; }
+
+  // Moving piece i's data between the layer's arrays and the piece's own: its window cut from
+  // the layer's window, its output written into the output block, its output's gradient cut
+  // from the block's, its window's gradient added into the layer's window gradient.
+  void window_in(size_t i, const void* window, void* piece_window, DType dtype) const;
+  void out_to(size_t i, const void* piece_out, void* dst, DType dtype) const;
+  void out_in(size_t i, const void* diff_dst, void* piece_out, DType dtype) const;
+  void window_add(size_t i, const void* piece_window, void* window_grad, DType dtype) const;
 
   // A layer descriptor (ConvDesc, PoolDesc) cut to piece `p`: its extents and padding.
   template <typename Desc>

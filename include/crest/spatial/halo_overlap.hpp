@@ -35,15 +35,8 @@ std::string halo_overlap_name(HaloOverlapMode mode);
 // overlap.
 class ConvBoundaries {
  public:
-  // What the layer gives: the whole convolution, this rank's kernel descriptor (`local`), the
-  // halo exchange of its input and the block layouts. `why_not` receives why the layer cannot
-  // overlap ("" where it can).
-  struct Layer {
-    const ConvDesc& global;
-    const ConvDesc& local;
-    const HaloExchange& halo;
-    Layout src_layout, dst_layout;
-  };
+  // `why_not` receives why the layer cannot overlap ("" where it can).
+  using Layer = SplitWindowLayer<ConvDesc>;
   static std::unique_ptr<ConvBoundaries> make(Backend& backend, const Layer& layer,
                                               HaloOverlapMode mode, std::string& why_not);
   ~ConvBoundaries();

@@ -19,12 +19,7 @@ namespace crest {
 
 class PoolBoundaries {
  public:
-  struct Layer {
-    const PoolDesc& global;
-    const PoolDesc& local;
-    const HaloExchange& halo;
-    Layout src_layout, dst_layout;
-  };
+  using Layer = SplitWindowLayer<PoolDesc>;
   // Null, with why in `why_not`, where the layer cannot overlap.
   static std::unique_ptr<PoolBoundaries> make(Backend& backend, const Layer& layer,
                                               HaloOverlapMode mode, std::string& why_not);
