@@ -96,6 +96,8 @@ HaloExchange::HaloExchange(Communicator& group, SpatialGrid grid, std::vector<in
     window_dims_[dim] = a.plan.window.size();
   }
   plan_neighbours();
+  own_in_owned_ = own_box(false);
+  own_in_window_ = own_box(true);
 }
 
 bool HaloExchange::Box::empty() const {
@@ -195,7 +197,8 @@ void HaloExchange::zero_received_rows(void* window) const {
 
 std::unique_ptr<PendingCollective> HaloExchange::start_gather(const void* owned, void* window) {
   auto pending = post(owned, false);
-  const Box in_owned = own_box(false), in_window = own_box(true);
+  const Box& in_owned = own_in_owned_;
+  const Box& in_window = own_in_window_;
   box_transfer(owned, BoxAt{owned_dims_, in_owned.start}, window,
                BoxAt{window_dims_, in_window.start}, in_owned.count, dtype_, BoxOp::copy);
   return pending;
@@ -219,7 +222,8 @@ void HaloExchange::finish_return(PendingCollective& pending, const void* window_
                                  void* owned_grad) {
   wait_timed(pending);
   std::memset(owned_grad, 0, bytes_of(owned_dims_, dtype_));
-  const Box in_owned = own_box(false), in_window = own_box(true);
+  const Box& in_owned = own_in_owned_;
+  const Box& in_window = own_in_window_;
   box_transfer(window_grad, BoxAt{window_dims_, in_window.start}, owned_grad,
                BoxAt{owned_dims_, in_owned.start}, in_owned.count, dtype_, BoxOp::add);
   for (const Neighbour& n : neighbours_)

@@ -97,14 +97,14 @@ class HaloExchange {
   struct Neighbour {
     int peer = 0, code = 0;
     Box owned, window;
-    std::vector<std::byte> out, in;  // message buffers, kept: a step allocates nothing
+    std::vector<std::byte> out, in;  // message buffers, kept from step to step
   };
   void plan_neighbours();
   size_t gather_traffic(bool received) const;
   // Packs and posts every message of one direction: forward the owned boxes out and the window
   // boxes in, backward the reverse.
   std::unique_ptr<PendingCollective> post(const void* src, bool backward);
-  // This rank's own rows between the owned array and the window (copied, or added backward).
+  // This rank's own rows in the owned array or in the window.
   Box own_box(bool in_window) const;
   void wait_timed(PendingCollective& pending);
 
@@ -118,6 +118,7 @@ class HaloExchange {
   std::string what_forward_, what_backward_;  // the exchanges' names in error messages
   std::vector<int64_t> owned_dims_, window_dims_;
   std::vector<Neighbour> neighbours_;
+  Box own_in_owned_, own_in_window_;  // own_box, planned once
   std::vector<Communicator::Outgoing> sends_;
   std::vector<Communicator::Incoming> receives_;
   HaloTiming* timing_ = nullptr;
