@@ -58,7 +58,10 @@ LayerSpec up2(int64_t out) {
 // Adds nodes named by the reference's module paths. `at` is the current value.
 class DeeplabBuilder {
  public:
-  explicit DeeplabBuilder(Graph& g) : g_(g) {}
+  DeeplabBuilder(Graph& g, int64_t width_divisor) : g_(g), divisor_(width_divisor) {}
+
+  // A layer's channel count: the reference's, divided by model.width_divisor.
+  int64_t width(int64_t reference) const { return reference / divisor_; }
 
   ValueId conv(const std::string& name, ValueId x, const Conv2d& c) {
     return g_.add(name, conv2d(c), {x});
@@ -121,6 +124,7 @@ class DeeplabBuilder {
     return block + ".rep." + std::to_string(i);
   }
   Graph& g_;
+  int64_t divisor_;
 };
 
 struct Backbone {
@@ -132,22 +136,23 @@ struct Backbone {
 Backbone xception(DeeplabBuilder& b, ValueId x, int64_t in_channels) {
   const std::string p = "xception_features.";
   const Init he = Init::kaiming_normal;
-  x = b.conv_bn_relu(p + "conv1", p + "bn1", x, {32, 3, 2, 1, 1, 1, false, he});
-  x = b.conv_bn_relu(p + "conv2", p + "bn2", x, {64, 3, 1, 1, 1, 1, false, he});
+  x = b.conv_bn_relu(p + "conv1", p + "bn1", x, {b.width(32), 3, 2, 1, 1, 1, false, he});
+  x = b.conv_bn_relu(p + "conv2", p + "bn2", x, {b.width(64), 3, 1, 1, 1, 1, false, he});
   // The reference keeps block1's output as the low-level features and then applies an in-place
   // ReLU to that same tensor, so the decoder sees the features after the ReLU (DEEPCAM.md 1).
-  x = b.block(p + "block1", x, {64, 128, 2, 2, 1, /*end_relu=*/false});
+  x = b.block(p + "block1", x, {b.width(64), b.width(128), 2, 2, 1, /*end_relu=*/false});
   Backbone out;
   out.low_level = x = b.relu(p + "block1.relu", x);
-  x = b.block(p + "block2", x, {128, 256, 2, 2});
-  x = b.block(p + "block3", x, {256, 728, 2, 2, 1, true, true, /*is_last=*/true});
+  x = b.block(p + "block2", x, {b.width(128), b.width(256), 2, 2});
+  x = b.block(p + "block3", x, {b.width(256), b.width(728), 2, 2, 1, true, true, /*is_last=*/true});
   for (int i = 4; i <= 19; ++i)  // middle flow
-    x = b.block(p + "block" + std::to_string(i), x, {728, 728, 3});
-  x = b.block(p + "block20", x, {728, 1024, 2, 1, 1, false, /*grow_first=*/false, true});
+    x = b.block(p + "block" + std::to_string(i), x, {b.width(728), b.width(728), 3});
+  x = b.block(p + "block20", x,
+              {b.width(728), b.width(1024), 2, 1, 1, false, /*grow_first=*/false, true});
   const int64_t exit_widths[3][2] = {{1024, 1536}, {1536, 1536}, {1536, 2048}};
   for (int i = 0; i < 3; ++i) {  // exit flow: dilated SepConvs
     const std::string k = std::to_string(i + 3);
-    x = b.sep_conv(p + "conv" + k, x, exit_widths[i][0], exit_widths[i][1], 1, 2);
+    x = b.sep_conv(p + "conv" + k, x, b.width(exit_widths[i][0]), b.width(exit_widths[i][1]), 1, 2);
     x = b.relu(p + "bn" + k + ".relu", b.bn(p + "bn" + k, x));
   }
   (void)in_channels;  // the stem's conv takes whatever the input has
@@ -164,8 +169,9 @@ ValueId aspp(Graph& g, DeeplabBuilder& b, ValueId x) {
   for (int i = 0; i < 4; ++i) {
     const std::string name = p + "aspp" + std::to_string(i + 1);
     const int64_t r = rates[i];
-    const Conv2d c = r == 1 ? Conv2d{256, 1, 1, 0, 1, 1, false, Init::kaiming_normal}
-                            : Conv2d{256, 3, 1, r, r, 1, false, Init::kaiming_normal};
+    const int64_t out = b.width(256);
+    const Conv2d c = r == 1 ? Conv2d{out, 1, 1, 0, 1, 1, false, Init::kaiming_normal}
+                            : Conv2d{out, 3, 1, r, r, 1, false, Init::kaiming_normal};
     branches.push_back(b.conv_bn_relu(name + ".atrous_convolution", name + ".bn", x, c));
   }
   // global average -> 1x1 conv -> per-channel affine -> ReLU, expanded to the feature size
@@ -175,12 +181,13 @@ ValueId aspp(Graph& g, DeeplabBuilder& b, ValueId x) {
   gap.kernel = {1, 1};
   gap.global = true;
   ValueId t = g.add(pool + "0", layers::pool(gap), {x});
-  t = b.conv(pool + "1", t, {256, 1, 1, 0, 1, 1, false, Init::torch_default});
+  t = b.conv(pool + "1", t, {b.width(256), 1, 1, 0, 1, 1, false, Init::torch_default});
   t = g.add(pool + "2", layers::channel_affine(), {t});
   t = b.relu(pool + "3", t);
   branches.push_back(g.add(p + "global_avg_pool.expand", layers::expand_as(), {t, x}));
   t = g.add(p + "concat", layers::concat(), branches);
-  return b.conv_bn_relu(p + "conv", p + "bn", t, {256, 1, 1, 0, 1, 1, false, Init::torch_default});
+  return b.conv_bn_relu(p + "conv", p + "bn", t,
+                        {b.width(256), 1, 1, 0, 1, 1, false, Init::torch_default});
 }
 
 // The decoder: 4x up, concat with the projected low-level features, two 3x3 convs and a 1x1 with
@@ -190,20 +197,21 @@ ValueId decoder(Graph& g, DeeplabBuilder& b, ValueId x, ValueId low, int64_t n_c
   for (int i = 0; i < 2; ++i) {
     const std::string at = p + "deconv1." + std::to_string(3 * i);
     const std::string bn = p + "deconv1." + std::to_string(3 * i + 1);
-    x = b.relu(bn + ".relu", b.bn(bn, g.add(at, up2(256), {x})));
+    x = b.relu(bn + ".relu", b.bn(bn, g.add(at, up2(b.width(256)), {x})));
   }
   x = g.add(p + "concat", layers::concat(), {x, low});
-  x = b.conv_bn_relu(p + "conv1.0", p + "conv1.1", x, {256, 3, 1, 1});
-  x = b.conv_bn_relu(p + "conv1.3", p + "conv1.4", x, {256, 3, 1, 1});
-  x = b.conv(p + "conv1.6", x, {256, 1, 1, 0, 1, 1, /*bias=*/true});
-  x = b.relu(p + "deconv2.1.relu", b.bn(p + "deconv2.1", g.add(p + "deconv2.0", up2(256), {x})));
+  const int64_t mid = b.width(256);
+  x = b.conv_bn_relu(p + "conv1.0", p + "conv1.1", x, {mid, 3, 1, 1});
+  x = b.conv_bn_relu(p + "conv1.3", p + "conv1.4", x, {mid, 3, 1, 1});
+  x = b.conv(p + "conv1.6", x, {mid, 1, 1, 0, 1, 1, /*bias=*/true});
+  x = b.relu(p + "deconv2.1.relu", b.bn(p + "deconv2.1", g.add(p + "deconv2.0", up2(mid), {x})));
   return g.add(p + "last_deconv.0", up2(n_classes), {x});
 }
 
 // Where the reference's state_dict differs from crest's names and shapes: PyTorch's batch-norm
 // counters are int64 scalars, and the image-pool affine's parameters are `weights` and `bias`
 // of shape [C, 1, 1].
-std::map<std::string, ExternalParam> reference_names(const Graph& g) {
+std::map<std::string, ExternalParam> reference_names(const Graph& g, int64_t pool_channels) {
   std::map<std::string, ExternalParam> names;
   for (const GraphNode& n : g.nodes())
     if (n.layer.kind == "batch_norm") {
@@ -211,8 +219,8 @@ std::map<std::string, ExternalParam> reference_names(const Graph& g) {
       names[counter] = {counter, {}, DType::i64};
     }
   const std::string affine = "bottleneck.global_avg_pool.global_average_pool.2.";
-  names[affine + "weight"] = {affine + "weights", {256, 1, 1}};
-  names[affine + "bias"] = {affine + "bias", {256, 1, 1}};
+  names[affine + "weight"] = {affine + "weights", {pool_channels, 1, 1}};
+  names[affine + "bias"] = {affine + "bias", {pool_channels, 1, 1}};
   return names;
 }
 
@@ -230,17 +238,17 @@ BuiltModel build_deepcam(const DeepcamOptions& o) {
   Graph& g = m.graph;
   const ValueId x = g.input("x", Shape{c, h, w}, Layout::channels_last);
   const ValueId y = g.input("y", Shape{h, w}, Layout::plain, /*integer=*/true);
-  DeeplabBuilder b(g);
+  DeeplabBuilder b(g, o.width_divisor);
   const Backbone enc = xception(b, x, c);
   const ValueId context = aspp(g, b, enc.features);
-  const ValueId low = b.conv_bn_relu("conv2", "bn2", enc.low_level, {48, 1, 1, 0});
+  const ValueId low = b.conv_bn_relu("conv2", "bn2", enc.low_level, {b.width(48), 1, 1, 0});
   m.prediction = decoder(g, b, context, low, o.n_classes);
   std::vector<float> weights =
       o.class_weights.empty() ? deepcam_reference_class_weights() : o.class_weights;
   m.loss = g.add("loss", layers::softmax_cross_entropy(weights), {m.prediction, y});
   g.mark_output(m.prediction);
   g.set_loss(m.loss);
-  m.external_params = reference_names(g);
+  m.external_params = reference_names(g, b.width(256));
   return m;
 }
 
@@ -250,7 +258,8 @@ using O = DeepcamOptions;
 
 std::vector<AttrField<O>> deepcam_fields() {
   return {attr_field("input_shape", &O::input_shape), attr_field("n_classes", &O::n_classes),
-          attr_field("class_weights", &O::class_weights)};
+          attr_field("class_weights", &O::class_weights),
+          attr_field("width_divisor", &O::width_divisor)};
 }
 
 std::string list_text(const std::vector<int64_t>& v) {
@@ -271,6 +280,11 @@ void check_deepcam(const O& o) {
                           "height and width must be positive multiples of 16 (output stride 16), "
                           "got " +
                               list_text(s));
+  if (o.width_divisor != 1 && o.width_divisor != 2 && o.width_divisor != 4 && o.width_divisor != 8)
+    throw ModelKeyError("width_divisor",
+                        "expected 1, 2, 4 or 8 (it must divide every layer's "
+                        "width, 48 and 728 among them), got " +
+                            std::to_string(o.width_divisor));
   if (o.n_classes < 2 || o.n_classes > 1024)
     throw ModelKeyError("n_classes",
                         "expected 2 to 1024 classes, got " + std::to_string(o.n_classes));

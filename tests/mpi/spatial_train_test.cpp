@@ -31,10 +31,10 @@ using test::worst_relative_difference;
 const std::string kDemo = std::string(CREST_SOURCE_DIR) + "/configs/cosmoflow-demo.yaml";
 
 // CosmoFlow's conv stack cut to 3 layers on 32 x 8 x 8 volumes, float64 on the reference
-// backend: two steps of global batch 2 per epoch, sorted order, no dropout.
+// backend: three steps of global batch 2 per epoch, sorted order, no dropout.
 std::string float64_args(int local_batch) {
   return "train --config " + kDemo +
-         " data.n_train=4 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
+         " data.n_train=6 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
          " data.sample_shape=[32,8,8,4] model.n_conv_layers=3 crest.backend=reference"
          " crest.precision=float64 data.batch_size=" +
          std::to_string(local_batch);
@@ -59,6 +59,15 @@ std::vector<std::string> mllog_values(const std::string& out, const std::string&
   return values;
 }
 
+// Whether the run directory holds any checkpoint file.
+bool holds_a_checkpoint(const std::string& run) {
+  const std::filesystem::path dir = run + "/checkpoints";
+  if (!std::filesystem::exists(dir)) return false;
+  for (const auto& e : std::filesystem::directory_iterator(dir))
+    if (e.path().extension() == ".safetensors") return true;
+  return false;
+}
+
 struct Split {
   int ranks;
   std::string parts;
@@ -69,15 +78,15 @@ struct Split {
 // Trains `args(local batch)` on one process (local batch `one_batch`), then under each split, and
 // expects each split run to train as the one process did: every weight within `tol`, the same
 // final loss and `metric`, and the same values of each MLPerf log event in `mllog_keys` (the runs
-// echo their log: mlperf.stdout). The one process's weights go to `keep_one_weights` where
-// given. Returns the split runs' output.
+// echo their log: mlperf.stdout). Biases are held to `bias_tol` where it is given (float32: a
+// bias's gradient is a sum that nearly cancels, so its rounding is large against its size).
+// Returns the split runs' output.
 std::vector<std::string> expect_splits_train_as_one_process(
     const std::function<std::string(int)>& args, int one_batch, const std::vector<Split>& splits,
     double tol, const std::string& metric = "val_mae",
-    const std::vector<std::string>& mllog_keys = {}, const std::string& keep_one_weights = "") {
+    const std::vector<std::string>& mllog_keys = {}, double bias_tol = 0) {
   TempDir dir;
-  const std::string one_w =
-      keep_one_weights.empty() ? dir.file("one.safetensors") : keep_one_weights;
+  const std::string one_w = dir.file("one.safetensors");
   const auto one =
       run_crest(args(one_batch) + " --save-weights " + one_w + " output_dir=" + dir.file("1"));
   EXPECT_EQ(one.code, 0) << one.out;
@@ -95,7 +104,13 @@ std::vector<std::string> expect_splits_train_as_one_process(
                       600);
     EXPECT_EQ(r.code, 0) << r.out;
     EXPECT_NE(r.out.find("each sample split among"), std::string::npos) << r.out;
-    EXPECT_LE(worst_relative_difference(one_w, w), tol);
+    const auto is_bias = [](const std::string& name) {
+      return name.size() > 5 && name.compare(name.size() - 5, 5, ".bias") == 0;
+    };
+    EXPECT_LE(
+        worst_relative_difference(one_w, w, [&](const std::string& n) { return !is_bias(n); }),
+        tol);
+    EXPECT_LE(worst_relative_difference(one_w, w, is_bias), bias_tol > 0 ? bias_tol : tol);
     EXPECT_EQ(final_metrics(one.out, metric), final_metrics(r.out, metric)) << r.out;
     for (const std::string& key : mllog_keys)
       EXPECT_EQ(mllog_values(one.out, key), mllog_values(r.out, key)) << key;
@@ -170,11 +185,11 @@ TEST(SpatialTrain, TheReportGivesEverySplitLayersHaloExchange) {
 
 // CosmoFlow's full conv stack (5 layers, 4 -> 64 channels) on 64^3 volumes, float64 on the
 // reference backend: deep enough that the last pooled volumes (4^3, 2^3) are too small for 4
-// parts and run gathered, while the first layers run split.
+// parts and run gathered, while the first layers run split. Three steps of global batch 2.
 TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
   const auto args = [](int local_batch) {
     return "train --config " + kDemo +
-           " data.n_train=4 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
+           " data.n_train=6 data.n_valid=2 data.shuffle=false model.dropout=0 crest.threads=1"
            " data.sample_shape=[64,64,64,4] model.input_shape=[64,64,64,4] model.conv_size=4"
            " model.n_conv_layers=5 crest.backend=reference crest.precision=float64"
            " data.n_epochs=1 data.batch_size=" +
@@ -186,13 +201,14 @@ TEST(SpatialTrain, Float64At64CubedTrainsAsOneProcess) {
 }
 
 // The demo's full CosmoFlow stack (channels 32 to 512 on 32^3) in float32 on oneDNN, whose
-// kernel choice differs between ranks of one group at these channel counts.
+// kernel choice differs between ranks of one group at these channel counts. Three steps of global
+// batch 4.
 TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
   const auto probe = run_crest("train --config " + kDemo + " crest.backend=onednn --dry-run");
   if (probe.code != 0) GTEST_SKIP() << "built without oneDNN";
   const auto args = [](int local_batch) {
     return "train --config " + kDemo +
-           " data.n_train=8 data.n_valid=4 data.n_epochs=1 data.shuffle=false model.dropout=0"
+           " data.n_train=12 data.n_valid=4 data.n_epochs=1 data.shuffle=false model.dropout=0"
            " crest.threads=1 data.batch_size=" +
            std::to_string(local_batch);
   };
@@ -200,11 +216,18 @@ TEST(SpatialTrain, Float32OnOneDnnAtCosmoFlowChannelCountsTrainsAsOneProcess) {
   // Winograd does not take, so the one process would otherwise run conv2 to conv5 as Winograd
   // (rounding about 2e-5 relative, which the near-cancelling sums of conv1's and conv2's bias
   // gradients amplify to 1.8e-3; docs/architecture.md). This compares the split, not the kernels.
+  // The biases within 1e-4: with the halos overlapped, a boundary row's output comes from the
+  // boundary kernels and its input gradient adds the whole kernel's and the boundary pieces'
+  // partial sums, so the gradient reaching conv1 rounds differently there, and conv1's bias
+  // gradient, a sum of it over 131,072 positions per channel that nearly cancels, carries that
+  // rounding far above its size (measured: conv1's bias 6.0e-5 from one process after the third
+  // step, 6e-8 absolute, and 7e-7 after the first two; every weight, and every bias of the splits
+  // exchanged first, at most 6e-7; float64 splits overlapped alike agree within 1e-10).
   const test::ScopedEnv direct("CREST_WINOGRAD", "0");
   expect_splits_train_as_one_process(args, 4,
                                      {Split{4, "[4,1,1]", 4, ""}, Split{4, "[2,1,1]", 2, ""},
                                       Split{4, "[2,1,1]", 2, "dist.halo_overlap=always"}},
-                                     1e-5);
+                                     1e-5, "val_mae", {}, 1e-4);
 }
 
 // Each rank reads its block of every sample: from npy files only the block's bytes, from GZIP
@@ -241,49 +264,61 @@ TEST(SpatialTrain, EachRankReadsItsBlockOfTheSampleFiles) {
   }
 }
 
-// DeepCAM (all 56 M parameters, 32 x 48 fields) in float64 on the reference backend, one LAMB
-// step of batch 2: split along the height on 2 ranks and 2 x 2 on 4, and 2 data-parallel groups
-// x 2 ranks (batch norm synchronised over the 2 groups, dist.batchnorm_group_size, so its
-// statistics are the batch's as on one process), from its first convolution to its last
-// transposed one (batch norm on blocks, image pooling as the group's mean, the loss and the IoU
-// of the last batch and of validation on the prediction's blocks), against one process: the
-// weights (measured: 1.9e-13; 9.6e-12 for 2 x 2 data x spatial) and the logged IoUs, exactly.
+// A reduced DeepCAM (model.width_divisor=8: every layer, kernel, stride and dilation of the
+// reference with 1/8 of its widths; 32 x 48 fields) in float64 on the reference backend, three
+// LAMB steps of batch 2: split along the height on 2 ranks and 2 x 2 on 4, with the halos
+// overlapped, and 2 data-parallel groups x 2 ranks (batch norm synchronised over the 2 groups,
+// dist.batchnorm_group_size, so its statistics are the batch's as on one process), from its first
+// convolution to its last transposed one (batch norm on blocks, image pooling as the group's
+// mean, the loss and the IoU of the last batch and of validation on the prediction's blocks),
+// against one process: every weight within 1e-10 (measured: at most 8.0e-12) and the logged IoUs,
+// exactly. (The full network's float64 step takes 30 s here; the reduced one's three, 2 s.)
 //
-// Then float32 on oneDNN. After a LAMB step some single tensors differ by 24-29 % between any
-// two float32 runs, split or not (batch norm's biases: their gradients nearly cancel, and LAMB's
-// trust ratio makes the step a fixed size whatever its direction), so each split is held to the
-// float64 run as a whole: measured whole-model distance 6.9e-5 for [2,1] and [2,2] against
-// 8.2e-5 for one float32 process; a split may be at most 2x as far as one process.
+// Then float32 on oneDNN, the whole network (all 56 M parameters), one LAMB step: a reduced
+// network's float32 runs scatter too far from float64 to check a kernel (its middle flow's batch
+// norms see 12 values per channel: after three steps one float32 process is 1.7e-2 from float64
+// as a whole on oneDNN, 1.4e-2 on the reference backend). After a LAMB step some single tensors
+// still differ by 24-29 % between any two float32 runs, split or not (batch norm's biases: their
+// gradients nearly cancel, and LAMB's trust ratio makes the step a fixed size whatever its
+// direction), so each split is held to a float64 run as a whole: measured whole-model distance
+// 6.9e-5 for [2,1] and [2,2] against 8.2e-5 for one float32 process; a split may be at most 2x
+// as far as one process.
 TEST(SpatialTrain, DeepCamSplitTrainsAsOneProcess) {
   TempDir dir;
   const std::string data = dir.file("data");
   ASSERT_EQ(
-      run_crest("datagen deepcam --train 2 --valid 2 --height 32 --width 48 --out " + data).code,
+      run_crest("datagen deepcam --train 6 --valid 2 --height 32 --width 48 --out " + data).code,
       0);
-  std::string args =
-      "train --config " + std::string(CREST_SOURCE_DIR) +
-      "/configs/deepcam-demo.yaml data.data_dir=" + data +
-      " data.sample_shape=[32,48,16] data.n_epochs=1 data.shuffle=false"
-      " crest.backend=reference crest.precision=float64 crest.threads=1 mlperf.stdout=true";
-  const std::string float64_w = dir.file("float64.safetensors");
+  const std::string reduced =
+      "train --config " + std::string(CREST_SOURCE_DIR) + "/configs/deepcam-demo.yaml" +
+      " data.data_dir=" + data +
+      " data.sample_shape=[32,48,16] data.n_epochs=1 data.shuffle=false model.width_divisor=8"
+      " crest.threads=1";
+  const std::string args =
+      reduced + " crest.backend=reference crest.precision=float64 mlperf.stdout=true";
   expect_splits_train_as_one_process(
       [&](int b) -> std::string { return args + " data.batch_size=" + std::to_string(b); }, 2,
       {Split{2, "[2,1]", 2, ""}, Split{4, "[2,2]", 2, ""},
        Split{2, "[2,1]", 2, "dist.halo_overlap=always"},
        Split{4, "[2,1]", 1, "dist.batchnorm_group_size=2"}},
-      1e-10, "val_iou", {"train_accuracy", "eval_accuracy"}, float64_w);
+      1e-10, "val_iou", {"train_accuracy", "eval_accuracy"});
 
-  const std::string float32 = "train --config " + std::string(CREST_SOURCE_DIR) +
-                              "/configs/deepcam-demo.yaml data.data_dir=" + data +
-                              " data.sample_shape=[32,48,16] data.batch_size=2 data.n_epochs=1"
-                              " data.shuffle=false crest.threads=1";
-  if (run_crest(float32 + " crest.backend=onednn --dry-run").code != 0)
-    GTEST_SKIP() << "built without oneDNN";
+  const std::string whole = "train --config " + std::string(CREST_SOURCE_DIR) +
+                            "/configs/deepcam-demo.yaml data.data_dir=" + data +
+                            " data.sample_shape=[32,48,16] data.n_train=2 data.batch_size=2"
+                            " data.n_epochs=1 data.shuffle=false crest.threads=1";
+  const std::string float64_whole_w = dir.file("float64-whole.safetensors");
+  const auto float64_whole =
+      run_crest(whole + " crest.backend=reference crest.precision=float64 --save-weights " +
+                float64_whole_w + " output_dir=" + dir.file("one64"));
+  ASSERT_EQ(float64_whole.code, 0) << float64_whole.out;
+  const std::string float32 = whole + " crest.backend=onednn";
+  if (run_crest(float32 + " --dry-run").code != 0) GTEST_SKIP() << "built without oneDNN";
   const std::string one_w = dir.file("one32.safetensors");
   const auto one =
       run_crest(float32 + " --save-weights " + one_w + " output_dir=" + dir.file("one32"));
   ASSERT_EQ(one.code, 0) << one.out;
-  const double one_distance = whole_relative_difference(float64_w, one_w);
+  const double one_distance = whole_relative_difference(float64_whole_w, one_w);
   EXPECT_LT(one_distance, 1e-3);
   for (const auto& [ranks, parts] : {std::pair<int, std::string>{2, "[2,1]"}, {4, "[2,2]"}}) {
     const std::string w = dir.file("split32.safetensors");
@@ -293,7 +328,7 @@ TEST(SpatialTrain, DeepCamSplitTrainsAsOneProcess) {
                           " output_dir=" + dir.file("split32"),
                       600);
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_LE(whole_relative_difference(float64_w, w), 2 * one_distance) << parts;
+    EXPECT_LE(whole_relative_difference(float64_whole_w, w), 2 * one_distance) << parts;
   }
 }
 
@@ -456,7 +491,7 @@ TEST(SpatialTrain, ARankKilledMidExchangeEndsTheJob) {
   EXPECT_NE(r.code, 0) << r.out;
   EXPECT_NE(r.code, 124) << "the job hung past the test's limit:\n" << r.out;
   EXPECT_NE(r.out.find("signal 9"), std::string::npos) << r.out;
-  EXPECT_FALSE(std::filesystem::exists(dir.file("run/checkpoints/ckpt-000000000002.safetensors")));
+  EXPECT_FALSE(holds_a_checkpoint(dir.file("run")));
 }
 
 // A checkpoint of a split run is an unsplit one's: 4-way spatial -> 1 rank -> 2-way spatial ->
@@ -515,8 +550,7 @@ TEST(SpatialTrain, RefusesADecompositionBeforeAnyTraining) {
   expect_refused(run_crest_mpi(4, base + " dist.spatial=[4,1,1] model.kernel_size=19"),
                  "dist.spatial: layer 'conv1' split 4 ways along depth (input extent 32, output "
                  "extent 32, kernel 19");
-  EXPECT_FALSE(
-      std::filesystem::exists(dir.file("run") + "/checkpoints/ckpt-000000000002.safetensors"));
+  EXPECT_FALSE(holds_a_checkpoint(dir.file("run")));
 }
 
 // --dry-run under a split prints every rank's block, planned memory and halo traffic.
@@ -566,8 +600,7 @@ TEST(SpatialTrain, APlanAboveTheMemoryLimitIsRefusedBeforeAllocating) {
   EXPECT_NE(r.out.find("but may use 51.2 MiB; split the samples among more ranks (dist.spatial)"),
             std::string::npos)
       << r.out;
-  EXPECT_FALSE(
-      std::filesystem::exists(dir.file("run") + "/checkpoints/ckpt-000000000001.safetensors"));
+  EXPECT_FALSE(holds_a_checkpoint(dir.file("run")));
   // Split 4 ways the same limit still refuses (the head and the gathered layers are whole), and
   // the dry run, which allocates nothing, refuses it too.
   const auto split = run_crest_mpi(

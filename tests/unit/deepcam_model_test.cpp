@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "crest/data/safetensors.hpp"
@@ -113,6 +114,43 @@ TEST(DeepcamModel, WeightFilesUseTheReferenceKeysShapesAndTypes) {
   fs::remove(file);
 }
 
+// model.width_divisor: 8 is the same network with every width of the reference divided by 8 —
+// the same keys, and every dimension the reference's except the widths (the kernels' 1 and 3,
+// the 3 classes and the 16 input channels stay).
+TEST(DeepcamModel, AWidthDivisorDividesEveryWidthAndKeepsTheKeys) {
+  DeepcamOptions o = small();
+  o.width_divisor = 8;
+  Compiled c(o);
+  const fs::path file = fs::temp_directory_path() / "crest_deepcam_reduced.safetensors";
+  save_weights(c.ex->params(), file.string(), {}, c.model.external_params);
+  const SafetensorsFile f(file.string());
+  std::map<std::string, std::string> written;
+  for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
+  fs::remove(file);
+  const std::set<int64_t> widths = {32, 48, 64, 128, 256, 304, 728, 1024, 1280, 1536, 2048};
+  std::map<std::string, std::string> expected;
+  for (const auto& [key, entry] : reference_entries()) {  // "[a, b, ...] dtype"
+    std::istringstream in(entry.substr(1));
+    std::string text = "[", dim;
+    while (std::getline(in, dim, ',')) {
+      const bool last = dim.find(']') != std::string::npos;
+      const std::string digits = dim.substr(0, dim.find(']'));
+      if (digits.find_first_of("0123456789") != std::string::npos) {
+        const int64_t d = std::stoll(digits);
+        text += (text.size() > 1 ? ", " : "") + std::to_string(widths.count(d) ? d / 8 : d);
+      }
+      if (last) {
+        text += dim.substr(dim.find(']'));
+        break;
+      }
+    }
+    expected[key] = text;
+  }
+  ASSERT_EQ(expected.size(), 529u);
+  EXPECT_EQ(written, expected);
+  EXPECT_EQ(written.at("xception_features.block5.rep.0.conv1.weight"), "[91, 1, 3, 3] float32");
+}
+
 TEST(DeepcamModel, InitialisesEachModuleAsTheReference) {
   Compiled& c = shared_model();
   const ParamStore& p = c.ex->params();
@@ -169,6 +207,15 @@ TEST(DeepcamModel, RefusesSizesThatAreNotMultiplesOf16) {
   a = {};
   a.set("class_weights", std::vector<double>{1, 2});
   EXPECT_THROW(k.canonical(a), ModelKeyError);
+  a = {};
+  a.set("width_divisor", int64_t{3});
+  try {
+    k.canonical(a);
+    FAIL() << "accepted a width divisor of 3";
+  } catch (const ModelKeyError& e) {
+    EXPECT_EQ(e.key(), "width_divisor");
+    EXPECT_NE(std::string(e.what()).find("got 3"), std::string::npos) << e.what();
+  }
 }
 
 TEST(DeepcamModel, LoadsAReferenceCheckpointsDdpPrefixedKeys) {

@@ -24,6 +24,11 @@ struct DeepcamOptions {
   // Per-class loss weights. Empty: the reference's f^(-1/8) of the training set's class
   // frequencies, computed in double and stored as float32 (1.0017299, 2.6146111, 1.7164197).
   std::vector<float> class_weights;
+  // Every layer's channel count divided by this (1, 2, 4 or 8): the reference network is 1 (56 M
+  // parameters); 8 keeps every layer, kernel, stride and dilation with about 1/64 of the
+  // parameters — a reduced DeepCAM for tests and small machines. Not the reference's checkpoint
+  // format unless 1.
+  int64_t width_divisor = 1;
 };
 
 // The reference's loss weights (see DeepcamOptions::class_weights).
