@@ -60,9 +60,33 @@ void DropoutLayer::create(CreateContext& ctx) {
   element_bytes_ = dtype_size(ctx.dtype);
   count_ = ctx.in_formats[0].bytes / element_bytes_;
   training_ = ctx.training;
-  runs_ = ctx.spatial ? block_runs(shape, ctx.global_in_shapes[0],
-                                   ctx.spatial->block_start(ctx.global_in_shapes[0]))
-                      : std::vector<Run>{{0, 0, count_}};
+  if (!ctx.spatial) {
+    runs_ = {{0, 0, count_}};
+  } else if (shape.rank() == 2) {  // a flattened block: the whole value's shape unflattened
+    const Shape& global = ctx.global_in_shapes[0];
+    runs_ = feature_runs(shape, global.numel() / global[0], ctx.spatial->feature_runs(global));
+  } else {
+    runs_ = block_runs(shape, ctx.global_in_shapes[0],
+                       ctx.spatial->block_start(ctx.global_in_shapes[0]));
+  }
+}
+
+// A flattened block [n, block features], each sample's features `runs` of the whole value's
+// `whole_features` ({first whole feature, count}, in the block's order).
+std::vector<DropoutLayer::Run> DropoutLayer::feature_runs(
+    const Shape& block, int64_t whole_features,
+    const std::vector<std::pair<int64_t, int64_t>>& runs) {
+  std::vector<Run> out;
+  size_t offset = 0;
+  for (int64_t i = 0; i < block[0]; ++i)
+    for (const auto& [first, count] : runs) {
+      out.push_back(
+          {offset, static_cast<uint64_t>(i * whole_features + first), static_cast<size_t>(count)});
+      offset += static_cast<size_t>(count);
+    }
+  CREST_CHECK(offset == static_cast<size_t>(block.numel()),
+              "a flattened block's feature runs cover its features");
+  return out;
 }
 
 // The block [n, c, b...] starting at `start` (per spatial axis) in the whole tensor [n, c, g...],

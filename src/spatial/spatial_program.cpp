@@ -306,6 +306,13 @@ class GroupSplit final : public SpatialSplit {
   std::shared_ptr<const ParamShard> feature_columns(const Shape& global, int64_t rows) override {
     return make_feature_columns(*group_, replicas_, grid_, global, rows);
   }
+  std::vector<std::pair<int64_t, int64_t>> feature_runs(const Shape& global) const override {
+    const auto every_block = block_feature_runs(grid_, global);
+    std::vector<std::pair<int64_t, int64_t>> runs;
+    for (const ColumnRun& r : every_block[size_t(group_->rank())])
+      runs.emplace_back(r.begin, r.count);
+    return runs;
+  }
   std::unique_ptr<Layer> sum_parts(const Shape& shape) override {
     return std::make_unique<GroupSumLayer>(*group_, shape, GroupSumLayer::Sum::forward, 1.0,
                                            "spatial_sum");

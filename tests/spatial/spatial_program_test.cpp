@@ -65,8 +65,9 @@ struct Network {
 
 // x [2, 16, 12, 10] channels-last -> conv 3^3 (4) + leaky -> dropout -> max-pool 2 ->
 // {conv 3^3 + tanh} + conv 1^3 -> avg-pool 2 -> flatten -> dropout -> dense (3) -> MSE against
-// y [3]. The first dropout runs on the blocks: its masks are the unsplit run's only if each
-// rank draws its elements at their positions in the whole tensor.
+// y [3]. Both dropouts run on the blocks (the second on the flattened block's features): their
+// masks are the unsplit run's only if each rank draws its elements at their positions in the
+// whole tensor.
 Network small_volume_network() {
   Graph g;
   const ValueId x =
@@ -451,9 +452,17 @@ std::vector<std::string> inserted_ops(const Graph& g, const std::vector<int>& pa
 TEST(SpatialProgram, SmallNetworkFloat64OnTheReferenceBackend) {
   const Network net = small_volume_network();
   check_program(net, "reference", DType::f64, 1e-10);
-  // The dropout on conv1's output runs on the blocks: the one gather is before flatten.
-  EXPECT_EQ(inserted_ops(net.graph, {test::world().size(), 1, 1}),
-            (std::vector<std::string>{"spatial_gather pool2>gather"}));
+  // The dropout on conv1's output runs on the blocks and the one after flatten on the block's
+  // features, each element's mask drawn at its place in the whole tensor: nothing is gathered,
+  // and the dense layer's parts' products are summed. (Split along the width, whose block's
+  // features are not one run of the whole's, on 2 ranks: 4 would leave pool2 too few columns.)
+  const int ranks = test::world().size();
+  if (ranks < 2) return;
+  EXPECT_EQ(inserted_ops(net.graph, {ranks, 1, 1}),
+            (std::vector<std::string>{"spatial_sum fc>sum"}));
+  if (ranks == 2) {
+    EXPECT_EQ(inserted_ops(net.graph, {1, 1, 2}), (std::vector<std::string>{"spatial_sum fc>sum"}));
+  }
 }
 
 // The dense layer after flatten runs on each rank's block with its columns of the weight: no

@@ -27,7 +27,9 @@ class SpatialSplit;      // crest/graph/spatial_split.hpp
 //              add, channel affine, concatenation along channels): runs on the blocks as they are
 //   positional pointwise, but each element also depends on its position in the whole tensor
 //              (dropout's mask): runs on the blocks, told where its block lies
-//              (CreateContext::global_in_shapes and spatial)
+//              (CreateContext::global_in_shapes and spatial); between a flatten and a
+//              feature-matrix layer it runs on the flattened block's features (a rank-2 input),
+//              global_in_shapes then holding the unflattened value's whole shape
 //   windowed   a sliding window over the spatial axes (convolution, pooling): runs on its block
 //              plus a halo from its neighbours, through SpatialSplit's kernels
 //   group_statistics  per-channel statistics over the batch and the spatial axes (batch norm):

@@ -8,6 +8,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
@@ -75,6 +76,10 @@ class SpatialSplit {
   // and the layer's other parameters (the bias) must be added once: by the rank for which
   // first_in_group() is true.
   virtual std::shared_ptr<const ParamShard> feature_columns(const Shape& global, int64_t rows) = 0;
+  // The same block's features as runs of whole features, in the block's flattening order:
+  // {first whole feature, count} each. A positional layer (dropout) between the flatten and the
+  // feature-matrix layer places its elements with them.
+  virtual std::vector<std::pair<int64_t, int64_t>> feature_runs(const Shape& global) const = 0;
   // A loss that is a mean over its prediction's elements (SpatialRole::position_mean), run on the
   // blocks of its inputs: `loss`, compiled for the blocks, gives its block's mean; the returned
   // layer weights that by the block's share of the whole prediction `global` and sums it over

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "crest/graph/layer_registry.hpp"
@@ -56,6 +57,8 @@ class DropoutLayer : public Layer {
   };
   static std::vector<Run> block_runs(const Shape& block, const Shape& whole,
                                      const std::vector<int64_t>& start);
+  static std::vector<Run> feature_runs(const Shape& block, int64_t whole_features,
+                                       const std::vector<std::pair<int64_t, int64_t>>& runs);
   void apply(VectorOps& vec, const void* x, void* dst, uint64_t seed) const;
 
   float p_;

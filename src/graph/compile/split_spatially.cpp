@@ -11,7 +11,9 @@
 //     group), gives split outputs;
 //   - a spatial mean (global average pooling) runs on the block, and an inserted spatial_mean
 //     adds the block means over the group: its output is whole;
-//   - a view (flatten) of a split value read only by feature-matrix layers (dense) flattens the
+//   - a view (flatten) of a split value read only by feature-matrix layers (dense), directly or
+//     through positional layers (dropout: each runs on the block's features, told their places
+//     in the whole flattened value), flattens the
 //     block, and each such layer runs on the block's features with its part of the weight's
 //     columns (ColumnsPartLayer, SpatialSplit::feature_columns); an inserted spatial_sum adds the
 //     parts' products over the group into its whole output. No rank holds the whole weight, and
@@ -47,9 +49,12 @@ class SplitPass {
  public:
   SplitPass(Program& p, const Graph& g, SpatialSplit& s) : p_(p), g_(g), s_(s) {
     for (const Node& node : p.nodes) {
-      const bool matrix = node.layer->spatial_role() == SpatialRole::feature_matrix &&
-                          node.inputs.size() == 1 && node.outputs.size() == 1;
-      for (ValueId v : node.inputs) readers_[v].push_back(matrix);
+      const SpatialRole role = node.layer->spatial_role();
+      const bool one_to_one = node.inputs.size() == 1 && node.outputs.size() == 1;
+      const Reader r{one_to_one && role == SpatialRole::feature_matrix,
+                     one_to_one && role == SpatialRole::positional,
+                     node.outputs.empty() ? ValueId{-1} : node.outputs[0]};
+      for (ValueId v : node.inputs) readers_[v].push_back(r);
     }
   }
 
@@ -73,7 +78,9 @@ class SplitPass {
 
   void place(Node node) {
     if (node.inputs.size() == 1 && flat_blocks_.count(node.inputs[0]))
-      return place_columns(std::move(node));
+      return node.layer->spatial_role() == SpatialRole::positional
+                 ? place_positional_on_features(std::move(node))
+                 : place_columns(std::move(node));
     if (node.layer->spatial_role() == SpatialRole::position_mean && loss_takes_blocks(node))
       return place_loss_on_blocks(std::move(node));
     bool any_split = false, all_split = true, all_split_or_broadcast = true;
@@ -127,15 +134,22 @@ class SplitPass {
     return false;
   }
 
-  // A view (flatten) of one split value whose output only feature-matrix layers read.
+  // A view (flatten) of one split value whose output only feature-matrix layers read, directly
+  // or through positional layers (a dropout between flatten and dense).
   bool flattens_for_matrices(const Node& node) const {
     if (node.inputs.size() != 1 || node.outputs.size() != 1 ||
-        !node.layer->backward_needs(1, 1).view || returned_whole(node.outputs[0]))
+        !node.layer->backward_needs(1, 1).view)
       return false;
-    const auto readers = readers_.find(node.outputs[0]);
+    return feeds_only_matrices(node.outputs[0]);
+  }
+
+  bool feeds_only_matrices(ValueId v) const {
+    if (returned_whole(v)) return false;
+    const auto readers = readers_.find(v);
     if (readers == readers_.end()) return false;
-    return std::all_of(readers->second.begin(), readers->second.end(),
-                       [](bool matrix) { return matrix; });
+    return std::all_of(readers->second.begin(), readers->second.end(), [&](const Reader& r) {
+      return r.matrix || (r.positional && feeds_only_matrices(r.out));
+    });
   }
 
   // The flatten of the block: [n, the block's features], in the block's channels-last order.
@@ -144,6 +158,20 @@ class SplitPass {
     Value& out = p_.val(node.outputs[0]);
     out.global_shape = out.shape;
     out.shape = node.layer->infer_shapes({p_.val(node.inputs[0]).shape}).at(0);
+    flat_blocks_.emplace(node.outputs[0], global);
+    nodes_.push_back(std::move(node));
+  }
+
+  // A positional layer (dropout) on a flattened block: it runs on the block's features, told the
+  // unflattened value's whole shape (its elements' places: SpatialSplit::feature_runs), and its
+  // output is a flattened block too.
+  void place_positional_on_features(Node node) {
+    const Shape global = flat_blocks_.at(node.inputs[0]);
+    Value& out = p_.val(node.outputs[0]);
+    out.global_shape = out.shape;
+    out.shape = p_.val(node.inputs[0]).shape;
+    node.global_in = {global};
+    node.global_out = {global};
     flat_blocks_.emplace(node.outputs[0], global);
     nodes_.push_back(std::move(node));
   }
@@ -317,9 +345,13 @@ class SplitPass {
   std::vector<Node> nodes_;
   std::map<ValueId, ValueId> gathered_, broadcast_, taken_;
   std::map<ValueId, ValueId> block_of_whole_;  // a gather's whole output: the block it read
-  // Per value of the program as it came: for each reader, whether it is a one-input,
-  // one-output feature-matrix layer.
-  std::map<ValueId, std::vector<bool>> readers_;
+  // Per value of the program as it came, its readers: whether each is a one-input, one-output
+  // feature-matrix layer or positional layer, and its (first) output.
+  struct Reader {
+    bool matrix = false, positional = false;
+    ValueId out = -1;
+  };
+  std::map<ValueId, std::vector<Reader>> readers_;
   std::map<ValueId, Shape> flat_blocks_;  // flattened blocks: the split value's whole shape
 };
 
