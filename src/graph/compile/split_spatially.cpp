@@ -143,13 +143,22 @@ class SplitPass {
     return feeds_only_matrices(node.outputs[0]);
   }
 
+  // Whether v's readers are all feature-matrix layers, or positional layers whose outputs are
+  // read likewise (and no value on the way is returned whole).
   bool feeds_only_matrices(ValueId v) const {
-    if (returned_whole(v)) return false;
-    const auto readers = readers_.find(v);
-    if (readers == readers_.end()) return false;
-    return std::all_of(readers->second.begin(), readers->second.end(), [&](const Reader& r) {
-      return r.matrix || (r.positional && feeds_only_matrices(r.out));
-    });
+    std::vector<ValueId> pending{v};
+    while (!pending.empty()) {
+      const ValueId at = pending.back();
+      pending.pop_back();
+      const auto readers = readers_.find(at);
+      if (returned_whole(at) || readers == readers_.end() || readers->second.empty()) return false;
+      for (const Reader& r : readers->second) {
+        if (r.matrix) continue;
+        if (!r.positional) return false;
+        pending.push_back(r.out);
+      }
+    }
+    return true;
   }
 
   // The flatten of the block: [n, the block's features], in the block's channels-last order.
