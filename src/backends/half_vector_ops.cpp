@@ -116,8 +116,8 @@ class HalfOps final : public VectorOps {
   }
 
   double mse(const void*, const void*, void*, size_t, double) override { refuse("mse", dtype_); }
-  double softmax_cross_entropy(const void*, const int32_t*, const float*, void*, int64_t, int64_t,
-                               int64_t, double) override {
+  double softmax_cross_entropy(const void*, const int32_t*, const float*, double, void*, int64_t,
+                               int64_t, int64_t, double) override {
     refuse("softmax_cross_entropy", dtype_);
   }
   void sgd_keras(void*, const void*, void*, size_t, double, double) override {

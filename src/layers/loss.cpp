@@ -6,7 +6,8 @@ namespace crest {
 namespace {
 
 std::vector<AttrField<SoftmaxCrossEntropyOptions>> cross_entropy_fields() {
-  return {attr_field("class_weights", &SoftmaxCrossEntropyOptions::class_weights)};
+  return {attr_field("class_weights", &SoftmaxCrossEntropyOptions::class_weights),
+          attr_field("label_smoothing", &SoftmaxCrossEntropyOptions::label_smoothing)};
 }
 
 }  // namespace
@@ -19,8 +20,10 @@ CREST_REGISTER_LAYER(softmax_cross_entropy,
 
 LayerSpec layers::mse_loss() { return {"mse_loss", {}}; }
 LayerSpec layers::softmax_cross_entropy(std::vector<float> class_weights) {
-  return layer_spec("softmax_cross_entropy", cross_entropy_fields(),
-                    SoftmaxCrossEntropyOptions{std::move(class_weights)});
+  return softmax_cross_entropy(SoftmaxCrossEntropyOptions{std::move(class_weights)});
+}
+LayerSpec layers::softmax_cross_entropy(const SoftmaxCrossEntropyOptions& o) {
+  return layer_spec("softmax_cross_entropy", cross_entropy_fields(), o);
 }
 
 std::vector<Shape> MseLossLayer::infer_shapes(const std::vector<Shape>& in) const {
@@ -87,6 +90,17 @@ void UpstreamGradientLayer::backward(RunContext& ctx) {
       ctx.vec->scale(ctx.loss_scale, ctx.in[2 * i + 1], ctx.diff_in[2 * i], counts_[i]);
 }
 
+SoftmaxCrossEntropyLayer::SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o)
+    : weights_(std::move(o.class_weights)), label_smoothing_(o.label_smoothing) {
+  if (!(label_smoothing_ >= 0 && label_smoothing_ < 1))
+    throw_input("softmax cross-entropy: label_smoothing must be in [0, 1), got " +
+                std::to_string(label_smoothing_));
+  if (label_smoothing_ > 0 && !weights_.empty())
+    throw_input(
+        "softmax cross-entropy takes class_weights or label_smoothing, not both (a "
+        "weighted smoothed loss has no reference rule here)");
+}
+
 std::vector<Shape> SoftmaxCrossEntropyLayer::infer_shapes(const std::vector<Shape>& in) const {
   if (in.size() != 2 || in[0].rank() < 2 || in[1].rank() != in[0].rank() - 1)
     throw_input("softmax cross-entropy needs logits [N, C, spatial...] and labels [N, spatial...]");
@@ -120,15 +134,16 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
 
 void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
   ctx.loss = ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                            class_weights(), nullptr, n_, classes_, spatial_, 1.0);
+                                            class_weights(), label_smoothing_, nullptr, n_,
+                                            classes_, spatial_, 1.0);
   ctx.vec->fill(ctx.out[0], 1, ctx.loss);
 }
 
 void SoftmaxCrossEntropyLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0])
     ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                   class_weights(), ctx.diff_in[0], n_, classes_, spatial_,
-                                   ctx.loss_scale);
+                                   class_weights(), label_smoothing_, ctx.diff_in[0], n_, classes_,
+                                   spatial_, ctx.loss_scale);
 }
 
 }  // namespace crest

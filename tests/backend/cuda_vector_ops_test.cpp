@@ -90,13 +90,21 @@ TEST(CudaVectorOps, SoftmaxCrossEntropyAgreesWithTheReference) {
   std::vector<float> w{0.5f, 1.f, 2.f};
   Buffer device_weights(12, 256, o.cuda->memory());
   o.cuda->memory().copy_to_device(device_weights.data(), w.data(), 12);
-  const double rl = o.r->softmax_cross_entropy(logits.ref(), labels.data(), w.data(), diff.ref(), n,
-                                               classes, spatial, 1.0);
+  const double rl = o.r->softmax_cross_entropy(logits.ref(), labels.data(), w.data(), 0.0,
+                                               diff.ref(), n, classes, spatial, 1.0);
   const double cl = o.c->softmax_cross_entropy(
       logits.dev(), static_cast<const int32_t*>(device_labels.data()),
-      static_cast<const float*>(device_weights.data()), diff.dev(), n, classes, spatial, 1.0);
+      static_cast<const float*>(device_weights.data()), 0.0, diff.dev(), n, classes, spatial, 1.0);
   EXPECT_NEAR(cl, rl, 1e-6 * rl);
   EXPECT_LT(diff.error(), kTolerance);
+  // Label smoothing (no class weights).
+  const double rs = o.r->softmax_cross_entropy(logits.ref(), labels.data(), nullptr, 0.1,
+                                               diff.ref(), n, classes, spatial, 1.0);
+  const double cs =
+      o.c->softmax_cross_entropy(logits.dev(), static_cast<const int32_t*>(device_labels.data()),
+                                 nullptr, 0.1, diff.dev(), n, classes, spatial, 1.0);
+  EXPECT_NEAR(cs, rs, 1e-6 * rs) << "label smoothing";
+  EXPECT_LT(diff.error(), kTolerance) << "label smoothing";
 }
 
 TEST(CudaVectorOps, OptimizerUpdatesAgreeWithTheReference) {

@@ -94,23 +94,42 @@ TEST_F(OneDnnVectorOps, SoftmaxCrossEntropy) {
   const std::vector<float> weights{0.5f, 1.f, 2.f, 1.5f, 0.25f};
   for (const float* w : {static_cast<const float*>(nullptr), weights.data()}) {
     std::vector<float> r(logits.size()), g(logits.size());
-    const double lr = ref->softmax_cross_entropy(logits.data(), labels.data(), w, r.data(), n,
+    const double lr = ref->softmax_cross_entropy(logits.data(), labels.data(), w, 0.0, r.data(), n,
                                                  classes, spatial, 2.0);
-    const double lg = dnn->softmax_cross_entropy(logits.data(), labels.data(), w, g.data(), n,
+    const double lg = dnn->softmax_cross_entropy(logits.data(), labels.data(), w, 0.0, g.data(), n,
                                                  classes, spatial, 2.0);
     EXPECT_NEAR(lg, lr, 1e-12 * lr);
     expect_close(g, r, 1e-7, "cross-entropy gradient");
-    EXPECT_NEAR(dnn->softmax_cross_entropy(logits.data(), labels.data(), w, nullptr, n, classes,
-                                           spatial, 2.0),
+    EXPECT_NEAR(dnn->softmax_cross_entropy(logits.data(), labels.data(), w, 0.0, nullptr, n,
+                                           classes, spatial, 2.0),
                 lr, 1e-12 * lr);
   }
   labels[4321] = 5;
   try {
-    dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, nullptr, n, classes, spatial,
-                               1.0);
+    dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0, nullptr, n, classes,
+                               spatial, 1.0);
     FAIL() << "expected crest::Error";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("label 5"), std::string::npos) << e.what();
+  }
+}
+
+// Label smoothing on both paths of the loop (eight positions at a time; more classes than the
+// registers hold, one by one): the reference's loss and gradient.
+TEST_F(OneDnnVectorOps, SoftmaxCrossEntropyWithLabelSmoothing) {
+  for (const int64_t classes : {int64_t{10}, int64_t{1000}}) {
+    const int64_t n = 3, spatial = 19;
+    const auto logits = random_floats(static_cast<size_t>(n * classes * spatial), 76, -5.f, 5.f);
+    std::vector<int32_t> labels(static_cast<size_t>(n * spatial));
+    for (size_t i = 0; i < labels.size(); ++i)
+      labels[i] = static_cast<int32_t>((i * 37) % static_cast<size_t>(classes));
+    std::vector<float> r(logits.size()), g(logits.size());
+    const double lr = ref->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.1,
+                                                 r.data(), n, classes, spatial, 1.0);
+    const double lg = dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.1,
+                                                 g.data(), n, classes, spatial, 1.0);
+    EXPECT_NEAR(lg, lr, 1e-12 * lr) << classes << " classes";
+    expect_close(g, r, 1e-7, "smoothed cross-entropy gradient");
   }
 }
 
@@ -122,10 +141,10 @@ TEST_F(OneDnnVectorOps, SoftmaxCrossEntropyWithManyClasses) {
   std::vector<int32_t> labels(static_cast<size_t>(n * spatial));
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int32_t>((i * 5) % 17);
   std::vector<float> r(logits.size()), g(logits.size());
-  const double lr = ref->softmax_cross_entropy(logits.data(), labels.data(), nullptr, r.data(), n,
-                                               classes, spatial, 1.0);
-  const double lg = dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, g.data(), n,
-                                               classes, spatial, 1.0);
+  const double lr = ref->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0, r.data(),
+                                               n, classes, spatial, 1.0);
+  const double lg = dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0, g.data(),
+                                               n, classes, spatial, 1.0);
   EXPECT_NEAR(lg, lr, 1e-12 * lr);
   expect_close(g, r, 1e-7, "cross-entropy gradient");
 }
@@ -140,7 +159,7 @@ TEST_F(OneDnnVectorOps, ReductionsAreThreadCountInvariant) {
     std::vector<double> out;
     out.push_back(dnn->sum_squares(a.data(), kCount));
     out.push_back(dnn->mse(a.data(), b.data(), nullptr, kCount, 1.0));
-    out.push_back(dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, nullptr, n,
+    out.push_back(dnn->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0, nullptr, n,
                                              classes, spatial, 1.0));
     return out;
   };

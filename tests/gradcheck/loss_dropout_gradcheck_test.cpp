@@ -1,6 +1,8 @@
 // Gradient checks of the VectorOps that have a derivative: mse, softmax cross-entropy (with
-// class weights) and dropout, on the reference backend in f64.
+// class weights, and with label smoothing) and dropout, on the reference backend in f64.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "backends/dropout_hash.hpp"
 #include "backends/reference/reference_backend.hpp"
@@ -36,13 +38,46 @@ TEST(GradCheck, SoftmaxCrossEntropyClassWeights) {
   const std::vector<float> weights{0.5f, 2.0f, 1.0f, 1.5f};
   const double diff_scale = 1.25;
   std::vector<double> diff = gradcheck::poisoned(count);
-  v->softmax_cross_entropy(logits.data(), labels.data(), weights.data(), diff.data(), n, classes,
-                           spatial, diff_scale);
+  v->softmax_cross_entropy(logits.data(), labels.data(), weights.data(), 0.0, diff.data(), n,
+                           classes, spatial, diff_scale);
   auto loss = [&] {
-    return diff_scale * v->softmax_cross_entropy(logits.data(), labels.data(), weights.data(),
+    return diff_scale * v->softmax_cross_entropy(logits.data(), labels.data(), weights.data(), 0.0,
                                                  nullptr, n, classes, spatial, 1.0);
   };
   expect_gradient("d logits", logits, diff, loss);
+}
+
+TEST(GradCheck, SoftmaxCrossEntropyLabelSmoothing) {
+  auto v = ops();
+  const int64_t n = 3, classes = 5, spatial = 1;
+  const auto count = static_cast<size_t>(n * classes * spatial);
+  std::vector<double> logits = random_vector(count, 53, -3.0, 3.0);
+  const std::vector<int32_t> labels{4, 0, 2};
+  const double smoothing = 0.1, diff_scale = 0.5;
+  std::vector<double> diff = gradcheck::poisoned(count);
+  const double loss0 = v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, smoothing,
+                                                diff.data(), n, classes, spatial, diff_scale);
+  // PyTorch's cross_entropy(label_smoothing=e): mean over samples of
+  // (1 - e) * -log p[label] + e / C * sum_c -log p[c].
+  double want = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    double lse = 0;
+    for (int64_t c = 0; c < classes; ++c) lse += std::exp(logits[b * classes + c]);
+    lse = std::log(lse);
+    double all = 0;
+    for (int64_t c = 0; c < classes; ++c) all += lse - logits[b * classes + c];
+    want += (1 - smoothing) * (lse - logits[b * classes + labels[b]]) + smoothing / classes * all;
+  }
+  EXPECT_NEAR(loss0, want / n, 1e-14);
+  auto loss = [&] {
+    return diff_scale * v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, smoothing,
+                                                 nullptr, n, classes, spatial, 1.0);
+  };
+  expect_gradient("d logits", logits, diff, loss);
+  for (double bad : {-0.1, 1.0})
+    EXPECT_THROW(v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, bad, nullptr, n,
+                                          classes, spatial, 1.0),
+                 Error);
 }
 
 // Dropout is linear in x for a fixed mask: the gradient of sum(r * dropout(x)) is dropout(r)

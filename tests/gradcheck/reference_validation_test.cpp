@@ -164,7 +164,7 @@ TEST(Reference, LossesRejectBadInput) {
   const std::vector<int32_t> labels{2};
   expect_error(
       [&] {
-        v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, nullptr, 1, 2, 1, 1.0);
+        v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0, nullptr, 1, 2, 1, 1.0);
       },
       ErrorKind::input, "label 2");
   std::vector<double> x(2);

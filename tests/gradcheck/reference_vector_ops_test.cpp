@@ -104,14 +104,14 @@ TEST(Reference, SoftmaxCrossEntropyKnownValues) {
   const std::vector<double> logits{0, 0};
   const std::vector<int32_t> labels{0};
   std::vector<double> diff(2);
-  EXPECT_DOUBLE_EQ(
-      v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, diff.data(), 1, 2, 1, 1.0),
-      std::numbers::ln2);
+  EXPECT_DOUBLE_EQ(v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0, diff.data(),
+                                            1, 2, 1, 1.0),
+                   std::numbers::ln2);
   EXPECT_DOUBLE_EQ(diff[0], -0.5);
   EXPECT_DOUBLE_EQ(diff[1], 0.5);
   // A class weight scales both the loss and the gradient of that position.
   const std::vector<float> weights{3.f, 1.f};
-  EXPECT_DOUBLE_EQ(v->softmax_cross_entropy(logits.data(), labels.data(), weights.data(),
+  EXPECT_DOUBLE_EQ(v->softmax_cross_entropy(logits.data(), labels.data(), weights.data(), 0.0,
                                             diff.data(), 1, 2, 1, 1.0),
                    3.0 * std::numbers::ln2);
   EXPECT_DOUBLE_EQ(diff[0], -1.5);
@@ -124,8 +124,8 @@ TEST(Reference, SoftmaxCrossEntropySpatialLayoutAndStability) {
   const std::vector<float> logits{1000.f, 0.f, 0.f, 1000.f};
   const std::vector<int32_t> labels{1, 1};
   std::vector<float> diff(4);
-  const double loss =
-      v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, diff.data(), 1, 2, 2, 1.0);
+  const double loss = v->softmax_cross_entropy(logits.data(), labels.data(), nullptr, 0.0,
+                                               diff.data(), 1, 2, 2, 1.0);
   EXPECT_DOUBLE_EQ(loss, 500.0);  // mean of 1000 (wrong, confident) and 0 (right)
   EXPECT_EQ(diff, (std::vector<float>{0.5f, 0.f, -0.5f, 0.f}));
 }

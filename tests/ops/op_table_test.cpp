@@ -91,6 +91,7 @@ const std::vector<OpCase> kCases = {
   {"DropoutOnAFeatureMap", "kind: dropout, p: 0.4", {{3, 4, 5}}, /*gradcheck=*/false},
   {"MseLoss", "kind: mse_loss", {{5}, {-1, 5}}, true, /*half=*/false},
   {"SoftmaxCrossEntropy", "kind: softmax_cross_entropy, class_weights: [1.0, 2.6, 1.7]", {{3, 4, 5}, {0, 4, 5}}, true, /*half=*/false},
+  {"SoftmaxCrossEntropyLabelSmoothing", "kind: softmax_cross_entropy, label_smoothing: 0.1", {{10}, {0}}, true, /*half=*/false},
 };
 // clang-format on
 

@@ -232,12 +232,16 @@ class VectorOps {
                      double diff_scale) = 0;
 
   // Softmax cross-entropy over `classes` channels of plain [n, classes, spatial] logits with
-  // integer labels (int32 [n, spatial]) and per-class weights; the loss is the plain mean over
-  // n * spatial elements of weight[label] * -log softmax[label]. Writes d loss / d logits times
-  // diff_scale, unless diff_logits is null (the loss only).
+  // integer labels (int32 [n, spatial]), per-class weights and label smoothing e (0 <= e < 1):
+  // each position's target distribution is q_c = (1 - e) [c == label] + e / classes, and the loss
+  // is the plain mean over n * spatial positions of weight[label] * sum_c q_c * -log softmax[c]
+  // (e = 0: weight[label] * -log softmax[label]; unweighted, PyTorch's cross_entropy with
+  // label_smoothing=e). Writes d loss / d logits = weight[label] (softmax - q) / (n * spatial)
+  // times diff_scale, unless diff_logits is null (the loss only).
   virtual double softmax_cross_entropy(const void* logits, const int32_t* labels,
-                                       const float* class_weights, void* diff_logits, int64_t n,
-                                       int64_t classes, int64_t spatial, double diff_scale) = 0;
+                                       const float* class_weights, double label_smoothing,
+                                       void* diff_logits, int64_t n, int64_t classes,
+                                       int64_t spatial, double diff_scale) = 0;
 
   // Keras-form SGD with momentum: v = m v - lr g; w = w + v.
   virtual void sgd_keras(void* w, const void* g, void* v, size_t count, double lr,

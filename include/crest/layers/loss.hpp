@@ -26,16 +26,19 @@ class MseLossLayer : public Layer {
 };
 
 // Softmax cross-entropy over channel 1 of [N, C, spatial...] logits with int32 labels
-// [N, spatial...] and per-class weights: plain mean over N x spatial of w[label] * -log p[label]
-// (the DeepCAM reference: not divided by the sum of weights).
+// [N, spatial...], either per-class weights — plain mean over N x spatial of w[label] *
+// -log p[label] (the DeepCAM reference: not divided by the sum of weights) — or label smoothing
+// e — the mean of sum_c q_c * -log p[c] with q = (1 - e) onehot(label) + e / C, PyTorch's
+// cross_entropy(label_smoothing=e) (the ResNet-50 recipes' 0.1). Not both: PyTorch weights a
+// smoothed loss per class and divides by the weights' sum, which is neither reference's rule.
 struct SoftmaxCrossEntropyOptions {
   std::vector<float> class_weights;  // empty: 1 for every class
+  double label_smoothing = 0;        // in [0, 1)
 };
 
 class SoftmaxCrossEntropyLayer : public Layer {
  public:
-  explicit SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o)
-      : weights_(std::move(o.class_weights)) {}
+  explicit SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o);
   std::string kind() const override { return "softmax_cross_entropy"; }
   bool computes_in_half() const override { return false; }
   std::vector<Shape> infer_shapes(const std::vector<Shape>& in) const override;
@@ -50,6 +53,7 @@ class SoftmaxCrossEntropyLayer : public Layer {
 
  private:
   std::vector<float> weights_;
+  double label_smoothing_ = 0;
   const float* class_weights() const {
     return static_cast<const float*>(weights_on_backend_.data());
   }
@@ -81,6 +85,7 @@ class UpstreamGradientLayer : public Layer {
 namespace layers {
 LayerSpec mse_loss();
 LayerSpec softmax_cross_entropy(std::vector<float> class_weights = {});
+LayerSpec softmax_cross_entropy(const SoftmaxCrossEntropyOptions& o);
 }  // namespace layers
 
 }  // namespace crest

@@ -327,6 +327,7 @@ struct CrossEntropyAt {
   T* diff;                     // null: the loss only
   int64_t classes, spatial;
   double positions, diff_scale;
+  double label_smoothing;  // e: the target is (1 - e) onehot(label) + e / classes
 
   __device__ LossAndFirstBad operator()(size_t q) const {
     const int32_t label = labels[q];
@@ -344,7 +345,14 @@ struct CrossEntropyAt {
       sum_exp += exp(static_cast<double>(x[c * spatial]) - max_logit);
     const double log_sum_exp = max_logit + log(sum_exp);
     const double weight = class_weights ? static_cast<double>(class_weights[label]) : 1.0;
-    const double loss = weight * (log_sum_exp - static_cast<double>(x[label * spatial]));
+    double target_logit = static_cast<double>(x[label * spatial]);
+    if (label_smoothing > 0) {  // sum_c q_c z_c = (1 - e) z_label + e/C sum_c z_c
+      double logit_sum = 0.0;
+      for (int64_t c = 0; c < classes; ++c) logit_sum += static_cast<double>(x[c * spatial]);
+      target_logit = (1 - label_smoothing) * target_logit +
+                     label_smoothing / static_cast<double>(classes) * logit_sum;
+    }
+    const double loss = weight * (log_sum_exp - target_logit);
     if (diff != nullptr) write_diff(b * classes * spatial + s, x, label, log_sum_exp, weight);
     return {loss, ULLONG_MAX};
   }
@@ -352,9 +360,11 @@ struct CrossEntropyAt {
   __device__ void write_diff(int64_t first, const T* x, int32_t label, double log_sum_exp,
                              double weight) const {
     const double scale = diff_scale * weight / positions;
+    const double spread = label_smoothing / static_cast<double>(classes);
     for (int64_t c = 0; c < classes; ++c) {
       const double softmax = exp(static_cast<double>(x[c * spatial]) - log_sum_exp);
-      diff[first + c * spatial] = static_cast<T>(scale * (softmax - (c == label ? 1.0 : 0.0)));
+      const double target = (c == label ? 1.0 - label_smoothing : 0.0) + spread;
+      diff[first + c * spatial] = static_cast<T>(scale * (softmax - target));
     }
   }
 };
@@ -784,13 +794,14 @@ class Ops final : public DeviceOps {
   }
 
   double softmax_cross_entropy(const void* logits, const int32_t* labels,
-                               const float* class_weights, void* diff_logits, int64_t n,
-                               int64_t classes, int64_t spatial, double diff_scale) override {
-    check_softmax_cross_entropy_sizes(n, classes, spatial);
+                               const float* class_weights, double label_smoothing,
+                               void* diff_logits, int64_t n, int64_t classes, int64_t spatial,
+                               double diff_scale) override {
+    check_softmax_cross_entropy_sizes(n, classes, spatial, label_smoothing);
     const auto positions = static_cast<size_t>(n * spatial);
-    const CrossEntropyAt<T> term{static_cast<const T*>(logits),    labels,    class_weights,
-                                 static_cast<T*>(diff_logits),     classes,   spatial,
-                                 static_cast<double>(n * spatial), diff_scale};
+    const CrossEntropyAt<T> term{static_cast<const T*>(logits),    labels,     class_weights,
+                                 static_cast<T*>(diff_logits),     classes,    spatial,
+                                 static_cast<double>(n * spatial), diff_scale, label_smoothing};
     const LossAndFirstBad sums = reduce<LossAndFirstBad>(positions, term);
     if (sums.first_bad < positions) throw_bad_label(labels, sums.first_bad, classes, spatial);
     return sums.loss / static_cast<double>(positions);
@@ -929,8 +940,8 @@ class HalfOps final : public DeviceOps {
   }
 
   double mse(const void*, const void*, void*, size_t, double) override { refuse("mse", dtype()); }
-  double softmax_cross_entropy(const void*, const int32_t*, const float*, void*, int64_t, int64_t,
-                               int64_t, double) override {
+  double softmax_cross_entropy(const void*, const int32_t*, const float*, double, void*, int64_t,
+                               int64_t, int64_t, double) override {
     refuse("softmax_cross_entropy", dtype());
   }
   void sgd_keras(void*, const void*, void*, size_t, double, double) override {

@@ -31,6 +31,7 @@ constexpr int64_t kMaxClasses = 16;
   for (int64_t c = 0; c < p.classes; ++c)
     sum_exp += std::exp(static_cast<double>(x[c * p.spatial]) - max_logit);
   const double weight = p.class_weights ? static_cast<double>(p.class_weights[label]) : 1.0;
+  const double smooth = p.label_smoothing, spread = smooth / static_cast<double>(p.classes);
   if (p.diff != nullptr) {
     float* dx = p.diff + b * p.classes * p.spatial + s;
     const double scale = p.diff_scale * weight / static_cast<double>(p.n * p.spatial);
@@ -38,10 +39,18 @@ constexpr int64_t kMaxClasses = 16;
     for (int64_t c = 0; c < p.classes; ++c) {
       const double softmax =
           std::exp(static_cast<double>(x[c * p.spatial]) - max_logit) * inverse_sum;
-      dx[c * p.spatial] = static_cast<float>(scale * (softmax - (c == label ? 1.0 : 0.0)));
+      const double target = (c == label ? 1.0 - smooth : 0.0) + spread;
+      dx[c * p.spatial] = static_cast<float>(scale * (softmax - target));
     }
   }
-  return weight * (max_logit + std::log(sum_exp) - static_cast<double>(x[label * p.spatial]));
+  // sum_c q_c (lse - z_c) = lse - (1 - e) z_label - e/C sum_c z_c
+  double target_logit = x[label * p.spatial];
+  if (smooth > 0) {
+    double logit_sum = 0.0;
+    for (int64_t c = 0; c < p.classes; ++c) logit_sum += static_cast<double>(x[c * p.spatial]);
+    target_logit = (1 - smooth) * target_logit + spread * logit_sum;
+  }
+  return weight * (max_logit + std::log(sum_exp) - target_logit);
 }
 
 // Positions s .. s + 7 of sample b (q the first's index): the same arithmetic as one_position,
@@ -67,16 +76,23 @@ constexpr int64_t kMaxClasses = 16;
     weight[l] = p.class_weights ? static_cast<double>(p.class_weights[label[l]]) : 1.0;
     label_logit[l] = x[label[l] * p.spatial + l];
   }
+  const double smooth = p.label_smoothing, spread = smooth / static_cast<double>(p.classes);
   if (p.diff != nullptr) {
     float* dx = p.diff + b * p.classes * p.spatial + s;
     const Doubles scale = p.diff_scale * weight / static_cast<double>(p.n * p.spatial);
     const Doubles inverse_sum = 1.0 / sum_exp;
     for (int64_t c = 0; c < p.classes; ++c) {
-      const Doubles onehot = label == c ? Doubles{} + 1.0 : Doubles{};
-      double_lanes::store_narrowed(dx + c * p.spatial, scale * (e[c] * inverse_sum - onehot));
+      const Doubles target = (label == c ? Doubles{} + (1.0 - smooth) : Doubles{}) + spread;
+      double_lanes::store_narrowed(dx + c * p.spatial, scale * (e[c] * inverse_sum - target));
     }
   }
-  return weight * (max_logit + double_lanes::log(sum_exp) - label_logit);
+  Doubles target_logit = label_logit;
+  if (smooth > 0) {  // as one_position: (1 - e) z_label + e/C sum_c z_c
+    Doubles logit_sum = {};
+    for (int64_t c = 0; c < p.classes; ++c) logit_sum += logit[c];
+    target_logit = (1 - smooth) * label_logit + spread * logit_sum;
+  }
+  return weight * (max_logit + double_lanes::log(sum_exp) - target_logit);
 }
 
 // Positions [lo, hi): groups of eight inside one sample, the rest one by one. The eight lanes'

@@ -14,10 +14,12 @@ struct CrossEntropyProblem {
   float* diff = nullptr;                 // d loss / d logits, or null for the loss only
   int64_t n = 0, classes = 0, spatial = 0;
   double diff_scale = 1.0;
+  double label_smoothing = 0.0;  // e: the target is (1 - e) onehot(label) + e / classes
 };
 
-// The sum over all n * spatial positions of weight[label] * -log softmax[label], and, where
-// `diff` is set, diff = diff_scale * weight[label] / (n * spatial) * (softmax - onehot(label)).
+// The sum over all n * spatial positions of weight[label] * sum_c q_c * -log softmax[c] with the
+// smoothed target q (e = 0: weight[label] * -log softmax[label]), and, where `diff` is set,
+// diff = diff_scale * weight[label] / (n * spatial) * (softmax - q).
 // The positions are split into the fixed chunks of update_loops.hpp and the chunk sums added in
 // order: the same bits for every thread count.
 double cross_entropy_loop(const CrossEntropyProblem& p);

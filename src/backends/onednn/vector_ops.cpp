@@ -191,9 +191,10 @@ class F32Ops final : public VectorOps {
   }
 
   double softmax_cross_entropy(const void* logits_v, const int32_t* labels,
-                               const float* class_weights, void* diff_logits, int64_t n,
-                               int64_t classes, int64_t spatial, double diff_scale) override {
-    check_softmax_cross_entropy_sizes(n, classes, spatial);
+                               const float* class_weights, double label_smoothing,
+                               void* diff_logits, int64_t n, int64_t classes, int64_t spatial,
+                               double diff_scale) override {
+    check_softmax_cross_entropy_sizes(n, classes, spatial, label_smoothing);
     const auto positions = static_cast<size_t>(n * spatial);
     // Validate labels first: nothing may throw inside the parallel loop.
     size_t first_bad = positions;
@@ -213,7 +214,8 @@ class F32Ops final : public VectorOps {
                                       n,
                                       classes,
                                       spatial,
-                                      diff_scale};
+                                      diff_scale,
+                                      label_smoothing};
     return cross_entropy_loop(problem) / static_cast<double>(positions);
   }
 

@@ -103,9 +103,11 @@ class Ops final : public VectorOps {
   }
 
   double softmax_cross_entropy(const void* logits_v, const int32_t* labels,
-                               const float* class_weights, void* diff_logits, int64_t n,
-                               int64_t classes, int64_t spatial, double diff_scale) override {
-    check_softmax_cross_entropy_sizes(n, classes, spatial);
+                               const float* class_weights, double label_smoothing,
+                               void* diff_logits, int64_t n, int64_t classes, int64_t spatial,
+                               double diff_scale) override {
+    check_softmax_cross_entropy_sizes(n, classes, spatial, label_smoothing);
+    const double spread = label_smoothing / static_cast<double>(classes);  // every class's share
     const T* logits = static_cast<const T*>(logits_v);
     T* diff = static_cast<T*>(diff_logits);  // may be null when only the loss is wanted
     const double positions = static_cast<double>(n * spatial);
@@ -128,12 +130,20 @@ class Ops final : public VectorOps {
           sum_exp += std::exp(static_cast<double>(logits[at(c)]) - max_logit);
         const double log_sum_exp = max_logit + std::log(sum_exp);
         const double weight = class_weights ? static_cast<double>(class_weights[label]) : 1.0;
-        loss += weight * (log_sum_exp - static_cast<double>(logits[at(label)]));
+        // sum_c q_c (lse - z_c) = lse - (1 - e) z_label - e/C sum_c z_c
+        double target_logit = static_cast<double>(logits[at(label)]);
+        if (label_smoothing > 0) {
+          double logit_sum = 0.0;
+          for (int64_t c = 0; c < classes; ++c) logit_sum += static_cast<double>(logits[at(c)]);
+          target_logit = (1 - label_smoothing) * target_logit + spread * logit_sum;
+        }
+        loss += weight * (log_sum_exp - target_logit);
         if (diff) {
           const double scale = diff_scale * weight / positions;
           for (int64_t c = 0; c < classes; ++c) {
             const double softmax = std::exp(static_cast<double>(logits[at(c)]) - log_sum_exp);
-            diff[at(c)] = static_cast<T>(scale * (softmax - (c == label ? 1.0 : 0.0)));
+            const double target = (c == label ? 1.0 - label_smoothing : 0.0) + spread;
+            diff[at(c)] = static_cast<T>(scale * (softmax - target));
           }
         }
       }
