@@ -69,8 +69,9 @@ class GraphReader {
       if (const YAML::Node b = in["integer"])
         integer = std::get<bool>(scalar_or_list(b, AttrType::boolean, p + ".integer"));
       const auto& dims = std::get<std::vector<int64_t>>(shape);
-      if (dims.empty() || dims.size() >= static_cast<size_t>(Shape::kMaxRank))
-        fail(in["shape"], p + ".shape", "must have 1 to 7 dimensions (the batch comes on top)");
+      // [] is one number per sample (a class label).
+      if (dims.size() >= static_cast<size_t>(Shape::kMaxRank))
+        fail(in["shape"], p + ".shape", "must have 0 to 7 dimensions (the batch comes on top)");
       for (int64_t d : dims)
         if (d < 1) fail(in["shape"], p + ".shape", "every dimension must be >= 1");
       try {

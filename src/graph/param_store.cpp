@@ -41,10 +41,12 @@ void fill_slot(T* w, size_t count, const ParamSlot& s, uint64_t seed) {
         v = (2 * uniform01(gen) - 1) * limit;
         break;
       }
-      case Init::kaiming_normal: {
-        // Box-Muller; std = sqrt(2 / fan_in) (He et al., fan-in mode, ReLU gain).
+      case Init::kaiming_normal:
+      case Init::kaiming_normal_fan_out: {
+        // Box-Muller; std = sqrt(2 / fan) (He et al., ReLU gain) in fan-in or fan-out mode.
+        const double fan = s.spec.init == Init::kaiming_normal ? fan_in : fan_out;
         const double u1 = 1.0 - uniform01(gen), u2 = uniform01(gen);
-        v = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2) * std::sqrt(2.0 / fan_in);
+        v = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2) * std::sqrt(2.0 / fan);
         break;
       }
       case Init::torch_default: {

@@ -19,6 +19,7 @@
 #include "crest/models/deepcam.hpp"
 #include "crest/optim/lamb.hpp"
 #include "support/deepcam_parity_init.hpp"
+#include "support/parity_fixture.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
@@ -33,42 +34,8 @@ struct TrainedRun {
   std::unique_ptr<Backend> backend;
   std::unique_ptr<Executor> ex;
   std::vector<double> losses;
-  std::map<std::string, std::vector<double>> initial, final_values;  // by reference key
+  test::ValuesByKey initial, final_values;  // by reference key
 };
-
-// The reference key and shape of a parameter slot.
-std::pair<std::string, std::vector<int64_t>> reference_name(const BuiltModel& m,
-                                                            const ParamSlot& s) {
-  const auto it = m.external_params.find(s.name);
-  if (it == m.external_params.end()) return {s.name, s.shape.to_vector()};
-  return {it->second.key, it->second.shape};
-}
-
-std::map<std::string, std::vector<double>> values_by_key(const TrainedRun& r) {
-  std::map<std::string, std::vector<double>> out;
-  const ParamStore& p = r.ex->params();
-  for (size_t i = 0; i < p.slots().size(); ++i) {
-    const TensorView v = p.value(i);
-    std::vector<double>& dst = out[reference_name(r.model, p.slots()[i]).first];
-    for (int64_t k = 0; k < v.numel(); ++k) dst.push_back(test::element(v, static_cast<size_t>(k)));
-  }
-  return out;
-}
-
-void set_initial_weights(TrainedRun& r) {
-  ParamStore& p = r.ex->params();
-  for (size_t i = 0; i < p.slots().size(); ++i) {
-    const auto [key, shape] = reference_name(r.model, p.slots()[i]);
-    const TensorView v = p.value(i);
-    for (int64_t k = 0; k < v.numel(); ++k) {
-      const double x = dp::initial_value(key, shape, static_cast<uint64_t>(k));
-      if (v.dtype() == DType::f64)
-        v.as<double>()[k] = x;
-      else
-        v.as<float>()[k] = static_cast<float>(x);
-    }
-  }
-}
 
 // x is written channels-last (N, H, W, C), as the graph input declares; labels int32 (N, H, W).
 void set_batch(Executor& ex) {
@@ -100,21 +67,21 @@ TrainedRun prepared_run(const std::string& backend, DType dtype) {
   co.batch = dp::kBatch;
   co.dtype = dtype;
   r.ex = std::make_unique<Executor>(r.model.graph, *r.backend, co);
-  set_initial_weights(r);
+  test::set_hashed_initial_values(r.model, r.ex->params(), dp::kSeed);
   set_batch(*r.ex);
   return r;
 }
 
 TrainedRun train_two_steps(const std::string& backend, DType dtype) {
   TrainedRun r = prepared_run(backend, dtype);
-  r.initial = values_by_key(r);
+  r.initial = test::values_by_reference_key(r.model, r.ex->params());
   LambOptions lo;
   lo.weight_decay = 0.01;
   Lamb lamb(lo);
   lamb.attach(r.ex->params(), r.ex->vec());
   TrainStep step(*r.ex, lamb, nullptr);
   for (int i = 0; i < 2; ++i) r.losses.push_back(step.run(kLr).loss);
-  r.final_values = values_by_key(r);
+  r.final_values = test::values_by_reference_key(r.model, r.ex->params());
   return r;
 }
 
@@ -123,62 +90,12 @@ const TrainedRun& float64_run() {
   return r;
 }
 
-double norm(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
-}
-
-// What a tensor became in a run: its update for a trained parameter, else its final value.
-std::vector<double> outcome(const TrainedRun& r, const std::string& key, bool trained) {
-  std::vector<double> v = r.final_values.at(key);
-  if (trained)
-    for (size_t i = 0; i < v.size(); ++i) v[i] -= r.initial.at(key)[i];
-  return v;
-}
-
-std::vector<double> read_f64(const SafetensorsFile& f, const std::string& name) {
-  const SafetensorsTensor& t = f.at(name);
-  std::vector<double> v(static_cast<size_t>(t.numel()));
-  f.read_into(name, DType::f64, t.crest_shape(), v.data());
-  return v;
-}
-
-std::vector<int64_t> read_i64(const SafetensorsFile& f, const std::string& name) {
-  const SafetensorsTensor& t = f.at(name);
-  std::vector<int64_t> v(static_cast<size_t>(t.numel()));
-  f.read_into(name, DType::i64, t.crest_shape(), v.data());
-  return v;
-}
-
 TEST(DeepcamParity, TwoLambStepsMatchFloat64PytorchToOneInAMillion) {
   const SafetensorsFile fx(test::source_path("tests/fixtures/deepcam_parity.safetensors"));
   const TrainedRun& r = float64_run();
-  const std::vector<double> losses = read_f64(fx, "loss");
+  const std::vector<double> losses = test::read_f64(fx, "loss");
   for (int i = 0; i < 2; ++i) EXPECT_NEAR(r.losses[i], losses[i], 1e-9 * losses[i]) << "step " << i;
-  int checked = 0;
-  for (const auto& [key, values] : r.final_values) {
-    if (key.ends_with("num_batches_tracked")) {
-      EXPECT_EQ(values.at(0), read_f64(fx, key + ":value").at(0)) << key;
-      continue;
-    }
-    const bool trained = fx.contains(key + ":delta");
-    const std::vector<double> mine = outcome(r, key, trained);
-    const std::vector<double> want = read_f64(fx, key + (trained ? ":delta" : ":value"));
-    const std::vector<int64_t> at = read_i64(fx, key + ":index");
-    // The relative error of the update (or state) over the sampled elements, and of its norm
-    // over all of them.
-    double diff = 0, scale = 0;
-    for (size_t j = 0; j < at.size(); ++j) {
-      const double d = mine.at(static_cast<size_t>(at[j])) - want[j];
-      diff += d * d;
-      scale += want[j] * want[j];
-    }
-    EXPECT_LE(std::sqrt(diff / scale), 1e-6) << key;
-    const double want_norm = read_f64(fx, key + ":norm").at(0);
-    EXPECT_NEAR(norm(mine), want_norm, 1e-6 * want_norm) << key;
-    ++checked;
-  }
+  const int checked = test::expect_sampled_outcomes_match(fx, r.initial, r.final_values, 1e-6);
   EXPECT_EQ(checked, 529 - 76);
 }
 
@@ -200,7 +117,7 @@ FirstGradients first_gradients(const std::string& backend, DType dtype) {
   for (size_t i = 0; i < p.slots().size(); ++i) {
     if (!p.slots()[i].spec.trainable) continue;
     const TensorView v = p.grad(i);
-    std::vector<double>& dst = g.grads[reference_name(r.model, p.slots()[i]).first];
+    std::vector<double>& dst = g.grads[test::reference_name(r.model, p.slots()[i]).first];
     for (int64_t k = 0; k < v.numel(); ++k) dst.push_back(test::element(v, static_cast<size_t>(k)));
   }
   return g;
@@ -217,7 +134,7 @@ TEST(DeepcamParity, Float32OnednnGradientsFollowFloat64) {
     const std::vector<double>& got = f32.grads.at(key);
     std::vector<double> d(want.size());
     for (size_t j = 0; j < want.size(); ++j) d[j] = got[j] - want[j];
-    errors.push_back(norm(d) / norm(want));
+    errors.push_back(test::norm(d) / test::norm(want));
     if (errors.back() >= *std::max_element(errors.begin(), errors.end())) worst_key = key;
   }
   std::sort(errors.begin(), errors.end());

@@ -10,6 +10,7 @@
 #include "crest/core/error.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
+#include "crest/models/resnet50.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 
@@ -41,6 +42,25 @@ TEST(GraphYaml, CosmoFlowFileCompilesToTheBuildersProgram) {
   auto backend = make_backend(default_backend_name());
   CompileOptions c;
   c.batch = 2;
+  c.seed = 11;
+  Executor a(from_yaml, *backend, c), b(built.graph, *backend, c);
+  EXPECT_EQ(a.summary(), b.summary());
+  EXPECT_EQ(a.plan().arena_bytes, b.plan().arena_bytes);
+  ASSERT_EQ(a.params().bytes(), b.params().bytes());
+  EXPECT_EQ(std::memcmp(a.params().values(), b.params().values(), a.params().bytes()), 0);
+}
+
+// configs/models/resnet50.yaml is build_resnet50's network: the same graph (torchvision's node
+// names, a scalar int32 label input), layer table, memory plan and initial weights.
+TEST(GraphYaml, Resnet50FileCompilesToTheBuildersProgram) {
+  const std::string file = test::source_path("configs/models/resnet50.yaml");
+  const Graph from_yaml = graph_from_yaml(YAML::LoadFile(file), file);
+  const BuiltModel built = build_resnet50(Resnet50Options{});
+  EXPECT_EQ(from_yaml, built.graph) << graph_to_yaml(from_yaml) << "\n---\n"
+                                    << graph_to_yaml(built.graph);
+  auto backend = make_backend(default_backend_name());
+  CompileOptions c;
+  c.batch = 1;
   c.seed = 11;
   Executor a(from_yaml, *backend, c), b(built.graph, *backend, c);
   EXPECT_EQ(a.summary(), b.summary());
@@ -109,6 +129,22 @@ TEST(GraphYaml, BadFilesNameTheLineTheNodeAndTheKey) {
     ADD_FAILURE() << "a dense layer on a rank-3 input compiled";
   } catch (const Error& err) {
     EXPECT_NE(std::string(err.what()).find("layer 'fc' (dense)"), std::string::npos) << err.what();
+  }
+}
+
+// A label-smoothed loss takes no class weights (no reference defines that pair) and a smoothing
+// in [0, 1): refused naming the file's line and the layer.
+TEST(GraphYaml, RefusesALossThatSmoothsAndWeightsOrSmoothsTooMuch) {
+  const std::string head =
+      "inputs: [{name: x, shape: [4]}, {name: y, shape: [], integer: true}]\nlayers:\n";
+  for (const auto& [attrs, text] : std::vector<std::pair<std::string, std::string>>{
+           {"class_weights: [1, 2, 1, 1], label_smoothing: 0.1", "not both"},
+           {"label_smoothing: 1.0", "[0, 1)"},
+           {"label_smoothing: -0.1", "[0, 1)"}}) {
+    const std::string e = error_of(head + "  - {name: l, kind: softmax_cross_entropy, " + attrs +
+                                   ", inputs: [x, y]}\nloss: l\n");
+    EXPECT_NE(e.find("m.yaml:3: model.layers[0] (l)"), std::string::npos) << e;
+    EXPECT_NE(e.find(text), std::string::npos) << e;
   }
 }
 

@@ -62,13 +62,24 @@ enum class SpatialRole : uint8_t {
   position_mean
 };
 
-enum class Init : uint8_t { zeros, ones, glorot_uniform, kaiming_normal, torch_default };
+// kaiming_normal: He et al.'s normal of std sqrt(2 / fan_in); kaiming_normal_fan_out: sqrt(2 /
+// fan_out), torchvision's ResNet convolutions (kaiming_normal_(mode="fan_out")).
+enum class Init : uint8_t {
+  zeros,
+  ones,
+  glorot_uniform,
+  kaiming_normal,
+  kaiming_normal_fan_out,
+  torch_default
+};
 template <>
-inline constexpr EnumEntries<Init, 5> kEnumTable<Init> = {{{Init::zeros, "zeros"},
-                                                           {Init::ones, "ones"},
-                                                           {Init::glorot_uniform, "glorot_uniform"},
-                                                           {Init::kaiming_normal, "kaiming_normal"},
-                                                           {Init::torch_default, "torch_default"}}};
+inline constexpr EnumEntries<Init, 6> kEnumTable<Init> = {
+    {{Init::zeros, "zeros"},
+     {Init::ones, "ones"},
+     {Init::glorot_uniform, "glorot_uniform"},
+     {Init::kaiming_normal, "kaiming_normal"},
+     {Init::kaiming_normal_fan_out, "kaiming_normal_fan_out"},
+     {Init::torch_default, "torch_default"}}};
 
 struct ParamSpec {
   std::string name;  // local name: "weight", "bias"; the graph prefixes the node name
