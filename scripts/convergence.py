@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Learning-quality runs for docs/convergence.md: the learnable CosmoFlow fixture
-(tests/fixtures/learnable_cosmoflow.yaml, target validation MAE <= 0.124) trained in several
-precisions from several seeds; prints one JSON line per run (epochs to target, the validation
-MAE curve read from the run's MLPerf log) and a summary line per precision.
+"""Learning-quality runs for docs/convergence.md: a learnable fixture — CosmoFlow
+(tests/fixtures/learnable_cosmoflow.yaml, target validation MAE <= 0.124) or, with --model
+deepcam, DeepCAM (tests/fixtures/learnable_deepcam.yaml, target validation IoU >= 0.82) —
+trained in several precisions from several seeds; prints one JSON line per run (epochs to
+target, the validation curve read from the run's MLPerf log) and a summary line per precision.
 
     python3 scripts/convergence.py --crest build/bin/crest --data /tmp/crest-learnable-cosmoflow \
         --precisions float32 bf16 --seeds 0 1 2 [--out /tmp/convergence] [-- extra overrides]
@@ -14,7 +15,7 @@ variant is one configuration trained from every seed (the large-batch study of d
 --launcher 'mpirun --bind-to none -np 2' runs each training under that launcher (the gradient
 lag and local SGD study: pass data.batch_size=4 to keep the global batch of 8).
 
-The dataset is made first when --data does not exist (crest datagen, ~7 s). Runs are
+The dataset is made first when --data does not exist (crest datagen, seconds). Runs are
 deterministic for a seed and thread count, so a loaded machine changes only how long they take.
 """
 import argparse
@@ -24,15 +25,31 @@ import subprocess
 import sys
 
 
-def eval_curve(mllog_path):
-    """[(epoch, eval_error)] from the ':::MLLOG' lines of a run's mllog.txt."""
+# What each fixture trains on and what its target is: the MLPerf log key of the validation
+# figure, the target, and whether the figure must rise to it (IoU) or fall to it (MAE).
+FIXTURES = {
+    "cosmoflow": {"config": "tests/fixtures/learnable_cosmoflow.yaml",
+                  "data": "/tmp/crest-learnable-cosmoflow",
+                  "datagen": ["cosmoflow", "--train", "1024", "--valid", "128", "--size", "32",
+                              "--seed", "1"],
+                  "key": "eval_error", "target": 0.124, "rises": False},
+    "deepcam": {"config": "tests/fixtures/learnable_deepcam.yaml",
+                "data": "/tmp/crest-learnable-deepcam",
+                "datagen": ["deepcam", "--train", "96", "--valid", "32", "--height", "32",
+                            "--width", "48", "--seed", "0"],
+                "key": "eval_accuracy", "target": 0.82, "rises": True},
+}
+
+
+def eval_curve(mllog_path, key):
+    """[(epoch, value)] of one validation key from the ':::MLLOG' lines of a run's mllog.txt."""
     curve = []
     with open(mllog_path) as f:
         for line in f:
             if ":::MLLOG" not in line:
                 continue
             rec = json.loads(line.split(":::MLLOG", 1)[1])
-            if rec.get("key") == "eval_error":
+            if rec.get("key") == key:
                 curve.append((rec["metadata"]["epoch_num"], rec["value"]))
     return curve
 
@@ -40,22 +57,30 @@ def eval_curve(mllog_path):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--crest", default="build/bin/crest")
-    p.add_argument("--data", default="/tmp/crest-learnable-cosmoflow")
-    p.add_argument("--config", default="tests/fixtures/learnable_cosmoflow.yaml")
+    p.add_argument("--model", choices=sorted(FIXTURES), default="cosmoflow")
+    p.add_argument("--data", help="the fixture's dataset (made when missing)")
+    p.add_argument("--config", help="the fixture's config")
     p.add_argument("--precisions", nargs="+", default=["float32", "bf16"])
     p.add_argument("--seeds", nargs="+", type=int, default=[0, 1, 2])
     p.add_argument("--out", default="/tmp/crest-convergence")
-    p.add_argument("--target", type=float, default=0.124)
+    p.add_argument("--target", type=float, help="the fixture's validation target")
     p.add_argument("--variant", action="append", default=[],
                    help="LABEL=k1=v1;k2=v2: a configuration to train instead of the precisions")
     p.add_argument("--launcher", default="",
                    help="a command line to start each training under (mpirun ... -np N)")
     p.add_argument("overrides", nargs="*", help="extra key=value overrides for every run")
     a = p.parse_args()
+    fixture = FIXTURES[a.model]
+    a.data = a.data or fixture["data"]
+    a.config = a.config or fixture["config"]
+    a.target = fixture["target"] if a.target is None else a.target
     if not os.path.isdir(a.data):
-        subprocess.run([a.crest, "datagen", "cosmoflow", "--out", a.data, "--train", "1024",
-                        "--valid", "128", "--size", "32", "--seed", "1"], check=True,
-                       stdout=sys.stderr)
+        subprocess.run([a.crest, "datagen", fixture["datagen"][0], "--out", a.data]
+                       + fixture["datagen"][1:], check=True, stdout=sys.stderr)
+
+    def at_target(value):
+        return value >= a.target if fixture["rises"] else value <= a.target
+
     variants = [(p, ["--precision", p]) for p in a.precisions]
     if a.variant:
         variants = []
@@ -71,11 +96,11 @@ def main():
             r = subprocess.run(cmd, capture_output=True, text=True)
             if r.returncode not in (0, 1):  # 1: finished without reaching the target
                 sys.exit(f"{' '.join(cmd)} failed ({r.returncode}):\n{r.stdout}{r.stderr}")
-            curve = eval_curve(os.path.join(run_dir, "mllog.txt"))
-            reached = next((e for e, v in curve if v <= a.target), None)
+            curve = eval_curve(os.path.join(run_dir, "mllog.txt"), fixture["key"])
+            reached = next((e for e, v in curve if at_target(v)), None)
             line = {"variant": prec, "seed": seed, "epochs_to_target": reached,
-                    "final_mae": curve[-1][1] if curve else None,
-                    "mae_curve": [round(v, 4) for _, v in curve]}
+                    "final_" + fixture["key"]: curve[-1][1] if curve else None,
+                    fixture["key"] + "_curve": [round(v, 4) for _, v in curve]}
             print(json.dumps(line), flush=True)
             summary.setdefault(prec, []).append(reached)
     for prec, epochs in summary.items():
