@@ -12,6 +12,7 @@ packages=(
   libcli11-dev           # the command line
   zlib1g-dev             # gzip TFRecords
   libhdf5-dev            # DeepCAM HDF5 samples and stats.h5
+  libturbojpeg0-dev      # JPEG images (libjpeg-turbo's TurboJPEG API)
   libopenmpi-dev openmpi-bin  # multi-rank training (MPI) and mpirun for its tests
   # crest export --format onnx: ONNX's protobuf classes and checker; its CMake config links
   # protobuf without depending on its -dev package, so that is named too

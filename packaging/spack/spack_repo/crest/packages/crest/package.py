@@ -40,6 +40,7 @@ class Crest(CMakePackage, CudaPackage):
     depends_on("nlohmann-json@3:")
     depends_on("cli11")
     depends_on("zlib-api")
+    depends_on("libjpeg-turbo")  # the TurboJPEG API (libturbojpeg.pc): JPEG image datasets
     # The backend speaks oneDNN's 3.x API with OpenMP threads (crest's own loops use OpenMP).
     depends_on("onednn@3.2: cpu_runtime=omp", when="+onednn")
     with when("+onnx"):
