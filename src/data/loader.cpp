@@ -111,12 +111,13 @@ void DataLoader::decode_into(Slot& slot, int64_t position, int64_t sample,
   char* place = static_cast<char*>(slot.x.data()) + x_place_bytes() * static_cast<size_t>(position);
   void* y =
       static_cast<char*>(slot.y.data()) + source_->spec().y_bytes() * static_cast<size_t>(position);
+  const SampleDraw draw{opts_.seed, epoch_};
   if (opts_.sample_dtype == DType::f32)
-    return source_->decode(sample, payload, reinterpret_cast<float*>(place), y);
+    return source_->decode_drawn(sample, payload, reinterpret_cast<float*>(place), y, draw);
   thread_local std::vector<float> wide;  // one sample in float32 before it is narrowed
   const auto n = static_cast<size_t>(source_->spec().x_shape.numel());
   wide.resize(n);
-  source_->decode(sample, payload, wide.data(), y);
+  source_->decode_drawn(sample, payload, wide.data(), y, draw);
   floats_to_half_codes(wide.data(), reinterpret_cast<uint16_t*>(place), n, opts_.sample_dtype);
 }
 

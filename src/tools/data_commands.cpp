@@ -72,7 +72,9 @@ void register_datagen(CLI::App& app) {
       ->required();
   cmd->add_option("--train", o->n_train, "training samples")->required();
   cmd->add_option("--valid", o->n_valid, "validation samples")->required();
-  cmd->add_option("--size", o->size, "cosmoflow: cube edge, a multiple of 32 (default 128)");
+  cmd->add_option(
+      "--size", o->size,
+      "cosmoflow: cube edge, a multiple of 32; imagenet: images' typical side (default 128)");
   cmd->add_option("--height", o->height, "deepcam: rows, a multiple of 16 (default 768)");
   cmd->add_option("--width", o->width, "deepcam: columns, a multiple of 16 (default 1152)");
   cmd->add_option("--format", o->format, format_help());

@@ -480,7 +480,7 @@ TEST_F(ConfigTest, ImpossibleValuesAreErrors) {
   expect_override_error("optimizer.momentum=1.5", "optimizer.momentum", "[0, 1)");
   expect_override_error("optimizer.lr=0.1", "optimizer.lr", "lr_schedule.base_lr");
   expect_override_error("data.name=cosmo", "data.data_dir", "required for data.name: cosmo");
-  expect_override_error("data.name=imagenet", "data.name", "cosmo, deepcam, dummy");
+  expect_override_error("data.name=mnist", "data.name", "cosmo, deepcam, dummy, imagenet");
   expect_override_error("data.compression=ZLIB", "data.compression", "GZIP");
   expect_override_error("data.samples_per_file=4", "data.samples_per_file", "one sample");
   expect_override_error("data.cache_bytes=lots", "data.cache_bytes", "byte count");

@@ -32,6 +32,14 @@ struct SampleBlock {
   Shape x_shape(const Shape& whole) const;  // the block's [rows per axis..., C]
 };
 
+// Where a sample's random transform draws from (a training image's crop and flip): the run's data
+// seed and the epoch, so each epoch draws anew and a resumed run draws what the straight run did,
+// whichever thread decodes the sample.
+struct SampleDraw {
+  uint64_t seed = 0;
+  int64_t epoch = 0;
+};
+
 class SampleSource {
  public:
   virtual ~SampleSource() = default;
@@ -46,6 +54,11 @@ class SampleSource {
   // (spec().x_bytes()) and y (spec().y_bytes()). Throws crest::Error (input) naming the file.
   // Thread-safe.
   virtual void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const = 0;
+  // decode() with the draw of a random transform; a source without one (the default) ignores it.
+  virtual void decode_drawn(int64_t i, std::span<const std::byte> payload, float* x, void* y,
+                            const SampleDraw& /*draw*/) const {
+    decode(i, payload, x, y);
+  }
 
   // One block of each sample (a spatial split's). A source whose format allows it reads only the
   // block's bytes (reads_blocks(): npy files, one read per contiguous run of rows); the default

@@ -49,6 +49,8 @@ struct DatasetType {
   // The targets: int32 class labels [H, W] per sample (segmentation), else float targets
   // [model.target_size].
   bool labels = false;
+  // With labels: one class per sample, shape [] (image classification), not one per pixel.
+  bool one_label_per_sample = false;
   // Validation reads every sample in batches as full as the samples allow (DeepCAM's reference);
   // else full batches only (CosmoFlow's drop_remainder), so n_valid < batch_size is refused.
   bool validates_every_sample = false;

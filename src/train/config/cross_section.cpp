@@ -62,12 +62,15 @@ void check_graph_input(const SectionReader& data_reader, const SectionReader& mo
                                     " with layout: channels_last");
 }
 
-// A segmentation dataset's targets are the labels [H, W], int32 class ids.
+// A segmentation dataset's targets are the labels [H, W], a classification dataset's one label
+// [] per sample: int32 class ids.
 void bind_labels(const SectionReader& data_reader, const SectionReader& model_reader,
                  const ModelConfig& model, DataConfig& data) {
-  const Shape labels{data.sample_shape[0], data.sample_shape[1]};
+  const bool per_sample = find_dataset_type(data.name).one_label_per_sample;
+  const Shape labels = per_sample ? Shape{} : Shape{data.sample_shape[0], data.sample_shape[1]};
   if (data_reader.has("target_shape") && data.target_shape != labels)
-    data_reader.fail("target_shape", data.target_shape.str() + " is not the labels' [H, W] " +
+    data_reader.fail("target_shape", data.target_shape.str() + " is not the labels' " +
+                                         (per_sample ? "[] (one per sample) " : "[H, W] ") +
                                          labels.str() + " (it may be left out)");
   data.target_shape = labels;
   if (!model.graph) return;
