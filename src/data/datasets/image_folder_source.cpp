@@ -7,6 +7,7 @@
 #include <system_error>
 
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
 #include "crest/data/image_transforms.hpp"
 #include "formats/file_io.hpp"
 
@@ -15,18 +16,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// splitmix64's finaliser: the counter-based stream a sample's draws come from.
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Draw k of the stream `key`, uniform in [0, 1) (53 bits).
-double uniform(uint64_t key, uint64_t k) {
-  return static_cast<double>(mix(key ^ mix(k)) >> 11) * 0x1.0p-53;
-}
+// Draw k of the stream `key`, uniform in [0, 1) (crest/core/hash_rng.hpp).
+double uniform(uint64_t key, uint64_t k) { return rng::unit_double(rng::counter_bits(key, k)); }
 
 // The draws' order: the crop's 40 (area, log ratio, row, column per attempt), then the flip.
 CropDraws crop_draws(uint64_t key) {
@@ -91,8 +82,10 @@ class ImageFolderSource final : public SampleSource {
 
   void decode_drawn(int64_t i, std::span<const std::byte> payload, float* x, void* y,
                     const SampleDraw& draw) const override {
-    const uint64_t key =
-        mix(mix(draw.seed ^ mix(static_cast<uint64_t>(draw.epoch))) ^ static_cast<uint64_t>(i));
+    // One stream per (seed, epoch, sample).
+    const uint64_t key = rng::splitmix64(
+        rng::splitmix64(draw.seed ^ rng::splitmix64(static_cast<uint64_t>(draw.epoch))) ^
+        static_cast<uint64_t>(i));
     const ImageTransformOptions& t = opts_.transform;
     JpegDecodeOptions d;
     d.max_pixels = t.max_pixels;

@@ -11,6 +11,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/hash_rng.hpp"
 #include "crest/data/data_family.hpp"
 #include "crest/data/formats/jpeg.hpp"
 
@@ -20,17 +21,8 @@ namespace {
 constexpr int64_t kClasses = 10;
 constexpr int kQuality = 90;
 
-uint64_t mix(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-// Draw k of image `key`'s stream, uniform in [0, 1).
-double uniform(uint64_t key, uint64_t k) {
-  return static_cast<double>(mix(key ^ mix(k)) >> 11) * 0x1.0p-53;
-}
+// Draw k of the stream `key`, uniform in [0, 1) (crest/core/hash_rng.hpp).
+double uniform(uint64_t key, uint64_t k) { return rng::unit_double(rng::counter_bits(key, k)); }
 
 // Class c's colour: hue c / 10 at full saturation, as RGB in [0, 1].
 std::array<double, 3> class_colour(int64_t c) {
@@ -44,7 +36,7 @@ std::array<double, 3> class_colour(int64_t c) {
 
 // Image `index` of a split: class index % 10, size and texture from (seed, index).
 RgbImage synthetic_image(uint64_t seed, int64_t index, int64_t size) {
-  const uint64_t key = mix(seed ^ mix(static_cast<uint64_t>(index)));
+  const uint64_t key = rng::splitmix64(seed ^ rng::splitmix64(static_cast<uint64_t>(index)));
   RgbImage image;
   image.height = static_cast<int64_t>(static_cast<double>(size) * (0.75 + 0.5 * uniform(key, 0)));
   image.width = static_cast<int64_t>(static_cast<double>(size) * (0.75 + 0.5 * uniform(key, 1)));
