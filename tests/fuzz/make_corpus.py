@@ -174,8 +174,16 @@ def main():
     copy("fuzz_inspect", os.path.join(formats, "f4_2x3.npy"))
     copy("fuzz_inspect", os.path.join(FIXTURES, "numpy_written.safetensors"))
     put("fuzz_inspect", "sample.h5", h5["sample.h5"])
+    # JPEG: the decoder fixtures (Pillow's files of each kind); the first byte picks the draws
+    # and the reduced decode's minimum size.
+    jpegs = os.path.join(FIXTURES, "jpeg")
+    for name in sorted(os.listdir(jpegs)):
+        if name.endswith(".jpg"):
+            with open(os.path.join(jpegs, name), "rb") as f:
+                put("fuzz_jpeg", name[:-4], b"\x07" + f.read())
     # Run configs: the shipped demo configs, and one with overrides after "%%".
-    for name in ("cosmoflow-demo.yaml", "deepcam-demo.yaml", "cosmoflow-graph-demo.yaml"):
+    for name in ("cosmoflow-demo.yaml", "deepcam-demo.yaml", "cosmoflow-graph-demo.yaml",
+                 "resnet50-demo.yaml"):
         copy("fuzz_config", os.path.join(REPO, "configs", name))
     with open(os.path.join(REPO, "configs", "cosmoflow-demo.yaml"), "rb") as f:
         put("fuzz_config", "cosmoflow-demo-overrides", f.read() + b"\n%%\ntrain.n_epochs=3\n"

@@ -31,14 +31,16 @@ Field<S> compression_field() {
           }};
 }
 
-// The entries' count is the dataset's business (check_sample_shape).
-Field<S> shape_field(const std::string& key, Shape S::*m) {
+// The entries' count is the dataset's business (check_sample_shape). `scalar_allowed`: [] is one
+// value per sample (target_shape of a class label).
+Field<S> shape_field(const std::string& key, Shape S::*m, bool scalar_allowed = false) {
   return {key,
           [=](const SectionReader& r, S& s) {
             const auto v = r.opt_int_list(key, 1);
             if (!v) return;
-            if (v->empty() || v->size() > static_cast<size_t>(Shape::kMaxRank))
-              r.fail(key, "expected 1 to 8 sizes, got " + list_text(*v));
+            if ((v->empty() && !scalar_allowed) || v->size() > static_cast<size_t>(Shape::kMaxRank))
+              r.fail(key, std::string("expected ") + (scalar_allowed ? "0" : "1") +
+                              " to 8 sizes, got " + list_text(*v));
             s.*m = Shape(*v);
           },
           [=](const S& s, Lines& l) { l.add(key, (s.*m).str()); }};
@@ -162,7 +164,8 @@ const Table<DataConfig>& data_table() {
       {registered_name_field("name", &S::name, dataset_names),
        string_field("data_dir", &S::data_dir), compression_field(),
        count_field("n_train", &S::n_train, 1), count_field("n_valid", &S::n_valid, 0),
-       shape_field("sample_shape", &S::sample_shape), shape_field("target_shape", &S::target_shape),
+       shape_field("sample_shape", &S::sample_shape),
+       shape_field("target_shape", &S::target_shape, /*scalar_allowed=*/true),
        required(int_field("batch_size", &S::batch_size, 1)),
        required(int_field("n_epochs", &S::n_epochs, 1)), bool_field("shard", &S::shard),
        bool_field("apply_log", &S::apply_log), int_field("prefetch", &S::prefetch, 0),

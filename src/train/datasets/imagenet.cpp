@@ -25,7 +25,8 @@ void check(const DataSection& r, DataConfig& d) {
   if (d.compression != Compression::none)
     r.fail("compression", "applies to CosmoFlow TFRecords; JPEG images are compressed already");
   if (d.apply_log) r.fail("apply_log", "applies to CosmoFlow; images are normalised per channel");
-  if (r.has("format"))
+  // The key's default (tfrecord) is what a resolved config prints for every dataset.
+  if (d.format != SampleFileFormat::tfrecord)
     r.fail("format", "image folders hold JPEG files; data.format is for the scientific formats");
   if (d.sample_shape.rank() == 0) d.sample_shape = Shape{224, 224, 3};
   datasets::check_sample_shape(r, d, 3, "[H, W, C]");
