@@ -4,7 +4,6 @@
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -14,6 +13,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/models/model_registry.hpp"
+#include "support/state_dict_entries.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
@@ -47,45 +47,13 @@ Compiled& shared_model() {
 
 // key -> "[shape] dtype", from the fixture the peer script wrote.
 std::map<std::string, std::string> reference_entries() {
-  std::ifstream f(test::source_path("tests/fixtures/deepcam_state_dict_keys.txt"));
-  std::map<std::string, std::string> m;
-  std::string line;
-  while (std::getline(f, line)) {
-    const size_t sp = line.find(' ');
-    m[line.substr(0, sp)] = line.substr(sp + 1);
-  }
-  return m;
+  return test::state_dict_entries("tests/fixtures/deepcam_state_dict_keys.txt");
 }
 
-std::string entry_text(const SafetensorsTensor& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
-  s += "] ";
-  s += t.dtype == SafetensorsDType::I64 ? "int64" : "float32";
-  return s;
-}
-
-const ParamSlot& slot(const ParamStore& p, const std::string& name) {
-  for (const auto& s : p.slots())
-    if (s.name == name) return s;
-  throw std::runtime_error("no parameter " + name);
-}
-
-// Mean and standard deviation of one parameter's values.
-std::pair<double, double> moments(const ParamStore& p, const std::string& name) {
-  const TensorView v = p.value(static_cast<size_t>(&slot(p, name) - p.slots().data()));
-  double s = 0, s2 = 0;
-  const auto n = static_cast<double>(v.numel());
-  for (int64_t i = 0; i < v.numel(); ++i) {
-    const double x = test::element(v, static_cast<size_t>(i));
-    s += x;
-    s2 += x * x;
-  }
-  return {s / n, std::sqrt(s2 / n - (s / n) * (s / n))};
-}
+using test::moments;
 
 double max_abs(const ParamStore& p, const std::string& name) {
-  const TensorView v = p.value(static_cast<size_t>(&slot(p, name) - p.slots().data()));
+  const TensorView v = p.value(static_cast<size_t>(&test::slot_named(p, name) - p.slots().data()));
   double m = 0;
   for (int64_t i = 0; i < v.numel(); ++i)
     m = std::max(m, std::abs(test::element(v, static_cast<size_t>(i))));
@@ -103,15 +71,10 @@ TEST(DeepcamModel, HasTheReferenceParameterCountAndShapes) {
 
 TEST(DeepcamModel, WeightFilesUseTheReferenceKeysShapesAndTypes) {
   Compiled& c = shared_model();
-  const fs::path file = fs::temp_directory_path() / "crest_deepcam_keys.safetensors";
-  save_weights(c.ex->params(), file.string(), {}, c.model.external_params);
-  const SafetensorsFile f(file.string());
-  std::map<std::string, std::string> written;
-  for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
   const auto expected = reference_entries();
   ASSERT_EQ(expected.size(), 529u);
-  EXPECT_EQ(written, expected);
-  fs::remove(file);
+  EXPECT_EQ(test::written_entries(c.ex->params(), c.model, "crest_deepcam_keys.safetensors"),
+            expected);
 }
 
 // model.width_divisor: 8 is the same network with every width of the reference divided by 8 —
@@ -121,12 +84,8 @@ TEST(DeepcamModel, AWidthDivisorDividesEveryWidthAndKeepsTheKeys) {
   DeepcamOptions o = small();
   o.width_divisor = 8;
   Compiled c(o);
-  const fs::path file = fs::temp_directory_path() / "crest_deepcam_reduced.safetensors";
-  save_weights(c.ex->params(), file.string(), {}, c.model.external_params);
-  const SafetensorsFile f(file.string());
-  std::map<std::string, std::string> written;
-  for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
-  fs::remove(file);
+  const std::map<std::string, std::string> written =
+      test::written_entries(c.ex->params(), c.model, "crest_deepcam_reduced.safetensors");
   const std::set<int64_t> widths = {32, 48, 64, 128, 256, 304, 728, 1024, 1280, 1536, 2048};
   std::map<std::string, std::string> expected;
   for (const auto& [key, entry] : reference_entries()) {  // "[a, b, ...] dtype"
@@ -222,9 +181,9 @@ TEST(DeepcamModel, LoadsAReferenceCheckpointsDdpPrefixedKeys) {
   const fs::path ddp = fs::temp_directory_path() / "crest_deepcam_ddp.safetensors";
   // a's weights with one batch norm's statistics changed, re-keyed as a DDP state_dict.
   ParamStore& pa = a.ex->params();
-  const auto& rv = slot(pa, "bn2.bn.running_var");
+  const auto& rv = test::slot_named(pa, "bn2.bn.running_var");
   pa.value(static_cast<size_t>(&rv - pa.slots().data())).as<float>()[5] = 3.5f;
-  const auto& counter = slot(pa, "bn2.bn.num_batches_tracked");
+  const auto& counter = test::slot_named(pa, "bn2.bn.num_batches_tracked");
   pa.value(static_cast<size_t>(&counter - pa.slots().data())).as<float>()[0] = 7;
   save_weights(pa, plain.string(), {}, a.model.external_params);
   {

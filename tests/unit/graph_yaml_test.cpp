@@ -30,43 +30,35 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
-TEST(GraphYaml, CosmoFlowFileCompilesToTheBuildersProgram) {
-  const std::string file = test::source_path("configs/models/cosmoflow-32.yaml");
+// The graph of the model file `relative_path` equals `built`, and both compile to the same
+// program: layer table, memory plan and initial weights (seed 11, batch `batch`).
+void expect_file_is_the_builders(const std::string& relative_path, const Graph& built, int batch) {
+  const std::string file = test::source_path(relative_path);
   const Graph from_yaml = graph_from_yaml(YAML::LoadFile(file), file);
-  CosmoFlowOptions o;
-  o.input_shape = {32, 32, 32, 4};
-  o.dropout = 0.5;
-  const CosmoFlowModel built = build_cosmoflow(o);
-  EXPECT_EQ(from_yaml, built.graph) << graph_to_yaml(from_yaml) << "\n---\n"
-                                    << graph_to_yaml(built.graph);
+  EXPECT_EQ(from_yaml, built) << graph_to_yaml(from_yaml) << "\n---\n" << graph_to_yaml(built);
   auto backend = make_backend(default_backend_name());
   CompileOptions c;
-  c.batch = 2;
+  c.batch = batch;
   c.seed = 11;
-  Executor a(from_yaml, *backend, c), b(built.graph, *backend, c);
+  Executor a(from_yaml, *backend, c), b(built, *backend, c);
   EXPECT_EQ(a.summary(), b.summary());
   EXPECT_EQ(a.plan().arena_bytes, b.plan().arena_bytes);
   ASSERT_EQ(a.params().bytes(), b.params().bytes());
   EXPECT_EQ(std::memcmp(a.params().values(), b.params().values(), a.params().bytes()), 0);
 }
 
-// configs/models/resnet50.yaml is build_resnet50's network: the same graph (torchvision's node
-// names, a scalar int32 label input), layer table, memory plan and initial weights.
+TEST(GraphYaml, CosmoFlowFileCompilesToTheBuildersProgram) {
+  CosmoFlowOptions o;
+  o.input_shape = {32, 32, 32, 4};
+  o.dropout = 0.5;
+  expect_file_is_the_builders("configs/models/cosmoflow-32.yaml", build_cosmoflow(o).graph, 2);
+}
+
+// configs/models/resnet50.yaml is build_resnet50's network (torchvision's node names, a scalar
+// int32 label input).
 TEST(GraphYaml, Resnet50FileCompilesToTheBuildersProgram) {
-  const std::string file = test::source_path("configs/models/resnet50.yaml");
-  const Graph from_yaml = graph_from_yaml(YAML::LoadFile(file), file);
-  const BuiltModel built = build_resnet50(Resnet50Options{});
-  EXPECT_EQ(from_yaml, built.graph) << graph_to_yaml(from_yaml) << "\n---\n"
-                                    << graph_to_yaml(built.graph);
-  auto backend = make_backend(default_backend_name());
-  CompileOptions c;
-  c.batch = 1;
-  c.seed = 11;
-  Executor a(from_yaml, *backend, c), b(built.graph, *backend, c);
-  EXPECT_EQ(a.summary(), b.summary());
-  EXPECT_EQ(a.plan().arena_bytes, b.plan().arena_bytes);
-  ASSERT_EQ(a.params().bytes(), b.params().bytes());
-  EXPECT_EQ(std::memcmp(a.params().values(), b.params().values(), a.params().bytes()), 0);
+  expect_file_is_the_builders("configs/models/resnet50.yaml",
+                              build_resnet50(Resnet50Options{}).graph, 1);
 }
 
 TEST(GraphYaml, EveryTestModelSurvivesARoundTrip) {

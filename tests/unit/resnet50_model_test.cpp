@@ -4,8 +4,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 
 #include "crest/data/safetensors.hpp"
@@ -13,12 +11,11 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/model_registry.hpp"
 #include "crest/models/resnet50.hpp"
+#include "support/state_dict_entries.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
 namespace {
-
-namespace fs = std::filesystem;
 
 Resnet50Options at(int64_t h, int64_t w, int64_t classes = 1000, int64_t divisor = 1) {
   Resnet50Options o;
@@ -48,54 +45,14 @@ Compiled& shared_model() {
 
 // key -> "[shape] dtype", as make_resnet50_parity.py --names wrote torchvision's state_dict.
 std::map<std::string, std::string> torchvision_entries() {
-  std::ifstream f(test::source_path("tests/fixtures/resnet50_state_dict_keys.txt"));
-  std::map<std::string, std::string> m;
-  std::string line;
-  while (std::getline(f, line)) {
-    const size_t sp = line.find(' ');
-    m[line.substr(0, sp)] = line.substr(sp + 1);
-  }
-  return m;
+  return test::state_dict_entries("tests/fixtures/resnet50_state_dict_keys.txt");
 }
 
-std::string entry_text(const SafetensorsTensor& t) {
-  std::string s = "[";
-  for (size_t i = 0; i < t.shape.size(); ++i) s += (i ? ", " : "") + std::to_string(t.shape[i]);
-  s += "] ";
-  s += t.dtype == SafetensorsDType::I64 ? "int64" : "float32";
-  return s;
-}
-
-// The weight file's entries, "[shape] dtype" by key.
 std::map<std::string, std::string> written_entries(const Compiled& c) {
-  const fs::path file = fs::temp_directory_path() / "crest_resnet50_keys.safetensors";
-  save_weights(c.ex->params(), file.string(), {}, c.model.external_params);
-  std::map<std::string, std::string> written;
-  {
-    const SafetensorsFile f(file.string());
-    for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
-  }
-  fs::remove(file);
-  return written;
+  return test::written_entries(c.ex->params(), c.model, "crest_resnet50_keys.safetensors");
 }
 
-// Mean and standard deviation of one parameter's values.
-std::pair<double, double> moments(const ParamStore& p, const std::string& name) {
-  for (size_t i = 0; i < p.slots().size(); ++i) {
-    if (p.slots()[i].name != name) continue;
-    const TensorView v = p.value(i);
-    double s = 0, s2 = 0;
-    const auto n = static_cast<double>(v.numel());
-    for (int64_t k = 0; k < v.numel(); ++k) {
-      const double x = test::element(v, static_cast<size_t>(k));
-      s += x;
-      s2 += x * x;
-    }
-    return {s / n, std::sqrt(s2 / n - (s / n) * (s / n))};
-  }
-  ADD_FAILURE() << "no parameter " << name;
-  return {};
-}
+using test::moments;
 
 TEST(Resnet50Model, HasTorchvisionsParameterCount) {
   const ParamStore& p = shared_model().ex->params();
