@@ -35,8 +35,10 @@ std::vector<Taps> bilinear_taps(int64_t in_size, int64_t out_size) {
   std::vector<Taps> taps(static_cast<size_t>(out_size));
   for (int64_t o = 0; o < out_size; ++o) {
     const double center = (static_cast<double>(o) + 0.5) * scale;
-    const auto lo = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
-    const int64_t hi = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size);
+    // Pillow's (int)(x + 0.5): rounding by truncation toward zero, kept for its bounds.
+    const auto lo = std::max<int64_t>(static_cast<int64_t>(std::trunc(center - support + 0.5)), 0);
+    const int64_t hi =
+        std::min<int64_t>(static_cast<int64_t>(std::trunc(center + support + 0.5)), in_size);
     std::vector<double> w;
     double sum = 0;
     for (int64_t x = lo; x < hi; ++x) {

@@ -26,7 +26,8 @@ RgbImage picture(int64_t height, int64_t width, int seed) {
   for (int64_t r = 0; r < height; ++r)
     for (int64_t c = 0; c < width; ++c)
       for (int k = 0; k < 3; ++k)
-        p.pixels.push_back(static_cast<uint8_t>((r * (k + 1) + c * (3 - k) + seed * 40) % 200));
+        p.pixels.push_back(
+            static_cast<uint8_t>((r * (k + 1) + c * (3 - k) + int64_t{seed} * 40) % 200));
   return p;
 }
 
@@ -95,7 +96,7 @@ TEST(ImageFolderSource, ValidationIsTheResizedCentreCrop) {
   const auto s = open_image_folder(o);
   std::vector<std::byte> payload;
   s->read(3, payload);
-  std::vector<float> want(32 * 32 * 3);
+  std::vector<float> want(size_t{32} * 32 * 3);
   transform_image(decode_jpeg(payload, "x"), o.transform, 0, want.data());
   int32_t label = 0;
   EXPECT_EQ(decode(*s, 3, {7, 3}, &label), want);  // no draw: the same for any epoch

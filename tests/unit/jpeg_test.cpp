@@ -92,7 +92,7 @@ TEST(Jpeg, AnEncodedImageDecodesCloseToIt) {
   for (int64_t r = 0; r < image.height; ++r)
     for (int64_t c = 0; c < image.width; ++c)
       for (int k = 0; k < 3; ++k)
-        image.pixels.push_back(static_cast<uint8_t>(40 + r * 2 + c * 2 + k * 20));
+        image.pixels.push_back(static_cast<uint8_t>(40 + r * 2 + c * 2 + int64_t{k} * 20));
   const RgbImage back = decode_jpeg(encode_jpeg(image, 95), "round trip");
   ASSERT_EQ(back.height, image.height);
   ASSERT_EQ(back.width, image.width);

@@ -96,7 +96,7 @@ TEST(TopKMetric, RefusesPairsItCannotScore) {
   // Five or fewer classes: every sample would be right at top-5.
   EXPECT_NE(top(5).check({Shape{4, 5}, DType::f32}, {Shape{4}, DType::i32}).find("more than 5"),
             std::string::npos);
-  std::vector<float> s(8 * 3, 0.f);
+  std::vector<float> s(size_t{8} * 3, 0.f);
   std::vector<int32_t> l(8, 0);
   const TensorView pred(s.data(), {Shape{8, 3}, DType::f32});
   const TensorView target(l.data(), {Shape{8}, DType::i32});

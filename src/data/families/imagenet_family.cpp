@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <utility>
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
@@ -69,7 +70,7 @@ RgbImage synthetic_image(uint64_t seed, int64_t index, int64_t size) {
 
 class ImagenetDatagen final : public DatagenRun {
  public:
-  explicit ImagenetDatagen(const DatagenOptions& o) : o_(o) {}
+  explicit ImagenetDatagen(DatagenOptions o) : o_(std::move(o)) {}
   std::string describe() const override {
     return "JPEG images of about " + std::to_string(o_.size) + " px a side in " +
            std::to_string(kClasses) + " classes";

@@ -59,7 +59,7 @@ ImageFolderOptions folder_options(const DataConfig& dc, const std::string& dir, 
 // <root>/validation, or torchvision's <root>/val.
 std::string validation_dir(const std::string& root) {
   std::error_code ec;
-  const std::string val = root + "/val";
+  std::string val = root + "/val";
   if (!std::filesystem::exists(root + "/validation", ec) && std::filesystem::exists(val, ec))
     return val;
   return root + "/validation";
