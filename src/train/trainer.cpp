@@ -1205,6 +1205,9 @@ StepLrSchedule step_lr_schedule_of(const LrScheduleConfig& c) {
   s.closed_form = c.closed_form;
   s.t_max = c.t_max;
   s.eta_min = c.eta_min;
+  s.decay_steps = c.decay_steps;
+  s.end_lr = c.end_lr;
+  s.power = c.power;
   s.warmup_steps = c.lr_warmup_steps;
   s.warmup_factor = c.lr_warmup_factor;
   s.validate();

@@ -77,7 +77,7 @@ TEST(LrScheduleRegistry, ARegisteredScheduleIsReadCheckedAndPrinted) {
   const std::string r = load_error({"lr_schedule.decay_rate=null"});
   EXPECT_NE(r.find("required key is missing (type: exponential)"), std::string::npos) << r;
   const std::string u = load_error({"lr_schedule.type=exponentia"});
-  EXPECT_NE(u.find("cosine_annealing, exponential, multistep, none"), std::string::npos)
+  EXPECT_NE(u.find("cosine_annealing, exponential, multistep, none, polynomial"), std::string::npos)
       << "the unknown-type error lists every registered one: " << u;
   EXPECT_NE(load_error({"lr_schedule.t_max=5"}).find("only by type: cosine_annealing"),
             std::string::npos);

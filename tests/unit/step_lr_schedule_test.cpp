@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
@@ -242,6 +243,69 @@ TEST(StepLrSchedule, InvalidSettingsNameTheKey) {
   c.closed_form = true;
   expect_error(c, "lr_schedule.closed_form");
   EXPECT_THROW((void)multistep(0.1, 0, {3}, 0.1).lr(-1), Error);
+}
+
+StepLrSchedule polynomial(double base, int64_t w, int64_t decay_steps, double end, double power) {
+  StepLrSchedule s = make("polynomial", base, w);
+  s.decay_steps = decay_steps;
+  s.end_lr = end;
+  s.power = power;
+  return s;
+}
+
+// The MLPerf ResNet-50 reference's schedule (mlcommons/training image_classification tensorflow2
+// lars_util.py): a Keras schedule called with the optimizer's iteration count `step`, linear up
+// to the base at step W, then tf.keras PolynomialDecay at max(step - W, 1), which holds its end
+// value from D on.
+double reference_polynomial(double base, int64_t w, int64_t d, double end, double power,
+                            int64_t step) {
+  if (step <= w && w > 0) return base * static_cast<double>(step) / static_cast<double>(w);
+  const int64_t poly_step = std::max<int64_t>(step - w, w > 0 ? 1 : 0);
+  const double p = static_cast<double>(std::min(poly_step, d)) / static_cast<double>(d);
+  return (base - end) * std::pow(1.0 - p, power) + end;
+}
+
+TEST(StepLrSchedule, PolynomialIsTheMlperfResnetSchedule) {
+  // Worked by hand: base 10, end 1e-4, W 4, D 8, power 2.
+  const StepLrSchedule s = polynomial(10, 4, 8, 1e-4, 2);
+  EXPECT_DOUBLE_EQ(s.lr(0), 0.0);  // the reference's first step runs at 0
+  EXPECT_DOUBLE_EQ(s.lr(2), 5.0);
+  EXPECT_DOUBLE_EQ(s.lr(4), 10.0);
+  EXPECT_DOUBLE_EQ(s.lr(6), 9.9999 * 0.5625 + 1e-4);
+  EXPECT_DOUBLE_EQ(s.lr(12), 1e-4);
+  EXPECT_DOUBLE_EQ(s.lr(1000), 1e-4);
+  // Against the reference's rule over whole runs, with and without warmup, other powers.
+  struct Case {
+    double base;
+    int64_t w, d;
+    double end, power;
+  };
+  for (const Case& c : {Case{10, 4, 8, 1e-4, 2}, Case{2.5, 0, 30, 0, 1},
+                        Case{9.1, 17, 101, 1e-4, 2}, Case{0.1, 1, 5, 0.001, 0.5}}) {
+    const StepLrSchedule p = polynomial(c.base, c.w, c.d, c.end, c.power);
+    for (int64_t i = 0; i < c.w + c.d + 10; ++i)
+      EXPECT_NEAR(p.lr(i), reference_polynomial(c.base, c.w, c.d, c.end, c.power, i),
+                  1e-14 * c.base)
+          << "step " << i << " of W " << c.w << ", D " << c.d;
+  }
+}
+
+TEST(StepLrSchedule, PolynomialRefusesSettingsByName) {
+  const auto expect_error = [](const StepLrSchedule& s, const std::string& key) {
+    try {
+      (void)s.lr(0);
+      ADD_FAILURE() << "no error for " << key;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(key), std::string::npos) << e.what();
+    }
+  };
+  expect_error(polynomial(1, 0, 0, 0, 2), "lr_schedule.decay_steps");
+  expect_error(polynomial(1, 0, 5, 1, 2), "lr_schedule.end_lr");
+  expect_error(polynomial(1, 0, 5, -1, 2), "lr_schedule.end_lr");
+  expect_error(polynomial(1, 0, 5, 0, 0), "lr_schedule.power");
+  StepLrSchedule f = polynomial(1, 3, 5, 0, 2);
+  f.warmup_factor = 2;
+  expect_error(f, "lr_schedule.lr_warmup_factor");
 }
 
 // One interface for both families: the per-epoch one ignores the step, the per-step one the epoch.

@@ -14,8 +14,13 @@
 // graph-captured form (hpc_results_v3.0 NVIDIA utils/schedulers.py get_lr_gpu): warm(e) for
 // e < W, then base g^k with k the milestones m < e - W: no plateau, and without warmup the decay
 // comes one step later than torch's MultiStepLR.
+// polynomial is the MLPerf ResNet-50 schedule (mlcommons/training image_classification
+// tensorflow2 lars_util.py PolynomialDecayWithWarmup, a Keras schedule: step i is e = i, so the
+// first warmup step runs at 0): warm(e) for e < W, then, with t = e - W,
+//   end + (base - end) (1 - min(t, D) / D)^power
+// which is base at t = 0 (the reference's last warmup value) and end from t = D on.
 // Each type is an entry of the schedule registry (crest/optim/lr_schedule_registry.hpp) in its
-// own file: none here, multistep_lr.cpp, cosine_annealing_lr.cpp.
+// own file: none here, multistep_lr.cpp, cosine_annealing_lr.cpp, polynomial_lr.cpp.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,6 +38,10 @@ struct StepLrSchedule {
   // cosine_annealing
   int64_t t_max = 1;     // T >= 1
   double eta_min = 0.0;  // >= 0
+  // polynomial
+  int64_t decay_steps = 1;  // D >= 1
+  double end_lr = 1e-4;     // >= 0, below start_lr
+  double power = 2.0;       // > 0
   // warmup (ignored without a scheduler)
   int64_t warmup_steps = 0;    // W >= 0
   double warmup_factor = 1.0;  // f >= 1

@@ -148,6 +148,9 @@ struct LrScheduleConfig {
   double decay_rate = 0.1;          // multistep, (0, 1]
   int64_t t_max = 0;                // cosine_annealing, >= 1
   double eta_min = 0;               // cosine_annealing, >= 0
+  int64_t decay_steps = 1;          // polynomial, >= 1
+  double end_lr = 1e-4;             // polynomial, in [0, start_lr): MLPerf ResNet-50's
+  double power = 2.0;               // polynomial, > 0
   int64_t lr_warmup_steps = 0;
   double lr_warmup_factor = 1.0;  // >= 1
   bool closed_form = false;       // crest addition: NVIDIA's closed form (multistep)

@@ -1,7 +1,8 @@
 // lr_schedule: one of two families, chosen by the keys the section uses.
 //  - per epoch (CosmoFlow's reference): base_lr, linear or sqrt scaling, warmup and decay epochs;
-//  - per optimizer step (DeepCAM's reference, its argument names): start_lr, type multistep or
-//    cosine_annealing, their settings, and a linear warmup (crest/optim/step_lr_schedule.hpp).
+//  - per optimizer step (DeepCAM's reference, its argument names): start_lr, type multistep,
+//    cosine_annealing or polynomial (MLPerf ResNet-50's), their settings, and a linear warmup
+//    (crest/optim/step_lr_schedule.hpp).
 // Without the section, cross_section.cpp derives a constant per-epoch rate from the optimizer.
 #include <algorithm>
 #include <vector>
@@ -190,6 +191,9 @@ const Table<LrScheduleConfig>& lr_schedule_table() {
        type_key(bool_field("closed_form", &S::closed_form)),
        type_key(int_field("t_max", &S::t_max, 1, std::numeric_limits<int64_t>::max())),
        type_key(number_field("eta_min", &S::eta_min, non_negative())),
+       type_key(int_field("decay_steps", &S::decay_steps, 1, std::numeric_limits<int64_t>::max())),
+       type_key(number_field("end_lr", &S::end_lr, non_negative())),
+       type_key(number_field("power", &S::power, positive())),
        only_printed_if(int_field("lr_warmup_steps", &S::lr_warmup_steps, 0,
                                  std::numeric_limits<int64_t>::max()),
                        warmed),
