@@ -35,6 +35,13 @@ LarsExclusions lars_exclusions_given(const std::optional<std::vector<std::string
   return {.patterns = *patterns, .every_pattern_matches = true};
 }
 
+LarsExclusions weight_decay_exclusions_given(
+    const std::optional<std::vector<std::string>>& patterns) {
+  const std::string key = "weight_decay_exclude";
+  if (!patterns) return {.patterns = {}, .one_dimensional = true, .key = key};
+  return {.patterns = *patterns, .every_pattern_matches = true, .key = key};
+}
+
 double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
                    double eps) {
   if (w_norm == 0 || g_norm == 0) return 1.0;
@@ -57,7 +64,7 @@ AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& e
   for (size_t s = 0; s < params.slots().size(); ++s) {
     const ParamSlot& slot = params.slots()[s];
     if (!slot.spec.trainable) continue;
-    bool excluded = false;
+    bool excluded = exclusions.one_dimensional && slot.shape.rank() <= 1;
     for (size_t p = 0; p < exclusions.patterns.size(); ++p)
       if (matches(exclusions.patterns[p], slot.name)) {
         used[p] = true;
@@ -74,7 +81,7 @@ AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& e
   if (exclusions.every_pattern_matches)
     for (size_t p = 0; p < used.size(); ++p)
       if (!used[p])
-        throw_usage("optimizer.lars_exclude: pattern '" + exclusions.patterns[p] +
+        throw_usage("optimizer." + exclusions.key + ": pattern '" + exclusions.patterns[p] +
                     "' matches no trainable parameter of this model (a typo? its parameters: " +
                     some_names(params) + ")");
   w_sq_.assign(adapted_.size(), 0.0);

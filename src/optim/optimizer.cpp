@@ -1,5 +1,7 @@
 #include "crest/optim/optimizer.hpp"
 
+#include <cmath>
+
 #include "crest/core/error.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 
@@ -45,8 +47,24 @@ Buffer* Optimizer::lagged_gradient() {
   return gradient_lag_ && !state_.empty() ? &state_.back() : nullptr;
 }
 
+SgdKeras::SgdKeras(double momentum, double weight_decay, LarsExclusions exclude)
+    : momentum_(momentum), weight_decay_(weight_decay), exclude_(std::move(exclude)) {
+  if (!(weight_decay_ >= 0) || !std::isfinite(weight_decay_))
+    throw_usage("sgd: weight_decay must be a finite number >= 0, got " +
+                std::to_string(weight_decay_));
+}
+
+void SgdKeras::on_attach() {
+  decayed_.clear();
+  if (weight_decay_ > 0) decayed_ = AdaptedTensors(*params_, exclude_).adapted();
+}
+
 void SgdKeras::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  // g + wd w, in the gradient buffer the update reads next (the next backward overwrites it).
+  for (const size_t slot : decayed_)
+    vec_->axpy(weight_decay_, params_->value(slot).data(), params_->grad(slot).data(),
+               params_->slots()[slot].count);
   vec_->sgd_keras(params_->values(), params_->grads(), state_[0].data(), count_, lr, momentum_);
   ++steps_;
 }
@@ -62,7 +80,8 @@ namespace {
 
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& o) {
   if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
-  return std::make_unique<SgdKeras>(o.momentum);
+  return std::make_unique<SgdKeras>(o.momentum, o.weight_decay,
+                                    weight_decay_exclusions_given(o.weight_decay_exclude));
 }
 
 std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& o, bool decoupled) {
@@ -97,13 +116,15 @@ OptimizerType sgd_type() {
   OptimizerType t;
   t.name = "SGD";
   t.log_name = "sgd";
-  t.keys = {"momentum", "nesterov"};
+  t.keys = {"momentum", "nesterov", "weight_decay", "weight_decay_exclude"};
   t.wrappable = true;
   t.keys_when_wrapped = {"momentum"};
   t.default_lr = 0.01;
   t.make = make_sgd;
   t.parameter_group = [](const OptimizerConfig& o, double lr) {
-    return std::vector<LoggedEntry>{{"lr", lr}, {"momentum", o.momentum}};
+    std::vector<LoggedEntry> group = {{"lr", lr}, {"momentum", o.momentum}};
+    if (o.weight_decay > 0) group.push_back({"weight_decay", o.weight_decay});
+    return group;
   };
   return t;
 }

@@ -223,9 +223,17 @@ TEST(ConfigOptimizer, LarsAndLarcMistakesNameTheKey) {
                {"optimizer.trust_coefficient", "not used by Adam"});
   expect_error({"optimizer={name: SGD, lars_exclude: []}"},
                {"optimizer.lars_exclude", "not used by SGD"});
-  // Keras-form SGD has no weight decay (CosmoFlow's is model.l2): a nonzero one would be ignored.
-  expect_error({"optimizer={name: SGD, weight_decay: 0.01}"},
-               {"optimizer.weight_decay", "not used by SGD", "Adam, AdamW, LAMB, LARC, LARS"});
+  // SGD's weight decay spares the tensors weight_decay_exclude names (MLPerf ResNet-50's recipe);
+  // the list is SGD's alone.
+  const Config sgd =
+      load({"optimizer={name: SGD, momentum: 0.9, weight_decay: 5.0e-5, "
+            "weight_decay_exclude: [\"*.bias\"]}"});
+  EXPECT_DOUBLE_EQ(sgd.optimizer.weight_decay, 5e-5);
+  EXPECT_EQ(*sgd.optimizer.weight_decay_exclude, std::vector<std::string>{"*.bias"});
+  expect_error({"optimizer={name: Adam, weight_decay_exclude: []}"},
+               {"optimizer.weight_decay_exclude", "not used by Adam", "(only SGD"});
+  expect_error({"optimizer={name: SGD, weight_decay_exclude: [[1]]}"},
+               {"optimizer.weight_decay_exclude[0]"});
   EXPECT_EQ(load({"optimizer={name: SGD, momentum: 0.9, weight_decay: 0}"}).optimizer.name, "SGD")
       << "0, which resolved configs print, means none";
   expect_error({"optimizer={name: LARC}"},

@@ -4,11 +4,15 @@
 //
 // Exclusions are glob patterns (fnmatch(3): `*`, `?`, `[...]`; `*` also matches dots) on
 // parameter names ("conv1.bias"). An excluded tensor gets neither the trust ratio nor weight
-// decay: it takes the plain update of its gradient. The defaults are the biases and the
+// decay: it takes the plain update of its gradient. The LARS/LARC defaults are the biases and the
 // batch-norm scales and shifts of the registered models: CosmoFlow's `conv<i>.bias` and
 // `fc<i>.bias` (it has no batch norm) and DeepCAM's `<module>.bias` (its one convolution bias,
 // every batch-norm beta, the image-pool affine's shift) and `<module>.bn.weight` (every
 // batch-norm gamma: the reference wraps each BatchNorm2d in a module whose child is `bn`).
+// SGD's weight decay uses the same mechanism with another default: every one-dimensional tensor
+// (biases and normalisation parameters whatever their names, torchvision's ResNet-50 `bn1.weight`
+// and `layer1.0.downsample.1.weight` among them), as MLPerf's ResNet-50 recipe and timm
+// (`ndim <= 1`) leave them without decay.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,7 +22,7 @@
 
 namespace crest {
 
-// {"*.bias", "*.bn.weight"}
+// {"*.bias", "*.bn.weight"}: the default patterns (one_dimensional is on with them).
 std::vector<std::string> default_lars_exclusions();
 
 struct LarsExclusions {
@@ -27,11 +31,17 @@ struct LarsExclusions {
   // not silently adapt the tensors it meant), off for the defaults, which name tensors that not
   // every model has (CosmoFlow has no batch norm).
   bool every_pattern_matches = false;
+  // Also every trainable tensor of at most one dimension (SGD's weight-decay default).
+  bool one_dimensional = false;
+  std::string key = "lars_exclude";  // the optimizer key the patterns came from (for messages)
 };
 
-// The exclusions of optimizer.lars_exclude: a list the user gave must match (a typo is an
-// error); without one, the defaults, which need not.
+// The exclusions of optimizer.lars_exclude: a list the user gave must match (a typo is an error);
+// without one, the defaults, which need not.
 LarsExclusions lars_exclusions_given(const std::optional<std::vector<std::string>>& patterns);
+// The same for optimizer.weight_decay_exclude (SGD), whose default is every one-dimensional tensor.
+LarsExclusions weight_decay_exclusions_given(
+    const std::optional<std::vector<std::string>>& patterns);
 
 // eta ||w|| / (||g|| + weight_decay ||w|| + eps), or 1 when either norm is 0 (a zero tensor, or
 // one without gradient, has no scale to measure the step against).

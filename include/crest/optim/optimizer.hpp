@@ -10,6 +10,7 @@
 
 #include "crest/backends/kernels.hpp"
 #include "crest/graph/param_store.hpp"
+#include "crest/optim/layer_adaptation.hpp"
 
 namespace crest {
 
@@ -76,18 +77,25 @@ class Optimizer {
 };
 
 // SGD with momentum in the Keras form the CosmoFlow reference uses: v = m v - lr g; w = w + v.
-// (torch.optim.SGD scales differently when lr changes between steps.)
+// (torch.optim.SGD scales differently when lr changes between steps.) Weight decay is torch's L2
+// form, g + wd w, on every tensor but the excluded ones (crest/optim/layer_adaptation.hpp: by
+// default the biases and batch-norm parameters, as MLPerf's ResNet-50 recipe leaves them).
 class SgdKeras : public Optimizer {
  public:
-  explicit SgdKeras(double momentum) : momentum_(momentum) {}
+  explicit SgdKeras(double momentum, double weight_decay = 0, LarsExclusions exclude = {});
   std::string name() const override { return "sgd"; }
   void step(double lr) override;
+  // The tensors that get weight decay (slot indices); empty without it.
+  const std::vector<size_t>& decayed() const { return decayed_; }
 
  protected:
   std::vector<std::string> state_names() const override { return {"velocity"}; }
+  void on_attach() override;
 
  private:
-  double momentum_;
+  double momentum_, weight_decay_;
+  LarsExclusions exclude_;
+  std::vector<size_t> decayed_;
 };
 
 // Adam (L2 added to the gradient: torch.optim.Adam's weight_decay) and AdamW (decoupled weight

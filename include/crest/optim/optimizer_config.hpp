@@ -22,7 +22,7 @@ struct OptimizerConfig {
   // No learning rate here: lr_schedule.base_lr is the one source of truth. The reference's
   // optimizer.lr (its --lr flag) is accepted only without an lr_schedule section (the schedule
   // would overwrite it every epoch) and becomes lr_schedule.base_lr with scaling none.
-  double momentum = 0;    // SGD only (Keras form)
+  double momentum = 0;    // SGD (Keras form), LARS
   bool nesterov = false;  // SGD only
   // Adam/AdamW/LAMB: `betas: [b1, b2]` (DeepCAM's optimizer_betas, CosmoFlow's Keras
   // beta_1/beta_2 are the same setting).
@@ -39,6 +39,9 @@ struct OptimizerConfig {
   double trust_coefficient = 0.001;
   double trust_eps = 1e-8;
   std::optional<std::vector<std::string>> lars_exclude;
+  // SGD only: the tensors without weight decay, glob patterns as lars_exclude's, the same
+  // defaults when unset.
+  std::optional<std::vector<std::string>> weight_decay_exclude;
   // LARC only: clip or scale (apex's clip=True/False), and the optimizer it wraps (a registered
   // name whose entry allows wrapping: SGD, Adam or AdamW).
   LarcMode larc_mode = LarcMode::clip;

@@ -52,13 +52,21 @@ Field<S> larc_base_field() {
           [key](const S& s, Lines& l) { l.add(key, s.larc_base); }};
 }
 
-// A list of glob patterns; an empty list is allowed (adapt every tensor). Printed quoted ("*" is
-// YAML's alias mark); when not given, the defaults are printed as a comment, so that loading the
-// resolved YAML again keeps them lenient (a default pattern may match nothing).
-Field<S> lars_exclude_field() {
-  const std::string key = "lars_exclude";
+// ["*.bias", "*.bn.weight"]: quoted, as the resolved YAML must hold them.
+std::string list_of_patterns(const std::vector<std::string>& patterns) {
+  std::string out = "[";
+  for (size_t i = 0; i < patterns.size(); ++i) out += (i ? ", " : "") + quote(patterns[i]);
+  return out + "]";
+}
+
+// A list of glob patterns (lars_exclude, weight_decay_exclude); an empty list is allowed (adapt or
+// decay every tensor). Printed quoted ("*" is YAML's alias mark); when not given, the defaults are
+// printed as a comment, so that loading the resolved YAML again keeps them lenient (a default
+// pattern may match nothing) and keeps the one-dimensional rule.
+Field<S> exclusion_field(const std::string& key, std::optional<std::vector<std::string>> S::*member,
+                         const std::string& default_text) {
   return {key,
-          [key](const SectionReader& r, S& s) {
+          [key, member](const SectionReader& r, S& s) {
             const Entry* e = r.get(key);
             if (!e) return;
             if (!e->value.IsSequence())
@@ -72,21 +80,14 @@ Field<S> lars_exclude_field() {
                                 "expected a non-empty glob pattern, got " + describe(item));
               patterns.push_back(item.Scalar());
             }
-            s.lars_exclude = patterns;
+            s.*member = patterns;
           },
-          [key](const S& s, Lines& l) {
+          [key, member, default_text](const S& s, Lines& l) {
             if (!s.takes(key)) return;
-            auto list = [](const std::vector<std::string>& patterns) {
-              std::string out = "[";
-              for (size_t i = 0; i < patterns.size(); ++i)
-                out += (i ? ", " : "") + quote(patterns[i]);
-              return out + "]";
-            };
-            if (s.lars_exclude)
-              l.add(key, list(*s.lars_exclude));
+            if (s.*member)
+              l.add(key, list_of_patterns(*(s.*member)));
             else
-              l.raw("  # " + key + ": " + list(default_lars_exclusions()) +
-                    " (the default: its patterns may match nothing)");
+              l.raw("  # " + key + ": " + default_text);
           }};
 }
 
@@ -154,6 +155,7 @@ void check_optimizer(const SectionReader& r, S& o) {
       {"trust_coefficient", "trust_coefficient"},
       {"trust_eps", "trust_eps"},
       {"lars_exclude", "lars_exclude"},
+      {"weight_decay_exclude", "weight_decay_exclude"},
       {"larc_mode", "larc_mode"},
       {"larc_base", "larc_base"}};
   for (const auto& [key, setting] : kAliases) {
@@ -198,7 +200,12 @@ const Table<OptimizerConfig>& optimizer_table() {
        printed_if_taken(number_field("max_grad_norm", &S::max_grad_norm, positive())),
        printed_if_taken(number_field("trust_coefficient", &S::trust_coefficient, positive())),
        printed_if_taken(number_field("trust_eps", &S::trust_eps, non_negative())),
-       lars_exclude_field(), printed_if_taken(enum_field("larc_mode", &S::larc_mode)),
+       exclusion_field("lars_exclude", &S::lars_exclude,
+                       list_of_patterns(default_lars_exclusions()) +
+                           " (the default: its patterns may match nothing)"),
+       exclusion_field("weight_decay_exclude", &S::weight_decay_exclude,
+                       "every one-dimensional tensor: biases, normalisation (the default)"),
+       printed_if_taken(enum_field("larc_mode", &S::larc_mode)),
        printed_if_taken(larc_base_field())},
       check_optimizer};
   return t;
