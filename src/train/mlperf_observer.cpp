@@ -1,8 +1,10 @@
-// The MLPerf HPC log as a RunObserver: the keys the hpc 3.0.0 compliance checker requires for
+// The MLPerf log as a RunObserver: the keys the hpc 3.0.0 compliance checker requires for
 // CosmoFlow and DeepCAM (mlperf_logging/compliance_checker/hpc_3.0.0/{common,closed_common,
 // closed_cosmoflow,closed_deepcam}.yaml), in the order and at the points the reference
 // implementations (mlcommons/hpc cosmoflow/train.py, utils/callbacks.py, utils/optimizers.py;
-// deepcam/src/deepCam/train.py, driver/trainer.py, driver/validation.py) log them.
+// deepcam/src/deepCam/train.py, driver/trainer.py, driver/validation.py) log them; and the
+// training 4.0.0 checker's for ResNet-50 (training_4.0.0/{common,closed_common,closed_resnet}.yaml,
+// training_3.1.0/closed_resnet_{sgd,lars}.yaml: benchmark `resnet`, eval_accuracy the top-1).
 // What each key holds and why: docs/mlperf.md.
 #include <cmath>
 #include <ostream>
@@ -82,6 +84,7 @@ class MlperfObserver : public RunObserver {
       boundaries.push_back(epoch);
       factors.push_back(factor);
     }
+    if (resnet()) return resnet_init_stop(c, f);
     writer_.event("number_of_nodes", f.nodes);
     // One GPU per rank on the CUDA backend; the CPU backends use no accelerator.
     writer_.event("accelerators_per_node",
@@ -137,6 +140,7 @@ class MlperfObserver : public RunObserver {
   }
   void eval_stop(const EpochStats& st) override {
     if (deepcam()) deepcam_eval_figures(st);
+    if (resnet()) resnet_eval_figures(st);
     writer_.end("eval_stop", nullptr, {{"epoch_num", st.epoch}});
   }
 
@@ -146,6 +150,7 @@ class MlperfObserver : public RunObserver {
       return;
     }
     writer_.end("epoch_stop", nullptr, {{"epoch_num", st.epoch}});
+    if (resnet()) return;  // its quality went in eval_accuracy
     // After epoch_stop, as the reference's callback does; the value is the printed one
     // (val_mae for CosmoFlow).
     const std::optional<double> quality = st.val_metric(options_.quality_metric);
@@ -171,6 +176,26 @@ class MlperfObserver : public RunObserver {
 
  private:
   bool deepcam() const { return options_.benchmark == "deepcam"; }
+  bool resnet() const { return options_.benchmark == "resnet"; }
+
+  // The training rules' hyperparameters (no HPC keys: nodes and accelerators are the system
+  // description's there).
+  void resnet_init_stop(const Config& c, const RunFacts& f) {
+    writer_.event("seed", static_cast<int64_t>(c.data.seed));
+    writer_.event("global_batch_size", f.global_batch);
+    writer_.event("train_samples", f.train_samples);
+    writer_.event("eval_samples", f.eval_samples);
+    writer_.event("gradient_accumulation_steps", c.train.gradient_accumulation_frequency);
+    for (const MllogKey& k : resnet_log_keys(c, f.steps_per_epoch)) writer_.event(k.key, k.value);
+    writer_.end("init_stop");
+  }
+
+  // eval_accuracy (the validation top-1) inside the evaluation, as the references log it.
+  void resnet_eval_figures(const EpochStats& st) {
+    const std::optional<double> quality = st.val_metric(options_.quality_metric);
+    if (st.validated && quality)
+      writer_.event("eval_accuracy", *quality, {{"epoch_num", st.epoch}});
+  }
 
   // The DeepCAM reference's training figures at the end of an epoch's training, before its
   // validation (driver/trainer.py): the rate of the last optimizer step, and train_accuracy and

@@ -12,11 +12,14 @@ namespace {
 // train.py ends every run with run_stop "success", the target reached or not. (CosmoFlow's
 // train.py does too, but crest's CosmoFlow log keeps MLPerf's meaning, "success" only at the
 // target; a benchmark not listed does the same.)
+// A model whose MLPerf benchmark has its own name or rules; others log under the model's name.
 struct BenchmarkLogRules {
-  const char* benchmark;
+  const char* model;
+  const char* benchmark;  // submission_benchmark
   bool success_when_epochs_end;
 };
-constexpr BenchmarkLogRules kBenchmarkLogRules[] = {{"deepcam", true}};
+constexpr BenchmarkLogRules kBenchmarkLogRules[] = {{"deepcam", "deepcam", true},
+                                                    {"resnet50", "resnet", false}};
 
 NameRegistry<ObserverType>& observer_registry() {
   static NameRegistry<ObserverType> observers("observer");  // built during static initialisation
@@ -33,7 +36,10 @@ MlperfObserverOptions mlperf_options(const Config& config, const Task& task, boo
   mo.quality_metric = task.quality_metric() ? task.quality_metric()->short_name : "";
   mo.target = task.target;
   for (const BenchmarkLogRules& rules : kBenchmarkLogRules)
-    if (mo.benchmark == rules.benchmark) mo.success_when_epochs_end = rules.success_when_epochs_end;
+    if (task.name == rules.model) {
+      mo.benchmark = rules.benchmark;
+      mo.success_when_epochs_end = rules.success_when_epochs_end;
+    }
   return mo;
 }
 

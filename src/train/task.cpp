@@ -19,6 +19,7 @@ struct TargetKey {
 constexpr TargetKey kTargetKeys[] = {
     {"train.target_mae", "mean_absolute_error", &TrainConfig::target_mae},
     {"train.target_iou", "iou", &TrainConfig::target_iou},
+    {"train.target_top1", "top1_accuracy", &TrainConfig::target_top1},
 };
 
 // [C, D, H, W] for the data's channels-last [D, H, W, C].

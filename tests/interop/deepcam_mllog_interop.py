@@ -21,13 +21,10 @@ Run: CREST_BINARY=build/bin/crest .venv/bin/python tests/interop/deepcam_mllog_i
 """
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
-from mlperf_logging.mllog import mllog
-
-from crest_run import run, strict_json
+from crest_run import run
+from mlperf_checker import SEPARATOR, classify, objections, read_events, run_checker
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -43,27 +40,6 @@ RULES = ("common.yaml", "closed_common.yaml", "closed_deepcam.yaml", "closed_dee
          "closed_deepcam_multistep.yaml")
 # The checker's only allowed objections: (key, the failed test), both dataset sizes of the real set.
 ALLOWED = {("train_samples", "v['value'] == 121266"), ("eval_samples", "v['value'] == 15158")}
-SEPARATOR = "\n" + "-" * 30 + "\n"
-
-
-def objections(checker_log):
-    """The checker's messages (it joins them with a line of 30 dashes after 'WARNING - ')."""
-    text = open(checker_log).read()
-    start = text.find("WARNING - ")
-    if start < 0:
-        return []
-    body = text[start + len("WARNING - "):]
-    body = body[:body.rfind("ERROR - FAILED")] if "ERROR - FAILED" in body else body
-    return [m.strip() for m in body.split(SEPARATOR) if m.strip()]
-
-
-def classify(message):
-    """(key, failed test) of a 'CHECK for KEY failed' message; None for any other message."""
-    m = re.match(r"CHECK for '(\w+)' failed in line \d+:", message)
-    test = re.search(r"^failed test:\s+(.*)$", message, re.M)
-    return (m.group(1), test.group(1).strip()) if m and test else None
-
-
 def main():
     with tempfile.TemporaryDirectory(prefix="crest-deepcam-mllog-") as tmp:
         data, out = os.path.join(tmp, "data"), os.path.join(tmp, "run")
@@ -75,10 +51,7 @@ def main():
 
         # 1. The official checker, as a submitter runs it: only the dataset sizes are objected to.
         checker_log = os.path.join(tmp, "compliance.log")
-        r = subprocess.run([sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "hpc",
-                            "--ruleset", "3.0.0", "--log_output", checker_log, log],
-                           capture_output=True, text=True)
-        verdict = r.stdout + r.stderr
+        code, verdict = run_checker(log, "hpc", "3.0.0", checker_log)
         for rules in RULES:
             assert f"hpc_3.0.0/{rules}" in verdict, f"the checker did not apply {rules}:\n{verdict}"
         found = objections(checker_log)
@@ -86,18 +59,10 @@ def main():
         unexpected = [m for m in found if classify(m) not in ALLOWED]
         assert not unexpected, "the checker objected to more than the dataset sizes:\n" + SEPARATOR.join(unexpected)
         assert kinds == ALLOWED and len(found) == len(ALLOWED), f"expected exactly {ALLOWED}, got {found}"
-        assert r.returncode == 1, f"checker exit {r.returncode} (1: FAILED on the dataset sizes):\n{verdict}"
+        assert code == 1, f"checker exit {code} (1: FAILED on the dataset sizes):\n{verdict}"
 
         # 2. Strict JSON, and exactly mllog.py's encoding of the same event.
-        with open(log, encoding="ascii") as f:
-            lines = f.read().splitlines()
-        events = []
-        for line in lines:
-            assert line.startswith(":::MLLOG "), line
-            e = strict_json(line[len(":::MLLOG "):])
-            ref = mllog._encode_log(e["namespace"], e["time_ms"], e["event_type"], e["key"], e["value"], e["metadata"])
-            assert ref == line, f"crest:  {line}\nmllog:  {ref}"
-            events.append(e)
+        lines, events = read_events(log)
         keys = [e["key"] for e in events]
 
         # 3. The reference's epoch: training figures, then validation inside eval_start/eval_stop.

@@ -15,13 +15,10 @@ Run: CREST_BINARY=build/bin/crest .venv/bin/python tests/interop/mllog_interop.p
 """
 import os
 import re
-import subprocess
-import sys
 import tempfile
 
-from mlperf_logging.mllog import mllog
-
-from crest_run import run, strict_json
+from crest_run import run
+from mlperf_checker import read_events, run_checker
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -41,27 +38,14 @@ def main():
 
         # 1. The official checker, as a submitter runs it.
         checker_log = os.path.join(tmp, "compliance.log")
-        cmd = [sys.executable, "-m", "mlperf_logging.compliance_checker", "--usage", "hpc", "--ruleset", "3.0.0",
-               "--log_output", checker_log, log]
-        r = subprocess.run(cmd, capture_output=True, text=True)
-        verdict = r.stdout + r.stderr
-        if r.returncode != 0 or "SUCCESS" not in verdict:
-            raise AssertionError(f"compliance checker exited {r.returncode}:\n{verdict}\n--- log:\n{open(log).read()}")
+        code, verdict = run_checker(log, "hpc", "3.0.0", checker_log)
+        if code != 0 or "SUCCESS" not in verdict:
+            raise AssertionError(f"compliance checker exited {code}:\n{verdict}\n--- log:\n{open(log).read()}")
         for rules in ("common.yaml", "closed_common.yaml", "closed_cosmoflow.yaml"):
             assert f"hpc_3.0.0/{rules}" in verdict, f"the checker did not apply {rules}:\n{verdict}"
 
         # 2. Strict JSON, and exactly mllog.py's encoding of the same event.
-        with open(log, encoding="ascii") as f:
-            lines = f.read().splitlines()
-        events = []
-        for line in lines:
-            assert line.startswith(":::MLLOG "), line
-            e = strict_json(line[len(":::MLLOG "):])
-            assert list(e) == ["namespace", "time_ms", "event_type", "key", "value", "metadata"], line
-            assert isinstance(e["time_ms"], int), line
-            ref = mllog._encode_log(e["namespace"], e["time_ms"], e["event_type"], e["key"], e["value"], e["metadata"])
-            assert ref == line, f"crest:  {line}\nmllog:  {ref}"
-            events.append(e)
+        lines, events = read_events(log)
 
         # 3. Stopped on the target, and eval_error is the printed val_mae of every epoch.
         printed_mae = [float(m) for m in re.findall(r"^epoch (?:\d+)/\d+ .*?val_mae ([0-9.]+)", printed, re.M)]

@@ -56,12 +56,14 @@ inline constexpr EnumEntries<TrainOrder, 2> kEnumTable<TrainOrder> = {
 // (<stem>.data.npy int16 [D, H, W, C] beside <stem>.label.npy float32 [targets]). DeepCAM: the
 // reference's HDF5 files, or NVIDIA's .npy variant (data-*.npy beside label-*.npy, or fused
 // datalabel-*.npy).
-enum class SampleFileFormat { tfrecord, npy, hdf5 };
+// jpeg: image folders of JPEG files (data.name: imagenet).
+enum class SampleFileFormat { tfrecord, npy, hdf5, jpeg };
 template <>
-inline constexpr EnumEntries<SampleFileFormat, 3> kEnumTable<SampleFileFormat> = {
+inline constexpr EnumEntries<SampleFileFormat, 4> kEnumTable<SampleFileFormat> = {
     {{SampleFileFormat::tfrecord, "tfrecord"},
      {SampleFileFormat::npy, "npy"},
-     {SampleFileFormat::hdf5, "hdf5"}}};
+     {SampleFileFormat::hdf5, "hdf5"},
+     {SampleFileFormat::jpeg, "jpeg"}}};
 
 // data.n_train / data.n_valid of a DeepCAM dataset left out: every file of the split.
 inline constexpr int64_t kEverySample = -1;
@@ -183,7 +185,8 @@ struct TrainConfig {
   std::vector<std::string> metrics{"mean_absolute_error"};
   std::optional<int> early_stopping_patience;  // epochs without val_loss improvement
   std::optional<double> target_mae;            // stop at the first epoch with val MAE <= this
-  std::optional<double> target_iou;  // stop at the first epoch with val IoU >= this (DeepCAM)
+  std::optional<double> target_iou;   // stop at the first epoch with val IoU >= this (DeepCAM)
+  std::optional<double> target_top1;  // ... with val top-1 accuracy >= this (MLPerf ResNet-50)
   // crest additions.
   int64_t checkpoint_every = 1;  // checkpoint after every N epochs (or steps); 0: at the end only
   bool checkpoint_every_steps = false;  // checkpoint_every counts steps ("500 steps")

@@ -24,4 +24,12 @@ struct MllogKey {
 // touches it. crest's closed_form is logged as scheduler_closed_form, and only when set.
 std::vector<MllogKey> optimizer_log_keys(const Config& config);
 
+// MLPerf Training's ResNet-50 hyperparameter keys (compliance_checker training_4.0.0
+// closed_resnet.yaml, training_3.1.0 closed_resnet_{sgd,lars}.yaml): opt_name (sgd or lars), then
+// <opt>_opt_base_learning_rate, the polynomial schedule's end rate, power and decay steps, the
+// weight decay and momentum, the warmup in epochs (`steps_per_epoch` converts lr_warmup_steps),
+// lars_epsilon (LARS's trust_eps) and model_bn_span (the samples one batch norm sees). The
+// schedule keys come only from a polynomial lr_schedule, the one the rules allow.
+std::vector<MllogKey> resnet_log_keys(const Config& config, int64_t steps_per_epoch);
+
 }  // namespace crest

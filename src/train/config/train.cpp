@@ -245,8 +245,16 @@ void check_local_sgd(const SectionReader& r, const S& t) {
 // need every rank's partial gradient sum; step-counted checkpoints therefore fall on optimizer
 // steps.
 void check_train(const SectionReader& r, S& t) {
-  if (t.target_mae && t.target_iou)
-    r.fail("target_iou", "a run has one quality target; train.target_mae is given too");
+  const std::pair<const char*, bool> targets[] = {{"target_mae", t.target_mae.has_value()},
+                                                  {"target_iou", t.target_iou.has_value()},
+                                                  {"target_top1", t.target_top1.has_value()}};
+  const char* first = nullptr;
+  for (const auto& [key, given] : targets) {
+    if (!given) continue;
+    if (first)
+      r.fail(key, std::string("a run has one quality target; train.") + first + " is given too");
+    first = key;
+  }
   const int k = t.gradient_accumulation_frequency;
   if (t.checkpoint_every_steps && t.checkpoint_every % k != 0)
     r.fail("checkpoint_every",
@@ -266,6 +274,7 @@ const Table<TrainConfig>& train_table() {
       {loss_field(), metrics_field(), patience_field(),
        target_field("target_mae", &S::target_mae, positive()),
        target_field("target_iou", &S::target_iou, positive_up_to(1)),
+       target_field("target_top1", &S::target_top1, positive_up_to(1)),
        // crest additions
        checkpoint_every_field(), int_field("checkpoint_keep", &S::checkpoint_keep, 1, 1 << 20),
        number_field("log_every_s", &S::log_every_s, positive()), bool_field("report", &S::report),
