@@ -41,6 +41,7 @@ class BlockSource final : public SampleSource {
   const SampleSpec& spec() const override { return spec_; }
   int64_t size() const override { return whole_->size(); }
   const std::string& path(int64_t i) const override { return whole_->path(i); }
+  std::vector<std::string> class_names() const override { return whole_->class_names(); }
   void read(int64_t i, std::vector<std::byte>& payload) const override {
     whole_->read_block(i, block_, payload);
   }

@@ -62,9 +62,14 @@ std::vector<std::string> dataset_files(const std::string& dir, Found& found,
     for (const auto& name : data_family_names()) families.push_back(&find_data_family(name));
   }
   std::vector<fs::path> dirs;
-  for (const char* split : {"train", "validation"})
+  for (const char* split : {"train", "validation", "val"})  // val: torchvision's ImageNet
     if (fs::is_directory(fs::path(dir) / split, ec)) dirs.push_back(fs::path(dir) / split);
   if (dirs.empty()) dirs.push_back(dir);
+  // One level of subdirectories too: an image split's class folders.
+  for (size_t k = 0, n = dirs.size(); k < n; ++k)
+    for (fs::directory_iterator it(dirs[k], ec), end; !ec && it != end; it.increment(ec))
+      if (it->is_directory(ec) && !it->path().filename().string().starts_with("."))
+        dirs.push_back(it->path());
   std::map<std::string, std::pair<Found, std::vector<std::string>>> by_layout;
   for (const auto& d : dirs)
     for (fs::directory_iterator it(d, ec), end; !ec && it != end; it.increment(ec)) {

@@ -513,6 +513,10 @@ void TrainingRun::open_data() {
       records_.notify([&](RunObserver& o) { o.staging_stop(data_.stage_s); });
   }
   summary_.stage_s = data_.stage_s;
+  // The classes the network predicts: the prediction's channel axis ([N, K, ...]).
+  const Executor& whole = pipeline_ ? pipeline_->whole().executor() : *ex_;
+  const Shape predicted = whole.output_whole_shape(task_.model.prediction);
+  check_label_classes(data_, predicted.rank() >= 2 ? predicted[1] : 0, dc);
   read_blocks_only();
   open_train_loader(0);
   if (train_loader_)  // rank 0's (it reads: the first stage of a pipeline does)

@@ -48,6 +48,30 @@ std::shared_ptr<SampleSource> open_split(const Config& config, Communicator& com
   return type.open_directory(dc, split);
 }
 
+void check_label_classes(const TrainingData& data, int64_t predicted_classes,
+                         const DataConfig& dc) {
+  const std::vector<std::string> train = data.train->class_names();
+  if (train.empty()) return;
+  if (data.valid) {
+    const std::vector<std::string> valid = data.valid->class_names();
+    if (!valid.empty() && valid != train) {
+      size_t i = 0;
+      while (i < train.size() && i < valid.size() && train[i] == valid[i]) ++i;
+      const auto name = [](const std::vector<std::string>& v, size_t k) {
+        return k < v.size() ? "'" + v[k] + "'" : std::string("none");
+      };
+      throw_input(dc.data_dir + ": the training and validation splits hold different classes (" +
+                  std::to_string(train.size()) + " and " + std::to_string(valid.size()) +
+                  "; class " + std::to_string(i) + " is " + name(train, i) + " in training, " +
+                  name(valid, i) + " in validation): a label would name another class");
+    }
+  }
+  if (predicted_classes > 0 && static_cast<int64_t>(train.size()) > predicted_classes)
+    throw_input(dc.data_dir + ": holds " + std::to_string(train.size()) +
+                " classes but the model predicts " + std::to_string(predicted_classes) +
+                " (model.n_classes)");
+}
+
 LoaderOptions loader_options(const DataConfig& dc) {
   LoaderOptions lo;
   lo.batch_size = dc.batch_size;

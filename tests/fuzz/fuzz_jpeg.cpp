@@ -26,7 +26,7 @@ void transform(const crest::RgbImage& image, uint8_t draw) {
   const crest::RgbImage crop = crest::resize_bilinear(crest::crop(image, box), 16, 16);
   std::vector<float> x(16 * 16 * 3);
   crest::normalize_to_floats(crop, {0.5f, 0.5f, 0.5f}, {0.25f, 0.25f, 0.25f}, draw & 1, x.data());
-  const crest::RgbImage resized = crest::resize_shorter_side(image, 18);
+  const crest::RgbImage resized = crest::resize_shorter_side(image, 18, int64_t{1} << 20);
   crest::crop(resized, crest::center_crop_box(resized.height, resized.width, 16));
 }
 

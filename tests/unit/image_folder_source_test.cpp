@@ -171,5 +171,28 @@ TEST(ImageFolderSource, RefusesFoldersWithoutClassesOrImagesAndNamesABadFile) {
   }
 }
 
+// A sliver (2 x 6000 pixels, a valid JPEG) resized to 256 on its shorter side would be 768 M
+// pixels: refused by name before anything that large is allocated (found by fuzz_jpeg). The class
+// names are the directories', in label order.
+TEST(ImageFolderSource, RefusesASliverForTheValidationResizeByName) {
+  const Folder f;
+  EXPECT_EQ(open_image_folder(f.options(false))->class_names(),
+            (std::vector<std::string>{"ant", "cat"}));
+  write(f.root / "cat" / "img0.JPG", encode_jpeg(picture(2, 6000, 1), 90));
+  ImageFolderOptions o = f.options(false, 224);
+  o.transform.resize = 256;
+  const auto s = open_image_folder(o);
+  try {
+    int32_t label = 0;
+    decode(*s, 2, {}, &label);
+    ADD_FAILURE() << "resized a sliver";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("cat/img0.JPG: an image of 2 x 6000 pixels resized to 256"), std::string::npos)
+        << m;
+    EXPECT_EQ(e.exit_code(), 2) << m;
+  }
+}
+
 }  // namespace
 }  // namespace crest

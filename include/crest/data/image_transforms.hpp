@@ -20,11 +20,16 @@ RgbImage crop(const RgbImage& image, const CropBox& box);
 
 // Pillow's Image.resize((width, height), Image.BILINEAR) of the whole image.
 RgbImage resize_bilinear(const RgbImage& image, int64_t height, int64_t width);
+// The same of crop(image, box), reading the box in place (no copy of the crop).
+RgbImage resize_bilinear(const RgbImage& image, const CropBox& box, int64_t height,
+                         int64_t width);
 
 // torchvision's Resize(size) for one int: the shorter side to `size`, the longer
 // int(size * long / short); then CenterCrop(crop): the crop's offsets round((extent - crop) / 2)
-// with Python's round (half to even). The validation transform (256, 224).
-RgbImage resize_shorter_side(const RgbImage& image, int64_t size);
+// with Python's round (half to even). The validation transform (256, 224). Throws crest::Error
+// (input) when the resized image would exceed `max_pixels` (an extreme aspect ratio).
+RgbImage resize_shorter_side(const RgbImage& image, int64_t size,
+                             int64_t max_pixels = int64_t{1} << 26);
 CropBox center_crop_box(int64_t height, int64_t width, int64_t crop_size);
 
 // The uniform draws one RandomResizedCrop takes: per attempt (10 at most) the area fraction's and

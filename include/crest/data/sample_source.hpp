@@ -47,6 +47,9 @@ class SampleSource {
   virtual const SampleSpec& spec() const = 0;
   virtual int64_t size() const = 0;
   virtual const std::string& path(int64_t i) const = 0;  // the file of sample i (for messages)
+  // The classes integer labels index, where the files name them (an image folder's class
+  // directories, in label order); empty otherwise.
+  virtual std::vector<std::string> class_names() const { return {}; }
   // Reads sample i's payload: file I/O and decompression, nothing that depends on the model.
   // Throws crest::Error (input) naming the file on any defect. Thread-safe.
   virtual void read(int64_t i, std::vector<std::byte>& payload) const = 0;

@@ -27,6 +27,11 @@ TrainingData open_training_data(const Config& config, Communicator& comm, std::o
 // (every file; a DeepCAM directory is normalised with data.data_dir's stats.h5).
 std::shared_ptr<SampleSource> open_split(const Config& config, Communicator& comm,
                                          std::ostream& log, const std::string& split);
+// Labels that name classes (an image folder's class directories) must be the classes the network
+// predicts: throws crest::Error (input) naming data.data_dir when the splits' class lists differ
+// (a label would mean another class in validation) or when they hold more classes than
+// `predicted_classes` (model.n_classes). Sources without class names pass.
+void check_label_classes(const TrainingData& data, int64_t predicted_classes, const DataConfig& dc);
 // Loader options from the data section (prefetch, threads = n_parallel_reads, cache, on_error).
 LoaderOptions loader_options(const DataConfig& data);
 // The validation loader's: shuffle_valid, no cache, and (DeepCAM) every sample read.

@@ -1,8 +1,11 @@
-// The ImageNet-style data family: JPEG images in class folders (torchvision's ImageFolder
-// layout), train/<class>/<image>.JPEG and validation/<class>/<image>.JPEG. crest datagen writes
-// a learnable synthetic set of 10 classes: each image a field of low-frequency waves and noise in
-// its class's hue, of random size around --size pixels a side, so a network learns the classes
-// from any crop and either orientation (the training transform's) within a few epochs.
+// The ImageNet-style data family in both layouts: JPEG images in class folders (torchvision's
+// ImageFolder layout), train/<class>/<image>.JPEG and validation/<class>/<image>.JPEG, and the
+// same images as TensorFlow's TFRecord shards beside them, train-NNNNN-of-MMMMM and
+// validation-NNNNN-of-MMMMM (image/encoded, the 1-based image/class/label, as
+// build_imagenet_data.py writes them). crest datagen writes a learnable synthetic set of 10
+// classes: each image a field of low-frequency waves and noise in its class's hue, of random size
+// around --size pixels a side, so a network learns the classes from any crop and either
+// orientation (the training transform's) within a few epochs.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -14,13 +17,18 @@
 #include "crest/core/error.hpp"
 #include "crest/core/hash_rng.hpp"
 #include "crest/data/data_family.hpp"
+#include "crest/data/datasets/image_folder_source.hpp"
+#include "crest/data/formats/example.hpp"
 #include "crest/data/formats/jpeg.hpp"
+#include "crest/data/formats/tfrecord.hpp"
+#include "formats/file_io.hpp"
 
 namespace crest {
 namespace {
 
 constexpr int64_t kClasses = 10;
 constexpr int kQuality = 90;
+constexpr int64_t kRecordsPerShard = 256;
 
 // Draw k of the stream `key`, uniform in [0, 1) (crest/core/hash_rng.hpp).
 double uniform(uint64_t key, uint64_t k) { return rng::unit_double(rng::counter_bits(key, k)); }
@@ -68,6 +76,75 @@ RgbImage synthetic_image(uint64_t seed, int64_t index, int64_t size) {
   return image;
 }
 
+// class<c>/<index>.JPEG: ImageNet's file extension, one folder per class.
+std::string file_name(const DatagenOptions& /*o*/, int64_t index) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "class%03lld/img-%07lld.JPEG",
+                static_cast<long long>(index % kClasses), static_cast<long long>(index));
+  return buf;
+}
+
+std::string shard_name(const std::string& split, int64_t k, int64_t count) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%s-%05lld-of-%05lld", split.c_str(), static_cast<long long>(k),
+                static_cast<long long>(count));
+  return buf;
+}
+
+// build_imagenet_data.py's features of one image (its bounding boxes aside).
+std::vector<std::byte> image_example(const std::vector<std::byte>& jpeg, int64_t index,
+                                     const std::string& name) {
+  const JpegHeader h = read_jpeg_header(jpeg, name);
+  const int64_t label = index % kClasses + 1, height = h.height, width = h.width, channels = 3;
+  const std::string synset = name.substr(0, name.find('/'));
+  const auto text = [](const std::string& t) {
+    return std::span<const std::byte>(reinterpret_cast<const std::byte*>(t.data()), t.size());
+  };
+  const std::string format = "JPEG", colorspace = "RGB";
+  ExampleBuilder b;
+  b.add_bytes("image/encoded", jpeg)
+      .add_int64s("image/class/label", {&label, 1})
+      .add_bytes("image/class/synset", text(synset))
+      .add_bytes("image/format", text(format))
+      .add_bytes("image/colorspace", text(colorspace))
+      .add_bytes("image/filename", text(name))
+      .add_int64s("image/height", {&height, 1})
+      .add_int64s("image/width", {&width, 1})
+      .add_int64s("image/channels", {&channels, 1});
+  return b.encode();
+}
+
+// The images of one split, index order, as shards of kRecordsPerShard; stale shards of another
+// count (an earlier --overwrite run) are removed so one set remains.
+int64_t write_shards(const DatagenOptions& o, const std::string& split, int64_t n) {
+  namespace fs = std::filesystem;
+  const int64_t count = (n + kRecordsPerShard - 1) / kRecordsPerShard;
+  const std::string first = shard_name(split, 0, count);
+  const std::string suffix = first.substr(first.rfind("-of-"));
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(o.out, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.starts_with(split + "-") && name.find("-of-") != std::string::npos &&
+        !name.ends_with(suffix))
+      fs::remove(e.path(), ec);
+  }
+  int64_t bytes = 0;
+  for (int64_t k = 0; k < count; ++k) {
+    TfRecordWriter w((fs::path(o.out) / shard_name(split, k, count)).string());
+    for (int64_t i = k * kRecordsPerShard; i < std::min(n, (k + 1) * kRecordsPerShard); ++i) {
+      const std::string name = file_name(o, i);
+      const formats_io::InputFile file((fs::path(o.out) / split / name).string());
+      std::vector<std::byte> jpeg(file.size());
+      file.read_exact_at(0, jpeg.data(), jpeg.size(), "JPEG file");
+      const std::vector<std::byte> record = image_example(jpeg, i, name);
+      w.write(record);
+      bytes += static_cast<int64_t>(record.size() + kTfRecordFramingBytes);
+    }
+    w.close();
+  }
+  return bytes;
+}
+
 class ImagenetDatagen final : public DatagenRun {
  public:
   explicit ImagenetDatagen(DatagenOptions o) : o_(std::move(o)) {}
@@ -85,12 +162,30 @@ class ImagenetDatagen final : public DatagenRun {
     write_file_atomically(path, {reinterpret_cast<const char*>(jpeg.data()), jpeg.size()});
     return static_cast<int64_t>(jpeg.size());
   }
+  // The TFRecord layout of the same images, from the files just written.
+  int64_t finish(const std::string& /*out*/) override {
+    return write_shards(o_, "train", o_.n_train) + write_shards(o_, "validation", o_.n_valid);
+  }
 
  private:
   const DatagenOptions o_;
 };
 
+// Shards of a split already in `out` (a real ImageNet conversion, or an earlier datagen run).
+std::string existing_shard(const DatagenOptions& o) {
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(o.out, ec)) {
+    const std::string name = e.path().filename().string();
+    if ((name.starts_with("train-") || name.starts_with("validation-")) &&
+        name.find("-of-") != std::string::npos)
+      return e.path().string();
+  }
+  return {};
+}
+
 void check_datagen_options(const DatagenOptions& o) {
+  if (const std::string shard = existing_shard(o); !o.overwrite && !shard.empty())
+    throw_input(shard + ": exists; refusing to write TFRecord shards over it (pass --overwrite)");
   if (o.size < 16 || o.size > 4096)
     throw_usage("datagen imagenet: --size " + std::to_string(o.size) +
                 " must be 16 to 4096 (the images' typical side in pixels)");
@@ -98,24 +193,55 @@ void check_datagen_options(const DatagenOptions& o) {
   if (o.fused) throw_usage("datagen imagenet: --fused applies to DeepCAM npy files only");
 }
 
-// class<c>/<index>.JPEG: ImageNet's file extension, one folder per class.
-std::string file_name(const DatagenOptions& /*o*/, int64_t index) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "class%03lld/img-%07lld.JPEG",
-                static_cast<long long>(index % kClasses), static_cast<long long>(index));
-  return buf;
+// crest validate: a JPEG file decoded whole, as training would (its size varies; the shape
+// compared is the decoded image's channels, 3).
+SampleFileFacts check_jpeg(const std::string& path, const ValidateOptions& /*o*/,
+                           std::vector<std::byte>& scratch) {
+  const formats_io::InputFile file(path);
+  scratch.resize(file.size());
+  file.read_exact_at(0, scratch.data(), scratch.size(), "JPEG file");
+  decode_jpeg(scratch, path);
+  return {Shape{3}, static_cast<int64_t>(scratch.size()), ""};
+}
+
+// The splits' class folders must be the same list: a label is a class's index in it.
+std::vector<std::pair<std::string, std::string>> check_class_lists(const std::string& root,
+                                                                   const Shape& /*shape*/) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const std::string train = root + "/train";
+  const std::string valid = fs::is_directory(root + "/validation", ec) ? root + "/validation"
+                                                                         : root + "/val";
+  if (!fs::is_directory(train, ec) || !fs::is_directory(valid, ec)) return {};
+  try {
+    const std::vector<std::string> a = image_folder_classes(train), b = image_folder_classes(valid);
+    if (a != b) {
+      size_t i = 0;
+      while (i < a.size() && i < b.size() && a[i] == b[i]) ++i;
+      const std::string first = i < b.size() ? "'" + b[i] + "'" : "none";
+      return {{valid, "its " + std::to_string(b.size()) + " class folders differ from train/'s " +
+                          std::to_string(a.size()) + " (class " + std::to_string(i) + " is " +
+                          first + "): a label would name another class"}};
+    }
+  } catch (const Error& e) {
+    return {{root, e.what()}};
+  }
+  return {};
 }
 
 DataFamily imagenet_family() {
   DataFamily f;
   f.name = "imagenet";
-  f.description = "ImageNet-style JPEG images in class folders (synthetic: 10 classes)";
+  f.description =
+      "ImageNet-style JPEG images in class folders and TFRecord shards (synthetic: 10 classes)";
   f.formats = {"jpeg"};
   f.check_options = check_datagen_options;
   f.file_name = file_name;
   f.start = [](const DatagenOptions& o, int /*workers*/) -> std::unique_ptr<DatagenRun> {
     return std::make_unique<ImagenetDatagen>(o);
   };
+  f.layouts = {{"imagenet-jpeg", "<class>/*.jpg, *.jpeg", is_jpeg_file_name, check_jpeg}};
+  f.check_root = check_class_lists;
   return f;
 }
 

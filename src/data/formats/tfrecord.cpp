@@ -14,6 +14,7 @@
 #include "crest/core/error.hpp"
 #include "crest/data/formats/crc32c.hpp"
 #include "formats/file_io.hpp"
+#include "formats/little_endian.hpp"
 
 namespace crest {
 
@@ -44,22 +45,10 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
-uint64_t load_le64(const std::byte* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | std::to_integer<uint64_t>(p[i]);
-  return v;
-}
-uint32_t load_le32(const std::byte* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | std::to_integer<uint32_t>(p[i]);
-  return v;
-}
-void store_le64(std::byte* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
-void store_le32(std::byte* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<std::byte>(v >> (8 * i));
-}
+using formats_io::load_le32;
+using formats_io::load_le64;
+using formats_io::store_le32;
+using formats_io::store_le64;
 
 // The bytes as stored (plain records or a gzip stream), from a file or from memory.
 class StoredBytes {

@@ -19,8 +19,10 @@ void refuse_cosmoflow_keys(const DataSection& r, const DataConfig& d) {
   if (d.compression != Compression::none)
     r.fail("compression", "applies to CosmoFlow TFRecords; DeepCAM files are not compressed");
   if (d.apply_log) r.fail("apply_log", "applies to CosmoFlow; DeepCAM data is min-max normalised");
-  if (d.format == SampleFileFormat::tfrecord && r.has("format"))
-    r.fail("format", "DeepCAM samples are hdf5 (the reference) or npy (NVIDIA's), not tfrecord");
+  if ((d.format == SampleFileFormat::tfrecord && r.has("format")) ||
+      d.format == SampleFileFormat::jpeg)
+    r.fail("format", "DeepCAM samples are hdf5 (the reference) or npy (NVIDIA's), not " +
+                         enum_name(d.format));
 }
 
 // The channels the model reads: every one by default, else each an index into the file's.

@@ -14,8 +14,9 @@ void check_sample_shape(const DataSection& r, const DataConfig& d, size_t rank,
 }
 
 void check_cosmoflow_samples(const DataSection& r, const DataConfig& d) {
-  if (d.format == SampleFileFormat::hdf5)
-    r.fail("format", "CosmoFlow samples are tfrecord or npy; hdf5 is DeepCAM's");
+  if (d.format == SampleFileFormat::hdf5 || d.format == SampleFileFormat::jpeg)
+    r.fail("format", "CosmoFlow samples are tfrecord or npy; " + enum_name(d.format) +
+                         " is another dataset's");
   if (!r.has("n_train")) r.fail("n_train", "required key is missing");
   check_sample_shape(r, d, 4, "[D, H, W, C]");
 }

@@ -79,6 +79,24 @@ std::vector<std::byte> read_single_record(
 void read_single_record(const std::string& path, TfRecordCompression compression,
                         std::vector<std::byte>& record);
 
+// Where one record's data lies in an uncompressed TFRecord file: what a reader of many records
+// per file (ImageNet's shards) needs to read record k alone.
+struct TfRecordSpan {
+  uint64_t offset = 0;  // of the record's 12-byte header
+  uint64_t length = 0;  // of its data
+};
+
+// The records of an uncompressed file, found by reading each 12-byte header (its length CRC
+// checked) and skipping the data: no data is read, so the data CRCs are checked by
+// read_tfrecord_at. Throws crest::Error (input) naming the file, the record and its offset on a
+// bad length CRC, a record cut by the end of the file, or a GZIP file (no offsets to index).
+std::vector<TfRecordSpan> index_tfrecord_file(const std::string& path);
+
+// Reads the data of the record at `span` of `path` (from index_tfrecord_file) into `data`, both
+// CRCs checked. Throws crest::Error (input) naming the file and the offset.
+void read_tfrecord_at(const std::string& path, const TfRecordSpan& span,
+                      std::vector<std::byte>& data);
+
 // Writes records to `path` atomically: a temporary file next to it is written, and close()
 // fsyncs it and renames it into place. Destroying a writer that was not closed removes the
 // temporary file and leaves `path` as it was (an exception mid-write never publishes a
