@@ -1,9 +1,10 @@
 """crest export's ONNX models in ONNX's own checker and in ONNX Runtime (docs/export.md).
 
 For a tiny CosmoFlow (16^3, two conv blocks: the flatten sees a 4^3 x 8 map, so its
-channels-last order matters) and a tiny DeepCAM (32 x 48, every DeepLabv3+ op: dilated and
+channels-last order matters), a tiny DeepCAM (32 x 48, every DeepLabv3+ op: dilated and
 strided convolutions, batch norm, the image-pool branch's expand, concat, transposed
-convolutions): seeded initial weights are exported as safetensors, every tensor is perturbed
+convolutions) and ResNet-50 4x narrower at 32 x 32 (max pooling, residual adds, downsample
+branches, global pooling, the classifier): seeded initial weights are exported as safetensors, every tensor is perturbed
 (biases and batch-norm statistics are otherwise zeros and ones, which would hide a wrong
 mapping) and written back, and the model is exported as ONNX from that file with
 --check-with, which also writes crest's own inference prediction on the same random inputs.
@@ -43,6 +44,12 @@ MODELS = {
                  "data.sample_shape=[32,48,4]", "model.input_shape=[32,48,4]",
                  "crest.threads=2"],
                 (32, 48, 4), "logits"),
+    # ResNet-50 v1.5, 4x narrower (every layer: the stride-2 3x3s, the downsample branches),
+    # on 32 x 32 RGB crops.
+    "resnet50": (["--config", os.path.join(SOURCE, "configs/resnet50-demo.yaml"),
+                  "data.sample_shape=[32,32,3]", "model.input_shape=[32,32,3]",
+                  "model.width_divisor=4", "crest.threads=2"],
+                 (32, 32, 3), "logits"),
 }
 TOLERANCE = 1e-4
 
