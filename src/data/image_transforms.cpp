@@ -154,8 +154,7 @@ RgbImage resize_bilinear(const RgbImage& image, int64_t height, int64_t width) {
 }
 
 // crop(image, box) resized, without the copy of the crop: the passes read the box in place.
-RgbImage resize_bilinear(const RgbImage& image, const CropBox& box, int64_t height,
-                         int64_t width) {
+RgbImage resize_bilinear(const RgbImage& image, const CropBox& box, int64_t height, int64_t width) {
   if (height < 1 || width < 1) throw_usage("resize to an empty image");
   check_box(image, box);
   if (height == box.height && width == box.width) return crop(image, box);

@@ -127,6 +127,23 @@ TEST(ImagenetTrain, ValidateChecksEveryImageAndTheClassLists) {
       << bad.out;
 }
 
+// data.reduced_decode reaches the training images' decoder and the resolved config; it is
+// imagenet's key alone.
+TEST(ImagenetTrain, ReducedDecodeIsImagenetsKey) {
+  TempDir t;
+  const std::string data = make_data(t);
+  const auto r = run_crest(reduced_demo(t, data) + " data.reduced_decode=true data.n_epochs=1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string text = test::slurp(t.file("run/config.yaml"));
+  EXPECT_NE(text.find("reduced_decode: true"), std::string::npos) << text;
+  const auto other =
+      run_crest("train --config " + test::source_path("configs/cosmoflow-demo.yaml") +
+                " data.reduced_decode=true --dry-run");
+  EXPECT_EQ(other.code, 2) << other.out;
+  EXPECT_NE(other.out.find("data.reduced_decode"), std::string::npos) << other.out;
+  EXPECT_NE(other.out.find("applies to data.name: imagenet"), std::string::npos) << other.out;
+}
+
 TEST(ImagenetTrain, RefusesNonSquareOrNonRgbCrops) {
   TempDir t;
   const auto r = run_crest(reduced_demo(t, t.file("none")) + " data.sample_shape=[32,48,3]");

@@ -88,7 +88,10 @@ struct DataConfig {
   int n_epochs = 0;
   bool shard = true;
   bool apply_log = false;  // reference default; x <- ln(x + 1) when true
-  int prefetch = 4;        // batches read ahead
+  // imagenet: decode training images at libjpeg's smallest DCT scale that keeps the random crop
+  // at least the crop size a side (less decoding; the pixels differ slightly from torchvision's).
+  bool reduced_decode = false;
+  int prefetch = 4;  // batches read ahead
   // Reference keys passed through to its dataset builder.
   int n_parallel_reads = 0;  // 0 = automatic
   int samples_per_file = 1;  // must be 1 (one sample per file, as in the reference data)

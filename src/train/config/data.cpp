@@ -75,6 +75,16 @@ Field<S> channels_field() {
           }};
 }
 
+// imagenet's own key: printed for it only (another dataset refuses it).
+Field<S> reduced_decode_field() {
+  Field<S> f = bool_field("reduced_decode", &S::reduced_decode);
+  auto print = f.print;
+  f.print = [print](const S& s, Lines& l) {
+    if (s.name == "imagenet") print(s, l);
+  };
+  return f;
+}
+
 // shuffle_train is the reference's name of crest's shuffle: read into it, printed as shuffle.
 Field<S> shuffle_train_field() {
   Field<S> f = bool_field("shuffle_train", &S::shuffle);
@@ -177,7 +187,9 @@ const Table<DataConfig>& data_table() {
        string_field("stage_dir", &S::stage_dir), enum_field("on_error", &S::on_error),
        enum_field("format", &S::format),
        // DeepCAM (the reference's argument names)
-       data_dir_prefix_field(), channels_field(), train_order_field()},
+       data_dir_prefix_field(), channels_field(), train_order_field(),
+       // imagenet
+       reduced_decode_field()},
       check_data};
   return t;
 }

@@ -56,6 +56,7 @@ int64_t file_limit(int64_t configured) { return configured == kEverySample ? 0 :
 ImageTransformOptions transform_options(const DataConfig& dc, bool train) {
   ImageTransformOptions t;
   t.train = train;
+  t.reduced_decode = dc.reduced_decode;
   t.size = dc.sample_shape[0];
   t.resize =
       static_cast<int64_t>(std::lround(static_cast<double>(dc.sample_shape[0]) * 256.0 / 224.0));
@@ -110,6 +111,7 @@ DatasetType imagenet_dataset() {
   t.sample_dims = "[H, W, C]";
   t.labels = true;
   t.one_label_per_sample = true;
+  t.keys = {"reduced_decode"};
   t.validates_every_sample = true;
   t.default_metrics = {"top1_accuracy", "top5_accuracy"};
   t.check = check;
