@@ -15,12 +15,13 @@ Shape SampleBlock::x_shape(const Shape& whole) const {
 }
 
 void SampleSource::decode_block(int64_t i, const SampleBlock& block,
-                                std::span<const std::byte> payload, float* x, void* y) const {
+                                std::span<const std::byte> payload, float* x, void* y,
+                                const SampleDraw& draw) const {
   const Shape whole = spec().x_shape;
   // Per thread: the loader decodes on several.
   thread_local std::vector<float> sample;
   sample.resize(static_cast<size_t>(whole.numel()));
-  decode(i, payload, sample.data(), y);
+  decode_drawn(i, payload, sample.data(), y, draw);
   const std::vector<int64_t> dims = whole.to_vector();
   std::vector<int64_t> start(dims.size(), 0);
   for (size_t a = 0; a < block.begin.size(); ++a) start[a] = block.begin[a];
@@ -46,7 +47,13 @@ class BlockSource final : public SampleSource {
     whole_->read_block(i, block_, payload);
   }
   void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const override {
-    whole_->decode_block(i, block_, payload, x, y);
+    whole_->decode_block(i, block_, payload, x, y, SampleDraw{});
+  }
+  // The loader's draws reach the whole sample's transform: every rank of a spatial group cuts
+  // its block from the same crop and flip.
+  void decode_drawn(int64_t i, std::span<const std::byte> payload, float* x, void* y,
+                    const SampleDraw& draw) const override {
+    whole_->decode_block(i, block_, payload, x, y, draw);
   }
   bool reads_blocks() const override { return whole_->reads_blocks(); }
 

@@ -194,5 +194,22 @@ TEST(ImageFolderSource, RefusesASliverForTheValidationResizeByName) {
   }
 }
 
+// A spatial split's block of a training image: the loader's draw reaches the whole image's crop
+// and flip, so each rank's block is cut from the same drawn sample (not from epoch 0's).
+TEST(ImageFolderSource, ABlockOfADrawnSampleIsCutFromThatDraw) {
+  const Folder f;
+  const auto whole = open_image_folder(f.options(true));
+  const auto top = block_of_samples(whole, SampleBlock{{0, 0}, {16, 32}});
+  for (const int64_t epoch : {0, 3}) {
+    const SampleDraw draw{.seed = 4, .epoch = epoch};
+    int32_t a = 0, b = 0;
+    const std::vector<float> full = decode(*whole, 1, draw, &a);
+    const std::vector<float> half = decode(*top, 1, draw, &b);
+    ASSERT_EQ(half.size(), full.size() / 2);
+    EXPECT_TRUE(std::equal(half.begin(), half.end(), full.begin())) << "epoch " << epoch;
+    EXPECT_EQ(a, b);
+  }
+}
+
 }  // namespace
 }  // namespace crest

@@ -66,14 +66,15 @@ class SampleSource {
   // One block of each sample (a spatial split's). A source whose format allows it reads only the
   // block's bytes (reads_blocks(): npy files, one read per contiguous run of rows); the default
   // reads the whole payload (a GZIP TFRecord is inflated whole) and decodes the whole sample
-  // before keeping its block. x gets block.x_shape(spec().x_shape); y is whole.
+  // before keeping its block, with `draw` (a random transform's: an image's crop and flip are
+  // drawn on the whole sample). x gets block.x_shape(spec().x_shape); y is whole.
   virtual bool reads_blocks() const { return false; }
   virtual void read_block(int64_t i, const SampleBlock& /*block*/,
                           std::vector<std::byte>& payload) const {
     read(i, payload);
   }
   virtual void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
-                            float* x, void* y) const;
+                            float* x, void* y, const SampleDraw& draw) const;
 };
 
 // `whole` restricted to `block` of every sample: its spec's x_shape is the block's, and read and

@@ -139,7 +139,7 @@ class CosmoflowNpySource final : public CosmoflowSource {
     read_npy_into(label_path(file), DType::f32, spec_.y_shape.to_vector(), payload.data() + xb);
   }
   void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
-                    float* x, void* y) const override {
+                    float* x, void* y, const SampleDraw& /*draw*/) const override {
     decode_voxels(i, payload, block.x_shape(spec_.x_shape).numel(), x, y);
   }
 

@@ -74,7 +74,7 @@ class DeepcamSource final : public SampleSource {
     select_channels(all.data(), w.pixels(), out);
   }
   void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
-                    float* x, void* y) const override {
+                    float* x, void* y, const SampleDraw& /*draw*/) const override {
     decode_pixels(i, payload, block.x_shape(spec_.x_shape).numel() / selected_, x, y);
   }
 
