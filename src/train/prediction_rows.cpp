@@ -32,13 +32,21 @@ PredictionRows::PredictionRows(const Task& task, const TensorDesc& pred, const T
                                size_t text_bytes, bool probabilities)
     : task_(task), probabilities_(probabilities) {
   const std::vector<int64_t> p = per_sample(pred), t = per_sample(target);
-  segmentation_ = target.dtype == DType::i32 && p.size() == t.size() + 1 &&
+  classification_ = target.dtype == DType::i32 && t.empty() && p.size() == 1;
+  segmentation_ = target.dtype == DType::i32 && !t.empty() && p.size() == t.size() + 1 &&
                   std::equal(t.begin(), t.end(), p.begin() + 1);
-  if (probabilities && !segmentation_)
-    throw_usage("--probabilities needs a segmentation model (class scores against labels)");
+  if (probabilities && !segmentation_ && !classification_)
+    throw_usage(
+        "--probabilities needs a classifier or a segmentation model (class scores "
+        "against labels)");
   columns_.push_back({"source_file", ColumnType::text, {}, std::max<size_t>(text_bytes, 1), false});
   columns_.push_back({"sample_index", ColumnType::i64, {}, 0, false});
-  if (segmentation_) {
+  if (classification_) {
+    classes_ = p[0];
+    columns_.push_back({"class", ColumnType::i64, {}, 0, false});
+    columns_.push_back({"label", ColumnType::i64, {}, 0, false});
+    if (probabilities) columns_.push_back({"probabilities", ColumnType::f16, p, 0, false});
+  } else if (segmentation_) {
     classes_ = p[0];
     pixels_ = numel_of(t);
     if (classes_ > 255) throw_usage("a uint8 class mask holds at most 255 classes");
@@ -77,6 +85,23 @@ void PredictionRows::fill_segmentation(const float* scores, size_t column) {
   }
 }
 
+// The class with the highest score as top1_accuracy ranks them (the first of equals; a NaN above
+// every number), the label, and (optionally) the softmax over the classes.
+void PredictionRows::fill_classification(const float* scores, int32_t label, size_t column) {
+  int64_t best = 0;
+  for (int64_t c = 1; c < classes_ && !std::isnan(scores[best]); ++c)
+    if (std::isnan(scores[c]) || scores[c] > scores[best]) best = c;
+  const int64_t label64 = label;
+  std::memcpy(buffers_[column].data(), &best, sizeof best);
+  std::memcpy(buffers_[column + 1].data(), &label64, sizeof label64);
+  if (!probabilities_) return;
+  auto* probs = reinterpret_cast<uint16_t*>(buffers_[column + 2].data());
+  double total = 0;
+  for (int64_t c = 0; c < classes_; ++c) total += std::exp(scores[c] - scores[best]);
+  for (int64_t c = 0; c < classes_; ++c)
+    probs[c] = float_to_fp16(static_cast<float>(std::exp(scores[c] - scores[best]) / total));
+}
+
 const std::vector<const void*>& PredictionRows::row(const TensorView& pred,
                                                     const TensorView& target, int64_t place,
                                                     const std::string& source_file,
@@ -87,7 +112,10 @@ const std::vector<const void*>& PredictionRows::row(const TensorView& pred,
   std::memcpy(text.data(), source_file.data(), std::min(text.size(), source_file.size()));
   std::memcpy(buffers_[1].data(), &sample_index, sizeof sample_index);
   const TensorView p = place_of(pred, place), t = place_of(target, place);
-  if (segmentation_) {
+  if (classification_) {
+    fill_classification(static_cast<const float*>(p.data()), *static_cast<const int32_t*>(t.data()),
+                        2);
+  } else if (segmentation_) {
     fill_segmentation(static_cast<const float*>(p.data()), 2);
   } else {
     std::memcpy(buffers_[2].data(), p.data(), buffers_[2].size());

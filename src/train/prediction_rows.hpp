@@ -2,8 +2,9 @@
 // prediction and target become a row. A regression model (CosmoFlow) gets its prediction and
 // target as float32; a segmentation model (DeepCAM: class scores [C, H, W] against int32 labels
 // [H, W]) gets the class mask (uint8, compressed) and optionally the class probabilities
-// (float16). Every task gets the source file, the sample's index in its split, and each metric
-// of the task on that sample alone.
+// (float16); a classifier (ResNet-50: scores [K] against one int32 label) gets the predicted
+// class and the label (int64) and optionally the probabilities [K]. Every task gets the source
+// file, the sample's index in its split, and each metric of the task on that sample alone.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -33,8 +34,9 @@ class PredictionRows {
 
  private:
   void fill_segmentation(const float* scores, size_t column);
+  void fill_classification(const float* scores, int32_t label, size_t column);
   const Task& task_;
-  bool segmentation_ = false, probabilities_ = false;
+  bool segmentation_ = false, classification_ = false, probabilities_ = false;
   int64_t classes_ = 0, pixels_ = 0;
   std::vector<ColumnSpec> columns_;
   std::vector<std::vector<unsigned char>> buffers_;  // one row per column

@@ -10,6 +10,8 @@
   an index over 2 parts): the rows equal the 1-rank rows within 1e-5.
 - DeepCAM: a tiny model trained for one step; predict's mean IoU equals train's eval_accuracy,
   the mask is the argmax of the probabilities, and the probabilities sum to one.
+- ResNet-50 (4x narrower) on JPEG folders: the rows hold the predicted class and the label,
+  the top-1 equals train's eval_accuracy, the class is the argmax of the probabilities.
 
 Run: CREST_BINARY=build/bin/crest CREST_MPIEXEC=mpirun .venv/bin/python tests/interop/predict_interop.py
 """
@@ -140,10 +142,37 @@ def check_deepcam(d):
     print(f"deepcam: predict IoU {trained_iou:.6f} = train's; mask = argmax of probabilities")
 
 
+def check_resnet(d):
+    """A classifier's rows: the predicted class and the label (int64), the probabilities."""
+    crest(["datagen", "imagenet", "--out", "idata", "--train", "64", "--valid", "24", "--size", "40",
+           "--seed", "2"], d)
+    overrides = ["data.data_dir=idata", "output_dir=irun", "data.sample_shape=[32,32,3]",
+                 "model.width_divisor=4", "data.batch_size=16", "data.n_epochs=2"]
+    config = os.path.join(SOURCE, "configs", "resnet50-demo.yaml")
+    crest(["train", "--config", config, *overrides], d)
+    crest(["predict", "--config", config, *overrides, "--checkpoint", "irun", "--out", "i.h5",
+           "--probabilities"], d)
+    trained_top1 = last_mllog(os.path.join(d, "irun", "mllog.txt"), "eval_accuracy")
+    with h5py.File(os.path.join(d, "i.h5")) as f:
+        assert abs(f.attrs["top1"] - trained_top1) <= 1e-12, (f.attrs["top1"], trained_top1)
+        cls, label = f["class"][:], f["label"][:]
+        probs = f["probabilities"][:].astype(np.float32)
+        assert cls.dtype == np.int64 and cls.shape == (24,) and label.shape == (24,)
+        assert probs.shape == (24, 10) and f["probabilities"].dtype == np.float16
+        assert np.array_equal(label, [int(p.split(b"/class")[1][:3]) for p in f["source_file"][:]])
+        assert np.isclose((cls == label).mean(), trained_top1)
+        assert np.array_equal(f["top1"][:], (cls == label).astype(np.float32))
+        assert np.allclose(probs.sum(axis=1), 1, atol=3e-3)
+        picked = np.take_along_axis(probs, cls[:, None], axis=1)[:, 0]
+        assert np.all(picked >= probs.max(axis=1) - 1e-3)
+    print(f"resnet50: predict top-1 {trained_top1:.4f} = train's; class = argmax of probabilities")
+
+
 def main():
     with tempfile.TemporaryDirectory() as d:
         check_cosmoflow(d)
         check_deepcam(d)
+        check_resnet(d)
 
 
 if __name__ == "__main__":
