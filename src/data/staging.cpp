@@ -183,7 +183,8 @@ StagedFile stage_file(const StageOptions& o, const FileToStage& f, std::vector<s
   return stage_part(o, f, ranges, buf);
 }
 
-// Every file of the dataset: top-level files, then each split's sorted files.
+// Every file of the dataset: top-level files, then each split's sorted files and those of its
+// subdirectories (class folders), one level down.
 std::vector<FileToStage> list_dataset(const StageOptions& o) {
   std::error_code ec;
   if (!fs::is_directory(o.from, ec))
@@ -211,6 +212,16 @@ std::vector<FileToStage> list_dataset(const StageOptions& o) {
     if (!fs::is_directory(dir, ec)) continue;
     any_split = true;
     for (const std::string& name : regular(dir)) add(split + "/" + name);
+    // One level of subdirectories: an image split's class folders.
+    std::vector<std::string> subdirs;
+    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string name = it->path().filename().string();
+      if (!name.empty() && name[0] != '.' && it->is_directory(ec)) subdirs.push_back(name);
+    }
+    if (ec) throw_input(dir.string() + ": cannot list: " + ec.message());
+    std::sort(subdirs.begin(), subdirs.end());
+    for (const std::string& sub : subdirs)
+      for (const std::string& name : regular(dir / sub)) add(split + "/" + sub + "/" + name);
   }
   if (!any_split) {
     std::string list;

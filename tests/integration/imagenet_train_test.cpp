@@ -127,6 +127,21 @@ TEST(ImagenetTrain, ValidateChecksEveryImageAndTheClassLists) {
       << bad.out;
 }
 
+// Staging copies the class folders (one level below each split) and the shards to node-local
+// storage; the run then reads the staged copy.
+TEST(ImagenetTrain, StagesClassFoldersAndShards) {
+  TempDir t;
+  const std::string data = make_data(t);
+  const auto r =
+      run_crest(reduced_demo(t, data) + " data.stage_dir=" + t.file("stage") + " data.n_epochs=1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  namespace fs = std::filesystem;
+  EXPECT_TRUE(fs::exists(t.file("stage/train/class003/img-0000003.JPEG"))) << r.out;
+  EXPECT_TRUE(fs::exists(t.file("stage/validation/class009/img-0000079.JPEG"))) << r.out;
+  EXPECT_TRUE(fs::exists(t.file("stage/train-00000-of-00003"))) << r.out;
+  EXPECT_EQ(per_epoch(r.out, "top1").size(), 1u) << r.out;
+}
+
 // data.reduced_decode reaches the training images' decoder and the resolved config; it is
 // imagenet's key alone.
 TEST(ImagenetTrain, ReducedDecodeIsImagenetsKey) {
