@@ -189,11 +189,14 @@ std::vector<FileToStage> list_dataset(const StageOptions& o) {
   std::error_code ec;
   if (!fs::is_directory(o.from, ec))
     throw_input(o.from + ": not a directory (the dataset to stage)");
-  auto regular = [&](const fs::path& dir) {
+  // The sorted names of a directory's regular files (or subdirectories), hidden ones left out.
+  auto entries = [&](const fs::path& dir, bool directories) {
     std::vector<std::string> names;
     for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      if (!name.empty() && name[0] != '.' && it->is_regular_file(ec)) names.push_back(name);
+      if (!name.empty() && name[0] != '.' &&
+          (directories ? it->is_directory(ec) : it->is_regular_file(ec)))
+        names.push_back(name);
     }
     if (ec) throw_input(dir.string() + ": cannot list: " + ec.message());
     std::sort(names.begin(), names.end());
@@ -205,23 +208,16 @@ std::vector<FileToStage> list_dataset(const StageOptions& o) {
     if (ec) throw_input((fs::path(o.from) / rel).string() + ": cannot stat: " + ec.message());
     mine.push_back({rel, static_cast<int64_t>(n)});
   };
-  for (const std::string& top : regular(o.from)) add(top);  // stats.h5: every rank
+  for (const std::string& top : entries(o.from, false)) add(top);  // stats.h5: every rank
   bool any_split = false;
   for (const std::string& split : o.splits) {
     const fs::path dir = fs::path(o.from) / split;
     if (!fs::is_directory(dir, ec)) continue;
     any_split = true;
-    for (const std::string& name : regular(dir)) add(split + "/" + name);
+    for (const std::string& name : entries(dir, false)) add(split + "/" + name);
     // One level of subdirectories: an image split's class folders.
-    std::vector<std::string> subdirs;
-    for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
-      const std::string name = it->path().filename().string();
-      if (!name.empty() && name[0] != '.' && it->is_directory(ec)) subdirs.push_back(name);
-    }
-    if (ec) throw_input(dir.string() + ": cannot list: " + ec.message());
-    std::sort(subdirs.begin(), subdirs.end());
-    for (const std::string& sub : subdirs)
-      for (const std::string& name : regular(dir / sub)) add(split + "/" + sub + "/" + name);
+    for (const std::string& sub : entries(dir, true))
+      for (const std::string& name : entries(dir / sub, false)) add(split + "/" + sub + "/" + name);
   }
   if (!any_split) {
     std::string list;

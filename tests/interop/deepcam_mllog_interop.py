@@ -23,8 +23,7 @@ import os
 import re
 import tempfile
 
-from crest_run import run
-from mlperf_checker import SEPARATOR, classify, objections, read_events, run_checker
+from mlperf_checker import train_logged, SEPARATOR, classify, objections, read_events, run_checker
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -42,12 +41,7 @@ RULES = ("common.yaml", "closed_common.yaml", "closed_deepcam.yaml", "closed_dee
 ALLOWED = {("train_samples", "v['value'] == 121266"), ("eval_samples", "v['value'] == 15158")}
 def main():
     with tempfile.TemporaryDirectory(prefix="crest-deepcam-mllog-") as tmp:
-        data, out = os.path.join(tmp, "data"), os.path.join(tmp, "run")
-        run([CREST, "datagen", *DATAGEN, "--out", data])
-        printed = run([CREST, "train", "--config", CONFIG, f"data.data_dir={data}", f"output_dir={out}",
-                       *REDUCED, "mlperf.org=crest-interop", "mlperf.division=closed", "mlperf.status=research",
-                       "mlperf.platform=cpu-test"])
-        log = os.path.join(out, "mllog.txt")
+        printed, log = train_logged(CREST, DATAGEN, CONFIG, REDUCED, tmp)
 
         # 1. The official checker, as a submitter runs it: only the dataset sizes are objected to.
         checker_log = os.path.join(tmp, "compliance.log")

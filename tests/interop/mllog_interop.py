@@ -17,8 +17,7 @@ import os
 import re
 import tempfile
 
-from crest_run import run
-from mlperf_checker import read_events, run_checker
+from mlperf_checker import train_logged, read_events, run_checker
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -29,12 +28,7 @@ DATAGEN = ["cosmoflow", "--train", "1024", "--valid", "128", "--size", "32", "--
 
 def main():
     with tempfile.TemporaryDirectory(prefix="crest-mllog-") as tmp:
-        data, out = os.path.join(tmp, "data"), os.path.join(tmp, "run")
-        run([CREST, "datagen", *DATAGEN, "--out", data])
-        printed = run([CREST, "train", "--config", CONFIG, f"data.data_dir={data}", f"output_dir={out}",
-                       "mlperf.org=crest-interop", "mlperf.division=closed", "mlperf.status=research",
-                       "mlperf.platform=cpu-test", "mlperf.stdout=true"])
-        log = os.path.join(out, "mllog.txt")
+        printed, log = train_logged(CREST, DATAGEN, CONFIG, ["mlperf.stdout=true"], tmp)
 
         # 1. The official checker, as a submitter runs it.
         checker_log = os.path.join(tmp, "compliance.log")

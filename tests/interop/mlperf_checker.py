@@ -1,14 +1,26 @@
 """What the MLPerf log interop scripts share: running the official compliance checker on a log, the
 objections it raised, and reading the log's lines as mllog.py's own encoder writes them."""
+import os
 import re
 import subprocess
 import sys
 
 from mlperf_logging.mllog import mllog
 
-from crest_run import strict_json
+from crest_run import run, strict_json
 
 SEPARATOR = "\n" + "-" * 30 + "\n"
+
+
+def train_logged(crest, datagen, config, overrides, tmp):
+    """`crest datagen` then `crest train` with a submitter's mlperf settings into tmp:
+    (what the run printed, the path of its mllog.txt)."""
+    data, out = os.path.join(tmp, "data"), os.path.join(tmp, "run")
+    run([crest, "datagen", *datagen, "--out", data])
+    printed = run([crest, "train", "--config", config, f"data.data_dir={data}", f"output_dir={out}",
+                   *overrides, "mlperf.org=crest-interop", "mlperf.division=closed",
+                   "mlperf.status=research", "mlperf.platform=cpu-test"])
+    return printed, os.path.join(out, "mllog.txt")
 
 
 def run_checker(log, usage, ruleset, checker_log):

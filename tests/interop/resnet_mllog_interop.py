@@ -20,8 +20,7 @@ import os
 import re
 import tempfile
 
-from crest_run import run
-from mlperf_checker import objections, read_events, run_checker
+from mlperf_checker import train_logged, objections, read_events, run_checker
 
 CREST = os.environ.get("CREST_BINARY", "build/bin/crest")
 SOURCE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,12 +36,7 @@ RULES = ("training_4.0.0/common.yaml", "training_4.0.0/closed_common.yaml", "tra
 
 def main():
     with tempfile.TemporaryDirectory(prefix="crest-resnet-mllog-") as tmp:
-        data, out = os.path.join(tmp, "data"), os.path.join(tmp, "run")
-        run([CREST, "datagen", *DATAGEN, "--out", data])
-        printed = run([CREST, "train", "--config", CONFIG, f"data.data_dir={data}", f"output_dir={out}",
-                       *REDUCED, "mlperf.org=crest-interop", "mlperf.division=closed", "mlperf.status=research",
-                       "mlperf.platform=cpu-test"])
-        log = os.path.join(out, "mllog.txt")
+        printed, log = train_logged(CREST, DATAGEN, CONFIG, REDUCED, tmp)
 
         # 1. The official checker accepts it.
         checker_log = os.path.join(tmp, "compliance.log")

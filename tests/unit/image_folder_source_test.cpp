@@ -5,6 +5,7 @@
 #include "crest/data/datasets/image_folder_source.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -12,6 +13,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/data/image_transforms.hpp"
+#include "support/drawn_sample.hpp"
 
 namespace crest {
 namespace {
@@ -39,7 +41,10 @@ void write(const fs::path& path, const std::vector<std::byte>& bytes) {
 
 // <tmp>/folder: classes "cat" (3 images) and "ant" (2), a README beside the images.
 struct Folder {
-  fs::path root = fs::temp_directory_path() / "crest_image_folder_test";
+  // One folder per test and process: ctest runs the cases of this suite in parallel.
+  fs::path root =
+      fs::temp_directory_path() / ("crest_image_folder_" + std::to_string(::getpid()) + "_" +
+                                   ::testing::UnitTest::GetInstance()->current_test_info()->name());
   Folder() {
     fs::remove_all(root);
     for (int i = 0; i < 3; ++i)
@@ -61,14 +66,7 @@ struct Folder {
   }
 };
 
-std::vector<float> decode(const SampleSource& s, int64_t i, const SampleDraw& draw,
-                          int32_t* label) {
-  std::vector<std::byte> payload;
-  s.read(i, payload);
-  std::vector<float> x(static_cast<size_t>(s.spec().x_shape.numel()));
-  s.decode_drawn(i, payload, x.data(), label, draw);
-  return x;
-}
+using test::drawn_sample;
 
 TEST(ImageFolderSource, ListsClassesSortedAndImagesInClassOrder) {
   const Folder f;
@@ -81,9 +79,9 @@ TEST(ImageFolderSource, ListsClassesSortedAndImagesInClassOrder) {
   EXPECT_EQ(s->spec().y_shape.rank(), 0);
   EXPECT_TRUE(s->spec().y_integer);
   int32_t label = -1;
-  decode(*s, 1, {}, &label);
+  drawn_sample(*s, 1, {}, &label);
   EXPECT_EQ(label, 0);
-  decode(*s, 4, {}, &label);
+  drawn_sample(*s, 4, {}, &label);
   EXPECT_EQ(label, 1);
   ImageFolderOptions limited = f.options(false);
   limited.limit = 3;
@@ -99,22 +97,23 @@ TEST(ImageFolderSource, ValidationIsTheResizedCentreCrop) {
   std::vector<float> want(size_t{32} * 32 * 3);
   transform_image(decode_jpeg(payload, "x"), o.transform, 0, want.data());
   int32_t label = 0;
-  EXPECT_EQ(decode(*s, 3, {7, 3}, &label), want);  // no draw: the same for any epoch
+  EXPECT_EQ(drawn_sample(*s, 3, {7, 3}, &label), want);  // no draw: the same for any epoch
 }
 
 TEST(ImageFolderSource, TrainingDrawsDependOnSeedEpochAndSampleOnly) {
   const Folder f;
   const auto s = open_image_folder(f.options(true));
   int32_t label = 0;
-  const std::vector<float> a = decode(*s, 2, {11, 4}, &label);
-  EXPECT_EQ(decode(*s, 2, {11, 4}, &label), a);
-  EXPECT_NE(decode(*s, 2, {11, 5}, &label), a);
-  EXPECT_NE(decode(*s, 2, {12, 4}, &label), a);
+  const std::vector<float> a = drawn_sample(*s, 2, {11, 4}, &label);
+  EXPECT_EQ(drawn_sample(*s, 2, {11, 4}, &label), a);
+  EXPECT_NE(drawn_sample(*s, 2, {11, 5}, &label), a);
+  EXPECT_NE(drawn_sample(*s, 2, {12, 4}, &label), a);
   for (float v : a) ASSERT_TRUE(std::isfinite(v));
 }
 
 TEST(ImageFolderSource, ReducedDecodingStaysCloseToTheFullDecode) {
-  const fs::path big = fs::temp_directory_path() / "crest_image_folder_big";
+  const fs::path big =
+      fs::temp_directory_path() / ("crest_image_folder_big_" + std::to_string(::getpid()));
   fs::remove_all(big);
   RgbImage smooth;  // a photograph's smoothness: waves tens of pixels long
   smooth.height = 480;
@@ -136,8 +135,8 @@ TEST(ImageFolderSource, ReducedDecodingStaysCloseToTheFullDecode) {
   int32_t label = 0;
   double differ = 0, count = 0;
   for (int e = 0; e < 4; ++e) {
-    const std::vector<float> a = decode(*full, 0, {3, e}, &label);
-    const std::vector<float> b = decode(*reduced, 0, {3, e}, &label);
+    const std::vector<float> a = drawn_sample(*full, 0, {3, e}, &label);
+    const std::vector<float> b = drawn_sample(*reduced, 0, {3, e}, &label);
     for (size_t i = 0; i < a.size(); ++i) differ += std::abs(a[i] - b[i]);
     count += static_cast<double>(a.size());
   }
@@ -164,7 +163,7 @@ TEST(ImageFolderSource, RefusesFoldersWithoutClassesOrImagesAndNamesABadFile) {
   const auto s = open_image_folder(f.options(true));
   try {
     int32_t label = 0;
-    decode(*s, 3, {}, &label);
+    drawn_sample(*s, 3, {}, &label);
     ADD_FAILURE() << "decoded a cut file";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("cat/img1.JPG: "), std::string::npos) << e.what();
@@ -184,7 +183,7 @@ TEST(ImageFolderSource, RefusesASliverForTheValidationResizeByName) {
   const auto s = open_image_folder(o);
   try {
     int32_t label = 0;
-    decode(*s, 2, {}, &label);
+    drawn_sample(*s, 2, {}, &label);
     ADD_FAILURE() << "resized a sliver";
   } catch (const Error& e) {
     const std::string m = e.what();
@@ -203,8 +202,8 @@ TEST(ImageFolderSource, ABlockOfADrawnSampleIsCutFromThatDraw) {
   for (const int64_t epoch : {0, 3}) {
     const SampleDraw draw{.seed = 4, .epoch = epoch};
     int32_t a = 0, b = 0;
-    const std::vector<float> full = decode(*whole, 1, draw, &a);
-    const std::vector<float> half = decode(*top, 1, draw, &b);
+    const std::vector<float> full = drawn_sample(*whole, 1, draw, &a);
+    const std::vector<float> half = drawn_sample(*top, 1, draw, &b);
     ASSERT_EQ(half.size(), full.size() / 2);
     EXPECT_TRUE(std::equal(half.begin(), half.end(), full.begin())) << "epoch " << epoch;
     EXPECT_EQ(a, b);

@@ -16,6 +16,7 @@
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/tfrecord.hpp"
 #include "support/cli_util.hpp"
+#include "support/drawn_sample.hpp"
 
 namespace crest {
 namespace {
@@ -45,14 +46,7 @@ ImageTransformOptions transform(bool train) {
   return t;
 }
 
-std::vector<float> decode(const SampleSource& s, int64_t i, const SampleDraw& draw,
-                          int32_t* label) {
-  std::vector<std::byte> payload;
-  s.read(i, payload);
-  std::vector<float> x(static_cast<size_t>(s.spec().x_shape.numel()));
-  s.decode_drawn(i, payload, x.data(), label, draw);
-  return x;
-}
+using test::drawn_sample;
 
 // The shards hold the images in index order; the folders class after class: image i of the
 // shards is the folder's (i % 10)-th class's (i / 10)-th file.
@@ -87,11 +81,11 @@ TEST(ImageTfRecordSource, EverySampleEqualsTheFolderLayouts) {
       std::vector<float> want(16 * 16 * 3);
       decode_image_sample(file, "file", transform(train), image_draw_key(draw, i), want.data());
       int32_t label = -1;
-      EXPECT_EQ(decode(*shards, i, draw, &label), want) << split << " " << i;
+      EXPECT_EQ(drawn_sample(*shards, i, draw, &label), want) << split << " " << i;
       EXPECT_EQ(label, i % 10);
       if (!train) {  // no draws: the very samples of the folder layout
         int32_t folder_label = -2;
-        EXPECT_EQ(decode(*folders, j, draw, &folder_label), want);
+        EXPECT_EQ(drawn_sample(*folders, j, draw, &folder_label), want);
         EXPECT_EQ(folder_label, label);
       }
     }
@@ -140,7 +134,7 @@ TEST(ImageTfRecordSource, RefusesIncompleteShardSetsAndBadLabelsByName) {
                                        .transform = transform(false)});
   try {
     int32_t label = 0;
-    decode(*s, 0, {}, &label);
+    drawn_sample(*s, 0, {}, &label);
     ADD_FAILURE() << "label 0 was accepted";
   } catch (const Error& e) {
     EXPECT_NE(

@@ -3,6 +3,7 @@
 // with the file and the record: a cut file, a corrupt header, corrupt data, a GZIP file, a file
 // that changed after it was indexed.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <string>
@@ -20,7 +21,11 @@ using test::read_file_bytes;
 using test::write_file_bytes;
 
 struct Shard {
-  std::string path = (std::filesystem::temp_directory_path() / "crest_tfrecord_index.tfrecord");
+  // One file per test and process: ctest runs the cases of this suite in parallel.
+  std::string path = (std::filesystem::temp_directory_path() /
+                      ("crest_tfrecord_index_" + std::to_string(::getpid()) + "_" +
+                       ::testing::UnitTest::GetInstance()->current_test_info()->name()))
+                         .string();
   std::vector<std::vector<std::byte>> records = {
       bytes_of("first"), {}, bytes_of("third record"), std::vector<std::byte>(70000, std::byte{7})};
   explicit Shard(TfRecordCompression c = TfRecordCompression::none) {
