@@ -162,7 +162,7 @@ RgbImage resize_bilinear(const RgbImage& image, const CropBox& box, int64_t heig
     const RgbImage rows = crop(image, box);
     return resample_columns(rows, bilinear_taps(box.height, height));
   }
-  const RgbImage rows =
+  RgbImage rows =
       resample_rows(image, box.top, box.height, box.left, bilinear_taps(box.width, width));
   if (height == box.height) return rows;
   return resample_columns(rows, bilinear_taps(box.height, height));

@@ -78,7 +78,7 @@ TEST(ImageTfRecordSource, EverySampleEqualsTheFolderLayouts) {
           << "record " << i << " holds the file's bytes";
       // Sample i's draws are keyed by i in either layout: the folder's file decoded with them.
       const SampleDraw draw{.seed = 9, .epoch = 2};
-      std::vector<float> want(16 * 16 * 3);
+      std::vector<float> want(size_t{16} * 16 * 3);
       decode_image_sample(file, "file", transform(train), image_draw_key(draw, i), want.data());
       int32_t label = -1;
       EXPECT_EQ(drawn_sample(*shards, i, draw, &label), want) << split << " " << i;

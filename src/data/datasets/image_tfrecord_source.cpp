@@ -122,6 +122,7 @@ std::vector<std::string> image_tfrecord_shards(const std::string& dir, const std
   if (static_cast<int64_t>(by_index.size()) != count)
     throw_input(dir + ": a shard index beyond -of-" + std::to_string(count));
   std::vector<std::string> shards;
+  shards.reserve(by_index.size());
   for (auto& [k, path] : by_index) shards.push_back(std::move(path));
   return shards;
 }
