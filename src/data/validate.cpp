@@ -156,7 +156,7 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
     r.bytes += f.bytes;
     if (!f.variant.empty()) variant = f.variant;
     if (errors[i].empty())
-      ++r.samples;
+      r.samples += f.samples;
     else
       r.errors.emplace_back(files[i], errors[i]);
   }

@@ -159,6 +159,29 @@ TEST(ImagenetTrain, ReducedDecodeIsImagenetsKey) {
   EXPECT_NE(other.out.find("applies to data.name: imagenet"), std::string::npos) << other.out;
 }
 
+// ... and the TFRecord shards of a dataset without folders: every record read, parsed, decoded.
+TEST(ImagenetTrain, ValidateChecksEveryRecordOfTheShards) {
+  TempDir t;
+  const std::string data = make_data(t);
+  std::filesystem::remove_all(data + "/train");
+  std::filesystem::remove_all(data + "/validation");
+  const auto good = run_crest("validate " + data);
+  EXPECT_EQ(good.code, 0) << good.out;
+  EXPECT_NE(good.out.find("validated 4 files (imagenet-tfrecord"), std::string::npos) << good.out;
+  EXPECT_NE(good.out.find("720 good samples"), std::string::npos) << good.out;
+  {  // one flipped byte deep in the second shard's data
+    std::fstream f(data + "/train-00001-of-00003", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(5000);
+    const char c = static_cast<char>(f.get());
+    f.seekp(5000);
+    f.put(static_cast<char>(c ^ 0x20));
+  }
+  const auto bad = run_crest("validate " + data);
+  EXPECT_NE(bad.code, 0) << bad.out;
+  EXPECT_NE(bad.out.find(data + "/train-00001-of-00003: "), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("CRC"), std::string::npos) << bad.out;
+}
+
 TEST(ImagenetTrain, RefusesNonSquareOrNonRgbCrops) {
   TempDir t;
   const auto r = run_crest(reduced_demo(t, t.file("none")) + " data.sample_shape=[32,48,3]");

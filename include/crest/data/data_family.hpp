@@ -43,6 +43,7 @@ struct SampleFileFacts {
   Shape shape;          // the sample, as the report compares them
   int64_t bytes = 0;    // the file and its companions
   std::string variant;  // appended to the layout's name in the report ("gzip"), or ""
+  int64_t samples = 1;  // the samples the file holds (a TFRecord shard: its records)
 };
 
 // One way a family lays out its samples in files.

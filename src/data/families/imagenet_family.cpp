@@ -171,15 +171,17 @@ class ImagenetDatagen final : public DatagenRun {
   const DatagenOptions o_;
 };
 
+// "train-00012-of-01024", "validation-...": TensorFlow's shard names.
+bool is_shard_name(const std::string& name) {
+  return (name.starts_with("train-") || name.starts_with("validation-")) &&
+         name.find("-of-") != std::string::npos;
+}
+
 // Shards of a split already in `out` (a real ImageNet conversion, or an earlier datagen run).
 std::string existing_shard(const DatagenOptions& o) {
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(o.out, ec)) {
-    const std::string name = e.path().filename().string();
-    if ((name.starts_with("train-") || name.starts_with("validation-")) &&
-        name.find("-of-") != std::string::npos)
-      return e.path().string();
-  }
+  for (const auto& e : std::filesystem::directory_iterator(o.out, ec))
+    if (is_shard_name(e.path().filename().string())) return e.path().string();
   return {};
 }
 
@@ -204,14 +206,34 @@ SampleFileFacts check_jpeg(const std::string& path, const ValidateOptions& /*o*/
   return {Shape{3}, static_cast<int64_t>(scratch.size()), ""};
 }
 
+// crest validate: every record of a shard read (both CRCs), parsed, its JPEG decoded whole and
+// its label checked (1-based).
+SampleFileFacts check_shard(const std::string& path, const ValidateOptions& /*o*/,
+                            std::vector<std::byte>& scratch) {
+  const std::vector<TfRecordSpan> spans = index_tfrecord_file(path);
+  int64_t bytes = 0;
+  for (size_t k = 0; k < spans.size(); ++k) {
+    read_tfrecord_at(path, spans[k], scratch);
+    const std::string where = path + ": record " + std::to_string(k);
+    const ExampleView ex = ExampleView::parse(scratch, where);
+    const ExampleFeature& image = ex.at("image/encoded", ExampleFeature::Kind::bytes);
+    const ExampleFeature& label = ex.at("image/class/label", ExampleFeature::Kind::int64s);
+    if (image.bytes.size() != 1 || label.int64s.size() != 1 || label.int64s[0] < 1)
+      throw_input(where + ": expected one image/encoded and one image/class/label >= 1");
+    decode_jpeg(image.bytes[0], where);
+    bytes += static_cast<int64_t>(spans[k].length + kTfRecordFramingBytes);
+  }
+  return {Shape{3}, bytes, "", static_cast<int64_t>(spans.size())};
+}
+
 // The splits' class folders must be the same list: a label is a class's index in it.
 std::vector<std::pair<std::string, std::string>> check_class_lists(const std::string& root,
                                                                    const Shape& /*shape*/) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const std::string train = root + "/train";
-  const std::string valid = fs::is_directory(root + "/validation", ec) ? root + "/validation"
-                                                                         : root + "/val";
+  const std::string valid =
+      fs::is_directory(root + "/validation", ec) ? root + "/validation" : root + "/val";
   if (!fs::is_directory(train, ec) || !fs::is_directory(valid, ec)) return {};
   try {
     const std::vector<std::string> a = image_folder_classes(train), b = image_folder_classes(valid);
@@ -240,7 +262,8 @@ DataFamily imagenet_family() {
   f.start = [](const DatagenOptions& o, int /*workers*/) -> std::unique_ptr<DatagenRun> {
     return std::make_unique<ImagenetDatagen>(o);
   };
-  f.layouts = {{"imagenet-jpeg", "<class>/*.jpg, *.jpeg", is_jpeg_file_name, check_jpeg}};
+  f.layouts = {{"imagenet-jpeg", "<class>/*.jpg, *.jpeg", is_jpeg_file_name, check_jpeg},
+               {"imagenet-tfrecord", "train-NNNNN-of-MMMMM", is_shard_name, check_shard}};
   f.check_root = check_class_lists;
   return f;
 }
