@@ -21,8 +21,7 @@ RgbImage crop(const RgbImage& image, const CropBox& box);
 // Pillow's Image.resize((width, height), Image.BILINEAR) of the whole image.
 RgbImage resize_bilinear(const RgbImage& image, int64_t height, int64_t width);
 // The same of crop(image, box), reading the box in place (no copy of the crop).
-RgbImage resize_bilinear(const RgbImage& image, const CropBox& box, int64_t height,
-                         int64_t width);
+RgbImage resize_bilinear(const RgbImage& image, const CropBox& box, int64_t height, int64_t width);
 
 // torchvision's Resize(size) for one int: the shorter side to `size`, the longer
 // int(size * long / short); then CenterCrop(crop): the crop's offsets round((extent - crop) / 2)

@@ -44,8 +44,8 @@ void decode_reduced(std::span<const std::byte> jpeg, const std::string& name,
       1, std::min(box.height * image.height / h.height, image.height - scaled.top));
   scaled.width =
       std::max<int64_t>(1, std::min(box.width * image.width / h.width, image.width - scaled.left));
-  normalize_to_floats(resize_bilinear(image, scaled, t.size, t.size), t.mean, t.std,
-                      flip_draw(key), x);
+  normalize_to_floats(resize_bilinear(image, scaled, t.size, t.size), t.mean, t.std, flip_draw(key),
+                      x);
 }
 
 }  // namespace
