@@ -29,8 +29,8 @@ std::vector<AttrField<ConvOptions>> conv_fields(bool transposed) {
                                  attr_field("bias", &O::bias),
                                  attr_field("init", &O::init),
                                  attr_field("l2", &O::l2)};
-  f.push_back(transposed ? attr_field("output_padding", &O::output_padding)
-                         : attr_field("same", &O::same));
+  f.push_back(attr_field("same", &O::same));
+  if (transposed) f.push_back(attr_field("output_padding", &O::output_padding));
   return f;
 }
 
@@ -68,8 +68,12 @@ ConvLayer::ConvLayer(ConvOptions o) : opts_(std::move(o)) {
   }
   if (opts_.out_channels < 1 || opts_.groups < 1)
     throw_input("conv needs out_channels, groups >= 1");
-  if (opts_.same && opts_.transposed)
-    throw_input("'same' padding is not defined for transposed conv");
+  if (opts_.same)
+    for (size_t i = 0; i < r; ++i)
+      if (opts_.padding[i] != 0 || opts_.output_padding[i] != 0)
+        throw_input(
+            "conv 'same' padding computes the padding itself: give 'same' or "
+            "padding/output_padding, not both");
 }
 
 ConvDesc ConvLayer::make_desc(const Shape& in, const Shape& out, DType dtype) const {
@@ -93,8 +97,11 @@ ConvDesc ConvLayer::make_desc(const Shape& in, const Shape& out, DType dtype) co
     d.dilation[u] = opts_.dilation[u];
     const int64_t eff = opts_.dilation[u] * (opts_.kernel[u] - 1) + 1;
     if (opts_.same) {
-      const int64_t total =
-          std::max<int64_t>((d.out_size[u] - 1) * d.stride[u] + eff - d.in_size[u], 0);
+      // A transposed conv is the adjoint of the conv from its output to its input: TensorFlow's
+      // conv2d_transpose pads that conv as 'same' would, the odd pixel at the end.
+      const int64_t small = opts_.transposed ? d.in_size[u] : d.out_size[u];
+      const int64_t large = opts_.transposed ? d.out_size[u] : d.in_size[u];
+      const int64_t total = std::max<int64_t>((small - 1) * d.stride[u] + eff - large, 0);
       d.pad_lo[u] = total / 2;
       d.pad_hi[u] = total - total / 2;
     } else {
@@ -122,7 +129,9 @@ std::vector<Shape> ConvLayer::infer_shapes(const std::vector<Shape>& in) const {
     const int64_t x = in[0][2 + i];
     const int64_t eff = opts_.dilation[u] * (opts_.kernel[u] - 1) + 1;
     int64_t o;
-    if (opts_.transposed) {
+    if (opts_.transposed && opts_.same) {
+      o = x * opts_.stride[u];  // TensorFlow's conv2d_transpose with padding 'same'
+    } else if (opts_.transposed) {
       o = (x - 1) * opts_.stride[u] - 2 * opts_.padding[u] + eff + opts_.output_padding[u];
     } else if (opts_.same) {
       o = (x + opts_.stride[u] - 1) / opts_.stride[u];

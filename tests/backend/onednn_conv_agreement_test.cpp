@@ -137,6 +137,19 @@ TEST(OneDnnConv, Conv2DStrideAsymmetricPadding) {
               .pad_hi = 0});
 }
 
+// TensorFlow's conv2d_transpose with padding 'same' (the Tiramisu's transition up): kernel 3,
+// stride 2, the adjoint conv padded 0 before and 1 after, so the output is exactly 2x the input.
+TEST(OneDnnConv, TransposedSamePaddingAtTheEnd) {
+  check_conv({.ic = 6,
+              .oc = 6,
+              .size = 5,
+              .kernel = 3,
+              .stride = 2,
+              .pad_lo = 0,
+              .pad_hi = 1,
+              .transposed = true});
+}
+
 TEST(OneDnnConv, Conv2DChannelsLastHint) {
   check_conv({.rank = 2, .ic = 3, .oc = 16, .size = 8, .hint = Layout::channels_last});
 }

@@ -13,7 +13,8 @@ struct ConvOptions {
   std::vector<int64_t> stride;           // default 1 per dim
   std::vector<int64_t> dilation;         // default 1 per dim (1 = dense)
   // Explicit padding per dim (symmetric), or `same` as Keras/TensorFlow: output = ceil(in/stride),
-  // the odd pixel of padding going to the end.
+  // the odd pixel of padding going to the end; transposed, output = in * stride, as TensorFlow's
+  // conv2d_transpose (the adjoint of the 'same' conv from the output back to the input).
   std::vector<int64_t> padding;
   bool same = false;
   std::vector<int64_t> output_padding;  // transposed only: extra size at the end (as PyTorch)
