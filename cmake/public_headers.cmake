@@ -13,6 +13,7 @@ set(CREST_PUBLIC_ENTRY_HEADERS
     # the registries and what their entries are made of
     crest/optim/optimizer_registry.hpp crest/optim/lr_schedule_registry.hpp
     crest/models/model_registry.hpp crest/models/cosmoflow.hpp crest/models/deepcam.hpp
+    crest/models/tiramisu.hpp
     crest/graph/layer_registry.hpp crest/graph/graph_yaml.hpp crest/data/sample_source.hpp
     crest/data/data_family.hpp
     # the layers' builder functions, for graphs built in C++

@@ -49,6 +49,9 @@ void fill_slot(T* w, size_t count, const ParamSlot& s, uint64_t seed) {
         v = std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2) * std::sqrt(2.0 / fan);
         break;
       }
+      case Init::he_uniform:  // Keras' variance_scaling(2, fan_in, uniform)
+        v = (2 * uniform01(gen) - 1) * std::sqrt(6.0 / fan_in);
+        break;
       case Init::torch_default: {
         // PyTorch's Conv/Linear default: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) for weight and bias.
         const double bound = 1.0 / std::sqrt(fan_in);

@@ -1,5 +1,7 @@
 #include "crest/layers/loss.hpp"
 
+#include <cmath>
+
 #include "crest/core/error.hpp"
 
 namespace crest {
@@ -7,7 +9,8 @@ namespace {
 
 std::vector<AttrField<SoftmaxCrossEntropyOptions>> cross_entropy_fields() {
   return {attr_field("class_weights", &SoftmaxCrossEntropyOptions::class_weights),
-          attr_field("label_smoothing", &SoftmaxCrossEntropyOptions::label_smoothing)};
+          attr_field("label_smoothing", &SoftmaxCrossEntropyOptions::label_smoothing),
+          attr_field("scale", &SoftmaxCrossEntropyOptions::scale)};
 }
 
 }  // namespace
@@ -91,7 +94,10 @@ void UpstreamGradientLayer::backward(RunContext& ctx) {
 }
 
 SoftmaxCrossEntropyLayer::SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o)
-    : weights_(std::move(o.class_weights)), label_smoothing_(o.label_smoothing) {
+    : weights_(std::move(o.class_weights)), label_smoothing_(o.label_smoothing), scale_(o.scale) {
+  if (!(scale_ > 0) || !std::isfinite(scale_))
+    throw_input("softmax cross-entropy: scale must be finite and positive, got " +
+                std::to_string(scale_));
   if (!(label_smoothing_ >= 0 && label_smoothing_ < 1))
     throw_input("softmax cross-entropy: label_smoothing must be in [0, 1), got " +
                 std::to_string(label_smoothing_));
@@ -133,9 +139,9 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
 }
 
 void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
-  ctx.loss = ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                            class_weights(), label_smoothing_, nullptr, n_,
-                                            classes_, spatial_, 1.0);
+  ctx.loss = scale_ * ctx.vec->softmax_cross_entropy(
+                          ctx.in[0], static_cast<const int32_t*>(ctx.in[1]), class_weights(),
+                          label_smoothing_, nullptr, n_, classes_, spatial_, 1.0);
   ctx.vec->fill(ctx.out[0], 1, ctx.loss);
 }
 
@@ -143,7 +149,7 @@ void SoftmaxCrossEntropyLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0])
     ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
                                    class_weights(), label_smoothing_, ctx.diff_in[0], n_, classes_,
-                                   spatial_, ctx.loss_scale);
+                                   spatial_, scale_ * ctx.loss_scale);
 }
 
 }  // namespace crest

@@ -212,12 +212,7 @@ ValueId decoder(Graph& g, DeeplabBuilder& b, ValueId x, ValueId low, int64_t n_c
 // counters are int64 scalars, and the image-pool affine's parameters are `weights` and `bias`
 // of shape [C, 1, 1].
 std::map<std::string, ExternalParam> reference_names(const Graph& g, int64_t pool_channels) {
-  std::map<std::string, ExternalParam> names;
-  for (const GraphNode& n : g.nodes())
-    if (n.layer.kind == "batch_norm") {
-      const std::string counter = n.name + ".num_batches_tracked";
-      names[counter] = {counter, {}, DType::i64};
-    }
+  std::map<std::string, ExternalParam> names = torch_batch_norm_counters(g);
   const std::string affine = "bottleneck.global_avg_pool.global_average_pool.2.";
   names[affine + "weight"] = {affine + "weights", {pool_channels, 1, 1}};
   names[affine + "bias"] = {affine + "bias", {pool_channels, 1, 1}};

@@ -1,7 +1,6 @@
 #include "crest/models/resnet50.hpp"
 
 #include <cmath>
-#include <map>
 #include <string>
 
 #include "crest/layers/activation.hpp"
@@ -63,17 +62,6 @@ class ResnetBuilder {
   int64_t divisor_;
 };
 
-// torchvision keeps a batch norm's num_batches_tracked as an int64 scalar.
-std::map<std::string, ExternalParam> torchvision_names(const Graph& g) {
-  std::map<std::string, ExternalParam> names;
-  for (const GraphNode& n : g.nodes())
-    if (n.layer.kind == "batch_norm") {
-      const std::string counter = n.name + ".num_batches_tracked";
-      names[counter] = {counter, {}, DType::i64};
-    }
-  return names;
-}
-
 }  // namespace
 
 BuiltModel build_resnet50(const Resnet50Options& o) {
@@ -113,7 +101,7 @@ BuiltModel build_resnet50(const Resnet50Options& o) {
   m.loss = g.add("loss", layers::softmax_cross_entropy(loss), {m.prediction, y});
   g.mark_output(m.prediction);
   g.set_loss(m.loss);
-  m.external_params = torchvision_names(g);
+  m.external_params = torch_batch_norm_counters(g);
   return m;
 }
 

@@ -5,7 +5,6 @@
 // crest's own float64 gradients.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -95,32 +94,7 @@ test::ValuesByKey first_gradients(const std::string& backend, DType dtype, doubl
   ParityRun r = prepared_run(backend, dtype);
   *loss = r.ex->forward(true);
   r.ex->backward();
-  test::ValuesByKey g;
-  const ParamStore& p = r.ex->params();
-  for (size_t i = 0; i < p.slots().size(); ++i) {
-    if (!p.slots()[i].spec.trainable) continue;
-    const TensorView v = p.grad(i);
-    std::vector<double>& dst = g[test::reference_name(r.model, p.slots()[i]).first];
-    for (int64_t k = 0; k < v.numel(); ++k) dst.push_back(test::element(v, static_cast<size_t>(k)));
-  }
-  return g;
-}
-
-// Per parameter, the relative distance of `got`'s gradient from `exact`'s, sorted; the worst's
-// key in `worst_key`.
-std::vector<double> gradient_errors(const test::ValuesByKey& got, const test::ValuesByKey& exact,
-                                    std::string* worst_key) {
-  std::vector<double> errors;
-  double worst = -1;
-  for (const auto& [key, want] : exact) {
-    const std::vector<double>& mine = got.at(key);
-    std::vector<double> d(want.size());
-    for (size_t j = 0; j < want.size(); ++j) d[j] = mine[j] - want[j];
-    errors.push_back(test::norm(d) / test::norm(want));
-    if (errors.back() > worst) worst = errors.back(), *worst_key = key;
-  }
-  std::sort(errors.begin(), errors.end());
-  return errors;
+  return test::gradients_by_reference_key(r.model, r.ex->params());
 }
 
 // The first forward and backward from the same weights and batch: float32 oneDNN against float64.
@@ -135,8 +109,8 @@ TEST(Resnet50Parity, Float32OnednnGradientsFollowFloat64AsFloat32Does) {
   const test::ValuesByKey ref32 = first_gradients("reference", DType::f32, &ref_loss);
   const test::ValuesByKey dnn32 = first_gradients("onednn", DType::f32, &dnn_loss);
   std::string ref_worst_key, dnn_worst_key;
-  const std::vector<double> ref = gradient_errors(ref32, exact, &ref_worst_key);
-  const std::vector<double> dnn = gradient_errors(dnn32, exact, &dnn_worst_key);
+  const std::vector<double> ref = test::relative_errors(ref32, exact, &ref_worst_key);
+  const std::vector<double> dnn = test::relative_errors(dnn32, exact, &dnn_worst_key);
   std::printf(
       "float32 vs float64: loss %.3g (reference) %.3g (oneDNN); gradients median %.3g / "
       "%.3g, worst %.3g (%s) / %.3g (%s)\n",

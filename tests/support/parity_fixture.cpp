@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "support/hashed_init.hpp"
@@ -24,6 +25,32 @@ ValuesByKey values_by_reference_key(const BuiltModel& m, const ParamStore& p) {
     for (int64_t k = 0; k < v.numel(); ++k) dst.push_back(element(v, static_cast<size_t>(k)));
   }
   return out;
+}
+
+ValuesByKey gradients_by_reference_key(const BuiltModel& m, const ParamStore& p) {
+  ValuesByKey g;
+  for (size_t i = 0; i < p.slots().size(); ++i) {
+    if (!p.slots()[i].spec.trainable) continue;
+    const TensorView v = p.grad(i);
+    std::vector<double>& dst = g[reference_name(m, p.slots()[i]).first];
+    for (int64_t k = 0; k < v.numel(); ++k) dst.push_back(element(v, static_cast<size_t>(k)));
+  }
+  return g;
+}
+
+std::vector<double> relative_errors(const ValuesByKey& got, const ValuesByKey& exact,
+                                    std::string* worst_key) {
+  std::vector<double> errors;
+  double worst = -1;
+  for (const auto& [key, want] : exact) {
+    const std::vector<double>& mine = got.at(key);
+    std::vector<double> d(want.size());
+    for (size_t j = 0; j < want.size(); ++j) d[j] = mine[j] - want[j];
+    errors.push_back(norm(d) / norm(want));
+    if (errors.back() > worst) worst = errors.back(), *worst_key = key;
+  }
+  std::sort(errors.begin(), errors.end());
+  return errors;
 }
 
 void set_hashed_initial_values(const BuiltModel& m, ParamStore& p, uint64_t seed) {

@@ -24,6 +24,14 @@ std::pair<std::string, std::vector<int64_t>> reference_name(const BuiltModel& m,
 // Every parameter's values (as doubles), by reference key.
 ValuesByKey values_by_reference_key(const BuiltModel& m, const ParamStore& p);
 
+// Every trained parameter's gradient (as doubles), by reference key.
+ValuesByKey gradients_by_reference_key(const BuiltModel& m, const ParamStore& p);
+
+// Per tensor of `exact`, the relative distance ||got - exact|| / ||exact||, sorted ascending;
+// the worst one's key in `worst_key`.
+std::vector<double> relative_errors(const ValuesByKey& got, const ValuesByKey& exact,
+                                    std::string* worst_key);
+
 // Sets every parameter to hashed_init::initial_value(seed, its reference key and shape).
 void set_hashed_initial_values(const BuiltModel& m, ParamStore& p, uint64_t seed);
 

@@ -63,23 +63,26 @@ enum class SpatialRole : uint8_t {
 };
 
 // kaiming_normal: He et al.'s normal of std sqrt(2 / fan_in); kaiming_normal_fan_out: sqrt(2 /
-// fan_out), torchvision's ResNet convolutions (kaiming_normal_(mode="fan_out")).
+// fan_out), torchvision's ResNet convolutions (kaiming_normal_(mode="fan_out")); he_uniform:
+// Keras' U(+-sqrt(6 / fan_in)), the Gordon Bell Tiramisu's.
 enum class Init : uint8_t {
   zeros,
   ones,
   glorot_uniform,
   kaiming_normal,
   kaiming_normal_fan_out,
-  torch_default
+  torch_default,
+  he_uniform
 };
 template <>
-inline constexpr EnumEntries<Init, 6> kEnumTable<Init> = {
+inline constexpr EnumEntries<Init, 7> kEnumTable<Init> = {
     {{Init::zeros, "zeros"},
      {Init::ones, "ones"},
      {Init::glorot_uniform, "glorot_uniform"},
      {Init::kaiming_normal, "kaiming_normal"},
      {Init::kaiming_normal_fan_out, "kaiming_normal_fan_out"},
-     {Init::torch_default, "torch_default"}}};
+     {Init::torch_default, "torch_default"},
+     {Init::he_uniform, "he_uniform"}}};
 
 struct ParamSpec {
   std::string name;  // local name: "weight", "bias"; the graph prefixes the node name

@@ -31,9 +31,11 @@ class MseLossLayer : public Layer {
 // e — the mean of sum_c q_c * -log p[c] with q = (1 - e) onehot(label) + e / C, PyTorch's
 // cross_entropy(label_smoothing=e) (the ResNet-50 recipes' 0.1). Not both: PyTorch weights a
 // smoothed loss per class and divides by the weights' sum, which is neither reference's rule.
+// `scale` multiplies the loss and so its gradient (the Gordon Bell Tiramisu's --scale_factor).
 struct SoftmaxCrossEntropyOptions {
   std::vector<float> class_weights;  // empty: 1 for every class
   double label_smoothing = 0;        // in [0, 1)
+  double scale = 1;                  // > 0
 };
 
 class SoftmaxCrossEntropyLayer : public Layer {
@@ -53,7 +55,7 @@ class SoftmaxCrossEntropyLayer : public Layer {
 
  private:
   std::vector<float> weights_;
-  double label_smoothing_ = 0;
+  double label_smoothing_ = 0, scale_ = 1;
   const float* class_weights() const {
     return static_cast<const float*>(weights_on_backend_.data());
   }

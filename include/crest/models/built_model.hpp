@@ -31,4 +31,8 @@ struct BuiltModel {
   std::map<std::string, ExternalParam> external_params;
 };
 
+// PyTorch keeps each batch norm's num_batches_tracked as an int64 scalar: the external name of
+// every batch-norm node's counter in `g`, for a model whose names are a PyTorch module's.
+std::map<std::string, ExternalParam> torch_batch_norm_counters(const Graph& g);
+
 }  // namespace crest
