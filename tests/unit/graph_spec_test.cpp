@@ -8,7 +8,9 @@
 
 #include "crest/core/error.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/layers/activation.hpp"
 #include "crest/layers/conv.hpp"
+#include "crest/layers/loss.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "support/host_backends.hpp"
 #include "support/small_models.hpp"
@@ -150,6 +152,20 @@ TEST(GraphSpec, BadNodesNameTheNodeAndTheKey) {
   e = error_of([&] { g.add("x", layers::relu(), {x}); });
   EXPECT_NE(e.find("name of a graph input"), std::string::npos) << e;
   EXPECT_TRUE(g.nodes().empty()) << "a refused node must not be added";
+}
+
+// Backward starts at the loss layer: a value computed from its output (a scaled loss) cannot be
+// the loss, or training would report one number and follow the gradient of another.
+TEST(GraphSpec, TheLossMustBeALossLayersOwnOutput) {
+  Graph g;
+  const ValueId x = g.input("x", Shape{3}), y = g.input("y", Shape{3});
+  const ValueId mse = g.add("mse", layers::mse_loss(), {x, y});
+  g.set_loss(g.add("scaled", layers::scale(0.1f), {mse}));
+  auto backend = make_backend("reference");
+  CompileOptions co;
+  co.batch = 2;
+  const std::string e = error_of([&] { Executor ex(g, *backend, co); });
+  EXPECT_NE(e.find("not a value computed from it"), std::string::npos) << e;
 }
 
 TEST(GraphSpec, EveryLayerKindIsRegistered) {

@@ -144,8 +144,13 @@ void create_kernels(Program& p, const Graph& g) {
   for (Node& node : p.nodes) p.layers.push_back(std::move(node.layer));
   if (!p.opts.loss) return;
   if (g.loss() >= 0) p.val(g.loss()).pinned = true;
-  if (g.loss() >= 0 && p.loss_op < 0)
-    throw_usage("the graph's loss value is not produced by a loss layer");
+  // Backward starts at the loss layer, so a node after it (a scale of the loss) would be left
+  // out of the gradient while its value was reported: the loss must be the layer's own output.
+  if (g.loss() >= 0 && (p.loss_op < 0 || p.ops[static_cast<size_t>(p.loss_op)]->out.at(0) !=
+                                             static_cast<int>(g.loss())))
+    throw_usage(
+        "the graph's loss value is not produced by a loss layer (the loss must be a "
+        "loss layer's output, not a value computed from it)");
 }
 
 }  // namespace crest::compile
