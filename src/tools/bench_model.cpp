@@ -40,22 +40,31 @@ OptimizerConfig bench_optimizer_config(const std::string& model, const std::stri
   return o;
 }
 
+namespace {
+
+// DeepCAM and the Tiramisu read the climate fields: 16 channels at --height x --width.
+bool reads_climate_fields(const std::string& model) {
+  return model == "deepcam" || model == "tiramisu";
+}
+
+}  // namespace
+
 void add_model_options(CLI::App& cmd, BenchModelArgs& a) {
-  cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam)");
+  cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam, tiramisu)");
   cmd.add_option("--size", a.size, "cosmoflow: cube size (a multiple of 32)");
   cmd.add_option("--conv-size", a.conv_size, "cosmoflow: filters of the first conv (reference 32)");
   cmd.add_option("--dropout", a.dropout, "cosmoflow: dropout rate (the peer uses 0.5)");
-  cmd.add_option("--height", a.height, "deepcam: sample height (a multiple of 16)");
-  cmd.add_option("--width", a.width, "deepcam: sample width (a multiple of 16)");
+  cmd.add_option("--height", a.height, "deepcam, tiramisu: sample height (a multiple of 16)");
+  cmd.add_option("--width", a.width, "deepcam, tiramisu: sample width (a multiple of 16)");
 }
 
 // Through the model registry, as a config's model section would be: an unknown --model lists
 // the registered ones. --size, --conv-size and --dropout are CosmoFlow's keys, --height and
-// --width DeepCAM's.
+// --width DeepCAM's and the Tiramisu's.
 ModelConfig bench_model_config(const BenchModelArgs& a) {
   ModelConfig mc;
   mc.name = a.model;
-  if (a.model == "deepcam") {
+  if (reads_climate_fields(a.model)) {
     mc.attrs.set("input_shape", std::vector<int64_t>{a.height, a.width, 16});
   } else {
     mc.attrs.set("input_shape", std::vector<int64_t>{a.size, a.size, a.size, 4});
@@ -67,7 +76,7 @@ ModelConfig bench_model_config(const BenchModelArgs& a) {
 
 // The model's flags, for the report's config line.
 std::string size_flags(const BenchModelArgs& a) {
-  if (a.model == "deepcam")
+  if (reads_climate_fields(a.model))
     return "--height " + std::to_string(a.height) + " --width " + std::to_string(a.width);
   return "--size " + std::to_string(a.size) + " --conv-size " + std::to_string(a.conv_size);
 }
@@ -113,7 +122,7 @@ nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a
   j["backend"] = backend.name();
   if (const std::string isa = backend.instruction_sets(); !isa.empty()) j["isa"] = isa;
   j["precision"] = precision;
-  if (a.model == "deepcam") {
+  if (reads_climate_fields(a.model)) {
     j["height"] = a.height;
     j["width"] = a.width;
   } else {

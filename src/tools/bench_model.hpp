@@ -39,7 +39,8 @@ SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int
 // "", with the config's defaults for it and a momentum of 0.9 where it takes one (the peers' SGD).
 OptimizerConfig bench_optimizer_config(const std::string& model, const std::string& optimizer);
 
-// --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (DeepCAM's).
+// --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (DeepCAM's and
+// the Tiramisu's).
 void add_model_options(CLI::App& cmd, BenchModelArgs& a);
 // An unknown --model lists the registered ones.
 ModelConfig bench_model_config(const BenchModelArgs& a);

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <iterator>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -94,6 +95,18 @@ inline std::string run_stopped_at(const TempDir& d, const std::string& run,
   for (size_t newer = from + 1; newer < kept.size(); ++newer)
     fs::remove(copy + "/checkpoints/" + fs::path(kept[newer]).filename().string());
   return copy;
+}
+
+// The value of `key` on every epoch line of a `crest train` run's output ("epoch 2/4  loss
+// 0.0031  val_loss 0.0026  val_iou 0.61 ..."): "loss" is the training loss, "val_top1" a metric.
+inline std::vector<double> per_epoch(const std::string& out, const std::string& key) {
+  std::vector<double> v;
+  std::istringstream in(out);
+  const std::regex re("^epoch [0-9]+/[0-9]+.*  " + key + " ([0-9.eE+-]+)");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);)
+    if (std::regex_search(line, m, re)) v.push_back(std::stod(m[1]));
+  return v;
 }
 
 }  // namespace crest::test
