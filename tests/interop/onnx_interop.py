@@ -3,8 +3,9 @@
 For a tiny CosmoFlow (16^3, two conv blocks: the flatten sees a 4^3 x 8 map, so its
 channels-last order matters), a tiny DeepCAM (32 x 48, every DeepLabv3+ op: dilated and
 strided convolutions, batch norm, the image-pool branch's expand, concat, transposed
-convolutions) and ResNet-50 4x narrower at 32 x 32 (max pooling, residual adds, downsample
-branches, global pooling, the classifier): seeded initial weights are exported as safetensors, every tensor is perturbed
+convolutions), ResNet-50 4x narrower at 32 x 32 (max pooling, residual adds, downsample
+branches, global pooling, the classifier) and a three-block Tiramisu at 32 x 48 (dense
+concatenations, TensorFlow's 'same' transposed convolutions, dropout): seeded initial weights are exported as safetensors, every tensor is perturbed
 (biases and batch-norm statistics are otherwise zeros and ones, which would hide a wrong
 mapping) and written back, and the model is exported as ONNX from that file with
 --check-with, which also writes crest's own inference prediction on the same random inputs.
@@ -50,6 +51,13 @@ MODELS = {
                   "data.sample_shape=[32,32,3]", "model.input_shape=[32,32,3]",
                   "model.width_divisor=4", "crest.threads=2"],
                  (32, 32, 3), "logits"),
+    # The Tiramisu reduced to three blocks: 5x5 'same' convolutions, dense concatenations,
+    # stride-2 1x1 transitions down, TensorFlow-'same' transposed convolutions up.
+    "tiramisu": (["--config", os.path.join(SOURCE, "configs/tiramisu-demo.yaml"),
+                  "data.sample_shape=[32,48,4]", "model.input_shape=[32,48,4]",
+                  "model.blocks=[2,2,3]", "model.growth_rate=4", "model.initial_filters=8",
+                  "crest.threads=2"],
+                 (32, 48, 4), "logits"),
 }
 TOLERANCE = 1e-4
 

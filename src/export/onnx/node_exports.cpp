@@ -59,14 +59,20 @@ void export_convolution(const NodeContext& c, bool transposed) {
   const auto dilation = per_dim(ints(n, "dilation"), r, 1);
   const auto padding = per_dim(ints(n, "padding"), r, 0);
   std::vector<int64_t> lo = padding, hi = padding;
-  if (!transposed && flag(n, "same")) {
-    // TensorFlow's "same": out = ceil(in / stride), the odd pixel of padding at the end.
+  std::vector<int64_t> extra =
+      transposed ? per_dim(ints(n, "output_padding"), r, 0) : std::vector<int64_t>(r, 0);
+  if (flag(n, "same")) {
+    // TensorFlow's "same": out = ceil(in / stride), the odd pixel of padding at the end; a
+    // transposed conv is padded as the conv from its output back to its input, and whatever
+    // that leaves short of in * stride is output padding at the end.
     for (size_t i = 0; i < r; ++i) {
       const int64_t in = c.in[0][static_cast<int>(2 + i)], out = c.out[0][static_cast<int>(2 + i)];
+      const int64_t small = transposed ? in : out, large = transposed ? out : in;
       const int64_t eff = dilation[i] * (kernel[i] - 1) + 1;
-      const int64_t total = std::max<int64_t>((out - 1) * stride[i] + eff - in, 0);
+      const int64_t total = std::max<int64_t>((small - 1) * stride[i] + eff - large, 0);
       lo[i] = total / 2;
       hi[i] = total - total / 2;
+      extra[i] = large - ((small - 1) * stride[i] + eff - total);
     }
   }
   std::vector<std::string> inputs{c.inputs[0], c.b.param(n.name, "weight")};
@@ -79,7 +85,7 @@ void export_convolution(const NodeContext& c, bool transposed) {
   set_attr(node, "pads", pads(lo, hi));
   set_attr(node, "group", integer(n, "groups"));
   // Both add output_padding at the end of each dimension (PyTorch's meaning).
-  if (transposed) set_attr(node, "output_padding", per_dim(ints(n, "output_padding"), r, 0));
+  if (transposed) set_attr(node, "output_padding", extra);
 }
 
 void export_conv(const NodeContext& c) { export_convolution(c, false); }
