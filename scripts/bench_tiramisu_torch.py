@@ -10,6 +10,7 @@ Adam, no data loading. Warm-up steps, then the best of --steps as samples/s, one
 import argparse
 import json
 import os
+import resource
 import sys
 import time
 
@@ -60,7 +61,8 @@ def main():
                       "torch": torch.__version__, "channels_last": a.channels_last,
                       "compile": a.compile, "height": a.height, "width": a.width,
                       "batch": a.batch, "threads": a.threads, "step_s_min": min(times),
-                      "samples_per_s": a.batch / min(times)}))
+                      "samples_per_s": a.batch / min(times),
+                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
 if __name__ == "__main__":
