@@ -7,8 +7,11 @@
 #                                     # the shared libraries they load into .device-check/
 #   scripts/device-check.sh run       # there: unpack, find CUDA's libraries on that machine, run
 #                                     # the checks; one summary line per check in $OUT/summary.txt,
-#                                     # logs beside it
+#                                     # logs beside it (8 files at most: the device tool's limit)
 #
+# Every check has its own time limit, and all of them together end by CHECK_DEADLINE_S (default
+# 420 s) after the start, so that one hung check cannot spend the session's device time (15
+# minutes, a machine's start included) and a second run still fits.
 # The device is called with carry [".device-check"] and the command
 #   bash scripts/device-check.sh run
 # Building here, not there: the device image has nvcc and CUDA's libraries but none of crest's
@@ -33,7 +36,16 @@ prepare() {
     grep -v -E '/(libc|libm|libdl|librt|libpthread|libstdc\+\+|libgcc_s|ld-linux[^/]*)\.so|/lib(cuda|cudart|cublas|cublasLt|cudnn[a-z_]*|nccl)\.so' |
     while read -r lib; do cp -L "$lib" "$pack/stage/lib/"; done
   strip --strip-unneeded "$pack/stage/lib/"*.so* 2>/dev/null || true
-  tar -C "$pack/stage" -cJf "$pack/bundle.tar.xz" bin lib
+  # The PyTorch peers, for the same-device comparison, where this checkout has ../shared.
+  if [ -d ../shared/peers ]; then
+    mkdir -p "$pack/stage/peers"
+    cp ../shared/peers/cosmoflow_torch.py ../shared/peers/deepcam_torch.py "$pack/stage/peers/"
+    # deepcam_torch.py counts its multiply-adds with a probe input made on the CPU, after the
+    # model has moved to the GPU: the copy here makes the probe on the model's device.
+    sed -i 's/model(torch.zeros(1, n_input, ph, pw))/model(torch.zeros(1, n_input, ph, pw, device=next(model.parameters()).device))/' \
+      "$pack/stage/peers/deepcam_torch.py"
+  fi
+  tar -C "$pack/stage" -cJf "$pack/bundle.tar.xz" .
   rm -rf "$pack/stage"
   grep -qxF "/$pack/" .git/info/exclude 2>/dev/null || echo "/$pack/" >>.git/info/exclude
   du -h "$pack/bundle.tar.xz"
@@ -50,7 +62,7 @@ for root in site.getsitepackages():
     for lib in glob.glob(os.path.join(root, "nvidia", "**", "lib*.so*"), recursive=True):
         print(lib)
 PY
-  } | grep -E '/lib(cudart|cublas|cublasLt|cudnn|nccl)[a-z_]*\.so' | xargs -r -n1 dirname | sort -u |
+  } | grep -E '/lib(cudart|cublas|cublasLt|cudnn|nccl|nvrtc|nvJitLink)[a-z_-]*\.so' | xargs -r -n1 dirname | sort -u |
     paste -sd:
 }
 
@@ -71,17 +83,45 @@ gtest_all_ran() {
   ! grep -q '^\[  SKIPPED \]' <<<"$log"
 }
 
-# One check: its name, then the command; "PASS|FAIL name (seconds s)" into the summary.
+# One check: its name, its time limit in seconds, then the command; "PASS|FAIL|TIMEOUT name
+# (seconds s)" into the summary. The limit shrinks to what is left before the deadline.
 check() {
-  local name=$1
-  shift
-  local t0=$SECONDS status=PASS
-  "$@" >"$OUT/$name.log" 2>&1 || status=FAIL
+  local name=$1 limit=$2
+  shift 2
+  local left=$((deadline - SECONDS))
+  if ((left < limit)); then limit=$left; fi
+  if ((limit < 5)); then
+    echo "SKIPPED $name (deadline reached)" | tee -a "$OUT/summary.txt"
+    return
+  fi
+  local t0=$SECONDS status=PASS rc=0
+  # Through bash, so that the command may be one of this script's functions (exported below).
+  timeout -k 5 "$limit" bash -c '"$@"' "$name" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+  if ((rc == 124 || rc == 137)); then
+    status=TIMEOUT
+  elif ((rc != 0)); then
+    status=FAIL
+  fi
   echo "$status $name ($((SECONDS - t0)) s)" | tee -a "$OUT/summary.txt"
 }
 
+# The PyTorch peers on the same GPU (the image's python3 holds PyTorch), one JSON line each.
+torch_peers() {
+  local peers=$1
+  env -u LD_LIBRARY_PATH python3 "$peers/cosmoflow_torch.py" --device cuda --size 128 --batch 8 --steps 5 --warmup 2
+  env -u LD_LIBRARY_PATH python3 "$peers/cosmoflow_torch.py" --device cuda --size 128 --batch 8 --steps 5 --warmup 2 \
+    --cl --bf16
+  env -u LD_LIBRARY_PATH python3 "$peers/deepcam_torch.py" --device cuda --height 768 --width 1152 --batch 2 --steps 5 \
+    --warmup 2
+  env -u LD_LIBRARY_PATH python3 "$peers/deepcam_torch.py" --device cuda --height 768 --width 1152 --batch 2 --steps 5 \
+    --warmup 2 --cl --bf16
+}
+
+export -f libraries_resolve gtest_all_ran torch_peers
+
 run() {
   : "${OUT:?run on the device machine, where OUT is set}"
+  deadline=$((SECONDS + ${CHECK_DEADLINE_S:-420}))
   local dir=/tmp/crest-device-check
   rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xJf "$pack/bundle.tar.xz"
   export LD_LIBRARY_PATH="$dir/lib:$(cuda_library_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -90,22 +130,24 @@ run() {
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   } | tee "$OUT/summary.txt"
-  check libraries libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
-  check agreement gtest_all_ran "$dir/bin/crest_tests" \
+  check libraries 30 libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
+  check agreement 120 gtest_all_ran "$dir/bin/crest_tests" \
     --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*'
-  check op_table "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
-  check peak "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
+  check op_table 90 "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
+  check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
   # Whole training steps on the device: every layer of both models compiled for cuda (a refused
   # one names itself in the log) and run; the samples/s are first figures, not the benchmark.
-  check train_cosmoflow_128 "$dir/bin/crest" bench train --model cosmoflow --size 128 --batch 8 \
+  check train_cosmoflow_128 60 "$dir/bin/crest" bench train --model cosmoflow --size 128 --batch 8 \
     --steps 10 --warmup 3 --backend cuda
-  check train_deepcam_768 "$dir/bin/crest" bench train --model deepcam --height 768 --width 1152 \
+  check train_deepcam_768 60 "$dir/bin/crest" bench train --model deepcam --height 768 --width 1152 \
     --batch 2 --steps 5 --warmup 2 --backend cuda
+  if [ -d "$dir/peers" ]; then check torch_peers 120 torch_peers "$dir/peers"; fi
   grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$OUT/agreement.log" >>"$OUT/summary.txt" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$OUT/op_table.log" >>"$OUT/summary.txt" || true
   tail -n 3 "$OUT/peak.log" >>"$OUT/summary.txt" || true
   tail -q -n 2 "$OUT/train_cosmoflow_128.log" "$OUT/train_deepcam_768.log" >>"$OUT/summary.txt" ||
     true
+  grep -h '^{' "$OUT/torch_peers.log" >>"$OUT/summary.txt" 2>/dev/null || true
 }
 
 case "${1:-}" in

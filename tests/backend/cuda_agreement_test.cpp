@@ -1,6 +1,6 @@
 // The CUDA backend against the reference backend, kernel by kernel, on a GPU: convolutions
 // (2-D and 3-D, strided, dilated, grouped, depthwise, transposed, 1x1, unequal padding), pooling,
-// dense, activations, concatenation and the vector ops, each pass compared in float32 (the
+// dense, activations, concatenation, layout reorders and the vector ops, each pass compared in float32 (the
 // reference's float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and results come out
 // through the backend's memory resource, as everything outside a backend must. Skipped where no
 // device is usable: scripts/device-check.sh runs these on the GPU machine (docs/cuda.md).
@@ -246,6 +246,28 @@ TEST(CudaAgreement, ActivationsAndConcatenationAgreeWithTheReference) {
   cc->backward(dout.dev(), {da.dev(), nullptr, dc.dev()});
   EXPECT_EQ(da.error(), 0);
   EXPECT_EQ(dc.error(), 0);
+}
+
+// The data files' channels-last order to plain and back, in shapes that leave partial tiles of
+// the transpose (channels and spatial extents not multiples of 32) and with 1 to 3 spatial axes.
+TEST(CudaAgreement, LayoutReordersMoveBytesAsTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  for (const Shape& shape : {Shape{2, 37, 45}, Shape{3, 16, 5, 9}, Shape{2, 4, 33, 3, 2}}) {
+    for (const Layout from : {Layout::plain, Layout::channels_last}) {
+      const Layout to = from == Layout::plain ? Layout::channels_last : Layout::plain;
+      SCOPED_TRACE(plain_format(shape, DType::f32, from).str());
+      const MemFormat f = plain_format(shape, DType::f32, from);
+      const MemFormat t = plain_format(shape, DType::f32, to);
+      auto rk = ref->reorder(f, t);
+      auto ck = cuda->reorder(f, t);
+      MirroredValues src(*cuda, numel(f), 5), dst(*cuda, numel(f), 0);
+      rk->execute(src.ref(), dst.ref());
+      ck->execute(src.dev(), dst.dev());
+      EXPECT_EQ(dst.error(), 0) << "a reorder moves values only";
+    }
+  }
 }
 
 }  // namespace

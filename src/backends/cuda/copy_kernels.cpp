@@ -1,5 +1,6 @@
-// The kernels that only move bytes: a reorder between two plain formats of one shape (a copy)
-// and channel concatenation, one strided 2-D copy per input (rows: the batch; a row: that input's
+// The kernels that only move bytes: a reorder between plain and channels-last formats of one
+// shape (a copy when both are the same layout, else a transpose per sample) and channel
+// concatenation, one strided 2-D copy per input (rows: the batch; a row: that input's
 // channels times the spatial extent).
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
@@ -19,6 +20,30 @@ class CudaCopy final : public ReorderKernel {
  private:
   std::shared_ptr<Context> c_;
   size_t bytes_;
+};
+
+// Plain (N, C, S) <-> channels-last (N, S, C), S the product of the spatial extents.
+class CudaLayoutTranspose final : public ReorderKernel {
+ public:
+  CudaLayoutTranspose(std::shared_ptr<Context> context, const MemFormat& from)
+      : c_(std::move(context)), element_bytes_(dtype_size(from.dtype)) {
+    const Shape& s = from.shape;
+    batch_ = static_cast<size_t>(s[0]);
+    const auto channels = static_cast<size_t>(s[1]);
+    const int64_t planes = s[0] * s[1];
+    const auto spatial = static_cast<size_t>(planes ? s.numel() / planes : 0);
+    // The source's matrix per sample: C x S when it is plain, S x C when channels-last.
+    const bool from_plain = from.layout == Layout::plain;
+    rows_ = from_plain ? channels : spatial;
+    cols_ = from_plain ? spatial : channels;
+  }
+  void execute(const void* src, void* dst) override {
+    transpose_batched(src, dst, batch_, rows_, cols_, element_bytes_, c_->stream);
+  }
+
+ private:
+  std::shared_ptr<Context> c_;
+  size_t element_bytes_, batch_ = 1, rows_ = 1, cols_ = 1;
 };
 
 class CudaConcat final : public ConcatKernel {
@@ -71,8 +96,9 @@ class CudaConcat final : public ConcatKernel {
 }  // namespace
 
 std::unique_ptr<ReorderKernel> make_reorder(std::shared_ptr<Context> context, const MemFormat& from,
-                                            const MemFormat& /*to*/) {
-  return std::make_unique<CudaCopy>(std::move(context), from.bytes);
+                                            const MemFormat& to) {
+  if (from.layout == to.layout) return std::make_unique<CudaCopy>(std::move(context), from.bytes);
+  return std::make_unique<CudaLayoutTranspose>(std::move(context), from);
 }
 
 std::unique_ptr<ConcatKernel> make_concat(std::shared_ptr<Context> context,

@@ -1,6 +1,7 @@
 // The CUDA backend object (docs/cuda.md): device memory, one stream, and cuDNN, cuBLAS and
 // CUDA kernels behind the Backend interface. It computes in float32 (16-bit types are not yet
-// offered) on plain layouts. The plugin's entry point (plugin.hpp) hands the loader the factory
+// offered) on plain layouts; channels-last tensors (the data files' order) are
+// reordered to plain. The plugin's entry point (plugin.hpp) hands the loader the factory
 // and the question whether this machine can run it.
 #include <mutex>
 
@@ -14,6 +15,9 @@ namespace crest::cuda {
 namespace {
 
 bool is_plain(const MemFormat& f) { return f.layout == Layout::plain; }
+bool is_dense(const MemFormat& f) {
+  return f.layout == Layout::plain || f.layout == Layout::channels_last;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -54,9 +58,11 @@ class CudaBackend final : public Backend {
   }
   Support supports(const MemFormat& from, const MemFormat& to) const override {
     if (Support s = Backend::supports(from, to); !s) return s;
-    if (!is_plain(from) || !is_plain(to) || from.shape != to.shape)
-      return Support::no("the cuda backend reorders only between plain formats of one shape, not " +
-                         from.str() + " to " + to.str());
+    if (!is_dense(from) || !is_dense(to) || from.shape != to.shape || from.dtype != to.dtype)
+      return Support::no(
+          "the cuda backend reorders only between plain and channels-last formats of one shape "
+          "and type, not " +
+          from.str() + " to " + to.str());
     return Support::yes();
   }
   Support supports(const std::vector<MemFormat>& srcs) const override {

@@ -55,6 +55,10 @@ PaddingExtension padding_extension(const std::array<int64_t, 3>& size,
 void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float* dst,
                      const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
                      int spatial_rank, size_t planes, cudaStream_t stream, float fill = 0.f);
+// dst[b][c][r] = src[b][r][c] for `batch` row-major rows x cols matrices of 1-, 2-, 4- or 8-byte
+// elements (layout_transpose.cu): the reorder between plain and channels-last layouts.
+void transpose_batched(const void* src, void* dst, size_t batch, size_t rows, size_t cols,
+                       size_t element_bytes, cudaStream_t stream);
 // x[i] = value.
 void fill_f32(float* x, float value, size_t count, cudaStream_t stream);
 // Row-major [rows, columns] y: y[r, c] += bias[c].

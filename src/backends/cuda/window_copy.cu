@@ -27,12 +27,20 @@ __global__ void window_kernel(const float* src, Extents from, float* dst, Extent
   }
 }
 
-Extents extents_of(const std::array<int64_t, 3>& size, int rank) {
-  Extents e{1, 1, 1};
-  if (rank == 1) e.w = size[0];
-  if (rank == 2) e = {1, size[0], size[1]};
-  if (rank == 3) e = {size[0], size[1], size[2]};
+// The first `rank` values of `v` as the last axes of (d, h, w); an axis the tensor lacks gets
+// `missing`: extent 1, offset 0.
+Extents trailing_axes(const std::array<int64_t, 3>& v, int rank, int64_t missing) {
+  Extents e{missing, missing, missing};
+  if (rank == 1) e.w = v[0];
+  if (rank == 2) e = {missing, v[0], v[1]};
+  if (rank == 3) e = {v[0], v[1], v[2]};
   return e;
+}
+Extents extents_of(const std::array<int64_t, 3>& size, int rank) {
+  return trailing_axes(size, rank, 1);
+}
+Extents offsets_of(const std::array<int64_t, 3>& offset, int rank) {
+  return trailing_axes(offset, rank, 0);
 }
 
 }  // namespace
@@ -58,7 +66,7 @@ void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float
   const size_t count = planes * static_cast<size_t>(t.d * t.h * t.w);
   if (count == 0) return;
   window_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-      src, extents_of(from, spatial_rank), dst, t, extents_of(offset, spatial_rank), fill, count);
+      src, extents_of(from, spatial_rank), dst, t, offsets_of(offset, spatial_rank), fill, count);
   CREST_CUDA_LAUNCHED();
 }
 
