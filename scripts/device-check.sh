@@ -7,11 +7,12 @@
 #                                     # the shared libraries they load into .device-check/
 #   scripts/device-check.sh run       # there: unpack, find CUDA's libraries on that machine, run
 #                                     # the checks; one summary line per check in $OUT/summary.txt,
-#                                     # logs beside it (8 files at most: the device tool's limit)
+#                                     # their logs in $OUT/logs.tar.gz
 #
 # Every check has its own time limit, and all of them together end by CHECK_DEADLINE_S (default
 # 420 s) after the start, so that one hung check cannot spend the session's device time (15
-# minutes, a machine's start included) and a second run still fits.
+# minutes, a machine's start included) and a second run still fits. CHECK_PEERS=0 skips the
+# PyTorch peers.
 # The device is called with carry [".device-check"] and the command
 #   bash scripts/device-check.sh run
 # Building here, not there: the device image has nvcc and CUDA's libraries but none of crest's
@@ -84,7 +85,9 @@ gtest_all_ran() {
 }
 
 # One check: its name, its time limit in seconds, then the command; "PASS|FAIL|TIMEOUT name
-# (seconds s)" into the summary. The limit shrinks to what is left before the deadline.
+# (seconds s)" into the summary, the output into $logs/name.log. The limit shrinks to what is
+# left before the deadline. After each check the logs are packed again into $OUT/logs.tar.gz:
+# the device tool returns at most 8 files, and a call cut short still returns what ran.
 check() {
   local name=$1 limit=$2
   shift 2
@@ -96,34 +99,51 @@ check() {
   fi
   local t0=$SECONDS status=PASS rc=0
   # Through bash, so that the command may be one of this script's functions (exported below).
-  timeout -k 5 "$limit" bash -c '"$@"' "$name" "$@" >"$OUT/$name.log" 2>&1 || rc=$?
+  timeout -k 5 "$limit" bash -c '"$@"' "$name" "$@" >"$logs/$name.log" 2>&1 || rc=$?
   if ((rc == 124 || rc == 137)); then
     status=TIMEOUT
   elif ((rc != 0)); then
     status=FAIL
   fi
   echo "$status $name ($((SECONDS - t0)) s)" | tee -a "$OUT/summary.txt"
+  tar -C "$logs" -czf "$OUT/logs.tar.gz" .
 }
 
-# The PyTorch peers on the same GPU (the image's python3 holds PyTorch), one JSON line each.
+# The PyTorch peers on the same GPU (the image's python3 holds PyTorch, and none of the
+# bundle's libraries), one JSON line each: fp32 (PyTorch's default lets cuDNN use TF32) and
+# channels-last bf16 autocast.
 torch_peers() {
   local peers=$1
-  env -u LD_LIBRARY_PATH python3 "$peers/cosmoflow_torch.py" --device cuda --size 128 --batch 8 --steps 5 --warmup 2
-  env -u LD_LIBRARY_PATH python3 "$peers/cosmoflow_torch.py" --device cuda --size 128 --batch 8 --steps 5 --warmup 2 \
-    --cl --bf16
-  env -u LD_LIBRARY_PATH python3 "$peers/deepcam_torch.py" --device cuda --height 768 --width 1152 --batch 2 --steps 5 \
-    --warmup 2
-  env -u LD_LIBRARY_PATH python3 "$peers/deepcam_torch.py" --device cuda --height 768 --width 1152 --batch 2 --steps 5 \
-    --warmup 2 --cl --bf16
+  local py=(env -u LD_LIBRARY_PATH python3)
+  local cosmoflow=("$peers/cosmoflow_torch.py" --device cuda --size 128 --batch 8 --steps 5)
+  local deepcam=("$peers/deepcam_torch.py" --device cuda --height 768 --width 1152 --batch 2
+    --steps 5)
+  "${py[@]}" "${cosmoflow[@]}" --warmup 2
+  "${py[@]}" "${cosmoflow[@]}" --warmup 2 --cl --bf16
+  "${py[@]}" "${deepcam[@]}" --warmup 2
+  "${py[@]}" "${deepcam[@]}" --warmup 2 --cl --bf16
 }
 
 export -f libraries_resolve gtest_all_ran torch_peers
 
+# Whole training steps of both models on the device, with the per-layer profile (each layer's
+# kernels waited for): every layer compiled for cuda (a refused one names itself in the log).
+# `--tag` and extra environment select the variant (the cuDNN algorithm choice).
+train_checks() {
+  local tag=$1
+  shift
+  check "train_cosmoflow_128$tag" 60 env "$@" "$dir/bin/crest" bench train --model cosmoflow \
+    --size 128 --batch 8 --steps 5 --warmup 2 --backend cuda --profile
+  check "train_deepcam_768$tag" 60 env "$@" "$dir/bin/crest" bench train --model deepcam \
+    --height 768 --width 1152 --batch 2 --steps 4 --warmup 2 --backend cuda --profile
+}
+
 run() {
   : "${OUT:?run on the device machine, where OUT is set}"
   deadline=$((SECONDS + ${CHECK_DEADLINE_S:-420}))
-  local dir=/tmp/crest-device-check
-  rm -rf "$dir" && mkdir -p "$dir" && tar -C "$dir" -xJf "$pack/bundle.tar.xz"
+  dir=/tmp/crest-device-check
+  logs=$dir/logs
+  rm -rf "$dir" && mkdir -p "$logs" && tar -C "$dir" -xJf "$pack/bundle.tar.xz"
   export LD_LIBRARY_PATH="$dir/lib:$(cuda_library_dirs)${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   {
     echo "date $(date -u +%Y-%m-%dT%H:%MZ)"
@@ -135,19 +155,25 @@ run() {
     --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*'
   check op_table 90 "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
-  # Whole training steps on the device: every layer of both models compiled for cuda (a refused
-  # one names itself in the log) and run; the samples/s are first figures, not the benchmark.
-  check train_cosmoflow_128 60 "$dir/bin/crest" bench train --model cosmoflow --size 128 --batch 8 \
-    --steps 10 --warmup 3 --backend cuda
-  check train_deepcam_768 60 "$dir/bin/crest" bench train --model deepcam --height 768 --width 1152 \
-    --batch 2 --steps 5 --warmup 2 --backend cuda
-  if [ -d "$dir/peers" ]; then check torch_peers 120 torch_peers "$dir/peers"; fi
-  grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$OUT/agreement.log" >>"$OUT/summary.txt" || true
-  grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$OUT/op_table.log" >>"$OUT/summary.txt" || true
-  tail -n 3 "$OUT/peak.log" >>"$OUT/summary.txt" || true
-  tail -q -n 2 "$OUT/train_cosmoflow_128.log" "$OUT/train_deepcam_768.log" >>"$OUT/summary.txt" ||
-    true
-  grep -h '^{' "$OUT/torch_peers.log" >>"$OUT/summary.txt" 2>/dev/null || true
+  train_checks "" CREST_CUDNN_ALGORITHMS=measured
+  train_checks _heuristic CREST_CUDNN_ALGORITHMS=heuristic
+  # CHECK_PEERS=0 leaves the PyTorch peers out (about a minute), for a rerun after a fix.
+  if [ -d "$dir/peers" ] && [ "${CHECK_PEERS:-1}" != 0 ]; then
+    check torch_peers 120 torch_peers "$dir/peers"
+  fi
+  summarize >>"$OUT/summary.txt"
+}
+
+# The lines worth reading first: each test's result, refused op-table rows, the peak rates, each
+# training run's figures, the peers' figures.
+summarize() {
+  grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$logs/agreement.log" || true
+  grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$logs/op_table.log" || true
+  grep -h '"bench":"peak"' "$logs/peak.log" || true
+  for f in "$logs"/train_*.log; do
+    echo "${f##*/}: $(grep -m1 '"bench":"train"' "$f" || tail -n 1 "$f")"
+  done
+  grep -h '^{' "$logs/torch_peers.log" 2>/dev/null || true
 }
 
 case "${1:-}" in

@@ -237,8 +237,10 @@ double Executor::forward(bool training) {
     op.ctx.scratch = block_ptr(op.forward_scratch_block);
     if (op.fused_into_producer) continue;  // its producer's kernel already applied it
     if (profiling_) {
+      // On a device backend the kernels run asynchronously: a layer's time is until they end.
       const auto t0 = clock::now();
       op.layer->forward(op.ctx);
+      backend_.stream().synchronize();
       profile_[i].forward_s += std::chrono::duration<double>(clock::now() - t0).count();
     } else {
       op.layer->forward(op.ctx);
@@ -279,8 +281,10 @@ void Executor::backward() {
       const MemFormat& f = val(a.value).fmt;
       vec_for(f.dtype).add(g, t, g, f.bytes / dtype_size(f.dtype));
     }
-    if (profiling_)
+    if (profiling_) {
+      backend_.stream().synchronize();
       profile_[k].backward_s += std::chrono::duration<double>(clock::now() - t0).count();
+    }
     // This op's parameter gradients are final now (one op owns each parameter): add the L2
     // term and hand them on, so a gradient bucket can start communicating while backward goes on.
     // Last slot first (bias before weight): all of an op's gradients are done at once, and this

@@ -1,9 +1,10 @@
 // The CUDA backend against the reference backend, kernel by kernel, on a GPU: convolutions
 // (2-D and 3-D, strided, dilated, grouped, depthwise, transposed, 1x1, unequal padding), pooling,
-// dense, activations, concatenation, layout reorders and the vector ops, each pass compared in float32 (the
-// reference's float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and results come out
-// through the backend's memory resource, as everything outside a backend must. Skipped where no
-// device is usable: scripts/device-check.sh runs these on the GPU machine (docs/cuda.md).
+// dense, activations, concatenation, layout reorders and the vector ops, each pass compared in
+// float32 (the reference's float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and
+// results come out through the backend's memory resource, as everything outside a backend must.
+// Skipped where no device is usable: scripts/device-check.sh runs these on the GPU machine
+// (docs/cuda.md).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/core/tensor.hpp"
 #include "support/mirrored_values.hpp"
+#include "support/scoped_env.hpp"
 
 namespace crest {
 namespace {
@@ -99,35 +101,63 @@ size_t weight_count(const ConvDesc& d) {
   return n;
 }
 
+// One convolution on both backends, every pass; the cuda kernel's algorithms in the messages.
+void expect_conv_agreement(Backend& cuda, Backend& ref, const ConvDesc& d) {
+  auto rk = ref.conv(d, conv_src(d));
+  auto ck = cuda.conv(d, conv_src(d));
+  ASSERT_EQ(ck->dst_format().shape, rk->dst_format().shape);
+  const std::string how = ck->implementation();
+  const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
+  const size_t w_n = weight_count(d), b_n = static_cast<size_t>(d.out_channels);
+  MirroredValues src(cuda, src_n, 1), w(cuda, w_n, 2), b(cuda, b_n, 3), dst(cuda, dst_n, 0);
+  MirroredValues diff_dst(cuda, dst_n, 4), diff_src(cuda, src_n, 0), dw(cuda, w_n, 0),
+      db(cuda, b_n, 0);
+  std::vector<char> rs(rk->scratch_bytes());
+  Buffer cs(ck->scratch_bytes(), 256, cuda.memory());
+  rk->forward(src.ref(), w.ref(), b.ref(), dst.ref(), rs.data());
+  ck->forward(src.dev(), w.dev(), b.dev(), dst.dev(), cs.data());
+  EXPECT_LT(dst.error(), kTolerance) << "forward, " << how;
+  rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
+  ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
+  EXPECT_LT(diff_src.error(), kTolerance) << "backward data, " << how;
+  const bool bias = d.bias;
+  rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), bias ? db.ref() : nullptr, rs.data());
+  ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), bias ? db.dev() : nullptr, cs.data());
+  EXPECT_LT(dw.error(), kTolerance) << "weight gradient, " << how;
+  if (bias) {
+    EXPECT_LT(db.error(), kTolerance) << "bias gradient, " << how;
+  }
+}
+
 TEST(CudaAgreement, ConvolutionsAgreeWithTheReferenceInEveryPass) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
   auto ref = make_backend("reference");
   for (const ConvCase& c : conv_cases()) {
     SCOPED_TRACE(c.name);
-    auto rk = ref->conv(c.d, conv_src(c.d));
-    auto ck = cuda->conv(c.d, conv_src(c.d));
-    ASSERT_EQ(ck->dst_format().shape, rk->dst_format().shape);
-    const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
-    const size_t w_n = weight_count(c.d), b_n = static_cast<size_t>(c.d.out_channels);
-    MirroredValues src(*cuda, src_n, 1), w(*cuda, w_n, 2), b(*cuda, b_n, 3), dst(*cuda, dst_n, 0);
-    MirroredValues diff_dst(*cuda, dst_n, 4), diff_src(*cuda, src_n, 0), dw(*cuda, w_n, 0),
-        db(*cuda, b_n, 0);
-    std::vector<char> rs(rk->scratch_bytes());
-    Buffer cs(ck->scratch_bytes(), 256, cuda->memory());
-    rk->forward(src.ref(), w.ref(), b.ref(), dst.ref(), rs.data());
-    ck->forward(src.dev(), w.dev(), b.dev(), dst.dev(), cs.data());
-    EXPECT_LT(dst.error(), kTolerance) << "forward, " << ck->implementation();
-    rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
-    ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
-    EXPECT_LT(diff_src.error(), kTolerance) << "backward data";
-    const bool bias = c.d.bias;
-    rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), bias ? db.ref() : nullptr, rs.data());
-    ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), bias ? db.dev() : nullptr, cs.data());
-    EXPECT_LT(dw.error(), kTolerance) << "weight gradient";
-    if (bias) {
-      EXPECT_LT(db.error(), kTolerance) << "bias gradient";
-    }
+    expect_conv_agreement(*cuda, *ref, c.d);
+  }
+}
+
+// crest's own weight gradient (im2col and cuBLAS), which the measured choice takes where it is
+// faster than cuDNN's: forced here wherever it applies (one group), in every case above and in
+// CosmoFlow's first layer shape (4 channels, 3x3x3), with several column chunks per sample.
+TEST(CudaAgreement, Im2colWeightGradientsAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  const test::ScopedEnv forced("CREST_CUDNN_ALGORITHMS", "im2col");
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  std::vector<ConvCase> cases = conv_cases();
+  ConvDesc first = conv2d(4, 8, 9, 3, 1, 1);
+  first.spatial_rank = 3;
+  first.in_size = first.out_size = {9, 10, 11};
+  first.kernel[2] = 3;
+  first.pad_lo[2] = first.pad_hi[2] = 1;
+  cases.push_back({"cosmoflow_conv1_shape", first});
+  for (const ConvCase& c : cases) {
+    if (c.d.groups != 1) continue;
+    SCOPED_TRACE(c.name);
+    expect_conv_agreement(*cuda, *ref, c.d);
   }
 }
 

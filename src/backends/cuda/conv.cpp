@@ -1,6 +1,6 @@
 // Convolution (1-D to 3-D, strided, dilated, grouped and depthwise, transposed) through cuDNN's
-// legacy API. Each kernel chooses its three algorithms once, at creation, from cuDNN's
-// heuristics: the fastest one cuDNN ranks first among the deterministic ones (the same inputs
+// legacy API. Each kernel chooses its three algorithms once, at creation (conv_algorithms.hpp:
+// measured per problem, or cuDNN's heuristics), among the deterministic ones (the same inputs
 // give the same bits, which a captured CUDA-graph step and an uncaptured one must).
 //
 // A transposed convolution is cuDNN's convolution run the other way: its forward is cuDNN's
@@ -17,24 +17,12 @@
 #include <vector>
 
 #include "cuda/check.hpp"
+#include "cuda/conv_algorithms.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/cudnn_descriptors.hpp"
 
 namespace crest::cuda {
 namespace {
-
-// Workspace an algorithm may ask for: beyond this the next-ranked algorithm is taken.
-constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
-
-template <typename Perf>
-Perf first_deterministic(const Perf* perf, int count, const char* pass) {
-  for (int i = 0; i < count; ++i)
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
-        perf[i].memory <= kMaxWorkspaceBytes)
-      return perf[i];
-  throw_runtime(std::string("cuDNN offers no deterministic ") + pass +
-                " algorithm for this convolution");
-}
 
 class ConvolutionDescriptor {
  public:
@@ -114,20 +102,22 @@ class CudnnConv final : public ConvKernel {
 
   MemFormat src_format() const override { return format_of(d_.in_channels, d_.in_size); }
   MemFormat dst_format() const override { return format_of(d_.out_channels, d_.out_size); }
-  size_t scratch_bytes() const override { return extension_bytes_ + workspace_bytes_; }
+  size_t scratch_bytes() const override { return extension_bytes_ + algorithms_.workspace_bytes; }
 
   void forward(const void* src, const void* weights, const void* bias, void* dst,
                void* scratch) override {
     const float one = 1.f, zero = 0.f;
     if (d_.transposed) {
-      CREST_CUDNN(cudnnConvolutionBackwardData(
-          c_->cudnn, &one, filter_.get(), weights, out_.get(), src, conv_.get(), bwd_data_,
-          workspace(scratch), workspace_bytes_, &zero, in_.get(), conv_in_target(dst, scratch)));
+      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, out_.get(),
+                                               src, conv_.get(), algorithms_.bwd_data,
+                                               workspace(scratch), algorithms_.workspace_bytes,
+                                               &zero, in_.get(), conv_in_target(dst, scratch)));
       crop_into(dst, scratch);
     } else {
-      CREST_CUDNN(cudnnConvolutionForward(
-          c_->cudnn, &one, in_.get(), conv_in(src, scratch), filter_.get(), weights, conv_.get(),
-          fwd_, workspace(scratch), workspace_bytes_, &zero, out_.get(), dst));
+      CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, in_.get(), conv_in(src, scratch),
+                                          filter_.get(), weights, conv_.get(), algorithms_.fwd,
+                                          workspace(scratch), algorithms_.workspace_bytes, &zero,
+                                          out_.get(), dst));
     }
     if (bias_)
       CREST_CUDNN(cudnnAddTensor(c_->cudnn, &one, bias_->get(), bias, &one, dst_.get(), dst));
@@ -137,14 +127,15 @@ class CudnnConv final : public ConvKernel {
                      void* scratch) override {
     const float one = 1.f, zero = 0.f;
     if (d_.transposed) {
-      CREST_CUDNN(cudnnConvolutionForward(
-          c_->cudnn, &one, in_.get(), conv_in(diff_dst, scratch), filter_.get(), weights,
-          conv_.get(), fwd_, workspace(scratch), workspace_bytes_, &zero, out_.get(), diff_src));
+      CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, in_.get(), conv_in(diff_dst, scratch),
+                                          filter_.get(), weights, conv_.get(), algorithms_.fwd,
+                                          workspace(scratch), algorithms_.workspace_bytes, &zero,
+                                          out_.get(), diff_src));
     } else {
-      CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, out_.get(),
-                                               diff_dst, conv_.get(), bwd_data_, workspace(scratch),
-                                               workspace_bytes_, &zero, in_.get(),
-                                               conv_in_target(diff_src, scratch)));
+      CREST_CUDNN(cudnnConvolutionBackwardData(
+          c_->cudnn, &one, filter_.get(), weights, out_.get(), diff_dst, conv_.get(),
+          algorithms_.bwd_data, workspace(scratch), algorithms_.workspace_bytes, &zero, in_.get(),
+          conv_in_target(diff_src, scratch)));
       crop_into(diff_src, scratch);
     }
   }
@@ -154,18 +145,26 @@ class CudnnConv final : public ConvKernel {
     const float one = 1.f, zero = 0.f;
     // cuDNN's (x, dy): conv_in and the gradient of conv_out.
     const bool t = d_.transposed;
-    CREST_CUDNN(cudnnConvolutionBackwardFilter(
-        c_->cudnn, &one, in_.get(), conv_in(t ? diff_dst : src, scratch), out_.get(),
-        t ? src : diff_dst, conv_.get(), bwd_filter_, workspace(scratch), workspace_bytes_, &zero,
-        filter_.get(), diff_weights));
+    const void* x = conv_in(t ? diff_dst : src, scratch);
+    const void* dy = t ? src : diff_dst;
+    if (algorithms_.bwd_filter_gemm)
+      gemm_.run(c_->cublas, c_->stream, static_cast<const float*>(x), static_cast<const float*>(dy),
+                static_cast<float*>(diff_weights), static_cast<float*>(workspace(scratch)));
+    else
+      CREST_CUDNN(cudnnConvolutionBackwardFilter(
+          c_->cudnn, &one, in_.get(), x, out_.get(), dy, conv_.get(), algorithms_.bwd_filter,
+          workspace(scratch), algorithms_.workspace_bytes, &zero, filter_.get(), diff_weights));
     if (bias_ && diff_bias)
       CREST_CUDNN(cudnnConvolutionBackwardBias(c_->cudnn, &one, dst_.get(), diff_dst, &zero,
                                                bias_->get(), diff_bias));
   }
 
   std::string implementation() const override {
-    return "cudnn fwd " + std::to_string(fwd_) + " / bwd-data " + std::to_string(bwd_data_) +
-           " / bwd-filter " + std::to_string(bwd_filter_) +
+    return "cudnn fwd " + std::to_string(algorithms_.fwd) + " / bwd-data " +
+           std::to_string(algorithms_.bwd_data) + " / bwd-filter " +
+           (algorithms_.bwd_filter_gemm ? std::string("im2col+cublas")
+                                        : std::to_string(algorithms_.bwd_filter)) +
+           (algorithms_.measured ? " (measured)" : " (heuristic)") +
            (s_.pad.extended ? " (unequal padding: zero-extended input)" : "");
   }
 
@@ -215,38 +214,65 @@ class CudnnConv final : public ConvKernel {
                     std::to_string(want[static_cast<size_t>(i)]));
   }
 
+  // Every field that defines the problem, for the algorithm cache.
+  std::string problem_key(bool fwd, bool bwd_data, bool bwd_filter) const {
+    std::string k = std::string(dtype_name(d_.dtype)) + " n" + std::to_string(d_.n) + " c" +
+                    std::to_string(s_.in_channels) + ">" + std::to_string(s_.out_channels) + " g" +
+                    std::to_string(d_.groups) + (d_.transposed ? " t" : "") + " passes" +
+                    std::to_string(fwd) + std::to_string(bwd_data) + std::to_string(bwd_filter);
+    for (size_t a = 0; a < static_cast<size_t>(d_.spatial_rank); ++a)
+      k += " [" + std::to_string(s_.pad.size[a]) + " k" + std::to_string(d_.kernel[a]) + " s" +
+           std::to_string(d_.stride[a]) + " d" + std::to_string(d_.dilation[a]) + " p" +
+           std::to_string(s_.pad.common[a]) + "]";
+    return k;
+  }
+
+  static size_t bytes_of(const int64_t* extents, int rank, int64_t n, int64_t channels) {
+    int64_t e = n * channels;
+    for (int a = 0; a < rank; ++a) e *= extents[a];
+    return static_cast<size_t>(e) * sizeof(float);
+  }
+
+  // The weight gradient as im2col and matrix products, in cuDNN's forward direction.
+  GemmWeightGrad gemm_weight_grad() const {
+    GemmWeightGrad g;
+    g.rank = d_.spatial_rank;
+    g.n = d_.n;
+    g.in_channels = s_.in_channels;
+    g.out_channels = s_.out_channels;
+    g.in_size = s_.pad.size;
+    g.out_size = d_.transposed ? d_.in_size : d_.out_size;
+    g.kernel = d_.kernel;
+    g.stride = d_.stride;
+    g.dilation = d_.dilation;
+    g.pad = s_.pad.common;
+    return g;
+  }
+
   void choose_algorithms() {
-    int n = 0;
+    ConvProblem p;
+    p.handle = c_->cudnn;
+    p.in = in_.get();
+    p.out = out_.get();
+    p.filter = filter_.get();
+    p.conv = conv_.get();
     // The passes that run: a transposed layer's forward is cuDNN's backward data, and so on.
-    const bool needs_fwd = d_.transposed ? d_.training && d_.data_grad : true;
-    const bool needs_bwd_data = d_.transposed ? true : d_.training && d_.data_grad;
-    if (needs_fwd) {
-      std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> p{};
-      CREST_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(c_->cudnn, in_.get(), filter_.get(),
-                                                         conv_.get(), out_.get(),
-                                                         static_cast<int>(p.size()), &n, p.data()));
-      const auto best = first_deterministic(p.data(), n, "forward");
-      fwd_ = best.algo;
-      workspace_bytes_ = std::max(workspace_bytes_, best.memory);
+    p.fwd = d_.transposed ? d_.training && d_.data_grad : true;
+    p.bwd_data = d_.transposed ? true : d_.training && d_.data_grad;
+    p.bwd_filter = d_.training;
+    const int r = d_.spatial_rank;
+    p.in_bytes = bytes_of(s_.pad.size.data(), r, d_.n, s_.in_channels);
+    p.out_bytes =
+        bytes_of((d_.transposed ? d_.in_size : d_.out_size).data(), r, d_.n, s_.out_channels);
+    p.filter_bytes = bytes_of(d_.kernel.data(), r, s_.out_channels, s_.in_channels / d_.groups);
+    p.key = problem_key(p.fwd, p.bwd_data, p.bwd_filter);
+    gemm_ = gemm_weight_grad();
+    if (d_.groups == 1 && d_.dtype == DType::f32) {
+      p.gemm = &gemm_;
+      p.blas = c_->cublas;
     }
-    if (needs_bwd_data) {
-      std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> p{};
-      CREST_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-          c_->cudnn, filter_.get(), out_.get(), conv_.get(), in_.get(), static_cast<int>(p.size()),
-          &n, p.data()));
-      const auto best = first_deterministic(p.data(), n, "backward-data");
-      bwd_data_ = best.algo;
-      workspace_bytes_ = std::max(workspace_bytes_, best.memory);
-    }
-    if (d_.training) {
-      std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> p{};
-      CREST_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-          c_->cudnn, in_.get(), out_.get(), conv_.get(), filter_.get(), static_cast<int>(p.size()),
-          &n, p.data()));
-      const auto best = first_deterministic(p.data(), n, "backward-filter");
-      bwd_filter_ = best.algo;
-      workspace_bytes_ = std::max(workspace_bytes_, best.memory);
-    }
+    algorithms_ = choose_conv_algorithms(p);
+    gemm_.column_bytes = algorithms_.gemm_column_bytes;
   }
 
   std::shared_ptr<Context> c_;
@@ -256,10 +282,9 @@ class CudnnConv final : public ConvKernel {
   FilterDescriptor filter_;
   ConvolutionDescriptor conv_;
   std::unique_ptr<TensorDescriptor> bias_;
-  cudnnConvolutionFwdAlgo_t fwd_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-  cudnnConvolutionBwdDataAlgo_t bwd_data_ = CUDNN_CONVOLUTION_BWD_DATA_ALGO_1;
-  cudnnConvolutionBwdFilterAlgo_t bwd_filter_ = CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1;
-  size_t extension_bytes_ = 0, workspace_bytes_ = 0;
+  ConvAlgorithms algorithms_;
+  GemmWeightGrad gemm_;  // used when algorithms_.bwd_filter_gemm
+  size_t extension_bytes_ = 0;
 };
 
 }  // namespace

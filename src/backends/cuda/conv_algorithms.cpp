@@ -1,0 +1,200 @@
+// Choosing cuDNN's convolution algorithms (conv_algorithms.hpp): by measurement, cached per
+// problem, or by cuDNN's heuristics.
+#include "cuda/conv_algorithms.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cuda/check.hpp"
+
+namespace crest::cuda {
+namespace {
+
+// Workspace an algorithm may ask for: beyond this the next-ranked algorithm is taken.
+constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;
+
+template <typename Perf>
+Perf first_deterministic(const Perf* perf, int count, size_t max_workspace, const char* pass) {
+  for (int i = 0; i < count; ++i)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
+        perf[i].memory <= max_workspace)
+      return perf[i];
+  throw_runtime(std::string("cuDNN offers no deterministic ") + pass +
+                " algorithm for this convolution");
+}
+
+enum class Choice { measured, heuristic, im2col };
+
+Choice choice() {
+  const char* v = std::getenv("CREST_CUDNN_ALGORITHMS");
+  const std::string mode = v ? v : "measured";
+  if (mode == "measured") return Choice::measured;
+  if (mode == "heuristic") return Choice::heuristic;
+  if (mode == "im2col") return Choice::im2col;
+  throw_usage("CREST_CUDNN_ALGORITHMS: unknown value '" + mode +
+              "' (expected measured, heuristic or im2col)");
+}
+
+ConvAlgorithms from_heuristics(const ConvProblem& p) {
+  ConvAlgorithms a;
+  int n = 0;
+  if (p.fwd) {
+    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> r{};
+    CREST_CUDNN(cudnnGetConvolutionForwardAlgorithm_v7(p.handle, p.in, p.filter, p.conv, p.out,
+                                                       static_cast<int>(r.size()), &n, r.data()));
+    const auto best = first_deterministic(r.data(), n, kMaxWorkspaceBytes, "forward");
+    a.fwd = best.algo;
+    a.workspace_bytes = std::max(a.workspace_bytes, best.memory);
+  }
+  if (p.bwd_data) {
+    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> r{};
+    CREST_CUDNN(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        p.handle, p.filter, p.out, p.conv, p.in, static_cast<int>(r.size()), &n, r.data()));
+    const auto best = first_deterministic(r.data(), n, kMaxWorkspaceBytes, "backward-data");
+    a.bwd_data = best.algo;
+    a.workspace_bytes = std::max(a.workspace_bytes, best.memory);
+  }
+  if (p.bwd_filter) {
+    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> r{};
+    CREST_CUDNN(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        p.handle, p.in, p.out, p.conv, p.filter, static_cast<int>(r.size()), &n, r.data()));
+    const auto best = first_deterministic(r.data(), n, kMaxWorkspaceBytes, "backward-filter");
+    a.bwd_filter = best.algo;
+    a.workspace_bytes = std::max(a.workspace_bytes, best.memory);
+  }
+  return a;
+}
+
+// Device memory for the measurement only, freed when the choice is made.
+class ScratchBuffer {
+ public:
+  explicit ScratchBuffer(size_t bytes) {
+    if (bytes == 0) return;
+    const cudaError_t err = cudaMalloc(&p_, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      throw_input("cuda memory: cannot allocate " + std::to_string(bytes) +
+                  " bytes to measure a convolution's algorithms: use a smaller batch or sample");
+    }
+    CREST_CUDA(err);
+    CREST_CUDA(cudaMemset(p_, 0, bytes));
+  }
+  ~ScratchBuffer() {
+    if (p_) cudaFree(p_);
+  }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  void* get() const { return p_; }
+
+ private:
+  void* p_ = nullptr;
+};
+
+// The workspace the measurement offers: the cap, or half of what the device has free.
+size_t measurement_workspace_bytes() {
+  size_t free = 0, total = 0;
+  CREST_CUDA(cudaMemGetInfo(&free, &total));
+  return std::min(kMaxWorkspaceBytes, free / 2);
+}
+
+// The im2col weight gradient's time on the scratch tensors: the better of two runs after a
+// warm-up, as cuDNN's own measurement times each algorithm.
+float gemm_milliseconds(const ConvProblem& p, void* x, void* dy, void* dw) {
+  const ScratchBuffer columns(p.gemm->scratch_bytes());
+  cudaStream_t stream = nullptr;
+  CREST_CUDNN(cudnnGetStream(p.handle, &stream));
+  cudaEvent_t start = nullptr, stop = nullptr;
+  CREST_CUDA(cudaEventCreate(&start));
+  CREST_CUDA(cudaEventCreate(&stop));
+  float best = 1e30f;
+  for (int i = 0; i < 3; ++i) {
+    CREST_CUDA(cudaEventRecord(start, stream));
+    p.gemm->run(p.blas, stream, static_cast<const float*>(x), static_cast<const float*>(dy),
+                static_cast<float*>(dw), static_cast<float*>(columns.get()));
+    CREST_CUDA(cudaEventRecord(stop, stream));
+    CREST_CUDA(cudaEventSynchronize(stop));
+    float ms = 0;
+    CREST_CUDA(cudaEventElapsedTime(&ms, start, stop));
+    if (i > 0) best = std::min(best, ms);
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return best;
+}
+
+ConvAlgorithms by_measurement(const ConvProblem& p) {
+  const ScratchBuffer in(p.in_bytes), out(p.out_bytes), filter(p.filter_bytes);
+  const size_t ws_bytes = measurement_workspace_bytes();
+  const ScratchBuffer ws(ws_bytes);
+  ConvAlgorithms a;
+  a.measured = true;
+  int n = 0;
+  if (p.fwd) {
+    std::array<cudnnConvolutionFwdAlgoPerf_t, CUDNN_CONVOLUTION_FWD_ALGO_COUNT> r{};
+    CREST_CUDNN(cudnnFindConvolutionForwardAlgorithmEx(
+        p.handle, p.in, in.get(), p.filter, filter.get(), p.conv, p.out, out.get(),
+        static_cast<int>(r.size()), &n, r.data(), ws.get(), ws_bytes));
+    const auto best = first_deterministic(r.data(), n, ws_bytes, "forward");
+    a.fwd = best.algo;
+    a.workspace_bytes = std::max(a.workspace_bytes, best.memory);
+  }
+  if (p.bwd_data) {
+    std::array<cudnnConvolutionBwdDataAlgoPerf_t, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT> r{};
+    CREST_CUDNN(cudnnFindConvolutionBackwardDataAlgorithmEx(
+        p.handle, p.filter, filter.get(), p.out, out.get(), p.conv, p.in, in.get(),
+        static_cast<int>(r.size()), &n, r.data(), ws.get(), ws_bytes));
+    const auto best = first_deterministic(r.data(), n, ws_bytes, "backward-data");
+    a.bwd_data = best.algo;
+    a.workspace_bytes = std::max(a.workspace_bytes, best.memory);
+  }
+  if (p.bwd_filter) {
+    std::array<cudnnConvolutionBwdFilterAlgoPerf_t, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT> r{};
+    CREST_CUDNN(cudnnFindConvolutionBackwardFilterAlgorithmEx(
+        p.handle, p.in, in.get(), p.out, out.get(), p.conv, p.filter, filter.get(),
+        static_cast<int>(r.size()), &n, r.data(), ws.get(), ws_bytes));
+    const auto best = first_deterministic(r.data(), n, ws_bytes, "backward-filter");
+    a.bwd_filter = best.algo;
+    if (p.gemm && gemm_milliseconds(p, in.get(), out.get(), filter.get()) < best.time) {
+      a.bwd_filter_gemm = true;
+      a.workspace_bytes = std::max(a.workspace_bytes, p.gemm->scratch_bytes());
+    } else {
+      a.workspace_bytes = std::max(a.workspace_bytes, best.memory);
+    }
+  }
+  return a;
+}
+
+}  // namespace
+
+ConvAlgorithms choose_conv_algorithms(const ConvProblem& p) {
+  const Choice how = choice();
+  if (how != Choice::measured) {
+    ConvAlgorithms a = from_heuristics(p);
+    if (how == Choice::im2col && p.gemm && p.bwd_filter) {  // wherever it applies (tests)
+      a.bwd_filter_gemm = true;
+      a.gemm_column_bytes = 1024;
+      GemmWeightGrad small = *p.gemm;
+      small.column_bytes = a.gemm_column_bytes;
+      a.workspace_bytes = std::max(a.workspace_bytes, small.scratch_bytes());
+    }
+    return a;
+  }
+  static std::mutex mutex;
+  static std::map<std::string, ConvAlgorithms> cache;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto it = cache.find(p.key);
+  if (it != cache.end()) return it->second;
+  // cuDNN runs the candidates on the handle's stream: earlier work there must not be timed.
+  cudaStream_t stream = nullptr;
+  CREST_CUDNN(cudnnGetStream(p.handle, &stream));
+  CREST_CUDA(cudaStreamSynchronize(stream));
+  const ConvAlgorithms a = by_measurement(p);
+  cache.emplace(p.key, a);
+  return a;
+}
+
+}  // namespace crest::cuda
