@@ -186,6 +186,15 @@ PoolDesc unequal_padding(PoolDesc d) {
   return d;
 }
 
+// Even extents: every input element in exactly one window (CosmoFlow's pools).
+PoolDesc exact_tiling(PoolDesc d) {
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a) {
+    d.in_size[a] = 2 * d.kernel[a] + 2 * static_cast<int64_t>(a) * d.kernel[a];
+    d.out_size[a] = d.in_size[a] / d.stride[a];
+  }
+  return d;
+}
+
 TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
@@ -193,6 +202,7 @@ TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
   const std::vector<std::pair<std::string, PoolDesc>> cases{
       {"max_2x2", pool_desc(PoolKind::max, 2, 2, 2, 0)},
       {"max_3d", pool_desc(PoolKind::max, 3, 2, 2, 0)},
+      {"max_3d_tiling_exactly", exact_tiling(pool_desc(PoolKind::max, 3, 2, 2, 0))},
       {"avg_include_pad", pool_desc(PoolKind::avg_include_pad, 2, 3, 1, 1)},
       {"avg_exclude_pad", pool_desc(PoolKind::avg_exclude_pad, 2, 3, 2, 1)},
       {"max_unequal_padding", unequal_padding(pool_desc(PoolKind::max, 2, 3, 2, 1))},

@@ -59,6 +59,13 @@ void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float
 // elements (layout_transpose.cu): the reorder between plain and channels-last layouts.
 void transpose_batched(const void* src, void* dst, size_t batch, size_t rows, size_t cols,
                        size_t element_bytes, cudaStream_t stream);
+// Max pooling (max_pool.cu): `taps` holds, per output, the window tap of its maximum, one byte
+// each where max_pool_taps_fit_a_byte (at most 255 taps), else an int32 each.
+bool max_pool_taps_fit_a_byte(const PoolDesc& d);
+void max_pool_forward_f32(const PoolDesc& d, const float* src, float* dst, void* taps,
+                          cudaStream_t stream);
+void max_pool_backward_f32(const PoolDesc& d, const float* diff_dst, const void* taps,
+                           float* diff_src, cudaStream_t stream);
 // x[i] = value.
 void fill_f32(float* x, float value, size_t count, cudaStream_t stream);
 // Row-major [rows, columns] y: y[r, c] += bias[c].

@@ -1,15 +1,14 @@
-// Max and average pooling through cuDNN. cuDNN's backward pass reads the forward's input and
-// output, which crest's PoolKernel does not hand back: the forward keeps copies of both in the
-// workspace (kept from forward to backward, as oneDNN's max indices are).
+// Pooling: max pooling through crest's own kernels (max_pool.cu: the maximum's tap kept per
+// output, any padding), average pooling through cuDNN. cuDNN's backward pass reads the forward's
+// input and output, which crest's PoolKernel does not hand back: its forward keeps copies of
+// both in the workspace (kept from forward to backward, as oneDNN's max indices are).
 //
-// cuDNN pads both sides of an axis alike. Unequal padding (a spatial split's local padding of
-// DeepCAM's 3x3 max pool) runs on an extension of the input: cuDNN pads the common part, the
-// extension holds the rest as values that change nothing (-inf for a max; zeros for an average
-// that counts padding), and the input gradient is cropped back out of the extension's. An average
-// that excludes padding would count the extension's zeros, so it is refused.
+// cuDNN pads both sides of an axis alike. Unequal padding runs on an extension of the input:
+// cuDNN pads the common part, the extension holds the rest as zeros (which change nothing in an
+// average that counts padding), and the input gradient is cropped back out of the extension's.
+// An average that excludes padding would count the extension's zeros, so it is refused.
 #include <algorithm>
 #include <array>
-#include <limits>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -19,16 +18,10 @@
 namespace crest::cuda {
 namespace {
 
-cudnnPoolingMode_t pooling_mode(PoolKind kind) {
-  switch (kind) {
-    case PoolKind::max:
-      return CUDNN_POOLING_MAX_DETERMINISTIC;
-    case PoolKind::avg_include_pad:
-      return CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING;
-    case PoolKind::avg_exclude_pad:
-      return CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
-  }
-  return CUDNN_POOLING_MAX_DETERMINISTIC;
+// cuDNN runs the averages only (max pooling is CrestMaxPool's).
+cudnnPoolingMode_t average_mode(PoolKind kind) {
+  return kind == PoolKind::avg_include_pad ? CUDNN_POOLING_AVERAGE_COUNT_INCLUDE_PADDING
+                                           : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
 }
 
 MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
@@ -37,6 +30,40 @@ MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
   return plain_format(Shape(dims), d.dtype);
 }
 
+class CrestMaxPool final : public PoolKernel {
+ public:
+  CrestMaxPool(std::shared_ptr<Context> context, const PoolDesc& d)
+      : c_(std::move(context)),
+        d_(d),
+        src_format_(pool_format(d, d.in_size)),
+        dst_format_(pool_format(d, d.out_size)) {}
+
+  MemFormat src_format() const override { return src_format_; }
+  MemFormat dst_format() const override { return dst_format_; }
+  // The maximum's tap per output.
+  size_t workspace_bytes() const override {
+    const auto outputs = static_cast<size_t>(dst_format_.shape.numel());
+    return outputs * (max_pool_taps_fit_a_byte(d_) ? 1 : sizeof(int32_t));
+  }
+  size_t scratch_bytes() const override { return 0; }
+
+  void forward(const void* src, void* dst, void* workspace, void* /*scratch*/) override {
+    max_pool_forward_f32(d_, static_cast<const float*>(src), static_cast<float*>(dst), workspace,
+                         c_->stream);
+  }
+  void backward(const void* diff_dst, const void* workspace, void* diff_src,
+                void* /*scratch*/) override {
+    max_pool_backward_f32(d_, static_cast<const float*>(diff_dst), workspace,
+                          static_cast<float*>(diff_src), c_->stream);
+  }
+
+ private:
+  std::shared_ptr<Context> c_;
+  PoolDesc d_;
+  MemFormat src_format_, dst_format_;
+};
+
+// Average pooling through cuDNN.
 class CudnnPool final : public PoolKernel {
  public:
   CudnnPool(std::shared_ptr<Context> context, const PoolDesc& d)
@@ -72,9 +99,8 @@ class CudnnPool final : public PoolKernel {
     char* w = static_cast<char*>(workspace);
     const void* x = src;
     if (e_.extended) {  // the extension lives in the workspace, where backward reads it
-      const float fill = d_.kind == PoolKind::max ? -std::numeric_limits<float>::infinity() : 0.f;
       copy_window_f32(static_cast<const float*>(src), d_.in_size, reinterpret_cast<float*>(w),
-                      e_.size, e_.offset, d_.spatial_rank, planes(), c_->stream, fill);
+                      e_.size, e_.offset, d_.spatial_rank, planes(), c_->stream);
       x = w;
     }
     CREST_CUDNN(cudnnPoolingForward(c_->cudnn, pool_, &one, src_.get(), x, &zero, dst_.get(), dst));
@@ -106,7 +132,7 @@ class CudnnPool final : public PoolKernel {
     const auto window = cudnn_extents(d_.kernel.data(), r, 1);
     const auto pad = cudnn_extents(e_.common.data(), r, 0);
     const auto stride = cudnn_extents(d_.stride.data(), r, 1);
-    CREST_CUDNN(cudnnSetPoolingNdDescriptor(pool_, pooling_mode(d_.kind), CUDNN_NOT_PROPAGATE_NAN,
+    CREST_CUDNN(cudnnSetPoolingNdDescriptor(pool_, average_mode(d_.kind), CUDNN_NOT_PROPAGATE_NAN,
                                             static_cast<int>(window.size()), window.data(),
                                             pad.data(), stride.data()));
     std::array<int, 5> got{};
@@ -149,6 +175,7 @@ Support pool_support(const PoolDesc& d) {
 }
 
 std::unique_ptr<PoolKernel> make_pool(std::shared_ptr<Context> context, const PoolDesc& d) {
+  if (d.kind == PoolKind::max) return std::make_unique<CrestMaxPool>(std::move(context), d);
   return std::make_unique<CudnnPool>(std::move(context), d);
 }
 
