@@ -126,12 +126,6 @@ std::string number_text(double v) {
   return std::string(buf, end);
 }
 
-std::string list_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 void check_positive(const char* key, int64_t v, int64_t max = 1 << 30) {
   if (v < 1) throw ModelKeyError(key, "expected a positive integer, got " + std::to_string(v));
   if (v > max)
@@ -143,14 +137,16 @@ void check_positive(const char* key, int64_t v, int64_t max = 1 << 30) {
 void check_input_shape(const O& o) {
   const auto& s = o.input_shape;
   if (s.size() != 4)
-    throw ModelKeyError("input_shape", "expected 4 entries [D, H, W, C], got " + list_text(s));
+    throw ModelKeyError("input_shape",
+                        "expected 4 entries [D, H, W, C], got " + model_list_text(s));
   for (int64_t v : s)
-    if (v < 1) throw ModelKeyError("input_shape", "entries must be positive, got " + list_text(s));
+    if (v < 1)
+      throw ModelKeyError("input_shape", "entries must be positive, got " + model_list_text(s));
   const int64_t divisor = int64_t{1} << o.n_conv_layers;
   for (size_t i = 0; i < 3; ++i)
     if (s[i] % divisor != 0)
       throw ModelKeyError("input_shape",
-                          "spatial size " + std::to_string(s[i]) + " in " + list_text(s) +
+                          "spatial size " + std::to_string(s[i]) + " in " + model_list_text(s) +
                               " is not divisible by " + std::to_string(divisor) +
                               " = 2^model.n_conv_layers (" + std::to_string(o.n_conv_layers) +
                               " pooling layers halve it)");

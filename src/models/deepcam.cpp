@@ -257,24 +257,15 @@ std::vector<AttrField<O>> deepcam_fields() {
           attr_field("width_divisor", &O::width_divisor)};
 }
 
-std::string list_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 void check_deepcam(const O& o) {
   const auto& s = o.input_shape;
-  if (s.size() != 3)
-    throw ModelKeyError("input_shape", "expected 3 entries [H, W, C], got " + list_text(s));
-  if (s[2] < 1 || s[2] > 4096)
-    throw ModelKeyError("input_shape", "channel count must be in [1, 4096], got " + list_text(s));
+  check_image_input_shape(s);
   for (int i = 0; i < 2; ++i)
     if (s[i] < 16 || s[i] % 16 != 0)
       throw ModelKeyError("input_shape",
                           "height and width must be positive multiples of 16 (output stride 16), "
                           "got " +
-                              list_text(s));
+                              model_list_text(s));
   if (o.width_divisor != 1 && o.width_divisor != 2 && o.width_divisor != 4 && o.width_divisor != 8)
     throw ModelKeyError("width_divisor",
                         "expected 1, 2, 4 or 8 (it must divide every layer's "

@@ -12,6 +12,20 @@ NameRegistry<ModelKind>& registry() {
 
 }  // namespace
 
+std::string model_list_text(const std::vector<int64_t>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + "]";
+}
+
+void check_image_input_shape(const std::vector<int64_t>& s) {
+  if (s.size() != 3)
+    throw ModelKeyError("input_shape", "expected 3 entries [H, W, C], got " + model_list_text(s));
+  if (s[2] < 1 || s[2] > 4096)
+    throw ModelKeyError("input_shape",
+                        "channel count must be in [1, 4096], got " + model_list_text(s));
+}
+
 bool register_model_kind(ModelKind kind) {
   const std::string name = kind.name;
   return registry().add(name, std::move(kind));

@@ -115,25 +115,16 @@ std::vector<AttrField<O>> resnet50_fields() {
           attr_field("width_divisor", &O::width_divisor)};
 }
 
-std::string list_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 void check_resnet50(const O& o) {
   const auto& s = o.input_shape;
-  if (s.size() != 3)
-    throw ModelKeyError("input_shape", "expected 3 entries [H, W, C], got " + list_text(s));
-  if (s[2] < 1 || s[2] > 4096)
-    throw ModelKeyError("input_shape", "channel count must be in [1, 4096], got " + list_text(s));
+  check_image_input_shape(s);
   // The stem and four stages halve the image five times (stride 32); smaller inputs would leave
   // a stage with nothing to convolve.
   if (s[0] < 32 || s[1] < 32 || s[0] > 65536 || s[1] > 65536)
     throw ModelKeyError("input_shape",
                         "height and width must be in [32, 65536] (the network's stride is 32), "
                         "got " +
-                            list_text(s));
+                            model_list_text(s));
   if (o.width_divisor != 1 && o.width_divisor != 2 && o.width_divisor != 4 && o.width_divisor != 8)
     throw ModelKeyError("width_divisor",
                         "expected 1, 2, 4 or 8, got " + std::to_string(o.width_divisor));

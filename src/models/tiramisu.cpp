@@ -155,18 +155,9 @@ std::vector<AttrField<O>> tiramisu_fields() {
           attr_field("loss_scale", &O::loss_scale)};
 }
 
-std::string list_text(const std::vector<int64_t>& v) {
-  std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
-  return s + "]";
-}
-
 void check_shape(const O& o) {
   const auto& s = o.input_shape;
-  if (s.size() != 3)
-    throw ModelKeyError("input_shape", "expected 3 entries [H, W, C], got " + list_text(s));
-  if (s[2] < 1 || s[2] > 4096)
-    throw ModelKeyError("input_shape", "channel count must be in [1, 4096], got " + list_text(s));
+  check_image_input_shape(s);
   // Each transition down halves the image and each transition up doubles it exactly, so the
   // skips line up only when H and W divide by 2^(blocks - 1).
   const int64_t stride = int64_t{1} << (o.blocks.size() - 1);
@@ -175,15 +166,16 @@ void check_shape(const O& o) {
       throw ModelKeyError("input_shape", "height and width must be multiples of " +
                                              std::to_string(stride) + " (2^(blocks - 1) for " +
                                              std::to_string(o.blocks.size()) +
-                                             " blocks) up to 65536, got " + list_text(s));
+                                             " blocks) up to 65536, got " + model_list_text(s));
 }
 
 void check_tiramisu(const O& o) {
   if (o.blocks.empty() || o.blocks.size() > 8)
-    throw ModelKeyError("blocks", "expected 1 to 8 dense blocks, got " + list_text(o.blocks));
+    throw ModelKeyError("blocks", "expected 1 to 8 dense blocks, got " + model_list_text(o.blocks));
   for (int64_t n : o.blocks)
     if (n < 1 || n > 256)
-      throw ModelKeyError("blocks", "each block needs 1 to 256 layers, got " + list_text(o.blocks));
+      throw ModelKeyError("blocks",
+                          "each block needs 1 to 256 layers, got " + model_list_text(o.blocks));
   check_shape(o);
   if (o.growth_rate < 1 || o.growth_rate > 4096)
     throw ModelKeyError("growth_rate", "expected 1 to 4096, got " + std::to_string(o.growth_rate));

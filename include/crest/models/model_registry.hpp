@@ -8,6 +8,7 @@
 // the model's own field table (the AttrField tables layers use), and the config loader knows no
 // model by name.
 #pragma once
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <utility>
@@ -33,6 +34,13 @@ class ModelKeyError : public Error {
  private:
   std::string key_, message_;
 };
+
+// "[a, b, c]": a list value as a ModelKeyError's message shows it.
+std::string model_list_text(const std::vector<int64_t>& v);
+
+// An image model's input_shape [H, W, C]: three entries, 1 to 4096 channels; else a
+// ModelKeyError naming input_shape. What the spatial extents must divide by is the model's.
+void check_image_input_shape(const std::vector<int64_t>& s);
 
 struct ModelKind {
   std::string name;
