@@ -8,17 +8,15 @@ Adam, no data loading. Warm-up steps, then the best of --steps as samples/s, one
       [--threads 2] [--channels-last] [--compile]
 """
 import argparse
-import json
 import os
-import resource
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests",
                                 "fixtures"))
 from tiramisu_torch import Tiramisu, reference_class_weights, weighted_loss  # noqa: E402
+from peer_steps import best_step_seconds, print_train_line  # noqa: E402
 
 
 def main():
@@ -50,19 +48,11 @@ def main():
         weighted_loss(model(x), y, weights).backward()
         adam.step()
 
-    for _ in range(a.warmup):
-        step()
-    times = []
-    for _ in range(a.steps):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
-    print(json.dumps({"bench": "train", "peer": "torch", "model": "tiramisu",
+    best = best_step_seconds(step, a.warmup, a.steps)
+    print_train_line({"bench": "train", "peer": "torch", "model": "tiramisu",
                       "torch": torch.__version__, "channels_last": a.channels_last,
                       "compile": a.compile, "height": a.height, "width": a.width,
-                      "batch": a.batch, "threads": a.threads, "step_s_min": min(times),
-                      "samples_per_s": a.batch / min(times),
-                      "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+                      "threads": a.threads}, a.batch, best)
 
 
 if __name__ == "__main__":
