@@ -15,6 +15,7 @@
 #include "crest/core/bf16.hpp"
 #include "onednn/context.hpp"
 #include "onednn/lane_addressing.hpp"
+#include "onednn/onednn_backend.hpp"
 #include "onednn/winograd_conv.hpp"
 #include "support/scoped_env.hpp"
 #include "support/test_util.hpp"
@@ -406,6 +407,26 @@ TEST(OneDnnWinograd, Bf16VolumesAgreeWithTheReference) {
   // Short lane blocks: 20 and 12 channels, bf16 codes read and written lane by lane.
   check(
       {.n = 1, .ic = 20, .oc = 12, .h = 6, .w = 5, .bias = true, .dtype = DType::bf16, .depth = 5});
+  // The bias gradient a bf16 convolution keeps (the compile step routes only float32 ones to the
+  // pooling after it): the bf16 output gradient's channel sum, blocked and channels-last.
+  check({.n = 2,
+         .ic = 32,
+         .oc = 48,
+         .h = 5,
+         .w = 6,
+         .bias = true,
+         .bias_grad = true,
+         .dtype = DType::bf16,
+         .depth = 4});
+  check({.n = 1,
+         .ic = 20,
+         .oc = 12,
+         .h = 6,
+         .w = 5,
+         .bias = true,
+         .bias_grad = true,
+         .dtype = DType::bf16,
+         .depth = 5});
 }
 
 TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
@@ -423,15 +444,19 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.transposed = true; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.pad_lo[0] = 3; }));  // beyond 2 dilations
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.post_op.kind = EltwiseKind::tanh; }));
-  EXPECT_TRUE(refuses([](ConvDesc& o) {  // the bias gradient's channel sum reads float32
-    o.bias = true;
-    o.bias_grad = true;
-    o.dtype = DType::bf16;
-  }));
   ConvDesc bias_grad = d;
   bias_grad.bias = true;
   bias_grad.bias_grad = true;
   EXPECT_TRUE(onednn::winograd_applies(bias_grad));
+  // bf16 (a bias gradient or not) runs Winograd where oneDNN has no AMX kernels, which are faster.
+  ConvDesc half = bias_grad;
+  half.dtype = DType::bf16;
+  EXPECT_TRUE(onednn::winograd_serves(half));
+  EXPECT_EQ(onednn::winograd_applies(half), !onednn::amx_bf16_kernels());
+  {
+    const test::ScopedEnv everywhere("CREST_WINOGRAD", "1");
+    EXPECT_TRUE(onednn::winograd_applies(half));
+  }
   // Served, but not worth it: too few channels, or too little of the tiles used.
   ConvDesc ragged = d;  // channels in part of a lane block: served, padded with zeros
   ragged.out_channels = 136;

@@ -18,7 +18,8 @@ class ChannelSumKernel {
   using Desc = ChannelSumDesc;
   static constexpr const char* kName = "channel_sum";
   virtual ~ChannelSumKernel() = default;
-  // sums[c] (C values of the tensor's dtype, overwritten) = the sum of channel c of `src`.
+  // sums[c] (C values of the tensor's dtype, overwritten; float32 for a bf16 tensor, where a
+  // backend sums those) = the sum of channel c of `src`.
   virtual void run(const void* src, void* sums) = 0;
 };
 

@@ -1,7 +1,9 @@
 // Per-channel sums in oneDNN's activation layouts (ChannelLayout). oneDNN 3.2's reduction
 // primitive has only its reference code for this shape of reduction (1.6-1.8 s for a
 // 2x32x64^3 tensor, measured), so it is an OpenMP loop: each thread sums its share of positions
-// into its own row of double accumulators, then the rows are added.
+// into its own row of double accumulators, then the rows are added. bf16 tensors (the output
+// gradient of a mixed-precision convolution) are widened as they are read; their sums are
+// float32, as the bias gradient they become.
 #include "onednn/channel_sum.hpp"
 
 #include <omp.h>
@@ -10,11 +12,15 @@
 #include <vector>
 
 #include "crest/backends/channel_sum_kernel.hpp"
+#include "crest/core/bf16.hpp"
 #include "onednn/channel_layout.hpp"
 #include "onednn/format.hpp"
 
 namespace crest::onednn {
 namespace {
+
+inline double widened(float v) { return static_cast<double>(v); }
+inline double widened(uint16_t bf16) { return static_cast<double>(bf16_to_float(bf16)); }
 
 class OneDnnChannelSum final : public ChannelSumKernel {
  public:
@@ -24,8 +30,16 @@ class OneDnnChannelSum final : public ChannelSumKernel {
         threads_(omp_get_max_threads()),
         partial_(static_cast<size_t>(threads_ * width_)) {}
 
-  void run(const void* src_v, void* sums_v) override {
-    const auto* x = static_cast<const float*>(src_v);
+  void run(const void* src, void* sums) override {
+    if (l_.dtype == dnnl::memory::data_type::bf16)
+      run_as(static_cast<const uint16_t*>(src), sums);
+    else
+      run_as(static_cast<const float*>(src), sums);
+  }
+
+ private:
+  template <typename T>
+  void run_as(const T* x, void* sums_v) {
     std::fill(partial_.begin(), partial_.end(), 0.0);
 #pragma omp parallel num_threads(threads_)
     {
@@ -43,22 +57,23 @@ class OneDnnChannelSum final : public ChannelSumKernel {
     }
   }
 
- private:
   // Called inside the parallel region: the positions are shared out, each thread adds into acc.
-  void sum_channels_innermost(const float* x, double* acc) const {
+  template <typename T>
+  void sum_channels_innermost(const T* x, double* acc) const {
     const int64_t c_count = l_.channels;
 #pragma omp for collapse(3) schedule(static)
     for (int64_t n = 0; n < l_.n; ++n)
       for (int64_t i = 0; i < l_.size[0]; ++i)
         for (int64_t j = 0; j < l_.size[1]; ++j)
           for (int64_t l = 0; l < l_.size[2]; ++l) {
-            const float* p = x + l_.offset(n, 0, i, j, l);
+            const T* p = x + l_.offset(n, 0, i, j, l);
 #pragma omp simd
-            for (int64_t c = 0; c < c_count; ++c) acc[c] += static_cast<double>(p[c]);
+            for (int64_t c = 0; c < c_count; ++c) acc[c] += widened(p[c]);
           }
   }
 
-  void sum_channel_blocks(const float* x, double* acc) const {
+  template <typename T>
+  void sum_channel_blocks(const T* x, double* acc) const {
     const int64_t block = l_.block;
 #pragma omp for collapse(3) schedule(static)
     for (int64_t n = 0; n < l_.n; ++n)
@@ -68,10 +83,10 @@ class OneDnnChannelSum final : public ChannelSumKernel {
             for (int64_t l = 0; l < l_.size[2]; ++l) {
               // The whole block, padding channels of the last one included: their accumulators
               // are never read, and a fixed width keeps the loop vectorised.
-              const float* p = x + l_.offset(n, cb, i, j, l);
+              const T* p = x + l_.offset(n, cb, i, j, l);
               double* a = acc + cb * block;
 #pragma omp simd
-              for (int64_t ci = 0; ci < block; ++ci) a[ci] += static_cast<double>(p[ci]);
+              for (int64_t ci = 0; ci < block; ++ci) a[ci] += widened(p[ci]);
             }
   }
 
@@ -89,9 +104,11 @@ std::unique_ptr<ChannelSumKernel> make_registered(Backend&, const ChannelSumDesc
 
 std::unique_ptr<ChannelSumKernel> make_channel_sum(const MemFormat& format) {
   const dnnl::memory::desc md = to_desc(format);
-  if (md.get_data_type() != dnnl::memory::data_type::f32 || !ChannelLayout::supports(md))
+  const dnnl::memory::data_type t = md.get_data_type();
+  if ((t != dnnl::memory::data_type::f32 && t != dnnl::memory::data_type::bf16) ||
+      !ChannelLayout::supports(md))
     throw_usage(
-        "the onednn channel_sum kernel takes f32 [N, C, spatial] tensors, plain, "
+        "the onednn channel_sum kernel takes f32 or bf16 [N, C, spatial] tensors, plain, "
         "channels-last or blocked on channels; got " +
         describe(md));
   return std::make_unique<OneDnnChannelSum>(ChannelLayout(md));

@@ -86,6 +86,8 @@ void apply_isa_cap() {
   (void)applied;
 }
 
+bool amx_bf16_kernels() { return has_isa(dnnl::get_effective_cpu_isa(), cpu_isa::avx512_core_amx); }
+
 std::string instruction_sets() {
   return "oneDNN " + isa_name(dnnl::get_effective_cpu_isa()) + ", crest loops " +
          cpu_level_name(cpu_level());

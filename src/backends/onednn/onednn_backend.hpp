@@ -28,6 +28,9 @@ std::optional<dnnl::cpu_isa> isa_named(const std::string& name);
 // so one variable caps oneDNN's kernels and crest's own loops (widest_vectors.hpp); validates the
 // capping variable in effect. Every onednn backend calls it when created.
 void apply_isa_cap();
+// Whether oneDNN runs bf16 products on AMX tiles here (the effective instruction set, after any
+// cap): they outrun float32 arithmetic several times over.
+bool amx_bf16_kernels();
 // What this process dispatches to: "oneDNN AVX2, crest loops AVX-512" (bench peak, run logs).
 std::string instruction_sets();
 }  // namespace onednn

@@ -10,6 +10,7 @@
 #include "crest/core/error.hpp"
 #include "onednn/channel_sum.hpp"
 #include "onednn/lane_addressing.hpp"
+#include "onednn/onednn_backend.hpp"
 #include "onednn/primitive.hpp"
 #include "onednn/winograd_f4x3.hpp"
 #include "onednn/winograd_f4x3_3d.hpp"
@@ -203,7 +204,7 @@ class WinogradConv final : public ConvKernel {
     src_fmt_ = src_layout.format;
     dst_fmt_ = dst_layout.format;
     // The bias gradient is the output gradient's per-channel sum: one pass over it, in its
-    // layout (float32 only: winograd_serves).
+    // layout (bf16 widened as it is read, the sums float32 as the bias).
     if (d.training && d.bias && d.bias_grad) bias_sum_ = make_channel_sum(dst_fmt_);
     forward_ = Scheme::forward_grid(d, src_layout.addressing, dst_layout.addressing);
     data_ = Scheme::data_grid(d, src_layout.addressing, dst_layout.addressing);
@@ -369,7 +370,6 @@ bool winograd_serves(const ConvDesc& d) {
   const EltwiseKind act = d.post_op.kind;
   if (act != EltwiseKind::none && act != EltwiseKind::relu && act != EltwiseKind::leaky_relu)
     return false;
-  if (d.training && d.bias && d.bias_grad && d.dtype != DType::f32) return false;
   for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i)
     if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||
         d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0 ||
@@ -406,6 +406,7 @@ bool winograd_applies(const ConvDesc& d) {
   const WinogradSetting setting = winograd_setting();
   if (setting != WinogradSetting::automatic) return setting == WinogradSetting::everywhere;
   if (winograd_tile_use(d) < kWinogradMinTileUse) return false;
+  if (d.dtype == DType::bf16 && amx_bf16_kernels()) return false;
   const bool volume = d.spatial_rank == 3;
   for (const int64_t c : {d.in_channels, d.out_channels})
     if (c < (volume ? kWinograd3dMinChannels : kWinogradMinChannels)) return false;

@@ -23,9 +23,10 @@ namespace crest::onednn {
 
 // Whether make_winograd_conv can compute `d`: float32 or bf16 activations, not grouped or
 // transposed, stride 1, padding 0 to 2 dilations before, no fused activation but ReLU or leaky
-// ReLU (applied in the output transform), a bias gradient only for float32 (the output
-// gradient's per-channel sum, an extra pass over it; the compile step often routes it elsewhere,
-// after a max pooling, but a spatially split convolution keeps it), any channel counts (a count
+// ReLU (applied in the output transform), with or without a bias gradient (the output
+// gradient's per-channel sum, an extra pass over it; in float32 the compile step often routes it
+// elsewhere, after a max pooling, but a spatially split or bf16 convolution keeps it), any
+// channel counts (a count
 // that is not a multiple of 16 pads the transformed tiles and takes channels-last activations); 2-D
 // 3x3 at any dilation (F(4x4, 3x3)), or 3-D 3x3x3 undilated (F(4x4x4, 3x3x3),
 // winograd_f4x3_3d.hpp).
@@ -47,8 +48,11 @@ WinogradSetting winograd_setting();
 // CREST_WINOGRAD=1, nowhere under 0) (with it, the faster of Winograd and
 // oneDNN's direct kernel, measured, wherever winograd_serves(d)): it serves `d`, both channel
 // counts are at least kWinogradMinChannels (2-D) or kWinograd3dMinChannels (3-D), the tiles' use
-// is at least kWinogradMinTileUse and (3-D) the batch has at least kWinograd3dMinTiles tiles
-// (of the output, and of the input where the data gradient runs).
+// is at least kWinogradMinTileUse, (3-D) the batch has at least kWinograd3dMinTiles tiles
+// (of the output, and of the input where the data gradient runs), and, in bf16, oneDNN has no
+// AMX kernels: its AMX convolutions run every bf16 layer of CosmoFlow 3 to 9 times faster than
+// Winograd's float32 products (conv2 to conv5 at 128^3, batch 2), while its AVX-512 BF16 ones
+// run conv2 to conv4 2 to 4 times slower (docs/performance.md, "3-D Winograd in bf16").
 bool winograd_applies(const ConvDesc& d);
 
 // Below this many input or output channels the transforms' memory traffic outweighs the saved
