@@ -11,8 +11,9 @@ namespace crest::testing {
 
 constexpr int64_t kBlockWidths[] = {8, 16};
 
-// `shape` [N, C, spatial...] (1 to 3 spatial dimensions), f32, channels in blocks of `block`.
-inline MemFormat onednn_blocked_format(const Shape& shape, int64_t block) {
+// `shape` [N, C, spatial...] (1 to 3 spatial dimensions) of `dtype`, channels in blocks of `block`.
+inline MemFormat onednn_blocked_format(const Shape& shape, int64_t block,
+                                       DType dtype = DType::f32) {
   using tag = dnnl::memory::format_tag;
   CREST_CHECK(block == 8 || block == 16, "block widths are 8 or 16");
   const bool wide = block == 16;
@@ -30,8 +31,8 @@ inline MemFormat onednn_blocked_format(const Shape& shape, int64_t block) {
     default:
       CREST_CHECK(false, "blocked layouts have 1 to 3 spatial dimensions");
   }
-  const dnnl::memory::desc d(onednn::to_dims(shape), dnnl::memory::data_type::f32, t);
-  return onednn::to_mem_format(d, DType::f32);
+  const dnnl::memory::desc d(onednn::to_dims(shape), onednn::to_dnnl(dtype), t);
+  return onednn::to_mem_format(d, dtype);
 }
 
 }  // namespace crest::testing

@@ -7,6 +7,8 @@
 #include "backend/backend_test_util.hpp"
 #include "backend/onednn_blocked_format.hpp"
 #include "crest/backends/channel_sum_kernel.hpp"
+#include "crest/core/bf16.hpp"
+#include "support/test_util.hpp"
 
 namespace crest {
 namespace {
@@ -55,6 +57,40 @@ TEST(ChannelSum, EveryOneDnnLayoutAgreesWithAPlainSum) {
     }
     expect_sums(*dnn, onednn_conv_format(*dnn, shape), x, shape);
   }
+}
+
+// A bf16 tensor (a mixed-precision convolution's output gradient, whose bias gradient the
+// Winograd kernel sums) sums into float32. Plain and channels-last codes are laid out here, so
+// the case runs on CPUs without bf16 instructions; the blocked layout needs oneDNN's reorder.
+TEST(ChannelSum, Bf16TensorsSumIntoFloat32) {
+  auto dnn = make_backend("onednn");
+  const Shape shape{2, 20, 3, 4, 5};
+  const int64_t n = shape[0], c = shape[1], spatial = shape.numel() / (n * c);
+  auto x = random_floats(static_cast<size_t>(shape.numel()), 23);
+  std::vector<uint16_t> plain(x.size()), last(x.size());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < c; ++k)
+      for (int64_t p = 0; p < spatial; ++p) {
+        const size_t at = static_cast<size_t>((i * c + k) * spatial + p);
+        plain[at] = last[static_cast<size_t>((i * spatial + p) * c + k)] = float_to_bf16(x[at]);
+        x[at] = bf16_to_float(plain[at]);
+      }
+  const std::vector<double> want = plain_sums(x, shape);
+  auto sums_of = [&](const MemFormat& f, const void* codes) {
+    SCOPED_TRACE(f.str());
+    std::vector<float> got(static_cast<size_t>(c), -1.f);
+    make_kernel<ChannelSumKernel>(*dnn, {f})->run(codes, got.data());
+    for (size_t k = 0; k < want.size(); ++k)
+      EXPECT_NEAR(got[k], want[k], 1e-5 * (1 + std::abs(want[k]))) << "channel " << k;
+  };
+  sums_of(plain_format(shape, DType::bf16), plain.data());
+  sums_of(plain_format(shape, DType::bf16, Layout::channels_last), last.data());
+  if (const std::string why = test::dtype_refusal("onednn", DType::bf16); !why.empty())
+    GTEST_SKIP() << "blocked bf16: " << why;
+  const MemFormat blocked = testing::onednn_blocked_format(shape, 16, DType::bf16);
+  Buffer codes(blocked.bytes);
+  dnn->reorder(plain_format(shape, DType::bf16), blocked)->execute(plain.data(), codes.data());
+  sums_of(blocked, codes.data());
 }
 
 TEST(ChannelSum, ReferenceKernelTakesPlainAndChannelsLast) {
