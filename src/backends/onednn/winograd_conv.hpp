@@ -50,9 +50,9 @@ WinogradSetting winograd_setting();
 // counts are at least kWinogradMinChannels (2-D) or kWinograd3dMinChannels (3-D), the tiles' use
 // is at least kWinogradMinTileUse, (3-D) the batch has at least kWinograd3dMinTiles tiles
 // (of the output, and of the input where the data gradient runs), and, in bf16, oneDNN has no
-// AMX kernels: its AMX convolutions run every bf16 layer of CosmoFlow 3 to 9 times faster than
-// Winograd's float32 products (conv2 to conv5 at 128^3, batch 2), while its AVX-512 BF16 ones
-// run conv2 to conv4 2 to 4 times slower (docs/performance.md, "3-D Winograd in bf16").
+// AMX kernels: its AMX convolutions run CosmoFlow's bf16 conv2 to conv5 (128^3, batch 2) 3 to 6
+// times faster than Winograd's float32 products, while its AVX-512 BF16 ones run conv2 to conv4
+// 2 to 4 times slower (docs/performance.md, "3-D Winograd on an AMX Xeon").
 bool winograd_applies(const ConvDesc& d);
 
 // Below this many input or output channels the transforms' memory traffic outweighs the saved
