@@ -4,9 +4,10 @@
 keras.applications.ResNet50 (weights=None; Keras' ResNet50 is v1, its stride on the first 1x1 of
 a block, where MLPerf's v1.5 strides on the 3x3: the same FLOPs within 3 %), SGD with momentum,
 cross-entropy with label smoothing 0.1, random inputs, channels-last, one tf.function per step;
-one warm-up step, then the best of --steps as samples/s, one JSON line.
+one warm-up step, then the best of --steps as samples/s, one JSON line. --bf16: Keras'
+mixed_bfloat16 policy (bf16 activations, float32 variables), as cosmoflow_tf.py --bf16.
 
-  python3 scripts/bench_resnet50_tf.py [--batch 32] [--steps 3] [--threads 2] [--xla]
+  python3 scripts/bench_resnet50_tf.py [--batch 32] [--steps 3] [--threads 2] [--xla] [--bf16]
 """
 import argparse
 import os
@@ -26,7 +27,10 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--xla", action="store_true", help="tf.function(jit_compile=True)")
+    ap.add_argument("--bf16", action="store_true", help="Keras mixed_bfloat16 policy")
     a = ap.parse_args()
+    if a.bf16:
+        keras.mixed_precision.set_global_policy("mixed_bfloat16")
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.random.set_seed(0)
@@ -46,7 +50,8 @@ def main():
 
     best = best_step_seconds(lambda: step().numpy(), a.warmup, a.steps)
     print_train_line({"bench": "train", "peer": "tensorflow", "model": "resnet50",
-                      "tensorflow": tf.__version__, "xla": a.xla, "threads": a.threads},
+                      "tensorflow": tf.__version__, "xla": a.xla, "bf16": a.bf16,
+                      "threads": a.threads},
                      a.batch, best)
 
 

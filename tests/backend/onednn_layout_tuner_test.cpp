@@ -234,6 +234,7 @@ TEST(OneDnnLayoutTuner, ChoosesBetweenWinogradAndTheDirectKernelByMeasuring) {
 
 TEST(OneDnnLayoutTuner, CachedChoiceIsUsedWithoutTiming) {
   TempDir dir;
+  const test::ScopedEnv no_winograd("CREST_WINOGRAD", "0");  // layouts only
   const ConvDesc d = small_conv();
   const std::string cache = dir.file("layouts.json");
   Tuned first = make_tuned(d, measuring(cache), {{"channels_last", 1e-3}});
@@ -323,6 +324,7 @@ TEST(OneDnnLayoutTuner, TunedKernelsAgreeWithTheReference) {
 
 TEST(OneDnnLayoutTuner, ResumeUsesTheRecordedLayouts) {
   TempDir dir;
+  const test::ScopedEnv no_winograd("CREST_WINOGRAD", "0");  // layouts only
   const ConvDesc d = small_conv();
   const std::string record = dir.file("layouts.rank0.json");
   LayoutTuning fresh = measuring(dir.file("cache1.json"));

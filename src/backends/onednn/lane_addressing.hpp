@@ -29,9 +29,10 @@ inline Addressing addressing(bool blocked, int64_t channels, int64_t height, int
 // The layout crest's lane loops read and write a 2-D activation (shape N, C, H, W) or a 3-D one
 // (N, C, D, H, W: its depth folded into the rows, voxel (z, y, x) at row z * H + y) in, and where
 // its blocks lie: oneDNN's nChw16c where oneDNN blocks by 16 (AVX-512: the batch norms and ReLUs
-// around the kernel deliver it, so no reorder) and the channels fill whole blocks, else
-// channels-last, whose 16 channels of a block are contiguous as well (a last block of fewer
-// channels ends where the next pixel starts: lanes::load_first and store_first).
+// around the kernel deliver it, so no reorder) and the channels fill whole blocks, unless the
+// activations are bf16 on AMX (whose kernels keep them channels-last), else channels-last, whose 16
+// channels of a block are contiguous as well (a last block of fewer channels ends where the next
+// pixel starts: lanes::load_first and store_first).
 struct LaneLayout {
   MemFormat format;
   Addressing addressing;
