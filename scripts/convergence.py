@@ -101,6 +101,11 @@ def main():
             line = {"variant": prec, "seed": seed, "epochs_to_target": reached,
                     "final_" + fixture["key"]: curve[-1][1] if curve else None,
                     fixture["key"] + "_curve": [round(v, 4) for _, v in curve]}
+            # Exit status 1 is also a run that stopped (non-finite values, ...): say so.
+            status_file = os.path.join(run_dir, "status.json")
+            status = json.load(open(status_file)) if os.path.exists(status_file) else {}
+            if status.get("state") == "failed":
+                line["failed"] = status.get("reason", "")
             print(json.dumps(line), flush=True)
             summary.setdefault(prec, []).append(reached)
     for prec, epochs in summary.items():

@@ -213,8 +213,9 @@ void check(const Case& c, int64_t chunk_floats = onednn::kWinogradChunkFloats,
       for (float& f : *v) f = bf16_to_float(float_to_bf16(f));
   const double out_tolerance = bf16 ? kBf16OutputTolerance : tolerance;
   Buffer scratch(wk->scratch_bytes());
-  // Garbage: no pass may rely on zeroed scratch (the weight gradient's first chunk overwrites).
-  std::memset(scratch.data(), 0x7f, scratch.bytes());
+  // NaN garbage: no pass may rely on zeroed scratch (the weight gradient's first chunk
+  // overwrites), and a value read before it is written poisons every sum it enters.
+  std::memset(scratch.data(), 0xff, scratch.bytes());
 
   std::vector<float> y_ref(static_cast<size_t>(dst_shape.numel()));
   rk->forward(x.data(), w.data(), b.data(), y_ref.data(), nullptr);
@@ -427,6 +428,16 @@ TEST(OneDnnWinograd, Bf16VolumesAgreeWithTheReference) {
          .bias_grad = true,
          .dtype = DType::bf16,
          .depth = 5});
+  // The learnable CosmoFlow fixture's conv4 (batch 8, 4^3: one tile per sample).
+  check({.n = 8,
+         .ic = 32,
+         .oc = 64,
+         .h = 4,
+         .w = 4,
+         .bias = true,
+         .bias_grad = true,
+         .dtype = DType::bf16,
+         .depth = 4});
 }
 
 TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {

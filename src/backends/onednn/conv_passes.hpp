@@ -50,6 +50,7 @@ class ConvPasses {
   LayoutBridge wei_fwd_, wei_bwd_data_, diff_wei_;
   size_t bias_bytes_ = 0;
   size_t zeroed_grad_bytes_ = 0;  // a windowed gradient's whole tensor, zeroed before the window
+  bool zero_scratchpad_ = false;  // backward weights reads stale scratchpad bytes (conv_passes.cpp)
   std::shared_ptr<WeightGradKernel> own_weight_grad_;  // replaces bwd_weights_ when set
   size_t scratch_ = 0;
 };
