@@ -403,7 +403,7 @@ TEST(OneDnnConv, Bf16WeightGradientIgnoresStaleScratch) {
   auto gradients = [&](int fill) {
     Buffer scratch(k->scratch_bytes());
     std::memset(scratch.data(), fill, scratch.bytes());
-    std::vector<float> dw(128 * 64 * 27), db(128);
+    std::vector<float> dw(size_t{128} * 64 * 27), db(128);
     k->backward_weights(xs.data(), dys.data(), dw.data(), db.data(), scratch.data());
     dw.insert(dw.end(), db.begin(), db.end());
     return dw;
