@@ -39,12 +39,11 @@ ConvPasses::ConvPasses(const ContextPtr& ctx, const dnnl::primitive_desc_base& f
   }
   diff_wei_ = LayoutBridge(ctx, bwd_weights.diff_weights_desc(), weights.window,
                            what_ + " weight gradient");
-  // oneDNN 3.2's bf16 backward-weights kernel for AVX-512 BF16 without AMX reads part of its
-  // scratchpad before writing it where a thread gets no share of a small problem (CosmoFlow's
-  // conv5 of the learnable fixture: 8 x 64 x 2^3): stale NaN bytes from the arena, which
-  // activations share, gave a NaN weight gradient
-  // (OneDnnConv.Bf16WeightGradientIgnoresStaleScratch). Zeroed before each call, it computes what
-  // it does in fresh memory.
+  // oneDNN 3.2's bf16 backward-weights kernel for AVX-512 BF16 without AMX gave NaN weight
+  // gradients from stale scratchpad bytes (the arena shares scratch with dead activations) where
+  // it raced, on outputs two voxels deep (conv.cpp skips it there; OneDnnConv.
+  // Bf16WeightGradientIsDeterministic). Zeroed before each call, its scratchpad holds what fresh
+  // memory would elsewhere too.
   zero_scratchpad_ = std::string(bwd_weights.impl_info_str()).rfind("jit_bf16:", 0) == 0;
   if (weights.windowed()) zeroed_grad_bytes_ = weights.whole.get_size();
 
