@@ -388,7 +388,8 @@ TEST(OneDnnConv, Bf16WeightGradientIsDeterministic) {
   CREST_SKIP_WITHOUT_DTYPE("onednn", DType::bf16);
   const test::ScopedEnv direct("CREST_WINOGRAD", "0");
   auto dnn = make_backend("onednn");
-  for (const auto& [n, ic, oc] : {std::array<int64_t, 3>{8, 64, 128}, {8, 32, 64}}) {
+  for (const std::array<int64_t, 3>& shape : {std::array<int64_t, 3>{8, 64, 128}, {8, 32, 64}}) {
+    const int64_t n = shape[0], ic = shape[1], oc = shape[2];
     ConvDesc d = to_desc({.rank = 3, .n = n, .ic = ic, .oc = oc, .size = 2});
     d.in_size = d.out_size = {2, 2, 2};
     d.dtype = DType::bf16;
