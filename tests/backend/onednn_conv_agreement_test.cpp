@@ -37,6 +37,13 @@ struct ConvCase {
   Layout hint = Layout::plain;
 };
 
+// Scratch holds what dead tensors left (the arena shares it with them): NaN bytes before every
+// pass, so a kernel that reads its scratch before writing it poisons its result.
+void* stale(Buffer& scratch) {
+  std::memset(scratch.data(), 0xff, scratch.bytes());
+  return scratch.data();
+}
+
 ConvDesc to_desc(const ConvCase& c) {
   ConvDesc d;
   d.spatial_rank = c.rank;
@@ -95,7 +102,7 @@ std::pair<MemFormat, MemFormat> check_conv(const ConvCase& c, uint32_t seed = 1)
   rk->forward(x.data(), w.data(), b.data(), y_ref.data(), nullptr);
   FormattedBuffer xs(*dnn, ok->src_format(), x);
   FormattedBuffer ys(*dnn, ok->dst_format());
-  ok->forward(xs.data(), w.data(), c.bias ? b.data() : nullptr, ys.data(), scratch.data());
+  ok->forward(xs.data(), w.data(), c.bias ? b.data() : nullptr, ys.data(), stale(scratch));
   expect_close(ys.get(), y_ref, 1e-5, "forward");
 
   // Backward data.
@@ -103,7 +110,7 @@ std::pair<MemFormat, MemFormat> check_conv(const ConvCase& c, uint32_t seed = 1)
   rk->backward_data(dy.data(), w.data(), dx_ref.data(), nullptr);
   FormattedBuffer dys(*dnn, ok->dst_format(), dy);
   FormattedBuffer dxs(*dnn, ok->src_format());
-  ok->backward_data(dys.data(), w.data(), dxs.data(), scratch.data());
+  ok->backward_data(dys.data(), w.data(), dxs.data(), stale(scratch));
   expect_close(dxs.get(), dx_ref, 1e-5, "backward data");
 
   // Backward weights: sums over batch and space, so a looser bound. Outputs start as garbage
@@ -112,7 +119,7 @@ std::pair<MemFormat, MemFormat> check_conv(const ConvCase& c, uint32_t seed = 1)
   rk->backward_weights(x.data(), dy.data(), dw_ref.data(), db_ref.data(), nullptr);
   std::vector<float> dw(wcount, 1e30f), db(static_cast<size_t>(d.out_channels), 1e30f);
   ok->backward_weights(xs.data(), dys.data(), dw.data(), c.bias ? db.data() : nullptr,
-                       scratch.data());
+                       stale(scratch));
   expect_close(dw, dw_ref, 1e-4, "backward weights");
   if (c.bias) expect_close(db, db_ref, 1e-4, "backward bias");
   return {ok->src_format(), ok->dst_format()};
@@ -256,10 +263,10 @@ TEST(OneDnnConv, ReferenceNetworkShapesAgreeWithFloat64) {
       FormattedBuffer xs(*dnn, k->src_format(), x), ys(*dnn, k->dst_format());
       FormattedBuffer dys(*dnn, k->dst_format(), dy), dxs(*dnn, k->src_format());
       std::vector<float> dw32(wcount), db32(static_cast<size_t>(out));
-      k->forward(xs.data(), w.data(), b.data(), ys.data(), scratch.data());
-      k->backward_data(dys.data(), w.data(), dxs.data(), scratch.data());
+      k->forward(xs.data(), w.data(), b.data(), ys.data(), stale(scratch));
+      k->backward_data(dys.data(), w.data(), dxs.data(), stale(scratch));
       k->backward_weights(xs.data(), dys.data(), dw32.data(), bias_grad ? db32.data() : nullptr,
-                          scratch.data());
+                          stale(scratch));
       std::vector<std::pair<const char*, Float64Error>> passes = {
           {"forward", error_against(ys.get(), y)},
           {"backward data", error_against(dxs.get(), dx)},
