@@ -127,9 +127,6 @@ bool is_reference_impl(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
 }
 
-// oneDNN's im2col + GEMM convolution ("gemm:jit"), its fallback where a layout has no direct
-// kernel. `any` can land there for all three passes while channels-last has direct kernels:
-// DeepCAM's aspp4 (2048 -> 256, 3x3, dilation 18) at 768x1152, ~200 ms of GEMM per bf16 step.
 // oneDNN 3.2's bf16 backward-weights kernel for AVX-512 BF16 without AMX
 // (`jit_bf16:avx512_core_bf16`) races on two threads when the output is two voxels deep: the same
 // inputs gave different weight gradients from run to run, up to 1000x off in thousands of
@@ -143,6 +140,9 @@ void skip_racy_weight_grad(dnnl::primitive_desc& pd, const ConvDesc& d) {
     if (!pd.next_impl()) break;
 }
 
+// oneDNN's im2col + GEMM convolution ("gemm:jit"), its fallback where a layout has no direct
+// kernel. `any` can land there for all three passes while channels-last has direct kernels:
+// DeepCAM's aspp4 (2048 -> 256, 3x3, dilation 18) at 768x1152, ~200 ms of GEMM per bf16 step.
 bool is_gemm_impl(const dnnl::primitive_desc_base& pd) {
   return std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
 }

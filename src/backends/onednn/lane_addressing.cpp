@@ -20,8 +20,8 @@ LaneLayout lane_layout(const Shape& shape, DType dtype) {
   const dnnl::memory::desc blocked = blocked_activation_desc(to_dims(shape), to_dnnl(dtype));
   // A channel count that is not a multiple of 16 would pad the blocks; channels-last holds only
   // real channels, and the loops read and write its short last block lane by lane. oneDNN's AMX
-  // kernels keep bf16 activations channels-last (CosmoFlow's and DeepCAM's convolutions, batch
-  // norms and poolings all do there), so the loops take that layout too.
+  // kernels keep bf16 activations channels-last (every convolution and pooling of CosmoFlow does
+  // there), so the loops take that layout too.
   const bool amx_channels_last = dtype == DType::bf16 && amx_bf16_kernels();
   const bool by16 = blocked.get_inner_blks() == dnnl::memory::dims{lanes::kLanes} &&
                     shape[1] % lanes::kLanes == 0 && !amx_channels_last;
