@@ -22,12 +22,19 @@ std::string Lars::notes() const {
   return params_ ? "lars: " + tensors_.describe(*params_) : std::string();
 }
 
-// One tensor: d = ratio (g + wd w); buf = m buf + d; w = w - lr buf.
+// One tensor. torch form: d = ratio (g + wd w); buf = m buf + d; w = w - lr buf. Keras form:
+// g += wd w (the gradient is consumed, as LAMB's is); v = m v - lr ratio g; w = w + v.
 void Lars::update(size_t slot, double lr, double ratio, double weight_decay) {
   const ParamSlot& s = params_->slots()[slot];
   void* buf = static_cast<char*>(state_[0].data()) + s.offset;
-  vec_->lars_update(params_->value(slot).data(), params_->grad(slot).data(), buf, s.count, lr,
-                    o_.momentum, ratio, weight_decay);
+  void* w = params_->value(slot).data();
+  void* g = params_->grad(slot).data();
+  if (o_.momentum_form == LarsMomentumForm::torch) {
+    vec_->lars_update(w, g, buf, s.count, lr, o_.momentum, ratio, weight_decay);
+    return;
+  }
+  if (weight_decay != 0) vec_->axpy(weight_decay, w, g, s.count);
+  vec_->sgd_keras(w, g, buf, s.count, lr * ratio, o_.momentum);
 }
 
 void Lars::step(double lr) {
@@ -49,7 +56,8 @@ std::unique_ptr<Optimizer> make_lars(const OptimizerConfig& o) {
                                             .trust_coefficient = o.trust_coefficient,
                                             .eps = o.trust_eps,
                                             .weight_decay = o.weight_decay,
-                                            .exclude = lars_exclusions_given(o.lars_exclude)});
+                                            .exclude = lars_exclusions_given(o.lars_exclude),
+                                            .momentum_form = o.lars_momentum_form});
 }
 
 // No reference logs LARS: crest's settings under crest's names.
@@ -65,7 +73,8 @@ OptimizerType lars_type() {
   OptimizerType t;
   t.name = "LARS";
   t.log_name = "lars";
-  t.keys = {"momentum", "weight_decay", "trust_coefficient", "trust_eps", "lars_exclude"};
+  t.keys = {"momentum",  "weight_decay", "trust_coefficient",
+            "trust_eps", "lars_exclude", "momentum_form"};
   t.default_lr = 0.01;
   t.make = make_lars;
   t.parameter_group = lars_group;

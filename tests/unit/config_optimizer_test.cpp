@@ -181,6 +181,13 @@ TEST(ConfigOptimizer, LarsAndLarcLoadAndRoundTrip) {
   EXPECT_EQ(c.resolved_yaml.find("betas"), std::string::npos) << c.resolved_yaml;
   expect_round_trip(c);
   EXPECT_FALSE(load_config_text(c.resolved_yaml, "resolved.yaml").optimizer.lars_exclude);
+  EXPECT_EQ(o.lars_momentum_form, LarsMomentumForm::torch);
+  EXPECT_NE(c.resolved_yaml.find("momentum_form: torch"), std::string::npos) << c.resolved_yaml;
+
+  c = load({"optimizer={name: LARS, momentum: 0.9, momentum_form: keras}"});
+  EXPECT_EQ(c.optimizer.lars_momentum_form, LarsMomentumForm::keras);
+  EXPECT_NE(c.resolved_yaml.find("momentum_form: keras"), std::string::npos) << c.resolved_yaml;
+  expect_round_trip(c);
 
   c =
       load({"optimizer={name: LARC, larc_base: Adam, larc_mode: scale, weight_decay: 0.01, "
@@ -214,6 +221,12 @@ TEST(ConfigOptimizer, LarsAndLarcMistakesNameTheKey) {
   expect_error({"optimizer={name: LARS, momentum: 1.0}"}, {"optimizer.momentum", "[0, 1)"});
   expect_error({"optimizer={name: LARS, larc_mode: clip}"},
                {"optimizer.larc_mode", "not used by LARS"});
+  expect_error({"optimizer={name: LARS, momentum_form: tf}"},
+               {"optimizer.momentum_form", "torch, keras"});
+  expect_error({"optimizer={name: SGD, momentum_form: keras}"},
+               {"optimizer.momentum_form", "not used by SGD", "(only LARS"});
+  expect_error({"optimizer={name: LARC, larc_base: SGD, momentum_form: keras}"},
+               {"optimizer.momentum_form", "not used by LARC"});
   expect_error({"optimizer={name: LARS, lars_exclude: '*.bias'}"},
                {"optimizer.lars_exclude", "list of glob patterns"});
   expect_error({"optimizer={name: LARS, lars_exclude: ['*.bias', '']}"},

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -101,6 +102,80 @@ TEST(Lars, MatchesTimmsLarsPerTensorOverThreeSteps) {
   auto state = lars.state();
   ASSERT_EQ(state.size(), 1u);
   EXPECT_EQ(state[0].first, "momentum_buffer");
+}
+
+// The MLPerf ResNet-50 TF2 reference's LARSOptimizer step for one tensor (skipped: the rate
+// unscaled and no decay): v = m v - lr r (g + wd w); w = w + v.
+void tf_reference_step(std::vector<double>& w, std::vector<double>& v, const double* g, double lr,
+                       double m, double eta, double wd, double eps, bool skipped) {
+  double scaled_lr = lr;
+  std::vector<double> grad(g, g + w.size());
+  if (!skipped) {
+    const double wn = norm(w.data(), w.size()), gn = norm(g, w.size());
+    const double trust = wn > 0 ? (gn > 0 ? eta * wn / (gn + wd * wn + eps) : 1.0) : 1.0;
+    scaled_lr = lr * trust;
+    for (size_t i = 0; i < w.size(); ++i) grad[i] += wd * w[i];
+  }
+  for (size_t i = 0; i < w.size(); ++i) {
+    v[i] = v[i] * m - grad[i] * scaled_lr;
+    w[i] += v[i];
+  }
+}
+
+// Warmup and decay change the rate every step: there the Keras form (the rate inside the
+// momentum) and the torch form take different steps, and the Keras form must take the
+// reference's. Four steps, rates rising then falling, on adapted, excluded and zero tensors.
+TEST(Lars, KerasFormMatchesTheTfReferenceOverAChangingRate) {
+  Fixture f;
+  f.fill(5, true);
+  const LarsOptions o{.momentum = 0.9,
+                      .trust_coefficient = 0.02,
+                      .eps = 1e-7,
+                      .weight_decay = 5e-3,
+                      .momentum_form = LarsMomentumForm::keras};
+  Lars lars(o);
+  lars.attach(f.params, f.params.ops());
+  std::vector<std::vector<double>> w, v;
+  for (size_t s = 0; s < f.params.slots().size(); ++s) {
+    w.emplace_back(f.w(s), f.w(s) + f.n(s));
+    v.emplace_back(f.n(s), 0.0);
+  }
+  const size_t fc1 = f.at("fc1.weight");
+  const std::vector<double> fc1_start = w[fc1];
+  double torch_form_gap = 0;
+  const double lrs[] = {0.1, 0.4, 0.8, 0.2};
+  for (int k = 0; k < 4; ++k) {
+    if (k > 0) f.fill(20 + k, false);
+    for (size_t s = 0; s < f.params.slots().size(); ++s) {
+      if (!f.params.slots()[s].spec.trainable) continue;
+      const std::string& name = f.params.slots()[s].name;
+      tf_reference_step(w[s], v[s], f.g(s), lrs[k], o.momentum, o.trust_coefficient,
+                        o.weight_decay, o.eps, name == "conv1.bias" || name == "bn1.bn.weight");
+    }
+    lars.step(lrs[k]);
+    for (size_t s = 0; s < f.params.slots().size(); ++s) {
+      if (!f.params.slots()[s].spec.trainable) continue;
+      for (size_t i = 0; i < f.n(s); ++i)
+        EXPECT_NEAR(f.w(s)[i], w[s][i], 1e-14 * (1 + std::abs(w[s][i])))
+            << f.params.slots()[s].name << "[" << i << "] step " << k + 1;
+    }
+  }
+  // The same four steps in torch's form land elsewhere (the test would pass a torch-form update
+  // only if the forms agreed under a changing rate).
+  Fixture t;
+  t.fill(5, true);
+  Lars torch_form({.momentum = 0.9, .trust_coefficient = 0.02, .eps = 1e-7, .weight_decay = 5e-3});
+  torch_form.attach(t.params, t.params.ops());
+  for (int k = 0; k < 4; ++k) {
+    if (k > 0) t.fill(20 + k, false);
+    torch_form.step(lrs[k]);
+  }
+  for (size_t i = 0; i < f.n(fc1); ++i)
+    torch_form_gap = std::max(torch_form_gap, std::abs(t.w(fc1)[i] - f.w(fc1)[i]));
+  EXPECT_GT(torch_form_gap, 1e-6) << "moved " << std::abs(f.w(fc1)[0] - fc1_start[0]);
+  auto state = lars.state();
+  ASSERT_EQ(state.size(), 1u);
+  EXPECT_EQ(state[0].first, "momentum") << "a torch-form checkpoint must not resume in this form";
 }
 
 // w = [3, 4] (norm 5), g = [0.6, 0.8] (norm 1), eta 0.001, wd 0.01, eps 0:

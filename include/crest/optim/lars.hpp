@@ -11,15 +11,27 @@
 // and shifts by default) the same with r = 1 and wd = 0: timm's usual second parameter group
 // (weight_decay 0, which with always_adapt off is not adapted either).
 //
-// Other LARS implementations differ: the paper and NVIDIA's TensorFlow LARS put lr inside the
-// momentum (Keras form), torchlars and apex's LARC wrap another optimizer (crest/optim/larc.hpp),
-// timm's default adapts only when wd != 0. The norms are of the averaged gradient (after the
-// allreduce and gradient accumulation), so every rank takes the same step.
+// With momentum_form = keras, the MLPerf ResNet-50 TF2 reference's LARSOptimizer
+// (image_classification/tensorflow2/lars_optimizer.py, as the paper and NVIDIA's TF LARS): the
+// rate and ratio go inside the momentum, so a changing rate (warmup, decay) scales only the new
+// gradient, not the accumulated velocity:
+//   v   = momentum v - lr r (g + wd w)     (v starts at 0; state "momentum", as TF's slot)
+//   w   = w + v
+// The two forms agree while lr is constant (v = -lr buf). The TF reference's epsilon is Keras'
+// `epsilon or backend epsilon`: its 0.0 becomes 1e-7, so trust_eps 1e-7 reproduces it.
+//
+// Other LARS implementations differ again: torchlars and apex's LARC wrap another optimizer
+// (crest/optim/larc.hpp), timm's default adapts only when wd != 0. The norms are of the averaged
+// gradient (after the allreduce and gradient accumulation), so every rank takes the same step.
 #pragma once
 #include "crest/optim/layer_adaptation.hpp"
 #include "crest/optim/optimizer.hpp"
 
 namespace crest {
+
+// Where the learning rate sits: outside the momentum (torch's SGD, timm's Lars) or inside it
+// (Keras' SGD, the TF reference's LARSOptimizer).
+enum class LarsMomentumForm { torch, keras };
 
 struct LarsOptions {
   double momentum = 0;               // timm's (and crest's optimizer.momentum) default
@@ -27,6 +39,7 @@ struct LarsOptions {
   double eps = 1e-8;                 // timm's
   double weight_decay = 0;
   LarsExclusions exclude = {};
+  LarsMomentumForm momentum_form = LarsMomentumForm::torch;
 };
 
 class Lars : public Optimizer {
@@ -41,7 +54,11 @@ class Lars : public Optimizer {
   const std::vector<double>& last_trust_ratios() const { return ratios_; }
 
  protected:
-  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
+  // Named by form, so a checkpoint of one form cannot silently resume in the other (the
+  // velocities differ by the sign and the rate).
+  std::vector<std::string> state_names() const override {
+    return {o_.momentum_form == LarsMomentumForm::keras ? "momentum" : "momentum_buffer"};
+  }
   void on_attach() override;
 
  private:

@@ -8,12 +8,16 @@
 
 #include "crest/core/enum_table.hpp"
 #include "crest/optim/larc.hpp"
+#include "crest/optim/lars.hpp"
 
 namespace crest {
 
 template <>
 inline constexpr EnumEntries<LarcMode, 2> kEnumTable<LarcMode> = {
     {{LarcMode::clip, "clip"}, {LarcMode::scale, "scale"}}};
+template <>
+inline constexpr EnumEntries<LarsMomentumForm, 2> kEnumTable<LarsMomentumForm> = {
+    {{LarsMomentumForm::torch, "torch"}, {LarsMomentumForm::keras, "keras"}}};
 
 struct OptimizerConfig {
   // A registered optimizer's name, as registered ("SGD", "AdamW"): the config reader matches the
@@ -39,6 +43,9 @@ struct OptimizerConfig {
   double trust_coefficient = 0.001;
   double trust_eps = 1e-8;
   std::optional<std::vector<std::string>> lars_exclude;
+  // LARS only: where the rate sits in the momentum, torch's form (timm's Lars, the default) or
+  // keras (the MLPerf ResNet-50 TF2 reference's LARSOptimizer); crest/optim/lars.hpp.
+  LarsMomentumForm lars_momentum_form = LarsMomentumForm::torch;
   // SGD only: the tensors without weight decay, glob patterns as lars_exclude's, the same
   // defaults when unset.
   std::optional<std::vector<std::string>> weight_decay_exclude;

@@ -155,6 +155,7 @@ void check_optimizer(const SectionReader& r, S& o) {
       {"trust_coefficient", "trust_coefficient"},
       {"trust_eps", "trust_eps"},
       {"lars_exclude", "lars_exclude"},
+      {"momentum_form", "momentum_form"},
       {"weight_decay_exclude", "weight_decay_exclude"},
       {"larc_mode", "larc_mode"},
       {"larc_base", "larc_base"}};
@@ -205,6 +206,7 @@ const Table<OptimizerConfig>& optimizer_table() {
                            " (the default: its patterns may match nothing)"),
        exclusion_field("weight_decay_exclude", &S::weight_decay_exclude,
                        "every one-dimensional tensor: biases, normalisation (the default)"),
+       printed_if_taken(enum_field("momentum_form", &S::lars_momentum_form)),
        printed_if_taken(enum_field("larc_mode", &S::larc_mode)),
        printed_if_taken(larc_base_field())},
       check_optimizer};
