@@ -15,10 +15,16 @@ contestant (with "ratio_to" the first contestant named by --ratio-to).
       --peak build/bin/crest --crest crest=build/bin/crest \
       --torch-plain torch=/work/torchvenv/bin/python3 --torch torch_cl=/work/torchvenv/bin/python3
 
+  scripts/bench_peers.py --model resnet50 --batch 32 --rounds 3 --crest crest=build/bin/crest \
+      --tf tf=/tmp/tfvenv/bin/python3 --torch torch_cl=/tmp/torchvenv/bin/python3 \
+      --torch-compile torch_compile=/tmp/torchvenv/bin/python3 --ratio-to tf
+
 --peak runs `crest bench peak` (the float32 GEMM rate) at the start of every round, so a figure
 can be read against the machine's rate at that moment. crest runs --precision float32 unless
 named with --crest-bf16. Peer scripts come from ../shared/peers (cosmoflow_tf.py,
-cosmoflow_torch.py, deepcam_torch.py; DeepCAM has no TensorFlow peer).
+cosmoflow_torch.py, deepcam_torch.py; DeepCAM has no TensorFlow peer), ResNet-50's from this
+directory (bench_resnet50_tf.py, bench_resnet50_torch.py: Keras' and torchvision's networks,
+10 classes where crest's has ImageNet's 1,000, 0.05 % of the FLOPs).
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -48,9 +54,24 @@ def run_with_rss(cmd):
     return json.loads(lines[0]), usage.ru_maxrss / 1024.0
 
 
+# Image models' sample size where --height/--width are not given: DeepCAM's reduced benchmark
+# size (the full one is 768 x 1152), ImageNet's crop.
+DEFAULT_IMAGE = {"deepcam": (192, 288), "resnet50": (224, 224)}
+
+
 def sample_shape(a):
     """The model's sample-shape options, as the benchmarks take them and the summary prints them."""
-    return {"size": a.size} if a.model == "cosmoflow" else {"height": a.height, "width": a.width}
+    if a.model == "cosmoflow":
+        return {"size": a.size}
+    height, width = DEFAULT_IMAGE[a.model]
+    return {"height": a.height or height, "width": a.width or width}
+
+
+def peer_script(model, framework):
+    """The peer's script: ResNet-50's are crest's own (scripts/), the others ../shared/peers'."""
+    if model == "resnet50":
+        return os.path.join(here, f"bench_resnet50_{framework}.py")
+    return os.path.join(peers, f"{model}_{framework}.py")
 
 
 def build_contestants(a):
@@ -58,7 +79,7 @@ def build_contestants(a):
     shape = [arg for key, value in sample_shape(a).items() for arg in (f"--{key}", str(value))]
     common = shape + ["--batch", str(a.batch), "--steps", str(a.steps), "--threads", str(a.threads)]
     crest = ["bench", "train", "--model", a.model, "--warmup", "1"] + common
-    peer = lambda framework: os.path.join(peers, f"{a.model}_{framework}.py")
+    peer = lambda framework: peer_script(a.model, framework)
     if a.model == "deepcam" and (a.tf or a.tf_bf16):
         sys.exit("bench_peers: DeepCAM has no TensorFlow peer")
     out = []
@@ -83,10 +104,10 @@ def gemm_peak(crest, threads):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=("cosmoflow", "deepcam"), default="cosmoflow")
+    p.add_argument("--model", choices=("cosmoflow", "deepcam", "resnet50"), default="cosmoflow")
     p.add_argument("--size", type=int, default=128, help="cosmoflow: cube size")
-    p.add_argument("--height", type=int, default=192, help="deepcam: sample height")
-    p.add_argument("--width", type=int, default=288, help="deepcam: sample width")
+    p.add_argument("--height", type=int, help="deepcam (default 192), resnet50 (224): sample height")
+    p.add_argument("--width", type=int, help="deepcam (default 288), resnet50 (224): sample width")
     p.add_argument("--batch", type=int, default=2)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--steps", type=int, default=3)

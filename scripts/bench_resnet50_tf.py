@@ -8,6 +8,7 @@ one warm-up step, then the best of --steps as samples/s, one JSON line. --bf16: 
 mixed_bfloat16 policy (bf16 activations, float32 variables), as cosmoflow_tf.py --bf16.
 
   python3 scripts/bench_resnet50_tf.py [--batch 32] [--steps 3] [--threads 2] [--xla] [--bf16]
+      [--height 224] [--width 224]
 """
 import argparse
 import os
@@ -26,6 +27,8 @@ def main():
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--height", type=int, default=224)
+    ap.add_argument("--width", type=int, default=224)
     ap.add_argument("--xla", action="store_true", help="tf.function(jit_compile=True)")
     ap.add_argument("--bf16", action="store_true", help="Keras mixed_bfloat16 policy")
     a = ap.parse_args()
@@ -34,10 +37,10 @@ def main():
     tf.config.threading.set_intra_op_parallelism_threads(a.threads)
     tf.config.threading.set_inter_op_parallelism_threads(1)
     tf.random.set_seed(0)
-    model = keras.applications.ResNet50(weights=None, classes=10, input_shape=(224, 224, 3))
+    model = keras.applications.ResNet50(weights=None, classes=10, input_shape=(a.height, a.width, 3))
     sgd = keras.optimizers.SGD(0.1, momentum=0.9)
     loss_fn = keras.losses.CategoricalCrossentropy(from_logits=False, label_smoothing=0.1)
-    x = tf.random.normal((a.batch, 224, 224, 3))
+    x = tf.random.normal((a.batch, a.height, a.width, 3))
     y = tf.one_hot(tf.random.uniform((a.batch,), 0, 10, tf.int32), 10)
 
     @tf.function(jit_compile=a.xla)

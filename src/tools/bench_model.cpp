@@ -47,25 +47,42 @@ bool reads_climate_fields(const std::string& model) {
   return model == "deepcam" || model == "tiramisu";
 }
 
+// The models whose samples are images (--height x --width) rather than CosmoFlow's cubes.
+bool reads_images(const std::string& model) {
+  return reads_climate_fields(model) || model == "resnet50";
+}
+
 }  // namespace
 
+std::pair<int64_t, int64_t> image_size(const BenchModelArgs& a) {
+  const bool imagenet = a.model == "resnet50";
+  return {a.height > 0 ? a.height : imagenet ? 224 : 768,
+          a.width > 0 ? a.width : imagenet ? 224 : 1152};
+}
+
 void add_model_options(CLI::App& cmd, BenchModelArgs& a) {
-  cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam, tiramisu)");
+  cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam, tiramisu, resnet50)");
   cmd.add_option("--size", a.size, "cosmoflow: cube size (a multiple of 32)");
   cmd.add_option("--conv-size", a.conv_size, "cosmoflow: filters of the first conv (reference 32)");
   cmd.add_option("--dropout", a.dropout, "cosmoflow: dropout rate (the peer uses 0.5)");
-  cmd.add_option("--height", a.height, "deepcam, tiramisu: sample height (a multiple of 16)");
-  cmd.add_option("--width", a.width, "deepcam, tiramisu: sample width (a multiple of 16)");
+  cmd.add_option("--height", a.height,
+                 "deepcam, tiramisu (a multiple of 16; default 768), resnet50 (default 224): "
+                 "sample height");
+  cmd.add_option("--width", a.width,
+                 "deepcam, tiramisu (a multiple of 16; default 1152), resnet50 (default 224): "
+                 "sample width");
 }
 
 // Through the model registry, as a config's model section would be: an unknown --model lists
 // the registered ones. --size, --conv-size and --dropout are CosmoFlow's keys, --height and
-// --width DeepCAM's and the Tiramisu's.
+// --width the image models'.
 ModelConfig bench_model_config(const BenchModelArgs& a) {
   ModelConfig mc;
   mc.name = a.model;
-  if (reads_climate_fields(a.model)) {
-    mc.attrs.set("input_shape", std::vector<int64_t>{a.height, a.width, 16});
+  if (reads_images(a.model)) {
+    const auto [h, w] = image_size(a);
+    const int64_t channels = reads_climate_fields(a.model) ? 16 : 3;
+    mc.attrs.set("input_shape", std::vector<int64_t>{h, w, channels});
   } else {
     mc.attrs.set("input_shape", std::vector<int64_t>{a.size, a.size, a.size, 4});
     mc.attrs.set("conv_size", a.conv_size);
@@ -76,8 +93,10 @@ ModelConfig bench_model_config(const BenchModelArgs& a) {
 
 // The model's flags, for the report's config line.
 std::string size_flags(const BenchModelArgs& a) {
-  if (reads_climate_fields(a.model))
-    return "--height " + std::to_string(a.height) + " --width " + std::to_string(a.width);
+  if (reads_images(a.model)) {
+    const auto [h, w] = image_size(a);
+    return "--height " + std::to_string(h) + " --width " + std::to_string(w);
+  }
   return "--size " + std::to_string(a.size) + " --conv-size " + std::to_string(a.conv_size);
 }
 
@@ -122,9 +141,10 @@ nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a
   j["backend"] = backend.name();
   if (const std::string isa = backend.instruction_sets(); !isa.empty()) j["isa"] = isa;
   j["precision"] = precision;
-  if (reads_climate_fields(a.model)) {
-    j["height"] = a.height;
-    j["width"] = a.width;
+  if (reads_images(a.model)) {
+    const auto [h, w] = image_size(a);
+    j["height"] = h;
+    j["width"] = w;
   } else {
     j["size"] = a.size;
     j["conv_size"] = a.conv_size;

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "crest/engine/session.hpp"
@@ -19,7 +20,7 @@ namespace crest::tools {
 struct BenchModelArgs {
   std::string model = "cosmoflow";
   int64_t size = 128, conv_size = 32;  // cosmoflow
-  int64_t height = 768, width = 1152;  // deepcam's sample size (the reference's)
+  int64_t height = 0, width = 0;  // image models; 0: the model's default (image_size)
   double dropout = 0.5;
 };
 
@@ -39,9 +40,12 @@ SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int
 // "", with the config's defaults for it and a momentum of 0.9 where it takes one (the peers' SGD).
 OptimizerConfig bench_optimizer_config(const std::string& model, const std::string& optimizer);
 
-// --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (DeepCAM's and
-// the Tiramisu's).
+// --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (the image
+// models': DeepCAM's, the Tiramisu's and ResNet-50's).
 void add_model_options(CLI::App& cmd, BenchModelArgs& a);
+// An image model's sample height and width: --height/--width where given, else the model's
+// reference size (the climate fields' 768 x 1152, ImageNet's 224 x 224).
+std::pair<int64_t, int64_t> image_size(const BenchModelArgs& a);
 // An unknown --model lists the registered ones.
 ModelConfig bench_model_config(const BenchModelArgs& a);
 // The model's flags, for reports: "--size 128 --conv-size 32".

@@ -209,6 +209,24 @@ TEST(Cli, BenchTrainPrintsJson) {
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
 }
 
+// ResNet-50 through the model benches (the figure the peers' scripts/bench_resnet50_*.py compare
+// with): 3-channel images at --height x --width; a size the network cannot take names the key.
+TEST(Cli, BenchesTakeResNet50Images) {
+  for (const char* bench : {"train --steps 1", "infer --passes 1"}) {
+    CliRun r = crest(std::string("bench ") + bench +
+                     " --model resnet50 --height 32 --width 48 --batch 2 --warmup 0 --threads 1");
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto j = nlohmann::json::parse(r.out.substr(r.out.rfind("\n{") + 1));
+    EXPECT_EQ(j["model"], "resnet50") << r.out;
+    EXPECT_EQ(j["height"], 32) << r.out;
+    EXPECT_EQ(j["width"], 48) << r.out;
+    EXPECT_FALSE(j.contains("size")) << "CosmoFlow's key: " << r.out;
+  }
+  CliRun bad = crest("bench train --model resnet50 --height 16 --batch 1 --steps 1 --warmup 0");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("input_shape"), std::string::npos) << bad.out;
+}
+
 // The model's reference optimizer by default (CosmoFlow: SGD), any registered one by name.
 TEST(Cli, BenchTrainStepsWithAnyRegisteredOptimizer) {
   const std::string bench =
