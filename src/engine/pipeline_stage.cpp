@@ -156,6 +156,10 @@ int PipelineStage::take_slot(int m) {
   return e;
 }
 
+void PipelineStage::set_batch_stat_reducer(BatchStatReducer* reducer) {
+  for (const auto& e : slots_) e->set_batch_stat_reducer(reducer);
+}
+
 Executor& PipelineStage::slot_of(int m) {
   int e = micro_batch_slot_[static_cast<size_t>(m)];
   if (e < 0) e = opts_.recompute ? 0 : take_slot(m);

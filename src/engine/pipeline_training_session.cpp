@@ -3,6 +3,7 @@
 #include <map>
 
 #include "crest/core/error.hpp"
+#include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/weights.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 
@@ -16,9 +17,6 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
   if (o.gradient_lag) throw_usage(with + "gradient lag is not supported yet");
   if (o.loss_scaling) throw_usage(with + "dynamic loss scaling is not supported yet");
-  if (o.batchnorm_group_size > 1)
-    throw_usage(with + "synchronised batch norm (batchnorm_group_size " +
-                std::to_string(o.batchnorm_group_size) + ") is not supported yet");
   if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
 }
 
@@ -97,6 +95,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
                            .next_rank = ranks_.last_stage() ? -1 : rank + 1});
   replicas_ = world.split(ranks_.stage, ranks_.replica);
   pipeline_ = world.split(ranks_.replica, ranks_.stage);
+  synchronise_batch_norm(o.batchnorm_group_size);
   optimizer_ = make_optimizer(o.optimizer);
   step_ = std::make_unique<PipelineTrainStep>(*stage_, *optimizer_, world, replicas_.get(), o.sync);
   if (rank == 0) {
@@ -109,6 +108,20 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
     load_weights(whole_.executor().params(), o.init_weights, o.external_names);
     take_whole_values();
   }
+}
+
+// Synchronised batch norm (dist.batchnorm_group_size g): each stage's batch norms sum their
+// statistics over g consecutive replicas of the stage, micro-batch by micro-batch, so micro-batch
+// m of replicas d..d+g-1 is normalised as one batch, as g data-parallel ranks accumulating
+// normalise theirs. Every replica runs the same schedule, so the group's collectives meet in the
+// same order on each of its ranks.
+void PipelineTrainingSession::synchronise_batch_norm(int group_size) {
+  if (group_size > 1 && ranks_.replicas % group_size != 0)
+    throw_input("dist.batchnorm_group_size: " + std::to_string(group_size) +
+                " does not divide the " + std::to_string(ranks_.replicas) +
+                " data-parallel replicas of each pipeline stage into groups of consecutive ones");
+  bn_group_ = make_batch_norm_group(*replicas_, group_size);
+  stage_->set_batch_stat_reducer(bn_group_.get());
 }
 
 }  // namespace crest

@@ -59,6 +59,9 @@ class PipelineStage {
 
   // The stage's parameters (and their gradients after run()); write weights through it.
   Executor& executor() { return *slots_[0]; }
+  // Synchronised batch norm: every activation set's batch norms sum their statistics through
+  // `reducer` (Executor::set_batch_stat_reducer); null for local batch norm.
+  void set_batch_stat_reducer(BatchStatReducer* reducer);
   const PipelineStageGraph& graph() const { return graph_; }
 
   // Writes micro-batch m's whole-graph inputs this stage reads (graph().data_inputs) into `ex`.

@@ -14,6 +14,7 @@
 
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/pipeline_schedule.hpp"
+#include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/pipeline_stage.hpp"
 #include "crest/engine/pipeline_train_step.hpp"
 #include "crest/engine/session.hpp"
@@ -59,8 +60,9 @@ struct PipelineOptions {
 class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
-  // with (a device backend, gradient lag or accumulation, loss scaling, synchronised batch norm,
-  // a spatial split) is refused naming `p.stages_key`. Initial weights (`o.init_weights`) are a
+  // with (a device backend, gradient lag or accumulation, loss scaling, a spatial split) is
+  // refused naming `p.stages_key`. Synchronised batch norm groups consecutive replicas of each
+  // stage (synchronise_batch_norm). Initial weights (`o.init_weights`) are a
   // whole model's file, as one process reads it.
   PipelineTrainingSession(const Graph& graph, const TrainingSessionOptions& o,
                           const PipelineOptions& p, Communicator& world);
@@ -98,11 +100,13 @@ class PipelineTrainingSession {
  private:
   // This rank's stage takes its parameters' values from its copy of the whole model.
   void take_whole_values();
+  void synchronise_batch_norm(int group_size);
 
   Session whole_;
   PipelineRanks ranks_;
   std::vector<PipelineStageGraph> graphs_;
   std::unique_ptr<Communicator> replicas_, pipeline_;
+  std::unique_ptr<GroupStatReducer> bn_group_;  // null without dist.batchnorm_group_size
   std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<Optimizer> optimizer_, whole_optimizer_;
   std::unique_ptr<PipelineTrainStep> step_;  // declared last: it holds the others

@@ -158,8 +158,6 @@ void resolve_pipeline(const SectionReader& dist_reader, const Config& c) {
     refuse(
         "dynamic loss scaling (train.loss_scaling: dynamic, the default of crest.precision: "
         "fp16)");
-  if (c.dist.batchnorm_group_size > 1)
-    refuse("dist.batchnorm_group_size " + std::to_string(c.dist.batchnorm_group_size));
 }
 
 }  // namespace crest::config
