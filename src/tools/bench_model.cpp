@@ -56,8 +56,12 @@ bool reads_images(const std::string& model) {
 
 std::pair<int64_t, int64_t> image_size(const BenchModelArgs& a) {
   const bool imagenet = a.model == "resnet50";
-  return {a.height > 0 ? a.height : imagenet ? 224 : 768,
-          a.width > 0 ? a.width : imagenet ? 224 : 1152};
+  return {a.height > 0 ? a.height
+          : imagenet   ? 224
+                       : 768,
+          a.width > 0 ? a.width
+          : imagenet  ? 224
+                      : 1152};
 }
 
 void add_model_options(CLI::App& cmd, BenchModelArgs& a) {

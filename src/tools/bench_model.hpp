@@ -20,7 +20,7 @@ namespace crest::tools {
 struct BenchModelArgs {
   std::string model = "cosmoflow";
   int64_t size = 128, conv_size = 32;  // cosmoflow
-  int64_t height = 0, width = 0;  // image models; 0: the model's default (image_size)
+  int64_t height = 0, width = 0;       // image models; 0: the model's default (image_size)
   double dropout = 0.5;
 };
 

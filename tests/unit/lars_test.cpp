@@ -149,8 +149,8 @@ TEST(Lars, KerasFormMatchesTheTfReferenceOverAChangingRate) {
     for (size_t s = 0; s < f.params.slots().size(); ++s) {
       if (!f.params.slots()[s].spec.trainable) continue;
       const std::string& name = f.params.slots()[s].name;
-      tf_reference_step(w[s], v[s], f.g(s), lrs[k], o.momentum, o.trust_coefficient,
-                        o.weight_decay, o.eps, name == "conv1.bias" || name == "bn1.bn.weight");
+      tf_reference_step(w[s], v[s], f.g(s), lrs[k], o.momentum, o.trust_coefficient, o.weight_decay,
+                        o.eps, name == "conv1.bias" || name == "bn1.bn.weight");
     }
     lars.step(lrs[k]);
     for (size_t s = 0; s < f.params.slots().size(); ++s) {

@@ -189,9 +189,12 @@ void check_optimizer(const SectionReader& r, S& o) {
 const Table<OptimizerConfig>& optimizer_table() {
   static const Table<S> t{
       "optimizer",
-      {name_field(), learning_rate_field("lr"), learning_rate_field("learning_rate"),
+      {name_field(),
+       learning_rate_field("lr"),
+       learning_rate_field("learning_rate"),
        printed_if_taken(number_field("momentum", &S::momentum, unit_interval())),
-       printed_if_taken(bool_field("nesterov", &S::nesterov)), betas_field("betas"),
+       printed_if_taken(bool_field("nesterov", &S::nesterov)),
+       betas_field("betas"),
        unprinted(betas_field("optimizer_betas")),
        unprinted(number_field("beta_1", &S::beta1, unit_interval())),
        unprinted(number_field("beta_2", &S::beta2, unit_interval())),
