@@ -2,14 +2,16 @@
 
 #include <cmath>
 
+#include "crest/core/host_staging.hpp"
+
 namespace crest {
 
 PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
                                      Communicator& world, Communicator* replicas,
-                                     const GradientSyncOptions& sync_options)
+                                     const GradientSyncOptions& sync_options, bool gradient_lag)
     : stage_(stage), optimizer_(optimizer), world_(world) {
   Executor& ex = stage.executor();
-  optimizer.attach(ex.params(), ex.vec());
+  optimizer.attach(ex.params(), ex.vec(), 1, gradient_lag);
   if (replicas && replicas->size() > 1) {
     replicas_ = replicas->size();
     sync_ = std::make_unique<GradientSync>(*replicas, ex.params(), ex.gradient_ready_order(),
@@ -18,22 +20,58 @@ PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
     sync_->verify_same_layout_everywhere();
     sync_->broadcast_parameters(ex.params());  // replica 0's stage, everywhere
   }
+  if (Buffer* lagged = optimizer.lagged_gradient())
+    lag_ = std::make_unique<LaggedGradients>(ex.params(), *lagged, sync_.get());
+}
+
+namespace {
+
+// The sideband's first value, in the gradients' dtype: 1 where the loss was not finite (averaged
+// over the replicas with the gradients, so above zero means "on some replica").
+void write_loss_flag(const ParamStore& params, bool nonfinite) {
+  HostStaging host(params.memory(), params.sideband(), dtype_size(params.dtype()),
+                   /*fetch=*/false);
+  if (params.dtype() == DType::f64)
+    host.as<double>()[0] = nonfinite ? 1 : 0;
+  else
+    host.as<float>()[0] = nonfinite ? 1.f : 0.f;
+  host.commit();
+}
+
+bool read_loss_flag(const ParamStore& params) {
+  const HostStaging host(params.memory(), static_cast<const void*>(params.sideband()),
+                         dtype_size(params.dtype()));
+  return params.dtype() == DType::f64 ? host.as<double>()[0] > 0 : host.as<float>()[0] > 0;
+}
+
+}  // namespace
+
+bool PipelineTrainStep::swap_lagged(bool have_previous, double local_loss) {
+  const ParamStore& params = stage_.executor().params();
+  write_loss_flag(params, !std::isfinite(local_loss));
+  lag_->swap(have_previous);
+  return have_previous && read_loss_flag(params);
 }
 
 PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& feed,
                                           bool stop_here, bool failed_here) {
+  Executor& ex = stage_.executor();
+  const bool have_previous = ex.training_steps() > 0;  // a step before, in this run or resumed
   const double start = steady_seconds();
   const StageStepResult s = stage_.run(feed);
   const double schedule_s = steady_seconds() - start;
-  Executor& ex = stage_.executor();
-  if (sync_) {  // the stage's gradients are final once the schedule ends: every bucket at once
+  const double local_loss = s.data_loss + s.penalty;
+  bool applied_loss_nonfinite = false;
+  if (lag_) {
+    applied_loss_nonfinite = swap_lagged(have_previous, local_loss);
+  } else if (sync_) {  // the stage's gradients are final once the schedule ends: every bucket
     for (int slot : ex.gradient_ready_order()) sync_->gradient_ready(slot);
     sync_->finish();
   }
   // Summed over the world, each stage counted once per replica.
-  double facts[4] = {s.data_loss + s.penalty, ex.params().grad_sum_squares(), stop_here ? 1.0 : 0.0,
-                     failed_here ? 1.0 : 0.0};
-  world_.allreduce_sum(facts, 4);
+  double facts[5] = {local_loss, ex.params().grad_sum_squares(), stop_here ? 1.0 : 0.0,
+                     failed_here ? 1.0 : 0.0, applied_loss_nonfinite ? 1.0 : 0.0};
+  world_.allreduce_sum(facts, 5);
   PipelineStepResult r;
   r.loss = facts[0] / replicas_;
   r.grad_norm_sq = facts[1] / replicas_;
@@ -41,12 +79,19 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   r.rank_failed = facts[3] > 0;
   r.compute_s = s.compute_s;
   r.schedule_s = schedule_s;
-  r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm_sq);
+  r.nonfinite_loss = lag_ ? facts[4] > 0 : !std::isfinite(r.loss);
+  if (lag_ && !have_previous) return r;  // nothing to apply yet
+  r.finite = !r.nonfinite_loss && std::isfinite(r.grad_norm_sq);
   if (!r.finite || r.rank_failed) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
   optimizer_.offer_gradient_sum_squares(r.grad_norm_sq);
   optimizer_.step(lr);
+  r.updated = true;
   return r;
+}
+
+void PipelineTrainStep::settle() {
+  if (lag_) lag_->settle();
 }
 
 }  // namespace crest

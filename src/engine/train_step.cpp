@@ -28,11 +28,8 @@ TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, Los
       sync_(sync),
       scaler_(scaler),
       accumulation_(optimizer.accumulation()) {
-  if (const Buffer* lagged = optimizer_.lagged_gradient()) {
-    const ParamStore& params = ex_.params();
-    lag_spare_ = Buffer(lagged->bytes(), 256, params.memory());
-    params.ops().fill(lag_spare_.data(), lag_spare_.bytes() / dtype_size(params.dtype()), 0.0);
-  }
+  if (Buffer* lagged = optimizer_.lagged_gradient())
+    lag_ = std::make_unique<LaggedGradients>(ex_.params(), *lagged, sync_);
   ex_.set_gradient_ready([this](int slot) { on_gradient_ready(slot); });
 }
 
@@ -119,20 +116,9 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
 }
 
 // This step's gradients go aside and start their allreduce; the previous step's, averaged, take
-// their place in the gradient buffer (sideband included) and make the update. Two copies of the
-// gradients per step, against an allreduce hidden behind a whole step.
+// their place in the gradient buffer (sideband included) and make the update (LaggedGradients).
 void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
-  const ParamStore& params = ex_.params();
-  Buffer& lagged = *optimizer_.lagged_gradient();
-  const size_t count = lagged.bytes() / dtype_size(params.dtype());
-  settle();
-  params.ops().copy(params.grads(), lag_spare_.data(), count);
-  if (have_previous) params.ops().copy(lagged.data(), params.grads(), count);
-  std::swap(lagged, lag_spare_);
-  if (exchanges()) {
-    sync_->start_all(lagged.data());
-    lag_in_flight_ = true;
-  }
+  lag_->swap(have_previous);
   r.gradients_done = Timeline::now();
   if (!have_previous) {  // the first window: nothing to apply yet
     r.updated = false;
@@ -202,9 +188,7 @@ StepResult TrainStep::end_local_window() {
 }
 
 void TrainStep::settle() {
-  if (!lag_in_flight_) return;
-  sync_->finish();
-  lag_in_flight_ = false;
+  if (lag_) lag_->settle();
 }
 
 // One rank, no accumulation: no multiply runs over the gradients that 1/S could join.

@@ -68,10 +68,10 @@ StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop
   r.loss = p.loss;
   r.decided = true;
   r.finite = p.finite;
-  r.nonfinite_loss = !std::isfinite(p.loss);
+  r.nonfinite_loss = p.nonfinite_loss;
   r.stop_requested = p.stop_requested;
   r.rank_failed = p.rank_failed;
-  r.updated = p.finite && !p.rank_failed;
+  r.updated = p.updated;
   r.forward_done = r.backward_done = r.gradients_done = r.update_done = Timeline::now();
   return r;
 }

@@ -118,6 +118,8 @@ class TrainingRun {
   std::optional<LoadedBatch> next_batch(double& got);
   StepResult run_step(double lr, bool stop_here);
   StepResult run_pipeline_step(double lr, const LoadedBatch* batch, bool stop_here);
+  // Gradient lag: waits for the allreduce in flight (data-parallel or a pipeline stage's).
+  void settle_lagged_gradients();
   void write_checkpoint_at(const TrainingPosition& at);
   void write_step_checkpoint(int epoch, int64_t steps_done, double loss_sum);
   void stop_early(int epoch, int64_t steps_done);
@@ -996,7 +998,7 @@ void TrainingRun::roll_back(const std::string& checkpoint) {
     from.resume_info = read_checkpoint_info(checkpoint);
   }
   const int rollbacks = pos_.rollbacks + 1;
-  if (step_) step_->settle();  // a lagged gradient in flight is overwritten by the checkpoint's
+  settle_lagged_gradients();  // a lagged gradient in flight is overwritten by the checkpoint's
   resume_from(from);
   pos_.rollbacks = std::max(pos_.rollbacks, rollbacks);
   open_train_loader(pos_.rollbacks);
@@ -1024,8 +1026,8 @@ void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   // Rank 0 writes; its failure (train.checkpoint_failures: stop) must not leave the other ranks
   // in the next step's exchange: one flag's maximum per checkpoint tells them.
   RankFailure failure;
+  settle_lagged_gradients();  // the lagged gradient in the checkpoint is the job's average
   if (step_) {
-    step_->settle();  // the lagged gradient in the checkpoint is the job's average
     // Local SGD: checkpoints fall where the models were averaged (config rule, epoch ends).
     CREST_CHECK(!step_->local_window_open(), "a checkpoint inside a local SGD window");
   }
@@ -1092,8 +1094,13 @@ void TrainingRun::stop_early(int epoch, int64_t steps_done) {
         << config_.output_dir << "`\n";
 }
 
+void TrainingRun::settle_lagged_gradients() {
+  if (step_) step_->settle();
+  if (pipeline_) pipeline_->step().settle();
+}
+
 void TrainingRun::finish() {
-  if (step_) step_->settle();  // no allreduce left in flight
+  settle_lagged_gradients();  // no allreduce left in flight
   // The weights first: they are the run's result, the timeline only describes it. A run that
   // stopped early has no result yet: its checkpoint is what goes on.
   const bool preempted = summary_.status == "preempted";

@@ -9,11 +9,19 @@
 // asked to stop or failed. So the stages
 // agree on skipping a non-finite update, and an optimizer that scales by the global gradient norm
 // (LAMB) gets the whole model's, not its stage's.
+//
+// Gradient lag (train.gradient_lag: 1; crest/engine/lagged_gradients.hpp): the stage's gradients
+// are not averaged at the schedule's end; they go aside and their allreduce over the replicas
+// travels during the next step's schedule, whose update applies them (the first step updates
+// nothing), as a data-parallel rank accumulating the micro-batches does. The loss's finiteness
+// travels with them in the gradients' sideband, so a step's update is skipped for the loss of the
+// step it applies; stop requests and rank failures act at once.
 #pragma once
 #include <memory>
 
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
+#include "crest/engine/lagged_gradients.hpp"
 #include "crest/engine/pipeline_stage.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -22,8 +30,10 @@ namespace crest {
 
 struct PipelineStepResult {
   double loss = 0;              // the whole model's, every rank the same
-  double grad_norm_sq = 0;      // the whole model's averaged gradient
+  double grad_norm_sq = 0;      // the whole model's averaged gradient (lag: the applied one)
   bool finite = true;           // false: the update was skipped on every stage
+  bool nonfinite_loss = false;  // the loss of the step whose gradients were applied
+  bool updated = false;         // an update was made (not: non-finite, failed, the lag's first)
   bool stop_requested = false;  // some rank asked to stop (run()'s `stop_here`)
   bool rank_failed = false;     // some rank failed (run()'s `failed_here`): no update anywhere
   double compute_s = 0;         // this stage's (StageStepResult::compute_s)
@@ -33,9 +43,11 @@ struct PipelineStepResult {
 class PipelineTrainStep {
  public:
   // `replicas`: the ranks holding the same stage (null or one rank: no averaging); `world`: every
-  // rank of the job, for the step's facts. `optimizer` is attached to the stage's parameters.
+  // rank of the job, for the step's facts. `optimizer` is attached to the stage's parameters
+  // (with the lag's state under `gradient_lag`).
   PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer, Communicator& world,
-                    Communicator* replicas, const GradientSyncOptions& sync_options = {});
+                    Communicator* replicas, const GradientSyncOptions& sync_options = {},
+                    bool gradient_lag = false);
   PipelineTrainStep(const PipelineTrainStep&) = delete;
   PipelineTrainStep& operator=(const PipelineTrainStep&) = delete;
 
@@ -43,13 +55,21 @@ class PipelineTrainStep {
   // read), which every rank learns in the step's facts.
   PipelineStepResult run(double lr, const PipelineStage::Feed& feed, bool stop_here = false,
                          bool failed_here = false);
+  // Gradient lag: waits for the allreduce in flight (before a checkpoint, at the run's end).
+  // Collective over the replicas; no-op without the lag.
+  void settle();
 
  private:
+  // Lag: this step's gradients aside (its loss's finiteness in their sideband), the previous
+  // step's in their place; returns whether the applied step's loss was non-finite on this rank.
+  bool swap_lagged(bool have_previous, double local_loss);
+
   PipelineStage& stage_;
   Optimizer& optimizer_;
   Communicator& world_;
   int replicas_ = 1;
   std::unique_ptr<GradientSync> sync_;
+  std::unique_ptr<LaggedGradients> lag_;
 };
 
 }  // namespace crest

@@ -60,7 +60,7 @@ struct PipelineOptions {
 class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
-  // with (a device backend, gradient lag or accumulation, loss scaling, a spatial split) is
+  // with (a device backend, gradient accumulation, loss scaling, a spatial split) is
   // refused naming `p.stages_key`. Synchronised batch norm groups consecutive replicas of each
   // stage (synchronise_batch_norm). Initial weights (`o.init_weights`) are a
   // whole model's file, as one process reads it.

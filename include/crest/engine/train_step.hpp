@@ -39,10 +39,12 @@
 // travel with that averaging: the result of the window's last step is the one that is `decided`.
 // One rank: every step is a synchronous one.
 #pragma once
+#include <memory>
 #include <string>
 
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
+#include "crest/engine/lagged_gradients.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
@@ -131,7 +133,7 @@ class TrainStep {
   // the job's average. Collective: every rank calls it at the same point. No-op without the lag.
   void settle();
   // Memory the step holds besides the optimizer state: the lag's second gradient copy.
-  size_t extra_bytes() const { return lag_spare_.bytes(); }
+  size_t extra_bytes() const { return lag_ ? lag_->extra_bytes() : 0; }
 
   // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next micro-batch's first finished gradient
   // gets an infinity, on this rank, before it is summed or exchanged.
@@ -156,10 +158,7 @@ class TrainStep {
   // This rank's facts about the open window, sent with its update's gradients.
   bool window_stop_ = false, window_nonfinite_loss_ = false, window_failed_ = false;
   bool overflow_next_ = false;
-  // Gradient lag: whether an allreduce of the lagged gradient is in flight, and the buffer this
-  // step's gradients are copied into (it then becomes the lagged one).
-  bool lag_in_flight_ = false;
-  Buffer lag_spare_;
+  std::unique_ptr<LaggedGradients> lag_;  // train.gradient_lag; null without
   // Local SGD: steps per window, steps since the last averaging, and whether this rank skipped
   // an update for a non-finite gradient in the window.
   int local_steps_ = 1;
