@@ -160,6 +160,10 @@ void PipelineStage::set_batch_stat_reducer(BatchStatReducer* reducer) {
   for (const auto& e : slots_) e->set_batch_stat_reducer(reducer);
 }
 
+void PipelineStage::set_loss_scale(double scale) {
+  for (const auto& e : slots_) e->set_loss_scale(scale);
+}
+
 Executor& PipelineStage::slot_of(int m) {
   int e = micro_batch_slot_[static_cast<size_t>(m)];
   if (e < 0) e = opts_.recompute ? 0 : take_slot(m);

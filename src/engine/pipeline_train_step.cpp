@@ -1,15 +1,19 @@
 #include "crest/engine/pipeline_train_step.hpp"
 
 #include <cmath>
+#include <limits>
+#include <utility>
 
+#include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 
 namespace crest {
 
 PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
                                      Communicator& world, Communicator* replicas,
-                                     const GradientSyncOptions& sync_options, bool gradient_lag)
-    : stage_(stage), optimizer_(optimizer), world_(world) {
+                                     const GradientSyncOptions& sync_options, bool gradient_lag,
+                                     LossScaler* scaler)
+    : stage_(stage), optimizer_(optimizer), world_(world), scaler_(scaler) {
   Executor& ex = stage.executor();
   optimizer.attach(ex.params(), ex.vec(), 1, gradient_lag);
   if (replicas && replicas->size() > 1) {
@@ -46,6 +50,20 @@ bool read_loss_flag(const ParamStore& params) {
 
 }  // namespace
 
+void PipelineTrainStep::unscale() {
+  const ParamStore& params = stage_.executor().params();
+  if (std::exchange(overflow_next_, false)) {
+    CREST_CHECK(params.dtype() == DType::f32, "a test gradient overflow needs float32");
+    const int slot = stage_.executor().gradient_ready_order().front();
+    HostStaging host(params.memory(), params.grad(static_cast<size_t>(slot)).data(), sizeof(float));
+    host.as<float>()[0] = std::numeric_limits<float>::infinity();
+    host.commit();
+  }
+  if (scaler_)
+    params.ops().scale(1.0 / scaler_->scale(), params.grads(), params.grads(),
+                       params.trainable_count_padded());
+}
+
 bool PipelineTrainStep::swap_lagged(bool have_previous, double local_loss) {
   const ParamStore& params = stage_.executor().params();
   write_loss_flag(params, !std::isfinite(local_loss));
@@ -57,10 +75,17 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
                                           bool stop_here, bool failed_here) {
   Executor& ex = stage_.executor();
   const bool have_previous = ex.training_steps() > 0;  // a step before, in this run or resumed
+  PipelineStepResult r;
+  if (scaler_) {
+    r.loss_scale = scaler_->scale();
+    stage_.set_loss_scale(r.loss_scale);
+  }
   const double start = steady_seconds();
   const StageStepResult s = stage_.run(feed);
-  const double schedule_s = steady_seconds() - start;
+  r.schedule_s = steady_seconds() - start;
+  r.compute_s = s.compute_s;
   const double local_loss = s.data_loss + s.penalty;
+  unscale();  // before the average too: each replica's S is the same, so the order is free
   bool applied_loss_nonfinite = false;
   if (lag_) {
     applied_loss_nonfinite = swap_lagged(have_previous, local_loss);
@@ -72,22 +97,34 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   double facts[5] = {local_loss, ex.params().grad_sum_squares(), stop_here ? 1.0 : 0.0,
                      failed_here ? 1.0 : 0.0, applied_loss_nonfinite ? 1.0 : 0.0};
   world_.allreduce_sum(facts, 5);
-  PipelineStepResult r;
   r.loss = facts[0] / replicas_;
   r.grad_norm_sq = facts[1] / replicas_;
   r.stop_requested = facts[2] > 0;
   r.rank_failed = facts[3] > 0;
-  r.compute_s = s.compute_s;
-  r.schedule_s = schedule_s;
   r.nonfinite_loss = lag_ ? facts[4] > 0 : !std::isfinite(r.loss);
   if (lag_ && !have_previous) return r;  // nothing to apply yet
-  r.finite = !r.nonfinite_loss && std::isfinite(r.grad_norm_sq);
-  if (!r.finite || r.rank_failed) return r;
+  if (!decide(r)) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
   optimizer_.offer_gradient_sum_squares(r.grad_norm_sq);
   optimizer_.step(lr);
+  if (scaler_) scaler_->update(/*overflow=*/false);
   r.updated = true;
   return r;
+}
+
+// TrainStep::decide_update's rule on the world's facts: a non-finite loss, or a non-finite
+// gradient that scaling cannot cure, is train.on_nonfinite's; an overflow S can back off from is
+// skipped and lowers S.
+bool PipelineTrainStep::decide(PipelineStepResult& r) {
+  if (r.rank_failed) return false;  // the run ends: nothing to decide
+  const bool gradients_finite = std::isfinite(r.grad_norm_sq);
+  if (!r.nonfinite_loss && !gradients_finite && scaler_ && scaler_->can_back_off()) {
+    r.overflow = true;
+    scaler_->update(/*overflow=*/true);
+    return false;
+  }
+  r.finite = !r.nonfinite_loss && gradients_finite;
+  return r.finite;
 }
 
 void PipelineTrainStep::settle() {

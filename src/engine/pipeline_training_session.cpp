@@ -15,7 +15,6 @@ namespace {
 void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& p) {
   const std::string with = p.stages_key + " " + std::to_string(p.stages) + " with ";
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
-  if (o.loss_scaling) throw_usage(with + "dynamic loss scaling is not supported yet");
   if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
 }
 
@@ -96,8 +95,9 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
   pipeline_ = world.split(ranks_.replica, ranks_.stage);
   synchronise_batch_norm(o.batchnorm_group_size);
   optimizer_ = make_optimizer(o.optimizer);
+  if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
   step_ = std::make_unique<PipelineTrainStep>(*stage_, *optimizer_, world, replicas_.get(), o.sync,
-                                              o.gradient_lag);
+                                              o.gradient_lag, scaler_.get());
   if (rank == 0) {  // its state as one process's: the lagged gradient too (a checkpoint holds it)
     whole_optimizer_ = make_optimizer(o.optimizer);
     whole_optimizer_->attach(whole_.executor().params(), whole_.executor().vec(), 1,

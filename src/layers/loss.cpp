@@ -87,10 +87,11 @@ void UpstreamGradientLayer::forward(RunContext& ctx) {
   ctx.vec->fill(ctx.out[0], 1, 0.0);
 }
 
+// The received gradient is already the scaled loss's (the last stage seeds backward with the
+// loss scale): it passes unchanged, while this stage's L2 terms take the scale from the executor.
 void UpstreamGradientLayer::backward(RunContext& ctx) {
   for (size_t i = 0; i < counts_.size(); ++i)
-    if (ctx.diff_in[2 * i])
-      ctx.vec->scale(ctx.loss_scale, ctx.in[2 * i + 1], ctx.diff_in[2 * i], counts_[i]);
+    if (ctx.diff_in[2 * i]) ctx.vec->copy(ctx.in[2 * i + 1], ctx.diff_in[2 * i], counts_[i]);
 }
 
 SoftmaxCrossEntropyLayer::SoftmaxCrossEntropyLayer(SoftmaxCrossEntropyOptions o)

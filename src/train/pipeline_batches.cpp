@@ -72,6 +72,8 @@ StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop
   r.stop_requested = p.stop_requested;
   r.rank_failed = p.rank_failed;
   r.updated = p.updated;
+  r.overflow = p.overflow;
+  r.loss_scale = p.loss_scale;
   r.forward_done = r.backward_done = r.gradients_done = r.update_done = Timeline::now();
   return r;
 }

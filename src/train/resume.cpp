@@ -74,6 +74,14 @@ TrainingPosition read_on_rank0(const RunDirectory& run_dir, const Config& config
   return pos;
 }
 
+// Every rank's scaler takes the checkpoint's state (broadcast with the position).
+void restore_scaler(LossScaler* scaler, const TrainingPosition& pos) {
+  if (scaler && pos.loss_scaler.scale > 0)
+    scaler->restore(pos.loss_scaler);
+  else if (scaler)
+    scaler->reset();  // the checkpoint's run had no scaler
+}
+
 }  // namespace
 
 TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Config& config,
@@ -89,10 +97,7 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
     broadcast_store_layout(comm, ex.params(), buffer->data(), buffer->bytes());
   optimizer.set_steps_taken(pos.optimizer_steps);
   ex.set_training_steps(pos.executor_steps);
-  if (scaler && pos.loss_scaler.scale > 0)
-    scaler->restore(pos.loss_scaler);
-  else if (scaler)
-    scaler->reset();  // the checkpoint's run had no scaler
+  restore_scaler(scaler, pos);
   return pos;
 }
 
@@ -100,9 +105,10 @@ TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, co
                                                  Communicator& comm, PipelineTrainingSession& p,
                                                  int64_t steps_per_epoch,
                                                  std::vector<EpochStats>& history) {
-  TrainingPosition pos =
-      read_on_rank0(run_dir, config, comm, p.ranks().replicas, false, steps_per_epoch,
-                    p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
+  TrainingPosition pos = read_on_rank0(
+      run_dir, config, comm, p.ranks().replicas, p.scaler() != nullptr, steps_per_epoch,
+      p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
+  restore_scaler(p.scaler(), pos);
   // The counters travel with the state: the step counter (dropout's masks) is the position's.
   if (comm.rank() == 0) p.whole().executor().set_training_steps(pos.executor_steps);
   p.scatter_whole(comm);

@@ -355,6 +355,7 @@ void TrainingRun::compile_pipeline() {
   backend_ = &pipeline_->backend();
   ex_ = &pipeline_->executor();
   optimizer_ = &pipeline_->optimizer();
+  scaler_ = pipeline_->scaler();
   threads_ = pipeline_->whole().threads();
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   pipeline_batches_ = std::make_unique<PipelineBatches>(*pipeline_, task_.model,
@@ -771,6 +772,8 @@ StepResult TrainingRun::run_step(double lr, bool stop_here) {
 // for.
 StepResult TrainingRun::run_pipeline_step(double lr, const LoadedBatch* batch, bool stop_here) {
   if (batch) inject_nonfinite_sample_if_asked(*batch, pos_.global_step + 1, comm_->rank());
+  if (gradient_overflow_asked(pos_.global_step + 1, comm_->rank()))
+    pipeline_->step().overflow_next_gradient();
   return pipeline_batches_->train(lr, batch, stop_here, rank_failure_.failed());
 }
 

@@ -6,7 +6,9 @@
 // one resumed at an epoch's end under another cut and schedule continues within 1e-10 (float64);
 // a non-finite step names the first bad gradient as one process does; the gradient lag takes the
 // steps of one process (and of two ranks) accumulating with the lag, and resumes mid-epoch bit for
-// bit with the lagged gradient in the checkpoint; synchronised batch norm over
+// bit with the lagged gradient in the checkpoint; dynamic loss scaling leaves a float32 run's bits
+// (with the lag too), an overflow on the last stage skips the step on every stage, and a resumed
+// run keeps its scale; synchronised batch norm over
 // two replicas takes the steps of two ranks accumulating in one batch-norm group; what a pipeline
 // does not combine with yet is refused naming the keys.
 #include <gtest/gtest.h>
@@ -327,6 +329,81 @@ TEST(PipelineTrain, AResumeMidEpochUnderTheLagIsBitIdentical) {
       d, kept, {0, 1}, [](const std::string& resume) { return run_crest_mpi(4, resume); });
 }
 
+// The last line's loss scale of an epoch in a run's output ("" when none is printed).
+std::string last_loss_scale(const std::string& out) {
+  const size_t at = out.rfind("loss_scale ");
+  return at == std::string::npos ? "" : out.substr(at, out.find_first_of(" \n", at + 11) - at);
+}
+
+// S = 2^16 growing every step (2^17, 2^18, ...): the last stage seeds backward with S and every
+// stage divides by it, so a float32 run has the bits of the unscaled one, with the lag too.
+TEST(PipelineTrain, LossScalingLeavesTheUnscaledRunsBits) {
+  TempDir d;
+  const std::string run = kSmall + kPipeline + "}' data.n_epochs=2 ";
+  for (const std::string lag : {"train.gradient_lag=0 ", "train.gradient_lag=1 "}) {
+    SCOPED_TRACE(lag);
+    const std::string name = lag.substr(lag.size() - 2, 1);
+    const auto plain =
+        run_crest_mpi(2, run + lag + "train.loss_scaling=off" + run_outputs(d, "plain" + name));
+    ASSERT_EQ(plain.code, 0) << plain.out;
+    const auto scaled = run_crest_mpi(2, run + lag +
+                                             "train.loss_scaling=dynamic "
+                                             "train.loss_scale_growth_interval=1" +
+                                             run_outputs(d, "scaled" + name));
+    ASSERT_EQ(scaled.code, 0) << scaled.out;
+    EXPECT_NE(last_loss_scale(scaled.out).find("loss_scale "), std::string::npos) << scaled.out;
+    EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+    test::expect_same_tensors(d.file("plain" + name + ".safetensors"),
+                              d.file("scaled" + name + ".safetensors"));
+  }
+}
+
+// An infinity in the last stage's gradients at step 3 (rank 1 of 2): every stage skips that
+// update and halves S, so the run ends where one with the infinity on both stages does, and not
+// where one without it does.
+TEST(PipelineTrain, AnOverflowOnTheLastStageSkipsTheStepOnEveryStage) {
+  TempDir d;
+  const std::string run = std::string(CREST_BINARY) + " " + kSmall + kPipeline +
+                          "}' data.n_epochs=2 train.loss_scaling=dynamic ";
+  auto train = [&](const std::string& env, const std::string& name) {
+    const auto r = test::run_mpirun("-np 2 " + env + " " + run + run_outputs(d, name), 300);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return r;
+  };
+  const auto last = train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3@1", "last");
+  EXPECT_NE(last.out.find("global step 3: gradient overflow at loss scale 65536; update skipped, "
+                          "loss scale now 32768"),
+            std::string::npos)
+      << "rank 0 (stage 0) must learn of stage 1's overflow:\n"
+      << last.out;
+  train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3", "both");
+  train("", "none");
+  test::expect_same_tensors(d.file("last.safetensors"), d.file("both.safetensors"));
+  EXPECT_GT(worst_relative_difference(d.file("last.safetensors"), d.file("none.safetensors")), 0)
+      << "the skip changed nothing";
+}
+
+// The scaler's state is in every checkpoint: resumed mid-epoch with S growing every step, the run
+// ends with the straight run's bits and its scale (a scaler reset at the resume would end lower).
+TEST(PipelineTrain, AResumeUnderLossScalingKeepsTheScale) {
+  TempDir d;
+  const std::string args = kSmall + kPipeline +
+                           "}' data.n_epochs=2 train.loss_scaling=dynamic "
+                           "train.loss_scale_growth_interval=1 'train.checkpoint_every=2 steps' "
+                           "train.checkpoint_keep=10";
+  const auto straight = run_crest_mpi(2, args + run_outputs(d, "straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
+  ASSERT_EQ(kept.size(), 3u) << straight.out;
+  const std::string run = test::run_stopped_at(d, d.file("straight"), kept, 1, "resumed");
+  const auto resumed =
+      run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
+  ASSERT_EQ(resumed.code, 0) << resumed.out;
+  test::expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
+  EXPECT_EQ(last_loss_scale(resumed.out), last_loss_scale(straight.out)) << straight.out << "\n"
+                                                                         << resumed.out;
+}
+
 TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   const std::string two = "'dist.pipeline={stages: 2, micro_batches: 2}' ";
   test::expect_refused(
@@ -339,8 +416,7 @@ TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {two + "dist.spatial=[2,1,1]", "with dist.spatial [2, 1, 1] is not supported yet"},
        {two + "'train.local_sgd={steps: 2}'", "with train.local_sgd is not supported yet"},
        {two + "train.gradient_accumulation_frequency=2",
-        "train.gradient_accumulation_frequency 2 (dist.pipeline.micro_batches accumulates"},
-       {two + "train.loss_scaling=dynamic", "with dynamic loss scaling"}});
+        "train.gradient_accumulation_frequency 2 (dist.pipeline.micro_batches accumulates"}});
 }
 
 TEST(PipelineTrain, StagesThatDoNotFitTheJobAreRefusedNamingTheKey) {

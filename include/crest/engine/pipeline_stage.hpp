@@ -62,6 +62,9 @@ class PipelineStage {
   // Synchronised batch norm: every activation set's batch norms sum their statistics through
   // `reducer` (Executor::set_batch_stat_reducer); null for local batch norm.
   void set_batch_stat_reducer(BatchStatReducer* reducer);
+  // Dynamic loss scaling: every activation set's backward seeds the loss's gradient with `scale`
+  // (Executor::set_loss_scale; only the last stage has the loss).
+  void set_loss_scale(double scale);
   const PipelineStageGraph& graph() const { return graph_; }
 
   // Writes micro-batch m's whole-graph inputs this stage reads (graph().data_inputs) into `ex`.

@@ -16,6 +16,12 @@
 // nothing), as a data-parallel rank accumulating the micro-batches does. The loss's finiteness
 // travels with them in the gradients' sideband, so a step's update is skipped for the loss of the
 // step it applies; stop requests and rank failures act at once.
+//
+// Dynamic loss scaling (train.loss_scaling: dynamic; crest/optim/loss_scaler.hpp): the last
+// stage seeds backward with S, every stage divides its (averaged) gradients by S before anything
+// reads them, and the world's facts make every rank's scaler take the same decision: a gradient
+// overflow anywhere (every loss finite, S above its minimum) skips the update on every stage and
+// lowers S everywhere; under the lag the overflow is the applied gradient's.
 #pragma once
 #include <memory>
 
@@ -24,6 +30,7 @@
 #include "crest/engine/lagged_gradients.hpp"
 #include "crest/engine/pipeline_stage.hpp"
 #include "crest/engine/training_session.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 
 namespace crest {
@@ -34,6 +41,8 @@ struct PipelineStepResult {
   bool finite = true;           // false: the update was skipped on every stage
   bool nonfinite_loss = false;  // the loss of the step whose gradients were applied
   bool updated = false;         // an update was made (not: non-finite, failed, the lag's first)
+  bool overflow = false;        // loss scaling: the gradients overflowed, the update skipped
+  double loss_scale = 0;        // the scale this step's gradients carried; 0 without a scaler
   bool stop_requested = false;  // some rank asked to stop (run()'s `stop_here`)
   bool rank_failed = false;     // some rank failed (run()'s `failed_here`): no update anywhere
   double compute_s = 0;         // this stage's (StageStepResult::compute_s)
@@ -47,7 +56,7 @@ class PipelineTrainStep {
   // (with the lag's state under `gradient_lag`).
   PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer, Communicator& world,
                     Communicator* replicas, const GradientSyncOptions& sync_options = {},
-                    bool gradient_lag = false);
+                    bool gradient_lag = false, LossScaler* scaler = nullptr);
   PipelineTrainStep(const PipelineTrainStep&) = delete;
   PipelineTrainStep& operator=(const PipelineTrainStep&) = delete;
 
@@ -58,8 +67,15 @@ class PipelineTrainStep {
   // Gradient lag: waits for the allreduce in flight (before a checkpoint, at the run's end).
   // Collective over the replicas; no-op without the lag.
   void settle();
+  // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next step's first gradient of this stage
+  // gets an infinity, before it is averaged or set aside.
+  void overflow_next_gradient() { overflow_next_ = true; }
 
  private:
+  // Loss scaling: the gradients back to the loss's scale; the test overflow written first.
+  void unscale();
+  // Whether this step's update goes ahead, with the scaler's decision made (every rank alike).
+  bool decide(PipelineStepResult& r);
   // Lag: this step's gradients aside (its loss's finiteness in their sideband), the previous
   // step's in their place; returns whether the applied step's loss was non-finite on this rank.
   bool swap_lagged(bool have_previous, double local_loss);
@@ -70,6 +86,8 @@ class PipelineTrainStep {
   int replicas_ = 1;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<LaggedGradients> lag_;
+  LossScaler* scaler_ = nullptr;
+  bool overflow_next_ = false;
 };
 
 }  // namespace crest

@@ -60,7 +60,7 @@ struct PipelineOptions {
 class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
-  // with (a device backend, gradient accumulation, loss scaling, a spatial split) is
+  // with (a device backend, gradient accumulation, a spatial split) is
   // refused naming `p.stages_key`. Synchronised batch norm groups consecutive replicas of each
   // stage (synchronise_batch_norm). Initial weights (`o.init_weights`) are a
   // whole model's file, as one process reads it.
@@ -85,6 +85,8 @@ class PipelineTrainingSession {
   Communicator& replicas() const { return *replicas_; }
   Communicator& pipeline() const { return *pipeline_; }
   PipelineTrainStep& step() const { return *step_; }
+  // Dynamic loss scaling (o.loss_scaling): every rank's scaler, alike; null without.
+  LossScaler* scaler() const { return scaler_.get(); }
 
   // Checkpoints hold the whole model, as one process writes it (so a run resumes under any
   // stage count, or none): the job's rank 0 keeps the whole model's parameters (whole()'s
@@ -109,6 +111,7 @@ class PipelineTrainingSession {
   std::unique_ptr<GroupStatReducer> bn_group_;  // null without dist.batchnorm_group_size
   std::unique_ptr<PipelineStage> stage_;
   std::unique_ptr<Optimizer> optimizer_, whole_optimizer_;
+  std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<PipelineTrainStep> step_;  // declared last: it holds the others
 };
 

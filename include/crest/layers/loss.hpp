@@ -65,8 +65,9 @@ class SoftmaxCrossEntropyLayer : public Layer {
 
 // A pipeline stage's end (crest/graph/pipeline_cut.hpp): inputs (x_1, g_1, x_2, g_2, ...) with
 // g_i the gradient of the whole network's loss with respect to x_i, received from the next stage.
-// Its backward gives each x_i exactly g_i (times the loss scale), so the stage's backward is the
-// whole network's; its loss is 0 (the next stages compute the loss).
+// Its backward gives each x_i exactly g_i (under loss scaling g_i already carries the scale the
+// last stage seeded), so the stage's backward is the whole network's; its loss is 0 (the next
+// stages compute the loss).
 class UpstreamGradientLayer : public Layer {
  public:
   std::string kind() const override { return "upstream_gradient"; }

@@ -153,10 +153,6 @@ void resolve_pipeline(const SectionReader& dist_reader, const Config& c) {
     refuse("train.gradient_accumulation_frequency " +
            std::to_string(c.train.gradient_accumulation_frequency) +
            " (dist.pipeline.micro_batches accumulates already)");
-  if (c.train.loss_scaling == LossScaling::dynamic)
-    refuse(
-        "dynamic loss scaling (train.loss_scaling: dynamic, the default of crest.precision: "
-        "fp16)");
 }
 
 }  // namespace crest::config
