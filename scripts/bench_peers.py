@@ -92,6 +92,8 @@ def build_contestants(a):
     out += [(label, [py, peer("torch"), "--cl", "--compile"] + common)
             for label, py in pairs(a.torch_compile)]
     out += [(label, [py, peer("torch"), "--cl", "--bf16"] + common) for label, py in pairs(a.torch_bf16)]
+    out += [(label, [py, peer("torch"), "--cl", "--compile", "--bf16"] + common)
+            for label, py in pairs(a.torch_compile_bf16)]
     return out
 
 
@@ -121,6 +123,8 @@ def main():
     p.add_argument("--torch-compile", action="append",
                    help="LABEL=python with torch (channels-last, torch.compile)")
     p.add_argument("--torch-bf16", action="append", help="LABEL=python with torch (channels-last, autocast bf16)")
+    p.add_argument("--torch-compile-bf16", action="append",
+                   help="LABEL=python with torch (channels-last, torch.compile, autocast bf16)")
     p.add_argument("--peak", help="path to a crest binary: print the float32 GEMM rate every round")
     p.add_argument("--ratio-to", help="label every other contestant is compared with")
     a = p.parse_args()

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "crest/train/checkpoint.hpp"
+#include "support/batch_norm_graph.hpp"
 #include "support/cli_util.hpp"
 #include "support/same_training.hpp"
 #include "support/tiny_run.hpp"
@@ -138,32 +139,9 @@ TEST(PipelineTrain, TwoReplicasTakeTheStepsOfTwoRanksAccumulating) {
   expect_same_run(d, "two", "four");
 }
 
-// A network with a batch norm in each of two stages (cut at conv2), on unshuffled synthetic data.
-constexpr const char* kBatchNormConfig = R"(
-data: {name: dummy, n_train: 16, n_valid: 8, sample_shape: [8, 8, 8, 2], target_shape: [4],
-       n_epochs: 1, shuffle: false, seed: 3}
-model:
-  name: graph
-  inputs:
-    - {name: x, shape: [2, 8, 8, 8], layout: channels_last}
-    - {name: y, shape: [4]}
-  layers:
-    - {name: conv1, kind: conv, out_channels: 4, kernel: [3, 3, 3], same: true, bias: false}
-    - {name: bn1, kind: batch_norm}
-    - {name: act1, kind: relu}
-    - {name: conv2, kind: conv, out_channels: 4, kernel: [3, 3, 3], same: true, bias: false}
-    - {name: bn2, kind: batch_norm}
-    - {name: act2, kind: relu}
-    - {name: pool1, kind: max_pool, kernel: [4, 4, 4]}
-    - {name: flatten, kind: flatten}
-    - {name: fc, kind: dense, out_features: 4}
-    - {name: loss, kind: mse_loss, inputs: [fc, y]}
-  outputs: [fc]
-  loss: loss
-optimizer: {name: SGD, momentum: 0.9}
-lr_schedule: {start_lr: 0.05}
-crest: {threads: 1, backend: reference, precision: float64}
-)";
+// A batch norm in each of two stages (cut at conv2), float64.
+const std::string kBatchNormConfig =
+    test::batch_norm_graph_config(2, 16, 8, "{threads: 1, backend: reference, precision: float64}");
 
 // dist.batchnorm_group_size 2 over 2 replicas of a 2-stage pipeline: micro-batch m of both
 // replicas is normalised as one batch in each stage, as 2 data-parallel ranks accumulating in one

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "crest/data/safetensors.hpp"
+#include "support/batch_norm_graph.hpp"
 #include "support/cli_util.hpp"
 #include "support/weights_compare.hpp"
 
@@ -19,30 +20,8 @@ using test::run_crest_mpi;
 using test::TempDir;
 using test::worst_relative_difference;
 
-// A network with batch norm on the built-in synthetic data, unshuffled: rank r's batch j is
-// sample 2 j + r, so the two ranks' batches together are the one-rank batch j of two.
-constexpr const char* kConfig = R"(
-data: {name: dummy, n_train: 8, n_valid: 0, sample_shape: [8, 8, 8, 2], target_shape: [4],
-       n_epochs: 1, shuffle: false, seed: 3}
-model:
-  name: graph
-  inputs:
-    - {name: x, shape: [2, 8, 8, 8], layout: channels_last}
-    - {name: y, shape: [4]}
-  layers:
-    - {name: conv1, kind: conv, out_channels: 4, kernel: [3, 3, 3], same: true, bias: false}
-    - {name: bn1, kind: batch_norm}
-    - {name: act1, kind: relu}
-    - {name: pool1, kind: max_pool, kernel: [4, 4, 4]}
-    - {name: flatten, kind: flatten}
-    - {name: fc, kind: dense, out_features: 4}
-    - {name: loss, kind: mse_loss, inputs: [fc, y]}
-  outputs: [fc]
-  loss: loss
-optimizer: {name: SGD, momentum: 0.9}
-lr_schedule: {start_lr: 0.05}
-crest: {threads: 1}
-)";
+// One batch-norm block, 8 samples.
+const std::string kConfig = test::batch_norm_graph_config(1, 8, 0);
 
 // Trains `base` (a `crest train` command without output_dir) three ways and returns the final
 // weights' paths: one rank with batch 2, two ranks with batch 1 in one batch-norm group, and two
