@@ -10,17 +10,20 @@
 namespace crest {
 
 PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
-                                     Communicator& world, Communicator* replicas,
-                                     const GradientSyncOptions& sync_options, bool gradient_lag,
-                                     LossScaler* scaler)
-    : stage_(stage), optimizer_(optimizer), world_(world), scaler_(scaler) {
+                                     PipelineStepComms comms, const PipelineStepOptions& options)
+    : stage_(stage),
+      optimizer_(optimizer),
+      world_(comms.world),
+      replica_comm_(comms.replicas),
+      line_(comms.line),
+      scaler_(options.scaler) {
   Executor& ex = stage.executor();
-  optimizer.attach(ex.params(), ex.vec(), 1, gradient_lag);
-  if (replicas && replicas->size() > 1) {
-    replicas_ = replicas->size();
-    sync_ = std::make_unique<GradientSync>(*replicas, ex.params(), ex.gradient_ready_order(),
-                                           sync_options.first_bucket_mb, sync_options.bucket_mb,
-                                           sync_options.compression);
+  optimizer.attach(ex.params(), ex.vec(), 1, options.gradient_lag);
+  if (comms.replicas && comms.replicas->size() > 1) {
+    replicas_ = comms.replicas->size();
+    sync_ = std::make_unique<GradientSync>(*comms.replicas, ex.params(), ex.gradient_ready_order(),
+                                           options.sync.first_bucket_mb, options.sync.bucket_mb,
+                                           options.sync.compression);
     sync_->verify_same_layout_everywhere();
     sync_->broadcast_parameters(ex.params());  // replica 0's stage, everywhere
   }
@@ -89,7 +92,9 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   bool applied_loss_nonfinite = false;
   if (lag_) {
     applied_loss_nonfinite = swap_lagged(have_previous, local_loss);
-  } else if (sync_) {  // the stage's gradients are final once the schedule ends: every bucket
+  } else if (sync_ &&
+             local_steps_ ==
+                 1) {  // the stage's gradients are final once the schedule ends: every bucket
     for (int slot : ex.gradient_ready_order()) sync_->gradient_ready(slot);
     sync_->finish();
   }
@@ -102,6 +107,11 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   r.stop_requested = facts[2] > 0;
   r.rank_failed = facts[3] > 0;
   r.nonfinite_loss = lag_ ? facts[4] > 0 : !std::isfinite(r.loss);
+  if (local_steps_ > 1) {  // the window's end decides; its flags are not a loss's
+    r.nonfinite_loss = false;
+    update_locally(r, lr, local_loss);
+    return r;
+  }
   if (lag_ && !have_previous) return r;  // nothing to apply yet
   if (!decide(r)) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
@@ -125,6 +135,60 @@ bool PipelineTrainStep::decide(PipelineStepResult& r) {
   }
   r.finite = !r.nonfinite_loss && gradients_finite;
   return r.finite;
+}
+
+void PipelineTrainStep::set_local_steps(int steps) {
+  CREST_CHECK(steps >= 1 && !local_window_open(), "local SGD windows change between windows");
+  if (steps > 1 && (scaler_ || lag_))
+    throw_usage(
+        "train.local_sgd with dynamic loss scaling or train.gradient_lag is not supported yet");
+  CREST_CHECK(steps == 1 || line_ != nullptr, "local SGD needs the replica's line of stages");
+  local_steps_ = replicas_ > 1 ? steps : 1;
+}
+
+// This replica's own update: its stages agree on the finiteness of its loss and gradients.
+void PipelineTrainStep::update_locally(PipelineStepResult& r, double lr, double local_loss) {
+  double mine[2] = {local_loss, stage_.executor().params().grad_sum_squares()};
+  line_->allreduce_sum(mine, 2);
+  if (!r.rank_failed) {  // a failed rank's inputs are stale: the job ends at the window's end
+    if (std::isfinite(mine[0]) && std::isfinite(mine[1])) {
+      optimizer_.offer_gradient_sum_squares(mine[1]);
+      optimizer_.step(lr);
+      r.updated = true;
+    } else {
+      window_nonfinite_ = true;
+    }
+  }
+  ++local_since_average_;
+  // Windows fall on multiples of H batches of the whole run (the step counter counts
+  // micro-batches), as TrainStep's do: an epoch's end that averaged early moves no later window.
+  const uint64_t batches =
+      stage_.executor().training_steps() / static_cast<uint64_t>(stage_.micro_batches());
+  if (batches % static_cast<uint64_t>(local_steps_) == 0) average_models(r);
+}
+
+// The mean over the replicas of the stage's model and optimizer state; a window where some
+// replica skipped an update ends non-finite, every replica taking the largest step count (Adam's
+// and LAMB's bias correction).
+void PipelineTrainStep::average_models(PipelineStepResult& r) {
+  const ParamStore& params = stage_.executor().params();
+  average_store_layout(*replica_comm_, params, params.values(), params.bytes());
+  for (const auto& state : optimizer_.state())
+    average_store_layout(*replica_comm_, params, state.second->data(), params.trainable_bytes());
+  double skipped = window_nonfinite_ ? 1.0 : 0.0;
+  world_.allreduce_sum(&skipped, 1);
+  r.finite = skipped == 0;
+  if (!r.finite)
+    optimizer_.set_steps_taken(
+        static_cast<int64_t>(world_.allreduce_max(static_cast<double>(optimizer_.steps_taken()))));
+  window_nonfinite_ = false;
+  local_since_average_ = 0;
+}
+
+PipelineStepResult PipelineTrainStep::end_local_window() {
+  PipelineStepResult r;
+  if (local_window_open()) average_models(r);
+  return r;
 }
 
 void PipelineTrainStep::settle() {

@@ -96,8 +96,9 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
   synchronise_batch_norm(o.batchnorm_group_size);
   optimizer_ = make_optimizer(o.optimizer);
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
-  step_ = std::make_unique<PipelineTrainStep>(*stage_, *optimizer_, world, replicas_.get(), o.sync,
-                                              o.gradient_lag, scaler_.get());
+  step_ = std::make_unique<PipelineTrainStep>(
+      *stage_, *optimizer_, PipelineStepComms{world, replicas_.get(), pipeline_.get()},
+      PipelineStepOptions{o.sync, o.gradient_lag, scaler_.get()});
   if (rank == 0) {  // its state as one process's: the lagged gradient too (a checkpoint holds it)
     whole_optimizer_ = make_optimizer(o.optimizer);
     whole_optimizer_->attach(whole_.executor().params(), whole_.executor().vec(), 1,

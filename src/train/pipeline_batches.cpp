@@ -63,7 +63,15 @@ StepResult PipelineBatches::train(double lr, const LoadedBatch* batch, bool stop
   auto feed = [&](int m, Executor& ex) {
     if (batch && feeds) feed_of(ex).feed_part(*batch, m * micro_batch_, micro_batch_);
   };
-  const PipelineStepResult p = pipeline_.step().run(lr, feed, stop_here, failed_here);
+  return step_result(pipeline_.step().run(lr, feed, stop_here, failed_here));
+}
+
+StepResult PipelineBatches::end_local_window() {
+  return step_result(pipeline_.step().end_local_window());
+}
+
+// What the trainer acts on, every rank alike: the pipeline decides every step it reports.
+StepResult PipelineBatches::step_result(const PipelineStepResult& p) {
   StepResult r;
   r.loss = p.loss;
   r.decided = true;

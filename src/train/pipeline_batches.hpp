@@ -32,6 +32,8 @@ class PipelineBatches {
   // it holds, so the pipeline's messages still match, and `failed_here` skips the update
   // everywhere).
   StepResult train(double lr, const LoadedBatch* batch, bool stop_here, bool failed_here);
+  // Local SGD: averages an open window's models (PipelineTrainStep::end_local_window).
+  StepResult end_local_window();
 
   // Post-mortem after a step whose gradients were not finite, collective over the world: the
   // first non-finite gradient in the whole model's order and how many are, as one process
@@ -52,6 +54,7 @@ class PipelineBatches {
   // `passes` evaluations on the inputs the stage holds, scoring nothing: a rank that could not
   // read its batch keeps its pipeline's messages matched.
   void run_unscored(size_t passes);
+  static StepResult step_result(const PipelineStepResult& p);
   // The feed into `ex`, one of the stage's activation sets.
   BatchFeed& feed_of(Executor& ex);
 

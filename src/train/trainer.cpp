@@ -681,9 +681,10 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   if (sync_) sync_->reset_stats();
   // Post-local SGD: synchronous epochs first, then local windows.
   const TrainConfig& t = config_.train;
-  if (step_)
-    step_->set_local_steps(epoch >= t.local_sgd_start_epoch ? static_cast<int>(t.local_sgd_steps)
-                                                            : 1);
+  const int local_steps =
+      epoch >= t.local_sgd_start_epoch ? static_cast<int>(t.local_sgd_steps) : 1;
+  if (step_) step_->set_local_steps(local_steps);
+  if (pipeline_) pipeline_->step().set_local_steps(local_steps);
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   const int64_t overflow_steps_before = pos_.overflow_steps;
   for (int64_t s = first_step; s < train_steps_; ++s) {
@@ -710,6 +711,8 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
     // validation and the epoch's checkpoint see the job's model.
     act_on_decision(epoch, train_steps_ - 1, step_->end_local_window());
   }
+  if (pipeline_batches_)
+    act_on_decision(epoch, train_steps_ - 1, pipeline_batches_->end_local_window());
   st.overflow_steps = pos_.overflow_steps - overflow_steps_before;  // the same on every rank
   st.loss_scale = scaler_ ? scaler_->scale() : 0;
   st.train_seconds = since(t0);
@@ -1030,10 +1033,10 @@ void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   // in the next step's exchange: one flag's maximum per checkpoint tells them.
   RankFailure failure;
   settle_lagged_gradients();  // the lagged gradient in the checkpoint is the job's average
-  if (step_) {
-    // Local SGD: checkpoints fall where the models were averaged (config rule, epoch ends).
-    CREST_CHECK(!step_->local_window_open(), "a checkpoint inside a local SGD window");
-  }
+  // Local SGD: checkpoints fall where the models were averaged (config rule, epoch ends).
+  CREST_CHECK(!(step_ && step_->local_window_open()) &&
+                  !(pipeline_ && pipeline_->step().local_window_open()),
+              "a checkpoint inside a local SGD window");
   if (pipeline_) pipeline_->gather_whole(*comm_);
   try {
     checkpointer_->write(at, summary_.epochs);

@@ -464,7 +464,7 @@ void check_training(int stages, const std::string& opt) {
                         .next_rank = stage + 1 < stages ? world.rank() + 1 : -1});
   auto replicas_of_stage = world.split(stage, replica);
   auto optimizer = make_optimizer(optimizer_config(opt));
-  PipelineTrainStep step(runner, *optimizer, world, replicas_of_stage.get());
+  PipelineTrainStep step(runner, *optimizer, PipelineStepComms{world, replicas_of_stage.get()});
   PipelineStepResult r;
   for (int b = 0; b < kSteps; ++b)
     r = step.run(0.05, [&](int m, Executor& ex) {

@@ -66,6 +66,7 @@ class PipelineStage {
   // (Executor::set_loss_scale; only the last stage has the loss).
   void set_loss_scale(double scale);
   const PipelineStageGraph& graph() const { return graph_; }
+  int micro_batches() const { return opts_.micro_batches; }
 
   // Writes micro-batch m's whole-graph inputs this stage reads (graph().data_inputs) into `ex`.
   using Feed = std::function<void(int micro_batch, Executor& ex)>;

@@ -22,6 +22,15 @@
 // reads them, and the world's facts make every rank's scaler take the same decision: a gradient
 // overflow anywhere (every loss finite, S above its minimum) skips the update on every stage and
 // lowers S everywhere; under the lag the overflow is the applied gradient's.
+//
+// Local SGD (set_local_steps(H > 1), train.local_sgd): a step averages nothing over the replicas;
+// each replica's pipeline updates with its own gradients, its stages agreeing on finiteness over
+// the replica's own line of stages (skipping where its loss or gradients are not finite), and the
+// step that ends a window (every H-th batch of the run, and each epoch's end) ends with the mean
+// over the replicas of every stage's weights, non-trained state (batch norm's statistics) and
+// optimizer state — what TrainStep does for data-parallel ranks. Stop requests and rank failures
+// still act at once; a window in which some replica skipped a non-finite update ends as a
+// non-finite step (`finite` false), every replica then taking the largest optimizer step count.
 #pragma once
 #include <memory>
 
@@ -49,14 +58,26 @@ struct PipelineStepResult {
   double schedule_s = 0;        // this stage's whole schedule, its waits included
 };
 
+// Who a stage's step talks to: `world`, every rank of the job (the step's facts); `replicas`, the
+// ranks holding the same stage (null or one rank: no averaging); `line`, this replica's stages
+// (local SGD's per-replica decisions; null: the world's facts decide).
+struct PipelineStepComms {
+  Communicator& world;
+  Communicator* replicas = nullptr;
+  Communicator* line = nullptr;
+};
+
+struct PipelineStepOptions {
+  GradientSyncOptions sync;
+  bool gradient_lag = false;     // train.gradient_lag: 1
+  LossScaler* scaler = nullptr;  // dynamic loss scaling; null: off
+};
+
 class PipelineTrainStep {
  public:
-  // `replicas`: the ranks holding the same stage (null or one rank: no averaging); `world`: every
-  // rank of the job, for the step's facts. `optimizer` is attached to the stage's parameters
-  // (with the lag's state under `gradient_lag`).
-  PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer, Communicator& world,
-                    Communicator* replicas, const GradientSyncOptions& sync_options = {},
-                    bool gradient_lag = false, LossScaler* scaler = nullptr);
+  // `optimizer` is attached to the stage's parameters (with the lag's state under the lag).
+  PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer, PipelineStepComms comms,
+                    const PipelineStepOptions& options = {});
   PipelineTrainStep(const PipelineTrainStep&) = delete;
   PipelineTrainStep& operator=(const PipelineTrainStep&) = delete;
 
@@ -71,6 +92,15 @@ class PipelineTrainStep {
   // gets an infinity, before it is averaged or set aside.
   void overflow_next_gradient() { overflow_next_ = true; }
 
+  // Local SGD: updates per window from the next step on (1: synchronous steps); switch only
+  // where no window is open. Refused (usage) with the lag or loss scaling, as for data-parallel
+  // ranks. One replica: every step is a synchronous one.
+  void set_local_steps(int steps);
+  // Collective over the world: averages an open window's models now, as its last step would (at
+  // every epoch's end). Its result carries the window's decision; nothing when none is open.
+  PipelineStepResult end_local_window();
+  bool local_window_open() const { return local_since_average_ > 0; }
+
  private:
   // Loss scaling: the gradients back to the loss's scale; the test overflow written first.
   void unscale();
@@ -79,15 +109,24 @@ class PipelineTrainStep {
   // Lag: this step's gradients aside (its loss's finiteness in their sideband), the previous
   // step's in their place; returns whether the applied step's loss was non-finite on this rank.
   bool swap_lagged(bool have_previous, double local_loss);
+  // Local SGD: the replica's own update (decided over its line of stages) and, at a window's end,
+  // the models' mean over the replicas.
+  void update_locally(PipelineStepResult& r, double lr, double local_loss);
+  void average_models(PipelineStepResult& r);
 
   PipelineStage& stage_;
   Optimizer& optimizer_;
   Communicator& world_;
+  Communicator* replica_comm_ = nullptr;
+  Communicator* line_ = nullptr;
   int replicas_ = 1;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<LaggedGradients> lag_;
   LossScaler* scaler_ = nullptr;
   bool overflow_next_ = false;
+  int local_steps_ = 1;
+  int local_since_average_ = 0;
+  bool window_nonfinite_ = false;  // some update of this replica's open window was skipped
 };
 
 }  // namespace crest
