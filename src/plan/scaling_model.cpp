@@ -52,7 +52,8 @@ std::string Decomposition::name() const {
            : gradient_lag        ? "data + lag"
            : local_sgd_steps > 1 ? "local SGD (" + std::to_string(local_sgd_steps) + " steps)"
                                  : "data";
-  return d > 1 ? s + " x " + std::to_string(d) + " data" : s;
+  if (d > 1) s += " x " + std::to_string(d) + " data";
+  return gradient_lag ? s + " + lag" : s;
 }
 
 std::vector<std::string> Prediction::overrides() const {
@@ -279,7 +280,10 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   const int d = p.d.data_parallel();
   p.gradient_exchange_s =
       allreduce_seconds(m, stage_bytes, d, std::max(1, place.ranks_on_node / stages));
-  p.exposed_exchange_s = p.d.gradient_lag ? 0.0 : p.gradient_exchange_s;
+  // The lag's exchange travels during the next batch's schedule (hidden up to its length).
+  p.exposed_exchange_s = p.d.gradient_lag
+                             ? std::max(0.0, p.gradient_exchange_s - p.compute_s)
+                             : p.gradient_exchange_s;
   const double state = static_cast<double>(model.optimizer_state_bytes) /
                        std::max(1.0, static_cast<double>(model.trainable_bytes));
   const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches
@@ -434,12 +438,18 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
     for (auto& parts : factorizations(s, model.sample))
       c.push_back({.ranks = ranks, .spatial = parts});
   }
-  for (int k = 2; k <= ranks && k <= 16 && !o.dynamic_loss_scaling; k *= 2) {
+  for (int k = 2; k <= ranks && k <= 16; k *= 2) {
     if (ranks % k != 0 || !divides(ranks / k)) continue;
     if (static_cast<size_t>(k) > model.layers.size() / 2) break;
     const int64_t batch = o.global_batch / (ranks / k);
-    for (int mb : {k, 2 * k, 4 * k})
-      if (batch % mb == 0) c.push_back({.ranks = ranks, .pipeline_stages = k, .micro_batches = mb});
+    for (int mb : {k, 2 * k, 4 * k}) {
+      if (batch % mb != 0) continue;
+      c.push_back({.ranks = ranks, .pipeline_stages = k, .micro_batches = mb});
+      // With replicas to average over, the lag hides their exchange behind the next schedule.
+      if (ranks > k)
+        c.push_back(
+            {.ranks = ranks, .pipeline_stages = k, .micro_batches = mb, .gradient_lag = true});
+    }
   }
   return c;
 }

@@ -220,7 +220,7 @@ TEST(Plan, CandidatesHoldTheGlobalBatch) {
   // (6 ways over 3 axes); two layers are too few for pipeline stages.
   EXPECT_EQ(candidate_decompositions(f, 4, batch(4)).size(), 12u);
   PlanOptions scaled = batch(4);
-  scaled.dynamic_loss_scaling = true;  // local SGD is refused with it (and pipelines)
+  scaled.dynamic_loss_scaling = true;  // local SGD is refused with it
   const std::vector<Decomposition> with_scaling = candidate_decompositions(f, 4, scaled);
   EXPECT_EQ(with_scaling.size(), 11u);
   for (const Decomposition& d : with_scaling) EXPECT_EQ(d.local_sgd_steps, 1) << d.name();
@@ -228,6 +228,50 @@ TEST(Plan, CandidatesHoldTheGlobalBatch) {
   for (const Decomposition& d : candidate_decompositions(f, 4, batch(2)))
     EXPECT_GT(d.spatial_ranks(), 1) << d.name();
   EXPECT_THROW(predict(f, device_node(), {.ranks = 4}, batch(2)), Error);
+}
+
+// Pipelines (at least two layers a stage): K stages x M micro-batches for M = K, 2K, 4K where
+// they divide a replica's batch, each also with the lag where there are replicas to average
+// over, and under dynamic loss scaling too. The lag hides at most the schedule's length.
+TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
+  ModelFacts f = two_layers();
+  f.layers = {layer("a", 1e9, 2e9, 8'000'000), layer("b", 1e9, 2e9, 2'000'000),
+              layer("c", 1e9, 2e9, 2'000'000), layer("d", 1e9, 2e9, 2'000'000)};
+  PlanOptions o = batch(8);
+  o.dynamic_loss_scaling = true;
+  std::vector<std::string> pipelines;
+  for (const Decomposition& d : candidate_decompositions(f, 4, o))
+    if (d.pipeline_stages > 1) pipelines.push_back(d.name());
+  // 2 stages x 2 replicas (4 samples each: M = 2, 4) with and without the lag; 4 layers are too
+  // few for 4 stages.
+  EXPECT_EQ(pipelines, (std::vector<std::string>{
+                           "pipeline 2 stages x 2 micro x 2 data",
+                           "pipeline 2 stages x 2 micro x 2 data + lag",
+                           "pipeline 2 stages x 4 micro x 2 data",
+                           "pipeline 2 stages x 4 micro x 2 data + lag",
+                       }));
+  const std::vector<LayerFacts> four = f.layers;
+  f.layers.insert(f.layers.end(), four.begin(), four.end());  // 8 layers: 4 stages, one replica
+  int four_stages = 0;
+  for (const Decomposition& d : candidate_decompositions(f, 4, o)) {
+    if (d.pipeline_stages != 4) continue;
+    ++four_stages;
+    EXPECT_FALSE(d.gradient_lag) << "one replica: nothing to average";
+  }
+  EXPECT_EQ(four_stages, 2);  // M = 4, 8
+  Machine slow = device_node();
+  slow.intra_node = {0.001, 1};  // an exchange far longer than the schedule
+  const Decomposition pipe{.ranks = 4, .pipeline_stages = 2, .micro_batches = 2};
+  Decomposition lagged = pipe;
+  lagged.gradient_lag = true;
+  const Prediction plain = predict(f, slow, pipe, batch(8));
+  const Prediction lag = predict(f, slow, lagged, batch(8));
+  EXPECT_GT(plain.exposed_exchange_s, 0);
+  EXPECT_NEAR(lag.exposed_exchange_s, plain.exposed_exchange_s - plain.compute_s,
+              1e-9 * plain.exposed_exchange_s);
+  EXPECT_EQ(lag.overrides(), (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
+                                                       "dist.pipeline.stages=2",
+                                                       "dist.pipeline.micro_batches=2"}));
 }
 
 // The machine file: read, refused with file, line and key, and its measurements kept beside it.
