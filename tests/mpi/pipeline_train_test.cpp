@@ -387,7 +387,7 @@ TEST(PipelineTrain, AnOverflowOnTheLastStageSkipsTheStepOnEveryStage) {
   const std::string run = std::string(CREST_BINARY) + " " + kSmall + kPipeline +
                           "}' data.n_epochs=2 train.loss_scaling=dynamic ";
   auto train = [&](const std::string& env, const std::string& name) {
-    const auto r = test::run_mpirun("-np 2 " + env + " " + run + run_outputs(d, name), 300);
+    auto r = test::run_mpirun("-np 2 " + env + " " + run + run_outputs(d, name), 300);
     EXPECT_EQ(r.code, 0) << r.out;
     return r;
   };
