@@ -92,9 +92,8 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   bool applied_loss_nonfinite = false;
   if (lag_) {
     applied_loss_nonfinite = swap_lagged(have_previous, local_loss);
-  } else if (sync_ &&
-             local_steps_ ==
-                 1) {  // the stage's gradients are final once the schedule ends: every bucket
+  } else if (sync_ && local_steps_ == 1) {
+    // The stage's gradients are final once the schedule ends: every bucket at once.
     for (int slot : ex.gradient_ready_order()) sync_->gradient_ready(slot);
     sync_->finish();
   }
