@@ -281,9 +281,8 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   p.gradient_exchange_s =
       allreduce_seconds(m, stage_bytes, d, std::max(1, place.ranks_on_node / stages));
   // The lag's exchange travels during the next batch's schedule (hidden up to its length).
-  p.exposed_exchange_s = p.d.gradient_lag
-                             ? std::max(0.0, p.gradient_exchange_s - p.compute_s)
-                             : p.gradient_exchange_s;
+  p.exposed_exchange_s =
+      p.d.gradient_lag ? std::max(0.0, p.gradient_exchange_s - p.compute_s) : p.gradient_exchange_s;
   const double state = static_cast<double>(model.optimizer_state_bytes) /
                        std::max(1.0, static_cast<double>(model.trainable_bytes));
   const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches

@@ -245,20 +245,25 @@ TEST(PipelineTrain, AResumeUnderAnotherCutAndScheduleContinuesTheRun) {
       1e-10);
 }
 
-// A straight 2-epoch run keeps its checkpoints of steps 2 (mid-epoch 1), 4 (mid-epoch 2) and 6;
-// a copy of its run directory without the newer ones resumes from each of the older two. (The
-// test above resumes at an epoch's end.)
-TEST(PipelineTrain, AResumeMidEpochIsBitIdentical) {
+// A straight 2-epoch run of `args` on `ranks` ranks keeps its checkpoints of steps 2 (mid-epoch
+// 1), 4 (mid-epoch 2) and 6; a copy of its run directory without the newer ones resumes from each
+// of the older two and ends bit for bit where the straight run did. (The test above resumes at an
+// epoch's end.)
+void expect_mid_epoch_resumes_are_bit_identical(int ranks, const std::string& args) {
   TempDir d;
-  const std::string args = kSmall + kPipeline +
-                           "}' data.n_epochs=2 'train.checkpoint_every=2 steps' "
-                           "train.checkpoint_keep=10";
-  const auto straight = run_crest_mpi(2, args + run_outputs(d, "straight"));
+  const auto straight = run_crest_mpi(ranks, args +
+                                                 " data.n_epochs=2 'train.checkpoint_every=2 "
+                                                 "steps' train.checkpoint_keep=10" +
+                                                 run_outputs(d, "straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
   test::expect_resumes_end_as_straight(
-      d, kept, {0, 1}, [](const std::string& resume) { return run_crest_mpi(2, resume); });
+      d, kept, {0, 1}, [ranks](const std::string& resume) { return run_crest_mpi(ranks, resume); });
+}
+
+TEST(PipelineTrain, AResumeMidEpochIsBitIdentical) {
+  expect_mid_epoch_resumes_are_bit_identical(2, kSmall + kPipeline + "}'");
 }
 
 // train.gradient_lag: 1 under a pipeline: each stage's update applies its previous step's
@@ -294,17 +299,8 @@ TEST(PipelineTrain, GradientLagTakesTheStepsOfProcessesAccumulatingWithTheLag) {
 // The lagged gradient is optimizer state: a checkpoint mid-epoch holds the replicas' average of
 // it (settled first), and a run resumed there ends bit for bit where the straight run did.
 TEST(PipelineTrain, AResumeMidEpochUnderTheLagIsBitIdentical) {
-  TempDir d;
-  const std::string args = kSmall + kPipeline +
-                           "}' data.n_epochs=2 train.gradient_lag=1 "
-                           "'train.checkpoint_every=2 steps' train.checkpoint_keep=10";
-  const auto straight =
-      run_crest_mpi(4, args + " data.n_train=24 data.n_valid=8" + run_outputs(d, "straight"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
-  ASSERT_EQ(kept.size(), 3u) << straight.out;
-  test::expect_resumes_end_as_straight(
-      d, kept, {0, 1}, [](const std::string& resume) { return run_crest_mpi(4, resume); });
+  expect_mid_epoch_resumes_are_bit_identical(
+      4, kSmall + kPipeline + "}' train.gradient_lag=1 data.n_train=24 data.n_valid=8");
 }
 
 // train.local_sgd under a pipeline: each replica's pipeline updates alone and every H-th update
@@ -337,17 +333,8 @@ TEST(PipelineTrain, LocalSgdTakesTheStepsOfTwoRanksAccumulating) {
 // Checkpoints fall where the replicas were averaged; a run resumed from one mid-epoch ends bit for
 // bit where the straight run did.
 TEST(PipelineTrain, AResumeMidEpochUnderLocalSgdIsBitIdentical) {
-  TempDir d;
-  const std::string args = kSmall + kPipeline +
-                           "}' data.n_epochs=2 'train.local_sgd={steps: 2}' "
-                           "'train.checkpoint_every=2 steps' train.checkpoint_keep=10";
-  const auto straight =
-      run_crest_mpi(4, args + " data.n_train=24 data.n_valid=8" + run_outputs(d, "straight"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
-  ASSERT_EQ(kept.size(), 3u) << straight.out;
-  test::expect_resumes_end_as_straight(
-      d, kept, {0, 1}, [](const std::string& resume) { return run_crest_mpi(4, resume); });
+  expect_mid_epoch_resumes_are_bit_identical(
+      4, kSmall + kPipeline + "}' 'train.local_sgd={steps: 2}' data.n_train=24 data.n_valid=8");
 }
 
 // The last line's loss scale of an epoch in a run's output ("" when none is printed).

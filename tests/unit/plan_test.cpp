@@ -269,9 +269,9 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   EXPECT_GT(plain.exposed_exchange_s, 0);
   EXPECT_NEAR(lag.exposed_exchange_s, plain.exposed_exchange_s - plain.compute_s,
               1e-9 * plain.exposed_exchange_s);
-  EXPECT_EQ(lag.overrides(), (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
-                                                       "dist.pipeline.stages=2",
-                                                       "dist.pipeline.micro_batches=2"}));
+  EXPECT_EQ(lag.overrides(),
+            (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
+                                      "dist.pipeline.stages=2", "dist.pipeline.micro_batches=2"}));
 }
 
 // The machine file: read, refused with file, line and key, and its measurements kept beside it.
