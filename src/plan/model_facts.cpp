@@ -64,7 +64,7 @@ ModelFacts model_facts(const Config& config) {
   to.session = plan_options(config, 1);
   to.optimizer = config.optimizer;
   to.accumulation = config.train.gradient_accumulation_frequency;
-  to.gradient_lag = config.train.gradient_lag > 0;
+  to.gradient_lag = false;  // the lag's copies are gradient_lag_bytes, for lag candidates only
   const auto one = std::make_unique<TrainingSession>(task.model.graph, to, *comm);
   const auto two = std::make_unique<Session>(task.model.graph, plan_options(config, 2));
   const Executor& ex = one->executor();
@@ -73,7 +73,7 @@ ModelFacts model_facts(const Config& config) {
   m.trainable_bytes = ex.params().trainable_bytes();
   for (const auto& state : one->optimizer().state())
     m.optimizer_state_bytes += state.second->bytes();
-  m.optimizer_state_bytes += one->step().extra_bytes();
+  m.gradient_lag_bytes = 2 * (m.trainable_bytes + ParamStore::kSidebandBytes);
   m.arena_batch1 = ex.plan().arena_bytes;
   m.arena_batch2 = two->executor().plan().arena_bytes;
   std::string previous_kind;

@@ -288,8 +288,11 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches
   // Every rank also holds the whole model's parameters and gradients (the plan it cuts from and
   // the checkpoints' whole model: docs/distributed.md "Pipeline stages").
+  const double lag = p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) /
+                                            static_cast<double>(model.trainable_bytes)
+                                      : 0.0;  // the stage's two more gradient copies
   p.memory_bytes =
-      stage_bytes * (2 + state) + 2 * static_cast<double>(model.trainable_bytes) +
+      stage_bytes * (2 + state + lag) + 2 * static_cast<double>(model.trainable_bytes) +
       static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
 }
 
@@ -365,6 +368,7 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     }
     p.memory_bytes = static_cast<double>(model.parameter_bytes) +
                      static_cast<double>(model.trainable_bytes) * (1 + state_ratio) +
+                     (d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) : 0.0) +
                      static_cast<double>(model.arena_bytes(batch)) * sc.sample_share -
                      sc.divided_bytes * (1 - sc.sample_share) * (2 + state_ratio);
   }

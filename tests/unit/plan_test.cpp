@@ -107,6 +107,12 @@ TEST(Plan, TheLagHidesTheExchangeBehindTheNextStep) {
   const Prediction q = predict(two_layers(), slow, {.ranks = 2, .gradient_lag = true}, batch(4));
   EXPECT_NEAR(q.exposed_exchange_s, 100e-3 - 12e-3, 1e-9);
   EXPECT_EQ(q.overrides(), (std::vector<std::string>{"data.batch_size=2", "train.gradient_lag=1"}));
+  // Its memory: the data-parallel run's and the lag's two gradient copies.
+  ModelFacts f = two_layers();
+  f.gradient_lag_bytes = 2 * f.trainable_bytes;
+  EXPECT_NEAR(predict(f, slow, {.ranks = 2, .gradient_lag = true}, batch(4)).memory_bytes -
+                  predict(f, slow, {.ranks = 2}, batch(4)).memory_bytes,
+              2.0 * static_cast<double>(f.trainable_bytes), 1.0);
 }
 
 TEST(Plan, LocalSgdAveragesWeightsAndStateOnceAWindow) {
@@ -269,6 +275,10 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   EXPECT_GT(plain.exposed_exchange_s, 0);
   EXPECT_NEAR(lag.exposed_exchange_s, plain.exposed_exchange_s - plain.compute_s,
               1e-9 * plain.exposed_exchange_s);
+  // The lag's two gradient copies of the larger stage's gradients (the 8 equal-time layers cut
+  // 4 | 4: 8 + 2 + 2 + 2 MB each).
+  f.gradient_lag_bytes = 2 * f.trainable_bytes;
+  EXPECT_NEAR(predict(f, slow, lagged, batch(8)).memory_bytes - plain.memory_bytes, 2 * 14e6, 1.0);
   EXPECT_EQ(lag.overrides(),
             (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
                                       "dist.pipeline.stages=2", "dist.pipeline.micro_batches=2"}));
@@ -467,9 +477,10 @@ TEST(PlanModelFacts, CountWhatTheCompiledProgramCounts) {
   // The flat buffer aligns each parameter: the padding is exchanged too.
   EXPECT_LE(trainable, f.trainable_bytes);
   EXPECT_GT(static_cast<double>(trainable), 0.999 * static_cast<double>(f.trainable_bytes));
-  EXPECT_EQ(heads, 1);                                    // fc1 reads the flattened features
-  EXPECT_GE(windowed, 4);                                 // a conv and a pool per block
-  EXPECT_EQ(f.optimizer_state_bytes, f.trainable_bytes);  // SGD's velocity
+  EXPECT_EQ(heads, 1);                                     // fc1 reads the flattened features
+  EXPECT_GE(windowed, 4);                                  // a conv and a pool per block
+  EXPECT_EQ(f.optimizer_state_bytes, f.trainable_bytes);   // SGD's velocity
+  EXPECT_GE(f.gradient_lag_bytes, 2 * f.trainable_bytes);  // the lag's two gradient copies
   EXPECT_GT(f.arena_batch2, f.arena_batch1);
   EXPECT_EQ(f.sample_bytes, static_cast<size_t>(c.data.model_sample_shape().numel()) * 4);
   EXPECT_GT(f.forward_flops(), 0);

@@ -24,15 +24,19 @@ struct LayerFacts {
 };
 
 struct ModelFacts {
-  std::string model;               // the model's name (model.name)
-  std::string backend;             // the backend it was compiled on
-  std::string precision;           // crest.precision
-  Shape sample;                    // one sample as the model reads it, channels last
-  size_t sample_bytes = 0;         // one sample's float32 bytes (what a reader reads per sample)
-  std::vector<LayerFacts> layers;  // program order: backward runs them in reverse
-  size_t parameter_bytes = 0;      // every parameter (trained, and non-trained state)
-  size_t trainable_bytes = 0;      // what the gradient exchange sums every step
-  size_t optimizer_state_bytes = 0;
+  std::string model;                 // the model's name (model.name)
+  std::string backend;               // the backend it was compiled on
+  std::string precision;             // crest.precision
+  Shape sample;                      // one sample as the model reads it, channels last
+  size_t sample_bytes = 0;           // one sample's float32 bytes (what a reader reads per sample)
+  std::vector<LayerFacts> layers;    // program order: backward runs them in reverse
+  size_t parameter_bytes = 0;        // every parameter (trained, and non-trained state)
+  size_t trainable_bytes = 0;        // what the gradient exchange sums every step
+  size_t optimizer_state_bytes = 0;  // the optimizer's own (and accumulation's), not the lag's
+  // What train.gradient_lag: 1 adds: the lagged gradient (optimizer state) and the step's spare
+  // copy, each the gradient buffer with its sideband. Planned for every config, so a `+ lag`
+  // candidate is priced alike whether the config has the lag or not.
+  size_t gradient_lag_bytes = 0;
   // The activation arena (activations and kernel scratch) at batch 1 and 2: the planner takes
   // it as linear in the batch between and beyond these.
   size_t arena_batch1 = 0, arena_batch2 = 0;
