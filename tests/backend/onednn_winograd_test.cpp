@@ -1,5 +1,6 @@
-// The Winograd F(4x4, 3x3) convolution (src/backends/onednn/winograd_conv.hpp) against the
-// reference backend's direct convolution, all three passes: "same" padding, no padding (edge
+// The Winograd F(4x4, 3x3), F(4x4, 5x5) and F(4x4x4, 3x3x3) convolutions
+// (src/backends/onednn/winograd_conv.hpp) against the reference backend's direct convolution, all
+// three passes: "same" padding, no padding (edge
 // tiles past the output), asymmetric padding on either side, maps that are not multiples of the
 // 4x4 tile, a map smaller than one tile, a bias, chunks of tiles, and dilation (phases of
 // unequal length). Also: which convolutions it takes, and that the onednn backend's conv runs it.
@@ -37,9 +38,10 @@ struct Case {
   int64_t depth = 0;         // > 0: a 3-D volume of this depth, 3x3x3 (F(4x4x4, 3x3x3))
   std::array<int64_t, 2> pad_depth{1, 1};  // front, back (3-D)
   EltwiseKind act = EltwiseKind::none;     // fused into the forward (leaky: slope 0.3)
+  int64_t kernel = 3;                      // 2-D: 3x3 or 5x5
 };
 
-int64_t taps(const Case& c) { return c.depth > 0 ? 27 : 9; }
+int64_t taps(const Case& c) { return c.depth > 0 ? 27 : c.kernel * c.kernel; }
 
 ConvDesc desc(const Case& c) {
   ConvDesc d;
@@ -51,12 +53,12 @@ ConvDesc desc(const Case& c) {
   d.bias_grad = c.bias && c.bias_grad;
   d.dtype = c.dtype;
   d.in_size = {c.h, c.w, 1};
-  d.kernel = {3, 3, 1};
+  d.kernel = {c.kernel, c.kernel, 1};
   d.pad_lo = {c.pad[0], c.pad[2], 0};
   d.pad_hi = {c.pad[1], c.pad[3], 0};
   d.dilation = {c.dilation[0], c.dilation[1], 1};
-  d.out_size = {c.h + c.pad[0] + c.pad[1] - 2 * c.dilation[0],
-                c.w + c.pad[2] + c.pad[3] - 2 * c.dilation[1], 1};
+  d.out_size = {c.h + c.pad[0] + c.pad[1] - (c.kernel - 1) * c.dilation[0],
+                c.w + c.pad[2] + c.pad[3] - (c.kernel - 1) * c.dilation[1], 1};
   d.post_op = {c.act, c.act == EltwiseKind::leaky_relu ? 0.3f : 0.f, 0.f};
   if (c.depth > 0) {  // the same rows and columns behind a depth axis
     d.spatial_rank = 3;
@@ -92,8 +94,9 @@ std::string name(const Case& c) {
          std::to_string(c.pad[0]) + "," + std::to_string(c.pad[1]) + "," +
          std::to_string(c.pad[2]) + "," + std::to_string(c.pad[3]) + " dilation " +
          std::to_string(c.dilation[0]) + "x" + std::to_string(c.dilation[1]) +
-         (c.bias ? " bias" : "") + (c.bias_grad ? " bias gradient" : "") +
-         (c.act != EltwiseKind::none ? " activation" : "") + " " + dtype_name(c.dtype);
+         (c.kernel != 3 ? " kernel " + std::to_string(c.kernel) : "") + (c.bias ? " bias" : "") +
+         (c.bias_grad ? " bias gradient" : "") + (c.act != EltwiseKind::none ? " activation" : "") +
+         " " + dtype_name(c.dtype);
 }
 
 // Largest |got - want| / (1 + max |want|) of a pass, for the tolerances below.
@@ -287,6 +290,61 @@ TEST(OneDnnWinograd, Bf16ActivationsAgreeWithTheReference) {
   check(c);
 }
 
+// F(4x4, 5x5), the Tiramisu's dense layers: "same" padding (2) on maps that are not whole tiles,
+// valid and asymmetric padding up to 4 on either side, a map smaller than a tile, a bias with the
+// fused ReLU, the growth rate's 32 output channels from a count that ends in a short lane block,
+// and chunks of tiles (2 x 3 x 3 = 18 tiles, 4 per chunk).
+TEST(OneDnnWinograd, FiveByFiveAgreesWithTheReferenceInEveryPass) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  check({.pad = {2, 2, 2, 2}, .kernel = 5}, onednn::kWinogradChunkFloats, kPassTolerance);
+  check({.n = 1, .h = 10, .w = 9, .pad = {0, 0, 0, 0}, .bias = true, .kernel = 5},
+        onednn::kWinogradChunkFloats, kPassTolerance);
+  check({.n = 1, .ic = 144, .oc = 128, .h = 6, .w = 5, .pad = {4, 0, 0, 4}, .kernel = 5},
+        onednn::kWinogradChunkFloats, kPassTolerance);
+  check({.n = 3, .h = 3, .w = 2, .pad = {2, 2, 2, 2}, .kernel = 5}, onednn::kWinogradChunkFloats,
+        kPassTolerance);
+  const Case dense_layer{.n = 2,
+                         .ic = 96 + 32 + 8,
+                         .oc = 32,
+                         .h = 12,
+                         .w = 10,
+                         .pad = {2, 2, 2, 2},
+                         .bias = true,
+                         .act = EltwiseKind::relu,
+                         .kernel = 5};
+  check(dense_layer, onednn::kWinogradChunkFloats, kPassTolerance);
+  check(dense_layer, int64_t{64} * 4 * 144, kPassTolerance);
+}
+
+// Dilated 5x5 (phases of unequal length, padding up to 4 dilations), short lane blocks, and bf16
+// activations with a bias gradient.
+TEST(OneDnnWinograd, FiveByFiveDilatedAndBf16AgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  check({.n = 1,
+         .ic = 32,
+         .oc = 16,
+         .h = 11,
+         .w = 13,
+         .pad = {4, 4, 8, 0},
+         .dilation = {2, 3},
+         .bias = true,
+         .kernel = 5},
+        onednn::kWinogradChunkFloats, kPassTolerance);
+  check({.n = 2, .ic = 20, .oc = 12, .h = 7, .w = 6, .pad = {2, 2, 2, 2}, .kernel = 5},
+        onednn::kWinogradChunkFloats, kPassTolerance);
+  if (const std::string why = bf16_refusal(); !why.empty()) GTEST_SKIP() << why;
+  check({.n = 2,
+         .ic = 48,
+         .oc = 32,
+         .pad = {2, 2, 2, 2},
+         .bias = true,
+         .bias_grad = true,
+         .dtype = DType::bf16,
+         .act = EltwiseKind::relu,
+         .kernel = 5},
+        onednn::kWinogradChunkFloats, kPassTolerance);
+}
+
 // F(4x4x4, 3x3x3) in float32 as CosmoFlow runs it: measured up to 2.3e-5 in any pass with 16-48
 // channels, uniform inputs, about the 2-D tiling's error, so the bound is the 2-D one.
 TEST(OneDnnWinograd, VolumesAgreeWithTheReferenceInEveryPass) {
@@ -365,13 +423,14 @@ TEST(OneDnnWinograd, ChunksOfVolumeTilesAgreeWithTheReference) {
 }
 
 // The transforms compute each tile and lane block on its own, and the products' sums keep their
-// order however many threads run them: the same bits on 1 and 2 threads, every pass.
-TEST(OneDnnWinograd, VolumesGiveTheSameBitsOnOneAndTwoThreads) {
-  CREST_SKIP_WITHOUT_BACKEND("onednn");
-  const ConvDesc d = desc({.n = 2, .ic = 32, .oc = 48, .h = 6, .w = 7, .depth = 5});
+// order however many threads run them: the same bits on 1 and 2 threads, every pass, for volumes
+// and for 5x5 filters.
+void expect_the_same_bits_on_one_and_two_threads(const Case& c) {
+  SCOPED_TRACE(name(c));
+  const ConvDesc d = desc(c);
   auto dnn = make_backend("onednn");
   const auto x = random_floats(static_cast<size_t>(src_shape_of(d).numel()), 11);
-  const auto w = random_floats(static_cast<size_t>(d.in_channels * d.out_channels * 27), 12);
+  const auto w = random_floats(static_cast<size_t>(d.in_channels * d.out_channels * taps(c)), 12);
   const auto dy = random_floats(static_cast<size_t>(dst_shape_of(d).numel()), 13);
   auto passes = [&](int threads) {
     const int saved = omp_get_max_threads();
@@ -391,6 +450,14 @@ TEST(OneDnnWinograd, VolumesGiveTheSameBitsOnOneAndTwoThreads) {
   EXPECT_EQ(one[0], two[0]) << "forward";
   EXPECT_EQ(one[1], two[1]) << "backward data";
   EXPECT_EQ(one[2], two[2]) << "backward weights";
+}
+
+TEST(OneDnnWinograd, GivesTheSameBitsOnOneAndTwoThreads) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");
+  expect_the_same_bits_on_one_and_two_threads(
+      {.n = 2, .ic = 32, .oc = 48, .h = 6, .w = 7, .depth = 5});
+  expect_the_same_bits_on_one_and_two_threads(
+      {.n = 2, .ic = 40, .oc = 32, .h = 9, .w = 7, .pad = {2, 2, 2, 2}, .kernel = 5});
 }
 
 TEST(OneDnnWinograd, Bf16VolumesAgreeWithTheReference) {
@@ -440,7 +507,7 @@ TEST(OneDnnWinograd, Bf16VolumesAgreeWithTheReference) {
          .depth = 4});
 }
 
-TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
+TEST(OneDnnWinograd, TakesStride1Dilated3x3And5x5WhereItPays) {
   const ConvDesc d = desc({});
   EXPECT_TRUE(onednn::winograd_applies(d));
   auto refuses = [&](auto change) {
@@ -450,7 +517,8 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   };
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.dtype = DType::f16; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.stride[1] = 2; }));
-  EXPECT_TRUE(refuses([](ConvDesc& o) { o.kernel = {5, 5, 1}; }));
+  EXPECT_TRUE(refuses([](ConvDesc& o) { o.kernel = {7, 7, 1}; }));
+  EXPECT_TRUE(refuses([](ConvDesc& o) { o.kernel = {5, 3, 1}; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.groups = 2; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.transposed = true; }));
   EXPECT_TRUE(refuses([](ConvDesc& o) { o.pad_lo[0] = 3; }));  // beyond 2 dilations
@@ -525,9 +593,35 @@ TEST(OneDnnWinograd, TakesStride1Dilated3x3WhereItPays) {
   narrow_volume.in_channels = 16;
   EXPECT_TRUE(onednn::winograd_serves(narrow_volume));
   EXPECT_FALSE(onednn::winograd_applies(narrow_volume));
+  // 5x5 (F(4x4, 5x5)): padding up to 4 dilations; the Tiramisu's dense layers from 16 channels
+  // at 96x144, batch 2, but not its 6x9 bottleneck (12 tiles) nor a 1x1 map.
+  const Case dense{.n = 2, .ic = 96, .oc = 32, .h = 96, .w = 144, .pad = {2, 2, 2, 2}, .kernel = 5};
+  EXPECT_TRUE(onednn::winograd_applies(desc(dense)));
+  Case first = dense;
+  first.ic = 16;
+  EXPECT_TRUE(onednn::winograd_applies(desc(first)));
+  first.ic = 8;
+  EXPECT_TRUE(onednn::winograd_serves(desc(first)));
+  EXPECT_FALSE(onednn::winograd_applies(desc(first)));
+  Case bottleneck = dense;
+  bottleneck.h = 6;
+  bottleneck.w = 9;
+  EXPECT_TRUE(onednn::winograd_serves(desc(bottleneck)));
+  EXPECT_FALSE(onednn::winograd_applies(desc(bottleneck)));
+  bottleneck.n = 4;  // 24 tiles
+  EXPECT_TRUE(onednn::winograd_applies(desc(bottleneck)));
+  Case padded = dense;
+  padded.pad = {4, 0, 4, 0};
+  EXPECT_TRUE(onednn::winograd_serves(desc(padded)));
+  padded.pad = {5, 0, 4, 0};
+  EXPECT_FALSE(onednn::winograd_serves(desc(padded)));
+  padded.dilation = {2, 2};
+  padded.pad = {8, 8, 8, 8};
+  EXPECT_TRUE(onednn::winograd_serves(desc(padded)));
   {
     const test::ScopedEnv off("CREST_WINOGRAD", "0");
     EXPECT_FALSE(onednn::winograd_applies(d));
+    EXPECT_FALSE(onednn::winograd_applies(desc(dense)));
   }
   {
     const test::ScopedEnv everywhere("CREST_WINOGRAD", "1");  // served is enough

@@ -12,8 +12,9 @@
 #include "onednn/lane_addressing.hpp"
 #include "onednn/onednn_backend.hpp"
 #include "onednn/primitive.hpp"
-#include "onednn/winograd_f4x3.hpp"
+#include "onednn/winograd_2d.hpp"
 #include "onednn/winograd_f4x3_3d.hpp"
+#include "onednn/winograd_f4x5_1d.hpp"
 #include "widest_vectors.hpp"
 
 namespace crest::onednn {
@@ -23,23 +24,26 @@ namespace {
 using dnnl::memory;
 using winograd::OutputActivation;
 
-// The two tilings: F(4x4, 3x3) for 2-D convolutions (dilated or not) and F(4x4x4, 3x3x3) for
-// 3-D ones, each with its grid, its number of transform points and its transforms.
+// The tilings: F(4x4, 3x3) and F(4x4, 5x5) for 2-D convolutions (dilated or not) and
+// F(4x4x4, 3x3x3) for 3-D ones, each with its grid, its number of transform points and its
+// transforms.
+template <typename Algo>
 struct Planar {
   using Grid = winograd::Grid;
-  static constexpr int64_t kPoints = winograd::kPoints;
-  static constexpr const char* kName = "F(4x4,3x3)";
+  static constexpr int64_t kTaps = Algo::kTaps;
+  static constexpr int64_t kPoints = winograd::points(kTaps);
+  static constexpr const char* kName = kTaps == 5 ? "F(4x4,5x5)" : "F(4x4,3x3)";
 
   // The forward tiles the output; the data gradient, a convolution of the output gradient with
-  // the turned filters (padding 2 d - pad), tiles the input.
+  // the turned filters (padding (taps - 1) d - pad), tiles the input.
   static Grid forward_grid(const ConvDesc& d, const Addressing& src, const Addressing& dst) {
-    return winograd::grid(d.n, src, dst, d.in_channels, d.out_channels, d.pad_lo[0], d.pad_lo[1],
-                          d.dilation[0], d.dilation[1]);
+    return winograd::grid(kTaps, d.n, src, dst, d.in_channels, d.out_channels, d.pad_lo[0],
+                          d.pad_lo[1], d.dilation[0], d.dilation[1]);
   }
   static Grid data_grid(const ConvDesc& d, const Addressing& src, const Addressing& dst) {
     const int64_t dh = d.dilation[0], dw = d.dilation[1];
-    return winograd::grid(d.n, dst, src, d.out_channels, d.in_channels, 2 * dh - d.pad_lo[0],
-                          2 * dw - d.pad_lo[1], dh, dw);
+    return winograd::grid(kTaps, d.n, dst, src, d.out_channels, d.in_channels,
+                          (kTaps - 1) * dh - d.pad_lo[0], (kTaps - 1) * dw - d.pad_lo[1], dh, dw);
   }
   static int64_t tiles(const Grid& g) { return g.tiles(); }
   template <typename T>
@@ -56,10 +60,10 @@ struct Planar {
     winograd::gradient_tiles(g, dy, first, last, t);
   }
   static void filters(const float* w, int64_t out_c, int64_t in_c, bool data, float* u) {
-    winograd::filters(w, out_c, in_c, data, u);
+    winograd::filters(kTaps, w, out_c, in_c, data, u);
   }
   static void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
-    winograd::filter_gradient(z, out_c, in_c, dw);
+    winograd::filter_gradient(kTaps, z, out_c, in_c, dw);
   }
 };
 
@@ -107,10 +111,10 @@ struct ProductDescs {
 };
 using DescsForRows = std::function<ProductDescs(int64_t rows)>;
 
-// The 36 matrix products of one pass for a chunk of `rows` tiles: one batched oneDNN matmul for
-// full chunks and one for the last, shorter chunk. `accumulate` adds every chunk after the first
-// into c (the weight gradient's sum over chunks); the first overwrites it, so c needs no zeroing
-// (75 MB for the ASPP's 2048 x 256 filters).
+// The 36 (64, 216) matrix products of one pass for a chunk of `rows` tiles: one batched oneDNN
+// matmul for full chunks and one for the last, shorter chunk. `accumulate` adds every chunk after
+// the first into c (the weight gradient's sum over chunks); the first overwrites it, so c needs no
+// zeroing (75 MB for the ASPP's 2048 x 256 filters).
 class ChunkProducts {
  public:
   ChunkProducts() = default;
@@ -179,7 +183,7 @@ Chunking chunking(int64_t points, int64_t tiles, int64_t widest_channels, int64_
   return {tiles, rows, tiles - (tiles - 1) / rows * rows};
 }
 
-// The three passes of a 3x3 stride-1 convolution by the tiling `Scheme` (Planar or Volumetric).
+// The three passes of a stride-1 convolution by the tiling `Scheme` (Planar or Volumetric).
 template <typename Scheme>
 class WinogradConv final : public ConvKernel {
  public:
@@ -370,9 +374,12 @@ bool winograd_serves(const ConvDesc& d) {
   const EltwiseKind act = d.post_op.kind;
   if (act != EltwiseKind::none && act != EltwiseKind::relu && act != EltwiseKind::leaky_relu)
     return false;
+  // Square filters: 3x3 or 5x5 in 2-D, 3x3x3 in 3-D.
+  const int64_t taps = d.kernel[0];
+  if (d.spatial_rank == 3 ? taps != 3 : !winograd::tiling_takes(taps)) return false;
   for (size_t i = 0; i < static_cast<size_t>(d.spatial_rank); ++i)
-    if (d.kernel[i] != 3 || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||
-        d.pad_lo[i] > 2 * d.dilation[i] || d.pad_hi[i] < 0 ||
+    if (d.kernel[i] != taps || d.stride[i] != 1 || d.dilation[i] < 1 || d.pad_lo[i] < 0 ||
+        d.pad_lo[i] > (taps - 1) * d.dilation[i] || d.pad_hi[i] < 0 ||
         (d.spatial_rank == 3 && d.dilation[i] != 1))
       return false;
   return d.in_channels > 0 && d.out_channels > 0;
@@ -407,9 +414,22 @@ bool winograd_applies(const ConvDesc& d) {
   if (setting != WinogradSetting::automatic) return setting == WinogradSetting::everywhere;
   if (winograd_tile_use(d) < kWinogradMinTileUse) return false;
   if (d.dtype == DType::bf16 && amx_bf16_kernels()) return false;
-  const bool volume = d.spatial_rank == 3;
+  const bool volume = d.spatial_rank == 3, five = !volume && d.kernel[0] == 5;
+  const int64_t min_channels = volume ? kWinograd3dMinChannels
+                               : five ? kWinograd5x5MinChannels
+                                      : kWinogradMinChannels;
   for (const int64_t c : {d.in_channels, d.out_channels})
-    if (c < (volume ? kWinograd3dMinChannels : kWinogradMinChannels)) return false;
+    if (c < min_channels) return false;
+  if (five) {  // as for volumes: each pass that runs needs the tiles
+    auto tiles = [&](const std::array<int64_t, 3>& size) {
+      int64_t n = d.n;
+      for (size_t a = 0; a < 2; ++a)
+        n *= d.dilation[a] * winograd::tiles_along(size[a], d.dilation[a]);
+      return n;
+    };
+    if (tiles(d.out_size) < kWinograd5x5MinTiles) return false;
+    if (d.training && d.data_grad && tiles(d.in_size) < kWinograd5x5MinTiles) return false;
+  }
   if (volume) {
     // The forward and the weight gradient tile the output, the data gradient the input: each
     // pass that runs needs the tiles (a split's data-gradient kernel has a wider output).
@@ -429,7 +449,9 @@ std::unique_ptr<ConvKernel> make_winograd_conv(const ContextPtr& ctx, const Conv
   if (!winograd_serves(d)) throw_usage("Winograd convolution: not a problem it serves");
   if (chunk_floats < 1) throw_usage("Winograd convolution: chunk_floats must be positive");
   if (d.spatial_rank == 3) return std::make_unique<WinogradConv<Volumetric>>(ctx, d, chunk_floats);
-  return std::make_unique<WinogradConv<Planar>>(ctx, d, chunk_floats);
+  if (d.kernel[0] == 5)
+    return std::make_unique<WinogradConv<Planar<winograd::F4x5>>>(ctx, d, chunk_floats);
+  return std::make_unique<WinogradConv<Planar<winograd::F4x3>>>(ctx, d, chunk_floats);
 }
 
 }  // namespace crest::onednn

@@ -1,5 +1,5 @@
 // The 1-D transforms of Winograd's F(4, 3) with the points 0, +-1, +-2 and infinity (Lavin & Gray,
-// 2016), on 16-channel lane blocks: the 2-D F(4x4, 3x3) (winograd_f4x3.hpp) and the 3-D
+// 2016), on 16-channel lane blocks: the 2-D F(4x4, 3x3) (winograd_2d.hpp) and the 3-D
 // F(4x4x4, 3x3x3) (winograd_f4x3_3d.hpp) apply them along each axis of a tile. Always inlined, so
 // each instruction-set copy of a transform loop (widest_vectors.hpp) gets its own.
 #pragma once
@@ -67,6 +67,14 @@ constexpr float kQuarter = 1.f / 4, kSixth = 1.f / 6, kTwelfth = 1.f / 12, k24th
   dg[1] = kSixth * (z[2] - z[1]) + kTwelfth * (z[3] - z[4]);
   dg[2] = kSixth * (sum34 - sum12) + z[5];
 }
+
+// The five transforms of F(4, 3) as one set, for the 2-D tiling (winograd_2d.hpp), which also
+// takes F(4, 5) (winograd_f4x5_1d.hpp): kPoints per axis, kTaps filter taps.
+struct F4x3 {
+  static constexpr int kPoints = 6, kTaps = 3;
+  static constexpr Transform1d input = input_1d, output = output_1d, gradient = gradient_1d,
+                               filter = filter_1d, filter_gradient = filter_gradient_1d;
+};
 
 // An activation fused into the forward's output transform (ConvDesc::post_op): ReLU, or leaky ReLU
 // with its negative slope (CosmoFlow's LeakyReLU(0.3)).

@@ -9,13 +9,13 @@
 //
 // The transformed buffers are [216][rows][channels]: transform point xi = (6 i + j) 6 + k, then
 // the tiles of a chunk (tile t at row t - first), then channels, contiguous, their counts padded
-// to a multiple of 16 with zeros as in 2-D (winograd_f4x3.hpp). Tile t =
+// to a multiple of 16 with zeros as in 2-D (winograd_2d.hpp). Tile t =
 // ((n tiles_d + tz) tiles_h + ty) tiles_w + tx covers the output voxels 4 tz + i (depth), 4 ty + j
 // and 4 tx + k, i, j, k < 4; its patch reads the input from 4 tz - pad_front on (rows and columns
 // alike), zeros outside. Voxels of tiles past the output are dropped. Dense only: CosmoFlow's
 // convolutions have no dilation.
 //
-// The weight gradient reads the same bilinear form the other way, as in 2-D (winograd_f4x3.hpp):
+// The weight gradient reads the same bilinear form the other way, as in 2-D (winograd_2d.hpp):
 // G^T [(A dY A^T) . (B^T D B)] G along every axis.
 #pragma once
 #include <array>

@@ -1,6 +1,7 @@
-#include "onednn/winograd_f4x3.hpp"
+#include "onednn/winograd_2d.hpp"
 
 #include "onednn/winograd_f4x3_1d.hpp"
+#include "onednn/winograd_f4x5_1d.hpp"
 #include "widest_vectors.hpp"
 
 namespace crest::onednn::winograd {
@@ -45,17 +46,19 @@ inline bool inside(const Addressing& a, int64_t y, int64_t x) {
   return y >= 0 && y < a.height && x >= 0 && x < a.width;
 }
 
-// Where point xi of tile row r, lane block b lies in a [36][rows][channels padded to 16] buffer.
+// Where point xi of tile row r, lane block b lies in a [points][rows][channels padded to 16]
+// buffer.
 inline int64_t point_at(int64_t xi, int64_t rows, int64_t r, int64_t channels, int64_t b) {
   return (xi * rows + r) * padded_to_lanes(channels) + b * kLanes;
 }
 
 }  // namespace
 
-Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t in_channels,
-          int64_t out_channels, int64_t pad_top, int64_t pad_left, int64_t dilation_h,
-          int64_t dilation_w) {
+Grid grid(int64_t taps, int64_t samples, const Addressing& in, const Addressing& out,
+          int64_t in_channels, int64_t out_channels, int64_t pad_top, int64_t pad_left,
+          int64_t dilation_h, int64_t dilation_w) {
   Grid g;
+  g.taps = taps;
   g.samples = samples;
   g.tiles_h = tiles_along(out.height, dilation_h);
   g.tiles_w = tiles_along(out.width, dilation_w);
@@ -72,60 +75,106 @@ Grid grid(int64_t samples, const Addressing& in, const Addressing& out, int64_t 
 
 namespace {
 
-// The per-tile bodies, for float32 or bf16 activations (T = float or uint16_t bf16 codes; the
-// transformed tiles are float32 either way). Lane block b of tile t.
-template <typename T>
+// The per-tile bodies, for the tiling Algo (F4x3 or F4x5, a = Algo::kPoints points per axis) and
+// float32 or bf16 activations (T = float or uint16_t bf16 codes; the transformed tiles are
+// float32 either way). Lane block b of tile t.
+template <typename Algo, typename T>
 [[gnu::always_inline]] inline void input_tile(const Grid& g, const T* in, int64_t t, int64_t b,
                                               int64_t first, int64_t rows, float* v) {
+  constexpr int a = Algo::kPoints;
   const TileOrigin o = origin(g, t);
   const int64_t count = lanes_in_block(g.in_channels, b);
-  Lanes d[6][6], r[6][6];
-  for (int i = 0; i < 6; ++i)
-    for (int j = 0; j < 6; ++j) {
+  Lanes d[a][a], r[a][a];
+  for (int i = 0; i < a; ++i)
+    for (int j = 0; j < a; ++j) {
       const int64_t y = o.y - g.pad_top + i * g.dilation_h;
       const int64_t x = o.x - g.pad_left + j * g.dilation_w;
       d[i][j] = inside(g.in, y, x) ? load_first(in + g.in.at(o.n, b, y, x), count) : Lanes{};
     }
-  both_axes<6, 6, input_1d>(d, r);
-  for (int64_t xi = 0; xi < kPoints; ++xi)
-    store(v + point_at(xi, rows, t - first, g.in_channels, b), r[xi / 6][xi % 6]);
+  both_axes<a, a, Algo::input>(d, r);
+  for (int64_t xi = 0; xi < a * a; ++xi)
+    store(v + point_at(xi, rows, t - first, g.in_channels, b), r[xi / a][xi % a]);
 }
 
-template <typename T>
+template <typename Algo, typename T>
 [[gnu::always_inline]] inline void output_tile(const Grid& g, const float* m, const float* bias,
                                                const OutputActivation& act, int64_t t, int64_t b,
                                                int64_t first, int64_t rows, T* out) {
+  constexpr int a = Algo::kPoints;
   const TileOrigin o = origin(g, t);
-  Lanes p[6][6], y[4][4];
-  for (int64_t xi = 0; xi < kPoints; ++xi)
-    p[xi / 6][xi % 6] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
-  both_axes<6, 4, output_1d>(p, y);
+  Lanes p[a][a], y[kTile][kTile];
+  for (int64_t xi = 0; xi < a * a; ++xi)
+    p[xi / a][xi % a] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
+  both_axes<a, kTile, Algo::output>(p, y);
   const int64_t count = lanes_in_block(g.out_channels, b);
   const Lanes shift = bias != nullptr ? load_first(bias + b * kLanes, count) : Lanes{};
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
+  for (int i = 0; i < kTile; ++i)
+    for (int j = 0; j < kTile; ++j) {
       const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
       if (inside(g.out, py, px))
         store_first(out + g.out.at(o.n, b, py, px), activated(y[i][j] + shift, act), count);
     }
 }
 
-template <typename T>
+template <typename Algo, typename T>
 [[gnu::always_inline]] inline void gradient_tile(const Grid& g, const T* diff_out, int64_t t,
                                                  int64_t b, int64_t first, int64_t rows,
                                                  float* tiles) {
+  constexpr int a = Algo::kPoints;
   const TileOrigin o = origin(g, t);
   const int64_t count = lanes_in_block(g.out_channels, b);
-  Lanes dy[4][4], r[6][6];
-  for (int i = 0; i < 4; ++i)
-    for (int j = 0; j < 4; ++j) {
+  Lanes dy[kTile][kTile], r[a][a];
+  for (int i = 0; i < kTile; ++i)
+    for (int j = 0; j < kTile; ++j) {
       const int64_t py = o.y + i * g.dilation_h, px = o.x + j * g.dilation_w;
       dy[i][j] =
           inside(g.out, py, px) ? load_first(diff_out + g.out.at(o.n, b, py, px), count) : Lanes{};
     }
-  both_axes<4, 6, gradient_1d>(dy, r);
-  for (int64_t xi = 0; xi < kPoints; ++xi)
-    store(tiles + point_at(xi, rows, t - first, g.out_channels, b), r[xi / 6][xi % 6]);
+  both_axes<kTile, a, Algo::gradient>(dy, r);
+  for (int64_t xi = 0; xi < a * a; ++xi)
+    store(tiles + point_at(xi, rows, t - first, g.out_channels, b), r[xi / a][xi % a]);
+}
+
+// Filter a's lane block b of the transformed filters u [points][outer][inner] (see filters()).
+template <typename Algo>
+[[gnu::always_inline]] inline void filter_block(const float* w, int64_t out_c, int64_t in_c,
+                                                bool for_data_gradient, int64_t a, int64_t b,
+                                                float* u) {
+  constexpr int k = Algo::kTaps, p = Algo::kPoints;
+  // Lanes run along the buffer's contiguous channels: out_c forward, in_c for the data gradient.
+  // Both sides are padded to 16 with zero filters, so padded lanes add nothing to the sums.
+  const int64_t outer = for_data_gradient ? out_c : in_c;
+  const int64_t inner = for_data_gradient ? in_c : out_c;
+  const int64_t outer_padded = padded_to_lanes(outer), inner_padded = padded_to_lanes(inner);
+  const int64_t count = a < outer ? lanes_in_block(inner, b) : 0;
+  Lanes g[k][k] = {}, r[p][p];
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t l = 0; l < count; ++l) {
+        const int64_t lane = b * kLanes + l;
+        g[i][j][l] = for_data_gradient ? w[((a * in_c + lane) * k + (k - 1 - i)) * k + (k - 1 - j)]
+                                       : w[((lane * in_c + a) * k + i) * k + j];
+      }
+  both_axes<k, p, Algo::filter>(g, r);
+  for (int64_t xi = 0; xi < p * p; ++xi)
+    store(u + (xi * outer_padded + a) * inner_padded + b * kLanes, r[xi / p][xi % p]);
+}
+
+// Output channel o's lane block b of the weight gradient from z [points][out_c][in_c].
+template <typename Algo>
+[[gnu::always_inline]] inline void filter_gradient_block(const float* z, int64_t out_c,
+                                                         int64_t in_c, int64_t o, int64_t b,
+                                                         float* dw) {
+  constexpr int k = Algo::kTaps, p = Algo::kPoints;
+  const int64_t out_padded = padded_to_lanes(out_c), in_padded = padded_to_lanes(in_c);
+  Lanes points[p][p], r[k][k];
+  for (int64_t xi = 0; xi < p * p; ++xi)
+    points[xi / p][xi % p] = load(z + (xi * out_padded + o) * in_padded + b * kLanes);
+  both_axes<p, k, Algo::filter_gradient>(points, r);
+  for (int64_t l = 0; l < lanes_in_block(in_c, b); ++l)
+    for (int64_t i = 0; i < k; ++i)
+      for (int64_t j = 0; j < k; ++j)
+        dw[((o * in_c + b * kLanes + l) * k + i) * k + j] = r[i][j][l];
 }
 
 }  // namespace
@@ -137,9 +186,20 @@ template <typename T>
   _Pragma("omp parallel for collapse(2) schedule(static)") for (int64_t t = first; t < last; \
                                                                 ++t) for (int64_t b = 0;     \
                                                                           b < blocks; ++b) call
+// `call` for the tiling of a taps x taps filter, Algo naming it. The branch sits inside the
+// loop (per tile and lane block, always taken alike), so the OpenMP region stays in the loop
+// function itself (widest_vectors.hpp) and each tiling's transforms are inlined into it.
+#define CREST_BY_TAPS(taps, call) \
+  if ((taps) == 5) {              \
+    using Algo = F4x5;            \
+    call;                         \
+  } else {                        \
+    using Algo = F4x3;            \
+    call;                         \
+  }
 
 namespace {
-#define CREST_WIDEST_VECTORS_LOOPS "onednn/winograd_f4x3.inc"
+#define CREST_WIDEST_VECTORS_LOOPS "onednn/winograd_2d.inc"
 #include "widest_vectors_expand.hpp"
 }  // namespace
 
@@ -171,14 +231,16 @@ void gradient_tiles(const Grid& g, const uint16_t* diff_out, int64_t first, int6
   CREST_WIDEST_VECTORS_CALL(gradient_tiles, g, diff_out, first, last, tiles);
 }
 
-void filters(const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient, float* u) {
-  CREST_WIDEST_VECTORS_CALL(filters, w, out_c, in_c, for_data_gradient, u);
+void filters(int64_t taps, const float* w, int64_t out_c, int64_t in_c, bool for_data_gradient,
+             float* u) {
+  CREST_WIDEST_VECTORS_CALL(filters, taps, w, out_c, in_c, for_data_gradient, u);
 }
 
-void filter_gradient(const float* z, int64_t out_c, int64_t in_c, float* dw) {
-  CREST_WIDEST_VECTORS_CALL(filter_gradient, z, out_c, in_c, dw);
+void filter_gradient(int64_t taps, const float* z, int64_t out_c, int64_t in_c, float* dw) {
+  CREST_WIDEST_VECTORS_CALL(filter_gradient, taps, z, out_c, in_c, dw);
 }
 
+#undef CREST_BY_TAPS
 #undef CREST_OVER_TILES
 
 }  // namespace crest::onednn::winograd
