@@ -18,8 +18,11 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
   if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
 }
 
-SessionOptions plan_only(SessionOptions so) {
+// The whole model's plan: its parameters allocated on the rank that keeps the whole model's state
+// (the job's rank 0), a layout alone elsewhere.
+SessionOptions plan_only(SessionOptions so, bool with_params) {
   so.allocate = false;
+  so.allocate_params = with_params;
   return so;
 }
 
@@ -66,11 +69,13 @@ std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& g
   return names;
 }
 
-// Every rank compiles the whole model's plan (not allocated) for its FLOPs, so all cut alike.
+// Every rank compiles the whole model's plan (not allocated) for its FLOPs, so all cut alike;
+// only rank 0 allocates its parameters.
 PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
                                                  const TrainingSessionOptions& o,
                                                  const PipelineOptions& p, Communicator& world)
-    : whole_(graph, plan_only(o.session)), ranks_(pipeline_ranks(world, p.stages, p.stages_key)) {
+    : whole_(graph, plan_only(o.session, world.rank() == 0)),
+      ranks_(pipeline_ranks(world, p.stages, p.stages_key)) {
   refuse_unsupported(o, p);
   if (!whole_.backend().memory().is_host())
     throw_usage(p.stages_key + " " + std::to_string(p.stages) + " on the " +
@@ -104,12 +109,11 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
     whole_optimizer_->attach(whole_.executor().params(), whole_.executor().vec(), 1,
                              o.gradient_lag);
   }
-  // Every rank reads the file into its copy of the whole model and takes its stage's part: the
-  // same file everywhere, so no message, and the same errors on every rank.
-  if (!o.init_weights.empty()) {
-    load_weights(whole_.executor().params(), o.init_weights, o.external_names);
-    take_whole_values();
-  }
+  // Every rank checks the file against the whole model and reads its stage's part: the same file
+  // everywhere, so no message, and the same errors on every rank.
+  if (!o.init_weights.empty())
+    load_weights_part(executor().params(), whole_.executor().params(), o.init_weights,
+                      o.external_names);
 }
 
 // Synchronised batch norm (dist.batchnorm_group_size g): each stage's batch norms sum their

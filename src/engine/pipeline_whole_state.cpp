@@ -159,19 +159,6 @@ void PipelineTrainingSession::gather_whole(Communicator& world) {
   whole_optimizer_->set_steps_taken(c.optimizer_steps);
 }
 
-void PipelineTrainingSession::take_whole_values() {
-  ParamStore& mine = executor().params();
-  const ParamStore& whole = whole_.executor().params();
-  const size_t element = dtype_size(mine.dtype());
-  for (const ParamSlot& slot : mine.slots()) {
-    const int at = whole.find(slot.name);
-    CREST_CHECK(at >= 0, "pipeline state: the whole model lacks '" + slot.name + "'");
-    const ParamSlot& from = whole.slots()[static_cast<size_t>(at)];
-    std::memcpy(static_cast<std::byte*>(mine.values()) + slot.offset,
-                static_cast<const std::byte*>(whole.values()) + from.offset, slot.count * element);
-  }
-}
-
 void PipelineTrainingSession::scatter_whole(Communicator& world) {
   Executor& ex = executor();
   const std::vector<NamedTensor> mine = named_tensors(ex.params(), *optimizer_);

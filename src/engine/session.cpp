@@ -18,6 +18,7 @@ CompileOptions compile_options(const SessionOptions& o) {
   co.memory_limit = o.memory_limit;
   co.memory_limit_source = o.memory_limit_source;
   co.allocate = o.allocate;
+  co.allocate_params = o.allocate || o.allocate_params;
   return co;
 }
 

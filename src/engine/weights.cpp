@@ -58,13 +58,15 @@ void check_tensor(const std::string& path, const SafetensorsTensor* t, const Fil
                 ", the model expects " + shape_text(want.shape));
 }
 
-// Checks every tensor against the model before storing any, so a bad set leaves it untouched.
-// `find(key)` looks a tensor up under `prefix` + key; `all` lists every key offered.
-void check_and_store(ParamStore& params, const std::string& source, const ExternalNames& names,
+// Checks every tensor against the model's `slots` before storing any into `into` (those slots,
+// or a pipeline stage's part of them), so a bad set leaves it untouched. `find(key)` looks a
+// tensor up under `prefix` + key; `all` lists every key offered.
+void check_and_store(ParamStore& into, const std::vector<ParamSlot>& slots,
+                     const std::string& source, const ExternalNames& names,
                      const std::string& prefix, const std::vector<SafetensorsTensor>& all,
                      const std::function<const SafetensorsTensor*(const std::string&)>& find) {
   std::set<std::string> expected;
-  for (const auto& slot : params.slots()) {
+  for (const auto& slot : slots) {
     const FileTensor want = file_tensor(slot, names);
     expected.insert(prefix + want.key);
     check_tensor(source, find(prefix + want.key), want, prefix + want.key);
@@ -72,8 +74,10 @@ void check_and_store(ParamStore& params, const std::string& source, const Extern
   for (const auto& t : all)
     if (!expected.count(t.name))
       throw_input(source + ": tensor '" + t.name + "' is not a parameter of this model");
-  store_tensors(params, [&](const ParamSlot& slot) -> const SafetensorsTensor& {
-    return *find(prefix + file_tensor(slot, names).key);
+  store_tensors(into, [&](const ParamSlot& slot) -> const SafetensorsTensor& {
+    const SafetensorsTensor* t = find(prefix + file_tensor(slot, names).key);
+    CREST_CHECK(t != nullptr, "weights: '" + slot.name + "' is not one of the model's parameters");
+    return *t;
   });
 }
 
@@ -81,7 +85,19 @@ void check_and_store(ParamStore& params, const std::string& source, const Extern
 
 void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names) {
   const SafetensorsFile file(path);
-  check_and_store(params, path, names, ddp_prefix(file), file.tensors(),
+  check_and_store(params, params.slots(), path, names, ddp_prefix(file), file.tensors(),
+                  [&](const std::string& key) { return file.find(key); });
+}
+
+void load_weights_part(ParamStore& part, const ParamStore& whole, const std::string& path,
+                       const ExternalNames& names) {
+  for (const ParamSlot& slot : part.slots()) {
+    const int at = whole.find(slot.name);
+    CREST_CHECK(at >= 0 && whole.slots()[static_cast<size_t>(at)].shape == slot.shape,
+                "weights: the stage's '" + slot.name + "' is not the whole model's");
+  }
+  const SafetensorsFile file(path);
+  check_and_store(part, whole.slots(), path, names, ddp_prefix(file), file.tensors(),
                   [&](const std::string& key) { return file.find(key); });
 }
 
@@ -91,7 +107,7 @@ void load_weight_tensors(ParamStore& params, const std::vector<SafetensorsTensor
   for (const auto& t : tensors)
     if (!by_key.emplace(t.name, &t).second)
       throw_input(source + ": tensor '" + t.name + "' is given twice");
-  check_and_store(params, source, names, "", tensors, [&](const std::string& key) {
+  check_and_store(params, params.slots(), source, names, "", tensors, [&](const std::string& key) {
     const auto it = by_key.find(key);
     return it == by_key.end() ? nullptr : it->second;
   });

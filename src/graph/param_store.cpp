@@ -65,7 +65,7 @@ void fill_slot(T* w, size_t count, const ParamSlot& s, uint64_t seed) {
 
 }  // namespace
 
-ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend)
+ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate)
     : dtype_(dtype), ops_(backend.vector_ops(dtype)) {
   // Trainable first so the optimizer sees one contiguous prefix.
   std::stable_partition(slots.begin(), slots.end(),
@@ -86,6 +86,8 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backe
   // The sideband follows the trainable prefix directly, whatever comes after it.
   offset = std::max(offset, trainable_bytes_ + kSidebandBytes);
   slots_ = std::move(slots);
+  bytes_ = offset;
+  if (!allocate) return;
   // Zeroed by the resource. Padding between slices stays zero forever, so whole-buffer optimizer
   // updates are harmless.
   values_ = Buffer(offset, 256, backend.memory());
@@ -176,6 +178,7 @@ void ParamStore::fill(void* w, size_t count, const ParamSlot& s, uint64_t seed) 
 }
 
 void ParamStore::initialize(uint64_t seed) {
+  CREST_CHECK(allocated(), "initialising a parameter layout without buffers");
   if (dtype_ != DType::f32 && dtype_ != DType::f64)
     throw_runtime("parameter initialisation supports f32 and f64 only");
   // Every slot is written and the padding of a fresh host copy is zero: nothing to fetch.

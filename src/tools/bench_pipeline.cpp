@@ -2,7 +2,8 @@
 // replicas of the pipeline), a model cut into K stages trains batches of M micro-batches on
 // random data (crest/engine/pipeline_train_step.hpp: the schedule, the replicas' allreduce, the
 // model's reference optimizer) and prints one JSON line: the step time (the slowest rank's, best
-// step), and per stage its layers, its compute time and its activation memory; the measured
+// step), and per stage its layers, its compute time, its activation memory and the parameter
+// buffers its rank holds (the stage's; the whole model's on rank 0 alone); the measured
 // bubble (the share of the schedule's time the stages waited, 1 - mean compute / schedule) beside
 // the schedule's (K - 1) / (M + K - 1), and the schedule's bubble at the stages' measured
 // (unequal) compute times. The stages are cut where the measured time of a training step
@@ -85,6 +86,11 @@ std::vector<double> balance_costs(const BenchPipelineArgs& a, const BuiltModel& 
   comm.broadcast(costs.data(), costs.size() * sizeof(double), 0);
   return costs;
 }
+
+double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
+
+// The parameter and gradient buffers a store holds (none where it is a layout alone).
+size_t held_bytes(const ParamStore& p) { return p.allocated() ? 2 * p.bytes() : 0; }
 
 // Every rank's JSON text, on every rank.
 std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json& mine) {
@@ -186,6 +192,8 @@ void bench_pipeline(const BenchPipelineArgs& a) {
               {"compute_s", best.compute_s},
               {"activation_sets", runner.activation_sets()},
               {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
+              {"parameter_mb", mib(2 * runner.executor().params().bytes())},
+              {"whole_model_parameter_mb", mib(held_bytes(session.whole().executor().params()))},
               {"sent_values", mine.sent.size()}});
   if (comm->rank() != 0) return;
   nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,

@@ -70,6 +70,8 @@ class PipelineTrainingSession {
   PipelineTrainingSession& operator=(const PipelineTrainingSession&) = delete;
 
   // The whole model, compiled but not allocated: the backend, and the model's plan and FLOPs.
+  // Its parameters have buffers on the job's rank 0 only (whole_optimizer()); elsewhere they are
+  // a layout (ParamStore::allocated() false), so a rank holds its stage's parameters alone.
   const Session& whole() const { return whole_; }
   Backend& backend() const { return whole_.backend(); }
   const PipelineRanks& ranks() const { return ranks_; }
@@ -100,8 +102,6 @@ class PipelineTrainingSession {
   void scatter_whole(Communicator& world);
 
  private:
-  // This rank's stage takes its parameters' values from its copy of the whole model.
-  void take_whole_values();
   void synchronise_batch_norm(int group_size);
 
   Session whole_;

@@ -37,10 +37,12 @@ struct SessionOptions {
   // null: none.
   std::shared_ptr<SpatialSplit> spatial;
   bool split_outputs = false;  // CompileOptions::split_outputs
-  // CompileOptions::memory_limit (0: none) and its source, and allocate (false: plan only).
+  // CompileOptions::memory_limit (0: none) and its source, allocate (false: plan only) and
+  // allocate_params.
   size_t memory_limit = 0;
   std::string memory_limit_source;
   bool allocate = true;
+  bool allocate_params = true;
 };
 
 // The compile options a purpose and precision mean. Under mixed precision a float input that

@@ -25,6 +25,13 @@ using ExternalNames = std::map<std::string, ExternalParam>;
 // (input) naming the file and the tensor; `params` is unchanged unless the whole file is valid.
 void load_weights(ParamStore& params, const std::string& path, const ExternalNames& names = {});
 
+// The same into `part`, a pipeline stage's parameters (named as the whole model's), from a whole
+// model's file: the file must hold exactly `whole`'s parameters, checked as above before any is
+// stored; only `part`'s are read. `whole` is a layout (it may have no buffers), so a rank that
+// holds one stage never holds the whole model.
+void load_weights_part(ParamStore& part, const ParamStore& whole, const std::string& path,
+                       const ExternalNames& names = {});
+
 // The same from tensors in memory (crest's Python module: a state_dict of arrays); `source` names
 // where they came from in errors, as load_weights names the file. Every key must be a parameter's
 // (no "module." prefix here).

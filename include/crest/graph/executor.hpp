@@ -67,6 +67,10 @@ struct CompileOptions {
   // false: plan only (crest train --dry-run): nothing is allocated for activations, so a plan
   // larger than this machine can be printed; forward() and backward() refuse to run.
   bool allocate = true;
+  // With allocate false, also false: the parameters' layout without their buffers (nor their
+  // initial values), for a plan whose parameters live elsewhere: a pipeline's whole model on the
+  // ranks that hold one stage of it (ParamStore: values() and grads() are null).
+  bool allocate_params = true;
 };
 
 struct OpProfile {

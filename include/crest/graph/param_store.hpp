@@ -26,12 +26,15 @@ struct ParamSlot {
 class ParamStore {
  public:
   ParamStore() = default;
-  // Buffers from backend.memory(), zeroed; ops() from backend.vector_ops(dtype).
-  ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend);
+  // Buffers from backend.memory(), zeroed; ops() from backend.vector_ops(dtype). `allocate`
+  // false: the layout alone (slots, offsets, bytes()), no buffers (values() and grads() are
+  // null): a pipeline's whole-model plan on the ranks that hold one stage of it.
+  ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate = true);
 
   DType dtype() const { return dtype_; }
   const std::vector<ParamSlot>& slots() const { return slots_; }
-  size_t bytes() const { return values_.bytes(); }
+  bool allocated() const { return values_.data() != nullptr; }
+  size_t bytes() const { return bytes_; }  // of each buffer, allocated or not
   size_t trainable_bytes() const { return trainable_bytes_; }
   size_t trainable_count_padded() const { return trainable_bytes_ / dtype_size(dtype_); }
   int64_t parameter_count() const;  // trainable elements, without padding (whole parameters)
@@ -80,7 +83,7 @@ class ParamStore {
   DType dtype_ = DType::f32;
   Buffer values_, grads_;
   std::unique_ptr<VectorOps> ops_;
-  size_t trainable_bytes_ = 0;
+  size_t bytes_ = 0, trainable_bytes_ = 0;
 };
 
 }  // namespace crest

@@ -87,11 +87,12 @@ void store_params(Program& p) {
       node.param_slots.push_back(static_cast<int>(slots.size()));
       slots.push_back({node.name + "." + spec.name, spec.shape, 0, 0, spec});
     }
-  p.params = ParamStore(slots, p.opts.dtype, p.backend);
+  const bool buffers = p.opts.allocate || p.opts.allocate_params;
+  p.params = ParamStore(slots, p.opts.dtype, p.backend, buffers);
   // ParamStore orders slots trainable first: map the nodes' indices to the store's.
   for (Node& node : p.nodes)
     for (int& s : node.param_slots) s = p.params.find(slots[static_cast<size_t>(s)].name);
-  p.params.initialize(p.opts.seed);
+  if (buffers) p.params.initialize(p.opts.seed);
 }
 
 }  // namespace crest::compile
