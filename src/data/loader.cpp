@@ -124,7 +124,9 @@ void DataLoader::decode_into(Slot& slot, int64_t position, int64_t sample,
 void DataLoader::clear_place(Slot& slot, int64_t position) const {
   const SampleSpec& spec = source_->spec();
   const auto p = static_cast<size_t>(position);
-  std::memset(static_cast<char*>(slot.x.data()) + x_place_bytes() * p, 0, x_place_bytes());
+  // A targets-only source (targets_of_samples) has no sample bytes, and its x buffer no memory.
+  if (x_place_bytes() > 0)
+    std::memset(static_cast<char*>(slot.x.data()) + x_place_bytes() * p, 0, x_place_bytes());
   std::memset(static_cast<char*>(slot.y.data()) + spec.y_bytes() * p, 0, spec.y_bytes());
   slot.present[p] = 0;
   slot.ids[p] = -1;

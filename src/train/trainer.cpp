@@ -108,7 +108,7 @@ class TrainingRun {
   void print_spatial_plan();
   void make_scoring(const Executor& ex);
   void open_data();
-  void read_blocks_only();
+  void read_only_what_is_fed();
   void open_train_loader(int rollbacks);
   DType sample_dtype() const;
   RunFacts facts() const;
@@ -159,6 +159,7 @@ class TrainingRun {
   // inputs do (the first the samples, the last the targets); the stages between compute on what
   // they receive, and read nothing.
   bool reads_data() const { return !pipeline_ || !pipeline_->stage_graph().data_inputs.empty(); }
+  bool feeds_samples() const;
   // The batches of this rank's shard of `source` per epoch, as a loader with `o` plans them.
   int64_t shard_batches(const SampleSource& source, const LoaderOptions& o) const {
     return plan_shards(source.size(), o.batch_size, shard_comm().rank(), shard_comm().size(),
@@ -420,9 +421,14 @@ void TrainingRun::print_pipeline_plan() {
     const PipelineStageGraph& g = graphs[s];
     std::string reads;  // reads_data(): the stages without the model's inputs read nothing
     for (const std::string& input : g.data_inputs) reads += (reads.empty() ? "" : ", ") + input;
+    const bool samples = std::find(g.data_inputs.begin(), g.data_inputs.end(),
+                                   task_.model.sample_input) != g.data_inputs.end();
     log << "  stage " << s << " (ranks " << s << ", " << s + graphs.size()
         << ", ...): " << g.first_node_name << " .. " << g.last_node_name << ", reads "
-        << (reads.empty() ? "no data" : "data (" + reads + ")") << ", sends "
+        << (reads.empty() ? "no data"
+            : samples     ? "data (" + reads + ")"
+                          : "the targets alone (" + reads + ")")
+        << ", sends "
         << (g.sent.empty() ? "nothing (the loss)" : std::to_string(g.sent.size()) + " tensors on")
         << "\n";
   }
@@ -520,7 +526,7 @@ void TrainingRun::open_data() {
   const Executor& whole = pipeline_ ? pipeline_->whole().executor() : *ex_;
   const Shape predicted = whole.output_whole_shape(task_.model.prediction);
   check_label_classes(data_, predicted.rank() >= 2 ? predicted[1] : 0, dc);
-  read_blocks_only();
+  read_only_what_is_fed();
   open_train_loader(0);
   if (train_loader_)  // rank 0's (it reads: the first stage of a pipeline does)
     *log_ << "train data: " << data_.train->format() << ", " << train_loader_->plan().describe()
@@ -538,11 +544,21 @@ void TrainingRun::open_data() {
   train_steps_ = shard_batches(*data_.train, loader_options(dc));
 }
 
-// Under a spatial split every rank reads its block of each sample: only the block's bytes where
-// the format allows it (npy, DeepCAM HDF5 and data-/label- npy), else the whole sample, decoded,
-// of which it keeps the block.
-void TrainingRun::read_blocks_only() {
-  if (!feed_) return;  // dist.pipeline: whole samples
+// Each rank reads only what it feeds. Under a spatial split, its block of each sample: only the
+// block's bytes where the format allows it (npy, DeepCAM HDF5 and data-/label- npy), else the
+// whole sample, decoded, of which it keeps the block. A pipeline stage that feeds the targets but
+// not the samples (the last), the targets alone: only their bytes where the format allows it
+// (an image folder reads nothing, CosmoFlow npy its label file), else the whole record, of which
+// it decodes the targets (a TFRecord's label feature, not its JPEG or volume).
+void TrainingRun::read_only_what_is_fed() {
+  if (pipeline_) {
+    if (reads_data() && !feeds_samples()) {
+      data_.train = targets_of_samples(data_.train);
+      if (data_.valid) data_.valid = targets_of_samples(data_.valid);
+    }
+    return;
+  }
+  if (!feed_) return;
   const std::optional<SampleBlock> block = feed_->sample_block();
   if (!block) return;
   data_.train = block_of_samples(data_.train, *block);
@@ -567,11 +583,14 @@ void TrainingRun::open_train_loader(int rollbacks) {
 // What the loaders decode samples into: the model's sample input's (a pipeline stage without it
 // feeds no samples: float32).
 DType TrainingRun::sample_dtype() const {
-  const bool has_samples = !pipeline_ || pipeline_->stage_graph().data_inputs.end() !=
-                                             std::find(pipeline_->stage_graph().data_inputs.begin(),
-                                                       pipeline_->stage_graph().data_inputs.end(),
-                                                       task_.model.sample_input);
-  return has_samples ? loader_sample_dtype(*ex_, task_.model) : DType::f32;
+  return feeds_samples() ? loader_sample_dtype(*ex_, task_.model) : DType::f32;
+}
+
+// Whether this rank's model reads the samples (a pipeline's first stage does, its others not).
+bool TrainingRun::feeds_samples() const {
+  if (!pipeline_) return true;
+  const std::vector<std::string>& inputs = pipeline_->stage_graph().data_inputs;
+  return std::find(inputs.begin(), inputs.end(), task_.model.sample_input) != inputs.end();
 }
 
 RunFacts TrainingRun::facts() const {

@@ -83,6 +83,9 @@ TEST(PipelineTrain, TakesTheStepsOfOneProcessAccumulatingTheMicroBatches) {
         2, kSmall + r.precision + " " + kPipeline + ", " + r.pipeline + run_outputs(d, two));
     ASSERT_EQ(b.code, 0) << b.out;
     EXPECT_NE(b.out.find("dist.pipeline: 2 stages x 1 data-parallel"), std::string::npos) << b.out;
+    // The last stage reads the targets alone (targets_of_samples); the same losses say they are
+    // the right ones.
+    EXPECT_NE(b.out.find("act1 .. loss, reads the targets alone (y)"), std::string::npos) << b.out;
     EXPECT_LE(worst_relative_difference(d.file(one + ".safetensors"), d.file(two + ".safetensors")),
               r.tolerance);
     const std::vector<double> expected = val_losses(d.file(one)), got = val_losses(d.file(two));

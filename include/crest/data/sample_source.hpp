@@ -75,6 +75,18 @@ class SampleSource {
   }
   virtual void decode_block(int64_t i, const SampleBlock& block, std::span<const std::byte> payload,
                             float* x, void* y, const SampleDraw& draw) const;
+
+  // The targets alone (a pipeline's last stage feeds no samples). A source whose format allows it
+  // reads only what the targets need (reads_targets_alone(): an image folder reads nothing, its
+  // labels are its class directories); the default reads the whole payload. decode_targets
+  // writes y (spec().y_bytes()) alone: the default decodes the whole sample with `draw` and keeps
+  // y (a random transform may move the targets with the sample); a source whose targets do not
+  // depend on the sample's decoding parses them alone (a TFRecord's label feature, without its
+  // JPEG or volume).
+  virtual bool reads_targets_alone() const { return false; }
+  virtual void read_targets(int64_t i, std::vector<std::byte>& payload) const { read(i, payload); }
+  virtual void decode_targets(int64_t i, std::span<const std::byte> payload, void* y,
+                              const SampleDraw& draw) const;
 };
 
 // `whole` restricted to `block` of every sample: its spec's x_shape is the block's, and read and
@@ -82,6 +94,10 @@ class SampleSource {
 // does not fit the samples.
 std::shared_ptr<SampleSource> block_of_samples(std::shared_ptr<const SampleSource> whole,
                                                SampleBlock block);
+
+// `whole`'s targets alone: its spec's x_shape is [0] (a batch holds no sample bytes), and read
+// and decode go to read_targets and decode_targets.
+std::shared_ptr<SampleSource> targets_of_samples(std::shared_ptr<const SampleSource> whole);
 
 // The sorted list of regular files in `dir` whose names end with one of `suffixes`. Errors (input)
 // when the directory is missing, unreadable or holds no such file, naming it and the suffixes.

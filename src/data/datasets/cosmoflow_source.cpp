@@ -83,10 +83,24 @@ class CosmoflowTfrecordSource final : public CosmoflowSource {
   }
 
   void decode(int64_t i, std::span<const std::byte> payload, float* x, void* y) const override {
+    const ExampleView ex = ExampleView::parse(payload, path(i));
+    convert_volume(volume(i, ex).data(), voxels_, opts_.apply_log, x);
+    copy_targets(i, ex, y);
+  }
+
+  // The targets without converting the volume (its size is still checked, as decode checks it).
+  void decode_targets(int64_t i, std::span<const std::byte> payload, void* y,
+                      const SampleDraw& /*draw*/) const override {
+    const ExampleView ex = ExampleView::parse(payload, path(i));
+    volume(i, ex);
+    copy_targets(i, ex, y);
+  }
+
+ private:
+  // Feature 'x': one int16 volume of data.sample_shape.
+  std::span<const std::byte> volume(int64_t i, const ExampleView& ex) const {
     const std::string& file = path(i);
-    const ExampleView ex = ExampleView::parse(payload, file);
     const ExampleFeature& fx = ex.at("x", ExampleFeature::Kind::bytes);
-    const ExampleFeature& fy = ex.at("y", ExampleFeature::Kind::floats);
     if (fx.bytes.size() != 1)
       throw_input(file + ": feature 'x' holds " + std::to_string(fx.bytes.size()) +
                   " values, expected 1");
@@ -95,10 +109,15 @@ class CosmoflowTfrecordSource final : public CosmoflowSource {
       throw_input(file + ": feature 'x' is " + std::to_string(fx.bytes[0].size()) +
                   " bytes, expected " + std::to_string(expect) + " (int16 " + spec_.x_shape.str() +
                   ", data.sample_shape)");
+    return fx.bytes[0];
+  }
+
+  // Feature 'y': model.target_size floats, into y.
+  void copy_targets(int64_t i, const ExampleView& ex, void* y) const {
+    const ExampleFeature& fy = ex.at("y", ExampleFeature::Kind::floats);
     if (static_cast<int64_t>(fy.floats.size()) != opts_.targets)
-      throw_input(file + ": feature 'y' holds " + std::to_string(fy.floats.size()) +
+      throw_input(path(i) + ": feature 'y' holds " + std::to_string(fy.floats.size()) +
                   " floats, expected " + std::to_string(opts_.targets) + " (model.target_size)");
-    convert_volume(fx.bytes[0].data(), voxels_, opts_.apply_log, x);
     std::memcpy(y, fy.floats.data(), fy.floats.size() * sizeof(float));
   }
 };
@@ -143,13 +162,24 @@ class CosmoflowNpySource final : public CosmoflowSource {
     decode_voxels(i, payload, block.x_shape(spec_.x_shape).numel(), x, y);
   }
 
+  // The targets alone: only the label file is read.
+  bool reads_targets_alone() const override { return true; }
+  void read_targets(int64_t i, std::vector<std::byte>& payload) const override {
+    payload.resize(static_cast<size_t>(opts_.targets) * 4);
+    read_npy_into(label_path(path(i)), DType::f32, spec_.y_shape.to_vector(), payload.data());
+  }
+  void decode_targets(int64_t i, std::span<const std::byte> payload, void* y,
+                      const SampleDraw& /*draw*/) const override {
+    decode_voxels(i, payload, 0, nullptr, y);
+  }
+
  private:
   // The payload: `voxels` int16 values, then the float32 targets.
   void decode_voxels(int64_t i, std::span<const std::byte> payload, int64_t voxels, float* x,
                      void* y) const {
     const size_t xb = static_cast<size_t>(voxels) * 2, yb = static_cast<size_t>(opts_.targets) * 4;
     CREST_CHECK(payload.size() == xb + yb, "npy payload size of " + path(i));
-    convert_volume(payload.data(), voxels, opts_.apply_log, x);
+    if (voxels > 0) convert_volume(payload.data(), voxels, opts_.apply_log, x);
     std::memcpy(y, payload.data() + xb, yb);
   }
 };

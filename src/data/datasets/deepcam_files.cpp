@@ -209,4 +209,13 @@ void read_deepcam_window(const std::string& path, DeepcamFileFormat format, Deep
                BoxAt{count, {0, 0, 0}}, count, DType::f32, BoxOp::copy);
 }
 
+void read_deepcam_labels(const std::string& path, DeepcamFileFormat format, DeepcamNpyLayout layout,
+                         const DeepcamSampleShape& expected, int32_t* labels_hw) {
+  CREST_CHECK(deepcam_reads_windows(format, layout), "a fused DeepCAM file's labels alone");
+  if (format == DeepcamFileFormat::hdf5)
+    return read_deepcam_sample(path, expected, nullptr, labels_hw);
+  check_shape(path, probe_deepcam_file(path, format, layout), expected);
+  read_label_npy(deepcam_label_path(path), expected, labels_hw);
+}
+
 }  // namespace crest

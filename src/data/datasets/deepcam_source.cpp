@@ -78,6 +78,23 @@ class DeepcamSource final : public SampleSource {
     decode_pixels(i, payload, block.x_shape(spec_.x_shape).numel() / selected_, x, y);
   }
 
+  // The label map alone where the files keep it apart (HDF5, data-/label- pairs): the payload is
+  // the labels, checked into y. A fused file is read and decoded whole (the default).
+  bool reads_targets_alone() const override {
+    return deepcam_reads_windows(files_.format, files_.npy_layout);
+  }
+  void read_targets(int64_t i, std::vector<std::byte>& payload) const override {
+    if (!reads_targets_alone()) return read(i, payload);
+    payload.resize(label_bytes());
+    read_deepcam_labels(path(i), files_.format, files_.npy_layout, opts_.shape,
+                        reinterpret_cast<int32_t*>(payload.data()));
+  }
+  void decode_targets(int64_t i, std::span<const std::byte> payload, void* y,
+                      const SampleDraw& draw) const override {
+    if (!reads_targets_alone()) return SampleSource::decode_targets(i, payload, y, draw);
+    decode_pixels(i, payload, 0, nullptr, y);
+  }
+
  private:
   // The selected channels of `pixels` pixels of every channel.
   void select_channels(const float* all, int64_t pixels, float* out) const {

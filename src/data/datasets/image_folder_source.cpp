@@ -64,6 +64,16 @@ class ImageFolderSource final : public SampleSource {
     *static_cast<int32_t*>(y) = labels_[static_cast<size_t>(i)];
   }
 
+  // The label is the image's class directory: nothing to read or decode.
+  bool reads_targets_alone() const override { return true; }
+  void read_targets(int64_t /*i*/, std::vector<std::byte>& payload) const override {
+    payload.clear();
+  }
+  void decode_targets(int64_t i, std::span<const std::byte> /*payload*/, void* y,
+                      const SampleDraw& /*draw*/) const override {
+    *static_cast<int32_t*>(y) = labels_[static_cast<size_t>(i)];
+  }
+
  private:
   ImageFolderOptions opts_;
   std::vector<std::string> classes_;

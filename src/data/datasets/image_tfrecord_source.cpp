@@ -67,6 +67,21 @@ class ImageTfRecordSource final : public SampleSource {
                     const SampleDraw& draw) const override {
     const std::string where = path(i) + ": record " + std::to_string(at(i).record);
     const ExampleView ex = ExampleView::parse(payload, where);
+    const std::span<const std::byte> image = label_and_image(ex, where, y);
+    decode_image_sample(image, where, opts_.transform, image_draw_key(draw, i), x);
+  }
+
+  // The label without decoding the JPEG (the record is read whole: one feature of it).
+  void decode_targets(int64_t i, std::span<const std::byte> payload, void* y,
+                      const SampleDraw& /*draw*/) const override {
+    const std::string where = path(i) + ": record " + std::to_string(at(i).record);
+    label_and_image(ExampleView::parse(payload, where), where, y);
+  }
+
+ private:
+  // Writes the record's 0-based label into y and returns its encoded image, both checked.
+  std::span<const std::byte> label_and_image(const ExampleView& ex, const std::string& where,
+                                             void* y) const {
     const ExampleFeature& image = ex.at("image/encoded", ExampleFeature::Kind::bytes);
     const ExampleFeature& label = ex.at("image/class/label", ExampleFeature::Kind::int64s);
     if (image.bytes.size() != 1 || label.int64s.size() != 1)
@@ -78,11 +93,10 @@ class ImageTfRecordSource final : public SampleSource {
       throw_input(where + ": image/class/label " + std::to_string(value) + " is below " +
                   std::to_string(opts_.first_label) +
                   ", the first class's (TensorFlow's ImageNet labels are 1-based)");
-    decode_image_sample(image.bytes[0], where, opts_.transform, image_draw_key(draw, i), x);
     *static_cast<int32_t*>(y) = static_cast<int32_t>(value - opts_.first_label);
+    return image.bytes[0];
   }
 
- private:
   const RecordAt& at(int64_t i) const { return records_[static_cast<size_t>(i)]; }
 
   ImageTfRecordOptions opts_;

@@ -54,4 +54,11 @@ void read_deepcam_window(const std::string& path, DeepcamFileFormat format, Deep
                          const DeepcamSampleShape& expected, const DeepcamWindow& window,
                          float* data_block_hwc, int32_t* labels_hw);
 
+// Reads one sample's label map alone (a pipeline's last stage: SampleSource::read_targets), the
+// data's shape checked as read_deepcam_file checks it: HDF5's climate/labels, or the label-*.npy
+// of a data-/label- pair. Only where deepcam_reads_windows() (a fused datalabel-*.npy
+// interleaves the labels with the data).
+void read_deepcam_labels(const std::string& path, DeepcamFileFormat format, DeepcamNpyLayout layout,
+                         const DeepcamSampleShape& expected, int32_t* labels_hw);
+
 }  // namespace crest
