@@ -116,7 +116,6 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
   optimizer_.offer_gradient_sum_squares(r.grad_norm_sq);
   optimizer_.step(lr);
-  if (scaler_) scaler_->update(/*overflow=*/false);
   r.updated = true;
   return r;
 }
@@ -127,9 +126,8 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
 bool PipelineTrainStep::decide(PipelineStepResult& r) {
   if (r.rank_failed) return false;  // the run ends: nothing to decide
   const bool gradients_finite = std::isfinite(r.grad_norm_sq);
-  if (!r.nonfinite_loss && !gradients_finite && scaler_ && scaler_->can_back_off()) {
+  if (scaler_ && scaler_->skips_overflow(!r.nonfinite_loss, gradients_finite)) {
     r.overflow = true;
-    scaler_->update(/*overflow=*/true);
     return false;
   }
   r.finite = !r.nonfinite_loss && gradients_finite;
@@ -138,18 +136,20 @@ bool PipelineTrainStep::decide(PipelineStepResult& r) {
 
 void PipelineTrainStep::set_local_steps(int steps) {
   CREST_CHECK(steps >= 1 && !local_window_open(), "local SGD windows change between windows");
-  if (steps > 1 && (scaler_ || lag_))
-    throw_usage(
-        "train.local_sgd with dynamic loss scaling or train.gradient_lag is not supported yet");
+  if (steps > 1 && lag_) throw_usage("train.local_sgd with train.gradient_lag is not supported");
   CREST_CHECK(steps == 1 || line_ != nullptr, "local SGD needs the replica's line of stages");
   local_steps_ = replicas_ > 1 ? steps : 1;
 }
 
-// This replica's own update: its stages agree on the finiteness of its loss and gradients.
+// This replica's own update: its stages agree on the finiteness of its loss and gradients. Under
+// dynamic loss scaling every scaler decides on the world's facts the step already summed (r.loss,
+// r.grad_norm_sq), as TrainStep's local steps do: an overflow anywhere skips the step everywhere.
 void PipelineTrainStep::update_locally(PipelineStepResult& r, double lr, double local_loss) {
   double mine[2] = {local_loss, stage_.executor().params().grad_sum_squares()};
   line_->allreduce_sum(mine, 2);
-  if (!r.rank_failed) {  // a failed rank's inputs are stale: the job ends at the window's end
+  r.overflow =
+      scaler_ && scaler_->skips_overflow(std::isfinite(r.loss), std::isfinite(r.grad_norm_sq));
+  if (!r.rank_failed && !r.overflow) {  // a failed rank's inputs are stale: the job ends there
     if (std::isfinite(mine[0]) && std::isfinite(mine[1])) {
       optimizer_.offer_gradient_sum_squares(mine[1]);
       optimizer_.step(lr);

@@ -132,18 +132,23 @@ void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
 
 void TrainStep::set_local_steps(int steps) {
   CREST_CHECK(steps >= 1 && !local_window_open(), "local SGD windows change between windows");
-  if (steps > 1 && (scaler_ || optimizer_.lagged_gradient()))
-    throw_usage(
-        "train.local_sgd with dynamic loss scaling or train.gradient_lag is not supported yet");
+  if (steps > 1 && optimizer_.lagged_gradient())
+    throw_usage("train.local_sgd with train.gradient_lag is not supported");
   local_steps_ = exchanges() ? steps : 1;
 }
 
 // A local step: this rank's own gradients, its own non-finite check; the window's last step
-// averages the models.
+// averages the models. Under dynamic loss scaling the gradients are unscaled here, and the ranks
+// agree on whether any overflowed (overflow_anywhere).
 void TrainStep::update_locally(StepResult& r, double lr) {
   r.gradients_done = Timeline::now();
-  if (!window_failed_) {  // a failed rank's inputs are stale: the job ends at the window's end
-    const double norm_sq = ex_.params().grad_sum_squares();
+  const ParamStore& params = ex_.params();
+  if (scaler_)
+    params.ops().scale(1.0 / ex_.loss_scale(), params.grads(), params.grads(),
+                       params.trainable_count_padded());
+  const double norm_sq = params.grad_sum_squares();
+  const bool skipped = scaler_ && overflow_anywhere(r, norm_sq);
+  if (!window_failed_ && !skipped) {  // a failed rank's inputs are stale: the job ends there
     if (std::isfinite(norm_sq) && std::isfinite(r.loss)) {
       optimizer_.offer_gradient_sum_squares(norm_sq);
       optimizer_.step(lr);
@@ -155,6 +160,18 @@ void TrainStep::update_locally(StepResult& r, double lr) {
   // Every local_steps_ updates: of accumulation_ micro-batches each.
   if (micro_batches_ % (static_cast<int64_t>(local_steps_) * accumulation_) == 0) average_models(r);
   r.update_done = Timeline::now();
+}
+
+// Dynamic loss scaling under local SGD: the ranks' own overflows would move each rank's scale its
+// own way, and a checkpoint holds one scaler. So each local step the ranks sum two flags (a
+// non-finite loss, a non-finite gradient: one small allreduce, where the synchronous step reads
+// them from the gradients' sideband) and every scaler decides on the job's facts: an overflow on
+// any rank skips the step on every rank, as a synchronous step does.
+bool TrainStep::overflow_anywhere(StepResult& r, double norm_sq) {
+  double flags[2] = {window_nonfinite_loss_ ? 1.0 : 0.0, std::isfinite(norm_sq) ? 0.0 : 1.0};
+  sync_->communicator().allreduce_sum(flags, 2);
+  r.overflow = scaler_->skips_overflow(flags[0] == 0, flags[1] == 0);
+  return r.overflow;
 }
 
 // The mean of every rank's model and optimizer state, and the window's flags summed: what each
@@ -210,19 +227,16 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   const ParamStore& params = ex_.params();
   const double norm_sq = params.grad_sum_squares();
   const bool gradients_finite = std::isfinite(norm_sq);
-  // A non-finite loss is a forward pass gone wrong, not the scale's doing (forward never sees
-  // S); an overflow at the smallest scale is not one that scaling cures: both, and any
-  // non-finite gradient without a scaler, are train.on_nonfinite's, and the scaler stays as it is.
-  if (!r.nonfinite_loss && !gradients_finite && scaler_ && scaler_->can_back_off()) {
+  // Any non-finite value the scaler does not skip, and any without a scaler, is
+  // train.on_nonfinite's (LossScaler::skips_overflow).
+  if (scaler_ && scaler_->skips_overflow(!r.nonfinite_loss, gradients_finite)) {
     r.overflow = true;
-    scaler_->update(/*overflow=*/true);
     return;
   }
   r.finite = !r.nonfinite_loss && gradients_finite;
   if (!r.finite) return;
   optimizer_.offer_gradient_sum_squares(norm_sq);
   optimizer_.step(lr);
-  if (scaler_) scaler_->update(/*overflow=*/false);
 }
 
 namespace {

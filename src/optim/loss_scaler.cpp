@@ -40,6 +40,17 @@ void LossScaler::update(bool overflow) {
   state_.clean_steps = 0;
 }
 
+bool LossScaler::skips_overflow(bool losses_finite, bool gradients_finite) {
+  if (!losses_finite) return false;
+  if (!gradients_finite) {
+    if (!can_back_off()) return false;
+    update(/*overflow=*/true);
+    return true;
+  }
+  update(/*overflow=*/false);
+  return false;
+}
+
 std::string loss_scale_text(double scale) {
   char buf[32];
   std::snprintf(buf, sizeof buf, scale == std::floor(scale) && scale < 1e15 ? "%.0f" : "%.6g",

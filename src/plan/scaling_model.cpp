@@ -348,6 +348,8 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
       const double averaged = static_cast<double>(model.parameter_bytes) +
                               static_cast<double>(model.optimizer_state_bytes);
       p.gradient_exchange_s = allreduce(averaged) / d.local_sgd_steps;
+      // Under dynamic loss scaling the ranks also agree on overflows every step (two flags).
+      if (o.dynamic_loss_scaling) p.gradient_exchange_s += allreduce(16);
       p.exposed_exchange_s = p.gradient_exchange_s;
     } else if (d.gradient_lag) {  // overlaps the update and the next step's forward and backward
       p.exposed_exchange_s = std::max(0.0, e.total_s - p.compute_s);
@@ -433,7 +435,7 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
   if (divides(ranks)) {
     c.push_back({.ranks = ranks});
     if (ranks > 1) c.push_back({.ranks = ranks, .gradient_lag = true});
-    if (ranks > 1 && local_sgd_steps > 1 && !o.dynamic_loss_scaling)
+    if (ranks > 1 && local_sgd_steps > 1)
       c.push_back({.ranks = ranks, .local_sgd_steps = local_sgd_steps});
   }
   for (int s = 2; s <= ranks && s <= 64; ++s) {

@@ -2,8 +2,9 @@
 // bit; a window's averaging is the mean of the models each rank trained alone, which the test
 // trains independently (one process per rank's shard of the files), with gradient accumulation
 // too; post-local SGD runs its first epochs synchronously; a run resumed mid-epoch (at an
-// averaging) is bit-identical to a straight one; and what local SGD cannot combine with is
-// refused naming the keys.
+// averaging) is bit-identical to a straight one, under dynamic loss scaling too, which leaves a
+// float32 run's bits as they are and skips an overflow on any rank on every rank; and what local
+// SGD cannot combine with is refused naming the keys.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -136,7 +137,9 @@ TEST(LocalSgdMpi, PostLocalSgdTrainsItsFirstEpochsSynchronously) {
 TEST(LocalSgdMpi, AResumeMidEpochIsBitIdentical) {
   for (const std::string& window :
        {std::string("'train.local_sgd={steps: 3}'"),
-        std::string("'train.local_sgd={steps: 3}' train.gradient_accumulation_frequency=2")}) {
+        std::string("'train.local_sgd={steps: 3}' train.gradient_accumulation_frequency=2"),
+        std::string("'train.local_sgd={steps: 3}' train.loss_scaling=dynamic "
+                    "train.loss_scale_growth_interval=1")}) {
     SCOPED_TRACE(window);
     TempDir d;
     const std::string args =
@@ -173,6 +176,54 @@ TEST(LocalSgdMpi, BenchTrainTimesWholeWindows) {
       << refused.out;
 }
 
+// The last epoch line's loss scale in a run's output ("" when none is printed).
+std::string last_loss_scale(const std::string& out) {
+  const size_t at = out.rfind("loss_scale ");
+  return at == std::string::npos ? "" : out.substr(at, out.find_first_of(" \n", at + 11) - at);
+}
+
+// Dynamic loss scaling (fp16's default) under local SGD: S = 2^16 growing every step, each rank
+// unscales its own gradients, so a float32 run has the bits of the unscaled one; the scale grew
+// alike on every rank (one scaler in the checkpoints: the resume test below).
+TEST(LocalSgdMpi, LossScalingLeavesTheUnscaledRunsBits) {
+  TempDir d;
+  const std::string run = kDummy + "data.n_epochs=2 'train.local_sgd={steps: 3}' ";
+  const auto plain = run_crest_mpi(2, run + "train.loss_scaling=off" + run_outputs(d, "plain"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const auto scaled =
+      run_crest_mpi(2, run + "train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
+                           run_outputs(d, "scaled"));
+  ASSERT_EQ(scaled.code, 0) << scaled.out;
+  EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+  expect_same_tensors(d.file("plain.safetensors"), d.file("scaled.safetensors"));
+}
+
+// An infinity in rank 1's gradients at step 3: the ranks agree on it, every rank skips that
+// update and halves S, so the run ends where one with the infinity on both ranks does, and not
+// where one without it does.
+TEST(LocalSgdMpi, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
+  TempDir d;
+  const std::string run = std::string(CREST_BINARY) + " " + kDummy +
+                          "data.n_epochs=1 'train.local_sgd={steps: 4}' "
+                          "train.loss_scaling=dynamic ";
+  auto train = [&](const std::string& env, const std::string& name) {
+    auto r = test::run_mpirun("-np 2 " + env + " " + run + run_outputs(d, name), 300);
+    EXPECT_EQ(r.code, 0) << r.out;
+    return r;
+  };
+  const auto one = train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3@1", "one");
+  EXPECT_NE(one.out.find("global step 3: gradient overflow at loss scale 65536; update skipped, "
+                         "loss scale now 32768"),
+            std::string::npos)
+      << "rank 0 must learn of rank 1's overflow:\n"
+      << one.out;
+  train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3", "both");
+  train("", "none");
+  expect_same_tensors(d.file("one.safetensors"), d.file("both.safetensors"));
+  EXPECT_GT(worst_relative_difference(d.file("one.safetensors"), d.file("none.safetensors")), 0)
+      << "the skip changed nothing";
+}
+
 TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   test::expect_refused(
       kDummy, "local_sgd",
@@ -184,7 +235,6 @@ TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2 "
         "'train.checkpoint_every=4 steps'",
         "a multiple of 8 steps"},
-       {"'train.local_sgd={steps: 4}' train.loss_scaling=dynamic", "dynamic loss scaling"},
        {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}});
 }
 

@@ -369,6 +369,23 @@ TEST(PipelineTrain, LossScalingLeavesTheUnscaledRunsBits) {
   }
 }
 
+// Local SGD over 2 replicas of 2 stages under dynamic loss scaling: every rank's scaler decides on
+// the world's facts each step, and a float32 run keeps the unscaled run's bits.
+TEST(PipelineTrain, LocalSgdUnderLossScalingLeavesTheUnscaledRunsBits) {
+  TempDir d;
+  const std::string run = kSmall + kPipeline +
+                          "}' 'train.local_sgd={steps: 2}' data.n_train=24 data.n_valid=8 "
+                          "data.n_epochs=2 ";
+  const auto plain = run_crest_mpi(4, run + "train.loss_scaling=off" + run_outputs(d, "plain"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const auto scaled =
+      run_crest_mpi(4, run + "train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
+                           run_outputs(d, "scaled"));
+  ASSERT_EQ(scaled.code, 0) << scaled.out;
+  EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+  test::expect_same_tensors(d.file("plain.safetensors"), d.file("scaled.safetensors"));
+}
+
 // An infinity in the last stage's gradients at step 3 (rank 1 of 2): every stage skips that
 // update and halves S, so the run ends where one with the infinity on both stages does, and not
 // where one without it does.

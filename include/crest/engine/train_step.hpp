@@ -146,6 +146,8 @@ class TrainStep {
   void decide_update(StepResult& r, double lr);
   void apply_lagged(StepResult& r, double lr, bool have_previous);
   void update_locally(StepResult& r, double lr);
+  // Under local SGD and dynamic loss scaling: whether any rank's step overflowed (a collective).
+  bool overflow_anywhere(StepResult& r, double norm_sq);
   void average_models(StepResult& r);
 
   Executor& ex_;

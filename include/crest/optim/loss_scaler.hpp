@@ -50,6 +50,12 @@ class LossScaler {
   bool can_back_off() const { return state_.scale > kMinScale; }
   // After an optimizer step's overflow check. An overflow needs can_back_off().
   void update(bool overflow);
+  // The rule every step's decision follows, on the job's facts (every rank alike): an overflow
+  // the scale can back off from (every loss finite, some gradient not) backs off and returns
+  // true: the update is skipped. A clean step (all finite) counts toward growth. Anything else (a
+  // non-finite loss, which forward never owes to S; an overflow at kMinScale) leaves the scale
+  // alone: it is train.on_nonfinite's.
+  bool skips_overflow(bool losses_finite, bool gradients_finite);
 
  private:
   LossScalerOptions options_;

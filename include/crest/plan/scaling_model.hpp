@@ -28,7 +28,7 @@ struct PlanOptions {
   double bucket_mb = 25, first_bucket_mb = 1;  // dist.bucket_mb, dist.first_bucket_mb
   int gradient_element_bytes = 4;              // dist.compress: 4, or 2 for bf16/fp16
   bool staged = false;                         // data.stage_dir: read from node-local storage
-  bool dynamic_loss_scaling = false;           // refuses local SGD
+  bool dynamic_loss_scaling = false;  // local SGD's steps then agree on overflows (an allreduce)
 };
 
 // Where a prediction's compute time came from.

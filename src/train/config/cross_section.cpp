@@ -136,16 +136,6 @@ void default_loss_scaling(const SectionReader& train_reader, Config& c) {
   }
 }
 
-// Local SGD against the resolved loss scaling.
-void check_local_sgd_scaling(const SectionReader& train_reader, const Config& c) {
-  // Each rank's own overflows would move each rank's loss scale its own way.
-  if (c.train.local_sgd_steps > 1 && c.train.loss_scaling == LossScaling::dynamic)
-    train_reader.fail("local_sgd",
-                      "local SGD with dynamic loss scaling (train.loss_scaling: dynamic, the "
-                      "default of crest.precision: fp16) is not supported yet; use "
-                      "crest.precision: bf16 or fp32");
-}
-
 void resolve_learning_rate(const SectionReader& opt, bool schedule_given, Config& c) {
   std::optional<double> lr;
   for (const char* k : {"lr", "learning_rate"})

@@ -34,8 +34,6 @@ void default_task_metrics(const SectionReader& train_reader, Config& c);
 // train.loss_scaling left out: the precision's default. The one place that decides it (off for
 // every precision so far; dynamic is meant to become fp16's).
 void default_loss_scaling(const SectionReader& train_reader, Config& c);
-// train.local_sgd against the resolved loss scaling (dynamic: refused).
-void check_local_sgd_scaling(const SectionReader& train_reader, const Config& c);
 
 // lr_schedule.base_lr from optimizer.lr (or the Keras default) when lr_schedule is not given;
 // refuses optimizer.lr beside an lr_schedule, which would overwrite it every epoch.

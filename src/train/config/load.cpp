@@ -69,7 +69,6 @@ Config build(const Source& src, const YAML::Node& root) {
   default_task_metrics(train, c);
   read_section(src, top, runtime_table(), c.crest);
   default_loss_scaling(train, c);  // the precision's, so after the crest section
-  check_local_sgd_scaling(train, c);
   const SectionReader dist = read_section(src, top, dist_table(), c.dist);
   resolve_spatial(dist, c);
   resolve_pipeline(dist, c);
