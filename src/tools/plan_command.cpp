@@ -156,6 +156,26 @@ void print_table(const PlanArgs& a, const Machine& m, int ranks,
     std::cout << "  nothing crest runs today fits " << m.name << "\n";
 }
 
+// A candidate predict() refused (a split the samples cannot take), and why.
+struct LeftOut {
+  std::string name, why;
+};
+
+// The candidates left out, after their rank count's table: each with its reason where there are
+// few; else their names and the first one's reason (a deep network's many splits all fail on
+// its first strided layer, whose reason would repeat a dozen times).
+void print_left_out(const std::vector<LeftOut>& left_out) {
+  constexpr size_t kInFull = 3;
+  if (left_out.size() <= kInFull) {
+    for (const LeftOut& l : left_out)
+      std::cout << "  left out: " << l.name << ": " << l.why << "\n";
+    return;
+  }
+  std::cout << "  left out (" << left_out.size() << "):";
+  for (size_t i = 0; i < left_out.size(); ++i) std::cout << (i ? ", " : " ") << left_out[i].name;
+  std::cout << "\n    e.g. " << left_out.front().name << ": " << left_out.front().why << "\n";
+}
+
 void plan(const PlanArgs& a) {
   if (a.config.empty() || a.machine.empty())
     throw_usage("crest plan needs --config FILE and --machine MACHINE.yaml");
@@ -180,11 +200,12 @@ void plan(const PlanArgs& a) {
     const PlanOptions o =
         plan_options(config, a.global_batch > 0 ? a.global_batch : config.data.batch_size * r);
     std::vector<Prediction> predictions;
+    std::vector<LeftOut> left_out;  // a split the samples cannot take: said why, after the table
     for (const Decomposition& d : candidate_decompositions(facts, r, o, a.local_sgd_steps)) {
       try {
         predictions.push_back(predict(facts, m, d, o));
-      } catch (const Error& e) {  // a split the samples cannot take: left out, said why
-        if (a.format == "table") std::cout << "  (" << d.name() << ": " << e.what() << ")\n";
+      } catch (const Error& e) {
+        left_out.push_back({d.name(), e.what()});
       }
     }
     if (predictions.empty()) {
@@ -207,6 +228,7 @@ void plan(const PlanArgs& a) {
           if (n.rfind("compute:", 0) == 0) std::cout << n << "\n";
       print_table(a, m, r, ranked);
     }
+    if (a.format == "table") print_left_out(left_out);
   }
 }
 

@@ -47,6 +47,23 @@ TEST(PlanCli, RanksEveryDecompositionAndRecommendsOne) {
   EXPECT_TRUE(has(r.out, "compute: FLOPs at the given rate")) << r.out;
 }
 
+// ResNet-50 on 1,024 Summit nodes: a dozen splits fail on its first strided convolution; they are
+// named on one line after the table, with the first one's reason, not a dozen reasons before it.
+TEST(PlanCli, CandidatesTheSamplesCannotTakeAreListedOnceAfterTheTable) {
+  const auto r = run_crest("plan --config " + test::source_path("configs/resnet50.yaml") +
+                           " --machine " + test::source_path("configs/machines/summit.yaml") +
+                           " data.batch_size=32 --ranks 6144");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const size_t table = r.out.find("6144 ranks, global batch 196608");
+  const size_t left = r.out.find("  left out (12): spatial [1, 24] x 256 data, ");
+  ASSERT_NE(table, std::string::npos) << r.out;
+  ASSERT_NE(left, std::string::npos) << r.out;
+  EXPECT_LT(table, left) << r.out;
+  EXPECT_TRUE(has(r.out, "    e.g. spatial [1, 24] x 256 data: dist.spatial: layer 'conv1'"))
+      << r.out;
+  EXPECT_EQ(r.out.find("the halo is wider"), r.out.rfind("the halo is wider")) << "said once";
+}
+
 TEST(PlanCli, JsonLinesOneRecommendationPerRankCount) {
   TempDir d;
   const auto r = run_crest("plan " + test::tiny_cosmoflow_args() + " --machine " + machine_copy(d) +
