@@ -286,13 +286,17 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   const double state = static_cast<double>(model.optimizer_state_bytes) /
                        std::max(1.0, static_cast<double>(model.trainable_bytes));
   const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches
-  // Every rank also holds the whole model's parameters and gradients (the plan it cuts from and
-  // the checkpoints' whole model: docs/distributed.md "Pipeline stages").
   const double lag = p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) /
                                             static_cast<double>(model.trainable_bytes)
                                       : 0.0;  // the stage's two more gradient copies
+  // The busiest rank is the job's rank 0: besides its stage it keeps the whole model's
+  // parameters, gradients and optimizer state (one lagged gradient under the lag) for checkpoints
+  // (docs/distributed.md "Pipeline stages"); the other ranks hold their stage's alone.
+  const double whole =
+      static_cast<double>(model.trainable_bytes) * (2 + state) +
+      (p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) / 2 : 0.0);
   p.memory_bytes =
-      stage_bytes * (2 + state + lag) + 2 * static_cast<double>(model.trainable_bytes) +
+      stage_bytes * (2 + state + lag) + whole +
       static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
 }
 
