@@ -132,8 +132,31 @@ MeasuredTraining read_training(const Reader& r, const YAML::Node& n, const std::
   return t;
 }
 
+MeasuredLoader read_loader(const Reader& r, const YAML::Node& n, const std::string& path) {
+  r.check_keys(n, path,
+               {"format", "sample_shape", "threads", "samples_per_s", "payload_bytes_per_sample"});
+  MeasuredLoader l;
+  l.format = r.string(n["format"], path + ".format");
+  const YAML::Node shape = n["sample_shape"];
+  if (!shape.IsSequence() || shape.size() == 0)
+    r.fail(n, path + ".sample_shape", "expected the sample's extents, channels last");
+  for (size_t i = 0; i < shape.size(); ++i)
+    l.sample_shape.push_back(
+        r.integer(shape[i], path + ".sample_shape[" + std::to_string(i) + "]", 1, 1 << 30));
+  l.threads = r.integer(n["threads"], path + ".threads", 1, 1 << 16);
+  l.samples_per_s = r.number(n["samples_per_s"], path + ".samples_per_s", 1e-9, kHuge);
+  l.payload_bytes_per_sample =
+      r.number(n["payload_bytes_per_sample"], path + ".payload_bytes_per_sample", 0, kHuge);
+  return l;
+}
+
 void read_measured(const Reader& r, const YAML::Node& n, Machine& m) {
-  r.check_keys(n, "", {"training", "allreduce"});
+  r.check_keys(n, "", {"training", "allreduce", "loader"});
+  if (const YAML::Node l = n["loader"]) {
+    if (!l.IsSequence()) r.fail(l, "loader", "expected a list");
+    for (size_t i = 0; i < l.size(); ++i)
+      m.measured_loader.push_back(read_loader(r, l[i], "loader[" + std::to_string(i) + "]"));
+  }
   if (const YAML::Node a = n["allreduce"]) {
     r.check_keys(a, "allreduce", {"ranks", "sizes", "gb_s", "latency_us"});
     MeasuredAllreduce ar;
@@ -227,6 +250,16 @@ void emit_measured(YAML::Emitter& e, const Machine& m) {
           << l.forward_flops << YAML::EndMap;
       e << YAML::EndSeq << YAML::EndMap;
     }
+    e << YAML::EndSeq;
+  }
+  if (!m.measured_loader.empty()) {
+    e << YAML::Key << "loader" << YAML::Value << YAML::BeginSeq;
+    for (const MeasuredLoader& l : m.measured_loader)
+      e << YAML::Flow << YAML::BeginMap << YAML::Key << "format" << YAML::Value << l.format
+        << YAML::Key << "sample_shape" << YAML::Value << YAML::Flow << l.sample_shape << YAML::Key
+        << "threads" << YAML::Value << l.threads << YAML::Key << "samples_per_s" << YAML::Value
+        << l.samples_per_s << YAML::Key << "payload_bytes_per_sample" << YAML::Value
+        << l.payload_bytes_per_sample << YAML::EndMap;
     e << YAML::EndSeq;
   }
   e << YAML::EndMap;

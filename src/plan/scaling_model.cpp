@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <functional>
 #include <numeric>
 
@@ -84,6 +85,22 @@ double allreduce_seconds(const Machine& m, double bytes, int ranks, int ranks_pe
 }
 
 namespace {
+
+// The fastest loader measured on samples of `sample`'s shape; null when none was.
+const MeasuredLoader* fastest_loader(const Machine& m, const Shape& sample) {
+  const MeasuredLoader* best = nullptr;
+  for (const MeasuredLoader& l : m.measured_loader)
+    if (l.sample_shape == sample.to_vector() && (!best || l.samples_per_s > best->samples_per_s))
+      best = &l;
+  return best;
+}
+
+// A rate as the notes print it: "12.3".
+std::string fixed_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
 
 struct Placement {
   int nodes = 1, ranks_on_node = 1;
@@ -292,9 +309,8 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   // The busiest rank is the job's rank 0: besides its stage it keeps the whole model's
   // parameters, gradients and optimizer state (one lagged gradient under the lag) for checkpoints
   // (docs/distributed.md "Pipeline stages"); the other ranks hold their stage's alone.
-  const double whole =
-      static_cast<double>(model.trainable_bytes) * (2 + state) +
-      (p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) / 2 : 0.0);
+  const double whole = static_cast<double>(model.trainable_bytes) * (2 + state) +
+                       (p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) / 2 : 0.0);
   p.memory_bytes =
       stage_bytes * (2 + state + lag) + whole +
       static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
@@ -391,6 +407,18 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
                            (o.staged ? "node-local storage" : "the shared file system") +
                            " delivers less than the step needs");
       p.step_s = p.io_s;
+    }
+  }
+  // Decoding: a rank's loader reads, inflates and decodes its batch at the best rate crest bench
+  // loader measured for these samples (calibration), concurrently with the step.
+  if (const MeasuredLoader* l = fastest_loader(m, model.sample)) {
+    p.loader_s = static_cast<double>(p.batch_per_replica) / l->samples_per_s;
+    if (p.loader_s > p.step_s) {
+      p.notes.emplace_back("reading limits the step: the loader decodes " +
+                           fixed_text(l->samples_per_s) + " " + l->format +
+                           " samples/s per rank (crest bench loader, " +
+                           std::to_string(l->threads) + " threads)");
+      p.step_s = p.loader_s;
     }
   }
   p.io_gb_s_per_node = node_bytes / p.step_s / 1e9;

@@ -93,6 +93,7 @@ nlohmann::json prediction_json(const Prediction& p, const Machine& m, const Mode
   j["pipeline_send_s"] = p.pipeline_s;
   j["bubble_fraction"] = p.bubble_fraction;
   j["io_s"] = p.io_s;
+  j["loader_s"] = p.loader_s;
   j["io_gb_s_per_node"] = p.io_gb_s_per_node;
   j["samples_per_s"] = p.samples_per_s;
   j["efficiency"] = p.efficiency;
@@ -249,15 +250,17 @@ void plan_calibrate(const std::string& machine_file, const std::vector<std::stri
     }
     total.trainings += s.trainings;
     total.allreduce_fits += s.allreduce_fits;
+    total.loaders += s.loaders;
     total.ignored_lines += s.ignored_lines;
   }
-  if (total.trainings + total.allreduce_fits == 0)
+  if (total.trainings + total.allreduce_fits + total.loaders == 0)
     throw_input(
         "crest plan calibrate: nothing to calibrate from (no crest bench train --profile "
-        "on one rank, no crest bench allreduce on 2 or more ranks of one node)");
+        "on one rank, no crest bench allreduce on 2 or more ranks of one node, no crest bench "
+        "loader on one rank)");
   save_measured(m);
   std::cout << "calibrated " << m.name << ": " << total.trainings << " training profile(s), "
-            << total.allreduce_fits << " allreduce fit(s)";
+            << total.allreduce_fits << " allreduce fit(s), " << total.loaders << " loader run(s)";
   if (m.measured_allreduce)
     std::cout << " (allreduce on " << m.measured_allreduce->ranks
               << " ranks: " << fixed(m.measured_allreduce->link.gb_s, 3) << " GB/s, "

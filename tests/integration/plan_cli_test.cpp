@@ -110,6 +110,63 @@ TEST(PlanCli, CalibratesFromABenchTrainProfile) {
   EXPECT_EQ(read(machine), description);  // the description a person wrote is never rewritten
 }
 
+// crest bench loader on a generated set of 16^3 samples: its end-to-end line is kept (format,
+// sample shape, threads, rate), and a plan of those samples prices a rank's loader at that rate;
+// a loader measured far slower than the step (a line edited to 0.5 samples/s) limits the step
+// and says so.
+TEST(PlanCli, CalibratesTheLoaderFromABenchLoaderRun) {
+  TempDir d;
+  const std::string machine = machine_copy(d);
+  const auto gen = run_crest("datagen cosmoflow --out " + d.file("set") +
+                             " --train 8 --valid 2 --size 32 --threads 1");
+  ASSERT_EQ(gen.code, 0) << gen.out;
+  const auto bench = run_crest("bench loader --data " + d.file("set") + " --threads 1 --warm > " +
+                               d.file("loader.jsonl"));
+  ASSERT_EQ(bench.code, 0) << bench.out;
+  const auto cal = run_crest("plan calibrate --machine " + machine + " " + d.file("loader.jsonl"));
+  ASSERT_EQ(cal.code, 0) << cal.out;
+  EXPECT_TRUE(has(cal.out, "1 loader run(s)")) << cal.out;
+  const std::string measured = read(d.file("node.measured.yaml"));
+  EXPECT_TRUE(has(measured,
+                  "format: cosmoflow-tfrecord, sample_shape: [32, 32, 32, 4], "
+                  "threads: 1"))
+      << measured;
+  const std::string plan = "plan " + test::tiny_cosmoflow_args() +
+                           " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
+                           " --machine " +
+                           machine + " --ranks 1 --format json";
+  const auto fast = test::json_lines(run_crest(plan).out);
+  ASSERT_FALSE(fast.empty());
+  EXPECT_GT(fast.front()["loader_s"].get<double>(), 0);
+  // A machine whose loader was measured at 0.5 samples/s: batch 4 takes 8 s to read, far beyond
+  // the step, which the loader then sets.
+  TempDir slow_dir;
+  const std::string slow = machine_copy(slow_dir);
+  std::ofstream(slow_dir.file("slow.jsonl"))
+      << R"({"bench":"loader","ranks":1,"format":"cosmoflow-tfrecord","sample_shape":[32,32,32,4],)"
+      << R"("threads":4,"samples_per_s":0.5,"payload_bytes_per_sample":262144})"
+      << "\n";
+  ASSERT_EQ(run_crest("plan calibrate --machine " + slow + " " + slow_dir.file("slow.jsonl")).code,
+            0);
+  const std::string slow_plan = "plan " + test::tiny_cosmoflow_args() +
+                                " data.sample_shape=[32,32,32,4] model.input_shape=[32,32,32,4]"
+                                " --machine " +
+                                slow + " --ranks 1";
+  const auto table = run_crest(slow_plan);
+  EXPECT_TRUE(has(table.out,
+                  "reading limits the step: the loader decodes 0.5 cosmoflow-tfrecord "
+                  "samples/s per rank (crest bench loader, 4 threads)"))
+      << table.out;
+  const auto limited = test::json_lines(run_crest(slow_plan + " --format json").out);
+  ASSERT_FALSE(limited.empty());
+  EXPECT_DOUBLE_EQ(limited.front()["step_s"].get<double>(), 8.0);
+  // Measured on other samples: not this plan's.
+  const auto other = run_crest("plan " + test::tiny_cosmoflow_args() + " --machine " + machine +
+                               " --ranks 1 --format json");
+  ASSERT_EQ(other.code, 0) << other.out;
+  EXPECT_EQ(test::json_lines(other.out).front()["loader_s"].get<double>(), 0);
+}
+
 TEST(PlanCli, RefusesBadInputNamingIt) {
   TempDir d;
   const std::string machine = machine_copy(d);

@@ -347,8 +347,12 @@ TEST(PlanMachine, MeasurementsRoundTripBesideTheDescription) {
   t.trainable_bytes = 123456;
   t.layers = {{"conv1", 0.011, 0.022, 1.5e9}};
   m.measured_training = {t};
+  m.measured_loader = {{"deepcam-hdf5", {768, 1152, 16}, 4, 12.5 / 3, 56623104}};
   save_measured(m);
   const Machine back = load_machine(d.file("m.yaml"));
+  ASSERT_EQ(back.measured_loader.size(), 1u);
+  EXPECT_EQ(back.measured_loader[0].sample_shape, (std::vector<int64_t>{768, 1152, 16}));
+  EXPECT_EQ(back.measured_loader[0].samples_per_s, 12.5 / 3);
   ASSERT_TRUE(back.measured_allreduce);
   EXPECT_EQ(back.measured_allreduce->link.gb_s, 3.25);
   ASSERT_EQ(back.measured_training.size(), 1u);

@@ -4,8 +4,11 @@
 //     the optimizer's time); of two runs of the same model, backend, precision, split, threads
 //     and batch the one with the faster best step is kept;
 //   crest bench allreduce, on n ranks of one node (two sizes or more): the ring model's latency
-//     and bandwidth, least squares over the sizes.
-// Other lines (bench loader, bench peak, a multi-rank bench train) are counted and left alone.
+//     and bandwidth, least squares over the sizes;
+//   crest bench loader, on one rank (its end-to-end line): a MeasuredLoader; of two runs of the
+//     same format, sample shape and threads the faster is kept.
+// Other lines (bench peak, a multi-rank bench train, bench loader's per-block lines) are counted
+// and left alone.
 #pragma once
 #include <istream>
 #include <string>
@@ -15,7 +18,7 @@
 namespace crest {
 
 struct CalibrationSummary {
-  int trainings = 0, allreduce_fits = 0, ignored_lines = 0;
+  int trainings = 0, allreduce_fits = 0, loaders = 0, ignored_lines = 0;
 };
 
 // `source` names the input in errors ("bench.jsonl", "stdin"); a line that is not JSON is refused

@@ -44,6 +44,17 @@ struct MeasuredAllreduce {
   Link link;
 };
 
+// One `crest bench loader` run on one rank: what its loader delivered end to end (read, inflate,
+// decode) with `threads` reader threads, for samples of `sample_shape` (the decoded x,
+// channels last) in `format`.
+struct MeasuredLoader {
+  std::string format;  // the source's: "cosmoflow-tfrecord", "deepcam-hdf5", ...
+  std::vector<int64_t> sample_shape;
+  int threads = 1;
+  double samples_per_s = 0;  // the best epoch's
+  double payload_bytes_per_sample = 0;
+};
+
 struct Machine {
   std::string name;
   std::string file;        // where it was read from ("" when built in code)
@@ -60,6 +71,7 @@ struct Machine {
   double node_local_gb_s = 0;   // one node's staging storage; 0: not modelled
   std::vector<MeasuredTraining> measured_training;
   std::optional<MeasuredAllreduce> measured_allreduce;
+  std::vector<MeasuredLoader> measured_loader;
   // The link among the ranks of one node: the measured fit where there is one.
   Link node_link() const;
 };

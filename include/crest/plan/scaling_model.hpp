@@ -46,6 +46,7 @@ struct Prediction {
   double pipeline_s = 0;           // pipeline: point-to-point sends of the boundary activations
   double bubble_fraction = 0;      // pipeline: (K - 1) / (M + K - 1)
   double io_s = 0;                 // reading one step's samples on one node
+  double loader_s = 0;             // a rank's loader on its batch at the measured rate; 0: none
   double step_s = 0;
   double samples_per_s = 0;
   double efficiency = 0;    // samples/s over (ranks x one rank's samples/s at the same batch)
