@@ -5,7 +5,10 @@ kernels, dropout 0.2) on random 16-channel fields with the reference's weighted,
 Adam, no data loading. Warm-up steps, then the best of --steps as samples/s, one JSON line.
 
   python3 scripts/bench_tiramisu_torch.py [--height 96] [--width 144] [--batch 2] [--steps 3]
-      [--threads 2] [--channels-last] [--compile]
+      [--threads 2] [--channels-last] [--compile] [--bf16]
+
+--bf16 runs forward and loss under torch.autocast("cpu", bfloat16) (float32 weights and Adam),
+the peer of `crest bench train --precision bf16`.
 """
 import argparse
 import os
@@ -29,6 +32,7 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--channels-last", action="store_true")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (torch >= 2)")
+    ap.add_argument("--bf16", action="store_true", help="autocast forward and loss to bfloat16")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     torch.manual_seed(0)
@@ -45,13 +49,16 @@ def main():
 
     def step():
         adam.zero_grad(set_to_none=True)
-        weighted_loss(model(x), y, weights).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.bf16):
+            loss = weighted_loss(model(x), y, weights)
+        loss.backward()
         adam.step()
 
     best = best_step_seconds(step, a.warmup, a.steps)
     print_train_line({"bench": "train", "peer": "torch", "model": "tiramisu",
                       "torch": torch.__version__, "channels_last": a.channels_last,
-                      "compile": a.compile, "height": a.height, "width": a.width,
+                      "compile": a.compile, "bf16": a.bf16, "height": a.height,
+                      "width": a.width,
                       "threads": a.threads}, a.batch, best)
 
 
