@@ -5,6 +5,7 @@
 #include "crest/core/box_copy.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/sample_source.hpp"
+#include "source_view.hpp"
 
 namespace crest {
 
@@ -32,17 +33,12 @@ void SampleSource::decode_block(int64_t i, const SampleBlock& block,
 
 namespace {
 
-class BlockSource final : public SampleSource {
+class BlockSource final : public SourceView {
  public:
   BlockSource(std::shared_ptr<const SampleSource> whole, SampleBlock block)
-      : whole_(std::move(whole)), block_(std::move(block)), spec_(whole_->spec()) {
+      : SourceView(std::move(whole)), block_(std::move(block)) {
     spec_.x_shape = block_.x_shape(whole_->spec().x_shape);
   }
-  std::string format() const override { return whole_->format(); }
-  const SampleSpec& spec() const override { return spec_; }
-  int64_t size() const override { return whole_->size(); }
-  const std::string& path(int64_t i) const override { return whole_->path(i); }
-  std::vector<std::string> class_names() const override { return whole_->class_names(); }
   void read(int64_t i, std::vector<std::byte>& payload) const override {
     whole_->read_block(i, block_, payload);
   }
@@ -58,9 +54,7 @@ class BlockSource final : public SampleSource {
   bool reads_blocks() const override { return whole_->reads_blocks(); }
 
  private:
-  std::shared_ptr<const SampleSource> whole_;
   SampleBlock block_;
-  SampleSpec spec_;
 };
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "crest/data/sample_source.hpp"
+#include "source_view.hpp"
 
 namespace crest {
 
@@ -17,17 +18,11 @@ void SampleSource::decode_targets(int64_t i, std::span<const std::byte> payload,
 
 namespace {
 
-class TargetsSource final : public SampleSource {
+class TargetsSource final : public SourceView {
  public:
-  explicit TargetsSource(std::shared_ptr<const SampleSource> whole)
-      : whole_(std::move(whole)), spec_(whole_->spec()) {
+  explicit TargetsSource(std::shared_ptr<const SampleSource> whole) : SourceView(std::move(whole)) {
     spec_.x_shape = Shape{0};
   }
-  std::string format() const override { return whole_->format(); }
-  const SampleSpec& spec() const override { return spec_; }
-  int64_t size() const override { return whole_->size(); }
-  const std::string& path(int64_t i) const override { return whole_->path(i); }
-  std::vector<std::string> class_names() const override { return whole_->class_names(); }
   void read(int64_t i, std::vector<std::byte>& payload) const override {
     whole_->read_targets(i, payload);
   }
@@ -39,10 +34,6 @@ class TargetsSource final : public SampleSource {
     whole_->decode_targets(i, payload, y, draw);
   }
   bool reads_targets_alone() const override { return whole_->reads_targets_alone(); }
-
- private:
-  std::shared_ptr<const SampleSource> whole_;
-  SampleSpec spec_;
 };
 
 }  // namespace

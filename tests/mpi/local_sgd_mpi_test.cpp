@@ -16,6 +16,7 @@
 #include "crest/data/safetensors.hpp"
 #include "crest/train/checkpoint.hpp"
 #include "support/cli_util.hpp"
+#include "support/loss_scaling_runs.hpp"
 #include "support/same_training.hpp"
 #include "support/weights_compare.hpp"
 
@@ -176,12 +177,6 @@ TEST(LocalSgdMpi, BenchTrainTimesWholeWindows) {
       << refused.out;
 }
 
-// The last epoch line's loss scale in a run's output ("" when none is printed).
-std::string last_loss_scale(const std::string& out) {
-  const size_t at = out.rfind("loss_scale ");
-  return at == std::string::npos ? "" : out.substr(at, out.find_first_of(" \n", at + 11) - at);
-}
-
 // Dynamic loss scaling (fp16's default) under local SGD: S = 2^16 growing every step, each rank
 // unscales its own gradients, so a float32 run has the bits of the unscaled one; the scale grew
 // alike on every rank (one scaler in the checkpoints: the resume test below).
@@ -194,7 +189,8 @@ TEST(LocalSgdMpi, LossScalingLeavesTheUnscaledRunsBits) {
       run_crest_mpi(2, run + "train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
                            run_outputs(d, "scaled"));
   ASSERT_EQ(scaled.code, 0) << scaled.out;
-  EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+  EXPECT_NE(test::last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n"
+                                                                   << scaled.out;
   expect_same_tensors(d.file("plain.safetensors"), d.file("scaled.safetensors"));
 }
 
@@ -203,25 +199,8 @@ TEST(LocalSgdMpi, LossScalingLeavesTheUnscaledRunsBits) {
 // where one without it does.
 TEST(LocalSgdMpi, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
   TempDir d;
-  const std::string run = std::string(CREST_BINARY) + " " + kDummy +
-                          "data.n_epochs=1 'train.local_sgd={steps: 4}' "
-                          "train.loss_scaling=dynamic ";
-  auto train = [&](const std::string& env, const std::string& name) {
-    auto r = test::run_mpirun("-np 2 " + env + " " + run + run_outputs(d, name), 300);
-    EXPECT_EQ(r.code, 0) << r.out;
-    return r;
-  };
-  const auto one = train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3@1", "one");
-  EXPECT_NE(one.out.find("global step 3: gradient overflow at loss scale 65536; update skipped, "
-                         "loss scale now 32768"),
-            std::string::npos)
-      << "rank 0 must learn of rank 1's overflow:\n"
-      << one.out;
-  train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3", "both");
-  train("", "none");
-  expect_same_tensors(d.file("one.safetensors"), d.file("both.safetensors"));
-  EXPECT_GT(worst_relative_difference(d.file("one.safetensors"), d.file("none.safetensors")), 0)
-      << "the skip changed nothing";
+  test::expect_an_overflow_on_rank_1_is_skipped_everywhere(
+      d, kDummy + "data.n_epochs=1 'train.local_sgd={steps: 4}' train.loss_scaling=dynamic ");
 }
 
 TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {

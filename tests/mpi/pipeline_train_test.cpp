@@ -21,6 +21,7 @@
 #include "crest/train/checkpoint.hpp"
 #include "support/batch_norm_graph.hpp"
 #include "support/cli_util.hpp"
+#include "support/loss_scaling_runs.hpp"
 #include "support/same_training.hpp"
 #include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
@@ -340,12 +341,6 @@ TEST(PipelineTrain, AResumeMidEpochUnderLocalSgdIsBitIdentical) {
       4, kSmall + kPipeline + "}' 'train.local_sgd={steps: 2}' data.n_train=24 data.n_valid=8");
 }
 
-// The last line's loss scale of an epoch in a run's output ("" when none is printed).
-std::string last_loss_scale(const std::string& out) {
-  const size_t at = out.rfind("loss_scale ");
-  return at == std::string::npos ? "" : out.substr(at, out.find_first_of(" \n", at + 11) - at);
-}
-
 // S = 2^16 growing every step (2^17, 2^18, ...): the last stage seeds backward with S and every
 // stage divides by it, so a float32 run has the bits of the unscaled one, with the lag too.
 TEST(PipelineTrain, LossScalingLeavesTheUnscaledRunsBits) {
@@ -362,8 +357,10 @@ TEST(PipelineTrain, LossScalingLeavesTheUnscaledRunsBits) {
                                              "train.loss_scale_growth_interval=1" +
                                              run_outputs(d, "scaled" + name));
     ASSERT_EQ(scaled.code, 0) << scaled.out;
-    EXPECT_NE(last_loss_scale(scaled.out).find("loss_scale "), std::string::npos) << scaled.out;
-    EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+    EXPECT_NE(test::last_loss_scale(scaled.out).find("loss_scale "), std::string::npos)
+        << scaled.out;
+    EXPECT_NE(test::last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n"
+                                                                     << scaled.out;
     test::expect_same_tensors(d.file("plain" + name + ".safetensors"),
                               d.file("scaled" + name + ".safetensors"));
   }
@@ -382,7 +379,8 @@ TEST(PipelineTrain, LocalSgdUnderLossScalingLeavesTheUnscaledRunsBits) {
       run_crest_mpi(4, run + "train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
                            run_outputs(d, "scaled"));
   ASSERT_EQ(scaled.code, 0) << scaled.out;
-  EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+  EXPECT_NE(test::last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n"
+                                                                   << scaled.out;
   test::expect_same_tensors(d.file("plain.safetensors"), d.file("scaled.safetensors"));
 }
 
@@ -391,24 +389,8 @@ TEST(PipelineTrain, LocalSgdUnderLossScalingLeavesTheUnscaledRunsBits) {
 // where one without it does.
 TEST(PipelineTrain, AnOverflowOnTheLastStageSkipsTheStepOnEveryStage) {
   TempDir d;
-  const std::string run = std::string(CREST_BINARY) + " " + kSmall + kPipeline +
-                          "}' data.n_epochs=2 train.loss_scaling=dynamic ";
-  auto train = [&](const std::string& env, const std::string& name) {
-    auto r = test::run_mpirun("-np 2 " + env + " " + run + run_outputs(d, name), 300);
-    EXPECT_EQ(r.code, 0) << r.out;
-    return r;
-  };
-  const auto last = train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3@1", "last");
-  EXPECT_NE(last.out.find("global step 3: gradient overflow at loss scale 65536; update skipped, "
-                          "loss scale now 32768"),
-            std::string::npos)
-      << "rank 0 (stage 0) must learn of stage 1's overflow:\n"
-      << last.out;
-  train("-x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3", "both");
-  train("", "none");
-  test::expect_same_tensors(d.file("last.safetensors"), d.file("both.safetensors"));
-  EXPECT_GT(worst_relative_difference(d.file("last.safetensors"), d.file("none.safetensors")), 0)
-      << "the skip changed nothing";
+  test::expect_an_overflow_on_rank_1_is_skipped_everywhere(
+      d, kSmall + kPipeline + "}' data.n_epochs=2 train.loss_scaling=dynamic ");
 }
 
 // The scaler's state is in every checkpoint: resumed mid-epoch with S growing every step, the run
@@ -428,8 +410,9 @@ TEST(PipelineTrain, AResumeUnderLossScalingKeepsTheScale) {
       run_crest_mpi(2, "train --resume " + run + " --save-weights " + run + ".safetensors");
   ASSERT_EQ(resumed.code, 0) << resumed.out;
   test::expect_same_tensors(d.file("straight.safetensors"), run + ".safetensors");
-  EXPECT_EQ(last_loss_scale(resumed.out), last_loss_scale(straight.out)) << straight.out << "\n"
-                                                                         << resumed.out;
+  EXPECT_EQ(test::last_loss_scale(resumed.out), test::last_loss_scale(straight.out))
+      << straight.out << "\n"
+      << resumed.out;
 }
 
 TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
