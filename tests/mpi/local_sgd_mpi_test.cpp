@@ -182,16 +182,8 @@ TEST(LocalSgdMpi, BenchTrainTimesWholeWindows) {
 // alike on every rank (one scaler in the checkpoints: the resume test below).
 TEST(LocalSgdMpi, LossScalingLeavesTheUnscaledRunsBits) {
   TempDir d;
-  const std::string run = kDummy + "data.n_epochs=2 'train.local_sgd={steps: 3}' ";
-  const auto plain = run_crest_mpi(2, run + "train.loss_scaling=off" + run_outputs(d, "plain"));
-  ASSERT_EQ(plain.code, 0) << plain.out;
-  const auto scaled =
-      run_crest_mpi(2, run + "train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
-                           run_outputs(d, "scaled"));
-  ASSERT_EQ(scaled.code, 0) << scaled.out;
-  EXPECT_NE(test::last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n"
-                                                                   << scaled.out;
-  expect_same_tensors(d.file("plain.safetensors"), d.file("scaled.safetensors"));
+  test::expect_loss_scaling_leaves_the_bits(
+      d, 2, kDummy + "data.n_epochs=2 'train.local_sgd={steps: 3}'", "local");
 }
 
 // An infinity in rank 1's gradients at step 3: the ranks agree on it, every rank skips that

@@ -17,6 +17,23 @@ inline std::string last_loss_scale(const std::string& out) {
   return at == std::string::npos ? "" : out.substr(at, out.find_first_of(" \n", at + 11) - at);
 }
 
+// `args` on `ranks` ranks with loss scaling off and with S = 2^16 growing every step (outputs
+// named `name`-plain and `name`-scaled): S grew, and a float32 run ends with the unscaled run's
+// bits (every S a power of two: scaling and unscaling are exact).
+inline void expect_loss_scaling_leaves_the_bits(const TempDir& d, int ranks,
+                                                const std::string& args, const std::string& name) {
+  const auto plain =
+      run_crest_mpi(ranks, args + " train.loss_scaling=off" + run_outputs(d, name + "-plain"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  const auto scaled =
+      run_crest_mpi(ranks, args + " train.loss_scaling=dynamic train.loss_scale_growth_interval=1" +
+                               run_outputs(d, name + "-scaled"));
+  ASSERT_EQ(scaled.code, 0) << scaled.out;
+  EXPECT_NE(last_loss_scale(scaled.out).find("loss_scale "), std::string::npos) << scaled.out;
+  EXPECT_NE(last_loss_scale(scaled.out), "loss_scale 65536") << "S never grew:\n" << scaled.out;
+  expect_same_tensors(d.file(name + "-plain.safetensors"), d.file(name + "-scaled.safetensors"));
+}
+
 // `args` (a crest train command line) on 2 ranks three times: an infinity in rank 1's gradients
 // at global step 3, in both ranks', and none. The first must log that every rank skipped step 3
 // and halved S = 65536 (rank 0 prints the log), end with the second's weights (the ranks agreed
