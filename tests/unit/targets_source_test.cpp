@@ -113,7 +113,7 @@ TEST(TargetsSource, CosmoflowNpyReadsTheLabelFileAlone) {
     if (format == "npy")
       EXPECT_EQ(bytes, 4u * 4) << "the four float32 targets";
     else
-      EXPECT_GT(bytes, size_t{32 * 32 * 32 * 4 * 2}) << "the whole record";
+      EXPECT_GT(bytes, size_t{32} * 32 * 32 * 4 * 2) << "the whole record";
   }
 }
 

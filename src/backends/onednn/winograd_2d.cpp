@@ -92,7 +92,7 @@ template <typename Algo, typename T>
       d[i][j] = inside(g.in, y, x) ? load_first(in + g.in.at(o.n, b, y, x), count) : Lanes{};
     }
   both_axes<a, a, Algo::input>(d, r);
-  for (int64_t xi = 0; xi < a * a; ++xi)
+  for (int64_t xi = 0; xi < int64_t{a} * a; ++xi)
     store(v + point_at(xi, rows, t - first, g.in_channels, b), r[xi / a][xi % a]);
 }
 
@@ -103,7 +103,7 @@ template <typename Algo, typename T>
   constexpr int a = Algo::kPoints;
   const TileOrigin o = origin(g, t);
   Lanes p[a][a], y[kTile][kTile];
-  for (int64_t xi = 0; xi < a * a; ++xi)
+  for (int64_t xi = 0; xi < int64_t{a} * a; ++xi)
     p[xi / a][xi % a] = load(m + point_at(xi, rows, t - first, g.out_channels, b));
   both_axes<a, kTile, Algo::output>(p, y);
   const int64_t count = lanes_in_block(g.out_channels, b);
@@ -131,7 +131,7 @@ template <typename Algo, typename T>
           inside(g.out, py, px) ? load_first(diff_out + g.out.at(o.n, b, py, px), count) : Lanes{};
     }
   both_axes<kTile, a, Algo::gradient>(dy, r);
-  for (int64_t xi = 0; xi < a * a; ++xi)
+  for (int64_t xi = 0; xi < int64_t{a} * a; ++xi)
     store(tiles + point_at(xi, rows, t - first, g.out_channels, b), r[xi / a][xi % a]);
 }
 
@@ -156,7 +156,7 @@ template <typename Algo>
                                        : w[((lane * in_c + a) * k + i) * k + j];
       }
   both_axes<k, p, Algo::filter>(g, r);
-  for (int64_t xi = 0; xi < p * p; ++xi)
+  for (int64_t xi = 0; xi < int64_t{p} * p; ++xi)
     store(u + (xi * outer_padded + a) * inner_padded + b * kLanes, r[xi / p][xi % p]);
 }
 
@@ -168,7 +168,7 @@ template <typename Algo>
   constexpr int k = Algo::kTaps, p = Algo::kPoints;
   const int64_t out_padded = padded_to_lanes(out_c), in_padded = padded_to_lanes(in_c);
   Lanes points[p][p], r[k][k];
-  for (int64_t xi = 0; xi < p * p; ++xi)
+  for (int64_t xi = 0; xi < int64_t{p} * p; ++xi)
     points[xi / p][xi % p] = load(z + (xi * out_padded + o) * in_padded + b * kLanes);
   both_axes<p, k, Algo::filter_gradient>(points, r);
   for (int64_t l = 0; l < lanes_in_block(in_c, b); ++l)
