@@ -27,7 +27,37 @@ ValueId value_named(const Graph& g, const std::string& name) {
   throw_usage("pipeline stage: no value named '" + name + "'");
 }
 
+// The message that tells the stage after which sent values are blocks (before its compile).
+constexpr int kSplitFlagsTag = 0x5b11f;
+constexpr double kCompileWaitS = 600;
+
+bool splits_spatially(const CompileOptions& o) { return o.spatial && o.spatial->group_size() > 1; }
+
 }  // namespace
+
+// Under a spatial split, a value crosses a cut as the sender holds it: as this rank's block
+// (to the same place of the next stage's group, which holds the same block) or whole. The stage
+// before says which, value by value, so a stage compiles only once the one before it has.
+std::vector<std::string> PipelineStage::received_whole_values() const {
+  if (opts_.previous_rank < 0) return {};
+  const Communicator::Message flags = comm_.receive(
+      opts_.previous_rank, kSplitFlagsTag, kCompileWaitS,
+      "pipeline stage " + std::to_string(opts_.stage) + ": which received values are blocks");
+  CREST_CHECK(flags.bytes.size() == graph_.received.size(),
+              "pipeline stage: the stage before sends another number of values");
+  std::vector<std::string> whole;
+  for (size_t i = 0; i < flags.bytes.size(); ++i)
+    if (flags.bytes[i] == std::byte{0}) whole.push_back(graph_.received[i]);
+  return whole;
+}
+
+void PipelineStage::send_split_flags() {
+  if (opts_.next_rank < 0) return;
+  std::vector<std::byte> flags;
+  for (ValueId v : sent_values_)
+    flags.push_back(executor().output_is_block(v) ? std::byte{1} : std::byte{0});
+  comm_.send(opts_.next_rank, kSplitFlagsTag, flags);
+}
 
 // A message on its way: its own copy of the bytes, so the executor that made them may run on.
 struct PipelineStage::InFlight {
@@ -43,6 +73,11 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
     throw_usage("pipeline stages run on host backends (messages are sent from host memory)");
   compile.grad_inputs = graph.received;
   compile.first_random_stream = graph.first_node;
+  const bool split = splits_spatially(compile);
+  if (split) {  // sent values stay blocks where the stage holds blocks
+    compile.split_outputs = true;
+    compile.whole_inputs = received_whole_values();
+  }
   const PipelinePlan plan = make_pipeline_plan(opts.schedule, opts.stages, opts.micro_batches);
   actions_ = plan.at(static_cast<size_t>(opts.stage));
   int sets = 1;
@@ -58,6 +93,7 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
   grad_sum_ = Buffer(params.trainable_bytes(), 256, params.memory());
   if (opts.recompute) recompute_state_ = Buffer(params.bytes(), 256, params.memory());
   for (const std::string& name : graph.sent) sent_values_.push_back(value_named(graph.graph, name));
+  if (split) send_split_flags();
 }
 
 PipelineStage::~PipelineStage() = default;

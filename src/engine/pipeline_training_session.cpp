@@ -15,24 +15,37 @@ namespace {
 void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& p) {
   const std::string with = p.stages_key + " " + std::to_string(p.stages) + " with ";
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
-  if (o.session.spatial) throw_usage(with + "a spatial split is not supported yet");
 }
 
 // The whole model's plan: its parameters allocated on the rank that keeps the whole model's state
-// (the job's rank 0), a layout alone elsewhere.
+// (the job's rank 0), a layout alone elsewhere. It is never split: its parameters are the whole
+// tensors a checkpoint holds.
 SessionOptions plan_only(SessionOptions so, bool with_params) {
   so.allocate = false;
   so.allocate_params = with_params;
+  so.spatial = nullptr;
   return so;
 }
 
+int group_size_of(const SessionOptions& so) { return so.spatial ? so.spatial->group_size() : 1; }
+
 }  // namespace
 
-PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key) {
-  if (stages < 1 || world.size() % stages != 0)
+PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key,
+                             int group_size) {
+  const int per_replica = stages * group_size;
+  if (stages < 1 || world.size() % per_replica != 0)
     throw_usage(key + " " + std::to_string(stages) + " does not divide the " +
-                std::to_string(world.size()) + " ranks (ranks = stages x data-parallel replicas)");
-  return {stages, world.size() / stages, world.rank() % stages, world.rank() / stages};
+                std::to_string(world.size()) + " ranks (ranks = stages x data-parallel replicas" +
+                (group_size > 1 ? " x " + std::to_string(group_size) + " ranks per sample" : "") +
+                ")");
+  const int group = world.rank() / group_size;
+  return {.stages = stages,
+          .replicas = world.size() / per_replica,
+          .stage = group % stages,
+          .replica = group / stages,
+          .group_size = group_size,
+          .place = world.rank() % group_size};
 }
 
 std::vector<double> per_node_costs(const Graph& graph,
@@ -75,7 +88,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
                                                  const TrainingSessionOptions& o,
                                                  const PipelineOptions& p, Communicator& world)
     : whole_(graph, plan_only(o.session, world.rank() == 0)),
-      ranks_(pipeline_ranks(world, p.stages, p.stages_key)) {
+      ranks_(pipeline_ranks(world, p.stages, p.stages_key, group_size_of(o.session))) {
   refuse_unsupported(o, p);
   if (!whole_.backend().memory().is_host())
     throw_usage(p.stages_key + " " + std::to_string(p.stages) + " on the " +
@@ -86,7 +99,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
   graphs_ = cut_into_stages(
       graph, pipeline_stage_starts(p.stage_starts, graph, costs, p.stages, p.stage_starts_key),
       p.stage_starts_key);
-  const int rank = world.rank();
+  const int rank = world.rank(), next = ranks_.group_size;  // the same place, one stage on
   stage_ = std::make_unique<PipelineStage>(
       stage_graph(), whole_.backend(), compile_options(o.session), world,
       PipelineStageOptions{.stage = ranks_.stage,
@@ -94,10 +107,12 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
                            .micro_batches = p.micro_batches,
                            .schedule = p.schedule,
                            .recompute = p.recompute,
-                           .previous_rank = ranks_.stage > 0 ? rank - 1 : -1,
-                           .next_rank = ranks_.last_stage() ? -1 : rank + 1});
-  replicas_ = world.split(ranks_.stage, ranks_.replica);
-  pipeline_ = world.split(ranks_.replica, ranks_.stage);
+                           .previous_rank = ranks_.stage > 0 ? rank - next : -1,
+                           .next_rank = ranks_.last_stage() ? -1 : rank + next});
+  // A stage's groups are consecutive in its replicas' communicator (batch norm sums a group's).
+  const int in_replicas = ranks_.replica * ranks_.group_size + ranks_.place;
+  replicas_ = world.split(ranks_.stage, in_replicas);
+  pipeline_ = world.split(in_replicas, ranks_.stage);
   synchronise_batch_norm(o.batchnorm_group_size);
   optimizer_ = make_optimizer(o.optimizer);
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
@@ -126,7 +141,7 @@ void PipelineTrainingSession::synchronise_batch_norm(int group_size) {
     throw_input("dist.batchnorm_group_size: " + std::to_string(group_size) +
                 " does not divide the " + std::to_string(ranks_.replicas) +
                 " data-parallel replicas of each pipeline stage into groups of consecutive ones");
-  bn_group_ = make_batch_norm_group(*replicas_, group_size);
+  bn_group_ = make_batch_norm_group(*replicas_, group_size, ranks_.group_size);
   stage_->set_batch_stat_reducer(bn_group_.get());
 }
 

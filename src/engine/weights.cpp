@@ -93,7 +93,7 @@ void load_weights_part(ParamStore& part, const ParamStore& whole, const std::str
                        const ExternalNames& names) {
   for (const ParamSlot& slot : part.slots()) {
     const int at = whole.find(slot.name);
-    CREST_CHECK(at >= 0 && whole.slots()[static_cast<size_t>(at)].shape == slot.shape,
+    CREST_CHECK(at >= 0 && file_shape(whole.slots()[static_cast<size_t>(at)]) == file_shape(slot),
                 "weights: the stage's '" + slot.name + "' is not the whole model's");
   }
   const SafetensorsFile file(path);

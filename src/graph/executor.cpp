@@ -216,6 +216,12 @@ Shape Executor::output_whole_shape(ValueId g) const {
   return v.split ? v.global_shape : out.shape();
 }
 
+bool Executor::output_is_block(ValueId g) const {
+  output(g);  // checks that g is a marked output
+  return prog_->values[static_cast<size_t>(prog_->graph_to_internal[static_cast<size_t>(g)])]
+      ->split;
+}
+
 double Executor::forward(bool training) {
   using clock = std::chrono::steady_clock;
   require_arena();

@@ -46,7 +46,7 @@ std::string Decomposition::name() const {
   if (spatial_ranks() > 1) s = "spatial " + list_text(spatial);
   if (pipeline_stages > 1)
     s = "pipeline " + std::to_string(pipeline_stages) + " stages x " +
-        std::to_string(micro_batches) + " micro";
+        std::to_string(micro_batches) + " micro" + (s.empty() ? "" : ", " + s);
   const int d = data_parallel();
   if (s.empty())
     return ranks == 1            ? "one rank"
@@ -260,35 +260,60 @@ Totals totals(const ComputeTimes& t, const std::vector<double>& share, double ba
   return s;
 }
 
+// Seconds a spatial group of `group` ranks spends per step of `batch` samples on its halo
+// exchanges, its batch norms' and heads' group reductions and the gathers where the split ends.
+double halo_seconds(const Machine& m, const SpatialCosts& sc, int group, const Placement& place,
+                    double batch) {
+  const Link link = group <= place.ranks_on_node ? m.node_link() : m.inter_node;
+  double s = sc.halo_bytes * batch / (link.gb_s * 1e9) + sc.halo_messages * link.latency_us * 1e-6;
+  for (int i = 0; i < sc.group_reductions; ++i)
+    s += allreduce_seconds(m, 1024, group, std::min(group, place.ranks_on_node));
+  return s + sc.gathered_bytes * batch * (group - 1) / group / (link.gb_s * 1e9);
+}
+
+// K stages over M micro-batches (1F1B). Under a spatial split each stage is a group of S ranks
+// holding blocks: its layers' shares of the work, the blocks sent at a cut, its halo exchanges
+// (the model's, in the slowest stage's proportion) every slot, its gradients averaged over
+// S x D ranks (a divided head's part alone).
 void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTimes& times,
-                      const Placement& place, double batch, Prediction& p) {
-  const int stages = p.d.pipeline_stages, micro = p.d.micro_batches;
+                      const Placement& place, double batch, const SpatialCosts& sc, Prediction& p) {
+  const int stages = p.d.pipeline_stages, micro = p.d.micro_batches, group = p.d.spatial_ranks();
   const double per_micro = batch / micro;
+  const std::vector<double> ones(model.layers.size(), 1.0);
+  const std::vector<double>& share = times.split_measured ? ones : sc.share;
   std::vector<double> layer_s;
-  for (const LayerTime& t : times.layers) layer_s.push_back(t.forward + t.backward);
+  for (size_t i = 0; i < times.layers.size(); ++i)
+    layer_s.push_back((times.layers[i].forward + times.layers[i].backward) * share[i]);
   const std::vector<size_t> ends = stage_ends(layer_s, stages);
-  double slowest = 0, stage_bytes = 0, boundary = 0, stage_act = 0, all_act = 0;
+  double slowest = 0, stage_bytes = 0, boundary = 0, stage_act = 0, all_act = 0, all_s = 0;
   for (const LayerFacts& l : model.layers) all_act += static_cast<double>(l.out.numel());
   size_t begin = 0;
   for (size_t k = 0; k < ends.size(); ++k) {
     double s = 0, bytes = 0, act = 0;
     for (size_t i = begin; i < ends[k]; ++i) {
+      const LayerFacts& l = model.layers[i];
       s += layer_s[i];
-      bytes += static_cast<double>(model.layers[i].trainable_bytes);
-      act += static_cast<double>(model.layers[i].out.numel());
+      bytes += static_cast<double>(l.trainable_bytes) *
+               (l.dense_on_features && group > 1 ? sc.share[i] : 1.0);
+      act += static_cast<double>(l.out.numel()) * sc.share[i];
     }
-    if (k + 1 < ends.size())
-      boundary = std::max(
-          boundary, static_cast<double>(model.layers[ends[k] - 1].out.numel()) * sizeof(float));
+    if (k + 1 < ends.size()) {
+      const size_t last = ends[k] - 1;
+      boundary = std::max(boundary, static_cast<double>(model.layers[last].out.numel()) *
+                                        sc.share[last] * sizeof(float));
+    }
     slowest = std::max(slowest, s);
+    all_s += s;
     stage_bytes = std::max(stage_bytes, bytes);
     stage_act = std::max(stage_act, act);
     begin = ends[k];
   }
-  const Link link = stages <= place.ranks_on_node ? m.node_link() : m.inter_node;
+  const Link link = stages * group <= place.ranks_on_node ? m.node_link() : m.inter_node;
   const double send = boundary * per_micro / (link.gb_s * 1e9) + link.latency_us * 1e-6;
   const int slots = micro + stages - 1;
   p.pipeline_s = slots * 2 * send;
+  if (group > 1 && !times.split_measured && all_s > 0)
+    p.halo_s = slots * halo_seconds(m, sc, group, place, per_micro) * slowest / all_s;
   p.bubble_fraction = static_cast<double>(stages - 1) / slots;
   p.compute_s = slots * slowest * per_micro;
   p.update_s =
@@ -296,7 +321,7 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   p.compute_s += p.update_s;
   const int d = p.d.data_parallel();
   p.gradient_exchange_s =
-      allreduce_seconds(m, stage_bytes, d, std::max(1, place.ranks_on_node / stages));
+      allreduce_seconds(m, stage_bytes, d * group, std::max(1, place.ranks_on_node / stages));
   // The lag's exchange travels during the next batch's schedule (hidden up to its length).
   p.exposed_exchange_s =
       p.d.gradient_lag ? std::max(0.0, p.gradient_exchange_s - p.compute_s) : p.gradient_exchange_s;
@@ -343,12 +368,15 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
   const double per_rank = static_cast<double>(o.global_batch) / d.ranks;
   const Totals ref = totals(times, whole, per_rank);
   const double reference_step = ref.forward + ref.backward + times.update_s;
+  SpatialCosts sc;
+  sc.share = whole;
+  if (d.spatial_ranks() > 1) sc = spatial_costs(model, d.spatial);
+  if (!sc.gathered_at.empty() && !times.split_measured)
+    p.notes.push_back("the split ends before " + sc.gathered_at +
+                      ": from there every rank of a group runs the whole layer");
   if (d.pipeline_stages > 1) {
-    predict_pipeline(model, m, times, place, batch, p);
+    predict_pipeline(model, m, times, place, batch, sc, p);
   } else {
-    SpatialCosts sc;
-    sc.share = whole;
-    if (d.spatial_ranks() > 1) sc = spatial_costs(model, d.spatial);
     // A measured split: its layers' times are already a block's, halo exchanges included.
     const std::vector<double>& share = times.split_measured ? whole : sc.share;
     const Totals t = totals(times, share, batch);
@@ -376,18 +404,8 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     } else {
       p.exposed_exchange_s = std::max(0.0, e.end_s - t.backward);
     }
-    if (d.spatial_ranks() > 1 && !times.split_measured) {
-      const int s = d.spatial_ranks();
-      const Link link = s <= place.ranks_on_node ? m.node_link() : m.inter_node;
-      p.halo_s =
-          sc.halo_bytes * batch / (link.gb_s * 1e9) + sc.halo_messages * link.latency_us * 1e-6;
-      for (int i = 0; i < sc.group_reductions; ++i)
-        p.halo_s += allreduce_seconds(m, 1024, s, std::min(s, place.ranks_on_node));
-      p.halo_s += sc.gathered_bytes * batch * (s - 1) / s / (link.gb_s * 1e9);
-      if (!sc.gathered_at.empty())
-        p.notes.push_back("the split ends before " + sc.gathered_at +
-                          ": from there every rank of a group runs the whole layer");
-    }
+    if (d.spatial_ranks() > 1 && !times.split_measured)
+      p.halo_s = halo_seconds(m, sc, d.spatial_ranks(), place, batch);
     p.memory_bytes = static_cast<double>(model.parameter_bytes) +
                      static_cast<double>(model.trainable_bytes) * (1 + state_ratio) +
                      (d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) : 0.0) +
@@ -486,6 +504,19 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
       if (ranks > k)
         c.push_back(
             {.ranks = ranks, .pipeline_stages = k, .micro_batches = mb, .gradient_lag = true});
+    }
+    // Stages split spatially (groups of S = 2, 4 or 8 ranks, as a node holds them): at the most
+    // micro-batches (4K, 2K or K) the replica's batch allows, the smallest bubble.
+    for (int s = 2; k * s <= ranks && s <= 8; s *= 2) {
+      if (ranks % (k * s) != 0 || !divides(ranks / (k * s))) continue;
+      const int64_t replica_batch = o.global_batch / (ranks / (k * s));
+      for (int mb : {4 * k, 2 * k, k}) {
+        if (replica_batch % mb != 0) continue;
+        for (auto& parts : factorizations(s, model.sample))
+          c.push_back(
+              {.ranks = ranks, .spatial = parts, .pipeline_stages = k, .micro_batches = mb});
+        break;
+      }
     }
   }
   return c;

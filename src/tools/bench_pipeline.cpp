@@ -8,7 +8,8 @@
 // the schedule's (K - 1) / (M + K - 1), and the schedule's bubble at the stages' measured
 // (unequal) compute times. The stages are cut where the measured time of a training step
 // balances (--balance flops: its FLOPs; --stage-starts names the first layer of each stage after
-// the first instead).
+// the first instead). --spatial d,h,w splits each stage's samples among a group of that many
+// ranks (as dist.spatial with dist.pipeline): the ranks are then stages x groups x replicas.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -26,6 +27,7 @@
 #include "crest/graph/pipeline_cut.hpp"
 #include "crest/models/model_registry.hpp"
 #include "crest/optim/optimizer_registry.hpp"
+#include "crest/spatial/hybrid_groups.hpp"
 #include "crest/train/trainer.hpp"
 
 namespace crest::tools {
@@ -37,8 +39,9 @@ struct BenchPipelineArgs : BenchModelArgs, BenchRunArgs {
   std::string schedule = "1f1b";
   bool recompute = false;
   std::vector<std::string> stage_starts;
-  int stages = 0;         // 0: one per rank; else the ranks are stages x data-parallel replicas
-  std::string optimizer;  // "" = the model's reference optimizer
+  int stages = 0;            // 0: one per rank; else the ranks are stages x data-parallel replicas
+  std::vector<int> spatial;  // each stage's samples split among this many ranks per axis
+  std::string optimizer;     // "" = the model's reference optimizer
   std::string balance = "time";  // cut where the measured time (or the FLOPs) of the stages balance
   double timeout_s = 300;
 };
@@ -109,7 +112,12 @@ std::vector<double> balance_costs(const BenchPipelineArgs& a, const BuiltModel& 
     throw_usage("bench pipeline: --balance is time or flops, got '" + a.balance + "'");
   if (a.balance != "time" || !a.stage_starts.empty()) return {};
   std::vector<double> costs(m.graph.nodes().size());
-  if (comm.rank() == 0) costs = measured_node_costs(m.graph, so, m);
+  // Rank 0 alone measures, so the whole model unsplit (a split layer's time is about its whole
+  // time over the group: the balance is the same).
+  SessionOptions whole = so;
+  whole.spatial = nullptr;
+  whole.split_outputs = false;
+  if (comm.rank() == 0) costs = measured_node_costs(m.graph, whole, m);
   comm.broadcast(costs.data(), costs.size() * sizeof(double), 0);
   return costs;
 }
@@ -157,14 +165,16 @@ void add_pipeline_figures(nlohmann::json& j, const BenchPipelineArgs& a, const P
                           const BestTimes& best, const std::vector<nlohmann::json>& stages) {
   double compute_sum = 0, compute_max = 0;
   for (int s = 0; s < at.stages; ++s) {
-    j["stages"].push_back(stages[static_cast<size_t>(s)]);
-    const double c = stages[static_cast<size_t>(s)]["compute_s"].get<double>();
+    const nlohmann::json& first = stages[static_cast<size_t>(s * at.group_size)];  // place 0
+    j["stages"].push_back(first);
+    const double c = first["compute_s"].get<double>();
     compute_sum += c;
     compute_max = std::max(compute_max, c);
   }
   const double slots = static_cast<double>(a.micro_batches + at.stages - 1);
   const int64_t global_batch = a.micro_batch * a.micro_batches * at.replicas;
   j["pipeline_stages"] = at.stages;
+  j["ranks_per_sample"] = at.group_size;
   j["data_parallel"] = at.replicas;
   j["micro_batches"] = a.micro_batches;
   j["schedule"] = a.schedule;
@@ -193,7 +203,13 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   to.session = bench_session_options(a, Purpose::training, a.micro_batch,
                                      std::max(1, hardware_threads() / comm->local_size()));
   to.optimizer = bench_optimizer_config(a.model, a.optimizer);
-  PipelineOptions po{.stages = a.stages > 0 ? a.stages : comm->size(),
+  int group = 1;
+  for (int parts : a.spatial) group *= std::max(1, parts);
+  const int stages = a.stages > 0 ? a.stages : std::max(1, comm->size() / group);
+  const HybridGroups groups = make_hybrid_groups(*comm, a.spatial, "bench pipeline: --spatial",
+                                                 HaloOverlapMode::automatic, stages);
+  to.session.spatial = groups.split;
+  PipelineOptions po{.stages = stages,
                      .micro_batches = a.micro_batches,
                      .schedule = schedule,
                      .recompute = a.recompute,
@@ -243,6 +259,10 @@ void register_bench_pipeline(CLI::App& bench) {
                   "compute threads per rank (default: the node's cores / ranks)");
   cmd->add_option("--stages", a->stages,
                   "pipeline stages (default: one per rank); the ranks are stages x replicas");
+  cmd->add_option("--spatial", a->spatial,
+                  "split each stage's samples among this many ranks per spatial axis (d,h,w for "
+                  "CosmoFlow), as dist.spatial")
+      ->delimiter(',');
   cmd->add_option("--optimizer", a->optimizer, "a registered optimizer (default: the model's)");
   cmd->add_option("--batch", a->micro_batch, "samples per micro-batch");
   cmd->add_option("--micro-batches", a->micro_batches, "micro-batches per batch (M)");

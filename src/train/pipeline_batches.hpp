@@ -32,6 +32,8 @@ class PipelineBatches {
   // it holds, so the pipeline's messages still match, and `failed_here` skips the update
   // everywhere).
   StepResult train(double lr, const LoadedBatch* batch, bool stop_here, bool failed_here);
+  // The model's prediction in the last stage's graph; -1 on the other stages.
+  ValueId prediction() const { return prediction_; }
   // Local SGD: averages an open window's models (PipelineTrainStep::end_local_window).
   StepResult end_local_window();
 
@@ -62,9 +64,8 @@ class PipelineBatches {
   const BuiltModel& model_;
   int64_t micro_batch_ = 1;
   int micro_batches_ = 1;
-  ValueId prediction_ = -1;
-  std::map<const Executor*, std::unique_ptr<BatchFeed>>
-      feeds_;  // the model's prediction in the last stage's graph; -1 elsewhere
+  ValueId prediction_ = -1;  // the model's prediction in the last stage's graph; -1 elsewhere
+  std::map<const Executor*, std::unique_ptr<BatchFeed>> feeds_;  // per activation set
 };
 
 }  // namespace crest

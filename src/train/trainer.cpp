@@ -104,9 +104,11 @@ class TrainingRun {
   void compile_pipeline();
   void print_header();
   void print_pipeline_plan();
+  std::string stage_ranks_text(int s) const;
   void print_dry_run();
   void print_spatial_plan();
-  void make_scoring(const Executor& ex);
+  // `pred`: the prediction's value in `ex`'s graph.
+  void make_scoring(const Executor& ex, ValueId pred);
   void open_data();
   void read_only_what_is_fed();
   void open_train_loader(int rollbacks);
@@ -150,8 +152,17 @@ class TrainingRun {
   HybridGroups groups_;
   Communicator& data_comm() const { return groups_.data_comm(*comm_); }
   // The communicator whose rank and size shard the samples among the loaders: data_comm(), or
-  // under dist.pipeline the ranks holding this rank's stage (each replica's stages read alike).
-  Communicator& shard_comm() const { return pipeline_ ? pipeline_->replicas() : data_comm(); }
+  // under dist.pipeline the ranks holding this rank's stage at its place in the stage's spatial
+  // group (each replica's stages read alike, and a group's ranks read blocks of one sample).
+  Communicator& shard_comm() const {
+    if (!pipeline_) return data_comm();
+    return groups_.stage_data ? *groups_.stage_data : pipeline_->replicas();
+  }
+  // How many ranks report each replica's step loss (a spatial group's ranks all do, and under
+  // dist.pipeline every stage's): sums over the world divided by it count each sample once.
+  int ranks_per_loss() const {
+    return groups_.ranks_per_sample * (pipeline_ ? pipeline_->ranks().stages : 1);
+  }
   // Whether this rank's figures count samples (loss sums, skipped samples): under dist.pipeline
   // only the last stage's do, so sums over data_comm() count each sample once.
   bool counts_samples() const { return !pipeline_ || pipeline_->ranks().last_stage(); }
@@ -160,6 +171,7 @@ class TrainingRun {
   // they receive, and read nothing.
   bool reads_data() const { return !pipeline_ || !pipeline_->stage_graph().data_inputs.empty(); }
   bool feeds_samples() const;
+  std::optional<SampleBlock> fed_sample_block() const;
   // The batches of this rank's shard of `source` per epoch, as a loader with `o` plans them.
   int64_t shard_batches(const SampleSource& source, const LoaderOptions& o) const {
     return plan_shards(source.size(), o.batch_size, shard_comm().rank(), shard_comm().size(),
@@ -225,7 +237,8 @@ TrainingRun::TrainingRun(const Config& config, const TrainOptions& options,
   }
   const std::vector<int64_t>& parts = config.dist.spatial;
   groups_ = make_hybrid_groups(*comm_, std::vector<int>(parts.begin(), parts.end()), "dist.spatial",
-                               parse_halo_overlap(config.dist.halo_overlap, "dist.halo_overlap"));
+                               parse_halo_overlap(config.dist.halo_overlap, "dist.halo_overlap"),
+                               std::max(1, config.dist.pipeline.stages));
   // Before anything slow: the run directory must be usable (and a resume possible).
   if (!options.dry_run)
     run_dir_ = prepare_run_directory(config, options.resume, options.overwrite, *comm_);
@@ -315,7 +328,7 @@ void TrainingRun::compile() {
   // The schedule scales by the batch one optimizer step averages over: every rank's micro-batches.
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
-  make_scoring(*ex_);
+  make_scoring(*ex_, task_.model.prediction);
   summary_.parameter_count = ex_->params().parameter_count();
   summary_.planned_bytes =
       ex_->plan().arena_bytes + 2 * ex_->params().bytes() + optimizer_state_bytes();
@@ -324,8 +337,7 @@ void TrainingRun::compile() {
 // The task's metrics on the prediction of `ex`: its blocks where it stays split (a spatial split:
 // SessionOptions::split_outputs), scored against the targets' blocks and summed over the group.
 // A metric that cannot read the model's whole prediction fails now, not after the first epoch.
-void TrainingRun::make_scoring(const Executor& ex) {
-  const ValueId pred = task_.model.prediction;
+void TrainingRun::make_scoring(const Executor& ex, ValueId pred) {
   TensorDesc whole = ex.output(pred).desc();
   whole.shape = ex.output_whole_shape(pred);
   check_metrics_fit(task_, config_, whole, ex.input(task_.model.target_input).desc());
@@ -352,7 +364,6 @@ void TrainingRun::compile_pipeline() {
   po.stage_starts = pc.stage_starts;
   pipeline_ = std::make_unique<PipelineTrainingSession>(task_.model.graph, to, po, *comm_);
   groups_.data_parallel = pipeline_->ranks().replicas;
-  groups_.ranks_per_sample = pc.stages;  // every rank's step loss is the job's
   backend_ = &pipeline_->backend();
   ex_ = &pipeline_->executor();
   optimizer_ = &pipeline_->optimizer();
@@ -361,7 +372,12 @@ void TrainingRun::compile_pipeline() {
   lr_policy_ = lr_policy_of(config_.lr_schedule, effective_batch(config_, groups_.data_parallel));
   pipeline_batches_ = std::make_unique<PipelineBatches>(*pipeline_, task_.model,
                                                         config_.data.batch_size, pc.micro_batches);
-  make_scoring(pipeline_->whole().executor());
+  // The last stage scores its prediction (blocks of it under a spatial split); the others only
+  // add up the sums, so the whole model's prediction describes it for them.
+  if (pipeline_batches_->prediction() >= 0)
+    make_scoring(*ex_, pipeline_batches_->prediction());
+  else
+    make_scoring(pipeline_->whole().executor(), task_.model.prediction);
   const Executor& whole = pipeline_->whole().executor();
   summary_.parameter_count = whole.params().parameter_count();
   size_t state_bytes = 0;
@@ -380,16 +396,21 @@ void TrainingRun::print_header() {
   if (comm_->size() > 1) {
     log << " per rank | " << comm_->size() << " ranks (" << comm_->name() << ", "
         << comm_->local_size() << " on this node) | ";
-    if (groups_.split)
+    if (pipeline_) {
+      log << "dist.pipeline: " << pipeline_->ranks().stages << " stages x " << groups_.data_parallel
+          << " data-parallel";
+      if (groups_.split)
+        log << ", each stage's samples split among " << groups_.ranks_per_sample
+            << " ranks (dist.spatial " << config::list_text(config_.dist.spatial) << ")";
+      log << " | batch " << batch << " per replica in " << config_.dist.pipeline.micro_batches
+          << " micro-batches, ";
+    } else if (groups_.split) {
       log << "dist.spatial " << config::list_text(config_.dist.spatial)
           << ": each sample split among " << groups_.ranks_per_sample << " ranks, "
           << groups_.data_parallel << " data-parallel | batch " << batch << " per group, ";
-    else if (pipeline_)
-      log << "dist.pipeline: " << pipeline_->ranks().stages << " stages x " << groups_.data_parallel
-          << " data-parallel | batch " << batch << " per replica in "
-          << config_.dist.pipeline.micro_batches << " micro-batches, ";
-    else
+    } else {
       log << "batch " << batch << " per rank, ";
+    }
     log << batch * groups_.data_parallel << " global";
     if (sync_) log << " | " << sync_->buckets().size() << " gradient buckets";
     log << exchange_schedule() << "\n";
@@ -423,7 +444,7 @@ void TrainingRun::print_pipeline_plan() {
     for (const std::string& input : g.data_inputs) reads += (reads.empty() ? "" : ", ") + input;
     const bool samples = std::find(g.data_inputs.begin(), g.data_inputs.end(),
                                    task_.model.sample_input) != g.data_inputs.end();
-    log << "  stage " << s << " (ranks " << s << ", " << s + graphs.size()
+    log << "  stage " << s << " (ranks " << stage_ranks_text(static_cast<int>(s))
         << ", ...): " << g.first_node_name << " .. " << g.last_node_name << ", reads "
         << (reads.empty() ? "no data"
             : samples     ? "data (" + reads + ")"
@@ -432,6 +453,19 @@ void TrainingRun::print_pipeline_plan() {
         << (g.sent.empty() ? "nothing (the loss)" : std::to_string(g.sent.size()) + " tensors on")
         << "\n";
   }
+}
+
+// The ranks of stage `s` in the first two replicas: "1, 3" (2 stages), "2-3, 6-7" (2 stages, each
+// split among 2 ranks).
+std::string TrainingRun::stage_ranks_text(int s) const {
+  const int group = groups_.ranks_per_sample, stages = pipeline_->ranks().stages;
+  std::string text;
+  for (int replica = 0; replica < 2; ++replica) {
+    const int first = (replica * stages + s) * group;
+    text += (replica ? ", " : "") + std::to_string(first);
+    if (group > 1) text += "-" + std::to_string(first + group - 1);
+  }
+  return text;
 }
 
 // How gradients meet, where it is not every step's synchronous allreduce.
@@ -486,8 +520,10 @@ void TrainingRun::print_spatial_plan() {
     mine.with_halo += l.overlap != "no halo";
     mine.overlapped += l.overlap.rfind("overlapped", 0) == 0;
   }
-  const Shape block = ex_->input(task_.model.sample_input).shape();  // [n, c, spatial...]
-  for (int a = 2; a < block.rank() && a < 5; ++a) mine.block[a - 2] = block[a];
+  if (feeds_samples()) {  // (a pipeline's stages after the first hold no samples)
+    const Shape block = ex_->input(task_.model.sample_input).shape();  // [n, c, spatial...]
+    for (int a = 2; a < block.rank() && a < 5; ++a) mine.block[a - 2] = block[a];
+  }
   const auto* raw = reinterpret_cast<const std::byte*>(&mine);
   const auto all = comm_->allgather_parts(std::vector<std::byte>(raw, raw + sizeof mine));
   std::ostream& log = *log_;
@@ -551,15 +587,12 @@ void TrainingRun::open_data() {
 // (an image folder reads nothing, CosmoFlow npy its label file), else the whole record, of which
 // it decodes the targets (a TFRecord's label feature, not its JPEG or volume).
 void TrainingRun::read_only_what_is_fed() {
-  if (pipeline_) {
-    if (reads_data() && !feeds_samples()) {
-      data_.train = targets_of_samples(data_.train);
-      if (data_.valid) data_.valid = targets_of_samples(data_.valid);
-    }
+  if (pipeline_ && reads_data() && !feeds_samples()) {
+    data_.train = targets_of_samples(data_.train);
+    if (data_.valid) data_.valid = targets_of_samples(data_.valid);
     return;
   }
-  if (!feed_) return;
-  const std::optional<SampleBlock> block = feed_->sample_block();
+  const std::optional<SampleBlock> block = fed_sample_block();
   if (!block) return;
   data_.train = block_of_samples(data_.train, *block);
   if (data_.valid) data_.valid = block_of_samples(data_.valid, *block);
@@ -568,6 +601,14 @@ void TrainingRun::read_only_what_is_fed() {
                 ? "only the block's bytes"
                 : data_.train->format() + ": each rank reads and decodes the whole sample")
         << ")\n";
+}
+
+// Under a spatial split, the block of each sample this rank's model holds (a pipeline: where its
+// stage reads the samples).
+std::optional<SampleBlock> TrainingRun::fed_sample_block() const {
+  if (!pipeline_) return feed_ ? feed_->sample_block() : std::nullopt;
+  if (!feeds_samples()) return std::nullopt;
+  return BatchFeed(*ex_, task_.model, pipeline_->stage_graph().data_inputs, -1).sample_block();
 }
 
 // The training loader; after k rollbacks (train.on_nonfinite: rollback) its order comes from
@@ -761,7 +802,7 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   record_step(*timeline_, sync_, s + 1, asked, got, r);
   // A skipped step's loss counts as 0. The ranks of a spatial group share a sample: each adds
   // its share, so sums over all ranks count every sample once.
-  if (std::isfinite(r.loss)) loss_sum += r.loss / groups_.ranks_per_sample;
+  if (std::isfinite(r.loss)) loss_sum += r.loss / ranks_per_loss();
   ++pos_.global_step;
   ++summary_.steps;
   ++profiled_steps_;

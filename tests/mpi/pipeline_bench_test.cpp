@@ -1,6 +1,7 @@
 // crest bench pipeline under mpirun: a CosmoFlow cut into 2 stages trains, and the JSON line says
 // what each stage held (GPipe keeps every micro-batch's activations, 1F1B at most K - s, with
-// recomputation one set); 2 stages x 2 replicas on 4 ranks; and every bad flag exits 2 naming it.
+// recomputation one set); 2 stages x 2 replicas on 4 ranks; 2 stages each split spatially in two;
+// and every bad flag exits 2 naming it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -74,6 +75,34 @@ TEST(PipelineBench, TwoStagesTimesTwoReplicasOnFourRanks) {
   EXPECT_EQ(lines[0]["data_parallel"], 2);
   EXPECT_EQ(lines[0]["global_batch"], 8);
   EXPECT_EQ(lines[0]["optimizer"], "LAMB");
+}
+
+// --spatial: 2 stages, each a group of 2 ranks splitting the samples' depth. Each stage's figures
+// are its first rank's: a block of the stage's activations, and its parameters (the divided dense
+// head's part).
+TEST(PipelineBench, TwoStagesEachSplitInTwoOnFourRanks) {
+  const auto whole = test::json_lines(run_crest_mpi(2, kBench).out);
+  ASSERT_EQ(whole.size(), 1u);
+  const auto r = run_crest_mpi(4, kBench + "--stages 2 --spatial 2,1,1", 300);
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = test::json_lines(r.out);
+  ASSERT_EQ(lines.size(), 1u) << r.out;
+  const auto& j = lines[0];
+  EXPECT_EQ(j["pipeline_stages"], 2);
+  EXPECT_EQ(j["ranks_per_sample"], 2);
+  EXPECT_EQ(j["data_parallel"], 1);
+  EXPECT_EQ(j["global_batch"], 4);
+  ASSERT_EQ(j["stages"].size(), 2u);
+  EXPECT_EQ(j["stages"][0]["stage"], 0);
+  EXPECT_EQ(j["stages"][1]["stage"], 1);
+  EXPECT_LT(j["stages"][0]["activation_mb"].get<double>(),
+            whole[0]["stages"][0]["activation_mb"].get<double>());
+  const auto bad = run_crest_mpi(2, kBench + "--stages 2 --spatial 2,1,1");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("bench pipeline: --spatial: [2, 1, 1] splits each sample among 2 ranks "
+                         "in each of 2 pipeline stages"),
+            std::string::npos)
+      << bad.out;
 }
 
 TEST(PipelineBench, BadFlagsAreNamed) {

@@ -9,8 +9,10 @@
 // bit with the lagged gradient in the checkpoint; dynamic loss scaling leaves a float32 run's bits
 // (with the lag too), an overflow on the last stage skips the step on every stage, and a resumed
 // run keeps its scale; synchronised batch norm over
-// two replicas takes the steps of two ranks accumulating in one batch-norm group; what a pipeline
-// does not combine with yet is refused naming the keys.
+// two replicas takes the steps of two ranks accumulating in one batch-norm group; stages split
+// spatially (4 ranks: 2 stages x 2-rank groups) take one process's steps, CosmoFlow and DeepCAM,
+// and resume mid-epoch bit for bit; what a pipeline does not combine with yet is refused naming
+// the keys.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -394,6 +396,92 @@ TEST(PipelineTrain, AResumeUnderLossScalingKeepsTheScale) {
       << resumed.out;
 }
 
+// dist.spatial under dist.pipeline (4 ranks: 2 stages, each a group of 2 splitting the samples):
+// the run takes the steps of one process accumulating the micro-batches, float64 within 1e-10 —
+// both schedules, recomputed, the samples split along depth or width, and with the gradient lag
+// (against one process accumulating with the lag). The second stage's dense head divides its
+// weight among its group (the flattened features arrive as blocks), and its checkpoints and
+// weights file hold the whole tensors.
+TEST(PipelineTrain, StagesSplitSpatiallyTakeTheStepsOfOneProcessAccumulating) {
+  TempDir d;
+  const std::string f64 = kSmall + "crest.backend=reference crest.precision=float64 ";
+  const struct {
+    std::string pipeline, spatial, extra;
+  } runs[] = {{"}'", "[2,1,1]", ""},
+              {", schedule: gpipe, recompute: true}'", "[1,1,2]", ""},
+              {"}'", "[2,1,1]", " train.gradient_lag=1"}};
+  for (const auto& r : runs) {
+    SCOPED_TRACE(r.pipeline + " " + r.spatial + r.extra);
+    const std::string one = "one_" + std::to_string(&r - runs);
+    const std::string four = "four_" + std::to_string(&r - runs);
+    const auto a = run_crest(f64 + kOneProcess + r.extra + run_outputs(d, one));
+    ASSERT_EQ(a.code, 0) << a.out;
+    const auto b = run_crest_mpi(4,
+                                 f64 + kPipeline + r.pipeline + " dist.spatial=" + r.spatial +
+                                     r.extra + run_outputs(d, four),
+                                 600);
+    ASSERT_EQ(b.code, 0) << b.out;
+    EXPECT_NE(b.out.find("2 stages x 1 data-parallel, each stage's samples split among 2 ranks"),
+              std::string::npos)
+        << b.out;
+    EXPECT_NE(b.out.find("stage 1 (ranks 2-3, "), std::string::npos) << b.out;
+    expect_same_run(d, one, four);
+  }
+}
+
+// 2 replicas x 2 stages x 2-rank groups on 8 ranks: the replicas read their shards as 2
+// data-parallel ranks do, a stage's gradients are averaged over its 4 ranks and the divided dense
+// head's parts over the 2 ranks of the same place, so the run takes the steps of 2 ranks
+// accumulating (float64, 1e-10).
+TEST(PipelineTrain, ReplicasOfSplitStagesTakeTheStepsOfTwoRanksAccumulating) {
+  TempDir d;
+  const std::string f64 =
+      kSmall + "data.n_train=16 data.n_valid=8 crest.backend=reference crest.precision=float64 ";
+  const auto two = run_crest_mpi(2, f64 + kOneProcess + run_outputs(d, "two"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  const auto eight =
+      run_crest_mpi(8, f64 + kPipeline + "}' dist.spatial=[1,2,1]" + run_outputs(d, "eight"), 600);
+  ASSERT_EQ(eight.code, 0) << eight.out;
+  EXPECT_NE(eight.out.find("2 stages x 2 data-parallel, each stage's samples split among 2"),
+            std::string::npos)
+      << eight.out;
+  EXPECT_NE(eight.out.find("stage 1 (ranks 2-3, 6-7, ...)"), std::string::npos) << eight.out;
+  expect_same_run(d, "two", "eight");
+}
+
+// Its checkpoints gather the stages' parts (the divided dense weight whole) onto rank 0, and a
+// resume cuts them again: a run resumed mid-epoch ends bit for bit where the straight run did.
+TEST(PipelineTrain, AResumeMidEpochWithSplitStagesIsBitIdentical) {
+  expect_mid_epoch_resumes_are_bit_identical(4, kSmall + kPipeline + "}' dist.spatial=[2,1,1]");
+}
+
+// DeepCAM (2-D, its skip connections crossing the cut, the per-pixel loss and the IoU on blocks)
+// with 2 stages each split [2, 1], float64: one process's steps, validation loss and IoU.
+TEST(PipelineTrain, DeepCamWithSplitStagesTrainsAsOneProcess) {
+  TempDir d;
+  const std::string data = d.file("data");
+  ASSERT_EQ(
+      run_crest("datagen deepcam --train 8 --valid 2 --height 32 --width 48 --out " + data).code,
+      0);
+  const std::string args = "train --config " + std::string(CREST_SOURCE_DIR) +
+                           "/configs/deepcam-demo.yaml data.data_dir=" + data +
+                           " data.sample_shape=[32,48,16] data.n_epochs=1 data.shuffle=false"
+                           " model.width_divisor=8 crest.threads=1 crest.backend=reference"
+                           " crest.precision=float64 ";
+  const auto one = run_crest(args + kOneProcess + run_outputs(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto four =
+      run_crest_mpi(4, args + kPipeline + "}' dist.spatial=[2,1]" + run_outputs(d, "four"), 600);
+  ASSERT_EQ(four.code, 0) << four.out;
+  expect_same_run(d, "one", "four");
+  const auto iou = [](const std::string& out) {
+    const size_t at = out.find("val_iou ");
+    return at == std::string::npos ? std::string() : out.substr(at, 16);
+  };
+  EXPECT_FALSE(iou(one.out).empty()) << one.out;
+  EXPECT_EQ(iou(four.out), iou(one.out)) << four.out;
+}
+
 TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   const std::string two = "'dist.pipeline={stages: 2, micro_batches: 2}' ";
   test::expect_refused(
@@ -403,7 +491,6 @@ TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {"'dist.pipeline={stages: 3, stage_starts: [conv2]}'", "stage_starts names 1 layers for 3"},
        {"'dist.pipeline={stages: 2, schedule: zigzag}'", "expected gpipe or 1f1b"},
        {"'dist.pipeline={stages: 2, depth: 3}'", "unknown key (pipeline accepts"},
-       {two + "dist.spatial=[2,1,1]", "with dist.spatial [2, 1, 1] is not supported yet"},
        {two + "train.gradient_accumulation_frequency=2",
         "train.gradient_accumulation_frequency 2 (dist.pipeline.micro_batches accumulates"}});
 }
@@ -414,8 +501,11 @@ TEST(PipelineTrain, StagesThatDoNotFitTheJobAreRefusedNamingTheKey) {
            {1, "'dist.pipeline={stages: 2}'", "dist.pipeline.stages 2 does not divide the 1 ranks"},
            {2, "'dist.pipeline={stages: 2, stage_starts: [nosuch]}'",
             "dist.pipeline.stage_starts: the model has no layer named 'nosuch'"},
-           {2, "'dist.pipeline={stages: 2, stage_starts: [conv1]}'",
-            "dist.pipeline.stage_starts"}}) {
+           {2, "'dist.pipeline={stages: 2, stage_starts: [conv1]}'", "dist.pipeline.stage_starts"},
+           {2, "'dist.pipeline={stages: 2}' dist.spatial=[2,1,1]",
+            "dist.spatial: [2, 1, 1] splits each sample among 2 ranks in each of 2 pipeline "
+            "stages (dist.pipeline.stages): 4 ranks per replica, which does not divide the job's "
+            "2 ranks"}}) {
     SCOPED_TRACE(overrides);
     const auto run = run_crest_mpi(ranks, kSmall + "data.batch_size=4 " + overrides);
     EXPECT_EQ(run.code, 2) << run.out;

@@ -252,13 +252,17 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   std::vector<std::string> pipelines;
   for (const Decomposition& d : candidate_decompositions(f, 4, o))
     if (d.pipeline_stages > 1) pipelines.push_back(d.name());
-  // 2 stages x 2 replicas (4 samples each: M = 2, 4) with and without the lag; 4 layers are too
-  // few for 4 stages.
+  // 2 stages x 2 replicas (4 samples each: M = 2, 4) with and without the lag; 2 stages each
+  // split among 2 ranks (one replica of 8 samples: M = 8) along each axis; 4 layers are too few
+  // for 4 stages.
   EXPECT_EQ(pipelines, (std::vector<std::string>{
                            "pipeline 2 stages x 2 micro x 2 data",
                            "pipeline 2 stages x 2 micro x 2 data + lag",
                            "pipeline 2 stages x 4 micro x 2 data",
                            "pipeline 2 stages x 4 micro x 2 data + lag",
+                           "pipeline 2 stages x 8 micro, spatial [1, 1, 2]",
+                           "pipeline 2 stages x 8 micro, spatial [1, 2, 1]",
+                           "pipeline 2 stages x 8 micro, spatial [2, 1, 1]",
                        }));
   const std::vector<LayerFacts> four = f.layers;
   f.layers.insert(f.layers.end(), four.begin(), four.end());  // 8 layers: 4 stages, one replica
@@ -287,6 +291,28 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   EXPECT_EQ(lag.overrides(),
             (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
                                       "dist.pipeline.stages=2", "dist.pipeline.micro_batches=2"}));
+}
+
+// Stages split spatially: each stage's group of 2 shares every layer's work (half the depth each),
+// so the schedule's compute halves against the same pipeline unsplit with the same batch; its
+// gradients are averaged over the group; the overrides set both keys.
+TEST(Plan, PipelineStagesSplitSpatiallyShareTheWork) {
+  ModelFacts f = two_layers();
+  f.layers = {layer("a", 1e9, 2e9, 8'000'000), layer("b", 1e9, 2e9, 2'000'000),
+              layer("c", 1e9, 2e9, 2'000'000), layer("d", 1e9, 2e9, 2'000'000)};
+  const Decomposition plain{.ranks = 2, .pipeline_stages = 2, .micro_batches = 8};
+  const Decomposition split{
+      .ranks = 4, .spatial = {2, 1, 1}, .pipeline_stages = 2, .micro_batches = 8};
+  const Prediction a = predict(f, device_node(), plain, batch(8));
+  const Prediction b = predict(f, device_node(), split, batch(8));
+  EXPECT_NEAR(b.compute_s - b.update_s, (a.compute_s - a.update_s) / 2, 1e-9 * a.compute_s);
+  EXPECT_EQ(a.gradient_exchange_s, 0);  // one rank per stage: nothing to average
+  EXPECT_GT(b.gradient_exchange_s, 0);  // the group's shares of each stage's gradients
+  EXPECT_DOUBLE_EQ(b.bubble_fraction, a.bubble_fraction);
+  EXPECT_LT(b.memory_bytes, a.memory_bytes);  // each rank holds blocks of the activations
+  EXPECT_EQ(b.overrides(),
+            (std::vector<std::string>{"data.batch_size=8", "dist.spatial=[2,1,1]",
+                                      "dist.pipeline.stages=2", "dist.pipeline.micro_batches=8"}));
 }
 
 // The machine file: read, refused with file, line and key, and its measurements kept beside it.

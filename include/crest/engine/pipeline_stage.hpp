@@ -19,6 +19,11 @@
 //   back after it), so one set of activations lives at a time. Without it the stage keeps one set
 //   per micro-batch in flight: M under GPipe, at most K - stage under 1F1B.
 //
+// Under a spatial split (CompileOptions::spatial) each stage's ranks form one spatial group, and
+// a value crosses a cut as its sender holds it: this rank's block, to the rank of the same place
+// in the next stage's group (which holds the same block), or whole where the stage before
+// gathered it. The stages compile in order, each telling the next which values are blocks.
+//
 // Host backends only: messages are sent from host memory.
 #pragma once
 #include <functional>
@@ -87,6 +92,8 @@ class PipelineStage {
 
  private:
   struct InFlight;
+  std::vector<std::string> received_whole_values() const;
+  void send_split_flags();
   void start_batch();
   void run_action(const PipelineAction& a, const Feed& feed, StageStepResult& r);
   void finish_batch();

@@ -5,7 +5,9 @@
 // decided here once.
 //
 // Ranks d * K + s hold replica d's stage s: a replica's stages are consecutive ranks (on one node
-// where the node has K ranks or more, so activations travel over the fastest link).
+// where the node has K ranks or more, so activations travel over the fastest link). Under a
+// spatial split of S ranks per sample (o.session.spatial, made by make_hybrid_groups with the
+// stages), each stage is a spatial group: ranks (d * K + s) * S + p, p the place in the group.
 #pragma once
 #include <map>
 #include <memory>
@@ -26,12 +28,14 @@ namespace crest {
 
 struct PipelineRanks {
   int stages = 1, replicas = 1, stage = 0, replica = 0;
+  int group_size = 1, place = 0;  // a spatial split's ranks per sample, and this rank's place
   bool last_stage() const { return stage + 1 == stages; }
 };
 
 // Where this rank sits; refuses (exit 2, naming `key`) a stage count that does not divide the
-// world's size.
-PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key);
+// world's size (with `group_size` ranks per stage of a replica).
+PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::string& key,
+                             int group_size = 1);
 
 // Per node of `graph`, in order: its cost in `by_name` (0 where it has none).
 std::vector<double> per_node_costs(const Graph& graph,
@@ -60,10 +64,10 @@ struct PipelineOptions {
 class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
-  // with (a device backend, gradient accumulation, a spatial split) is
-  // refused naming `p.stages_key`. Synchronised batch norm groups consecutive replicas of each
-  // stage (synchronise_batch_norm). Initial weights (`o.init_weights`) are a
-  // whole model's file, as one process reads it.
+  // with (a device backend, gradient accumulation) is refused naming `p.stages_key`. A spatial
+  // split (o.session.spatial) must come from make_hybrid_groups with p.stages. Synchronised
+  // batch norm groups consecutive replicas of each stage (synchronise_batch_norm). Initial
+  // weights (`o.init_weights`) are a whole model's file, as one process reads it.
   PipelineTrainingSession(const Graph& graph, const TrainingSessionOptions& o,
                           const PipelineOptions& p, Communicator& world);
   PipelineTrainingSession(const PipelineTrainingSession&) = delete;
@@ -82,8 +86,8 @@ class PipelineTrainingSession {
   PipelineStage& stage() const { return *stage_; }
   Executor& executor() const { return stage_->executor(); }  // the stage's parameters
   Optimizer& optimizer() const { return *optimizer_; }
-  // The ranks holding this stage (rank: the replica) and the ranks of this replica's pipeline
-  // (rank: the stage).
+  // The ranks holding this stage (rank: the replica, and the place in its spatial group) and the
+  // ranks of this replica's pipeline at this rank's place (rank: the stage).
   Communicator& replicas() const { return *replicas_; }
   Communicator& pipeline() const { return *pipeline_; }
   PipelineTrainStep& step() const { return *step_; }
@@ -95,7 +99,8 @@ class PipelineTrainingSession {
   // executor) and an optimizer for them (null elsewhere).
   Optimizer* whole_optimizer() const { return whole_optimizer_.get(); }
   // Collective over the world: replica 0's stages send their parameters, optimizer state and
-  // counters to rank 0, which puts them into the whole model.
+  // counters to rank 0, which puts them into the whole model (a spatial group's divided
+  // parameters gathered whole onto its first rank first).
   void gather_whole(Communicator& world);
   // Collective over the world: every stage of every replica takes its parameters, optimizer
   // state and counters from rank 0's whole model (a checkpoint read there).

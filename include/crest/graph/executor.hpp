@@ -58,6 +58,10 @@ struct CompileOptions {
   // its metrics on the blocks and never gathers the prediction. false: they are gathered whole
   // (predict, inference, the engine's callers).
   bool split_outputs = false;
+  // Under a spatial split, graph inputs kept whole though they have the grid's spatial axes: a
+  // pipeline stage's received values that the stage before holds whole (it gathered them, or
+  // they are a spatial mean's output). Their gradients are whole too.
+  std::vector<std::string> whole_inputs{};
   // Refuse (crest::Error, input; before the activation arena is allocated) a program whose
   // arena and parameters with their gradients need more than this many bytes; 0: no limit.
   // `memory_limit_source` says where the limit comes from, for the message ("crest.max_memory_gb:
@@ -114,6 +118,9 @@ class Executor {
   // The whole tensor's shape of marked output g: output(g)'s own, or the shape whose block it
   // holds where it stays split (CompileOptions::split_outputs).
   Shape output_whole_shape(ValueId g) const;
+  // Whether marked output g is held as this rank's block of a spatially split tensor (it stays
+  // split: CompileOptions::split_outputs).
+  bool output_is_block(ValueId g) const;
   // Gradient of the loss w.r.t. a float graph input (needs CompileOptions::input_grads).
   TensorView input_grad(const std::string& name) const;
 

@@ -23,7 +23,13 @@
 //     which takes this rank's block of it), its block's share summed over the group
 //     (SpatialSplit::loss_over_blocks);
 //   - any other layer reading a split value reads a gathered copy instead (one gather per value,
-//     inserted before its first such reader), and runs alike on every rank of the group.
+//     inserted before its first such reader), and runs alike on every rank of the group;
+//   - a pipeline stage's end (upstream_gradient: pairs of a sent value and its gradient, a graph
+//     input) runs on what it reads: each gradient input is split exactly where its value is, so
+//     a stage sends blocks where it holds blocks and gathers nothing for the stage after.
+// A pipeline stage's received values are graph inputs: split as the samples are, unless the
+// stage before holds them whole (CompileOptions::whole_inputs); a windowed layer that cannot
+// split one gathers it, as inside a model.
 // Marked outputs (a segmentation's prediction) are returned whole: where a split layer writes
 // one, it writes a block and an inserted gather writes the output, so predict and the caller see
 // the whole tensor; a loss on blocks reads the block, and nothing reads the whole prediction's
@@ -31,6 +37,7 @@
 // blocks) such an output stays the block, and nothing is gathered.
 #include <algorithm>
 #include <map>
+#include <set>
 
 #include "compile/columns_part_layer.hpp"
 #include "compile/program.hpp"
@@ -49,6 +56,8 @@ class SplitPass {
  public:
   SplitPass(Program& p, const Graph& g, SpatialSplit& s) : p_(p), g_(g), s_(s) {
     for (const Node& node : p.nodes) {
+      if (ends_stage(node))
+        for (size_t i = 1; i < node.inputs.size(); i += 2) gradient_inputs_.insert(node.inputs[i]);
       const SpatialRole role = node.layer->spatial_role();
       const bool one_to_one = node.inputs.size() == 1 && node.outputs.size() == 1;
       const Reader r{one_to_one && role == SpatialRole::feature_matrix,
@@ -59,17 +68,19 @@ class SplitPass {
   }
 
   // A decomposition that splits no input (its number of axes is not the samples') is refused:
-  // silently running unsplit would not be what was asked.
+  // silently running unsplit would not be what was asked. A pipeline stage after the first
+  // (it receives values: CompileOptions::grad_inputs) may receive only whole ones.
   void split_inputs() {
     bool any = false;
     for (size_t i = 0; i < p_.inputs.size(); ++i) {
       Value& v = p_.val(static_cast<int>(i));
-      if (p_.inputs[i].integer || !s_.splits(v.shape)) continue;
-      split_value(v, s_);
-      v.fmt = plain_format(v.shape, v.fmt.dtype, v.fmt.layout);
+      if (p_.inputs[i].integer || !s_.splits(v.shape) || named(p_.opts.whole_inputs, v.name) ||
+          gradient_inputs_.count(static_cast<ValueId>(i)))
+        continue;
+      split_input(v);
       any = true;
     }
-    if (!any)
+    if (!any && p_.opts.grad_inputs.empty())
       throw_usage(
           "dist.spatial: no input of the model has as many spatial axes as the "
           "decomposition (give one part per spatial axis of the samples: [d, h, w] for "
@@ -77,6 +88,7 @@ class SplitPass {
   }
 
   void place(Node node) {
+    if (ends_stage(node)) return place_stage_end(std::move(node));
     if (node.inputs.size() == 1 && flat_blocks_.count(node.inputs[0]))
       return node.layer->spatial_role() == SpatialRole::positional
                  ? place_positional_on_features(std::move(node))
@@ -121,16 +133,35 @@ class SplitPass {
   std::vector<Node> take_nodes() { return std::move(nodes_); }
 
  private:
+  static bool named(const std::vector<std::string>& names, const std::string& name) {
+    return std::find(names.begin(), names.end(), name) != names.end();
+  }
+
+  static bool ends_stage(const Node& node) { return node.layer->kind() == "upstream_gradient"; }
+
+  void split_input(Value& v) {
+    split_value(v, s_);
+    v.fmt = plain_format(v.shape, v.fmt.dtype, v.fmt.layout);
+  }
+
+  // A pipeline stage's end: each (value, gradient) pair alike, the gradient split where the
+  // value is. The node's output is the stage's loss (0), whole.
+  void place_stage_end(Node node) {
+    for (size_t i = 0; i + 1 < node.inputs.size(); i += 2)
+      if (p_.val(node.inputs[i]).split) split_input(p_.val(node.inputs[i + 1]));
+    nodes_.push_back(std::move(node));
+  }
+
   // A windowed layer the group can split. Where it cannot, its input is gathered (the volume has
   // become too small for the decomposition: the network runs whole from there on), unless the
   // input is the samples themselves: then nothing would be split, and the decomposition is
-  // refused.
+  // refused. (A pipeline stage's received value is gathered as any other.)
   bool window_fits(const Node& node) {
     const Value& in = p_.val(node.inputs[0]);
     const std::string why = s_.refusal(
         node.layer->window_axes(in.global_shape, p_.val(node.outputs[0]).shape), node.name);
     if (why.empty()) return true;
-    if (in.graph_input >= 0) throw_usage(why);
+    if (in.graph_input >= 0 && !named(p_.opts.grad_inputs, in.name)) throw_usage(why);
     return false;
   }
 
@@ -362,6 +393,7 @@ class SplitPass {
   };
   std::map<ValueId, std::vector<Reader>> readers_;
   std::map<ValueId, Shape> flat_blocks_;  // flattened blocks: the split value's whole shape
+  std::set<ValueId> gradient_inputs_;     // a stage end's gradient inputs (place_stage_end)
 };
 
 }  // namespace

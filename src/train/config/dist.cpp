@@ -147,7 +147,6 @@ void resolve_pipeline(const SectionReader& dist_reader, const Config& c) {
     dist_reader.fail("pipeline", "stage_starts names " + std::to_string(p.stage_starts.size()) +
                                      " layers for " + std::to_string(p.stages) +
                                      " stages (the first layer of each stage after the first)");
-  if (c.dist.spatial_ranks() > 1) refuse("dist.spatial " + list_text(c.dist.spatial));
   if (c.train.gradient_accumulation_frequency > 1)
     refuse("train.gradient_accumulation_frequency " +
            std::to_string(c.train.gradient_accumulation_frequency) +
