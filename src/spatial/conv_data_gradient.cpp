@@ -79,28 +79,28 @@ std::unique_ptr<ConvDataGradient> ConvDataGradient::make(Backend& backend, const
                        "layer '" + where.layer + "' (output gradient)", /*channel=*/1);
   g->diff_dst_ = std::make_unique<FormatBridge>(backend, g->kernel_->dst_format(), part.dst_layout);
   g->diff_src_ = std::make_unique<FormatBridge>(backend, g->kernel_->src_format(), part.src_layout);
-  const HaloExchange& h = *g->halo_;
-  g->scratch_ = WindowScratch(h.window_bytes(), g->diff_src_->bytes(), g->diff_dst_->bytes(),
-                              g->kernel_->scratch_bytes());
+  g->window_bytes_ = align_up(g->halo_->window_bytes(), 256);
+  g->work_ =
+      WindowScratch(0, g->diff_src_->bytes(), g->diff_dst_->bytes(), g->kernel_->scratch_bytes());
   return g;
 }
 
 void ConvDataGradient::run(const void* diff_dst, const void* weights, void* diff_src,
-                           void* scratch) {
-  auto pending = start(diff_dst, scratch);
+                           Scratch scratch) {
+  auto pending = start(diff_dst, scratch.window);
   finish(*pending, weights, diff_src, scratch);
 }
 
 // A halo that moves no rows copies the block into the window and posts nothing.
-std::unique_ptr<PendingCollective> ConvDataGradient::start(const void* diff_dst, void* scratch) {
-  return halo_->start_gather(diff_dst, scratch_.at(scratch).window);
+std::unique_ptr<PendingCollective> ConvDataGradient::start(const void* diff_dst, void* window) {
+  return halo_->start_gather(diff_dst, window);
 }
 
 void ConvDataGradient::finish(PendingCollective& pending, const void* weights, void* diff_src,
-                              void* scratch) {
-  const auto m = scratch_.at(scratch);
-  halo_->finish_gather(pending, m.window);
-  kernel_->backward_data(diff_dst_->to_kernel(m.window, m.dst), weights,
+                              Scratch scratch) {
+  const auto m = work_.at(scratch.work);
+  halo_->finish_gather(pending, scratch.window);
+  kernel_->backward_data(diff_dst_->to_kernel(scratch.window, m.dst), weights,
                          diff_src_->kernel_buffer(diff_src, m.src), m.kernel);
   diff_src_->to_plain(m.src, diff_src);
 }

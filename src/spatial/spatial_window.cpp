@@ -202,13 +202,21 @@ SpatialConv::~SpatialConv() {
   }
 }
 
+// With the input gradient from the output gradient's halo: [the larger of this layer's region and
+// the data gradient's working memory][the output gradient's window]. The window outlives the
+// weight gradient (its halo travels meanwhile); the working memory is used only after it.
 size_t SpatialConv::scratch_bytes() const {
   const size_t rest = align_up(part_.scratch.bytes(), 256);
-  return data_grad_ ? rest + data_grad_->scratch_bytes() : rest;
+  if (!data_grad_) return rest;
+  return shared_bytes() + data_grad_->window_bytes();
 }
 
-void* SpatialConv::data_grad_scratch(void* scratch) const {
-  return static_cast<std::byte*>(scratch) + align_up(part_.scratch.bytes(), 256);
+size_t SpatialConv::shared_bytes() const {
+  return align_up(std::max(part_.scratch.bytes(), data_grad_->work_bytes()), 256);
+}
+
+DataGradScratch SpatialConv::data_grad_scratch(void* scratch) const {
+  return {static_cast<std::byte*>(scratch) + shared_bytes(), scratch};
 }
 
 size_t SpatialConv::backward_halo_bytes() const {
@@ -262,7 +270,7 @@ void SpatialConv::backward_weights(const void* src, const void* diff_dst, void* 
                                    void* diff_bias, void* scratch) {
   if (data_grad_early()) {
     if (pending_data_grad_) std::exchange(pending_data_grad_, nullptr)->wait();  // not finished
-    pending_data_grad_ = data_grad_->start(diff_dst, data_grad_scratch(scratch));
+    pending_data_grad_ = data_grad_->start(diff_dst, data_grad_scratch(scratch).window);
   }
   const auto m = part_.scratch.at(scratch);
   if (boundaries_) return backward_weights_overlapped(src, diff_dst, diff_weights, diff_bias, m);

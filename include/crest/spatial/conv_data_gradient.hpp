@@ -33,25 +33,33 @@ class ConvDataGradient {
                                                 const ConvKernel& forward, const WindowPart& part,
                                                 std::string& why_not);
 
-  size_t scratch_bytes() const { return scratch_.bytes(); }
+  // Its scratch, in two parts: the output gradient's window (window_bytes()), which the halo
+  // fills from start() to finish(), and the working memory (work_bytes(): the kernel-format
+  // copies and the kernel's scratch) that only finish() and run() use while they run — so the
+  // caller may lend that part to its own work between start() and finish() (SpatialConv: the
+  // weight gradient's), and a split convolution holds its larger region, not both.
+  using Scratch = DataGradScratch;
+  size_t window_bytes() const { return window_bytes_; }
+  size_t work_bytes() const { return work_.bytes(); }
   const HaloExchange& halo() const { return *halo_; }
   std::string implementation() const { return kernel_->implementation(); }
 
   // `diff_dst`: the owned output-gradient block; `diff_src`: the owned input-gradient block
-  // (overwritten); `scratch`: scratch_bytes(), used during the call only.
-  void run(const void* diff_dst, const void* weights, void* diff_src, void* scratch);
+  // (overwritten); `scratch`: used during the call only.
+  void run(const void* diff_dst, const void* weights, void* diff_src, Scratch scratch);
   // run() in two halves, so the caller computes while the halo travels (SpatialConv: the weight
-  // gradient): start posts the output gradient's halo, finish waits and computes. `scratch` is
-  // the same memory in both, which nothing else may touch in between.
-  std::unique_ptr<PendingCollective> start(const void* diff_dst, void* scratch);
-  void finish(PendingCollective& pending, const void* weights, void* diff_src, void* scratch);
+  // gradient): start posts the output gradient's halo into `window`, finish waits and computes.
+  // Nothing else may touch `window` in between.
+  std::unique_ptr<PendingCollective> start(const void* diff_dst, void* window);
+  void finish(PendingCollective& pending, const void* weights, void* diff_src, Scratch scratch);
 
  private:
   ConvDataGradient() = default;
   std::unique_ptr<ConvKernel> kernel_;
   std::unique_ptr<HaloExchange> halo_;  // output-gradient block -> its window
   std::unique_ptr<FormatBridge> diff_dst_, diff_src_;
-  WindowScratch scratch_;
+  size_t window_bytes_ = 0;
+  WindowScratch work_;  // no window slice: the kernel-format copies and the kernel's scratch
 };
 
 }  // namespace crest

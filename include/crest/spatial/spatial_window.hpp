@@ -120,6 +120,13 @@ bool runs_reference_code(const ConvKernel& kernel);
 
 class ConvDataGradient;
 
+// ConvDataGradient's scratch: the output gradient's window (alive from its start() to its
+// finish()) and its working memory (used inside finish() alone).
+struct DataGradScratch {
+  void* window;
+  void* work;
+};
+
 class SpatialConv {
  public:
   // `global`: the whole convolution (the sample's extents), transposed or not: a transposed one
@@ -180,9 +187,11 @@ class SpatialConv {
   std::string overlap_note_;
   // Whether backward_weights posts the output gradient's halo for backward_data.
   bool data_grad_early() const { return data_grad_ && part_.where.overlap != HaloOverlapMode::off; }
-  // The scratch of the input gradient from the output gradient's halo: after the rest, so its
-  // window outlives the weight gradient between backward_weights and backward_data.
-  void* data_grad_scratch(void* scratch) const;
+  // The scratch of the input gradient from the output gradient's halo: its window after the rest
+  // (it outlives the weight gradient between backward_weights and backward_data), its working
+  // memory over this layer's own region (used after the weight gradient's).
+  DataGradScratch data_grad_scratch(void* scratch) const;
+  size_t shared_bytes() const;  // the two regions the window follows
 
   std::unique_ptr<ConvDataGradient> data_grad_;           // null: the window's gradient returned
   std::unique_ptr<PendingCollective> pending_data_grad_;  // posted, not yet finished
