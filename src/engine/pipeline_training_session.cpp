@@ -17,12 +17,13 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
 }
 
-// The whole model's plan: its parameters allocated on the rank that keeps the whole model's state
-// (the job's rank 0), a layout alone elsewhere. It is never split: its parameters are the whole
-// tensors a checkpoint holds.
+// The whole model's plan: its parameters' values allocated on the rank that keeps the whole
+// model's state (the job's rank 0; no gradients: nothing computes on it), a layout alone
+// elsewhere. It is never split: its parameters are the whole tensors a checkpoint holds.
 SessionOptions plan_only(SessionOptions so, bool with_params) {
   so.allocate = false;
   so.allocate_params = with_params;
+  so.param_gradients = false;
   so.spatial = nullptr;
   return so;
 }

@@ -19,6 +19,7 @@ CompileOptions compile_options(const SessionOptions& o) {
   co.memory_limit_source = o.memory_limit_source;
   co.allocate = o.allocate;
   co.allocate_params = o.allocate || o.allocate_params;
+  co.param_gradients = o.allocate || o.param_gradients;
   return co;
 }
 

@@ -65,7 +65,8 @@ void fill_slot(T* w, size_t count, const ParamSlot& s, uint64_t seed) {
 
 }  // namespace
 
-ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate)
+ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate,
+                       bool gradients)
     : dtype_(dtype), ops_(backend.vector_ops(dtype)) {
   // Trainable first so the optimizer sees one contiguous prefix.
   std::stable_partition(slots.begin(), slots.end(),
@@ -91,7 +92,7 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backe
   // Zeroed by the resource. Padding between slices stays zero forever, so whole-buffer optimizer
   // updates are harmless.
   values_ = Buffer(offset, 256, backend.memory());
-  grads_ = Buffer(offset, 256, backend.memory());
+  if (gradients) grads_ = Buffer(offset, 256, backend.memory());
 }
 
 VectorOps& ParamStore::ops() const {

@@ -332,9 +332,9 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
                                             static_cast<double>(model.trainable_bytes)
                                       : 0.0;  // the stage's two more gradient copies
   // The busiest rank is the job's rank 0: besides its stage it keeps the whole model's
-  // parameters, gradients and optimizer state (one lagged gradient under the lag) for checkpoints
-  // (docs/distributed.md "Pipeline stages"); the other ranks hold their stage's alone.
-  const double whole = static_cast<double>(model.trainable_bytes) * (2 + state) +
+  // parameters and optimizer state (one lagged gradient under the lag) for checkpoints, without
+  // gradients (docs/distributed.md "Pipeline stages"); the other ranks hold their stage's alone.
+  const double whole = static_cast<double>(model.trainable_bytes) * (1 + state) +
                        (p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) / 2 : 0.0);
   p.memory_bytes =
       stage_bytes * (2 + state + lag) + whole +

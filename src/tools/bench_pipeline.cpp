@@ -125,7 +125,10 @@ std::vector<double> balance_costs(const BenchPipelineArgs& a, const BuiltModel& 
 double mib(size_t bytes) { return static_cast<double>(bytes) / (1 << 20); }
 
 // The parameter and gradient buffers a store holds (none where it is a layout alone).
-size_t held_bytes(const ParamStore& p) { return p.allocated() ? 2 * p.bytes() : 0; }
+size_t held_bytes(const ParamStore& p) {
+  if (!p.allocated()) return 0;
+  return p.has_gradients() ? 2 * p.bytes() : p.bytes();
+}
 
 // Every rank's JSON text, on every rank.
 std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json& mine) {

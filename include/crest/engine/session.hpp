@@ -37,12 +37,13 @@ struct SessionOptions {
   // null: none.
   std::shared_ptr<SpatialSplit> spatial;
   bool split_outputs = false;  // CompileOptions::split_outputs
-  // CompileOptions::memory_limit (0: none) and its source, allocate (false: plan only) and
-  // allocate_params.
+  // CompileOptions::memory_limit (0: none) and its source, allocate (false: plan only),
+  // allocate_params and param_gradients.
   size_t memory_limit = 0;
   std::string memory_limit_source;
   bool allocate = true;
   bool allocate_params = true;
+  bool param_gradients = true;
 };
 
 // The compile options a purpose and precision mean. Under mixed precision a float input that

@@ -75,6 +75,10 @@ struct CompileOptions {
   // initial values), for a plan whose parameters live elsewhere: a pipeline's whole model on the
   // ranks that hold one stage of it (ParamStore: values() and grads() are null).
   bool allocate_params = true;
+  // With allocate false and allocate_params true, also false: the parameters' values without
+  // gradient buffers (a pipeline's whole model on rank 0: values and optimizer state for
+  // checkpoints; nothing computes on it).
+  bool param_gradients = true;
 };
 
 struct OpProfile {

@@ -28,12 +28,16 @@ class ParamStore {
   ParamStore() = default;
   // Buffers from backend.memory(), zeroed; ops() from backend.vector_ops(dtype). `allocate`
   // false: the layout alone (slots, offsets, bytes()), no buffers (values() and grads() are
-  // null): a pipeline's whole-model plan on the ranks that hold one stage of it.
-  ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate = true);
+  // null): a pipeline's whole-model plan on the ranks that hold one stage of it. `gradients`
+  // false: the values without gradients (grads() null): the whole model a pipeline's rank 0
+  // keeps for checkpoints, which never computes.
+  ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate = true,
+             bool gradients = true);
 
   DType dtype() const { return dtype_; }
   const std::vector<ParamSlot>& slots() const { return slots_; }
   bool allocated() const { return values_.data() != nullptr; }
+  bool has_gradients() const { return grads_.data() != nullptr; }
   size_t bytes() const { return bytes_; }  // of each buffer, allocated or not
   size_t trainable_bytes() const { return trainable_bytes_; }
   size_t trainable_count_padded() const { return trainable_bytes_ / dtype_size(dtype_); }

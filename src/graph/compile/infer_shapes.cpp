@@ -88,7 +88,8 @@ void store_params(Program& p) {
       slots.push_back({node.name + "." + spec.name, spec.shape, 0, 0, spec});
     }
   const bool buffers = p.opts.allocate || p.opts.allocate_params;
-  p.params = ParamStore(slots, p.opts.dtype, p.backend, buffers);
+  p.params = ParamStore(slots, p.opts.dtype, p.backend, buffers,
+                        p.opts.allocate || p.opts.param_gradients);
   // ParamStore orders slots trainable first: map the nodes' indices to the store's.
   for (Node& node : p.nodes)
     for (int& s : node.param_slots) s = p.params.find(slots[static_cast<size_t>(s)].name);
