@@ -383,12 +383,19 @@ void average_over(Communicator& comm, DType dtype, char* values, size_t bytes) {
 
 }  // namespace
 
-void average_store_layout(Communicator& comm, const ParamStore& params, void* buffer,
-                          size_t bytes) {
+void average_replicated(Communicator& comm, const ParamStore& params, void* buffer, size_t bytes) {
   if (comm.size() == 1) return;
   HostStaging host(params.memory(), buffer, bytes);
   for (const ParamStore::ByteRange& r : params.replicated_ranges(bytes))
     average_over(comm, params.dtype(), host.as<char>() + r.begin, r.end - r.begin);
+  host.commit();
+}
+
+void average_store_layout(Communicator& comm, const ParamStore& params, void* buffer,
+                          size_t bytes) {
+  if (comm.size() == 1) return;
+  average_replicated(comm, params, buffer, bytes);
+  HostStaging host(params.memory(), buffer, bytes);
   for (const ParamSlot& slot : params.slots()) {
     Communicator* replicas = slot.spec.shard ? slot.spec.shard->replicas() : nullptr;
     if (replicas && replicas->size() > 1 && slot.offset < bytes)

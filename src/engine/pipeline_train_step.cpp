@@ -16,6 +16,7 @@ PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
       world_(comms.world),
       replica_comm_(comms.replicas),
       line_(comms.line),
+      group_(comms.group),
       scaler_(options.scaler) {
   Executor& ex = stage.executor();
   optimizer.attach(ex.params(), ex.vec(), 1, options.gradient_lag);
@@ -145,7 +146,9 @@ void PipelineTrainStep::set_local_steps(int steps) {
 // dynamic loss scaling every scaler decides on the world's facts the step already summed (r.loss,
 // r.grad_norm_sq), as TrainStep's local steps do: an overflow anywhere skips the step everywhere.
 void PipelineTrainStep::update_locally(PipelineStepResult& r, double lr, double local_loss) {
-  double mine[2] = {local_loss, stage_.executor().params().grad_sum_squares()};
+  const ParamStore& params = stage_.executor().params();
+  if (group_) average_replicated(*group_, params, params.grads(), params.trainable_bytes());
+  double mine[2] = {local_loss, params.grad_sum_squares()};
   line_->allreduce_sum(mine, 2);
   r.overflow =
       scaler_ && scaler_->skips_overflow(std::isfinite(r.loss), std::isfinite(r.grad_norm_sq));

@@ -118,7 +118,8 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
   optimizer_ = make_optimizer(o.optimizer);
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
   step_ = std::make_unique<PipelineTrainStep>(
-      *stage_, *optimizer_, PipelineStepComms{world, replicas_.get(), pipeline_.get()},
+      *stage_, *optimizer_,
+      PipelineStepComms{world, replicas_.get(), pipeline_.get(), o.spatial_group},
       PipelineStepOptions{o.sync, o.gradient_lag, scaler_.get()});
   if (rank == 0) {  // its state as one process's: the lagged gradient too (a checkpoint holds it)
     whole_optimizer_ = make_optimizer(o.optimizer);

@@ -143,6 +143,8 @@ void TrainStep::set_local_steps(int steps) {
 void TrainStep::update_locally(StepResult& r, double lr) {
   r.gradients_done = Timeline::now();
   const ParamStore& params = ex_.params();
+  if (spatial_group_)
+    average_replicated(*spatial_group_, params, params.grads(), params.trainable_bytes());
   if (scaler_)
     params.ops().scale(1.0 / ex_.loss_scale(), params.grads(), params.grads(),
                        params.trainable_count_padded());

@@ -38,6 +38,7 @@ TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOption
   ex.set_batch_stat_reducer(bn_group_.get());
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
   step_ = std::make_unique<TrainStep>(ex, *optimizer_, sync_.get(), scaler_.get());
+  step_->set_spatial_group(o.spatial_group);
 }
 
 }  // namespace crest

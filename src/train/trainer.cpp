@@ -301,6 +301,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
              .bucket_mb = config_.dist.bucket_mb,
              .compression = parse_gradient_compression(config_.dist.compress)};
   to.batchnorm_group_size = config_.dist.batchnorm_group_size;
+  to.spatial_group = groups_.spatial.get();
   to.loss_scaling = loss_scaling_options(config_.train);
   to.init_weights = options_.init_weights;
   to.external_names = task_.model.external_params;

@@ -3,8 +3,9 @@
 // trains independently (one process per rank's shard of the files), with gradient accumulation
 // too; post-local SGD runs its first epochs synchronously; a run resumed mid-epoch (at an
 // averaging) is bit-identical to a straight one, under dynamic loss scaling too, which leaves a
-// float32 run's bits as they are and skips an overflow on any rank on every rank; and what local
-// SGD cannot combine with is refused naming the keys.
+// float32 run's bits as they are and skips an overflow on any rank on every rank; spatial groups
+// take the steps of data-parallel ranks; and what local SGD cannot combine with is refused naming
+// the keys.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -205,8 +206,32 @@ TEST(LocalSgdMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {"'train.local_sgd={steps: 4}' 'train.checkpoint_every=6 steps'", "a multiple of 4 steps"},
        {"'train.local_sgd={steps: 4}' train.gradient_accumulation_frequency=2 "
         "'train.checkpoint_every=4 steps'",
-        "a multiple of 8 steps"},
-       {"'train.local_sgd={steps: 4}' dist.spatial=[2,1,1]", "dist.spatial"}});
+        "a multiple of 8 steps"}});
+}
+
+// Local SGD with each sample split spatially: every local step first averages a group's shares
+// of the replicated gradients over the group (the dense head's parts are each rank's own), so 2
+// groups of 2 ranks take the steps of 2 data-parallel ranks with the same windows (float64,
+// 1e-10): the groups' models drift apart and are averaged as the ranks' are.
+TEST(LocalSgdMpi, SpatialGroupsTakeTheStepsOfDataParallelRanks) {
+  TempDir d;
+  const std::string run = kDummy +
+                          "data.n_epochs=1 crest.backend=reference crest.precision=float64 "
+                          "'train.local_sgd={steps: 2}' ";
+  const auto two = run_crest_mpi(2, run + test::run_outputs(d, "two"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  const auto four = run_crest_mpi(4, run + "dist.spatial=[2,1,1]" + test::run_outputs(d, "four"));
+  ASSERT_EQ(four.code, 0) << four.out;
+  EXPECT_NE(four.out.find("local SGD: models averaged every 2 steps"), std::string::npos)
+      << four.out;
+  EXPECT_LE(worst_relative_difference(d.file("two.safetensors"), d.file("four.safetensors")),
+            1e-10);
+  const auto sync = run_crest_mpi(2, kDummy +
+                                         "data.n_epochs=1 crest.backend=reference "
+                                         "crest.precision=float64 " +
+                                         test::run_outputs(d, "sync"));
+  ASSERT_EQ(sync.code, 0) << sync.out;
+  EXPECT_GT(worst_relative_difference(d.file("two.safetensors"), d.file("sync.safetensors")), 1e-6);
 }
 
 }  // namespace

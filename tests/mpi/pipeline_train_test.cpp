@@ -437,16 +437,25 @@ TEST(PipelineTrain, ReplicasOfSplitStagesTakeTheStepsOfTwoRanksAccumulating) {
   TempDir d;
   const std::string f64 =
       kSmall + "data.n_train=16 data.n_valid=8 crest.backend=reference crest.precision=float64 ";
-  const auto two = run_crest_mpi(2, f64 + kOneProcess + run_outputs(d, "two"));
-  ASSERT_EQ(two.code, 0) << two.out;
-  const auto eight =
-      run_crest_mpi(8, f64 + kPipeline + "}' dist.spatial=[1,2,1]" + run_outputs(d, "eight"), 600);
-  ASSERT_EQ(eight.code, 0) << eight.out;
-  EXPECT_NE(eight.out.find("2 stages x 2 data-parallel, each stage's samples split among 2"),
-            std::string::npos)
-      << eight.out;
-  EXPECT_NE(eight.out.find("stage 1 (ranks 2-3, 6-7, ...)"), std::string::npos) << eight.out;
-  expect_same_run(d, "two", "eight");
+  // Synchronous, then local SGD (each stage's group averages its gradient shares every step, the
+  // replicas' stages their models every 2 batches).
+  for (const std::string extra : {"", " 'train.local_sgd={steps: 2}'"}) {
+    SCOPED_TRACE(extra);
+    const std::string two = "two" + std::to_string(extra.size());
+    const std::string eight = "eight" + std::to_string(extra.size());
+    const auto a = run_crest_mpi(2, f64 + kOneProcess + extra + run_outputs(d, two));
+    ASSERT_EQ(a.code, 0) << a.out;
+    const auto b = run_crest_mpi(
+        8, f64 + kPipeline + "}' dist.spatial=[1,2,1]" + extra + run_outputs(d, eight), 600);
+    ASSERT_EQ(b.code, 0) << b.out;
+    EXPECT_NE(b.out.find("2 stages x 2 data-parallel, each stage's samples split among 2"),
+              std::string::npos)
+        << b.out;
+    EXPECT_NE(b.out.find("stage 1 (ranks 2-3, 6-7, ...)"), std::string::npos) << b.out;
+    expect_same_run(d, two, eight);
+  }
+  EXPECT_GT(worst_relative_difference(d.file("two0.safetensors"), d.file("two29.safetensors")),
+            1e-6);
 }
 
 // Its checkpoints gather the stages' parts (the divided dense weight whole) onto rank 0, and a

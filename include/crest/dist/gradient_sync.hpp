@@ -86,6 +86,10 @@ void broadcast_store_layout(Communicator& comm, const ParamStore& params, void* 
 // ranks (float32 or float64), a divided parameter's part the mean over the ranks holding it.
 // Local SGD's model averaging (TrainStep).
 void average_store_layout(Communicator& comm, const ParamStore& params, void* buffer, size_t bytes);
+// Collective: the mean over the ranks of `buffer`'s replicated parameters alone (a divided
+// parameter's part stays this rank's). A spatial group's local SGD step: the group's shares of a
+// split layer's gradient become the sample's, the dense head's parts are each rank's own.
+void average_replicated(Communicator& comm, const ParamStore& params, void* buffer, size_t bytes);
 
 class GradientSync {
  public:

@@ -60,11 +60,13 @@ struct PipelineStepResult {
 
 // Who a stage's step talks to: `world`, every rank of the job (the step's facts); `replicas`, the
 // ranks holding the same stage (null or one rank: no averaging); `line`, this replica's stages
-// (local SGD's per-replica decisions; null: the world's facts decide).
+// (local SGD's per-replica decisions; null: the world's facts decide); `group`, the stage's
+// spatial group (local SGD's steps average its gradient shares; null: no split).
 struct PipelineStepComms {
   Communicator& world;
   Communicator* replicas = nullptr;
   Communicator* line = nullptr;
+  Communicator* group = nullptr;
 };
 
 struct PipelineStepOptions {
@@ -119,6 +121,7 @@ class PipelineTrainStep {
   Communicator& world_;
   Communicator* replica_comm_ = nullptr;
   Communicator* line_ = nullptr;
+  Communicator* group_ = nullptr;  // the stage's spatial group (PipelineStepComms::group)
   int replicas_ = 1;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<LaggedGradients> lag_;

@@ -37,7 +37,9 @@
 // its non-trained state (batch norm's running statistics) and its optimizer state, after which
 // every rank holds the same model again. The window's flags (stop, non-finite values, rank failure)
 // travel with that averaging: the result of the window's last step is the one that is `decided`.
-// One rank: every step is a synchronous one.
+// One rank: every step is a synchronous one. Under a spatial split (set_spatial_group) each local
+// step first averages the replicated gradients over the rank's group — the group's shares of a
+// split layer's gradient are its sample's only together — so a group updates as one replica.
 #pragma once
 #include <memory>
 #include <string>
@@ -123,6 +125,9 @@ class TrainStep {
   // Local SGD: steps per window from the next step on (1: synchronous steps). Switch only where
   // no window is open (the trainer does at an epoch's start, after end_local_window()).
   void set_local_steps(int steps);
+  // The spatial group (dist.spatial) whose ranks hold shares of each sample's gradients; null:
+  // none. Local SGD's steps average the replicated gradients over it (average_replicated).
+  void set_spatial_group(Communicator* group) { spatial_group_ = group; }
   // Collective: averages an open window's models now, as its last step would (the trainer calls
   // it at every epoch's end, in every run, so validation and checkpoints see one model). The
   // result carries the window's flags (`decided`); nothing when no window is open.
@@ -164,6 +169,7 @@ class TrainStep {
   // Local SGD: steps per window, steps since the last averaging, and whether this rank skipped
   // an update for a non-finite gradient in the window.
   int local_steps_ = 1;
+  Communicator* spatial_group_ = nullptr;
   int64_t local_since_average_ = 0;
   bool window_nonfinite_gradient_ = false;
   void write_sideband();

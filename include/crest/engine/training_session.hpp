@@ -40,6 +40,9 @@ struct TrainingSessionOptions {
   // (dist.batchnorm_group_size) and, under a spatial split (session.spatial), over the ranks of
   // each group: a batch norm on blocks needs its sample's sums.
   int batchnorm_group_size = 1;
+  // Under a spatial split, this rank's group (HybridGroups::spatial): local SGD's steps average
+  // the group's gradient shares over it (TrainStep::set_spatial_group). Null: no split.
+  Communicator* spatial_group = nullptr;
   std::optional<LossScalerOptions> loss_scaling;  // unset: none
   // A weights file (crest/engine/weights.hpp) loaded on every rank before rank 0's parameters
   // are broadcast; "": the initialisation the seed gives.

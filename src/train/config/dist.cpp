@@ -121,12 +121,6 @@ void resolve_spatial(const SectionReader& dist_reader, Config& c) {
                                     "reads its block of a sample, and a block one rank cannot "
                                     "read would leave the group on different samples (use "
                                     "data.on_error: fail)");
-  // A split sample's gradients are sums over its group, exchanged every step.
-  if (ranks > 1 && c.train.local_sgd_steps > 1)
-    dist_reader.fail("spatial", list_text(parts) + " with train.local_sgd (steps " +
-                                    std::to_string(c.train.local_sgd_steps) +
-                                    ") is not supported yet: a split sample's gradients are "
-                                    "summed over its group every step");
 }
 
 // What a pipeline does not run with yet, refused by name (docs/distributed.md "Pipeline
