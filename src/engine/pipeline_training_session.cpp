@@ -49,26 +49,6 @@ PipelineRanks pipeline_ranks(const Communicator& world, int stages, const std::s
           .place = world.rank() % group_size};
 }
 
-std::vector<double> per_node_costs(const Graph& graph,
-                                   const std::map<std::string, double>& by_name) {
-  std::vector<double> costs;
-  for (const GraphNode& n : graph.nodes()) {
-    const auto it = by_name.find(n.name);
-    costs.push_back(it == by_name.end() ? 0 : it->second);
-  }
-  return costs;
-}
-
-std::vector<double> node_training_flops(const Graph& graph, const Executor& plan) {
-  std::map<std::string, double> by_name;
-  for (const OpFacts& op : plan.op_facts()) {
-    double f = op.flops.forward;
-    if (op.runs_backward) f += op.flops.backward_data + op.flops.backward_weights;
-    by_name[op.name] += f;
-  }
-  return per_node_costs(graph, by_name);
-}
-
 std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& given,
                                                const Graph& graph, const std::vector<double>& costs,
                                                int stages, const std::string& key) {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "crest/engine/random_batch.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
@@ -50,12 +51,6 @@ std::pair<int64_t, int64_t> image_size(const BenchModelArgs& a);
 ModelConfig bench_model_config(const BenchModelArgs& a);
 // The model's flags, for reports: "--size 128 --conv-size 32".
 std::string size_flags(const BenchModelArgs& a);
-// Random inputs like the peer scripts' (CosmoFlow's ln(1 + counts) and DeepCAM's normalised
-// fields are O(1)), written on the host and copied into the model's memory. Integer targets are
-// class labels with the classes' rough frequencies (mostly background). `only`: just these of the
-// two inputs (a pipeline stage has one or none); empty: both.
-void fill_random_batch(Executor& ex, const BuiltModel& m, Backend& backend,
-                       const std::vector<std::string>& only = {});
 // The first fields of a model benchmark's JSON line: what ran, on what (the backend and the
 // instruction sets it dispatches to), at which size.
 nlohmann::json bench_json_head(const std::string& bench, const BenchModelArgs& a,

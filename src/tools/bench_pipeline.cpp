@@ -52,50 +52,6 @@ PipelineScheduleKind parse_schedule(const std::string& s) {
   throw_usage("bench pipeline: --schedule is gpipe or 1f1b, got '" + s + "'");
 }
 
-// The seconds a stage spends adding one micro-batch's gradients into its batch's sum, per
-// gradient element (PipelineStage::backward: one pass over the stage's trainable gradients): the
-// best of three passes over the whole model's.
-double accumulation_s_per_element(const ParamStore& p) {
-  const size_t n = p.trainable_count_padded();
-  Buffer sum(p.bytes(), 256, p.memory());
-  double best = 1e300;
-  for (int i = 0; i < 3; ++i) {
-    const auto t0 = std::chrono::steady_clock::now();
-    p.ops().add(sum.data(), p.grads(), sum.data(), n);
-    best = std::min(best,
-                    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return best / static_cast<double>(std::max<size_t>(n, 1));
-}
-
-// Per node of the graph, in order: the seconds of a forward and backward at the micro-batch size
-// (the mean of three measured after a warm-up step), plus adding its parameters' gradients into
-// the batch's sum, which a stage does after every micro-batch: a layer with many parameters and
-// few FLOPs (ResNet-50's last blocks at a small resolution) costs its stage more than its
-// forward and backward say.
-std::vector<double> measured_node_costs(const Graph& g, const SessionOptions& so,
-                                        const BuiltModel& m) {
-  constexpr int kProfiled = 3;
-  const Session session(g, so);
-  Executor& ex = session.executor();
-  fill_random_batch(ex, m, session.backend());
-  for (int i = 0; i <= kProfiled; ++i) {
-    ex.set_profiling(i > 0);
-    ex.forward();
-    ex.backward();
-  }
-  std::map<std::string, double> by_name;
-  for (const OpProfile& op : ex.profile())
-    by_name[op.name] += (op.forward_s + op.backward_s) / kProfiled;
-  const ParamStore& p = ex.params();
-  const double per_element = accumulation_s_per_element(p);
-  for (const ParamSlot& slot : p.slots())
-    if (slot.spec.trainable)  // "<node>.<param>"
-      by_name[slot.name.substr(0, slot.name.rfind('.'))] +=
-          per_element * static_cast<double>(slot.count);
-  return per_node_costs(g, by_name);
-}
-
 // The stage's share of `costs`: its nodes but the upstream_gradient node it ends in.
 double stage_flops(const std::vector<double>& costs, const PipelineStageGraph& s) {
   const size_t nodes = s.graph.nodes().size() - (s.sent.empty() ? 0 : 1);
@@ -114,10 +70,7 @@ std::vector<double> balance_costs(const BenchPipelineArgs& a, const BuiltModel& 
   std::vector<double> costs(m.graph.nodes().size());
   // Rank 0 alone measures, so the whole model unsplit (a split layer's time is about its whole
   // time over the group: the balance is the same).
-  SessionOptions whole = so;
-  whole.spatial = nullptr;
-  whole.split_outputs = false;
-  if (comm.rank() == 0) costs = measured_node_costs(m.graph, whole, m);
+  if (comm.rank() == 0) costs = measured_node_costs(m, so);
   comm.broadcast(costs.data(), costs.size() * sizeof(double), 0);
   return costs;
 }

@@ -104,6 +104,7 @@ class TrainingRun {
   void compile_pipeline();
   void print_header();
   void print_pipeline_plan();
+  std::vector<double> measured_stage_costs(const SessionOptions& micro_batch) const;
   std::string stage_ranks_text(int s) const;
   void print_dry_run();
   void print_spatial_plan();
@@ -363,6 +364,7 @@ void TrainingRun::compile_pipeline() {
                                        : PipelineScheduleKind::one_forward_one_backward;
   po.recompute = pc.recompute;
   po.stage_starts = pc.stage_starts;
+  po.costs = measured_stage_costs(to.session);
   pipeline_ = std::make_unique<PipelineTrainingSession>(task_.model.graph, to, po, *comm_);
   groups_.data_parallel = pipeline_->ranks().replicas;
   backend_ = &pipeline_->backend();
@@ -385,6 +387,26 @@ void TrainingRun::compile_pipeline() {
   for (const auto& state : optimizer_->state()) state_bytes += state.second->bytes();
   summary_.planned_bytes =
       pipeline_->stage().activation_bytes() + 2 * ex_->params().bytes() + state_bytes;
+}
+
+// dist.pipeline.balance: time, the default cut: every node's measured cost at the micro-batch
+// size, measured on rank 0 and broadcast so every rank cuts alike. Empty (the FLOPs decide) for
+// balance: flops, a named cut, or a dry run (which runs nothing).
+std::vector<double> TrainingRun::measured_stage_costs(const SessionOptions& micro_batch) const {
+  const PipelineConfig& pc = config_.dist.pipeline;
+  if (pc.balance != "time" || !pc.stage_starts.empty() || options_.dry_run) return {};
+  std::vector<double> costs(task_.model.graph.nodes().size());
+  std::string problem;  // rank 0's, shared so every rank stops with it
+  if (comm_->rank() == 0) {
+    try {
+      costs = measured_node_costs(task_.model, micro_batch);
+    } catch (const Error& e) {
+      problem = std::string("dist.pipeline.balance time: measuring the whole model: ") + e.what();
+    }
+  }
+  fail_with_rank0(*comm_, problem);
+  comm_->broadcast(costs.data(), costs.size() * sizeof(double), 0);
+  return costs;
 }
 
 void TrainingRun::print_header() {
@@ -436,7 +458,9 @@ void TrainingRun::print_pipeline_plan() {
   std::ostream& log = *log_;
   log << "pipeline: " << pc.schedule << " schedule"
       << (pc.recompute ? ", forward recomputed before each backward" : "") << ", stages cut "
-      << (pc.stage_starts.empty() ? "where their FLOPs balance" : "at dist.pipeline.stage_starts")
+      << (!pc.stage_starts.empty()                    ? "at dist.pipeline.stage_starts"
+          : pc.balance == "time" && !options_.dry_run ? "where their measured time balances"
+                                                      : "where their FLOPs balance")
       << "\n";
   const auto& graphs = pipeline_->graphs();
   for (size_t s = 0; s < graphs.size(); ++s) {

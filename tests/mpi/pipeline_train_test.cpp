@@ -98,6 +98,25 @@ TEST(PipelineTrain, TakesTheStepsOfOneProcessAccumulatingTheMicroBatches) {
   }
 }
 
+// dist.pipeline.balance: time cuts where one measured step of the whole model (on rank 0, at the
+// micro-batch size) balances, every rank alike; wherever it cuts, the run takes one process's
+// steps (float64, 1e-10).
+TEST(PipelineTrain, ATimeBalancedCutTakesTheStepsOfOneProcess) {
+  TempDir d;
+  const std::string f64 = kSmall + "crest.backend=reference crest.precision=float64 ";
+  const auto one = run_crest(f64 + kOneProcess + run_outputs(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto two = run_crest_mpi(2, f64 + kPipeline + ", balance: time}'" + run_outputs(d, "two"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  EXPECT_NE(two.out.find("stages cut where their measured time balances"), std::string::npos)
+      << two.out;
+  expect_same_run(d, "one", "two");
+  // A dry run runs nothing: the FLOPs decide, and the header says so.
+  const auto dry = run_crest_mpi(2, f64 + kPipeline + ", balance: time}' --dry-run");
+  ASSERT_EQ(dry.code, 0) << dry.out;
+  EXPECT_NE(dry.out.find("stages cut where their FLOPs balance"), std::string::npos) << dry.out;
+}
+
 // What follows "first non-finite gradient: " in a run's output, up to the closing parenthesis: the
 // tensor and how many of how many were bad ("" when absent).
 std::string first_bad_gradient(const std::string& out) {
@@ -500,6 +519,7 @@ TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {"'dist.pipeline={stages: 3, stage_starts: [conv2]}'", "stage_starts names 1 layers for 3"},
        {"'dist.pipeline={stages: 2, schedule: zigzag}'", "expected gpipe or 1f1b"},
        {"'dist.pipeline={stages: 2, depth: 3}'", "unknown key (pipeline accepts"},
+       {"'dist.pipeline={stages: 2, balance: luck}'", "expected flops or time, got \"luck\""},
        {two + "train.gradient_accumulation_frequency=2",
         "train.gradient_accumulation_frequency 2 (dist.pipeline.micro_batches accumulates"}});
 }

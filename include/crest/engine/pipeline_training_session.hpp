@@ -22,6 +22,7 @@
 #include "crest/engine/session.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/graph/pipeline_cut.hpp"
+#include "crest/models/built_model.hpp"
 #include "crest/optim/optimizer.hpp"
 
 namespace crest {
@@ -44,6 +45,13 @@ std::vector<double> per_node_costs(const Graph& graph,
 // Per node of `graph`, in order: the FLOPs of a training step in `plan` (the whole model compiled,
 // allocated or not) — forward, and the backward where the node runs one.
 std::vector<double> node_training_flops(const Graph& graph, const Executor& plan);
+
+// Per node of `m.graph`, in order: the measured seconds of a forward and backward at `so`'s batch
+// (the micro-batch; random inputs, the mean of three steps after a warm-up) plus adding its
+// parameters' gradients into the batch's sum, which a stage does after every micro-batch — a
+// layer with many parameters and few FLOPs costs its stage more than its FLOPs say. Compiles and
+// runs the whole model on this rank (unsplit: `so.spatial` is ignored).
+std::vector<double> measured_node_costs(const BuiltModel& m, SessionOptions so);
 
 // The first layer of each stage after the first: `given` (checked to name stages - 1 layers), or
 // where `costs` (per node, node_training_flops or measured) balance (balanced_stage_starts).

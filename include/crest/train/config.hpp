@@ -252,8 +252,11 @@ struct PipelineConfig {
   int micro_batches = 1;
   std::string schedule = "1f1b";  // gpipe | 1f1b
   bool recompute = false;         // keep only each micro-batch's inputs; recompute its forward
-  // The first layer of each stage after the first; empty: cut where the stages' FLOPs balance.
+  // The first layer of each stage after the first; empty: cut where the stages' costs balance.
   std::vector<std::string> stage_starts;
+  // The costs the default cut balances: "flops" (planned) or "time" (one measured step of the
+  // whole model on rank 0 at the micro-batch size, before training).
+  std::string balance = "flops";
 };
 
 struct DistConfig {

@@ -10,7 +10,7 @@ using S = DistConfig;
 PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) {
   const std::string expected =
       "expected {stages: K, micro_batches: M, schedule: gpipe | 1f1b, recompute: bool, "
-      "stage_starts: [layer, ...]}";
+      "stage_starts: [layer, ...], balance: flops | time}";
   if (!map.IsMap()) r.fail("pipeline", expected + ", got " + describe(map));
   PipelineConfig p;
   const std::string path = r.path_of("pipeline");
@@ -28,6 +28,10 @@ PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) 
         r.source().fail(at, key_node, "expected gpipe or 1f1b, got " + describe(v));
     } else if (key == "recompute") {
       p.recompute = r.to_bool(at, key_node, v);
+    } else if (key == "balance") {
+      p.balance = v.IsScalar() ? v.Scalar() : "";
+      if (p.balance != "flops" && p.balance != "time")
+        r.source().fail(at, key_node, "expected flops or time, got " + describe(v));
     } else if (key == "stage_starts") {
       if (!v.IsSequence())
         r.source().fail(at, key_node, "expected a list of layer names, got " + describe(v));
@@ -41,13 +45,13 @@ PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) 
     } else {
       r.source().fail(at, key_node,
                       "unknown key (pipeline accepts: stages, micro_batches, schedule, recompute, "
-                      "stage_starts)");
+                      "stage_starts, balance)");
     }
   }
   return p;
 }
 
-// pipeline: {stages, micro_batches, schedule, recompute, stage_starts}, keys of its own.
+// pipeline: {stages, micro_batches, schedule, recompute, stage_starts, balance}, keys of its own.
 Field<S> pipeline_field() {
   return {"pipeline",
           [](const SectionReader& r, S& s) {
@@ -63,7 +67,8 @@ Field<S> pipeline_field() {
             out.add("pipeline", "{stages: " + std::to_string(p.stages) + ", micro_batches: " +
                                     std::to_string(p.micro_batches) + ", schedule: " + p.schedule +
                                     ", recompute: " + (p.recompute ? "true" : "false") +
-                                    ", stage_starts: [" + starts + "]}");
+                                    ", stage_starts: [" + starts + "], balance: " + p.balance +
+                                    "}");
           }};
 }
 

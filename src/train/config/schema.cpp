@@ -49,7 +49,8 @@ const Schema& schema() {
       {"crest", runtime_table().keys()},
       {"dist", dist_table().keys()},
       // A map of its own keys, so an override may set one of them (dist.pipeline.stages=2).
-      {"dist.pipeline", {"stages", "micro_batches", "schedule", "recompute", "stage_starts"}},
+      {"dist.pipeline",
+       {"stages", "micro_batches", "schedule", "recompute", "stage_starts", "balance"}},
   };
   return s;
 }
