@@ -64,6 +64,25 @@ void expect_same_run(const TempDir& d, const std::string& reference, const std::
   EXPECT_NEAR(val_losses(d.file(pipeline))[0], want, 1e-10 * want);
 }
 
+// One training run: its ranks and its `crest train` arguments (the outputs added).
+struct Run {
+  int ranks;
+  std::string args;
+};
+
+// `reference` as d/REF and `pipeline` as d/PIPE: the pipeline run's output holds each of `says`,
+// and it ends as the reference did (expect_same_run).
+void expect_pipeline_takes_its_steps(const TempDir& d, const std::string& ref, const Run& reference,
+                                     const std::string& pipe, const Run& pipeline,
+                                     const std::vector<std::string>& says) {
+  const auto a = run_crest_mpi(reference.ranks, reference.args + run_outputs(d, ref), 600);
+  ASSERT_EQ(a.code, 0) << a.out;
+  const auto b = run_crest_mpi(pipeline.ranks, pipeline.args + run_outputs(d, pipe), 600);
+  ASSERT_EQ(b.code, 0) << b.out;
+  for (const std::string& s : says) EXPECT_NE(b.out.find(s), std::string::npos) << s << b.out;
+  expect_same_run(d, ref, pipe);
+}
+
 TEST(PipelineTrain, TakesTheStepsOfOneProcessAccumulatingTheMicroBatches) {
   TempDir d;
   const struct {
@@ -104,13 +123,9 @@ TEST(PipelineTrain, TakesTheStepsOfOneProcessAccumulatingTheMicroBatches) {
 TEST(PipelineTrain, ATimeBalancedCutTakesTheStepsOfOneProcess) {
   TempDir d;
   const std::string f64 = kSmall + "crest.backend=reference crest.precision=float64 ";
-  const auto one = run_crest(f64 + kOneProcess + run_outputs(d, "one"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  const auto two = run_crest_mpi(2, f64 + kPipeline + ", balance: time}'" + run_outputs(d, "two"));
-  ASSERT_EQ(two.code, 0) << two.out;
-  EXPECT_NE(two.out.find("stages cut where their measured time balances"), std::string::npos)
-      << two.out;
-  expect_same_run(d, "one", "two");
+  expect_pipeline_takes_its_steps(d, "one", {1, f64 + kOneProcess}, "two",
+                                  {2, f64 + kPipeline + ", balance: time}'"},
+                                  {"stages cut where their measured time balances"});
   // A dry run runs nothing: the FLOPs decide, and the header says so.
   const auto dry = run_crest_mpi(2, f64 + kPipeline + ", balance: time}' --dry-run");
   ASSERT_EQ(dry.code, 0) << dry.out;
@@ -155,13 +170,9 @@ TEST(PipelineTrain, TwoReplicasTakeTheStepsOfTwoRanksAccumulating) {
   TempDir d;
   const std::string f64 =
       kSmall + "data.n_train=16 data.n_valid=8 crest.backend=reference crest.precision=float64 ";
-  const auto two = run_crest_mpi(2, f64 + kOneProcess + run_outputs(d, "two"));
-  ASSERT_EQ(two.code, 0) << two.out;
-  const auto four = run_crest_mpi(4, f64 + kPipeline + "}'" + run_outputs(d, "four"));
-  ASSERT_EQ(four.code, 0) << four.out;
-  EXPECT_NE(four.out.find("dist.pipeline: 2 stages x 2 data-parallel"), std::string::npos)
-      << four.out;
-  expect_same_run(d, "two", "four");
+  expect_pipeline_takes_its_steps(d, "two", {2, f64 + kOneProcess}, "four",
+                                  {4, f64 + kPipeline + "}'"},
+                                  {"dist.pipeline: 2 stages x 2 data-parallel"});
 }
 
 // A batch norm in each of two stages (cut at conv2), float64.
@@ -431,20 +442,12 @@ TEST(PipelineTrain, StagesSplitSpatiallyTakeTheStepsOfOneProcessAccumulating) {
               {"}'", "[2,1,1]", " train.gradient_lag=1"}};
   for (const auto& r : runs) {
     SCOPED_TRACE(r.pipeline + " " + r.spatial + r.extra);
-    const std::string one = "one_" + std::to_string(&r - runs);
-    const std::string four = "four_" + std::to_string(&r - runs);
-    const auto a = run_crest(f64 + kOneProcess + r.extra + run_outputs(d, one));
-    ASSERT_EQ(a.code, 0) << a.out;
-    const auto b = run_crest_mpi(4,
-                                 f64 + kPipeline + r.pipeline + " dist.spatial=" + r.spatial +
-                                     r.extra + run_outputs(d, four),
-                                 600);
-    ASSERT_EQ(b.code, 0) << b.out;
-    EXPECT_NE(b.out.find("2 stages x 1 data-parallel, each stage's samples split among 2 ranks"),
-              std::string::npos)
-        << b.out;
-    EXPECT_NE(b.out.find("stage 1 (ranks 2-3, "), std::string::npos) << b.out;
-    expect_same_run(d, one, four);
+    const std::string at = std::to_string(&r - runs);
+    expect_pipeline_takes_its_steps(
+        d, "one_" + at, {1, f64 + kOneProcess + r.extra}, "four_" + at,
+        {4, f64 + kPipeline + r.pipeline + " dist.spatial=" + r.spatial + r.extra},
+        {"2 stages x 1 data-parallel, each stage's samples split among 2 ranks",
+         "stage 1 (ranks 2-3, "});
   }
 }
 
@@ -460,18 +463,12 @@ TEST(PipelineTrain, ReplicasOfSplitStagesTakeTheStepsOfTwoRanksAccumulating) {
   // replicas' stages their models every 2 batches).
   for (const std::string extra : {"", " 'train.local_sgd={steps: 2}'"}) {
     SCOPED_TRACE(extra);
-    const std::string two = "two" + std::to_string(extra.size());
-    const std::string eight = "eight" + std::to_string(extra.size());
-    const auto a = run_crest_mpi(2, f64 + kOneProcess + extra + run_outputs(d, two));
-    ASSERT_EQ(a.code, 0) << a.out;
-    const auto b = run_crest_mpi(
-        8, f64 + kPipeline + "}' dist.spatial=[1,2,1]" + extra + run_outputs(d, eight), 600);
-    ASSERT_EQ(b.code, 0) << b.out;
-    EXPECT_NE(b.out.find("2 stages x 2 data-parallel, each stage's samples split among 2"),
-              std::string::npos)
-        << b.out;
-    EXPECT_NE(b.out.find("stage 1 (ranks 2-3, 6-7, ...)"), std::string::npos) << b.out;
-    expect_same_run(d, two, eight);
+    const std::string at = std::to_string(extra.size());
+    expect_pipeline_takes_its_steps(
+        d, "two" + at, {2, f64 + kOneProcess + extra}, "eight" + at,
+        {8, f64 + kPipeline + "}' dist.spatial=[1,2,1]" + extra},
+        {"2 stages x 2 data-parallel, each stage's samples split among 2",
+         "stage 1 (ranks 2-3, 6-7, ...)"});
   }
   EXPECT_GT(worst_relative_difference(d.file("two0.safetensors"), d.file("two29.safetensors")),
             1e-6);
