@@ -1,5 +1,6 @@
-// Pipeline stages whose every stage is split spatially, under mpirun on 4 ranks: 2 stages, each a
-// group of 2 ranks splitting the depth axis (rank (stage * 2 + place), as make_hybrid_groups lays
+// Pipeline stages whose every stage is split spatially, under mpirun on 4 ranks: the pipeline
+// tests' network (stage_test_network.hpp) in 2 stages, each a group of 2 ranks splitting the depth
+// axis (rank (stage * 2 + place), as make_hybrid_groups lays
 // them out). Every rank also runs the whole network alone over the same micro-batches,
 // accumulating; after one batch of the pipeline, the stage's gradients averaged over its group
 // must be that accumulation, the loss and batch norm's running statistics too (float64, 1e-10).
@@ -14,15 +15,8 @@
 
 #include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/pipeline_stage.hpp"
-#include "crest/layers/activation.hpp"
-#include "crest/layers/batch_norm.hpp"
-#include "crest/layers/conv.hpp"
-#include "crest/layers/dense.hpp"
-#include "crest/layers/elementwise.hpp"
-#include "crest/layers/loss.hpp"
-#include "crest/layers/pool.hpp"
-#include "crest/layers/shape_ops.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
+#include "stage_test_network.hpp"
 #include "world.hpp"
 
 namespace crest {
@@ -34,46 +28,10 @@ using test::read;
 using test::write;
 
 constexpr int kMicroBatch = 2, kMicroBatches = 4, kStages = 2;
-const Shape kSample{2, 6, 6, 4};  // [c, d, h, w], channels-last in memory
-
-// x -> conv 3^3 (4) -> batch norm -> leaky -> dropout -> max-pool 2 -> {conv 3^3 (3) + tanh} +
-// conv 1^3 (3) -> avg-pool 2 -> flatten -> dense (3, L2 0.01) -> MSE against y [3]. Split in two
-// along depth: everything up to the add runs on blocks; the avg-pool's single output row cannot
-// be split, so the network runs whole from there on.
-Graph network() {
-  Graph g;
-  const ValueId x = g.input("x", kSample, Layout::channels_last);
-  const ValueId y = g.input("y", Shape{3});
-  ConvOptions c;
-  c.out_channels = 4;
-  c.kernel = {3, 3, 3};
-  c.same = true;
-  ValueId t = g.add("conv1", layers::conv(c), {x});
-  t = g.add("bn1", layers::batch_norm(), {t});
-  t = g.add("act1", layers::leaky_relu(0.3f), {t});
-  t = g.add("drop1", layers::dropout(0.25f), {t});
-  const ValueId pooled = g.add("pool1", layers::pool(PoolOptions{}), {t});
-  c.out_channels = 3;
-  ValueId a = g.add("conv2", layers::conv(c), {pooled});
-  a = g.add("act2", layers::tanh(), {a});
-  ConvOptions one = c;
-  one.kernel = {1, 1, 1};
-  one.same = false;
-  const ValueId b = g.add("conv3", layers::conv(one), {pooled});
-  t = g.add("add", layers::add(), {a, b});
-  PoolOptions avg;
-  avg.kind = PoolKind::avg_include_pad;
-  t = g.add("pool2", layers::pool(avg), {t});
-  t = g.add("flatten", layers::flatten(), {t});
-  DenseOptions d;
-  d.out_features = 3;
-  d.l2 = 0.01;
-  d.init = Init::torch_default;
-  const ValueId out = g.add("fc", layers::dense(d), {t});
-  g.mark_output(out);
-  g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));
-  return g;
-}
+using test::BatchResult;
+using test::collect;
+using test::kSample;
+using test::network;
 
 CompileOptions compile_options() {
   CompileOptions o;
@@ -92,31 +50,17 @@ std::vector<double> y_of(int m) {
   return random_values(static_cast<size_t>(3 * kMicroBatch), static_cast<uint32_t>(900 + m));
 }
 
-struct Result {
-  double loss = 0;
-  std::map<std::string, std::vector<double>> grads, state;
-};
-
-void collect(const Executor& ex, Result& r) {
-  const ParamStore& p = ex.params();
-  for (size_t s = 0; s < p.slots().size(); ++s) {
-    const ParamSlot& slot = p.slots()[s];
-    (slot.spec.trainable ? r.grads : r.state)[slot.name] =
-        read(slot.spec.trainable ? p.grad(s) : p.value(s));
-  }
-}
-
 // One process, the whole network: the micro-batches' mean gradient.
-Result accumulate(Backend& backend) {
+BatchResult accumulate(Backend& backend) {
   Executor ex(network(), backend, compile_options());
-  Result r;
+  BatchResult r;
   std::map<std::string, std::vector<double>> sum;
   for (int m = 0; m < kMicroBatches; ++m) {
     write(ex.input("x"), whole_x(m));
     write(ex.input("y"), y_of(m));
     r.loss += ex.forward() / kMicroBatches;
     ex.backward();
-    Result one;
+    BatchResult one;
     collect(ex, one);
     for (auto& [name, g] : one.grads) {
       auto& s = sum[name];
@@ -149,7 +93,7 @@ void check_cut(const std::string& stage_start, PipelineScheduleKind schedule, bo
   SCOPED_TRACE("cut at " + stage_start + (recompute ? ", recomputed" : ""));
   Communicator& world = test::world();
   auto backend = make_backend("reference");
-  const Result want = accumulate(*backend);
+  const BatchResult want = accumulate(*backend);
   const HybridGroups groups =
       make_hybrid_groups(world, {2, 1, 1}, "dist.spatial", HaloOverlapMode::automatic, kStages);
   const int place = world.rank() % 2, stage = world.rank() / 2;
@@ -177,7 +121,7 @@ void check_cut(const std::string& stage_start, PipelineScheduleKind schedule, bo
       ->start_allreduce(static_cast<double*>(p.grads()), p.trainable_count_padded(), 0.5,
                         "stage gradients")
       ->wait();
-  Result got;
+  BatchResult got;
   collect(runner.executor(), got);
   if (stage + 1 == kStages) {
     EXPECT_NEAR(r.data_loss + r.penalty, want.loss, 1e-10 * (1 + std::fabs(want.loss)));

@@ -28,6 +28,7 @@
 #include "crest/layers/shape_ops.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 #include "crest/train/trainer.hpp"
+#include "stage_test_network.hpp"
 #include "world.hpp"
 
 namespace crest {
@@ -40,46 +41,10 @@ using test::read;
 using test::write;
 
 constexpr int64_t kMicroBatch = 2;
-const Shape kSample{2, 6, 6, 4};  // [c, d, h, w], channels-last in memory
-
-// x -> conv 3^3 (4) -> batch norm -> leaky -> dropout -> max-pool 2 -> {conv 3^3 (3) + tanh} +
-// conv 1^3 (3) -> avg-pool -> flatten -> dropout -> dense (3, L2 0.01) -> MSE against y [3]. The
-// skip branch makes pool1's output cross two cuts at once (it passes through a stage).
-Graph network() {
-  Graph g;
-  const ValueId x = g.input("x", kSample, Layout::channels_last);
-  const ValueId y = g.input("y", Shape{3});
-  ConvOptions c;
-  c.out_channels = 4;
-  c.kernel = {3, 3, 3};
-  c.same = true;
-  ValueId t = g.add("conv1", layers::conv(c), {x});
-  t = g.add("bn1", layers::batch_norm(), {t});
-  t = g.add("act1", layers::leaky_relu(0.3f), {t});
-  t = g.add("drop1", layers::dropout(0.25f), {t});
-  const ValueId pooled = g.add("pool1", layers::pool(PoolOptions{}), {t});
-  c.out_channels = 3;
-  ValueId a = g.add("conv2", layers::conv(c), {pooled});
-  a = g.add("act2", layers::tanh(), {a});
-  ConvOptions one = c;
-  one.kernel = {1, 1, 1};
-  one.same = false;
-  const ValueId b = g.add("conv3", layers::conv(one), {pooled});
-  t = g.add("add", layers::add(), {a, b});
-  PoolOptions avg;
-  avg.kind = PoolKind::avg_include_pad;
-  t = g.add("pool2", layers::pool(avg), {t});
-  t = g.add("flatten", layers::flatten(), {t});
-  t = g.add("drop2", layers::dropout(0.3f), {t});
-  DenseOptions d;
-  d.out_features = 3;
-  d.l2 = 0.01;
-  d.init = Init::torch_default;
-  const ValueId out = g.add("fc", layers::dense(d), {t});
-  g.mark_output(out);
-  g.set_loss(g.add("loss", layers::mse_loss(), {out, y}));
-  return g;
-}
+using test::BatchResult;
+using test::collect;
+using test::kSample;
+using test::network;
 
 // Where stages 1.. start: 2 stages split the skip branch (pool1 and act2 cross); 4 stages make
 // pool1 pass through stage 1 untouched by any of its nodes but one.
@@ -93,22 +58,6 @@ void feed(Executor& ex, int replica, int batch, int m, bool has_x, bool has_y) {
   const auto seed = static_cast<uint32_t>(1000 * replica + 100 * batch + m);
   if (has_x) write(ex.input("x"), random_values(size_t(kSample.numel() * kMicroBatch), seed));
   if (has_y) write(ex.input("y"), random_values(size_t(3 * kMicroBatch), seed + 50000));
-}
-
-// What a batch leaves: the mean loss, and per parameter (by name) its gradient or its value for
-// the non-trained ones.
-struct BatchResult {
-  double loss = 0;
-  std::map<std::string, std::vector<double>> grads, state;
-};
-
-void collect(const Executor& ex, BatchResult& r) {
-  const ParamStore& p = ex.params();
-  for (size_t s = 0; s < p.slots().size(); ++s) {
-    const ParamSlot& slot = p.slots()[s];
-    (slot.spec.trainable ? r.grads : r.state)[slot.name] =
-        read(slot.spec.trainable ? p.grad(s) : p.value(s));
-  }
 }
 
 CompileOptions compile_options(DType dtype) {
