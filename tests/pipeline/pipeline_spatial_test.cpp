@@ -53,24 +53,10 @@ std::vector<double> y_of(int m) {
 // One process, the whole network: the micro-batches' mean gradient.
 BatchResult accumulate(Backend& backend) {
   Executor ex(network(), backend, compile_options());
-  BatchResult r;
-  std::map<std::string, std::vector<double>> sum;
-  for (int m = 0; m < kMicroBatches; ++m) {
+  return test::accumulate_batch(ex, kMicroBatches, [&](int m) {
     write(ex.input("x"), whole_x(m));
     write(ex.input("y"), y_of(m));
-    r.loss += ex.forward() / kMicroBatches;
-    ex.backward();
-    BatchResult one;
-    collect(ex, one);
-    for (auto& [name, g] : one.grads) {
-      auto& s = sum[name];
-      s.resize(g.size());
-      for (size_t i = 0; i < g.size(); ++i) s[i] += g[i] / kMicroBatches;
-    }
-  }
-  collect(ex, r);
-  r.grads = sum;
-  return r;
+  });
 }
 
 // Micro-batch m's inputs the stage reads: this rank's block of x, the whole y.

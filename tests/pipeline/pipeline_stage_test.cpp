@@ -73,28 +73,9 @@ std::vector<BatchResult> accumulate(Backend& backend, DType dtype, int replica, 
                                     int batches) {
   Executor ex(network(), backend, compile_options(dtype));
   std::vector<BatchResult> out;
-  for (int b = 0; b < batches; ++b) {
-    BatchResult r;
-    std::map<std::string, std::vector<double>> sum;
-    for (int m = 0; m < micro_batches; ++m) {
-      feed(ex, replica, b, m, true, true);
-      r.loss += ex.forward() / micro_batches;
-      ex.backward();
-      BatchResult one;
-      collect(ex, one);
-      for (auto& [name, g] : one.grads) {
-        auto& s = sum[name];
-        s.resize(g.size());
-        for (size_t i = 0; i < g.size(); ++i) s[i] += g[i];
-      }
-    }
-    collect(ex, r);
-    for (auto& [name, g] : sum) {
-      for (double& v : g) v /= micro_batches;
-      r.grads[name] = g;
-    }
-    out.push_back(std::move(r));
-  }
+  for (int b = 0; b < batches; ++b)
+    out.push_back(test::accumulate_batch(ex, micro_batches,
+                                         [&](int m) { feed(ex, replica, b, m, true, true); }));
   return out;
 }
 

@@ -1,6 +1,7 @@
 // The network the pipeline tests cut into stages (tests/pipeline), and what a batch leaves in an
 // executor: every rank also runs it whole, to compare its stage against.
 #pragma once
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -74,6 +75,33 @@ inline void collect(const Executor& ex, BatchResult& r) {
     (slot.spec.trainable ? r.grads : r.state)[slot.name] =
         read(slot.spec.trainable ? p.grad(s) : p.value(s));
   }
+}
+
+// One batch of `micro_batches` through `ex` (the whole network, as one process accumulating),
+// `feed(m)` writing micro-batch m's inputs into it: the mean loss, the micro-batches' mean
+// gradient, and the non-trained state after them.
+inline BatchResult accumulate_batch(Executor& ex, int micro_batches,
+                                    const std::function<void(int)>& feed) {
+  BatchResult r;
+  std::map<std::string, std::vector<double>> sum;
+  for (int m = 0; m < micro_batches; ++m) {
+    feed(m);
+    r.loss += ex.forward() / micro_batches;
+    ex.backward();
+    BatchResult one;
+    collect(ex, one);
+    for (auto& [name, g] : one.grads) {
+      auto& s = sum[name];
+      s.resize(g.size());
+      for (size_t i = 0; i < g.size(); ++i) s[i] += g[i];
+    }
+  }
+  collect(ex, r);
+  for (auto& [name, g] : sum) {
+    for (double& v : g) v /= micro_batches;
+    r.grads[name] = g;
+  }
+  return r;
 }
 
 }  // namespace crest::test
