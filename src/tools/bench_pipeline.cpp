@@ -121,7 +121,8 @@ void add_pipeline_figures(nlohmann::json& j, const BenchPipelineArgs& a, const P
                           const BestTimes& best, const std::vector<nlohmann::json>& stages) {
   double compute_sum = 0, compute_max = 0;
   for (int s = 0; s < at.stages; ++s) {
-    const nlohmann::json& first = stages[static_cast<size_t>(s * at.group_size)];  // place 0
+    const nlohmann::json& first =
+        stages[static_cast<size_t>(s) * static_cast<size_t>(at.group_size)];  // place 0
     j["stages"].push_back(first);
     const double c = first["compute_s"].get<double>();
     compute_sum += c;

@@ -24,7 +24,6 @@ namespace {
 
 using test::expect_close;
 using test::random_values;
-using test::read;
 using test::write;
 
 constexpr int kMicroBatch = 2, kMicroBatches = 4, kStages = 2;
@@ -47,7 +46,7 @@ std::vector<double> whole_x(int m) {
 }
 
 std::vector<double> y_of(int m) {
-  return random_values(static_cast<size_t>(3 * kMicroBatch), static_cast<uint32_t>(900 + m));
+  return random_values(size_t{3} * kMicroBatch, static_cast<uint32_t>(900 + m));
 }
 
 // One process, the whole network: the micro-batches' mean gradient.

@@ -73,6 +73,7 @@ std::vector<BatchResult> accumulate(Backend& backend, DType dtype, int replica, 
                                     int batches) {
   Executor ex(network(), backend, compile_options(dtype));
   std::vector<BatchResult> out;
+  out.reserve(static_cast<size_t>(batches));
   for (int b = 0; b < batches; ++b)
     out.push_back(test::accumulate_batch(ex, micro_batches,
                                          [&](int m) { feed(ex, replica, b, m, true, true); }));
