@@ -34,7 +34,7 @@ int64_t step_of(const fs::path& p) {
 
 }  // namespace
 
-uint32_t content_crc(const Metadata& metadata, TensorBytes tensors) {
+uint32_t metadata_crc(const Metadata& metadata) {
   uint32_t crc = 0;
   for (const auto& [k, v] : metadata) {
     if (k == "checksum") continue;
@@ -43,12 +43,19 @@ uint32_t content_crc(const Metadata& metadata, TensorBytes tensors) {
     crc = crc32c(v.data(), v.size(), crc);
     crc = crc32c("\n", 1, crc);
   }
+  return crc;
+}
+
+uint32_t tensor_crc(uint32_t crc, const std::string& name, const void* data, size_t bytes) {
+  crc = crc32c(name.data(), name.size(), crc);
+  return crc32c(data, bytes, crc);
+}
+
+uint32_t content_crc(const Metadata& metadata, TensorBytes tensors) {
   std::sort(tensors.begin(), tensors.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  for (const auto& [name, data] : tensors) {
-    crc = crc32c(name.data(), name.size(), crc);
-    crc = crc32c(data.first, data.second, crc);
-  }
+  uint32_t crc = metadata_crc(metadata);
+  for (const auto& [name, data] : tensors) crc = tensor_crc(crc, name, data.first, data.second);
   return crc;
 }
 

@@ -1,6 +1,7 @@
 // Writing and loading a checkpoint file's tensors: the parameters and the optimizer's state
 // (crest/engine/checkpoint_file.hpp has the layout).
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "crest/core/error.hpp"
@@ -13,14 +14,13 @@ namespace crest::checkpoint_file {
 
 namespace {
 
-// Every tensor of a checkpoint, by its file name: model/<param>, optimizer/<state>/<param>,
-// pointing into host views of the parameter values and each optimizer state buffer (the buffers
-// themselves on host memory, copies elsewhere).
+// Every tensor of a checkpoint (state_layout), pointing into host views of the parameter values
+// and each optimizer state buffer (the buffers themselves on host memory, copies elsewhere).
 // A divided parameter (ParamSpec::shard) is its whole tensor: gathered for writing (`wholes`),
 // read into a whole-sized buffer and cut to the part for loading (`parts`).
 struct HostTensors {
   std::vector<HostStaging> buffers;
-  std::vector<SafetensorsEntry> entries;
+  std::vector<StateEntry> entries;
   PartsFromWhole parts;
   void commit(WholeParts* keep = nullptr) {
     parts.take(keep);
@@ -30,11 +30,10 @@ struct HostTensors {
 
 // `writable`: the entries will be loaded into, then commit() copies them back. Else `wholes`
 // holds the divided parameters' whole tensors.
-HostTensors host_tensors(const ParamStore& params, Optimizer& optimizer, bool writable,
+HostTensors host_tensors(const ParamStore& params, Optimizer* optimizer, bool writable,
                          const WholeParts& wholes = {}) {
   HostTensors out;
-  const auto states = optimizer.state();
-  out.buffers.reserve(1 + states.size());
+  std::map<std::string, const std::byte*> bases;  // by state ("": the values)
   auto stage = [&](void* data, size_t bytes) -> const std::byte* {
     if (writable)
       out.buffers.emplace_back(params.memory(), data, bytes);
@@ -42,34 +41,31 @@ HostTensors host_tensors(const ParamStore& params, Optimizer& optimizer, bool wr
       out.buffers.emplace_back(params.memory(), static_cast<const void*>(data), bytes);
     return static_cast<const std::byte*>(out.buffers.back().data());
   };
-  auto entry = [&](const std::string& name, size_t s, const std::byte* base,
-                   const std::string& state) {
-    const ParamSlot& slot = params.slots()[s];
-    const std::byte* data = base + slot.offset;
-    if (slot.spec.shard) {
-      data = writable ? static_cast<const std::byte*>(
-                            out.parts.whole_for(params, s, state, const_cast<std::byte*>(data)))
-                      : wholes.find(s, state);
+  const auto states =
+      optimizer ? optimizer->state() : std::vector<std::pair<std::string, Buffer*>>{};
+  out.buffers.reserve(1 + states.size());
+  bases[""] = stage(params.values(), params.bytes());
+  for (const auto& [state, buffer] : states) bases[state] = stage(buffer->data(), buffer->bytes());
+  out.entries =
+      state_layout(params, optimizer ? state_names(*optimizer) : std::vector<std::string>{});
+  for (StateEntry& e : out.entries) {
+    const size_t s = e.tensor.slot;
+    const std::byte* data = bases.at(e.tensor.state) + params.slots()[s].offset;
+    if (params.slots()[s].spec.shard) {
+      data = writable ? static_cast<const std::byte*>(out.parts.whole_for(
+                            params, s, e.tensor.state, const_cast<std::byte*>(data)))
+                      : wholes.find(s, e.tensor.state);
       CREST_CHECK(data != nullptr, "a divided parameter's whole tensor was not gathered");
     }
-    out.entries.push_back({name, params.dtype(), file_shape(slot), data});
-  };
-  const std::byte* values = stage(params.values(), params.bytes());
-  for (size_t s = 0; s < params.slots().size(); ++s)
-    entry(kModelPrefix + params.slots()[s].name, s, values, "");
-  for (const auto& [state, buffer] : states) {
-    const std::byte* data = stage(buffer->data(), buffer->bytes());
-    for (size_t s = 0; s < params.slots().size(); ++s)
-      if (params.slots()[s].spec.trainable)
-        entry("optimizer/" + state + "/" + params.slots()[s].name, s, data, state);
+    e.entry.data = data;
   }
   return out;
 }
 
 // Every entry is in `file` with its dtype and shape, and `file` holds nothing else.
-void check_tensors(const SafetensorsFile& file, const std::vector<SafetensorsEntry>& entries) {
+void check_tensors(const SafetensorsFile& file, const std::vector<StateEntry>& entries) {
   const std::string& path = file.path();
-  for (const auto& e : entries) {
+  for (const auto& [e, of] : entries) {
     const SafetensorsTensor* t = file.find(e.name);
     if (!t)
       defect(path,
@@ -83,7 +79,7 @@ void check_tensors(const SafetensorsFile& file, const std::vector<SafetensorsEnt
   if (file.tensors().size() == entries.size()) return;
   for (const auto& t : file.tensors()) {
     const bool known = std::any_of(entries.begin(), entries.end(),
-                                   [&](const auto& e) { return e.name == t.name; });
+                                   [&](const auto& e) { return e.entry.name == t.name; });
     if (!known) defect(path, "checkpoint tensor '" + t.name + "' is not part of this model");
   }
 }
@@ -106,26 +102,80 @@ void check_model_tensor(const SafetensorsFile& file, const ParamSlot& slot) {
 
 }  // namespace
 
+std::vector<std::string> state_names(Optimizer& optimizer) {
+  std::vector<std::string> names;
+  for (const auto& [state, buffer] : optimizer.state()) names.push_back(state);
+  return names;
+}
+
+std::vector<StateEntry> state_layout(const ParamStore& layout,
+                                     const std::vector<std::string>& states) {
+  std::vector<StateEntry> out;
+  const std::vector<ParamSlot>& slots = layout.slots();
+  for (size_t s = 0; s < slots.size(); ++s)
+    out.push_back(
+        {{kModelPrefix + slots[s].name, layout.dtype(), file_shape(slots[s]), nullptr}, {"", s}});
+  for (const std::string& state : states)
+    for (size_t s = 0; s < slots.size(); ++s)
+      if (slots[s].spec.trainable)
+        out.push_back({{"optimizer/" + state + "/" + slots[s].name, layout.dtype(),
+                        file_shape(slots[s]), nullptr},
+                       {state, s}});
+  return out;
+}
+
+void write(const std::string& path, Metadata metadata, const ParamStore& layout,
+           const std::vector<std::string>& states, const StateBytes& bytes,
+           const std::function<void(size_t, size_t)>& progress) {
+  const std::vector<StateEntry> tensors = state_layout(layout, states);
+  std::vector<SafetensorsEntry> entries;
+  for (const StateEntry& t : tensors) entries.push_back(t.entry);
+  metadata["format"] = kFormat;
+  metadata["checksum"] = crc_text(0);  // the checksum's length: replaced once it is known
+  SafetensorsWriter out(path, entries, metadata, progress);
+  // The checksum runs over the tensors in name order: the file's order, all of one dtype.
+  uint32_t crc = metadata_crc(metadata);
+  const std::string* previous = nullptr;
+  for (size_t i : out.order()) {
+    const SafetensorsEntry& e = entries[i];
+    CREST_CHECK(!previous || *previous < e.name, path + ": checkpoint tensors out of name order");
+    previous = &e.name;
+    const void* data = bytes(tensors[i].tensor);
+    crc = tensor_crc(crc, e.name, data, static_cast<size_t>(e.shape.numel()) * dtype_size(e.dtype));
+    out.write_next(data);
+  }
+  out.replace_metadata("checksum", crc_text(crc));
+  out.commit();
+}
+
+void with_host_bytes(const ParamStore& params, Optimizer* optimizer, const WholeParts& wholes,
+                     const std::function<void(const StateBytes&)>& use) {
+  const HostTensors host = host_tensors(params, optimizer, /*writable=*/false, wholes);
+  std::map<std::pair<std::string, size_t>, const void*> data;
+  for (const StateEntry& e : host.entries) data[{e.tensor.state, e.tensor.slot}] = e.entry.data;
+  use([&](const StateTensor& t) { return data.at({t.state, t.slot}); });
+}
+
 void write(const std::string& path, Metadata metadata, const ParamStore& params,
            Optimizer& optimizer, const std::function<void(size_t, size_t)>& progress,
            const WholeParts& wholes) {
-  const HostTensors host = host_tensors(params, optimizer, /*writable=*/false, wholes);
-  TensorBytes tensors;
-  for (const auto& e : host.entries)
-    tensors.push_back(
-        {e.name, {e.data, static_cast<size_t>(e.shape.numel()) * dtype_size(e.dtype)}});
-  metadata["format"] = kFormat;
-  metadata["checksum"] = crc_text(content_crc(metadata, tensors));
-  write_safetensors(path, host.entries, metadata, progress);
+  with_host_bytes(params, &optimizer, wholes, [&](const StateBytes& bytes) {
+    write(path, std::move(metadata), params, state_names(optimizer), bytes, progress);
+  });
 }
 
 void load(const SafetensorsFile& file, ParamStore& params, Optimizer& optimizer,
           WholeParts* wholes) {
-  HostTensors host = host_tensors(params, optimizer, /*writable=*/true);
+  HostTensors host = host_tensors(params, &optimizer, /*writable=*/true);
   check_tensors(file, host.entries);
-  for (const auto& e : host.entries)
+  for (const auto& [e, of] : host.entries)
     file.read_into(e.name, e.dtype, e.shape, const_cast<void*>(e.data));
   host.commit(wholes);
+}
+
+void check_layout(const SafetensorsFile& file, const ParamStore& layout,
+                  const std::vector<std::string>& states) {
+  check_tensors(file, state_layout(layout, states));
 }
 
 void load_parameters(const SafetensorsFile& file, ParamStore& params) {

@@ -17,12 +17,11 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
 }
 
-// The whole model's plan: its parameters' values allocated on the rank that keeps the whole
-// model's state (the job's rank 0; no gradients: nothing computes on it), a layout alone
-// elsewhere. It is never split: its parameters are the whole tensors a checkpoint holds.
-SessionOptions plan_only(SessionOptions so, bool with_params) {
+// The whole model's plan, its parameters a layout alone: no rank holds the whole model. It is
+// never split: its parameters are the whole tensors a checkpoint holds.
+SessionOptions plan_only(SessionOptions so) {
   so.allocate = false;
-  so.allocate_params = with_params;
+  so.allocate_params = false;
   so.param_gradients = false;
   so.spatial = nullptr;
   return so;
@@ -63,12 +62,11 @@ std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& g
   return names;
 }
 
-// Every rank compiles the whole model's plan (not allocated) for its FLOPs, so all cut alike;
-// only rank 0 allocates its parameters.
+// Every rank compiles the whole model's plan (not allocated) for its FLOPs, so all cut alike.
 PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
                                                  const TrainingSessionOptions& o,
                                                  const PipelineOptions& p, Communicator& world)
-    : whole_(graph, plan_only(o.session, world.rank() == 0)),
+    : whole_(graph, plan_only(o.session)),
       ranks_(pipeline_ranks(world, p.stages, p.stages_key, group_size_of(o.session))) {
   refuse_unsupported(o, p);
   if (!whole_.backend().memory().is_host())
@@ -101,11 +99,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
       *stage_, *optimizer_,
       PipelineStepComms{world, replicas_.get(), pipeline_.get(), o.spatial_group},
       PipelineStepOptions{o.sync, o.gradient_lag, scaler_.get()});
-  if (rank == 0) {  // its state as one process's: the lagged gradient too (a checkpoint holds it)
-    whole_optimizer_ = make_optimizer(o.optimizer);
-    whole_optimizer_->attach(whole_.executor().params(), whole_.executor().vec(), 1,
-                             o.gradient_lag);
-  }
+  saved_ = std::make_unique<PipelineSavedState>(*this, world);
   // Every rank checks the file against the whole model and reads its stage's part: the same file
   // everywhere, so no message, and the same errors on every rank.
   if (!o.init_weights.empty())

@@ -192,7 +192,39 @@ WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& name
 void save_weights(const ParamStore& params, const std::string& path,
                   const std::map<std::string, std::string>& metadata, const ExternalNames& names,
                   const WholeParts& wholes) {
-  write_safetensors(path, weight_tensors(params, names, wholes).entries, metadata);
+  checkpoint_file::with_host_bytes(params, nullptr, wholes,
+                                   [&](const checkpoint_file::StateBytes& bytes) {
+                                     save_weights(params, path, metadata, names, bytes);
+                                   });
+}
+
+void save_weights(const ParamStore& layout, const std::string& path,
+                  const std::map<std::string, std::string>& metadata, const ExternalNames& names,
+                  const checkpoint_file::StateBytes& bytes) {
+  const std::vector<ParamSlot>& slots = layout.slots();
+  std::vector<SafetensorsEntry> entries;
+  std::vector<bool> counters;
+  for (const ParamSlot& slot : slots) {
+    const FileTensor to = file_tensor(slot, names);
+    entries.push_back({to.key, to.counter ? DType::i64 : layout.dtype(), Shape(to.shape)});
+    counters.push_back(to.counter);
+  }
+  SafetensorsWriter out(path, entries, metadata);
+  std::vector<int64_t> counter;  // an int64 copy of a counter
+  for (size_t s : out.order()) {
+    const void* values = bytes({"", s});
+    if (!counters[s]) {
+      out.write_next(values);
+      continue;
+    }
+    counter.resize(static_cast<size_t>(entries[s].shape.numel()));
+    for (size_t i = 0; i < counter.size(); ++i)
+      counter[i] =
+          std::llround(layout.dtype() == DType::f32 ? static_cast<const float*>(values)[i]
+                                                    : static_cast<const double*>(values)[i]);
+    out.write_next(counter.data());
+  }
+  out.commit();
 }
 
 }  // namespace crest

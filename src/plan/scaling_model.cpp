@@ -331,13 +331,10 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   const double lag = p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) /
                                             static_cast<double>(model.trainable_bytes)
                                       : 0.0;  // the stage's two more gradient copies
-  // The busiest rank is the job's rank 0: besides its stage it keeps the whole model's
-  // parameters and optimizer state (one lagged gradient under the lag) for checkpoints, without
-  // gradients (docs/distributed.md "Pipeline stages"); the other ranks hold their stage's alone.
-  const double whole = static_cast<double>(model.trainable_bytes) * (1 + state) +
-                       (p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) / 2 : 0.0);
+  // Every rank holds its stage's alone: checkpoints stream the stages' tensors to rank 0
+  // (docs/distributed.md "Pipeline stages").
   p.memory_bytes =
-      stage_bytes * (2 + state + lag) + whole +
+      stage_bytes * (2 + state + lag) +
       static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
 }
 

@@ -1,6 +1,7 @@
 // The `crest` command line: one binary for training, benchmarking and (later) data tools.
 // Errors are crest::Error; usage and input errors exit 2, runtime errors exit 1.
 #include <CLI/CLI.hpp>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -41,6 +42,9 @@ int main(int argc, char** argv) {
   // Before any thread exists (MPI's, OpenMP's, the loaders'): they all inherit the blocked stop
   // signals, which only the router thread takes (train/stop_signals.hpp says why).
   crest::route_stop_signals();
+  // A file-size limit (ulimit -f) reached mid-write is a write error naming the file (EFBIG),
+  // handled as a full disk is, not a kill: a launcher (mpirun) may reset an inherited ignore.
+  std::signal(SIGXFSZ, SIG_IGN);
   CLI::App app{"crest: deep learning on scientific data at supercomputer scale"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("crest ") + CREST_VERSION);

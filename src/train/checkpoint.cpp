@@ -18,13 +18,22 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Test hook (see the header): die half-way through the N-th checkpoint write of this process.
-std::function<void(size_t, size_t)> kill_hook() {
+// Test hooks (see the header): half-way through the N-th checkpoint write of this process, die,
+// or fail as on a full disk.
+std::function<void(size_t, size_t)> test_hook(const std::string& path) {
   static int writes = 0;
   ++writes;
-  if (const char* n = std::getenv("CREST_TEST_KILL_DURING_CHECKPOINT"); n && std::atoi(n) == writes)
+  auto asks = [](const char* hook) {
+    const char* n = std::getenv(hook);
+    return n && std::atoi(n) == writes;
+  };
+  if (asks("CREST_TEST_KILL_DURING_CHECKPOINT"))
     return [](size_t written, size_t total) {
       if (written * 2 >= total) ::raise(SIGKILL);
+    };
+  if (asks("CREST_TEST_CHECKPOINT_WRITE_FAILS"))
+    return [path](size_t written, size_t total) {
+      if (written * 2 >= total) throw_io(path, "write failed", ENOSPC);
     };
   return {};
 }
@@ -62,15 +71,12 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
   return checkpoint_file::list(dir);
 }
 
-std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
-                             const ParamStore& params, Optimizer& optimizer, int keep,
-                             const WholeParts& wholes) {
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) throw_input(dir + ": cannot create the checkpoint directory: " + ec.message());
-  const std::string path = checkpoint_file::path_for_step(dir, info.position.global_step);
+namespace {
+
+// Every field of the checkpoint's metadata but "format" and "checksum" (the file's own).
+checkpoint_file::Metadata metadata_of(const CheckpointInfo& info) {
   const TrainingPosition& pos = info.position;
-  const checkpoint_file::Metadata md = {
+  return {
       {"crest_version", info.crest_version},
       {"epoch", std::to_string(pos.epoch)},
       {"step_in_epoch", std::to_string(pos.step_in_epoch)},
@@ -92,7 +98,18 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
       {"optimizer", info.optimizer},
       {"config", info.config_yaml},
   };
-  checkpoint_file::write(path, md, params, optimizer, kill_hook(), wholes);
+}
+
+}  // namespace
+
+std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
+                             const ParamStore& layout, const std::vector<std::string>& states,
+                             const checkpoint_file::StateBytes& bytes, int keep) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) throw_input(dir + ": cannot create the checkpoint directory: " + ec.message());
+  const std::string path = checkpoint_file::path_for_step(dir, info.position.global_step);
+  checkpoint_file::write(path, metadata_of(info), layout, states, bytes, test_hook(path));
 
   // Only now, with the new one in place, drop the oldest beyond `keep`.
   const auto all = list_checkpoints(dir);
@@ -101,17 +118,48 @@ std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
   return path;
 }
 
+std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
+                             const ParamStore& params, Optimizer& optimizer, int keep,
+                             const WholeParts& wholes) {
+  std::string path;
+  checkpoint_file::with_host_bytes(
+      params, &optimizer, wholes, [&](const checkpoint_file::StateBytes& bytes) {
+        path = write_checkpoint(dir, info, params, checkpoint_file::state_names(optimizer), bytes,
+                                keep);
+      });
+  return path;
+}
+
+namespace {
+
+void check_optimizer(const std::string& path, const CheckpointInfo& info,
+                     const std::string& optimizer) {
+  if (info.optimizer != optimizer)
+    checkpoint_file::defect(path, "checkpoint holds the state of optimizer '" + info.optimizer +
+                                      "', this run uses '" + optimizer +
+                                      "' (optimizer.name cannot change on resume)");
+}
+
+}  // namespace
+
 CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer,
                                WholeParts* wholes) {
   const SafetensorsFile file = checkpoint_file::open_verified(path);
   CheckpointInfo info = checkpoint_info_of(file);
-  if (info.optimizer != optimizer.name())
-    checkpoint_file::defect(path, "checkpoint holds the state of optimizer '" + info.optimizer +
-                                      "', this run uses '" + optimizer.name() +
-                                      "' (optimizer.name cannot change on resume)");
+  check_optimizer(path, info, optimizer.name());
   checkpoint_file::load(file, params, optimizer, wholes);
   optimizer.set_steps_taken(info.position.optimizer_steps);
   return info;
+}
+
+VerifiedCheckpoint verify_checkpoint(const std::string& path, const ParamStore& layout,
+                                     const std::vector<std::string>& states,
+                                     const std::string& optimizer) {
+  SafetensorsFile file = checkpoint_file::open_verified(path);
+  CheckpointInfo info = checkpoint_info_of(file);
+  check_optimizer(path, info, optimizer);
+  checkpoint_file::check_layout(file, layout, states);
+  return {std::move(file), std::move(info)};
 }
 
 }  // namespace crest

@@ -10,14 +10,9 @@
 
 namespace crest {
 
-Checkpointer::Checkpointer(const Config& config, CheckpointContext context, Executor& ex,
-                           Optimizer& optimizer, const LossScaler* scaler, std::ostream& log)
-    : config_(config),
-      context_(std::move(context)),
-      ex_(ex),
-      optimizer_(optimizer),
-      scaler_(scaler),
-      log_(log) {}
+Checkpointer::Checkpointer(const Config& config, CheckpointContext context, SavedState& state,
+                           const LossScaler* scaler, std::ostream& log)
+    : config_(config), context_(std::move(context)), state_(state), scaler_(scaler), log_(log) {}
 
 bool Checkpointer::due_after_step(int64_t global_step) const {
   const TrainConfig& tc = config_.train;
@@ -33,26 +28,26 @@ bool Checkpointer::due_after_epoch(int epoch) const {
 
 void Checkpointer::write(TrainingPosition at, const std::vector<EpochStats>& history) {
   if (context_.dir.empty()) return;
-  // Every rank is here: a spatially split dense head's parts are gathered onto the writer.
-  const WholeParts wholes =
-      ex_.params().divided() ? WholeParts(ex_.params(), &optimizer_) : WholeParts();
-  if (!context_.writer) return;
   CheckpointInfo info;
   info.position = std::move(at);
-  info.position.executor_steps = ex_.training_steps();
-  info.position.optimizer_steps = optimizer_.steps_taken();
+  info.position.executor_steps = state_.executor_steps();
+  info.position.optimizer_steps = state_.optimizer_steps();
   info.position.loss_scaler = scaler_ ? scaler_->state() : LossScalerState{};
   info.history = history;
   info.ranks = context_.ranks;
   info.batch_size = context_.batch_size;
   info.steps_per_epoch = context_.steps_per_epoch;
-  info.optimizer = optimizer_.name();
+  info.optimizer = state_.optimizer_name();
   info.config_yaml = config_.resolved_yaml;
   info.crest_version = CREST_VERSION;
   const auto t0 = std::chrono::steady_clock::now();
   try {
-    last_ = write_checkpoint(context_.dir, info, ex_.params(), optimizer_,
-                             config_.train.checkpoint_keep, wholes);
+    // Every rank is here: rank 0 writes what it holds and what the others send it.
+    state_.provide(/*with_optimizer=*/true, [&](const checkpoint_file::StateBytes& bytes) {
+      last_ = write_checkpoint(context_.dir, info, state_.layout(), state_.optimizer_states(),
+                               bytes, config_.train.checkpoint_keep);
+    });
+    if (!context_.writer) return;
     last_failed_ = false;
   } catch (const Error& e) {
     // The write is atomic: whatever failed (ENOSPC, EDQUOT, EIO, a short write), the earlier

@@ -1,5 +1,8 @@
 #include "resume.hpp"
 
+#include <functional>
+#include <optional>
+
 #include "crest/core/error.hpp"
 #include "crest/engine/pipeline_training_session.hpp"
 #include "crest/engine/whole_parts.hpp"
@@ -44,12 +47,13 @@ std::string loss_scaling_problem(const TrainingPosition& pos, const Config& conf
          (scaled_then ? "dynamic" : "off") + " to continue it";
 }
 
-// Rank 0 verifies that the checkpoint can continue this job, then reads it into `params` and
-// `optimizer` (`wholes`: a divided parameter's whole tensors); every rank throws its problem.
+// Rank 0 verifies that the checkpoint can continue this job, then `read`s it (verified
+// completely before anything changes); every rank throws its problem.
 TrainingPosition read_on_rank0(const RunDirectory& run_dir, const Config& config,
                                Communicator& comm, int shards, bool scaling,
-                               int64_t steps_per_epoch, ParamStore& params, Optimizer* optimizer,
-                               WholeParts* wholes, std::vector<EpochStats>& history) {
+                               int64_t steps_per_epoch,
+                               const std::function<CheckpointInfo(const std::string&)>& read,
+                               std::vector<EpochStats>& history) {
   TrainingPosition pos;
   std::string problem;
   if (comm.rank() == 0) {
@@ -58,8 +62,7 @@ TrainingPosition read_on_rank0(const RunDirectory& run_dir, const Config& config
       if (problem.empty())
         problem = loss_scaling_problem(run_dir.resume_info->position, config, scaling);
       if (problem.empty()) {
-        const CheckpointInfo info =
-            read_checkpoint(run_dir.resume_from, params, *optimizer, wholes);
+        const CheckpointInfo info = read(run_dir.resume_from);
         pos = info.position;
         history = info.history;
       } else {
@@ -89,8 +92,12 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
                                         Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history) {
   WholeParts wholes;  // a spatially split dense head's tensors, read whole by rank 0
-  TrainingPosition pos = read_on_rank0(run_dir, config, comm, shards, scaler != nullptr,
-                                       steps_per_epoch, ex.params(), &optimizer, &wholes, history);
+  TrainingPosition pos = read_on_rank0(
+      run_dir, config, comm, shards, scaler != nullptr, steps_per_epoch,
+      [&](const std::string& path) {
+        return read_checkpoint(path, ex.params(), optimizer, &wholes);
+      },
+      history);
   if (ex.params().divided()) scatter_parts(ex.params(), &optimizer, wholes);
   sync.broadcast_parameters(ex.params());
   for (auto& [name, buffer] : optimizer.state())
@@ -105,13 +112,23 @@ TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, co
                                                  Communicator& comm, PipelineTrainingSession& p,
                                                  int64_t steps_per_epoch,
                                                  std::vector<EpochStats>& history) {
+  // Rank 0 keeps the verified file open and sends each stage its tensors from it.
+  std::optional<SafetensorsFile> file;
+  SavedState& saved = p.saved_state();
   TrainingPosition pos = read_on_rank0(
       run_dir, config, comm, p.ranks().replicas, p.scaler() != nullptr, steps_per_epoch,
-      p.whole().executor().params(), p.whole_optimizer(), nullptr, history);
+      [&](const std::string& path) {
+        VerifiedCheckpoint v = verify_checkpoint(path, saved.layout(), saved.optimizer_states(),
+                                                 saved.optimizer_name());
+        file = std::move(v.file);
+        return v.info;
+      },
+      history);
   restore_scaler(p.scaler(), pos);
-  // The counters travel with the state: the step counter (dropout's masks) is the position's.
-  if (comm.rank() == 0) p.whole().executor().set_training_steps(pos.executor_steps);
-  p.scatter_whole(comm);
+  p.load_state(file ? &*file : nullptr);
+  // The counters are the position's: the step counter (dropout's masks) and Adam's steps.
+  p.executor().set_training_steps(pos.executor_steps);
+  p.optimizer().set_steps_taken(pos.optimizer_steps);
   return pos;
 }
 

@@ -23,9 +23,9 @@ TrainingPosition resume_from_checkpoint(const RunDirectory& run_dir, const Confi
                                         Executor& ex, Optimizer& optimizer, LossScaler* scaler,
                                         int64_t steps_per_epoch, std::vector<EpochStats>& history);
 
-// The same for a pipeline (dist.pipeline): rank 0 reads the whole model's checkpoint (which any
-// stage count, or none, wrote) and every stage takes its part (PipelineTrainingSession::
-// scatter_whole). `shards` are the pipeline's replicas.
+// The same for a pipeline (dist.pipeline): rank 0 verifies the whole model's checkpoint (which
+// any stage count, or none, wrote) and sends every stage its part tensor by tensor
+// (PipelineTrainingSession::load_state). `shards` are the pipeline's replicas.
 TrainingPosition resume_pipeline_from_checkpoint(const RunDirectory& run_dir, const Config& config,
                                                  Communicator& comm, PipelineTrainingSession& p,
                                                  int64_t steps_per_epoch,

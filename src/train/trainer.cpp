@@ -24,7 +24,9 @@
 #include "crest/dist/timeline.hpp"
 #include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/pipeline_training_session.hpp"
+#include "crest/engine/saved_state.hpp"
 #include "crest/engine/training_session.hpp"
+#include "crest/engine/weights.hpp"
 #include "crest/optim/loss_scaler.hpp"
 #include "crest/spatial/halo_exchange.hpp"
 #include "crest/spatial/hybrid_groups.hpp"
@@ -204,6 +206,11 @@ class TrainingRun {
   std::unique_ptr<DataLoader> train_loader_, valid_loader_;  // null where !reads_data()
   int64_t valid_batches_ = 0;                                // per epoch; 0: no validation
   int64_t train_steps_ = 0;
+  // What checkpoints and weight files save: the pipeline's stages, or this process's model.
+  std::unique_ptr<ProcessSavedState> process_state_;
+  SavedState& saved_state() const {
+    return pipeline_ ? pipeline_->saved_state() : static_cast<SavedState&>(*process_state_);
+  }
   std::unique_ptr<Checkpointer> checkpointer_;
   RankFailure rank_failure_;  // this rank could not read a training batch
   std::unique_ptr<StopRules> stop_rules_;
@@ -708,12 +715,9 @@ TrainSummary TrainingRun::train() {
   // The position's shards are the data-parallel ones: a spatial group reads one.
   CheckpointContext cc{run_dir_.checkpoint_dir, comm_->rank() == 0, groups_.data_parallel,
                        config_.data.batch_size, train_steps_};
-  // A pipeline's checkpoints hold the whole model, gathered onto rank 0 before each write.
-  Executor& saved = pipeline_ ? pipeline_->whole().executor() : *ex_;
-  Optimizer& saved_optimizer =
-      pipeline_ && pipeline_->whole_optimizer() ? *pipeline_->whole_optimizer() : *optimizer_;
-  checkpointer_ =
-      std::make_unique<Checkpointer>(config_, cc, saved, saved_optimizer, scaler_, *log_);
+  if (!pipeline_)
+    process_state_ = std::make_unique<ProcessSavedState>(*ex_, *optimizer_, comm_->rank() == 0);
+  checkpointer_ = std::make_unique<Checkpointer>(config_, cc, saved_state(), scaler_, *log_);
   stop_rules_ = std::make_unique<StopRules>(task_, config_.train.early_stopping_patience);
   if (options_.resume) {
     resume_from(run_dir_);
@@ -1122,7 +1126,6 @@ void TrainingRun::write_checkpoint_at(const TrainingPosition& at) {
   CREST_CHECK(!(step_ && step_->local_window_open()) &&
                   !(pipeline_ && pipeline_->step().local_window_open()),
               "a checkpoint inside a local SGD window");
-  if (pipeline_) pipeline_->gather_whole(*comm_);
   try {
     checkpointer_->write(at, summary_.epochs);
   } catch (const std::exception& e) {
@@ -1199,18 +1202,15 @@ void TrainingRun::finish() {
     *log_ << "weights not saved to " << options_.save_weights
           << ": the run stopped early (resume it to finish)\n";
   if (!preempted && !options_.save_weights.empty()) {
-    // Every rank is here: a spatially split dense head's parts (a pipeline's stages) are gathered
-    // onto rank 0.
-    if (pipeline_) pipeline_->gather_whole(*comm_);
-    Executor& whole = pipeline_ ? pipeline_->whole().executor() : *ex_;
-    const WholeParts wholes =
-        whole.params().divided() ? WholeParts(whole.params(), nullptr) : WholeParts();
-    if (comm_->rank() == 0) {
-      save_weights(whole.params(), options_.save_weights,
+    // Every rank is here: rank 0 writes what it holds and what the others send it (a spatially
+    // split dense head's parts, a pipeline's stages).
+    SavedState& saved = saved_state();
+    saved.provide(/*with_optimizer=*/false, [&](const checkpoint_file::StateBytes& bytes) {
+      save_weights(saved.layout(), options_.save_weights,
                    {{"format", "crest weights"}, {"model", task_.name}, {"config", config_.source}},
-                   task_.model.external_params, wholes);
+                   task_.model.external_params, bytes);
       *log_ << "weights saved to " << options_.save_weights << "\n";
-    }
+    });
   }
   timeline_->write(*comm_);
   if (timeline_->enabled())

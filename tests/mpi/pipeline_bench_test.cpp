@@ -45,14 +45,12 @@ TEST(PipelineBench, TwoStagesTrainAndReportWhatEachHeld) {
   const double bubble = j["bubble_measured"].get<double>();
   EXPECT_GT(bubble, 0);
   EXPECT_LT(bubble, 1);
-  // Each rank holds its stage's parameters and gradients; only rank 0 (stage 0) also the whole
-  // model's values (no gradients), for checkpoints: about half the two stages' together.
-  const double first = j["stages"][0]["parameter_mb"], second = j["stages"][1]["parameter_mb"];
-  EXPECT_GT(first, 0);
-  EXPECT_GT(second, 0);
+  // Each rank holds its stage's parameters and gradients and nothing of the whole model: not
+  // even rank 0, which writes checkpoints as the stages send it their tensors.
+  EXPECT_GT(j["stages"][0]["parameter_mb"].get<double>(), 0);
+  EXPECT_GT(j["stages"][1]["parameter_mb"].get<double>(), 0);
+  EXPECT_EQ(j["stages"][0]["whole_model_parameter_mb"].get<double>(), 0);
   EXPECT_EQ(j["stages"][1]["whole_model_parameter_mb"].get<double>(), 0);
-  EXPECT_NEAR(j["stages"][0]["whole_model_parameter_mb"].get<double>(), (first + second) / 2,
-              0.01 * (first + second));
 
   const auto gpipe = test::json_lines(run_crest_mpi(2, kBench + "--schedule gpipe").out);
   ASSERT_EQ(gpipe.size(), 1u);

@@ -16,6 +16,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -300,6 +301,51 @@ void expect_mid_epoch_resumes_are_bit_identical(int ranks, const std::string& ar
 
 TEST(PipelineTrain, AResumeMidEpochIsBitIdentical) {
   expect_mid_epoch_resumes_are_bit_identical(2, kSmall + kPipeline + "}'");
+}
+
+// Rank 0 writes a checkpoint as the stages send it their tensors; a write that fails half-way (as
+// on a full disk: CREST_TEST_CHECKPOINT_WRITE_FAILS; a file-size limit would stop the ranks' MPI
+// start-up) releases the stages still waiting for its requests, and leaves nothing in flight.
+// Under `stop` every rank ends with the error naming the checkpoint a resume would use, which
+// stays the only one; tolerated, training goes on, the next checkpoint is written whole and the
+// run ends bit for bit where a straight run does. Neither hangs (the launcher's timeout).
+TEST(PipelineTrain, ACheckpointWriteFailingHalfWayReleasesTheStages) {
+  TempDir d;
+  const std::string run = d.file("run");
+  const std::string args = kSmall + kPipeline + "}' ";
+  const auto first = run_crest_mpi(2, args + "output_dir=" + run);
+  ASSERT_EQ(first.code, 0) << first.out;
+  const auto kept = list_checkpoints(run + "/checkpoints");
+  ASSERT_EQ(kept.size(), 1u) << first.out;
+  const auto resume = [&](const std::string& failures) {
+    // The resumed run's first write, at the end of epoch 2, fails.
+    return test::run_mpirun("-np 2 -x CREST_TEST_CHECKPOINT_WRITE_FAILS=1 " +
+                            std::string(CREST_BINARY) + " train --resume " + run +
+                            " data.n_epochs=3 --save-weights " + d.file("resumed.safetensors") +
+                            " train.checkpoint_failures=" + failures);
+  };
+  const std::string failed =
+      "/checkpoints/ckpt-000000000006.safetensors: write failed: No space "
+      "left on device";
+  const auto stopped = resume("stop");
+  EXPECT_EQ(stopped.code, 2) << stopped.out;
+  EXPECT_NE(stopped.out.find(run + failed), std::string::npos) << stopped.out;
+  EXPECT_NE(stopped.out.find("a resume would use " + kept[0]), std::string::npos) << stopped.out;
+  EXPECT_EQ(list_checkpoints(run + "/checkpoints"), kept);
+  for (const auto& e : std::filesystem::directory_iterator(run + "/checkpoints"))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+
+  const auto tolerated = resume("tolerate");
+  ASSERT_EQ(tolerated.code, 0) << tolerated.out;
+  EXPECT_NE(tolerated.out.find("checkpoint failed: " + run + failed), std::string::npos)
+      << tolerated.out;
+  EXPECT_NE(tolerated.out.find("epoch 3/3"), std::string::npos) << tolerated.out;
+  EXPECT_EQ(
+      read_checkpoint_info(list_checkpoints(run + "/checkpoints").back()).position.global_step, 9);
+  const auto straight = run_crest_mpi(2, args + "data.n_epochs=3" + run_outputs(d, "straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  EXPECT_EQ(
+      worst_relative_difference(d.file("straight.safetensors"), d.file("resumed.safetensors")), 0);
 }
 
 // train.gradient_lag: 1 under a pipeline: each stage's update applies its previous step's

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -119,6 +120,51 @@ TEST(CheckpointFile, RoundTripsEveryFieldAndTensorExactly) {
   EXPECT_EQ(got.history[1].skipped, 5);
   EXPECT_EQ(got.ranks, 4);
   EXPECT_EQ(got.config_yaml, info.config_yaml);
+}
+
+// A checkpoint written tensor by tensor for a layout without buffers (as a pipeline's rank 0
+// writes one, its stages sending the tensors): each tensor is asked for once, in the file's
+// (name) order, and the file verifies and loads as one written from memory; verify_checkpoint
+// checks it against the layout without loading anything.
+TEST(CheckpointFile, AStreamedWriteAsksForEachTensorOnceInNameOrder) {
+  test::TempDir d;
+  Trained a(test::branchy_model());
+  a.train(3);
+  CompileOptions layout_only;
+  layout_only.batch = 2;
+  layout_only.allocate = false;
+  layout_only.allocate_params = false;
+  const Executor layout(a.model.graph, *a.backend, layout_only);
+  ASSERT_FALSE(layout.params().allocated());
+  const std::vector<std::string> states = checkpoint_file::state_names(*a.opt);
+  std::vector<std::string> asked;
+  std::string path;
+  checkpoint_file::with_host_bytes(
+      a.ex->params(), a.opt.get(), {}, [&](const checkpoint_file::StateBytes& from_memory) {
+        path = write_checkpoint(
+            d.file("ckpt"), sample_info(), layout.params(), states,
+            [&](const checkpoint_file::StateTensor& t) {
+              const std::string& name = layout.params().slots()[t.slot].name;
+              asked.push_back((t.state.empty() ? "model/" : "optimizer/" + t.state + "/") + name);
+              const int in_memory = a.ex->params().find(name);  // slots are found by name
+              return from_memory({t.state, static_cast<size_t>(in_memory)});
+            },
+            3);
+      });
+  std::vector<std::string> in_order = asked;
+  std::sort(in_order.begin(), in_order.end());
+  EXPECT_EQ(asked, in_order);
+  EXPECT_EQ(std::adjacent_find(asked.begin(), asked.end()), asked.end());  // once each
+  EXPECT_EQ(asked.size(), layout.params().slots().size() * 3);             // values, m, v
+
+  const VerifiedCheckpoint v = verify_checkpoint(path, layout.params(), states, "adam");
+  EXPECT_EQ(v.info.position.global_step, 37);
+  EXPECT_THROW((void)verify_checkpoint(path, layout.params(), states, "sgd"), Error);
+  Trained b(test::branchy_model(), /*seed=*/2);
+  (void)read_checkpoint(path, b.ex->params(), *b.opt);
+  EXPECT_EQ(std::memcmp(a.ex->params().values(), b.ex->params().values(),
+                        a.ex->params().trainable_bytes()),
+            0);
 }
 
 TEST(CheckpointFile, AnotherModelIsRefusedBeforeAnythingChanges) {

@@ -378,5 +378,44 @@ TEST_F(SafetensorsTest, FailedWriteMidFileLeavesPreviousFileIntact) {
   EXPECT_EQ(f.names(), std::vector<std::string>{"x"});
 }
 
+// Tensor by tensor, in the order the writer gives, with a metadata value replaced at the end by
+// one of the same length: the very bytes write_safetensors writes with that value.
+TEST_F(SafetensorsTest, AStreamedWriteIsTheWholeWritesBytes) {
+  const double d[3] = {1, 2, 3};
+  const float x[2] = {4, 5}, y[1] = {6};
+  const std::vector<SafetensorsEntry> tensors = {{"y", DType::f32, Shape{1}, y},
+                                                 {"d", DType::f64, Shape{3}, d},
+                                                 {"x", DType::f32, Shape{2}, x}};
+  write_safetensors(file("whole"), tensors, {{"sum", "0123"}, {"k", "v"}});
+  std::vector<SafetensorsEntry> layout = tensors;
+  for (auto& e : layout) e.data = nullptr;  // the layout alone
+  SafetensorsWriter out(file("streamed"), layout, {{"sum", "xxxx"}, {"k", "v"}});
+  EXPECT_EQ(out.order(), (std::vector<size_t>{1, 2, 0}));  // 8-byte elements first, then names
+  for (size_t i : out.order()) out.write_next(tensors[i].data);
+  out.replace_metadata("sum", "0123");
+  EXPECT_TRUE(fs::exists(file("streamed")) == false);  // nothing under the name before commit
+  out.commit();
+  EXPECT_EQ(read_bytes(file("streamed")), read_bytes(file("whole")));
+}
+
+// A writer given up before every tensor is written (its source failed) leaves no file and no
+// temporary behind, and the earlier file at the path as it was; a value of another length cannot
+// replace the placeholder.
+TEST_F(SafetensorsTest, AStreamedWriteGivenUpLeavesNothing) {
+  const float x[2] = {1, 2};
+  const std::string path = file("ckpt.safetensors");
+  write_safetensors(path, {{"x", DType::f32, Shape{2}, x}});
+  const std::string before = read_bytes(path);
+  {
+    SafetensorsWriter out(path, {{"a", DType::f32, Shape{2}}, {"b", DType::f32, Shape{2}}},
+                          {{"sum", "xxxx"}});
+    out.write_next(x);
+    EXPECT_THROW(out.replace_metadata("sum", "12345"), Error);
+    EXPECT_THROW(out.commit(), Error);  // "b" not written
+  }
+  EXPECT_EQ(read_bytes(path), before);
+  EXPECT_EQ(listing(), std::vector<std::string>{"ckpt.safetensors"});
+}
+
 }  // namespace
 }  // namespace crest

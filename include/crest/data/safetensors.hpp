@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -107,6 +108,47 @@ struct SafetensorsEntry {
   DType dtype = DType::f32;
   Shape shape;
   const void* data = nullptr;
+};
+
+class AtomicOutputFile;
+
+// Writes a safetensors file tensor by tensor, for tensors that are never all in memory at once
+// (a pipeline's stages sending theirs to the writer in turn). The layout (every tensor's name,
+// dtype and shape; `data` unused) and the metadata are fixed first; the bytes follow in order().
+// Atomic as write_safetensors: nothing appears at `path` until commit(), and a writer destroyed
+// before it removes its temporary file. Errors are crest::Error (input) naming `path`.
+class SafetensorsWriter {
+ public:
+  // Checks the layout (names unique, non-empty, UTF-8) and writes the header.
+  // `after_tensor(written, total)` as for write_safetensors.
+  SafetensorsWriter(const std::string& path, const std::vector<SafetensorsEntry>& layout,
+                    const std::map<std::string, std::string>& metadata = {},
+                    std::function<void(size_t written, size_t total)> after_tensor = {});
+  ~SafetensorsWriter();
+  SafetensorsWriter(const SafetensorsWriter&) = delete;
+  SafetensorsWriter& operator=(const SafetensorsWriter&) = delete;
+
+  // The file's order: largest elements first, then by name (indices into the layout). Every
+  // tensor then starts at a multiple of its element size; it is the Python package's order too.
+  const std::vector<size_t>& order() const { return order_; }
+  // The next tensor of order(): its shape's element count of its dtype, from `data`.
+  void write_next(const void* data);
+  // Replaces metadata `key`'s value by `value` of the same length (a checksum of what was
+  // written, in place of the placeholder the header was written with).
+  void replace_metadata(const std::string& key, const std::string& value);
+  // Every tensor written: fsync, rename over `path`.
+  void commit();
+
+ private:
+  std::string header_text() const;
+
+  std::string path_;
+  std::vector<SafetensorsEntry> layout_;
+  std::map<std::string, std::string> metadata_;
+  std::function<void(size_t, size_t)> after_tensor_;
+  std::vector<size_t> order_;
+  std::unique_ptr<AtomicOutputFile> out_;
+  size_t next_ = 0, written_ = 0, total_ = 0, header_bytes_ = 0;
 };
 
 // Writes `tensors` (and `metadata` as "__metadata__" when not empty) to `path` atomically: a

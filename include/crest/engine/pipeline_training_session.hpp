@@ -19,6 +19,7 @@
 #include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/pipeline_stage.hpp"
 #include "crest/engine/pipeline_train_step.hpp"
+#include "crest/engine/saved_state.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/engine/training_session.hpp"
 #include "crest/graph/pipeline_cut.hpp"
@@ -69,6 +70,30 @@ struct PipelineOptions {
   std::string stages_key = "dist.pipeline.stages", stage_starts_key = "dist.pipeline.stage_starts";
 };
 
+class PipelineTrainingSession;
+
+// The whole model's state of a pipeline (PipelineTrainingSession::saved_state): replica 0's
+// stages serve rank 0 their tensors one by one as it writes them.
+class PipelineSavedState final : public SavedState {
+ public:
+  PipelineSavedState(PipelineTrainingSession& session, Communicator& world)
+      : p_(session), world_(world) {}
+  const ParamStore& layout() const override;
+  std::vector<std::string> optimizer_states() const override;
+  std::string optimizer_name() const override;
+  uint64_t executor_steps() const override;
+  int64_t optimizer_steps() const override;
+  void provide(bool with_optimizer,
+               const std::function<void(const checkpoint_file::StateBytes&)>& write) override;
+  void load(const SafetensorsFile* file);  // PipelineTrainingSession::load_state
+
+ private:
+  void release_servers();
+
+  PipelineTrainingSession& p_;
+  Communicator& world_;
+};
+
 class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
@@ -82,8 +107,8 @@ class PipelineTrainingSession {
   PipelineTrainingSession& operator=(const PipelineTrainingSession&) = delete;
 
   // The whole model, compiled but not allocated: the backend, and the model's plan and FLOPs.
-  // Its parameters have buffers on the job's rank 0 only (whole_optimizer()); elsewhere they are
-  // a layout (ParamStore::allocated() false), so a rank holds its stage's parameters alone.
+  // Its parameters are a layout (ParamStore::allocated() false), so a rank holds its stage's
+  // parameters alone.
   const Session& whole() const { return whole_; }
   Backend& backend() const { return whole_.backend(); }
   const PipelineRanks& ranks() const { return ranks_; }
@@ -102,17 +127,14 @@ class PipelineTrainingSession {
   // Dynamic loss scaling (o.loss_scaling): every rank's scaler, alike; null without.
   LossScaler* scaler() const { return scaler_.get(); }
 
-  // Checkpoints hold the whole model, as one process writes it (so a run resumes under any
-  // stage count, or none): the job's rank 0 keeps the whole model's parameters (whole()'s
-  // executor) and an optimizer for them (null elsewhere).
-  Optimizer* whole_optimizer() const { return whole_optimizer_.get(); }
-  // Collective over the world: replica 0's stages send their parameters, optimizer state and
-  // counters to rank 0, which puts them into the whole model (a spatial group's divided
-  // parameters gathered whole onto its first rank first).
-  void gather_whole(Communicator& world);
-  // Collective over the world: every stage of every replica takes its parameters, optimizer
-  // state and counters from rank 0's whole model (a checkpoint read there).
-  void scatter_whole(Communicator& world);
+  // Checkpoints and weight files hold the whole model, as one process writes it (so a run
+  // resumes under any stage count, or none), and no rank holds it: rank 0 writes each tensor as
+  // the stage holding it sends it (PipelineSavedState).
+  SavedState& saved_state() const { return *saved_; }
+  // Collective over the world: every stage of every replica takes its parameters and optimizer
+  // state from `file` (a checkpoint rank 0 has verified against the whole model; null on the
+  // other ranks), which rank 0 sends each rank tensor by tensor.
+  void load_state(const SafetensorsFile* file) { saved_->load(file); }
 
  private:
   void synchronise_batch_norm(int group_size);
@@ -123,7 +145,8 @@ class PipelineTrainingSession {
   std::unique_ptr<Communicator> replicas_, pipeline_;
   std::unique_ptr<GroupStatReducer> bn_group_;  // null without dist.batchnorm_group_size
   std::unique_ptr<PipelineStage> stage_;
-  std::unique_ptr<Optimizer> optimizer_, whole_optimizer_;
+  std::unique_ptr<Optimizer> optimizer_;
+  std::unique_ptr<PipelineSavedState> saved_;
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<PipelineTrainStep> step_;  // declared last: it holds the others
 };

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "crest/data/safetensors.hpp"
+#include "crest/engine/checkpoint_file.hpp"
 #include "crest/engine/whole_parts.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/models/built_model.hpp"
@@ -60,5 +61,11 @@ WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& name
 void save_weights(const ParamStore& params, const std::string& path,
                   const std::map<std::string, std::string>& metadata = {},
                   const ExternalNames& names = {}, const WholeParts& wholes = {});
+// The same for a model laid out as `layout` (its buffers need not exist here), asking `bytes` for
+// each parameter's values (state "") as the file takes them: a pipeline's stages send theirs to
+// the writer in turn (SavedState::provide).
+void save_weights(const ParamStore& layout, const std::string& path,
+                  const std::map<std::string, std::string>& metadata, const ExternalNames& names,
+                  const checkpoint_file::StateBytes& bytes);
 
 }  // namespace crest

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/engine/checkpoint_file.hpp"
 #include "crest/engine/whole_parts.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/optim/loss_scaler.hpp"
@@ -60,12 +61,18 @@ struct CheckpointInfo {
 // Writes a checkpoint of `params` and `optimizer` into `dir` (created if needed) atomically,
 // then keeps only the newest `keep` checkpoints there. Returns the new file's path. Throws
 // crest::Error naming the file on any failure (disk full, permissions); earlier checkpoints are
-// untouched then. Test hook: with CREST_TEST_KILL_DURING_CHECKPOINT=N in the environment the
-// process kills itself (SIGKILL) half-way through writing its N-th checkpoint. Divided
+// untouched then. Test hooks: with CREST_TEST_KILL_DURING_CHECKPOINT=N in the environment the
+// process kills itself (SIGKILL) half-way through writing its N-th checkpoint; with
+// CREST_TEST_CHECKPOINT_WRITE_FAILS=N that write fails there as on a full disk. Divided
 // parameters (a spatially split dense head) are written whole, from `wholes`.
 std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
                              const ParamStore& params, Optimizer& optimizer, int keep,
                              const WholeParts& wholes = {});
+// The same for a model laid out as `layout` (its buffers need not exist here) whose optimizer
+// keeps `states`, asking `bytes` for each tensor as the file takes it (SavedState::provide).
+std::string write_checkpoint(const std::string& dir, const CheckpointInfo& info,
+                             const ParamStore& layout, const std::vector<std::string>& states,
+                             const checkpoint_file::StateBytes& bytes, int keep);
 
 // Checkpoint files in `dir`, oldest first (by the global step in their names). Temporary files
 // of interrupted writes are not checkpoints and are not listed.
@@ -78,6 +85,17 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 // With `wholes`, divided parameters' whole tensors are kept there (checkpoint_file::load).
 CheckpointInfo read_checkpoint(const std::string& path, ParamStore& params, Optimizer& optimizer,
                                WholeParts* wholes = nullptr);
+
+// Opens and verifies `path` as read_checkpoint does (format, checksum, optimizer, every tensor)
+// for a model laid out as `layout` (its buffers need not exist) whose optimizer `optimizer`
+// keeps `states`, loading nothing: a pipeline's rank 0 sends each stage its tensors from it.
+struct VerifiedCheckpoint {
+  SafetensorsFile file;
+  CheckpointInfo info;
+};
+VerifiedCheckpoint verify_checkpoint(const std::string& path, const ParamStore& layout,
+                                     const std::vector<std::string>& states,
+                                     const std::string& optimizer);
 
 // The metadata alone (no model needed), verified by checksum: for `crest inspect` and for
 // comparing configs before the model is built.

@@ -369,62 +369,102 @@ void SafetensorsFile::read_into(const std::string& name, DType dtype, const Shap
   if (t.bytes) std::memcpy(dst, t.data, t.bytes);
 }
 
-void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
-                       const std::map<std::string, std::string>& metadata,
-                       const std::function<void(size_t written, size_t total)>& after_tensor) {
+namespace {
+
+size_t bytes_of(const SafetensorsEntry& e) {
+  return static_cast<size_t>(e.shape.numel()) * dtype_size(e.dtype);
+}
+
+}  // namespace
+
+SafetensorsWriter::SafetensorsWriter(const std::string& path,
+                                     const std::vector<SafetensorsEntry>& layout,
+                                     const std::map<std::string, std::string>& metadata,
+                                     std::function<void(size_t, size_t)> after_tensor)
+    : path_(path), layout_(layout), metadata_(metadata), after_tensor_(std::move(after_tensor)) {
   // Validate everything before touching the file system.
   std::set<std::string> seen;
-  for (const auto& e : tensors) {
+  for (const auto& e : layout_) {
     if (e.name.empty()) fail(path, "cannot write a tensor with an empty name");
     if (e.name == "__metadata__") fail(path, "\"__metadata__\" is reserved, not a tensor name");
     if (!seen.insert(e.name).second) fail(path, "duplicate tensor name \"" + e.name + "\"");
-    if (e.shape.numel() > 0 && e.data == nullptr)
-      fail(path, "tensor \"" + e.name + "\" has no data");
     check_utf8(path, "the tensor name \"" + e.name + "\"", e.name);
   }
-  for (const auto& [key, value] : metadata) {
+  for (const auto& [key, value] : metadata_) {
     check_utf8(path, "the metadata key \"" + key + "\"", key);
     check_utf8(path, "the metadata value of \"" + key + "\"", value);
   }
-
-  // Largest elements first, then by name: every tensor then starts at a multiple of its element
-  // size (sizes are powers of two), so a page-aligned mapping of the file yields aligned data.
-  // It is also the order the Python package uses, and it makes the output deterministic.
-  std::vector<const SafetensorsEntry*> order;
-  for (const auto& e : tensors) order.push_back(&e);
-  std::stable_sort(order.begin(), order.end(), [](const auto* a, const auto* b) {
-    const size_t sa = dtype_size(a->dtype), sb = dtype_size(b->dtype);
-    return sa != sb ? sa > sb : a->name < b->name;
+  for (size_t i = 0; i < layout_.size(); ++i) order_.push_back(i);
+  std::stable_sort(order_.begin(), order_.end(), [&](size_t a, size_t b) {
+    const size_t sa = dtype_size(layout_[a].dtype), sb = dtype_size(layout_[b].dtype);
+    return sa != sb ? sa > sb : layout_[a].name < layout_[b].name;
   });
+  const std::string text = header_text();
+  uint64_t n = text.size();
+  if constexpr (std::endian::native == std::endian::big) n = __builtin_bswap64(n);
+  header_bytes_ = 8 + text.size();
+  total_ = header_bytes_;
+  for (const auto& e : layout_) total_ += bytes_of(e);
+  // Temporary file, fsync, rename, directory fsync: a crash leaves the old file or the new one.
+  out_ = std::make_unique<AtomicOutputFile>(path);
+  out_->write(&n, 8);
+  out_->write(text);
+  written_ = header_bytes_;
+}
 
+SafetensorsWriter::~SafetensorsWriter() = default;
+
+std::string SafetensorsWriter::header_text() const {
   json header = json::object();
   size_t offset = 0;
-  for (const auto* e : order) {
-    const size_t bytes = static_cast<size_t>(e->shape.numel()) * dtype_size(e->dtype);
-    header[e->name] = {{"dtype", safetensors_dtype_name(to_safetensors_dtype(e->dtype))},
-                       {"shape", e->shape.to_vector()},
-                       {"data_offsets", {offset, offset + bytes}}};
+  for (size_t i : order_) {
+    const SafetensorsEntry& e = layout_[i];
+    const size_t bytes = bytes_of(e);
+    header[e.name] = {{"dtype", safetensors_dtype_name(to_safetensors_dtype(e.dtype))},
+                      {"shape", e.shape.to_vector()},
+                      {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  if (!metadata.empty()) header["__metadata__"] = metadata;
+  if (!metadata_.empty()) header["__metadata__"] = metadata_;
   std::string text = header.dump();
   // Space padding (valid JSON whitespace) puts the buffer at an 8-byte file offset.
   text.append((8 - (8 + text.size()) % 8) % 8, ' ');
-  uint64_t n = text.size();
-  if constexpr (std::endian::native == std::endian::big) n = __builtin_bswap64(n);
+  return text;
+}
 
-  // Temporary file, fsync, rename, directory fsync: a crash leaves the old file or the new one.
-  AtomicOutputFile out(path);
-  out.write(&n, 8);
-  out.write(text);
-  const size_t total = 8 + text.size() + offset;
-  size_t written = 8 + text.size();
-  for (const auto* e : order) {
-    const size_t bytes = static_cast<size_t>(e->shape.numel()) * dtype_size(e->dtype);
-    if (bytes) out.write(e->data, bytes);
-    written += bytes;
-    if (after_tensor) after_tensor(written, total);
-  }
+void SafetensorsWriter::write_next(const void* data) {
+  CREST_CHECK(next_ < order_.size(), path_ + ": more tensors written than the layout holds");
+  const SafetensorsEntry& e = layout_[order_[next_++]];
+  const size_t bytes = bytes_of(e);
+  if (bytes > 0 && data == nullptr) fail(path_, "tensor \"" + e.name + "\" has no data");
+  if (bytes) out_->write(data, bytes);
+  written_ += bytes;
+  if (after_tensor_) after_tensor_(written_, total_);
+}
+
+void SafetensorsWriter::replace_metadata(const std::string& key, const std::string& value) {
+  const auto it = metadata_.find(key);
+  CREST_CHECK(it != metadata_.end() && it->second.size() == value.size(),
+              path_ + ": metadata '" + key + "' replaced by a value of another length");
+  it->second = value;
+  const std::string text = header_text();
+  CREST_CHECK(8 + text.size() == header_bytes_, path_ + ": the header changed its length");
+  out_->write_at(8, text.data(), text.size());
+}
+
+void SafetensorsWriter::commit() {
+  CREST_CHECK(next_ == order_.size(), path_ + ": committed before every tensor was written");
+  out_->commit();
+}
+
+void write_safetensors(const std::string& path, const std::vector<SafetensorsEntry>& tensors,
+                       const std::map<std::string, std::string>& metadata,
+                       const std::function<void(size_t written, size_t total)>& after_tensor) {
+  for (const auto& e : tensors)
+    if (e.shape.numel() > 0 && e.data == nullptr)
+      fail(path, "tensor \"" + e.name + "\" has no data");
+  SafetensorsWriter out(path, tensors, metadata, after_tensor);
+  for (size_t i : out.order()) out.write_next(tensors[i].data);
   out.commit();
 }
 
