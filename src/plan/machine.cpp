@@ -188,7 +188,7 @@ void read_top(const Reader& r, const YAML::Node& root, Machine& m) {
   if (root["memory_gb_per_rank"])
     m.memory_gb_per_rank = r.number(root["memory_gb_per_rank"], "memory_gb_per_rank", 1e-6, kHuge);
   if (const YAML::Node c = root["compute"]) {
-    r.check_keys(c, "compute", {"gflops_per_rank", "gflops_per_core"});
+    r.check_keys(c, "compute", {"gflops_per_rank", "gflops_per_core", "step_jitter"});
     if (c["gflops_per_rank"] && c["gflops_per_core"])
       r.fail(c, "compute", "give gflops_per_rank (a device per rank) or gflops_per_core, not both");
     if (c["gflops_per_rank"])
@@ -199,6 +199,7 @@ void read_top(const Reader& r, const YAML::Node& root, Machine& m) {
         r.fail(c["gflops_per_core"], "compute.gflops_per_core",
                "needs cores_per_node (how many cores a node's ranks share)");
     }
+    if (c["step_jitter"]) m.step_jitter = r.number(c["step_jitter"], "compute.step_jitter", 0, 1);
   }
   const YAML::Node net = root["network"];
   if (!net) r.fail(root, "network", "missing (intra_node and, for several nodes, inter_node)");
@@ -312,12 +313,13 @@ std::string machine_yaml(const Machine& m) {
   if (m.cores_per_node > 0) e << YAML::Key << "cores_per_node" << YAML::Value << m.cores_per_node;
   if (m.memory_gb_per_rank > 0)
     e << YAML::Key << "memory_gb_per_rank" << YAML::Value << m.memory_gb_per_rank;
-  if (m.gflops_per_rank > 0 || m.gflops_per_core > 0) {
+  if (m.gflops_per_rank > 0 || m.gflops_per_core > 0 || m.step_jitter > 0) {
     e << YAML::Key << "compute" << YAML::Value << YAML::BeginMap;
     if (m.gflops_per_rank > 0)
       e << YAML::Key << "gflops_per_rank" << YAML::Value << m.gflops_per_rank;
     if (m.gflops_per_core > 0)
       e << YAML::Key << "gflops_per_core" << YAML::Value << m.gflops_per_core;
+    if (m.step_jitter > 0) e << YAML::Key << "step_jitter" << YAML::Value << m.step_jitter;
     e << YAML::EndMap;
   }
   e << YAML::Key << "network" << YAML::Value << YAML::BeginMap << YAML::Key << "intra_node"

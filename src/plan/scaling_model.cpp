@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <numbers>
 #include <numeric>
 
 #include "compute_times.hpp"
@@ -338,7 +339,35 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
       static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
 }
 
+// A step ends when the slowest of the ranks exchanging in it does: with each rank's step time
+// varying by `step_jitter` (standard deviation / mean) independently, it is late by the expected
+// largest of `ranks` normal draws. Slack lets the draws of several steps average out first: the
+// lag's exchange waits for the previous step (2 steps), local SGD's averaging for a window of H
+// (docs/scaling.md, "Stragglers").
+double straggler_seconds(const Machine& m, const Decomposition& d, double compute_s) {
+  if (m.step_jitter <= 0 || d.ranks < 2) return 0;
+  const int slack = d.local_sgd_steps > 1 ? d.local_sgd_steps : d.gradient_lag ? 2 : 1;
+  return m.step_jitter * compute_s * expected_max_of_normals(d.ranks) /
+         std::sqrt(static_cast<double>(slack));
+}
+
 }  // namespace
+
+double expected_max_of_normals(int n) {
+  if (n < 2) return 0;
+  // Newton's method on the upper tail, 0.5 erfc(z / sqrt 2) = q, from the asymptote sqrt(2 ln n):
+  // the tail is convex there, so the steps fall monotonically onto the root.
+  const double q = 0.625 / (n + 0.25);
+  double z = std::sqrt(2 * std::log(static_cast<double>(n)));
+  for (int i = 0; i < 50; ++i) {
+    const double tail = 0.5 * std::erfc(z / std::sqrt(2.0));
+    const double density = std::exp(-0.5 * z * z) / std::sqrt(2 * std::numbers::pi);
+    const double step = (tail - q) / density;
+    z += step;
+    if (std::abs(step) < 1e-12) break;
+  }
+  return z;
+}
 
 Prediction predict(const ModelFacts& model, const Machine& m, const Decomposition& d,
                    const PlanOptions& o) {
@@ -409,7 +438,12 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
                      static_cast<double>(model.arena_bytes(batch)) * sc.sample_share -
                      sc.divided_bytes * (1 - sc.sample_share) * (2 + state_ratio);
   }
-  p.step_s = p.compute_s + p.exposed_exchange_s + p.halo_s + p.pipeline_s;
+  p.straggler_s = straggler_seconds(m, d, p.compute_s);
+  if (p.straggler_s > 0)
+    p.notes.push_back("the slowest of " + std::to_string(d.ranks) + " ranks adds " +
+                      fixed_text(100 * p.straggler_s / p.compute_s) +
+                      " % to the compute (compute.step_jitter)");
+  p.step_s = p.compute_s + p.straggler_s + p.exposed_exchange_s + p.halo_s + p.pipeline_s;
   // Reading: every sample once per step, spread over the nodes; the loader reads ahead, so
   // reading limits the step only when it is slower than everything else.
   const double node_bytes =

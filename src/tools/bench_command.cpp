@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -170,6 +171,13 @@ void bench_train(const BenchTrainArgs& a) {
   double sum = 0;
   for (double t : times) sum += t;
   const double mean = comm->allreduce_max(sum / static_cast<double>(times.size()));
+  // How much a rank's step varies (crest plan's compute.step_jitter is this over the mean): the
+  // largest of the ranks' sample standard deviations.
+  const double my_mean = sum / static_cast<double>(times.size());
+  double squares = 0;
+  for (double t : times) squares += (t - my_mean) * (t - my_mean);
+  const double stdev = comm->allreduce_max(
+      times.size() > 1 ? std::sqrt(squares / static_cast<double>(times.size() - 1)) : 0.0);
   const double rss = comm->allreduce_max(peak_rss_mb());
   const double exposed = overlap.exposed_s;
   const double allreduce = overlap.allreduce_s;
@@ -182,6 +190,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["step_s_min"] = best;
   j["step_s_median"] = median;
   j["step_s_mean"] = mean;
+  j["step_s_stdev"] = stdev;
   // The optimizer's share (and the finiteness check before it): rank 0's best step.
   j["update_s_min"] = *std::min_element(updates.begin(), updates.end());
   j["samples_per_s"] = static_cast<double>(a.batch * data_parallel) / best;  // global

@@ -91,6 +91,7 @@ nlohmann::json prediction_json(const Prediction& p, const Machine& m, const Mode
   j["hidden_fraction"] = p.hidden_fraction();
   j["halo_s"] = p.halo_s;
   j["pipeline_send_s"] = p.pipeline_s;
+  j["straggler_s"] = p.straggler_s;
   j["bubble_fraction"] = p.bubble_fraction;
   j["io_s"] = p.io_s;
   j["loader_s"] = p.loader_s;

@@ -207,6 +207,18 @@ TEST(Cli, BenchTrainPrintsJson) {
   ASSERT_EQ(r.code, 0) << r.out;
   for (const char* key : {"\"samples_per_s\"", "\"step_s_min\"", "\"gflops\"", "\"peak_rss_mb\""})
     EXPECT_NE(r.out.find(key), std::string::npos) << key << " in " << r.out;
+  // The steps' spread (crest plan's compute.step_jitter is it over the mean): none of one step;
+  // of three, no more than their range.
+  const auto one = crest::test::json_lines(r.out);
+  ASSERT_EQ(one.size(), 1u) << r.out;
+  EXPECT_EQ(one[0]["step_s_stdev"].get<double>(), 0);
+  const CliRun three =
+      crest("bench train --size 32 --batch 2 --steps 3 --warmup 0 --conv-size 4 --threads 2");
+  const auto j = crest::test::json_lines(three.out);
+  ASSERT_EQ(j.size(), 1u) << three.out;
+  EXPECT_GT(j[0]["step_s_stdev"].get<double>(), 0);
+  EXPECT_LE(j[0]["step_s_stdev"].get<double>(),
+            2 * (j[0]["step_s_mean"].get<double>() - j[0]["step_s_min"].get<double>()) + 1e-12);
 }
 
 // ResNet-50 through the model benches (the figure the peers' scripts/bench_resnet50_*.py compare

@@ -4,6 +4,7 @@
 // calibration from benchmark lines; and the facts of a real config.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <sstream>
@@ -122,6 +123,35 @@ TEST(Plan, LocalSgdAveragesWeightsAndStateOnceAWindow) {
   EXPECT_NEAR(p.gradient_exchange_s, 0.5e-3, 1e-12);
   EXPECT_NEAR(p.step_s, 12.5e-3, 1e-12);
   EXPECT_EQ(p.overrides().back(), "train.local_sgd={steps: 4}");
+}
+
+// The expected largest of n standard normal draws, against the exact values (Blom's
+// approximation is within a few percent, closer as n grows).
+TEST(Plan, TheSlowestOfNRanksLagsByTheExpectedLargestNormalDraw) {
+  EXPECT_EQ(expected_max_of_normals(1), 0);
+  EXPECT_NEAR(expected_max_of_normals(2), 0.5642, 0.05 * 0.5642);
+  EXPECT_NEAR(expected_max_of_normals(10), 1.5388, 0.02 * 1.5388);
+  EXPECT_NEAR(expected_max_of_normals(1000), 3.2414, 0.01 * 3.2414);
+  for (int n = 2; n < 100000; n *= 3)
+    EXPECT_LT(expected_max_of_normals(n), expected_max_of_normals(3 * n)) << n;
+}
+
+// With compute.step_jitter a synchronous step waits for the slowest of its ranks: jitter x compute
+// x the expected largest draw of that many; the lag's slack of one step averages two steps'
+// draws (1/sqrt 2 of it), local SGD's window of H steps H's (1/sqrt H); one rank waits for none.
+TEST(Plan, StragglersSlowTheStepAndSlackHidesSomeOfIt) {
+  Machine m = device_node();
+  m.step_jitter = 0.02;
+  const Prediction plain = predict(two_layers(), m, {.ranks = 4}, batch(8));
+  const double late = 0.02 * plain.compute_s * expected_max_of_normals(4);
+  EXPECT_NEAR(plain.straggler_s, late, 1e-15);
+  EXPECT_NEAR(plain.step_s - plain.straggler_s,
+              predict(two_layers(), device_node(), {.ranks = 4}, batch(8)).step_s, 1e-15);
+  EXPECT_NEAR(predict(two_layers(), m, {.ranks = 4, .gradient_lag = true}, batch(8)).straggler_s,
+              late / std::sqrt(2.0), 1e-15);
+  EXPECT_NEAR(predict(two_layers(), m, {.ranks = 4, .local_sgd_steps = 4}, batch(8)).straggler_s,
+              late / 2, 1e-15);
+  EXPECT_EQ(predict(two_layers(), m, {.ranks = 1}, batch(8)).straggler_s, 0);
 }
 
 TEST(Plan, PipelineStepIsTheSlowestStageOverMPlusKMinusOneSlots) {
@@ -322,13 +352,16 @@ TEST(PlanMachine, ReadsAMachineAndRefusesWrongValuesByKey) {
     return d.file("m.yaml");
   };
   const std::string good =
-      "name: n\nnodes: 2\nranks_per_node: 4\ncores_per_node: 8\ncompute: {gflops_per_core: 50}\n"
+      "name: n\nnodes: 2\nranks_per_node: 4\ncores_per_node: 8\n"
+      "compute: {gflops_per_core: 50, step_jitter: 0.03}\n"
       "network:\n  intra_node: {gb_s: 10, latency_us: 2}\n  inter_node: {gb_s: 12.5}\n"
       "storage: {shared_fs_gb_s: 100}\n";
   const Machine m = load_machine(write(good));
   EXPECT_EQ(m.nodes, 2);
   EXPECT_EQ(m.cores_per_node, 8);
   EXPECT_EQ(m.gflops_per_core, 50);
+  EXPECT_EQ(m.step_jitter, 0.03);
+  EXPECT_EQ(load_machine(write(machine_yaml(m))).step_jitter, 0.03);
   EXPECT_EQ(m.inter_node.gb_s, 12.5);
   EXPECT_EQ(m.shared_fs_gb_s, 100);
   const auto refused = [&](const std::string& text, const std::string& what) {
@@ -351,6 +384,10 @@ TEST(PlanMachine, ReadsAMachineAndRefusesWrongValuesByKey) {
       "name: n\nranks_per_node: 2\ncompute: {gflops_per_core: 5}\nnetwork: {intra_node: "
       "{gb_s: 1}}\n",
       "needs cores_per_node");
+  refused(
+      "name: n\nranks_per_node: 2\ncompute: {step_jitter: 1.5}\nnetwork: {intra_node: "
+      "{gb_s: 1}}\n",
+      "compute.step_jitter: must be between");
   refused("name: n\nranks_per_node: [2\n", "m.yaml:");
 }
 

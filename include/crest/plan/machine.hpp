@@ -66,6 +66,10 @@ struct Machine {
   double memory_gb_per_rank = 0;  // 0: not checked
   // The sustained rate where nothing was measured (one of the two, or neither).
   double gflops_per_rank = 0, gflops_per_core = 0;
+  // How much a rank's step time varies from step to step (standard deviation / mean, from `crest
+  // bench train`'s step_s_stdev over step_s_mean at scale): a synchronous step waits for the
+  // slowest of the ranks (docs/scaling.md, "Stragglers"). 0: every rank alike.
+  double step_jitter = 0;
   Link intra_node, inter_node;  // inter_node: each node's injection bandwidth
   double shared_fs_gb_s = 0;    // the file system's aggregate read bandwidth; 0: not modelled
   double node_local_gb_s = 0;   // one node's staging storage; 0: not modelled

@@ -44,6 +44,7 @@ struct Prediction {
   double exposed_exchange_s = 0;   // the part compute did not hide
   double halo_s = 0;               // spatial: halo exchanges and group reductions (not hidden)
   double pipeline_s = 0;           // pipeline: point-to-point sends of the boundary activations
+  double straggler_s = 0;          // waiting for the slowest rank (Machine::step_jitter)
   double bubble_fraction = 0;      // pipeline: (K - 1) / (M + K - 1)
   double io_s = 0;                 // reading one step's samples on one node
   double loader_s = 0;             // a rank's loader on its batch at the measured rate; 0: none
@@ -67,6 +68,10 @@ struct Prediction {
 // a ring within the node, a tree across nodes over each node's injection bandwidth
 // (docs/scaling.md, "Collectives").
 double allreduce_seconds(const Machine& m, double bytes, int ranks, int ranks_per_node);
+
+// The expected largest of `n` independent standard normal draws (Blom's approximation,
+// Φ⁻¹((n − 0.375) / (n + 0.25))): how many standard deviations the slowest of n ranks lags.
+double expected_max_of_normals(int n);
 
 // Predicts one decomposition; crest::Error (usage) when it cannot hold the global batch.
 Prediction predict(const ModelFacts& model, const Machine& machine, const Decomposition& d,
