@@ -4,7 +4,7 @@ against measured runs"): calibrates a copy of a machine description from crest's
 asks `crest plan` for each rank count's data-parallel, gradient-lag and local SGD step (and,
 with --spatial, a depth split; with --pipeline M, K stages over the K ranks with M micro-batches
 of --batch samples each), measures the same runs with `crest bench train` (`crest bench
-pipeline`; interleaved rounds, best step of each; local SGD: the mean step of a whole window),
+pipeline`; interleaved rounds, best step of each; local SGD: the best window's mean step),
 and prints one JSON line per case with the predicted and measured step and their ratio.
 
     python3 scripts/plan_check.py --machine configs/machines/two-core-node.yaml \
@@ -55,9 +55,9 @@ def case_kinds(ranks, spatial, pipeline):
 
 
 def measured_step(line, flags):
-    """A window of local SGD costs its mean step (its last step averages the models); the rest
-    their best step."""
-    return line["step_s_mean"] if "--local-sgd" in flags else line["step_s_min"]
+    """A window of local SGD costs its mean step (its last step averages the models): the best
+    timed window's; the rest their best step."""
+    return line["window_step_s_min"] if "--local-sgd" in flags else line["step_s_min"]
 
 
 def main():
@@ -93,8 +93,8 @@ def main():
                                  "--warmup", "1", "--threads", str(t), "--profile"]):
                     f.write(json.dumps(line) + "\n")
         for r, flags, name in cases:  # interleaved with the profiles: one noisy spell hits both
-            # Local SGD: one whole window timed (the warm-up step opens it).
-            steps = LOCAL_SGD_STEPS if "--local-sgd" in flags else a.steps
+            # Local SGD: --steps whole windows timed, the best one's mean step taken.
+            steps = LOCAL_SGD_STEPS * a.steps if "--local-sgd" in flags else a.steps
             bench_kind = "pipeline" if "--micro-batches" in flags else "train"
             cmd = [a.crest, "bench", bench_kind, *size, "--steps", str(steps), "--warmup", "1",
                    "--threads", str(threads_per_rank(a.cores, r)), *flags]
