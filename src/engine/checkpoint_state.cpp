@@ -129,6 +129,7 @@ void write(const std::string& path, Metadata metadata, const ParamStore& layout,
            const std::function<void(size_t, size_t)>& progress) {
   const std::vector<StateEntry> tensors = state_layout(layout, states);
   std::vector<SafetensorsEntry> entries;
+  entries.reserve(tensors.size());
   for (const StateEntry& t : tensors) entries.push_back(t.entry);
   metadata["format"] = kFormat;
   metadata["checksum"] = crc_text(0);  // the checksum's length: replaced once it is known

@@ -121,8 +121,8 @@ class SafetensorsWriter {
  public:
   // Checks the layout (names unique, non-empty, UTF-8) and writes the header.
   // `after_tensor(written, total)` as for write_safetensors.
-  SafetensorsWriter(const std::string& path, const std::vector<SafetensorsEntry>& layout,
-                    const std::map<std::string, std::string>& metadata = {},
+  SafetensorsWriter(const std::string& path, std::vector<SafetensorsEntry> layout,
+                    std::map<std::string, std::string> metadata = {},
                     std::function<void(size_t written, size_t total)> after_tensor = {});
   ~SafetensorsWriter();
   SafetensorsWriter(const SafetensorsWriter&) = delete;

@@ -377,11 +377,13 @@ size_t bytes_of(const SafetensorsEntry& e) {
 
 }  // namespace
 
-SafetensorsWriter::SafetensorsWriter(const std::string& path,
-                                     const std::vector<SafetensorsEntry>& layout,
-                                     const std::map<std::string, std::string>& metadata,
+SafetensorsWriter::SafetensorsWriter(const std::string& path, std::vector<SafetensorsEntry> layout,
+                                     std::map<std::string, std::string> metadata,
                                      std::function<void(size_t, size_t)> after_tensor)
-    : path_(path), layout_(layout), metadata_(metadata), after_tensor_(std::move(after_tensor)) {
+    : path_(path),
+      layout_(std::move(layout)),
+      metadata_(std::move(metadata)),
+      after_tensor_(std::move(after_tensor)) {
   // Validate everything before touching the file system.
   std::set<std::string> seen;
   for (const auto& e : layout_) {
