@@ -136,6 +136,13 @@ double element(const SafetensorsTensor& t, size_t i) {
   }
 }
 
+// A counter's values (an integer count kept as floats) as the int64 PyTorch's files hold.
+void to_counts(const void* values, DType dtype, size_t count, int64_t* out) {
+  for (size_t i = 0; i < count; ++i)
+    out[i] = std::llround(dtype == DType::f32 ? static_cast<const float*>(values)[i]
+                                              : static_cast<const double*>(values)[i]);
+}
+
 }  // namespace
 
 void store_tensors(ParamStore& params,
@@ -180,10 +187,7 @@ WeightTensors weight_tensors(const ParamStore& params, const ExternalNames& name
       continue;
     }
     w.counters.push_back(std::make_unique<int64_t[]>(slot.count));
-    for (size_t i = 0; i < slot.count; ++i)
-      w.counters.back()[i] = static_cast<int64_t>(
-          std::llround(params.dtype() == DType::f32 ? reinterpret_cast<const float*>(src)[i]
-                                                    : reinterpret_cast<const double*>(src)[i]));
+    to_counts(src, params.dtype(), slot.count, w.counters.back().get());
     w.entries.push_back({to.key, DType::i64, Shape(to.shape), w.counters.back().get()});
   }
   return w;
@@ -218,10 +222,7 @@ void save_weights(const ParamStore& layout, const std::string& path,
       continue;
     }
     counter.resize(static_cast<size_t>(entries[s].shape.numel()));
-    for (size_t i = 0; i < counter.size(); ++i)
-      counter[i] =
-          std::llround(layout.dtype() == DType::f32 ? static_cast<const float*>(values)[i]
-                                                    : static_cast<const double*>(values)[i]);
+    to_counts(values, layout.dtype(), counter.size(), counter.data());
     out.write_next(counter.data());
   }
   out.commit();
