@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <sstream>
+#include <utility>
 
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
@@ -294,6 +295,7 @@ void GradientSync::gradient_ready(int slot) {
 void GradientSync::start_all(void* gradients) {
   if (comm_.size() == 1) return;
   gradients_ = gradients;
+  arrival_ = comm_.start_arrival("the gradient lag's exchange (every rank's arrival)");
   for (size_t b = 0; b < buckets_.size(); ++b) start_bucket(b);
   for (size_t i = 0; i < parts_.size(); ++i) start_part(i);
 }
@@ -301,6 +303,7 @@ void GradientSync::start_all(void* gradients) {
 void GradientSync::finish() {
   const auto t0 = std::chrono::steady_clock::now();
   if (comm_.size() > 1) {
+    if (arrival_) std::exchange(arrival_, nullptr)->wait();
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (!pending_[b]) start_bucket(b);  // in bucket order: the same sequence on every rank
     last_timing_.clear();

@@ -580,6 +580,11 @@ class MpiCommunicator final : public Communicator {
   // Runs on the communication thread: requests still pending are cancelled and completed, so
   // MPI never writes into buffers the caller is about to free.
 
+  std::unique_ptr<PendingCollective> start_arrival(const std::string& what) override {
+    auto task = thread_->submit([this] { wait_for_every_rank_asleep(); }, what);
+    return std::make_unique<MpiPending>(thread_, std::move(task));
+  }
+
   // A gradient bucket's sum, then scale, queued on the communication thread.
   template <typename T>
   std::unique_ptr<PendingCollective> start_scaled_sum(T* values, size_t n, MPI_Datatype type,
@@ -606,6 +611,21 @@ class MpiCommunicator final : public Communicator {
     }();
     if (rate > 0)
       std::this_thread::sleep_for(std::chrono::duration<double>(static_cast<double>(bytes) / rate));
+  }
+
+  // Runs on the communication thread: an MPI_Ibarrier polled with pauses (20 us doubling to
+  // 200 us), so the wait for the last rank holds no core; a blocking collective would spin.
+  void wait_for_every_rank_asleep() {
+    MPI_Request req = MPI_REQUEST_NULL;
+    check(MPI_Ibarrier(comm_, &req), "MPI_Ibarrier");
+    long pause_ns = 20'000;
+    for (int done = 0;;) {
+      check(MPI_Test(&req, &done, MPI_STATUS_IGNORE), "MPI_Test");
+      if (done) return;
+      const timespec pause{0, pause_ns};
+      nanosleep(&pause, nullptr);
+      pause_ns = std::min(pause_ns * 2, 200'000L);
+    }
   }
 
   // Runs on the communication thread.

@@ -41,13 +41,22 @@ class FakeCommunicator final : public Communicator {
     };
     return std::make_unique<Done>();
   }
+  std::unique_ptr<PendingCollective> start_arrival(const std::string& what) override {
+    started.push_back("arrival: " + what);
+    struct Done final : PendingCollective {
+      void wait() override {}
+      Timing timing() const override { return {}; }
+    };
+    return std::make_unique<Done>();
+  }
   void broadcast(void*, size_t, int) override {}
   std::vector<std::byte> allgatherv(const std::vector<std::byte>& m) override { return m; }
   std::unique_ptr<Communicator> split(int, int) override {
     return std::make_unique<FakeCommunicator>(0, 1);
   }
 
-  std::vector<std::string> started;  // what start_allreduce was asked, in order
+  // What start_allreduce (and start_arrival, "arrival: ...") was asked, in order.
+  std::vector<std::string> started;
   // What the other ranks add to a double allreduce_sum (unset: nothing), for arithmetic tests.
   std::function<void(double* values, size_t n)> other_ranks_add;
 

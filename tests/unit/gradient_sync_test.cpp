@@ -126,6 +126,27 @@ TEST(GradientSync, BackwardStartsEachBucketOnceInOrderAndFinishAverages) {
   EXPECT_EQ(comm.started.size(), 2 * sync.buckets().size());
 }
 
+// The gradient lag starts every bucket at once after backward, to travel while the next step
+// computes: behind every rank's arrival, so no bucket's collective waits for a slower rank on a
+// core the compute threads need (synchronous buckets, started during backward, do not).
+TEST(GradientSync, TheLaggedExchangeStartsBehindEveryRanksArrival) {
+  FedModel fed;
+  Executor& ex = fed.ex;
+  test::FakeCommunicator comm(0, 2);
+  GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3);
+  ex.forward();
+  ex.backward();
+  std::vector<char> lagged(ex.params().trainable_bytes() + ParamStore::kSidebandBytes);
+  std::memcpy(lagged.data(), ex.params().grads(), lagged.size());
+  sync.start_all(lagged.data());
+  ASSERT_EQ(comm.started.size(), sync.buckets().size() + 1);
+  EXPECT_EQ(comm.started[0].rfind("arrival: ", 0), 0u) << comm.started[0];
+  for (size_t b = 1; b < comm.started.size(); ++b)
+    EXPECT_NE(comm.started[b].find("gradient bucket"), std::string::npos) << comm.started[b];
+  sync.finish();
+  EXPECT_EQ(comm.started.size(), sync.buckets().size() + 1) << "finish() starts nothing twice";
+}
+
 TEST(Fp16, ConvertsAsIeeeHalfRoundingToNearestEven) {
   EXPECT_EQ(float_to_fp16(1.f), 0x3c00);
   EXPECT_EQ(float_to_fp16(-2.f), 0xc000);

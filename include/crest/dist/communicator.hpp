@@ -67,6 +67,14 @@ class Communicator {
   virtual std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t n,
                                                                 Float16 format,
                                                                 std::string what) = 0;
+  // Every rank's arrival, queued like a collective: complete once every rank has started it. It
+  // waits for the last rank without holding a core, so the collectives queued after it start
+  // with every rank there and spin only while their data moves (the gradient lag's exchange,
+  // which travels while this rank's compute threads have the cores: a blocking collective
+  // waiting for a slower rank would take a core from them). Like a blocking collective it holds
+  // the communication thread until it completes: this rank's point-to-point messages queued
+  // after it wait. The default is barrier(), done before it returns.
+  virtual std::unique_ptr<PendingCollective> start_arrival(const std::string& what);
   // Rank `root`'s bytes replace everyone's; all ranks pass the same size.
   virtual void broadcast(void* data, size_t bytes, int root) = 0;
   // Every rank contributes `mine`; all ranks receive the concatenation in rank order.

@@ -119,7 +119,9 @@ class GradientSync {
   void gradient_ready(int slot);
   // Gradient lag (TrainStep): every bucket and part of `gradients`, a copy of the gradient buffer
   // (its sideband included), starts at once; they travel while the next step computes, and
-  // finish() waits for them, leaving the average in `gradients`. No-op on one rank.
+  // finish() waits for them, leaving the average in `gradients`. The buckets wait for every
+  // rank's arrival first, without holding a core: the next step's compute has them. No-op on
+  // one rank.
   void start_all(void* gradients);
   // Waits for every bucket of this step (starting any not started, e.g. when no hook ran) and
   // leaves the averaged gradients in the buffer.
@@ -153,6 +155,8 @@ class GradientSync {
   std::vector<bool> part_started_;
   std::vector<int> missing_;  // per bucket: slots not yet ready this step
   std::vector<std::unique_ptr<PendingCollective>> pending_;  // per bucket, this step
+  // Gradient lag: every rank's arrival, queued before the buckets (Communicator::start_arrival).
+  std::unique_ptr<PendingCollective> arrival_;
   GradientSyncStats stats_;
   std::vector<PendingCollective::Timing> last_timing_;
   GradientCompression compress_;
