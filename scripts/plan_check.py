@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """How well `crest plan` predicts crest's own runs on this machine (docs/scaling.md, "Checked
-against measured runs"): calibrates a copy of a machine description from crest's benchmarks,
-asks `crest plan` for each rank count's data-parallel, gradient-lag and local SGD step (and,
+against measured runs"): calibrates two copies of a machine description from crest's benchmarks
+(one from one rank's profiles alone; one also from each rank count's independent ranks, which
+measure how ranks computing side by side slow each other), asks `crest plan` for each rank count's data-parallel, gradient-lag and local SGD step (and,
 with --spatial, a depth split; with --pipeline M, K stages over the K ranks with M micro-batches
 of --batch samples each), measures the same runs with `crest bench train` (`crest bench
 pipeline`; interleaved rounds, best step of each; local SGD: the best window's mean step),
-and prints one JSON line per case with the predicted and measured step and their ratio.
+and prints one JSON line per case with the predicted and measured step and their ratio (of
+both calibrations).
 
     python3 scripts/plan_check.py --machine configs/machines/two-core-node.yaml \
         --size 64 --batch 1 --ranks 1 2 4 --rounds 3
@@ -60,6 +62,35 @@ def measured_step(line, flags):
     return line["window_step_s_min"] if "--local-sgd" in flags else line["step_s_min"]
 
 
+def calibrated(a, work, name, benches):
+    """A copy of the machine description calibrated from `benches`."""
+    machine = os.path.join(work, name + ".yaml")
+    shutil.copy(a.machine, machine)
+    subprocess.run([a.crest, "plan", "calibrate", "--machine", machine, *benches], check=True,
+                   stdout=sys.stderr)
+    return machine
+
+
+def plans_of(a, machine):
+    """(ranks, decomposition) -> crest plan's JSON line, for every rank count."""
+    overrides = [f"data.sample_shape=[{a.size},{a.size},{a.size},4]", f"data.batch_size={a.batch}"]
+    plans = {}
+    for r in a.ranks:
+        # A split shares one group's batch (asked first: the first plan of a name is kept); the
+        # data-parallel cases hold the batch per rank.
+        batches = [a.batch * r]
+        if a.spatial and r > 1:
+            batches.insert(0, a.batch)
+        if a.pipeline and r > 1:  # a pipeline's batch is its M micro-batches
+            batches.append(a.batch * a.pipeline)
+        for global_batch in batches:
+            for x in run([a.crest, "plan", "--config", a.config, "--machine", machine,
+                          *overrides, "--ranks", str(r), "--global-batch", str(global_batch),
+                          "--format", "json"]):
+                plans.setdefault((r, x["decomposition"]), x)
+    return plans
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--crest", default="build/bin/crest")
@@ -78,19 +109,23 @@ def main():
                    help="also each rank count's pipeline (one stage per rank) of M micro-batches")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="crest-plan-check-")
-    machine = os.path.join(work, "machine.yaml")
-    shutil.copy(a.machine, machine)
     size = ["--model", "cosmoflow", "--size", str(a.size), "--batch", str(a.batch)]
-    overrides = [f"data.sample_shape=[{a.size},{a.size},{a.size},4]", f"data.batch_size={a.batch}"]
     cases = [(r, flags, name) for r in a.ranks
              for flags, name in case_kinds(r, a.spatial, a.pipeline)]
-    bench = os.path.join(work, "bench.jsonl")
+    alone = os.path.join(work, "alone.jsonl")  # one rank's profiles, bench allreduce
+    side_by_side = os.path.join(work, "side-by-side.jsonl")  # independent ranks' profiles
     measured = {}
     for _ in range(a.rounds):
-        with open(bench, "a") as f:
+        with open(alone, "a") as f:
             for t in sorted({threads_per_rank(a.cores, r) for r in a.ranks}):
                 for line in run([a.crest, "bench", "train", *size, "--steps", str(a.steps),
                                  "--warmup", "1", "--threads", str(t), "--profile"]):
+                    f.write(json.dumps(line) + "\n")
+        with open(side_by_side, "a") as f:
+            for r in [r for r in a.ranks if r > 1]:
+                for line in run([a.crest, "bench", "train", *size, "--steps", str(a.steps),
+                                 "--warmup", "1", "--threads", str(threads_per_rank(a.cores, r)),
+                                 "--independent", "--profile"], ranks=r):
                     f.write(json.dumps(line) + "\n")
         for r, flags, name in cases:  # interleaved with the profiles: one noisy spell hits both
             # Local SGD: --steps whole windows timed, the best one's mean step taken.
@@ -100,25 +135,11 @@ def main():
                    "--threads", str(threads_per_rank(a.cores, r)), *flags]
             step = measured_step(run(cmd, ranks=r)[0], flags)
             measured[(r, name)] = min(measured.get((r, name), step), step)
-    with open(bench, "a") as f:
+    with open(alone, "a") as f:
         for line in run([a.crest, "bench", "allreduce", "--sizes", "4K,64K,1M,8M,32M"], ranks=2):
             f.write(json.dumps(line) + "\n")
-    subprocess.run([a.crest, "plan", "calibrate", "--machine", machine, bench], check=True,
-                   stdout=sys.stderr)
-    plans = {}  # (ranks, decomposition) -> the plan's JSON line
-    for r in a.ranks:
-        # A split shares one group's batch (asked first: the first plan of a name is kept); the
-        # data-parallel cases hold the batch per rank.
-        batches = [a.batch * r]
-        if a.spatial and r > 1:
-            batches.insert(0, a.batch)
-        if a.pipeline and r > 1:  # a pipeline's batch is its M micro-batches
-            batches.append(a.batch * a.pipeline)
-        for global_batch in batches:
-            for x in run([a.crest, "plan", "--config", a.config, "--machine", machine,
-                          *overrides, "--ranks", str(r), "--global-batch", str(global_batch),
-                          "--format", "json"]):
-                plans.setdefault((r, x["decomposition"]), x)
+    plans_alone = plans_of(a, calibrated(a, work, "alone", [alone]))
+    plans = plans_of(a, calibrated(a, work, "side-by-side", [alone, side_by_side]))
     for r, _flags, name in cases:
         m = measured[(r, name)]
         plan = plans[(r, name)]
@@ -126,7 +147,10 @@ def main():
                           "threads_per_rank": threads_per_rank(a.cores, r),
                           "predicted_step_s": plan["step_s"], "measured_step_s": m,
                           "predicted_over_measured": plan["step_s"] / m,
-                          "compute_source": plan["compute_source"]}), flush=True)
+                          "compute_source": plan["compute_source"],
+                          "alone_predicted_step_s": plans_alone[(r, name)]["step_s"],
+                          "alone_predicted_over_measured":
+                              plans_alone[(r, name)]["step_s"] / m}), flush=True)
     shutil.rmtree(work)
 
 

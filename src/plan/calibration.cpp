@@ -81,6 +81,13 @@ MeasuredTraining training_of(const Line& head, const std::vector<Line>& layers,
     }
   }
   t.threads = static_cast<int>(number_of(head, "threads", source));
+  if (head.j.value("independent", false)) {
+    t.node_ranks = static_cast<int>(number_of(head, "node_ranks", source));
+    if (t.node_ranks < 1 || t.node_ranks != head.j.value("ranks", 0))
+      throw_input(source + ":" + std::to_string(head.number) +
+                  ": an independent bench train line must have run on one node (node_ranks "
+                  "equal to ranks): ranks on several nodes do not share one");
+  }
   t.batch = static_cast<int64_t>(number_of(head, "batch", source));
   t.step_s = number_of(head, "step_s_min", source);
   t.update_s = number_of(head, "update_s_min", source);
@@ -107,7 +114,8 @@ MeasuredTraining training_of(const Line& head, const std::vector<Line>& layers,
 
 bool same_run(const MeasuredTraining& a, const MeasuredTraining& b) {
   return a.model == b.model && a.backend == b.backend && a.precision == b.precision &&
-         a.spatial == b.spatial && a.threads == b.threads && a.batch == b.batch;
+         a.spatial == b.spatial && a.threads == b.threads && a.node_ranks == b.node_ranks &&
+         a.batch == b.batch;
 }
 
 // Least squares of t = a + s * bytes, each point weighted by 1 / t^2 (relative errors, so the
@@ -161,9 +169,10 @@ CalibrationSummary calibrate(Machine& machine, std::istream& lines, const std::s
   for (size_t i = 0; i < parsed.size(); ++i) {
     const Line& l = parsed[i];
     const std::string bench = l.j.value("bench", "");
-    // One rank, or one spatial group (its layers' times are a block's); a data-parallel run's
-    // times include the exchange, which the model adds itself.
-    const bool one_group = l.j.value("ranks", 1) == 1 ||
+    // One rank, independent ranks (each computing alone beside the others), or one spatial
+    // group (its layers' times are a block's); a data-parallel run's times include the
+    // exchange, which the model adds itself.
+    const bool one_group = l.j.value("ranks", 1) == 1 || l.j.value("independent", false) ||
                            (l.j.contains("spatial") && l.j.value("data_parallel", 0) == 1);
     if (bench == "train" && one_group) {
       std::vector<Line> layers;

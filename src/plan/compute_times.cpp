@@ -41,18 +41,29 @@ std::map<size_t, const MeasuredLayer*> matches(const ModelFacts& model, const Me
   return m;
 }
 
+// The cores one rank of `t` computed with: its threads, or its share of the node's cores where
+// more threads ran on the node than it has (independent ranks side by side).
+double measured_cores(const MeasuredTraining& t, const Machine& machine) {
+  if (machine.cores_per_node <= 0) return t.threads;
+  return std::min<double>(t.threads, static_cast<double>(machine.cores_per_node) / t.node_ranks);
+}
+
 // The measurement that covers most of the model's layers, on its backend and precision; among
-// equals the one whose threads are closest to `threads`.
+// equals the one whose ranks on the node are closest to `node_ranks` (ranks computing side by
+// side slow each other: shared caches, memory bandwidth, clocks), then whose cores per rank are
+// closest to `threads`.
 const MeasuredTraining* best_measurement(const ModelFacts& model, const Machine& machine,
-                                         double threads, const std::vector<int>& spatial) {
+                                         const RankShare& rank, const std::vector<int>& spatial) {
   const MeasuredTraining* best = nullptr;
   size_t best_count = 0;
-  double best_distance = 0;
+  std::pair<double, double> best_distance;
   for (const MeasuredTraining& t : machine.measured_training) {
     if (t.backend != model.backend || t.precision != model.precision) continue;
     if (t.spatial != spatial) continue;
     const size_t count = matches(model, t).size();
-    const double distance = std::abs(std::log(t.threads / threads));
+    const std::pair<double, double> distance{
+        std::abs(std::log(static_cast<double>(t.node_ranks) / rank.node_ranks)),
+        std::abs(std::log(measured_cores(t, machine) / rank.threads))};
     if (count > best_count || (count == best_count && count > 0 && distance < best_distance)) {
       best = &t;
       best_count = count;
@@ -74,16 +85,18 @@ double measured_rate(const MeasuredTraining& t, const ModelFacts& model) {
 
 }  // namespace
 
-ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads,
+ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, const RankShare& rank,
                            const std::vector<int>& spatial) {
   ComputeTimes c;
   c.layers.resize(model.layers.size());
+  const double threads = rank.threads;
   const bool split = ranks_of(spatial) > 1;
-  const MeasuredTraining* t = split ? best_measurement(model, machine, threads, spatial) : nullptr;
+  const MeasuredTraining* t = split ? best_measurement(model, machine, rank, spatial) : nullptr;
   c.split_measured = t != nullptr;
-  if (!t) t = best_measurement(model, machine, threads, {});
+  if (!t) t = best_measurement(model, machine, rank, {});
   // A CPU rank's time scales with the cores it gets; a device's does not.
-  const double scale = t && machine.cores_per_node > 0 ? t->threads / threads : 1.0;
+  const double scale =
+      t && machine.cores_per_node > 0 ? measured_cores(*t, machine) / threads : 1.0;
   const auto found = t ? matches(model, *t) : std::map<size_t, const MeasuredLayer*>{};
   double rate = machine.gflops_per_rank > 0   ? machine.gflops_per_rank * 1e9
                 : machine.gflops_per_core > 0 ? machine.gflops_per_core * 1e9 * threads
@@ -115,8 +128,9 @@ ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, doub
                  std::max<double>(1, static_cast<double>(t->trainable_bytes));
     std::ostringstream os;
     os << "compute: " << found.size() << " of " << model.layers.size()
-       << " layers measured (crest bench train --profile, " << t->threads << " threads, batch "
-       << t->batch << (c.split_measured ? ", split" : "") << ")";
+       << " layers measured (crest bench train --profile, " << t->threads << " threads";
+    if (t->node_ranks > 1) os << " on each of " << t->node_ranks << " independent ranks";
+    os << ", batch " << t->batch << (c.split_measured ? ", split" : "") << ")";
     if (scale != 1) os << ", scaled to " << threads << " threads";
     c.notes.push_back(os.str());
   } else {

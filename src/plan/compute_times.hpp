@@ -24,11 +24,17 @@ struct ComputeTimes {
   std::vector<std::string> notes;
 };
 
-// `threads`: the cores a rank computes with (a CPU node's cores over its ranks; may be below 1
-// when ranks outnumber cores). `spatial`: the decomposition's parts per axis (empty or all 1:
+// Where a rank computes: `threads`, the cores it computes with (a CPU node's cores over its
+// ranks; may be below 1 when ranks outnumber cores), beside `node_ranks` ranks on its node.
+struct RankShare {
+  double threads = 1;
+  int node_ranks = 1;
+};
+
+// `spatial`: the decomposition's parts per axis (empty or all 1:
 // unsplit); a measurement of that very split is used where the machine has one. Throws
 // crest::Error (usage) when the machine has neither a measurement nor a rate.
-ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, double threads,
+ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, const RankShare& rank,
                            const std::vector<int>& spatial = {});
 
 }  // namespace crest

@@ -100,8 +100,8 @@ Link read_link(const Reader& r, const YAML::Node& n, const std::string& path) {
 
 MeasuredTraining read_training(const Reader& r, const YAML::Node& n, const std::string& path) {
   r.check_keys(n, path,
-               {"model", "backend", "precision", "spatial", "threads", "batch", "step_s",
-                "update_s", "trainable_bytes", "layers"});
+               {"model", "backend", "precision", "spatial", "threads", "node_ranks", "batch",
+                "step_s", "update_s", "trainable_bytes", "layers"});
   MeasuredTraining t;
   t.model = r.string(n["model"], path + ".model");
   t.backend = r.string(n["backend"], path + ".backend");
@@ -113,6 +113,7 @@ MeasuredTraining read_training(const Reader& r, const YAML::Node& n, const std::
           r.integer(sp[i], path + ".spatial[" + std::to_string(i) + "]", 1, 1 << 20));
   }
   t.threads = r.integer(n["threads"], path + ".threads", 1, 1 << 16);
+  if (n["node_ranks"]) t.node_ranks = r.integer(n["node_ranks"], path + ".node_ranks", 1, 1 << 16);
   t.batch = r.integer(n["batch"], path + ".batch", 1, 1 << 30);
   t.step_s = r.number(n["step_s"], path + ".step_s", 0, kHuge);
   t.update_s = r.number(n["update_s"], path + ".update_s", 0, kHuge);
@@ -240,10 +241,12 @@ void emit_measured(YAML::Emitter& e, const Machine& m) {
         << "backend" << YAML::Value << t.backend << YAML::Key << "precision" << YAML::Value
         << t.precision;
       if (!t.spatial.empty()) e << YAML::Key << "spatial" << YAML::Value << YAML::Flow << t.spatial;
-      e << YAML::Key << "threads" << YAML::Value << t.threads << YAML::Key << "batch" << YAML::Value
-        << t.batch << YAML::Key << "step_s" << YAML::Value << t.step_s << YAML::Key << "update_s"
-        << YAML::Value << t.update_s << YAML::Key << "trainable_bytes" << YAML::Value
-        << t.trainable_bytes << YAML::Key << "layers" << YAML::Value << YAML::BeginSeq;
+      e << YAML::Key << "threads" << YAML::Value << t.threads;
+      if (t.node_ranks != 1) e << YAML::Key << "node_ranks" << YAML::Value << t.node_ranks;
+      e << YAML::Key << "batch" << YAML::Value << t.batch << YAML::Key << "step_s" << YAML::Value
+        << t.step_s << YAML::Key << "update_s" << YAML::Value << t.update_s << YAML::Key
+        << "trainable_bytes" << YAML::Value << t.trainable_bytes << YAML::Key << "layers"
+        << YAML::Value << YAML::BeginSeq;
       for (const MeasuredLayer& l : t.layers)
         e << YAML::Flow << YAML::BeginMap << YAML::Key << "name" << YAML::Value << l.name
           << YAML::Key << "forward_s" << YAML::Value << l.forward_s << YAML::Key << "backward_s"

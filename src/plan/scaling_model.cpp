@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#include <map>
 #include <numbers>
 #include <numeric>
 
@@ -276,6 +277,43 @@ double halo_seconds(const Machine& m, const SpatialCosts& sc, int group, const P
 // holding blocks: its layers' shares of the work, the blocks sent at a cut, its halo exchanges
 // (the model's, in the slowest stage's proportion) every slot, its gradients averaged over
 // S x D ranks (a divided head's part alone).
+// The slowest stage's time per sample in each of the schedule's M + K - 1 slots, summed. Slot s
+// has min(s + 1, M + K - 1 - s, K, M) of the K stages busy; on a CPU node the busy ranks share
+// the cores the idle ones leave (up to the threads each runs), beside fewer neighbours: the layer
+// times are those of that many ranks side by side (crest bench train --independent), the cut
+// the one `ends` made at the full node's.
+double pipeline_slots_seconds(const ModelFacts& model, const Machine& m, const Placement& place,
+                              int threads_per_rank, const std::vector<size_t>& ends,
+                              const std::vector<double>& share, const Prediction& p) {
+  const int stages = p.d.pipeline_stages, micro = p.d.micro_batches;
+  std::map<int, double> slowest_by_busy;  // busy stages -> the slowest stage's time
+  auto slowest = [&](int busy) {
+    if (const auto it = slowest_by_busy.find(busy); it != slowest_by_busy.end()) return it->second;
+    const double busy_ranks = static_cast<double>(place.ranks_on_node) * busy / stages;
+    RankShare r{.threads = place.threads, .node_ranks = place.ranks_on_node};
+    if (m.cores_per_node > 0) {
+      r.threads = std::max(place.threads,
+                           std::min<double>(threads_per_rank, m.cores_per_node / busy_ranks));
+      r.node_ranks = std::max(1, static_cast<int>(std::lround(busy_ranks)));
+    }
+    const ComputeTimes t = compute_times(model, m, r, p.d.spatial);
+    double worst = 0;
+    size_t begin = 0;
+    for (const size_t end : ends) {
+      double stage = 0;
+      for (size_t i = begin; i < end; ++i)
+        stage += (t.layers[i].forward + t.layers[i].backward) * share[i];
+      worst = std::max(worst, stage);
+      begin = end;
+    }
+    return slowest_by_busy[busy] = worst;
+  };
+  double total = 0;
+  for (int slot = 0, slots = micro + stages - 1; slot < slots; ++slot)
+    total += slowest(std::min({slot + 1, slots - slot, stages, micro}));
+  return total;
+}
+
 void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTimes& times,
                       const Placement& place, double batch, const SpatialCosts& sc, Prediction& p) {
   const int stages = p.d.pipeline_stages, micro = p.d.micro_batches, group = p.d.spatial_ranks();
@@ -316,7 +354,8 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   if (group > 1 && !times.split_measured && all_s > 0)
     p.halo_s = slots * halo_seconds(m, sc, group, place, per_micro) * slowest / all_s;
   p.bubble_fraction = static_cast<double>(stages - 1) / slots;
-  p.compute_s = slots * slowest * per_micro;
+  p.compute_s =
+      pipeline_slots_seconds(model, m, place, p.threads_per_rank, ends, share, p) * per_micro;
   p.update_s =
       times.update_s * stage_bytes / std::max(1.0, static_cast<double>(model.trainable_bytes));
   p.compute_s += p.update_s;
@@ -381,7 +420,8 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
   const auto batch = static_cast<double>(p.batch_per_replica);
   const Placement place = crest::place(m, d.ranks);
   p.threads_per_rank = std::max(1, static_cast<int>(std::floor(place.threads)));
-  const ComputeTimes times = compute_times(model, m, place.threads, d.spatial);
+  const ComputeTimes times = compute_times(
+      model, m, {.threads = place.threads, .node_ranks = place.ranks_on_node}, d.spatial);
   p.source = times.source;
   p.notes = times.notes;
   const double state_ratio = static_cast<double>(model.optimizer_state_bytes) /
@@ -389,11 +429,13 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
   auto allreduce = [&](double bytes) {
     return allreduce_seconds(m, bytes, d.ranks, place.ranks_on_node);
   };
-  // One rank alone with ranks-th of the global batch: the efficiency's reference.
+  // One rank alone with ranks-th of the global batch, on its cores with no other rank beside
+  // it: the efficiency's reference, so ranks slowing each other down count as lost scaling.
+  const ComputeTimes alone = compute_times(model, m, {.threads = place.threads, .node_ranks = 1});
   const std::vector<double> whole(model.layers.size(), 1.0);
   const double per_rank = static_cast<double>(o.global_batch) / d.ranks;
-  const Totals ref = totals(times, whole, per_rank);
-  const double reference_step = ref.forward + ref.backward + times.update_s;
+  const Totals ref = totals(alone, whole, per_rank);
+  const double reference_step = ref.forward + ref.backward + alone.update_s;
   SpatialCosts sc;
   sc.share = whole;
   if (d.spatial_ranks() > 1) sc = spatial_costs(model, d.spatial);

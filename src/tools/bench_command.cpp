@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -52,7 +53,45 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
   std::string halo_overlap = "auto";  // as dist.halo_overlap
+  // Under mpirun: every rank trains its own replica and nothing is exchanged, so the run measures
+  // what its ranks compute while they share the node (crest plan calibrate's co-running compute).
+  bool independent = false;
 };
+
+// Tag of the message an independent rank sends each other rank when its timed steps are done.
+constexpr int kTimedStepsDoneTag = 0x7e57b01;
+
+// An independent rank's timed steps must all run while the other ranks compute too (the point of
+// the measurement), so a rank that is done keeps stepping, untimed, until every rank is.
+void step_until_every_rank_is_timed(Communicator& comm, const std::function<void()>& step) {
+  for (int r = 0; r < comm.size(); ++r)
+    if (r != comm.rank()) comm.send(r, kTimedStepsDoneTag, {});
+  for (int waiting = comm.size() - 1; waiting > 0;) {
+    if (comm.try_receive(Communicator::kAnySource, kTimedStepsDoneTag)) {
+      --waiting;
+      continue;
+    }
+    step();
+  }
+}
+
+void check_bench_train_args(const BenchTrainArgs& a) {
+  if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
+    throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
+  if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
+  if (a.gradient_lag < 0 || a.gradient_lag > 1)
+    throw_usage("bench train: --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
+  if (a.local_sgd < 1) throw_usage("bench train: --local-sgd must be >= 1 steps per window");
+  if (a.local_sgd > 1 && a.gradient_lag > 0)
+    throw_usage(
+        "bench train: --local-sgd does not combine with --gradient-lag, as train.local_sgd does "
+        "not");
+  if (a.independent && (a.gradient_lag > 0 || a.local_sgd > 1 || !a.spatial.empty() ||
+                        a.baseline > 0 || a.compress != "none"))
+    throw_usage(
+        "bench train: --independent exchanges nothing, so it takes none of --gradient-lag, "
+        "--local-sgd, --spatial, --compress and --baseline");
+}
 
 // The halo exchanges of a split run: this rank's per layer, and the job's per step (every rank's
 // exchanges summed, per rank).
@@ -101,16 +140,7 @@ HaloFigures halo_figures(const SpatialSplit* split, Communicator& comm, int step
 }
 
 void bench_train(const BenchTrainArgs& a) {
-  if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
-    throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
-  if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
-  if (a.gradient_lag < 0 || a.gradient_lag > 1)
-    throw_usage("bench train: --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
-  if (a.local_sgd < 1) throw_usage("bench train: --local-sgd must be >= 1 steps per window");
-  if (a.local_sgd > 1 && a.gradient_lag > 0)
-    throw_usage(
-        "bench train: --local-sgd does not combine with --gradient-lag, as train.local_sgd does "
-        "not");
+  check_bench_train_args(a);
   // Before the benchmark, not after it: an unwritable report directory fails in the first second.
   if (!a.report.empty()) check_report_dir(a.report);
   WorldOptions wo;
@@ -135,7 +165,9 @@ void bench_train(const BenchTrainArgs& a) {
   to.gradient_lag = a.gradient_lag > 0;
   // Ranks that share samples: the global batch counts each sample once.
   const int data_parallel = groups.data_parallel;
-  const TrainingSession session(m.graph, to, *comm);
+  // --independent: the replica trains on a communicator of its own rank alone.
+  const auto alone = a.independent ? make_single_process_communicator() : nullptr;
+  const TrainingSession session(m.graph, to, alone ? *alone : *comm);
   Backend& backend = session.backend();
   Executor& ex = session.executor();
   GradientSync& sync = session.sync();
@@ -163,6 +195,7 @@ void bench_train(const BenchTrainArgs& a) {
     waits.push_back(sync.stats().finish_wait_s - before.finish_wait_s);
     allreduces.push_back(sync.stats().allreduce_s - before.allreduce_s);
   }
+  if (a.independent) step_until_every_rank_is_timed(*comm, [&] { step(); });
   train_step.settle();  // a lagged allreduce still in flight
   train_step.end_local_window();
   // Every rank's per-step figures, to tell communication from waiting for slower ranks.
@@ -176,7 +209,9 @@ void bench_train(const BenchTrainArgs& a) {
       std::memcpy(all->back().data(), part.data(), part.size());
     }
   }
-  const OverlapFigures overlap = overlap_figures(all_waits, all_allreduces);
+  // Independent ranks exchange nothing (and may time different numbers of steps).
+  const OverlapFigures overlap =
+      a.independent ? OverlapFigures{} : overlap_figures(all_waits, all_allreduces);
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
   // Steps are synchronous across ranks (the allreduce), so the slowest rank's best step is the
@@ -219,6 +254,8 @@ void bench_train(const BenchTrainArgs& a) {
   j["peak_rss_mb"] = rss;  // per rank, the largest
   j["peak_rss_mb_per_sample"] = rss / static_cast<double>(a.batch);
   j["ranks"] = comm->size();
+  j["node_ranks"] = comm->local_size();  // the ranks that computed on rank 0's node
+  if (a.independent) j["independent"] = true;
   j["optimizer"] = to.optimizer.name;
   j["trainable_bytes"] = ex.params().trainable_bytes();
   if (to.session.spatial) {
@@ -229,7 +266,7 @@ void bench_train(const BenchTrainArgs& a) {
     j["halo_exposed_s_per_step"] = halo.exposed_s;
     j["halo_hidden_fraction"] = halo.hidden_fraction();
   }
-  if (comm->size() > 1) {
+  if (comm->size() > 1 && !a.independent) {
     j["global_batch"] = a.batch * data_parallel;
     j["gradient_buckets"] = sync.buckets().size();
     j["compress"] = a.compress;
@@ -383,6 +420,9 @@ void register_bench(CLI::App& app) {
       ->delimiter(',');
   train->add_option("--halo-overlap", ta->halo_overlap,
                     "with --spatial: auto, always or off, as dist.halo_overlap");
+  train->add_flag("--independent", ta->independent,
+                  "under mpirun: every rank trains its own replica, nothing exchanged (what the "
+                  "node's ranks compute side by side, for crest plan calibrate)");
   train->add_option("--timeout", ta->timeout_s,
                     "under mpirun: watchdog deadline of each collective (s)");
   train->callback([ta] { bench_train(*ta); });

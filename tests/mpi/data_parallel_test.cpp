@@ -255,6 +255,39 @@ TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunic
   EXPECT_NEAR(j["scaling_efficiency"].get<double>(), j["samples_per_s"].get<double>() / 10, 1e-9);
 }
 
+// --independent: each rank trains alone beside the others (crest plan calibrate's measure of ranks
+// slowing each other down), so nothing is exchanged and rank 0's profile is printed.
+TEST(DataParallel, BenchTrainIndependentRanksExchangeNothing) {
+  const std::string bench =
+      std::string(CREST_BINARY) +
+      " bench train --size 32 --conv-size 4 --batch 1 --warmup 1 --threads 1 --independent "
+      "--profile --steps ";
+  // Rank 0 times 2 steps, rank 1 times 6: rank 0 keeps computing until rank 1 is done, and the
+  // job ends (no message left waiting) with rank 0's figures.
+  const auto r = test::run_mpirun("-np 1 " + bench + "2 : -np 1 " + bench + "6");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const auto lines = json_lines(r.out);
+  ASSERT_GT(lines.size(), 1u) << r.out;
+  const auto& j = lines[0];
+  EXPECT_EQ(j["independent"], true);
+  EXPECT_EQ(j["ranks"], 2);
+  EXPECT_EQ(j["node_ranks"], 2);
+  EXPECT_EQ(j["steps"], 2);
+  EXPECT_FALSE(j.contains("allreduce_s_per_step")) << j.dump();
+  EXPECT_FALSE(j.contains("gradient_buckets")) << j.dump();
+  size_t layers = 0;
+  for (const auto& l : lines) layers += l.contains("layer");
+  EXPECT_EQ(layers + 1, lines.size());  // one rank's profile, not one per rank
+  // Nothing exchanged: no flag that shapes an exchange goes with it.
+  for (const char* flag : {"--gradient-lag 1", "--local-sgd 2", "--spatial 2,1,1",
+                           "--compress bf16", "--baseline 1"}) {
+    const auto refused = run_crest_mpi(2, bench.substr(bench.find("bench")) + "2 " + flag);
+    EXPECT_EQ(refused.code, 2) << flag << "\n" << refused.out;
+    EXPECT_NE(refused.out.find("--independent exchanges nothing"), std::string::npos)
+        << refused.out;
+  }
+}
+
 TEST(DataParallel, TimelineHasEveryRanksStepsAndBucketsAsAChromeTrace) {
   TempDir dir;
   const std::string trace = dir.file("timeline.json");

@@ -167,6 +167,27 @@ TEST(Plan, PipelineStepIsTheSlowestStageOverMPlusKMinusOneSlots) {
   EXPECT_EQ(p.gradient_exchange_s, 0);  // one replica
 }
 
+TEST(Plan, PipelineStagesInTheBubbleLeaveTheirCoresToTheBusyOnes) {
+  // Four layers of 3 GFLOP a sample on 4 stages x 4 micro-batches of 1 sample, at 1 TFLOP/s per
+  // core: a stage takes 3 ms a sample on a core of its own.
+  ModelFacts f = two_layers();
+  f.layers = {layer("a", 1e9, 2e9, 1000), layer("b", 1e9, 2e9, 1000), layer("c", 1e9, 2e9, 1000),
+              layer("d", 1e9, 2e9, 1000)};
+  Machine cpu = device_node();
+  cpu.gflops_per_rank = 0;
+  cpu.gflops_per_core = 1000;
+  cpu.cores_per_node = 2;
+  const Decomposition d{.ranks = 4, .pipeline_stages = 4, .micro_batches = 4};
+  // 7 slots with 1, 2, 3, 4, 3, 2, 1 stages busy share the 2 cores: a core each up to 2 busy,
+  // 2/3 of one for 3, half for 4 — 1 + 1 + 1.5 + 2 + 1.5 + 1 + 1 = 9 stage-times, where 4 ranks
+  // on 2 cores all along would take 7 x 2.
+  EXPECT_NEAR(predict(f, cpu, d, batch(4)).compute_s, 9 * 3e-3, 1e-12);
+  // A device per rank: every slot at the device's rate.
+  Machine devices = device_node();
+  devices.gflops_per_rank = 1000;
+  EXPECT_NEAR(predict(f, devices, d, batch(4)).compute_s, 7 * 3e-3, 1e-12);
+}
+
 TEST(Plan, SpatialSplitHalvesTheLayerAndExchangesOneRowEachWay) {
   ModelFacts f = two_layers();
   f.layers.resize(1);
@@ -403,6 +424,7 @@ TEST(PlanMachine, MeasurementsRoundTripBesideTheDescription) {
   t.backend = "onednn";
   t.precision = "float32";
   t.threads = 2;
+  t.node_ranks = 3;
   t.batch = 4;
   t.step_s = 0.1 / 3;
   t.update_s = 0.002;
@@ -419,6 +441,7 @@ TEST(PlanMachine, MeasurementsRoundTripBesideTheDescription) {
   EXPECT_EQ(back.measured_allreduce->link.gb_s, 3.25);
   ASSERT_EQ(back.measured_training.size(), 1u);
   EXPECT_EQ(back.measured_training[0].step_s, 0.1 / 3);  // every digit kept
+  EXPECT_EQ(back.measured_training[0].node_ranks, 3);
   EXPECT_EQ(back.measured_training[0].layers[0].forward_flops, 1.5e9);
   EXPECT_EQ(measured_yaml(back), measured_yaml(m));
 }
@@ -502,6 +525,66 @@ TEST(PlanCalibration, ASplitRunsMeasurementGivesThatSplitsTimes) {
   const Prediction other = predict(two_layers(), m, {.ranks = 2, .spatial = {1, 2, 1}}, batch(2));
   EXPECT_EQ(other.source, ComputeSource::given_rate);
   EXPECT_NEAR(other.compute_s, 0.5 * 2 * 6e-3, 1e-12);
+}
+
+// A bench train line of `ranks` ranks (independent when more than one) on one thread, batch 1,
+// its two layers `layer_ms` forward and twice that backward, 1 ms of update.
+std::string independent_profile(int ranks, double layer_ms) {
+  std::ostringstream l;
+  l << std::setprecision(17) << R"({"bench":"train","model":"two","backend":"onednn",)"
+    << R"("precision":"float32","threads":1,"batch":1,"ranks":)" << ranks << R"(,"node_ranks":)"
+    << ranks << (ranks > 1 ? R"(,"independent":true)" : "") << R"(,"step_s_min":)"
+    << (6 * layer_ms + 1) / 1e3 << R"(,"update_s_min":0.001,"trainable_bytes":10000000})"
+    << "\n";
+  for (const char* name : {"a", "b"})
+    l << R"({"layer":")" << name << R"(","forward_ms":)" << layer_ms << R"(,"backward_ms":)"
+      << 2 * layer_ms << R"(,"forward_flop":1e9})"
+      << "\n";
+  return l.str();
+}
+
+TEST(PlanCalibration, IndependentRanksGiveTheComputeOfRanksSideBySide) {
+  // A 2-core node: one rank alone takes 2 ms + 4 ms a layer; two independent ranks of one core
+  // each 30 % longer; four, two to a core, 2.5 times as long (half a core each, and slower).
+  Machine m;
+  m.name = "cpu";
+  m.ranks_per_node = 4;
+  m.cores_per_node = 2;
+  m.intra_node = {10, 0};
+  std::istringstream in(independent_profile(1, 2) + independent_profile(2, 2.6) +
+                        independent_profile(4, 5));
+  EXPECT_EQ(calibrate(m, in, "b.jsonl").trainings, 3);
+  ASSERT_EQ(m.measured_training.size(), 3u);  // kept apart: their ranks on the node differ
+  EXPECT_EQ(m.measured_training[2].node_ranks, 4);
+  // A plan of n ranks takes the measurement of n ranks side by side, as measured (the same
+  // cores per rank): compute per sample is the layers' 2 x 3 x layer_ms and the update.
+  for (const auto& [ranks, step_ms] : {std::pair{2, 16.6}, std::pair{4, 31.0}}) {
+    const Prediction p =
+        predict(two_layers(), m, {.ranks = ranks, .local_sgd_steps = 1000}, batch(ranks));
+    EXPECT_NEAR(p.compute_s, step_ms / 1e3, 1e-12) << ranks;
+    // The reference is one rank alone on the same cores: the neighbours' slowdown is lost
+    // scaling (the 1-thread profile, at 0.5 cores for four ranks).
+    const double alone_ms = ranks == 2 ? 13 : 26;
+    EXPECT_NEAR(p.efficiency, alone_ms / (p.step_s * 1e3), 1e-9) << ranks;
+    EXPECT_LT(p.efficiency, alone_ms / step_ms + 1e-9) << ranks;
+  }
+  // One rank of two cores: the profile of a rank alone, scaled to its two threads.
+  EXPECT_NEAR(predict(two_layers(), m, {.ranks = 1}, batch(1)).compute_s, 0.0065, 1e-12);
+  // Without the side-by-side measurements, two ranks are one rank's profile at one core each.
+  m.measured_training.resize(1);
+  EXPECT_NEAR(predict(two_layers(), m, {.ranks = 2, .local_sgd_steps = 1000}, batch(2)).compute_s,
+              0.013, 1e-12);
+  // An independent line from ranks on several nodes (node_ranks below ranks) is refused.
+  std::string two_nodes = independent_profile(2, 2);
+  two_nodes.replace(two_nodes.find(R"("node_ranks":2)"), 14, R"("node_ranks":1)");
+  std::istringstream bad(two_nodes);
+  try {
+    calibrate(m, bad, "b.jsonl");
+    ADD_FAILURE() << "an independent run across nodes was calibrated";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("b.jsonl:1"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("node_ranks"), std::string::npos) << e.what();
+  }
 }
 
 TEST(PlanCalibration, RefusesLinesItCannotUse) {

@@ -22,13 +22,15 @@ struct MeasuredLayer {
   double forward_flops = 0;  // to tell the same layer from one of the same name at another size
 };
 
-// One `crest bench train --profile` run: on one rank (no communication in it), or on one
-// spatial group (`spatial`: the layers' times are rank 0's on its block, halo exchanges
-// included).
+// One `crest bench train --profile` run: on one rank (no communication in it), on `node_ranks`
+// ranks of one node each training alone (--independent: rank 0's times while the others
+// computed beside it), or on one spatial group (`spatial`: the layers' times are rank 0's on its
+// block, halo exchanges included).
 struct MeasuredTraining {
   std::string model, backend, precision;
   std::vector<int> spatial;  // dist.spatial of the run; empty: unsplit
   int threads = 1;
+  int node_ranks = 1;  // ranks computing on the node at once
   int64_t batch = 1;
   double step_s = 0;    // best step
   double update_s = 0;  // the optimizer's share of the best step
