@@ -195,7 +195,10 @@ void bench_train(const BenchTrainArgs& a) {
     waits.push_back(sync.stats().finish_wait_s - before.finish_wait_s);
     allreduces.push_back(sync.stats().allreduce_s - before.allreduce_s);
   }
-  if (a.independent) step_until_every_rank_is_timed(*comm, [&] { step(); });
+  if (a.independent) {
+    ex.set_profiling(false);  // the profile is the timed steps'
+    step_until_every_rank_is_timed(*comm, [&] { step(); });
+  }
   train_step.settle();  // a lagged allreduce still in flight
   train_step.end_local_window();
   // Every rank's per-step figures, to tell communication from waiting for slower ranks.
