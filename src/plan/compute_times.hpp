@@ -31,8 +31,9 @@ struct RankShare {
   int node_ranks = 1;
 };
 
-// `spatial`: the decomposition's parts per axis (empty or all 1:
-// unsplit); a measurement of that very split is used where the machine has one. Throws
+// `rank`: where the rank computes; the measurement of the nearest ranks side by side, then the
+// nearest cores per rank, is used. `spatial`: the decomposition's parts per axis (empty or all
+// 1: unsplit); a measurement of that very split is used where the machine has one. Throws
 // crest::Error (usage) when the machine has neither a measurement nor a rate.
 ComputeTimes compute_times(const ModelFacts& model, const Machine& machine, const RankShare& rank,
                            const std::vector<int>& spatial = {});
