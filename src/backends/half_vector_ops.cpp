@@ -120,7 +120,7 @@ class HalfOps final : public VectorOps {
                                int64_t, int64_t, double) override {
     refuse("softmax_cross_entropy", dtype_);
   }
-  void sgd_keras(void*, const void*, void*, size_t, double, double) override {
+  void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
     refuse("sgd", dtype_);
   }
   void range_sum_squares(const void*, const void*, const ElementRange*, size_t, double*,

@@ -34,7 +34,7 @@ void Lars::update(size_t slot, double lr, double ratio, double weight_decay) {
     return;
   }
   if (weight_decay != 0) vec_->axpy(weight_decay, w, g, s.count);
-  vec_->sgd_keras(w, g, buf, s.count, lr * ratio, o_.momentum);
+  vec_->sgd_keras(w, g, buf, s.count, lr * ratio, o_.momentum, false);
 }
 
 void Lars::step(double lr) {

@@ -47,11 +47,17 @@ Buffer* Optimizer::lagged_gradient() {
   return gradient_lag_ && !state_.empty() ? &state_.back() : nullptr;
 }
 
-SgdKeras::SgdKeras(double momentum, double weight_decay, LarsExclusions exclude)
-    : momentum_(momentum), weight_decay_(weight_decay), exclude_(std::move(exclude)) {
+SgdKeras::SgdKeras(double momentum, double weight_decay, LarsExclusions exclude, bool nesterov)
+    : momentum_(momentum),
+      weight_decay_(weight_decay),
+      exclude_(std::move(exclude)),
+      nesterov_(nesterov) {
   if (!(weight_decay_ >= 0) || !std::isfinite(weight_decay_))
     throw_usage("sgd: weight_decay must be a finite number >= 0, got " +
                 std::to_string(weight_decay_));
+  // torch refuses it too: without momentum the look-ahead is plain SGD under another name.
+  if (nesterov_ && !(momentum_ > 0))
+    throw_usage("sgd: nesterov needs a momentum above 0, got " + std::to_string(momentum_));
 }
 
 void SgdKeras::on_attach() {
@@ -65,7 +71,8 @@ void SgdKeras::step(double lr) {
   for (const size_t slot : decayed_)
     vec_->axpy(weight_decay_, params_->value(slot).data(), params_->grad(slot).data(),
                params_->slots()[slot].count);
-  vec_->sgd_keras(params_->values(), params_->grads(), state_[0].data(), count_, lr, momentum_);
+  vec_->sgd_keras(params_->values(), params_->grads(), state_[0].data(), count_, lr, momentum_,
+                  nesterov_);
   ++steps_;
 }
 
@@ -79,9 +86,12 @@ void Adam::step(double lr) {
 namespace {
 
 std::unique_ptr<Optimizer> make_sgd(const OptimizerConfig& o) {
-  if (o.nesterov) throw_input("optimizer.nesterov: Nesterov momentum is not supported yet");
+  if (o.nesterov && !(o.momentum > 0))
+    throw_input("optimizer.nesterov: Nesterov momentum needs optimizer.momentum above 0, got " +
+                std::to_string(o.momentum));
   return std::make_unique<SgdKeras>(o.momentum, o.weight_decay,
-                                    weight_decay_exclusions_given(o.weight_decay_exclude));
+                                    weight_decay_exclusions_given(o.weight_decay_exclude),
+                                    o.nesterov);
 }
 
 std::unique_ptr<Optimizer> make_adam(const OptimizerConfig& o, bool decoupled) {
@@ -118,11 +128,12 @@ OptimizerType sgd_type() {
   t.log_name = "sgd";
   t.keys = {"momentum", "nesterov", "weight_decay", "weight_decay_exclude"};
   t.wrappable = true;
-  t.keys_when_wrapped = {"momentum"};
+  t.keys_when_wrapped = {"momentum", "nesterov"};
   t.default_lr = 0.01;
   t.make = make_sgd;
   t.parameter_group = [](const OptimizerConfig& o, double lr) {
     std::vector<LoggedEntry> group = {{"lr", lr}, {"momentum", o.momentum}};
+    if (o.nesterov) group.push_back({"nesterov", true});
     if (o.weight_decay > 0) group.push_back({"weight_decay", o.weight_decay});
     return group;
   };

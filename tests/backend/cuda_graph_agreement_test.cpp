@@ -70,9 +70,9 @@ void expect_training_agrees(const Graph& g, int64_t batch) {
   for (int step = 0; step < kSteps; ++step) {
     expect_step_agrees(ref, ex, *cuda, step);
     ref.params().ops().sgd_keras(ref.params().values(), ref.params().grads(), ref_velocity.data(),
-                                 count, 0.01, 0.9);
+                                 count, 0.01, 0.9, false);
     ex.params().ops().sgd_keras(ex.params().values(), ex.params().grads(), velocity.data(), count,
-                                0.01, 0.9);
+                                0.01, 0.9, false);
   }
   for (size_t s = 0; s < ref.params().slots().size(); ++s)
     EXPECT_LT(test::rel_distance(test::HostCopy(cuda->memory(), ex.params().value(s)).view(),

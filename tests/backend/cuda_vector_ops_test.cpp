@@ -112,10 +112,12 @@ TEST(CudaVectorOps, OptimizerUpdatesAgreeWithTheReference) {
   Ops o;
   MirroredValues w(*o.cuda, kCount, 1), g(*o.cuda, kCount, 2), m(*o.cuda, kCount, 3),
       v(*o.cuda, kCount, 4);
-  o.r->sgd_keras(w.ref(), g.ref(), m.ref(), kCount, 0.01, 0.9);
-  o.c->sgd_keras(w.dev(), g.dev(), m.dev(), kCount, 0.01, 0.9);
-  EXPECT_LT(w.error(), kTolerance) << "sgd";
-  EXPECT_LT(m.error(), kTolerance) << "sgd velocity";
+  for (bool nesterov : {false, true}) {
+    o.r->sgd_keras(w.ref(), g.ref(), m.ref(), kCount, 0.01, 0.9, nesterov);
+    o.c->sgd_keras(w.dev(), g.dev(), m.dev(), kCount, 0.01, 0.9, nesterov);
+    EXPECT_LT(w.error(), kTolerance) << "sgd, nesterov " << nesterov;
+    EXPECT_LT(m.error(), kTolerance) << "sgd velocity, nesterov " << nesterov;
+  }
   // A positive second moment, as Adam's always is.
   o.r->fill(v.ref(), kCount, 0.25);
   o.c->fill(v.dev(), kCount, 0.25);

@@ -206,10 +206,12 @@ TEST_F(OneDnnVectorOps, SumOfSquaresFollowsItsDocumentedOrderToTheBit) {
 TEST_F(OneDnnVectorOps, Optimizers) {
   std::vector<float> wr = a, wg = a, vr = b, vg = b;
   const auto grad = random_floats(kCount, 75);
-  ref->sgd_keras(wr.data(), grad.data(), vr.data(), kCount, 0.01, 0.9);
-  dnn->sgd_keras(wg.data(), grad.data(), vg.data(), kCount, 0.01, 0.9);
-  EXPECT_EQ(wg, wr);
-  EXPECT_EQ(vg, vr);
+  for (bool nesterov : {false, true}) {
+    ref->sgd_keras(wr.data(), grad.data(), vr.data(), kCount, 0.01, 0.9, nesterov);
+    dnn->sgd_keras(wg.data(), grad.data(), vg.data(), kCount, 0.01, 0.9, nesterov);
+    EXPECT_EQ(wg, wr) << "nesterov " << nesterov;
+    EXPECT_EQ(vg, vr) << "nesterov " << nesterov;
+  }
 
   for (bool decoupled : {false, true}) {
     std::vector<float> w1 = a, w2 = a, m1(kCount, 0.f), m2(kCount, 0.f);

@@ -187,12 +187,24 @@ TEST(Reference, DropoutUniformRange) {
 TEST(Reference, SgdKerasKnownValues) {
   auto v = ops();
   std::vector<double> w{1.0}, g{0.5}, vel{0.2};
-  v->sgd_keras(w.data(), g.data(), vel.data(), 1, 0.1, 0.9);
+  v->sgd_keras(w.data(), g.data(), vel.data(), 1, 0.1, 0.9, false);
   EXPECT_DOUBLE_EQ(vel[0], 0.13);
   EXPECT_DOUBLE_EQ(w[0], 1.13);
-  v->sgd_keras(w.data(), g.data(), vel.data(), 1, 0.1, 0.9);
+  v->sgd_keras(w.data(), g.data(), vel.data(), 1, 0.1, 0.9, false);
   EXPECT_DOUBLE_EQ(vel[0], 0.067);
   EXPECT_DOUBLE_EQ(w[0], 1.197);
+}
+
+// Keras's Nesterov form: the same velocity, and w += m v - lr g (v's next step added ahead).
+TEST(Reference, SgdKerasNesterovKnownValues) {
+  auto v = ops();
+  std::vector<double> w{1.0}, g{0.5}, vel{0.2};
+  v->sgd_keras(w.data(), g.data(), vel.data(), 1, 0.1, 0.9, true);
+  EXPECT_DOUBLE_EQ(vel[0], 0.13);
+  EXPECT_DOUBLE_EQ(w[0], 1.0 + 0.9 * 0.13 - 0.05);  // 1.067
+  v->sgd_keras(w.data(), g.data(), vel.data(), 1, 0.1, 0.9, true);
+  EXPECT_DOUBLE_EQ(vel[0], 0.067);
+  EXPECT_DOUBLE_EQ(w[0], 1.067 + 0.9 * 0.067 - 0.05);
 }
 
 // One Adam step from zero moments: the bias-corrected moments are g and g^2.

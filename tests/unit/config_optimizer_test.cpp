@@ -161,6 +161,12 @@ TEST(ConfigOptimizer, OptimizerMistakesNameTheKey) {
   expect_error({"optimizer.weight_decay=-0.1"}, {"optimizer.weight_decay", "negative"});
   expect_error({"optimizer.momentum=0.9"}, {"optimizer.momentum", "not used by LAMB"});
   expect_error({"optimizer.lr=0.1"}, {"optimizer.lr", "lr_schedule.start_lr"});
+  expect_error({"optimizer={name: SGD, nesterov: true}"},
+               {"optimizer.nesterov", "needs optimizer.momentum above 0"});
+  expect_error({"optimizer={name: LARC, larc_base: SGD, nesterov: true}"},
+               {"optimizer.nesterov", "needs optimizer.momentum above 0"});
+  expect_error({"optimizer={name: LARS, momentum: 0.9, nesterov: true}"},
+               {"optimizer.nesterov", "not used by LARS"});
 }
 
 // LARS and LARC: the trust coefficient's default follows the name (timm's, apex's), the

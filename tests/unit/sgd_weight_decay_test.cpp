@@ -2,6 +2,7 @@
 // reference backend: an independent per-tensor oracle over three steps with a changing rate, the
 // default exclusions (biases and batch-norm tensors of torchvision's names, caught by the
 // one-dimensional rule), a user's exact list, and the errors that name the key.
+// Nesterov momentum against torch.optim.SGD(nesterov=True)'s form.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -107,6 +108,42 @@ TEST(SgdWeightDecay, WithoutDecayNothingChangesAndErrorsNameTheKey) {
               std::string::npos)
         << e.what();
   }
+}
+
+// Nesterov in Keras's form (v = m v - lr d; w = w + m v - lr d, d = g + wd w) at a constant rate
+// is torch.optim.SGD(nesterov=True): buf = m buf + d; w = w - lr (d + m buf), v being -lr buf.
+// The oracle is torch's form, so the two forms are checked against each other too.
+TEST(SgdNesterov, AtAConstantRateItIsTorchsNesterov) {
+  Fixture f;
+  SgdKeras sgd(0.9, 5e-5 * 256, weight_decay_exclusions_given(std::nullopt), true);
+  sgd.attach(f.params, f.params.ops());
+  std::mt19937_64 gen(11);
+  f.fill(gen, true);
+  const size_t slots = f.params.slots().size();
+  std::vector<std::vector<double>> w(slots), buf(slots);
+  for (size_t s = 0; s < slots; ++s) {
+    w[s].assign(f.w(s), f.w(s) + f.n(s));
+    buf[s].assign(f.n(s), 0.0);
+  }
+  const double m = 0.9, wd = 5e-5 * 256, lr = 0.1;
+  for (int step = 0; step < 3; ++step) {
+    for (size_t s = 0; s < slots; ++s) {
+      const std::string& name = f.params.slots()[s].name;
+      if (!f.params.slots()[s].spec.trainable) continue;
+      const bool decays = name == "conv1.weight" || name == "fc.weight";
+      for (size_t i = 0; i < f.n(s); ++i) {
+        const double d = f.g(s)[i] + (decays ? wd * w[s][i] : 0.0);
+        buf[s][i] = m * buf[s][i] + d;
+        w[s][i] -= lr * (d + m * buf[s][i]);
+      }
+    }
+    sgd.step(lr);
+    for (size_t s = 0; s < slots; ++s)
+      for (size_t i = 0; i < f.n(s); ++i)
+        EXPECT_NEAR(f.w(s)[i], w[s][i], 1e-14) << f.params.slots()[s].name << "[" << i << "]";
+    f.fill(gen, false);
+  }
+  EXPECT_THROW(SgdKeras(0.0, 0.0, {}, true), Error);  // torch refuses it too
 }
 
 }  // namespace

@@ -243,9 +243,10 @@ class VectorOps {
                                        void* diff_logits, int64_t n, int64_t classes,
                                        int64_t spatial, double diff_scale) = 0;
 
-  // Keras-form SGD with momentum: v = m v - lr g; w = w + v.
-  virtual void sgd_keras(void* w, const void* g, void* v, size_t count, double lr,
-                         double momentum) = 0;
+  // Keras-form SGD with momentum: v = m v - lr g; w = w + v. With nesterov, Keras's Nesterov
+  // form: the same v, then w = w + m v - lr g (the weights stay one momentum step ahead).
+  virtual void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
+                         bool nesterov) = 0;
   // Adam / AdamW (decoupled weight decay when decoupled is true, else L2 added to g).
   // step is 1-based (bias correction).
   virtual void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,

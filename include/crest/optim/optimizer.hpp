@@ -80,9 +80,13 @@ class Optimizer {
 // (torch.optim.SGD scales differently when lr changes between steps.) Weight decay is torch's L2
 // form, g + wd w, on every tensor but the excluded ones (crest/optim/layer_adaptation.hpp: by
 // default the biases and batch-norm parameters, as MLPerf's ResNet-50 recipe leaves them).
+// With Nesterov (Keras's form, w = w + m v - lr g) the weights are the heavy-ball weights plus
+// the next momentum step: the gradient is taken where the weights are headed, which also widens
+// the stable step of a one-step gradient lag (docs/convergence.md).
 class SgdKeras : public Optimizer {
  public:
-  explicit SgdKeras(double momentum, double weight_decay = 0, LarsExclusions exclude = {});
+  explicit SgdKeras(double momentum, double weight_decay = 0, LarsExclusions exclude = {},
+                    bool nesterov = false);
   std::string name() const override { return "sgd"; }
   void step(double lr) override;
   // The tensors that get weight decay (slot indices); empty without it.
@@ -95,6 +99,7 @@ class SgdKeras : public Optimizer {
  private:
   double momentum_, weight_decay_;
   LarsExclusions exclude_;
+  bool nesterov_;
   std::vector<size_t> decayed_;
 };
 

@@ -375,10 +375,12 @@ struct SgdKeras {
   const T* g;
   T* v;
   double lr, momentum;
+  bool nesterov;
   __device__ void operator()(size_t i) const {
     const double velocity = momentum * v[i] - lr * g[i];
     v[i] = static_cast<T>(velocity);
-    w[i] = static_cast<T>(w[i] + velocity);
+    const double step = nesterov ? momentum * velocity - lr * g[i] : velocity;
+    w[i] = static_cast<T>(w[i] + step);
   }
 };
 
@@ -807,10 +809,10 @@ class Ops final : public DeviceOps {
     return sums.loss / static_cast<double>(positions);
   }
 
-  void sgd_keras(void* w, const void* g, void* v, size_t count, double lr,
-                 double momentum) override {
+  void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
+                 bool nesterov) override {
     for_each(count, SgdKeras<T>{static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(v),
-                                lr, momentum});
+                                lr, momentum, nesterov});
   }
 
   void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
@@ -944,7 +946,7 @@ class HalfOps final : public DeviceOps {
                                int64_t, int64_t, double) override {
     refuse("softmax_cross_entropy", dtype());
   }
-  void sgd_keras(void*, const void*, void*, size_t, double, double) override {
+  void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
     refuse("sgd", dtype());
   }
   void range_sum_squares(const void*, const void*, const ElementRange*, size_t, double*,

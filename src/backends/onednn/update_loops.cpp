@@ -114,8 +114,9 @@ void axpy_loop(double alpha, const float* x, float* y, size_t count) {
   CREST_WIDEST_VECTORS_CALL(axpy_loop, alpha, x, y, count);
 }
 
-void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum) {
-  CREST_WIDEST_VECTORS_CALL(sgd_keras_loop, w, g, v, count, lr, momentum);
+void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum,
+                    bool nesterov) {
+  CREST_WIDEST_VECTORS_CALL(sgd_keras_loop, w, g, v, count, lr, momentum, nesterov);
 }
 
 void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s) {

@@ -62,7 +62,8 @@ struct LambStep {
 };
 
 void axpy_loop(double alpha, const float* x, float* y, size_t count);
-void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum);
+void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum,
+                    bool nesterov);
 void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s);
 void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
                       double momentum, double grad_scale, double weight_decay);

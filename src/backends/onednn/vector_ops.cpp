@@ -219,10 +219,10 @@ class F32Ops final : public VectorOps {
     return cross_entropy_loop(problem) / static_cast<double>(positions);
   }
 
-  void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr,
-                 double momentum) override {
+  void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr, double momentum,
+                 bool nesterov) override {
     sgd_keras_loop(static_cast<float*>(w_v), static_cast<const float*>(g_v),
-                   static_cast<float*>(v_v), count, lr, momentum);
+                   static_cast<float*>(v_v), count, lr, momentum, nesterov);
   }
 
   void adam(void* w_v, const void* g_v, void* m_v, void* v_v, size_t count, double lr, double beta1,

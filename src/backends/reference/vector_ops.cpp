@@ -150,15 +150,16 @@ class Ops final : public VectorOps {
     return loss / positions;
   }
 
-  void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr,
-                 double momentum) override {
+  void sgd_keras(void* w_v, const void* g_v, void* v_v, size_t count, double lr, double momentum,
+                 bool nesterov) override {
     T* w = static_cast<T*>(w_v);
     const T* g = static_cast<const T*>(g_v);
     T* v = static_cast<T*>(v_v);
     for (size_t i = 0; i < count; ++i) {
       const double velocity = momentum * v[i] - lr * g[i];
       v[i] = static_cast<T>(velocity);
-      w[i] = static_cast<T>(w[i] + velocity);
+      const double step = nesterov ? momentum * velocity - lr * g[i] : velocity;
+      w[i] = static_cast<T>(w[i] + step);
     }
   }
 

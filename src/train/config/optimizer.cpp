@@ -170,6 +170,10 @@ void check_optimizer(const SectionReader& r, S& o) {
                     (an_eps && o.takes("trust_eps") ? "; the trust ratio's is trust_eps" : "") +
                     "); remove it or set it to null");
   }
+  if (o.nesterov && o.takes("nesterov") && !(o.momentum > 0))
+    r.fail("nesterov",
+           "Nesterov's look-ahead is a momentum step: it needs optimizer.momentum above 0 "
+           "(momentum is 0, SGD's default)");
   if (find_optimizer_type(o.name).wraps && !r.has("larc_base"))
     r.fail("larc_base", "required key is missing: the optimizer " + o.name + " wraps (" +
                             wrappable_names() + ")");
