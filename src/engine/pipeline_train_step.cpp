@@ -78,7 +78,11 @@ bool PipelineTrainStep::swap_lagged(bool have_previous, double local_loss) {
 PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& feed,
                                           bool stop_here, bool failed_here) {
   Executor& ex = stage_.executor();
-  const bool have_previous = ex.training_steps() > 0;  // a step before, in this run or resumed
+  // Steps before, in this run or resumed (the executor counts micro-batches): whether this one
+  // lags, and has a lagged one to apply.
+  const auto taken = static_cast<int64_t>(ex.training_steps()) / stage_.micro_batches();
+  const bool lagging = lag_ && taken >= lag_start_step_;
+  const bool have_previous = taken > lag_start_step_;
   PipelineStepResult r;
   if (scaler_) {
     r.loss_scale = scaler_->scale();
@@ -91,7 +95,7 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   const double local_loss = s.data_loss + s.penalty;
   unscale();  // before the average too: each replica's S is the same, so the order is free
   bool applied_loss_nonfinite = false;
-  if (lag_) {
+  if (lagging) {
     applied_loss_nonfinite = swap_lagged(have_previous, local_loss);
   } else if (sync_ && local_steps_ == 1) {
     // The stage's gradients are final once the schedule ends: every bucket at once.
@@ -106,13 +110,13 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
   r.grad_norm_sq = facts[1] / replicas_;
   r.stop_requested = facts[2] > 0;
   r.rank_failed = facts[3] > 0;
-  r.nonfinite_loss = lag_ ? facts[4] > 0 : !std::isfinite(r.loss);
+  r.nonfinite_loss = lagging ? facts[4] > 0 : !std::isfinite(r.loss);
   if (local_steps_ > 1) {  // the window's end decides; its flags are not a loss's
     r.nonfinite_loss = false;
     update_locally(r, lr, local_loss);
     return r;
   }
-  if (lag_ && !have_previous) return r;  // nothing to apply yet
+  if (lagging && !have_previous) return r;  // nothing to apply yet
   if (!decide(r)) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
   optimizer_.offer_gradient_sum_squares(r.grad_norm_sq);

@@ -62,8 +62,7 @@ void TrainStep::on_gradient_ready(int slot) {
     }
   }
   // Lagged gradients leave after backward, all at once (apply_lagged); local steps send none.
-  if (phase_ + 1 == accumulation_ && exchanges() && !optimizer_.lagged_gradient() &&
-      local_steps_ == 1)
+  if (phase_ + 1 == accumulation_ && exchanges() && !lagged(micro_batches_) && local_steps_ == 1)
     sync_->gradient_ready(slot);
 }
 
@@ -88,7 +87,9 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
   ex_.backward();
-  const bool first_window = micro_batches_ < accumulation_;  // the lag has nothing to apply
+  const bool lagged_window = lagged(micro_batches_);
+  // The lag's first window has nothing to apply.
+  const bool first_lagged = micro_batches_ / accumulation_ == lag_start_window_;
   ++micro_batches_;
   r.backward_done = Timeline::now();
   if (!r.updated) {
@@ -99,11 +100,11 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     update_locally(r, lr);
     return r;
   }
-  if (optimizer_.lagged_gradient()) {
+  if (lagged_window) {
     // The lagged gradient goes aside unscaled (by its own step's S: one rank here, the allreduce
     // elsewhere), so the update a step later needs no scale, whatever the scaler did meanwhile.
     unscale_where_nothing_else_does();
-    apply_lagged(r, lr, !first_window);
+    apply_lagged(r, lr, !first_lagged);
     return r;
   }
   if (sync_) sync_->finish();

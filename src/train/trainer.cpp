@@ -503,6 +503,9 @@ std::string TrainingRun::stage_ranks_text(int s) const {
 // How gradients meet, where it is not every step's synchronous allreduce.
 std::string TrainingRun::exchange_schedule() const {
   const TrainConfig& t = config_.train;
+  if (t.gradient_lag > 0 && t.gradient_lag_start_epoch > 0)
+    return ", applied one step late after " + std::to_string(t.gradient_lag_start_epoch) +
+           " synchronous epochs (train.gradient_lag)";
   if (t.gradient_lag > 0) return ", applied one step late (train.gradient_lag: 1)";
   if (t.local_sgd_steps <= 1) return "";
   std::string s = ", local SGD: models averaged every " + std::to_string(t.local_sgd_steps) +
@@ -773,6 +776,13 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   const int local_steps =
       epoch >= t.local_sgd_start_epoch ? static_cast<int>(t.local_sgd_steps) : 1;
   if (step_) step_->set_local_steps(local_steps);
+  // The lag from the first window that starts in its start epoch (TrainStep counts windows from
+  // the run's start; a window open across the epoch's boundary stays synchronous).
+  if (step_) {
+    const int64_t k = t.gradient_accumulation_frequency;
+    step_->set_lag_start_window((t.gradient_lag_start_epoch * train_steps_ + k - 1) / k);
+  }
+  if (pipeline_) pipeline_->step().set_lag_start_step(t.gradient_lag_start_epoch * train_steps_);
   if (pipeline_) pipeline_->step().set_local_steps(local_steps);
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   const int64_t overflow_steps_before = pos_.overflow_steps;

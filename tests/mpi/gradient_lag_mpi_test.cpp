@@ -1,7 +1,8 @@
 // Gradient lag (train.gradient_lag) under mpirun: lag 0 is the synchronous run bit for bit; with
 // lag 1, two ranks (data-parallel, accumulating micro-batches, or one sample split between them)
 // take the steps of one process with the same global batch, whose lagged updates differ from
-// synchronous ones; a run resumed mid-epoch or at an epoch's end (with an accumulation window
+// synchronous ones; a lag from the second epoch leaves the first synchronous; a run resumed
+// mid-epoch or at an epoch's end (with an accumulation window
 // open too), from the checkpoint's lagged gradient, is bit-identical to a straight one; under
 // dynamic loss scaling the lagged run is the unscaled one bit for bit, an overflow skips the next
 // update on every rank, and a resume is exact; and what the lag cannot combine with yet is refused
@@ -106,6 +107,43 @@ TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
   test::expect_resumes_end_as_straight(d, kept, {1, 0}, run_on_a_slow_link);
 }
 
+// train.gradient_lag: {steps: 1, start_epoch: 1}: the first epoch is the synchronous run's bit
+// for bit; the second is lagged — two ranks take one process's lagged steps, and a resume from
+// the first epoch's end (the lagged gradient not yet there) or from mid-epoch 2 is exact.
+TEST(GradientLagMpi, ALagFromTheSecondEpochIsSynchronousUntilThen) {
+  TempDir d;
+  const std::string from_two = kSmall + "'train.gradient_lag={steps: 1, start_epoch: 1}' ";
+  const auto sync_one =
+      run_crest_mpi(2, kSmall + "data.n_epochs=1 data.batch_size=1" + run_outputs(d, "sync_one"));
+  ASSERT_EQ(sync_one.code, 0) << sync_one.out;
+  const auto lag_one =
+      run_crest_mpi(2, from_two + "data.n_epochs=1 data.batch_size=1" + run_outputs(d, "lag_one"));
+  ASSERT_EQ(lag_one.code, 0) << lag_one.out;
+  EXPECT_NE(lag_one.out.find("after 1 synchronous epochs"), std::string::npos) << lag_one.out;
+  expect_same_tensors(d.file("sync_one.safetensors"), d.file("lag_one.safetensors"));
+
+  const std::string two_epochs = from_two + "data.n_epochs=2 ";
+  const auto straight =
+      run_crest_mpi(2, two_epochs + "data.batch_size=1 'train.checkpoint_every=3 steps'" +
+                           run_outputs(d, "straight"));
+  ASSERT_EQ(straight.code, 0) << straight.out;
+  const auto sync_two =
+      run_crest_mpi(2, kSmall + "data.n_epochs=2 data.batch_size=1" + run_outputs(d, "sync_two"));
+  ASSERT_EQ(sync_two.code, 0) << sync_two.out;
+  EXPECT_GT(
+      worst_relative_difference(d.file("straight.safetensors"), d.file("sync_two.safetensors")),
+      1e-3)
+      << "the second epoch was not lagged";
+  const auto one = run_crest(two_epochs + "data.batch_size=2" + run_outputs(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  EXPECT_LE(worst_relative_difference(d.file("one.safetensors"), d.file("straight.safetensors")),
+            1e-5);
+  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
+  ASSERT_EQ(kept.size(), 3u) << straight.out;
+  test::expect_resumes_end_as_straight(
+      d, kept, {1, 0}, [](const std::string& args) { return run_crest_mpi(2, args); });
+}
+
 // With accumulation the lag is a window's. 6 micro-batches per rank and epoch, windows of 4:
 // epoch 1 ends with two micro-batches summed and the first window's gradient not yet applied.
 TEST(GradientLagMpi, AResumeWithAnOpenAccumulationWindowIsBitIdentical) {
@@ -178,7 +216,12 @@ TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   test::expect_refused(kSmall, "gradient_lag",
                        {{"train.gradient_lag=2", "train.gradient_lag"},
                         {"train.gradient_lag=1 'train.local_sgd={steps: 2}'",
-                         "local_sgd.steps 2 with gradient_lag 1"}});
+                         "local_sgd.steps 2 with gradient_lag 1"},
+                        {"'train.gradient_lag={steps: 0, start_epoch: 1}'", "no lag to start"},
+                        {"'train.gradient_lag={steps: 1, start: 1}'",
+                         "unknown key (gradient_lag accepts: steps, start_epoch)"},
+                        {"'train.gradient_lag={steps: 2}'", "train.gradient_lag.steps"},
+                        {"'train.gradient_lag=[1]'", "expected 0, 1 or {steps: 0 | 1"}});
 }
 
 }  // namespace

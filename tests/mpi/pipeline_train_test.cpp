@@ -378,6 +378,22 @@ TEST(PipelineTrain, GradientLagTakesTheStepsOfProcessesAccumulatingWithTheLag) {
   EXPECT_GT(worst_relative_difference(d.file("two.safetensors"), d.file("sync.safetensors")), 1e-6);
 }
 
+// A lag from the second epoch (train.gradient_lag's start_epoch): the pipeline's steps are
+// counted per batch, one process's windows per accumulation window; both switch at the same
+// update, so 2 stages still take the steps of one process accumulating (float64, 1e-10).
+TEST(PipelineTrain, AGradientLagFromTheSecondEpochSwitchesWhereOneProcesssDoes) {
+  TempDir d;
+  const std::string f64 = kSmall +
+                          "data.n_train=16 data.n_valid=8 crest.backend=reference "
+                          "crest.precision=float64 data.n_epochs=2 "
+                          "'train.gradient_lag={steps: 1, start_epoch: 1}' ";
+  const auto one = run_crest(f64 + kOneProcess + run_outputs(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto two = run_crest_mpi(2, f64 + kPipeline + "}'" + run_outputs(d, "two"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  expect_same_run(d, "one", "two");
+}
+
 // The lagged gradient is optimizer state: a checkpoint mid-epoch holds the replicas' average of
 // it (settled first), and a run resumed there ends bit for bit where the straight run did.
 TEST(PipelineTrain, AResumeMidEpochUnderTheLagIsBitIdentical) {

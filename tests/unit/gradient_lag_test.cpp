@@ -5,7 +5,9 @@
 // window's) averaged gradient (the first applies nothing), without it the step's own; both on one
 // process and through a (fake) 2-rank exchange whose other rank contributes nothing, so the
 // average is half this rank's gradient; under dynamic loss scaling (the scale growing every update)
-// too. settle() leaves the lagged gradient, as checkpoints hold it, averaged.
+// too; a lag that starts later (train.gradient_lag's start_epoch) applies each window's own
+// gradient before its start window, nothing at it, and the previous window's after.
+// settle() leaves the lagged gradient, as checkpoints hold it, averaged.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -123,9 +125,12 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
 }
 
 // Windows of k micro-batches (k = 1: every step updates): each micro-batch's gradient counts 1/k,
-// and an update applies a whole window's average (a lagged one: the previous window's).
-void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr) {
+// and an update applies a whole window's average (a lagged one: the previous window's). The lag
+// starts at window `start` (the windows before it are synchronous).
+void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr,
+                    int64_t start = 0) {
   Training t(lag, exchange, k, scaler);
+  t.step->set_lag_start_window(start);
   const double share = (exchange ? 0.5 : 1.0) / k;
   std::vector<double> window, previous;  // this window's averaged gradient, the last one's
   int64_t updates = 0;
@@ -137,10 +142,11 @@ void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr
     window.resize(g.size(), 0.0);
     for (size_t i = 0; i < g.size(); ++i) window[i] += share * g[i];
     const bool ends = (m + 1) % k == 0;
-    const bool first = m + 1 == static_cast<uint64_t>(k);
-    const std::vector<double>* applied = !ends ? nullptr
-                                         : lag ? (first ? nullptr : &previous)
-                                               : &window;
+    const auto at = static_cast<int64_t>(m) / k;  // the window
+    const std::vector<double>* applied = !ends                ? nullptr
+                                         : !lag || at < start ? &window
+                                         : at == start        ? nullptr
+                                                              : &previous;
     EXPECT_EQ(r.updated, applied != nullptr) << "micro-batch " << m;
     std::vector<double> want = before.w;
     if (applied)
@@ -181,6 +187,17 @@ TEST(GradientLag, UnderLossScalingEachUpdateStillAppliesThePreviousWindowsGradie
       LossScaler scaler(grows);
       expect_updates(true, exchange, k, &scaler);
       EXPECT_GT(scaler.scale(), 1024) << "the scale did not change: the test shows nothing";
+    }
+}
+
+// Windows 0 and 1 synchronous, window 2 the lag's first (nothing applied), then lagged: on one
+// process and through the exchange, whose synchronous and lagged paths differ.
+TEST(GradientLag, ALagStartingLaterIsSynchronousUntilItsWindow) {
+  for (const int k : {1, 2})
+    for (const bool exchange : {false, true}) {
+      SCOPED_TRACE(std::string(exchange ? "2 ranks" : "one process") + ", windows of " +
+                   std::to_string(k));
+      expect_updates(true, exchange, k, nullptr, 2);
     }
 }
 

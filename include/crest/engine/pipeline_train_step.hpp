@@ -90,6 +90,9 @@ class PipelineTrainStep {
   // Gradient lag: waits for the allreduce in flight (before a checkpoint, at the run's end).
   // Collective over the replicas; no-op without the lag.
   void settle();
+  // Gradient lag from step (batch) `step` on, counted from the run's start: the steps before it
+  // are synchronous; the first lagged one has nothing to apply.
+  void set_lag_start_step(int64_t step) { lag_start_step_ = step; }
   // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next step's first gradient of this stage
   // gets an infinity, before it is averaged or set aside.
   void overflow_next_gradient() { overflow_next_ = true; }
@@ -125,6 +128,7 @@ class PipelineTrainStep {
   int replicas_ = 1;
   std::unique_ptr<GradientSync> sync_;
   std::unique_ptr<LaggedGradients> lag_;
+  int64_t lag_start_step_ = 0;
   LossScaler* scaler_ = nullptr;
   bool overflow_next_ = false;
   int local_steps_ = 1;

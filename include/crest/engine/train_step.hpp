@@ -134,6 +134,11 @@ class TrainStep {
   StepResult end_local_window();
   bool local_window_open() const { return local_since_average_ > 0; }
 
+  // Gradient lag from window `window` on (train.gradient_lag's start_epoch): the windows before
+  // it exchange and update synchronously; the first lagged one has nothing to apply, as a lagged
+  // run's first window. Set once, before the first step; a resumed run sets the same window, so
+  // it finds the phase from its micro-batch count. Default 0: lagged from the first window.
+  void set_lag_start_window(int64_t window) { lag_start_window_ = window; }
   // Gradient lag: waits for the allreduce in flight, so the lagged gradient (optimizer state) is
   // the job's average. Collective: every rank calls it at the same point. No-op without the lag.
   void settle();
@@ -147,6 +152,8 @@ class TrainStep {
  private:
   void on_gradient_ready(int slot);
   bool exchanges() const { return sync_ && sync_->ranks() > 1; }
+  // Whether micro-batch `n`'s window runs with the lag.
+  bool lagged(int64_t n) const { return lag_ && n / accumulation_ >= lag_start_window_; }
   void unscale_where_nothing_else_does();
   void decide_update(StepResult& r, double lr);
   void apply_lagged(StepResult& r, double lr, bool have_previous);
@@ -166,6 +173,7 @@ class TrainStep {
   bool window_stop_ = false, window_nonfinite_loss_ = false, window_failed_ = false;
   bool overflow_next_ = false;
   std::unique_ptr<LaggedGradients> lag_;  // train.gradient_lag; null without
+  int64_t lag_start_window_ = 0;
   // Local SGD: steps per window, steps since the last averaging, and whether this rank skipped
   // an update for a non-finite gradient in the window.
   int local_steps_ = 1;

@@ -200,8 +200,11 @@ struct TrainConfig {
   // counts 1/k, the k gradients are summed, and the step counts in logs count micro-batches.
   int gradient_accumulation_frequency = 1;
   // Gradient lag (docs/distributed.md "Gradient lag"): 1 applies each step's averaged gradient one
-  // step later, so its allreduce travels during the next step's forward and backward.
+  // step later, so its allreduce travels during the next step's forward and backward; from epoch
+  // gradient_lag_start_epoch on (train.gradient_lag: {steps: 1, start_epoch: E}), synchronous
+  // before.
   int gradient_lag = 0;
+  int64_t gradient_lag_start_epoch = 0;
   // Local SGD (train.local_sgd: {steps, start_epoch}; docs/distributed.md "Local SGD"): after
   // start_epoch synchronous epochs (post-local SGD when > 0), windows of `steps` local updates,
   // each ending with the mean of the ranks' models; steps 1: synchronous throughout.

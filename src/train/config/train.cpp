@@ -195,32 +195,69 @@ NumberCheck open_unit_interval() {
   };
 }
 
+// A {steps: N, start_epoch: E} mapping (local_sgd's, gradient_lag's): N in [min_steps,
+// max_steps], E >= 0; other keys are refused naming them.
+void read_steps_from_epoch(const SectionReader& r, const Entry& e, const std::string& key,
+                           int64_t min_steps, int64_t max_steps, int64_t& steps,
+                           int64_t& start_epoch) {
+  const std::string path = r.path_of(key);
+  for (auto kv = e.value.begin(); kv != e.value.end(); ++kv) {
+    const std::string name = kv->first.IsScalar() ? kv->first.Scalar() : "?";
+    const std::string at = path + "." + name;
+    if (name == "steps")
+      steps = r.to_int(at, kv->first, kv->second, min_steps, max_steps);
+    else if (name == "start_epoch")
+      start_epoch = r.to_int(at, kv->first, kv->second, 0, 1 << 30);
+    else
+      r.source().fail(at, kv->first, "unknown key (" + key + " accepts: steps, start_epoch)");
+  }
+}
+
+// gradient_lag: 0 | 1, or {steps: 0 | 1, start_epoch: E} (synchronous epochs first, then the
+// lag: its stable steps are far smaller, and a network's first epochs are often its sharpest).
+Field<S> gradient_lag_field() {
+  return {"gradient_lag",
+          [](const SectionReader& r, S& t) {
+            const Entry* e = r.get("gradient_lag");
+            if (!e || e->value.IsNull()) return;
+            if (e->value.IsScalar()) {
+              t.gradient_lag = static_cast<int>(*r.opt_int("gradient_lag", 0, 1));
+              return;
+            }
+            if (!e->value.IsMap())
+              r.fail("gradient_lag",
+                     "expected 0, 1 or {steps: 0 | 1, start_epoch: E}, got " + describe(e->value));
+            int64_t steps = 1;
+            read_steps_from_epoch(r, *e, "gradient_lag", 0, 1, steps, t.gradient_lag_start_epoch);
+            t.gradient_lag = static_cast<int>(steps);
+          },
+          [](const S& t, Lines& out) {
+            const std::string steps = std::to_string(t.gradient_lag);
+            if (t.gradient_lag_start_epoch == 0)
+              out.add("gradient_lag", steps);
+            else
+              out.add("gradient_lag", "{steps: " + steps + ", start_epoch: " +
+                                          std::to_string(t.gradient_lag_start_epoch) + "}");
+          }};
+}
+
 // local_sgd: {steps: H, start_epoch: E}, keys of its own.
 Field<S> local_sgd_field() {
-  return {
-      "local_sgd",
-      [](const SectionReader& r, S& t) {
-        const Entry* e = r.get("local_sgd");
-        if (!e || e->value.IsNull()) return;
-        if (!e->value.IsMap())
-          r.fail("local_sgd", "expected {steps: H, start_epoch: E}, got " + describe(e->value));
-        const std::string path = r.path_of("local_sgd");
-        for (auto kv = e->value.begin(); kv != e->value.end(); ++kv) {
-          const std::string key = kv->first.IsScalar() ? kv->first.Scalar() : "?";
-          const std::string at = path + "." + key;
-          if (key == "steps")
-            t.local_sgd_steps = r.to_int(at, kv->first, kv->second, 1, 1 << 20);
-          else if (key == "start_epoch")
-            t.local_sgd_start_epoch = r.to_int(at, kv->first, kv->second, 0, 1 << 30);
-          else
-            r.source().fail(at, kv->first, "unknown key (local_sgd accepts: steps, start_epoch)");
-        }
-      },
-      [](const S& t, Lines& out) {
-        if (t.local_sgd_steps > 1)
-          out.add("local_sgd", "{steps: " + std::to_string(t.local_sgd_steps) + ", start_epoch: " +
-                                   std::to_string(t.local_sgd_start_epoch) + "}");
-      }};
+  return {"local_sgd",
+          [](const SectionReader& r, S& t) {
+            const Entry* e = r.get("local_sgd");
+            if (!e || e->value.IsNull()) return;
+            if (!e->value.IsMap())
+              r.fail("local_sgd", "expected {steps: H, start_epoch: E}, got " + describe(e->value));
+            read_steps_from_epoch(r, *e, "local_sgd", 1, 1 << 20, t.local_sgd_steps,
+                                  t.local_sgd_start_epoch);
+          },
+          [](const S& t, Lines& out) {
+            if (t.local_sgd_steps > 1)
+              out.add("local_sgd", "{steps: " + std::to_string(t.local_sgd_steps) +
+                                       ", start_epoch: " + std::to_string(t.local_sgd_start_epoch) +
+                                       "}");
+          }};
 }
 
 // Local SGD exchanges nothing between its averagings: what needs a per-step exchange, or a
@@ -264,6 +301,9 @@ void check_train(const SectionReader& r, S& t) {
                " (checkpoints between the micro-batches of one optimizer "
                "step are not supported)");
   check_local_sgd(r, t);
+  if (t.gradient_lag_start_epoch > 0 && t.gradient_lag == 0)
+    r.fail("gradient_lag", "start_epoch " + std::to_string(t.gradient_lag_start_epoch) +
+                               " with steps 0: there is no lag to start (give steps: 1)");
 }
 
 }  // namespace
@@ -281,7 +321,7 @@ const Table<TrainConfig>& train_table() {
        // the DeepCAM reference's
        int_field("gradient_accumulation_frequency", &S::gradient_accumulation_frequency, 1),
        // crest: the Gordon Bell run's one-step gradient lag
-       int_field("gradient_lag", &S::gradient_lag, 0, 1),
+       gradient_lag_field(),
        // crest: local SGD (Lin et al., ICLR 2020)
        local_sgd_field(),
        // crest: ending early and cleanly
