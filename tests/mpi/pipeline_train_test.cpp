@@ -348,6 +348,16 @@ TEST(PipelineTrain, ACheckpointWriteFailingHalfWayReleasesTheStages) {
       worst_relative_difference(d.file("straight.safetensors"), d.file("resumed.safetensors")), 0);
 }
 
+// `ARGS` as one process accumulating 2 micro-batches (d/one) and as 2 stages of a pipeline over 2
+// micro-batches (d/two): the same run (float64, 1e-10).
+void expect_two_stages_take_one_processs_steps(const TempDir& d, const std::string& args) {
+  const auto one = run_crest(args + kOneProcess + run_outputs(d, "one"));
+  ASSERT_EQ(one.code, 0) << one.out;
+  const auto two = run_crest_mpi(2, args + kPipeline + "}'" + run_outputs(d, "two"));
+  ASSERT_EQ(two.code, 0) << two.out;
+  expect_same_run(d, "one", "two");
+}
+
 // train.gradient_lag: 1 under a pipeline: each stage's update applies its previous step's
 // gradients (averaged over the replicas while the next schedule ran), so 2 stages take the steps of
 // one process accumulating the micro-batches with the lag, and 2 stages x 2 replicas those of two
@@ -357,11 +367,7 @@ TEST(PipelineTrain, GradientLagTakesTheStepsOfProcessesAccumulatingWithTheLag) {
   const std::string f64 = kSmall +
                           "data.n_train=16 data.n_valid=8 crest.backend=reference "
                           "crest.precision=float64 train.gradient_lag=1 ";
-  const auto one = run_crest(f64 + kOneProcess + run_outputs(d, "one"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  const auto two = run_crest_mpi(2, f64 + kPipeline + "}'" + run_outputs(d, "two"));
-  ASSERT_EQ(two.code, 0) << two.out;
-  expect_same_run(d, "one", "two");
+  expect_two_stages_take_one_processs_steps(d, f64);
   const auto ranks = run_crest_mpi(2, f64 + kOneProcess + run_outputs(d, "ranks"));
   ASSERT_EQ(ranks.code, 0) << ranks.out;
   const auto four =
@@ -383,15 +389,10 @@ TEST(PipelineTrain, GradientLagTakesTheStepsOfProcessesAccumulatingWithTheLag) {
 // update, so 2 stages still take the steps of one process accumulating (float64, 1e-10).
 TEST(PipelineTrain, AGradientLagFromTheSecondEpochSwitchesWhereOneProcesssDoes) {
   TempDir d;
-  const std::string f64 = kSmall +
-                          "data.n_train=16 data.n_valid=8 crest.backend=reference "
-                          "crest.precision=float64 data.n_epochs=2 "
-                          "'train.gradient_lag={steps: 1, start_epoch: 1}' ";
-  const auto one = run_crest(f64 + kOneProcess + run_outputs(d, "one"));
-  ASSERT_EQ(one.code, 0) << one.out;
-  const auto two = run_crest_mpi(2, f64 + kPipeline + "}'" + run_outputs(d, "two"));
-  ASSERT_EQ(two.code, 0) << two.out;
-  expect_same_run(d, "one", "two");
+  expect_two_stages_take_one_processs_steps(
+      d, kSmall +
+             "data.n_train=16 data.n_valid=8 crest.backend=reference crest.precision=float64 "
+             "data.n_epochs=2 'train.gradient_lag={steps: 1, start_epoch: 1}' ");
 }
 
 // The lagged gradient is optimizer state: a checkpoint mid-epoch holds the replicas' average of
