@@ -4,6 +4,7 @@
 #include <string>
 
 #include "crest/core/error.hpp"
+#include "gradient_accumulation.hpp"
 
 namespace crest {
 namespace {
@@ -84,8 +85,10 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
   if (!opts.recompute)
     sets = std::max(1, check_pipeline_plan(plan, opts.micro_batches)
                            .peak_activations.at(static_cast<size_t>(opts.stage)));
-  for (int e = 0; e < sets; ++e)
+  for (int e = 0; e < sets; ++e) {
     slots_.push_back(std::make_unique<Executor>(graph.graph, backend, compile));
+    slots_.back()->set_gradient_ready([this, e](int slot) { on_gradient_ready(e, slot); });
+  }
   slot_micro_batch_.assign(slots_.size(), -1);
   micro_batch_slot_.assign(static_cast<size_t>(opts.micro_batches), -1);
   if (opts.recompute) kept_inputs_.resize(static_cast<size_t>(opts.micro_batches));
@@ -152,10 +155,19 @@ void PipelineStage::finish_batch() {
   ParamStore& master = executor().params();
   if (last_forward_slot_ != 0)
     copy_values(slots_[static_cast<size_t>(last_forward_slot_)]->params(), master, false);
-  const auto m = static_cast<uint64_t>(opts_.micro_batches);
-  executor().set_training_steps(first_step_ + m);
-  master.ops().scale(1.0 / static_cast<double>(m), grad_sum_.data(), master.grads(),
-                     master.trainable_count_padded());
+  executor().set_training_steps(first_step_ + static_cast<uint64_t>(opts_.micro_batches));
+}
+
+// The micro-batches' gradients summed slot by slot as backward finishes each, the last one's
+// sum scaled by 1/M into the stage's executor (activation set 0): the batch's mean gradient.
+void PipelineStage::on_gradient_ready(int set, int slot) {
+  const ParamStore& from = slots_[static_cast<size_t>(set)]->params();
+  const ParamStore& master = executor().params();
+  const auto s = static_cast<size_t>(slot);
+  accumulate_gradient_slot(from.ops(), backwards_done_, opts_.micro_batches, from.grad(s).data(),
+                           static_cast<std::byte*>(grad_sum_.data()) + from.slots()[s].offset,
+                           master.grad(s).data(), from.slots()[s].count,
+                           1.0 / static_cast<double>(opts_.micro_batches));
 }
 
 double PipelineStage::evaluate(const Feed& feed, const Read& read) {
@@ -276,13 +288,8 @@ void PipelineStage::backward(int m, StageStepResult& r) {
   const double start = steady_seconds();
   if (opts_.recompute && slot_micro_batch_[0] != m) recompute(m);
   Executor& ex = slot_of(m);
-  ex.backward();
-  const ParamStore& p = ex.params();
-  const size_t n = p.trainable_count_padded();
-  if (backwards_done_++ == 0)
-    p.ops().copy(p.grads(), grad_sum_.data(), n);
-  else
-    p.ops().add(grad_sum_.data(), p.grads(), grad_sum_.data(), n);
+  ex.backward();  // its gradients join the batch's sum slot by slot (on_gradient_ready)
+  ++backwards_done_;
   r.compute_s += steady_seconds() - start;
   if (opts_.stage == 0) {  // nothing to send: its activations are free
     slot_micro_batch_[static_cast<size_t>(micro_batch_slot_[static_cast<size_t>(m)])] = -1;

@@ -7,6 +7,7 @@
 #include "crest/core/host_staging.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/graph/param_shard.hpp"
+#include "gradient_accumulation.hpp"
 
 namespace crest {
 
@@ -48,18 +49,11 @@ void TrainStep::on_gradient_ready(int slot) {
   }
   if (accumulation_ > 1) {
     const ParamSlot& s = params.slots()[static_cast<size_t>(slot)];
-    VectorOps& vec = ex_.vec();
     void* grad = params.grad(static_cast<size_t>(slot)).data();
     void* sum = static_cast<char*>(optimizer_.gradient_sum()) + s.offset;
-    if (phase_ == 0) {
-      vec.copy(grad, sum, s.count);
-    } else if (phase_ + 1 < accumulation_) {
-      vec.add(sum, grad, sum, s.count);
-    } else {
-      const double unscale = scaler_ && !exchanges() ? 1.0 / ex_.loss_scale() : 1.0;
-      vec.add(grad, sum, grad, s.count);
-      vec.scale(1.0 / accumulation_ * unscale, grad, grad, s.count);
-    }
+    const double unscale = scaler_ && !exchanges() ? 1.0 / ex_.loss_scale() : 1.0;
+    accumulate_gradient_slot(ex_.vec(), phase_, accumulation_, grad, sum, grad, s.count,
+                             1.0 / accumulation_ * unscale);
   }
   // Lagged gradients leave after backward, all at once (apply_lagged); local steps send none.
   if (phase_ + 1 == accumulation_ && exchanges() && !lagged(micro_batches_) && local_steps_ == 1)

@@ -103,6 +103,7 @@ class PipelineStage {
   void receive_gradient(int m);
   void backward(int m, StageStepResult& r);
   void send_gradient(int m);
+  void on_gradient_ready(int set, int slot);
   void post(const TensorView& t, int dest, int tag, const std::string& what);
   Executor& slot_of(int m);
   int take_slot(int m);
