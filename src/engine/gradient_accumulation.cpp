@@ -12,7 +12,7 @@ void accumulate_gradient_slot(VectorOps& vec, int phase, int window, const void*
     vec.add(sum, grad, sum, count);
   } else {
     vec.add(grad, sum, dst, count);
-    vec.scale(last_scale, dst, dst, count);
+    if (last_scale != 1.0) vec.scale(last_scale, dst, dst, count);
   }
 }
 

@@ -11,16 +11,6 @@ namespace {
 
 using Kind = PipelineAction::Kind;
 
-// Copies the values of the slots of `from` that are (not) trained into `to`: both executors
-// compiled the same graph, so their parameter stores have the same slots.
-void copy_values(const ParamStore& from, ParamStore& to, bool trained) {
-  for (size_t s = 0; s < from.slots().size(); ++s) {
-    const ParamSlot& slot = from.slots()[s];
-    if (slot.spec.trainable != trained) continue;
-    from.ops().copy(from.value(s).data(), to.value(s).data(), slot.count);
-  }
-}
-
 // The value of the stage's graph known as `name` (a received input or a node's output).
 ValueId value_named(const Graph& g, const std::string& name) {
   for (ValueId v = 0; v < g.value_count(); ++v)
@@ -85,10 +75,13 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
   if (!opts.recompute)
     sets = std::max(1, check_pipeline_plan(plan, opts.micro_batches)
                            .peak_activations.at(static_cast<size_t>(opts.stage)));
+  // One set of parameters: every activation set's executor uses the first one's.
   for (int e = 0; e < sets; ++e) {
     slots_.push_back(std::make_unique<Executor>(graph.graph, backend, compile));
     slots_.back()->set_gradient_ready([this, e](int slot) { on_gradient_ready(e, slot); });
+    compile.shared_params = &slots_.front()->params();
   }
+  set_loss_scale(1);
   slot_micro_batch_.assign(slots_.size(), -1);
   micro_batch_slot_.assign(static_cast<size_t>(opts.micro_batches), -1);
   if (opts.recompute) kept_inputs_.resize(static_cast<size_t>(opts.micro_batches));
@@ -112,15 +105,8 @@ StageStepResult PipelineStage::run(const Feed& feed) {
   return r;
 }
 
-// Every activation set starts the batch with the stage's parameters and statistics.
 void PipelineStage::start_batch() {
-  ParamStore& master = executor().params();
-  for (size_t e = 1; e < slots_.size(); ++e) {
-    copy_values(master, slots_[e]->params(), true);
-    copy_values(master, slots_[e]->params(), false);
-  }
   first_step_ = executor().training_steps();
-  last_forward_slot_ = 0;
   backwards_done_ = 0;
   slot_micro_batch_.assign(slots_.size(), -1);
   micro_batch_slot_.assign(micro_batch_slot_.size(), -1);
@@ -149,25 +135,23 @@ void PipelineStage::run_action(const PipelineAction& a, const Feed& feed, StageS
   }
 }
 
-// The stage's executor ends the batch holding the last micro-batch's statistics, the step
-// counter past the batch, and the micro-batches' mean gradient.
+// The stage's executor ends the batch with its step counter past the batch (the activation sets
+// share its parameters: the statistics are the last micro-batch's, the gradient the
+// micro-batches' mean).
 void PipelineStage::finish_batch() {
-  ParamStore& master = executor().params();
-  if (last_forward_slot_ != 0)
-    copy_values(slots_[static_cast<size_t>(last_forward_slot_)]->params(), master, false);
   executor().set_training_steps(first_step_ + static_cast<uint64_t>(opts_.micro_batches));
 }
 
-// The micro-batches' gradients summed slot by slot as backward finishes each, the last one's
-// sum scaled by 1/M into the stage's executor (activation set 0): the batch's mean gradient.
+// The micro-batches' gradients (each of its loss over M: set_loss_scale) summed slot by slot as
+// backward finishes each: after the last, the parameters' gradients are the batch's mean. The
+// activation sets share the parameters, so `set` only says whose backward it was.
 void PipelineStage::on_gradient_ready(int set, int slot) {
-  const ParamStore& from = slots_[static_cast<size_t>(set)]->params();
-  const ParamStore& master = executor().params();
+  const ParamStore& p = slots_[static_cast<size_t>(set)]->params();
   const auto s = static_cast<size_t>(slot);
-  accumulate_gradient_slot(from.ops(), backwards_done_, opts_.micro_batches, from.grad(s).data(),
-                           static_cast<std::byte*>(grad_sum_.data()) + from.slots()[s].offset,
-                           master.grad(s).data(), from.slots()[s].count,
-                           1.0 / static_cast<double>(opts_.micro_batches));
+  void* grad = p.grad(s).data();
+  accumulate_gradient_slot(p.ops(), backwards_done_, opts_.micro_batches, grad,
+                           static_cast<std::byte*>(grad_sum_.data()) + p.slots()[s].offset, grad,
+                           p.slots()[s].count, 1.0);
 }
 
 double PipelineStage::evaluate(const Feed& feed, const Read& read) {
@@ -208,8 +192,10 @@ void PipelineStage::set_batch_stat_reducer(BatchStatReducer* reducer) {
   for (const auto& e : slots_) e->set_batch_stat_reducer(reducer);
 }
 
+// Each micro-batch's loss enters the batch's divided by M: the gradients sum to the mean with no
+// pass of their own (exact where M is a power of two; otherwise within a rounding of the mean).
 void PipelineStage::set_loss_scale(double scale) {
-  for (const auto& e : slots_) e->set_loss_scale(scale);
+  for (const auto& e : slots_) e->set_loss_scale(scale / opts_.micro_batches);
 }
 
 Executor& PipelineStage::slot_of(int m) {
@@ -239,9 +225,6 @@ void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
   if (micro_batch_slot_[static_cast<size_t>(m)] < 0) take_slot(m);
   const int e = micro_batch_slot_[static_cast<size_t>(m)];
   Executor& ex = *slots_[static_cast<size_t>(e)];
-  // The running statistics continue from the previous micro-batch's forward.
-  if (e != last_forward_slot_)
-    copy_values(slots_[static_cast<size_t>(last_forward_slot_)]->params(), ex.params(), false);
   if (feed) feed(m, ex);
   if (opts_.recompute) keep_inputs(m);
   ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
@@ -250,7 +233,6 @@ void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
   r.compute_s += steady_seconds() - start;
   r.data_loss += ex.last_data_loss();
   r.penalty += loss - ex.last_data_loss();
-  last_forward_slot_ = e;
 }
 
 void PipelineStage::send_activation(int m) {
@@ -264,7 +246,7 @@ void PipelineStage::send_activation(int m) {
 // Sends a copy of `t`, so the executor that made it may run on while the message waits.
 void PipelineStage::post(const TensorView& t, int dest, int tag, const std::string& what) {
   auto msg = std::make_unique<InFlight>();
-  msg->bytes.resize(t.bytes());
+  msg->bytes = spare_bytes(t.bytes());
   std::memcpy(msg->bytes.data(), t.data(), t.bytes());
   msg->pending = comm_.start_send({dest, tag, msg->bytes.data(), msg->bytes.size()},
                                   "pipeline stage " + std::to_string(opts_.stage) + ": sending " +
@@ -341,8 +323,23 @@ void PipelineStage::recompute(int m) {
   micro_batch_slot_[static_cast<size_t>(m)] = 0;
 }
 
+// A buffer of `bytes` for a message's copy: one a sent message left (a stage sends the same
+// values every batch), so no batch allocates and first touches its messages' memory again.
+std::vector<std::byte> PipelineStage::spare_bytes(size_t bytes) {
+  for (auto it = spare_.rbegin(); it != spare_.rend(); ++it)
+    if (it->size() == bytes) {
+      std::vector<std::byte> b = std::move(*it);
+      spare_.erase(std::next(it).base());
+      return b;
+    }
+  return std::vector<std::byte>(bytes);
+}
+
 void PipelineStage::wait_for_sends() {
-  for (auto& s : sends_) s->pending->wait();
+  for (auto& s : sends_) {
+    s->pending->wait();
+    spare_.push_back(std::move(s->bytes));
+  }
   sends_.clear();
 }
 

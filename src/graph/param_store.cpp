@@ -88,11 +88,26 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backe
   offset = std::max(offset, trainable_bytes_ + kSidebandBytes);
   slots_ = std::move(slots);
   bytes_ = offset;
+  memory_ = &backend.memory();
   if (!allocate) return;
   // Zeroed by the resource. Padding between slices stays zero forever, so whole-buffer optimizer
   // updates are harmless.
-  values_ = Buffer(offset, 256, backend.memory());
-  if (gradients) grads_ = Buffer(offset, 256, backend.memory());
+  values_ = std::make_shared<Buffer>(offset, 256, backend.memory());
+  if (gradients) grads_ = std::make_shared<Buffer>(offset, 256, backend.memory());
+}
+
+ParamStore ParamStore::sharing_buffers_of(const ParamStore& owner, Backend& backend) {
+  CREST_CHECK(&backend.memory() == owner.memory_, "sharing parameters across memories");
+  ParamStore s;
+  s.slots_ = owner.slots_;
+  s.dtype_ = owner.dtype_;
+  s.values_ = owner.values_;
+  s.grads_ = owner.grads_;
+  s.memory_ = owner.memory_;
+  s.ops_ = backend.vector_ops(owner.dtype_);
+  s.bytes_ = owner.bytes_;
+  s.trainable_bytes_ = owner.trainable_bytes_;
+  return s;
 }
 
 VectorOps& ParamStore::ops() const {
@@ -115,12 +130,12 @@ double ParamStore::grad_sum_squares() const {
   const size_t element = dtype_size(dtype_);
   for (const ParamSlot& s : slots_) {
     if (!s.spec.trainable || !s.spec.shard) continue;
-    replicated += ops().sum_squares(static_cast<char*>(grads_.data()) + begin * element,
+    replicated += ops().sum_squares(static_cast<char*>(grads()) + begin * element,
                                     s.offset / element - begin);
-    parts.push_back(ops().sum_squares(static_cast<char*>(grads_.data()) + s.offset, s.count));
+    parts.push_back(ops().sum_squares(static_cast<char*>(grads()) + s.offset, s.count));
     begin = align_up(s.offset + s.count * element, 256) / element;
   }
-  replicated += ops().sum_squares(static_cast<char*>(grads_.data()) + begin * element,
+  replicated += ops().sum_squares(static_cast<char*>(grads()) + begin * element,
                                   trainable_bytes_ / element - begin);
   return replicated + sum_over_groups(parts);
 }
@@ -155,13 +170,13 @@ bool ParamStore::divided() const {
 
 TensorView ParamStore::value(size_t i) const {
   const auto& s = slots_.at(i);
-  return TensorView(static_cast<char*>(values_.data()) + s.offset,
+  return TensorView(static_cast<char*>(values()) + s.offset,
                     {s.shape, dtype_, Device::cpu, Layout::plain});
 }
 
 TensorView ParamStore::grad(size_t i) const {
   const auto& s = slots_.at(i);
-  return TensorView(static_cast<char*>(grads_.data()) + s.offset,
+  return TensorView(static_cast<char*>(grads()) + s.offset,
                     {s.shape, dtype_, Device::cpu, Layout::plain});
 }
 
@@ -183,7 +198,7 @@ void ParamStore::initialize(uint64_t seed) {
   if (dtype_ != DType::f32 && dtype_ != DType::f64)
     throw_runtime("parameter initialisation supports f32 and f64 only");
   // Every slot is written and the padding of a fresh host copy is zero: nothing to fetch.
-  HostStaging host(memory(), values_.data(), values_.bytes(), /*fetch=*/false);
+  HostStaging host(memory(), values(), bytes_, /*fetch=*/false);
   for (const ParamSlot& s : slots_) {
     char* w = host.as<char>() + s.offset;
     if (s.spec.shard) {  // the whole parameter, as an unsplit run draws it, then this part

@@ -9,6 +9,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/engine/train_step.hpp"
+#include "crest/layers/batch_norm.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/alloc_counter.hpp"
@@ -127,6 +128,61 @@ TEST(Executor, UnknownInputNameIsAUsageError) {
     EXPECT_EQ(e.exit_code(), 2);
     EXPECT_NE(std::string(e.what()).find("nope"), std::string::npos);
   }
+}
+
+// x [3, 4, 4] -> conv3x3 (4) -> batch norm -> relu -> flatten -> dense (2) -> mse: trained
+// parameters and running statistics.
+Graph conv_batch_norm_graph() {
+  Graph g;
+  ConvOptions conv;
+  conv.out_channels = 4;
+  conv.kernel = {3, 3};
+  conv.same = true;
+  const ValueId x = g.input("x", Shape{3, 4, 4});
+  const ValueId y = g.input("y", Shape{2});
+  ValueId t = g.add("conv", layers::conv(conv), {x});
+  t = g.add("bn", layers::batch_norm({0.2, 0.001}), {t});
+  t = g.add("relu", layers::relu(), {t});
+  t = g.add("flatten", layers::flatten(), {t});
+  t = g.add("fc", layers::dense(DenseOptions{2}), {t});
+  g.set_loss(g.add("loss", layers::mse_loss(), {t, y}));
+  return g;
+}
+
+// A pipeline stage's activation sets take turns on one set of parameters: the second executor
+// computes with the first one's values, moves the first one's running statistics and writes its
+// gradients into the first one's buffer; the buffers outlive the first.
+TEST(Executor, SharedParametersAreTheOwnersBuffers) {
+  auto backend = make_backend("reference");
+  const Graph g = conv_batch_norm_graph();
+  CompileOptions c;
+  c.batch = 2;
+  c.seed = 3;
+  auto owner = std::make_unique<Executor>(g, *backend, c);
+  Executor alone(g, *backend, c);  // its own buffers, the same initial values
+  c.seed = 99;                     // nothing is initialised for the sharer
+  c.shared_params = &owner->params();
+  Executor sharer(g, *backend, c);
+  EXPECT_EQ(sharer.params().values(), owner->params().values());
+  EXPECT_EQ(sharer.params().grads(), owner->params().grads());
+  for (Executor* ex : {&sharer, &alone}) {
+    test::fill_uniform(ex->input("x"), 7, -1, 1);
+    test::fill_uniform(ex->input("y"), 8, -1, 1);
+  }
+  const std::vector<char> before(static_cast<const char*>(alone.params().values()),
+                                 static_cast<const char*>(alone.params().values()) +
+                                     alone.params().bytes());
+  owner.reset();
+  EXPECT_EQ(sharer.forward(), alone.forward());
+  sharer.backward();
+  alone.backward();
+  const ParamStore& p = alone.params();
+  EXPECT_NE(std::memcmp(p.values(), before.data(), p.bytes()), 0) << "no statistics moved";
+  EXPECT_EQ(std::memcmp(sharer.params().values(), p.values(), p.bytes()), 0);
+  EXPECT_EQ(std::memcmp(sharer.params().grads(), p.grads(), p.trainable_bytes()), 0);
+  // Another graph's parameters are refused.
+  c.shared_params = &sharer.params();
+  EXPECT_THROW(Executor(test::branchy_model().graph, *backend, c), Error);
 }
 
 TEST(Executor, ShapeMismatchNamesTheLayer) {

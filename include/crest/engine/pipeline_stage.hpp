@@ -18,6 +18,9 @@
 //   before that micro-batch's backward (the step counter set back, the running statistics put
 //   back after it), so one set of activations lives at a time. Without it the stage keeps one set
 //   per micro-batch in flight: M under GPipe, at most K - stage under 1F1B.
+// - the activation sets share one set of parameters, gradients and statistics (one executor per
+//   set, CompileOptions::shared_params): each micro-batch's gradients join the batch's sum slot
+//   by slot as its backward finishes them, before the next backward overwrites them.
 //
 // Under a spatial split (CompileOptions::spatial) each stage's ranks form one spatial group, and
 // a value crosses a cut as its sender holds it: this rank's block, to the rank of the same place
@@ -67,8 +70,9 @@ class PipelineStage {
   // Synchronised batch norm: every activation set's batch norms sum their statistics through
   // `reducer` (Executor::set_batch_stat_reducer); null for local batch norm.
   void set_batch_stat_reducer(BatchStatReducer* reducer);
-  // Dynamic loss scaling: every activation set's backward seeds the loss's gradient with `scale`
-  // (Executor::set_loss_scale; only the last stage has the loss).
+  // Dynamic loss scaling: every activation set's backward seeds the loss's gradient with
+  // `scale` / M (Executor::set_loss_scale; only the last stage has the loss, every stage its L2
+  // terms). 1 until set: the micro-batches' gradients sum to the batch's mean.
   void set_loss_scale(double scale);
   const PipelineStageGraph& graph() const { return graph_; }
   int micro_batches() const { return opts_.micro_batches; }
@@ -110,6 +114,7 @@ class PipelineStage {
   void recompute(int m);
   void keep_inputs(int m);
   void wait_for_sends();
+  std::vector<std::byte> spare_bytes(size_t bytes);
   int tag(int m, bool gradient, size_t value, size_t values) const;
 
   PipelineStageGraph graph_;
@@ -121,11 +126,11 @@ class PipelineStage {
   std::vector<int> micro_batch_slot_;  // per micro-batch: its slot, -1 before and after
   std::vector<std::vector<std::byte>> kept_inputs_;  // recompute: per micro-batch
   std::vector<std::unique_ptr<InFlight>> sends_;
+  std::vector<std::vector<std::byte>> spare_;  // the sent messages' buffers, for the next batch
   Buffer grad_sum_;
   Buffer recompute_state_;            // recompute: the parameters and statistics, kept aside
   std::vector<ValueId> sent_values_;  // graph_.sent's values in the stage's graph
   uint64_t first_step_ = 0;
-  int last_forward_slot_ = 0;
   int backwards_done_ = 0;
 };
 

@@ -79,6 +79,12 @@ struct CompileOptions {
   // gradient buffers (a pipeline's whole model on rank 0: values and optimizer state for
   // checkpoints; nothing computes on it).
   bool param_gradients = true;
+  // Another executor's parameters (values and gradients) to use instead of buffers of its own:
+  // that executor compiled the same graph with the same dtype on the same backend, and must
+  // outlive this one's use of them (the store shares the buffers, so they live while either
+  // does). A pipeline stage's activation sets take turns on one set of parameters: no copies
+  // between them, and memory for one. Nothing is initialised: the values are the owner's.
+  const ParamStore* shared_params = nullptr;
 };
 
 struct OpProfile {

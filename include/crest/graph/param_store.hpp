@@ -34,10 +34,20 @@ class ParamStore {
   ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backend, bool allocate = true,
              bool gradients = true);
 
+  // A store of `owner`'s layout whose values and gradients are `owner`'s buffers, not copies:
+  // executors compiled from one graph that take turns on one set of parameters (a pipeline
+  // stage's activation sets) read and write the same memory. The buffers live as long as either
+  // store. ops() from `backend`, which must be the owner's.
+  static ParamStore sharing_buffers_of(const ParamStore& owner, Backend& backend);
+  ParamStore(ParamStore&&) noexcept = default;
+  ParamStore& operator=(ParamStore&&) noexcept = default;
+  ParamStore(const ParamStore&) = delete;
+  ParamStore& operator=(const ParamStore&) = delete;
+
   DType dtype() const { return dtype_; }
   const std::vector<ParamSlot>& slots() const { return slots_; }
-  bool allocated() const { return values_.data() != nullptr; }
-  bool has_gradients() const { return grads_.data() != nullptr; }
+  bool allocated() const { return values() != nullptr; }
+  bool has_gradients() const { return grads() != nullptr; }
   size_t bytes() const { return bytes_; }  // of each buffer, allocated or not
   size_t trainable_bytes() const { return trainable_bytes_; }
   size_t trainable_count_padded() const { return trainable_bytes_ / dtype_size(dtype_); }
@@ -59,17 +69,17 @@ class ParamStore {
   double sum_over_groups(std::vector<double>& parts) const;
 
   // Where values() and grads() live: host code reads them directly only when memory().is_host().
-  MemoryResource& memory() const { return values_.memory(); }
+  MemoryResource& memory() const { return *memory_; }
   // The backend's element-wise operations on these buffers (this store's dtype).
   VectorOps& ops() const;
-  void* values() const { return values_.data(); }
-  void* grads() const { return grads_.data(); }
+  void* values() const { return values_ ? values_->data() : nullptr; }
+  void* grads() const { return grads_ ? grads_->data() : nullptr; }
   // The gradient buffer's sideband: kSidebandBytes right after the trainable gradients
   // (grads() + trainable_bytes()), part of no parameter. The gradient exchange sums it with the
   // bucket that ends there, so per-step facts every rank must agree on (a stop request, a
   // non-finite loss) cross ranks without a collective of their own. Zero until written.
   static constexpr size_t kSidebandBytes = 256;
-  void* sideband() const { return static_cast<char*>(grads_.data()) + trainable_bytes_; }
+  void* sideband() const { return static_cast<char*>(grads()) + trainable_bytes_; }
   TensorView value(size_t slot) const;
   TensorView grad(size_t slot) const;
   // Index of the slot named `name`, or -1.
@@ -85,7 +95,9 @@ class ParamStore {
 
   std::vector<ParamSlot> slots_;
   DType dtype_ = DType::f32;
-  Buffer values_, grads_;
+  // Shared with the stores made by sharing_buffers_of (never copied).
+  std::shared_ptr<Buffer> values_, grads_;
+  MemoryResource* memory_ = &host_memory();
   std::unique_ptr<VectorOps> ops_;
   size_t bytes_ = 0, trainable_bytes_ = 0;
 };

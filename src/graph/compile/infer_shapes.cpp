@@ -80,6 +80,26 @@ void infer_shapes(Program& p, const Graph& g) {
   keep_gradients_that_reach_the_loss(p, g);
 }
 
+namespace {
+
+// CompileOptions::shared_params: the owner's buffers, once its layout is checked to be this
+// program's (the same graph compiled alike lays its parameters out alike).
+void share_params(Program& p, const ParamStore& owner) {
+  const auto& mine = p.params.slots();
+  const auto& theirs = owner.slots();
+  bool same = mine.size() == theirs.size() && p.params.dtype() == owner.dtype() &&
+              p.params.bytes() == owner.bytes() && owner.allocated() &&
+              owner.has_gradients() == (p.opts.allocate || p.opts.param_gradients);
+  for (size_t i = 0; same && i < mine.size(); ++i)
+    same = mine[i].name == theirs[i].name && mine[i].offset == theirs[i].offset &&
+           mine[i].count == theirs[i].count;
+  if (!same)
+    throw_usage("CompileOptions::shared_params: the parameters given are not this program's");
+  p.params = ParamStore::sharing_buffers_of(owner, p.backend);
+}
+
+}  // namespace
+
 void store_params(Program& p) {
   std::vector<ParamSlot> slots;
   for (Node& node : p.nodes)
@@ -87,9 +107,10 @@ void store_params(Program& p) {
       node.param_slots.push_back(static_cast<int>(slots.size()));
       slots.push_back({node.name + "." + spec.name, spec.shape, 0, 0, spec});
     }
-  const bool buffers = p.opts.allocate || p.opts.allocate_params;
+  const bool buffers = (p.opts.allocate || p.opts.allocate_params) && !p.opts.shared_params;
   p.params = ParamStore(slots, p.opts.dtype, p.backend, buffers,
                         p.opts.allocate || p.opts.param_gradients);
+  if (p.opts.shared_params) share_params(p, *p.opts.shared_params);
   // ParamStore orders slots trainable first: map the nodes' indices to the store's.
   for (Node& node : p.nodes)
     for (int& s : node.param_slots) s = p.params.find(slots[static_cast<size_t>(s)].name);
