@@ -202,4 +202,25 @@ std::vector<size_t> balanced_stage_starts(const std::vector<double>& node_costs,
   return starts;
 }
 
+std::vector<double> costs_scaled_to_stages(const std::vector<double>& node_costs,
+                                           const std::vector<size_t>& starts,
+                                           const std::vector<double>& stage_s) {
+  if (stage_s.size() != starts.size() + 1)
+    throw_usage("rescaling a pipeline's costs: " + std::to_string(stage_s.size()) +
+                " measured stage times for " + std::to_string(starts.size() + 1) + " stages");
+  std::vector<size_t> bounds{0};
+  bounds.insert(bounds.end(), starts.begin(), starts.end());
+  bounds.push_back(node_costs.size());
+  std::vector<double> scaled = node_costs;
+  for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+    if (bounds[s] > bounds[s + 1])
+      throw_usage("rescaling a pipeline's costs: the stages' starts are not in order");
+    double predicted = 0;
+    for (size_t i = bounds[s]; i < bounds[s + 1]; ++i) predicted += node_costs[i];
+    if (predicted <= 0 || stage_s[s] <= 0) continue;
+    for (size_t i = bounds[s]; i < bounds[s + 1]; ++i) scaled[i] *= stage_s[s] / predicted;
+  }
+  return scaled;
+}
+
 }  // namespace crest

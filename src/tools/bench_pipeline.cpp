@@ -4,14 +4,18 @@
 // model's reference optimizer) and prints one JSON line: the step time (the slowest rank's, best
 // step), and per stage its layers, its compute time, its activation memory and the parameter
 // buffers its rank holds (the stage's; the whole model's on rank 0 alone); the measured
-// bubble (the share of the schedule's time the stages waited, 1 - mean compute / schedule) beside
-// the schedule's (K - 1) / (M + K - 1), and the schedule's bubble at the stages' measured
-// (unequal) compute times. The stages are cut where the measured time of a training step
-// balances (--balance flops: its FLOPs; --stage-starts names the first layer of each stage after
-// the first instead). --spatial d,h,w splits each stage's samples among a group of that many
-// ranks (as dist.spatial with dist.pipeline): the ranks are then stages x groups x replicas.
+// bubble (the share of the schedule's time the stages waited, 1 - mean compute / schedule, in
+// the batch with the shortest schedule) beside the schedule's (K - 1) / (M + K - 1), and the
+// schedule's bubble at the stages' measured (unequal) compute times. The stages are cut where
+// the measured time of a training step balances (--balance flops: its FLOPs; --stage-starts
+// names the first layer of each stage after the first instead); with --balance time the cut is
+// then corrected from the stages' own compute times (--rebalance rounds: each stage's nodes
+// rescaled to what the stage measured, the model cut again, the batches timed again while the
+// cut moves). --spatial d,h,w splits each stage's samples among a group of that many ranks (as
+// dist.spatial with dist.pipeline): the ranks are then stages x groups x replicas.
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -43,6 +47,7 @@ struct BenchPipelineArgs : BenchModelArgs, BenchRunArgs {
   std::vector<int> spatial;  // each stage's samples split among this many ranks per axis
   std::string optimizer;     // "" = the model's reference optimizer
   std::string balance = "time";  // cut where the measured time (or the FLOPs) of the stages balance
+  int rebalance = 2;  // re-cuts from the stages' measured compute times (--balance time)
   double timeout_s = 300;
 };
 
@@ -94,13 +99,51 @@ std::vector<nlohmann::json> gather_json(Communicator& comm, const nlohmann::json
   return all;
 }
 
-// The best timed batch: the slowest rank's step and schedule, and this rank's compute.
-struct BestTimes {
-  double step_s = 1e300, schedule_s = 1e300, compute_s = 1e300;
+// A stage's whole-graph inputs (samples, targets): random values drawn once per activation set,
+// then copied in for each micro-batch as a loader's batch would be, so the stage's time holds a
+// batch's copy and not the drawing.
+struct RandomFeed {
+  const BuiltModel& model;
+  Backend& backend;
+  const std::vector<std::string>& inputs;
+  std::map<const Executor*, std::vector<std::vector<std::byte>>> drawn;
+
+  void feed(Executor& ex) {
+    if (inputs.empty()) return;
+    auto [it, first] = drawn.try_emplace(&ex);
+    if (first) fill_random_batch(ex, model, backend, inputs);
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const TensorView in = ex.input(inputs[i]);
+      auto* bytes = static_cast<std::byte*>(in.data());
+      if (first)
+        it->second.emplace_back(bytes, bytes + in.bytes());
+      else
+        std::memcpy(bytes, it->second[i].data(), in.bytes());
+    }
+  }
 };
 
-BestTimes time_batches(const BenchPipelineArgs& a, PipelineTrainStep& step,
-                       const PipelineStage::Feed& feed, Communicator& comm) {
+// Each stage's compute time, the mean over its ranks (every rank gets every stage's).
+std::vector<double> stage_compute_s(const PipelineRanks& at, double mine, Communicator& comm) {
+  std::vector<double> s(static_cast<size_t>(at.stages), 0);
+  s[static_cast<size_t>(at.stage)] = mine / (at.group_size * at.replicas);
+  comm.allreduce_sum(s.data(), s.size());
+  return s;
+}
+
+// The timed batches: the best step (the slowest rank's), and the batch whose schedule was the
+// shortest, with each stage's compute time in that batch. A bubble compares one batch's idle
+// time with its own compute: one batch's best compute against another's best schedule would
+// count the machine's noise as bubble.
+struct BestTimes {
+  double step_s = 1e300, schedule_s = 1e300;
+  std::vector<double> stage_compute_s;      // in the batch of schedule_s
+  std::vector<double> stage_compute_min_s;  // each stage's least (what a re-cut balances)
+};
+
+BestTimes time_batches(const BenchPipelineArgs& a, const PipelineRanks& at,
+                       PipelineTrainStep& step, const PipelineStage::Feed& feed,
+                       Communicator& comm) {
   for (int i = 0; i < a.warmup; ++i) step.run(1e-3, feed);
   BestTimes best;
   for (int i = 0; i < a.steps; ++i) {
@@ -110,8 +153,15 @@ BestTimes time_batches(const BenchPipelineArgs& a, PipelineTrainStep& step,
     const double mine_s =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best.step_s = std::min(best.step_s, comm.allreduce_max(mine_s));
-    best.schedule_s = std::min(best.schedule_s, comm.allreduce_max(r.schedule_s));
-    best.compute_s = std::min(best.compute_s, r.compute_s);
+    const double schedule_s = comm.allreduce_max(r.schedule_s);
+    std::vector<double> compute = stage_compute_s(at, r.compute_s, comm);
+    if (best.stage_compute_min_s.empty()) best.stage_compute_min_s = compute;
+    for (size_t s = 0; s < compute.size(); ++s)
+      best.stage_compute_min_s[s] = std::min(best.stage_compute_min_s[s], compute[s]);
+    if (schedule_s < best.schedule_s) {
+      best.schedule_s = schedule_s;
+      best.stage_compute_s = std::move(compute);
+    }
   }
   return best;
 }
@@ -119,15 +169,12 @@ BestTimes time_batches(const BenchPipelineArgs& a, PipelineTrainStep& step,
 // The JSON line's pipeline figures; `stages` holds every rank's, replica 0's first.
 void add_pipeline_figures(nlohmann::json& j, const BenchPipelineArgs& a, const PipelineRanks& at,
                           const BestTimes& best, const std::vector<nlohmann::json>& stages) {
-  double compute_sum = 0, compute_max = 0;
-  for (int s = 0; s < at.stages; ++s) {
-    const nlohmann::json& first =
-        stages[static_cast<size_t>(s) * static_cast<size_t>(at.group_size)];  // place 0
-    j["stages"].push_back(first);
-    const double c = first["compute_s"].get<double>();
-    compute_sum += c;
-    compute_max = std::max(compute_max, c);
-  }
+  for (int s = 0; s < at.stages; ++s)  // place 0's
+    j["stages"].push_back(stages[static_cast<size_t>(s) * static_cast<size_t>(at.group_size)]);
+  const std::vector<double>& compute = best.stage_compute_s;
+  double compute_sum = 0;
+  for (double c : compute) compute_sum += c;
+  const double compute_max = *std::max_element(compute.begin(), compute.end());
   const double slots = static_cast<double>(a.micro_batches + at.stages - 1);
   const int64_t global_batch = a.micro_batch * a.micro_batches * at.replicas;
   j["pipeline_stages"] = at.stages;
@@ -148,9 +195,50 @@ void add_pipeline_figures(nlohmann::json& j, const BenchPipelineArgs& a, const P
       1 - compute_sum / at.stages / (compute_max * slots / a.micro_batches);
 }
 
+// The JSON line (rank 0 prints it): the run's figures, each stage's, and the cuts measured
+// before this one (--rebalance).
+void report_pipeline(const BenchPipelineArgs& a, const PipelineTrainingSession& session,
+                     const BuiltModel& m, const std::string& optimizer, const BestTimes& best,
+                     const nlohmann::json& rounds, Communicator& comm) {
+  const PipelineStageGraph& mine = session.stage_graph();
+  PipelineStage& runner = session.stage();
+  const std::vector<double> flops = node_training_flops(m.graph, session.whole().executor());
+  const auto all = gather_json(
+      comm, {{"stage", session.ranks().stage},
+             {"first_layer", mine.first_node_name},
+             {"last_layer", mine.last_node_name},
+             {"gflop_per_micro_batch", stage_flops(flops, mine) / 1e9},
+             {"compute_s", best.stage_compute_s[static_cast<size_t>(session.ranks().stage)]},
+             {"activation_sets", runner.activation_sets()},
+             {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
+             {"parameter_mb", mib(2 * runner.executor().params().bytes())},
+             {"whole_model_parameter_mb", mib(held_bytes(session.whole().executor().params()))},
+             {"sent_values", mine.sent.size()}});
+  if (comm.rank() != 0) return;
+  nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
+                                     session.whole().threads());
+  j["optimizer"] = optimizer;
+  add_pipeline_figures(j, a, session.ranks(), best, all);
+  j["earlier_cuts"] = rounds;
+  std::cout << j.dump() << std::endl;
+}
+
+// The cut the next round tries: `costs` rescaled by the stages' measured compute times; empty
+// where the cut would not move (or nothing is measured to move it by).
+std::vector<double> rebalanced_costs(const std::vector<double>& costs, int stages,
+                                     const std::vector<double>& stage_s) {
+  if (costs.empty()) return {};
+  const std::vector<size_t> starts = balanced_stage_starts(costs, stages);
+  std::vector<double> scaled = costs_scaled_to_stages(costs, starts, stage_s);
+  if (balanced_stage_starts(scaled, stages) == starts) return {};
+  return scaled;
+}
+
 void bench_pipeline(const BenchPipelineArgs& a) {
-  if (a.steps < 1 || a.warmup < 0 || a.micro_batch < 1 || a.micro_batches < 1)
-    throw_usage("bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1");
+  if (a.steps < 1 || a.warmup < 0 || a.micro_batch < 1 || a.micro_batches < 1 || a.rebalance < 0)
+    throw_usage(
+        "bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1, "
+        "--rebalance >= 0");
   const PipelineScheduleKind schedule = parse_schedule(a.schedule);
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
@@ -174,33 +262,25 @@ void bench_pipeline(const BenchPipelineArgs& a) {
                      .costs = balance_costs(a, m, to.session, *comm),
                      .stages_key = "bench pipeline: --stages",
                      .stage_starts_key = "bench pipeline: --stage-starts"};
-  const PipelineTrainingSession session(m.graph, to, po, *comm);
-  const PipelineRanks& at = session.ranks();
-  const PipelineStageGraph& mine = session.stage_graph();
-  PipelineStage& runner = session.stage();
-  PipelineTrainStep& step = session.step();
-  const std::vector<double> flops = node_training_flops(m.graph, session.whole().executor());
-  auto feed = [&](int, Executor& ex) {
-    if (!mine.data_inputs.empty()) fill_random_batch(ex, m, session.backend(), mine.data_inputs);
-  };
-  const BestTimes best = time_batches(a, step, feed, *comm);
-  const auto all = gather_json(
-      *comm, {{"stage", at.stage},
-              {"first_layer", mine.first_node_name},
-              {"last_layer", mine.last_node_name},
-              {"gflop_per_micro_batch", stage_flops(flops, mine) / 1e9},
-              {"compute_s", best.compute_s},
-              {"activation_sets", runner.activation_sets()},
-              {"activation_mb", static_cast<double>(runner.activation_bytes()) / (1 << 20)},
-              {"parameter_mb", mib(2 * runner.executor().params().bytes())},
-              {"whole_model_parameter_mb", mib(held_bytes(session.whole().executor().params()))},
-              {"sent_values", mine.sent.size()}});
-  if (comm->rank() != 0) return;
-  nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
-                                     session.whole().threads());
-  j["optimizer"] = to.optimizer.name;
-  add_pipeline_figures(j, a, at, best, all);
-  std::cout << j.dump() << std::endl;
+  nlohmann::json rounds = nlohmann::json::array();  // the cuts tried before the last
+  for (int round = 0;; ++round) {
+    auto session = std::make_unique<PipelineTrainingSession>(m.graph, to, po, *comm);
+    const PipelineRanks& at = session->ranks();
+    const PipelineStageGraph& mine = session->stage_graph();
+    PipelineTrainStep& step = session->step();
+    RandomFeed random{m, session->backend(), mine.data_inputs, {}};
+    auto feed = [&random](int, Executor& ex) { random.feed(ex); };
+    const BestTimes best = time_batches(a, at, step, feed, *comm);
+    std::vector<double> next = round < a.rebalance
+                                   ? rebalanced_costs(po.costs, stages, best.stage_compute_min_s)
+                                   : std::vector<double>{};
+    if (next.empty()) {
+      report_pipeline(a, *session, m, to.optimizer.name, best, rounds, *comm);
+      return;
+    }
+    rounds.push_back({{"stage_compute_s", best.stage_compute_min_s}, {"step_s_min", best.step_s}});
+    po.costs = std::move(next);
+  }
 }
 
 }  // namespace
@@ -232,6 +312,9 @@ void register_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--balance", a->balance,
                   "time (one measured step of the whole model, the default) or flops: what the "
                   "default cut balances");
+  cmd->add_option("--rebalance", a->rebalance,
+                  "--balance time: re-cut up to this many times where the stages' measured "
+                  "compute times balance (default 2; 0: keep the first cut)");
   cmd->add_option("--steps", a->steps, "timed batches");
   cmd->add_option("--warmup", a->warmup, "untimed batches first");
   cmd->add_option("--timeout-s", a->timeout_s, "a message's deadline");

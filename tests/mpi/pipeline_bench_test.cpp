@@ -1,6 +1,6 @@
 // crest bench pipeline under mpirun: a CosmoFlow cut into 2 stages trains, and the JSON line says
 // what each stage held (GPipe keeps every micro-batch's activations, 1F1B at most K - s, with
-// recomputation one set); 2 stages x 2 replicas on 4 ranks; 2 stages each split spatially in two;
+// recomputation one set; the cuts a time-balanced cut measured before its last); 2 stages x 2 replicas on 4 ranks; 2 stages each split spatially in two;
 // and every bad flag exits 2 naming it.
 #include <gtest/gtest.h>
 
@@ -51,6 +51,16 @@ TEST(PipelineBench, TwoStagesTrainAndReportWhatEachHeld) {
   EXPECT_GT(j["stages"][1]["parameter_mb"].get<double>(), 0);
   EXPECT_EQ(j["stages"][0]["whole_model_parameter_mb"].get<double>(), 0);
   EXPECT_EQ(j["stages"][1]["whole_model_parameter_mb"].get<double>(), 0);
+  // The cuts measured before the last (--rebalance 2: at most two), each stage's time in each.
+  ASSERT_TRUE(j["earlier_cuts"].is_array());
+  EXPECT_LE(j["earlier_cuts"].size(), 2u);
+  for (const auto& cut : j["earlier_cuts"]) {
+    ASSERT_EQ(cut["stage_compute_s"].size(), 2u);
+    EXPECT_GT(cut["stage_compute_s"][0].get<double>(), 0);
+  }
+  const auto kept = test::json_lines(run_crest_mpi(2, kBench + "--rebalance 0").out);
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_TRUE(kept[0]["earlier_cuts"].empty());
 
   const auto gpipe = test::json_lines(run_crest_mpi(2, kBench + "--schedule gpipe").out);
   ASSERT_EQ(gpipe.size(), 1u);
@@ -113,7 +123,8 @@ TEST(PipelineBench, BadFlagsAreNamed) {
            {"--stage-starts nosuch", "--stage-starts: the model has no layer named 'nosuch'"},
            {"--stages 3", "--stages 3 does not divide the 2 ranks"},
            {"--balance luck", "--balance is time or flops"},
-           {"--batch 0", "--batch >= 1"}}) {
+           {"--batch 0", "--batch >= 1"},
+           {"--rebalance -1", "--rebalance >= 0"}}) {
     const auto r = run_crest_mpi(2, kBench + flags);
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(said), std::string::npos) << flags << "\n" << r.out;

@@ -133,6 +133,21 @@ TEST(PipelineCut, BalancedStartsMinimiseTheLargestStage) {
   EXPECT_THROW(balanced_stage_starts({1, 2}, 0), Error);
 }
 
+// Stage 0 measured twice as slow as its costs said: its nodes cost double, the cut moves up.
+TEST(PipelineCut, CostsScaledToTheStagesMeasuredTimesMoveTheCut) {
+  const std::vector<double> costs{1, 1, 1, 1, 1, 1};
+  const std::vector<size_t> starts = balanced_stage_starts(costs, 2);
+  ASSERT_EQ(starts, (std::vector<size_t>{3}));
+  const std::vector<double> scaled = costs_scaled_to_stages(costs, starts, {6, 3});
+  EXPECT_EQ(scaled, (std::vector<double>{2, 2, 2, 1, 1, 1}));
+  EXPECT_EQ(balanced_stage_starts(scaled, 2), (std::vector<size_t>{2}));
+  // Three stages; one with no cost and one with no time keep theirs.
+  EXPECT_EQ(costs_scaled_to_stages({0, 0, 2, 2, 4}, {2, 4}, {1, 8, 0}),
+            (std::vector<double>{0, 0, 4, 4, 4}));
+  EXPECT_THROW(costs_scaled_to_stages(costs, starts, {1}), Error);
+  EXPECT_THROW(costs_scaled_to_stages(costs, {4, 2}, {1, 1, 1}), Error);
+}
+
 // The activation's forward would not run (fused into the convolution) while its marked output
 // had storage of its own: the stage sent zeros.
 TEST(PipelineCut, AMarkedOutputOfAFusableActivationHoldsItsValues) {

@@ -52,4 +52,15 @@ std::vector<PipelineStageGraph> cut_into_stages(const Graph& whole,
 // cheapest (ties: the earliest cut). Needs 1 <= stages <= node count.
 std::vector<size_t> balanced_stage_starts(const std::vector<double>& node_costs, int stages);
 
+// `node_costs` with each stage's nodes scaled so that the stage's sum is its measured time
+// `stage_s` (the stages cut at `starts`, as balanced_stage_starts gives them): costs measured
+// on the whole model alone mispredict the stages as they run (each on its own core, beside the
+// others, switching activation sets), and a cut balanced on the rescaled costs moves by what the
+// stages measured. A stage whose costs sum to 0, or whose time is not positive, keeps its costs.
+// Throws crest::Error (usage) when `stage_s` has not one time per stage or `starts` are not in
+// order within the nodes.
+std::vector<double> costs_scaled_to_stages(const std::vector<double>& node_costs,
+                                           const std::vector<size_t>& starts,
+                                           const std::vector<double>& stage_s);
+
 }  // namespace crest
