@@ -1,7 +1,7 @@
 // crest bench pipeline under mpirun: a CosmoFlow cut into 2 stages trains, and the JSON line says
 // what each stage held (GPipe keeps every micro-batch's activations, 1F1B at most K - s, with
-// recomputation one set; the cuts a time-balanced cut measured before its last); 2 stages x 2 replicas on 4 ranks; 2 stages each split spatially in two;
-// and every bad flag exits 2 naming it.
+// recomputation one set; the cuts a time-balanced cut measured before its last); 2 stages x 2
+// replicas on 4 ranks; 2 stages each split spatially in two; and every bad flag exits 2 naming it.
 #include <gtest/gtest.h>
 
 #include <string>

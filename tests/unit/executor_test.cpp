@@ -169,9 +169,9 @@ TEST(Executor, SharedParametersAreTheOwnersBuffers) {
     test::fill_uniform(ex->input("x"), 7, -1, 1);
     test::fill_uniform(ex->input("y"), 8, -1, 1);
   }
-  const std::vector<char> before(static_cast<const char*>(alone.params().values()),
-                                 static_cast<const char*>(alone.params().values()) +
-                                     alone.params().bytes());
+  const std::vector<char> before(
+      static_cast<const char*>(alone.params().values()),
+      static_cast<const char*>(alone.params().values()) + alone.params().bytes());
   owner.reset();
   EXPECT_EQ(sharer.forward(), alone.forward());
   sharer.backward();
