@@ -157,6 +157,11 @@ run() {
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
   train_checks "" CREST_CUDNN_ALGORITHMS=measured
   train_checks _heuristic CREST_CUDNN_ALGORITHMS=heuristic
+  # A pipeline stage on the device (one rank: the image has no MPI launcher, so the stages'
+  # messages are tested on the CPU's pretend device): micro-batches sharing one set of
+  # parameters, their gradients summed on the device, recomputation's kept inputs.
+  check pipeline_stage 60 "$dir/bin/crest" bench pipeline --backend cuda --model cosmoflow \
+    --size 64 --micro-batches 4 --steps 2 --warmup 1 --recompute
   # CHECK_PEERS=0 leaves the PyTorch peers out (about a minute), for a rerun after a fix.
   if [ -d "$dir/peers" ] && [ "${CHECK_PEERS:-1}" != 0 ]; then
     check torch_peers 120 torch_peers "$dir/peers"
@@ -170,6 +175,7 @@ summarize() {
   grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$logs/agreement.log" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$logs/op_table.log" || true
   grep -h '"bench":"peak"' "$logs/peak.log" || true
+  grep -h '"bench":"pipeline"' "$logs/pipeline_stage.log" 2>/dev/null || true
   for f in "$logs"/train_*.log; do
     echo "${f##*/}: $(grep -m1 '"bench":"train"' "$f" || tail -n 1 "$f")"
   done

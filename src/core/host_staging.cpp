@@ -23,4 +23,12 @@ void HostStaging::commit() {
   if (host_ != target_) memory_.copy_to_device(target_, host_, bytes_);
 }
 
+TensorView host_readable(MemoryResource& memory, const TensorView& t,
+                         std::vector<std::byte>& storage) {
+  if (memory.is_host()) return t;
+  storage.resize(t.bytes());
+  memory.copy_to_host(storage.data(), t.data(), t.bytes());
+  return TensorView(storage.data(), t.desc());
+}
+
 }  // namespace crest

@@ -7,6 +7,7 @@
 #include <map>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/engine/pipeline_training_session.hpp"
 #include "crest/engine/whole_parts.hpp"
 #include "crest/graph/param_shard.hpp"
@@ -42,10 +43,33 @@ std::string message_name(const std::string& state, const std::string& param) {
 
 std::string param_of(const std::string& name) { return name.substr(name.find('\0') + 1); }
 
-// A stage's tensors by message name.
-std::map<std::string, NamedTensor> named_tensors(const ParamStore& params, Optimizer& optimizer,
+// A stage's parameters and optimizer state as host bytes: the buffers themselves on a host
+// backend; on a device, copies taken at construction (`fetch`) and written back by commit().
+class StateOnHost {
+ public:
+  StateOnHost(const ParamStore& params, Optimizer& optimizer, bool fetch)
+      : values_(params.memory(), params.values(), params.bytes(), fetch) {
+    for (const auto& [name, buffer] : optimizer.state())
+      states_.emplace_back(name,
+                           HostStaging(params.memory(), buffer->data(), buffer->bytes(), fetch));
+  }
+  void* values() const { return values_.data(); }
+  const std::vector<std::pair<std::string, HostStaging>>& states() const { return states_; }
+  void commit() {
+    values_.commit();
+    for (auto& [name, host] : states_) host.commit();
+  }
+
+ private:
+  HostStaging values_;
+  std::vector<std::pair<std::string, HostStaging>> states_;
+};
+
+// A stage's tensors by message name, in `host`'s bytes.
+std::map<std::string, NamedTensor> named_tensors(const ParamStore& params, const StateOnHost& host,
                                                  const WholeParts* wholes = nullptr) {
-  CREST_CHECK(params.memory().is_host(), "pipeline state on a device");
+  CREST_CHECK(params.memory().is_host() || !params.divided(),
+              "pipeline state: parameters divided over a spatial group on a device");
   const size_t element = dtype_size(params.dtype());
   std::map<std::string, NamedTensor> out;
   auto add = [&](const std::string& state, void* base, size_t s) {
@@ -58,10 +82,10 @@ std::map<std::string, NamedTensor> named_tensors(const ParamStore& params, Optim
     }
     out[message_name(state, slot.name)] = t;
   };
-  for (size_t s = 0; s < params.slots().size(); ++s) add("", params.values(), s);
-  for (const auto& [state, buffer] : optimizer.state())
+  for (size_t s = 0; s < params.slots().size(); ++s) add("", host.values(), s);
+  for (const auto& [state, staged] : host.states())
     for (size_t s = 0; s < params.slots().size(); ++s)
-      if (params.slots()[s].spec.trainable) add(state, buffer->data(), s);
+      if (params.slots()[s].spec.trainable) add(state, staged.data(), s);
   return out;
 }
 
@@ -158,7 +182,8 @@ void PipelineSavedState::provide(
   const ParamStore& params = p_.executor().params();
   Optimizer* optimizer = with_optimizer ? &p_.optimizer() : nullptr;
   const WholeParts wholes = params.divided() ? WholeParts(params, optimizer) : WholeParts();
-  const auto mine = named_tensors(params, p_.optimizer(), &wholes);
+  const StateOnHost host(params, p_.optimizer(), /*fetch=*/true);
+  const auto mine = named_tensors(params, host, &wholes);
   const PipelineRanks& r = p_.ranks();
   if (world_.rank() != 0) {
     if (r.replica == 0 && r.place == 0) serve(world_, mine);
@@ -201,7 +226,9 @@ void PipelineSavedState::release_servers() {
 // them, from the verified file; each rank takes them by name.
 void PipelineSavedState::load(const SafetensorsFile* file) {
   Executor& ex = p_.executor();
-  const auto mine = named_tensors(ex.params(), p_.optimizer());
+  // Fetched too: padding and the tensors of no state the file names stay as they are.
+  StateOnHost host(ex.params(), p_.optimizer(), /*fetch=*/true);
+  const auto mine = named_tensors(ex.params(), host);
   const DType dtype = ex.params().dtype();
   if (world_.rank() != 0) {
     size_t taken = 0;
@@ -221,6 +248,7 @@ void PipelineSavedState::load(const SafetensorsFile* file) {
     }
     CREST_CHECK(taken == mine.size(), "pipeline state: this stage took " + std::to_string(taken) +
                                           " of its " + std::to_string(mine.size()) + " tensors");
+    host.commit();
     return;
   }
   CREST_CHECK(file != nullptr, "pipeline state: rank 0 has no checkpoint to send");
@@ -241,6 +269,7 @@ void PipelineSavedState::load(const SafetensorsFile* file) {
     }
     if (to != 0) world_.send(to, kLoadTag, {});
   }
+  host.commit();
 }
 
 }  // namespace crest

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "gradient_accumulation.hpp"
 
 namespace crest {
@@ -58,10 +59,8 @@ struct PipelineStage::InFlight {
 
 PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
                              CompileOptions compile, Communicator& comm, PipelineStageOptions opts)
-    : graph_(graph), comm_(comm), opts_(opts) {
+    : graph_(graph), comm_(comm), opts_(opts), memory_(backend.memory()) {
   if (!compile.training) throw_usage("a pipeline stage trains: CompileOptions::training is false");
-  if (!backend.memory().is_host())
-    throw_usage("pipeline stages run on host backends (messages are sent from host memory)");
   compile.grad_inputs = graph.received;
   compile.first_random_stream = graph.first_node;
   const bool split = splits_spatially(compile);
@@ -208,17 +207,23 @@ int PipelineStage::tag(int m, bool gradient, size_t value, size_t values) const 
   return static_cast<int>((static_cast<size_t>(m) * 2 + (gradient ? 1 : 0)) * values + value);
 }
 
+// Messages travel from host memory: on a device backend a received message lands in a host copy
+// that then goes to the device (and a sent one is copied off it, in post).
+void PipelineStage::receive_into(const TensorView& t, int source, int tag,
+                                 const std::string& what) {
+  HostStaging host(memory_, t.data(), t.bytes(), /*fetch=*/false);
+  comm_.exchange({}, {{source, tag, host.data(), host.bytes()}}, what);
+  host.commit();
+}
+
 void PipelineStage::receive_activation(int m) {
   Executor& ex = *slots_[static_cast<size_t>(take_slot(m))];
   const auto& names = graph_.received;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const TensorView in = ex.input(names[i]);
-    comm_.exchange({},
-                   {{opts_.previous_rank, tag(m, false, i, names.size()), in.data(), in.bytes()}},
-                   "pipeline stage " + std::to_string(opts_.stage) + ": receiving '" + names[i] +
-                       "' of micro-batch " + std::to_string(m) + " from rank " +
-                       std::to_string(opts_.previous_rank));
-  }
+  for (size_t i = 0; i < names.size(); ++i)
+    receive_into(ex.input(names[i]), opts_.previous_rank, tag(m, false, i, names.size()),
+                 "pipeline stage " + std::to_string(opts_.stage) + ": receiving '" + names[i] +
+                     "' of micro-batch " + std::to_string(m) + " from rank " +
+                     std::to_string(opts_.previous_rank));
 }
 
 void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
@@ -247,7 +252,7 @@ void PipelineStage::send_activation(int m) {
 void PipelineStage::post(const TensorView& t, int dest, int tag, const std::string& what) {
   auto msg = std::make_unique<InFlight>();
   msg->bytes = spare_bytes(t.bytes());
-  std::memcpy(msg->bytes.data(), t.data(), t.bytes());
+  memory_.copy_to_host(msg->bytes.data(), t.data(), t.bytes());
   msg->pending = comm_.start_send({dest, tag, msg->bytes.data(), msg->bytes.size()},
                                   "pipeline stage " + std::to_string(opts_.stage) + ": sending " +
                                       what + " to rank " + std::to_string(dest));
@@ -257,13 +262,12 @@ void PipelineStage::post(const TensorView& t, int dest, int tag, const std::stri
 void PipelineStage::receive_gradient(int m) {
   Executor& ex = slot_of(m);
   const auto& names = graph_.sent;
-  for (size_t i = 0; i < names.size(); ++i) {
-    const TensorView g = ex.input(upstream_gradient_input(names[i]));
-    comm_.exchange({}, {{opts_.next_rank, tag(m, true, i, names.size()), g.data(), g.bytes()}},
-                   "pipeline stage " + std::to_string(opts_.stage) +
-                       ": receiving the gradient of '" + names[i] + "' of micro-batch " +
-                       std::to_string(m) + " from rank " + std::to_string(opts_.next_rank));
-  }
+  for (size_t i = 0; i < names.size(); ++i)
+    receive_into(ex.input(upstream_gradient_input(names[i])), opts_.next_rank,
+                 tag(m, true, i, names.size()),
+                 "pipeline stage " + std::to_string(opts_.stage) + ": receiving the gradient of '" +
+                     names[i] + "' of micro-batch " + std::to_string(m) + " from rank " +
+                     std::to_string(opts_.next_rank));
 }
 
 void PipelineStage::backward(int m, StageStepResult& r) {
@@ -298,8 +302,9 @@ void PipelineStage::keep_inputs(int m) {
   for (const auto* names : {&graph_.data_inputs, &graph_.received})
     for (const std::string& name : *names) {
       const TensorView in = ex.input(name);
-      const auto* b = static_cast<const std::byte*>(in.data());
-      kept.insert(kept.end(), b, b + in.bytes());
+      const size_t at = kept.size();
+      kept.resize(at + in.bytes());
+      memory_.copy_to_host(kept.data() + at, in.data(), in.bytes());
     }
 }
 
@@ -310,7 +315,7 @@ void PipelineStage::recompute(int m) {
   for (const auto* names : {&graph_.data_inputs, &graph_.received})
     for (const std::string& name : *names) {
       const TensorView in = ex.input(name);
-      std::memcpy(in.data(), kept.data() + at, in.bytes());
+      memory_.copy_to_device(in.data(), kept.data() + at, in.bytes());
       at += in.bytes();
     }
   // The running statistics are the batch's so far: this forward must not advance them again.

@@ -69,10 +69,6 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
     : whole_(graph, plan_only(o.session)),
       ranks_(pipeline_ranks(world, p.stages, p.stages_key, group_size_of(o.session))) {
   refuse_unsupported(o, p);
-  if (!whole_.backend().memory().is_host())
-    throw_usage(p.stages_key + " " + std::to_string(p.stages) + " on the " +
-                whole_.backend().name() +
-                " backend is not supported yet (pipeline stages send from host memory)");
   const std::vector<double> costs =
       p.costs.empty() ? node_training_flops(graph, whole_.executor()) : p.costs;
   graphs_ = cut_into_stages(

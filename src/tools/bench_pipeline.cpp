@@ -15,7 +15,6 @@
 // dist.spatial with dist.pipeline): the ranks are then stages x groups x replicas.
 #include <algorithm>
 #include <chrono>
-#include <cstring>
 #include <iostream>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -47,7 +46,7 @@ struct BenchPipelineArgs : BenchModelArgs, BenchRunArgs {
   std::vector<int> spatial;  // each stage's samples split among this many ranks per axis
   std::string optimizer;     // "" = the model's reference optimizer
   std::string balance = "time";  // cut where the measured time (or the FLOPs) of the stages balance
-  int rebalance = 2;  // re-cuts from the stages' measured compute times (--balance time)
+  int rebalance = 2;             // re-cuts from the stages' measured compute times (--balance time)
   double timeout_s = 300;
 };
 
@@ -112,13 +111,15 @@ struct RandomFeed {
     if (inputs.empty()) return;
     auto [it, first] = drawn.try_emplace(&ex);
     if (first) fill_random_batch(ex, model, backend, inputs);
+    MemoryResource& memory = backend.memory();
     for (size_t i = 0; i < inputs.size(); ++i) {
       const TensorView in = ex.input(inputs[i]);
-      auto* bytes = static_cast<std::byte*>(in.data());
-      if (first)
-        it->second.emplace_back(bytes, bytes + in.bytes());
-      else
-        std::memcpy(bytes, it->second[i].data(), in.bytes());
+      if (first) {
+        it->second.emplace_back(in.bytes());
+        memory.copy_to_host(it->second.back().data(), in.data(), in.bytes());
+      } else {
+        memory.copy_to_device(in.data(), it->second[i].data(), in.bytes());
+      }
     }
   }
 };
@@ -141,9 +142,8 @@ struct BestTimes {
   std::vector<double> stage_compute_min_s;  // each stage's least (what a re-cut balances)
 };
 
-BestTimes time_batches(const BenchPipelineArgs& a, const PipelineRanks& at,
-                       PipelineTrainStep& step, const PipelineStage::Feed& feed,
-                       Communicator& comm) {
+BestTimes time_batches(const BenchPipelineArgs& a, const PipelineRanks& at, PipelineTrainStep& step,
+                       const PipelineStage::Feed& feed, Communicator& comm) {
   for (int i = 0; i < a.warmup; ++i) step.run(1e-3, feed);
   BestTimes best;
   for (int i = 0; i < a.steps; ++i) {

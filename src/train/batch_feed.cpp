@@ -193,12 +193,7 @@ const void* BatchFeed::block_of(const SpatialSplit& split, const std::string& in
 
 TensorView BatchFeed::host_prediction() {
   CREST_CHECK(prediction_ >= 0, "this program holds no prediction");
-  const TensorView p = ex_.output(prediction_);
-  MemoryResource& memory = ex_.backend().memory();
-  if (memory.is_host()) return p;
-  prediction_copy_.resize(p.bytes());
-  memory.copy_to_host(prediction_copy_.data(), p.data(), p.bytes());
-  return TensorView(prediction_copy_.data(), p.desc());
+  return host_readable(ex_.backend().memory(), ex_.output(prediction_), prediction_copy_);
 }
 
 }  // namespace crest

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/dist/timeline.hpp"
 #include "crest/train/batch_feed.hpp"
 #include "crest/train/run_directory.hpp"
@@ -117,7 +118,9 @@ void PipelineBatches::evaluate(const std::vector<Pass>& passes, const LoadedBatc
       if (!mb.scored) return;
       sums.add_pass(ex, mb.count, micro_batch_);
       if (sums.has_metrics())
-        sums.add_metrics(samples_of(ex.output(prediction_), 0, mb.count),
+        sums.add_metrics(samples_of(host_readable(pipeline_.backend().memory(),
+                                                  ex.output(prediction_), prediction_copy_),
+                                    0, mb.count),
                          samples_of(b.target, mb.first, mb.count));
     };
     pipeline_.stage().evaluate(

@@ -65,6 +65,7 @@ class PipelineBatches {
   int64_t micro_batch_ = 1;
   int micro_batches_ = 1;
   ValueId prediction_ = -1;  // the model's prediction in the last stage's graph; -1 elsewhere
+  std::vector<std::byte> prediction_copy_;  // the prediction off a device (host_readable)
   std::map<const Executor*, std::unique_ptr<BatchFeed>> feeds_;  // per activation set
 };
 

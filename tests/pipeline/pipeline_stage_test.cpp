@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "../support/counting_backend.hpp"
 #include "crest/engine/pipeline_train_step.hpp"
 #include "crest/layers/activation.hpp"
 #include "crest/layers/batch_norm.hpp"
@@ -92,17 +93,16 @@ struct Case {
 };
 
 // Ranks d * K + s: replica d's stage s. The stage's gradients are averaged over the replicas.
-void check_pipeline(const Case& c, const std::string& backend_name, DType dtype, double tol) {
+void check_pipeline(const Case& c, Backend& backend, DType dtype, double tol) {
   SCOPED_TRACE(c.str());
   Communicator& world = test::world();
   const int replicas = world.size() / c.stages;
   const int stage = world.rank() % c.stages, replica = world.rank() / c.stages;
-  auto backend = make_backend(backend_name);
   constexpr int kBatches = 2;
   std::vector<std::vector<BatchResult>> whole;
   whole.reserve(static_cast<size_t>(replicas));
   for (int d = 0; d < replicas; ++d)
-    whole.push_back(accumulate(*backend, dtype, d, c.micro_batches, kBatches));
+    whole.push_back(accumulate(backend, dtype, d, c.micro_batches, kBatches));
 
   const auto stages = cut_into_stages(network(), stage_starts(c.stages), "dist.pipeline");
   const PipelineStageGraph& mine = stages[static_cast<size_t>(stage)];
@@ -113,7 +113,7 @@ void check_pipeline(const Case& c, const std::string& backend_name, DType dtype,
                          .recompute = c.recompute,
                          .previous_rank = stage > 0 ? world.rank() - 1 : -1,
                          .next_rank = stage + 1 < c.stages ? world.rank() + 1 : -1};
-  PipelineStage runner(mine, *backend, compile_options(dtype), world, o);
+  PipelineStage runner(mine, backend, compile_options(dtype), world, o);
   auto replicas_of_stage = world.split(stage, replica);
   const bool has_x = stage == 0, has_y = stage + 1 == c.stages;
   for (int b = 0; b < kBatches; ++b) {
@@ -149,6 +149,10 @@ void check_pipeline(const Case& c, const std::string& backend_name, DType dtype,
   }
 }
 
+void check_pipeline(const Case& c, const std::string& backend_name, DType dtype, double tol) {
+  check_pipeline(c, *make_backend(backend_name), dtype, tol);
+}
+
 std::vector<Case> cases(int stages) {
   std::vector<Case> out;
   for (int m : {1, 4, 8})
@@ -177,6 +181,48 @@ TEST(PipelineStages, Float32OnOneDnnEqualsOneProcessAccumulating) {
   for (bool recompute : {false, true})
     check_pipeline({ranks, 4, PipelineScheduleKind::one_forward_one_backward, recompute}, "onednn",
                    DType::f32, 1e-5);
+}
+
+// A device backend (the pretend device: the reference kernels on memory that says it is not the
+// host's): the stages equal one process as on the host, and every message is copied off the
+// device before it is sent and onto it once received — with recomputation, each micro-batch's
+// kept inputs too.
+TEST(PipelineStages, OnADeviceBackendMessagesGoThroughHostCopies) {
+  Communicator& world = test::world();
+  if (world.size() != 2) GTEST_SKIP() << "runs on 2 ranks";
+  test::CountingBackend device(/*pretend_device=*/true);
+  check_pipeline({2, 4, PipelineScheduleKind::one_forward_one_backward, false}, device, DType::f64,
+                 1e-10);
+  check_pipeline({2, 4, PipelineScheduleKind::gpipe, true}, device, DType::f64, 1e-10);
+
+  constexpr int kMicroBatches = 4;
+  const auto stages = cut_into_stages(network(), stage_starts(2), "dist.pipeline");
+  const int stage = world.rank();
+  for (bool recompute : {false, true}) {
+    SCOPED_TRACE(recompute ? "recompute" : "keep activations");
+    PipelineStage runner(stages[static_cast<size_t>(stage)], device, compile_options(DType::f64),
+                         world,
+                         {.stage = stage,
+                          .stages = 2,
+                          .micro_batches = kMicroBatches,
+                          .schedule = PipelineScheduleKind::one_forward_one_backward,
+                          .recompute = recompute,
+                          .previous_rank = stage - 1,
+                          .next_rank = stage == 0 ? 1 : -1});
+    const test::CountingMemory& memory = device.memory();
+    const int to_host = memory.copies_to_host, to_device = memory.copies_to_device;
+    runner.run([&](int m, Executor& ex) { feed(ex, 0, 0, m, stage == 0, stage == 1); });
+    // Per micro-batch: the values crossing the cut one way, their gradients the other; with
+    // recomputation the stage's inputs (stage 0: x; stage 1: the received values and y) kept
+    // off the device, and put back before the recomputed forward (the first stage's: under 1F1B
+    // the last runs each backward right after its forward, and recomputes nothing).
+    const int crossing = static_cast<int>(stages[0].sent.size());
+    const int inputs = stage == 0 ? 1 : crossing + 1;
+    const int kept = recompute ? inputs : 0, put_back = recompute && stage == 0 ? inputs : 0;
+    EXPECT_GE(memory.copies_to_host - to_host, kMicroBatches * (crossing + kept));
+    EXPECT_GE(memory.copies_to_device - to_device, kMicroBatches * (crossing + put_back));
+    EXPECT_GT(crossing, 0);
+  }
 }
 
 // Evaluation through the stages after a training batch (so batch norm's running statistics are

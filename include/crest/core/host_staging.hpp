@@ -4,6 +4,7 @@
 // asked to fetch, written back by commit().
 #pragma once
 #include <cstddef>
+#include <vector>
 
 #include "crest/core/memory_resource.hpp"
 #include "crest/core/tensor.hpp"
@@ -39,5 +40,10 @@ class HostStaging {
   Buffer copy_;  // empty on host memory
   void* host_;
 };
+
+// `t` (in `memory`) where host code reads it: `t` itself on host memory, elsewhere a copy in
+// `storage` (resized to it), valid until `storage` changes.
+TensorView host_readable(MemoryResource& memory, const TensorView& t,
+                         std::vector<std::byte>& storage);
 
 }  // namespace crest

@@ -27,7 +27,9 @@
 // in the next stage's group (which holds the same block), or whole where the stage before
 // gathered it. The stages compile in order, each telling the next which values are blocks.
 //
-// Host backends only: messages are sent from host memory.
+// Messages travel from host memory: on a device backend each is copied off the device before it
+// is sent and onto it once received (the communicator's point-to-point messages are host
+// buffers; device-to-device transports are for the NCCL communicator).
 #pragma once
 #include <functional>
 #include <memory>
@@ -109,6 +111,7 @@ class PipelineStage {
   void send_gradient(int m);
   void on_gradient_ready(int set, int slot);
   void post(const TensorView& t, int dest, int tag, const std::string& what);
+  void receive_into(const TensorView& t, int source, int tag, const std::string& what);
   Executor& slot_of(int m);
   int take_slot(int m);
   void recompute(int m);
@@ -120,6 +123,7 @@ class PipelineStage {
   PipelineStageGraph graph_;
   Communicator& comm_;
   PipelineStageOptions opts_;
+  MemoryResource& memory_;  // the backend's: activations and gradients live there
   std::vector<PipelineAction> actions_;
   std::vector<std::unique_ptr<Executor>> slots_;
   std::vector<int> slot_micro_batch_;  // per slot: the micro-batch whose activations it holds

@@ -97,8 +97,8 @@ class PipelineSavedState final : public SavedState {
 class PipelineTrainingSession {
  public:
   // Collective over `world`. `o.session.batch` is the micro-batch; what a pipeline does not run
-  // with (a device backend, gradient accumulation) is refused naming `p.stages_key`. A spatial
-  // split (o.session.spatial) must come from make_hybrid_groups with p.stages. Synchronised
+  // with (gradient accumulation) is refused naming `p.stages_key`. A spatial split
+  // (o.session.spatial) must come from make_hybrid_groups with p.stages. Synchronised
   // batch norm groups consecutive replicas of each stage (synchronise_batch_norm). Initial
   // weights (`o.init_weights`) are a whole model's file, as one process reads it.
   PipelineTrainingSession(const Graph& graph, const TrainingSessionOptions& o,

@@ -72,7 +72,7 @@ class BatchFeed {
   const BuiltModel& model_;
   std::vector<std::string> inputs_;  // the model's sample and target inputs this program holds
   ValueId prediction_ = -1;
-  std::vector<unsigned char> prediction_copy_;
+  std::vector<std::byte> prediction_copy_;
   std::vector<unsigned char> block_;  // a split input's blocks before their conversion
 };
 
