@@ -66,6 +66,39 @@ std::vector<double> per_node_costs(const Graph& graph,
   return costs;
 }
 
+std::vector<double> stage_compute_means(const PipelineRanks& at, double mine, Communicator& world) {
+  std::vector<double> s(static_cast<size_t>(at.stages), 0);
+  s[static_cast<size_t>(at.stage)] = mine / (at.group_size * at.replicas);
+  world.allreduce_sum(s.data(), s.size());
+  return s;
+}
+
+std::vector<double> rebalanced_costs(const std::vector<double>& costs, int stages,
+                                     const std::vector<double>& stage_s) {
+  if (costs.empty()) return {};
+  const std::vector<size_t> starts = balanced_stage_starts(costs, stages);
+  std::vector<double> scaled = costs_scaled_to_stages(costs, starts, stage_s);
+  if (balanced_stage_starts(scaled, stages) == starts) return {};
+  return scaled;
+}
+
+std::vector<double> probe_stage_compute(PipelineTrainingSession& s, const BuiltModel& m,
+                                        int batches, Communicator& world) {
+  const std::vector<std::string>& inputs = s.stage_graph().data_inputs;
+  auto feed = [&](int, Executor& ex) {
+    if (!inputs.empty()) fill_random_batch(ex, m, s.backend(), inputs);
+  };
+  s.step().run(1e-3, feed);
+  std::vector<double> least;
+  for (int b = 0; b < batches; ++b) {
+    const std::vector<double> times =
+        stage_compute_means(s.ranks(), s.step().run(1e-3, feed).compute_s, world);
+    if (least.empty()) least = times;
+    for (size_t i = 0; i < times.size(); ++i) least[i] = std::min(least[i], times[i]);
+  }
+  return least;
+}
+
 std::vector<double> node_training_flops(const Graph& graph, const Executor& plan) {
   std::map<std::string, double> by_name;
   for (const OpFacts& op : plan.op_facts()) {

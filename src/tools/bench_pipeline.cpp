@@ -124,14 +124,6 @@ struct RandomFeed {
   }
 };
 
-// Each stage's compute time, the mean over its ranks (every rank gets every stage's).
-std::vector<double> stage_compute_s(const PipelineRanks& at, double mine, Communicator& comm) {
-  std::vector<double> s(static_cast<size_t>(at.stages), 0);
-  s[static_cast<size_t>(at.stage)] = mine / (at.group_size * at.replicas);
-  comm.allreduce_sum(s.data(), s.size());
-  return s;
-}
-
 // The timed batches: the best step (the slowest rank's), and the batch whose schedule was the
 // shortest, with each stage's compute time in that batch. A bubble compares one batch's idle
 // time with its own compute: one batch's best compute against another's best schedule would
@@ -154,7 +146,7 @@ BestTimes time_batches(const BenchPipelineArgs& a, const PipelineRanks& at, Pipe
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     best.step_s = std::min(best.step_s, comm.allreduce_max(mine_s));
     const double schedule_s = comm.allreduce_max(r.schedule_s);
-    std::vector<double> compute = stage_compute_s(at, r.compute_s, comm);
+    std::vector<double> compute = stage_compute_means(at, r.compute_s, comm);
     if (best.stage_compute_min_s.empty()) best.stage_compute_min_s = compute;
     for (size_t s = 0; s < compute.size(); ++s)
       best.stage_compute_min_s[s] = std::min(best.stage_compute_min_s[s], compute[s]);
@@ -221,17 +213,6 @@ void report_pipeline(const BenchPipelineArgs& a, const PipelineTrainingSession& 
   add_pipeline_figures(j, a, session.ranks(), best, all);
   j["earlier_cuts"] = rounds;
   std::cout << j.dump() << std::endl;
-}
-
-// The cut the next round tries: `costs` rescaled by the stages' measured compute times; empty
-// where the cut would not move (or nothing is measured to move it by).
-std::vector<double> rebalanced_costs(const std::vector<double>& costs, int stages,
-                                     const std::vector<double>& stage_s) {
-  if (costs.empty()) return {};
-  const std::vector<size_t> starts = balanced_stage_starts(costs, stages);
-  std::vector<double> scaled = costs_scaled_to_stages(costs, starts, stage_s);
-  if (balanced_stage_starts(scaled, stages) == starts) return {};
-  return scaled;
 }
 
 void bench_pipeline(const BenchPipelineArgs& a) {

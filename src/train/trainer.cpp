@@ -107,6 +107,7 @@ class TrainingRun {
   void print_header();
   void print_pipeline_plan();
   std::vector<double> measured_stage_costs(const SessionOptions& micro_batch) const;
+  std::vector<double> rebalanced_stage_costs(TrainingSessionOptions to, PipelineOptions po);
   std::string stage_ranks_text(int s) const;
   void print_dry_run();
   void print_spatial_plan();
@@ -197,6 +198,7 @@ class TrainingRun {
   TrainStep* step_ = nullptr;     // null under dist.pipeline
   // dist.pipeline: this rank's stage, and its batches cut into micro-batches.
   std::unique_ptr<PipelineTrainingSession> pipeline_;
+  int pipeline_recuts_ = 0;  // how often dist.pipeline.rebalance moved the cut
   std::unique_ptr<PipelineBatches> pipeline_batches_;
   std::unique_ptr<LrPolicy> lr_policy_;
   std::unique_ptr<BatchFeed> feed_;
@@ -372,6 +374,7 @@ void TrainingRun::compile_pipeline() {
   po.recompute = pc.recompute;
   po.stage_starts = pc.stage_starts;
   po.costs = measured_stage_costs(to.session);
+  po.costs = rebalanced_stage_costs(to, po);
   pipeline_ = std::make_unique<PipelineTrainingSession>(task_.model.graph, to, po, *comm_);
   groups_.data_parallel = pipeline_->ranks().replicas;
   backend_ = &pipeline_->backend();
@@ -394,6 +397,27 @@ void TrainingRun::compile_pipeline() {
   for (const auto& state : optimizer_->state()) state_bytes += state.second->bytes();
   summary_.planned_bytes =
       pipeline_->stage().activation_bytes() + 2 * ex_->params().bytes() + state_bytes;
+}
+
+// dist.pipeline.rebalance: the time-balanced cut corrected from the stages' own compute times,
+// each round measured on a session made for it (its probe batches train it on random inputs;
+// it is gone before the run's session is made, whose weights start as they would have).
+std::vector<double> TrainingRun::rebalanced_stage_costs(TrainingSessionOptions to,
+                                                        PipelineOptions po) {
+  constexpr int kProbeBatches = 3;
+  to.init_weights.clear();  // the probes' weights do not matter
+  for (int round = 0; round < config_.dist.pipeline.rebalance && !po.costs.empty(); ++round) {
+    std::vector<double> stage_s;
+    {
+      PipelineTrainingSession probe(task_.model.graph, to, po, *comm_);
+      stage_s = probe_stage_compute(probe, task_.model, kProbeBatches, *comm_);
+    }
+    std::vector<double> next = rebalanced_costs(po.costs, po.stages, stage_s);
+    if (next.empty()) break;
+    po.costs = std::move(next);
+    ++pipeline_recuts_;
+  }
+  return po.costs;
 }
 
 // dist.pipeline.balance: time, the default cut: every node's measured cost at the micro-batch
@@ -467,8 +491,11 @@ void TrainingRun::print_pipeline_plan() {
       << (pc.recompute ? ", forward recomputed before each backward" : "") << ", stages cut "
       << (!pc.stage_starts.empty()                    ? "at dist.pipeline.stage_starts"
           : pc.balance == "time" && !options_.dry_run ? "where their measured time balances"
-                                                      : "where their FLOPs balance")
-      << "\n";
+                                                      : "where their FLOPs balance");
+  if (pipeline_recuts_ > 0)
+    log << " (re-cut " << pipeline_recuts_ << (pipeline_recuts_ == 1 ? " time" : " times")
+        << " from the stages' measured compute times)";
+  log << "\n";
   const auto& graphs = pipeline_->graphs();
   for (size_t s = 0; s < graphs.size(); ++s) {
     const PipelineStageGraph& g = graphs[s];

@@ -580,6 +580,11 @@ TEST(PipelineTrain, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
        {"'dist.pipeline={stages: 2, schedule: zigzag}'", "expected gpipe or 1f1b"},
        {"'dist.pipeline={stages: 2, depth: 3}'", "unknown key (pipeline accepts"},
        {"'dist.pipeline={stages: 2, balance: luck}'", "expected flops or time, got \"luck\""},
+       {"'dist.pipeline={stages: 2, rebalance: 2}'",
+        "rebalance: 2 re-cuts a time-balanced cut: it needs balance: time and no stage_starts"},
+       {"'dist.pipeline={stages: 2, balance: time, stage_starts: [conv3], rebalance: 1}'",
+        "rebalance: 1 re-cuts a time-balanced cut"},
+       {"'dist.pipeline={stages: 2, balance: time, rebalance: 17}'", "rebalance"},
        {two + "train.gradient_accumulation_frequency=2",
         "train.gradient_accumulation_frequency 2 (dist.pipeline.micro_batches accumulates"}});
 }

@@ -54,6 +54,16 @@ std::vector<double> node_training_flops(const Graph& graph, const Executor& plan
 // runs the whole model on this rank (unsplit: `so.spatial` is ignored).
 std::vector<double> measured_node_costs(const BuiltModel& m, SessionOptions so);
 
+// Each stage's compute time from every rank's own (`mine`, this rank's stage's): the mean over
+// the stage's ranks, every stage's on every rank. Collective over `world`.
+std::vector<double> stage_compute_means(const PipelineRanks& at, double mine, Communicator& world);
+
+// The costs a re-cut balances: `costs` (per node) rescaled by the stages' measured compute times
+// `stage_s` (costs_scaled_to_stages, over the cut balanced_stage_starts makes of `costs`); empty
+// where the cut would not move, or `costs` is empty (nothing measured to move it by).
+std::vector<double> rebalanced_costs(const std::vector<double>& costs, int stages,
+                                     const std::vector<double>& stage_s);
+
 // The first layer of each stage after the first: `given` (checked to name stages - 1 layers), or
 // where `costs` (per node, node_training_flops or measured) balance (balanced_stage_starts).
 std::vector<std::string> pipeline_stage_starts(const std::vector<std::string>& given,
@@ -150,5 +160,11 @@ class PipelineTrainingSession {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<PipelineTrainStep> step_;  // declared last: it holds the others
 };
+
+// Each stage's least compute time over `batches` training batches of random inputs, after one
+// untimed (every stage's on every rank; collective over `world`): what a re-cut balances. The
+// batches update `s`'s weights: probe a session made for it, not the one that trains.
+std::vector<double> probe_stage_compute(PipelineTrainingSession& s, const BuiltModel& m,
+                                        int batches, Communicator& world);
 
 }  // namespace crest

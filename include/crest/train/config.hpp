@@ -260,6 +260,9 @@ struct PipelineConfig {
   // The costs the default cut balances: "flops" (planned) or "time" (one measured step of the
   // whole model on rank 0 at the micro-batch size, before training).
   std::string balance = "flops";
+  // With balance "time": how many times the cut is corrected from the stages' own compute times
+  // (probe batches of random inputs before training, on sessions made for it); 2 unless given.
+  int rebalance = 0;
 };
 
 struct DistConfig {

@@ -1,4 +1,6 @@
 // dist: (a crest addition) how ranks work together (docs/distributed.md).
+#include <optional>
+
 #include "config/sections.hpp"
 
 namespace crest::config {
@@ -10,10 +12,11 @@ using S = DistConfig;
 PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) {
   const std::string expected =
       "expected {stages: K, micro_batches: M, schedule: gpipe | 1f1b, recompute: bool, "
-      "stage_starts: [layer, ...], balance: flops | time}";
+      "stage_starts: [layer, ...], balance: flops | time, rebalance: N}";
   if (!map.IsMap()) r.fail("pipeline", expected + ", got " + describe(map));
   PipelineConfig p;
   const std::string path = r.path_of("pipeline");
+  std::optional<int> rebalance;
   for (auto kv = map.begin(); kv != map.end(); ++kv) {
     const YAML::Node key_node = kv->first, v = kv->second;  // copies: the iterator's are temporary
     const std::string key = key_node.IsScalar() ? key_node.Scalar() : "?";
@@ -32,6 +35,8 @@ PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) 
       p.balance = v.IsScalar() ? v.Scalar() : "";
       if (p.balance != "flops" && p.balance != "time")
         r.source().fail(at, key_node, "expected flops or time, got " + describe(v));
+    } else if (key == "rebalance") {
+      rebalance = static_cast<int>(r.to_int(at, key_node, v, 0, 16));
     } else if (key == "stage_starts") {
       if (!v.IsSequence())
         r.source().fail(at, key_node, "expected a list of layer names, got " + describe(v));
@@ -45,13 +50,20 @@ PipelineConfig read_pipeline_map(const SectionReader& r, const YAML::Node& map) 
     } else {
       r.source().fail(at, key_node,
                       "unknown key (pipeline accepts: stages, micro_batches, schedule, recompute, "
-                      "stage_starts, balance)");
+                      "stage_starts, balance, rebalance)");
     }
   }
+  const bool time_balanced = p.balance == "time" && p.stage_starts.empty();
+  if (rebalance && *rebalance > 0 && !time_balanced)
+    r.fail("pipeline", "rebalance: " + std::to_string(*rebalance) +
+                           " re-cuts a time-balanced cut: it needs balance: time and no "
+                           "stage_starts");
+  p.rebalance = rebalance.value_or(time_balanced ? 2 : 0);
   return p;
 }
 
-// pipeline: {stages, micro_batches, schedule, recompute, stage_starts, balance}, keys of its own.
+// pipeline: {stages, micro_batches, schedule, recompute, stage_starts, balance, rebalance}, keys of
+// its own.
 Field<S> pipeline_field() {
   return {"pipeline",
           [](const SectionReader& r, S& s) {
@@ -68,7 +80,7 @@ Field<S> pipeline_field() {
                                     std::to_string(p.micro_batches) + ", schedule: " + p.schedule +
                                     ", recompute: " + (p.recompute ? "true" : "false") +
                                     ", stage_starts: [" + starts + "], balance: " + p.balance +
-                                    "}");
+                                    ", rebalance: " + std::to_string(p.rebalance) + "}");
           }};
 }
 

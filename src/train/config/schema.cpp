@@ -50,7 +50,8 @@ const Schema& schema() {
       {"dist", dist_table().keys()},
       // A map of its own keys, so an override may set one of them (dist.pipeline.stages=2).
       {"dist.pipeline",
-       {"stages", "micro_batches", "schedule", "recompute", "stage_starts", "balance"}},
+       {"stages", "micro_batches", "schedule", "recompute", "stage_starts", "balance",
+        "rebalance"}},
   };
   return s;
 }
