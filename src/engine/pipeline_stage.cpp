@@ -85,7 +85,7 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
   micro_batch_slot_.assign(static_cast<size_t>(opts.micro_batches), -1);
   if (opts.recompute) kept_inputs_.resize(static_cast<size_t>(opts.micro_batches));
   const ParamStore& params = executor().params();
-  grad_sum_ = Buffer(params.trainable_bytes(), 256, params.memory());
+  if (opts.micro_batches > 1) grad_sum_ = Buffer(params.trainable_bytes(), 256, params.memory());
   if (opts.recompute) recompute_state_ = Buffer(params.bytes(), 256, params.memory());
   for (const std::string& name : graph.sent) sent_values_.push_back(value_named(graph.graph, name));
   if (split) send_split_flags();
@@ -148,9 +148,10 @@ void PipelineStage::on_gradient_ready(int set, int slot) {
   const ParamStore& p = slots_[static_cast<size_t>(set)]->params();
   const auto s = static_cast<size_t>(slot);
   void* grad = p.grad(s).data();
+  auto* sum = static_cast<std::byte*>(grad_sum_.data());  // null for one micro-batch
   accumulate_gradient_slot(p.ops(), backwards_done_, opts_.micro_batches, grad,
-                           static_cast<std::byte*>(grad_sum_.data()) + p.slots()[s].offset, grad,
-                           p.slots()[s].count, 1.0);
+                           sum ? sum + p.slots()[s].offset : nullptr, grad, p.slots()[s].count,
+                           1.0);
 }
 
 double PipelineStage::evaluate(const Feed& feed, const Read& read) {

@@ -372,9 +372,10 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
                                             static_cast<double>(model.trainable_bytes)
                                       : 0.0;  // the stage's two more gradient copies
   // Every rank holds its stage's alone: checkpoints stream the stages' tensors to rank 0
-  // (docs/distributed.md "Pipeline stages").
+  // (docs/distributed.md "Pipeline stages"); with M > 1 also the micro-batches' gradient sum.
+  const double sum = micro > 1 ? 1.0 : 0.0;
   p.memory_bytes =
-      stage_bytes * (2 + state + lag) +
+      stage_bytes * (2 + state + lag + sum) +
       static_cast<double>(model.arena_bytes(per_micro)) * stage_act / all_act * in_flight;
 }
 

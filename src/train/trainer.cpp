@@ -395,8 +395,8 @@ void TrainingRun::compile_pipeline() {
   summary_.parameter_count = whole.params().parameter_count();
   size_t state_bytes = 0;
   for (const auto& state : optimizer_->state()) state_bytes += state.second->bytes();
-  summary_.planned_bytes =
-      pipeline_->stage().activation_bytes() + 2 * ex_->params().bytes() + state_bytes;
+  summary_.planned_bytes = pipeline_->stage().activation_bytes() + 2 * ex_->params().bytes() +
+                           pipeline_->stage().gradient_sum_bytes() + state_bytes;
 }
 
 // dist.pipeline.rebalance: the time-balanced cut corrected from the stages' own compute times,

@@ -165,6 +165,12 @@ TEST(Plan, PipelineStepIsTheSlowestStageOverMPlusKMinusOneSlots) {
   EXPECT_NEAR(p.pipeline_s, 3 * 2 * (4096.0 * 2 / 10e9), 1e-15);
   EXPECT_TRUE(p.runnable);              // crest train runs dist.pipeline
   EXPECT_EQ(p.gradient_exchange_s, 0);  // one replica
+  // Its memory: the larger stage's (a: 8 MB) parameters, gradients, state and, with M > 1, the
+  // micro-batches' gradient sum; the activations of M = 2 in flight at batch 2 are those of one
+  // at batch 4 (the arena grows linearly here).
+  const Prediction one = predict(two_layers(), device_node(),
+                                 {.ranks = 2, .pipeline_stages = 2, .micro_batches = 1}, batch(4));
+  EXPECT_NEAR(p.memory_bytes - one.memory_bytes, 8e6, 1);
 }
 
 TEST(Plan, PipelineStagesInTheBubbleLeaveTheirCoresToTheBusyOnes) {
