@@ -4,7 +4,6 @@
 #include <string>
 
 #include "crest/core/error.hpp"
-#include "crest/core/host_staging.hpp"
 #include "gradient_accumulation.hpp"
 
 namespace crest {
@@ -208,13 +207,18 @@ int PipelineStage::tag(int m, bool gradient, size_t value, size_t values) const 
   return static_cast<int>((static_cast<size_t>(m) * 2 + (gradient ? 1 : 0)) * values + value);
 }
 
-// Messages travel from host memory: on a device backend a received message lands in a host copy
-// that then goes to the device (and a sent one is copied off it, in post).
+// Messages travel from host memory: on a device backend a received message lands in a host
+// buffer kept for every message (no allocation per micro-batch) and then goes to the device (a
+// sent one is copied off it, in post).
 void PipelineStage::receive_into(const TensorView& t, int source, int tag,
                                  const std::string& what) {
-  HostStaging host(memory_, t.data(), t.bytes(), /*fetch=*/false);
-  comm_.exchange({}, {{source, tag, host.data(), host.bytes()}}, what);
-  host.commit();
+  if (memory_.is_host()) {
+    comm_.exchange({}, {{source, tag, t.data(), t.bytes()}}, what);
+    return;
+  }
+  received_.resize(t.bytes());
+  comm_.exchange({}, {{source, tag, received_.data(), t.bytes()}}, what);
+  memory_.copy_to_device(t.data(), received_.data(), t.bytes());
 }
 
 void PipelineStage::receive_activation(int m) {

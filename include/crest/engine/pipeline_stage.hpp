@@ -133,6 +133,7 @@ class PipelineStage {
   std::vector<std::vector<std::byte>> kept_inputs_;  // recompute: per micro-batch
   std::vector<std::unique_ptr<InFlight>> sends_;
   std::vector<std::vector<std::byte>> spare_;  // the sent messages' buffers, for the next batch
+  std::vector<std::byte> received_;            // a device backend's received message, on the host
   Buffer grad_sum_;
   Buffer recompute_state_;            // recompute: the parameters and statistics, kept aside
   std::vector<ValueId> sent_values_;  // graph_.sent's values in the stage's graph
