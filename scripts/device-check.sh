@@ -11,7 +11,9 @@
 #
 # Every check has its own time limit, and all of them together end by CHECK_DEADLINE_S (default
 # 420 s) after the start, so that one hung check cannot spend the session's device time (15
-# minutes, a machine's start included) and a second run still fits. CHECK_PEERS=0 skips the
+# minutes, a machine's start included) and a second run still fits. The checks run in the order
+# of what they prove (agreement first, the least needed figures last): what the deadline cuts
+# is reported SKIPPED. CHECK_PEERS=0 skips the
 # PyTorch peers.
 # The device is called with carry [".device-check"] and the command
 #   bash scripts/device-check.sh run
@@ -30,6 +32,7 @@ prepare() {
   rm -rf "$pack/stage" && mkdir -p "$pack/stage/bin" "$pack/stage/lib"
   # The plugin beside the binaries, where crest's loader looks for it.
   cp "$build/bin/crest" "$build/bin/crest_tests" "$build/bin/libcrest_cuda.so" "$pack/stage/bin/"
+  mkdir -p "$pack/stage/fixtures" && cp tests/fixtures/learnable_cosmoflow.yaml "$pack/stage/fixtures/"
   strip --strip-unneeded "$pack/stage/bin/"*
   # Every library the binaries load but glibc's, the C++ runtime's and CUDA's: the device has
   # those, newer (its cuDNN may need a newer libstdc++ than Debian 12's).
@@ -124,19 +127,34 @@ torch_peers() {
   "${py[@]}" "${deepcam[@]}" --warmup 2 --cl --bf16
 }
 
-export -f libraries_resolve gtest_all_ran torch_peers
-
 # Whole training steps of both models on the device, with the per-layer profile (each layer's
 # kernels waited for): every layer compiled for cuda (a refused one names itself in the log).
-# `--tag` and extra environment select the variant (the cuDNN algorithm choice).
+# The tag names the variant; then the precision, the DeepCAM batches, and extra environment
+# (the cuDNN algorithm choice).
 train_checks() {
-  local tag=$1
-  shift
+  local tag=$1 precision=$2 batches=$3
+  shift 3
   check "train_cosmoflow_128$tag" 60 env "$@" "$dir/bin/crest" bench train --model cosmoflow \
-    --size 128 --batch 8 --steps 5 --warmup 2 --backend cuda --profile
-  check "train_deepcam_768$tag" 60 env "$@" "$dir/bin/crest" bench train --model deepcam \
-    --height 768 --width 1152 --batch 2 --steps 4 --warmup 2 --backend cuda --profile
+    --size 128 --batch 8 --steps 5 --warmup 2 --backend cuda --profile --precision "$precision"
+  local b
+  for b in $batches; do
+    check "train_deepcam_768_b$b$tag" 60 env "$@" "$dir/bin/crest" bench train --model deepcam \
+      --height 768 --width 1152 --batch "$b" --steps 4 --warmup 2 --backend cuda --profile \
+      --precision "$precision"
+  done
 }
+
+# A bf16 CosmoFlow run on the learnable synthetic set (tests/fixtures/learnable_cosmoflow.yaml)
+# reaches MLPerf's target quality, validation MAE <= 0.124, on the device.
+learnable_bf16() {
+  local crest=$1 fixture=$2 work=$3
+  "$crest" datagen cosmoflow --out "$work/data" --train 1024 --valid 128 --size 32 --seed 1
+  "$crest" train --config "$fixture" data.data_dir="$work/data" output_dir="$work/run" \
+    crest.backend=cuda crest.precision=bf16 | tee "$work/train.log"
+  grep -q 'target reached: val_mae' "$work/train.log"
+}
+
+export -f libraries_resolve gtest_all_ran torch_peers learnable_bf16
 
 run() {
   : "${OUT:?run on the device machine, where OUT is set}"
@@ -153,10 +171,17 @@ run() {
   check libraries 30 libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
   check agreement 120 gtest_all_ran "$dir/bin/crest_tests" \
     --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*'
-  check op_table 90 "$dir/bin/crest_tests" --gtest_filter='*OpTable.EveryBackendAgrees*'
+  check op_table 90 "$dir/bin/crest_tests" \
+    --gtest_filter='*OpTable.EveryBackendAgrees*:*OpTable.HalfPrecision*'
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
-  train_checks "" CREST_CUDNN_ALGORITHMS=measured
-  train_checks _heuristic CREST_CUDNN_ALGORITHMS=heuristic
+  train_checks "" float32 2 CREST_CUDNN_ALGORITHMS=measured
+  train_checks _bf16 bf16 "1 8" CREST_CUDNN_ALGORITHMS=measured
+  check learnable_bf16 120 learnable_bf16 "$dir/bin/crest" "$dir/fixtures/learnable_cosmoflow.yaml" \
+    "$dir/learnable"
+  # float32 with TF32 on the tensor cores (CREST_CUDA_TF32=1), PyTorch's default for cuDNN.
+  train_checks _tf32 float32 2 CREST_CUDA_TF32=1 CREST_CUDNN_ALGORITHMS=measured
+  check peak_tf32 30 env CREST_CUDA_TF32=1 "$dir/bin/crest" bench peak --backend cuda --size 8192 \
+    --iters 10
   # A pipeline stage on the device (one rank: the image has no MPI launcher, so the stages'
   # messages are tested on the CPU's pretend device): micro-batches sharing one set of
   # parameters, their gradients summed on the device, recomputation's kept inputs.
@@ -166,6 +191,7 @@ run() {
   if [ -d "$dir/peers" ] && [ "${CHECK_PEERS:-1}" != 0 ]; then
     check torch_peers 120 torch_peers "$dir/peers"
   fi
+  train_checks _heuristic float32 2 CREST_CUDNN_ALGORITHMS=heuristic
   summarize >>"$OUT/summary.txt"
 }
 
@@ -174,11 +200,12 @@ run() {
 summarize() {
   grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$logs/agreement.log" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$logs/op_table.log" || true
-  grep -h '"bench":"peak"' "$logs/peak.log" || true
+  grep -h '"bench":"peak"' "$logs/peak.log" "$logs/peak_tf32.log" 2>/dev/null || true
   grep -h '"bench":"pipeline"' "$logs/pipeline_stage.log" 2>/dev/null || true
   for f in "$logs"/train_*.log; do
     echo "${f##*/}: $(grep -m1 '"bench":"train"' "$f" || tail -n 1 "$f")"
   done
+  grep -h -E '^epoch|target reached' "$logs/learnable_bf16.log" 2>/dev/null | tail -n 3 || true
   grep -h '^{' "$logs/torch_peers.log" 2>/dev/null || true
 }
 

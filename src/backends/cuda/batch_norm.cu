@@ -1,13 +1,14 @@
-// The batch_norm kernel (crest/backends/batch_norm_kernel.hpp) on device memory: float32 plain
-// [n, channels, spatial...], whatever layout the producer hints (the compile step reorders into
-// format()). It follows the reference (reference/batch_norm.cpp) step by step and in its
-// precision: statistics and backward sums accumulated in double, the variance in two passes
-// (the mean first, then squared deviations), each element normalised in double and rounded to
-// float before the fused ReLU, the running statistics updated in float. CMakeLists.txt compiles
-// this file with --fmad=false, so each element's formula rounds as the reference's does; only
-// the order of the per-channel sums differs. Those are one block per channel: each thread adds a
-// strided slice of the channel's values, the block combines its threads in a fixed tree, so
-// every run gives the same bits.
+// The batch_norm kernel (crest/backends/batch_norm_kernel.hpp) on device memory: plain [n,
+// channels, spatial...] values of float32, or of bf16 / fp16 under mixed precision (read as
+// float, each result rounded once; parameters and running statistics stay float32), whatever
+// layout the producer hints (the compile step reorders into format()). It follows the reference
+// (reference/batch_norm.cpp) step by step and in its precision: statistics and backward sums
+// accumulated in double, the variance in two passes (the mean first, then squared deviations), each
+// element normalised in double and rounded to float before the fused ReLU, the running statistics
+// updated in float. CMakeLists.txt compiles this file with --fmad=false, so each element's formula
+// rounds as the reference's does; only the order of the per-channel sums differs. Those are one
+// block per channel: each thread adds a strided slice of the channel's values, the block combines
+// its threads in a fixed tree, so every run gives the same bits.
 //
 // Without a reducer nothing waits for the device. With one (synchronised batch norm) the sums go
 // through host memory, as the reducer takes it, in the reference's sequence: the sums of x with
@@ -21,6 +22,7 @@
 #include "crest/backends/batch_norm_kernel.hpp"
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
+#include "cuda/elements.cuh"
 #include "cuda/launch.cuh"
 
 namespace crest::cuda {
@@ -37,16 +39,20 @@ struct Saved {
 __device__ double inv_std(double var, double eps) { return 1.0 / sqrt(var + eps); }
 
 // What the forward statistics add per value of channel c at flat index i.
+template <typename E>
 struct ValueOf {
-  const float* x;
-  __device__ double operator()(size_t /*c*/, size_t i) const { return static_cast<double>(x[i]); }
+  const Stored<E>* x;
+  __device__ double operator()(size_t /*c*/, size_t i) const {
+    return static_cast<double>(E::load(x[i]));
+  }
 };
 
+template <typename E>
 struct SquaredDeviation {
-  const float* x;
+  const Stored<E>* x;
   const double* mean;
   __device__ double operator()(size_t c, size_t i) const {
-    const double dev = static_cast<double>(x[i]) - mean[c];
+    const double dev = static_cast<double>(E::load(x[i])) - mean[c];
     return dev * dev;
   }
 };
@@ -73,17 +79,17 @@ struct PostOp {
 
 // y = post_op(float((x - mean) / sqrt(var + eps) * weight + bias)), computed in double. Stat:
 // double (the batch's statistics) or float (the running ones).
-template <typename Stat>
-__global__ void normalize_kernel(const float* x, const Stat* mean, const Stat* var,
+template <typename E, typename Stat>
+__global__ void normalize_kernel(const Stored<E>* x, const Stat* mean, const Stat* var,
                                  const float* weight, const float* bias, double eps, PostOp post,
-                                 float* y, Planes p) {
+                                 Stored<E>* y, Planes p) {
   for (size_t i = first_index(); i < p.elements(); i += grid_stride()) {
     const size_t c = p.channel_of(i);
-    const double v = (static_cast<double>(x[i]) - static_cast<double>(mean[c])) /
+    const double v = (static_cast<double>(E::load(x[i])) - static_cast<double>(mean[c])) /
                          sqrt(static_cast<double>(var[c]) + eps) * static_cast<double>(weight[c]) +
                      static_cast<double>(bias[c]);
     const auto out = static_cast<float>(v);
-    y[i] = post.relu && !(out > 0.f) ? post.alpha * out : out;
+    y[i] = E::store(post.relu && !(out > 0.f) ? post.alpha * out : out);
   }
 }
 
@@ -105,16 +111,18 @@ __global__ void update_running_kernel(Saved s, double n, float m, Running r, siz
 
 // One block per channel: this rank's sums of dy (sums[c]) and dy * x_hat (sums[C + c]) in
 // double for the input gradient, rounded to float as the bias and weight gradients.
-__global__ void backward_sums_kernel(const float* x, const float* dy, Saved s, double eps,
+template <typename E>
+__global__ void backward_sums_kernel(const Stored<E>* x, const Stored<E>* dy, Saved s, double eps,
                                      double* sums, float* diff_weight, float* diff_bias, Planes p) {
   for (size_t c = blockIdx.x; c < p.channels; c += gridDim.x) {
     const double mean = s.mean[c], k = inv_std(s.var[c], eps);
     double sum_dy = 0, sum_dy_xhat = 0;
     for (size_t j = threadIdx.x; j < p.per_channel(); j += blockDim.x) {
       const size_t i = p.at(c, j);
-      const double xhat = (static_cast<double>(x[i]) - mean) * k;
-      sum_dy += static_cast<double>(dy[i]);
-      sum_dy_xhat += static_cast<double>(dy[i]) * xhat;
+      const double xhat = (static_cast<double>(E::load(x[i])) - mean) * k;
+      const auto g = static_cast<double>(E::load(dy[i]));
+      sum_dy += g;
+      sum_dy_xhat += g * xhat;
     }
     sum_dy = block_sum(sum_dy);
     sum_dy_xhat = block_sum(sum_dy_xhat);
@@ -129,15 +137,18 @@ __global__ void backward_sums_kernel(const float* x, const float* dy, Saved s, d
 
 // dx = weight k (dy - sum dy / n - x_hat sum (dy x_hat) / n), k = 1 / sqrt(var + eps), with the
 // (group's) sums and count.
-__global__ void backward_data_kernel(const float* x, const float* dy, Saved s, double eps,
-                                     const float* weight, const double* sums, float* dx, Planes p) {
+template <typename E>
+__global__ void backward_data_kernel(const Stored<E>* x, const Stored<E>* dy, Saved s, double eps,
+                                     const float* weight, const double* sums, Stored<E>* dx,
+                                     Planes p) {
   const double n = *s.count;
   for (size_t i = first_index(); i < p.elements(); i += grid_stride()) {
     const size_t c = p.channel_of(i);
     const double k = inv_std(s.var[c], eps);
-    const double xhat = (static_cast<double>(x[i]) - s.mean[c]) * k;
-    const double g = static_cast<double>(dy[i]) - sums[c] / n - xhat * sums[p.channels + c] / n;
-    dx[i] = static_cast<float>(static_cast<double>(weight[c]) * k * g);
+    const double xhat = (static_cast<double>(E::load(x[i])) - s.mean[c]) * k;
+    const double g =
+        static_cast<double>(E::load(dy[i])) - sums[c] / n - xhat * sums[p.channels + c] / n;
+    dx[i] = E::store(static_cast<float>(static_cast<double>(weight[c]) * k * g));
   }
 }
 
@@ -154,7 +165,10 @@ size_t spatial_of(const BatchNormDesc& d) {
   return spatial;
 }
 
+template <typename E>
 class BatchNorm final : public BatchNormKernel {
+  using T = Stored<E>;
+
  public:
   BatchNorm(std::shared_ptr<Context> context, const BatchNormDesc& d)
       : context_(std::move(context)),
@@ -164,7 +178,7 @@ class BatchNorm final : public BatchNormKernel {
         post_{d.post_op.kind == EltwiseKind::relu, d.post_op.alpha},
         host_(2 * p_.channels + 1) {}
 
-  MemFormat format() const override { return plain_format(shape_, DType::f32); }
+  MemFormat format() const override { return plain_format(shape_, E::kDType); }
   size_t workspace_bytes() const override { return (2 * p_.channels + 1) * sizeof(double); }
   // Backward's sums of dy and dy * x_hat, kept in double from the reduction to the input
   // gradient.
@@ -172,38 +186,37 @@ class BatchNorm final : public BatchNormKernel {
 
   void forward_training(const void* src, const BatchNormParams& p, void* dst, void* workspace,
                         void* /*scratch*/, BatchStatReducer* reducer) override {
-    const auto* x = static_cast<const float*>(src);
+    const auto* x = static_cast<const T*>(src);
     const Saved s = saved(workspace);
     const double n = reducer ? group_statistics(x, s, *reducer) : local_statistics(x, s);
-    normalize(x, s.mean, s.var, p, static_cast<float*>(dst));
+    normalize(x, s.mean, s.var, p, static_cast<T*>(dst));
     update_running_statistics(s, n, p);
   }
 
   void forward_inference(const void* src, const BatchNormParams& p, void* dst,
                          void* /*scratch*/) override {
-    normalize(static_cast<const float*>(src), static_cast<const float*>(p.running_mean),
-              static_cast<const float*>(p.running_var), p, static_cast<float*>(dst));
+    normalize(static_cast<const T*>(src), static_cast<const float*>(p.running_mean),
+              static_cast<const float*>(p.running_var), p, static_cast<T*>(dst));
   }
 
   // The reducer is asked even without diff_src: every rank of the group makes the same calls.
   void backward(const void* src, const void* diff_dst, const BatchNormParams& p,
                 const void* workspace, void* diff_src, void* diff_weight, void* diff_bias,
                 void* scratch, BatchStatReducer* reducer) override {
-    const auto* x = static_cast<const float*>(src);
-    const auto* dy = static_cast<const float*>(diff_dst);
+    const auto* x = static_cast<const T*>(src);
+    const auto* dy = static_cast<const T*>(diff_dst);
     const Saved s = saved(const_cast<void*>(workspace));
     auto* sums = static_cast<double*>(scratch);
     if (p_.channels > 0) {
-      backward_sums_kernel<<<channel_blocks(), kThreads, 0, stream()>>>(
+      backward_sums_kernel<E><<<channel_blocks(), kThreads, 0, stream()>>>(
           x, dy, s, d_.eps, sums, static_cast<float*>(diff_weight), static_cast<float*>(diff_bias),
           p_);
       CREST_CUDA_LAUNCHED();
     }
     if (reducer) reduce_on_host(sums, 2 * p_.channels, *reducer);
     if (!diff_src || p_.elements() == 0) return;
-    backward_data_kernel<<<grid_for(p_.elements(), kThreads), kThreads, 0, stream()>>>(
-        x, dy, s, d_.eps, static_cast<const float*>(p.weight), sums, static_cast<float*>(diff_src),
-        p_);
+    backward_data_kernel<E><<<grid_for(p_.elements(), kThreads), kThreads, 0, stream()>>>(
+        x, dy, s, d_.eps, static_cast<const float*>(p.weight), sums, static_cast<T*>(diff_src), p_);
     CREST_CUDA_LAUNCHED();
   }
 
@@ -219,10 +232,10 @@ class BatchNorm final : public BatchNormKernel {
   double local_count() const { return static_cast<double>(p_.per_channel()); }
 
   // Mean and biased variance of this rank's batch, without leaving the device.
-  double local_statistics(const float* x, const Saved& s) {
+  double local_statistics(const T* x, const Saved& s) {
     const double n = local_count();
-    channel_sums(ValueOf{x}, n, s.mean);
-    channel_sums(SquaredDeviation{x, s.mean}, n, s.var);
+    channel_sums(ValueOf<E>{x}, n, s.mean);
+    channel_sums(SquaredDeviation<E>{x, s.mean}, n, s.var);
     store_kernel<<<1, 1, 0, stream()>>>(s.count, n);
     CREST_CUDA_LAUNCHED();
     return n;
@@ -231,9 +244,9 @@ class BatchNorm final : public BatchNormKernel {
   // The group's mean and biased variance, in the reference's sequence: the sums of x with the
   // count reduced first, then the squared deviations from the group's mean (no E[x^2] - mean^2
   // cancellation). The raw sums pass through the workspace before their quotients replace them.
-  double group_statistics(const float* x, const Saved& s, BatchStatReducer& reducer) {
+  double group_statistics(const T* x, const Saved& s, BatchStatReducer& reducer) {
     const size_t C = p_.channels;
-    channel_sums(ValueOf{x}, 1.0, s.mean);
+    channel_sums(ValueOf<E>{x}, 1.0, s.mean);
     download(s.mean, C);
     host_[C] = local_count();
     reducer.allreduce_sum(host_.data(), C + 1);
@@ -241,7 +254,7 @@ class BatchNorm final : public BatchNormKernel {
     for (size_t c = 0; c < C; ++c) host_[c] /= n;
     upload(host_.data(), s.mean, C);
     upload(host_.data() + C, s.count, 1);
-    channel_sums(SquaredDeviation{x, s.mean}, 1.0, s.var);
+    channel_sums(SquaredDeviation<E>{x, s.mean}, 1.0, s.var);
     download(s.var, C);
     reducer.allreduce_sum(host_.data(), C);
     for (size_t c = 0; c < C; ++c) host_[c] /= n;
@@ -257,10 +270,9 @@ class BatchNorm final : public BatchNormKernel {
   }
 
   template <typename Stat>
-  void normalize(const float* x, const Stat* mean, const Stat* var, const BatchNormParams& p,
-                 float* y) {
+  void normalize(const T* x, const Stat* mean, const Stat* var, const BatchNormParams& p, T* y) {
     if (p_.elements() == 0) return;
-    normalize_kernel<<<grid_for(p_.elements(), kThreads), kThreads, 0, stream()>>>(
+    normalize_kernel<E><<<grid_for(p_.elements(), kThreads), kThreads, 0, stream()>>>(
         x, mean, var, static_cast<const float*>(p.weight), static_cast<const float*>(p.bias),
         d_.eps, post_, y, p_);
     CREST_CUDA_LAUNCHED();
@@ -313,14 +325,15 @@ class BatchNorm final : public BatchNormKernel {
 };
 
 std::unique_ptr<BatchNormKernel> make_batch_norm(Backend& backend, const BatchNormDesc& d) {
-  if (d.dtype != DType::f32)
-    throw_usage("the cuda backend's batch_norm runs float32 plain tensors only, not " +
-                dtype_name(d.dtype));
   if (d.spatial_rank < 1 || d.spatial_rank > 3)
     throw_input("batch_norm spatial rank must be 1, 2 or 3, got " + std::to_string(d.spatial_rank));
   if (d.post_op.kind != EltwiseKind::none && !batch_norm_fuses(d.post_op))
     throw_usage("the cuda backend's batch_norm fuses only relu with slope 0 as its post-op");
-  return std::make_unique<BatchNorm>(context_of(backend), d);
+  std::unique_ptr<BatchNormKernel> kernel;
+  for_element_type(d.dtype, "batch_norm", [&](auto e) {
+    kernel = std::make_unique<BatchNorm<decltype(e)>>(context_of(backend), d);
+  });
+  return kernel;
 }
 
 }  // namespace

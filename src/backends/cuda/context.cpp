@@ -2,6 +2,7 @@
 // and library handles every kernel uses.
 #include "cuda/context.hpp"
 
+#include <cstdlib>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -37,17 +38,32 @@ Support device_available() {
   return Support::yes();
 }
 
+namespace {
+
+bool tf32_requested() {
+  const char* v = std::getenv("CREST_CUDA_TF32");
+  const std::string value = v ? v : "0";
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw_usage("CREST_CUDA_TF32: unknown value '" + value + "' (expected 0 or 1)");
+}
+
+}  // namespace
+
 std::shared_ptr<Context> open_context() {
   const Support s = device_available();
   if (!s) throw_usage("backend 'cuda' cannot run on this machine: " + s.reason);
   auto c = std::make_shared<Context>();
+  c->tf32 = tf32_requested();
   CREST_CUDA(cudaGetDevice(&c->device));
   CREST_CUDA(cudaGetDeviceProperties(&c->properties, c->device));
   CREST_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CREST_CUBLAS(cublasCreate(&c->cublas));
   CREST_CUBLAS(cublasSetStream(c->cublas, c->stream));
-  // No TF32 in float32 GEMMs: float32 results stay within the reference's 1e-5 (docs/cuda.md).
-  CREST_CUBLAS(cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH));
+  // No TF32 in float32 GEMMs unless asked: float32 results stay within the reference's 1e-5
+  // (docs/cuda.md).
+  CREST_CUBLAS(
+      cublasSetMathMode(c->cublas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
   CREST_CUDNN(cudnnCreate(&c->cudnn));
   CREST_CUDNN(cudnnSetStream(c->cudnn, c->stream));
   return c;

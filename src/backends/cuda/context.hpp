@@ -18,6 +18,10 @@ struct Context {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
+  // CREST_CUDA_TF32=1: float32 convolutions and matrix products may run on the tensor cores in
+  // TF32 (inputs rounded to 10 mantissa bits, float32 accumulation). Off by default: float32
+  // stays strict and agrees with the reference to 1e-5.
+  bool tf32 = false;
 
   Context() = default;
   Context(const Context&) = delete;
@@ -30,7 +34,8 @@ struct Context {
 Support device_available();
 
 // Opens device 0 (CUDA_VISIBLE_DEVICES selects which GPU that is, as launchers set it per rank):
-// a non-blocking stream and both library handles on it. Throws crest::Error (usage) with
+// a non-blocking stream and both library handles on it, TF32 as CREST_CUDA_TF32 says (0 or 1;
+// another value is a usage error naming the variable). Throws crest::Error (usage) with
 // device_available()'s reason when the machine cannot run it.
 std::shared_ptr<Context> open_context();
 

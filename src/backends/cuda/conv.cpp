@@ -11,6 +11,13 @@
 // with output padding, a spatial split's local padding) runs on a zero-padded extension of
 // conv_in in scratch: cuDNN pads the common part, the extension holds the rest as explicit zeros,
 // and a result written into the extension is cropped back.
+//
+// Under mixed precision src, dst and their gradients are bf16 or fp16 (cuDNN on the tensor
+// cores, accumulating in float32). The weights stay float32 (master weights): each pass that
+// reads them rounds them into a 16-bit copy in scratch first, as the reference's emulation rounds
+// them, and cuDNN's 16-bit weight gradient is widened into the float32 one (the 16-bit rounding
+// of each gradient is what torch.autocast's convolutions give too). The bias is added and its
+// gradient summed by crest's own kernels in every type (float32 bias; sums in double).
 #include <algorithm>
 #include <array>
 #include <string>
@@ -27,7 +34,7 @@ namespace {
 class ConvolutionDescriptor {
  public:
   // `common`: the padding cuDNN applies on both sides (the rest is in an extension of conv_in).
-  ConvolutionDescriptor(const ConvDesc& d, const std::array<int64_t, 3>& common) {
+  ConvolutionDescriptor(const ConvDesc& d, const std::array<int64_t, 3>& common, bool tf32) {
     CREST_CUDNN(cudnnCreateConvolutionDescriptor(&d_));
     const int r = d.spatial_rank;
     const auto pad = cudnn_extents(common.data(), r, 0);
@@ -38,10 +45,11 @@ class ConvolutionDescriptor {
         d_, static_cast<int>(pad.size()), pad.data(), stride.data(), dilation.data(),
         CUDNN_CROSS_CORRELATION, d.dtype == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT));
     CREST_CUDNN(cudnnSetConvolutionGroupCount(d_, static_cast<int>(d.groups)));
-    // Float32 stays float32 (no TF32: the backend agrees with the reference to 1e-5); 16-bit
-    // data runs on the tensor cores.
-    CREST_CUDNN(
-        cudnnSetConvolutionMathType(d_, is_half(d.dtype) ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH));
+    // 16-bit data runs on the tensor cores; float32 stays float32 (the backend agrees with the
+    // reference to 1e-5) unless TF32 is asked for (cuDNN's default math permits it).
+    CREST_CUDNN(cudnnSetConvolutionMathType(d_, is_half(d.dtype) ? CUDNN_TENSOR_OP_MATH
+                                                : tf32           ? CUDNN_DEFAULT_MATH
+                                                                 : CUDNN_FMA_MATH));
   }
   ~ConvolutionDescriptor() { cudnnDestroyConvolutionDescriptor(d_); }
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
@@ -81,32 +89,27 @@ class CudnnConv final : public ConvKernel {
         in_(d.dtype, d.n, s_.in_channels, s_.pad.size.data(), d.spatial_rank),
         out_(d.dtype, d.n, s_.out_channels, (d.transposed ? d.in_size : d.out_size).data(),
              d.spatial_rank),
-        dst_(d.dtype, d.n, d.out_channels, d.out_size.data(), d.spatial_rank),
         filter_(d.dtype, d.transposed ? d.in_channels : d.out_channels,
                 (d.transposed ? d.out_channels : d.in_channels) / d.groups, d.kernel.data(),
                 d.spatial_rank),
-        conv_(d, s_.pad.common) {
-    if (d.bias) {
-      const std::array<int64_t, 3> ones{1, 1, 1};
-      bias_ = std::make_unique<TensorDescriptor>(d.dtype, 1, d.out_channels, ones.data(),
-                                                 d.spatial_rank);
-    }
-    if (s_.pad.extended) {
-      int64_t n = d.n * s_.in_channels;
-      for (int a = 0; a < d.spatial_rank; ++a) n *= s_.pad.size[static_cast<size_t>(a)];
-      extension_bytes_ = aligned(static_cast<size_t>(n) * sizeof(float));
-    }
+        conv_(d, s_.pad.common, c_->tf32) {
+    if (s_.pad.extended)
+      extension_bytes_ = aligned(bytes_of(s_.pad.size.data(), d.spatial_rank, d.n, s_.in_channels));
+    if (is_half(d.dtype)) half_weights_bytes_ = aligned(weight_count() * dtype_size(d.dtype));
     check_extents();
     choose_algorithms();
   }
 
   MemFormat src_format() const override { return format_of(d_.in_channels, d_.in_size); }
   MemFormat dst_format() const override { return format_of(d_.out_channels, d_.out_size); }
-  size_t scratch_bytes() const override { return extension_bytes_ + algorithms_.workspace_bytes; }
+  size_t scratch_bytes() const override {
+    return extension_bytes_ + half_weights_bytes_ + algorithms_.workspace_bytes;
+  }
 
-  void forward(const void* src, const void* weights, const void* bias, void* dst,
+  void forward(const void* src, const void* weights_f32, const void* bias, void* dst,
                void* scratch) override {
     const float one = 1.f, zero = 0.f;
+    const void* weights = weights_as_computed(weights_f32, scratch);
     if (d_.transposed) {
       CREST_CUDNN(cudnnConvolutionBackwardData(c_->cudnn, &one, filter_.get(), weights, out_.get(),
                                                src, conv_.get(), algorithms_.bwd_data,
@@ -119,13 +122,15 @@ class CudnnConv final : public ConvKernel {
                                           workspace(scratch), algorithms_.workspace_bytes, &zero,
                                           out_.get(), dst));
     }
-    if (bias_)
-      CREST_CUDNN(cudnnAddTensor(c_->cudnn, &one, bias_->get(), bias, &one, dst_.get(), dst));
+    if (d_.bias)
+      add_channel_bias(d_.dtype, dst, static_cast<const float*>(bias), batch(), out_channels(),
+                       out_spatial(), c_->stream);
   }
 
-  void backward_data(const void* diff_dst, const void* weights, void* diff_src,
+  void backward_data(const void* diff_dst, const void* weights_f32, void* diff_src,
                      void* scratch) override {
     const float one = 1.f, zero = 0.f;
+    const void* weights = weights_as_computed(weights_f32, scratch);
     if (d_.transposed) {
       CREST_CUDNN(cudnnConvolutionForward(c_->cudnn, &one, in_.get(), conv_in(diff_dst, scratch),
                                           filter_.get(), weights, conv_.get(), algorithms_.fwd,
@@ -147,16 +152,21 @@ class CudnnConv final : public ConvKernel {
     const bool t = d_.transposed;
     const void* x = conv_in(t ? diff_dst : src, scratch);
     const void* dy = t ? src : diff_dst;
-    if (algorithms_.bwd_filter_gemm)
+    if (algorithms_.bwd_filter_gemm) {
       gemm_.run(c_->cublas, c_->stream, static_cast<const float*>(x), static_cast<const float*>(dy),
                 static_cast<float*>(diff_weights), static_cast<float*>(workspace(scratch)));
-    else
+    } else {
+      // A 16-bit gradient first goes to the 16-bit weights' place in scratch.
+      void* dw = is_half(d_.dtype) ? half_weights(scratch) : diff_weights;
       CREST_CUDNN(cudnnConvolutionBackwardFilter(
           c_->cudnn, &one, in_.get(), x, out_.get(), dy, conv_.get(), algorithms_.bwd_filter,
-          workspace(scratch), algorithms_.workspace_bytes, &zero, filter_.get(), diff_weights));
-    if (bias_ && diff_bias)
-      CREST_CUDNN(cudnnConvolutionBackwardBias(c_->cudnn, &one, dst_.get(), diff_dst, &zero,
-                                               bias_->get(), diff_bias));
+          workspace(scratch), algorithms_.workspace_bytes, &zero, filter_.get(), dw));
+      if (dw != diff_weights)
+        convert_elements(d_.dtype, dw, DType::f32, diff_weights, weight_count(), c_->stream);
+    }
+    if (d_.bias && diff_bias)
+      channel_sums(d_.dtype, diff_dst, static_cast<float*>(diff_bias), batch(), out_channels(),
+                   out_spatial(), c_->stream);
   }
 
   std::string implementation() const override {
@@ -175,16 +185,45 @@ class CudnnConv final : public ConvKernel {
     return plain_format(Shape(dims), d_.dtype);
   }
 
-  // Scratch: the conv_in extension first (when the padding is unequal), then cuDNN's workspace.
-  float* extension(void* scratch) const { return static_cast<float*>(scratch); }
-  void* workspace(void* scratch) const { return static_cast<char*>(scratch) + extension_bytes_; }
+  // Scratch: the conv_in extension first (when the padding is unequal), then the 16-bit weights
+  // (under mixed precision), then cuDNN's workspace.
+  void* extension(void* scratch) const { return scratch; }
+  void* half_weights(void* scratch) const { return static_cast<char*>(scratch) + extension_bytes_; }
+  void* workspace(void* scratch) const {
+    return static_cast<char*>(scratch) + extension_bytes_ + half_weights_bytes_;
+  }
   size_t planes() const { return static_cast<size_t>(d_.n * s_.in_channels); }
+
+  // The layer's dst as plain [batch, out_channels, out_spatial], for the bias.
+  size_t batch() const { return static_cast<size_t>(d_.n); }
+  size_t out_channels() const { return static_cast<size_t>(d_.out_channels); }
+  size_t out_spatial() const {
+    size_t spatial = 1;
+    for (int a = 0; a < d_.spatial_rank; ++a)
+      spatial *= static_cast<size_t>(d_.out_size[static_cast<size_t>(a)]);
+    return spatial;
+  }
+  size_t weight_count() const {
+    size_t taps = 1;
+    for (int a = 0; a < d_.spatial_rank; ++a)
+      taps *= static_cast<size_t>(d_.kernel[static_cast<size_t>(a)]);
+    return static_cast<size_t>(s_.out_channels) * static_cast<size_t>(s_.in_channels / d_.groups) *
+           taps;
+  }
+
+  // The weights in the type cuDNN reads: float32 as they are, else rounded into scratch.
+  const void* weights_as_computed(const void* weights, void* scratch) const {
+    if (!is_half(d_.dtype)) return weights;
+    convert_elements(DType::f32, weights, d_.dtype, half_weights(scratch), weight_count(),
+                     c_->stream);
+    return half_weights(scratch);
+  }
 
   // What cuDNN reads as conv_in: `t` itself, or its zero-padded extension.
   const void* conv_in(const void* t, void* scratch) const {
     if (!s_.pad.extended) return t;
-    copy_window_f32(static_cast<const float*>(t), s_.in_size, extension(scratch), s_.pad.size,
-                    s_.pad.offset, d_.spatial_rank, planes(), c_->stream);
+    copy_window(d_.dtype, t, s_.in_size, extension(scratch), s_.pad.size, s_.pad.offset,
+                d_.spatial_rank, planes(), c_->stream);
     return extension(scratch);
   }
   // Where cuDNN writes conv_in: `t` itself, or the extension, which crop_into() copies into t.
@@ -194,8 +233,8 @@ class CudnnConv final : public ConvKernel {
   void crop_into(void* t, void* scratch) const {
     if (!s_.pad.extended) return;
     const std::array<int64_t, 3> back{-s_.pad.offset[0], -s_.pad.offset[1], -s_.pad.offset[2]};
-    copy_window_f32(extension(scratch), s_.pad.size, static_cast<float*>(t), s_.in_size, back,
-                    d_.spatial_rank, planes(), c_->stream);
+    copy_window(d_.dtype, extension(scratch), s_.pad.size, t, s_.in_size, back, d_.spatial_rank,
+                planes(), c_->stream);
   }
 
   // The conv_out extents cuDNN derives from conv_in must be the descriptor's (it cannot
@@ -216,10 +255,11 @@ class CudnnConv final : public ConvKernel {
 
   // Every field that defines the problem, for the algorithm cache.
   std::string problem_key(bool fwd, bool bwd_data, bool bwd_filter) const {
-    std::string k = std::string(dtype_name(d_.dtype)) + " n" + std::to_string(d_.n) + " c" +
-                    std::to_string(s_.in_channels) + ">" + std::to_string(s_.out_channels) + " g" +
-                    std::to_string(d_.groups) + (d_.transposed ? " t" : "") + " passes" +
-                    std::to_string(fwd) + std::to_string(bwd_data) + std::to_string(bwd_filter);
+    std::string k = std::string(dtype_name(d_.dtype)) + (c_->tf32 ? " tf32" : "") + " n" +
+                    std::to_string(d_.n) + " c" + std::to_string(s_.in_channels) + ">" +
+                    std::to_string(s_.out_channels) + " g" + std::to_string(d_.groups) +
+                    (d_.transposed ? " t" : "") + " passes" + std::to_string(fwd) +
+                    std::to_string(bwd_data) + std::to_string(bwd_filter);
     for (size_t a = 0; a < static_cast<size_t>(d_.spatial_rank); ++a)
       k += " [" + std::to_string(s_.pad.size[a]) + " k" + std::to_string(d_.kernel[a]) + " s" +
            std::to_string(d_.stride[a]) + " d" + std::to_string(d_.dilation[a]) + " p" +
@@ -227,10 +267,10 @@ class CudnnConv final : public ConvKernel {
     return k;
   }
 
-  static size_t bytes_of(const int64_t* extents, int rank, int64_t n, int64_t channels) {
+  size_t bytes_of(const int64_t* extents, int rank, int64_t n, int64_t channels) const {
     int64_t e = n * channels;
     for (int a = 0; a < rank; ++a) e *= extents[a];
-    return static_cast<size_t>(e) * sizeof(float);
+    return static_cast<size_t>(e) * dtype_size(d_.dtype);
   }
 
   // The weight gradient as im2col and matrix products, in cuDNN's forward direction.
@@ -278,19 +318,20 @@ class CudnnConv final : public ConvKernel {
   std::shared_ptr<Context> c_;
   ConvDesc d_;
   Sides s_;
-  TensorDescriptor in_, out_, dst_;  // conv_in (extended), conv_out, the layer's dst (the bias's)
+  TensorDescriptor in_, out_;  // conv_in (extended), conv_out
   FilterDescriptor filter_;
   ConvolutionDescriptor conv_;
-  std::unique_ptr<TensorDescriptor> bias_;
   ConvAlgorithms algorithms_;
   GemmWeightGrad gemm_;  // used when algorithms_.bwd_filter_gemm
-  size_t extension_bytes_ = 0;
+  size_t extension_bytes_ = 0, half_weights_bytes_ = 0;
 };
 
 }  // namespace
 
 Support conv_support(const ConvDesc& d) {
-  if (d.dtype != DType::f32) return Support::no("the cuda backend's convolutions run float32 only");
+  if (d.dtype != DType::f32 && !is_half(d.dtype))
+    return Support::no("the cuda backend's convolutions run float32, bf16 or fp16, not " +
+                       dtype_name(d.dtype));
   for (int i = 0; i < d.spatial_rank; ++i)
     if (d.pad_lo[static_cast<size_t>(i)] < 0 || d.pad_hi[static_cast<size_t>(i)] < 0)
       return Support::no("the cuda backend cannot crop a convolution's input (negative padding " +

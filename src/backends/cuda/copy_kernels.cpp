@@ -1,7 +1,8 @@
-// The kernels that only move bytes: a reorder between plain and channels-last formats of one
-// shape (a copy when both are the same layout, else a transpose per sample) and channel
-// concatenation, one strided 2-D copy per input (rows: the batch; a row: that input's
-// channels times the spatial extent).
+// The kernels that move values: a reorder between plain and channels-last formats of one shape
+// (a copy when both are the same layout, else a transpose per sample; either converting between
+// float32 and a 16-bit type where the two formats' types differ) and channel concatenation, one
+// strided 2-D copy per input (rows: the batch; a row: that input's channels times the spatial
+// extent).
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
 
@@ -22,11 +23,30 @@ class CudaCopy final : public ReorderKernel {
   size_t bytes_;
 };
 
-// Plain (N, C, S) <-> channels-last (N, S, C), S the product of the spatial extents.
+// One layout, another type: each value converted.
+class CudaConvert final : public ReorderKernel {
+ public:
+  CudaConvert(std::shared_ptr<Context> context, const MemFormat& from, const MemFormat& to)
+      : c_(std::move(context)),
+        from_(from.dtype),
+        to_(to.dtype),
+        count_(static_cast<size_t>(from.shape.numel())) {}
+  void execute(const void* src, void* dst) override {
+    convert_elements(from_, src, to_, dst, count_, c_->stream);
+  }
+
+ private:
+  std::shared_ptr<Context> c_;
+  DType from_, to_;
+  size_t count_;
+};
+
+// Plain (N, C, S) <-> channels-last (N, S, C), S the product of the spatial extents; converting
+// where the types differ.
 class CudaLayoutTranspose final : public ReorderKernel {
  public:
-  CudaLayoutTranspose(std::shared_ptr<Context> context, const MemFormat& from)
-      : c_(std::move(context)), element_bytes_(dtype_size(from.dtype)) {
+  CudaLayoutTranspose(std::shared_ptr<Context> context, const MemFormat& from, const MemFormat& to)
+      : c_(std::move(context)), from_(from.dtype), to_(to.dtype) {
     const Shape& s = from.shape;
     batch_ = static_cast<size_t>(s[0]);
     const auto channels = static_cast<size_t>(s[1]);
@@ -38,12 +58,16 @@ class CudaLayoutTranspose final : public ReorderKernel {
     cols_ = from_plain ? spatial : channels;
   }
   void execute(const void* src, void* dst) override {
-    transpose_batched(src, dst, batch_, rows_, cols_, element_bytes_, c_->stream);
+    if (from_ == to_)
+      transpose_batched(src, dst, batch_, rows_, cols_, dtype_size(from_), c_->stream);
+    else
+      transpose_converting(src, from_, dst, to_, batch_, rows_, cols_, c_->stream);
   }
 
  private:
   std::shared_ptr<Context> c_;
-  size_t element_bytes_, batch_ = 1, rows_ = 1, cols_ = 1;
+  DType from_, to_;
+  size_t batch_ = 1, rows_ = 1, cols_ = 1;
 };
 
 class CudaConcat final : public ConcatKernel {
@@ -97,8 +121,10 @@ class CudaConcat final : public ConcatKernel {
 
 std::unique_ptr<ReorderKernel> make_reorder(std::shared_ptr<Context> context, const MemFormat& from,
                                             const MemFormat& to) {
-  if (from.layout == to.layout) return std::make_unique<CudaCopy>(std::move(context), from.bytes);
-  return std::make_unique<CudaLayoutTranspose>(std::move(context), from);
+  if (from.layout != to.layout)
+    return std::make_unique<CudaLayoutTranspose>(std::move(context), from, to);
+  if (from.dtype != to.dtype) return std::make_unique<CudaConvert>(std::move(context), from, to);
+  return std::make_unique<CudaCopy>(std::move(context), from.bytes);
 }
 
 std::unique_ptr<ConcatKernel> make_concat(std::shared_ptr<Context> context,

@@ -1,8 +1,8 @@
 // The CUDA backend object (docs/cuda.md): device memory, one stream, and cuDNN, cuBLAS and
-// CUDA kernels behind the Backend interface. It computes in float32 (16-bit types are not yet
-// offered) on plain layouts; channels-last tensors (the data files' order) are
-// reordered to plain. The plugin's entry point (plugin.hpp) hands the loader the factory
-// and the question whether this machine can run it.
+// CUDA kernels behind the Backend interface. It computes in float32, and under mixed precision
+// in bf16 (compute capability 8.0 and up) or fp16, on plain layouts; channels-last tensors (the
+// data files' order) are reordered to plain. The plugin's entry point (plugin.hpp) hands the loader
+// the factory and the question whether this machine can run it.
 #include <mutex>
 
 #include "crest/backends/kernels.hpp"
@@ -18,6 +18,7 @@ bool is_plain(const MemFormat& f) { return f.layout == Layout::plain; }
 bool is_dense(const MemFormat& f) {
   return f.layout == Layout::plain || f.layout == Layout::channels_last;
 }
+bool is_computed(DType t) { return t == DType::f32 || is_half(t); }
 
 class CudaBackend final : public Backend {
  public:
@@ -27,7 +28,17 @@ class CudaBackend final : public Backend {
   std::string name() const override { return "cuda"; }
   const std::shared_ptr<Context>& context() const { return context_; }
   Device device() const override { return Device::cuda; }
-  bool supports(DType dtype) const override { return dtype == DType::f32; }
+  bool supports(DType dtype) const override { return static_cast<bool>(supports_dtype(dtype)); }
+  // bf16 needs the tensor cores of compute capability 8.0 (Ampere) and up.
+  Support supports_dtype(DType dtype) const override {
+    const cudaDeviceProp& p = context_->properties;
+    if (dtype == DType::bf16 && p.major < 8)
+      return Support::no("bf16 needs a GPU of compute capability 8.0 or later; " +
+                         std::string(p.name) + " has " + std::to_string(p.major) + "." +
+                         std::to_string(p.minor));
+    if (is_computed(dtype)) return Support::yes();
+    return Support::no(dtype_name(dtype) + " tensors are not supported by the cuda backend");
+  }
   bool fuses(const EltwiseDesc& /*e*/) const override { return false; }
   MemoryResource& memory() const override { return memory_; }
   Stream& stream() const override { return stream_; }
@@ -58,10 +69,12 @@ class CudaBackend final : public Backend {
   }
   Support supports(const MemFormat& from, const MemFormat& to) const override {
     if (Support s = Backend::supports(from, to); !s) return s;
-    if (!is_dense(from) || !is_dense(to) || from.shape != to.shape || from.dtype != to.dtype)
+    const bool same_type = from.dtype == to.dtype;
+    if (!is_dense(from) || !is_dense(to) || from.shape != to.shape ||
+        !(same_type || (is_computed(from.dtype) && is_computed(to.dtype))))
       return Support::no(
-          "the cuda backend reorders only between plain and channels-last formats of one shape "
-          "and type, not " +
+          "the cuda backend reorders only between plain and channels-last formats of one shape, "
+          "of one type or between float32, bf16 and fp16, not " +
           from.str() + " to " + to.str());
     return Support::yes();
   }

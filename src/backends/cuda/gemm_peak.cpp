@@ -1,7 +1,8 @@
 // `crest bench peak --backend cuda`: the device's matrix rate through cuBLAS, timed with CUDA
 // events around each n x n x n product (best of `iters`, after one untimed warm-up). float32
-// runs without TF32, as the backend's kernels do; bf16 and fp16 run on the tensor cores with
-// float32 accumulation: the ceiling a mixed-precision step is measured against.
+// runs without TF32, as the backend's kernels do, or in TF32 where CREST_CUDA_TF32=1 lets them;
+// bf16 and fp16 run on the tensor cores with float32 accumulation: the ceiling a
+// mixed-precision step is measured against.
 #include <algorithm>
 #include <string>
 
@@ -62,8 +63,9 @@ PeakRate gemm_peak(Context& c, DType dtype, int64_t n, int iters) {
   CREST_CUDA(cudaMemsetAsync(a.p, 0x3c, bytes, c.stream));
   CREST_CUDA(cudaMemsetAsync(b.p, 0x3c, bytes, c.stream));
   const float one = 1.f, zero = 0.f;
-  const cublasComputeType_t compute =
-      dtype == DType::f32 ? CUBLAS_COMPUTE_32F_PEDANTIC : CUBLAS_COMPUTE_32F;
+  const cublasComputeType_t compute = dtype != DType::f32 ? CUBLAS_COMPUTE_32F
+                                      : c.tf32            ? CUBLAS_COMPUTE_32F_FAST_TF32
+                                                          : CUBLAS_COMPUTE_32F_PEDANTIC;
   auto product = [&] {
     CREST_CUBLAS(cublasGemmEx(c.cublas, CUBLAS_OP_N, CUBLAS_OP_N, m, m, m, &one, a.p, t.data, m,
                               b.p, t.data, m, &zero, out.p, t.data, m, compute,
@@ -84,7 +86,9 @@ PeakRate gemm_peak(Context& c, DType dtype, int64_t n, int iters) {
   const double flops =
       2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
   return {true, flops / (static_cast<double>(best_ms) * 1e-3) / 1e9,
-          std::string("cublasGemmEx ") + (dtype == DType::f32 ? "fp32 (no TF32)" : "tensor cores")};
+          std::string("cublasGemmEx ") + (dtype != DType::f32 ? "tensor cores"
+                                          : c.tf32            ? "fp32 (TF32, CREST_CUDA_TF32=1)"
+                                                              : "fp32 (no TF32)")};
 }
 
 }  // namespace crest::cuda

@@ -8,11 +8,13 @@
 // The reference backend's rules, so results agree bit for bit: padding holds no value (a window
 // takes the maximum of its real elements), ties and NaNs keep the first maximum in row-major
 // window order (strictly greater replaces), and an input's gradient adds its windows' gradients
-// in row-major output order.
+// in row-major output order. Values are float32, bf16 or fp16 (elements.cuh), compared and added
+// in float: a 16-bit maximum is stored exactly, a gradient sum rounds once.
 #include <cstdint>
 
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
+#include "cuda/elements.cuh"
 #include "cuda/launch.cuh"
 
 namespace crest::cuda {
@@ -32,15 +34,15 @@ Dims dims(const std::array<int64_t, 3>& v, int rank, int64_t missing) {
   return {v[0], v[1], v[2]};
 }
 
-template <typename Tap>
-__global__ void max_pool_forward(const float* src, float* dst, Tap* taps, Geometry g,
+template <typename E, typename Tap>
+__global__ void max_pool_forward(const Stored<E>* src, Stored<E>* dst, Tap* taps, Geometry g,
                                  size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
     const auto ow = static_cast<int64_t>(i % g.out.w);
     const auto oh = static_cast<int64_t>(i / g.out.w % g.out.h);
     const auto od = static_cast<int64_t>(i / g.out.w / g.out.h % g.out.d);
     const size_t plane = i / g.out.w / g.out.h / g.out.d;
-    const float* x = src + plane * static_cast<size_t>(g.in.d * g.in.h * g.in.w);
+    const Stored<E>* x = src + plane * static_cast<size_t>(g.in.d * g.in.h * g.in.w);
     float best = 0.f;
     int64_t best_tap = -1;
     for (int64_t kd = 0; kd < g.kernel.d; ++kd) {
@@ -52,7 +54,7 @@ __global__ void max_pool_forward(const float* src, float* dst, Tap* taps, Geomet
         for (int64_t kw = 0; kw < g.kernel.w; ++kw) {
           const int64_t xw = ow * g.stride.w - g.pad.w + kw;
           if (xw < 0 || xw >= g.in.w) continue;
-          const float v = x[(z * g.in.h + y) * g.in.w + xw];
+          const float v = E::load(x[(z * g.in.h + y) * g.in.w + xw]);
           if (best_tap < 0 || v > best) {
             best = v;
             best_tap = (kd * g.kernel.h + kh) * g.kernel.w + kw;
@@ -60,7 +62,7 @@ __global__ void max_pool_forward(const float* src, float* dst, Tap* taps, Geomet
         }
       }
     }
-    dst[i] = best;
+    dst[i] = E::store(best);
     taps[i] = static_cast<Tap>(best_tap);
   }
 }
@@ -75,8 +77,8 @@ __device__ void windows_over(int64_t p, int64_t kernel, int64_t stride, int64_t 
   *last = min(hi / stride, out - 1);
 }
 
-template <typename Tap>
-__global__ void max_pool_backward(const float* diff_dst, const Tap* taps, float* diff_src,
+template <typename E, typename Tap>
+__global__ void max_pool_backward(const Stored<E>* diff_dst, const Tap* taps, Stored<E>* diff_src,
                                   Geometry g, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
     const auto x = static_cast<int64_t>(i % g.in.w);
@@ -97,9 +99,9 @@ __global__ void max_pool_backward(const float* diff_dst, const Tap* taps, float*
                   g.kernel.w +
               (x - (ow * g.stride.w - g.pad.w));
           const size_t o = out_plane + static_cast<size_t>((od * g.out.h + oh) * g.out.w + ow);
-          if (static_cast<int64_t>(taps[o]) == tap) sum += diff_dst[o];
+          if (static_cast<int64_t>(taps[o]) == tap) sum += E::load(diff_dst[o]);
         }
-    diff_src[i] = sum;
+    diff_src[i] = E::store(sum);
   }
 }
 
@@ -107,24 +109,24 @@ __global__ void max_pool_backward(const float* diff_dst, const Tap* taps, float*
 // stride: CosmoFlow's pools): each input element lies in one window, so a thread per window
 // writes the window's gradient (0 + dy at the maximum, as the reference adds it to zero, and 0
 // elsewhere) with the divisions of one index instead of one per input element.
-template <typename Tap>
-__global__ void max_pool_backward_tiled(const float* diff_dst, const Tap* taps, float* diff_src,
-                                        Geometry g, size_t count) {
+template <typename E, typename Tap>
+__global__ void max_pool_backward_tiled(const Stored<E>* diff_dst, const Tap* taps,
+                                        Stored<E>* diff_src, Geometry g, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
     const auto ow = static_cast<int64_t>(i % g.out.w);
     const auto oh = static_cast<int64_t>(i / g.out.w % g.out.h);
     const auto od = static_cast<int64_t>(i / g.out.w / g.out.h % g.out.d);
     const size_t plane = i / g.out.w / g.out.h / g.out.d;
-    float* dx = diff_src + plane * static_cast<size_t>(g.in.d * g.in.h * g.in.w);
+    Stored<E>* dx = diff_src + plane * static_cast<size_t>(g.in.d * g.in.h * g.in.w);
     const auto tap = static_cast<int64_t>(taps[i]);
-    const float gradient = 0.f + diff_dst[i];
+    const Stored<E> gradient = E::store(0.f + E::load(diff_dst[i])), zero = E::store(0.f);
     for (int64_t kd = 0; kd < g.kernel.d; ++kd)
       for (int64_t kh = 0; kh < g.kernel.h; ++kh)
         for (int64_t kw = 0; kw < g.kernel.w; ++kw) {
           const int64_t z = od * g.kernel.d + kd, y = oh * g.kernel.h + kh,
                         x = ow * g.kernel.w + kw;
           const bool at_max = (kd * g.kernel.h + kh) * g.kernel.w + kw == tap;
-          dx[(z * g.in.h + y) * g.in.w + x] = at_max ? gradient : 0.f;
+          dx[(z * g.in.h + y) * g.in.w + x] = at_max ? gradient : zero;
         }
   }
 }
@@ -155,43 +157,62 @@ bool max_pool_taps_fit_a_byte(const PoolDesc& d) {
   return taps <= 255;
 }
 
-void max_pool_forward_f32(const PoolDesc& d, const float* src, float* dst, void* taps,
-                          cudaStream_t stream) {
+namespace {
+
+// The launches for element type E and tap type Tap.
+template <typename E, typename Tap>
+void forward_with(const Geometry& g, const void* src, void* dst, void* taps, size_t count,
+                  cudaStream_t stream) {
+  max_pool_forward<E, Tap><<<grid_for(count, kThreads), kThreads, 0, stream>>>(
+      static_cast<const Stored<E>*>(src), static_cast<Stored<E>*>(dst), static_cast<Tap*>(taps), g,
+      count);
+}
+
+template <typename E, typename Tap>
+void backward_with(const Geometry& g, bool tiled, const void* diff_dst, const void* taps,
+                   void* diff_src, size_t count, cudaStream_t stream) {
+  const auto* dy = static_cast<const Stored<E>*>(diff_dst);
+  auto* dx = static_cast<Stored<E>*>(diff_src);
+  const auto* t = static_cast<const Tap*>(taps);
+  if (tiled)
+    max_pool_backward_tiled<E, Tap>
+        <<<grid_for(count, kThreads), kThreads, 0, stream>>>(dy, t, dx, g, count);
+  else
+    max_pool_backward<E, Tap>
+        <<<grid_for(count, kThreads), kThreads, 0, stream>>>(dy, t, dx, g, count);
+}
+
+}  // namespace
+
+void max_pool_forward(const PoolDesc& d, const void* src, void* dst, void* taps,
+                      cudaStream_t stream) {
   const Geometry g = geometry_of(d);
   const size_t count = elements(g.out, d);
   if (count == 0) return;
-  if (max_pool_taps_fit_a_byte(d))
-    max_pool_forward<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-        src, dst, static_cast<uint8_t*>(taps), g, count);
-  else
-    max_pool_forward<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-        src, dst, static_cast<int32_t*>(taps), g, count);
+  for_element_type(d.dtype, "max pooling", [&](auto e) {
+    using E = decltype(e);
+    if (max_pool_taps_fit_a_byte(d))
+      forward_with<E, uint8_t>(g, src, dst, taps, count, stream);
+    else
+      forward_with<E, int32_t>(g, src, dst, taps, count, stream);
+  });
   CREST_CUDA_LAUNCHED();
 }
 
-void max_pool_backward_f32(const PoolDesc& d, const float* diff_dst, const void* taps,
-                           float* diff_src, cudaStream_t stream) {
+// Where the windows tile the input, a thread per window (output); else a thread per input.
+void max_pool_backward(const PoolDesc& d, const void* diff_dst, const void* taps, void* diff_src,
+                       cudaStream_t stream) {
   const Geometry g = geometry_of(d);
-  if (tiles_exactly(d)) {
-    const size_t outputs = elements(g.out, d);
-    if (outputs == 0) return;
-    if (max_pool_taps_fit_a_byte(d))
-      max_pool_backward_tiled<<<grid_for(outputs, kThreads), kThreads, 0, stream>>>(
-          diff_dst, static_cast<const uint8_t*>(taps), diff_src, g, outputs);
-    else
-      max_pool_backward_tiled<<<grid_for(outputs, kThreads), kThreads, 0, stream>>>(
-          diff_dst, static_cast<const int32_t*>(taps), diff_src, g, outputs);
-    CREST_CUDA_LAUNCHED();
-    return;
-  }
-  const size_t count = elements(g.in, d);
+  const bool tiled = tiles_exactly(d);
+  const size_t count = tiled ? elements(g.out, d) : elements(g.in, d);
   if (count == 0) return;
-  if (max_pool_taps_fit_a_byte(d))
-    max_pool_backward<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-        diff_dst, static_cast<const uint8_t*>(taps), diff_src, g, count);
-  else
-    max_pool_backward<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-        diff_dst, static_cast<const int32_t*>(taps), diff_src, g, count);
+  for_element_type(d.dtype, "max pooling", [&](auto e) {
+    using E = decltype(e);
+    if (max_pool_taps_fit_a_byte(d))
+      backward_with<E, uint8_t>(g, tiled, diff_dst, taps, diff_src, count, stream);
+    else
+      backward_with<E, int32_t>(g, tiled, diff_dst, taps, diff_src, count, stream);
+  });
   CREST_CUDA_LAUNCHED();
 }
 

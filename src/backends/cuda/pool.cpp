@@ -7,6 +7,10 @@
 // cuDNN pads the common part, the extension holds the rest as zeros (which change nothing in an
 // average that counts padding), and the input gradient is cropped back out of the extension's.
 // An average that excludes padding would count the extension's zeros, so it is refused.
+//
+// Under mixed precision (bf16, fp16 values) max pooling runs on the 16-bit values; an average
+// runs cuDNN in float32 on a widened copy of the input (the copy the workspace keeps anyway) and
+// rounds its output once, the reference's emulation step by step.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -24,11 +28,16 @@ cudnnPoolingMode_t average_mode(PoolKind kind) {
                                            : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
 }
 
-MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
+MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size, DType dtype) {
   std::vector<int64_t> dims{d.n, d.channels};
   dims.insert(dims.end(), size.begin(), size.begin() + d.spatial_rank);
-  return plain_format(Shape(dims), d.dtype);
+  return plain_format(Shape(dims), dtype);
 }
+MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
+  return pool_format(d, size, d.dtype);
+}
+
+size_t count_of(const MemFormat& f) { return static_cast<size_t>(f.shape.numel()); }
 
 class CrestMaxPool final : public PoolKernel {
  public:
@@ -48,13 +57,11 @@ class CrestMaxPool final : public PoolKernel {
   size_t scratch_bytes() const override { return 0; }
 
   void forward(const void* src, void* dst, void* workspace, void* /*scratch*/) override {
-    max_pool_forward_f32(d_, static_cast<const float*>(src), static_cast<float*>(dst), workspace,
-                         c_->stream);
+    max_pool_forward(d_, src, dst, workspace, c_->stream);
   }
   void backward(const void* diff_dst, const void* workspace, void* diff_src,
                 void* /*scratch*/) override {
-    max_pool_backward_f32(d_, static_cast<const float*>(diff_dst), workspace,
-                          static_cast<float*>(diff_src), c_->stream);
+    max_pool_backward(d_, diff_dst, workspace, diff_src, c_->stream);
   }
 
  private:
@@ -63,18 +70,20 @@ class CrestMaxPool final : public PoolKernel {
   MemFormat src_format_, dst_format_;
 };
 
-// Average pooling through cuDNN.
+// Average pooling through cuDNN, in float32 for 16-bit values too (`wide_`).
 class CudnnPool final : public PoolKernel {
  public:
   CudnnPool(std::shared_ptr<Context> context, const PoolDesc& d)
       : c_(std::move(context)),
         d_(d),
+        wide_(is_half(d.dtype)),
         e_(padding_extension(d.in_size, d.pad_lo, d.pad_hi, d.spatial_rank)),
         src_format_(pool_format(d, d.in_size)),
-        ext_format_(pool_format(d, e_.size)),
         dst_format_(pool_format(d, d.out_size)),
-        src_(d.dtype, d.n, d.channels, e_.size.data(), d.spatial_rank),
-        dst_(d.dtype, d.n, d.channels, d.out_size.data(), d.spatial_rank) {
+        ext_format_(pool_format(d, e_.size, computed())),
+        out_format_(pool_format(d, d.out_size, computed())),
+        src_(computed(), d.n, d.channels, e_.size.data(), d.spatial_rank),
+        dst_(computed(), d.n, d.channels, d.out_size.data(), d.spatial_rank) {
     CREST_CUDNN(cudnnCreatePoolingDescriptor(&pool_));
     try {
       describe();
@@ -89,18 +98,24 @@ class CudnnPool final : public PoolKernel {
 
   MemFormat src_format() const override { return src_format_; }
   MemFormat dst_format() const override { return dst_format_; }
-  // The (extended) input and the output, for cuDNN's backward.
-  size_t workspace_bytes() const override { return ext_format_.bytes + dst_format_.bytes; }
-  // The extended input's gradient, cropped into diff_src.
-  size_t scratch_bytes() const override { return e_.extended ? ext_format_.bytes : 0; }
+  // The (extended) input and the output as cuDNN computed with them, for cuDNN's backward.
+  size_t workspace_bytes() const override { return ext_format_.bytes + out_format_.bytes; }
+  // The extended input's gradient, cropped into diff_src; widened, also the output's gradient
+  // and the cropped input gradient before it is rounded.
+  size_t scratch_bytes() const override {
+    const size_t cropped = e_.extended ? wide_src_bytes() : 0;
+    if (wide_) return out_format_.bytes + ext_format_.bytes + cropped;
+    return e_.extended ? ext_format_.bytes : 0;
+  }
 
-  void forward(const void* src, void* dst, void* workspace, void* /*scratch*/) override {
+  void forward(const void* src, void* dst, void* workspace, void* scratch) override {
+    if (wide_) return forward_widened(src, dst, workspace, scratch);
     const float one = 1.f, zero = 0.f;
     char* w = static_cast<char*>(workspace);
     const void* x = src;
     if (e_.extended) {  // the extension lives in the workspace, where backward reads it
-      copy_window_f32(static_cast<const float*>(src), d_.in_size, reinterpret_cast<float*>(w),
-                      e_.size, e_.offset, d_.spatial_rank, planes(), c_->stream);
+      copy_window(d_.dtype, src, d_.in_size, w, e_.size, e_.offset, d_.spatial_rank, planes(),
+                  c_->stream);
       x = w;
     }
     CREST_CUDNN(cudnnPoolingForward(c_->cudnn, pool_, &one, src_.get(), x, &zero, dst_.get(), dst));
@@ -112,19 +127,61 @@ class CudnnPool final : public PoolKernel {
 
   void backward(const void* diff_dst, const void* workspace, void* diff_src,
                 void* scratch) override {
+    if (wide_) return backward_widened(diff_dst, workspace, diff_src, scratch);
     const float one = 1.f, zero = 0.f;
     const char* w = static_cast<const char*>(workspace);
     void* dx = e_.extended ? scratch : diff_src;
     CREST_CUDNN(cudnnPoolingBackward(c_->cudnn, pool_, &one, dst_.get(), w + ext_format_.bytes,
                                      dst_.get(), diff_dst, src_.get(), w, &zero, src_.get(), dx));
     if (!e_.extended) return;
-    const std::array<int64_t, 3> back{-e_.offset[0], -e_.offset[1], -e_.offset[2]};
-    copy_window_f32(static_cast<const float*>(scratch), e_.size, static_cast<float*>(diff_src),
-                    d_.in_size, back, d_.spatial_rank, planes(), c_->stream);
+    copy_window(d_.dtype, scratch, e_.size, diff_src, d_.in_size, crop_offset(), d_.spatial_rank,
+                planes(), c_->stream);
   }
 
  private:
   size_t planes() const { return static_cast<size_t>(d_.n * d_.channels); }
+  DType computed() const { return wide_ ? DType::f32 : d_.dtype; }
+  size_t wide_src_bytes() const { return count_of(src_format_) * sizeof(float); }
+  std::array<int64_t, 3> crop_offset() const {
+    return {-e_.offset[0], -e_.offset[1], -e_.offset[2]};
+  }
+
+  // 16-bit values: the workspace keeps the widened (extended) input and cuDNN's float32 output,
+  // which is rounded into dst. Scratch holds the widened input before its extension.
+  void forward_widened(const void* src, void* dst, void* workspace, void* scratch) {
+    const float one = 1.f, zero = 0.f;
+    char* x = static_cast<char*>(workspace);
+    char* y = x + ext_format_.bytes;
+    void* wide = e_.extended ? scratch : x;
+    convert_elements(d_.dtype, src, DType::f32, wide, count_of(src_format_), c_->stream);
+    if (e_.extended)
+      copy_window(DType::f32, wide, d_.in_size, x, e_.size, e_.offset, d_.spatial_rank, planes(),
+                  c_->stream);
+    CREST_CUDNN(cudnnPoolingForward(c_->cudnn, pool_, &one, src_.get(), x, &zero, dst_.get(), y));
+    convert_elements(DType::f32, y, d_.dtype, dst, count_of(dst_format_), c_->stream);
+  }
+
+  // Scratch: the widened output gradient, the extended input's gradient, then (extended) that
+  // gradient cropped, each float32; the input's gradient is rounded once at the end.
+  void backward_widened(const void* diff_dst, const void* workspace, void* diff_src,
+                        void* scratch) {
+    const float one = 1.f, zero = 0.f;
+    const char* x = static_cast<const char*>(workspace);
+    const char* y = x + ext_format_.bytes;
+    char* dy = static_cast<char*>(scratch);
+    char* dx = dy + out_format_.bytes;
+    char* cropped = dx + ext_format_.bytes;
+    convert_elements(d_.dtype, diff_dst, DType::f32, dy, count_of(dst_format_), c_->stream);
+    CREST_CUDNN(cudnnPoolingBackward(c_->cudnn, pool_, &one, dst_.get(), y, dst_.get(), dy,
+                                     src_.get(), x, &zero, src_.get(), dx));
+    const char* dx_of_src = dx;
+    if (e_.extended) {
+      copy_window(DType::f32, dx, e_.size, cropped, d_.in_size, crop_offset(), d_.spatial_rank,
+                  planes(), c_->stream);
+      dx_of_src = cropped;
+    }
+    convert_elements(DType::f32, dx_of_src, d_.dtype, diff_src, count_of(src_format_), c_->stream);
+  }
 
   // The pooling descriptor, and the check that cuDNN derives the layer's output extents.
   void describe() {
@@ -148,16 +205,20 @@ class CudnnPool final : public PoolKernel {
 
   std::shared_ptr<Context> c_;
   PoolDesc d_;
+  bool wide_;  // 16-bit values, pooled in float32
   PaddingExtension e_;
-  MemFormat src_format_, ext_format_, dst_format_;
-  TensorDescriptor src_, dst_;  // cuDNN's input (the extension where there is one), output
+  MemFormat src_format_, dst_format_;  // the layer's
+  MemFormat ext_format_, out_format_;  // cuDNN's input (the extension where there is one), output
+  TensorDescriptor src_, dst_;         // the same, for cuDNN
   cudnnPoolingDescriptor_t pool_ = nullptr;
 };
 
 }  // namespace
 
 Support pool_support(const PoolDesc& d) {
-  if (d.dtype != DType::f32) return Support::no("the cuda backend's pooling runs float32 only");
+  if (d.dtype != DType::f32 && !is_half(d.dtype))
+    return Support::no("the cuda backend's pooling runs float32, bf16 or fp16, not " +
+                       dtype_name(d.dtype));
   for (int i = 0; i < d.spatial_rank; ++i) {
     const int64_t lo = d.pad_lo[static_cast<size_t>(i)], hi = d.pad_hi[static_cast<size_t>(i)];
     if (lo < 0 || hi < 0)

@@ -3,6 +3,7 @@
 // axis alike), and the crop back out of it.
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
+#include "cuda/elements.cuh"
 #include "cuda/launch.cuh"
 
 namespace crest::cuda {
@@ -14,8 +15,9 @@ struct Extents {
 
 // dst[plane, z, y, x] = src[plane, z - offset.d, y - offset.h, x - offset.w] where that lies in
 // src, else `fill`.
-__global__ void window_kernel(const float* src, Extents from, float* dst, Extents to,
-                              Extents offset, float fill, size_t count) {
+template <typename T>
+__global__ void window_kernel(const T* src, Extents from, T* dst, Extents to, Extents offset,
+                              T fill, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
     const auto x = static_cast<int64_t>(i % to.w);
     const auto y = static_cast<int64_t>(i / to.w % to.h);
@@ -59,14 +61,18 @@ PaddingExtension padding_extension(const std::array<int64_t, 3>& size,
   return e;
 }
 
-void copy_window_f32(const float* src, const std::array<int64_t, 3>& from, float* dst,
-                     const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
-                     int spatial_rank, size_t planes, cudaStream_t stream, float fill) {
+void copy_window(DType dtype, const void* src, const std::array<int64_t, 3>& from, void* dst,
+                 const std::array<int64_t, 3>& to, const std::array<int64_t, 3>& offset,
+                 int spatial_rank, size_t planes, cudaStream_t stream, float fill) {
   const Extents t = extents_of(to, spatial_rank);
   const size_t count = planes * static_cast<size_t>(t.d * t.h * t.w);
   if (count == 0) return;
-  window_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-      src, extents_of(from, spatial_rank), dst, t, offsets_of(offset, spatial_rank), fill, count);
+  for_element_type(dtype, "padding copies", [&](auto e) {
+    using T = Stored<decltype(e)>;
+    window_kernel<T><<<grid_for(count, kThreads), kThreads, 0, stream>>>(
+        static_cast<const T*>(src), extents_of(from, spatial_rank), static_cast<T*>(dst), t,
+        offsets_of(offset, spatial_rank), decltype(e)::store(fill), count);
+  });
   CREST_CUDA_LAUNCHED();
 }
 
