@@ -132,10 +132,14 @@ GradientSync::GradientSync(Communicator& comm, const ParamStore& params,
       bucket_of_slot_[static_cast<size_t>(s)] = static_cast<int>(b);
     }
   // Allocated once: a training step allocates nothing.
+  const size_t gradient_bytes = params.trainable_bytes() + ParamStore::kSidebandBytes;
+  const size_t code_bytes = gradient_bytes / sizeof(float) * sizeof(uint16_t);
   if (compress_ != GradientCompression::none && comm_.size() > 1)
-    narrow_ = Buffer(
-        (params.trainable_bytes() + ParamStore::kSidebandBytes) / sizeof(float) * sizeof(uint16_t),
-        256, params.memory());
+    narrow_ = Buffer(code_bytes, 256, params.memory());
+  if (staged() && comm_.size() > 1) {
+    host_gradients_.resize(gradient_bytes);
+    if (compress_ != GradientCompression::none) host_codes_.resize(code_bytes);
+  }
   missing_.assign(buckets_.size(), 0);
   pending_.resize(buckets_.size());
   part_pending_.resize(parts_.size());
@@ -211,6 +215,22 @@ void GradientSync::broadcast_parameters(ParamStore& params) {
   broadcast_store_layout(comm_, params, params.values(), params.bytes());
 }
 
+void* GradientSync::stage(void* device_base, std::vector<char>& mirror, size_t offset,
+                          size_t bytes) {
+  auto* device = static_cast<char*>(device_base) + offset;
+  if (!staged()) return device;
+  // Waits for the queued kernels that write the range (a backward still running on the device).
+  params_.memory().copy_to_host(mirror.data() + offset, device, bytes);
+  return mirror.data() + offset;
+}
+
+void GradientSync::unstage(void* device_base, const std::vector<char>& mirror, size_t offset,
+                           size_t bytes) {
+  if (staged())
+    params_.memory().copy_to_device(static_cast<char*>(device_base) + offset,
+                                    mirror.data() + offset, bytes);
+}
+
 void GradientSync::start_bucket(size_t b) {
   const GradientBucket& bk = buckets_[b];
   auto* base = static_cast<char*>(gradients_);
@@ -228,8 +248,8 @@ void GradientSync::start_bucket(size_t b) {
   if (params_.dtype() == DType::f64) {  // never compressed (the constructor refuses it)
     double scale = 1.0 / comm_.size();
     if (loss_scale_ > 0) scale /= loss_scale_;
-    pending_[b] = comm_.start_allreduce(reinterpret_cast<double*>(base + bk.begin_byte),
-                                        bk.bytes() / sizeof(double), scale, what);
+    auto* values = static_cast<double*>(stage(base, host_gradients_, bk.begin_byte, bk.bytes()));
+    pending_[b] = comm_.start_allreduce(values, bk.bytes() / sizeof(double), scale, what);
     return;
   }
   auto* grads = reinterpret_cast<float*>(base + bk.begin_byte);
@@ -237,14 +257,17 @@ void GradientSync::start_bucket(size_t b) {
   float scale = 1.f / static_cast<float>(comm_.size());
   if (loss_scale_ > 0 && !fp16) scale = static_cast<float>(scale / loss_scale_);
   if (!narrow) {
-    pending_[b] = comm_.start_allreduce(grads, n, scale, what);
+    auto* values = static_cast<float*>(stage(base, host_gradients_, bk.begin_byte, bk.bytes()));
+    pending_[b] = comm_.start_allreduce(values, n, scale, what);
     return;
   }
   // Scaled before narrowing: the sum of the ranks' shares is the average, within range whenever
   // every share is.
-  uint16_t* out = narrow_codes() + bk.begin_byte / sizeof(float);
-  const double largest =
-      params_.ops().narrow(grads, scale, out, n, fp16 ? DType::f16 : DType::bf16);
+  const size_t first_code = bk.begin_byte / sizeof(float);
+  const double largest = params_.ops().narrow(grads, scale, narrow_codes() + first_code, n,
+                                              fp16 ? DType::f16 : DType::bf16);
+  auto* out = static_cast<uint16_t*>(
+      stage(narrow_codes(), host_codes_, first_code * sizeof(uint16_t), n * sizeof(uint16_t)));
   if (!fp16) {
     pending_[b] = comm_.start_allreduce_16(out, n, Float16::bf16, what);
     return;
@@ -257,6 +280,29 @@ void GradientSync::start_bucket(size_t b) {
         "dist.compress: fp16: " + what + " holds a gradient of " + std::to_string(largest) +
         " (after 1/ranks), beyond fp16's 65504; use dist.compress: bf16 (float32's range) or none");
   pending_[b] = comm_.start_allreduce_16(out, n, Float16::fp16, what);
+}
+
+// Waits for bucket b's collective and leaves its average in the gradients.
+void GradientSync::finish_bucket(size_t b) {
+  auto& p = pending_[b];
+  p->wait();
+  const PendingCollective::Timing t = p->timing();
+  stats_.allreduce_s += t.done - t.started;
+  last_timing_.push_back(t);
+  p.reset();
+  const GradientBucket& bk = buckets_[b];
+  if (compress_ == GradientCompression::none)
+    return unstage(gradients_, host_gradients_, bk.begin_byte, bk.bytes());
+  // Widen the average back.
+  const size_t n = bk.bytes() / sizeof(float);
+  const size_t first_code = bk.begin_byte / sizeof(float);
+  unstage(narrow_codes(), host_codes_, first_code * sizeof(uint16_t), n * sizeof(uint16_t));
+  auto* grads = reinterpret_cast<float*>(static_cast<char*>(gradients_) + bk.begin_byte);
+  params_.ops().widen(narrow_codes() + first_code,
+                      compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16, grads, n);
+  // fp16 summed the loss-scaled gradients: unscale now (bf16 did it when narrowing).
+  if (compress_ == GradientCompression::fp16 && started_loss_scale_ > 0)
+    params_.ops().scale(1.0 / started_loss_scale_, grads, grads, n);
 }
 
 int GradientSync::ranks() const { return comm_.size(); }
@@ -276,6 +322,7 @@ void GradientSync::start_part(size_t i) {
   scale /= replicas->size();
   const std::string what =
       "allreduce of " + slot.name + "'s part (step " + std::to_string(stats_.steps + 1) + ")";
+  grad = stage(gradients_, host_gradients_, slot.offset, slot.count * dtype_size(params_.dtype()));
   part_pending_[i] =
       params_.dtype() == DType::f64
           ? replicas->start_allreduce(static_cast<double*>(grad), slot.count, scale, what)
@@ -307,24 +354,7 @@ void GradientSync::finish() {
     for (size_t b = 0; b < buckets_.size(); ++b)
       if (!pending_[b]) start_bucket(b);  // in bucket order: the same sequence on every rank
     last_timing_.clear();
-    for (size_t b = 0; b < buckets_.size(); ++b) {
-      auto& p = pending_[b];
-      p->wait();
-      const PendingCollective::Timing t = p->timing();
-      stats_.allreduce_s += t.done - t.started;
-      last_timing_.push_back(t);
-      p.reset();
-      if (compress_ != GradientCompression::none) {  // widen the average back
-        const GradientBucket& bk = buckets_[b];
-        auto* grads = reinterpret_cast<float*>(static_cast<char*>(gradients_) + bk.begin_byte);
-        const uint16_t* in = narrow_codes() + bk.begin_byte / sizeof(float);
-        params_.ops().widen(in, compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16,
-                            grads, bk.bytes() / sizeof(float));
-        // fp16 summed the loss-scaled gradients: unscale now (bf16 did it when narrowing).
-        if (compress_ == GradientCompression::fp16 && started_loss_scale_ > 0)
-          params_.ops().scale(1.0 / started_loss_scale_, grads, grads, bk.bytes() / sizeof(float));
-      }
-    }
+    for (size_t b = 0; b < buckets_.size(); ++b) finish_bucket(b);
   }
   finish_parts();
   for (size_t b = 0; b < buckets_.size(); ++b)
@@ -345,6 +375,8 @@ void GradientSync::finish_parts() {
       const PendingCollective::Timing t = part_pending_[i]->timing();
       stats_.allreduce_s += t.done - t.started;
       part_pending_[i].reset();
+      const ParamSlot& slot = params_.slots()[static_cast<size_t>(parts_[i])];
+      unstage(gradients_, host_gradients_, slot.offset, slot.count * dtype_size(params_.dtype()));
     }
     part_started_[i] = false;
   }

@@ -294,9 +294,11 @@ TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients(const ParamSto
 void TrainStep::share_partial_sum(Communicator& comm) {
   if (comm.size() == 1 || !window_open()) return;
   const ParamStore& params = ex_.params();
-  CREST_CHECK(params.dtype() == DType::f32 && params.memory().is_host(),
-              "data-parallel gradient accumulation needs float32 host memory");
-  auto* sum = static_cast<float*>(optimizer_.gradient_sum());
+  CREST_CHECK(params.dtype() == DType::f32, "data-parallel gradient accumulation needs float32");
+  // The communicator works on host memory: on a device, through a host copy (a rare exchange,
+  // when a window is cut short).
+  HostStaging host(params.memory(), optimizer_.gradient_sum(), params.trainable_bytes());
+  auto* sum = host.as<float>();
   for (const ParamStore::ByteRange& r : params.replicated_ranges(params.trainable_bytes()))
     comm.start_allreduce(sum + r.begin / sizeof(float), (r.end - r.begin) / sizeof(float),
                          1.0f / static_cast<float>(comm.size()), "partial gradient sum")
@@ -310,6 +312,7 @@ void TrainStep::share_partial_sum(Communicator& comm) {
                             1.0f / static_cast<float>(replicas->size()), "partial gradient sum")
           ->wait();
   }
+  host.commit();
 }
 
 }  // namespace crest

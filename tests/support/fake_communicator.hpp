@@ -32,9 +32,10 @@ class FakeCommunicator final : public Communicator {
                                                      std::string what) override {
     return scaled(values, n, scale, std::move(what));
   }
-  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t*, size_t, Float16,
+  std::unique_ptr<PendingCollective> start_allreduce_16(uint16_t* values, size_t, Float16,
                                                         std::string what) override {
     started.push_back(what);
+    if (saw_buffer) saw_buffer(values);
     struct Done final : PendingCollective {
       void wait() override {}
       Timing timing() const override { return {}; }
@@ -59,12 +60,16 @@ class FakeCommunicator final : public Communicator {
   std::vector<std::string> started;
   // What the other ranks add to a double allreduce_sum (unset: nothing), for arithmetic tests.
   std::function<void(double* values, size_t n)> other_ranks_add;
+  // Called with the buffer of every start_allreduce and start_allreduce_16 (unset: nothing):
+  // where a collective's values live.
+  std::function<void(const void* values)> saw_buffer;
 
  private:
   // One rank's share only (the fake's other ranks add nothing), scaled; done at once.
   template <typename T>
   std::unique_ptr<PendingCollective> scaled(T* values, size_t n, T scale, std::string what) {
     started.push_back(std::move(what));
+    if (saw_buffer) saw_buffer(values);
     for (size_t i = 0; i < n; ++i) values[i] *= scale;
     struct Done final : PendingCollective {
       void wait() override {}

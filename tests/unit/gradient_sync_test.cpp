@@ -15,7 +15,9 @@
 #include "crest/core/fp16.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
+#include "support/counting_backend.hpp"
 #include "support/fake_communicator.hpp"
+#include "support/host_copy.hpp"
 #include "support/small_models.hpp"
 
 namespace crest {
@@ -145,6 +147,67 @@ TEST(GradientSync, TheLaggedExchangeStartsBehindEveryRanksArrival) {
     EXPECT_NE(comm.started[b].find("gradient bucket"), std::string::npos) << comm.started[b];
   sync.finish();
   EXPECT_EQ(comm.started.size(), sync.buckets().size() + 1) << "finish() starts nothing twice";
+}
+
+// One synchronised step of the branchy model on `backend` against a fake 2-rank communicator:
+// the averaged gradients (read through the backend's memory) and, through `saw`, where each
+// collective's values lived. `lagged`: the gradient lag's path (a copy of the gradients in the
+// backend's memory, every bucket started at once) instead of backward's hook.
+std::vector<char> synchronised_gradients(Backend& backend, GradientCompression compress,
+                                         bool lagged, const std::function<void(const void*)>& saw) {
+  test::SmallModel m = test::branchy_model();
+  CompileOptions co;
+  co.batch = 2;
+  Executor ex(m.graph, backend, co);
+  MemoryResource& memory = backend.memory();
+  test::write_host(memory, ex.input("x"), [](const TensorView& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = 0.01f * static_cast<float>(i % 37);
+  });
+  test::write_host(memory, ex.input("y"), [](const TensorView& t) {
+    for (int64_t i = 0; i < t.numel(); ++i) t.as<float>()[i] = 0.5f;
+  });
+  test::FakeCommunicator comm(0, 2);
+  comm.saw_buffer = saw;
+  GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3, compress);
+  const size_t bytes = ex.params().trainable_bytes() + ParamStore::kSidebandBytes;
+  Buffer copy(bytes, 256, memory);
+  if (!lagged) ex.set_gradient_ready([&](int s) { sync.gradient_ready(s); });
+  ex.forward();
+  ex.backward();
+  void* gradients = ex.params().grads();
+  if (lagged) {
+    memory.copy(copy.data(), gradients, bytes);
+    gradients = copy.data();
+    sync.start_all(gradients);
+  }
+  sync.finish();
+  const HostStaging host(memory, static_cast<const void*>(gradients), bytes);
+  return {host.as<char>(), host.as<char>() + bytes};
+}
+
+// On a device backend the communicator is handed host memory: each bucket, or its 16-bit codes,
+// is copied off the device when it starts and back when it finishes, and the average is the host
+// run's bit for bit, with and without compression, from backward's hook and from the lag's copy.
+TEST(GradientSync, OnADeviceBackendEveryCollectiveRunsOnAHostCopy) {
+  for (const GradientCompression compress : {GradientCompression::none, GradientCompression::bf16})
+    for (const bool lagged : {false, true}) {
+      SCOPED_TRACE(std::string(gradient_compression_name(compress)) + (lagged ? " lagged" : ""));
+      auto host_backend = make_backend("reference");
+      const std::vector<char> want =
+          synchronised_gradients(*host_backend, compress, lagged, [](const void*) {});
+      test::CountingBackend device(/*pretend_device=*/true);
+      int collectives = 0;
+      const std::vector<char> got =
+          synchronised_gradients(device, compress, lagged, [&](const void* values) {
+            ++collectives;
+            EXPECT_FALSE(device.memory().owns(values)) << "a collective on device memory";
+          });
+      EXPECT_GT(collectives, 2);
+      EXPECT_GE(device.memory().copies_to_host, collectives);
+      EXPECT_GE(device.memory().copies_to_device, collectives);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+    }
 }
 
 TEST(Fp16, ConvertsAsIeeeHalfRoundingToNearestEven) {

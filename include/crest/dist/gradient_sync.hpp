@@ -167,7 +167,16 @@ class GradientSync {
   // 16-bit copy of the gradient buffer, in the parameters' memory (index = byte offset / 4).
   Buffer narrow_;
   uint16_t* narrow_codes() const { return static_cast<uint16_t*>(narrow_.data()); }
+  // Parameters in device memory: the communicator works on host memory, so each collective runs
+  // on the same range of a host mirror of the gradients (or of their 16-bit codes), copied from
+  // the device when it starts and back when it finishes (docs/distributed.md). Empty on a host
+  // backend, where the collectives run in place. Allocated once.
+  std::vector<char> host_gradients_, host_codes_;
+  bool staged() const { return !params_.memory().is_host(); }
+  void* stage(void* device_base, std::vector<char>& mirror, size_t offset, size_t bytes);
+  void unstage(void* device_base, const std::vector<char>& mirror, size_t offset, size_t bytes);
   void start_bucket(size_t b);
+  void finish_bucket(size_t b);
   void start_part(size_t i);
   void finish_parts();
   void carry_sideband();
