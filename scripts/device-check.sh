@@ -170,7 +170,7 @@ run() {
   } | tee "$OUT/summary.txt"
   check libraries 30 libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
   check agreement 120 gtest_all_ran "$dir/bin/crest_tests" \
-    --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*'
+    --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*:CudaNccl.*'
   check op_table 90 "$dir/bin/crest_tests" \
     --gtest_filter='*OpTable.EveryBackendAgrees*:*OpTable.HalfPrecision*'
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10

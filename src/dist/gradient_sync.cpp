@@ -215,6 +215,54 @@ void GradientSync::broadcast_parameters(ParamStore& params) {
   broadcast_store_layout(comm_, params, params.values(), params.bytes());
 }
 
+void GradientSync::reduce_on_device(std::unique_ptr<DeviceCollectives> device, double timeout_s) {
+  CREST_CHECK(staged(), "collectives on the device for parameters in host memory");
+  device_ = std::move(device);
+  device_timeout_s_ = timeout_s;
+  // The buckets never leave the device now; a spatial group's parts still do.
+  host_codes_ = {};
+  if (parts_.empty()) host_gradients_ = {};
+}
+
+std::string GradientSync::reduction() const {
+  if (!staged()) return "";
+  if (device_) return "on the device (" + device_->name() + ")";
+  return "through host copies" + (host_copy_reason_.empty() ? "" : " (" + host_copy_reason_ + ")");
+}
+
+namespace {
+
+// A bucket queued on the device: its wait is the collectives' wait (every bucket queued before
+// completes with it, so a later bucket's wait returns at once).
+class DeviceBucket final : public PendingCollective {
+ public:
+  DeviceBucket(DeviceCollectives& device, double timeout_s, std::string what)
+      : device_(device), timeout_s_(timeout_s), what_(std::move(what)) {
+    timing_.queued = timing_.started = steady_seconds();
+  }
+  void wait() override {
+    if (timing_.done > 0) return;
+    device_.wait(timeout_s_, what_);
+    timing_.done = steady_seconds();
+  }
+  Timing timing() const override { return timing_; }
+
+ private:
+  DeviceCollectives& device_;
+  double timeout_s_;
+  std::string what_;
+  Timing timing_;
+};
+
+}  // namespace
+
+void GradientSync::start_on_device(size_t b, void* values, size_t n, DType dtype, double scale,
+                                   const std::string& what) {
+  device_->allreduce_sum(values, n, dtype, scale);
+  pending_[b] =
+      std::make_unique<DeviceBucket>(*device_, device_timeout_s_, what + " on " + device_->name());
+}
+
 void* GradientSync::stage(void* device_base, std::vector<char>& mirror, size_t offset,
                           size_t bytes) {
   auto* device = static_cast<char*>(device_base) + offset;
@@ -248,6 +296,9 @@ void GradientSync::start_bucket(size_t b) {
   if (params_.dtype() == DType::f64) {  // never compressed (the constructor refuses it)
     double scale = 1.0 / comm_.size();
     if (loss_scale_ > 0) scale /= loss_scale_;
+    if (device_)
+      return start_on_device(b, base + bk.begin_byte, bk.bytes() / sizeof(double), DType::f64,
+                             scale, what);
     auto* values = static_cast<double*>(stage(base, host_gradients_, bk.begin_byte, bk.bytes()));
     pending_[b] = comm_.start_allreduce(values, bk.bytes() / sizeof(double), scale, what);
     return;
@@ -256,6 +307,7 @@ void GradientSync::start_bucket(size_t b) {
   const size_t n = bk.bytes() / sizeof(float);
   float scale = 1.f / static_cast<float>(comm_.size());
   if (loss_scale_ > 0 && !fp16) scale = static_cast<float>(scale / loss_scale_);
+  if (!narrow && device_) return start_on_device(b, grads, n, DType::f32, scale, what);
   if (!narrow) {
     auto* values = static_cast<float*>(stage(base, host_gradients_, bk.begin_byte, bk.bytes()));
     pending_[b] = comm_.start_allreduce(values, n, scale, what);
@@ -266,20 +318,22 @@ void GradientSync::start_bucket(size_t b) {
   const size_t first_code = bk.begin_byte / sizeof(float);
   const double largest = params_.ops().narrow(grads, scale, narrow_codes() + first_code, n,
                                               fp16 ? DType::f16 : DType::bf16);
+  if (fp16) refuse_fp16_overflow(largest, what);
+  if (device_)
+    return start_on_device(b, narrow_codes() + first_code, n, fp16 ? DType::f16 : DType::bf16, 1.0,
+                           what);
   auto* out = static_cast<uint16_t*>(
       stage(narrow_codes(), host_codes_, first_code * sizeof(uint16_t), n * sizeof(uint16_t)));
-  if (!fp16) {
-    pending_[b] = comm_.start_allreduce_16(out, n, Float16::bf16, what);
-    return;
-  }
-  // An infinite fp16 sum would silently poison every weight: refuse instead, saying what to do.
-  // Under loss scaling the infinity is the overflow the scaler looks for (TrainStep skips the
-  // step).
+  pending_[b] = comm_.start_allreduce_16(out, n, fp16 ? Float16::fp16 : Float16::bf16, what);
+}
+
+// An infinite fp16 sum would silently poison every weight: refuse instead, saying what to do.
+// Under loss scaling the infinity is the overflow the scaler looks for (TrainStep skips the step).
+void GradientSync::refuse_fp16_overflow(double largest, const std::string& what) const {
   if (loss_scale_ == 0 && !(largest <= kFp16Max))
     throw_runtime(
         "dist.compress: fp16: " + what + " holds a gradient of " + std::to_string(largest) +
         " (after 1/ranks), beyond fp16's 65504; use dist.compress: bf16 (float32's range) or none");
-  pending_[b] = comm_.start_allreduce_16(out, n, Float16::fp16, what);
 }
 
 // Waits for bucket b's collective and leaves its average in the gradients.
@@ -291,12 +345,16 @@ void GradientSync::finish_bucket(size_t b) {
   last_timing_.push_back(t);
   p.reset();
   const GradientBucket& bk = buckets_[b];
-  if (compress_ == GradientCompression::none)
-    return unstage(gradients_, host_gradients_, bk.begin_byte, bk.bytes());
+  // Reduced in place on the device, or on the host mirror, copied back now.
+  if (compress_ == GradientCompression::none) {
+    if (!device_) unstage(gradients_, host_gradients_, bk.begin_byte, bk.bytes());
+    return;
+  }
   // Widen the average back.
   const size_t n = bk.bytes() / sizeof(float);
   const size_t first_code = bk.begin_byte / sizeof(float);
-  unstage(narrow_codes(), host_codes_, first_code * sizeof(uint16_t), n * sizeof(uint16_t));
+  if (!device_)
+    unstage(narrow_codes(), host_codes_, first_code * sizeof(uint16_t), n * sizeof(uint16_t));
   auto* grads = reinterpret_cast<float*>(static_cast<char*>(gradients_) + bk.begin_byte);
   params_.ops().widen(narrow_codes() + first_code,
                       compress_ == GradientCompression::bf16 ? DType::bf16 : DType::f16, grads, n);

@@ -6,6 +6,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
+#include "gradient_sync_setup.hpp"
 
 namespace crest {
 
@@ -22,11 +23,7 @@ PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
   optimizer.attach(ex.params(), ex.vec(), 1, options.gradient_lag);
   if (comms.replicas && comms.replicas->size() > 1) {
     replicas_ = comms.replicas->size();
-    sync_ = std::make_unique<GradientSync>(*comms.replicas, ex.params(), ex.gradient_ready_order(),
-                                           options.sync.first_bucket_mb, options.sync.bucket_mb,
-                                           options.sync.compression);
-    sync_->verify_same_layout_everywhere();
-    sync_->broadcast_parameters(ex.params());  // replica 0's stage, everywhere
+    sync_ = make_gradient_sync(*comms.replicas, ex, options.sync);  // replica 0's stage, everywhere
   }
   if (Buffer* lagged = optimizer.lagged_gradient())
     lag_ = std::make_unique<LaggedGradients>(ex.params(), *lagged, sync_.get());

@@ -2,6 +2,7 @@
 
 #include "crest/core/error.hpp"
 #include "crest/optim/optimizer_registry.hpp"
+#include "gradient_sync_setup.hpp"
 
 namespace crest {
 
@@ -28,11 +29,7 @@ TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOption
       optimizer_(attached_optimizer(o, session_.executor())) {
   Executor& ex = session_.executor();
   if (!o.init_weights.empty()) load_weights(ex.params(), o.init_weights, o.external_names);
-  sync_ =
-      std::make_unique<GradientSync>(comm, ex.params(), ex.gradient_ready_order(),
-                                     o.sync.first_bucket_mb, o.sync.bucket_mb, o.sync.compression);
-  sync_->verify_same_layout_everywhere();
-  sync_->broadcast_parameters(ex.params());
+  sync_ = make_gradient_sync(comm, ex, o.sync);
   const int ranks_per_sample = o.session.spatial ? o.session.spatial->group_size() : 1;
   bn_group_ = make_batch_norm_group(comm, o.batchnorm_group_size, ranks_per_sample);
   ex.set_batch_stat_reducer(bn_group_.get());

@@ -161,7 +161,8 @@ void bench_train(const BenchTrainArgs& a) {
   to.optimizer = bench_optimizer_config(a.model, a.optimizer);
   to.sync = {.first_bucket_mb = a.first_bucket_mb,
              .bucket_mb = a.bucket_mb,
-             .compression = parse_gradient_compression(a.compress)};
+             .compression = parse_gradient_compression(a.compress),
+             .timeout_s = a.timeout_s};
   to.gradient_lag = a.gradient_lag > 0;
   // Ranks that share samples: the global batch counts each sample once.
   const int data_parallel = groups.data_parallel;

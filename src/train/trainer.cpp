@@ -309,7 +309,8 @@ TrainingSessionOptions TrainingRun::session_options() const {
   to.gradient_lag = config_.train.gradient_lag > 0;
   to.sync = {.first_bucket_mb = config_.dist.first_bucket_mb,
              .bucket_mb = config_.dist.bucket_mb,
-             .compression = parse_gradient_compression(config_.dist.compress)};
+             .compression = parse_gradient_compression(config_.dist.compress),
+             .timeout_s = config_.dist.timeout_s};
   to.batchnorm_group_size = config_.dist.batchnorm_group_size;
   to.spatial_group = groups_.spatial.get();
   to.loss_scaling = loss_scaling_options(config_.train);
@@ -466,7 +467,10 @@ void TrainingRun::print_header() {
       log << "batch " << batch << " per rank, ";
     }
     log << batch * groups_.data_parallel << " global";
-    if (sync_) log << " | " << sync_->buckets().size() << " gradient buckets";
+    if (sync_) {
+      log << " | " << sync_->buckets().size() << " gradient buckets";
+      if (const std::string how = sync_->reduction(); !how.empty()) log << " reduced " << how;
+    }
     log << exchange_schedule() << "\n";
     if (pipeline_) print_pipeline_plan();
   } else

@@ -153,8 +153,11 @@ TEST(GradientSync, TheLaggedExchangeStartsBehindEveryRanksArrival) {
 // the averaged gradients (read through the backend's memory) and, through `saw`, where each
 // collective's values lived. `lagged`: the gradient lag's path (a copy of the gradients in the
 // backend's memory, every bucket started at once) instead of backward's hook.
-std::vector<char> synchronised_gradients(Backend& backend, GradientCompression compress,
-                                         bool lagged, const std::function<void(const void*)>& saw) {
+// `setup` runs on the GradientSync before the step (reduce_on_device).
+std::vector<char> synchronised_gradients(
+    Backend& backend, GradientCompression compress, bool lagged,
+    const std::function<void(const void*)>& saw,
+    const std::function<void(GradientSync&, test::FakeCommunicator&)>& setup = {}) {
   test::SmallModel m = test::branchy_model();
   CompileOptions co;
   co.batch = 2;
@@ -169,6 +172,7 @@ std::vector<char> synchronised_gradients(Backend& backend, GradientCompression c
   test::FakeCommunicator comm(0, 2);
   comm.saw_buffer = saw;
   GradientSync sync(comm, ex.params(), ex.gradient_ready_order(), 1e-4, 1e-3, compress);
+  if (setup) setup(sync, comm);
   const size_t bytes = ex.params().trainable_bytes() + ParamStore::kSidebandBytes;
   Buffer copy(bytes, 256, memory);
   if (!lagged) ex.set_gradient_ready([&](int s) { sync.gradient_ready(s); });
@@ -205,6 +209,66 @@ TEST(GradientSync, OnADeviceBackendEveryCollectiveRunsOnAHostCopy) {
       EXPECT_GT(collectives, 2);
       EXPECT_GE(device.memory().copies_to_host, collectives);
       EXPECT_GE(device.memory().copies_to_device, collectives);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+    }
+}
+
+// Collectives "on" the pretend device, as the fake communicator's are: the other rank adds
+// nothing, so the sum is this rank's share, then scaled. Counts what it was asked into `calls`
+// (which outlives the GradientSync that owns it).
+struct DeviceCalls {
+  int allreduces = 0, waits = 0;
+};
+class FakeDeviceCollectives final : public DeviceCollectives {
+ public:
+  FakeDeviceCollectives(Backend& backend, DeviceCalls& calls) : backend_(backend), calls_(calls) {}
+  std::string name() const override { return "fake-nccl"; }
+  void allreduce_sum(void* values, size_t n, DType dtype, double scale) override {
+    ++calls_.allreduces;
+    EXPECT_TRUE(device_memory().owns(values)) << "a device collective on host memory";
+    if (scale != 1.0) backend_.vector_ops(dtype)->scale(scale, values, values, n);
+  }
+  void wait(double timeout_s, const std::string& what) override {
+    ++calls_.waits;
+    EXPECT_EQ(timeout_s, 42.0);
+    EXPECT_NE(what.find("on fake-nccl"), std::string::npos) << what;
+  }
+
+ private:
+  const test::CountingMemory& device_memory() const {
+    return static_cast<const test::CountingMemory&>(backend_.memory());
+  }
+  Backend& backend_;
+  DeviceCalls& calls_;
+};
+
+// With the backend's own collectives (NCCL on the cuda backend) the buckets are reduced where
+// they are: no host copy, the MPI communicator is asked nothing, and the result is the host
+// run's bit for bit.
+TEST(GradientSync, DeviceCollectivesReduceTheBucketsInPlace) {
+  for (const GradientCompression compress : {GradientCompression::none, GradientCompression::bf16})
+    for (const bool lagged : {false, true}) {
+      SCOPED_TRACE(std::string(gradient_compression_name(compress)) + (lagged ? " lagged" : ""));
+      auto host_backend = make_backend("reference");
+      const std::vector<char> want =
+          synchronised_gradients(*host_backend, compress, lagged, [](const void*) {});
+      test::CountingBackend device(/*pretend_device=*/true);
+      DeviceCalls calls;
+      size_t buckets = 0;
+      std::string reduction;
+      const std::vector<char> got = synchronised_gradients(
+          device, compress, lagged,
+          [](const void*) { ADD_FAILURE() << "a bucket went to the MPI communicator"; },
+          [&](GradientSync& sync, test::FakeCommunicator&) {
+            EXPECT_EQ(sync.reduction(), "through host copies");
+            sync.reduce_on_device(std::make_unique<FakeDeviceCollectives>(device, calls), 42.0);
+            buckets = sync.buckets().size();
+            reduction = sync.reduction();
+          });
+      EXPECT_EQ(reduction, "on the device (fake-nccl)");
+      EXPECT_EQ(calls.allreduces, static_cast<int>(buckets));
+      EXPECT_GE(calls.waits, 1);
       ASSERT_EQ(got.size(), want.size());
       EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
     }

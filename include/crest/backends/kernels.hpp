@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <typeindex>
@@ -24,6 +25,7 @@
 
 #include "crest/backends/layout_tuning.hpp"
 #include "crest/backends/stream.hpp"
+#include "crest/core/device_collectives.hpp"
 #include "crest/core/dtype.hpp"
 #include "crest/core/enum_table.hpp"
 #include "crest/core/error.hpp"
@@ -361,6 +363,20 @@ class Backend {
   virtual std::string instruction_sets() const { return ""; }
   virtual PeakRate peak(DType /*dtype*/, int64_t /*n*/, int /*iters*/) {
     return {false, 0, "the " + name() + " backend measures no peak"};
+  }
+  // Whether device_collectives() can make collectives on this machine (the library loads), with
+  // the reason when not. Not collective: every rank asks, and all make them only if all can.
+  virtual Support supports_device_collectives() const {
+    return Support::no("the " + name() + " backend has no collectives of its own");
+  }
+  // Collectives on this backend's memory for rank `rank` of `ranks` (NCCL on the cuda backend);
+  // null where it has none (host backends: MPI reads their memory directly). Collective: every
+  // rank of the group calls it; `share_from_first` is one too, replacing every rank's `bytes` at
+  // `data` with rank 0's (how the bootstrap's unique id travels over the job's MPI).
+  virtual std::unique_ptr<DeviceCollectives> device_collectives(
+      int /*rank*/, int /*ranks*/,
+      const std::function<void(void* data, size_t bytes)>& /*share_from_first*/) {
+    return nullptr;
   }
   // A backend whose registered kernels run on this backend's memory when it has none of its own
   // for a kernel type (a CPU backend names "reference": slow, but correct); "" for none.

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "crest/core/device_collectives.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/graph/param_store.hpp"
 
@@ -127,6 +128,18 @@ class GradientSync {
   // leaves the averaged gradients in the buffer.
   void finish();
 
+  // Parameters on a device whose backend offers collectives of its own (NCCL): the buckets are
+  // reduced in place by `device` (its ranks are this communicator's) instead of through host
+  // copies for MPI; finish() waits for them at most `timeout_s`. A spatial group's parts still
+  // go through host copies (their communicators are other groups).
+  void reduce_on_device(std::unique_ptr<DeviceCollectives> device, double timeout_s);
+  const DeviceCollectives* device_collectives() const { return device_.get(); }
+  // Parameters on a device reduced through host copies after all: why (the start-up line says).
+  void note_host_copies(std::string reason) { host_copy_reason_ = std::move(reason); }
+  // How the buckets travel, for the start-up line: "" in host memory, else "on the device
+  // (nccl)" or "through host copies (<why>)".
+  std::string reduction() const;
+
   // Dynamic loss scaling: this step's gradients arrive multiplied by `scale` (> 0), and finish()
   // leaves them divided by it again. The division costs no pass of its own where a multiply runs
   // anyway: it joins the allreduce's 1/ranks (float32) or the narrowing's (bf16); fp16 sums the
@@ -173,6 +186,13 @@ class GradientSync {
   // backend, where the collectives run in place. Allocated once.
   std::vector<char> host_gradients_, host_codes_;
   bool staged() const { return !params_.memory().is_host(); }
+  // reduce_on_device()'s collectives, and finish()'s deadline for them.
+  std::unique_ptr<DeviceCollectives> device_;
+  double device_timeout_s_ = 0;
+  std::string host_copy_reason_;
+  void start_on_device(size_t b, void* values, size_t n, DType dtype, double scale,
+                       const std::string& what);
+  void refuse_fp16_overflow(double largest, const std::string& what) const;
   void* stage(void* device_base, std::vector<char>& mirror, size_t offset, size_t bytes);
   void unstage(void* device_base, const std::vector<char>& mirror, size_t offset, size_t bytes);
   void start_bucket(size_t b);

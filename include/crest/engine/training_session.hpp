@@ -27,6 +27,7 @@ struct GradientSyncOptions {
   double first_bucket_mb = 1;
   double bucket_mb = 25;
   GradientCompression compression = GradientCompression::none;
+  double timeout_s = 300;  // dist.timeout_s: the deadline of collectives on a device (NCCL)
 };
 
 struct TrainingSessionOptions {

@@ -40,6 +40,16 @@ Support device_available() {
 
 namespace {
 
+// A rank's GPU: where the launcher leaves several visible (mpirun without a GPU binding), the
+// node-local rank modulo their count, so a node's ranks spread over its GPUs; srun
+// --gpus-per-task, jsrun and CUDA_VISIBLE_DEVICES per rank leave one, device 0.
+int device_of_this_rank(int visible) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "MPI_LOCALRANKID",
+                           "PMI_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "PALS_LOCAL_RANKID"})
+    if (const char* v = std::getenv(name)) return visible > 0 ? std::atoi(v) % visible : 0;
+  return 0;
+}
+
 bool tf32_requested() {
   const char* v = std::getenv("CREST_CUDA_TF32");
   const std::string value = v ? v : "0";
@@ -55,6 +65,9 @@ std::shared_ptr<Context> open_context() {
   if (!s) throw_usage("backend 'cuda' cannot run on this machine: " + s.reason);
   auto c = std::make_shared<Context>();
   c->tf32 = tf32_requested();
+  int visible = 0;
+  CREST_CUDA(cudaGetDeviceCount(&visible));
+  CREST_CUDA(cudaSetDevice(device_of_this_rank(visible)));
   CREST_CUDA(cudaGetDevice(&c->device));
   CREST_CUDA(cudaGetDeviceProperties(&c->properties, c->device));
   CREST_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));

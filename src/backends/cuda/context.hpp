@@ -33,7 +33,8 @@ struct Context {
 // sees, and cuDNN/cuBLAS that load. Asks without creating anything that lasts.
 Support device_available();
 
-// Opens device 0 (CUDA_VISIBLE_DEVICES selects which GPU that is, as launchers set it per rank):
+// Opens this rank's device (device 0, or the node-local rank modulo the visible devices where a
+// launcher says the local rank: CUDA_VISIBLE_DEVICES or the launcher's binding narrows them):
 // a non-blocking stream and both library handles on it, TF32 as CREST_CUDA_TF32 says (0 or 1;
 // another value is a usage error naming the variable). Throws crest::Error (usage) with
 // device_available()'s reason when the machine cannot run it.

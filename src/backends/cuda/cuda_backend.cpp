@@ -8,6 +8,7 @@
 #include "crest/backends/kernels.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/device_memory.hpp"
+#include "cuda/nccl_collectives.hpp"
 #include "cuda/plugin.hpp"
 #include "cuda/vector_ops.hpp"
 
@@ -51,6 +52,13 @@ class CudaBackend final : public Backend {
 
   PeakRate peak(DType dtype, int64_t n, int iters) override {
     return gemm_peak(*context_, dtype, n, iters);
+  }
+
+  Support supports_device_collectives() const override { return nccl_available(); }
+  std::unique_ptr<DeviceCollectives> device_collectives(
+      int rank, int ranks,
+      const std::function<void(void* data, size_t bytes)>& share_from_first) override {
+    return make_nccl_collectives(context_, rank, ranks, share_from_first);
   }
 
   using Backend::supports;
