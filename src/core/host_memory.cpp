@@ -91,4 +91,6 @@ MemoryResource& host_memory() {
   return memory;
 }
 
+MemoryResource& MemoryResource::staging_memory() { return host_memory(); }
+
 }  // namespace crest

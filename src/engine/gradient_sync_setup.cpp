@@ -9,15 +9,14 @@ namespace {
 // Every rank asks its backend first, and the collectives are made only if all can: making them
 // is collective (NCCL's initialisation waits for every rank), so one rank without the library
 // must not leave the others waiting.
-void reduce_on_device_where_every_rank_can(Communicator& comm, Backend& backend,
-                                           GradientSync& sync, double timeout_s) {
+void reduce_on_device_where_every_rank_can(Communicator& comm, Backend& backend, GradientSync& sync,
+                                           double timeout_s) {
   const Support here = backend.supports_device_collectives();
   int64_t missing = here ? 0 : 1;
   comm.allreduce_sum(&missing, 1);
   if (missing > 0) {
     sync.note_host_copies(here ? std::to_string(missing) + " of " + std::to_string(comm.size()) +
-                                     " ranks cannot make " + backend.name() +
-                                     "'s collectives"
+                                     " ranks cannot make " + backend.name() + "'s collectives"
                                : here.reason);
     return;
   }

@@ -100,13 +100,25 @@ void BatchFeed::feed_copies(const std::string& input, const TensorView& from, in
   // The compiled batch may be smaller than the loaded one (a pipeline's micro-batch).
   const int64_t to_places = to.shape()[0];
   const auto per_sample = static_cast<size_t>(to.numel() / to_places);
-  HostStaging staged(ex_.backend().memory(), to.data(), to.bytes(), /*fetch=*/false);
+  void* host = host_side(input, to);
   const size_t to_bytes = per_sample * dtype_size(to.dtype());
   for (int64_t i = 0; i < to_places; ++i)
-    convert_into(sample, from.dtype(),
-                 static_cast<char*>(staged.data()) + static_cast<size_t>(i) * to_bytes, to.dtype(),
-                 per_sample);
-  staged.commit();
+    convert_into(sample, from.dtype(), static_cast<char*>(host) + static_cast<size_t>(i) * to_bytes,
+                 to.dtype(), per_sample);
+  to_model(to, host);
+}
+
+void* BatchFeed::host_side(const std::string& input, const TensorView& to) {
+  MemoryResource& memory = ex_.backend().memory();
+  if (memory.is_host()) return to.data();
+  Buffer& staging = staging_[input];
+  if (staging.bytes() != to.bytes()) staging = Buffer(to.bytes(), 256, memory.staging_memory());
+  return staging.data();
+}
+
+void BatchFeed::to_model(const TensorView& to, const void* host_side) {
+  if (host_side != to.data())
+    ex_.backend().memory().copy_to_device(to.data(), host_side, to.bytes());
 }
 
 void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
@@ -116,10 +128,10 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   MemoryResource& memory = ex_.backend().memory();
   if (const SpatialSplit* split = split_of(input)) {
     // Never bound in place: the model holds a block, copied (and converted) from the batch.
-    HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
+    void* host = host_side(input, to);
     convert_into(blocks ? from.data() : block_of(*split, input, from.data(), batch, from.dtype()),
-                 from.dtype(), staged.data(), to.dtype(), static_cast<size_t>(to.numel()));
-    return staged.commit();
+                 from.dtype(), host, to.dtype(), static_cast<size_t>(to.numel()));
+    return to_model(to, host);
   }
   const auto n = static_cast<size_t>(from.numel());
   if (from.dtype() == DType::f32 && is_half(to.dtype()) && memory.is_host()) {
@@ -129,9 +141,9 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
     return;
   }
   if (from.dtype() != to.dtype()) {
-    HostStaging staged(memory, to.data(), to.bytes(), /*fetch=*/false);
-    convert_into(from.data(), from.dtype(), staged.data(), to.dtype(), n);
-    return staged.commit();
+    void* host = host_side(input, to);
+    convert_into(from.data(), from.dtype(), host, to.dtype(), n);
+    return to_model(to, host);
   }
   // The loader's buffers are host memory: the model reads them in place only where its memory
   // is host memory too.

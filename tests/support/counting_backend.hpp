@@ -16,6 +16,27 @@
 
 namespace crest::test {
 
+// Host memory that counts its allocations: a pretend device's staging memory.
+class CountingHostMemory final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes, size_t alignment) override {
+    ++allocations;
+    return host_memory().allocate(bytes, alignment);
+  }
+  void deallocate(void* p, size_t bytes) override { host_memory().deallocate(p, bytes); }
+  void copy_to_device(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy_to_host(void* dst, const void* src, size_t bytes) override {
+    std::memcpy(dst, src, bytes);
+  }
+  void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void memset(void* dst, int value, size_t bytes) override { std::memset(dst, value, bytes); }
+  bool is_host() const override { return true; }
+
+  int allocations = 0;
+};
+
 class CountingMemory final : public MemoryResource {
  public:
   explicit CountingMemory(bool pretend_device) : pretend_device_(pretend_device) {}
@@ -41,6 +62,7 @@ class CountingMemory final : public MemoryResource {
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void memset(void* dst, int value, size_t bytes) override { std::memset(dst, value, bytes); }
   bool is_host() const override { return !pretend_device_; }
+  MemoryResource& staging_memory() override { return staging; }
 
   // Whether p lies inside a block this resource handed out and has not taken back.
   bool owns(const void* p) const {
@@ -52,6 +74,7 @@ class CountingMemory final : public MemoryResource {
   }
 
   int allocations = 0, copies_to_device = 0, copies_to_host = 0;
+  CountingHostMemory staging;  // what staging_memory() hands out
 
  private:
   bool pretend_device_;

@@ -28,6 +28,10 @@ class MemoryResource {
   // True when the host may read and write this memory directly (then the copies are memcpy, and
   // a caller may skip them: a data loader's host batch is bound in place).
   virtual bool is_host() const = 0;
+  // Host memory this resource copies to and from fastest: page-locked memory for a GPU (the copy
+  // runs at the link's speed, without the driver's bounce buffer), host_memory() by default. For
+  // host buffers staged to the device again and again (each step's batch).
+  virtual MemoryResource& staging_memory();
 };
 
 // The process's host memory: zeroed, aligned, large blocks straight from mmap. Shared by the CPU

@@ -5,7 +5,9 @@
 // the samples' input holds this rank's block of each sample: a loader that reads blocks
 // (sample_block) gives it as it is, a batch of whole samples has it copied out.
 #pragma once
+#include <map>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "crest/data/loader.hpp"
@@ -74,6 +76,13 @@ class BatchFeed {
   ValueId prediction_ = -1;
   std::vector<std::byte> prediction_copy_;
   std::vector<unsigned char> block_;  // a split input's blocks before their conversion
+  // Where a batch for `to` is written on the host before the model gets it: `to` itself in host
+  // memory, else the input's staging buffer, allocated once from the memory's staging resource
+  // (page-locked on a GPU) and reused for every batch.
+  void* host_side(const std::string& input, const TensorView& to);
+  // The host side's values into `to` (a copy to the device; nothing in host memory).
+  void to_model(const TensorView& to, const void* host_side);
+  std::map<std::string, Buffer> staging_;
 };
 
 }  // namespace crest

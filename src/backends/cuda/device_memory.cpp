@@ -1,6 +1,7 @@
 // Device memory and the stream of the CUDA backend.
 #include "cuda/device_memory.hpp"
 
+#include <cstring>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -40,7 +41,7 @@ void DeviceMemory::copy_to_device(void* dst, const void* host_src, size_t bytes)
   if (bytes == 0) return;
   CREST_CUDA(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, context_->stream));
   // Complete on return, so the host may reuse host_src at once (pageable memory is staged by the
-  // driver; the loader's pinned batches are the fast path, docs/cuda.md).
+  // driver; staging_memory()'s page-locked buffers are the fast path, docs/cuda.md).
   CREST_CUDA(cudaStreamSynchronize(context_->stream));
 }
 
@@ -58,6 +59,41 @@ void DeviceMemory::copy(void* dst, const void* src, size_t bytes) {
 void DeviceMemory::memset(void* dst, int value, size_t bytes) {
   if (bytes == 0) return;
   CREST_CUDA(cudaMemsetAsync(dst, value, bytes, context_->stream));
+}
+
+// cudaHostAlloc's blocks are page aligned.
+void* PinnedHostMemory::allocate(size_t bytes, size_t alignment) {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0 || alignment > 4096)
+    throw_usage("pinned memory: alignment " + std::to_string(alignment) +
+                " is not a power of two up to 4096");
+  if (bytes == 0) return nullptr;
+  void* p = nullptr;
+  const cudaError_t err = cudaHostAlloc(&p, bytes, cudaHostAllocDefault);
+  if (err == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    throw_input("pinned host memory: cannot lock " + std::to_string(bytes) +
+                " bytes (ulimit -l, or the node's free memory)");
+  }
+  CREST_CUDA(err);
+  std::memset(p, 0, bytes);  // zero-filled, as the resource promises
+  return p;
+}
+
+void PinnedHostMemory::deallocate(void* p, size_t /*bytes*/) {
+  if (p) cudaFreeHost(p);  // never throws: called from destructors
+}
+
+void PinnedHostMemory::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes) std::memcpy(dst, host_src, bytes);
+}
+void PinnedHostMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes) std::memcpy(host_dst, src, bytes);
+}
+void PinnedHostMemory::copy(void* dst, const void* src, size_t bytes) {
+  if (bytes && dst != src) std::memmove(dst, src, bytes);
+}
+void PinnedHostMemory::memset(void* dst, int value, size_t bytes) {
+  if (bytes) std::memset(dst, value, bytes);
 }
 
 void DeviceStream::synchronize() { CREST_CUDA(cudaStreamSynchronize(context_->stream)); }

@@ -10,6 +10,19 @@
 
 namespace crest::cuda {
 
+// Page-locked host memory (cudaHostAlloc): the staging memory of DeviceMemory, which copies
+// from it at the link's speed.
+class PinnedHostMemory final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes, size_t alignment) override;
+  void deallocate(void* p, size_t bytes) override;
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void copy(void* dst, const void* src, size_t bytes) override;
+  void memset(void* dst, int value, size_t bytes) override;
+  bool is_host() const override { return true; }
+};
+
 class DeviceMemory final : public MemoryResource {
  public:
   explicit DeviceMemory(std::shared_ptr<Context> context) : context_(std::move(context)) {}
@@ -20,9 +33,11 @@ class DeviceMemory final : public MemoryResource {
   void copy(void* dst, const void* src, size_t bytes) override;
   void memset(void* dst, int value, size_t bytes) override;
   bool is_host() const override { return false; }
+  MemoryResource& staging_memory() override { return pinned_; }
 
  private:
   std::shared_ptr<Context> context_;
+  PinnedHostMemory pinned_;
 };
 
 class DeviceStream final : public Stream {
