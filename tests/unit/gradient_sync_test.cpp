@@ -189,29 +189,37 @@ std::vector<char> synchronised_gradients(
   return {host.as<char>(), host.as<char>() + bytes};
 }
 
-// On a device backend the communicator is handed host memory: each bucket, or its 16-bit codes,
-// is copied off the device when it starts and back when it finishes, and the average is the host
-// run's bit for bit, with and without compression, from backward's hook and from the lag's copy.
-TEST(GradientSync, OnADeviceBackendEveryCollectiveRunsOnAHostCopy) {
+// `check(compress, lagged, want)` for each way a step's buckets travel: without and with bf16
+// compression, from backward's hook and from the lag's copy; `want` is the host backend's result.
+void for_each_exchange(
+    const std::function<void(GradientCompression, bool, const std::vector<char>&)>& check) {
   for (const GradientCompression compress : {GradientCompression::none, GradientCompression::bf16})
     for (const bool lagged : {false, true}) {
       SCOPED_TRACE(std::string(gradient_compression_name(compress)) + (lagged ? " lagged" : ""));
       auto host_backend = make_backend("reference");
-      const std::vector<char> want =
-          synchronised_gradients(*host_backend, compress, lagged, [](const void*) {});
-      test::CountingBackend device(/*pretend_device=*/true);
-      int collectives = 0;
-      const std::vector<char> got =
-          synchronised_gradients(device, compress, lagged, [&](const void* values) {
-            ++collectives;
-            EXPECT_FALSE(device.memory().owns(values)) << "a collective on device memory";
-          });
-      EXPECT_GT(collectives, 2);
-      EXPECT_GE(device.memory().copies_to_host, collectives);
-      EXPECT_GE(device.memory().copies_to_device, collectives);
-      ASSERT_EQ(got.size(), want.size());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+      check(compress, lagged,
+            synchronised_gradients(*host_backend, compress, lagged, [](const void*) {}));
     }
+}
+
+// On a device backend the communicator is handed host memory: each bucket, or its 16-bit codes,
+// is copied off the device when it starts and back when it finishes, and the average is the host
+// run's bit for bit, with and without compression, from backward's hook and from the lag's copy.
+TEST(GradientSync, OnADeviceBackendEveryCollectiveRunsOnAHostCopy) {
+  for_each_exchange([](GradientCompression compress, bool lagged, const std::vector<char>& want) {
+    test::CountingBackend device(/*pretend_device=*/true);
+    int collectives = 0;
+    const std::vector<char> got =
+        synchronised_gradients(device, compress, lagged, [&](const void* values) {
+          ++collectives;
+          EXPECT_FALSE(device.memory().owns(values)) << "a collective on device memory";
+        });
+    EXPECT_GT(collectives, 2);
+    EXPECT_GE(device.memory().copies_to_host, collectives);
+    EXPECT_GE(device.memory().copies_to_device, collectives);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  });
 }
 
 // Collectives "on" the pretend device, as the fake communicator's are: the other rank adds
@@ -247,31 +255,26 @@ class FakeDeviceCollectives final : public DeviceCollectives {
 // they are: no host copy, the MPI communicator is asked nothing, and the result is the host
 // run's bit for bit.
 TEST(GradientSync, DeviceCollectivesReduceTheBucketsInPlace) {
-  for (const GradientCompression compress : {GradientCompression::none, GradientCompression::bf16})
-    for (const bool lagged : {false, true}) {
-      SCOPED_TRACE(std::string(gradient_compression_name(compress)) + (lagged ? " lagged" : ""));
-      auto host_backend = make_backend("reference");
-      const std::vector<char> want =
-          synchronised_gradients(*host_backend, compress, lagged, [](const void*) {});
-      test::CountingBackend device(/*pretend_device=*/true);
-      DeviceCalls calls;
-      size_t buckets = 0;
-      std::string reduction;
-      const std::vector<char> got = synchronised_gradients(
-          device, compress, lagged,
-          [](const void*) { ADD_FAILURE() << "a bucket went to the MPI communicator"; },
-          [&](GradientSync& sync, test::FakeCommunicator&) {
-            EXPECT_EQ(sync.reduction(), "through host copies");
-            sync.reduce_on_device(std::make_unique<FakeDeviceCollectives>(device, calls), 42.0);
-            buckets = sync.buckets().size();
-            reduction = sync.reduction();
-          });
-      EXPECT_EQ(reduction, "on the device (fake-nccl)");
-      EXPECT_EQ(calls.allreduces, static_cast<int>(buckets));
-      EXPECT_GE(calls.waits, 1);
-      ASSERT_EQ(got.size(), want.size());
-      EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
-    }
+  for_each_exchange([](GradientCompression compress, bool lagged, const std::vector<char>& want) {
+    test::CountingBackend device(/*pretend_device=*/true);
+    DeviceCalls calls;
+    size_t buckets = 0;
+    std::string reduction;
+    const std::vector<char> got = synchronised_gradients(
+        device, compress, lagged,
+        [](const void*) { ADD_FAILURE() << "a bucket went to the MPI communicator"; },
+        [&](GradientSync& sync, test::FakeCommunicator&) {
+          EXPECT_EQ(sync.reduction(), "through host copies");
+          sync.reduce_on_device(std::make_unique<FakeDeviceCollectives>(device, calls), 42.0);
+          buckets = sync.buckets().size();
+          reduction = sync.reduction();
+        });
+    EXPECT_EQ(reduction, "on the device (fake-nccl)");
+    EXPECT_EQ(calls.allreduces, static_cast<int>(buckets));
+    EXPECT_GE(calls.waits, 1);
+    ASSERT_EQ(got.size(), want.size());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  });
 }
 
 TEST(Fp16, ConvertsAsIeeeHalfRoundingToNearestEven) {
