@@ -53,8 +53,9 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
   const int64_t n_slots = std::min<int64_t>(opts_.prefetch + 1, plan_.batches + 1);
   for (int64_t i = 0; i < n_slots; ++i) {
     auto s = std::make_unique<Slot>();
-    s->x = Buffer(x_place_bytes() * static_cast<size_t>(opts_.batch_size));
-    s->y = Buffer(spec.y_bytes() * static_cast<size_t>(opts_.batch_size));
+    MemoryResource& memory = opts_.batch_memory ? *opts_.batch_memory : host_memory();
+    s->x = Buffer(x_place_bytes() * static_cast<size_t>(opts_.batch_size), 256, memory);
+    s->y = Buffer(spec.y_bytes() * static_cast<size_t>(opts_.batch_size), 256, memory);
     s->present.assign(static_cast<size_t>(opts_.batch_size), 1);
     s->ids.assign(static_cast<size_t>(opts_.batch_size), -1);
     slots_.push_back(std::move(s));

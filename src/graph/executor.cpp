@@ -161,25 +161,32 @@ void Executor::set_loss_scale(double scale) {
 }
 
 TensorView Executor::input(const std::string& name) const {
+  const size_t i = input_index(name);
+  const Value& v = *prog_->values[i];
+  void* data = i < input_bindings_.size() && input_bindings_[i]
+                   ? const_cast<void*>(input_bindings_[i])
+                   : block_ptr(v.storage);
+  return TensorView(data, {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
+}
+
+size_t Executor::input_index(const std::string& name) const {
   for (size_t i = 0; i < prog_->inputs.size(); ++i)
-    if (prog_->inputs[i].name == name) {
-      const Value& v = *prog_->values[i];
-      void* planned = block_ptr(v.storage);
-      void* data = i < input_bindings_.size() && input_bindings_[i]
-                       ? const_cast<void*>(input_bindings_[i])
-                       : planned;
-      return TensorView(data, {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
-    }
+    if (prog_->inputs[i].name == name) return i;
   throw_usage("the model has no input named '" + name + "'");
 }
 
-bool Executor::bind_input(const std::string& name, const void* data) {
-  size_t i = 0;
-  while (i < prog_->inputs.size() && prog_->inputs[i].name != name) ++i;
-  if (i == prog_->inputs.size()) throw_usage("the model has no input named '" + name + "'");
+bool Executor::can_bind_input(const std::string& name) const {
+  const size_t i = input_index(name);
   const Value& v = *prog_->values[i];
   for (size_t u = 0; u < prog_->values.size(); ++u)
     if (u != i && prog_->values[u]->storage == v.storage) return false;
+  return true;
+}
+
+bool Executor::bind_input(const std::string& name, const void* data) {
+  if (!can_bind_input(name)) return false;
+  const size_t i = input_index(name);
+  const Value& v = *prog_->values[i];
   const void* p = data ? data : block_ptr(v.storage);
   for (auto& op : prog_->ops)
     for (size_t k = 0; k < op->in.size(); ++k)
@@ -190,14 +197,10 @@ bool Executor::bind_input(const std::string& name, const void* data) {
 }
 
 TensorView Executor::input_grad(const std::string& name) const {
-  for (size_t i = 0; i < prog_->inputs.size(); ++i)
-    if (prog_->inputs[i].name == name) {
-      const Value& v = *prog_->values[i];
-      if (v.grad_storage < 0) throw_usage("no gradient is computed for input '" + name + "'");
-      return TensorView(block_ptr(v.grad_storage),
-                        {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
-    }
-  throw_usage("the model has no input named '" + name + "'");
+  const Value& v = *prog_->values[input_index(name)];
+  if (v.grad_storage < 0) throw_usage("no gradient is computed for input '" + name + "'");
+  return TensorView(block_ptr(v.grad_storage),
+                    {v.shape, v.fmt.dtype, backend_.device(), v.fmt.layout});
 }
 
 TensorView Executor::output(ValueId g) const {

@@ -74,6 +74,27 @@ void BatchFeed::feed(const LoadedBatch& batch) {
   for (const std::string& input : inputs_) feed_one(input, tensor_of(batch, input));
 }
 
+void BatchFeed::stage(const LoadedBatch& batch) {
+  for (const std::string& input : inputs_) {
+    const TensorView& from = tensor_of(batch, input);
+    if (!copies_whole(input, from, ex_.input(input))) continue;
+    DeviceInput& d = device_input(input);
+    drop_staged(input);
+    d.staged = start_copy(d, 1 - d.bound, from);
+  }
+}
+
+void BatchFeed::done_with(const LoadedBatch& batch) {
+  for (auto& [input, d] : device_inputs_) {
+    const TensorView& t = tensor_of(batch, input);
+    const auto* begin = static_cast<const char*>(t.data());
+    for (DeviceCopy* c : {&d.reading, &d.staged}) {
+      const auto* source = static_cast<const char*>(c->source);
+      if (c->copy && source >= begin && source < begin + t.bytes()) c->copy->wait();
+    }
+  }
+}
+
 void BatchFeed::feed_part(const LoadedBatch& batch, int64_t first, int64_t count) {
   for (const std::string& input : inputs_)
     feed_one(input, samples_of(tensor_of(batch, input), first, count));
@@ -88,6 +109,10 @@ void BatchFeed::feed_copies_of(const LoadedBatch& batch, int64_t place) {
 
 void BatchFeed::feed_copies(const std::string& input, const TensorView& from, int64_t place) {
   ex_.bind_input(input, nullptr);  // the copies go into the model's own storage
+  if (auto it = device_inputs_.find(input); it != device_inputs_.end()) {
+    drop_staged(input);  // it may be writing there
+    it->second.bound = 0;
+  }
   const TensorView to = ex_.input(input);
   const int64_t places = from.shape()[0];
   const bool blocks = holds_blocks(input, from, to);
@@ -148,7 +173,53 @@ void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   // The loader's buffers are host memory: the model reads them in place only where its memory
   // is host memory too.
   if (memory.is_host() && ex_.bind_input(input, from.data())) return;
+  if (copies_whole(input, from, to)) return feed_device(input, from);
   memory.copy_to_device(to.data(), from.data(), from.bytes());
+}
+
+bool BatchFeed::copies_whole(const std::string& input, const TensorView& from,
+                             const TensorView& to) const {
+  return !ex_.backend().memory().is_host() && !split_of(input) && from.dtype() == to.dtype() &&
+         !holds_blocks(input, from, to) && ex_.can_bind_input(input);
+}
+
+BatchFeed::DeviceInput& BatchFeed::device_input(const std::string& input) {
+  auto it = device_inputs_.find(input);
+  if (it != device_inputs_.end()) return it->second;
+  DeviceInput& d = device_inputs_[input];
+  d.planned = ex_.input(input).data();  // nothing is bound yet: the input's own storage
+  return d;
+}
+
+BatchFeed::DeviceCopy BatchFeed::start_copy(DeviceInput& d, int buffer, const TensorView& from) {
+  MemoryResource& memory = ex_.backend().memory();
+  if (buffer == 1 && d.own.bytes() != from.bytes()) d.own = Buffer(from.bytes(), 256, memory);
+  void* dst = buffer == 0 ? d.planned : d.own.data();
+  return {memory.start_copy_to_device(dst, from.data(), from.bytes()), from.data(), buffer};
+}
+
+// The staged copy where it is this batch's, else a copy into the buffer the model reads (after
+// the steps issued so far); the model is pointed at it and its next work ordered after it.
+void BatchFeed::feed_device(const std::string& input, const TensorView& from) {
+  DeviceInput& d = device_input(input);
+  if (d.staged.copy && d.staged.source == from.data()) {
+    d.reading = std::move(d.staged);
+    d.staged = {};
+  } else {
+    drop_staged(input);
+    d.reading = start_copy(d, d.bound, from);
+    // Unstaged, the batch is done with once fed (its loader may take it back at once), as with
+    // copy_to_device: only a staged batch waits for done_with.
+    d.reading.copy->wait();
+  }
+  d.bound = d.reading.buffer;
+  ex_.bind_input(input, d.bound == 0 ? nullptr : d.own.data());
+  d.reading.copy->order_before_stream();
+}
+
+void BatchFeed::drop_staged(const std::string& input) {
+  auto it = device_inputs_.find(input);
+  if (it != device_inputs_.end()) it->second.staged = {};  // its destructor waits for the copy
 }
 
 bool BatchFeed::holds_blocks(const std::string& input, const TensorView& from,

@@ -217,6 +217,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
       open_split(config, *comm, rank == 0 ? log : quiet, o.split);
   LoaderOptions lo = prediction_loader_options(config, o.skip_bad);
   lo.sample_dtype = loader_sample_dtype(ex, task.model);
+  lo.batch_memory = &ex.backend().memory().staging_memory();  // page-locked for a GPU
   DataLoader loader(source, lo, shards);
   BatchFeed feed(ex, task.model);
   PredictionRows rows(task, ex.output(task.model.prediction).desc(),

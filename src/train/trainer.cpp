@@ -117,11 +117,24 @@ class TrainingRun {
   void read_only_what_is_fed();
   void open_train_loader(int rollbacks);
   DType sample_dtype() const;
+  MemoryResource& batch_memory() const;
   RunFacts facts() const;
   TrainSummary train();
   bool train_epoch(int epoch, EpochStats& st);
   bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
   std::optional<LoadedBatch> next_batch(double& got);
+  // The next step's batch, taken from the loader during this step's feed so that on a device its
+  // copy runs while this step computes (BatchFeed::stage); or the error reading it, thrown at
+  // its own step. Data-parallel runs, within an epoch.
+  struct BatchAhead {
+    std::optional<LoadedBatch> batch;
+    std::exception_ptr error;
+  };
+  std::optional<BatchAhead> ahead_;
+  void read_ahead(int64_t s);
+  LoadedBatch take_batch();  // the batch read ahead, else the loader's next
+  void release_batch(const LoadedBatch& b);
+  void drop_ahead();  // the run leaves the epoch: the batch read ahead goes back unused
   StepResult run_step(double lr, bool stop_here);
   StepResult run_pipeline_step(double lr, const LoadedBatch* batch, bool stop_here);
   // Gradient lag: waits for the allreduce in flight (data-parallel or a pipeline stage's).
@@ -637,6 +650,7 @@ void TrainingRun::open_data() {
   if (data_.valid) {
     LoaderOptions vo = validation_loader_options(dc);
     vo.sample_dtype = sample_dtype();
+    vo.batch_memory = &batch_memory();
     if (reads_data()) {
       valid_loader_ = std::make_unique<DataLoader>(data_.valid, vo, shard_comm());
       *log_ << "validation data: " << valid_loader_->plan().describe() << "\n";
@@ -683,6 +697,7 @@ void TrainingRun::open_train_loader(int rollbacks) {
   LoaderOptions lo = loader_options(config_.data);
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
   lo.sample_dtype = sample_dtype();
+  lo.batch_memory = &batch_memory();
   train_loader_.reset();  // its reader threads end before the new loader's start
   if (reads_data()) train_loader_ = std::make_unique<DataLoader>(data_.train, lo, shard_comm());
 }
@@ -691,6 +706,12 @@ void TrainingRun::open_train_loader(int rollbacks) {
 // feeds no samples: float32).
 DType TrainingRun::sample_dtype() const {
   return feeds_samples() ? loader_sample_dtype(*ex_, task_.model) : DType::f32;
+}
+
+// Where the loaders decode batches: the model memory's staging memory, page-locked for a GPU,
+// whence a batch reaches the device at the link's speed.
+MemoryResource& TrainingRun::batch_memory() const {
+  return ex_->backend().memory().staging_memory();
 }
 
 // Whether this rank's model reads the samples (a pipeline's first stage does, its others not).
@@ -817,6 +838,11 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   if (pipeline_) pipeline_->step().set_local_steps(local_steps);
   double loss_sum = epoch == pos_.epoch ? pos_.epoch_loss_sum : 0;
   const int64_t overflow_steps_before = pos_.overflow_steps;
+  // However the epoch's loop ends (a stop, a rollback, an error), no batch stays read ahead.
+  struct DropAhead {
+    TrainingRun& run;
+    ~DropAhead() { run.drop_ahead(); }
+  } drop_ahead_at_exit{*this};
   for (int64_t s = first_step; s < train_steps_; ++s) {
     at_epoch_ = epoch;
     at_step_ = s;
@@ -859,6 +885,8 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   const double asked = Timeline::now();
   double got = 0;
   const std::optional<LoadedBatch> b = next_batch(got);
+  read_ahead(s);
+  got = Timeline::now();  // reading ahead is the data's time too
   // This rank's stop request rides with the step's gradients: every rank learns it together.
   const bool stop_here = StopSignals::received() != 0 || budget_->spent();
   const StepResult r =
@@ -867,7 +895,7 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   // micro-batch was trained on. (A pipeline's last stage sees only micro-batches.)
   if (s + 1 == train_steps_ && b && feed_)
     last_batch_->record(r.loss, feed_->host_prediction(), *b);
-  if (b) train_loader_->release(*b);
+  if (b) release_batch(*b);
   act_on_decision(epoch, s, r);
   record_step(*timeline_, sync_, s + 1, asked, got, r);
   // A skipped step's loss counts as 0. The ranks of a spatial group share a sample: each adds
@@ -931,7 +959,7 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
   if (rank_failure_.failed() || !train_loader_) return std::nullopt;
   std::optional<LoadedBatch> b;
   try {
-    b = train_loader_->next();
+    b = take_batch();
     got = Timeline::now();
     if (batch_failure_asked(pos_.global_step + 1, comm_->rank()))
       throw_input("test fault: the batch of global step " + std::to_string(pos_.global_step + 1) +
@@ -940,10 +968,46 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
   } catch (const std::exception& e) {
     if (comm_->size() == 1) throw;
     rank_failure_.record(e);
-    if (b) train_loader_->release(*b);
+    if (b) release_batch(*b);
     return std::nullopt;
   }
   return b;
+}
+
+// Not past the epoch's end (the next epoch's order starts with its own start_epoch), and not for
+// a pipeline (its stages feed micro-batches). A failure to read or stage the batch waits for its
+// step, which handles it as next_batch handles one: on its own rank or job-wide.
+void TrainingRun::read_ahead(int64_t s) {
+  if (pipeline_ || !feed_ || !train_loader_ || rank_failure_.failed() || s + 1 >= train_steps_)
+    return;
+  ahead_.emplace();
+  try {
+    ahead_->batch = train_loader_->next();
+    feed_->stage(*ahead_->batch);
+  } catch (const std::exception&) {
+    ahead_->error = std::current_exception();
+  }
+}
+
+LoadedBatch TrainingRun::take_batch() {
+  if (!ahead_) return train_loader_->next();
+  BatchAhead a = std::move(*ahead_);
+  ahead_.reset();
+  if (a.error) {
+    if (a.batch) release_batch(*a.batch);
+    std::rethrow_exception(a.error);
+  }
+  return *a.batch;
+}
+
+void TrainingRun::release_batch(const LoadedBatch& b) {
+  if (feed_) feed_->done_with(b);  // a staged batch's copies may still be reading it
+  train_loader_->release(b);
+}
+
+void TrainingRun::drop_ahead() {
+  if (ahead_ && ahead_->batch) release_batch(*ahead_->batch);
+  ahead_.reset();
 }
 
 // Job-wide figures: sums over the samples' shards (losses and counts), data wait and allreduce

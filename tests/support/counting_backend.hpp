@@ -37,6 +37,28 @@ class CountingHostMemory final : public MemoryResource {
   int allocations = 0;
 };
 
+// A pretend device's copy that has not run yet: the bytes move only when the stream is ordered
+// after it or the host waits for it (or it is dropped), so a caller that reads the destination
+// without either sees the old bytes, as it could on a GPU.
+class DeferredCopy final : public PendingCopy {
+ public:
+  DeferredCopy(void* dst, const void* src, size_t bytes) : dst_(dst), src_(src), bytes_(bytes) {}
+  DeferredCopy(const DeferredCopy&) = delete;
+  DeferredCopy& operator=(const DeferredCopy&) = delete;
+  ~DeferredCopy() override { run(); }
+  void wait() override { run(); }
+  void order_before_stream() override { run(); }
+
+ private:
+  void run() {
+    if (bytes_ > 0) std::memcpy(dst_, src_, bytes_);
+    bytes_ = 0;
+  }
+  void* dst_;
+  const void* src_;
+  size_t bytes_;
+};
+
 class CountingMemory final : public MemoryResource {
  public:
   explicit CountingMemory(bool pretend_device) : pretend_device_(pretend_device) {}
@@ -63,6 +85,12 @@ class CountingMemory final : public MemoryResource {
   void memset(void* dst, int value, size_t bytes) override { std::memset(dst, value, bytes); }
   bool is_host() const override { return !pretend_device_; }
   MemoryResource& staging_memory() override { return staging; }
+  std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
+                                                    size_t bytes) override {
+    if (!pretend_device_) return MemoryResource::start_copy_to_device(dst, host_src, bytes);
+    ++copies_started;
+    return std::make_unique<DeferredCopy>(dst, host_src, bytes);
+  }
 
   // Whether p lies inside a block this resource handed out and has not taken back.
   bool owns(const void* p) const {
@@ -74,6 +102,7 @@ class CountingMemory final : public MemoryResource {
   }
 
   int allocations = 0, copies_to_device = 0, copies_to_host = 0;
+  int copies_started = 0;      // start_copy_to_device on the pretend device
   CountingHostMemory staging;  // what staging_memory() hands out
 
  private:

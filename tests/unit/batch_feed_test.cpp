@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "crest/core/bf16.hpp"
@@ -57,7 +58,8 @@ TEST(BatchFeed, OnMemoryThatIsNotHostMemoryEveryBatchAndPredictionIsAnExplicitCo
   BatchFeed feed(ex, m);
   const int before = device.memory().copies_to_device;
   feed.feed(batch.view);
-  EXPECT_EQ(device.memory().copies_to_device - before, 2);  // samples and targets
+  // Samples and targets, each on the copy queue, and done when feed returns.
+  EXPECT_EQ(device.memory().copies_to_device + device.memory().copies_started - before, 2);
   EXPECT_EQ(std::memcmp(ex.input(m.sample_input).data(), batch.sample.data(),
                         batch.sample.size() * sizeof(float)),
             0);
@@ -68,6 +70,121 @@ TEST(BatchFeed, OnMemoryThatIsNotHostMemoryEveryBatchAndPredictionIsAnExplicitCo
   const TensorView model_p = ex.output(m.prediction);
   EXPECT_NE(p.data(), model_p.data());
   EXPECT_EQ(std::memcmp(p.data(), model_p.data(), p.bytes()), 0);
+}
+
+// Batches a pretend device's step reads: `n` of them, each with values of its own.
+std::vector<std::unique_ptr<HostBatch>> distinct_batches(const Executor& ex, const BuiltModel& m,
+                                                         int n) {
+  std::vector<std::unique_ptr<HostBatch>> out;
+  for (int k = 0; k < n; ++k) {
+    out.push_back(std::make_unique<HostBatch>(ex, m));
+    for (float& v : out.back()->sample) v += 0.75f * static_cast<float>(k);
+    for (float& v : out.back()->target) v -= 0.5f * static_cast<float>(k);
+  }
+  return out;
+}
+
+bool holds(const Executor& ex, const std::string& input, const std::vector<float>& values) {
+  return std::memcmp(ex.input(input).data(), values.data(), values.size() * sizeof(float)) == 0;
+}
+
+// The next step's batch, staged while the model reads this one: its copies start at once, into
+// a second set of inputs (the model still reads the first batch), and its feed points the model
+// at them behind the copies (the pretend device's copies run only when the device's work is
+// ordered after them), without another copy. The third batch goes into the first set again.
+TEST(BatchFeed, AStagedBatchIsCopiedBesideTheBatchTheModelReads) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  Executor ex(m.graph, device, batch_of_two());
+  const auto batches = distinct_batches(ex, m, 2);
+  const LoadedBatch &first = batches[0]->view, &second = batches[1]->view;
+  BatchFeed feed(ex, m);
+  feed.feed(second);
+  const double second_loss = ex.forward(false);  // fed without staging
+  feed.feed(first);
+  const double first_loss = ex.forward(false);
+  ASSERT_NE(first_loss, second_loss);
+  const test::CountingMemory& memory = device.memory();
+  const int allocations = memory.allocations, started = memory.copies_started,
+            copies = memory.copies_to_device;
+  feed.stage(second);
+  EXPECT_EQ(memory.copies_started - started, 2);   // samples and targets
+  EXPECT_EQ(memory.allocations - allocations, 2);  // the second set of inputs
+  EXPECT_EQ(ex.forward(false), first_loss);
+  EXPECT_TRUE(holds(ex, m.sample_input, batches[0]->sample));
+  feed.feed(second);
+  EXPECT_EQ(memory.copies_started - started, 2);
+  EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
+  EXPECT_TRUE(holds(ex, m.target_input, batches[1]->target));
+  EXPECT_EQ(ex.forward(false), second_loss);
+  feed.done_with(second);
+  feed.stage(first);
+  feed.feed(first);
+  EXPECT_EQ(ex.forward(false), first_loss);
+  feed.done_with(first);
+  EXPECT_EQ(memory.copies_started - started, 4);
+  EXPECT_EQ(memory.allocations - allocations, 2);
+  EXPECT_EQ(memory.copies_to_device, copies);
+}
+
+// A staged batch is one the trainer reads ahead; another batch fed before it (or a sample's
+// copies, validation's) drops it, and the model reads what was fed last.
+TEST(BatchFeed, FeedingAnotherBatchDropsTheStagedOne) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  Executor ex(m.graph, device, batch_of_two());
+  const auto batches = distinct_batches(ex, m, 3);
+  BatchFeed feed(ex, m);
+  feed.feed(batches[0]->view);
+  feed.stage(batches[1]->view);
+  feed.feed(batches[2]->view);
+  EXPECT_TRUE(holds(ex, m.sample_input, batches[2]->sample));
+  EXPECT_TRUE(holds(ex, m.target_input, batches[2]->target));
+  feed.stage(batches[1]->view);
+  feed.feed_copies_of(batches[0]->view, 1);
+  const std::vector<float>& x = batches[0]->sample;  // two places: both hold its second sample
+  const auto half = static_cast<std::ptrdiff_t>(x.size() / 2);
+  std::vector<float> second_sample_twice(x.begin() + half, x.end());
+  second_sample_twice.insert(second_sample_twice.end(), x.begin() + half, x.end());
+  EXPECT_TRUE(holds(ex, m.sample_input, second_sample_twice));
+  const int started = device.memory().copies_started;
+  feed.feed(batches[1]->view);
+  EXPECT_EQ(device.memory().copies_started - started, 2);  // copied again
+  EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
+}
+
+// Without staging, every batch goes into the model's own inputs: no second set is made.
+TEST(BatchFeed, BatchesFedWithoutStagingShareTheModelsOwnInputs) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  Executor ex(m.graph, device, batch_of_two());
+  const auto batches = distinct_batches(ex, m, 2);
+  BatchFeed feed(ex, m);
+  const void* own = ex.input(m.sample_input).data();
+  const int allocations = device.memory().allocations;
+  for (int round = 0; round < 2; ++round)
+    for (const auto& b : batches) {
+      feed.feed(b->view);
+      EXPECT_EQ(ex.input(m.sample_input).data(), own);
+      EXPECT_TRUE(holds(ex, m.sample_input, b->sample));
+    }
+  EXPECT_EQ(device.memory().allocations, allocations);
+}
+
+// Host memory binds the loader's batch in place when it is fed: staging does nothing.
+TEST(BatchFeed, OnHostMemoryStagingLeavesTheModelAsItIs) {
+  const BuiltModel m = small_model();
+  test::CountingBackend host;
+  Executor ex(m.graph, host, batch_of_two());
+  const auto batches = distinct_batches(ex, m, 2);
+  BatchFeed feed(ex, m);
+  const int before = host.memory().allocations + host.memory().copies_to_device;
+  feed.feed(batches[0]->view);
+  feed.stage(batches[1]->view);
+  EXPECT_EQ(ex.input(m.sample_input).data(), static_cast<const void*>(batches[0]->sample.data()));
+  feed.feed(batches[1]->view);
+  EXPECT_EQ(ex.input(m.sample_input).data(), static_cast<const void*>(batches[1]->sample.data()));
+  EXPECT_EQ(host.memory().allocations + host.memory().copies_to_device, before);
 }
 
 TEST(BatchFeed, OnHostMemoryTheBatchIsReadInPlaceAndThePredictionIsNotCopied) {

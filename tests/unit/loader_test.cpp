@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -17,6 +18,7 @@
 #include "crest/core/error.hpp"
 #include "crest/core/fp16.hpp"
 #include "crest/dist/communicator.hpp"
+#include "support/counting_backend.hpp"
 #include "support/fake_communicator.hpp"
 
 namespace crest {
@@ -347,6 +349,37 @@ TEST(Loader, A16BitSampleDtypeNarrowsEverySample) {
   }
   o.sample_dtype = DType::i32;
   EXPECT_THROW(DataLoader(src, o, comm), Error);
+}
+
+// A device model's loader decodes into its backend's staging memory (page-locked on a GPU), and
+// the trainer holds the next batch while the step on this one runs (read ahead): with the
+// smallest ring (prefetch 1) the two come out in the epoch's order, as one at a time would.
+TEST(Loader, BatchesLiveInTheMemoryAskedAndTwoMayBeHeld) {
+  auto src = std::make_shared<FakeSource>(24, std::set<int64_t>{}, true);
+  FakeComm comm(0, 1);
+  test::CountingMemory pinned(/*pretend_device=*/false);
+  LoaderOptions o = options(4, 2, 1);
+  o.batch_memory = &pinned;
+  std::vector<int64_t> one_at_a_time;
+  {
+    DataLoader plain(src, options(4, 2, 1), comm);
+    one_at_a_time = consume_epoch(plain, 0);
+  }
+  DataLoader dl(src, o, comm);
+  EXPECT_EQ(pinned.allocations, 4);  // two slots, x and y each
+  dl.start_epoch(0);
+  std::vector<int64_t> seen;
+  LoadedBatch held = dl.next();
+  for (int64_t b = 1; b <= dl.plan().batches; ++b) {
+    std::optional<LoadedBatch> ahead;
+    if (b < dl.plan().batches) ahead = dl.next();
+    EXPECT_TRUE(pinned.owns(held.sample.data()) && pinned.owns(held.target.data()));
+    for (int64_t s = 0; s < 4; ++s)
+      seen.push_back(static_cast<int64_t>(held.target.as<float>()[s]));
+    dl.release(held);
+    if (ahead) held = *ahead;
+  }
+  EXPECT_EQ(seen, one_at_a_time);
 }
 
 }  // namespace

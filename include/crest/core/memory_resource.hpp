@@ -7,8 +7,21 @@
 // through it.
 #pragma once
 #include <cstddef>
+#include <memory>
 
 namespace crest {
+
+// A copy into a resource's memory that may still be running (MemoryResource::start_copy_to_device).
+// Destroying it waits for the copy.
+class PendingCopy {
+ public:
+  virtual ~PendingCopy() = default;
+  // Returns once the copy is done: its host source may then change or be freed.
+  virtual void wait() = 0;
+  // The work issued on the owning backend's stream from now on runs after the copy; the host
+  // does not wait.
+  virtual void order_before_stream() = 0;
+};
 
 class MemoryResource {
  public:
@@ -32,6 +45,14 @@ class MemoryResource {
   // runs at the link's speed, without the driver's bounce buffer), host_memory() by default. For
   // host buffers staged to the device again and again (each step's batch).
   virtual MemoryResource& staging_memory();
+  // Starts copying host memory into this resource's memory after the work issued before on the
+  // owning backend's stream, without making the host or that stream wait: on a GPU a queue of
+  // its own runs it while the stream computes (the next step's batch during this one). The host
+  // side must stay unchanged until the copy is waited for, and the stream must be ordered after
+  // it (PendingCopy::order_before_stream) before work that reads `dst`. Fastest from
+  // staging_memory(). By default the copy is copy_to_device's, done on return.
+  virtual std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
+                                                            size_t bytes);
 };
 
 // The process's host memory: zeroed, aligned, large blocks straight from mmap. Shared by the CPU

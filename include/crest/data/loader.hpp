@@ -57,6 +57,10 @@ struct LoaderOptions {
   // thread and narrowed into the batch (to nearest even, as BatchFeed would), so the ring holds
   // half the bytes and the model reads the batch in place.
   DType sample_dtype = DType::f32;
+  // Where the ring's batch buffers live: host_memory() when null. A device model's loader takes
+  // its backend's staging memory (page-locked on a GPU), from which a batch is copied to the
+  // device at the link's speed while the step before it computes (BatchFeed::stage).
+  MemoryResource* batch_memory = nullptr;
 };
 
 // Counters of one epoch (reset by start_epoch).

@@ -123,6 +123,8 @@ class Executor {
   // shared with another value (an in-place consumer would write into the caller's buffer): the
   // caller then writes into input(name) instead.
   bool bind_input(const std::string& name, const void* data);
+  // Whether bind_input(name, ...) would bind (the input's storage is its own).
+  bool can_bind_input(const std::string& name) const;
   // A value marked as output (plain or channels-last layout); valid after forward().
   TensorView output(ValueId v) const;
   // The whole tensor's shape of marked output g: output(g)'s own, or the shape whose block it
@@ -188,9 +190,10 @@ class Executor {
 
  private:
   void bind_run_contexts();
-  void check_memory_limit() const;                // CompileOptions::memory_limit
-  void scale_param_grads(const compile::Op& op);  // Op::param_grad_scale
-  void require_arena() const;                     // a plan-only program cannot run
+  size_t input_index(const std::string& name) const;  // of the program's inputs; throws if none
+  void check_memory_limit() const;                    // CompileOptions::memory_limit
+  void scale_param_grads(const compile::Op& op);      // Op::param_grad_scale
+  void require_arena() const;                         // a plan-only program cannot run
   // Inference: the folded convolutions' weights and biases from the live parameters, when they
   // may have changed since the last forward.
   void refresh_folds();

@@ -6,10 +6,12 @@
 // (sample_block) gives it as it is, a batch of whole samples has it copied out.
 #pragma once
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "crest/core/memory_resource.hpp"
 #include "crest/data/loader.hpp"
 #include "crest/data/sample_source.hpp"
 #include "crest/graph/executor.hpp"
@@ -34,8 +36,18 @@ class BatchFeed {
             ValueId prediction);
 
   // Makes `batch` the model's input for the next steps: bound in place where the graph allows
-  // it and the dtypes agree, else copied (and converted to the input's dtype).
+  // it and the dtypes agree, else copied (and converted to the input's dtype). On return the
+  // batch may be released, unless it was staged (then done_with first).
   void feed(const LoadedBatch& batch);
+  // On a device, starts copying `batch` (a later feed's) into a second set of the model's inputs
+  // while the steps issued so far compute: each input that needs no conversion and that the
+  // model may read from another buffer; the others are copied when it is fed. Its feed then
+  // only points the model at that set and orders the device's next work after the copies; the
+  // host waits for nothing. A no-op in host memory (the batch is bound in place when fed). One
+  // batch at a time: another batch's feed drops it.
+  void stage(const LoadedBatch& batch);
+  // Before the loader takes back a staged batch (fed or not): waits for the copies reading it.
+  void done_with(const LoadedBatch& batch);
   // The same for the samples alone (an inference program, which reads no targets): `samples`
   // holds the sample input's whole batch in the data's layout (float32 or float64 here).
   void feed_samples(const TensorView& samples);
@@ -83,6 +95,29 @@ class BatchFeed {
   // The host side's values into `to` (a copy to the device; nothing in host memory).
   void to_model(const TensorView& to, const void* host_side);
   std::map<std::string, Buffer> staging_;
+
+  // A device model's input read from one of two buffers, its planned storage (0) and one of its
+  // own (1): a copy into the one the model is not reading (staged) overlaps the steps that read
+  // the other; a batch fed without staging is copied into the one it reads, after their work.
+  struct DeviceCopy {
+    std::unique_ptr<PendingCopy> copy;
+    const void* source = nullptr;  // the host bytes it reads
+    int buffer = 0;
+  };
+  struct DeviceInput {
+    void* planned = nullptr;     // buffer 0
+    Buffer own;                  // buffer 1, made at the first stage
+    int bound = 0;               // the buffer the model reads
+    DeviceCopy reading, staged;  // into the bound buffer; into the other one
+  };
+  // Whether `from` reaches `input` by a copy of its bytes into a buffer the model is pointed at.
+  bool copies_whole(const std::string& input, const TensorView& from, const TensorView& to) const;
+  DeviceInput& device_input(const std::string& input);
+  DeviceCopy start_copy(DeviceInput& d, int buffer, const TensorView& from);
+  void feed_device(const std::string& input, const TensorView& from);
+  // Drops `input`'s staged copy (waiting for it): something else is fed or written there.
+  void drop_staged(const std::string& input);
+  std::map<std::string, DeviceInput> device_inputs_;
 };
 
 }  // namespace crest

@@ -14,10 +14,11 @@ Context::~Context() {
   // being dropped after an earlier error that was already reported).
   if (cudnn) cudnnDestroy(cudnn);
   if (cublas) cublasDestroy(cublas);
-  if (stream) {
-    cudaStreamSynchronize(stream);
-    cudaStreamDestroy(stream);
-  }
+  for (cudaStream_t s : {copy_stream, stream})
+    if (s) {
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
 }
 
 Support device_available() {
@@ -71,6 +72,7 @@ std::shared_ptr<Context> open_context() {
   CREST_CUDA(cudaGetDevice(&c->device));
   CREST_CUDA(cudaGetDeviceProperties(&c->properties, c->device));
   CREST_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
+  CREST_CUDA(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
   CREST_CUBLAS(cublasCreate(&c->cublas));
   CREST_CUBLAS(cublasSetStream(c->cublas, c->stream));
   // No TF32 in float32 GEMMs unless asked: float32 results stay within the reference's 1e-5

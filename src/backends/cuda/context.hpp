@@ -16,6 +16,9 @@ struct Context {
   int device = 0;
   cudaDeviceProp properties{};
   cudaStream_t stream = nullptr;
+  // Where host-to-device copies that overlap the compute run (DeviceMemory::start_copy_to_device):
+  // the next step's batch while this one computes.
+  cudaStream_t copy_stream = nullptr;
   cublasHandle_t cublas = nullptr;
   cudnnHandle_t cudnn = nullptr;
   // CREST_CUDA_TF32=1: float32 convolutions and matrix products may run on the tensor cores in
@@ -35,9 +38,9 @@ Support device_available();
 
 // Opens this rank's device (device 0, or the node-local rank modulo the visible devices where a
 // launcher says the local rank: CUDA_VISIBLE_DEVICES or the launcher's binding narrows them):
-// a non-blocking stream and both library handles on it, TF32 as CREST_CUDA_TF32 says (0 or 1;
-// another value is a usage error naming the variable). Throws crest::Error (usage) with
-// device_available()'s reason when the machine cannot run it.
+// a non-blocking stream and both library handles on it, a second stream for overlapped copies, TF32
+// as CREST_CUDA_TF32 says (0 or 1; another value is a usage error naming the variable). Throws
+// crest::Error (usage) with device_available()'s reason when the machine cannot run it.
 std::shared_ptr<Context> open_context();
 
 // The cuDNN data type of a crest dtype (f32, f64, bf16, f16).

@@ -3,6 +3,7 @@
 
 #include <cstring>
 #include <string>
+#include <utility>
 
 #include "cuda/check.hpp"
 
@@ -43,6 +44,53 @@ void DeviceMemory::copy_to_device(void* dst, const void* host_src, size_t bytes)
   // Complete on return, so the host may reuse host_src at once (pageable memory is staged by the
   // driver; staging_memory()'s page-locked buffers are the fast path, docs/cuda.md).
   CREST_CUDA(cudaStreamSynchronize(context_->stream));
+}
+
+namespace {
+
+// A copy on the copy stream, known by the event recorded after it. The events are the copy's
+// own: it is waited for, or ordered before the compute stream, any number of times.
+class StreamCopy final : public PendingCopy {
+ public:
+  explicit StreamCopy(std::shared_ptr<Context> context) : context_(std::move(context)) {
+    CREST_CUDA(cudaEventCreateWithFlags(&issued_, cudaEventDisableTiming));
+    CREST_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  StreamCopy(const StreamCopy&) = delete;
+  StreamCopy& operator=(const StreamCopy&) = delete;
+  ~StreamCopy() override {
+    // The host source may be freed after this: wait for the copy (errors ignored in a destructor,
+    // the next call on the stream reports them).
+    cudaEventSynchronize(done_);
+    cudaEventDestroy(done_);
+    cudaEventDestroy(issued_);
+  }
+
+  // The compute stream's work issued so far (it may still read or write dst) before the copy.
+  void start(void* dst, const void* host_src, size_t bytes) {
+    CREST_CUDA(cudaEventRecord(issued_, context_->stream));
+    CREST_CUDA(cudaStreamWaitEvent(context_->copy_stream, issued_, 0));
+    CREST_CUDA(
+        cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, context_->copy_stream));
+    CREST_CUDA(cudaEventRecord(done_, context_->copy_stream));
+  }
+  void wait() override { CREST_CUDA(cudaEventSynchronize(done_)); }
+  void order_before_stream() override {
+    CREST_CUDA(cudaStreamWaitEvent(context_->stream, done_, 0));
+  }
+
+ private:
+  std::shared_ptr<Context> context_;
+  cudaEvent_t issued_ = nullptr, done_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<PendingCopy> DeviceMemory::start_copy_to_device(void* dst, const void* host_src,
+                                                                size_t bytes) {
+  auto copy = std::make_unique<StreamCopy>(context_);
+  if (bytes > 0) copy->start(dst, host_src, bytes);
+  return copy;
 }
 
 void DeviceMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {

@@ -34,6 +34,9 @@ class DeviceMemory final : public MemoryResource {
   void memset(void* dst, int value, size_t bytes) override;
   bool is_host() const override { return false; }
   MemoryResource& staging_memory() override { return pinned_; }
+  // On the context's copy stream, after the compute stream's work so far (an event between them).
+  std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
+                                                    size_t bytes) override;
 
  private:
   std::shared_ptr<Context> context_;
