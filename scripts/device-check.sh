@@ -169,7 +169,17 @@ loader_keeps_up() {
     crest.backend=cuda crest.precision=bf16
 }
 
-export -f libraries_resolve gtest_all_ran torch_peers learnable_bf16 loader_keeps_up
+# A model far larger than the device (CosmoFlow 512^3, batch 64: a terabyte of activations) is
+# refused by the compiler's check against the device's free memory, exit 2, before allocating.
+too_large_refused() {
+  local out rc=0
+  out=$("$@" 2>&1) || rc=$?
+  echo "$out"
+  ((rc == 2)) && grep -q 'crest.max_memory_gb sets another limit): the compiled program needs' <<<"$out"
+}
+
+export -f libraries_resolve gtest_all_ran torch_peers learnable_bf16 loader_keeps_up \
+  too_large_refused
 
 run() {
   : "${OUT:?run on the device machine, where OUT is set}"
@@ -189,6 +199,8 @@ run() {
   check op_table 90 "$dir/bin/crest_tests" \
     --gtest_filter='*OpTable.EveryBackendAgrees*:*OpTable.HalfPrecision*'
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
+  check too_large_refused 20 too_large_refused "$dir/bin/crest" bench train --model cosmoflow \
+    --size 512 --batch 64 --steps 1 --warmup 0 --backend cuda
   train_checks "" float32 2 CREST_CUDNN_ALGORITHMS=measured
   train_checks _bf16 bf16 "1 8" CREST_CUDNN_ALGORITHMS=measured
   check learnable_bf16 120 learnable_bf16 "$dir/bin/crest" "$dir/fixtures/learnable_cosmoflow.yaml" \

@@ -1,6 +1,10 @@
 #include "crest/core/tensor.hpp"
 
+#include <new>
 #include <utility>
+
+#include "crest/core/error.hpp"
+#include "crest/core/units.hpp"
 
 namespace crest {
 
@@ -20,6 +24,18 @@ const char* layout_name(Layout l) {
 
 Buffer::Buffer(size_t bytes, size_t alignment, MemoryResource& memory)
     : data_(memory.allocate(bytes, alignment)), bytes_(bytes), memory_(&memory) {}
+
+Buffer named_buffer(const std::string& what, size_t bytes, MemoryResource& memory,
+                    size_t alignment) {
+  const std::string needs = what + " (" + human_bytes(static_cast<double>(bytes)) + "): ";
+  try {
+    return Buffer(bytes, alignment, memory);
+  } catch (const std::bad_alloc&) {
+    throw_input(needs + "out of host memory");
+  } catch (const Error& e) {
+    throw Error(e.kind(), needs + e.what(), e.scope());
+  }
+}
 
 Buffer::~Buffer() { release(); }
 

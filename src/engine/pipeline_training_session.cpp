@@ -76,7 +76,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
       p.stage_starts_key);
   const int rank = world.rank(), next = ranks_.group_size;  // the same place, one stage on
   stage_ = std::make_unique<PipelineStage>(
-      stage_graph(), whole_.backend(), compile_options(o.session), world,
+      stage_graph(), whole_.backend(), compile_options(o.session, whole_.backend()), world,
       PipelineStageOptions{.stage = ranks_.stage,
                            .stages = ranks_.stages,
                            .micro_batches = p.micro_batches,

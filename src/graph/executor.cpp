@@ -52,7 +52,9 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::fuse_activation_backward(*prog_);
   const MemoryPlan& plan = prog_->plan;
   check_memory_limit();
-  if (opts.allocate) arena_ = Buffer(align_up(plan.arena_bytes, 256) + 256, 256, backend.memory());
+  if (opts.allocate)
+    arena_ = named_buffer("the model's activations and kernel scratch",
+                          align_up(plan.arena_bytes, 256) + 256, backend.memory());
   bind_run_contexts();
 }
 

@@ -92,8 +92,9 @@ ParamStore::ParamStore(std::vector<ParamSlot> slots, DType dtype, Backend& backe
   if (!allocate) return;
   // Zeroed by the resource. Padding between slices stays zero forever, so whole-buffer optimizer
   // updates are harmless.
-  values_ = std::make_shared<Buffer>(offset, 256, backend.memory());
-  if (gradients) grads_ = std::make_shared<Buffer>(offset, 256, backend.memory());
+  values_ = std::make_shared<Buffer>(named_buffer("the model's parameters", offset, *memory_));
+  if (gradients)
+    grads_ = std::make_shared<Buffer>(named_buffer("the parameters' gradients", offset, *memory_));
 }
 
 ParamStore ParamStore::sharing_buffers_of(const ParamStore& owner, Backend& backend) {

@@ -19,7 +19,8 @@ void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation, boo
   state_.clear();
   // In the parameters' memory (the backend's), zeroed there: the padding too stays zero.
   auto add = [&](size_t bytes) {
-    state_.emplace_back(std::max<size_t>(bytes, 256), 256, params.memory());
+    state_.push_back(
+        named_buffer("the optimizer's state", std::max<size_t>(bytes, 256), params.memory()));
     vec.fill(state_.back().data(), state_.back().bytes() / dtype_size(params.dtype()), 0.0);
   };
   const size_t buffers = state_names().size() + (accumulation > 1 ? 1 : 0);

@@ -193,7 +193,8 @@ BatchFeed::DeviceInput& BatchFeed::device_input(const std::string& input) {
 
 BatchFeed::DeviceCopy BatchFeed::start_copy(DeviceInput& d, int buffer, const TensorView& from) {
   MemoryResource& memory = ex_.backend().memory();
-  if (buffer == 1 && d.own.bytes() != from.bytes()) d.own = Buffer(from.bytes(), 256, memory);
+  if (buffer == 1 && d.own.bytes() != from.bytes())
+    d.own = named_buffer("the next batch's inputs", from.bytes(), memory);
   void* dst = buffer == 0 ? d.planned : d.own.data();
   return {memory.start_copy_to_device(dst, from.data(), from.bytes()), from.data(), buffer};
 }

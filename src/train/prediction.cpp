@@ -209,6 +209,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   const MemoryLimit limit = memory_limit_per_rank(config, comm->local_size());
   so.memory_limit = limit.bytes;
   so.memory_limit_source = limit.source;
+  so.memory_limit_set = limit.set;
   const Session session(task.model.graph, so);
   Executor& ex = session.executor();
   load_trained_weights(ex.params(), task.model.external_params, o.checkpoint, o.weights);

@@ -316,6 +316,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
   const MemoryLimit limit = memory_limit_per_rank(config_, comm_->local_size());
   so.memory_limit = limit.bytes;
   so.memory_limit_source = limit.source;
+  so.memory_limit_set = limit.set;
   so.allocate = !options_.dry_run;  // a plan may be larger than this machine
   to.optimizer = config_.optimizer;
   to.accumulation = config_.train.gradient_accumulation_frequency;
@@ -1441,7 +1442,8 @@ TrainSummary run_training(const Config& config, const TrainOptions& options, std
 MemoryLimit memory_limit_per_rank(const Config& config, int local_ranks) {
   if (config.crest.max_memory_gb > 0)
     return {static_cast<size_t>(config.crest.max_memory_gb * double(1ull << 30)),
-            "crest.max_memory_gb " + (std::ostringstream() << config.crest.max_memory_gb).str()};
+            "crest.max_memory_gb " + (std::ostringstream() << config.crest.max_memory_gb).str(),
+            true};
   const NodeMemory node = available_node_memory();
   if (node.bytes == 0) return {};
   return {node.bytes / static_cast<size_t>(std::max(1, local_ranks)),

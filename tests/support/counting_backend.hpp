@@ -163,6 +163,8 @@ class CountingBackend final : public Backend {
   CountingStream& stream() const override { return stream_; }
   int set_threads(int /*threads*/) override { return 1; }
   std::string kernel_fallback() const override { return "reference"; }
+  MemoryCapacity memory_capacity() const override { return capacity; }
+  MemoryCapacity capacity;  // what memory_capacity() says: none unless a test sets it
 
   using Backend::supports;
   Support supports(const ConvDesc& d) const override {

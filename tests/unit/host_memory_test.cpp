@@ -4,8 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <new>
+#include <string>
 
+#include "crest/core/error.hpp"
 #include "crest/core/memory_resource.hpp"
+#include "crest/core/tensor.hpp"
 
 namespace crest {
 namespace {
@@ -31,6 +35,44 @@ TEST(HostMemory, SmallBlocksKeepTheirAlignment) {
   void* p = m.allocate(1000, 256);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(p) % 256, 0u);
   m.deallocate(p, 1000);
+}
+
+// Memory that has no room: the device's error (crest::Error), or the host's (std::bad_alloc).
+class FullMemory final : public MemoryResource {
+ public:
+  explicit FullMemory(bool device) : device_(device) {}
+  void* allocate(size_t bytes, size_t /*alignment*/) override {
+    if (!device_) throw std::bad_alloc();
+    throw_input("cuda memory: cannot allocate " + std::to_string(bytes) + " bytes on device 0");
+  }
+  void deallocate(void* /*p*/, size_t /*bytes*/) override {}
+  void copy_to_device(void*, const void*, size_t) override {}
+  void copy_to_host(void*, const void*, size_t) override {}
+  void copy(void*, const void*, size_t) override {}
+  void memset(void*, int, size_t) override {}
+  bool is_host() const override { return !device_; }
+
+ private:
+  bool device_;
+};
+
+// Which part of the model did not fit, and its size, before the memory's own reason.
+TEST(NamedBuffer, AnAllocationThatFailsNamesWhatItWasFor) {
+  for (const bool device : {true, false}) {
+    FullMemory full(device);
+    try {
+      named_buffer("the model's parameters", 3 << 20, full);
+      FAIL() << "allocated from full memory";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::input);
+      const std::string want = std::string("the model's parameters (3.0 MiB): ") +
+                               (device ? "cuda memory: cannot allocate 3145728 bytes on device 0"
+                                       : "out of host memory");
+      EXPECT_EQ(e.what(), want);
+    }
+  }
+  const Buffer fine = named_buffer("a buffer", 64, host_memory());
+  EXPECT_EQ(fine.bytes(), 64u);
 }
 
 }  // namespace

@@ -364,6 +364,14 @@ class Backend {
   virtual PeakRate peak(DType /*dtype*/, int64_t /*n*/, int /*iters*/) {
     return {false, 0, "the " + name() + " backend measures no peak"};
   }
+  // The memory a model compiled for this backend may take, where the backend knows it and the
+  // node's memory does not say it (a GPU's free memory), and where that figure comes from;
+  // bytes 0 where the node's memory rule applies (host backends).
+  struct MemoryCapacity {
+    size_t bytes = 0;
+    std::string source;
+  };
+  virtual MemoryCapacity memory_capacity() const { return {}; }
   // Whether device_collectives() can make collectives on this machine (the library loads), with
   // the reason when not. Not collective: every rank asks, and all make them only if all can.
   virtual Support supports_device_collectives() const {

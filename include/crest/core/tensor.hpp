@@ -2,6 +2,7 @@
 // arena and parameters to flat buffers; a TensorView only points into them.
 #pragma once
 #include <cstddef>
+#include <string>
 
 #include "crest/core/dtype.hpp"
 #include "crest/core/memory_resource.hpp"
@@ -74,6 +75,12 @@ class Buffer {
   size_t bytes_ = 0;
   MemoryResource* memory_ = &host_memory();
 };
+
+// A Buffer for `what` ("the model's parameters"): where the memory cannot hold it (a GPU out of
+// memory, the host refusing), a crest::Error (input) that names it and its size before the
+// resource's reason, so the user learns which part of the model did not fit.
+Buffer named_buffer(const std::string& what, size_t bytes, MemoryResource& memory,
+                    size_t alignment = 256);
 
 inline size_t align_up(size_t n, size_t a) { return (n + a - 1) / a * a; }
 

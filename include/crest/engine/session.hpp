@@ -38,9 +38,12 @@ struct SessionOptions {
   std::shared_ptr<SpatialSplit> spatial;
   bool split_outputs = false;  // CompileOptions::split_outputs
   // CompileOptions::memory_limit (0: none) and its source, allocate (false: plan only),
-  // allocate_params and param_gradients.
+  // allocate_params and param_gradients. The limit is the host's: a backend that knows its own
+  // memory's (a GPU's free memory, Backend::memory_capacity) replaces it, unless the user set it
+  // (crest.max_memory_gb: memory_limit_set).
   size_t memory_limit = 0;
   std::string memory_limit_source;
+  bool memory_limit_set = false;
   bool allocate = true;
   bool allocate_params = true;
   bool param_gradients = true;
@@ -49,7 +52,7 @@ struct SessionOptions {
 // The compile options a purpose and precision mean. Under mixed precision a float input that
 // only 16-bit layers read is stored 16-bit: every caller writes its batch through BatchFeed or
 // fill_random_batch, which narrow it.
-CompileOptions compile_options(const SessionOptions& options);
+CompileOptions compile_options(const SessionOptions& options, const Backend& backend);
 
 class Session {
  public:

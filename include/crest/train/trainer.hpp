@@ -117,6 +117,7 @@ int compute_threads_per_rank(const Config& config, int local_ranks);
 struct MemoryLimit {
   size_t bytes = 0;
   std::string source;
+  bool set = false;  // by crest.max_memory_gb (SessionOptions::memory_limit_set)
 };
 MemoryLimit memory_limit_per_rank(const Config& config, int local_ranks);
 

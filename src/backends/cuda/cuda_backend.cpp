@@ -6,6 +6,8 @@
 #include <mutex>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/units.hpp"
+#include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
 #include "cuda/device_memory.hpp"
 #include "cuda/nccl_collectives.hpp"
@@ -48,6 +50,17 @@ class CudaBackend final : public Backend {
   std::string instruction_sets() const override {
     const cudaDeviceProp& p = context_->properties;
     return std::string(p.name) + " sm_" + std::to_string(p.major) + std::to_string(p.minor);
+  }
+
+  // What the device has free now (the context, other processes on it and earlier sessions
+  // taken), so the compiler's check refuses a model that cannot fit before allocating it.
+  MemoryCapacity memory_capacity() const override {
+    size_t free = 0, total = 0;
+    CREST_CUDA(cudaMemGetInfo(&free, &total));
+    const auto bytes = [](size_t b) { return human_bytes(static_cast<double>(b)); };
+    return {free, "cuda device " + std::to_string(context_->device) + " (" +
+                      context_->properties.name + ": " + bytes(free) + " of " + bytes(total) +
+                      " free; crest.max_memory_gb sets another limit)"};
   }
 
   PeakRate peak(DType dtype, int64_t n, int iters) override {
