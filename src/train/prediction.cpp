@@ -11,6 +11,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "batch_ahead.hpp"
 #include "crest/core/error.hpp"
 #include "crest/data/formats/prediction_file.hpp"
 #include "crest/dist/communicator.hpp"
@@ -91,13 +92,16 @@ struct Totals {
   int64_t samples = 0;
 };
 
-// `writer` null: this rank predicts with its spatial group but another rank of it writes.
+// `writer` null: this rank predicts with its spatial group but another rank of it writes. The
+// next batch is read while this one is fed: on a device its copy runs during this forward pass.
 void predict_batches(Executor& ex, BatchFeed& feed, DataLoader& loader, PredictionRows& rows,
                      PredictionFileWriter* writer, Totals& totals, Progress& progress, int shards) {
   loader.start_epoch(0);
+  BatchAhead ahead(loader, &feed);
   for (int64_t b = 0; b < loader.plan().batches; ++b) {
-    const LoadedBatch batch = loader.next();
+    const LoadedBatch batch = ahead.take();
     feed.feed(batch);
+    if (b + 1 < loader.plan().batches) ahead.read();
     ex.forward(false);
     const TensorView pred = feed.host_prediction();
     for (size_t place = 0; place < batch.present.size(); ++place) {
@@ -108,7 +112,7 @@ void predict_batches(Executor& ex, BatchFeed& feed, DataLoader& loader, Predicti
       if (writer) writer->append(row);
       ++totals.samples;
     }
-    loader.release(batch);
+    ahead.release(batch);
     progress.update(totals.samples, shards, loader.stats().payload_bytes);
   }
 }

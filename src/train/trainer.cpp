@@ -13,6 +13,7 @@
 #include <sstream>
 #include <thread>
 
+#include "batch_ahead.hpp"
 #include "checkpointer.hpp"
 #include "config/text.hpp"
 #include "crest/core/error.hpp"
@@ -123,18 +124,8 @@ class TrainingRun {
   bool train_epoch(int epoch, EpochStats& st);
   bool train_one_step(int epoch, int64_t s, double lr, double& loss_sum, Clock::time_point t0);
   std::optional<LoadedBatch> next_batch(double& got);
-  // The next step's batch, taken from the loader during this step's feed so that on a device its
-  // copy runs while this step computes (BatchFeed::stage); or the error reading it, thrown at
-  // its own step. Data-parallel runs, within an epoch.
-  struct BatchAhead {
-    std::optional<LoadedBatch> batch;
-    std::exception_ptr error;
-  };
-  std::optional<BatchAhead> ahead_;
+  // The next step's batch, read while this step's is fed (train_ahead_).
   void read_ahead(int64_t s);
-  LoadedBatch take_batch();  // the batch read ahead, else the loader's next
-  void release_batch(const LoadedBatch& b);
-  void drop_ahead();  // the run leaves the epoch: the batch read ahead goes back unused
   StepResult run_step(double lr, bool stop_here);
   StepResult run_pipeline_step(double lr, const LoadedBatch* batch, bool stop_here);
   // Gradient lag: waits for the allreduce in flight (data-parallel or a pipeline stage's).
@@ -219,7 +210,10 @@ class TrainingRun {
   std::unique_ptr<LastBatchFigures> last_batch_;
   TrainingData data_;
   std::unique_ptr<DataLoader> train_loader_, valid_loader_;  // null where !reads_data()
-  int64_t valid_batches_ = 0;                                // per epoch; 0: no validation
+  // The training loader's batches, the next step's read while this one's is fed: on a device its
+  // copy runs while this step computes. Made with train_loader_.
+  std::unique_ptr<BatchAhead> train_ahead_;
+  int64_t valid_batches_ = 0;  // per epoch; 0: no validation
   int64_t train_steps_ = 0;
   // What checkpoints and weight files save: the pipeline's stages, or this process's model.
   std::unique_ptr<ProcessSavedState> process_state_;
@@ -699,8 +693,11 @@ void TrainingRun::open_train_loader(int rollbacks) {
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
   lo.sample_dtype = sample_dtype();
   lo.batch_memory = &batch_memory();
+  train_ahead_.reset();
   train_loader_.reset();  // its reader threads end before the new loader's start
-  if (reads_data()) train_loader_ = std::make_unique<DataLoader>(data_.train, lo, shard_comm());
+  if (!reads_data()) return;
+  train_loader_ = std::make_unique<DataLoader>(data_.train, lo, shard_comm());
+  train_ahead_ = std::make_unique<BatchAhead>(*train_loader_, feed_.get());
 }
 
 // What the loaders decode samples into: the model's sample input's (a pipeline stage without it
@@ -841,9 +838,11 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   const int64_t overflow_steps_before = pos_.overflow_steps;
   // However the epoch's loop ends (a stop, a rollback, an error), no batch stays read ahead.
   struct DropAhead {
-    TrainingRun& run;
-    ~DropAhead() { run.drop_ahead(); }
-  } drop_ahead_at_exit{*this};
+    BatchAhead* ahead;
+    ~DropAhead() {
+      if (ahead) ahead->drop();
+    }
+  } drop_ahead_at_exit{train_ahead_.get()};
   for (int64_t s = first_step; s < train_steps_; ++s) {
     at_epoch_ = epoch;
     at_step_ = s;
@@ -896,7 +895,7 @@ bool TrainingRun::train_one_step(int epoch, int64_t s, double lr, double& loss_s
   // micro-batch was trained on. (A pipeline's last stage sees only micro-batches.)
   if (s + 1 == train_steps_ && b && feed_)
     last_batch_->record(r.loss, feed_->host_prediction(), *b);
-  if (b) release_batch(*b);
+  if (b) train_ahead_->release(*b);
   act_on_decision(epoch, s, r);
   record_step(*timeline_, sync_, s + 1, asked, got, r);
   // A skipped step's loss counts as 0. The ranks of a spatial group share a sample: each adds
@@ -960,7 +959,7 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
   if (rank_failure_.failed() || !train_loader_) return std::nullopt;
   std::optional<LoadedBatch> b;
   try {
-    b = take_batch();
+    b = train_ahead_->take();
     got = Timeline::now();
     if (batch_failure_asked(pos_.global_step + 1, comm_->rank()))
       throw_input("test fault: the batch of global step " + std::to_string(pos_.global_step + 1) +
@@ -969,7 +968,7 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
   } catch (const std::exception& e) {
     if (comm_->size() == 1) throw;
     rank_failure_.record(e);
-    if (b) release_batch(*b);
+    if (b) train_ahead_->release(*b);
     return std::nullopt;
   }
   return b;
@@ -979,36 +978,8 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
 // a pipeline (its stages feed micro-batches). A failure to read or stage the batch waits for its
 // step, which handles it as next_batch handles one: on its own rank or job-wide.
 void TrainingRun::read_ahead(int64_t s) {
-  if (pipeline_ || !feed_ || !train_loader_ || rank_failure_.failed() || s + 1 >= train_steps_)
-    return;
-  ahead_.emplace();
-  try {
-    ahead_->batch = train_loader_->next();
-    feed_->stage(*ahead_->batch);
-  } catch (const std::exception&) {
-    ahead_->error = std::current_exception();
-  }
-}
-
-LoadedBatch TrainingRun::take_batch() {
-  if (!ahead_) return train_loader_->next();
-  BatchAhead a = std::move(*ahead_);
-  ahead_.reset();
-  if (a.error) {
-    if (a.batch) release_batch(*a.batch);
-    std::rethrow_exception(a.error);
-  }
-  return *a.batch;
-}
-
-void TrainingRun::release_batch(const LoadedBatch& b) {
-  if (feed_) feed_->done_with(b);  // a staged batch's copies may still be reading it
-  train_loader_->release(b);
-}
-
-void TrainingRun::drop_ahead() {
-  if (ahead_ && ahead_->batch) release_batch(*ahead_->batch);
-  ahead_.reset();
+  if (!pipeline_ && feed_ && train_loader_ && !rank_failure_.failed() && s + 1 < train_steps_)
+    train_ahead_->read();
 }
 
 // Job-wide figures: sums over the samples' shards (losses and counts), data wait and allreduce

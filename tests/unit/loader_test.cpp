@@ -20,6 +20,7 @@
 #include "crest/dist/communicator.hpp"
 #include "support/counting_backend.hpp"
 #include "support/fake_communicator.hpp"
+#include "train/batch_ahead.hpp"
 
 namespace crest {
 namespace {
@@ -380,6 +381,36 @@ TEST(Loader, BatchesLiveInTheMemoryAskedAndTwoMayBeHeld) {
     if (ahead) held = *ahead;
   }
   EXPECT_EQ(seen, one_at_a_time);
+}
+
+// The trainer's and predict's reading ahead (src/train/batch_ahead.hpp): the batches in the
+// loader's order; a failure reading a batch ahead surfaces only when that batch's turn comes (the
+// batch before it is computed first); a batch read ahead and not taken goes back to the loader.
+TEST(BatchAhead, ReadsInOrderAndKeepsAFailureForItsTurn) {
+  auto src = std::make_shared<FakeSource>(16, std::set<int64_t>{9});
+  FakeComm comm(0, 1);
+  LoaderOptions o = options(2, 2, 1);
+  o.shuffle = false;
+  DataLoader dl(src, o, comm);
+  dl.start_epoch(0);
+  BatchAhead ahead(dl, nullptr);
+  for (int64_t b = 0; b < 4; ++b) {  // samples 0..7 are fine; batch 4 holds the bad sample 9
+    const LoadedBatch batch = ahead.take();
+    EXPECT_EQ(batch.index, b);
+    EXPECT_NO_THROW(ahead.read());
+    ahead.release(batch);
+  }
+  try {
+    ahead.take();
+    FAIL() << "the batch with sample 9 must fail at its turn";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sample-9.tfrecord"), std::string::npos) << e.what();
+  }
+  dl.start_epoch(1);  // nothing is held: the failed batch's slot went back
+  ahead.read();
+  ahead.drop();
+  EXPECT_NO_THROW(dl.start_epoch(2));
+  EXPECT_EQ(ahead.take().index, 0);
 }
 
 }  // namespace
