@@ -84,13 +84,18 @@ void BatchFeed::stage(const LoadedBatch& batch) {
   }
 }
 
+// The copies are forgotten too: the loader may put another batch at the same address, which a
+// staged copy of this one must not pass for.
 void BatchFeed::done_with(const LoadedBatch& batch) {
   for (auto& [input, d] : device_inputs_) {
     const TensorView& t = tensor_of(batch, input);
     const auto* begin = static_cast<const char*>(t.data());
     for (DeviceCopy* c : {&d.reading, &d.staged}) {
       const auto* source = static_cast<const char*>(c->source);
-      if (c->copy && source >= begin && source < begin + t.bytes()) c->copy->wait();
+      if (!c->copy || source < begin || source >= begin + t.bytes()) continue;
+      c->copy->wait();
+      c->copy.reset();
+      c->source = nullptr;
     }
   }
 }

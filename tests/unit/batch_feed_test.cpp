@@ -153,6 +153,22 @@ TEST(BatchFeed, FeedingAnotherBatchDropsTheStagedOne) {
   EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
 }
 
+// A staged batch given back unfed (the run stopped after the step before it) is forgotten: the
+// loader may decode another batch at the same address, and that one is copied when fed.
+TEST(BatchFeed, AStagedBatchGivenBackUnfedIsForgotten) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  Executor ex(m.graph, device, batch_of_two());
+  const auto batches = distinct_batches(ex, m, 2);
+  BatchFeed feed(ex, m);
+  feed.feed(batches[0]->view);
+  feed.stage(batches[1]->view);
+  feed.done_with(batches[1]->view);
+  for (float& v : batches[1]->sample) v = -v;  // another batch in the same buffer
+  feed.feed(batches[1]->view);
+  EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
+}
+
 // Without staging, every batch goes into the model's own inputs: no second set is made.
 TEST(BatchFeed, BatchesFedWithoutStagingShareTheModelsOwnInputs) {
   const BuiltModel m = small_model();
