@@ -838,11 +838,11 @@ bool TrainingRun::train_epoch(int epoch, EpochStats& st) {
   const int64_t overflow_steps_before = pos_.overflow_steps;
   // However the epoch's loop ends (a stop, a rollback, an error), no batch stays read ahead.
   struct DropAhead {
-    BatchAhead* ahead;
+    std::unique_ptr<BatchAhead>& ahead;  // the member: a rollback makes a new one
     ~DropAhead() {
       if (ahead) ahead->drop();
     }
-  } drop_ahead_at_exit{train_ahead_.get()};
+  } drop_ahead_at_exit{train_ahead_};
   for (int64_t s = first_step; s < train_steps_; ++s) {
     at_epoch_ = epoch;
     at_step_ = s;
