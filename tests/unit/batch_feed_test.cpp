@@ -88,103 +88,104 @@ bool holds(const Executor& ex, const std::string& input, const std::vector<float
   return std::memcmp(ex.input(input).data(), values.data(), values.size() * sizeof(float)) == 0;
 }
 
+// A small model on a pretend device, `n` batches for it and its feed.
+struct PretendDeviceFeed {
+  BuiltModel m = small_model();
+  test::CountingBackend device{/*pretend_device=*/true};
+  Executor ex{m.graph, device, batch_of_two()};
+  std::vector<std::unique_ptr<HostBatch>> batches;
+  BatchFeed feed{ex, m};
+  explicit PretendDeviceFeed(int n) : batches(distinct_batches(ex, m, n)) {}
+
+  const LoadedBatch& batch(int k) const { return batches[static_cast<size_t>(k)]->view; }
+  bool holds_samples(const std::vector<float>& values) const {
+    return holds(ex, m.sample_input, values);
+  }
+  // Whether the model's inputs hold batch k's samples and targets.
+  bool reads(int k) const {
+    const HostBatch& b = *batches[static_cast<size_t>(k)];
+    return holds_samples(b.sample) && holds(ex, m.target_input, b.target);
+  }
+  const test::CountingMemory& memory() const { return device.memory(); }
+};
+
 // The next step's batch, staged while the model reads this one: its copies start at once, into
 // a second set of inputs (the model still reads the first batch), and its feed points the model
 // at them behind the copies (the pretend device's copies run only when the device's work is
 // ordered after them), without another copy. The third batch goes into the first set again.
 TEST(BatchFeed, AStagedBatchIsCopiedBesideTheBatchTheModelReads) {
-  const BuiltModel m = small_model();
-  test::CountingBackend device(/*pretend_device=*/true);
-  Executor ex(m.graph, device, batch_of_two());
-  const auto batches = distinct_batches(ex, m, 2);
-  const LoadedBatch &first = batches[0]->view, &second = batches[1]->view;
-  BatchFeed feed(ex, m);
-  feed.feed(second);
-  const double second_loss = ex.forward(false);  // fed without staging
-  feed.feed(first);
-  const double first_loss = ex.forward(false);
+  PretendDeviceFeed f(2);
+  f.feed.feed(f.batch(1));
+  const double second_loss = f.ex.forward(false);  // fed without staging
+  f.feed.feed(f.batch(0));
+  const double first_loss = f.ex.forward(false);
   ASSERT_NE(first_loss, second_loss);
-  const test::CountingMemory& memory = device.memory();
-  const int allocations = memory.allocations, started = memory.copies_started,
-            copies = memory.copies_to_device;
-  feed.stage(second);
-  EXPECT_EQ(memory.copies_started - started, 2);   // samples and targets
-  EXPECT_EQ(memory.allocations - allocations, 2);  // the second set of inputs
-  EXPECT_EQ(ex.forward(false), first_loss);
-  EXPECT_TRUE(holds(ex, m.sample_input, batches[0]->sample));
-  feed.feed(second);
-  EXPECT_EQ(memory.copies_started - started, 2);
-  EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
-  EXPECT_TRUE(holds(ex, m.target_input, batches[1]->target));
-  EXPECT_EQ(ex.forward(false), second_loss);
-  feed.done_with(second);
-  feed.stage(first);
-  feed.feed(first);
-  EXPECT_EQ(ex.forward(false), first_loss);
-  feed.done_with(first);
-  EXPECT_EQ(memory.copies_started - started, 4);
-  EXPECT_EQ(memory.allocations - allocations, 2);
-  EXPECT_EQ(memory.copies_to_device, copies);
+  const int allocations = f.memory().allocations, started = f.memory().copies_started,
+            copies = f.memory().copies_to_device;
+  f.feed.stage(f.batch(1));
+  EXPECT_EQ(f.memory().copies_started - started, 2);   // samples and targets
+  EXPECT_EQ(f.memory().allocations - allocations, 2);  // the second set of inputs
+  EXPECT_EQ(f.ex.forward(false), first_loss);
+  EXPECT_TRUE(f.reads(0));
+  f.feed.feed(f.batch(1));
+  EXPECT_EQ(f.memory().copies_started - started, 2);
+  EXPECT_TRUE(f.reads(1));
+  EXPECT_EQ(f.ex.forward(false), second_loss);
+  f.feed.done_with(f.batch(1));
+  f.feed.stage(f.batch(0));
+  f.feed.feed(f.batch(0));
+  EXPECT_EQ(f.ex.forward(false), first_loss);
+  f.feed.done_with(f.batch(0));
+  EXPECT_EQ(f.memory().copies_started - started, 4);
+  EXPECT_EQ(f.memory().allocations - allocations, 2);
+  EXPECT_EQ(f.memory().copies_to_device, copies);
 }
 
 // A staged batch is one the trainer reads ahead; another batch fed before it (or a sample's
 // copies, validation's) drops it, and the model reads what was fed last.
 TEST(BatchFeed, FeedingAnotherBatchDropsTheStagedOne) {
-  const BuiltModel m = small_model();
-  test::CountingBackend device(/*pretend_device=*/true);
-  Executor ex(m.graph, device, batch_of_two());
-  const auto batches = distinct_batches(ex, m, 3);
-  BatchFeed feed(ex, m);
-  feed.feed(batches[0]->view);
-  feed.stage(batches[1]->view);
-  feed.feed(batches[2]->view);
-  EXPECT_TRUE(holds(ex, m.sample_input, batches[2]->sample));
-  EXPECT_TRUE(holds(ex, m.target_input, batches[2]->target));
-  feed.stage(batches[1]->view);
-  feed.feed_copies_of(batches[0]->view, 1);
-  const std::vector<float>& x = batches[0]->sample;  // two places: both hold its second sample
+  PretendDeviceFeed f(3);
+  f.feed.feed(f.batch(0));
+  f.feed.stage(f.batch(1));
+  f.feed.feed(f.batch(2));
+  EXPECT_TRUE(f.reads(2));
+  f.feed.stage(f.batch(1));
+  f.feed.feed_copies_of(f.batch(0), 1);
+  const std::vector<float>& x = f.batches[0]->sample;  // two places: both hold its second sample
   const auto half = static_cast<std::ptrdiff_t>(x.size() / 2);
   std::vector<float> second_sample_twice(x.begin() + half, x.end());
   second_sample_twice.insert(second_sample_twice.end(), x.begin() + half, x.end());
-  EXPECT_TRUE(holds(ex, m.sample_input, second_sample_twice));
-  const int started = device.memory().copies_started;
-  feed.feed(batches[1]->view);
-  EXPECT_EQ(device.memory().copies_started - started, 2);  // copied again
-  EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
+  EXPECT_TRUE(f.holds_samples(second_sample_twice));
+  const int started = f.memory().copies_started;
+  f.feed.feed(f.batch(1));
+  EXPECT_EQ(f.memory().copies_started - started, 2);  // copied again
+  EXPECT_TRUE(f.reads(1));
 }
 
 // A staged batch given back unfed (the run stopped after the step before it) is forgotten: the
 // loader may decode another batch at the same address, and that one is copied when fed.
 TEST(BatchFeed, AStagedBatchGivenBackUnfedIsForgotten) {
-  const BuiltModel m = small_model();
-  test::CountingBackend device(/*pretend_device=*/true);
-  Executor ex(m.graph, device, batch_of_two());
-  const auto batches = distinct_batches(ex, m, 2);
-  BatchFeed feed(ex, m);
-  feed.feed(batches[0]->view);
-  feed.stage(batches[1]->view);
-  feed.done_with(batches[1]->view);
-  for (float& v : batches[1]->sample) v = -v;  // another batch in the same buffer
-  feed.feed(batches[1]->view);
-  EXPECT_TRUE(holds(ex, m.sample_input, batches[1]->sample));
+  PretendDeviceFeed f(2);
+  f.feed.feed(f.batch(0));
+  f.feed.stage(f.batch(1));
+  f.feed.done_with(f.batch(1));
+  for (float& v : f.batches[1]->sample) v = -v;  // another batch in the same buffer
+  f.feed.feed(f.batch(1));
+  EXPECT_TRUE(f.reads(1));
 }
 
 // Without staging, every batch goes into the model's own inputs: no second set is made.
 TEST(BatchFeed, BatchesFedWithoutStagingShareTheModelsOwnInputs) {
-  const BuiltModel m = small_model();
-  test::CountingBackend device(/*pretend_device=*/true);
-  Executor ex(m.graph, device, batch_of_two());
-  const auto batches = distinct_batches(ex, m, 2);
-  BatchFeed feed(ex, m);
-  const void* own = ex.input(m.sample_input).data();
-  const int allocations = device.memory().allocations;
+  PretendDeviceFeed f(2);
+  const void* own = f.ex.input(f.m.sample_input).data();
+  const int allocations = f.memory().allocations;
   for (int round = 0; round < 2; ++round)
-    for (const auto& b : batches) {
-      feed.feed(b->view);
-      EXPECT_EQ(ex.input(m.sample_input).data(), own);
-      EXPECT_TRUE(holds(ex, m.sample_input, b->sample));
+    for (int k = 0; k < 2; ++k) {
+      f.feed.feed(f.batch(k));
+      EXPECT_EQ(f.ex.input(f.m.sample_input).data(), own);
+      EXPECT_TRUE(f.reads(k));
     }
-  EXPECT_EQ(device.memory().allocations, allocations);
+  EXPECT_EQ(f.memory().allocations, allocations);
 }
 
 // Host memory binds the loader's batch in place when it is fed: staging does nothing.
