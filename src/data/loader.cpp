@@ -49,8 +49,11 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
   plan_ =
       plan_shards(source_->size(), opts_.batch_size, comm.rank(), comm.size(), opts_.every_sample);
   const SampleSpec& spec = source_->spec();
-  // One slot being consumed plus `prefetch` being filled; no more than the epoch has batches.
-  const int64_t n_slots = std::min<int64_t>(opts_.prefetch + 1, plan_.batches + 1);
+  // The slots held by the consumer plus `prefetch` being filled; no more than the epoch has
+  // batches.
+  if (opts_.held < 1) throw_usage("the loader's consumer holds at least one batch");
+  const int64_t n_slots =
+      std::min<int64_t>(opts_.prefetch + opts_.held, plan_.batches + opts_.held);
   for (int64_t i = 0; i < n_slots; ++i) {
     auto s = std::make_unique<Slot>();
     MemoryResource& memory = opts_.batch_memory ? *opts_.batch_memory : host_memory();

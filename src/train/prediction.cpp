@@ -92,8 +92,11 @@ struct Totals {
   int64_t samples = 0;
 };
 
-// `writer` null: this rank predicts with its spatial group but another rank of it writes. The
-// next batch is read while this one is fed: on a device its copy runs during this forward pass.
+// Where the next batch is read while this one is fed: on a device, whose copy of it then runs
+// during this forward pass (host memory gains nothing from it).
+bool reads_ahead(Executor& ex) { return !ex.backend().memory().is_host(); }
+
+// `writer` null: this rank predicts with its spatial group but another rank of it writes.
 void predict_batches(Executor& ex, BatchFeed& feed, DataLoader& loader, PredictionRows& rows,
                      PredictionFileWriter* writer, Totals& totals, Progress& progress, int shards) {
   loader.start_epoch(0);
@@ -101,7 +104,7 @@ void predict_batches(Executor& ex, BatchFeed& feed, DataLoader& loader, Predicti
   for (int64_t b = 0; b < loader.plan().batches; ++b) {
     const LoadedBatch batch = ahead.take();
     feed.feed(batch);
-    if (b + 1 < loader.plan().batches) ahead.read();
+    if (reads_ahead(ex) && b + 1 < loader.plan().batches) ahead.read();
     ex.forward(false);
     const TensorView pred = feed.host_prediction();
     for (size_t place = 0; place < batch.present.size(); ++place) {
@@ -223,6 +226,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   LoaderOptions lo = prediction_loader_options(config, o.skip_bad);
   lo.sample_dtype = loader_sample_dtype(ex, task.model);
   lo.batch_memory = &ex.backend().memory().staging_memory();  // page-locked for a GPU
+  lo.held = reads_ahead(ex) ? 2 : 1;
   DataLoader loader(source, lo, shards);
   BatchFeed feed(ex, task.model);
   PredictionRows rows(task, ex.output(task.model.prediction).desc(),

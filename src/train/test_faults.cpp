@@ -85,4 +85,9 @@ bool validation_failure_asked(int epoch, int rank) {
   return asked_once("CREST_TEST_VALIDATION_FAILURE_AT_EPOCH", epoch, rank, done);
 }
 
+bool read_ahead_forced() {
+  const char* v = std::getenv("CREST_TEST_READ_AHEAD");
+  return v != nullptr && std::strcmp(v, "1") == 0;
+}
+
 }  // namespace crest

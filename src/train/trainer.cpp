@@ -213,6 +213,7 @@ class TrainingRun {
   // The training loader's batches, the next step's read while this one's is fed: on a device its
   // copy runs while this step computes. Made with train_loader_.
   std::unique_ptr<BatchAhead> train_ahead_;
+  bool reads_ahead() const;    // TrainOptions::read_ahead for this rank's model
   int64_t valid_batches_ = 0;  // per epoch; 0: no validation
   int64_t train_steps_ = 0;
   // What checkpoints and weight files save: the pipeline's stages, or this process's model.
@@ -693,6 +694,7 @@ void TrainingRun::open_train_loader(int rollbacks) {
   lo.seed += static_cast<uint64_t>(rollbacks) * 0x9E3779B97F4A7C15ull;
   lo.sample_dtype = sample_dtype();
   lo.batch_memory = &batch_memory();
+  lo.held = reads_ahead() ? 2 : 1;
   train_ahead_.reset();
   train_loader_.reset();  // its reader threads end before the new loader's start
   if (!reads_data()) return;
@@ -978,8 +980,14 @@ std::optional<LoadedBatch> TrainingRun::next_batch(double& got) {
 // a pipeline (its stages feed micro-batches). A failure to read or stage the batch waits for its
 // step, which handles it as next_batch handles one: on its own rank or job-wide.
 void TrainingRun::read_ahead(int64_t s) {
-  if (!pipeline_ && feed_ && train_loader_ && !rank_failure_.failed() && s + 1 < train_steps_)
+  if (reads_ahead() && train_loader_ && !rank_failure_.failed() && s + 1 < train_steps_)
     train_ahead_->read();
+}
+
+// A pipeline's stages feed micro-batches themselves: nothing to stage.
+bool TrainingRun::reads_ahead() const {
+  if (pipeline_ || !feed_) return false;
+  return options_.read_ahead.value_or(read_ahead_forced() || !ex_->backend().memory().is_host());
 }
 
 // Job-wide figures: sums over the samples' shards (losses and counts), data wait and allreduce

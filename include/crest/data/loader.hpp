@@ -61,6 +61,9 @@ struct LoaderOptions {
   // its backend's staging memory (page-locked on a GPU), from which a batch is copied to the
   // device at the link's speed while the step before it computes (BatchFeed::stage).
   MemoryResource* batch_memory = nullptr;
+  // Batches the consumer holds at once: 2 where it reads the next batch while it feeds this one
+  // (BatchAhead), so that `prefetch` batches are still decoded ahead meanwhile.
+  int held = 1;
 };
 
 // Counters of one epoch (reset by start_epoch).

@@ -42,6 +42,11 @@ struct TrainOptions {
   // The terminal's progress bar when stdout is one (crest search turns it off: its trials'
   // bars would overwrite the study's own lines).
   bool progress_bar = true;
+  // Whether the next step's batch is taken from the loader while this step's is fed (BatchAhead;
+  // the loader's ring gets one batch more). Unset: where that batch is then copied to a device
+  // while this step computes (BatchFeed::stage), not on host memory, where it gains nothing;
+  // true: there too (tests of the path on a CPU).
+  std::optional<bool> read_ahead;
 };
 
 struct EpochStats {
