@@ -26,10 +26,10 @@ CliRun crest_reading_ahead(const std::string& env, const std::string& args) {
 TEST(ReadAhead, AStopMidEpochAndItsResumeEndAsAStraightRunWithout) {
   TempDir d;
   const std::string run = d.file("run");
-  const CliRun stopped = crest_reading_ahead(
-      "CREST_TEST_SECONDS_PER_STEP=1000",
-      "train " + tiny_cosmoflow_args() + " data.n_epochs=3 train.max_wall_time=2h output_dir=" +
-          run);
+  const CliRun stopped =
+      crest_reading_ahead("CREST_TEST_SECONDS_PER_STEP=1000",
+                          "train " + tiny_cosmoflow_args() +
+                              " data.n_epochs=3 train.max_wall_time=2h output_dir=" + run);
   ASSERT_EQ(stopped.code, 75) << stopped.out;
   EXPECT_NE(stopped.out.find("stopping at epoch 2, step 3"), std::string::npos) << stopped.out;
   const CliRun resumed = crest_reading_ahead(

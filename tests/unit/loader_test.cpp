@@ -353,21 +353,22 @@ TEST(Loader, A16BitSampleDtypeNarrowsEverySample) {
 }
 
 // A device model's loader decodes into its backend's staging memory (page-locked on a GPU), and
-// the trainer holds the next batch while the step on this one runs (read ahead): with the
-// smallest ring (prefetch 1) the two come out in the epoch's order, as one at a time would.
+// the trainer holds the next batch while the step on this one runs (read ahead, held 2): the
+// ring gets a slot for it, and the two come out in the epoch's order, as one at a time would.
 TEST(Loader, BatchesLiveInTheMemoryAskedAndTwoMayBeHeld) {
   auto src = std::make_shared<FakeSource>(24, std::set<int64_t>{}, true);
   FakeComm comm(0, 1);
   test::CountingMemory pinned(/*pretend_device=*/false);
   LoaderOptions o = options(4, 2, 1);
   o.batch_memory = &pinned;
+  o.held = 2;
   std::vector<int64_t> one_at_a_time;
   {
     DataLoader plain(src, options(4, 2, 1), comm);
     one_at_a_time = consume_epoch(plain, 0);
   }
   DataLoader dl(src, o, comm);
-  EXPECT_EQ(pinned.allocations, 4);  // two slots, x and y each
+  EXPECT_EQ(pinned.allocations, 6);  // three slots (two held, one decoding), x and y each
   dl.start_epoch(0);
   std::vector<int64_t> seen;
   LoadedBatch held = dl.next();
@@ -381,6 +382,8 @@ TEST(Loader, BatchesLiveInTheMemoryAskedAndTwoMayBeHeld) {
     if (ahead) held = *ahead;
   }
   EXPECT_EQ(seen, one_at_a_time);
+  o.held = 0;
+  EXPECT_THROW(DataLoader(src, o, comm), Error);
 }
 
 // The trainer's and predict's reading ahead (src/train/batch_ahead.hpp): the batches in the
