@@ -3,6 +3,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string>
 
 #include "crest/core/bf16.hpp"
 #include "crest/core/error.hpp"
@@ -85,9 +86,12 @@ bool validation_failure_asked(int epoch, int rank) {
   return asked_once("CREST_TEST_VALIDATION_FAILURE_AT_EPOCH", epoch, rank, done);
 }
 
-bool read_ahead_forced() {
+std::optional<bool> read_ahead_forced() {
   const char* v = std::getenv("CREST_TEST_READ_AHEAD");
-  return v != nullptr && std::strcmp(v, "1") == 0;
+  if (v == nullptr) return std::nullopt;
+  if (std::strcmp(v, "0") != 0 && std::strcmp(v, "1") != 0)
+    throw_usage(std::string("CREST_TEST_READ_AHEAD must be 0 or 1, got '") + v + "'");
+  return v[0] == '1';
 }
 
 }  // namespace crest

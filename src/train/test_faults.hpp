@@ -21,11 +21,13 @@
 //   CREST_TEST_VALIDATION_FAILURE_AT_EPOCH=E[@R]
 //                                        reading the first validation batch of epoch E (1-based)
 //                                        fails likewise; once per process.
-//   CREST_TEST_READ_AHEAD=1              crest train reads the next step's batch ahead on host
+//   CREST_TEST_READ_AHEAD=1|0            crest train reads the next step's batch ahead on host
 //                                        memory too (TrainOptions::read_ahead), so the path a
-//                                        GPU run takes is tested on a CPU.
+//                                        GPU run takes is tested on a CPU; 0: not even on a GPU
+//                                        (the device check's run without the overlap).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "crest/data/loader.hpp"
@@ -50,7 +52,8 @@ bool batch_failure_asked(int64_t global_step, int rank);
 // Whether CREST_TEST_VALIDATION_FAILURE_AT_EPOCH asks for `epoch` (1-based) on `rank`; true at
 // most once per process.
 bool validation_failure_asked(int epoch, int rank);
-// Whether CREST_TEST_READ_AHEAD=1 asks to read ahead whatever the memory.
-bool read_ahead_forced();
+// What CREST_TEST_READ_AHEAD asks, whatever the memory: to read ahead (1), not to (0), nothing
+// (unset). Another value is a usage error naming the variable.
+std::optional<bool> read_ahead_forced();
 
 }  // namespace crest

@@ -987,7 +987,8 @@ void TrainingRun::read_ahead(int64_t s) {
 // A pipeline's stages feed micro-batches themselves: nothing to stage.
 bool TrainingRun::reads_ahead() const {
   if (pipeline_ || !feed_) return false;
-  return options_.read_ahead.value_or(read_ahead_forced() || !ex_->backend().memory().is_host());
+  if (options_.read_ahead) return *options_.read_ahead;
+  return read_ahead_forced().value_or(!ex_->backend().memory().is_host());
 }
 
 // Job-wide figures: sums over the samples' shards (losses and counts), data wait and allreduce

@@ -38,6 +38,15 @@ TEST(ReadAhead, AStopMidEpochAndItsResumeEndAsAStraightRunWithout) {
   crest::test::expect_straight_run_gives(d, 3, d.file("resumed.safetensors"));
 }
 
+TEST(ReadAhead, TheHookTakesZeroOrOne) {
+  TempDir d;
+  const CliRun r = run_shell("CREST_TEST_READ_AHEAD=yes " + std::string(CREST_BINARY) + " train " +
+                             tiny_cosmoflow_args() + " output_dir=" + d.file("run") + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("CREST_TEST_READ_AHEAD must be 0 or 1, got 'yes'"), std::string::npos)
+      << r.out;
+}
+
 TEST(ReadAhead, ABatchUnreadableOnOneRankEndsEveryRankAtItsStep) {
   TempDir d;
   const CliRun r = crest::test::run_mpirun(
