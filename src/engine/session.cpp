@@ -22,6 +22,7 @@ CompileOptions compile_options(const SessionOptions& o, const Backend& backend) 
     co.memory_limit = own.bytes;
     co.memory_limit_source = own.source;
   }
+  co.optimizer_state_copies = o.optimizer_state_copies;
   co.allocate = o.allocate;
   co.allocate_params = o.allocate || o.allocate_params;
   co.param_gradients = o.allocate || o.param_gradients;

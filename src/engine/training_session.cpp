@@ -14,9 +14,17 @@ std::unique_ptr<Optimizer> attached_optimizer(const TrainingSessionOptions& o, E
   return optimizer;
 }
 
-const SessionOptions& training_options(const SessionOptions& o) {
-  CREST_CHECK(o.purpose == Purpose::training, "a training session needs Purpose::training");
-  return o;
+// The session's options with what training keeps beside the program counted against the memory
+// limit: the optimizer's state (each buffer the trainable parameters' size, an accumulation
+// window's sum and the lagged gradient among them) and the gradient lag's spare
+// (LaggedGradients).
+SessionOptions training_options(const TrainingSessionOptions& o) {
+  CREST_CHECK(o.session.purpose == Purpose::training, "a training session needs Purpose::training");
+  SessionOptions so = o.session;
+  so.optimizer_state_copies =
+      make_optimizer(o.optimizer)->state_buffers(o.accumulation, o.gradient_lag) +
+      (o.gradient_lag ? 1 : 0);
+  return so;
 }
 
 }  // namespace
@@ -25,8 +33,7 @@ const SessionOptions& training_options(const SessionOptions& o) {
 // weights are loaded, and every rank loads the file before rank 0's values are broadcast.
 TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOptions& o,
                                  Communicator& comm)
-    : session_(graph, training_options(o.session)),
-      optimizer_(attached_optimizer(o, session_.executor())) {
+    : session_(graph, training_options(o)), optimizer_(attached_optimizer(o, session_.executor())) {
   Executor& ex = session_.executor();
   if (!o.init_weights.empty()) load_weights(ex.params(), o.init_weights, o.external_names);
   sync_ = make_gradient_sync(comm, ex, o.sync);

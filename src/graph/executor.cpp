@@ -63,11 +63,14 @@ Executor::~Executor() = default;
 void Executor::check_memory_limit() const {
   const size_t limit = opts_.memory_limit;
   const size_t arena = prog_->plan.arena_bytes, params = 2 * prog_->params.bytes();
-  if (limit == 0 || arena + params <= limit) return;
+  const size_t state = static_cast<size_t>(opts_.optimizer_state_copies) *
+                       (prog_->params.trainable_bytes() + ParamStore::kSidebandBytes);
+  if (limit == 0 || arena + params + state <= limit) return;
   const auto gib = [](size_t b) { return human_bytes(static_cast<double>(b)); };
-  throw_input(opts_.memory_limit_source + ": the compiled program needs " + gib(arena + params) +
-              " (activations and kernel scratch " + gib(arena) + ", parameters and gradients " +
-              gib(params) + ") but may use " + gib(limit) +
+  throw_input(opts_.memory_limit_source + ": the compiled program needs " +
+              gib(arena + params + state) + " (activations and kernel scratch " + gib(arena) +
+              ", parameters and gradients " + gib(params) +
+              (state > 0 ? ", optimizer state " + gib(state) : "") + ") but may use " + gib(limit) +
               "; split the samples among more ranks (dist.spatial), lower data.batch_size, or "
               "run fewer ranks per node");
 }

@@ -44,6 +44,7 @@ struct SessionOptions {
   size_t memory_limit = 0;
   std::string memory_limit_source;
   bool memory_limit_set = false;
+  int optimizer_state_copies = 0;  // CompileOptions::optimizer_state_copies
   bool allocate = true;
   bool allocate_params = true;
   bool param_gradients = true;

@@ -63,11 +63,15 @@ struct CompileOptions {
   // they are a spatial mean's output). Their gradients are whole too.
   std::vector<std::string> whole_inputs{};
   // Refuse (crest::Error, input; before the activation arena is allocated) a program whose
-  // arena and parameters with their gradients need more than this many bytes; 0: no limit.
-  // `memory_limit_source` says where the limit comes from, for the message ("crest.max_memory_gb:
-  // this rank's share of the node's memory, 5.8 GiB").
+  // arena, parameters with their gradients and optimizer state need more than this many bytes;
+  // 0: no limit. `memory_limit_source` says where the limit comes from, for the message
+  // ("crest.max_memory_gb: this rank's share of the node's memory, 5.8 GiB").
   size_t memory_limit = 0;
   std::string memory_limit_source;
+  // Buffers the size of the trainable parameters that training keeps beside the program (the
+  // optimizer's state, an accumulation window's sum, the gradient lag's two): counted against
+  // memory_limit (TrainingSession sets it).
+  int optimizer_state_copies = 0;
   // false: plan only (crest train --dry-run): nothing is allocated for activations, so a plan
   // larger than this machine can be printed; forward() and backward() refuse to run.
   bool allocate = true;

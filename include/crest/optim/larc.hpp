@@ -44,6 +44,9 @@ class Larc : public Optimizer {
   void step(double lr) override;
   std::string notes() const override;
   std::vector<std::pair<std::string, Buffer*>> state() override;
+  int state_buffers(int accumulation, bool gradient_lag) const override {
+    return base_->state_buffers(1, false) + Optimizer::state_buffers(accumulation, gradient_lag);
+  }
   void set_steps_taken(int64_t steps) override;
   const Optimizer& base() const { return *base_; }
   const AdaptedTensors& tensors() const { return tensors_; }

@@ -39,6 +39,12 @@ class Optimizer {
   // checkpoints. Virtual
   // for wrappers (LARC), whose state is their base optimizer's.
   virtual std::vector<std::pair<std::string, Buffer*>> state();
+  // How many buffers the size of the trainable parameters attach(accumulation, gradient_lag)
+  // allocates, before it is attached (the memory check counts them before compiling).
+  virtual int state_buffers(int accumulation, bool gradient_lag) const {
+    return static_cast<int>(state_names().size()) + (accumulation > 1 ? 1 : 0) +
+           (gradient_lag ? 1 : 0);
+  }
   int64_t steps_taken() const { return steps_; }
   // Restores the step count from a checkpoint (Adam's bias correction depends on it); a wrapper
   // passes it on to its base optimizer.
