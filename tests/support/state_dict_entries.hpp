@@ -13,6 +13,7 @@
 #include "crest/engine/weights.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/models/built_model.hpp"
+#include "support/cli_util.hpp"
 #include "support/test_util.hpp"
 
 namespace crest::test {
@@ -38,18 +39,18 @@ inline std::string entry_text(const SafetensorsTensor& t) {
   return s;
 }
 
-// The entries of the weight file crest writes for `params` under the model's external names.
+// The entries of the weight file crest writes for `params` under the model's external names. The
+// file goes into a directory of its own: ctest runs a file's tests as parallel processes, and two
+// of them writing one fixed path read each other's files.
 inline std::map<std::string, std::string> written_entries(const ParamStore& params,
                                                           const BuiltModel& model,
                                                           const std::string& file_name) {
-  const std::filesystem::path file = std::filesystem::temp_directory_path() / file_name;
-  save_weights(params, file.string(), {}, model.external_params);
+  const TempDir dir;
+  const std::string file = dir.file(file_name);
+  save_weights(params, file, {}, model.external_params);
   std::map<std::string, std::string> written;
-  {
-    const SafetensorsFile f(file.string());
-    for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
-  }
-  std::filesystem::remove(file);
+  const SafetensorsFile f(file);
+  for (const auto& t : f.tensors()) written[t.name] = entry_text(t);
   return written;
 }
 
