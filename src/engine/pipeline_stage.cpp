@@ -73,6 +73,11 @@ PipelineStage::PipelineStage(const PipelineStageGraph& graph, Backend& backend,
   if (!opts.recompute)
     sets = std::max(1, check_pipeline_plan(plan, opts.micro_batches)
                            .peak_activations.at(static_cast<size_t>(opts.stage)));
+  // Each set's executor checks the stage's whole memory: every set's activations, the
+  // micro-batches' gradient sum and recomputation's copy of the parameters (made below).
+  compile.beside.activation_sets = sets;
+  if (opts.micro_batches > 1) ++compile.beside.trainable_copies;
+  if (opts.recompute) ++compile.beside.value_copies;
   // One set of parameters: every activation set's executor uses the first one's.
   for (int e = 0; e < sets; ++e) {
     slots_.push_back(std::make_unique<Executor>(graph.graph, backend, compile));

@@ -6,6 +6,7 @@
 #include "crest/engine/batch_norm_sync.hpp"
 #include "crest/engine/weights.hpp"
 #include "crest/optim/optimizer_registry.hpp"
+#include "training_state_copies.hpp"
 
 namespace crest {
 
@@ -17,14 +18,27 @@ void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& 
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
 }
 
-// The whole model's plan, its parameters a layout alone: no rank holds the whole model. It is
-// never split: its parameters are the whole tensors a checkpoint holds.
+// The whole model's plan, its parameters a layout alone: no rank holds the whole model, so no
+// rank's memory limit applies to it (each stage's compile checks its own part). It is never
+// split: its parameters are the whole tensors a checkpoint holds.
 SessionOptions plan_only(SessionOptions so) {
   so.allocate = false;
   so.allocate_params = false;
   so.param_gradients = false;
   so.spatial = nullptr;
+  so.memory_limit = 0;
+  so.memory_limit_set = true;  // nor the backend's own memory (Backend::memory_capacity)
+  so.beside = {};
+  so.stages_batches = false;
   return so;
+}
+
+// A stage's compile options: its optimizer's state counted with it (the stage adds its own
+// buffers: PipelineStage).
+CompileOptions stage_compile_options(const TrainingSessionOptions& o, const Backend& backend) {
+  CompileOptions co = compile_options(o.session, backend);
+  co.beside.trainable_copies = training_state_copies(o.optimizer, 1, o.gradient_lag);
+  return co;
 }
 
 int group_size_of(const SessionOptions& so) { return so.spatial ? so.spatial->group_size() : 1; }
@@ -76,7 +90,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
       p.stage_starts_key);
   const int rank = world.rank(), next = ranks_.group_size;  // the same place, one stage on
   stage_ = std::make_unique<PipelineStage>(
-      stage_graph(), whole_.backend(), compile_options(o.session, whole_.backend()), world,
+      stage_graph(), whole_.backend(), stage_compile_options(o, whole_.backend()), world,
       PipelineStageOptions{.stage = ranks_.stage,
                            .stages = ranks_.stages,
                            .micro_batches = p.micro_batches,

@@ -22,7 +22,8 @@ CompileOptions compile_options(const SessionOptions& o, const Backend& backend) 
     co.memory_limit = own.bytes;
     co.memory_limit_source = own.source;
   }
-  co.optimizer_state_copies = o.optimizer_state_copies;
+  co.beside = o.beside;
+  if (o.stages_batches && !backend.memory().is_host()) co.beside.input_sets += 1;
   co.allocate = o.allocate;
   co.allocate_params = o.allocate || o.allocate_params;
   co.param_gradients = o.allocate || o.param_gradients;

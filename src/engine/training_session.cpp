@@ -3,6 +3,7 @@
 #include "crest/core/error.hpp"
 #include "crest/optim/optimizer_registry.hpp"
 #include "gradient_sync_setup.hpp"
+#include "training_state_copies.hpp"
 
 namespace crest {
 
@@ -15,15 +16,11 @@ std::unique_ptr<Optimizer> attached_optimizer(const TrainingSessionOptions& o, E
 }
 
 // The session's options with what training keeps beside the program counted against the memory
-// limit: the optimizer's state (each buffer the trainable parameters' size, an accumulation
-// window's sum and the lagged gradient among them) and the gradient lag's spare
-// (LaggedGradients).
+// limit (training_state_copies).
 SessionOptions training_options(const TrainingSessionOptions& o) {
   CREST_CHECK(o.session.purpose == Purpose::training, "a training session needs Purpose::training");
   SessionOptions so = o.session;
-  so.optimizer_state_copies =
-      make_optimizer(o.optimizer)->state_buffers(o.accumulation, o.gradient_lag) +
-      (o.gradient_lag ? 1 : 0);
+  so.beside.trainable_copies = training_state_copies(o.optimizer, o.accumulation, o.gradient_lag);
   return so;
 }
 

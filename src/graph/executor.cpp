@@ -60,19 +60,43 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
 
 Executor::~Executor() = default;
 
+PlannedMemory Executor::planned_memory() const {
+  const MemoryBeside& beside = opts_.beside;
+  const ParamStore& params = prog_->params;
+  size_t inputs = 0;
+  for (size_t i = 0; i < prog_->inputs.size(); ++i) inputs += prog_->values[i]->fmt.bytes;
+  PlannedMemory m;
+  m.activations =
+      static_cast<size_t>(std::max(1, beside.activation_sets)) * prog_->plan.arena_bytes;
+  m.parameters = 2 * params.bytes();
+  m.state = static_cast<size_t>(beside.trainable_copies) *
+                (params.trainable_bytes() + ParamStore::kSidebandBytes) +
+            static_cast<size_t>(beside.value_copies) * params.bytes();
+  m.inputs = static_cast<size_t>(beside.input_sets) * inputs;
+  return m;
+}
+
 void Executor::check_memory_limit() const {
   const size_t limit = opts_.memory_limit;
-  const size_t arena = prog_->plan.arena_bytes, params = 2 * prog_->params.bytes();
-  const size_t state = static_cast<size_t>(opts_.optimizer_state_copies) *
-                       (prog_->params.trainable_bytes() + ParamStore::kSidebandBytes);
-  if (limit == 0 || arena + params + state <= limit) return;
+  const PlannedMemory m = planned_memory();
+  if (limit == 0 || m.total() <= limit) return;
   const auto gib = [](size_t b) { return human_bytes(static_cast<double>(b)); };
-  throw_input(opts_.memory_limit_source + ": the compiled program needs " +
-              gib(arena + params + state) + " (activations and kernel scratch " + gib(arena) +
-              ", parameters and gradients " + gib(params) +
-              (state > 0 ? ", optimizer state " + gib(state) : "") + ") but may use " + gib(limit) +
-              "; split the samples among more ranks (dist.spatial), lower data.batch_size, or "
-              "run fewer ranks per node");
+  const int sets = opts_.beside.activation_sets;
+  std::string parts = "activations and kernel scratch " + gib(m.activations);
+  if (sets > 1) parts += " (" + std::to_string(sets) + " sets)";
+  parts += ", parameters and gradients " + gib(m.parameters);
+  if (m.state > 0)
+    parts += (opts_.beside.value_copies > 0 ? ", optimizer state and parameter copies "
+                                            : ", optimizer state ") +
+             gib(m.state);
+  if (m.inputs > 0) parts += ", the next batch's inputs " + gib(m.inputs);
+  throw_input(opts_.memory_limit_source + ": the compiled program needs " + gib(m.total()) + " (" +
+              parts + ") but may use " + gib(limit) +
+              "; split the samples among more ranks (dist.spatial), lower data.batch_size, " +
+              (sets > 1 ? "recompute the activations instead of keeping a set per micro-batch "
+                          "(dist.pipeline.recompute), "
+                        : "") +
+              "or run fewer ranks per node");
 }
 
 void Executor::require_arena() const {

@@ -217,6 +217,7 @@ PredictSummary run_prediction(const Config& config, const PredictOptions& o, std
   so.memory_limit = limit.bytes;
   so.memory_limit_source = limit.source;
   so.memory_limit_set = limit.set;
+  so.stages_batches = true;  // on a device it reads ahead (reads_ahead)
   const Session session(task.model.graph, so);
   Executor& ex = session.executor();
   load_trained_weights(ex.params(), task.model.external_params, o.checkpoint, o.weights);

@@ -101,7 +101,6 @@ class TrainingRun {
   void open_records();
   TrainingSessionOptions session_options() const;
   void act_on_decision(int epoch, int64_t s, const StepResult& r);
-  size_t optimizer_state_bytes() const;
   std::string exchange_schedule() const;
   void compile();
   void compile_pipeline();
@@ -313,6 +312,9 @@ TrainingSessionOptions TrainingRun::session_options() const {
   so.memory_limit_source = limit.source;
   so.memory_limit_set = limit.set;
   so.allocate = !options_.dry_run;  // a plan may be larger than this machine
+  // As reads_ahead() decides, before the model exists: a device's memory holds a second batch.
+  so.stages_batches = config_.dist.pipeline.stages <= 1 &&
+                      options_.read_ahead.value_or(read_ahead_forced().value_or(true));
   to.optimizer = config_.optimizer;
   to.accumulation = config_.train.gradient_accumulation_frequency;
   to.gradient_lag = config_.train.gradient_lag > 0;
@@ -351,8 +353,7 @@ void TrainingRun::compile() {
   feed_ = std::make_unique<BatchFeed>(*ex_, task_.model);
   make_scoring(*ex_, task_.model.prediction);
   summary_.parameter_count = ex_->params().parameter_count();
-  summary_.planned_bytes =
-      ex_->plan().arena_bytes + 2 * ex_->params().bytes() + optimizer_state_bytes();
+  summary_.planned_bytes = ex_->planned_memory().total();
 }
 
 // The task's metrics on the prediction of `ex`: its blocks where it stays split (a spatial split:
@@ -403,10 +404,7 @@ void TrainingRun::compile_pipeline() {
     make_scoring(pipeline_->whole().executor(), task_.model.prediction);
   const Executor& whole = pipeline_->whole().executor();
   summary_.parameter_count = whole.params().parameter_count();
-  size_t state_bytes = 0;
-  for (const auto& state : optimizer_->state()) state_bytes += state.second->bytes();
-  summary_.planned_bytes = pipeline_->stage().activation_bytes() + 2 * ex_->params().bytes() +
-                           pipeline_->stage().gradient_sum_bytes() + state_bytes;
+  summary_.planned_bytes = ex_->planned_memory().total();  // every activation set's included
 }
 
 // dist.pipeline.rebalance: the time-balanced cut corrected from the stages' own compute times,
@@ -555,23 +553,18 @@ std::string TrainingRun::exchange_schedule() const {
   return s;
 }
 
-// The optimizer's state buffers (a lagged gradient's included) and the step's copy for the lag.
-size_t TrainingRun::optimizer_state_bytes() const {
-  size_t n = step_ ? step_->extra_bytes() : 0;
-  for (const auto& state : optimizer_->state()) n += state.second->bytes();
-  return n;
-}
-
 void TrainingRun::print_dry_run() {
   std::ostream& log = *log_;
   const auto bytes = [](size_t b) { return human_bytes(static_cast<double>(b)); };
-  const size_t state_bytes = optimizer_state_bytes();
+  const PlannedMemory planned = ex_->planned_memory();
   log << ex_->summary();
   if (const std::string notes = optimizer_->notes(); !notes.empty()) log << notes << "\n";
   log << "total parameters: " << with_thousands(summary_.parameter_count) << "\n";
-  log << "planned memory: " << bytes(summary_.planned_bytes) << " (activations and kernel scratch "
-      << bytes(ex_->plan().arena_bytes) << ", parameters+gradients "
-      << bytes(2 * ex_->params().bytes()) << ", optimizer state " << bytes(state_bytes) << ")\n";
+  log << "planned memory: " << bytes(planned.total()) << " (activations and kernel scratch "
+      << bytes(planned.activations) << ", parameters+gradients " << bytes(planned.parameters)
+      << ", optimizer state " << bytes(planned.state);
+  if (planned.inputs > 0) log << ", the next batch's inputs " << bytes(planned.inputs);
+  log << ")\n";
   log << "compiled in " << std::fixed << std::setprecision(2)
       << (pipeline_ ? pipeline_->whole() : training_->session()).compile_seconds()
       << " s; dry run: no data read, nothing written\n";

@@ -92,6 +92,13 @@ class CountingMemory final : public MemoryResource {
     return std::make_unique<DeferredCopy>(dst, host_src, bytes);
   }
 
+  // The bytes of the blocks handed out and not taken back.
+  size_t live_bytes() const {
+    size_t n = 0;
+    for (const auto& block : live_) n += block.second;
+    return n;
+  }
+
   // Whether p lies inside a block this resource handed out and has not taken back.
   bool owns(const void* p) const {
     const char* c = static_cast<const char*>(p);

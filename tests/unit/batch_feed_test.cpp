@@ -12,6 +12,7 @@
 #include "crest/core/bf16.hpp"
 #include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
+#include "crest/engine/session.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "support/counting_backend.hpp"
 #include "support/small_models.hpp"
@@ -139,6 +140,29 @@ TEST(BatchFeed, AStagedBatchIsCopiedBesideTheBatchTheModelReads) {
   EXPECT_EQ(f.memory().copies_started - started, 4);
   EXPECT_EQ(f.memory().allocations - allocations, 2);
   EXPECT_EQ(f.memory().copies_to_device, copies);
+}
+
+// The second set of inputs is what the memory check counts for a session that stages batches
+// (SessionOptions::stages_batches): one set of the program's inputs, on a device only.
+TEST(BatchFeed, TheSecondSetOfInputsIsWhatTheMemoryCheckCounted) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  SessionOptions so;
+  so.batch = 2;
+  so.stages_batches = true;
+  Executor ex(m.graph, device, compile_options(so, device));
+  const size_t inputs = ex.input(m.sample_input).bytes() + ex.input(m.target_input).bytes();
+  EXPECT_EQ(ex.planned_memory().inputs, inputs);
+  const std::vector<std::unique_ptr<HostBatch>> batches = distinct_batches(ex, m, 2);
+  BatchFeed feed(ex, m);
+  feed.feed(batches[0]->view);
+  const size_t before = device.memory().live_bytes();
+  feed.stage(batches[1]->view);
+  EXPECT_EQ(device.memory().live_bytes() - before, inputs);
+  test::CountingBackend host;
+  EXPECT_EQ(compile_options(so, host).beside.input_sets, 0);  // host memory binds batches
+  so.stages_batches = false;
+  EXPECT_EQ(compile_options(so, device).beside.input_sets, 0);
 }
 
 // A staged batch is one the trainer reads ahead; another batch fed before it (or a sample's

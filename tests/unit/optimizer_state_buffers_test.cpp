@@ -58,7 +58,7 @@ TEST(OptimizerStateBuffers, CountAgainstTheMemoryLimit) {
   co.memory_limit = without_state + 16;
   co.memory_limit_source = "a test's limit";
   EXPECT_NO_THROW(Executor(m.graph, *backend, co));
-  co.optimizer_state_copies = 2;  // Adam's moments
+  co.beside.trainable_copies = 2;  // Adam's moments
   try {
     Executor ex(m.graph, *backend, co);
     FAIL() << "the optimizer's state was not counted";

@@ -44,7 +44,11 @@ struct SessionOptions {
   size_t memory_limit = 0;
   std::string memory_limit_source;
   bool memory_limit_set = false;
-  int optimizer_state_copies = 0;  // CompileOptions::optimizer_state_copies
+  MemoryBeside beside{};  // CompileOptions::beside (compile_options adds the next batch's inputs)
+  // The caller copies the next batch while the program reads this one (BatchFeed::stage, crest
+  // train and predict reading ahead): on a backend whose memory is a device's, one more set of
+  // the program's inputs (MemoryBeside::input_sets).
+  bool stages_batches = false;
   bool allocate = true;
   bool allocate_params = true;
   bool param_gradients = true;

@@ -23,6 +23,32 @@ struct Program;
 struct Op;
 }  // namespace compile
 
+// What a session keeps beside a compiled program, in the memory the program runs on: known before
+// anything is allocated, so the memory check (CompileOptions::memory_limit) and the printed plan
+// count it with the program's own activations and parameters.
+struct MemoryBeside {
+  // Programs computing on these parameters, each with its own activations: a pipeline stage's
+  // activation sets (CompileOptions::shared_params). Every set's arena is counted.
+  int activation_sets = 1;
+  // Buffers the size of the trainable parameters and their sideband: the optimizer's state, an
+  // accumulation window's sum, the gradient lag's two, a pipeline stage's micro-batch sum.
+  int trainable_copies = 0;
+  // Buffers the size of all parameters: a pipeline stage's copy of them for recomputation.
+  int value_copies = 0;
+  // Sets of buffers the size of the program's inputs: the next batch's, copied onto a device
+  // while the program reads this one (BatchFeed::stage).
+  int input_sets = 0;
+};
+
+// A compiled program's memory with what is kept beside it (MemoryBeside), in bytes.
+struct PlannedMemory {
+  size_t activations = 0;  // every activation set's arena: activations and kernel scratch
+  size_t parameters = 0;   // values and gradients
+  size_t state = 0;        // MemoryBeside's trainable and value copies
+  size_t inputs = 0;       // MemoryBeside's input sets
+  size_t total() const { return activations + parameters + state + inputs; }
+};
+
 struct CompileOptions {
   int64_t batch = 1;
   DType dtype = DType::f32;  // parameters, optimizer state, losses; every activation without `half`
@@ -68,10 +94,9 @@ struct CompileOptions {
   // ("crest.max_memory_gb: this rank's share of the node's memory, 5.8 GiB").
   size_t memory_limit = 0;
   std::string memory_limit_source;
-  // Buffers the size of the trainable parameters that training keeps beside the program (the
-  // optimizer's state, an accumulation window's sum, the gradient lag's two): counted against
-  // memory_limit (TrainingSession sets it).
-  int optimizer_state_copies = 0;
+  // What the caller keeps beside the program in the program's memory: counted with it against
+  // memory_limit and in Executor::planned_memory().
+  MemoryBeside beside{};
   // false: plan only (crest train --dry-run): nothing is allocated for activations, so a plan
   // larger than this machine can be printed; forward() and backward() refuse to run.
   bool allocate = true;
@@ -178,6 +203,8 @@ class Executor {
   Backend& backend() { return backend_; }
   const CompileOptions& options() const { return opts_; }
   const MemoryPlan& plan() const;
+  // The plan's memory with CompileOptions::beside: what the memory check counts.
+  PlannedMemory planned_memory() const;
   size_t arena_bytes() const { return arena_.bytes(); }
 
   // Flops of one training step (forward + the backward passes actually run) for the batch.
