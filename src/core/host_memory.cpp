@@ -104,10 +104,11 @@ class DoneCopy final : public PendingCopy {
 
 }  // namespace
 
-std::unique_ptr<PendingCopy> MemoryResource::start_copy_to_device(void* dst, const void* host_src,
-                                                                  size_t bytes) {
+// A copy given back for reuse was started here: one of these, whose state is always "done".
+std::unique_ptr<PendingCopy> MemoryResource::start_copy_to_device(
+    void* dst, const void* host_src, size_t bytes, std::unique_ptr<PendingCopy> reuse) {
   copy_to_device(dst, host_src, bytes);
-  return std::make_unique<DoneCopy>();
+  return reuse ? std::move(reuse) : std::make_unique<DoneCopy>();
 }
 
 }  // namespace crest

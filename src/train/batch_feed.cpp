@@ -92,10 +92,7 @@ void BatchFeed::done_with(const LoadedBatch& batch) {
     const auto* begin = static_cast<const char*>(t.data());
     for (DeviceCopy* c : {&d.reading, &d.staged}) {
       const auto* source = static_cast<const char*>(c->source);
-      if (!c->copy || source < begin || source >= begin + t.bytes()) continue;
-      c->copy->wait();
-      c->copy.reset();
-      c->source = nullptr;
+      if (c->copy && source >= begin && source < begin + t.bytes()) retire(d, *c);
     }
   }
 }
@@ -201,7 +198,22 @@ BatchFeed::DeviceCopy BatchFeed::start_copy(DeviceInput& d, int buffer, const Te
   if (buffer == 1 && d.own.bytes() != from.bytes())
     d.own = named_buffer("the next batch's inputs", from.bytes(), memory);
   void* dst = buffer == 0 ? d.planned : d.own.data();
-  return {memory.start_copy_to_device(dst, from.data(), from.bytes()), from.data(), buffer};
+  std::unique_ptr<PendingCopy> reuse;
+  if (!d.spare.empty()) {
+    reuse = std::move(d.spare.back());
+    d.spare.pop_back();
+  }
+  return {memory.start_copy_to_device(dst, from.data(), from.bytes(), std::move(reuse)),
+          from.data(), buffer};
+}
+
+// Waits for the copy and keeps it for a later one (its host source may change from now on).
+void BatchFeed::retire(DeviceInput& d, DeviceCopy& c) {
+  if (c.copy) {
+    c.copy->wait();
+    d.spare.push_back(std::move(c.copy));
+  }
+  c = {};
 }
 
 // The staged copy where it is this batch's, else a copy into the buffer the model reads (after
@@ -209,10 +221,12 @@ BatchFeed::DeviceCopy BatchFeed::start_copy(DeviceInput& d, int buffer, const Te
 void BatchFeed::feed_device(const std::string& input, const TensorView& from) {
   DeviceInput& d = device_input(input);
   if (d.staged.copy && d.staged.source == from.data()) {
+    retire(d, d.reading);
     d.reading = std::move(d.staged);
     d.staged = {};
   } else {
     drop_staged(input);
+    retire(d, d.reading);
     d.reading = start_copy(d, d.bound, from);
     // Unstaged, the batch is done with once fed (its loader may take it back at once), as with
     // copy_to_device: only a staged batch waits for done_with.
@@ -225,7 +239,7 @@ void BatchFeed::feed_device(const std::string& input, const TensorView& from) {
 
 void BatchFeed::drop_staged(const std::string& input) {
   auto it = device_inputs_.find(input);
-  if (it != device_inputs_.end()) it->second.staged = {};  // its destructor waits for the copy
+  if (it != device_inputs_.end()) retire(it->second, it->second.staged);
 }
 
 bool BatchFeed::holds_blocks(const std::string& input, const TensorView& from,

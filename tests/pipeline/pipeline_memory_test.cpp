@@ -8,10 +8,10 @@
 
 #include "crest/core/error.hpp"
 #include "crest/engine/pipeline_training_session.hpp"
-#include "crest/optim/optimizer_registry.hpp"
 #include "crest/layers/activation.hpp"
 #include "crest/layers/dense.hpp"
 #include "crest/layers/loss.hpp"
+#include "crest/optim/optimizer_registry.hpp"
 #include "world.hpp"
 
 namespace crest {

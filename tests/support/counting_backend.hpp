@@ -42,21 +42,27 @@ class CountingHostMemory final : public MemoryResource {
 // without either sees the old bytes, as it could on a GPU.
 class DeferredCopy final : public PendingCopy {
  public:
-  DeferredCopy(void* dst, const void* src, size_t bytes) : dst_(dst), src_(src), bytes_(bytes) {}
+  DeferredCopy(void* dst, const void* src, size_t bytes) { restart(dst, src, bytes); }
   DeferredCopy(const DeferredCopy&) = delete;
   DeferredCopy& operator=(const DeferredCopy&) = delete;
   ~DeferredCopy() override { run(); }
   void wait() override { run(); }
   void order_before_stream() override { run(); }
+  // Another copy in this one's place (reuse): the earlier one has been waited for.
+  void restart(void* dst, const void* src, size_t bytes) {
+    dst_ = dst;
+    src_ = src;
+    bytes_ = bytes;
+  }
 
  private:
   void run() {
     if (bytes_ > 0) std::memcpy(dst_, src_, bytes_);
     bytes_ = 0;
   }
-  void* dst_;
-  const void* src_;
-  size_t bytes_;
+  void* dst_ = nullptr;
+  const void* src_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 class CountingMemory final : public MemoryResource {
@@ -85,10 +91,16 @@ class CountingMemory final : public MemoryResource {
   void memset(void* dst, int value, size_t bytes) override { std::memset(dst, value, bytes); }
   bool is_host() const override { return !pretend_device_; }
   MemoryResource& staging_memory() override { return staging; }
-  std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
-                                                    size_t bytes) override {
-    if (!pretend_device_) return MemoryResource::start_copy_to_device(dst, host_src, bytes);
+  std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src, size_t bytes,
+                                                    std::unique_ptr<PendingCopy> reuse) override {
+    if (!pretend_device_)
+      return MemoryResource::start_copy_to_device(dst, host_src, bytes, std::move(reuse));
     ++copies_started;
+    if (auto* earlier = dynamic_cast<DeferredCopy*>(reuse.get())) {
+      earlier->restart(dst, host_src, bytes);
+      return reuse;
+    }
+    ++copy_objects_made;
     return std::make_unique<DeferredCopy>(dst, host_src, bytes);
   }
 
@@ -110,6 +122,7 @@ class CountingMemory final : public MemoryResource {
 
   int allocations = 0, copies_to_device = 0, copies_to_host = 0;
   int copies_started = 0;      // start_copy_to_device on the pretend device
+  int copy_objects_made = 0;   // of them, those that did not reuse an earlier copy
   CountingHostMemory staging;  // what staging_memory() hands out
 
  private:

@@ -165,6 +165,28 @@ TEST(BatchFeed, TheSecondSetOfInputsIsWhatTheMemoryCheckCounted) {
   EXPECT_EQ(compile_options(so, device).beside.input_sets, 0);
 }
 
+// The trainer's order, step after step: stage the next batch, compute, give the last one back,
+// feed the next. Every step's batch is read, and once both buffers have had their copies no
+// copy object is made again: the given-back copies start the next ones (no allocation per step).
+TEST(BatchFeed, StagingEveryStepReusesItsCopies) {
+  PretendDeviceFeed f(3);
+  f.feed.feed(f.batch(0));
+  int made = 0;
+  for (int s = 1; s <= 9; ++s) {
+    const int next = s % 3, last = (s - 1) % 3;
+    const int started = f.memory().copies_started;
+    f.feed.stage(f.batch(next));
+    EXPECT_TRUE(f.reads(last)) << "step " << s;
+    f.feed.done_with(f.batch(last));
+    f.feed.feed(f.batch(next));
+    EXPECT_TRUE(f.reads(next)) << "step " << s;
+    EXPECT_EQ(f.memory().copies_started - started, 2) << "step " << s;
+    if (s == 3) made = f.memory().copy_objects_made;
+  }
+  EXPECT_GT(made, 0);
+  EXPECT_EQ(f.memory().copy_objects_made, made);
+}
+
 // A staged batch is one the trainer reads ahead; another batch fed before it (or a sample's
 // copies, validation's) drops it, and the model reads what was fed last.
 TEST(BatchFeed, FeedingAnotherBatchDropsTheStagedOne) {

@@ -60,10 +60,9 @@ TEST(PlannedMemory, TheCheckRefusesWhatThePartsNeedTogether) {
   } catch (const Error& e) {
     const std::string what = e.what();
     EXPECT_EQ(e.kind(), ErrorKind::input);
-    for (const char* part : {"a test's limit: the compiled program needs",
-                             "activations and kernel scratch", "(2 sets)",
-                             "parameters and gradients", "optimizer state",
-                             "the next batch's inputs"})
+    for (const char* part :
+         {"a test's limit: the compiled program needs", "activations and kernel scratch",
+          "(2 sets)", "parameters and gradients", "optimizer state", "the next batch's inputs"})
       EXPECT_NE(what.find(part), std::string::npos) << part << " in " << what;
   }
 }

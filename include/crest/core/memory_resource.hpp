@@ -51,8 +51,11 @@ class MemoryResource {
   // side must stay unchanged until the copy is waited for, and the stream must be ordered after
   // it (PendingCopy::order_before_stream) before work that reads `dst`. Fastest from
   // staging_memory(). By default the copy is copy_to_device's, done on return.
+  // `reuse`: null, or a copy this resource started before that has been waited for; the new copy
+  // takes its place (on a GPU its events), so a copy every step allocates nothing.
   virtual std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
-                                                            size_t bytes);
+                                                            size_t bytes,
+                                                            std::unique_ptr<PendingCopy> reuse);
 };
 
 // The process's host memory: zeroed, aligned, large blocks straight from mmap. Shared by the CPU

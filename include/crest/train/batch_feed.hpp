@@ -109,11 +109,15 @@ class BatchFeed {
     Buffer own;                  // buffer 1, made at the first stage
     int bound = 0;               // the buffer the model reads
     DeviceCopy reading, staged;  // into the bound buffer; into the other one
+    // Copies waited for and kept to start the next ones in (MemoryResource's reuse): no copy
+    // object is made per step once both buffers have had theirs.
+    std::vector<std::unique_ptr<PendingCopy>> spare;
   };
   // Whether `from` reaches `input` by a copy of its bytes into a buffer the model is pointed at.
   bool copies_whole(const std::string& input, const TensorView& from, const TensorView& to) const;
   DeviceInput& device_input(const std::string& input);
   DeviceCopy start_copy(DeviceInput& d, int buffer, const TensorView& from);
+  static void retire(DeviceInput& d, DeviceCopy& c);
   void feed_device(const std::string& input, const TensorView& from);
   // Drops `input`'s staged copy (waiting for it): something else is fed or written there.
   void drop_staged(const std::string& input);

@@ -49,7 +49,8 @@ void DeviceMemory::copy_to_device(void* dst, const void* host_src, size_t bytes)
 namespace {
 
 // A copy on the copy stream, known by the event recorded after it. The events are the copy's
-// own: it is waited for, or ordered before the compute stream, any number of times.
+// own: it is waited for, or ordered before the compute stream, any number of times, and started
+// again once waited for (DeviceMemory::start_copy_to_device's reuse).
 class StreamCopy final : public PendingCopy {
  public:
   explicit StreamCopy(std::shared_ptr<Context> context) : context_(std::move(context)) {
@@ -75,6 +76,7 @@ class StreamCopy final : public PendingCopy {
     CREST_CUDA(cudaEventRecord(done_, context_->copy_stream));
   }
   void wait() override { CREST_CUDA(cudaEventSynchronize(done_)); }
+  bool runs_on(const Context& context) const { return context_.get() == &context; }
   void order_before_stream() override {
     CREST_CUDA(cudaStreamWaitEvent(context_->stream, done_, 0));
   }
@@ -86,9 +88,16 @@ class StreamCopy final : public PendingCopy {
 
 }  // namespace
 
-std::unique_ptr<PendingCopy> DeviceMemory::start_copy_to_device(void* dst, const void* host_src,
-                                                                size_t bytes) {
-  auto copy = std::make_unique<StreamCopy>(context_);
+// A copy given back is restarted: its events are recorded again (a stream already made to wait
+// for the earlier record keeps waiting for that one), so staging a batch every step creates no
+// events and allocates nothing.
+std::unique_ptr<PendingCopy> DeviceMemory::start_copy_to_device(
+    void* dst, const void* host_src, size_t bytes, std::unique_ptr<PendingCopy> reuse) {
+  const auto* earlier = dynamic_cast<const StreamCopy*>(reuse.get());
+  std::unique_ptr<StreamCopy> copy =
+      earlier && earlier->runs_on(*context_)
+          ? std::unique_ptr<StreamCopy>(static_cast<StreamCopy*>(reuse.release()))
+          : std::make_unique<StreamCopy>(context_);
   if (bytes > 0) copy->start(dst, host_src, bytes);
   return copy;
 }

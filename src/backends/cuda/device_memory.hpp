@@ -35,8 +35,8 @@ class DeviceMemory final : public MemoryResource {
   bool is_host() const override { return false; }
   MemoryResource& staging_memory() override { return pinned_; }
   // On the context's copy stream, after the compute stream's work so far (an event between them).
-  std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
-                                                    size_t bytes) override;
+  std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src, size_t bytes,
+                                                    std::unique_ptr<PendingCopy> reuse) override;
 
  private:
   std::shared_ptr<Context> context_;
