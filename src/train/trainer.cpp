@@ -212,7 +212,8 @@ class TrainingRun {
   // The training loader's batches, the next step's read while this one's is fed: on a device its
   // copy runs while this step computes. Made with train_loader_.
   std::unique_ptr<BatchAhead> train_ahead_;
-  bool reads_ahead() const;    // TrainOptions::read_ahead for this rank's model
+  bool reads_ahead() const;  // TrainOptions::read_ahead for this rank's model
+  std::optional<bool> read_ahead_asked() const;
   int64_t valid_batches_ = 0;  // per epoch; 0: no validation
   int64_t train_steps_ = 0;
   // What checkpoints and weight files save: the pipeline's stages, or this process's model.
@@ -313,8 +314,8 @@ TrainingSessionOptions TrainingRun::session_options() const {
   so.memory_limit_set = limit.set;
   so.allocate = !options_.dry_run;  // a plan may be larger than this machine
   // As reads_ahead() decides, before the model exists: a device's memory holds a second batch.
-  so.stages_batches = config_.dist.pipeline.stages <= 1 &&
-                      options_.read_ahead.value_or(read_ahead_forced().value_or(true));
+  so.stages_batches =
+      config_.dist.pipeline.stages <= 1 && read_ahead_asked().value_or(true);  // where on a device
   to.optimizer = config_.optimizer;
   to.accumulation = config_.train.gradient_accumulation_frequency;
   to.gradient_lag = config_.train.gradient_lag > 0;
@@ -980,8 +981,12 @@ void TrainingRun::read_ahead(int64_t s) {
 // A pipeline's stages feed micro-batches themselves: nothing to stage.
 bool TrainingRun::reads_ahead() const {
   if (pipeline_ || !feed_) return false;
-  if (options_.read_ahead) return *options_.read_ahead;
-  return read_ahead_forced().value_or(!ex_->backend().memory().is_host());
+  return read_ahead_asked().value_or(!ex_->backend().memory().is_host());
+}
+
+// TrainOptions::read_ahead, else the test hook; unset: on a device only.
+std::optional<bool> TrainingRun::read_ahead_asked() const {
+  return options_.read_ahead ? options_.read_ahead : read_ahead_forced();
 }
 
 // Job-wide figures: sums over the samples' shards (losses and counts), data wait and allreduce
