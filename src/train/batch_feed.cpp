@@ -77,10 +77,13 @@ void BatchFeed::feed(const LoadedBatch& batch) {
 void BatchFeed::stage(const LoadedBatch& batch) {
   for (const std::string& input : inputs_) {
     const TensorView& from = tensor_of(batch, input);
-    if (!copies_whole(input, from, ex_.input(input))) continue;
+    const TensorView to = ex_.input(input);
+    const bool whole = copies_whole(input, from, to);
+    if (!whole && !(converts(input, from, to) && ex_.can_bind_input(input))) continue;
     DeviceInput& d = device_input(input);
     drop_staged(input);
-    d.staged = start_copy(d, 1 - d.bound, from);
+    const void* host = whole ? from.data() : converted_on_host(input, from, to);
+    d.staged = start_copy(d, 1 - d.bound, host, to.bytes(), from.data());
   }
 }
 
@@ -91,8 +94,8 @@ void BatchFeed::done_with(const LoadedBatch& batch) {
     const TensorView& t = tensor_of(batch, input);
     const auto* begin = static_cast<const char*>(t.data());
     for (DeviceCopy* c : {&d.reading, &d.staged}) {
-      const auto* source = static_cast<const char*>(c->source);
-      if (c->copy && source >= begin && source < begin + t.bytes()) retire(d, *c);
+      const auto* of = static_cast<const char*>(c->batch);
+      if (c->copy && of >= begin && of < begin + t.bytes()) retire(d, *c);
     }
   }
 }
@@ -139,6 +142,10 @@ void* BatchFeed::host_side(const std::string& input, const TensorView& to) {
   MemoryResource& memory = ex_.backend().memory();
   if (memory.is_host()) return to.data();
   Buffer& staging = staging_[input];
+  // A staged copy may still be reading it.
+  if (auto it = device_inputs_.find(input); it != device_inputs_.end() && staging.data())
+    for (const DeviceCopy* c : {&it->second.reading, &it->second.staged})
+      if (c->copy && c->source == staging.data()) c->copy->wait();
   if (staging.bytes() != to.bytes()) staging = Buffer(to.bytes(), 256, memory.staging_memory());
   return staging.data();
 }
@@ -150,27 +157,20 @@ void BatchFeed::to_model(const TensorView& to, const void* host_side) {
 
 void BatchFeed::feed_one(const std::string& input, const TensorView& from) {
   const TensorView to = ex_.input(input);
-  const int64_t batch = to.shape()[0];
-  const bool blocks = holds_blocks(input, from, to);
+  holds_blocks(input, from, to);  // checks the batch's size, naming the input
   MemoryResource& memory = ex_.backend().memory();
-  if (const SpatialSplit* split = split_of(input)) {
-    // Never bound in place: the model holds a block, copied (and converted) from the batch.
-    void* host = host_side(input, to);
-    convert_into(blocks ? from.data() : block_of(*split, input, from.data(), batch, from.dtype()),
-                 from.dtype(), host, to.dtype(), static_cast<size_t>(to.numel()));
-    return to_model(to, host);
-  }
+  if (staged_for(input, from)) return feed_device(input, from);
   const auto n = static_cast<size_t>(from.numel());
-  if (from.dtype() == DType::f32 && is_half(to.dtype()) && memory.is_host()) {
+  if (!split_of(input) && from.dtype() == DType::f32 && is_half(to.dtype()) && memory.is_host()) {
     // A 16-bit input: narrowed straight from the loader's buffer by the backend's parallel loop
     // (the reorder it replaces was parallel too), rounded as convert_into rounds.
     ex_.vec().narrow(from.data(), 1.0, to.data(), n, to.dtype());
     return;
   }
-  if (from.dtype() != to.dtype()) {
-    void* host = host_side(input, to);
-    convert_into(from.data(), from.dtype(), host, to.dtype(), n);
-    return to_model(to, host);
+  // A split input is never bound in place: the model holds a block, copied from the batch.
+  if (converts(input, from, to)) {
+    drop_staged(input);  // another batch's
+    return to_model(to, converted_on_host(input, from, to));
   }
   // The loader's buffers are host memory: the model reads them in place only where its memory
   // is host memory too.
@@ -193,18 +193,39 @@ BatchFeed::DeviceInput& BatchFeed::device_input(const std::string& input) {
   return d;
 }
 
-BatchFeed::DeviceCopy BatchFeed::start_copy(DeviceInput& d, int buffer, const TensorView& from) {
+BatchFeed::DeviceCopy BatchFeed::start_copy(DeviceInput& d, int buffer, const void* host,
+                                            size_t bytes, const void* batch) {
   MemoryResource& memory = ex_.backend().memory();
-  if (buffer == 1 && d.own.bytes() != from.bytes())
-    d.own = named_buffer("the next batch's inputs", from.bytes(), memory);
+  if (buffer == 1 && d.own.bytes() != bytes)
+    d.own = named_buffer("the next batch's inputs", bytes, memory);
   void* dst = buffer == 0 ? d.planned : d.own.data();
   std::unique_ptr<PendingCopy> reuse;
   if (!d.spare.empty()) {
     reuse = std::move(d.spare.back());
     d.spare.pop_back();
   }
-  return {memory.start_copy_to_device(dst, from.data(), from.bytes(), std::move(reuse)),
-          from.data(), buffer};
+  return {memory.start_copy_to_device(dst, host, bytes, std::move(reuse)), host, batch, buffer};
+}
+
+bool BatchFeed::converts(const std::string& input, const TensorView& from,
+                         const TensorView& to) const {
+  return split_of(input) || from.dtype() != to.dtype();
+}
+
+void* BatchFeed::converted_on_host(const std::string& input, const TensorView& from,
+                                   const TensorView& to) {
+  const void* values = from.data();
+  if (const SpatialSplit* split = split_of(input); split && !holds_blocks(input, from, to))
+    values = block_of(*split, input, from.data(), to.shape()[0], from.dtype());
+  void* host = host_side(input, to);
+  convert_into(values, from.dtype(), host, to.dtype(), static_cast<size_t>(to.numel()));
+  return host;
+}
+
+bool BatchFeed::staged_for(const std::string& input, const TensorView& from) const {
+  const auto it = device_inputs_.find(input);
+  return it != device_inputs_.end() && it->second.staged.copy &&
+         it->second.staged.batch == from.data();
 }
 
 // Waits for the copy and keeps it for a later one (its host source may change from now on).
@@ -220,14 +241,14 @@ void BatchFeed::retire(DeviceInput& d, DeviceCopy& c) {
 // the steps issued so far); the model is pointed at it and its next work ordered after it.
 void BatchFeed::feed_device(const std::string& input, const TensorView& from) {
   DeviceInput& d = device_input(input);
-  if (d.staged.copy && d.staged.source == from.data()) {
+  if (staged_for(input, from)) {
     retire(d, d.reading);
     d.reading = std::move(d.staged);
     d.staged = {};
   } else {
     drop_staged(input);
     retire(d, d.reading);
-    d.reading = start_copy(d, d.bound, from);
+    d.reading = start_copy(d, d.bound, from.data(), from.bytes(), from.data());
     // Unstaged, the batch is done with once fed (its loader may take it back at once), as with
     // copy_to_device: only a staged batch waits for done_with.
     d.reading.copy->wait();

@@ -187,6 +187,38 @@ TEST(BatchFeed, StagingEveryStepReusesItsCopies) {
   EXPECT_EQ(f.memory().copy_objects_made, made);
 }
 
+// A batch that reaches the model converted (here widened into a float64 program) is staged too:
+// converted on the host into the input's page-locked buffer, then copied beside the batch the
+// model reads. Fed, it gives the unstaged feed's results; another batch's feed drops it.
+TEST(BatchFeed, ABatchConvertedOnTheHostIsStagedToo) {
+  const BuiltModel m = small_model();
+  test::CountingBackend device(/*pretend_device=*/true);
+  Executor ex(m.graph, device, batch_of_two(DType::f64));
+  const std::vector<std::unique_ptr<HostBatch>> b = distinct_batches(ex, m, 3);
+  BatchFeed feed(ex, m);
+  double loss[3];
+  for (int k : {1, 2, 0}) {  // unstaged: each copied and converted when fed
+    feed.feed(b[static_cast<size_t>(k)]->view);
+    loss[k] = ex.forward(false);
+  }
+  ASSERT_NE(loss[0], loss[1]);
+  const int started = device.memory().copies_started, copies = device.memory().copies_to_device;
+  feed.stage(b[1]->view);
+  EXPECT_EQ(device.memory().copies_started - started, 2);
+  EXPECT_EQ(ex.forward(false), loss[0]);  // the model still reads batch 0
+  feed.done_with(b[0]->view);
+  feed.feed(b[1]->view);
+  EXPECT_EQ(ex.forward(false), loss[1]);
+  EXPECT_EQ(device.memory().copies_to_device, copies);  // nothing copied when fed
+  feed.done_with(b[1]->view);
+  feed.stage(b[0]->view);
+  feed.feed(b[2]->view);  // another batch: the staged one is dropped, this one copied
+  EXPECT_EQ(ex.forward(false), loss[2]);
+  feed.feed(b[0]->view);
+  EXPECT_EQ(ex.forward(false), loss[0]);
+  EXPECT_EQ(device.memory().copies_started - started, 4);  // two batches staged
+}
+
 // A staged batch is one the trainer reads ahead; another batch fed before it (or a sample's
 // copies, validation's) drops it, and the model reads what was fed last.
 TEST(BatchFeed, FeedingAnotherBatchDropsTheStagedOne) {

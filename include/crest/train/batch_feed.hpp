@@ -40,8 +40,9 @@ class BatchFeed {
   // batch may be released, unless it was staged (then done_with first).
   void feed(const LoadedBatch& batch);
   // On a device, starts copying `batch` (a later feed's) into a second set of the model's inputs
-  // while the steps issued so far compute: each input that needs no conversion and that the
-  // model may read from another buffer; the others are copied when it is fed. Its feed then
+  // while the steps issued so far compute: each input the model may read from another buffer
+  // (the others are copied when it is fed). An input that needs converting (a float64 program's,
+  // a split input's blocks) is converted into its staging buffer first, on the host. Its feed then
   // only points the model at that set and orders the device's next work after the copies; the
   // host waits for nothing. A no-op in host memory (the batch is bound in place when fed). One
   // batch at a time: another batch's feed drops it.
@@ -101,7 +102,8 @@ class BatchFeed {
   // the other; a batch fed without staging is copied into the one it reads, after their work.
   struct DeviceCopy {
     std::unique_ptr<PendingCopy> copy;
-    const void* source = nullptr;  // the host bytes it reads
+    const void* source = nullptr;  // the host bytes it reads: the batch's, or the staging buffer
+    const void* batch = nullptr;   // the loader's tensor it stands for
     int buffer = 0;
   };
   struct DeviceInput {
@@ -116,7 +118,15 @@ class BatchFeed {
   // Whether `from` reaches `input` by a copy of its bytes into a buffer the model is pointed at.
   bool copies_whole(const std::string& input, const TensorView& from, const TensorView& to) const;
   DeviceInput& device_input(const std::string& input);
-  DeviceCopy start_copy(DeviceInput& d, int buffer, const TensorView& from);
+  DeviceCopy start_copy(DeviceInput& d, int buffer, const void* host, size_t bytes,
+                        const void* batch);
+  // Whether `from` reaches `input` only through a conversion on the host (dtype or blocks).
+  bool converts(const std::string& input, const TensorView& from, const TensorView& to) const;
+  // `from` as `input` takes it (this rank's blocks of a split input, in its dtype), written into
+  // host_side(input, to).
+  void* converted_on_host(const std::string& input, const TensorView& from, const TensorView& to);
+  // Whether `from` is the batch staged for `input`.
+  bool staged_for(const std::string& input, const TensorView& from) const;
   static void retire(DeviceInput& d, DeviceCopy& c);
   void feed_device(const std::string& input, const TensorView& from);
   // Drops `input`'s staged copy (waiting for it): something else is fed or written there.
