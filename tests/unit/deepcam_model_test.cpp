@@ -13,6 +13,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/deepcam.hpp"
 #include "crest/models/model_registry.hpp"
+#include "support/cli_util.hpp"
 #include "support/state_dict_entries.hpp"
 #include "support/test_util.hpp"
 
@@ -177,8 +178,8 @@ TEST(DeepcamModel, RefusesSizesThatAreNotMultiplesOf16) {
 
 TEST(DeepcamModel, LoadsAReferenceCheckpointsDdpPrefixedKeys) {
   Compiled a(small()), b(small());
-  const fs::path plain = fs::temp_directory_path() / "crest_deepcam_plain.safetensors";
-  const fs::path ddp = fs::temp_directory_path() / "crest_deepcam_ddp.safetensors";
+  const test::TempDir dir;  // a directory of its own: another suite may run beside this one
+  const fs::path plain = dir.file("plain.safetensors"), ddp = dir.file("ddp.safetensors");
   // a's weights with one batch norm's statistics changed, re-keyed as a DDP state_dict.
   ParamStore& pa = a.ex->params();
   const auto& rv = test::slot_named(pa, "bn2.bn.running_var");
@@ -198,8 +199,6 @@ TEST(DeepcamModel, LoadsAReferenceCheckpointsDdpPrefixedKeys) {
   for (size_t i = 0; i < pa.slots().size(); ++i)
     ASSERT_EQ(test::rel_distance(pb.value(i), pa.value(i)), 0.0) << pa.slots()[i].name;
   EXPECT_EQ(max_abs(pb, "bn2.bn.num_batches_tracked"), 7.0);
-  fs::remove(plain);
-  fs::remove(ddp);
 }
 
 }  // namespace
