@@ -106,6 +106,10 @@ class TrainingRun {
   void compile_pipeline();
   void print_header();
   void print_pipeline_plan();
+  struct StagePlan {
+    int64_t planned = 0, activation_sets = 0;  // no padding: the bytes are gathered
+  };
+  std::vector<StagePlan> stage_plans() const;
   std::vector<double> measured_stage_costs(const SessionOptions& micro_batch) const;
   std::vector<double> rebalanced_stage_costs(TrainingSessionOptions to, PipelineOptions po);
   std::string stage_ranks_text(int s) const;
@@ -508,6 +512,7 @@ void TrainingRun::print_pipeline_plan() {
     log << " (re-cut " << pipeline_recuts_ << (pipeline_recuts_ == 1 ? " time" : " times")
         << " from the stages' measured compute times)";
   log << "\n";
+  const std::vector<StagePlan> plans = stage_plans();
   const auto& graphs = pipeline_->graphs();
   for (size_t s = 0; s < graphs.size(); ++s) {
     const PipelineStageGraph& g = graphs[s];
@@ -522,8 +527,28 @@ void TrainingRun::print_pipeline_plan() {
                           : "the targets alone (" + reads + ")")
         << ", sends "
         << (g.sent.empty() ? "nothing (the loss)" : std::to_string(g.sent.size()) + " tensors on")
-        << "\n";
+        << ", plans " << human_bytes(static_cast<double>(plans[s].planned)) << " ("
+        << plans[s].activation_sets
+        << (plans[s].activation_sets == 1 ? " activation set)" : " activation sets)") << "\n";
   }
+}
+
+// Each stage's planned memory (what its compile checked against the limit; the most any of its
+// ranks plans) and activation sets: every rank's, gathered. Collective.
+std::vector<TrainingRun::StagePlan> TrainingRun::stage_plans() const {
+  StagePlan mine{static_cast<int64_t>(summary_.planned_bytes),
+                 pipeline_->stage().activation_sets()};
+  const auto* raw = reinterpret_cast<const std::byte*>(&mine);
+  const auto all = comm_->allgather_parts(std::vector<std::byte>(raw, raw + sizeof mine));
+  std::vector<StagePlan> plans(static_cast<size_t>(pipeline_->ranks().stages));
+  for (size_t r = 0; r < all.size(); ++r) {
+    StagePlan p;
+    std::memcpy(&p, all[r].data(), sizeof p);
+    StagePlan& stage = plans[(r / static_cast<size_t>(groups_.ranks_per_sample)) % plans.size()];
+    stage.planned = std::max(stage.planned, p.planned);
+    stage.activation_sets = p.activation_sets;
+  }
+  return plans;
 }
 
 // The ranks of stage `s` in the first two replicas: "1, 3" (2 stages), "2-3, 6-7" (2 stages, each

@@ -18,6 +18,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -127,10 +128,22 @@ TEST(PipelineTrain, ATimeBalancedCutTakesTheStepsOfOneProcess) {
   expect_pipeline_takes_its_steps(d, "one", {1, f64 + kOneProcess}, "two",
                                   {2, f64 + kPipeline + ", balance: time}'"},
                                   {"stages cut where their measured time balances"});
-  // A dry run runs nothing: the FLOPs decide, and the header says so.
+  // A dry run runs nothing: the FLOPs decide, and the header says so. Each stage's line says what
+  // it plans (rank 0's is its "planned memory") and how many activation sets 1F1B keeps there.
   const auto dry = run_crest_mpi(2, f64 + kPipeline + ", balance: time}' --dry-run");
   ASSERT_EQ(dry.code, 0) << dry.out;
   EXPECT_NE(dry.out.find("stages cut where their FLOPs balance"), std::string::npos) << dry.out;
+  std::smatch first, planned;
+  ASSERT_TRUE(std::regex_search(dry.out, first,
+                                std::regex("stage 0 \\(.*, plans ([0-9.]+ [KMG]?i?B) "
+                                           "\\(2 activation sets\\)")))
+      << dry.out;
+  ASSERT_TRUE(
+      std::regex_search(dry.out, planned, std::regex("planned memory: ([0-9.]+ [KMG]?i?B)")))
+      << dry.out;
+  EXPECT_EQ(first[1].str(), planned[1].str());
+  EXPECT_NE(dry.out.find("sends nothing (the loss), plans "), std::string::npos) << dry.out;
+  EXPECT_NE(dry.out.find(" (1 activation set)"), std::string::npos) << dry.out;
 }
 
 // What follows "first non-finite gradient: " in a run's output, up to the closing parenthesis: the
