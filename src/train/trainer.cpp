@@ -445,7 +445,9 @@ std::vector<double> TrainingRun::measured_stage_costs(const SessionOptions& micr
     try {
       costs = measured_node_costs(task_.model, micro_batch);
     } catch (const Error& e) {
-      problem = std::string("dist.pipeline.balance time: measuring the whole model: ") + e.what();
+      problem = std::string("dist.pipeline.balance time: measuring the whole model: ") + e.what() +
+                " (dist.pipeline.balance: flops, or a cut named in dist.pipeline.stage_starts, "
+                "cuts without running the whole model)";
     }
   }
   fail_with_rank0(*comm_, problem);

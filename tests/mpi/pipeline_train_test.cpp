@@ -146,6 +146,25 @@ TEST(PipelineTrain, ATimeBalancedCutTakesTheStepsOfOneProcess) {
   EXPECT_NE(dry.out.find(" (1 activation set)"), std::string::npos) << dry.out;
 }
 
+// The time-balanced cut runs the whole model on rank 0 at the micro-batch size, under the rank's
+// memory limit: where the whole model does not fit, every rank stops naming the cuts that need no
+// measuring.
+TEST(PipelineTrain, AWholeModelTooLargeToMeasureNamesTheCutsThatNeedNoMeasuring) {
+  TempDir d;
+  const auto r = run_crest_mpi(
+      2, kSmall + kPipeline +
+             ", balance: time}' crest.max_memory_gb=0.0001 output_dir=" + d.file("run"));
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("dist.pipeline.balance time: measuring the whole model: crest.max_memory_gb "
+                       "0.0001: the compiled program needs"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("(dist.pipeline.balance: flops, or a cut named in "
+                       "dist.pipeline.stage_starts, cuts without running the whole model)"),
+            std::string::npos)
+      << r.out;
+}
+
 // What follows "first non-finite gradient: " in a run's output, up to the closing parenthesis: the
 // tensor and how many of how many were bad ("" when absent).
 std::string first_bad_gradient(const std::string& out) {
