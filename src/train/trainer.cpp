@@ -12,6 +12,7 @@
 #include <ostream>
 #include <sstream>
 #include <thread>
+#include <type_traits>
 
 #include "batch_ahead.hpp"
 #include "checkpointer.hpp"
@@ -53,6 +54,20 @@
 
 namespace crest {
 namespace {
+
+// Every rank's `mine`, a plain struct without padding, in rank order. Collective.
+template <typename T>
+std::vector<T> gathered(Communicator& comm, const T& mine) {
+  static_assert(std::is_trivially_copyable_v<T> && std::has_unique_object_representations_v<T>);
+  const auto* raw = reinterpret_cast<const std::byte*>(&mine);
+  std::vector<T> all;
+  for (const std::vector<std::byte>& part :
+       comm.allgather_parts(std::vector<std::byte>(raw, raw + sizeof mine))) {
+    CREST_CHECK(part.size() == sizeof(T), "a gathered part of the wrong size");
+    std::memcpy(&all.emplace_back(), part.data(), sizeof(T));
+  }
+  return all;
+}
 
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) {
@@ -538,14 +553,12 @@ void TrainingRun::print_pipeline_plan() {
 // Each stage's planned memory (what its compile checked against the limit; the most any of its
 // ranks plans) and activation sets: every rank's, gathered. Collective.
 std::vector<TrainingRun::StagePlan> TrainingRun::stage_plans() const {
-  StagePlan mine{static_cast<int64_t>(summary_.planned_bytes),
-                 pipeline_->stage().activation_sets()};
-  const auto* raw = reinterpret_cast<const std::byte*>(&mine);
-  const auto all = comm_->allgather_parts(std::vector<std::byte>(raw, raw + sizeof mine));
+  const std::vector<StagePlan> all =
+      gathered(*comm_, StagePlan{static_cast<int64_t>(summary_.planned_bytes),
+                                 pipeline_->stage().activation_sets()});
   std::vector<StagePlan> plans(static_cast<size_t>(pipeline_->ranks().stages));
   for (size_t r = 0; r < all.size(); ++r) {
-    StagePlan p;
-    std::memcpy(&p, all[r].data(), sizeof p);
+    const StagePlan& p = all[r];
     StagePlan& stage = plans[(r / static_cast<size_t>(groups_.ranks_per_sample)) % plans.size()];
     stage.planned = std::max(stage.planned, p.planned);
     stage.activation_sets = p.activation_sets;
@@ -620,8 +633,7 @@ void TrainingRun::print_spatial_plan() {
     const Shape block = ex_->input(task_.model.sample_input).shape();  // [n, c, spatial...]
     for (int a = 2; a < block.rank() && a < 5; ++a) mine.block[a - 2] = block[a];
   }
-  const auto* raw = reinterpret_cast<const std::byte*>(&mine);
-  const auto all = comm_->allgather_parts(std::vector<std::byte>(raw, raw + sizeof mine));
+  const std::vector<RankPlan> all = gathered(*comm_, mine);
   std::ostream& log = *log_;
   const auto bytes = [](int64_t b) { return human_bytes(static_cast<double>(b)); };
   log << "per-rank plan (dist.spatial " << config::list_text(config_.dist.spatial)
@@ -630,8 +642,7 @@ void TrainingRun::print_spatial_plan() {
       << config_.dist.halo_overlap << "):\n";
   log << "  rank  group  sample block      planned memory  halo per step          overlapped\n";
   for (size_t r = 0; r < all.size(); ++r) {
-    RankPlan p;
-    std::memcpy(&p, all[r].data(), sizeof p);
+    const RankPlan& p = all[r];
     std::vector<int64_t> dims(p.block, p.block + config_.dist.spatial.size());
     log << "  " << std::setw(4) << r << "  " << std::setw(5)
         << static_cast<int>(r) / groups_.ranks_per_sample << "  " << std::left << std::setw(16)

@@ -96,7 +96,6 @@ class PipelineStage {
   int activation_sets() const { return static_cast<int>(slots_.size()); }
   size_t activation_bytes() const;  // the arenas of every set, plus the kept inputs
   // The micro-batches' gradient sum (M > 1; none for one micro-batch).
-  size_t gradient_sum_bytes() const { return grad_sum_.bytes(); }
 
  private:
   struct InFlight;
