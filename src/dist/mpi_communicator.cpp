@@ -281,7 +281,7 @@ void cancel_all(std::vector<MPI_Request>& reqs) {
 // Polls point-to-point requests to completion, each MPI_Testall a short task on the
 // communication thread, so the thread runs this rank's collectives between polls; past the
 // thread's timeout cancels them and throws crest::Error (runtime) naming `what`. The pause
-// between polls doubles from `first_pause_ns` up to 1 ms.
+// between polls doubles from `first_pause_ns` up to 0.1 ms.
 void poll_to_completion(CommThread& thread, std::vector<MPI_Request>& reqs, const std::string& what,
                         long first_pause_ns) {
   const double deadline = steady_seconds() + thread.timeout_s();
@@ -302,7 +302,7 @@ void poll_to_completion(CommThread& thread, std::vector<MPI_Request>& reqs, cons
     }
     const timespec pause{0, pause_ns};
     nanosleep(&pause, nullptr);
-    pause_ns = std::min(pause_ns * 2, 1'000'000L);
+    pause_ns = std::min(pause_ns * 2, 100'000L);
   }
 }
 
