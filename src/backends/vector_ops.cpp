@@ -1,7 +1,19 @@
 // The VectorOps base: the compositions a backend may replace with a fused loop.
+#include <cmath>
+#include <string>
+
 #include "crest/backends/kernels.hpp"
+#include "crest/core/error.hpp"
 
 namespace crest {
+
+void throw_label_outside_classes(int32_t label, int64_t position, int64_t spatial,
+                                 int64_t classes) {
+  throw_input("softmax_cross_entropy: label " + std::to_string(label) + " at batch " +
+              std::to_string(position / spatial) + ", position " +
+              std::to_string(position % spatial) + " is outside [0, " + std::to_string(classes) +
+              ")");
+}
 
 VectorOps::SquareSums VectorOps::lamb_direction_with_norms(const void* w, void* g, void* m, void* v,
                                                            size_t count, double grad_divisor,
@@ -9,6 +21,45 @@ VectorOps::SquareSums VectorOps::lamb_direction_with_norms(const void* w, void* 
                                                            double weight_decay, int64_t step) {
   lamb_direction(w, g, m, v, count, grad_divisor, beta1, beta2, eps, weight_decay, step);
   return SquareSums{sum_squares(w, count), sum_squares(g, count)};
+}
+
+void VectorOps::sum_squares_into(const void* x, size_t count, double* out) {
+  out[0] = sum_squares(x, count);
+}
+
+void VectorOps::mse_into(const void* pred, const void* target, size_t count, double* out) {
+  out[0] = mse(pred, target, nullptr, count, 1.0);
+}
+
+void VectorOps::softmax_cross_entropy_into(const void* logits, const int32_t* labels,
+                                           const float* class_weights, double label_smoothing,
+                                           int64_t n, int64_t classes, int64_t spatial,
+                                           double* out) {
+  out[0] = softmax_cross_entropy(logits, labels, class_weights, label_smoothing, nullptr, n,
+                                 classes, spatial, 1.0);
+  out[1] = -1;
+}
+
+void VectorOps::mse_gradient(const void* pred, const void* target, void* diff, size_t count,
+                             double diff_scale) {
+  mse(pred, target, diff, count, diff_scale);
+}
+
+void VectorOps::softmax_cross_entropy_gradient(const void* logits, const int32_t* labels,
+                                               const float* class_weights, double label_smoothing,
+                                               void* diff_logits, int64_t n, int64_t classes,
+                                               int64_t spatial, double diff_scale) {
+  softmax_cross_entropy(logits, labels, class_weights, label_smoothing, diff_logits, n, classes,
+                        spatial, diff_scale);
+}
+
+void VectorOps::fill_from(void* x, const double* value, double factor) {
+  fill(x, 1, factor * value[0]);
+}
+
+void VectorOps::flag_nonfinite(const double* values, size_t n, void* flag) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(values[i])) return fill(flag, 1, 1.0);
 }
 
 }  // namespace crest

@@ -244,10 +244,8 @@ void PipelineStage::forward(int m, const Feed& feed, StageStepResult& r) {
   if (opts_.recompute) keep_inputs(m);
   ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
   const double start = steady_seconds();
-  const double loss = ex.forward(true);
+  ex.run_forward(true);  // its loss is read after its backward
   r.compute_s += steady_seconds() - start;
-  r.data_loss += ex.last_data_loss();
-  r.penalty += loss - ex.last_data_loss();
 }
 
 void PipelineStage::send_activation(int m) {
@@ -287,6 +285,10 @@ void PipelineStage::backward(int m, StageStepResult& r) {
   ex.backward();  // its gradients join the batch's sum slot by slot (on_gradient_ready)
   ++backwards_done_;
   r.compute_s += steady_seconds() - start;
+  // Read once the backward is queued (on a device nothing between the passes waits for it).
+  const double loss = ex.loss();
+  r.data_loss += ex.last_data_loss();
+  r.penalty += loss - ex.last_data_loss();
   if (opts_.stage == 0) {  // nothing to send: its activations are free
     slot_micro_batch_[static_cast<size_t>(micro_batch_slot_[static_cast<size_t>(m)])] = -1;
     micro_batch_slot_[static_cast<size_t>(m)] = -1;
@@ -332,7 +334,7 @@ void PipelineStage::recompute(int m) {
   const ParamStore& p = ex.params();
   p.ops().copy(p.values(), recompute_state_.data(), p.bytes() / dtype_size(p.dtype()));
   ex.set_training_steps(first_step_ + static_cast<uint64_t>(m));
-  ex.forward(true);
+  ex.run_forward(true);
   p.ops().copy(recompute_state_.data(), p.values(), p.bytes() / dtype_size(p.dtype()));
   slot_micro_batch_[0] = m;
   micro_batch_slot_[static_cast<size_t>(m)] = 0;

@@ -67,20 +67,24 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     r.loss_scale = scaler_->scale();
     ex_.set_loss_scale(r.loss_scale);
   }
-  r.loss = ex_.forward(true);
+  ex_.run_forward(true);
   r.forward_done = Timeline::now();
   window_stop_ |= stop_here;
   window_failed_ |= failed_here;
-  window_nonfinite_loss_ |= !failed_here && !std::isfinite(r.loss);
   phase_ = static_cast<int>(micro_batches_ % accumulation_);
   r.updated = phase_ + 1 == accumulation_;
   // Before backward: the bucket carrying the sideband may start while backward runs. Backward
   // runs even after a non-finite loss, so every rank joins every collective.
-  if (r.updated && local_steps_ == 1) {
-    write_sideband();
+  const bool sideband_written = r.updated && local_steps_ == 1;
+  if (sideband_written) {
+    write_sideband(/*flag_this_loss=*/!failed_here);
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
   ex_.backward();
+  // Read once backward is queued: on a device nothing between the passes waits for the loss.
+  r.loss = ex_.loss();
+  // Where the sideband went out, it carries this loss's finiteness (flag_nonfinite_loss).
+  if (!sideband_written) window_nonfinite_loss_ |= !failed_here && !std::isfinite(r.loss);
   const bool lagged_window = lagged(micro_batches_);
   // The lag's first window has nothing to apply.
   const bool first_lagged = micro_batches_ / accumulation_ == lag_start_window_;
@@ -254,14 +258,16 @@ bool flag_at(const void* at, int i) {
 // Three flags: [0] a stop request, [1] a non-finite loss in the window, [2] a rank failed in the
 // window. Summed (and scaled by 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag
 // far from float32's subnormals) with the gradients, so a value above zero means "some rank".
-void TrainStep::write_sideband() {
+void TrainStep::write_sideband(bool flag_this_loss) {
   const ParamStore& params = ex_.params();
   const bool f64 = params.dtype() == DType::f64;
-  HostStaging host(params.memory(), params.sideband(), 3 * dtype_size(params.dtype()),
-                   /*fetch=*/false);
+  const size_t element = dtype_size(params.dtype());
+  HostStaging host(params.memory(), params.sideband(), 3 * element, /*fetch=*/false);
   const bool flags[3] = {window_stop_, window_nonfinite_loss_, window_failed_};
   f64 ? write_flags<double>(host.data(), flags) : write_flags<float>(host.data(), flags);
   host.commit();
+  // The loss of this micro-batch, not yet read back, raises [1] where it is not finite.
+  if (flag_this_loss) ex_.flag_nonfinite_loss(static_cast<char*>(params.sideband()) + element);
   window_stop_ = window_nonfinite_loss_ = window_failed_ = false;
 }
 

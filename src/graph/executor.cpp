@@ -10,6 +10,7 @@
 
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/core/units.hpp"
 #include "crest/graph/param_shard.hpp"
 
@@ -52,9 +53,11 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
   compile::fuse_activation_backward(*prog_);
   const MemoryPlan& plan = prog_->plan;
   check_memory_limit();
-  if (opts.allocate)
+  if (opts.allocate) {
     arena_ = named_buffer("the model's activations and kernel scratch",
                           align_up(plan.arena_bytes, 256) + 256, backend.memory());
+    allocate_step_values();
+  }
   bind_run_contexts();
 }
 
@@ -155,6 +158,8 @@ void Executor::bind_run_contexts() {
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops, op.layer->implementation()});
   }
+  if (prog_->loss_op >= 0)
+    prog_->op(prog_->loss_op).ctx.loss_out = static_cast<double*>(step_values_.data());
   // A folded convolution's kernel reads the folded weight and bias instead of its own. The
   // parameter buffers never move, so the pointers the refresh reads are fixed here too.
   for (compile::FoldedAffine& f : prog_->folds) {
@@ -167,6 +172,16 @@ void Executor::bind_run_contexts() {
     f.folded_params = {f.folded[0].data(), f.folded[1].data()};
     prog_->op(f.op).ctx.params = f.folded_params;
   }
+}
+
+// The loss layer's kLossValues doubles, then one sum of squares per parameter with an L2 term,
+// zeroed once: a loss that writes nothing there (a pipeline stage's upstream gradient) reads 0.
+void Executor::allocate_step_values() {
+  size_t values = kLossValues;
+  for (const auto& slot : prog_->params.slots()) values += slot.spec.l2 > 0 ? 1 : 0;
+  step_values_ = named_buffer("the step's loss values", values * sizeof(double), backend_.memory());
+  backend_.memory().memset(step_values_.data(), 0, step_values_.bytes());
+  step_value_count_ = values;
 }
 
 void Executor::refresh_folds() {
@@ -255,6 +270,11 @@ bool Executor::output_is_block(ValueId g) const {
 }
 
 double Executor::forward(bool training) {
+  run_forward(training);
+  return loss();
+}
+
+void Executor::run_forward(bool training) {
   using clock = std::chrono::steady_clock;
   require_arena();
   training = training && opts_.training;
@@ -284,17 +304,43 @@ double Executor::forward(bool training) {
       op.layer->forward(op.ctx);
     }
   }
-  if (prog_->loss_op < 0) return 0.0;
-  data_loss_ = prog_->ops[static_cast<size_t>(prog_->loss_op)]->ctx.loss;
-  double penalty = 0;
+  if (prog_->loss_op < 0) return;
+  // The L2 terms' sums of squares of the weights this pass ran with, beside the loss.
+  auto* out = static_cast<double*>(step_values_.data()) + kLossValues;
   for (size_t s = 0; s < prog_->params.slots().size(); ++s) {
     const auto& slot = prog_->params.slots()[s];
+    if (slot.spec.l2 > 0) vec_->sum_squares_into(prog_->params.value(s).data(), slot.count, out++);
+  }
+  loss_read_ = false;
+}
+
+double Executor::loss() {
+  if (prog_->loss_op < 0 || loss_read_) return loss_;
+  require_arena();
+  // One copy on a device; read in place in host memory.
+  const HostStaging read(backend_.memory(), static_cast<const void*>(step_values_.data()),
+                         step_values_.bytes());
+  const auto* values = read.as<const double>();
+  loss_read_ = true;  // a loss_from that throws is not asked again for the same values
+  data_loss_ = prog_->ops[static_cast<size_t>(prog_->loss_op)]->layer->loss_from(values);
+  double penalty = 0;
+  const double* sum_squares = values + kLossValues;
+  for (const auto& slot : prog_->params.slots()) {
     if (slot.spec.l2 <= 0) continue;
-    double part = slot.spec.l2 * vec_->sum_squares(prog_->params.value(s).data(), slot.count);
+    double part = slot.spec.l2 * *sum_squares++;
     if (slot.spec.shard) slot.spec.shard->sum_over_group(&part, 1);  // the whole tensor's
     penalty += part;
   }
-  return data_loss_ + penalty;
+  loss_ = data_loss_ + penalty;
+  return loss_;
+}
+
+void Executor::flag_nonfinite_loss(void* flag) {
+  if (prog_->loss_op < 0) return;
+  const auto* values = static_cast<const double*>(step_values_.data());
+  vec_->flag_nonfinite(values, 1, flag);  // the loss, not what its pass found
+  if (step_value_count_ > kLossValues)
+    vec_->flag_nonfinite(values + kLossValues, step_value_count_ - kLossValues, flag);
 }
 
 void Executor::backward() {

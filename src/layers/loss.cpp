@@ -48,12 +48,13 @@ void MseLossLayer::create(CreateContext& ctx) {
 }
 
 void MseLossLayer::forward(RunContext& ctx) {
-  ctx.loss = ctx.vec->mse(ctx.in[0], ctx.in[1], nullptr, count_, 1.0);  // the loss only
-  ctx.vec->fill(ctx.out[0], 1, ctx.loss);
+  ctx.vec->mse_into(ctx.in[0], ctx.in[1], count_, ctx.loss_out);
+  ctx.vec->fill_from(ctx.out[0], ctx.loss_out, 1.0);
 }
 
 void MseLossLayer::backward(RunContext& ctx) {
-  if (ctx.diff_in[0]) ctx.vec->mse(ctx.in[0], ctx.in[1], ctx.diff_in[0], count_, ctx.loss_scale);
+  if (ctx.diff_in[0])
+    ctx.vec->mse_gradient(ctx.in[0], ctx.in[1], ctx.diff_in[0], count_, ctx.loss_scale);
 }
 
 std::vector<Shape> UpstreamGradientLayer::infer_shapes(const std::vector<Shape>& in) const {
@@ -82,10 +83,7 @@ void UpstreamGradientLayer::create(CreateContext& ctx) {
   ctx.out_formats = {plain_format(Shape{1}, ctx.dtype)};
 }
 
-void UpstreamGradientLayer::forward(RunContext& ctx) {
-  ctx.loss = 0;
-  ctx.vec->fill(ctx.out[0], 1, 0.0);
-}
+void UpstreamGradientLayer::forward(RunContext& ctx) { ctx.vec->fill(ctx.out[0], 1, 0.0); }
 
 // The received gradient is already the scaled loss's (the last stage seeds backward with the
 // loss scale): it passes unchanged, while this stage's L2 terms take the scale from the executor.
@@ -132,6 +130,7 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
   if (weights_.empty()) weights_.assign(static_cast<size_t>(classes_), 1.f);
   // The kernel reads the weights where it runs (device memory on a device backend): copied once.
   const size_t weight_bytes = weights_.size() * sizeof(float);
+  memory_ = &ctx.backend.memory();
   weights_on_backend_ = Buffer(weight_bytes, 256, ctx.backend.memory());
   ctx.backend.memory().copy_to_device(weights_on_backend_.data(), weights_.data(), weight_bytes);
   ctx.in_formats[0] = plain_format(s, ctx.dtype);
@@ -140,17 +139,28 @@ void SoftmaxCrossEntropyLayer::create(CreateContext& ctx) {
 }
 
 void SoftmaxCrossEntropyLayer::forward(RunContext& ctx) {
-  ctx.loss = scale_ * ctx.vec->softmax_cross_entropy(
-                          ctx.in[0], static_cast<const int32_t*>(ctx.in[1]), class_weights(),
-                          label_smoothing_, nullptr, n_, classes_, spatial_, 1.0);
-  ctx.vec->fill(ctx.out[0], 1, ctx.loss);
+  labels_ = static_cast<const int32_t*>(ctx.in[1]);
+  ctx.vec->softmax_cross_entropy_into(ctx.in[0], labels_, class_weights(), label_smoothing_, n_,
+                                      classes_, spatial_, ctx.loss_out);
+  ctx.vec->fill_from(ctx.out[0], ctx.loss_out, scale_);
+}
+
+// A device backend's pass notes the first bad label instead of throwing: named here.
+double SoftmaxCrossEntropyLayer::loss_from(const double* written) const {
+  if (written[1] >= 0) {
+    const auto position = static_cast<int64_t>(written[1]);
+    int32_t label = 0;
+    memory_->copy_to_host(&label, labels_ + position, sizeof label);
+    throw_label_outside_classes(label, position, spatial_, classes_);
+  }
+  return scale_ * written[0];
 }
 
 void SoftmaxCrossEntropyLayer::backward(RunContext& ctx) {
   if (ctx.diff_in[0])
-    ctx.vec->softmax_cross_entropy(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
-                                   class_weights(), label_smoothing_, ctx.diff_in[0], n_, classes_,
-                                   spatial_, scale_ * ctx.loss_scale);
+    ctx.vec->softmax_cross_entropy_gradient(ctx.in[0], static_cast<const int32_t*>(ctx.in[1]),
+                                            class_weights(), label_smoothing_, ctx.diff_in[0], n_,
+                                            classes_, spatial_, scale_ * ctx.loss_scale);
 }
 
 }  // namespace crest

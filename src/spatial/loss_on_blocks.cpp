@@ -3,8 +3,8 @@
 // rank's block contributes (n/N) × (its block's mean over n elements): the wrapped loss computes
 // the block's mean, this layer weights it by the share n/N and sums it over the group. The
 // gradient of an element is the whole loss's whatever block holds it: the wrapped backward run
-// with the loss scale times the share. Nothing but one double crosses the group, and no rank
-// holds the whole prediction for the loss.
+// with the loss scale times the share. Nothing but one double crosses the group, when the loss is
+// read after the step, and no rank holds the whole prediction for the loss.
 #include "crest/spatial/loss_on_blocks.hpp"
 
 #include <string>
@@ -40,12 +40,16 @@ class LossOnBlocksLayer final : public Layer {
     share_ = static_cast<double>(ctx.in_shapes[0].numel()) / static_cast<double>(global_.numel());
     inner_->create(ctx);
   }
+  // The output tensor holds this block's share; the loss, the group's sum of the shares, is
+  // summed when it is read (loss_from), so the pass waits for no rank.
   void forward(RunContext& ctx) override {
     inner_->forward(ctx);
-    double loss = ctx.loss * share_;
+    ctx.vec->scale(share_, ctx.out[0], ctx.out[0], 1);
+  }
+  double loss_from(const double* written) const override {
+    double loss = inner_->loss_from(written) * share_;
     group_->allreduce_sum(&loss, 1);
-    ctx.loss = loss;
-    ctx.vec->fill(ctx.out[0], 1, loss);
+    return loss;
   }
   void backward(RunContext& ctx) override {
     const double scale = ctx.loss_scale;

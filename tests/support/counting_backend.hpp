@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "counting_vector_ops.hpp"
 #include "crest/backends/kernels.hpp"
 
 namespace crest::test {
@@ -185,6 +186,9 @@ class CountingBackend final : public Backend {
   std::string kernel_fallback() const override { return "reference"; }
   MemoryCapacity memory_capacity() const override { return capacity; }
   MemoryCapacity capacity;  // what memory_capacity() says: none unless a test sets it
+  // VectorOps calls that returned a value computed from the memory (CountingVectorOps): on a
+  // GPU each is a wait for the device.
+  int value_reads = 0;
 
   using Backend::supports;
   Support supports(const ConvDesc& d) const override {
@@ -216,7 +220,7 @@ class CountingBackend final : public Backend {
     return inner_->concat(srcs);
   }
   std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
-    return inner_->vector_ops(dtype);
+    return std::make_unique<CountingVectorOps>(inner_->vector_ops(dtype), &value_reads);
   }
 
  private:

@@ -245,6 +245,34 @@ class VectorOps {
                                        void* diff_logits, int64_t n, int64_t classes,
                                        int64_t spatial, double diff_scale) = 0;
 
+  // The values a training step reads back, written into `out` (doubles in the backend's memory)
+  // instead of returned, so a device queues them and waits for nothing: the step reads them once,
+  // after its backward (Executor::loss). The defaults call the returning forms above and store
+  // the result: right where the memory is host memory; a device backend overrides every one.
+  // out[0] = sum_squares(x, count).
+  virtual void sum_squares_into(const void* x, size_t count, double* out);
+  // out[0] = the loss mse(pred, target, nullptr, count, 1) returns.
+  virtual void mse_into(const void* pred, const void* target, size_t count, double* out);
+  // out[0] = the loss softmax_cross_entropy returns (no gradient); out[1] = -1, or the first
+  // position (n-major) whose label is outside [0, classes) where a device backend cannot throw
+  // during the pass (the default throws as the returning form does).
+  virtual void softmax_cross_entropy_into(const void* logits, const int32_t* labels,
+                                          const float* class_weights, double label_smoothing,
+                                          int64_t n, int64_t classes, int64_t spatial, double* out);
+  // The losses' gradients alone (a loss layer's backward): mse's and softmax_cross_entropy's
+  // diff, their loss not returned, so a device waits for nothing.
+  virtual void mse_gradient(const void* pred, const void* target, void* diff, size_t count,
+                            double diff_scale);
+  virtual void softmax_cross_entropy_gradient(const void* logits, const int32_t* labels,
+                                              const float* class_weights, double label_smoothing,
+                                              void* diff_logits, int64_t n, int64_t classes,
+                                              int64_t spatial, double diff_scale);
+  // x[0] = factor * value[0], in this dtype: a loss layer's output tensor from its double.
+  virtual void fill_from(void* x, const double* value, double factor);
+  // flag[0] = 1 where any of values[0, n) is not finite; otherwise flag[0] is left as it is. A
+  // non-finite loss raises the step's sideband flag without the host reading the loss.
+  virtual void flag_nonfinite(const double* values, size_t n, void* flag);
+
   // Keras-form SGD with momentum: v = m v - lr g; w = w + v. With nesterov, Keras's Nesterov
   // form: the same v, then w = w + m v - lr g (the weights stay one momentum step ahead).
   virtual void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
@@ -289,6 +317,11 @@ class VectorOps {
   // dst[i] = the value of the 16-bit code src[i] of type `from` (bf16 or f16), exactly.
   virtual void widen(const void* src, DType from, void* dst, size_t count) = 0;
 };
+
+// softmax_cross_entropy's error for a label outside [0, classes) at `position` (n-major over
+// n * spatial positions), the same words on every backend and wherever it is found.
+[[noreturn]] void throw_label_outside_classes(int32_t label, int64_t position, int64_t spatial,
+                                              int64_t classes);
 
 // Whether a backend can create a kernel, and why not: the compile error names the node and
 // repeats `reason` ("f64: the onednn backend computes in f32 only").

@@ -180,7 +180,9 @@ class TrainStep {
   Communicator* spatial_group_ = nullptr;
   int64_t local_since_average_ = 0;
   bool window_nonfinite_gradient_ = false;
-  void write_sideband();
+  // The window's flags into the gradients' sideband; flag_this_loss: the device raises the
+  // non-finite-loss flag from this micro-batch's loss, which the host has not read yet.
+  void write_sideband(bool flag_this_loss);
   void read_sideband(StepResult& r);
 };
 

@@ -165,12 +165,25 @@ class Executor {
   // Gradient of the loss w.r.t. a float graph input (needs CompileOptions::input_grads).
   TensorView input_grad(const std::string& name) const;
 
-  // Runs the forward pass; returns the loss including L2 penalties (0 without a loss).
-  // training=false evaluates (dropout off) on an executor compiled for training.
+  // Runs the forward pass; returns the loss including L2 penalties (0 without a loss):
+  // run_forward, then loss(). training=false evaluates (dropout off) on an executor compiled for
+  // training.
   double forward(bool training = true);
+  // The forward pass alone: the loss and the L2 terms stay in the backend's memory, so on a
+  // device nothing waits for them and backward follows at once.
+  void run_forward(bool training = true);
+  // The last forward's loss including L2 penalties, read back once (later calls return the same
+  // value): after backward in a training step, the step's one read besides the finiteness check.
+  // Throws what the loss's pass found (a label out of range). A loss on blocks and a sharded
+  // weight's L2 term sum over their group here: every rank of it reads at the same point.
+  double loss();
+  // Sets flag[0] (one value of the executor's dtype in the backend's memory: the gradients'
+  // sideband) to 1 where the last forward's loss or an L2 term is not finite, without reading
+  // them back; else leaves it.
+  void flag_nonfinite_loss(void* flag);
   // Backward pass: fills every parameter gradient (overwritten, not accumulated).
   void backward();
-  double last_data_loss() const { return data_loss_; }  // the loss without L2 penalties
+  double last_data_loss() const { return data_loss_; }  // loss()'s, without L2 penalties
   // Dynamic loss scaling (crest/optim/loss_scaler.hpp): backward computes the gradients of
   // `scale` times the loss (the loss layer's gradient and the L2 terms are multiplied by it);
   // forward's loss is unchanged. 1 by default.
@@ -225,6 +238,7 @@ class Executor {
   void check_memory_limit() const;                    // CompileOptions::memory_limit
   void scale_param_grads(const compile::Op& op);      // Op::param_grad_scale
   void require_arena() const;                         // a plan-only program cannot run
+  void allocate_step_values();
   // Inference: the folded convolutions' weights and biases from the live parameters, when they
   // may have changed since the last forward.
   void refresh_folds();
@@ -242,6 +256,11 @@ class Executor {
   std::vector<const void*> input_bindings_;  // per graph input: caller memory, or null (planned)
   Buffer arena_;
   uint64_t step_ = 0;
+  // What the loss layer and the L2 terms write each forward (backend memory): doubles.
+  Buffer step_values_;
+  size_t step_value_count_ = 0;
+  bool loss_read_ = true;
+  double loss_ = 0;
   double data_loss_ = 0;
   double loss_scale_ = 1;
   bool profiling_ = false;

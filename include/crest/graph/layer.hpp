@@ -152,6 +152,10 @@ struct CreateContext {
 
 // Handed to Layer::forward / backward; built once at compile time (pointers into planned memory),
 // so running a step builds nothing.
+// The doubles a loss layer's forward may write at RunContext::loss_out: the loss and what it
+// found on the way (a label out of range).
+inline constexpr size_t kLossValues = 2;
+
 struct RunContext {
   std::vector<const void*> in;
   std::vector<void*> out;
@@ -166,7 +170,9 @@ struct RunContext {
   BatchStatReducer* batch_stat_reducer = nullptr;
   bool training = true;
   uint64_t seed = 0;  // changes every step (dropout masks)
-  double loss = 0;    // loss layers write the scalar loss here
+  // Loss layers: where their forward writes the loss, kLossValues doubles in the backend's memory
+  // (the executor's step values), read back only after the step (Layer::loss_from).
+  double* loss_out = nullptr;
   // Loss layers multiply the gradient their backward starts with by this (dynamic loss scaling,
   // Executor::set_loss_scale); the loss they report is never scaled.
   double loss_scale = 1;
@@ -221,6 +227,11 @@ class Layer {
 
   // Loss layers produce a scalar loss and start backward (no diff_out).
   virtual bool is_loss() const { return false; }
+  // A loss layer's loss from the kLossValues doubles its forward wrote at RunContext::loss_out,
+  // read back after the step's backward (Executor::loss): throws for what the pass found (a
+  // label out of range) and may sum over a group of ranks (a loss on blocks: a collective, so
+  // every rank of the group reads at the same point).
+  virtual double loss_from(const double* written) const { return written[0]; }
   // A loss that reads its prediction as logits (the softmax is its own): exports then name the
   // prediction `logits` instead of `y`.
   virtual bool reads_logits() const { return false; }

@@ -52,6 +52,8 @@ class SoftmaxCrossEntropyLayer : public Layer {
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;
+  // The scaled loss; a label out of range that the pass found is named here.
+  double loss_from(const double* written) const override;
 
  private:
   std::vector<float> weights_;
@@ -60,6 +62,8 @@ class SoftmaxCrossEntropyLayer : public Layer {
     return static_cast<const float*>(weights_on_backend_.data());
   }
   Buffer weights_on_backend_;  // weights_ where the kernel runs: the backend's memory
+  MemoryResource* memory_ = nullptr;
+  const int32_t* labels_ = nullptr;  // the last forward's, for loss_from's message
   int64_t n_ = 0, classes_ = 0, spatial_ = 0;
 };
 
@@ -79,6 +83,7 @@ class UpstreamGradientLayer : public Layer {
   void create(CreateContext& ctx) override;
   void forward(RunContext& ctx) override;
   void backward(RunContext& ctx) override;
+  double loss_from(const double*) const override { return 0; }
 
  private:
   std::vector<size_t> counts_;  // elements of each x_i

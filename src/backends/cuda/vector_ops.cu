@@ -127,14 +127,40 @@ __global__ void reduce_to_partials(Term term, size_t count, V* partials) {
   if (threadIdx.x == 0) partials[blockIdx.x] = block;
 }
 
-// One block: the combine of `count` partials.
-template <typename V>
-__global__ void combine_partials(const V* partials, size_t count, V* result) {
+// One block: the combine of `count` partials, handed to finish(total) (one thread) to store.
+template <typename V, typename Finish>
+__global__ void combine_partials(const V* partials, size_t count, Finish finish) {
   V sum = V::identity();
   for (size_t p = threadIdx.x; p < count; p += kThreads) sum = V::combine(sum, partials[p]);
   const V total = block_reduce(sum);
-  if (threadIdx.x == 0) *result = total;
+  if (threadIdx.x == 0) finish(total);
 }
+
+// What a reduction stores: its value as it is (for the host to fetch), or the doubles a step
+// reads back later (VectorOps::*_into): a sum times a factor (a mean's 1/count), and the
+// cross-entropy's mean with its first bad position (-1: none).
+template <typename V>
+struct StoreValue {
+  V* result;
+  __device__ void operator()(V total) const { *result = total; }
+};
+struct StoreNothing {
+  template <typename V>
+  __device__ void operator()(V) const {}
+};
+struct StoreScaledSum {
+  double* out;
+  double factor;
+  __device__ void operator()(Sum total) const { out[0] = total.total * factor; }
+};
+struct StoreLossAndFirstBad {
+  double* out;
+  double factor;
+  __device__ void operator()(LossAndFirstBad total) const {
+    out[0] = total.loss * factor;
+    out[1] = total.first_bad == ULLONG_MAX ? -1.0 : static_cast<double>(total.first_bad);
+  }
+};
 
 // range_sum_squares's tables: each range cut into chunks of at most kRangeChunk elements.
 struct Chunk {
@@ -178,6 +204,27 @@ struct Fill {
   T* x;
   T value;
   __device__ void operator()(size_t i) const { x[i] = value; }
+};
+
+// x[0] = factor * value[0] (fill_from: a loss's output from its double, on the device).
+template <typename T>
+struct FillFrom {
+  T* x;
+  const double* value;
+  double factor;
+  __device__ void operator()(size_t) const { x[0] = static_cast<T>(factor * value[0]); }
+};
+
+// flag[0] = 1 where any of values[0, n) is not finite (one thread: n is a handful).
+template <typename T>
+struct FlagNonfinite {
+  const double* values;
+  size_t n;
+  T* flag;
+  __device__ void operator()(size_t) const {
+    for (size_t k = 0; k < n; ++k)
+      if (!isfinite(values[k])) flag[0] = T(1);
+  }
 };
 
 template <typename T>
@@ -232,6 +279,19 @@ struct SquaredError {
     const double e = static_cast<double>(pred[i]) - static_cast<double>(target[i]);
     if (diff != nullptr) diff[i] = static_cast<T>(grad_scale * e);
     return {e * e};
+  }
+};
+
+// mse's gradient alone: diff = grad_scale (pred - target).
+template <typename T>
+struct SquaredErrorGradient {
+  const T* pred;
+  const T* target;
+  T* diff;
+  double grad_scale;
+  __device__ void operator()(size_t i) const {
+    diff[i] = static_cast<T>(grad_scale *
+                             (static_cast<double>(pred[i]) - static_cast<double>(target[i])));
   }
 };
 
@@ -534,16 +594,22 @@ class DeviceOps : public VectorOps {
   // The combine of term(i) over [0, count), count > 0; waits for the stream.
   template <typename V, typename Term>
   V reduce(size_t count, const Term& term) {
+    V* result = reinterpret_cast<V*>(static_cast<char*>(partials_) + kReduceBlocks * kPartialBytes);
+    reduce_into<V>(count, term, StoreValue<V>{result});
+    return fetch(result);
+  }
+
+  // The same combine, stored by finish on the device: queued, nothing waits.
+  template <typename V, typename Term, typename Finish>
+  void reduce_into(size_t count, const Term& term, const Finish& finish) {
     static_assert(sizeof(V) <= kPartialBytes && alignof(V) <= kPartialBytes);
     const size_t blocks = std::min(ceil_div(count, kThreads), kReduceBlocks);
     V* partials = static_cast<V*>(partials_);
-    V* result = reinterpret_cast<V*>(static_cast<char*>(partials_) + kReduceBlocks * kPartialBytes);
     reduce_to_partials<V>
         <<<static_cast<unsigned>(blocks), kThreads, 0, stream_>>>(term, count, partials);
     CREST_CUDA_LAUNCHED();
-    combine_partials<V><<<1, kThreads, 0, stream_>>>(partials, blocks, result);
+    combine_partials<V><<<1, kThreads, 0, stream_>>>(partials, blocks, finish);
     CREST_CUDA_LAUNCHED();
-    return fetch(result);
   }
 
   // One value from device memory, after the work queued before it.
@@ -691,6 +757,11 @@ class Ops final : public DeviceOps {
     return reduce<Sum>(count, SquareOf<T>{static_cast<const T*>(x)}).total;
   }
 
+  void sum_squares_into(const void* x, size_t count, double* out) override {
+    if (count == 0) return for_each(1, Fill<double>{out, 0.0});
+    reduce_into<Sum>(count, SquareOf<T>{static_cast<const T*>(x)}, StoreScaledSum{out, 1.0});
+  }
+
   void range_sum_squares(const void* a, const void* b, const ElementRange* ranges, size_t n,
                          double* a_sq, double* b_sq) override {
     range_squares_.run(static_cast<const T*>(a), static_cast<const T*>(b), ranges, n, a_sq, b_sq,
@@ -725,6 +796,57 @@ class Ops final : public DeviceOps {
     const LossAndFirstBad sums = reduce<LossAndFirstBad>(positions, term);
     if (sums.first_bad < positions) throw_bad_label(labels, sums.first_bad, classes, spatial);
     return sums.loss / static_cast<double>(positions);
+  }
+
+  void mse_into(const void* pred, const void* target, size_t count, double* out) override {
+    if (count == 0) throw_input("mse: needs at least one element");
+    const SquaredError<T> term{static_cast<const T*>(pred), static_cast<const T*>(target), nullptr,
+                               0.0};
+    reduce_into<Sum>(count, term, StoreScaledSum{out, 1.0 / static_cast<double>(count)});
+  }
+
+  // A bad label cannot throw from the pass: its position goes to out[1] (Layer::loss_from).
+  void softmax_cross_entropy_into(const void* logits, const int32_t* labels,
+                                  const float* class_weights, double label_smoothing, int64_t n,
+                                  int64_t classes, int64_t spatial, double* out) override {
+    check_softmax_cross_entropy_sizes(n, classes, spatial, label_smoothing);
+    const auto positions = static_cast<size_t>(n * spatial);
+    const CrossEntropyAt<T> term{
+        static_cast<const T*>(logits),    labels, class_weights,  nullptr, classes, spatial,
+        static_cast<double>(n * spatial), 1.0,    label_smoothing};
+    reduce_into<LossAndFirstBad>(positions, term,
+                                 StoreLossAndFirstBad{out, 1.0 / static_cast<double>(positions)});
+  }
+
+  void mse_gradient(const void* pred, const void* target, void* diff, size_t count,
+                    double diff_scale) override {
+    if (count == 0) throw_input("mse: needs at least one element");
+    const double grad_scale = 2.0 / static_cast<double>(count) * diff_scale;
+    for_each(count,
+             SquaredErrorGradient<T>{static_cast<const T*>(pred), static_cast<const T*>(target),
+                                     static_cast<T*>(diff), grad_scale});
+  }
+
+  // The same pass as the loss's (the gradient needs each position's softmax), its sums dropped:
+  // a bad label was named when the forward's loss was read.
+  void softmax_cross_entropy_gradient(const void* logits, const int32_t* labels,
+                                      const float* class_weights, double label_smoothing,
+                                      void* diff_logits, int64_t n, int64_t classes,
+                                      int64_t spatial, double diff_scale) override {
+    check_softmax_cross_entropy_sizes(n, classes, spatial, label_smoothing);
+    const auto positions = static_cast<size_t>(n * spatial);
+    const CrossEntropyAt<T> term{static_cast<const T*>(logits),    labels,     class_weights,
+                                 static_cast<T*>(diff_logits),     classes,    spatial,
+                                 static_cast<double>(n * spatial), diff_scale, label_smoothing};
+    reduce_into<LossAndFirstBad>(positions, term, StoreNothing{});
+  }
+
+  void fill_from(void* x, const double* value, double factor) override {
+    for_each(1, FillFrom<T>{static_cast<T*>(x), value, factor});
+  }
+
+  void flag_nonfinite(const double* values, size_t n, void* flag) override {
+    if (n > 0) for_each(1, FlagNonfinite<T>{values, n, static_cast<T*>(flag)});
   }
 
   void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
@@ -798,12 +920,8 @@ class Ops final : public DeviceOps {
   // The reference's message for the first position (in order) whose label is out of range.
   [[noreturn]] void throw_bad_label(const int32_t* labels, size_t position, int64_t classes,
                                     int64_t spatial) const {
-    const int32_t label = fetch(labels + position);
-    const auto per_sample = static_cast<size_t>(spatial);
-    throw_input("softmax_cross_entropy: label " + std::to_string(label) + " at batch " +
-                std::to_string(position / per_sample) + ", position " +
-                std::to_string(position % per_sample) + " is outside [0, " +
-                std::to_string(classes) + ")");
+    throw_label_outside_classes(fetch(labels + position), static_cast<int64_t>(position), spatial,
+                                classes);
   }
 
   RangeSquares range_squares_;
@@ -864,6 +982,24 @@ class HalfOps final : public DeviceOps {
                                int64_t, int64_t, double) override {
     refuse("softmax_cross_entropy", dtype());
   }
+  // The base's host defaults would read device memory: these refuse as the losses do.
+  void mse_into(const void*, const void*, size_t, double*) override { refuse("mse", dtype()); }
+  void mse_gradient(const void*, const void*, void*, size_t, double) override {
+    refuse("mse", dtype());
+  }
+  void softmax_cross_entropy_gradient(const void*, const int32_t*, const float*, double, void*,
+                                      int64_t, int64_t, int64_t, double) override {
+    refuse("softmax_cross_entropy", dtype());
+  }
+  void softmax_cross_entropy_into(const void*, const int32_t*, const float*, double, int64_t,
+                                  int64_t, int64_t, double*) override {
+    refuse("softmax_cross_entropy", dtype());
+  }
+  void sum_squares_into(const void*, size_t, double*) override {
+    refuse("sum_squares_into", dtype());
+  }
+  void fill_from(void*, const double*, double) override { refuse("fill_from", dtype()); }
+  void flag_nonfinite(const double*, size_t, void*) override { refuse("flag_nonfinite", dtype()); }
   void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
     refuse("sgd", dtype());
   }

@@ -202,10 +202,8 @@ class F32Ops final : public VectorOps {
     for (size_t q = 0; q < positions; ++q)
       if (labels[q] < 0 || labels[q] >= classes) first_bad = std::min(first_bad, q);
     if (first_bad < positions)
-      throw_input("softmax_cross_entropy: label " + std::to_string(labels[first_bad]) +
-                  " at batch " + std::to_string(first_bad / static_cast<size_t>(spatial)) +
-                  ", position " + std::to_string(first_bad % static_cast<size_t>(spatial)) +
-                  " is outside [0, " + std::to_string(classes) + ")");
+      throw_label_outside_classes(labels[first_bad], static_cast<int64_t>(first_bad), spatial,
+                                  classes);
 
     const CrossEntropyProblem problem{static_cast<const float*>(logits_v),
                                       labels,

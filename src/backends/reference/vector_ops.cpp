@@ -116,9 +116,7 @@ class Ops final : public VectorOps {
       for (int64_t s = 0; s < spatial; ++s) {
         const int32_t label = labels[b * spatial + s];
         if (label < 0 || label >= classes)
-          throw_input("softmax_cross_entropy: label " + std::to_string(label) + " at batch " +
-                      std::to_string(b) + ", position " + std::to_string(s) + " is outside [0, " +
-                      std::to_string(classes) + ")");
+          throw_label_outside_classes(label, b * spatial + s, spatial, classes);
         // Channel c of this position sits at (b * classes + c) * spatial + s.
         auto at = [&](int64_t c) { return (b * classes + c) * spatial + s; };
         // log-sum-exp shifted by the maximum so exp never overflows.
