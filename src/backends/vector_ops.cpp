@@ -7,6 +7,11 @@
 
 namespace crest {
 
+double lamb_trust_ratio(double w_sum_squares, double u_sum_squares) {
+  const double w_norm = std::sqrt(w_sum_squares), u_norm = std::sqrt(u_sum_squares);
+  return w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
+}
+
 void throw_label_outside_classes(int32_t label, int64_t position, int64_t spatial,
                                  int64_t classes) {
   throw_input("softmax_cross_entropy: label " + std::to_string(label) + " at batch " +
@@ -21,6 +26,21 @@ VectorOps::SquareSums VectorOps::lamb_direction_with_norms(const void* w, void* 
                                                            double weight_decay, int64_t step) {
   lamb_direction(w, g, m, v, count, grad_divisor, beta1, beta2, eps, weight_decay, step);
   return SquareSums{sum_squares(w, count), sum_squares(g, count)};
+}
+
+void VectorOps::lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v,
+                                               size_t count, double grad_divisor, double beta1,
+                                               double beta2, double eps, double weight_decay,
+                                               int64_t step, double* sums) {
+  const SquareSums s = lamb_direction_with_norms(w, g, m, v, count, grad_divisor, beta1, beta2, eps,
+                                                 weight_decay, step);
+  sums[0] = s.w;
+  sums[1] = s.u;
+}
+
+void VectorOps::lamb_trust_update(void* w, const void* u, size_t count, double lr,
+                                  const double* sums) {
+  axpy(-lr * lamb_trust_ratio(sums[0], sums[1]), u, w, count);
 }
 
 void VectorOps::sum_squares_into(const void* x, size_t count, double* out) {

@@ -48,26 +48,36 @@ void Lamb::step_without_trust_ratios(double lr, double divisor) {
 }
 
 // Tensor by tensor: u (in the gradient buffer) with the norms of w and u, then w <- w - lr r u
-// while the tensor is still in cache. Each tensor's results do not depend on the order.
+// while the tensor is still in cache. Each tensor's results do not depend on the order. The
+// norms stay in the backend's memory, where the update reads them: on a device the step waits
+// for none of its tensors. A divided tensor's norms are its whole tensor's, the parts' sums
+// over the group: those come back to the host.
 void Lamb::step_with_trust_ratios(double lr, double divisor) {
+  auto* sums = static_cast<double*>(tensor_sums_.data());
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
     if (!slot.spec.trainable) continue;
     void* w = params_->value(s).data();
     void* u = params_->grad(s).data();
-    VectorOps::SquareSums sums = vec_->lamb_direction_with_norms(
-        w, u, static_cast<char*>(state_[0].data()) + slot.offset,
-        static_cast<char*>(state_[1].data()) + slot.offset, slot.count, divisor, o_.beta1, o_.beta2,
-        o_.eps, o_.weight_decay, steps_);
-    if (slot.spec.shard) {  // the whole tensor's norms: the parts' sums over the group
-      double both[2] = {sums.w, sums.u};
-      slot.spec.shard->sum_over_group(both, 2);
-      sums = {both[0], both[1]};
+    void* m = static_cast<char*>(state_[0].data()) + slot.offset;
+    void* v = static_cast<char*>(state_[1].data()) + slot.offset;
+    if (!slot.spec.shard) {
+      vec_->lamb_direction_with_norms_into(w, u, m, v, slot.count, divisor, o_.beta1, o_.beta2,
+                                           o_.eps, o_.weight_decay, steps_, sums + 2 * s);
+      vec_->lamb_trust_update(w, u, slot.count, lr, sums + 2 * s);
+      continue;
     }
-    const double w_norm = std::sqrt(sums.w), u_norm = std::sqrt(sums.u);
-    const double ratio = w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
-    vec_->axpy(-lr * ratio, u, w, slot.count);
+    const VectorOps::SquareSums part = vec_->lamb_direction_with_norms(
+        w, u, m, v, slot.count, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
+    double both[2] = {part.w, part.u};
+    slot.spec.shard->sum_over_group(both, 2);
+    vec_->axpy(-lr * lamb_trust_ratio(both[0], both[1]), u, w, slot.count);
   }
+}
+
+void Lamb::on_attach() {
+  if (o_.weight_decay > 0)
+    tensor_sums_ = Buffer(2 * params_->slots().size() * sizeof(double), 256, params_->memory());
 }
 
 void Lamb::step(double lr) {

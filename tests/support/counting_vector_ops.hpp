@@ -123,6 +123,16 @@ class CountingVectorOps final : public VectorOps {
   void fill_from(void* x, const double* value, double factor) override {
     inner_->fill_from(x, value, factor);
   }
+  void lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v, size_t count,
+                                      double grad_divisor, double beta1, double beta2, double eps,
+                                      double weight_decay, int64_t step, double* sums) override {
+    inner_->lamb_direction_with_norms_into(w, g, m, v, count, grad_divisor, beta1, beta2, eps,
+                                           weight_decay, step, sums);
+  }
+  void lamb_trust_update(void* w, const void* u, size_t count, double lr,
+                         const double* sums) override {
+    inner_->lamb_trust_update(w, u, count, lr, sums);
+  }
   void flag_nonfinite(const double* values, size_t n, void* flag) override {
     inner_->flag_nonfinite(values, n, flag);
   }

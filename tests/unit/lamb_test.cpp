@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "crest/core/error.hpp"
+#include "support/counting_backend.hpp"
 #include "support/param_slots.hpp"
 
 namespace crest {
@@ -211,6 +212,36 @@ TEST(Lamb, ZeroNormsGiveRatioOne) {
   EXPECT_NEAR(w0[1], 0.1 * 0.4 / (0.4 + 1e-6), 1e-15);
   EXPECT_EQ(ps.value(1).as<double>()[0], 0.0);
   EXPECT_EQ(ps.value(1).as<double>()[1], 0.0);
+}
+
+// On a device the trust ratios are computed where the update runs, from norms that stay in the
+// device's memory: a step (its global norm offered, as TrainStep offers it) hands no value back
+// to the host, and its weights are the host's to the bit. The pretend device counts every
+// VectorOps call that returns a value (test::CountingVectorOps).
+TEST(Lamb, OnADeviceTheTrustRatiosWaitForNoTensor) {
+  test::CountingBackend device(/*pretend_device=*/true);
+  Fixture host;
+  ParamStore on_device(
+      {flat_slot("a", 5), flat_slot("running", 4, false), flat_slot("b", 3), flat_slot("c", 7)},
+      DType::f64, device);
+  host.fill(3, 0.5);
+  std::memcpy(on_device.values(), host.params.values(), host.params.bytes());
+  Lamb on_host_lamb(LambOptions{.weight_decay = 0.01}),
+      on_device_lamb(LambOptions{.weight_decay = 0.01});
+  on_host_lamb.attach(host.params, host.params.ops());
+  on_device_lamb.attach(on_device, on_device.ops());
+  for (uint64_t step = 0; step < 3; ++step) {
+    host.set_grads(10 + step, 0.5);
+    std::memcpy(on_device.grads(), host.params.grads(), host.params.trainable_bytes());
+    on_host_lamb.offer_gradient_sum_squares(host.params.grad_sum_squares());
+    on_device_lamb.offer_gradient_sum_squares(on_device.grad_sum_squares());
+    device.value_reads = 0;
+    on_device_lamb.step(0.01);
+    on_host_lamb.step(0.01);
+    EXPECT_EQ(device.value_reads, 0) << "step " << step;
+    EXPECT_EQ(std::memcmp(on_device.values(), host.params.values(), host.params.bytes()), 0)
+        << "step " << step;
+  }
 }
 
 TEST(Lamb, RefusesImpossibleSettings) {

@@ -308,6 +308,18 @@ class VectorOps {
                                                double beta2, double eps, double weight_decay,
                                                int64_t step);
 
+  // LAMB's trust-ratio step with its norms left in the backend's memory, so a device waits for
+  // nothing: lamb_direction_with_norms writing sums[0] = the sum of w^2 and sums[1] = that of the
+  // new u; then w = w - lr r u with r = ||w|| / ||u||, or 1 where either is 0, the ratio computed
+  // from those sums where the update runs (bit for bit the host's: r and lr r in double). The
+  // defaults call lamb_direction_with_norms and axpy: right where the memory is host memory.
+  virtual void lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v,
+                                              size_t count, double grad_divisor, double beta1,
+                                              double beta2, double eps, double weight_decay,
+                                              int64_t step, double* sums);
+  virtual void lamb_trust_update(void* w, const void* u, size_t count, double lr,
+                                 const double* sums);
+
   // 16-bit floats for communication (gradient compression), written once above these two.
   // narrow: v = float(x[i]) * float(scale) (a float product), dst[i] = the 16-bit code of v in
   // `to` (DType::bf16 or DType::f16), rounded to nearest even exactly as crest/core/bf16.hpp and
@@ -317,6 +329,10 @@ class VectorOps {
   // dst[i] = the value of the 16-bit code src[i] of type `from` (bf16 or f16), exactly.
   virtual void widen(const void* src, DType from, void* dst, size_t count) = 0;
 };
+
+// LAMB's trust ratio from the sums of squares of w and u: ||w|| / ||u||, or 1 where either norm
+// is 0 (the cuda backend's kernels compute the same in double).
+double lamb_trust_ratio(double w_sum_squares, double u_sum_squares);
 
 // softmax_cross_entropy's error for a label outside [0, classes) at `position` (n-major over
 // n * spatial positions), the same words on every backend and wherever it is found.

@@ -35,6 +35,7 @@ class Lamb : public Optimizer {
 
  protected:
   std::vector<std::string> state_names() const override { return {"m", "v"}; }
+  void on_attach() override;
 
  private:
   double global_gradient_norm() const;
@@ -43,6 +44,7 @@ class Lamb : public Optimizer {
 
   LambOptions o_;
   double last_norm_ = 0;
+  Buffer tensor_sums_;  // per slot: ||w||^2 and ||u||^2 of its last step, in the params' memory
 };
 
 }  // namespace crest

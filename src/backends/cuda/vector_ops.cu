@@ -144,6 +144,13 @@ struct StoreValue {
   V* result;
   __device__ void operator()(V total) const { *result = total; }
 };
+struct StoreSumPair {
+  double* out;
+  __device__ void operator()(SumPair total) const {
+    out[0] = total.first;
+    out[1] = total.second;
+  }
+};
 struct StoreNothing {
   template <typename V>
   __device__ void operator()(V) const {}
@@ -213,6 +220,25 @@ struct FillFrom {
   const double* value;
   double factor;
   __device__ void operator()(size_t) const { x[0] = static_cast<T>(factor * value[0]); }
+};
+
+// lamb_trust_ratio's rule (kernels.hpp) in double, as the host computes it.
+__device__ double lamb_trust_ratio_of(const double* sums) {
+  const double w_norm = sqrt(sums[0]), u_norm = sqrt(sums[1]);
+  return w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
+}
+
+// w = w - lr r u with r from the tensor's sums, in Axpy's arithmetic (the host's axpy(-lr r)).
+template <typename T>
+struct LambTrustStep {
+  T* w;
+  const T* u;
+  double lr;
+  const double* sums;
+  __device__ void operator()(size_t i) const {
+    const double alpha = -lr * lamb_trust_ratio_of(sums);
+    w[i] = static_cast<T>(alpha * u[i] + w[i]);
+  }
 };
 
 // flag[0] = 1 where any of values[0, n) is not finite (one thread: n is a handful).
@@ -896,6 +922,21 @@ class Ops final : public DeviceOps {
     return {sums.first, sums.second};
   }
 
+  void lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v, size_t count,
+                                      double grad_divisor, double beta1, double beta2, double eps,
+                                      double weight_decay, int64_t step, double* sums) override {
+    const auto k = lamb_constants<T>(grad_divisor, beta1, beta2, eps, weight_decay, step);
+    if (count == 0) return for_each(2, Fill<double>{sums, 0.0});
+    const LambDirectionSquares<T> term{k, static_cast<const T*>(w), static_cast<T*>(g),
+                                       static_cast<T*>(m), static_cast<T*>(v)};
+    reduce_into<SumPair>(count, term, StoreSumPair{sums});
+  }
+
+  void lamb_trust_update(void* w, const void* u, size_t count, double lr,
+                         const double* sums) override {
+    for_each(count, LambTrustStep<T>{static_cast<T*>(w), static_cast<const T*>(u), lr, sums});
+  }
+
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
     require_float16(to, "narrow");
     if (count == 0) return 0.0;
@@ -999,6 +1040,9 @@ class HalfOps final : public DeviceOps {
     refuse("sum_squares_into", dtype());
   }
   void fill_from(void*, const double*, double) override { refuse("fill_from", dtype()); }
+  void lamb_trust_update(void*, const void*, size_t, double, const double*) override {
+    refuse("lamb", dtype());
+  }
   void flag_nonfinite(const double*, size_t, void*) override { refuse("flag_nonfinite", dtype()); }
   void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
     refuse("sgd", dtype());
