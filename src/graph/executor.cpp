@@ -317,10 +317,10 @@ void Executor::run_forward(bool training) {
 double Executor::loss() {
   if (prog_->loss_op < 0 || loss_read_) return loss_;
   require_arena();
-  // One copy on a device; read in place in host memory.
-  const HostStaging read(backend_.memory(), static_cast<const void*>(step_values_.data()),
-                         step_values_.bytes());
-  const auto* values = read.as<const double>();
+  // One copy on a device, into a vector kept for the next steps; read in place in host memory.
+  const TensorView written(step_values_.data(), {Shape{static_cast<int64_t>(step_value_count_)},
+                                                 DType::f64, backend_.device(), Layout::plain});
+  const auto* values = host_readable(backend_.memory(), written, step_values_read_).as<double>();
   loss_read_ = true;  // a loss_from that throws is not asked again for the same values
   data_loss_ = prog_->ops[static_cast<size_t>(prog_->loss_op)]->layer->loss_from(values);
   double penalty = 0;

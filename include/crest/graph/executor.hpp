@@ -259,6 +259,7 @@ class Executor {
   // What the loss layer and the L2 terms write each forward (backend memory): doubles.
   Buffer step_values_;
   size_t step_value_count_ = 0;
+  std::vector<std::byte> step_values_read_;  // their host copy on a device (reused every step)
   bool loss_read_ = true;
   double loss_ = 0;
   double data_loss_ = 0;
