@@ -10,7 +10,6 @@
 
 #include "compile/program.hpp"
 #include "crest/core/error.hpp"
-#include "crest/core/host_staging.hpp"
 #include "crest/core/units.hpp"
 #include "crest/graph/param_shard.hpp"
 
@@ -317,10 +316,14 @@ void Executor::run_forward(bool training) {
 double Executor::loss() {
   if (prog_->loss_op < 0 || loss_read_) return loss_;
   require_arena();
-  // One copy on a device, into a vector kept for the next steps; read in place in host memory.
-  const TensorView written(step_values_.data(), {Shape{static_cast<int64_t>(step_value_count_)},
-                                                 DType::f64, backend_.device(), Layout::plain});
-  const auto* values = host_readable(backend_.memory(), written, step_values_read_).as<double>();
+  // Read in place in host memory; on a device one copy into a vector kept for the next steps
+  // (sized once: a training step allocates nothing, not even a TensorView's shape).
+  const auto* values = static_cast<const double*>(step_values_.data());
+  if (!backend_.memory().is_host()) {
+    step_values_read_.resize(step_values_.bytes());
+    backend_.memory().copy_to_host(step_values_read_.data(), values, step_values_.bytes());
+    values = reinterpret_cast<const double*>(step_values_read_.data());
+  }
   loss_read_ = true;  // a loss_from that throws is not asked again for the same values
   data_loss_ = prog_->ops[static_cast<size_t>(prog_->loss_op)]->layer->loss_from(values);
   double penalty = 0;
