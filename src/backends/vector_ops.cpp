@@ -1,4 +1,5 @@
 // The VectorOps base: the compositions a backend may replace with a fused loop.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -80,6 +81,12 @@ void VectorOps::fill_from(void* x, const double* value, double factor) {
 void VectorOps::flag_nonfinite(const double* values, size_t n, void* flag) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(values[i])) return fill(flag, 1, 1.0);
+}
+
+void VectorOps::widen_into(const void* x, size_t n, double* out) {
+  if (dtype() == DType::f64) return void(std::copy_n(static_cast<const double*>(x), n, out));
+  CREST_CHECK(dtype() == DType::f32, "widen_into reads float32 or float64");
+  std::copy_n(static_cast<const float*>(x), n, out);
 }
 
 }  // namespace crest

@@ -31,6 +31,7 @@ TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, Los
       accumulation_(optimizer.accumulation()) {
   if (Buffer* lagged = optimizer_.lagged_gradient())
     lag_ = std::make_unique<LaggedGradients>(ex_.params(), *lagged, sync_);
+  update_facts_ = ex_.reserve_step_values(kUpdateFacts);
   ex_.set_gradient_ready([this](int slot) { on_gradient_ready(slot); });
 }
 
@@ -81,15 +82,17 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
   ex_.backward();
-  // Read once backward is queued: on a device nothing between the passes waits for the loss.
-  r.loss = ex_.loss();
-  // Where the sideband went out, it carries this loss's finiteness (flag_nonfinite_loss).
-  if (!sideband_written) window_nonfinite_loss_ |= !failed_here && !std::isfinite(r.loss);
   const bool lagged_window = lagged(micro_batches_);
   // The lag's first window has nothing to apply.
   const bool first_lagged = micro_batches_ / accumulation_ == lag_start_window_;
   ++micro_batches_;
   r.backward_done = Timeline::now();
+  if (!sideband_written) {
+    // Read once backward is queued: on a device nothing between the passes waits for the loss.
+    // (An update's step reads it later, with the update's facts: read_update_facts.)
+    r.loss = ex_.loss();
+    window_nonfinite_loss_ |= !failed_here && !std::isfinite(r.loss);
+  }
   if (!r.updated) {
     r.gradients_done = r.update_done = r.backward_done;
     return r;
@@ -107,7 +110,6 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
   }
   if (sync_) sync_->finish();
   r.gradients_done = Timeline::now();
-  read_sideband(r);
   unscale_where_nothing_else_does();
   decide_update(r, lr);
   r.update_done = Timeline::now();
@@ -120,11 +122,11 @@ void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
   lag_->swap(have_previous);
   r.gradients_done = Timeline::now();
   if (!have_previous) {  // the first window: nothing to apply yet
+    r.loss = ex_.loss();
     r.updated = false;
     r.update_done = r.gradients_done;
     return;
   }
-  read_sideband(r);
   decide_update(r, lr);
   r.update_done = Timeline::now();
 }
@@ -224,9 +226,8 @@ void TrainStep::unscale_where_nothing_else_does() {
 // anywhere poisons. It is the pass every update makes for train.on_nonfinite; with a loss scaler
 // it is the overflow check as well, made once per optimizer step on the window's summed gradient.
 void TrainStep::decide_update(StepResult& r, double lr) {
+  const double norm_sq = read_update_facts(r);
   if (r.rank_failed) return;  // the run ends: nothing to decide
-  const ParamStore& params = ex_.params();
-  const double norm_sq = params.grad_sum_squares();
   const bool gradients_finite = std::isfinite(norm_sq);
   // Any non-finite value the scaler does not skip, and any without a scaler, is
   // train.on_nonfinite's (LossScaler::skips_overflow).
@@ -248,10 +249,6 @@ template <typename T>
 void write_flags(void* at, const bool (&flags)[3]) {
   for (int i = 0; i < 3; ++i) static_cast<T*>(at)[i] = flags[i] ? T(1) : T(0);
 }
-template <typename T>
-bool flag_at(const void* at, int i) {
-  return static_cast<const T*>(at)[i] > 0;
-}
 
 }  // namespace
 
@@ -271,15 +268,23 @@ void TrainStep::write_sideband(bool flag_this_loss) {
   window_stop_ = window_nonfinite_loss_ = window_failed_ = false;
 }
 
-void TrainStep::read_sideband(StepResult& r) {
+// The update's facts, queued on the gradients the update applies (averaged, unscaled) beside the
+// loss's values and read with them in one copy: on a device the step's one wait after backward.
+// The sideband's flags as doubles, then the gradients' sum of squares, which a divided parameter's
+// parts make a collective over its group: that one is summed on the host, where no rank failed
+// (every rank knows it from the flags, so all of a group skip it together).
+double TrainStep::read_update_facts(StepResult& r) {
   const ParamStore& params = ex_.params();
-  const HostStaging host(params.memory(), static_cast<const void*>(params.sideband()),
-                         3 * dtype_size(params.dtype()));
-  const auto flag = params.dtype() == DType::f64 ? &flag_at<double> : &flag_at<float>;
+  double* facts = ex_.step_values_at(update_facts_);
+  params.ops().widen_into(params.sideband(), 3, facts);
+  if (!params.divided()) params.grad_sum_squares_into(facts + 3);
+  r.loss = ex_.loss();
   r.decided = true;
-  r.stop_requested = flag(host.data(), 0);
-  r.nonfinite_loss = flag(host.data(), 1);
-  r.rank_failed = flag(host.data(), 2);
+  r.stop_requested = ex_.step_value(update_facts_) > 0;
+  r.nonfinite_loss = ex_.step_value(update_facts_ + 1) > 0;
+  r.rank_failed = ex_.step_value(update_facts_ + 2) > 0;
+  if (!params.divided()) return ex_.step_value(update_facts_ + 3);
+  return r.rank_failed ? 0.0 : params.grad_sum_squares();
 }
 
 TrainStep::NonFiniteGradients TrainStep::find_nonfinite_gradients() const {

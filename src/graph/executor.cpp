@@ -157,7 +157,7 @@ void Executor::bind_run_contexts() {
     c.training = opts_.training;
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops, op.layer->implementation()});
   }
-  if (prog_->loss_op >= 0)
+  if (prog_->loss_op >= 0 && step_values_.data() != nullptr)
     prog_->op(prog_->loss_op).ctx.loss_out = static_cast<double*>(step_values_.data());
   // A folded convolution's kernel reads the folded weight and bias instead of its own. The
   // parameter buffers never move, so the pointers the refresh reads are fixed here too.
@@ -173,14 +173,38 @@ void Executor::bind_run_contexts() {
   }
 }
 
-// The loss layer's kLossValues doubles, then one sum of squares per parameter with an L2 term,
-// zeroed once: a loss that writes nothing there (a pipeline stage's upstream gradient) reads 0.
+// The loss layer's kLossValues doubles, one sum of squares per parameter with an L2 term, then
+// the reserved ones (reserve_step_values), zeroed once: a loss that writes nothing there (a
+// pipeline stage's upstream gradient) reads 0.
 void Executor::allocate_step_values() {
-  size_t values = kLossValues;
+  size_t values = kLossValues + reserved_step_values_;
   for (const auto& slot : prog_->params.slots()) values += slot.spec.l2 > 0 ? 1 : 0;
   step_values_ = named_buffer("the step's loss values", values * sizeof(double), backend_.memory());
   backend_.memory().memset(step_values_.data(), 0, step_values_.bytes());
   step_value_count_ = values;
+  if (prog_->loss_op >= 0)
+    prog_->op(prog_->loss_op).ctx.loss_out = static_cast<double*>(step_values_.data());
+  loss_read_ = true;  // nothing to read until the next forward
+}
+
+size_t Executor::reserve_step_values(size_t n) {
+  require_arena();
+  CREST_CHECK(prog_->loss_op >= 0, "values read with the loss need a graph with a loss");
+  const size_t first = step_value_count_;
+  reserved_step_values_ += n;
+  allocate_step_values();
+  return first;
+}
+
+double* Executor::step_values_at(size_t index) const {
+  CREST_CHECK(index < step_value_count_, "a step value beyond those reserved");
+  return static_cast<double*>(step_values_.data()) + index;
+}
+
+double Executor::step_value(size_t index) const {
+  CREST_CHECK(index < step_value_count_ && loss_read_ && values_read_ != nullptr,
+              "a step value is read by loss(), after the forward pass");
+  return values_read_[index];
 }
 
 void Executor::refresh_folds() {
@@ -320,10 +344,11 @@ double Executor::loss() {
   // (sized once: a training step allocates nothing, not even a TensorView's shape).
   const auto* values = static_cast<const double*>(step_values_.data());
   if (!backend_.memory().is_host()) {
-    step_values_read_.resize(step_values_.bytes());
+    step_values_read_.resize(step_value_count_);
     backend_.memory().copy_to_host(step_values_read_.data(), values, step_values_.bytes());
-    values = reinterpret_cast<const double*>(step_values_read_.data());
+    values = step_values_read_.data();
   }
+  values_read_ = values;
   loss_read_ = true;  // a loss_from that throws is not asked again for the same values
   data_loss_ = prog_->ops[static_cast<size_t>(prog_->loss_op)]->layer->loss_from(values);
   double penalty = 0;
@@ -342,8 +367,9 @@ void Executor::flag_nonfinite_loss(void* flag) {
   if (prog_->loss_op < 0) return;
   const auto* values = static_cast<const double*>(step_values_.data());
   vec_->flag_nonfinite(values, 1, flag);  // the loss, not what its pass found
-  if (step_value_count_ > kLossValues)
-    vec_->flag_nonfinite(values + kLossValues, step_value_count_ - kLossValues, flag);
+  // The L2 terms: not the reserved values after them (the last step's, for another reader).
+  const size_t l2_terms = step_value_count_ - reserved_step_values_ - kLossValues;
+  if (l2_terms > 0) vec_->flag_nonfinite(values + kLossValues, l2_terms, flag);
 }
 
 void Executor::backward() {

@@ -141,6 +141,11 @@ double ParamStore::grad_sum_squares() const {
   return replicated + sum_over_groups(parts);
 }
 
+void ParamStore::grad_sum_squares_into(double* out) const {
+  CREST_CHECK(!divided(), "a divided store's gradient norm sums over groups: grad_sum_squares");
+  ops().sum_squares_into(grads(), trainable_bytes_ / dtype_size(dtype_), out);
+}
+
 double ParamStore::sum_over_groups(std::vector<double>& parts) const {
   double sum = 0;
   size_t i = 0;

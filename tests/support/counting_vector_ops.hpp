@@ -136,6 +136,7 @@ class CountingVectorOps final : public VectorOps {
   void flag_nonfinite(const double* values, size_t n, void* flag) override {
     inner_->flag_nonfinite(values, n, flag);
   }
+  void widen_into(const void* x, size_t n, double* out) override { inner_->widen_into(x, n, out); }
 
  private:
   static int64_t first_bad_label(const int32_t* labels, int64_t positions, int64_t classes) {

@@ -15,6 +15,7 @@
 #include "crest/core/error.hpp"
 #include "crest/engine/train_step.hpp"
 #include "crest/graph/executor.hpp"
+#include "crest/optim/loss_scaler.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/counting_backend.hpp"
 #include "support/small_models.hpp"
@@ -132,6 +133,55 @@ TEST(StepValues, ANonFiniteLossIsFlaggedOnTheDeviceBeforeTheHostReadsIt) {
   EXPECT_FALSE(infinite.finite);
   EXPECT_TRUE(same_bytes(before.data(), ex.params().values(), before.size()))
       << "a step with an infinite loss updated the weights";
+}
+
+// An update's step reads the loss, the sideband's flags and the gradients' sum of squares in one
+// copy (TrainStep::read_update_facts): on a device a step waits once after backward. So too with
+// dynamic loss scaling (the gradients unscaled before their norm), with accumulation (a
+// micro-batch that only accumulates reads its loss alone) and with the gradient lag (the facts of
+// the gradients it applies, the step before's). Every result and weight is the host's, bit for bit.
+TEST(StepValues, ATrainingStepReadsTheDeviceOnceAfterBackward) {
+  struct Case {
+    const char* name;
+    int accumulation;
+    bool lag;
+    bool scaler;
+  };
+  for (const Case c :
+       {Case{"synchronous", 1, false, false}, Case{"loss scaling", 1, false, true},
+        Case{"accumulation", 2, false, false}, Case{"gradient lag", 1, true, false}}) {
+    SCOPED_TRACE(c.name);
+    const test::SmallModel m = test::branchy_model();
+    test::CountingBackend device(/*pretend_device=*/true);
+    auto host = make_backend("reference");
+    Executor on_device(m.graph, device, batch_of_two());
+    Executor on_host(m.graph, *host, batch_of_two());
+    SgdKeras device_sgd(0.9), host_sgd(0.9);
+    device_sgd.attach(on_device.params(), on_device.vec(), c.accumulation, c.lag);
+    host_sgd.attach(on_host.params(), on_host.vec(), c.accumulation, c.lag);
+    LossScaler device_scaler(LossScalerOptions{}), host_scaler(LossScalerOptions{});
+    TrainStep on_device_step(on_device, device_sgd, nullptr, c.scaler ? &device_scaler : nullptr);
+    TrainStep on_host_step(on_host, host_sgd, nullptr, c.scaler ? &host_scaler : nullptr);
+    fill_batch(on_device);
+    fill_batch(on_host);
+    int updates = 0;
+    for (int i = 0; i < 4; ++i) {
+      const int copies = device.memory().copies_to_host;
+      device.value_reads = 0;
+      const StepResult d = on_device_step.run(0.01);
+      EXPECT_EQ(device.memory().copies_to_host - copies, 1) << "step " << i;
+      EXPECT_EQ(device.value_reads, 0) << "step " << i << " waited for a value";
+      const StepResult h = on_host_step.run(0.01);
+      EXPECT_EQ(d.loss, h.loss) << "step " << i;
+      EXPECT_EQ(d.updated, h.updated) << "step " << i;
+      EXPECT_EQ(d.decided, h.decided) << "step " << i;
+      EXPECT_TRUE(d.finite && !d.stop_requested && !d.rank_failed && !d.overflow);
+      updates += d.updated ? 1 : 0;
+    }
+    EXPECT_EQ(updates, c.lag ? 3 : 4 / c.accumulation);
+    const ParamStore& a = on_device.params();
+    EXPECT_TRUE(same_bytes(a.values(), on_host.params().values(), a.bytes()));
+  }
 }
 
 }  // namespace

@@ -272,6 +272,9 @@ class VectorOps {
   // flag[0] = 1 where any of values[0, n) is not finite; otherwise flag[0] is left as it is. A
   // non-finite loss raises the step's sideband flag without the host reading the loss.
   virtual void flag_nonfinite(const double* values, size_t n, void* flag);
+  // out[i] = x[i] as a double for i < n (this dtype: float32 or float64): the gradients' sideband
+  // flags, read with the loss in the step's one copy (TrainStep).
+  virtual void widen_into(const void* x, size_t n, double* out);
 
   // Keras-form SGD with momentum: v = m v - lr g; w = w + v. With nesterov, Keras's Nesterov
   // form: the same v, then w = w + m v - lr g (the weights stay one momentum step ahead).

@@ -11,6 +11,10 @@
 // backward and runs once per update. Windows of k count from the first micro-batch of the run,
 // across epochs, as the reference's step counter does.
 //
+// On a device a step waits once after backward: an update reads the loss, the sideband's
+// flags and the gradients' sum of squares in one copy (read_update_facts); a micro-batch that only
+// accumulates reads its loss.
+//
 // Dynamic loss scaling (a LossScaler, crest/optim/loss_scaler.hpp): every micro-batch's backward
 // carries S·dL (Executor::set_loss_scale), so the window's sum does too; the division by S joins
 // a multiply that runs anyway (the allreduce's 1/ranks, see GradientSync::set_loss_scale, or on
@@ -183,7 +187,11 @@ class TrainStep {
   // The window's flags into the gradients' sideband; flag_this_loss: the device raises the
   // non-finite-loss flag from this micro-batch's loss, which the host has not read yet.
   void write_sideband(bool flag_this_loss);
-  void read_sideband(StepResult& r);
+  // An update's one read after backward: the loss, the sideband's flags (into r) and the
+  // gradients' sum of squares (returned), from the executor's step values at update_facts_.
+  double read_update_facts(StepResult& r);
+  static constexpr size_t kUpdateFacts = 4;  // three flags, the sum of squares
+  size_t update_facts_ = 0;
 };
 
 }  // namespace crest

@@ -181,6 +181,14 @@ class Executor {
   // sideband) to 1 where the last forward's loss or an L2 term is not finite, without reading
   // them back; else leaves it.
   void flag_nonfinite_loss(void* flag);
+  // Room for `n` more doubles beside the loss's in the backend's memory, read in the same one copy
+  // by loss(): a training step queues its update's other facts there after backward (the
+  // sideband's flags, the gradients' sum of squares), so it waits once. Returns the first one's
+  // index for step_values_at (where to write them) and step_value (what loss() read; write before
+  // loss() is called after a forward). Needs a graph with a loss; call between steps.
+  size_t reserve_step_values(size_t n);
+  double* step_values_at(size_t index) const;
+  double step_value(size_t index) const;
   // Backward pass: fills every parameter gradient (overwritten, not accumulated).
   void backward();
   double last_data_loss() const { return data_loss_; }  // loss()'s, without L2 penalties
@@ -259,7 +267,9 @@ class Executor {
   // What the loss layer and the L2 terms write each forward (backend memory): doubles.
   Buffer step_values_;
   size_t step_value_count_ = 0;
-  std::vector<std::byte> step_values_read_;  // their host copy on a device (reused every step)
+  size_t reserved_step_values_ = 0;       // reserve_step_values's, at the end
+  std::vector<double> step_values_read_;  // their host copy on a device (reused every step)
+  const double* values_read_ = nullptr;   // what loss() read: in place on host memory
   bool loss_read_ = true;
   double loss_ = 0;
   double data_loss_ = 0;

@@ -60,6 +60,8 @@ class ParamStore {
   // averaging and broadcasts over all ranks cover these; each part goes to its replicas).
   bool divided() const;
   double grad_sum_squares() const;
+  // The same into out[0] (the backend's memory), read later: only where divided() is false.
+  void grad_sum_squares_into(double* out) const;
   struct ByteRange {
     size_t begin = 0, end = 0;
   };

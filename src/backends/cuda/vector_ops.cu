@@ -253,6 +253,14 @@ struct FlagNonfinite {
   }
 };
 
+// out[i] = x[i] as a double (widen_into: the step's sideband flags, read with the loss).
+template <typename T>
+struct Widen {
+  const T* x;
+  double* out;
+  __device__ void operator()(size_t i) const { out[i] = static_cast<double>(x[i]); }
+};
+
 template <typename T>
 struct Add {
   const T* a;
@@ -875,6 +883,10 @@ class Ops final : public DeviceOps {
     if (n > 0) for_each(1, FlagNonfinite<T>{values, n, static_cast<T*>(flag)});
   }
 
+  void widen_into(const void* x, size_t n, double* out) override {
+    for_each(n, Widen<T>{static_cast<const T*>(x), out});
+  }
+
   void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
                  bool nesterov) override {
     for_each(count, SgdKeras<T>{static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(v),
@@ -1044,6 +1056,7 @@ class HalfOps final : public DeviceOps {
     refuse("lamb", dtype());
   }
   void flag_nonfinite(const double*, size_t, void*) override { refuse("flag_nonfinite", dtype()); }
+  void widen_into(const void*, size_t, double*) override { refuse("widen_into", dtype()); }
   void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
     refuse("sgd", dtype());
   }
