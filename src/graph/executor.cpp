@@ -176,9 +176,19 @@ void Executor::bind_run_contexts() {
 // The loss layer's kLossValues doubles, one sum of squares per parameter with an L2 term, then
 // the reserved ones (reserve_step_values), zeroed once: a loss that writes nothing there (a
 // pipeline stage's upstream gradient) reads 0.
+namespace {
+
+// The loss layer's values and the L2 terms' sums of squares: the step values before the reserved.
+size_t loss_value_count(const ParamStore& params) {
+  size_t values = kLossValues;
+  for (const auto& slot : params.slots()) values += slot.spec.l2 > 0 ? 1 : 0;
+  return values;
+}
+
+}  // namespace
+
 void Executor::allocate_step_values() {
-  size_t values = kLossValues + reserved_step_values_;
-  for (const auto& slot : prog_->params.slots()) values += slot.spec.l2 > 0 ? 1 : 0;
+  const size_t values = loss_value_count(prog_->params) + reserved_step_values_;
   step_values_ = named_buffer("the step's loss values", values * sizeof(double), backend_.memory());
   backend_.memory().memset(step_values_.data(), 0, step_values_.bytes());
   step_value_count_ = values;
@@ -188,11 +198,9 @@ void Executor::allocate_step_values() {
 }
 
 size_t Executor::reserve_step_values(size_t n) {
-  require_arena();
-  CREST_CHECK(prog_->loss_op >= 0, "values read with the loss need a graph with a loss");
-  const size_t first = step_value_count_;
+  const size_t first = loss_value_count(prog_->params) + reserved_step_values_;
   reserved_step_values_ += n;
-  allocate_step_values();
+  if (arena_.data() != nullptr) allocate_step_values();  // a plan-only program holds none
   return first;
 }
 
@@ -368,7 +376,7 @@ void Executor::flag_nonfinite_loss(void* flag) {
   const auto* values = static_cast<const double*>(step_values_.data());
   vec_->flag_nonfinite(values, 1, flag);  // the loss, not what its pass found
   // The L2 terms: not the reserved values after them (the last step's, for another reader).
-  const size_t l2_terms = step_value_count_ - reserved_step_values_ - kLossValues;
+  const size_t l2_terms = loss_value_count(prog_->params) - kLossValues;
   if (l2_terms > 0) vec_->flag_nonfinite(values + kLossValues, l2_terms, flag);
 }
 

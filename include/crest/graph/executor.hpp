@@ -185,7 +185,7 @@ class Executor {
   // by loss(): a training step queues its update's other facts there after backward (the
   // sideband's flags, the gradients' sum of squares), so it waits once. Returns the first one's
   // index for step_values_at (where to write them) and step_value (what loss() read; write before
-  // loss() is called after a forward). Needs a graph with a loss; call between steps.
+  // loss() is called after a forward). Call between steps; a plan-only program only counts them.
   size_t reserve_step_values(size_t n);
   double* step_values_at(size_t index) const;
   double step_value(size_t index) const;
