@@ -241,28 +241,18 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   optimizer_.step(lr);
 }
 
-namespace {
-
-// The sideband's flags in the gradients' dtype (float32, or float64 in the oracle mode), as the
-// gradient exchange sums them.
-template <typename T>
-void write_flags(void* at, const bool (&flags)[3]) {
-  for (int i = 0; i < 3; ++i) static_cast<T*>(at)[i] = flags[i] ? T(1) : T(0);
-}
-
-}  // namespace
-
 // Three flags: [0] a stop request, [1] a non-finite loss in the window, [2] a rank failed in the
 // window. Summed (and scaled by 1/ranks, and by 1/S under loss scaling, S <= 2^24 keeping a flag
 // far from float32's subnormals) with the gradients, so a value above zero means "some rank".
+// Written where they live, in the gradients' dtype (float32, or float64 in the oracle mode), as
+// the gradient exchange sums them: on a device by fills queued before backward, no host copy.
 void TrainStep::write_sideband(bool flag_this_loss) {
   const ParamStore& params = ex_.params();
-  const bool f64 = params.dtype() == DType::f64;
   const size_t element = dtype_size(params.dtype());
-  HostStaging host(params.memory(), params.sideband(), 3 * element, /*fetch=*/false);
   const bool flags[3] = {window_stop_, window_nonfinite_loss_, window_failed_};
-  f64 ? write_flags<double>(host.data(), flags) : write_flags<float>(host.data(), flags);
-  host.commit();
+  params.ops().fill(params.sideband(), 3, 0.0);
+  for (size_t i = 0; i < 3; ++i)
+    if (flags[i]) params.ops().fill(static_cast<char*>(params.sideband()) + i * element, 1, 1.0);
   // The loss of this micro-batch, not yet read back, raises [1] where it is not finite.
   if (flag_this_loss) ex_.flag_nonfinite_loss(static_cast<char*>(params.sideband()) + element);
   window_stop_ = window_nonfinite_loss_ = window_failed_ = false;

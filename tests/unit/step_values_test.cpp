@@ -139,7 +139,8 @@ TEST(StepValues, ANonFiniteLossIsFlaggedOnTheDeviceBeforeTheHostReadsIt) {
 // copy (TrainStep::read_update_facts): on a device a step waits once after backward. So too with
 // dynamic loss scaling (the gradients unscaled before their norm), with accumulation (a
 // micro-batch that only accumulates reads its loss alone) and with the gradient lag (the facts of
-// the gradients it applies, the step before's). Every result and weight is the host's, bit for bit.
+// the gradients it applies, the step before's). Nothing goes the other way either: the sideband's
+// flags are written on the device. Every result and weight is the host's, bit for bit.
 TEST(StepValues, ATrainingStepReadsTheDeviceOnceAfterBackward) {
   struct Case {
     const char* name;
@@ -167,9 +168,11 @@ TEST(StepValues, ATrainingStepReadsTheDeviceOnceAfterBackward) {
     int updates = 0;
     for (int i = 0; i < 4; ++i) {
       const int copies = device.memory().copies_to_host;
+      const int sent = device.memory().copies_to_device;
       device.value_reads = 0;
       const StepResult d = on_device_step.run(0.01);
       EXPECT_EQ(device.memory().copies_to_host - copies, 1) << "step " << i;
+      EXPECT_EQ(device.memory().copies_to_device, sent) << "step " << i << " sent host memory";
       EXPECT_EQ(device.value_reads, 0) << "step " << i << " waited for a value";
       const StepResult h = on_host_step.run(0.01);
       EXPECT_EQ(d.loss, h.loss) << "step " << i;
