@@ -8,6 +8,12 @@
 
 namespace crest {
 
+double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
+                   double eps) {
+  if (w_norm == 0 || g_norm == 0) return 1.0;
+  return trust_coefficient * w_norm / (g_norm + weight_decay * w_norm + eps);
+}
+
 double lamb_trust_ratio(double w_sum_squares, double u_sum_squares) {
   const double w_norm = std::sqrt(w_sum_squares), u_norm = std::sqrt(u_sum_squares);
   return w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
@@ -81,6 +87,43 @@ void VectorOps::fill_from(void* x, const double* value, double factor) {
 void VectorOps::flag_nonfinite(const double* values, size_t n, void* flag) {
   for (size_t i = 0; i < n; ++i)
     if (!std::isfinite(values[i])) return fill(flag, 1, 1.0);
+}
+
+namespace {
+
+double ratio_of(const VectorOps::TrustRatioAt& r) {
+  return trust_ratio(std::sqrt(*r.w_sq), std::sqrt(*r.g_sq), r.coefficient, r.weight_decay, r.eps);
+}
+
+}  // namespace
+
+void VectorOps::range_sum_squares_into(const void* a, const void* b, const ElementRange* ranges,
+                                       size_t n, double* sums) {
+  range_sum_squares(a, b, ranges, n, sums, sums + n);
+}
+
+void VectorOps::lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
+                                  double momentum, const TrustRatioAt& ratio) {
+  lars_update(w, g, buf, count, lr, momentum, ratio_of(ratio), ratio.weight_decay);
+}
+
+void VectorOps::sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr,
+                                       double momentum, const TrustRatioAt& ratio) {
+  if (ratio.weight_decay != 0) axpy(ratio.weight_decay, w, g, count);
+  sgd_keras(w, g, v, count, lr * ratio_of(ratio), momentum, false);
+}
+
+void VectorOps::larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
+                                   bool clip, double lr) {
+  if (*ratio.w_sq == 0 || *ratio.g_sq == 0) return;  // apex: no rescaling, no weight decay
+  const double a = larc_factor(ratio_of(ratio), clip, lr);
+  if (ratio.weight_decay != 0) axpy(ratio.weight_decay, w, g, count);
+  scale(a, g, g, count);
+}
+
+double larc_factor(double ratio, bool clip, double lr) {
+  // lr 0 clips to 1 (a / 0 is infinite): the step is 0 anyway.
+  return clip ? std::min(ratio / lr, 1.0) : ratio;
 }
 
 void VectorOps::widen_into(const void* x, size_t n, double* out) {

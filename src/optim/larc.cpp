@@ -1,6 +1,6 @@
 #include "crest/optim/larc.hpp"
 
-#include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "crest/core/error.hpp"
@@ -19,7 +19,6 @@ Larc::Larc(std::unique_ptr<Optimizer> base, LarcOptions options)
 void Larc::on_attach() {
   base_->attach(*params_, *vec_, 1);
   tensors_ = AdaptedTensors(*params_, o_.exclude);
-  factors_.assign(tensors_.adapted().size(), 1.0);
 }
 
 std::vector<std::pair<std::string, Buffer*>> Larc::state() {
@@ -37,28 +36,35 @@ std::string Larc::notes() const {
   return params_ ? name() + ": " + tensors_.describe(*params_) : std::string();
 }
 
-// g = a (g + wd w) for adapted()[i], with apex's two in-place passes.
-void Larc::rescale(size_t i, double lr) {
-  const double w_norm = tensors_.weight_norm(i), g_norm = tensors_.grad_norm(i);
-  factors_[i] = 1.0;
-  if (w_norm == 0 || g_norm == 0) return;  // apex: no rescaling, no weight decay
-  double a = trust_ratio(w_norm, g_norm, o_.trust_coefficient, o_.weight_decay, o_.eps);
-  // lr 0 clips to 1 (a / 0 is infinite): the step is 0 anyway.
-  if (o_.mode == LarcMode::clip) a = std::min(a / lr, 1.0);
-  factors_[i] = a;
-  const size_t slot = tensors_.adapted()[i];
-  const size_t count = params_->slots()[slot].count;
-  void* g = params_->grad(slot).data();
-  if (o_.weight_decay != 0) vec_->axpy(o_.weight_decay, params_->value(slot).data(), g, count);
-  vec_->scale(a, g, g, count);
-}
-
+// g = a (g + wd w) for every adapted tensor, with apex's two in-place passes; a (the trust ratio,
+// clipped to lr in clip mode) is computed where the rescaling runs, from the tensor's norms in
+// the parameters' memory: on a device no step waits for them.
 void Larc::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   ++steps_;
+  last_lr_ = lr;
   tensors_.measure(*vec_, params_->values(), params_->grads());
-  for (size_t i = 0; i < tensors_.adapted().size(); ++i) rescale(i, lr);
+  const bool clip = o_.mode == LarcMode::clip;
+  for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
+    const size_t slot = tensors_.adapted()[i];
+    vec_->larc_trust_rescale(
+        params_->grad(slot).data(), params_->value(slot).data(), params_->slots()[slot].count,
+        tensors_.ratio_at(i, o_.trust_coefficient, o_.weight_decay, o_.eps), clip, lr);
+  }
   base_->step(lr);
+}
+
+std::vector<double> Larc::last_factors() const {
+  const std::vector<double> squares = tensors_.squares();
+  const size_t n = tensors_.adapted().size();
+  std::vector<double> factors(n, 1.0);  // 1 where a norm was 0 (apex: no rescaling)
+  for (size_t i = 0; i < n; ++i) {
+    if (squares[i] == 0 || squares[n + i] == 0) continue;
+    factors[i] = larc_factor(trust_ratio(std::sqrt(squares[i]), std::sqrt(squares[n + i]),
+                                         o_.trust_coefficient, o_.weight_decay, o_.eps),
+                             o_.mode == LarcMode::clip, last_lr_);
+  }
+  return factors;
 }
 
 namespace {

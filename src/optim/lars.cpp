@@ -1,5 +1,6 @@
 #include "crest/optim/lars.hpp"
 
+#include <cmath>
 #include <utility>
 
 #include "crest/core/error.hpp"
@@ -13,28 +14,30 @@ Lars::Lars(LarsOptions options) : o_(std::move(options)) {
     throw_usage("lars: momentum must be in [0, 1), got " + std::to_string(o_.momentum));
 }
 
-void Lars::on_attach() {
-  tensors_ = AdaptedTensors(*params_, o_.exclude);
-  ratios_.assign(tensors_.adapted().size(), 1.0);
-}
+void Lars::on_attach() { tensors_ = AdaptedTensors(*params_, o_.exclude); }
 
 std::string Lars::notes() const {
   return params_ ? "lars: " + tensors_.describe(*params_) : std::string();
 }
 
 // One tensor. torch form: d = ratio (g + wd w); buf = m buf + d; w = w - lr buf. Keras form:
-// g += wd w (the gradient is consumed, as LAMB's is); v = m v - lr ratio g; w = w + v.
-void Lars::update(size_t slot, double lr, double ratio, double weight_decay) {
+// g += wd w (the gradient is consumed, as LAMB's is); v = m v - lr ratio g; w = w + v. An adapted
+// tensor's ratio is computed where the update runs, from its norms in the parameters' memory
+// (`ratio`): on a device no step waits for them. An excluded one (null) has ratio 1, no decay.
+void Lars::update(size_t slot, double lr, const VectorOps::TrustRatioAt* ratio) {
   const ParamSlot& s = params_->slots()[slot];
   void* buf = static_cast<char*>(state_[0].data()) + s.offset;
   void* w = params_->value(slot).data();
   void* g = params_->grad(slot).data();
-  if (o_.momentum_form == LarsMomentumForm::torch) {
-    vec_->lars_update(w, g, buf, s.count, lr, o_.momentum, ratio, weight_decay);
-    return;
+  const bool torch = o_.momentum_form == LarsMomentumForm::torch;
+  if (!ratio) {
+    torch ? vec_->lars_update(w, g, buf, s.count, lr, o_.momentum, 1.0, 0.0)
+          : vec_->sgd_keras(w, g, buf, s.count, lr, o_.momentum, false);
+  } else if (torch) {
+    vec_->lars_trust_update(w, g, buf, s.count, lr, o_.momentum, *ratio);
+  } else {
+    vec_->sgd_keras_trust_update(w, g, buf, s.count, lr, o_.momentum, *ratio);
   }
-  if (weight_decay != 0) vec_->axpy(weight_decay, w, g, s.count);
-  vec_->sgd_keras(w, g, buf, s.count, lr * ratio, o_.momentum, false);
 }
 
 void Lars::step(double lr) {
@@ -42,11 +45,21 @@ void Lars::step(double lr) {
   ++steps_;
   tensors_.measure(*vec_, params_->values(), params_->grads());
   for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
-    ratios_[i] = trust_ratio(tensors_.weight_norm(i), tensors_.grad_norm(i), o_.trust_coefficient,
-                             o_.weight_decay, o_.eps);
-    update(tensors_.adapted()[i], lr, ratios_[i], o_.weight_decay);
+    const VectorOps::TrustRatioAt ratio =
+        tensors_.ratio_at(i, o_.trust_coefficient, o_.weight_decay, o_.eps);
+    update(tensors_.adapted()[i], lr, &ratio);
   }
-  for (size_t slot : tensors_.excluded()) update(slot, lr, 1.0, 0.0);
+  for (size_t slot : tensors_.excluded()) update(slot, lr, nullptr);
+}
+
+std::vector<double> Lars::last_trust_ratios() const {
+  const std::vector<double> squares = tensors_.squares();
+  const size_t n = tensors_.adapted().size();
+  std::vector<double> ratios(n);
+  for (size_t i = 0; i < n; ++i)
+    ratios[i] = trust_ratio(std::sqrt(squares[i]), std::sqrt(squares[n + i]), o_.trust_coefficient,
+                            o_.weight_decay, o_.eps);
+  return ratios;
 }
 
 namespace {

@@ -2,9 +2,11 @@
 
 #include <fnmatch.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "crest/core/error.hpp"
+#include "crest/core/host_staging.hpp"
 #include "crest/graph/param_shard.hpp"
 
 namespace crest {
@@ -42,12 +44,6 @@ LarsExclusions weight_decay_exclusions_given(
   return {.patterns = *patterns, .every_pattern_matches = true, .key = key};
 }
 
-double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
-                   double eps) {
-  if (w_norm == 0 || g_norm == 0) return 1.0;
-  return trust_coefficient * w_norm / (g_norm + weight_decay * w_norm + eps);
-}
-
 void check_trust_settings(const std::string& who, double trust_coefficient, double eps,
                           double weight_decay) {
   if (!(trust_coefficient > 0))
@@ -58,7 +54,8 @@ void check_trust_settings(const std::string& who, double trust_coefficient, doub
     throw_usage(who + ": weight_decay must not be negative, got " + std::to_string(weight_decay));
 }
 
-AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& exclusions) {
+AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& exclusions)
+    : memory_(&params.memory()) {
   std::vector<bool> used(exclusions.patterns.size(), false);
   const size_t element = dtype_size(params.dtype());
   for (size_t s = 0; s < params.slots().size(); ++s) {
@@ -76,6 +73,7 @@ AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& e
       adapted_.push_back(s);
       ranges_.push_back({slot.offset / element, slot.count});
       shards_.push_back(slot.spec.shard.get());
+      divided_ = divided_ || slot.spec.shard != nullptr;
     }
   }
   if (exclusions.every_pattern_matches)
@@ -84,8 +82,8 @@ AdaptedTensors::AdaptedTensors(const ParamStore& params, const LarsExclusions& e
         throw_usage("optimizer." + exclusions.key + ": pattern '" + exclusions.patterns[p] +
                     "' matches no trainable parameter of this model (a typo? its parameters: " +
                     some_names(params) + ")");
-  w_sq_.assign(adapted_.size(), 0.0);
-  g_sq_.assign(adapted_.size(), 0.0);
+  sums_ = Buffer(std::max<size_t>(2 * adapted_.size(), 1) * sizeof(double), 256, params.memory());
+  params.memory().memset(sums_.data(), 0, sums_.bytes());
 }
 
 std::string AdaptedTensors::describe(const ParamStore& params) const {
@@ -98,19 +96,37 @@ std::string AdaptedTensors::describe(const ParamStore& params) const {
 }
 
 void AdaptedTensors::measure(VectorOps& vec, const void* w, const void* g) {
-  vec.range_sum_squares(w, g, ranges_.data(), ranges_.size(), w_sq_.data(), g_sq_.data());
-  // A divided parameter's norms are its whole tensor's: the parts' sums over the group.
-  for (size_t i = 0; i < shards_.size(); ++i)
+  if (adapted_.empty()) return;
+  auto* sums = static_cast<double*>(sums_.data());
+  vec.range_sum_squares_into(w, g, ranges_.data(), ranges_.size(), sums);
+  if (!divided_) return;
+  // A divided parameter's norms are its whole tensor's: the parts' sums over the group, which
+  // the communicator adds in host memory (on a device: one copy each way).
+  const size_t n = adapted_.size();
+  HostStaging host(*memory_, sums, 2 * n * sizeof(double));
+  auto* squares = host.as<double>();
+  for (size_t i = 0; i < n; ++i)
     if (shards_[i]) {
-      double sums[2] = {w_sq_[i], g_sq_[i]};
-      shards_[i]->sum_over_group(sums, 2);
-      w_sq_[i] = sums[0];
-      g_sq_[i] = sums[1];
+      double pair[2] = {squares[i], squares[n + i]};
+      shards_[i]->sum_over_group(pair, 2);
+      squares[i] = pair[0];
+      squares[n + i] = pair[1];
     }
+  host.commit();
 }
 
-double AdaptedTensors::weight_norm(size_t i) const { return std::sqrt(w_sq_.at(i)); }
+VectorOps::TrustRatioAt AdaptedTensors::ratio_at(size_t i, double coefficient, double weight_decay,
+                                                 double eps) const {
+  CREST_CHECK(i < adapted_.size(), "a trust ratio of no adapted tensor");
+  const auto* sums = static_cast<const double*>(sums_.data());
+  return {sums + i, sums + adapted_.size() + i, coefficient, weight_decay, eps};
+}
 
-double AdaptedTensors::grad_norm(size_t i) const { return std::sqrt(g_sq_.at(i)); }
+std::vector<double> AdaptedTensors::squares() const {
+  const size_t n = adapted_.size();
+  if (n == 0) return {};
+  const HostStaging host(*memory_, static_cast<const void*>(sums_.data()), 2 * n * sizeof(double));
+  return {host.as<const double>(), host.as<const double>() + 2 * n};
+}
 
 }  // namespace crest

@@ -137,6 +137,22 @@ class CountingVectorOps final : public VectorOps {
     inner_->flag_nonfinite(values, n, flag);
   }
   void widen_into(const void* x, size_t n, double* out) override { inner_->widen_into(x, n, out); }
+  void range_sum_squares_into(const void* a, const void* b, const ElementRange* ranges, size_t n,
+                              double* sums) override {
+    inner_->range_sum_squares_into(a, b, ranges, n, sums);
+  }
+  void lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
+                         double momentum, const TrustRatioAt& ratio) override {
+    inner_->lars_trust_update(w, g, buf, count, lr, momentum, ratio);
+  }
+  void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr, double momentum,
+                              const TrustRatioAt& ratio) override {
+    inner_->sgd_keras_trust_update(w, g, v, count, lr, momentum, ratio);
+  }
+  void larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
+                          bool clip, double lr) override {
+    inner_->larc_trust_rescale(g, w, count, ratio, clip, lr);
+  }
 
  private:
   static int64_t first_bad_label(const int32_t* labels, int64_t positions, int64_t classes) {

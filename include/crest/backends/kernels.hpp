@@ -290,6 +290,31 @@ class VectorOps {
   // ratio (1 and weight_decay 0 for an excluded tensor). g is only read.
   virtual void lars_update(void* w, const void* g, void* buf, size_t count, double lr,
                            double momentum, double grad_scale, double weight_decay) = 0;
+  // LARS's and LARC's trust ratios with the tensors' norms left in the backend's memory, so a
+  // device waits for nothing (as LAMB's below): range_sum_squares writing sums[i] = the sum of
+  // a^2 and sums[n + i] = that of b^2 over ranges[i] (ranges: a host array); then updates that
+  // compute a tensor's ratio where they run from its two sums (TrustRatioAt: trust_ratio of their
+  // square roots, in double, bit for bit the host's). The defaults read the sums where they are
+  // and call the forms above: right where the memory is host memory.
+  virtual void range_sum_squares_into(const void* a, const void* b, const ElementRange* ranges,
+                                      size_t n, double* sums);
+  struct TrustRatioAt {
+    const double* w_sq;  // the tensor's sum of w^2 in the backend's memory
+    const double* g_sq;  // and of g^2
+    double coefficient, weight_decay, eps;
+  };
+  // lars_update with grad_scale the ratio and weight_decay ratio.weight_decay (torch's form).
+  virtual void lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
+                                 double momentum, const TrustRatioAt& ratio);
+  // LARS's Keras form: g += weight_decay w (where it is not 0), then sgd_keras at lr times the
+  // ratio (no Nesterov). The gradient is consumed.
+  virtual void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr,
+                                      double momentum, const TrustRatioAt& ratio);
+  // LARC's rescaling (apex): where neither sum is 0, g += weight_decay w (where it is not 0),
+  // then g = a g with a = larc_factor(the ratio, clip, lr); else g is left as it is.
+  virtual void larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
+                                  bool clip, double lr);
+
   // LAMB's first stage (apex FusedLAMB with its defaults: bias correction, gradient averaging,
   // decoupled weight decay), element-wise: c = g / grad_divisor (the global-norm clip; 1 when
   // the norm is within bounds); m = beta1 m + (1 - beta1) c; v = beta2 v + (1 - beta2) c^2;
@@ -332,6 +357,15 @@ class VectorOps {
   // dst[i] = the value of the 16-bit code src[i] of type `from` (bf16 or f16), exactly.
   virtual void widen(const void* src, DType from, void* dst, size_t count) = 0;
 };
+
+// LARS's and LARC's trust ratio: eta ||w|| / (||g|| + weight_decay ||w|| + eps), or 1 when
+// either norm is 0 (a zero tensor, or one without gradient, has no scale to measure the step
+// against). The cuda backend's kernels compute the same in double.
+double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
+                   double eps);
+// LARC's factor from the ratio: min(ratio / lr, 1) in clip mode (lr 0 clips to 1: the step is 0
+// anyway), the ratio itself in scale mode.
+double larc_factor(double ratio, bool clip, double lr);
 
 // LAMB's trust ratio from the sums of squares of w and u: ||w|| / ||u||, or 1 where either norm
 // is 0 (the cuda backend's kernels compute the same in double).

@@ -51,8 +51,8 @@ class Larc : public Optimizer {
   const Optimizer& base() const { return *base_; }
   const AdaptedTensors& tensors() const { return tensors_; }
   // The factor each adapted tensor's gradient got in the last step (tensors().adapted() order;
-  // 1 where a norm was 0).
-  const std::vector<double>& last_factors() const { return factors_; }
+  // 1 where a norm was 0), from its norms read back (a copy on a device).
+  std::vector<double> last_factors() const;
 
  protected:
   // Its own state is only the gradient sum; the base optimizer holds the rest.
@@ -60,12 +60,10 @@ class Larc : public Optimizer {
   void on_attach() override;
 
  private:
-  void rescale(size_t i, double lr);
-
   std::unique_ptr<Optimizer> base_;
   LarcOptions o_;
   AdaptedTensors tensors_;
-  std::vector<double> factors_;
+  double last_lr_ = 0;  // the last step's, for last_factors's clip
 };
 
 }  // namespace crest

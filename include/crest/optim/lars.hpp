@@ -50,8 +50,9 @@ class Lars : public Optimizer {
   void step(double lr) override;
   std::string notes() const override;
   const AdaptedTensors& tensors() const { return tensors_; }
-  // The trust ratio each adapted tensor got in the last step (tensors().adapted() order).
-  const std::vector<double>& last_trust_ratios() const { return ratios_; }
+  // The trust ratio each adapted tensor got in the last step (tensors().adapted() order), from
+  // its norms read back (a copy on a device).
+  std::vector<double> last_trust_ratios() const;
 
  protected:
   // Named by form, so a checkpoint of one form cannot silently resume in the other (the
@@ -62,11 +63,10 @@ class Lars : public Optimizer {
   void on_attach() override;
 
  private:
-  void update(size_t slot, double lr, double ratio, double weight_decay);
+  void update(size_t slot, double lr, const VectorOps::TrustRatioAt* ratio);
 
   LarsOptions o_;
   AdaptedTensors tensors_;
-  std::vector<double> ratios_;
 };
 
 }  // namespace crest

@@ -43,18 +43,15 @@ LarsExclusions lars_exclusions_given(const std::optional<std::vector<std::string
 LarsExclusions weight_decay_exclusions_given(
     const std::optional<std::vector<std::string>>& patterns);
 
-// eta ||w|| / (||g|| + weight_decay ||w|| + eps), or 1 when either norm is 0 (a zero tensor, or
-// one without gradient, has no scale to measure the step against).
-double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
-                   double eps);
-
 // The settings LARS and LARC share, checked: eta > 0, eps >= 0, weight decay >= 0. Throws
 // crest::Error (usage) starting with `who` ("lars", "larc").
 void check_trust_settings(const std::string& who, double trust_coefficient, double eps,
                           double weight_decay);
 
 // The adapted and the excluded trainable tensors of a parameter store, and the adapted ones'
-// norms, measured with one VectorOps call (range_sum_squares) instead of two per tensor.
+// norms, measured with one VectorOps call (range_sum_squares_into) instead of two per tensor and
+// left in the store's memory, where the updates compute the trust ratios (trust_ratio in
+// kernels.hpp): on a device a step waits for none of them.
 class AdaptedTensors {
  public:
   AdaptedTensors() = default;
@@ -73,16 +70,22 @@ class AdaptedTensors {
   // The optimizer steps after the gradient allreduce, and gradient accumulation leaves the
   // window's averaged sum in the gradient buffer before it (TrainStep::on_gradient_ready), so
   // these are the norms of the gradient the update uses, the same on every rank.
+  // A divided tensor's sums are its group's (a collective, through host memory).
   void measure(VectorOps& vec, const void* w, const void* g);
-  // Of adapted()[i], from the last measure().
-  double weight_norm(size_t i) const;
-  double grad_norm(size_t i) const;
+  // Where an update finds adapted()[i]'s trust ratio: its sums from the last measure().
+  VectorOps::TrustRatioAt ratio_at(size_t i, double coefficient, double weight_decay,
+                                   double eps) const;
+  // The last measure()'s sums read back (a copy on a device): ||w||^2 of every adapted tensor,
+  // then ||g||^2 of every one; zeros before the first. For reports and tests, not for steps.
+  std::vector<double> squares() const;
 
  private:
   std::vector<size_t> adapted_, excluded_;
   std::vector<ElementRange> ranges_;       // of adapted_, in elements
   std::vector<const ParamShard*> shards_;  // of adapted_: a divided one's parts, else null
-  std::vector<double> w_sq_, g_sq_;        // sized once: a step allocates nothing
+  bool divided_ = false;                   // some adapted tensor is divided
+  MemoryResource* memory_ = nullptr;       // the store's
+  Buffer sums_;                            // the norms' squares (squares()'s order)
 };
 
 }  // namespace crest

@@ -191,14 +191,15 @@ __global__ void sum_chunk_squares(const T* a, const T* b, const Chunk* chunks, s
   }
 }
 
-// One thread per range: its chunks' sums, in chunk order.
+// One thread per range: its chunks' sums, in chunk order, into sums[r] (a) and sums[n + r] (b).
 __global__ void sum_range_chunks(const SumPair* partials, const RangeChunks* ranges, size_t n,
-                                 SumPair* sums) {
+                                 double* sums) {
   for (size_t r = first_index(); r < n; r += grid_stride()) {
     SumPair sum = SumPair::identity();
     for (size_t c = ranges[r].first; c < ranges[r].first + ranges[r].count; ++c)
       sum = SumPair::combine(sum, partials[c]);
-    sums[r] = sum;
+    sums[r] = sum.first;
+    sums[n + r] = sum.second;
   }
 }
 
@@ -440,6 +441,74 @@ struct LarsUpdate {
   }
 };
 
+// trust_ratio (kernels.hpp) of a tensor's norms from their sums of squares in device memory, in
+// double and in the host's order of operations, every product and sum rounded on its own (no
+// fused multiply-add): the host's ratio to the bit.
+struct TrustRatioOnDevice {
+  const double* w_sq;
+  const double* g_sq;
+  double coefficient, weight_decay, eps;
+  __device__ bool either_zero() const { return *w_sq == 0 || *g_sq == 0; }
+  __device__ double operator()() const {
+    const double w = sqrt(*w_sq), g = sqrt(*g_sq);
+    if (w == 0 || g == 0) return 1.0;
+    return __ddiv_rn(__dmul_rn(coefficient, w),
+                     __dadd_rn(__dadd_rn(g, __dmul_rn(weight_decay, w)), eps));
+  }
+};
+
+TrustRatioOnDevice on_device(const VectorOps::TrustRatioAt& r) {
+  return {r.w_sq, r.g_sq, r.coefficient, r.weight_decay, r.eps};
+}
+
+// LARS's updates with the ratio computed where they run: LarsUpdate's and (Keras form) Axpy's then
+// SgdKeras's bodies, element by element as the host's passes compute them.
+template <typename T>
+struct LarsTrustUpdate {
+  T* w;
+  const T* g;
+  T* buf;
+  double lr, momentum;
+  TrustRatioOnDevice ratio;
+  __device__ void operator()(size_t i) const {
+    LarsUpdate<T>{w, g, buf, lr, momentum, ratio(), ratio.weight_decay}(i);
+  }
+};
+
+template <typename T>
+struct SgdKerasTrustUpdate {
+  T* w;
+  T* g;
+  T* v;
+  double lr, momentum;
+  TrustRatioOnDevice ratio;
+  __device__ void operator()(size_t i) const {
+    if (ratio.weight_decay != 0) Axpy<T>{ratio.weight_decay, w, g}(i);
+    SgdKeras<T>{w, g, v, __dmul_rn(lr, ratio()), momentum, false}(i);
+  }
+};
+
+// LARC's rescaling (apex): g = a (g + wd w) where neither norm is 0, a clipped to min(a / lr, 1)
+// in the host's form (std::min: a NaN ratio stays NaN).
+template <typename T>
+struct LarcTrustRescale {
+  T* g;
+  const T* w;
+  TrustRatioOnDevice ratio;
+  bool clip;
+  double lr;
+  __device__ void operator()(size_t i) const {
+    if (ratio.either_zero()) return;
+    double a = ratio();
+    if (clip) {
+      const double over_lr = a / lr;
+      a = 1.0 < over_lr ? 1.0 : over_lr;
+    }
+    if (ratio.weight_decay != 0) Axpy<T>{ratio.weight_decay, w, g}(i);
+    Scale<T>{a, g, g}(i);
+  }
+};
+
 // LAMB's step constants in double, rounded once to T (the reference's, then T's arithmetic).
 template <typename T>
 struct LambConstants {
@@ -592,6 +661,7 @@ class DeviceBuffer {
     bytes_ = bytes;
     return data_;
   }
+  void* data() const { return data_; }
 
  private:
   void* data_ = nullptr;
@@ -670,23 +740,23 @@ class DeviceOps : public VectorOps {
 
 // range_sum_squares: every range cut into chunks of kRangeChunk elements, one block per chunk,
 // then each range's chunk sums added in chunk order. The tables are built on the host (the
-// ranges are a host array), and the sums come back into host arrays.
+// ranges are a host array) and uploaded when the ranges change (an optimizer's are the same
+// every step); the sums stay in device memory (run_into) or come back into host arrays (run).
 class RangeSquares {
  public:
+  // sums (device memory): the n sums of a^2, then the n sums of b^2.
   template <typename T>
-  void run(const T* a, const T* b, const ElementRange* ranges, size_t n, double* a_sq, double* b_sq,
-           cudaStream_t stream) {
-    plan(ranges, n);
+  void run_into(const T* a, const T* b, const ElementRange* ranges, size_t n, double* sums,
+                cudaStream_t stream) {
+    if (n == 0) return;
+    const Chunk* chunk_table = tables_for(ranges, n, stream);
     if (chunks_.empty()) {  // every range empty
-      std::fill(a_sq, a_sq + n, 0.0);
-      std::fill(b_sq, b_sq + n, 0.0);
+      CREST_CUDA(cudaMemsetAsync(sums, 0, 2 * n * sizeof(double), stream));
       return;
     }
-    const Chunk* chunk_table = upload(stream);
     const auto* range_table = reinterpret_cast<const RangeChunks*>(chunk_table + chunks_.size());
     auto* partials =
-        static_cast<SumPair*>(sums_device_.reserve((chunks_.size() + n) * sizeof(SumPair), stream));
-    SumPair* sums = partials + chunks_.size();
+        static_cast<SumPair*>(partials_device_.reserve(chunks_.size() * sizeof(SumPair), stream));
     const size_t chunk_blocks = std::min(chunks_.size(), kMaxBlocks);
     sum_chunk_squares<<<static_cast<unsigned>(chunk_blocks), kThreads, 0, stream>>>(
         a, b, chunk_table, chunks_.size(), partials);
@@ -695,10 +765,38 @@ class RangeSquares {
     sum_range_chunks<<<static_cast<unsigned>(range_blocks), kThreads, 0, stream>>>(
         partials, range_table, n, sums);
     CREST_CUDA_LAUNCHED();
-    download(sums, n, a_sq, b_sq, stream);
+  }
+
+  template <typename T>
+  void run(const T* a, const T* b, const ElementRange* ranges, size_t n, double* a_sq, double* b_sq,
+           cudaStream_t stream) {
+    if (n == 0) return;
+    auto* sums = static_cast<double*>(sums_device_.reserve(2 * n * sizeof(double), stream));
+    run_into(a, b, ranges, n, sums, stream);
+    sums_host_.resize(2 * n);
+    CREST_CUDA(cudaMemcpyAsync(sums_host_.data(), sums, 2 * n * sizeof(double),
+                               cudaMemcpyDeviceToHost, stream));
+    CREST_CUDA(cudaStreamSynchronize(stream));
+    std::copy_n(sums_host_.data(), n, a_sq);
+    std::copy_n(sums_host_.data() + n, n, b_sq);
   }
 
  private:
+  // The device tables for `ranges`: uploaded again only when they differ from the last ones.
+  const Chunk* tables_for(const ElementRange* ranges, size_t n, cudaStream_t stream) {
+    const bool same =
+        uploaded_.size() == n && std::equal(ranges, ranges + n, uploaded_.begin(),
+                                            [](const ElementRange& x, const ElementRange& y) {
+                                              return x.offset == y.offset && x.count == y.count;
+                                            });
+    if (!same) {
+      plan(ranges, n);
+      upload(stream);
+      uploaded_.assign(ranges, ranges + n);
+    }
+    return static_cast<const Chunk*>(tables_device_.data());
+  }
+
   void plan(const ElementRange* ranges, size_t n) {
     chunks_.clear();
     range_chunks_.assign(n, RangeChunks{0, 0});
@@ -711,9 +809,10 @@ class RangeSquares {
     }
   }
 
-  // The chunk table, then the range table (both 16-byte records), in one device buffer; returns
-  // its start. The copies from pageable memory have read the host vectors when they return.
-  const Chunk* upload(cudaStream_t stream) {
+  // The chunk table, then the range table (both 16-byte records), in one device buffer. The
+  // copies from pageable memory have read the host vectors when they return.
+  void upload(cudaStream_t stream) {
+    if (chunks_.empty()) return;
     static_assert(sizeof(Chunk) == sizeof(RangeChunks) && alignof(Chunk) == alignof(RangeChunks));
     const size_t chunk_bytes = chunks_.size() * sizeof(Chunk);
     const size_t range_bytes = range_chunks_.size() * sizeof(RangeChunks);
@@ -722,25 +821,15 @@ class RangeSquares {
         cudaMemcpyAsync(tables, chunks_.data(), chunk_bytes, cudaMemcpyHostToDevice, stream));
     CREST_CUDA(cudaMemcpyAsync(tables + chunk_bytes, range_chunks_.data(), range_bytes,
                                cudaMemcpyHostToDevice, stream));
-    return reinterpret_cast<const Chunk*>(tables);
-  }
-
-  void download(const SumPair* sums, size_t n, double* a_sq, double* b_sq, cudaStream_t stream) {
-    sums_host_.resize(n);
-    CREST_CUDA(cudaMemcpyAsync(sums_host_.data(), sums, n * sizeof(SumPair), cudaMemcpyDeviceToHost,
-                               stream));
-    CREST_CUDA(cudaStreamSynchronize(stream));
-    for (size_t r = 0; r < n; ++r) {
-      a_sq[r] = sums_host_[r].first;
-      b_sq[r] = sums_host_[r].second;
-    }
   }
 
   std::vector<Chunk> chunks_;
   std::vector<RangeChunks> range_chunks_;
-  std::vector<SumPair> sums_host_;
-  DeviceBuffer tables_device_;  // chunks_ then range_chunks_
-  DeviceBuffer sums_device_;    // one SumPair per chunk, then one per range
+  std::vector<ElementRange> uploaded_;  // the ranges the device tables were made for
+  std::vector<double> sums_host_;
+  DeviceBuffer tables_device_;    // chunks_ then range_chunks_
+  DeviceBuffer partials_device_;  // one SumPair per chunk
+  DeviceBuffer sums_device_;      // run's sums before they come back
 };
 
 template <typename T>
@@ -885,6 +974,30 @@ class Ops final : public DeviceOps {
 
   void widen_into(const void* x, size_t n, double* out) override {
     for_each(n, Widen<T>{static_cast<const T*>(x), out});
+  }
+
+  void range_sum_squares_into(const void* a, const void* b, const ElementRange* ranges, size_t n,
+                              double* sums) override {
+    range_squares_.run_into(static_cast<const T*>(a), static_cast<const T*>(b), ranges, n, sums,
+                            stream_);
+  }
+
+  void lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
+                         double momentum, const TrustRatioAt& ratio) override {
+    for_each(count, LarsTrustUpdate<T>{static_cast<T*>(w), static_cast<const T*>(g),
+                                       static_cast<T*>(buf), lr, momentum, on_device(ratio)});
+  }
+
+  void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr, double momentum,
+                              const TrustRatioAt& ratio) override {
+    for_each(count, SgdKerasTrustUpdate<T>{static_cast<T*>(w), static_cast<T*>(g),
+                                           static_cast<T*>(v), lr, momentum, on_device(ratio)});
+  }
+
+  void larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
+                          bool clip, double lr) override {
+    for_each(count, LarcTrustRescale<T>{static_cast<T*>(g), static_cast<const T*>(w),
+                                        on_device(ratio), clip, lr});
   }
 
   void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
@@ -1057,6 +1170,21 @@ class HalfOps final : public DeviceOps {
   }
   void flag_nonfinite(const double*, size_t, void*) override { refuse("flag_nonfinite", dtype()); }
   void widen_into(const void*, size_t, double*) override { refuse("widen_into", dtype()); }
+  void range_sum_squares_into(const void*, const void*, const ElementRange*, size_t,
+                              double*) override {
+    refuse("range_sum_squares", dtype());
+  }
+  void lars_trust_update(void*, const void*, void*, size_t, double, double,
+                         const TrustRatioAt&) override {
+    refuse("lars", dtype());
+  }
+  void sgd_keras_trust_update(void*, void*, void*, size_t, double, double,
+                              const TrustRatioAt&) override {
+    refuse("lars", dtype());
+  }
+  void larc_trust_rescale(void*, const void*, size_t, const TrustRatioAt&, bool, double) override {
+    refuse("larc", dtype());
+  }
   void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
     refuse("sgd", dtype());
   }
