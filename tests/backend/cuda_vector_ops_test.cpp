@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
@@ -139,6 +140,83 @@ TEST(CudaVectorOps, OptimizerUpdatesAgreeWithTheReference) {
   EXPECT_LT(g.error(), kTolerance) << "lamb direction";
   EXPECT_NEAR(cn.w, rn.w, 1e-9 * rn.w);
   EXPECT_NEAR(cn.u, rn.u, 1e-6 * rn.u);
+}
+
+// Doubles in device memory, read back after the stream's work.
+std::vector<double> device_doubles(Backend& cuda, const Buffer& b, size_t n) {
+  std::vector<double> out(n);
+  cuda.stream().synchronize();
+  cuda.memory().copy_to_host(out.data(), b.data(), n * sizeof(double));
+  return out;
+}
+
+// The values a step leaves on the device for its one read (widen_into, sum_squares_into,
+// mse_into, fill_from, flag_nonfinite): the reference's.
+TEST(CudaVectorOps, StepValuesLeftOnTheDeviceAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues a(*o.cuda, kCount, 1), b(*o.cuda, kCount, 2), one(*o.cuda, 1, 0);
+  Buffer values(8 * sizeof(double), 256, o.cuda->memory());
+  auto* at = static_cast<double*>(values.data());
+  double want[8] = {};
+  o.c->widen_into(a.dev(), 3, at);
+  o.r->widen_into(a.ref(), 3, want);
+  o.c->sum_squares_into(a.dev(), kCount, at + 3);
+  o.r->sum_squares_into(a.ref(), kCount, want + 3);
+  o.c->mse_into(a.dev(), b.dev(), kCount, at + 4);
+  o.r->mse_into(a.ref(), b.ref(), kCount, want + 4);
+  const std::vector<double> got = device_doubles(*o.cuda, values, 5);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(got[i], want[i]) << "widen_into " << i;
+  EXPECT_NEAR(got[3], want[3], 1e-9 * want[3]) << "sum_squares_into";
+  EXPECT_NEAR(got[4], want[4], 1e-9 * want[4]) << "mse_into";
+  o.c->fill_from(one.dev(), at + 4, 0.5);
+  o.r->fill_from(one.ref(), want + 4, 0.5);
+  EXPECT_LT(one.error(), kTolerance) << "fill_from";
+  o.c->fill(one.dev(), 1, 0.0);
+  o.c->flag_nonfinite(at, 5, one.dev());
+  EXPECT_EQ(one.device_values()[0], 0.f) << "flag_nonfinite raised a flag for finite values";
+  const double infinity = std::numeric_limits<double>::infinity();
+  o.cuda->memory().copy_to_device(at + 2, &infinity, sizeof(double));
+  o.c->flag_nonfinite(at, 5, one.dev());
+  EXPECT_EQ(one.device_values()[0], 1.f) << "flag_nonfinite missed an infinity";
+}
+
+// LARS's and LARC's updates with the ratio computed on the device from norms left there
+// (range_sum_squares_into): the reference's updates from the same norms on the host.
+TEST(CudaVectorOps, TrustRatioUpdatesAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues w(*o.cuda, kCount, 1), g(*o.cuda, kCount, 2), m(*o.cuda, kCount, 3);
+  const ElementRange ranges[] = {{0, 10}, {10, 490}, {500, 500}};
+  Buffer sums(6 * sizeof(double), 256, o.cuda->memory());
+  auto* at = static_cast<double*>(sums.data());
+  double want[6];
+  o.c->range_sum_squares_into(w.dev(), g.dev(), ranges, 3, at);
+  o.r->range_sum_squares_into(w.ref(), g.ref(), ranges, 3, want);
+  const std::vector<double> got = device_doubles(*o.cuda, sums, 6);
+  for (int i = 0; i < 6; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * want[i]) << "sum " << i;
+  // The host's sums are the device's, so both compute the same ratios from here on.
+  std::memcpy(want, got.data(), sizeof want);
+  for (int r = 0; r < 3; ++r) {
+    const VectorOps::TrustRatioAt on_device{at + r, at + 3 + r, 0.02, 0.01, 1e-9};
+    const VectorOps::TrustRatioAt on_host{want + r, want + 3 + r, 0.02, 0.01, 1e-9};
+    const size_t first = ranges[r].offset, n = ranges[r].count;
+    auto* wd = static_cast<float*>(w.dev()) + first;
+    auto* gd = static_cast<float*>(g.dev()) + first;
+    auto* md = static_cast<float*>(m.dev()) + first;
+    o.c->lars_trust_update(wd, gd, md, n, 0.1, 0.9, on_device);
+    o.r->lars_trust_update(w.ref() + first, g.ref() + first, m.ref() + first, n, 0.1, 0.9, on_host);
+    o.c->sgd_keras_trust_update(wd, gd, md, n, 0.1, 0.9, on_device);
+    o.r->sgd_keras_trust_update(w.ref() + first, g.ref() + first, m.ref() + first, n, 0.1, 0.9,
+                                on_host);
+    for (const bool clip : {true, false}) {
+      o.c->larc_trust_rescale(gd, wd, n, on_device, clip, 0.5);
+      o.r->larc_trust_rescale(g.ref() + first, w.ref() + first, n, on_host, clip, 0.5);
+    }
+  }
+  EXPECT_LT(w.error(), kTolerance) << "weights";
+  EXPECT_LT(g.error(), kTolerance) << "gradients (Keras's decay, LARC's rescaling)";
+  EXPECT_LT(m.error(), kTolerance) << "momentum";
 }
 
 TEST(CudaVectorOps, SixteenBitConversionsAreExact) {
