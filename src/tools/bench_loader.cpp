@@ -31,6 +31,7 @@
 
 #include "commands.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/whole_lines.hpp"
 #include "crest/data/formats/example.hpp"
 #include "crest/data/formats/inspect.hpp"
 #include "crest/data/formats/npy.hpp"
@@ -269,7 +270,8 @@ void bench_loader(const Args& a) {
   const Config config = bench_config(a);
   const auto world = make_world_communicator(WorldOptions{});
   auto comm = make_single_process_communicator();
-  const TrainingData data = open_training_data(config, *world, std::cerr);
+  WholeLines log(std::cerr);  // the ranks' reports share a pipe with their JSON lines
+  const TrainingData data = open_training_data(config, *world, log);
   const SampleSource& src = *data.train;
   const int64_t n = src.size();
   const SampleSpec& spec = src.spec();

@@ -1,0 +1,49 @@
+// WholeLines (crest/core/whole_lines.hpp): the target stream receives whole lines, each in one
+// write, however the text was put together; a carriage return ends a (progress) line too, a flush
+// hands over what is kept, and the rest arrives when the stream is destroyed.
+#include "crest/core/whole_lines.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace crest {
+namespace {
+
+// Records every write it receives.
+class Writes : public std::streambuf {
+ public:
+  std::vector<std::string> seen;
+
+ protected:
+  std::streamsize xsputn(const char* s, std::streamsize n) override {
+    seen.emplace_back(s, static_cast<size_t>(n));
+    return n;
+  }
+  int overflow(int c) override {
+    seen.emplace_back(1, traits_type::to_char_type(c));
+    return c;
+  }
+};
+
+TEST(WholeLines, TheTargetReceivesEachLineInOneWrite) {
+  Writes writes;
+  std::ostream target(&writes);
+  {
+    WholeLines out(target);
+    out << "staged " << 12 << " files in " << 0.5 << " s\n" << "stage: 3/6\r";
+    EXPECT_EQ(writes.seen, (std::vector<std::string>{"staged 12 files in 0.5 s\n", "stage: 3/6\r"}));
+    out << "no newline yet";
+    EXPECT_EQ(writes.seen.size(), 2u) << "a line without its end was written";
+    out << std::flush;
+    EXPECT_EQ(writes.seen.back(), "no newline yet");
+    out << "the rest";
+  }
+  EXPECT_EQ(writes.seen.back(), "the rest") << "destroying the stream lost its last text";
+  EXPECT_EQ(writes.seen.size(), 4u);
+}
+
+}  // namespace
+}  // namespace crest
