@@ -266,14 +266,15 @@ void TrainStep::write_sideband(bool flag_this_loss) {
 double TrainStep::read_update_facts(StepResult& r) {
   const ParamStore& params = ex_.params();
   double* facts = ex_.step_values_at(update_facts_);
+  const bool divided = params.divided();
   params.ops().widen_into(params.sideband(), 3, facts);
-  if (!params.divided()) params.grad_sum_squares_into(facts + 3);
+  if (!divided) params.grad_sum_squares_into(facts + 3);
   r.loss = ex_.loss();
   r.decided = true;
   r.stop_requested = ex_.step_value(update_facts_) > 0;
   r.nonfinite_loss = ex_.step_value(update_facts_ + 1) > 0;
   r.rank_failed = ex_.step_value(update_facts_ + 2) > 0;
-  if (!params.divided()) return ex_.step_value(update_facts_ + 3);
+  if (!divided) return ex_.step_value(update_facts_ + 3);
   return r.rank_failed ? 0.0 : params.grad_sum_squares();
 }
 

@@ -173,9 +173,6 @@ void Executor::bind_run_contexts() {
   }
 }
 
-// The loss layer's kLossValues doubles, one sum of squares per parameter with an L2 term, then
-// the reserved ones (reserve_step_values), zeroed once: a loss that writes nothing there (a
-// pipeline stage's upstream gradient) reads 0.
 namespace {
 
 // The loss layer's values and the L2 terms' sums of squares: the step values before the reserved.
@@ -187,6 +184,9 @@ size_t loss_value_count(const ParamStore& params) {
 
 }  // namespace
 
+// The loss layer's kLossValues doubles, one sum of squares per parameter with an L2 term, then
+// the reserved ones (reserve_step_values), zeroed once: a loss that writes nothing there (a
+// pipeline stage's upstream gradient) reads 0.
 void Executor::allocate_step_values() {
   const size_t values = loss_value_count(prog_->params) + reserved_step_values_;
   step_values_ = named_buffer("the step's loss values", values * sizeof(double), backend_.memory());
@@ -376,7 +376,7 @@ void Executor::flag_nonfinite_loss(void* flag) {
   const auto* values = static_cast<const double*>(step_values_.data());
   vec_->flag_nonfinite(values, 1, flag);  // the loss, not what its pass found
   // The L2 terms: not the reserved values after them (the last step's, for another reader).
-  const size_t l2_terms = loss_value_count(prog_->params) - kLossValues;
+  const size_t l2_terms = step_value_count_ - reserved_step_values_ - kLossValues;
   if (l2_terms > 0) vec_->flag_nonfinite(values + kLossValues, l2_terms, flag);
 }
 

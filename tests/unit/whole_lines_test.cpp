@@ -33,8 +33,10 @@ TEST(WholeLines, TheTargetReceivesEachLineInOneWrite) {
   std::ostream target(&writes);
   {
     WholeLines out(target);
-    out << "staged " << 12 << " files in " << 0.5 << " s\n" << "stage: 3/6\r";
-    EXPECT_EQ(writes.seen, (std::vector<std::string>{"staged 12 files in 0.5 s\n", "stage: 3/6\r"}));
+    out << "staged " << 12 << " files in " << 0.5 << " s\n"
+        << "stage: 3/6\r";
+    EXPECT_EQ(writes.seen,
+              (std::vector<std::string>{"staged 12 files in 0.5 s\n", "stage: 3/6\r"}));
     out << "no newline yet";
     EXPECT_EQ(writes.seen.size(), 2u) << "a line without its end was written";
     out << std::flush;
