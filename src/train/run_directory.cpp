@@ -10,6 +10,7 @@
 
 #include "crest/core/atomic_file.hpp"
 #include "crest/core/error.hpp"
+#include "crest/core/whole_lines.hpp"
 #include "crest/dist/communicator.hpp"
 
 namespace crest {
@@ -234,6 +235,9 @@ class TeeBuf : public std::streambuf {
 
 struct RunLog::Impl {
   std::ofstream file;
+  // Under mpirun the ranks share one pipe: the log reaches it a whole line at a time, so
+  // another rank's message cannot land inside one of its lines.
+  std::unique_ptr<WholeLines> whole;
   std::unique_ptr<TeeBuf> buf;
   std::unique_ptr<std::ostream> out;
 };
@@ -244,7 +248,9 @@ RunLog::RunLog(std::ostream& to, const std::string& path, bool append)
     impl_->file.open(path, append ? std::ios::app : std::ios::trunc);
     if (!impl_->file) throw_io(path, "cannot write the run log", errno);
   }
-  impl_->buf = std::make_unique<TeeBuf>(to.rdbuf(), path.empty() ? nullptr : impl_->file.rdbuf());
+  impl_->whole = std::make_unique<WholeLines>(to);
+  impl_->buf =
+      std::make_unique<TeeBuf>(impl_->whole->rdbuf(), path.empty() ? nullptr : impl_->file.rdbuf());
   impl_->out = std::make_unique<std::ostream>(impl_->buf.get());
 }
 

@@ -9,27 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "support/recorded_writes.hpp"
+
 namespace crest {
 namespace {
 
-// Records every write it receives.
-class Writes : public std::streambuf {
- public:
-  std::vector<std::string> seen;
-
- protected:
-  std::streamsize xsputn(const char* s, std::streamsize n) override {
-    seen.emplace_back(s, static_cast<size_t>(n));
-    return n;
-  }
-  int overflow(int c) override {
-    seen.emplace_back(1, traits_type::to_char_type(c));
-    return c;
-  }
-};
-
 TEST(WholeLines, TheTargetReceivesEachLineInOneWrite) {
-  Writes writes;
+  test::RecordedWrites writes;
   std::ostream target(&writes);
   {
     WholeLines out(target);
