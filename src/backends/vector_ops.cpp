@@ -132,4 +132,19 @@ void VectorOps::widen_into(const void* x, size_t n, double* out) {
   std::copy_n(static_cast<const float*>(x), n, out);
 }
 
+uint64_t dropout_seed(uint64_t run_seed, uint64_t step, uint64_t stream) {
+  const uint64_t step_seed =
+      (run_seed + 0x9E3779B97F4A7C15ull) * (step * 0xBF58476D1CE4E5B9ull + 1);
+  return step_seed ^ (stream * 0x94D049BB133111EBull);
+}
+
+void VectorOps::dropout_at_step(const void* x, void* dst, size_t count, float p,
+                                const DropoutSeed& s, uint64_t first) {
+  dropout_at(x, dst, count, p, dropout_seed(s.run_seed, *s.step, s.stream), first);
+}
+
+void VectorOps::set_counter(uint64_t* counter, uint64_t value) { *counter = value; }
+
+void VectorOps::increment_counter(uint64_t* counter) { ++*counter; }
+
 }  // namespace crest

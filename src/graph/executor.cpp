@@ -56,6 +56,8 @@ Executor::Executor(const Graph& graph, Backend& backend, const CompileOptions& o
     arena_ = named_buffer("the model's activations and kernel scratch",
                           align_up(plan.arena_bytes, 256) + 256, backend.memory());
     allocate_step_values();
+    step_counter_ = named_buffer("the training step counter", sizeof(uint64_t), backend.memory());
+    backend.memory().memset(step_counter_.data(), 0, sizeof(uint64_t));
   }
   bind_run_contexts();
 }
@@ -99,6 +101,12 @@ void Executor::check_memory_limit() const {
                           "(dist.pipeline.recompute), "
                         : "") +
               "or run fewer ranks per node");
+}
+
+void Executor::set_training_steps(uint64_t steps) {
+  step_ = steps;
+  if (step_counter_.data() != nullptr)  // a plan-only program runs no step
+    vec_->set_counter(static_cast<uint64_t*>(step_counter_.data()), steps);
 }
 
 void Executor::require_arena() const {
@@ -155,6 +163,7 @@ void Executor::bind_run_contexts() {
     c.batch_stat_reducer = batch_stat_reducer_;
     c.loss_scale = loss_scale_;
     c.training = opts_.training;
+    c.random = {opts_.seed, op.random_stream, static_cast<const uint64_t*>(step_counter_.data())};
     profile_.push_back({op.name, op.layer->kind(), 0, 0, op.flops, op.layer->implementation()});
   }
   if (prog_->loss_op >= 0 && step_values_.data() != nullptr)
@@ -314,14 +323,13 @@ void Executor::run_forward(bool training) {
         "dist.spatial: batch norm runs on the spatial group's blocks and needs the group's "
         "statistics; set a BatchStatReducer over (at least) the group "
         "(Executor::set_batch_stat_reducer), as crest train does");
-  if (training) ++step_;
-  // A different dropout mask every step and every layer, reproducible from the seed.
-  const uint64_t step_seed =
-      (opts_.seed + 0x9E3779B97F4A7C15ull) * (step_ * 0xBF58476D1CE4E5B9ull + 1);
+  if (training) {  // the dropout masks' counter, where the kernels read it
+    ++step_;
+    vec_->increment_counter(static_cast<uint64_t*>(step_counter_.data()));
+  }
   refresh_folds();
   for (size_t i = 0; i < prog_->ops.size(); ++i) {
     Op& op = *prog_->ops[i];
-    op.ctx.seed = step_seed ^ (op.random_stream * 0x94D049BB133111EBull);
     op.ctx.training = training;
     op.ctx.scratch = block_ptr(op.forward_scratch_block);
     if (op.fused_into_producer) continue;  // its producer's kernel already applied it

@@ -115,16 +115,17 @@ std::vector<DropoutLayer::Run> DropoutLayer::block_runs(const Shape& block, cons
   return runs;
 }
 
-void DropoutLayer::apply(VectorOps& vec, const void* x, void* dst, uint64_t seed) const {
+void DropoutLayer::apply(VectorOps& vec, const void* x, void* dst,
+                         const VectorOps::DropoutSeed& seed) const {
   for (const Run& r : runs_)
-    vec.dropout_at(static_cast<const std::byte*>(x) + r.offset * element_bytes_,
-                   static_cast<std::byte*>(dst) + r.offset * element_bytes_, r.count, p_, seed,
-                   r.first);
+    vec.dropout_at_step(static_cast<const std::byte*>(x) + r.offset * element_bytes_,
+                        static_cast<std::byte*>(dst) + r.offset * element_bytes_, r.count, p_, seed,
+                        r.first);
 }
 
 void DropoutLayer::forward(RunContext& ctx) {
   if (ctx.training && p_ > 0.f)
-    apply(*ctx.vec, ctx.in[0], ctx.out[0], ctx.seed);
+    apply(*ctx.vec, ctx.in[0], ctx.out[0], ctx.random);
   else if (ctx.out[0] != ctx.in[0])
     ctx.vec->copy(ctx.in[0], ctx.out[0], count_);
 }
@@ -133,7 +134,7 @@ void DropoutLayer::backward(RunContext& ctx) {
   if (!ctx.diff_in[0]) return;
   // The same (seed, index) mask and scale applied to the gradient is the exact derivative.
   if (p_ > 0.f)
-    apply(*ctx.vec, ctx.diff_out[0], ctx.diff_in[0], ctx.seed);
+    apply(*ctx.vec, ctx.diff_out[0], ctx.diff_in[0], ctx.random);
   else if (ctx.diff_in[0] != ctx.diff_out[0])
     ctx.vec->copy(ctx.diff_out[0], ctx.diff_in[0], count_);
 }

@@ -181,6 +181,30 @@ TEST(CudaVectorOps, StepValuesLeftOnTheDeviceAgreeWithTheReference) {
   EXPECT_EQ(one.device_values()[0], 1.f) << "flag_nonfinite missed an infinity";
 }
 
+// Dropout whose seed the kernel draws from the step counter in device memory (dropout_at_step),
+// the counter set and advanced there: the mask the reference draws with dropout_seed at that step.
+TEST(CudaVectorOps, DropoutFromTheStepCounterAgreesWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues a(*o.cuda, kCount, 1), y(*o.cuda, kCount, 2);
+  Buffer counter(sizeof(uint64_t), 256, o.cuda->memory());
+  auto* step = static_cast<uint64_t*>(counter.data());
+  o.c->set_counter(step, 41);
+  for (const uint64_t at : {41u, 42u}) {
+    o.c->dropout_at_step(a.dev(), y.dev(), kCount - 7, 0.3f, {9, 3, step}, 7);
+    o.r->dropout_at(a.ref(), y.ref(), kCount - 7, 0.3f, dropout_seed(9, at, 3), 7);
+    const std::vector<float> got = y.device_values();
+    for (size_t i = 0; i < kCount - 7; ++i)
+      ASSERT_EQ(got[i] == 0.f, y.ref()[i] == 0.f) << "step " << at << ": the mask differs at " << i;
+    EXPECT_LT(y.error(), kTolerance) << "step " << at;
+    o.c->increment_counter(step);
+  }
+  uint64_t last = 0;
+  o.cuda->stream().synchronize();
+  o.cuda->memory().copy_to_host(&last, step, sizeof last);
+  EXPECT_EQ(last, 43u);
+}
+
 // LARS's and LARC's updates with the ratio computed on the device from norms left there
 // (range_sum_squares_into): the reference's updates from the same norms on the host.
 TEST(CudaVectorOps, TrustRatioUpdatesAgreeWithTheReference) {

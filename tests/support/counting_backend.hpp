@@ -189,6 +189,8 @@ class CountingBackend final : public Backend {
   // VectorOps calls that returned a value computed from the memory (CountingVectorOps): on a
   // GPU each is a wait for the device.
   int value_reads = 0;
+  // The dropout kernels queued through its VectorOps (CountingVectorOps).
+  DropoutCalls dropouts;
 
   using Backend::supports;
   Support supports(const ConvDesc& d) const override {
@@ -220,7 +222,7 @@ class CountingBackend final : public Backend {
     return inner_->concat(srcs);
   }
   std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
-    return std::make_unique<CountingVectorOps>(inner_->vector_ops(dtype), &value_reads);
+    return std::make_unique<CountingVectorOps>(inner_->vector_ops(dtype), &value_reads, &dropouts);
   }
 
  private:

@@ -6,16 +6,27 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <tuple>
 #include <utility>
+#include <vector>
 
 #include "crest/backends/kernels.hpp"
 
 namespace crest::test {
 
+// The dropout kernels queued so far: how many were handed their seed by the host (a captured step
+// would replay that seed), and the arguments of those that read the step counter, in order.
+struct DropoutCalls {
+  using AtStep = std::tuple<const void*, void*, size_t, float, uint64_t, uint64_t, const uint64_t*,
+                            uint64_t>;  // x, dst, count, p, run seed, stream, counter, first
+  int host_seeded = 0;
+  std::vector<AtStep> at_step;
+};
+
 class CountingVectorOps final : public VectorOps {
  public:
-  CountingVectorOps(std::unique_ptr<VectorOps> inner, int* reads)
-      : inner_(std::move(inner)), reads_(reads) {}
+  CountingVectorOps(std::unique_ptr<VectorOps> inner, int* reads, DropoutCalls* dropouts = nullptr)
+      : inner_(std::move(inner)), reads_(reads), dropouts_(dropouts) {}
 
   DType dtype() const override { return inner_->dtype(); }
   void fill(void* x, size_t count, double value) override { inner_->fill(x, count, value); }
@@ -31,8 +42,19 @@ class CountingVectorOps final : public VectorOps {
   }
   void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
                   uint64_t first) override {
+    if (dropouts_) ++dropouts_->host_seeded;
     inner_->dropout_at(x, dst, count, p, seed, first);
   }
+  void dropout_at_step(const void* x, void* dst, size_t count, float p, const DropoutSeed& s,
+                       uint64_t first) override {
+    if (dropouts_)
+      dropouts_->at_step.emplace_back(x, dst, count, p, s.run_seed, s.stream, s.step, first);
+    inner_->dropout_at_step(x, dst, count, p, s, first);
+  }
+  void set_counter(uint64_t* counter, uint64_t value) override {
+    inner_->set_counter(counter, value);
+  }
+  void increment_counter(uint64_t* counter) override { inner_->increment_counter(counter); }
   void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
                  bool nesterov) override {
     inner_->sgd_keras(w, g, v, count, lr, momentum, nesterov);
@@ -163,6 +185,7 @@ class CountingVectorOps final : public VectorOps {
 
   std::unique_ptr<VectorOps> inner_;
   int* reads_;
+  DropoutCalls* dropouts_;
 };
 
 }  // namespace crest::test

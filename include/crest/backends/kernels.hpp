@@ -227,6 +227,21 @@ class VectorOps {
   void dropout(const void* x, void* dst, size_t count, float p, uint64_t seed) {
     dropout_at(x, dst, count, p, seed, 0);
   }
+  // A layer's masks in a training step whose counter lives in the backend's memory (Executor), so
+  // a step's kernels take the same arguments every step and a captured step (a CUDA graph)
+  // replays with the next step's masks instead of the ones it was captured with.
+  struct DropoutSeed {
+    uint64_t run_seed = 0;           // CompileOptions::seed
+    uint64_t stream = 0;             // the layer's random stream
+    const uint64_t* step = nullptr;  // the training steps taken, in the backend's memory
+  };
+  // dropout_at with the seed dropout_seed(s.run_seed, *s.step, s.stream), read where it runs.
+  virtual void dropout_at_step(const void* x, void* dst, size_t count, float p,
+                               const DropoutSeed& s, uint64_t first);
+  // The step counter in the backend's memory, changed where it lives (queued on a device; no
+  // copy): *counter = value, and ++*counter.
+  virtual void set_counter(uint64_t* counter, uint64_t value);
+  virtual void increment_counter(uint64_t* counter);
 
   // Mean squared error over `count` elements; returns the loss and writes
   // diff = 2 (pred - target) / count * diff_scale (none where diff is null: the loss only).
@@ -363,6 +378,10 @@ class VectorOps {
 // against). The cuda backend's kernels compute the same in double.
 double trust_ratio(double w_norm, double g_norm, double trust_coefficient, double weight_decay,
                    double eps);
+// The seed of the dropout masks of random stream `stream` (a layer) at training step `step` of a
+// run seeded `run_seed`: another mask every step and every layer, reproducible from the seed.
+uint64_t dropout_seed(uint64_t run_seed, uint64_t step, uint64_t stream);
+
 // LARC's factor from the ratio: min(ratio / lr, 1) in clip mode (lr 0 clips to 1: the step is 0
 // anyway), the ratio itself in scale mode.
 double larc_factor(double ratio, bool clip, double lr);

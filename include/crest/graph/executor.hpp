@@ -198,9 +198,10 @@ class Executor {
   void set_loss_scale(double scale);
   double loss_scale() const { return loss_scale_; }
   // Training forward passes run so far: the counter the dropout masks are drawn from, saved in
-  // checkpoints so a resumed run draws the same masks as an uninterrupted one.
+  // checkpoints so a resumed run draws the same masks as an uninterrupted one. The kernels read
+  // its copy in the backend's memory, which each training forward advances where it lives.
   uint64_t training_steps() const { return step_; }
-  void set_training_steps(uint64_t steps) { step_ = steps; }
+  void set_training_steps(uint64_t steps);
 
   // Trainable parameter slots in the order backward() completes their gradients (L2 term
   // included): reverse execution order. The same on every rank for the same graph.
@@ -264,6 +265,7 @@ class Executor {
   std::vector<const void*> input_bindings_;  // per graph input: caller memory, or null (planned)
   Buffer arena_;
   uint64_t step_ = 0;
+  Buffer step_counter_;  // step_ in the backend's memory (RunContext::random)
   // What the loss layer and the L2 terms write each forward (backend memory): doubles.
   Buffer step_values_;
   size_t step_value_count_ = 0;

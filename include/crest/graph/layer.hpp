@@ -169,7 +169,9 @@ struct RunContext {
   // Synchronised batch norm: sums per-channel statistics over a group of ranks (null: local).
   BatchStatReducer* batch_stat_reducer = nullptr;
   bool training = true;
-  uint64_t seed = 0;  // changes every step (dropout masks)
+  // Where the dropout masks' seed comes from: the run's seed, the layer's random stream and the
+  // step counter in the backend's memory (the same every step; VectorOps::dropout_at_step).
+  VectorOps::DropoutSeed random;
   // Loss layers: where their forward writes the loss, kLossValues doubles in the backend's memory
   // (the executor's step values), read back only after the step (Layer::loss_from).
   double* loss_out = nullptr;

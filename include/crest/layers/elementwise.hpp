@@ -59,7 +59,7 @@ class DropoutLayer : public Layer {
                                      const std::vector<int64_t>& start);
   static std::vector<Run> feature_runs(const Shape& block, int64_t whole_features,
                                        const std::vector<std::pair<int64_t, int64_t>>& runs);
-  void apply(VectorOps& vec, const void* x, void* dst, uint64_t seed) const;
+  void apply(VectorOps& vec, const void* x, void* dst, const VectorOps::DropoutSeed& seed) const;
 
   float p_;
   size_t count_ = 0;

@@ -56,6 +56,29 @@ __host__ __device__ double dropout_uniform_copy(uint64_t seed, uint64_t i) {
   return static_cast<double>(splitmix64_mix_copy(z) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+// And of vector_ops.cpp's dropout_seed.
+__host__ __device__ uint64_t dropout_seed_copy(uint64_t run_seed, uint64_t step, uint64_t stream) {
+  const uint64_t step_seed =
+      (run_seed + 0x9E3779B97F4A7C15ull) * (step * 0xBF58476D1CE4E5B9ull + 1);
+  return step_seed ^ (stream * 0x94D049BB133111EBull);
+}
+
+// The step counter's advance (DeviceOps::increment_counter): one thread.
+struct Increment {
+  uint64_t* counter;
+  __device__ void operator()(size_t) const { ++*counter; }
+};
+
+// A mask's seed: given (dropout_at), or drawn from the step counter in device memory where the
+// kernel runs (dropout_at_step), so a captured step replays with the next step's masks.
+struct MaskSeed {
+  uint64_t seed = 0;
+  VectorOps::DropoutSeed at_step;
+  __device__ uint64_t value() const {
+    return at_step.step ? dropout_seed_copy(at_step.run_seed, *at_step.step, at_step.stream) : seed;
+  }
+};
+
 // ---------------------------------------------------------------------------------------------
 // What reductions carry: aggregates (so they fit a __shared__ array) with an identity and a
 // combine; the launch fixes the order of the combines.
@@ -297,9 +320,10 @@ struct Dropout {
   const T* x;
   T* dst;
   double rate, keep_scale;
-  uint64_t seed, first;
+  MaskSeed seed;
+  uint64_t first;
   __device__ void operator()(size_t i) const {
-    const bool keep = dropout_uniform_copy(seed, first + i) >= rate;
+    const bool keep = dropout_uniform_copy(seed.value(), first + i) >= rate;
     dst[i] = keep ? static_cast<T>(x[i] * keep_scale) : T(0);
   }
 };
@@ -622,9 +646,10 @@ struct HalfDropout {
   const uint16_t* x;
   uint16_t* dst;
   double rate, keep_scale;
-  uint64_t seed, first;
+  MaskSeed seed;
+  uint64_t first;
   __device__ void operator()(size_t i) const {
-    const bool keep = dropout_uniform_copy(seed, first + i) >= rate;
+    const bool keep = dropout_uniform_copy(seed.value(), first + i) >= rate;
     dst[i] = Codes::store(
         keep ? static_cast<float>(static_cast<double>(Codes::load(x[i])) * keep_scale) : 0.f);
   }
@@ -685,6 +710,11 @@ class DeviceOps : public VectorOps {
   ~DeviceOps() override = default;  // the buffers wait for queued work (see DeviceBuffer)
   DeviceOps(const DeviceOps&) = delete;
   DeviceOps& operator=(const DeviceOps&) = delete;
+
+  void set_counter(uint64_t* counter, uint64_t value) override {
+    for_each(1, Fill<uint64_t>{counter, value});
+  }
+  void increment_counter(uint64_t* counter) override { for_each(1, Increment{counter}); }
 
  protected:
   template <typename Body>
@@ -893,9 +923,11 @@ class Ops final : public DeviceOps {
 
   void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
                   uint64_t first) override {
-    const double keep_scale = dropout_keep_scale(p);
-    for_each(count, Dropout<T>{static_cast<const T*>(x), static_cast<T*>(dst),
-                               static_cast<double>(p), keep_scale, seed, first});
+    drop(x, dst, count, p, MaskSeed{seed, {}}, first);
+  }
+  void dropout_at_step(const void* x, void* dst, size_t count, float p, const DropoutSeed& s,
+                       uint64_t first) override {
+    drop(x, dst, count, p, MaskSeed{0, s}, first);
   }
 
   double mse(const void* pred, const void* target, void* diff, size_t count,
@@ -1083,6 +1115,12 @@ class Ops final : public DeviceOps {
   }
 
  private:
+  void drop(const void* x, void* dst, size_t count, float p, const MaskSeed& seed, uint64_t first) {
+    const double keep_scale = dropout_keep_scale(p);
+    for_each(count, Dropout<T>{static_cast<const T*>(x), static_cast<T*>(dst),
+                               static_cast<double>(p), keep_scale, seed, first});
+  }
+
   // The reference's message for the first position (in order) whose label is out of range.
   [[noreturn]] void throw_bad_label(const int32_t* labels, size_t position, int64_t classes,
                                     int64_t spatial) const {
@@ -1138,9 +1176,11 @@ class HalfOps final : public DeviceOps {
 
   void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
                   uint64_t first) override {
-    const double keep_scale = dropout_keep_scale(p);
-    for_each(count, HalfDropout<Codes>{static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst),
-                                       static_cast<double>(p), keep_scale, seed, first});
+    drop(x, dst, count, p, MaskSeed{seed, {}}, first);
+  }
+  void dropout_at_step(const void* x, void* dst, size_t count, float p, const DropoutSeed& s,
+                       uint64_t first) override {
+    drop(x, dst, count, p, MaskSeed{0, s}, first);
   }
 
   double mse(const void*, const void*, void*, size_t, double) override { refuse("mse", dtype()); }
@@ -1205,6 +1245,13 @@ class HalfOps final : public DeviceOps {
   }
   double narrow(const void*, double, void*, size_t, DType) override { refuse("narrow", dtype()); }
   void widen(const void*, DType, void*, size_t) override { refuse("widen", dtype()); }
+
+ private:
+  void drop(const void* x, void* dst, size_t count, float p, const MaskSeed& seed, uint64_t first) {
+    const double keep_scale = dropout_keep_scale(p);
+    for_each(count, HalfDropout<Codes>{static_cast<const uint16_t*>(x), static_cast<uint16_t*>(dst),
+                                       static_cast<double>(p), keep_scale, seed, first});
+  }
 };
 
 }  // namespace
