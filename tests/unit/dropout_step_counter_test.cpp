@@ -77,6 +77,7 @@ TEST(DropoutStepCounter, ASetCounterContinuesTheMasksWithoutACopy) {
   Executor first(m.model.graph, device, m.options());
   m.fill(first);
   std::vector<double> losses;
+  losses.reserve(3);
   for (int s = 0; s < 3; ++s) losses.push_back(first.forward(true));
   EXPECT_NE(losses[0], losses[1]) << "two steps drew the same masks";
   EXPECT_NE(losses[1], losses[2]);

@@ -2,7 +2,6 @@
 // (under mpirun the ranks share one pipe) and the run's train.log receives the same text.
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -11,16 +10,10 @@
 #include "crest/train/run_directory.hpp"
 #include "support/cli_util.hpp"
 #include "support/recorded_writes.hpp"
+#include "support/test_util.hpp"
 
 namespace crest {
 namespace {
-
-std::string file_text(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 TEST(RunLog, EachLineReachesTheStreamInOneWriteAndTheFileHoldsTheSame) {
   test::TempDir dir;
@@ -36,7 +29,7 @@ TEST(RunLog, EachLineReachesTheStreamInOneWriteAndTheFileHoldsTheSame) {
     EXPECT_EQ(writes.seen.size(), 2u) << "a line without its end was written";
   }
   EXPECT_EQ(writes.seen.back(), "unfinished") << "closing the log lost its last text";
-  EXPECT_EQ(file_text(path), "epoch 1: loss 0.25\nstep 3/8\runfinished");
+  EXPECT_EQ(test::slurp(path), "epoch 1: loss 0.25\nstep 3/8\runfinished");
 }
 
 TEST(RunLog, AResumedRunAppendsToTheFile) {
@@ -45,10 +38,10 @@ TEST(RunLog, AResumedRunAppendsToTheFile) {
   std::ostringstream to;
   RunLog(to, path, false).stream() << "first run\n";
   RunLog(to, path, true).stream() << "resumed\n";
-  EXPECT_EQ(file_text(path), "first run\nresumed\n");
+  EXPECT_EQ(test::slurp(path), "first run\nresumed\n");
   EXPECT_EQ(to.str(), "first run\nresumed\n");
   RunLog(to, path, false).stream() << "fresh\n";
-  EXPECT_EQ(file_text(path), "fresh\n");
+  EXPECT_EQ(test::slurp(path), "fresh\n");
 }
 
 TEST(RunLog, AnUnwritableFileIsNamed) {
