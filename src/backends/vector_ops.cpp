@@ -36,18 +36,42 @@ VectorOps::SquareSums VectorOps::lamb_direction_with_norms(const void* w, void* 
 }
 
 void VectorOps::lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v,
-                                               size_t count, double grad_divisor, double beta1,
+                                               size_t count, const UpdateStep* at, double beta1,
                                                double beta2, double eps, double weight_decay,
-                                               int64_t step, double* sums) {
-  const SquareSums s = lamb_direction_with_norms(w, g, m, v, count, grad_divisor, beta1, beta2, eps,
-                                                 weight_decay, step);
+                                               double* sums) {
+  const SquareSums s = lamb_direction_with_norms(w, g, m, v, count, at->grad_divisor, beta1, beta2,
+                                                 eps, weight_decay, at->step);
   sums[0] = s.w;
   sums[1] = s.u;
 }
 
-void VectorOps::lamb_trust_update(void* w, const void* u, size_t count, double lr,
+void VectorOps::lamb_trust_update(void* w, const void* u, size_t count, const UpdateStep* at,
                                   const double* sums) {
-  axpy(-lr * lamb_trust_ratio(sums[0], sums[1]), u, w, count);
+  const double ratio = sums ? lamb_trust_ratio(sums[0], sums[1]) : 1.0;
+  axpy(-at->lr * ratio, u, w, count);
+}
+
+void VectorOps::sgd_keras_at_step(void* w, const void* g, void* v, size_t count,
+                                  const UpdateStep* at, double momentum, bool nesterov) {
+  sgd_keras(w, g, v, count, at->lr, momentum, nesterov);
+}
+
+void VectorOps::adam_at_step(void* w, const void* g, void* m, void* v, size_t count,
+                             const UpdateStep* at, double beta1, double beta2, double eps,
+                             double weight_decay, bool decoupled) {
+  adam(w, g, m, v, count, at->lr, beta1, beta2, eps, weight_decay, decoupled, at->step);
+}
+
+void VectorOps::lars_update_at_step(void* w, const void* g, void* buf, size_t count,
+                                    const UpdateStep* at, double momentum, double grad_scale,
+                                    double weight_decay) {
+  lars_update(w, g, buf, count, at->lr, momentum, grad_scale, weight_decay);
+}
+
+void VectorOps::lamb_direction_at_step(const void* w, void* g, void* m, void* v, size_t count,
+                                       const UpdateStep* at, double beta1, double beta2, double eps,
+                                       double weight_decay) {
+  lamb_direction(w, g, m, v, count, at->grad_divisor, beta1, beta2, eps, weight_decay, at->step);
 }
 
 void VectorOps::sum_squares_into(const void* x, size_t count, double* out) {
@@ -102,21 +126,23 @@ void VectorOps::range_sum_squares_into(const void* a, const void* b, const Eleme
   range_sum_squares(a, b, ranges, n, sums, sums + n);
 }
 
-void VectorOps::lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
-                                  double momentum, const TrustRatioAt& ratio) {
-  lars_update(w, g, buf, count, lr, momentum, ratio_of(ratio), ratio.weight_decay);
+void VectorOps::lars_trust_update(void* w, const void* g, void* buf, size_t count,
+                                  const UpdateStep* at, double momentum,
+                                  const TrustRatioAt& ratio) {
+  lars_update(w, g, buf, count, at->lr, momentum, ratio_of(ratio), ratio.weight_decay);
 }
 
-void VectorOps::sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr,
-                                       double momentum, const TrustRatioAt& ratio) {
+void VectorOps::sgd_keras_trust_update(void* w, void* g, void* v, size_t count,
+                                       const UpdateStep* at, double momentum,
+                                       const TrustRatioAt& ratio) {
   if (ratio.weight_decay != 0) axpy(ratio.weight_decay, w, g, count);
-  sgd_keras(w, g, v, count, lr * ratio_of(ratio), momentum, false);
+  sgd_keras(w, g, v, count, at->lr * ratio_of(ratio), momentum, false);
 }
 
 void VectorOps::larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
-                                   bool clip, double lr) {
+                                   bool clip, const UpdateStep* at) {
   if (*ratio.w_sq == 0 || *ratio.g_sq == 0) return;  // apex: no rescaling, no weight decay
-  const double a = larc_factor(ratio_of(ratio), clip, lr);
+  const double a = larc_factor(ratio_of(ratio), clip, at->lr);
   if (ratio.weight_decay != 0) axpy(ratio.weight_decay, w, g, count);
   scale(a, g, g, count);
 }

@@ -41,18 +41,19 @@ double Lamb::global_gradient_norm() const {
 
 // Without weight decay apex takes no trust ratio (use_nvlamb off): the step is plain lr u for
 // every tensor, one pass over the whole trainable range (its zero padding gives u = 0).
-void Lamb::step_without_trust_ratios(double lr, double divisor) {
-  vec_->lamb_direction(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
-                       count_, divisor, o_.beta1, o_.beta2, o_.eps, o_.weight_decay, steps_);
-  vec_->axpy(-lr, params_->grads(), params_->values(), count_);
+void Lamb::step_without_trust_ratios(const VectorOps::UpdateStep* at) {
+  vec_->lamb_direction_at_step(params_->values(), params_->grads(), state_[0].data(),
+                               state_[1].data(), count_, at, o_.beta1, o_.beta2, o_.eps,
+                               o_.weight_decay);
+  vec_->lamb_trust_update(params_->values(), params_->grads(), count_, at, nullptr);
 }
 
 // Tensor by tensor: u (in the gradient buffer) with the norms of w and u, then w <- w - lr r u
 // while the tensor is still in cache. Each tensor's results do not depend on the order. The
 // norms stay in the backend's memory, where the update reads them: on a device the step waits
 // for none of its tensors. A divided tensor's norms are its whole tensor's, the parts' sums
-// over the group: those come back to the host.
-void Lamb::step_with_trust_ratios(double lr, double divisor) {
+// over the group: those come back to the host, and their update takes lr and divisor from it.
+void Lamb::step_with_trust_ratios(const VectorOps::UpdateStep* at, double lr, double divisor) {
   auto* sums = static_cast<double*>(tensor_sums_.data());
   for (size_t s = 0; s < params_->slots().size(); ++s) {
     const ParamSlot& slot = params_->slots()[s];
@@ -62,9 +63,9 @@ void Lamb::step_with_trust_ratios(double lr, double divisor) {
     void* m = static_cast<char*>(state_[0].data()) + slot.offset;
     void* v = static_cast<char*>(state_[1].data()) + slot.offset;
     if (!slot.spec.shard) {
-      vec_->lamb_direction_with_norms_into(w, u, m, v, slot.count, divisor, o_.beta1, o_.beta2,
-                                           o_.eps, o_.weight_decay, steps_, sums + 2 * s);
-      vec_->lamb_trust_update(w, u, slot.count, lr, sums + 2 * s);
+      vec_->lamb_direction_with_norms_into(w, u, m, v, slot.count, at, o_.beta1, o_.beta2, o_.eps,
+                                           o_.weight_decay, sums + 2 * s);
+      vec_->lamb_trust_update(w, u, slot.count, at, sums + 2 * s);
       continue;
     }
     const VectorOps::SquareSums part = vec_->lamb_direction_with_norms(
@@ -86,10 +87,11 @@ void Lamb::step(double lr) {
   const std::optional<double> offered = take_offered_sum_squares();
   last_norm_ = offered ? std::sqrt(*offered) : global_gradient_norm();
   const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
+  const VectorOps::UpdateStep* at = stage_update(lr, divisor);
   if (o_.weight_decay == 0)
-    step_without_trust_ratios(lr, divisor);
+    step_without_trust_ratios(at);
   else
-    step_with_trust_ratios(lr, divisor);
+    step_with_trust_ratios(at, lr, divisor);
 }
 
 namespace {

@@ -43,13 +43,14 @@ void Larc::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   ++steps_;
   last_lr_ = lr;
+  const VectorOps::UpdateStep* at = stage_update(lr);
   tensors_.measure(*vec_, params_->values(), params_->grads());
   const bool clip = o_.mode == LarcMode::clip;
   for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
     const size_t slot = tensors_.adapted()[i];
     vec_->larc_trust_rescale(
         params_->grad(slot).data(), params_->value(slot).data(), params_->slots()[slot].count,
-        tensors_.ratio_at(i, o_.trust_coefficient, o_.weight_decay, o_.eps), clip, lr);
+        tensors_.ratio_at(i, o_.trust_coefficient, o_.weight_decay, o_.eps), clip, at);
   }
   base_->step(lr);
 }

@@ -24,32 +24,34 @@ std::string Lars::notes() const {
 // g += wd w (the gradient is consumed, as LAMB's is); v = m v - lr ratio g; w = w + v. An adapted
 // tensor's ratio is computed where the update runs, from its norms in the parameters' memory
 // (`ratio`): on a device no step waits for them. An excluded one (null) has ratio 1, no decay.
-void Lars::update(size_t slot, double lr, const VectorOps::TrustRatioAt* ratio) {
+void Lars::update(size_t slot, const VectorOps::UpdateStep* at,
+                  const VectorOps::TrustRatioAt* ratio) {
   const ParamSlot& s = params_->slots()[slot];
   void* buf = static_cast<char*>(state_[0].data()) + s.offset;
   void* w = params_->value(slot).data();
   void* g = params_->grad(slot).data();
   const bool torch = o_.momentum_form == LarsMomentumForm::torch;
   if (!ratio) {
-    torch ? vec_->lars_update(w, g, buf, s.count, lr, o_.momentum, 1.0, 0.0)
-          : vec_->sgd_keras(w, g, buf, s.count, lr, o_.momentum, false);
+    torch ? vec_->lars_update_at_step(w, g, buf, s.count, at, o_.momentum, 1.0, 0.0)
+          : vec_->sgd_keras_at_step(w, g, buf, s.count, at, o_.momentum, false);
   } else if (torch) {
-    vec_->lars_trust_update(w, g, buf, s.count, lr, o_.momentum, *ratio);
+    vec_->lars_trust_update(w, g, buf, s.count, at, o_.momentum, *ratio);
   } else {
-    vec_->sgd_keras_trust_update(w, g, buf, s.count, lr, o_.momentum, *ratio);
+    vec_->sgd_keras_trust_update(w, g, buf, s.count, at, o_.momentum, *ratio);
   }
 }
 
 void Lars::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   ++steps_;
+  const VectorOps::UpdateStep* at = stage_update(lr);
   tensors_.measure(*vec_, params_->values(), params_->grads());
   for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
     const VectorOps::TrustRatioAt ratio =
         tensors_.ratio_at(i, o_.trust_coefficient, o_.weight_decay, o_.eps);
-    update(tensors_.adapted()[i], lr, &ratio);
+    update(tensors_.adapted()[i], at, &ratio);
   }
-  for (size_t slot : tensors_.excluded()) update(slot, lr, nullptr);
+  for (size_t slot : tensors_.excluded()) update(slot, at, nullptr);
 }
 
 std::vector<double> Lars::last_trust_ratios() const {

@@ -26,6 +26,7 @@ void Optimizer::attach(ParamStore& params, VectorOps& vec, int accumulation, boo
   const size_t buffers = state_names().size() + (accumulation > 1 ? 1 : 0);
   for (size_t i = 0; i < buffers; ++i) add(params.trainable_bytes());
   if (gradient_lag) add(params.trainable_bytes() + ParamStore::kSidebandBytes);
+  update_step_ = StagedValues<VectorOps::UpdateStep>(params.memory());
   steps_ = 0;
   on_attach();
 }
@@ -46,6 +47,11 @@ void* Optimizer::gradient_sum() {
 
 Buffer* Optimizer::lagged_gradient() {
   return gradient_lag_ && !state_.empty() ? &state_.back() : nullptr;
+}
+
+const VectorOps::UpdateStep* Optimizer::stage_update(double lr, double grad_divisor) {
+  CREST_CHECK(steps_ >= 1 && grad_divisor > 0, "an update's step is 1-based, its divisor positive");
+  return update_step_.set({.lr = lr, .grad_divisor = grad_divisor, .step = steps_});
 }
 
 SgdKeras::SgdKeras(double momentum, double weight_decay, LarsExclusions exclude, bool nesterov)
@@ -69,19 +75,20 @@ void SgdKeras::on_attach() {
 void SgdKeras::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   // g + wd w, in the gradient buffer the update reads next (the next backward overwrites it).
+  ++steps_;
+  const VectorOps::UpdateStep* at = stage_update(lr);
   for (const size_t slot : decayed_)
     vec_->axpy(weight_decay_, params_->value(slot).data(), params_->grad(slot).data(),
                params_->slots()[slot].count);
-  vec_->sgd_keras(params_->values(), params_->grads(), state_[0].data(), count_, lr, momentum_,
-                  nesterov_);
-  ++steps_;
+  vec_->sgd_keras_at_step(params_->values(), params_->grads(), state_[0].data(), count_, at,
+                          momentum_, nesterov_);
 }
 
 void Adam::step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   ++steps_;
-  vec_->adam(params_->values(), params_->grads(), state_[0].data(), state_[1].data(), count_, lr,
-             beta1_, beta2_, eps_, wd_, decoupled_, steps_);
+  vec_->adam_at_step(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
+                     count_, stage_update(lr), beta1_, beta2_, eps_, wd_, decoupled_);
 }
 
 namespace {

@@ -27,6 +27,20 @@ struct Ops {
   std::unique_ptr<VectorOps> r = ref->vector_ops(DType::f32);
 };
 
+// An update's step values on the device (what Optimizer::stage_update writes there) and on the
+// host, the same.
+struct UpdateStepOn {
+  UpdateStepOn(Backend& cuda, const VectorOps::UpdateStep& values)
+      : host(values), buffer(sizeof values, 256, cuda.memory()) {
+    cuda.memory().copy_to_device(buffer.data(), &values, sizeof values);
+  }
+  const VectorOps::UpdateStep* device() const {
+    return static_cast<const VectorOps::UpdateStep*>(buffer.data());
+  }
+  VectorOps::UpdateStep host;
+  Buffer buffer;
+};
+
 TEST(CudaVectorOps, ElementWiseOpsAgreeWithTheReference) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   Ops o;
@@ -221,6 +235,7 @@ TEST(CudaVectorOps, TrustRatioUpdatesAgreeWithTheReference) {
   for (int i = 0; i < 6; ++i) EXPECT_NEAR(got[i], want[i], 1e-9 * want[i]) << "sum " << i;
   // The host's sums are the device's, so both compute the same ratios from here on.
   std::memcpy(want, got.data(), sizeof want);
+  const UpdateStepOn rate(*o.cuda, {.lr = 0.1}), larc_rate(*o.cuda, {.lr = 0.5});
   for (int r = 0; r < 3; ++r) {
     const VectorOps::TrustRatioAt on_device{at + r, at + 3 + r, 0.02, 0.01, 1e-9};
     const VectorOps::TrustRatioAt on_host{want + r, want + 3 + r, 0.02, 0.01, 1e-9};
@@ -228,19 +243,67 @@ TEST(CudaVectorOps, TrustRatioUpdatesAgreeWithTheReference) {
     auto* wd = static_cast<float*>(w.dev()) + first;
     auto* gd = static_cast<float*>(g.dev()) + first;
     auto* md = static_cast<float*>(m.dev()) + first;
-    o.c->lars_trust_update(wd, gd, md, n, 0.1, 0.9, on_device);
-    o.r->lars_trust_update(w.ref() + first, g.ref() + first, m.ref() + first, n, 0.1, 0.9, on_host);
-    o.c->sgd_keras_trust_update(wd, gd, md, n, 0.1, 0.9, on_device);
-    o.r->sgd_keras_trust_update(w.ref() + first, g.ref() + first, m.ref() + first, n, 0.1, 0.9,
-                                on_host);
+    o.c->lars_trust_update(wd, gd, md, n, rate.device(), 0.9, on_device);
+    o.r->lars_trust_update(w.ref() + first, g.ref() + first, m.ref() + first, n, &rate.host, 0.9,
+                           on_host);
+    o.c->sgd_keras_trust_update(wd, gd, md, n, rate.device(), 0.9, on_device);
+    o.r->sgd_keras_trust_update(w.ref() + first, g.ref() + first, m.ref() + first, n, &rate.host,
+                                0.9, on_host);
     for (const bool clip : {true, false}) {
-      o.c->larc_trust_rescale(gd, wd, n, on_device, clip, 0.5);
-      o.r->larc_trust_rescale(g.ref() + first, w.ref() + first, n, on_host, clip, 0.5);
+      o.c->larc_trust_rescale(gd, wd, n, on_device, clip, larc_rate.device());
+      o.r->larc_trust_rescale(g.ref() + first, w.ref() + first, n, on_host, clip, &larc_rate.host);
     }
   }
   EXPECT_LT(w.error(), kTolerance) << "weights";
   EXPECT_LT(g.error(), kTolerance) << "gradients (Keras's decay, LARC's rescaling)";
   EXPECT_LT(m.error(), kTolerance) << "momentum";
+}
+
+// The updates that read the step's rate, count and LAMB's divisor from device memory
+// (VectorOps::UpdateStep, written once per step by the optimizer): the reference's updates with
+// the same values on the host.
+TEST(CudaVectorOps, UpdatesAtTheStepInDeviceMemoryAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  MirroredValues w(*o.cuda, kCount, 1), g(*o.cuda, kCount, 2), m(*o.cuda, kCount, 3),
+      v(*o.cuda, kCount, 4);
+  const UpdateStepOn at(*o.cuda, {.lr = 0.02, .grad_divisor = 1.5, .step = 3});
+  for (const bool nesterov : {false, true}) {
+    o.r->sgd_keras_at_step(w.ref(), g.ref(), m.ref(), kCount, &at.host, 0.9, nesterov);
+    o.c->sgd_keras_at_step(w.dev(), g.dev(), m.dev(), kCount, at.device(), 0.9, nesterov);
+    EXPECT_LT(w.error(), kTolerance) << "sgd, nesterov " << nesterov;
+  }
+  for (const bool decoupled : {false, true}) {
+    o.r->adam_at_step(w.ref(), g.ref(), m.ref(), v.ref(), kCount, &at.host, 0.9, 0.999, 1e-8, 0.01,
+                      decoupled);
+    o.c->adam_at_step(w.dev(), g.dev(), m.dev(), v.dev(), kCount, at.device(), 0.9, 0.999, 1e-8,
+                      0.01, decoupled);
+    EXPECT_LT(w.error(), kTolerance) << "adam (step 3's bias correction), decoupled " << decoupled;
+    EXPECT_LT(m.error(), kTolerance) << "adam first moment";
+  }
+  o.r->lars_update_at_step(w.ref(), g.ref(), m.ref(), kCount, &at.host, 0.9, 0.7, 5e-5);
+  o.c->lars_update_at_step(w.dev(), g.dev(), m.dev(), kCount, at.device(), 0.9, 0.7, 5e-5);
+  EXPECT_LT(w.error(), kTolerance) << "lars";
+  o.r->lamb_direction_at_step(w.ref(), g.ref(), m.ref(), v.ref(), kCount, &at.host, 0.9, 0.999,
+                              1e-6, 0.0);
+  o.c->lamb_direction_at_step(w.dev(), g.dev(), m.dev(), v.dev(), kCount, at.device(), 0.9, 0.999,
+                              1e-6, 0.0);
+  EXPECT_LT(g.error(), kTolerance) << "lamb direction (the divisor, step 3's bias correction)";
+  o.r->lamb_trust_update(w.ref(), g.ref(), kCount, &at.host, nullptr);
+  o.c->lamb_trust_update(w.dev(), g.dev(), kCount, at.device(), nullptr);
+  EXPECT_LT(w.error(), kTolerance) << "lamb without a trust ratio";
+  Buffer sums(2 * sizeof(double), 256, o.cuda->memory());
+  double want[2];
+  o.r->lamb_direction_with_norms_into(w.ref(), g.ref(), m.ref(), v.ref(), kCount, &at.host, 0.9,
+                                      0.999, 1e-6, 0.01, want);
+  o.c->lamb_direction_with_norms_into(w.dev(), g.dev(), m.dev(), v.dev(), kCount, at.device(), 0.9,
+                                      0.999, 1e-6, 0.01, static_cast<double*>(sums.data()));
+  const std::vector<double> got = device_doubles(*o.cuda, sums, 2);
+  EXPECT_NEAR(got[0], want[0], 1e-6 * want[0]) << "lamb: the sum of w^2";
+  EXPECT_NEAR(got[1], want[1], 1e-5 * want[1]) << "lamb: the sum of u^2";
+  o.r->lamb_trust_update(w.ref(), g.ref(), kCount, &at.host, want);
+  o.c->lamb_trust_update(w.dev(), g.dev(), kCount, at.device(), static_cast<double*>(sums.data()));
+  EXPECT_LT(w.error(), kTolerance) << "lamb with its trust ratio";
 }
 
 TEST(CudaVectorOps, SixteenBitConversionsAreExact) {

@@ -191,6 +191,8 @@ class CountingBackend final : public Backend {
   int value_reads = 0;
   // The dropout kernels queued through its VectorOps (CountingVectorOps).
   DropoutCalls dropouts;
+  // The optimizer update kernels queued through it (CountingVectorOps).
+  UpdateCalls updates;
 
   using Backend::supports;
   Support supports(const ConvDesc& d) const override {
@@ -222,7 +224,8 @@ class CountingBackend final : public Backend {
     return inner_->concat(srcs);
   }
   std::unique_ptr<VectorOps> create_vector_ops(DType dtype) override {
-    return std::make_unique<CountingVectorOps>(inner_->vector_ops(dtype), &value_reads, &dropouts);
+    return std::make_unique<CountingVectorOps>(inner_->vector_ops(dtype), &value_reads, &dropouts,
+                                               &updates);
   }
 
  private:

@@ -6,6 +6,8 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <sstream>
+#include <string>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -23,10 +25,19 @@ struct DropoutCalls {
   std::vector<AtStep> at_step;
 };
 
+// The optimizer update kernels queued so far: how many were handed the step's rate or count by
+// the host (a captured update would replay them), and each of those that read them from the
+// backend's memory (VectorOps::UpdateStep), as its name and every argument, in order.
+struct UpdateCalls {
+  int host_rated = 0;
+  std::vector<std::string> at_step;
+};
+
 class CountingVectorOps final : public VectorOps {
  public:
-  CountingVectorOps(std::unique_ptr<VectorOps> inner, int* reads, DropoutCalls* dropouts = nullptr)
-      : inner_(std::move(inner)), reads_(reads), dropouts_(dropouts) {}
+  CountingVectorOps(std::unique_ptr<VectorOps> inner, int* reads, DropoutCalls* dropouts = nullptr,
+                    UpdateCalls* updates = nullptr)
+      : inner_(std::move(inner)), reads_(reads), dropouts_(dropouts), updates_(updates) {}
 
   DType dtype() const override { return inner_->dtype(); }
   void fill(void* x, size_t count, double value) override { inner_->fill(x, count, value); }
@@ -57,20 +68,46 @@ class CountingVectorOps final : public VectorOps {
   void increment_counter(uint64_t* counter) override { inner_->increment_counter(counter); }
   void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
                  bool nesterov) override {
+    host_rated();
     inner_->sgd_keras(w, g, v, count, lr, momentum, nesterov);
   }
   void adam(void* w, const void* g, void* m, void* v, size_t count, double lr, double beta1,
             double beta2, double eps, double weight_decay, bool decoupled, int64_t step) override {
+    host_rated();
     inner_->adam(w, g, m, v, count, lr, beta1, beta2, eps, weight_decay, decoupled, step);
   }
   void lars_update(void* w, const void* g, void* buf, size_t count, double lr, double momentum,
                    double grad_scale, double weight_decay) override {
+    host_rated();
     inner_->lars_update(w, g, buf, count, lr, momentum, grad_scale, weight_decay);
   }
   void lamb_direction(const void* w, void* g, void* m, void* v, size_t count, double grad_divisor,
                       double beta1, double beta2, double eps, double weight_decay,
                       int64_t step) override {
+    host_rated();
     inner_->lamb_direction(w, g, m, v, count, grad_divisor, beta1, beta2, eps, weight_decay, step);
+  }
+  void sgd_keras_at_step(void* w, const void* g, void* v, size_t count, const UpdateStep* at,
+                         double momentum, bool nesterov) override {
+    note("sgd_keras_at_step", w, g, v, count, at, momentum, nesterov);
+    inner_->sgd_keras_at_step(w, g, v, count, at, momentum, nesterov);
+  }
+  void adam_at_step(void* w, const void* g, void* m, void* v, size_t count, const UpdateStep* at,
+                    double beta1, double beta2, double eps, double weight_decay,
+                    bool decoupled) override {
+    note("adam_at_step", w, g, m, v, count, at, beta1, beta2, eps, weight_decay, decoupled);
+    inner_->adam_at_step(w, g, m, v, count, at, beta1, beta2, eps, weight_decay, decoupled);
+  }
+  void lars_update_at_step(void* w, const void* g, void* buf, size_t count, const UpdateStep* at,
+                           double momentum, double grad_scale, double weight_decay) override {
+    note("lars_update_at_step", w, g, buf, count, at, momentum, grad_scale, weight_decay);
+    inner_->lars_update_at_step(w, g, buf, count, at, momentum, grad_scale, weight_decay);
+  }
+  void lamb_direction_at_step(const void* w, void* g, void* m, void* v, size_t count,
+                              const UpdateStep* at, double beta1, double beta2, double eps,
+                              double weight_decay) override {
+    note("lamb_direction_at_step", w, g, m, v, count, at, beta1, beta2, eps, weight_decay);
+    inner_->lamb_direction_at_step(w, g, m, v, count, at, beta1, beta2, eps, weight_decay);
   }
   void widen(const void* src, DType from, void* dst, size_t count) override {
     inner_->widen(src, from, dst, count);
@@ -146,14 +183,17 @@ class CountingVectorOps final : public VectorOps {
     inner_->fill_from(x, value, factor);
   }
   void lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v, size_t count,
-                                      double grad_divisor, double beta1, double beta2, double eps,
-                                      double weight_decay, int64_t step, double* sums) override {
-    inner_->lamb_direction_with_norms_into(w, g, m, v, count, grad_divisor, beta1, beta2, eps,
-                                           weight_decay, step, sums);
+                                      const UpdateStep* at, double beta1, double beta2, double eps,
+                                      double weight_decay, double* sums) override {
+    note("lamb_direction_with_norms_into", w, g, m, v, count, at, beta1, beta2, eps, weight_decay,
+         sums);
+    inner_->lamb_direction_with_norms_into(w, g, m, v, count, at, beta1, beta2, eps, weight_decay,
+                                           sums);
   }
-  void lamb_trust_update(void* w, const void* u, size_t count, double lr,
+  void lamb_trust_update(void* w, const void* u, size_t count, const UpdateStep* at,
                          const double* sums) override {
-    inner_->lamb_trust_update(w, u, count, lr, sums);
+    note("lamb_trust_update", w, u, count, at, sums);
+    inner_->lamb_trust_update(w, u, count, at, sums);
   }
   void flag_nonfinite(const double* values, size_t n, void* flag) override {
     inner_->flag_nonfinite(values, n, flag);
@@ -163,20 +203,39 @@ class CountingVectorOps final : public VectorOps {
                               double* sums) override {
     inner_->range_sum_squares_into(a, b, ranges, n, sums);
   }
-  void lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
+  void lars_trust_update(void* w, const void* g, void* buf, size_t count, const UpdateStep* at,
                          double momentum, const TrustRatioAt& ratio) override {
-    inner_->lars_trust_update(w, g, buf, count, lr, momentum, ratio);
+    note("lars_trust_update", w, g, buf, count, at, momentum, ratio.w_sq, ratio.g_sq,
+         ratio.coefficient, ratio.weight_decay, ratio.eps);
+    inner_->lars_trust_update(w, g, buf, count, at, momentum, ratio);
   }
-  void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr, double momentum,
-                              const TrustRatioAt& ratio) override {
-    inner_->sgd_keras_trust_update(w, g, v, count, lr, momentum, ratio);
+  void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, const UpdateStep* at,
+                              double momentum, const TrustRatioAt& ratio) override {
+    note("sgd_keras_trust_update", w, g, v, count, at, momentum, ratio.w_sq, ratio.g_sq,
+         ratio.coefficient, ratio.weight_decay, ratio.eps);
+    inner_->sgd_keras_trust_update(w, g, v, count, at, momentum, ratio);
   }
   void larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
-                          bool clip, double lr) override {
-    inner_->larc_trust_rescale(g, w, count, ratio, clip, lr);
+                          bool clip, const UpdateStep* at) override {
+    note("larc_trust_rescale", g, w, count, ratio.w_sq, ratio.g_sq, ratio.coefficient,
+         ratio.weight_decay, ratio.eps, clip, at);
+    inner_->larc_trust_rescale(g, w, count, ratio, clip, at);
   }
 
  private:
+  void host_rated() {
+    if (updates_) ++updates_->host_rated;
+  }
+  // One line: the kernel's name and its arguments as a captured launch would keep them.
+  template <typename... Args>
+  void note(const char* kernel, const Args&... args) {
+    if (!updates_) return;
+    std::ostringstream line;
+    line << kernel;
+    ((line << ' ' << args), ...);
+    updates_->at_step.push_back(line.str());
+  }
+
   static int64_t first_bad_label(const int32_t* labels, int64_t positions, int64_t classes) {
     for (int64_t q = 0; q < positions; ++q)
       if (labels[q] < 0 || labels[q] >= classes) return q;
@@ -186,6 +245,7 @@ class CountingVectorOps final : public VectorOps {
   std::unique_ptr<VectorOps> inner_;
   int* reads_;
   DropoutCalls* dropouts_;
+  UpdateCalls* updates_;
 };
 
 }  // namespace crest::test

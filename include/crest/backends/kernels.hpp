@@ -305,6 +305,30 @@ class VectorOps {
   // ratio (1 and weight_decay 0 for an excluded tensor). g is only read.
   virtual void lars_update(void* w, const void* g, void* buf, size_t count, double lr,
                            double momentum, double grad_scale, double weight_decay) = 0;
+
+  // What an update changes from step to step, in the backend's memory: the optimizer writes it
+  // once per step (StagedValues: one small copy from page-locked memory on a device) and the update
+  // kernels below read it where they run, so they take the same arguments every step and a
+  // captured update (a CUDA graph) replays with the next step's rate. The optimizer checks the
+  // values before it writes them (a kernel cannot refuse them).
+  struct UpdateStep {
+    double lr = 0;
+    double grad_divisor = 1;  // LAMB's global-norm clip: max(1, ||g|| / max_grad_norm)
+    int64_t step = 1;         // 1-based: Adam's and LAMB's bias correction
+  };
+  // sgd_keras, adam, lars_update and lamb_direction with at->lr, at->step and at->grad_divisor.
+  // The defaults read *at (host memory) and call those.
+  virtual void sgd_keras_at_step(void* w, const void* g, void* v, size_t count,
+                                 const UpdateStep* at, double momentum, bool nesterov);
+  virtual void adam_at_step(void* w, const void* g, void* m, void* v, size_t count,
+                            const UpdateStep* at, double beta1, double beta2, double eps,
+                            double weight_decay, bool decoupled);
+  virtual void lars_update_at_step(void* w, const void* g, void* buf, size_t count,
+                                   const UpdateStep* at, double momentum, double grad_scale,
+                                   double weight_decay);
+  virtual void lamb_direction_at_step(const void* w, void* g, void* m, void* v, size_t count,
+                                      const UpdateStep* at, double beta1, double beta2, double eps,
+                                      double weight_decay);
   // LARS's and LARC's trust ratios with the tensors' norms left in the backend's memory, so a
   // device waits for nothing (as LAMB's below): range_sum_squares writing sums[i] = the sum of
   // a^2 and sums[n + i] = that of b^2 over ranges[i] (ranges: a host array); then updates that
@@ -318,17 +342,18 @@ class VectorOps {
     const double* g_sq;  // and of g^2
     double coefficient, weight_decay, eps;
   };
-  // lars_update with grad_scale the ratio and weight_decay ratio.weight_decay (torch's form).
-  virtual void lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
-                                 double momentum, const TrustRatioAt& ratio);
-  // LARS's Keras form: g += weight_decay w (where it is not 0), then sgd_keras at lr times the
+  // lars_update at at->lr with grad_scale the ratio and weight_decay ratio.weight_decay (torch's
+  // form).
+  virtual void lars_trust_update(void* w, const void* g, void* buf, size_t count,
+                                 const UpdateStep* at, double momentum, const TrustRatioAt& ratio);
+  // LARS's Keras form: g += weight_decay w (where it is not 0), then sgd_keras at at->lr times the
   // ratio (no Nesterov). The gradient is consumed.
-  virtual void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr,
+  virtual void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, const UpdateStep* at,
                                       double momentum, const TrustRatioAt& ratio);
   // LARC's rescaling (apex): where neither sum is 0, g += weight_decay w (where it is not 0),
-  // then g = a g with a = larc_factor(the ratio, clip, lr); else g is left as it is.
+  // then g = a g with a = larc_factor(the ratio, clip, at->lr); else g is left as it is.
   virtual void larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
-                                  bool clip, double lr);
+                                  bool clip, const UpdateStep* at);
 
   // LAMB's first stage (apex FusedLAMB with its defaults: bias correction, gradient averaging,
   // decoupled weight decay), element-wise: c = g / grad_divisor (the global-norm clip; 1 when
@@ -352,15 +377,17 @@ class VectorOps {
                                                int64_t step);
 
   // LAMB's trust-ratio step with its norms left in the backend's memory, so a device waits for
-  // nothing: lamb_direction_with_norms writing sums[0] = the sum of w^2 and sums[1] = that of the
-  // new u; then w = w - lr r u with r = ||w|| / ||u||, or 1 where either is 0, the ratio computed
-  // from those sums where the update runs (bit for bit the host's: r and lr r in double). The
-  // defaults call lamb_direction_with_norms and axpy: right where the memory is host memory.
+  // nothing: lamb_direction_with_norms (at at->step and at->grad_divisor) writing sums[0] = the
+  // sum of w^2 and sums[1] = that of the new u; then w = w - lr r u (lr = at->lr) with
+  // r = ||w|| / ||u||, or 1 where either is 0 or where sums is null (no weight decay: apex's plain
+  // step), the ratio computed from those sums where the update runs (bit for bit the host's: r
+  // and lr r in double). The defaults call lamb_direction_with_norms and axpy: right where the
+  // memory is host memory.
   virtual void lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v,
-                                              size_t count, double grad_divisor, double beta1,
+                                              size_t count, const UpdateStep* at, double beta1,
                                               double beta2, double eps, double weight_decay,
-                                              int64_t step, double* sums);
-  virtual void lamb_trust_update(void* w, const void* u, size_t count, double lr,
+                                              double* sums);
+  virtual void lamb_trust_update(void* w, const void* u, size_t count, const UpdateStep* at,
                                  const double* sums);
 
   // 16-bit floats for communication (gradient compression), written once above these two.

@@ -39,8 +39,8 @@ class Lamb : public Optimizer {
 
  private:
   double global_gradient_norm() const;
-  void step_without_trust_ratios(double lr, double divisor);
-  void step_with_trust_ratios(double lr, double divisor);
+  void step_without_trust_ratios(const VectorOps::UpdateStep* at);
+  void step_with_trust_ratios(const VectorOps::UpdateStep* at, double lr, double divisor);
 
   LambOptions o_;
   double last_norm_ = 0;

@@ -63,7 +63,7 @@ class Lars : public Optimizer {
   void on_attach() override;
 
  private:
-  void update(size_t slot, double lr, const VectorOps::TrustRatioAt* ratio);
+  void update(size_t slot, const VectorOps::UpdateStep* at, const VectorOps::TrustRatioAt* ratio);
 
   LarsOptions o_;
   AdaptedTensors tensors_;

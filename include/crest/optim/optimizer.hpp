@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/staged_values.hpp"
 #include "crest/graph/param_store.hpp"
 #include "crest/optim/layer_adaptation.hpp"
 
@@ -70,6 +71,10 @@ class Optimizer {
   std::optional<double> take_offered_sum_squares() {
     return std::exchange(offered_sum_squares_, std::nullopt);
   }
+  // Writes this step's rate, steps_ and LAMB's gradient divisor where the update kernels read
+  // them (VectorOps::UpdateStep) and returns that address, the same every step. The step must
+  // be counted (1-based) and the divisor positive: the kernels cannot refuse what they read.
+  const VectorOps::UpdateStep* stage_update(double lr, double grad_divisor = 1.0);
   ParamStore* params_ = nullptr;
   VectorOps* vec_ = nullptr;
   std::vector<Buffer> state_;  // state_names() in order, the gradient sum, the lagged gradient
@@ -80,6 +85,7 @@ class Optimizer {
 
  private:
   std::optional<double> offered_sum_squares_;
+  StagedValues<VectorOps::UpdateStep> update_step_;
 };
 
 // SGD with momentum in the Keras form the CosmoFlow reference uses: v = m v - lr g; w = w + v.

@@ -252,15 +252,16 @@ __device__ double lamb_trust_ratio_of(const double* sums) {
   return w_norm != 0 && u_norm != 0 ? w_norm / u_norm : 1.0;
 }
 
-// w = w - lr r u with r from the tensor's sums, in Axpy's arithmetic (the host's axpy(-lr r)).
+// w = w - lr r u with lr the step's and r from the tensor's sums (1 without them), in Axpy's
+// arithmetic (the host's axpy(-lr r)).
 template <typename T>
 struct LambTrustStep {
   T* w;
   const T* u;
-  double lr;
+  const VectorOps::UpdateStep* at;
   const double* sums;
   __device__ void operator()(size_t i) const {
-    const double alpha = -lr * lamb_trust_ratio_of(sums);
+    const double alpha = -at->lr * (sums ? lamb_trust_ratio_of(sums) : 1.0);
     w[i] = static_cast<T>(alpha * u[i] + w[i]);
   }
 };
@@ -450,6 +451,49 @@ struct Adam {
   }
 };
 
+// The update kernels that read the step's rate and count where they run (VectorOps::UpdateStep):
+// the bodies above with those values. A bias correction is computed by every thread from the
+// count (the host computes it once for the kernels above).
+template <typename T>
+struct SgdKerasAtStep {
+  T* w;
+  const T* g;
+  T* v;
+  const VectorOps::UpdateStep* at;
+  double momentum;
+  bool nesterov;
+  __device__ void operator()(size_t i) const {
+    SgdKeras<T>{w, g, v, at->lr, momentum, nesterov}(i);
+  }
+};
+
+struct AdamSettings {
+  double beta1, beta2, eps, weight_decay;
+  bool decoupled;
+};
+
+template <typename T>
+struct AdamAtStep {
+  T* w;
+  const T* g;
+  T* m;
+  T* v;
+  AdamSettings s;
+  const VectorOps::UpdateStep* at;
+  __device__ void operator()(size_t i) const {
+    const double step = static_cast<double>(at->step);
+    const AdamStep k{at->lr,
+                     s.beta1,
+                     s.beta2,
+                     s.eps,
+                     s.weight_decay,
+                     1.0 - pow(s.beta1, step),
+                     1.0 - pow(s.beta2, step),
+                     s.decoupled};
+    Adam<T>{w, g, m, v, k}(i);
+  }
+};
+
 template <typename T>
 struct LarsUpdate {
   T* w;
@@ -492,10 +536,24 @@ struct LarsTrustUpdate {
   T* w;
   const T* g;
   T* buf;
-  double lr, momentum;
+  const VectorOps::UpdateStep* at;
+  double momentum;
   TrustRatioOnDevice ratio;
   __device__ void operator()(size_t i) const {
-    LarsUpdate<T>{w, g, buf, lr, momentum, ratio(), ratio.weight_decay}(i);
+    LarsUpdate<T>{w, g, buf, at->lr, momentum, ratio(), ratio.weight_decay}(i);
+  }
+};
+
+// LarsUpdate at the step's rate (an excluded tensor's: ratio 1, no decay).
+template <typename T>
+struct LarsUpdateAtStep {
+  T* w;
+  const T* g;
+  T* buf;
+  const VectorOps::UpdateStep* at;
+  double momentum, grad_scale, weight_decay;
+  __device__ void operator()(size_t i) const {
+    LarsUpdate<T>{w, g, buf, at->lr, momentum, grad_scale, weight_decay}(i);
   }
 };
 
@@ -504,11 +562,12 @@ struct SgdKerasTrustUpdate {
   T* w;
   T* g;
   T* v;
-  double lr, momentum;
+  const VectorOps::UpdateStep* at;
+  double momentum;
   TrustRatioOnDevice ratio;
   __device__ void operator()(size_t i) const {
     if (ratio.weight_decay != 0) Axpy<T>{ratio.weight_decay, w, g}(i);
-    SgdKeras<T>{w, g, v, __dmul_rn(lr, ratio()), momentum, false}(i);
+    SgdKeras<T>{w, g, v, __dmul_rn(at->lr, ratio()), momentum, false}(i);
   }
 };
 
@@ -520,12 +579,12 @@ struct LarcTrustRescale {
   const T* w;
   TrustRatioOnDevice ratio;
   bool clip;
-  double lr;
+  const VectorOps::UpdateStep* at;
   __device__ void operator()(size_t i) const {
     if (ratio.either_zero()) return;
     double a = ratio();
     if (clip) {
-      const double over_lr = a / lr;
+      const double over_lr = a / at->lr;
       a = 1.0 < over_lr ? 1.0 : over_lr;
     }
     if (ratio.weight_decay != 0) Axpy<T>{ratio.weight_decay, w, g}(i);
@@ -553,6 +612,24 @@ __device__ T lamb_direction_at(const LambConstants<T>& k, const T* w, T* g, T* m
   return u;
 }
 
+// LAMB's settings, and its constants at a step read where the kernel runs.
+struct LambSettings {
+  double beta1, beta2, eps, weight_decay;
+};
+
+template <typename T>
+__device__ LambConstants<T> lamb_constants_at(const LambSettings& s,
+                                              const VectorOps::UpdateStep& at) {
+  const double step = static_cast<double>(at.step);
+  return {static_cast<T>(1.0 - pow(s.beta1, step)),
+          static_cast<T>(1.0 - pow(s.beta2, step)),
+          static_cast<T>(at.grad_divisor),
+          static_cast<T>(s.beta1),
+          static_cast<T>(s.beta2),
+          static_cast<T>(s.eps),
+          static_cast<T>(s.weight_decay)};
+}
+
 template <typename T>
 struct LambDirection {
   LambConstants<T> k;
@@ -575,6 +652,32 @@ struct LambDirectionSquares {
   __device__ SumPair operator()(size_t i) const {
     const T u = lamb_direction_at(k, w, g, m, v, i);
     return {static_cast<double>(w[i]) * w[i], static_cast<double>(u) * u};
+  }
+};
+
+template <typename T>
+struct LambDirectionAtStep {
+  LambSettings s;
+  const VectorOps::UpdateStep* at;
+  const T* w;
+  T* g;
+  T* m;
+  T* v;
+  __device__ void operator()(size_t i) const {
+    lamb_direction_at(lamb_constants_at<T>(s, *at), w, g, m, v, i);
+  }
+};
+
+template <typename T>
+struct LambDirectionSquaresAtStep {
+  LambSettings s;
+  const VectorOps::UpdateStep* at;
+  const T* w;
+  T* g;
+  T* m;
+  T* v;
+  __device__ SumPair operator()(size_t i) const {
+    return LambDirectionSquares<T>{lamb_constants_at<T>(s, *at), w, g, m, v}(i);
   }
 };
 
@@ -1014,22 +1117,54 @@ class Ops final : public DeviceOps {
                             stream_);
   }
 
-  void lars_trust_update(void* w, const void* g, void* buf, size_t count, double lr,
+  void lars_trust_update(void* w, const void* g, void* buf, size_t count, const UpdateStep* at,
                          double momentum, const TrustRatioAt& ratio) override {
     for_each(count, LarsTrustUpdate<T>{static_cast<T*>(w), static_cast<const T*>(g),
-                                       static_cast<T*>(buf), lr, momentum, on_device(ratio)});
+                                       static_cast<T*>(buf), at, momentum, on_device(ratio)});
   }
 
-  void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, double lr, double momentum,
-                              const TrustRatioAt& ratio) override {
+  void sgd_keras_trust_update(void* w, void* g, void* v, size_t count, const UpdateStep* at,
+                              double momentum, const TrustRatioAt& ratio) override {
     for_each(count, SgdKerasTrustUpdate<T>{static_cast<T*>(w), static_cast<T*>(g),
-                                           static_cast<T*>(v), lr, momentum, on_device(ratio)});
+                                           static_cast<T*>(v), at, momentum, on_device(ratio)});
   }
 
   void larc_trust_rescale(void* g, const void* w, size_t count, const TrustRatioAt& ratio,
-                          bool clip, double lr) override {
+                          bool clip, const UpdateStep* at) override {
     for_each(count, LarcTrustRescale<T>{static_cast<T*>(g), static_cast<const T*>(w),
-                                        on_device(ratio), clip, lr});
+                                        on_device(ratio), clip, at});
+  }
+
+  void sgd_keras_at_step(void* w, const void* g, void* v, size_t count, const UpdateStep* at,
+                         double momentum, bool nesterov) override {
+    for_each(count, SgdKerasAtStep<T>{static_cast<T*>(w), static_cast<const T*>(g),
+                                      static_cast<T*>(v), at, momentum, nesterov});
+  }
+
+  void adam_at_step(void* w, const void* g, void* m, void* v, size_t count, const UpdateStep* at,
+                    double beta1, double beta2, double eps, double weight_decay,
+                    bool decoupled) override {
+    const AdamSettings settings{beta1, beta2, eps, weight_decay, decoupled};
+    for_each(count, AdamAtStep<T>{static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(m),
+                                  static_cast<T*>(v), settings, at});
+  }
+
+  void lars_update_at_step(void* w, const void* g, void* buf, size_t count, const UpdateStep* at,
+                           double momentum, double grad_scale, double weight_decay) override {
+    for_each(count,
+             LarsUpdateAtStep<T>{static_cast<T*>(w), static_cast<const T*>(g), static_cast<T*>(buf),
+                                 at, momentum, grad_scale, weight_decay});
+  }
+
+  void lamb_direction_at_step(const void* w, void* g, void* m, void* v, size_t count,
+                              const UpdateStep* at, double beta1, double beta2, double eps,
+                              double weight_decay) override {
+    for_each(count, LambDirectionAtStep<T>{{beta1, beta2, eps, weight_decay},
+                                           at,
+                                           static_cast<const T*>(w),
+                                           static_cast<T*>(g),
+                                           static_cast<T*>(m),
+                                           static_cast<T*>(v)});
   }
 
   void sgd_keras(void* w, const void* g, void* v, size_t count, double lr, double momentum,
@@ -1080,18 +1215,21 @@ class Ops final : public DeviceOps {
   }
 
   void lamb_direction_with_norms_into(const void* w, void* g, void* m, void* v, size_t count,
-                                      double grad_divisor, double beta1, double beta2, double eps,
-                                      double weight_decay, int64_t step, double* sums) override {
-    const auto k = lamb_constants<T>(grad_divisor, beta1, beta2, eps, weight_decay, step);
+                                      const UpdateStep* at, double beta1, double beta2, double eps,
+                                      double weight_decay, double* sums) override {
     if (count == 0) return for_each(2, Fill<double>{sums, 0.0});
-    const LambDirectionSquares<T> term{k, static_cast<const T*>(w), static_cast<T*>(g),
-                                       static_cast<T*>(m), static_cast<T*>(v)};
+    const LambDirectionSquaresAtStep<T> term{{beta1, beta2, eps, weight_decay},
+                                             at,
+                                             static_cast<const T*>(w),
+                                             static_cast<T*>(g),
+                                             static_cast<T*>(m),
+                                             static_cast<T*>(v)};
     reduce_into<SumPair>(count, term, StoreSumPair{sums});
   }
 
-  void lamb_trust_update(void* w, const void* u, size_t count, double lr,
+  void lamb_trust_update(void* w, const void* u, size_t count, const UpdateStep* at,
                          const double* sums) override {
-    for_each(count, LambTrustStep<T>{static_cast<T*>(w), static_cast<const T*>(u), lr, sums});
+    for_each(count, LambTrustStep<T>{static_cast<T*>(w), static_cast<const T*>(u), at, sums});
   }
 
   double narrow(const void* x, double scale, void* dst, size_t count, DType to) override {
@@ -1205,8 +1343,28 @@ class HalfOps final : public DeviceOps {
     refuse("sum_squares_into", dtype());
   }
   void fill_from(void*, const double*, double) override { refuse("fill_from", dtype()); }
-  void lamb_trust_update(void*, const void*, size_t, double, const double*) override {
+  void lamb_trust_update(void*, const void*, size_t, const UpdateStep*, const double*) override {
     refuse("lamb", dtype());
+  }
+  void lamb_direction_with_norms_into(const void*, void*, void*, void*, size_t, const UpdateStep*,
+                                      double, double, double, double, double*) override {
+    refuse("lamb", dtype());
+  }
+  void lamb_direction_at_step(const void*, void*, void*, void*, size_t, const UpdateStep*, double,
+                              double, double, double) override {
+    refuse("lamb", dtype());
+  }
+  void sgd_keras_at_step(void*, const void*, void*, size_t, const UpdateStep*, double,
+                         bool) override {
+    refuse("sgd", dtype());
+  }
+  void adam_at_step(void*, const void*, void*, void*, size_t, const UpdateStep*, double, double,
+                    double, double, bool) override {
+    refuse("adam", dtype());
+  }
+  void lars_update_at_step(void*, const void*, void*, size_t, const UpdateStep*, double, double,
+                           double) override {
+    refuse("lars", dtype());
   }
   void flag_nonfinite(const double*, size_t, void*) override { refuse("flag_nonfinite", dtype()); }
   void widen_into(const void*, size_t, double*) override { refuse("widen_into", dtype()); }
@@ -1214,15 +1372,16 @@ class HalfOps final : public DeviceOps {
                               double*) override {
     refuse("range_sum_squares", dtype());
   }
-  void lars_trust_update(void*, const void*, void*, size_t, double, double,
+  void lars_trust_update(void*, const void*, void*, size_t, const UpdateStep*, double,
                          const TrustRatioAt&) override {
     refuse("lars", dtype());
   }
-  void sgd_keras_trust_update(void*, void*, void*, size_t, double, double,
+  void sgd_keras_trust_update(void*, void*, void*, size_t, const UpdateStep*, double,
                               const TrustRatioAt&) override {
     refuse("lars", dtype());
   }
-  void larc_trust_rescale(void*, const void*, size_t, const TrustRatioAt&, bool, double) override {
+  void larc_trust_rescale(void*, const void*, size_t, const TrustRatioAt&, bool,
+                          const UpdateStep*) override {
     refuse("larc", dtype());
   }
   void sgd_keras(void*, const void*, void*, size_t, double, double, bool) override {
