@@ -127,6 +127,19 @@ torch_peers() {
   "${py[@]}" "${deepcam[@]}" --warmup 2 --cl --bf16
 }
 
+# Step graphs (crest.cuda_graphs, bench train --graphs) against queued steps, two interleaved
+# rounds, on a model small enough for kernel launches to matter: CosmoFlow 64^3 at batch 1, bf16.
+step_graphs() {
+  local crest=$1 graphs
+  for _ in 1 2; do
+    for graphs in "" --graphs; do
+      # shellcheck disable=SC2086 # an empty $graphs is no argument
+      "$crest" bench train --model cosmoflow --size 64 --batch 1 --steps 10 --warmup 2 \
+        --backend cuda --precision bf16 $graphs || return 1
+    done
+  done
+}
+
 # Whole training steps of both models on the device, with the per-layer profile (each layer's
 # kernels waited for): every layer compiled for cuda (a refused one names itself in the log).
 # The tag names the variant; then the precision, the DeepCAM batches, and extra environment
@@ -184,7 +197,7 @@ too_large_refused() {
 }
 
 export -f libraries_resolve gtest_all_ran torch_peers learnable_bf16 loader_keeps_up \
-  too_large_refused
+  too_large_refused step_graphs
 
 run() {
   : "${OUT:?run on the device machine, where OUT is set}"
@@ -200,7 +213,7 @@ run() {
   } | tee "$OUT/summary.txt"
   check libraries 30 libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
   check agreement 120 gtest_all_ran "$dir/bin/crest_tests" \
-    --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*:CudaNccl.*'
+    --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*:CudaStepGraph.*:CudaNccl.*'
   check op_table 90 "$dir/bin/crest_tests" \
     --gtest_filter='*OpTable.EveryBackendAgrees*:*OpTable.HalfPrecision*'
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
@@ -221,6 +234,7 @@ run() {
   # parameters, their gradients summed on the device, recomputation's kept inputs.
   check pipeline_stage 60 "$dir/bin/crest" bench pipeline --backend cuda --model cosmoflow \
     --size 64 --micro-batches 4 --steps 2 --warmup 1 --recompute
+  check step_graphs 60 step_graphs "$dir/bin/crest"
   # CHECK_PEERS=0 leaves the PyTorch peers out (about a minute), for a rerun after a fix.
   if [ -d "$dir/peers" ] && [ "${CHECK_PEERS:-1}" != 0 ]; then
     check torch_peers 120 torch_peers "$dir/peers"
@@ -236,6 +250,7 @@ summarize() {
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$logs/op_table.log" || true
   grep -h '"bench":"peak"' "$logs/peak.log" "$logs/peak_tf32.log" 2>/dev/null || true
   grep -h '"bench":"pipeline"' "$logs/pipeline_stage.log" 2>/dev/null || true
+  grep -h '"bench":"train"' "$logs/step_graphs.log" 2>/dev/null || true
   for f in "$logs"/train_*.log; do
     echo "${f##*/}: $(grep -m1 '"bench":"train"' "$f" || tail -n 1 "$f")"
   done

@@ -16,6 +16,7 @@ namespace {
 void refuse_unsupported(const TrainingSessionOptions& o, const PipelineOptions& p) {
   const std::string with = p.stages_key + " " + std::to_string(p.stages) + " with ";
   if (o.accumulation > 1) throw_usage(with + "gradient accumulation is not supported yet");
+  if (o.step_graphs) throw_usage(with + "crest.cuda_graphs is not supported yet");
 }
 
 // The whole model's plan, its parameters a layout alone: no rank holds the whole model, so no

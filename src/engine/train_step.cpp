@@ -8,6 +8,7 @@
 #include "crest/dist/timeline.hpp"
 #include "crest/graph/param_shard.hpp"
 #include "gradient_accumulation.hpp"
+#include "pass_graph.hpp"
 
 namespace crest {
 
@@ -33,6 +34,45 @@ TrainStep::TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, Los
     lag_ = std::make_unique<LaggedGradients>(ex_.params(), *lagged, sync_);
   update_facts_ = ex_.reserve_step_values(kUpdateFacts);
   ex_.set_gradient_ready([this](int slot) { on_gradient_ready(slot); });
+}
+
+TrainStep::~TrainStep() = default;
+
+void TrainStep::record_passes() {
+  const std::string asked = "crest.cuda_graphs records a step's passes as one graph";
+  if (!ex_.backend().stream().captures())
+    throw_usage(asked + ": crest.backend " + ex_.backend().name() +
+                " runs its work as it is called and records none (use crest.backend: cuda)");
+  if (exchanges())
+    throw_usage(asked + ", which one rank can: with " + std::to_string(sync_->ranks()) +
+                " ranks the gradient exchange waits on the host while backward runs");
+  if (accumulation_ > 1)
+    throw_usage(asked + ", which needs train.gradient_accumulation_frequency 1 (got " +
+                std::to_string(accumulation_) + ")");
+  if (lag_) throw_usage(asked + ", which needs train.gradient_lag 0");
+  pass_graph_ = std::make_unique<PassGraph>(ex_.backend().stream());
+}
+
+int64_t TrainStep::recorded_steps() const { return pass_graph_ ? pass_graph_->recorded() : 0; }
+
+// Everything between the forward's first kernel and the backward's last queues work without
+// waiting for it (the update's facts are read after), so it may be recorded: the host's side of
+// it (the executor's counters, the sideband's flags) still runs every step.
+void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_here) {
+  auto passes = [&] {
+    ex_.run_forward(true);
+    r.forward_done = Timeline::now();
+    // Before backward: the bucket carrying the sideband may start while backward runs.
+    if (sideband_written) {
+      write_sideband(/*flag_this_loss=*/!failed_here);
+      if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
+    }
+    ex_.backward();
+  };
+  if (pass_graph_ && local_steps_ == 1 && !overflow_next_ && !ex_.profiling())
+    pass_graph_->run(passes);
+  else
+    passes();
 }
 
 bool TrainStep::next_updates() const { return (micro_batches_ + 1) % accumulation_ == 0; }
@@ -68,20 +108,13 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     r.loss_scale = scaler_->scale();
     ex_.set_loss_scale(r.loss_scale);
   }
-  ex_.run_forward(true);
-  r.forward_done = Timeline::now();
   window_stop_ |= stop_here;
   window_failed_ |= failed_here;
   phase_ = static_cast<int>(micro_batches_ % accumulation_);
   r.updated = phase_ + 1 == accumulation_;
-  // Before backward: the bucket carrying the sideband may start while backward runs. Backward
-  // runs even after a non-finite loss, so every rank joins every collective.
+  // Backward runs even after a non-finite loss, so every rank joins every collective.
   const bool sideband_written = r.updated && local_steps_ == 1;
-  if (sideband_written) {
-    write_sideband(/*flag_this_loss=*/!failed_here);
-    if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
-  }
-  ex_.backward();
+  run_passes(r, sideband_written, failed_here);
   const bool lagged_window = lagged(micro_batches_);
   // The lag's first window has nothing to apply.
   const bool first_lagged = micro_batches_ / accumulation_ == lag_start_window_;

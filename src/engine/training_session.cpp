@@ -39,6 +39,7 @@ TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOption
   ex.set_batch_stat_reducer(bn_group_.get());
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
   step_ = std::make_unique<TrainStep>(ex, *optimizer_, sync_.get(), scaler_.get());
+  if (o.step_graphs) step_->record_passes();
   step_->set_spatial_group(o.spatial_group);
 }
 

@@ -56,6 +56,7 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   // Under mpirun: every rank trains its own replica and nothing is exchanged, so the run measures
   // what its ranks compute while they share the node (crest plan calibrate's co-running compute).
   bool independent = false;
+  bool graphs = false;  // as crest.cuda_graphs
 };
 
 // Tag of the message an independent rank sends each other rank when its timed steps are done.
@@ -164,6 +165,7 @@ void bench_train(const BenchTrainArgs& a) {
              .compression = parse_gradient_compression(a.compress),
              .timeout_s = a.timeout_s};
   to.gradient_lag = a.gradient_lag > 0;
+  to.step_graphs = a.graphs;
   // Ranks that share samples: the global batch counts each sample once.
   const int data_parallel = groups.data_parallel;
   // --independent: the replica trains on a communicator of its own rank alone.
@@ -260,6 +262,7 @@ void bench_train(const BenchTrainArgs& a) {
   j["ranks"] = comm->size();
   j["node_ranks"] = comm->local_size();  // the ranks that computed on rank 0's node
   if (a.independent) j["independent"] = true;
+  if (a.graphs) j["graphs"] = true;
   j["optimizer"] = to.optimizer.name;
   j["trainable_bytes"] = ex.params().trainable_bytes();
   if (to.session.spatial) {
@@ -393,6 +396,9 @@ void register_bench(CLI::App& app) {
   train->add_option("--precision", ta->precision,
                     "float32, bf16 or fp16 (mixed precision: 16-bit activations, float32 weights)");
   train->add_flag("--profile", ta->profile, "also print per-layer times");
+  train->add_flag(
+      "--graphs", ta->graphs,
+      "record each step's passes as one CUDA graph (crest.cuda_graphs; --backend cuda)");
   train->add_flag("--autotune", ta->autotune,
                   "choose each convolution's layouts by timing the candidates (crest.autotune)");
   train->add_option("--report", ta->report,

@@ -338,6 +338,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
   to.optimizer = config_.optimizer;
   to.accumulation = config_.train.gradient_accumulation_frequency;
   to.gradient_lag = config_.train.gradient_lag > 0;
+  to.step_graphs = config_.crest.cuda_graphs;
   to.sync = {.first_bucket_mb = config_.dist.first_bucket_mb,
              .bucket_mb = config_.dist.bucket_mb,
              .compression = parse_gradient_compression(config_.dist.compress),

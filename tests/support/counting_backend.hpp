@@ -14,6 +14,7 @@
 
 #include "counting_vector_ops.hpp"
 #include "crest/backends/kernels.hpp"
+#include "crest/core/error.hpp"
 
 namespace crest::test {
 
@@ -131,10 +132,54 @@ class CountingMemory final : public MemoryResource {
   std::map<const char*, size_t> live_;  // block start -> bytes
 };
 
+// A pretend device's recorded work (Stream::end_capture): it ran as it was queued (the pretend
+// device runs everything on the host at once), so a launch only counts.
+class CountingGraph final : public StreamGraph {
+ public:
+  explicit CountingGraph(int* launches) : launches_(launches) {}
+  void launch() override { ++*launches_; }
+
+ private:
+  int* launches_;
+};
+
+// With `records` (a pretend device) it takes recordings as a GPU's stream does, and counts what a
+// GPU could not do inside one: every wait for the device (a synchronisation, a value handed back
+// by the VectorOps, a copy to the host) between begin_capture and end_capture.
 class CountingStream final : public Stream {
  public:
+  CountingStream(const int* value_reads, const int* copies_to_host, bool records)
+      : value_reads_(value_reads), copies_to_host_(copies_to_host), records_(records) {}
   void synchronize() override { ++synchronizations; }
+  bool captures() const override { return records_; }
+  void begin_capture() override {
+    if (!records_ || recording) throw_usage("the pretend device is not ready to record");
+    recording = true;
+    ++recordings_begun;
+    waits_at_begin_ = waits();
+  }
+  void end_capture(std::unique_ptr<StreamGraph>& graph) override {
+    if (!recording) throw_usage("end_capture without begin_capture");
+    recording = false;
+    ++recordings_ended;
+    waits_while_recording += waits() - waits_at_begin_;
+    if (!graph) {
+      graph = std::make_unique<CountingGraph>(&launches);
+      ++graphs_made;
+    }
+  }
+
   int synchronizations = 0;
+  bool recording = false;
+  int recordings_begun = 0, recordings_ended = 0, graphs_made = 0, launches = 0;
+  int waits_while_recording = 0;
+
+ private:
+  int waits() const { return synchronizations + *value_reads_ + *copies_to_host_; }
+  const int* value_reads_;
+  const int* copies_to_host_;
+  bool records_;
+  int waits_at_begin_ = 0;
 };
 
 // A convolution kernel that names another implementation than its own (the test's stand-in for
@@ -174,7 +219,10 @@ class CountingBackend final : public Backend {
   std::vector<ConvDesc> convs_made;  // every convolution kernel asked for, in order
 
   explicit CountingBackend(bool pretend_device = false, bool refuse_conv = false)
-      : inner_(make_backend("reference")), memory_(pretend_device), refuse_conv_(refuse_conv) {}
+      : inner_(make_backend("reference")),
+        memory_(pretend_device),
+        stream_(&value_reads, &memory_.copies_to_host, pretend_device),
+        refuse_conv_(refuse_conv) {}
 
   std::string name() const override { return "counting"; }
   Device device() const override { return Device::cpu; }

@@ -487,6 +487,7 @@ TEST_F(ConfigTest, ImpossibleValuesAreErrors) {
   expect_override_error("data.on_error=ignore", "data.on_error", "fail, skip");
   expect_override_error("crest.backend=tpu", "crest.backend", "available");
   expect_override_error("crest.threads=-1", "crest.threads", "non-negative");
+  expect_override_error("crest.cuda_graphs=true", "crest.cuda_graphs", "records no graphs");
   expect_override_error("train.loss=mae", "train.loss", "mse");
   expect_override_error("train.metrics=[accuracy]", "train.metrics[0]", "unknown metric");
   expect_override_error("mlperf.division=free", "mlperf.division", "closed or open");

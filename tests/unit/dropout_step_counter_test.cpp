@@ -15,33 +15,15 @@
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/counting_backend.hpp"
-#include "support/small_models.hpp"
-#include "support/test_util.hpp"
+#include "support/dropout_cosmoflow.hpp"
 
 namespace crest {
 namespace {
 
-struct DropoutModel {
-  CosmoFlowModel model = build_cosmoflow(test::small_cosmoflow(32, 2, /*dropout=*/0.5));
-  CompileOptions options() const {
-    CompileOptions co;
-    co.batch = 2;
-    co.seed = 5;
-    return co;
-  }
-  void fill(Executor& ex) const {
-    test::fill_uniform(ex.input("x"), 3);
-    test::fill_uniform(ex.input("y"), 4, -0.9, 0.9);
-  }
-};
-
-std::vector<float> values_of(const Executor& ex) {
-  const auto* v = static_cast<const float*>(ex.params().values());
-  return {v, v + ex.params().bytes() / sizeof(float)};
-}
+using test::values_of;
 
 TEST(DropoutStepCounter, EveryStepHandsTheKernelsTheSameArgumentsAndDrawsANewMask) {
-  const DropoutModel m;
+  const test::DropoutCosmoFlow m;
   test::CountingBackend device(/*pretend_device=*/true);
   auto host = make_backend("reference");
   Executor on_device(m.model.graph, device, m.options());
@@ -72,7 +54,7 @@ TEST(DropoutStepCounter, EveryStepHandsTheKernelsTheSameArgumentsAndDrawsANewMas
 // Without an update the weights stay: each training forward's loss differs only by its masks. A
 // second program set to 2 steps (a resume's set_training_steps) draws the third step's masks.
 TEST(DropoutStepCounter, ASetCounterContinuesTheMasksWithoutACopy) {
-  const DropoutModel m;
+  const test::DropoutCosmoFlow m;
   test::CountingBackend device(/*pretend_device=*/true);
   Executor first(m.model.graph, device, m.options());
   m.fill(first);

@@ -57,6 +57,8 @@
 
 namespace crest {
 
+class PassGraph;
+
 struct StepResult {
   double loss = 0;  // the loss the forward pass computed, L2 penalties included (not / k)
   // Job-wide, decided where an optimizer step falls (`decided`): every rank gets the same values
@@ -86,6 +88,7 @@ class TrainStep {
   // executor's finished gradients go to `sync` while backward runs. `scaler`: dynamic loss
   // scaling, null for none; every rank's holds the same state, and run() keeps it so.
   TrainStep(Executor& ex, Optimizer& optimizer, GradientSync* sync, LossScaler* scaler = nullptr);
+  ~TrainStep();
   TrainStep(const TrainStep&) = delete;
   TrainStep& operator=(const TrainStep&) = delete;
 
@@ -152,9 +155,20 @@ class TrainStep {
   // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next micro-batch's first finished gradient
   // gets an infinity, on this rank, before it is summed or exchanged.
   void overflow_next_gradient() { overflow_next_ = true; }
+  // crest.cuda_graphs: from the second step on, each step's forward and backward are recorded as
+  // one graph of the backend's stream and launched at once (PassGraph, src/engine/pass_graph.hpp;
+  // docs/cuda.md). Needs a stream that records (the cuda backend), one rank (the gradient
+  // exchange waits on the host while backward runs), no gradient accumulation and no gradient
+  // lag: a usage error names what is in the way. Local SGD steps, profiled steps and a test
+  // overflow run as they are queued.
+  void record_passes();
+  // Steps whose passes were recorded (0 without record_passes).
+  int64_t recorded_steps() const;
 
  private:
   void on_gradient_ready(int slot);
+  // Forward, the sideband, backward: recorded where record_passes() asked and the step allows.
+  void run_passes(StepResult& r, bool sideband_written, bool failed_here);
   bool exchanges() const { return sync_ && sync_->ranks() > 1; }
   // Whether micro-batch `n`'s window runs with the lag.
   bool lagged(int64_t n) const { return lag_ && n / accumulation_ >= lag_start_window_; }
@@ -176,7 +190,8 @@ class TrainStep {
   // This rank's facts about the open window, sent with its update's gradients.
   bool window_stop_ = false, window_nonfinite_loss_ = false, window_failed_ = false;
   bool overflow_next_ = false;
-  std::unique_ptr<LaggedGradients> lag_;  // train.gradient_lag; null without
+  std::unique_ptr<PassGraph> pass_graph_;  // record_passes(); null without
+  std::unique_ptr<LaggedGradients> lag_;   // train.gradient_lag; null without
   int64_t lag_start_window_ = 0;
   // Local SGD: steps per window, steps since the last averaging, and whether this rank skipped
   // an update for a non-finite gradient in the window.

@@ -45,6 +45,8 @@ struct TrainingSessionOptions {
   // the group's gradient shares over it (TrainStep::set_spatial_group). Null: no split.
   Communicator* spatial_group = nullptr;
   std::optional<LossScalerOptions> loss_scaling;  // unset: none
+  // crest.cuda_graphs: each step's passes recorded as one graph (TrainStep::record_passes).
+  bool step_graphs = false;
   // A weights file (crest/engine/weights.hpp) loaded on every rank before rank 0's parameters
   // are broadcast; "": the initialisation the seed gives.
   std::string init_weights;

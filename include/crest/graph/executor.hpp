@@ -235,6 +235,7 @@ class Executor {
   std::vector<OpFacts> op_facts() const;
 
   void set_profiling(bool on) { profiling_ = on; }
+  bool profiling() const { return profiling_; }
   const std::vector<OpProfile>& profile() const { return profile_; }
   void reset_profile();
 

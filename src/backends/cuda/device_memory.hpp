@@ -47,6 +47,10 @@ class DeviceStream final : public Stream {
  public:
   explicit DeviceStream(std::shared_ptr<Context> context) : context_(std::move(context)) {}
   void synchronize() override;
+  // CUDA graphs (stream_graph.cpp).
+  bool captures() const override { return true; }
+  void begin_capture() override;
+  void end_capture(std::unique_ptr<StreamGraph>& graph) override;
 
  private:
   std::shared_ptr<Context> context_;

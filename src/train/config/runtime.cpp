@@ -54,6 +54,21 @@ void check_precision(const SectionReader& r, S& s) {
                (dtype == DType::f64 ? " (use crest.backend: reference for float64)" : ""));
 }
 
+// A step recorded as a graph needs a stream that records; the run's other settings (ranks,
+// accumulation, lag) are checked where the step is made (TrainStep::record_passes).
+void check_graphs(const SectionReader& r, const S& s) {
+  if (!s.cuda_graphs) return;
+  if (!make_backend(s.backend)->stream().captures())
+    r.fail("cuda_graphs", "crest.backend " + s.backend +
+                              " runs its work as it is called and records no graphs (use "
+                              "crest.backend: cuda)");
+}
+
+void check_runtime(const SectionReader& r, S& s) {
+  check_precision(r, s);
+  check_graphs(r, s);
+}
+
 }  // namespace
 
 const Table<RuntimeConfig>& runtime_table() {
@@ -61,8 +76,9 @@ const Table<RuntimeConfig>& runtime_table() {
       "crest",
       {backend_field(), int_field("threads", &S::threads, 0, 1 << 16),
        enum_field("precision", &S::precision), bool_field("autotune", &S::autotune),
-       number_field("max_memory_gb", &S::max_memory_gb, non_negative())},
-      check_precision};
+       number_field("max_memory_gb", &S::max_memory_gb, non_negative()),
+       bool_field("cuda_graphs", &S::cuda_graphs)},
+      check_runtime};
   return t;
 }
 

@@ -1,0 +1,33 @@
+#include "pass_graph.hpp"
+
+namespace crest {
+
+namespace {
+
+// Ends a recording that an exception interrupted, so the stream runs its work again; the
+// partial graph is dropped (its own errors too: the first exception is the one to report).
+void abandon_recording(Stream& stream) {
+  try {
+    std::unique_ptr<StreamGraph> partial;
+    stream.end_capture(partial);
+  } catch (...) {  // NOLINT(bugprone-empty-catch): the interrupting error is reported instead
+  }
+}
+
+}  // namespace
+
+void PassGraph::run(const std::function<void()>& passes) {
+  if (runs_++ == 0) return passes();
+  stream_.begin_capture();
+  try {
+    passes();
+  } catch (...) {
+    abandon_recording(stream_);
+    throw;
+  }
+  stream_.end_capture(graph_);
+  ++recorded_;
+  graph_->launch();
+}
+
+}  // namespace crest

@@ -1,0 +1,64 @@
+// crest.cuda_graphs on a GPU: two programs of one model on the cuda backend, the same weights and
+// batch; one queues every step's work, the other records its passes from the second step on
+// (TrainStep::record_passes, a CUDA graph updated in place each step). Five steps of Adam with a
+// rate that changes every step and dropout on: every loss, and the weights after every step, are
+// the same bit for bit. Skipped where no device is usable (scripts/device-check.sh runs it).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+
+#include "crest/core/host_staging.hpp"
+#include "crest/engine/train_step.hpp"
+#include "crest/graph/executor.hpp"
+#include "crest/models/cosmoflow.hpp"
+#include "crest/optim/optimizer.hpp"
+#include "support/host_copy.hpp"
+#include "support/mirrored_values.hpp"
+#include "support/small_models.hpp"
+#include "support/test_util.hpp"
+
+namespace crest {
+namespace {
+
+void fill_batch(Backend& cuda, Executor& ex) {
+  test::write_host(cuda.memory(), ex.input("x"),
+                   [](const TensorView& t) { test::fill_uniform(t, 3); });
+  test::write_host(cuda.memory(), ex.input("y"),
+                   [](const TensorView& t) { test::fill_uniform(t, 4, -0.9, 0.9); });
+}
+
+bool same_weights(Backend& cuda, const Executor& a, const Executor& b) {
+  const size_t bytes = a.params().bytes();
+  const HostStaging wa(cuda.memory(), static_cast<const void*>(a.params().values()), bytes);
+  const HostStaging wb(cuda.memory(), static_cast<const void*>(b.params().values()), bytes);
+  return std::memcmp(wa.data(), wb.data(), bytes) == 0;
+}
+
+TEST(CudaStepGraph, ARecordedStepTrainsAsTheQueuedStepBitForBit) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto cuda = make_backend("cuda");
+  const CosmoFlowModel m = build_cosmoflow(test::small_cosmoflow(32, 2, /*dropout=*/0.5));
+  CompileOptions o;
+  o.batch = 2;
+  o.seed = 5;
+  Executor queued(m.graph, *cuda, o), recorded(m.graph, *cuda, o);
+  fill_batch(*cuda, queued);
+  fill_batch(*cuda, recorded);
+  ASSERT_TRUE(same_weights(*cuda, queued, recorded));
+  Adam queued_adam(0.9, 0.999, 1e-8, 0.0, false), recorded_adam(0.9, 0.999, 1e-8, 0.0, false);
+  queued_adam.attach(queued.params(), queued.vec());
+  recorded_adam.attach(recorded.params(), recorded.vec());
+  TrainStep queued_step(queued, queued_adam, nullptr),
+      recorded_step(recorded, recorded_adam, nullptr);
+  recorded_step.record_passes();
+  for (int s = 0; s < 5; ++s) {
+    const double lr = 1e-3 * (s + 1);
+    EXPECT_EQ(recorded_step.run(lr).loss, queued_step.run(lr).loss) << "step " << s;
+    EXPECT_TRUE(same_weights(*cuda, queued, recorded)) << "step " << s;
+  }
+  EXPECT_EQ(recorded_step.recorded_steps(), 4);
+}
+
+}  // namespace
+}  // namespace crest
