@@ -2,9 +2,11 @@
 // training step's device-side bookkeeping run (the dropout counter, step graphs), where a host
 // argument recomputed per step would show.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "crest/graph/executor.hpp"
+#include "support/counting_backend.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 
@@ -23,6 +25,20 @@ struct DropoutCosmoFlow {
     fill_uniform(ex.input("x"), 3);
     fill_uniform(ex.input("y"), 4, -0.9, 0.9);
   }
+};
+
+// The network compiled twice from the same seed, with the same batch: on the pretend device and
+// on the reference backend, whose results the device's must equal bit for bit.
+struct DeviceAndHostPrograms {
+  DeviceAndHostPrograms() {
+    m.fill(on_device);
+    m.fill(on_host);
+  }
+  DropoutCosmoFlow m;
+  CountingBackend device{/*pretend_device=*/true};
+  std::unique_ptr<Backend> host = make_backend("reference");
+  Executor on_device{m.model.graph, device, m.options()};
+  Executor on_host{m.model.graph, *host, m.options()};
 };
 
 // The parameters (float32) of a program in host memory.

@@ -14,7 +14,6 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "support/counting_backend.hpp"
 #include "support/dropout_cosmoflow.hpp"
 
 namespace crest {
@@ -23,13 +22,9 @@ namespace {
 using test::values_of;
 
 TEST(DropoutStepCounter, EveryStepHandsTheKernelsTheSameArgumentsAndDrawsANewMask) {
-  const test::DropoutCosmoFlow m;
-  test::CountingBackend device(/*pretend_device=*/true);
-  auto host = make_backend("reference");
-  Executor on_device(m.model.graph, device, m.options());
-  Executor on_host(m.model.graph, *host, m.options());
-  m.fill(on_device);
-  m.fill(on_host);
+  test::DeviceAndHostPrograms p;
+  test::CountingBackend& device = p.device;
+  Executor &on_device = p.on_device, &on_host = p.on_host;
   SgdKeras device_sgd(0.9), host_sgd(0.9);
   device_sgd.attach(on_device.params(), on_device.vec());
   host_sgd.attach(on_host.params(), on_host.vec());

@@ -17,7 +17,6 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "support/counting_backend.hpp"
 #include "support/dropout_cosmoflow.hpp"
 
 namespace crest {
@@ -35,13 +34,9 @@ std::string record_passes_error(TrainStep& step) {
 }
 
 TEST(StepGraphs, FromTheSecondStepThePassesAreRecordedWithoutAWaitAndTrainAsQueued) {
-  const test::DropoutCosmoFlow m;
-  test::CountingBackend device(/*pretend_device=*/true);
-  auto host = make_backend("reference");
-  Executor on_device(m.model.graph, device, m.options());
-  Executor on_host(m.model.graph, *host, m.options());
-  m.fill(on_device);
-  m.fill(on_host);
+  test::DeviceAndHostPrograms p;
+  test::CountingBackend& device = p.device;
+  Executor &on_device = p.on_device, &on_host = p.on_host;
   Adam device_adam(0.9, 0.999, 1e-8, 0.0, false), host_adam(0.9, 0.999, 1e-8, 0.0, false);
   device_adam.attach(on_device.params(), on_device.vec());
   host_adam.attach(on_host.params(), on_host.vec());
