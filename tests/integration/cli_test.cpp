@@ -239,6 +239,15 @@ TEST(Cli, BenchesTakeResNet50Images) {
   EXPECT_NE(bad.out.find("input_shape"), std::string::npos) << bad.out;
 }
 
+// --graphs (crest.cuda_graphs) records steps on a device's stream; a CPU backend records none.
+TEST(Cli, BenchTrainGraphsOnACpuBackendAreRefused) {
+  const CliRun r = crest(
+      "bench train --size 32 --batch 1 --steps 1 --warmup 0 --conv-size 2 --threads 1 --graphs");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("crest.cuda_graphs"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("records none (use crest.backend: cuda)"), std::string::npos) << r.out;
+}
+
 // The model's reference optimizer by default (CosmoFlow: SGD), any registered one by name.
 TEST(Cli, BenchTrainStepsWithAnyRegisteredOptimizer) {
   const std::string bench =
