@@ -104,6 +104,13 @@ class DoneCopy final : public PendingCopy {
 
 }  // namespace
 
+void MemoryResource::write_values(void* dst, const void* values, size_t bytes) {
+  if (bytes > kMaxWrittenValues)
+    throw_usage("write_values writes at most " + std::to_string(kMaxWrittenValues) +
+                " bytes, got " + std::to_string(bytes));
+  copy_to_device(dst, values, bytes);
+}
+
 // A copy given back for reuse was started here: one of these, whose state is always "done".
 std::unique_ptr<PendingCopy> MemoryResource::start_copy_to_device(
     void* dst, const void* host_src, size_t bytes, std::unique_ptr<PendingCopy> reuse) {

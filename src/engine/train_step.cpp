@@ -8,7 +8,7 @@
 #include "crest/dist/timeline.hpp"
 #include "crest/graph/param_shard.hpp"
 #include "gradient_accumulation.hpp"
-#include "pass_graph.hpp"
+#include "step_graph.hpp"
 
 namespace crest {
 
@@ -50,10 +50,28 @@ void TrainStep::record_passes() {
     throw_usage(asked + ", which needs train.gradient_accumulation_frequency 1 (got " +
                 std::to_string(accumulation_) + ")");
   if (lag_) throw_usage(asked + ", which needs train.gradient_lag 0");
-  pass_graph_ = std::make_unique<PassGraph>(ex_.backend().stream());
+  pass_graph_ = std::make_unique<StepGraph>(ex_.backend().stream());
+  update_graph_ = std::make_unique<StepGraph>(ex_.backend().stream());
 }
 
 int64_t TrainStep::recorded_steps() const { return pass_graph_ ? pass_graph_->recorded() : 0; }
+
+int64_t TrainStep::recorded_updates() const {
+  return update_graph_ ? update_graph_->recorded() : 0;
+}
+
+bool TrainStep::records_now() const {
+  return pass_graph_ && local_steps_ == 1 && !overflow_next_ && !ex_.profiling();
+}
+
+// Its kernels read their values from the backend's memory, written by a store queued with them
+// (Optimizer::stage_update): nothing in it waits.
+void TrainStep::update(double lr) {
+  if (records_now())
+    update_graph_->run([&] { optimizer_.step(lr); });
+  else
+    optimizer_.step(lr);
+}
 
 // Everything between the forward's first kernel and the backward's last queues work without
 // waiting for it (the update's facts are read after), so it may be recorded: the host's side of
@@ -69,7 +87,7 @@ void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_her
     }
     ex_.backward();
   };
-  if (pass_graph_ && local_steps_ == 1 && !overflow_next_ && !ex_.profiling())
+  if (records_now())
     pass_graph_->run(passes);
   else
     passes();
@@ -271,7 +289,7 @@ void TrainStep::decide_update(StepResult& r, double lr) {
   r.finite = !r.nonfinite_loss && gradients_finite;
   if (!r.finite) return;
   optimizer_.offer_gradient_sum_squares(norm_sq);
-  optimizer_.step(lr);
+  update(lr);
 }
 
 // Three flags: [0] a stop request, [1] a non-finite loss in the window, [2] a rank failed in the

@@ -91,6 +91,12 @@ class CountingMemory final : public MemoryResource {
   }
   void copy(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void memset(void* dst, int value, size_t bytes) override { std::memset(dst, value, bytes); }
+  // On the pretend device a queued write whose values travel with it: done at once, counted.
+  void write_values(void* dst, const void* values, size_t bytes) override {
+    if (bytes > kMaxWrittenValues) return MemoryResource::write_values(dst, values, bytes);
+    if (pretend_device_) ++values_written;
+    std::memcpy(dst, values, bytes);
+  }
   bool is_host() const override { return !pretend_device_; }
   MemoryResource& staging_memory() override { return staging; }
   std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src, size_t bytes,
@@ -123,6 +129,7 @@ class CountingMemory final : public MemoryResource {
   }
 
   int allocations = 0, copies_to_device = 0, copies_to_host = 0;
+  int values_written = 0;      // write_values on the pretend device
   int copies_started = 0;      // start_copy_to_device on the pretend device
   int copy_objects_made = 0;   // of them, those that did not reuse an earlier copy
   CountingHostMemory staging;  // what staging_memory() hands out
@@ -145,11 +152,12 @@ class CountingGraph final : public StreamGraph {
 
 // With `records` (a pretend device) it takes recordings as a GPU's stream does, and counts what a
 // GPU could not do inside one: every wait for the device (a synchronisation, a value handed back
-// by the VectorOps, a copy to the host) between begin_capture and end_capture.
+// by the VectorOps, a copy either way, which the cuda backend completes before returning) between
+// begin_capture and end_capture.
 class CountingStream final : public Stream {
  public:
-  CountingStream(const int* value_reads, const int* copies_to_host, bool records)
-      : value_reads_(value_reads), copies_to_host_(copies_to_host), records_(records) {}
+  CountingStream(const int* value_reads, const CountingMemory* memory, bool records)
+      : value_reads_(value_reads), memory_(memory), records_(records) {}
   void synchronize() override { ++synchronizations; }
   bool captures() const override { return records_; }
   void begin_capture() override {
@@ -175,9 +183,11 @@ class CountingStream final : public Stream {
   int waits_while_recording = 0;
 
  private:
-  int waits() const { return synchronizations + *value_reads_ + *copies_to_host_; }
+  int waits() const {
+    return synchronizations + *value_reads_ + memory_->copies_to_host + memory_->copies_to_device;
+  }
   const int* value_reads_;
-  const int* copies_to_host_;
+  const CountingMemory* memory_;
   bool records_;
   int waits_at_begin_ = 0;
 };
@@ -221,7 +231,7 @@ class CountingBackend final : public Backend {
   explicit CountingBackend(bool pretend_device = false, bool refuse_conv = false)
       : inner_(make_backend("reference")),
         memory_(pretend_device),
-        stream_(&value_reads, &memory_.copies_to_host, pretend_device),
+        stream_(&value_reads, &memory_, pretend_device),
         refuse_conv_(refuse_conv) {}
 
   std::string name() const override { return "counting"; }

@@ -1,11 +1,12 @@
-// crest.cuda_graphs (TrainStep::record_passes, PassGraph): from the second step on, a step's
-// forward and backward are recorded as one graph of the backend's stream and launched at once.
-// On the pretend device (whose "recording" runs the work at once, and which counts every wait
-// for the device inside a recording, something a GPU's capture cannot hold): the first step runs
-// as it is queued, every later one is recorded without a wait and launched once, one graph is
-// made and then updated, and the losses and weights are the reference backend's to the bit. The
-// settings a recording cannot serve are refused by name (a backend that records nothing by the
-// config: ConfigTest.ImpossibleValuesAreErrors). (On a GPU,
+// crest.cuda_graphs (TrainStep::record_passes, StepGraph): from the second step on, a step's
+// forward and backward are recorded as one graph of the backend's stream and launched at once,
+// and so is its update. On the pretend device (whose "recording" runs the work at once, and
+// which counts every wait for the device inside a recording, something a GPU's capture cannot
+// hold): the first step runs as it is queued, every later one's passes and update are recorded
+// without a wait and launched once each, one graph is made for each and then updated, and the
+// losses and weights are the reference backend's to the bit. The settings a recording cannot
+// serve are refused by name (a backend that records nothing by the config:
+// ConfigTest.ImpossibleValuesAreErrors). (On a GPU,
 // CudaStepGraph.ARecordedStepTrainsAsTheQueuedStepBitForBit: docs/cuda.md.)
 #include <gtest/gtest.h>
 
@@ -49,11 +50,13 @@ TEST(StepGraphs, FromTheSecondStepThePassesAreRecordedWithoutAWaitAndTrainAsQueu
     EXPECT_EQ(values_of(on_device), values_of(on_host)) << "step " << s;
     EXPECT_FALSE(stream.recording) << "step " << s << " left its recording open";
   }
-  EXPECT_EQ(stream.recordings_begun, 3) << "the first step runs as it is queued, the rest record";
+  // The first step runs as it is queued; the others record their passes, then their update.
   EXPECT_EQ(device_step.recorded_steps(), 3);
-  EXPECT_EQ(stream.waits_while_recording, 0) << "a recorded pass waited for the device";
-  EXPECT_EQ(stream.graphs_made, 1) << "a later recording did not update the first graph";
-  EXPECT_EQ(stream.launches, 3);
+  EXPECT_EQ(device_step.recorded_updates(), 3);
+  EXPECT_EQ(stream.recordings_begun, 6);
+  EXPECT_EQ(stream.waits_while_recording, 0) << "a recorded pass or update waited for the device";
+  EXPECT_EQ(stream.graphs_made, 2) << "a later recording did not update the first graphs";
+  EXPECT_EQ(stream.launches, 6);
 }
 
 // A profiled step times every layer with a wait: it runs as it is queued, and recording resumes.
@@ -72,7 +75,7 @@ TEST(StepGraphs, AProfiledStepRunsAsQueued) {
   EXPECT_EQ(device.stream().recordings_begun, 0);
   ex.set_profiling(false);
   step.run(0.01);
-  EXPECT_EQ(device.stream().recordings_begun, 1);
+  EXPECT_EQ(device.stream().recordings_begun, 2) << "the passes and the update";
   EXPECT_EQ(device.stream().waits_while_recording, 0);
 }
 

@@ -56,6 +56,13 @@ class MemoryResource {
   virtual std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src,
                                                             size_t bytes,
                                                             std::unique_ptr<PendingCopy> reuse);
+  // Writes `bytes` (at most kMaxWrittenValues) host bytes into this resource's memory in the
+  // stream's order, waiting for nothing: on a GPU a one-thread kernel that takes them as its
+  // argument, so `values` may change at once and a recorded step (a CUDA graph) holds them as
+  // that kernel's argument. For the few values a step sets (StagedValues). By default
+  // copy_to_device's. A usage error above the limit.
+  static constexpr size_t kMaxWrittenValues = 64;
+  virtual void write_values(void* dst, const void* values, size_t bytes);
 };
 
 // The process's host memory: zeroed, aligned, large blocks straight from mmap. Shared by the CPU

@@ -1,10 +1,8 @@
 // A few values the host sets once per step for kernels that read them where they run (an
 // optimizer's rate and step count). They live in a backend's memory at one address, so the
-// kernels take the same arguments every step and a captured step (a CUDA graph) replays with the
-// values of the step it runs as, not those it was captured with.
+// kernels take the same arguments every step.
 #pragma once
 #include <cstddef>
-#include <memory>
 #include <type_traits>
 
 #include "crest/core/memory_resource.hpp"
@@ -12,11 +10,10 @@
 
 namespace crest {
 
-// `bytes` bytes in a resource's memory, rewritten by the host. On host memory set() writes them
-// in place. Elsewhere it writes a staging copy (staging_memory(): page-locked on a GPU) and starts
-// one copy into the resource's memory, ordered before the stream's next work; the staging copy
-// is rewritten only once the previous copy has run. The staging address never changes: a
-// captured copy reads whatever the host last wrote there.
+// `bytes` bytes in a resource's memory, rewritten by the host: in place on host memory, else by
+// MemoryResource::write_values (on a GPU a one-thread kernel that takes the bytes as its
+// argument: queued in the stream's order, nothing waits, and a recorded step holds the values as
+// that kernel's argument).
 class StagedBytes {
  public:
   StagedBytes() = default;
@@ -26,13 +23,12 @@ class StagedBytes {
 
  private:
   Buffer target_;  // in the resource's memory
-  Buffer staged_;  // empty on host memory
-  std::unique_ptr<PendingCopy> copy_;
 };
 
 template <typename T>
 class StagedValues {
   static_assert(std::is_trivially_copyable_v<T>, "the values are copied as bytes");
+  static_assert(sizeof(T) <= MemoryResource::kMaxWrittenValues, "a few values, not a buffer");
 
  public:
   StagedValues() = default;

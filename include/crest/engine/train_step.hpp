@@ -57,7 +57,7 @@
 
 namespace crest {
 
-class PassGraph;
+class StepGraph;
 
 struct StepResult {
   double loss = 0;  // the loss the forward pass computed, L2 penalties included (not / k)
@@ -156,19 +156,22 @@ class TrainStep {
   // gets an infinity, on this rank, before it is summed or exchanged.
   void overflow_next_gradient() { overflow_next_ = true; }
   // crest.cuda_graphs: from the second step on, each step's forward and backward are recorded as
-  // one graph of the backend's stream and launched at once (PassGraph, src/engine/pass_graph.hpp;
-  // docs/cuda.md). Needs a stream that records (the cuda backend), one rank (the gradient
-  // exchange waits on the host while backward runs), no gradient accumulation and no gradient
-  // lag: a usage error names what is in the way. Local SGD steps, profiled steps and a test
-  // overflow run as they are queued.
+  // one graph of the backend's stream and launched at once, and so is its update (after the
+  // step's one read: StepGraph, src/engine/step_graph.hpp; docs/cuda.md "Step graphs"). Needs a
+  // stream that records (the cuda backend), one rank (the gradient exchange waits on the host while
+  // backward runs), no gradient accumulation and no gradient lag: a usage error names what is in
+  // the way. Local SGD steps, profiled steps and a test overflow run as they are queued.
   void record_passes();
-  // Steps whose passes were recorded (0 without record_passes).
+  // Steps whose passes, and updates whose kernels, were recorded (0 without record_passes).
   int64_t recorded_steps() const;
+  int64_t recorded_updates() const;
 
  private:
   void on_gradient_ready(int slot);
   // Forward, the sideband, backward: recorded where record_passes() asked and the step allows.
   void run_passes(StepResult& r, bool sideband_written, bool failed_here);
+  // The optimizer's step: recorded as the passes are.
+  void update(double lr);
   bool exchanges() const { return sync_ && sync_->ranks() > 1; }
   // Whether micro-batch `n`'s window runs with the lag.
   bool lagged(int64_t n) const { return lag_ && n / accumulation_ >= lag_start_window_; }
@@ -190,8 +193,10 @@ class TrainStep {
   // This rank's facts about the open window, sent with its update's gradients.
   bool window_stop_ = false, window_nonfinite_loss_ = false, window_failed_ = false;
   bool overflow_next_ = false;
-  std::unique_ptr<PassGraph> pass_graph_;  // record_passes(); null without
-  std::unique_ptr<LaggedGradients> lag_;   // train.gradient_lag; null without
+  // record_passes(); null without.
+  std::unique_ptr<StepGraph> pass_graph_, update_graph_;
+  bool records_now() const;
+  std::unique_ptr<LaggedGradients> lag_;  // train.gradient_lag; null without
   int64_t lag_start_window_ = 0;
   // Local SGD: steps per window, steps since the last averaging, and whether this rank skipped
   // an update for a non-finite gradient in the window.

@@ -244,8 +244,8 @@ struct RuntimeConfig {
   // plan, in GiB; a larger plan is refused before it is allocated. 0: the node's available
   // memory (MemAvailable, or the room under the cgroup limit) shared among its ranks.
   double max_memory_gb = 0;
-  // Record each training step's forward and backward as one graph of the device's stream and
-  // launch it at once (docs/cuda.md "Step graphs"): the cuda backend, one rank, no gradient
+  // Record each training step's forward and backward, and its update, as graphs of the device's
+  // stream launched at once (docs/cuda.md "Step graphs"): the cuda backend, one rank, no gradient
   // accumulation or lag.
   bool cuda_graphs = false;
 };

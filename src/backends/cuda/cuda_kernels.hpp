@@ -28,6 +28,10 @@ std::unique_ptr<ReorderKernel> make_reorder(std::shared_ptr<Context> context, co
 std::unique_ptr<ConcatKernel> make_concat(std::shared_ptr<Context> context,
                                           const std::vector<MemFormat>& srcs);
 
+// `bytes` (at most MemoryResource::kMaxWrittenValues) host bytes stored at `dst` by a one-thread
+// kernel on `stream` that takes them as its argument (store_values.cu: DeviceMemory::write_values).
+void write_values(void* dst, const void* values, size_t bytes, cudaStream_t stream);
+
 // The device's n x n x n matrix-product rate for `dtype` through cuBLAS (best of `iters`).
 PeakRate gemm_peak(Context& c, DType dtype, int64_t n, int iters);
 

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cuda/check.hpp"
+#include "cuda/cuda_kernels.hpp"
 
 namespace crest::cuda {
 
@@ -100,6 +101,10 @@ std::unique_ptr<PendingCopy> DeviceMemory::start_copy_to_device(
           : std::make_unique<StreamCopy>(context_);
   if (bytes > 0) copy->start(dst, host_src, bytes);
   return copy;
+}
+
+void DeviceMemory::write_values(void* dst, const void* values, size_t bytes) {
+  cuda::write_values(dst, values, bytes, context_->stream);
 }
 
 void DeviceMemory::copy_to_host(void* host_dst, const void* src, size_t bytes) {

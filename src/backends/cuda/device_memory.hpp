@@ -37,6 +37,8 @@ class DeviceMemory final : public MemoryResource {
   // On the context's copy stream, after the compute stream's work so far (an event between them).
   std::unique_ptr<PendingCopy> start_copy_to_device(void* dst, const void* host_src, size_t bytes,
                                                     std::unique_ptr<PendingCopy> reuse) override;
+  // A one-thread kernel on the stream with the bytes as its argument (store_values.cu).
+  void write_values(void* dst, const void* values, size_t bytes) override;
 
  private:
   std::shared_ptr<Context> context_;

@@ -1,4 +1,4 @@
-#include "pass_graph.hpp"
+#include "step_graph.hpp"
 
 namespace crest {
 
@@ -16,11 +16,11 @@ void abandon_recording(Stream& stream) {
 
 }  // namespace
 
-void PassGraph::run(const std::function<void()>& passes) {
-  if (runs_++ == 0) return passes();
+void StepGraph::run(const std::function<void()>& work) {
+  if (runs_++ == 0) return work();
   stream_.begin_capture();
   try {
-    passes();
+    work();
   } catch (...) {
     abandon_recording(stream_);
     throw;
