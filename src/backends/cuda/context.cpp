@@ -14,6 +14,7 @@ Context::~Context() {
   // being dropped after an earlier error that was already reported).
   if (cudnn) cudnnDestroy(cudnn);
   if (cublas) cublasDestroy(cublas);
+  if (cublas_workspace) cudaFree(cublas_workspace);
   for (cudaStream_t s : {copy_stream, stream})
     if (s) {
       cudaStreamSynchronize(s);
@@ -74,7 +75,9 @@ std::shared_ptr<Context> open_context() {
   CREST_CUDA(cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking));
   CREST_CUDA(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
   CREST_CUBLAS(cublasCreate(&c->cublas));
-  CREST_CUBLAS(cublasSetStream(c->cublas, c->stream));
+  CREST_CUBLAS(cublasSetStream(c->cublas, c->stream));  // before the workspace: it resets it
+  CREST_CUDA(cudaMalloc(&c->cublas_workspace, Context::kCublasWorkspaceBytes));
+  CREST_CUBLAS(cublasSetWorkspace(c->cublas, c->cublas_workspace, Context::kCublasWorkspaceBytes));
   // No TF32 in float32 GEMMs unless asked: float32 results stay within the reference's 1e-5
   // (docs/cuda.md).
   CREST_CUBLAS(

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
+#include <cstddef>
 #include <memory>
 
 #include "crest/backends/kernels.hpp"
@@ -20,6 +21,10 @@ struct Context {
   // the next step's batch while this one computes.
   cudaStream_t copy_stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  // cuBLAS's workspace, fixed (cublasSetWorkspace): a recorded step (a CUDA graph) then holds no
+  // allocation of cuBLAS's own, and recording every step allocates nothing.
+  void* cublas_workspace = nullptr;
+  static constexpr size_t kCublasWorkspaceBytes = size_t{32} << 20;  // NVIDIA's advice for Hopper
   cudnnHandle_t cudnn = nullptr;
   // CREST_CUDA_TF32=1: float32 convolutions and matrix products may run on the tensor cores in
   // TF32 (inputs rounded to 10 mantissa bits, float32 accumulation). Off by default: float32
