@@ -7,7 +7,6 @@
 // (TrainStep).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <memory>
 
 #include "crest/backends/stream.hpp"
@@ -19,12 +18,27 @@ class StepGraph {
   explicit StepGraph(Stream& stream) : stream_(stream) {}
   // Runs `work`: the first time as it queues (kernels set themselves up on first use: algorithm
   // searches, workspaces, which a recording cannot hold), then recorded and launched. An
-  // exception inside a recording ends it (nothing recorded runs) and propagates.
-  void run(const std::function<void()>& work);
+  // exception inside a recording ends it (nothing recorded runs) and propagates. A template, so
+  // a step hands its work over without allocating.
+  template <typename Work>
+  void run(Work&& work) {
+    if (runs_++ == 0) return work();
+    stream_.begin_capture();
+    try {
+      work();
+    } catch (...) {
+      abandon_recording();
+      throw;
+    }
+    launch_recording();
+  }
   // How many times `work` was recorded.
   int64_t recorded() const { return recorded_; }
 
  private:
+  void abandon_recording();
+  void launch_recording();
+
   Stream& stream_;
   std::unique_ptr<StreamGraph> graph_;
   int64_t runs_ = 0, recorded_ = 0;
