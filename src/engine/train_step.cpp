@@ -1,6 +1,8 @@
 #include "crest/engine/train_step.hpp"
 
+#include <bit>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "crest/core/error.hpp"
@@ -60,37 +62,61 @@ int64_t TrainStep::recorded_updates() const {
   return update_graph_ ? update_graph_->recorded() : 0;
 }
 
+int64_t TrainStep::replayed_steps() const { return pass_graph_ ? pass_graph_->replayed() : 0; }
+
+int64_t TrainStep::replayed_updates() const {
+  return update_graph_ ? update_graph_->replayed() : 0;
+}
+
 bool TrainStep::records_now() const {
   return pass_graph_ && local_steps_ == 1 && !overflow_next_ && !ex_.profiling();
 }
 
-// Its kernels read their values from the backend's memory, written by a store queued with them
-// (Optimizer::stage_update): nothing in it waits.
+// Its kernels read their rate and step count from the backend's memory, written before them
+// (Optimizer::begin_step): the same kernels every step, so a recording is launched again.
 void TrainStep::update(double lr) {
-  if (records_now())
-    update_graph_->run([&] { optimizer_.step(lr); });
-  else
-    optimizer_.step(lr);
+  if (!records_now() || !optimizer_.replays_update()) return optimizer_.step(lr);
+  optimizer_.begin_step(lr);
+  update_graph_->next_key();  // nothing of the host's
+  update_graph_->run([&] { optimizer_.queue_update(); });
 }
 
 // Everything between the forward's first kernel and the backward's last queues work without
-// waiting for it (the update's facts are read after), so it may be recorded: the host's side of
-// it (the executor's counters, the sideband's flags) still runs every step.
+// waiting for it (the update's facts are read after), so it may be recorded; its host side (the
+// executor's begin_forward, the window's flags taken) runs every step, outside the recording.
 void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_here) {
-  auto passes = [&] {
-    ex_.run_forward(true);
-    r.forward_done = Timeline::now();
-    // Before backward: the bucket carrying the sideband may start while backward runs.
-    if (sideband_written) {
-      write_sideband(/*flag_this_loss=*/!failed_here);
-      if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
-    }
-    ex_.backward();
-  };
-  if (records_now())
-    pass_graph_->run(passes);
-  else
-    passes();
+  ex_.begin_forward(true);
+  SidebandFlags sideband;
+  if (sideband_written) {
+    sideband = take_sideband_flags(/*flag_this_loss=*/!failed_here);
+    if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
+  }
+  const SidebandFlags* written = sideband_written ? &sideband : nullptr;
+  if (!records_now()) return queue_passes(written, &r);
+  key_passes(r, written);
+  pass_graph_->run([&] { queue_passes(written, nullptr); });
+  r.forward_done = Timeline::now();  // one launch: forward and backward are not told apart
+}
+
+// Before backward: the bucket carrying the sideband may start while backward runs.
+void TrainStep::queue_passes(const SidebandFlags* sideband, StepResult* forward_done) {
+  ex_.queue_forward(true);
+  if (forward_done) forward_done->forward_done = Timeline::now();
+  if (sideband) write_sideband(*sideband);
+  ex_.backward();
+}
+
+// The inputs' addresses (two batch buffers alternate), the loss scale (the loss layer's and the
+// L2 terms' factor) and the sideband's flags (which fills run).
+void TrainStep::key_passes(const StepResult& r, const SidebandFlags* sideband) {
+  std::vector<uint64_t>& key = pass_graph_->next_key();
+  for (const void* input : ex_.input_bindings()) key.push_back(reinterpret_cast<uintptr_t>(input));
+  key.push_back(std::bit_cast<uint64_t>(r.loss_scale));
+  uint64_t flags = 0;  // none written
+  if (sideband)
+    flags = 1 + 2U * sideband->stop + 4U * sideband->nonfinite_loss + 8U * sideband->failed +
+            16U * sideband->flag_this_loss;
+  key.push_back(flags);
 }
 
 bool TrainStep::next_updates() const { return (micro_batches_ + 1) % accumulation_ == 0; }
@@ -297,16 +323,22 @@ void TrainStep::decide_update(StepResult& r, double lr) {
 // far from float32's subnormals) with the gradients, so a value above zero means "some rank".
 // Written where they live, in the gradients' dtype (float32, or float64 in the oracle mode), as
 // the gradient exchange sums them: on a device by fills queued before backward, no host copy.
-void TrainStep::write_sideband(bool flag_this_loss) {
+TrainStep::SidebandFlags TrainStep::take_sideband_flags(bool flag_this_loss) {
+  const SidebandFlags flags{window_stop_, window_nonfinite_loss_, window_failed_, flag_this_loss};
+  window_stop_ = window_nonfinite_loss_ = window_failed_ = false;
+  return flags;
+}
+
+void TrainStep::write_sideband(const SidebandFlags& flags) {
   const ParamStore& params = ex_.params();
   const size_t element = dtype_size(params.dtype());
-  const bool flags[3] = {window_stop_, window_nonfinite_loss_, window_failed_};
+  const bool raised[3] = {flags.stop, flags.nonfinite_loss, flags.failed};
   params.ops().fill(params.sideband(), 3, 0.0);
   for (size_t i = 0; i < 3; ++i)
-    if (flags[i]) params.ops().fill(static_cast<char*>(params.sideband()) + i * element, 1, 1.0);
+    if (raised[i]) params.ops().fill(static_cast<char*>(params.sideband()) + i * element, 1, 1.0);
   // The loss of this micro-batch, not yet read back, raises [1] where it is not finite.
-  if (flag_this_loss) ex_.flag_nonfinite_loss(static_cast<char*>(params.sideband()) + element);
-  window_stop_ = window_nonfinite_loss_ = window_failed_ = false;
+  if (flags.flag_this_loss)
+    ex_.flag_nonfinite_loss(static_cast<char*>(params.sideband()) + element);
 }
 
 // The update's facts, queued on the gradients the update applies (averaged, unscaled) beside the

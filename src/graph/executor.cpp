@@ -315,7 +315,11 @@ double Executor::forward(bool training) {
 }
 
 void Executor::run_forward(bool training) {
-  using clock = std::chrono::steady_clock;
+  begin_forward(training);
+  queue_forward(training);
+}
+
+void Executor::begin_forward(bool training) {
   require_arena();
   training = training && opts_.training;
   if (training && prog_->split_statistics && !batch_stat_reducer_)
@@ -323,11 +327,17 @@ void Executor::run_forward(bool training) {
         "dist.spatial: batch norm runs on the spatial group's blocks and needs the group's "
         "statistics; set a BatchStatReducer over (at least) the group "
         "(Executor::set_batch_stat_reducer), as crest train does");
-  if (training) {  // the dropout masks' counter, where the kernels read it
-    ++step_;
-    vec_->increment_counter(static_cast<uint64_t*>(step_counter_.data()));
-  }
+  if (training) ++step_;  // queue_forward increments its copy in the backend's memory
   refresh_folds();
+  if (prog_->loss_op >= 0) loss_read_ = false;
+}
+
+void Executor::queue_forward(bool training) {
+  using clock = std::chrono::steady_clock;
+  require_arena();
+  training = training && opts_.training;
+  if (training)  // the dropout masks' counter, where the kernels read it
+    vec_->increment_counter(static_cast<uint64_t*>(step_counter_.data()));
   for (size_t i = 0; i < prog_->ops.size(); ++i) {
     Op& op = *prog_->ops[i];
     op.ctx.training = training;
@@ -350,7 +360,6 @@ void Executor::run_forward(bool training) {
     const auto& slot = prog_->params.slots()[s];
     if (slot.spec.l2 > 0) vec_->sum_squares_into(prog_->params.value(s).data(), slot.count, out++);
   }
-  loss_read_ = false;
 }
 
 double Executor::loss() {

@@ -79,19 +79,27 @@ void Lamb::step_with_trust_ratios(const VectorOps::UpdateStep* at, double lr, do
 void Lamb::on_attach() {
   if (o_.weight_decay > 0)
     tensor_sums_ = Buffer(2 * params_->slots().size() * sizeof(double), 256, params_->memory());
+  divided_ = false;  // without weight decay every tensor takes the same plain step
+  if (o_.weight_decay > 0)
+    for (const ParamSlot& slot : params_->slots())
+      divided_ = divided_ || (slot.spec.trainable && slot.spec.shard != nullptr);
 }
 
-void Lamb::step(double lr) {
+void Lamb::begin_step(double lr) {
   CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
   ++steps_;
   const std::optional<double> offered = take_offered_sum_squares();
   last_norm_ = offered ? std::sqrt(*offered) : global_gradient_norm();
-  const double divisor = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
-  const VectorOps::UpdateStep* at = stage_update(lr, divisor);
+  step_lr_ = lr;
+  step_divisor_ = last_norm_ > o_.max_grad_norm ? last_norm_ / o_.max_grad_norm : 1.0;
+  stage_update(lr, step_divisor_);
+}
+
+void Lamb::queue_update() {
   if (o_.weight_decay == 0)
-    step_without_trust_ratios(at);
+    step_without_trust_ratios(update_step());
   else
-    step_with_trust_ratios(at, lr, divisor);
+    step_with_trust_ratios(update_step(), step_lr_, step_divisor_);
 }
 
 namespace {

@@ -36,14 +36,17 @@ std::string Larc::notes() const {
   return params_ ? name() + ": " + tensors_.describe(*params_) : std::string();
 }
 
+void Larc::begin_step(double lr) {
+  Optimizer::begin_step(lr);
+  last_lr_ = lr;
+  if (base_->replays_update()) base_->begin_step(lr);
+}
+
 // g = a (g + wd w) for every adapted tensor, with apex's two in-place passes; a (the trust ratio,
 // clipped to lr in clip mode) is computed where the rescaling runs, from the tensor's norms in
 // the parameters' memory: on a device no step waits for them.
-void Larc::step(double lr) {
-  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
-  ++steps_;
-  last_lr_ = lr;
-  const VectorOps::UpdateStep* at = stage_update(lr);
+void Larc::queue_update() {
+  const VectorOps::UpdateStep* at = update_step();
   tensors_.measure(*vec_, params_->values(), params_->grads());
   const bool clip = o_.mode == LarcMode::clip;
   for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
@@ -52,7 +55,10 @@ void Larc::step(double lr) {
         params_->grad(slot).data(), params_->value(slot).data(), params_->slots()[slot].count,
         tensors_.ratio_at(i, o_.trust_coefficient, o_.weight_decay, o_.eps), clip, at);
   }
-  base_->step(lr);
+  if (base_->replays_update())
+    base_->queue_update();
+  else
+    base_->step(last_lr_);
 }
 
 std::vector<double> Larc::last_factors() const {

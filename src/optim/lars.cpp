@@ -41,10 +41,8 @@ void Lars::update(size_t slot, const VectorOps::UpdateStep* at,
   }
 }
 
-void Lars::step(double lr) {
-  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
-  ++steps_;
-  const VectorOps::UpdateStep* at = stage_update(lr);
+void Lars::queue_update() {
+  const VectorOps::UpdateStep* at = update_step();
   tensors_.measure(*vec_, params_->values(), params_->grads());
   for (size_t i = 0; i < tensors_.adapted().size(); ++i) {
     const VectorOps::TrustRatioAt ratio =

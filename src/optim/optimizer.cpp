@@ -49,6 +49,21 @@ Buffer* Optimizer::lagged_gradient() {
   return gradient_lag_ && !state_.empty() ? &state_.back() : nullptr;
 }
 
+void Optimizer::step(double lr) {
+  begin_step(lr);
+  queue_update();
+}
+
+void Optimizer::begin_step(double lr) {
+  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
+  ++steps_;
+  stage_update(lr);
+}
+
+void Optimizer::queue_update() {
+  throw_usage("optimizer " + name() + " overrides neither step() nor queue_update()");
+}
+
 const VectorOps::UpdateStep* Optimizer::stage_update(double lr, double grad_divisor) {
   CREST_CHECK(steps_ >= 1 && grad_divisor > 0, "an update's step is 1-based, its divisor positive");
   return update_step_.set({.lr = lr, .grad_divisor = grad_divisor, .step = steps_});
@@ -72,23 +87,18 @@ void SgdKeras::on_attach() {
   if (weight_decay_ > 0) decayed_ = AdaptedTensors(*params_, exclude_).adapted();
 }
 
-void SgdKeras::step(double lr) {
-  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
-  // g + wd w, in the gradient buffer the update reads next (the next backward overwrites it).
-  ++steps_;
-  const VectorOps::UpdateStep* at = stage_update(lr);
+// g + wd w, in the gradient buffer the update reads next (the next backward overwrites it).
+void SgdKeras::queue_update() {
   for (const size_t slot : decayed_)
     vec_->axpy(weight_decay_, params_->value(slot).data(), params_->grad(slot).data(),
                params_->slots()[slot].count);
-  vec_->sgd_keras_at_step(params_->values(), params_->grads(), state_[0].data(), count_, at,
-                          momentum_, nesterov_);
+  vec_->sgd_keras_at_step(params_->values(), params_->grads(), state_[0].data(), count_,
+                          update_step(), momentum_, nesterov_);
 }
 
-void Adam::step(double lr) {
-  CREST_CHECK(params_ != nullptr, "optimizer used before attach()");
-  ++steps_;
+void Adam::queue_update() {
   vec_->adam_at_step(params_->values(), params_->grads(), state_[0].data(), state_[1].data(),
-                     count_, stage_update(lr), beta1_, beta2_, eps_, wd_, decoupled_);
+                     count_, update_step(), beta1_, beta2_, eps_, wd_, decoupled_);
 }
 
 namespace {

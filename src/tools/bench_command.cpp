@@ -262,7 +262,11 @@ void bench_train(const BenchTrainArgs& a) {
   j["ranks"] = comm->size();
   j["node_ranks"] = comm->local_size();  // the ranks that computed on rank 0's node
   if (a.independent) j["independent"] = true;
-  if (a.graphs) j["graphs"] = true;
+  if (a.graphs)  // the steps and updates recorded, and those that launched a recording again
+    j["graphs"] = {{"recorded_steps", train_step.recorded_steps()},
+                   {"replayed_steps", train_step.replayed_steps()},
+                   {"recorded_updates", train_step.recorded_updates()},
+                   {"replayed_updates", train_step.replayed_updates()}};
   j["optimizer"] = to.optimizer.name;
   j["trainable_bytes"] = ex.params().trainable_bytes();
   if (to.session.spatial) {

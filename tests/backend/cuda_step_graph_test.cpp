@@ -1,8 +1,10 @@
 // crest.cuda_graphs on a GPU: two programs of one model on the cuda backend, the same weights and
-// batch; one queues every step's work, the other records its passes from the second step on
-// (TrainStep::record_passes, a CUDA graph updated in place each step). Five steps of Adam with a
-// rate that changes every step and dropout on: every loss, and the weights after every step, are
-// the same bit for bit. Skipped where no device is usable (scripts/device-check.sh runs it).
+// batches; one queues every step's work, the other records its passes and update from the second
+// step on and launches those recordings again (TrainStep::record_passes, StepGraph: a CUDA graph
+// per batch buffer, launched without the host queuing its kernels). Six steps of Adam with a rate
+// that changes every step and dropout on, on two batch buffers bound in turn (as BatchFeed binds
+// its two): every loss, and the weights after every step, are the same bit for bit. Skipped
+// where no device is usable (scripts/device-check.sh runs it).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -13,20 +15,13 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
-#include "support/host_copy.hpp"
+#include "support/bound_batches.hpp"
 #include "support/mirrored_values.hpp"
 #include "support/small_models.hpp"
 #include "support/test_util.hpp"
 
 namespace crest {
 namespace {
-
-void fill_batch(Backend& cuda, Executor& ex) {
-  test::write_host(cuda.memory(), ex.input("x"),
-                   [](const TensorView& t) { test::fill_uniform(t, 3); });
-  test::write_host(cuda.memory(), ex.input("y"),
-                   [](const TensorView& t) { test::fill_uniform(t, 4, -0.9, 0.9); });
-}
 
 bool same_weights(Backend& cuda, const Executor& a, const Executor& b) {
   const size_t bytes = a.params().bytes();
@@ -43,8 +38,7 @@ TEST(CudaStepGraph, ARecordedStepTrainsAsTheQueuedStepBitForBit) {
   o.batch = 2;
   o.seed = 5;
   Executor queued(m.graph, *cuda, o), recorded(m.graph, *cuda, o);
-  fill_batch(*cuda, queued);
-  fill_batch(*cuda, recorded);
+  const test::BoundBatches queued_batches(queued, 2), recorded_batches(recorded, 2);
   ASSERT_TRUE(same_weights(*cuda, queued, recorded));
   Adam queued_adam(0.9, 0.999, 1e-8, 0.0, false), recorded_adam(0.9, 0.999, 1e-8, 0.0, false);
   queued_adam.attach(queued.params(), queued.vec());
@@ -52,12 +46,18 @@ TEST(CudaStepGraph, ARecordedStepTrainsAsTheQueuedStepBitForBit) {
   TrainStep queued_step(queued, queued_adam, nullptr),
       recorded_step(recorded, recorded_adam, nullptr);
   recorded_step.record_passes();
-  for (int s = 0; s < 5; ++s) {
+  for (int s = 0; s < 6; ++s) {
     const double lr = 1e-3 * (s + 1);
+    queued_batches.bind(queued, s % 2);
+    recorded_batches.bind(recorded, s % 2);
     EXPECT_EQ(recorded_step.run(lr).loss, queued_step.run(lr).loss) << "step " << s;
     EXPECT_TRUE(same_weights(*cuda, queued, recorded)) << "step " << s;
   }
-  EXPECT_EQ(recorded_step.recorded_steps(), 4);
+  // Batches A B A B A B: A queued, B and A recorded, then launched again.
+  EXPECT_EQ(recorded_step.recorded_steps(), 2);
+  EXPECT_EQ(recorded_step.replayed_steps(), 3);
+  EXPECT_EQ(recorded_step.recorded_updates(), 1);
+  EXPECT_EQ(recorded_step.replayed_updates(), 4);
 }
 
 }  // namespace

@@ -1,13 +1,16 @@
 // crest.cuda_graphs (TrainStep::record_passes, StepGraph): from the second step on, a step's
 // forward and backward are recorded as one graph of the backend's stream and launched at once,
-// and so is its update. On the pretend device (whose "recording" runs the work at once, and
-// which counts every wait for the device inside a recording, something a GPU's capture cannot
-// hold): the first step runs as it is queued, every later one's passes and update are recorded
-// without a wait and launched once each, one graph is made for each and then updated, and the
-// losses and weights are the reference backend's to the bit. The settings a recording cannot
-// serve are refused by name (a backend that records nothing by the config:
-// ConfigTest.ImpossibleValuesAreErrors). (On a GPU,
-// CudaStepGraph.ARecordedStepTrainsAsTheQueuedStepBitForBit: docs/cuda.md.)
+// and so is its update; a later step whose key (the inputs' addresses, the loss scale, the
+// sideband's flags) was recorded before launches that graph again. On the pretend device (whose
+// "recording" runs the work at once, so a graph launched again runs its work again, and which
+// counts every wait for the device inside a recording, something a GPU's capture cannot hold):
+// the first step runs as it is queued, the second's passes and update are recorded without a
+// wait, later ones launch them again (a batch buffer seen before: its own recording; more
+// buffers than graphs kept: the least recently run graph updated in place), and the losses and
+// weights are the reference backend's to the bit. The settings a recording cannot serve are
+// refused by name (a backend that records nothing by the config:
+// ConfigTest.ImpossibleValuesAreErrors). (On a GPU, where a graph launched again runs without
+// the host: CudaStepGraph.ARecordedStepTrainsAsTheQueuedStepBitForBit, docs/cuda.md.)
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -18,6 +21,7 @@
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
+#include "support/bound_batches.hpp"
 #include "support/dropout_cosmoflow.hpp"
 
 namespace crest {
@@ -50,13 +54,67 @@ TEST(StepGraphs, FromTheSecondStepThePassesAreRecordedWithoutAWaitAndTrainAsQueu
     EXPECT_EQ(values_of(on_device), values_of(on_host)) << "step " << s;
     EXPECT_FALSE(stream.recording) << "step " << s << " left its recording open";
   }
-  // The first step runs as it is queued; the others record their passes, then their update.
-  EXPECT_EQ(device_step.recorded_steps(), 3);
-  EXPECT_EQ(device_step.recorded_updates(), 3);
-  EXPECT_EQ(stream.recordings_begun, 6);
+  // The first step runs as it is queued; the second records its passes, then its update; the
+  // others launch both again (one batch, one loss scale: one key).
+  EXPECT_EQ(device_step.recorded_steps(), 1);
+  EXPECT_EQ(device_step.recorded_updates(), 1);
+  EXPECT_EQ(device_step.replayed_steps(), 2);
+  EXPECT_EQ(device_step.replayed_updates(), 2);
+  EXPECT_EQ(stream.recordings_begun, 2);
   EXPECT_EQ(stream.waits_while_recording, 0) << "a recorded pass or update waited for the device";
-  EXPECT_EQ(stream.graphs_made, 2) << "a later recording did not update the first graphs";
+  EXPECT_EQ(stream.graphs_made, 2);
   EXPECT_EQ(stream.launches, 6);
+  // The host's side of every step ran, launched again or not.
+  EXPECT_EQ(on_device.training_steps(), 4U);
+  EXPECT_EQ(device_adam.steps_taken(), 4);
+}
+
+// The two programs, each with heavy-ball SGD and a training step.
+struct SgdSteps : test::DeviceAndHostPrograms {
+  SgdSteps() {
+    device_sgd.attach(on_device.params(), on_device.vec());
+    host_sgd.attach(on_host.params(), on_host.vec());
+  }
+  SgdKeras device_sgd{0.9}, host_sgd{0.9};
+  TrainStep device_step{on_device, device_sgd, nullptr}, host_step{on_host, host_sgd, nullptr};
+};
+
+// Trains `steps` steps on the pretend device and the reference backend, batch s % batches at
+// step s, the device's passes recorded; checks every loss and the weights after every step.
+void train_on_bound_batches(SgdSteps& p, int batches, int steps) {
+  const test::BoundBatches device_batches(p.on_device, batches), host_batches(p.on_host, batches);
+  p.device_step.record_passes();
+  for (int s = 0; s < steps; ++s) {
+    device_batches.bind(p.on_device, s % batches);
+    host_batches.bind(p.on_host, s % batches);
+    EXPECT_EQ(p.device_step.run(0.01).loss, p.host_step.run(0.01).loss) << "step " << s;
+    EXPECT_EQ(values_of(p.on_device), values_of(p.on_host)) << "step " << s;
+  }
+}
+
+TEST(StepGraphs, ABatchBufferSeenBeforeLaunchesItsOwnRecordingAgain) {
+  SgdSteps p;
+  const TrainStep& device_step = p.device_step;
+  // Batches A B A B A: A queued, B recorded, A recorded, then B's and A's launched again.
+  train_on_bound_batches(p, 2, 5);
+  EXPECT_EQ(device_step.recorded_steps(), 2);
+  EXPECT_EQ(device_step.replayed_steps(), 2);
+  EXPECT_EQ(device_step.recorded_updates(), 1);
+  EXPECT_EQ(device_step.replayed_updates(), 3);
+  EXPECT_EQ(p.device.stream().graphs_made, 3) << "one per batch buffer, one for the update";
+  EXPECT_EQ(p.device.stream().waits_while_recording, 0);
+}
+
+TEST(StepGraphs, MoreBatchBuffersThanGraphsKeptRecordIntoTheLeastRecentlyRunGraph) {
+  SgdSteps p;
+  const TrainStep& device_step = p.device_step;
+  // A cycle one longer than the graphs kept: the graph a buffer needs is always the one that was
+  // evicted last, so every step after the first records, into a graph updated in place.
+  const int batches = 5;
+  train_on_bound_batches(p, batches, 2 * batches);
+  EXPECT_EQ(device_step.recorded_steps(), 2 * batches - 1);
+  EXPECT_EQ(device_step.replayed_steps(), 0);
+  EXPECT_EQ(p.device.stream().graphs_made, batches) << "four kept for the passes, one update";
 }
 
 // A profiled step times every layer with a wait: it runs as it is queued, and recording resumes.

@@ -24,6 +24,10 @@ class Stream {
   // Whether this stream can record its work instead of running it (begin_capture); false on the
   // host backends, whose calls run before they return.
   virtual bool captures() const { return false; }
+  // Whether a launched StreamGraph runs its recorded work again by itself (a GPU's: the work
+  // was recorded, not run). False where a recording ran its work at once (the tests' pretend
+  // device), so the work must be called again to run again.
+  virtual bool replays_recordings() const { return false; }
   // From here to end_capture the work queued on the stream is recorded, not run. Nothing in
   // between may wait for the stream (a read of device memory, synchronize): that ends the
   // recording with an error. A usage error where captures() is false.

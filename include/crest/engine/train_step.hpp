@@ -156,20 +156,35 @@ class TrainStep {
   // gets an infinity, on this rank, before it is summed or exchanged.
   void overflow_next_gradient() { overflow_next_ = true; }
   // crest.cuda_graphs: from the second step on, each step's forward and backward are recorded as
-  // one graph of the backend's stream and launched at once, and so is its update (after the
-  // step's one read: StepGraph, src/engine/step_graph.hpp; docs/cuda.md "Step graphs"). Needs a
-  // stream that records (the cuda backend), one rank (the gradient exchange waits on the host while
-  // backward runs), no gradient accumulation and no gradient lag: a usage error names what is in
-  // the way. Local SGD steps, profiled steps and a test overflow run as they are queued.
+  // one graph of the backend's stream, and so is its update (after the step's one read); later
+  // steps launch those graphs again, recording anew only where a host value the kernels take
+  // changed (the inputs' addresses, the loss scale, the sideband's flags: StepGraph,
+  // src/engine/step_graph.hpp; docs/cuda.md "Step graphs"). Needs a stream that records (the
+  // cuda backend), one rank (the gradient exchange waits on the host while backward runs), no
+  // gradient accumulation and no gradient lag: a usage error names what is in the way. Local
+  // SGD steps, profiled steps and a test overflow run as they are queued; so does the update of
+  // an optimizer that takes its step in one part (Optimizer::replays_update).
   void record_passes();
-  // Steps whose passes, and updates whose kernels, were recorded (0 without record_passes).
+  // Steps whose passes, and updates whose kernels, were recorded, and those that launched a
+  // recording again (0 without record_passes).
   int64_t recorded_steps() const;
   int64_t recorded_updates() const;
+  int64_t replayed_steps() const;
+  int64_t replayed_updates() const;
 
  private:
+  // What a step's sideband carries: the window's flags, and whether the device raises the
+  // non-finite-loss flag from this micro-batch's loss, which the host has not read yet.
+  struct SidebandFlags {
+    bool stop = false, nonfinite_loss = false, failed = false, flag_this_loss = false;
+  };
   void on_gradient_ready(int slot);
   // Forward, the sideband, backward: recorded where record_passes() asked and the step allows.
   void run_passes(StepResult& r, bool sideband_written, bool failed_here);
+  // The passes' kernels, after the executor's begin_forward; `forward_done` set where given.
+  void queue_passes(const SidebandFlags* sideband, StepResult* forward_done);
+  // What the recorded passes' kernels take from the host, as pass_graph_'s next key.
+  void key_passes(const StepResult& r, const SidebandFlags* sideband);
   // The optimizer's step: recorded as the passes are.
   void update(double lr);
   bool exchanges() const { return sync_ && sync_->ranks() > 1; }
@@ -204,9 +219,10 @@ class TrainStep {
   Communicator* spatial_group_ = nullptr;
   int64_t local_since_average_ = 0;
   bool window_nonfinite_gradient_ = false;
-  // The window's flags into the gradients' sideband; flag_this_loss: the device raises the
-  // non-finite-loss flag from this micro-batch's loss, which the host has not read yet.
-  void write_sideband(bool flag_this_loss);
+  // The window's flags, taken (the window's own start again from false).
+  SidebandFlags take_sideband_flags(bool flag_this_loss);
+  // Queues `flags` into the gradients' sideband.
+  void write_sideband(const SidebandFlags& flags);
   // An update's one read after backward: the loss, the sideband's flags (into r) and the
   // gradients' sum of squares (returned), from the executor's step values at update_facts_.
   double read_update_facts(StepResult& r);

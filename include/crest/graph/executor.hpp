@@ -172,6 +172,15 @@ class Executor {
   // The forward pass alone: the loss and the L2 terms stay in the backend's memory, so on a
   // device nothing waits for them and backward follows at once.
   void run_forward(bool training = true);
+  // run_forward in its two parts, so that a training step recorded once may be launched again
+  // (crest.cuda_graphs, TrainStep): begin_forward is the host's side (the step count, the loss
+  // to read again; a refold, queued, where parameters changed), queue_forward the kernels, the
+  // same with the same arguments every step while the inputs' bindings (input_bindings) and the
+  // loss scale stay. backward() changes no host state of the executor's.
+  void begin_forward(bool training = true);
+  void queue_forward(bool training = true);
+  // Per graph input: what bind_input bound (null: the planned storage).
+  const std::vector<const void*>& input_bindings() const { return input_bindings_; }
   // The last forward's loss including L2 penalties, read back once (later calls return the same
   // value): after backward in a training step, the step's one read besides the finiteness check.
   // Throws what the loss's pass found (a label out of range). A loss on blocks and a sharded

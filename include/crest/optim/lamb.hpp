@@ -28,8 +28,12 @@ class Lamb : public Optimizer {
   // Throws crest::Error (usage) on settings apex would not take (max_grad_norm <= 0, ...).
   explicit Lamb(const LambOptions& options);
   std::string name() const override { return "lamb"; }
+  // Takes the global gradient norm (offered, else measured) and the step's divisor from it.
+  void begin_step(double lr) override;
+  // Not with a divided tensor: its update takes the rate and divisor from the host.
+  bool replays_update() const override { return !divided_; }
   // Leaves the update direction u in the gradient buffer.
-  void step(double lr) override;
+  void queue_update() override;
   // The global gradient norm the last step measured (before clipping), for logs and tests.
   double last_gradient_norm() const { return last_norm_; }
 
@@ -44,6 +48,8 @@ class Lamb : public Optimizer {
 
   LambOptions o_;
   double last_norm_ = 0;
+  double step_lr_ = 0, step_divisor_ = 1;  // begin_step's, for a divided tensor's host update
+  bool divided_ = false;                   // some trainable tensor is divided over a group
   Buffer tensor_sums_;  // per slot: ||w||^2 and ||u||^2 of its last step, in the params' memory
 };
 

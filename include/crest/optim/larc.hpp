@@ -41,7 +41,11 @@ class Larc : public Optimizer {
   Larc(std::unique_ptr<Optimizer> base, LarcOptions options);
   // "larc(<base>)": a checkpoint resumes only with the same base optimizer (its state).
   std::string name() const override { return "larc(" + base_->name() + ")"; }
-  void step(double lr) override;
+  // Its own step's values, then the base's.
+  void begin_step(double lr) override;
+  bool replays_update() const override { return base_->replays_update(); }
+  // The rescaling, then the base's update (its step() where the base takes one part only).
+  void queue_update() override;
   std::string notes() const override;
   std::vector<std::pair<std::string, Buffer*>> state() override;
   int state_buffers(int accumulation, bool gradient_lag) const override {

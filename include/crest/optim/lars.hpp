@@ -47,7 +47,8 @@ class Lars : public Optimizer {
   // Throws crest::Error (usage) on settings that make no sense (eta <= 0, momentum >= 1, ...).
   explicit Lars(LarsOptions options);
   std::string name() const override { return "lars"; }
-  void step(double lr) override;
+  bool replays_update() const override { return true; }
+  void queue_update() override;
   std::string notes() const override;
   const AdaptedTensors& tensors() const { return tensors_; }
   // The trust ratio each adapted tensor got in the last step (tensors().adapted() order), from

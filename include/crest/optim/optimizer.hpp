@@ -29,8 +29,20 @@ class Optimizer {
   // parameters.
   void attach(ParamStore& params, VectorOps& vec, int accumulation = 1, bool gradient_lag = false);
   // One update with learning rate `lr` from the current gradients. It may consume them: LAMB
-  // leaves its update direction in the gradient buffer, as apex does.
-  virtual void step(double lr) = 0;
+  // leaves its update direction in the gradient buffer, as apex does. The built-in optimizers
+  // take it in two parts, begin_step(lr) then queue_update(); an optimizer of one's own may
+  // override step() alone (docs/extending.md).
+  virtual void step(double lr);
+  // Whether step() is begin_step() then queue_update(), the second queuing the same kernels with
+  // the same arguments every step (their rate and step count read at update_step()): a
+  // recorded update may then be launched again instead of recorded (crest.cuda_graphs).
+  virtual bool replays_update() const { return false; }
+  // The host's side of a step: counts it and writes its values where the update's kernels read
+  // them (stage_update: queued, so outside any recording of queue_update). LAMB takes the
+  // global gradient norm here.
+  virtual void begin_step(double lr);
+  // The update's kernels, changing no host state. Only where replays_update().
+  virtual void queue_update();
   // The sum of squares of the whole trainable gradient range (its zero padding included), when
   // the caller has just measured it: TrainStep does, for its finiteness check. An optimizer that
   // needs the global gradient norm (LAMB) takes it from here instead of reading every gradient
@@ -75,6 +87,8 @@ class Optimizer {
   // them (VectorOps::UpdateStep) and returns that address, the same every step. The step must
   // be counted (1-based) and the divisor positive: the kernels cannot refuse what they read.
   const VectorOps::UpdateStep* stage_update(double lr, double grad_divisor = 1.0);
+  // Where stage_update wrote the values (valid after attach()).
+  const VectorOps::UpdateStep* update_step() const { return update_step_.get(); }
   ParamStore* params_ = nullptr;
   VectorOps* vec_ = nullptr;
   std::vector<Buffer> state_;  // state_names() in order, the gradient sum, the lagged gradient
@@ -100,7 +114,8 @@ class SgdKeras : public Optimizer {
   explicit SgdKeras(double momentum, double weight_decay = 0, LarsExclusions exclude = {},
                     bool nesterov = false);
   std::string name() const override { return "sgd"; }
-  void step(double lr) override;
+  bool replays_update() const override { return true; }
+  void queue_update() override;
   // The tensors that get weight decay (slot indices); empty without it.
   const std::vector<size_t>& decayed() const { return decayed_; }
 
@@ -122,7 +137,8 @@ class Adam : public Optimizer {
   Adam(double beta1, double beta2, double eps, double weight_decay, bool decoupled)
       : beta1_(beta1), beta2_(beta2), eps_(eps), wd_(weight_decay), decoupled_(decoupled) {}
   std::string name() const override { return decoupled_ ? "adamw" : "adam"; }
-  void step(double lr) override;
+  bool replays_update() const override { return true; }
+  void queue_update() override;
 
  protected:
   std::vector<std::string> state_names() const override { return {"m", "v"}; }

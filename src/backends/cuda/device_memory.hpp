@@ -51,6 +51,7 @@ class DeviceStream final : public Stream {
   void synchronize() override;
   // CUDA graphs (stream_graph.cpp).
   bool captures() const override { return true; }
+  bool replays_recordings() const override { return true; }
   void begin_capture() override;
   void end_capture(std::unique_ptr<StreamGraph>& graph) override;
 
