@@ -2,6 +2,8 @@
 #include "crest/plan/model_facts.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <string>
 
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/training_session.hpp"
@@ -48,7 +50,25 @@ SessionOptions plan_options(const Config& config, int64_t batch) {
   return so;
 }
 
+// Three significant digits: "0.9", "0.1", "38".
+std::string short_number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
 }  // namespace
+
+std::string lag_caution(const OptimizerConfig& optimizer) {
+  const double m = optimizer.momentum;
+  if (!optimizer.uses_momentum() || !(m > 0)) return {};
+  const std::string by = "the lag under " + optimizer.name + " momentum " + short_number(m);
+  if (optimizer.nesterov)
+    return by +
+           " (Nesterov): stable only for steps far below synchronous ones (docs/convergence.md)";
+  return by + ": stable only for lr·h < " + short_number(1 - m) + ", " +
+         short_number(2 * (1 + m) / (1 - m)) + "x below synchronous (docs/convergence.md)";
+}
 
 ModelFacts model_facts(const Config& config) {
   const Task task = make_task(config);
@@ -74,6 +94,7 @@ ModelFacts model_facts(const Config& config) {
   for (const auto& state : one->optimizer().state())
     m.optimizer_state_bytes += state.second->bytes();
   m.gradient_lag_bytes = 2 * (m.trainable_bytes + ParamStore::kSidebandBytes);
+  m.lag_caution = lag_caution(config.optimizer);
   m.arena_batch1 = ex.plan().arena_bytes;
   m.arena_batch2 = two->executor().plan().arena_bytes;
   std::string previous_kind;

@@ -520,6 +520,10 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     p.fits = false;
     p.notes.emplace_back("needs more memory per rank than the machine's memory_gb_per_rank");
   }
+  if (d.gradient_lag && !model.lag_caution.empty()) {
+    p.cautioned = true;
+    p.notes.push_back(model.lag_caution);
+  }
   return p;
 }
 
@@ -617,13 +621,14 @@ int departure(const Decomposition& d) {
 }  // namespace
 
 size_t recommended_index(const std::vector<Prediction>& ranked, double margin) {
+  const auto eligible = [](const Prediction& p) { return p.runnable && p.fits && !p.cautioned; };
   double fastest = 0;
   for (const Prediction& p : ranked)
-    if (p.runnable && p.fits) fastest = std::max(fastest, p.samples_per_s);
+    if (eligible(p)) fastest = std::max(fastest, p.samples_per_s);
   size_t best = ranked.size();
   for (size_t i = 0; i < ranked.size(); ++i) {
     const Prediction& p = ranked[i];
-    if (!p.runnable || !p.fits || p.samples_per_s < (1 - margin) * fastest) continue;
+    if (!eligible(p) || p.samples_per_s < (1 - margin) * fastest) continue;
     if (best == ranked.size() || departure(p.d) < departure(ranked[best].d) ||
         (departure(p.d) == departure(ranked[best].d) &&
          p.samples_per_s > ranked[best].samples_per_s))

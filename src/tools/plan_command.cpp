@@ -101,6 +101,7 @@ nlohmann::json prediction_json(const Prediction& p, const Machine& m, const Mode
   j["memory_bytes_per_rank"] = p.memory_bytes;
   j["fits"] = p.fits;
   j["runnable"] = p.runnable;
+  j["cautioned"] = p.cautioned;
   j["compute_source"] = source_name(p.source);
   j["overrides"] = p.overrides();
   j["notes"] = p.notes;

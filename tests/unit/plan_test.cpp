@@ -116,6 +116,43 @@ TEST(Plan, TheLagHidesTheExchangeBehindTheNextStep) {
               2.0 * static_cast<double>(f.trainable_bytes), 1.0);
 }
 
+// docs/convergence.md: momentum SGD with a one-step-old gradient is stable only for steps
+// lr·h < 1 − m, against 2 (1 + m) synchronously; Adam's moments are not cautioned.
+TEST(Plan, TheLagUnderMomentumSgdIsCautionedAndNeverRecommended) {
+  OptimizerConfig sgd;
+  sgd.momentum = 0.9;
+  EXPECT_EQ(lag_caution(sgd),
+            "the lag under SGD momentum 0.9: stable only for lr·h < 0.1, 38x below synchronous "
+            "(docs/convergence.md)");
+  OptimizerConfig nesterov = sgd, lars = sgd, larc_over_sgd = sgd, larc_over_adam, adam, plain;
+  nesterov.nesterov = true;
+  EXPECT_NE(lag_caution(nesterov).find("(Nesterov)"), std::string::npos);
+  lars.name = "LARS";
+  larc_over_sgd.name = "LARC";
+  EXPECT_NE(lag_caution(lars).find("LARS momentum 0.9"), std::string::npos);
+  EXPECT_NE(lag_caution(larc_over_sgd).find("LARC momentum 0.9"), std::string::npos);
+  larc_over_adam.name = "LARC";
+  larc_over_adam.larc_base = "Adam";
+  adam.name = "Adam";
+  for (const OptimizerConfig& o : {larc_over_adam, adam, plain})  // plain: SGD, momentum 0
+    EXPECT_EQ(lag_caution(o), "") << o.name;
+
+  // The lag's candidates carry the note; 20 % faster, they still leave the recommendation to
+  // synchronous data parallelism.
+  ModelFacts f = two_layers();
+  f.lag_caution = lag_caution(sgd);
+  Machine slow = device_node();
+  slow.intra_node.gb_s = 0.1;
+  Prediction lagged = predict(f, slow, {.ranks = 2, .gradient_lag = true}, batch(4));
+  const Prediction data = predict(f, slow, {.ranks = 2}, batch(4));
+  EXPECT_TRUE(lagged.cautioned);
+  EXPECT_EQ(lagged.notes.back(), f.lag_caution);
+  EXPECT_FALSE(data.cautioned);
+  lagged.samples_per_s = 1.2 * data.samples_per_s;
+  const std::vector<Prediction> ranked = rank_predictions({lagged, data});
+  EXPECT_EQ(ranked[recommended_index(ranked)].d.name(), "data");
+}
+
 TEST(Plan, LocalSgdAveragesWeightsAndStateOnceAWindow) {
   // Weights and momentum, 20 MB: 2 ms per averaging, every 4 steps.
   const Prediction p =

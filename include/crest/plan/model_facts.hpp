@@ -37,6 +37,9 @@ struct ModelFacts {
   // copy, each the gradient buffer with its sideband. Planned for every config, so a `+ lag`
   // candidate is priced alike whether the config has the lag or not.
   size_t gradient_lag_bytes = 0;
+  // Why train.gradient_lag: 1 would not train with the config's optimizer at its tuned rate
+  // (lag_caution), or "": a `+ lag` candidate carries it and is never recommended.
+  std::string lag_caution;
   // The activation arena (activations and kernel scratch) at batch 1 and 2: the planner takes
   // it as linear in the batch between and beyond these.
   size_t arena_batch1 = 0, arena_batch2 = 0;
@@ -44,6 +47,14 @@ struct ModelFacts {
   double backward_flops() const;  // per sample
   size_t arena_bytes(double batch) const;
 };
+
+// Momentum SGD (SGD, LARS, LARC over SGD, momentum m > 0) with a one-step-old gradient is
+// stable only for steps lr·h < 1 − m on a direction of curvature h, against 2 (1 + m)
+// synchronously (38 times smaller at m = 0.9; Nesterov's look-ahead widens it several-fold,
+// still far below): a rate tuned for synchronous training stalls or diverges
+// (docs/convergence.md). LAMB's normalised update trained DeepCAM with the lag; Adam and AdamW
+// are not cautioned (not measured). The note for `optimizer`, or "".
+std::string lag_caution(const OptimizerConfig& optimizer);
 
 // Compiles the config's model for training on one process, plan only (collective over nothing),
 // with its optimizer, and collects the facts. Errors are the config's and the compiler's.

@@ -55,6 +55,9 @@ struct Prediction {
   double io_gb_s_per_node = 0;
   bool fits = true;      // memory_bytes within the machine's memory per rank
   bool runnable = true;  // crest can run it today
+  // It changes training in a way measured not to train with the config's settings (the lag
+  // under momentum SGD: ModelFacts::lag_caution, in the notes): never recommended.
+  bool cautioned = false;
   ComputeSource source = ComputeSource::given_rate;
   std::vector<std::string> notes;
   double hidden_fraction() const {
@@ -87,12 +90,12 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
 // samples/s.
 std::vector<Prediction> rank_predictions(std::vector<Prediction> predictions);
 
-// Which of `ranked` to recommend: among the runnable plans that fit and come within `margin`
-// of the fastest one's samples/s, the one that changes training least — synchronous data
-// parallelism, then a spatial split (the same arithmetic, more machinery), then the lag, then
-// local SGD (both change what each update sees: docs/convergence.md). A model's few percent are
-// within its error (docs/scaling.md), a different optimisation is not. ranked.size() when none
-// fits.
+// Which of `ranked` to recommend: among the runnable plans that fit, are not cautioned and come
+// within `margin` of the fastest such plan's samples/s, the one that changes training least —
+// synchronous data parallelism, then a spatial split (the same arithmetic, more machinery), then
+// the lag, then local SGD (both change what each update sees: docs/convergence.md). A model's few
+// percent are within its error (docs/scaling.md), a different optimisation is not. ranked.size()
+// when none fits.
 size_t recommended_index(const std::vector<Prediction>& ranked, double margin = 0.05);
 
 }  // namespace crest
