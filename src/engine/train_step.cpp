@@ -93,7 +93,7 @@ void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_her
   }
   const SidebandFlags* written = sideband_written ? &sideband : nullptr;
   if (!records_now()) return queue_passes(written, &r);
-  key_passes(r, written);
+  key_passes(written);
   pass_graph_->run([&] { queue_passes(written, nullptr); });
   r.forward_done = Timeline::now();  // one launch: forward and backward are not told apart
 }
@@ -106,12 +106,12 @@ void TrainStep::queue_passes(const SidebandFlags* sideband, StepResult* forward_
   ex_.backward();
 }
 
-// The inputs' addresses (two batch buffers alternate), the loss scale (the loss layer's and the
-// L2 terms' factor) and the sideband's flags (which fills run).
-void TrainStep::key_passes(const StepResult& r, const SidebandFlags* sideband) {
+// The inputs' addresses (two batch buffers alternate), the executor's loss scale (the loss
+// layer's and the L2 terms' factor) and the sideband's flags (which fills run).
+void TrainStep::key_passes(const SidebandFlags* sideband) {
   std::vector<uint64_t>& key = pass_graph_->next_key();
   for (const void* input : ex_.input_bindings()) key.push_back(reinterpret_cast<uintptr_t>(input));
-  key.push_back(std::bit_cast<uint64_t>(r.loss_scale));
+  key.push_back(std::bit_cast<uint64_t>(ex_.loss_scale()));
   uint64_t flags = 0;  // none written
   if (sideband)
     flags = 1 + 2U * sideband->stop + 4U * sideband->nonfinite_loss + 8U * sideband->failed +

@@ -117,6 +117,22 @@ TEST(StepGraphs, MoreBatchBuffersThanGraphsKeptRecordIntoTheLeastRecentlyRunGrap
   EXPECT_EQ(p.device.stream().graphs_made, batches) << "four kept for the passes, one update";
 }
 
+// The loss scale is a kernel argument (the loss layer's gradient, the L2 terms): a new scale is a
+// new recording, launched again while the scale stays.
+TEST(StepGraphs, ANewLossScaleIsRecordedAnew) {
+  SgdSteps p;
+  p.device_step.record_passes();
+  for (const double scale : {1.0, 1.0, 2.0, 2.0}) {
+    p.on_device.set_loss_scale(scale);
+    p.on_host.set_loss_scale(scale);
+    EXPECT_EQ(p.device_step.run(0.01).loss, p.host_step.run(0.01).loss) << "scale " << scale;
+    EXPECT_EQ(values_of(p.on_device), values_of(p.on_host)) << "scale " << scale;
+  }
+  // 1 queued, 1 recorded, 2 recorded, 2 launched again.
+  EXPECT_EQ(p.device_step.recorded_steps(), 2);
+  EXPECT_EQ(p.device_step.replayed_steps(), 1);
+}
+
 // A profiled step times every layer with a wait: it runs as it is queued, and recording resumes.
 TEST(StepGraphs, AProfiledStepRunsAsQueued) {
   const test::DropoutCosmoFlow m;

@@ -184,7 +184,7 @@ class TrainStep {
   // The passes' kernels, after the executor's begin_forward; `forward_done` set where given.
   void queue_passes(const SidebandFlags* sideband, StepResult* forward_done);
   // What the recorded passes' kernels take from the host, as pass_graph_'s next key.
-  void key_passes(const StepResult& r, const SidebandFlags* sideband);
+  void key_passes(const SidebandFlags* sideband);
   // The optimizer's step: recorded as the passes are.
   void update(double lr);
   bool exchanges() const { return sync_ && sync_->ranks() > 1; }
