@@ -423,6 +423,39 @@ void GradientSync::finish() {
   ++stats_.steps;
 }
 
+std::string GradientSync::why_not_recordable() const {
+  if (comm_.size() == 1) return "";
+  if (!device_) return "the gradient buckets reduced on the device (NCCL), not " + reduction();
+  if (compress_ != GradientCompression::none)
+    return "dist.compress: none (narrowing a bucket reads its largest value back)";
+  if (!parts_.empty())
+    return "no divided parameter (dist.spatial: a part's average goes through host copies)";
+  return "";
+}
+
+void GradientSync::queue_finish() {
+  if (comm_.size() == 1) return;
+  for (size_t b = 0; b < buckets_.size(); ++b)
+    if (!pending_[b]) start_bucket(b);
+  device_->join();
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    pending_[b].reset();  // their wait is finish_recorded()'s
+    missing_[b] = static_cast<int>(buckets_[b].slots.size());
+  }
+}
+
+void GradientSync::finish_recorded() {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (comm_.size() > 1)
+    device_->wait_stream(device_timeout_s_, "the recorded step's gradient exchange (step " +
+                                                std::to_string(stats_.steps + 1) + ") on " +
+                                                device_->name());
+  last_timing_.clear();
+  stats_.finish_wait_s +=
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ++stats_.steps;
+}
+
 void GradientSync::finish_parts() {
   if (comm_.size() == 1) return;
   for (size_t i = 0; i < parts_.size(); ++i)

@@ -46,8 +46,8 @@ void TrainStep::record_passes() {
     throw_usage(asked + ": crest.backend " + ex_.backend().name() +
                 " runs its work as it is called and records none (use crest.backend: cuda)");
   if (exchanges())
-    throw_usage(asked + ", which one rank can: with " + std::to_string(sync_->ranks()) +
-                " ranks the gradient exchange waits on the host while backward runs");
+    if (const std::string why = sync_->why_not_recordable(); !why.empty())
+      throw_usage(asked + " with its gradient exchange, which needs " + why);
   if (accumulation_ > 1)
     throw_usage(asked + ", which needs train.gradient_accumulation_frequency 1 (got " +
                 std::to_string(accumulation_) + ")");
@@ -84,7 +84,9 @@ void TrainStep::update(double lr) {
 // Everything between the forward's first kernel and the backward's last queues work without
 // waiting for it (the update's facts are read after), so it may be recorded; its host side (the
 // executor's begin_forward, the window's flags taken) runs every step, outside the recording.
-void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_here) {
+// With several ranks the exchange is recorded too: the buckets backward starts, then the rest and
+// the stream's join (GradientSync::queue_finish); finish_recorded waits after the launch.
+void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_here, bool recorded) {
   ex_.begin_forward(true);
   SidebandFlags sideband;
   if (sideband_written) {
@@ -92,9 +94,12 @@ void TrainStep::run_passes(StepResult& r, bool sideband_written, bool failed_her
     if (scaler_ && sync_) sync_->set_loss_scale(r.loss_scale);
   }
   const SidebandFlags* written = sideband_written ? &sideband : nullptr;
-  if (!records_now()) return queue_passes(written, &r);
+  if (!recorded) return queue_passes(written, &r);
   key_passes(written);
-  pass_graph_->run([&] { queue_passes(written, nullptr); });
+  pass_graph_->run([&] {
+    queue_passes(written, nullptr);
+    if (exchanges()) sync_->queue_finish();
+  });
   r.forward_done = Timeline::now();  // one launch: forward and backward are not told apart
 }
 
@@ -112,6 +117,8 @@ void TrainStep::key_passes(const SidebandFlags* sideband) {
   std::vector<uint64_t>& key = pass_graph_->next_key();
   for (const void* input : ex_.input_bindings()) key.push_back(reinterpret_cast<uintptr_t>(input));
   key.push_back(std::bit_cast<uint64_t>(ex_.loss_scale()));
+  // The buckets' 1/(ranks·S), a kernel argument of the recorded exchange.
+  key.push_back(std::bit_cast<uint64_t>(sync_ ? sync_->loss_scale() : 0.0));
   uint64_t flags = 0;  // none written
   if (sideband)
     flags = 1 + 2U * sideband->stop + 4U * sideband->nonfinite_loss + 8U * sideband->failed +
@@ -158,7 +165,9 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
   r.updated = phase_ + 1 == accumulation_;
   // Backward runs even after a non-finite loss, so every rank joins every collective.
   const bool sideband_written = r.updated && local_steps_ == 1;
-  run_passes(r, sideband_written, failed_here);
+  // Decided once: a pass may clear overflow_next_, which records_now() reads.
+  const bool recorded = records_now();
+  run_passes(r, sideband_written, failed_here, recorded);
   const bool lagged_window = lagged(micro_batches_);
   // The lag's first window has nothing to apply.
   const bool first_lagged = micro_batches_ / accumulation_ == lag_start_window_;
@@ -185,7 +194,7 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
     apply_lagged(r, lr, !first_lagged);
     return r;
   }
-  if (sync_) sync_->finish();
+  if (sync_) recorded ? sync_->finish_recorded() : sync_->finish();
   r.gradients_done = Timeline::now();
   unscale_where_nothing_else_does();
   decide_update(r, lr);

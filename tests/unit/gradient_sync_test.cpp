@@ -17,6 +17,7 @@
 #include "crest/models/cosmoflow.hpp"
 #include "support/counting_backend.hpp"
 #include "support/fake_communicator.hpp"
+#include "support/fake_device_collectives.hpp"
 #include "support/host_copy.hpp"
 #include "support/small_models.hpp"
 
@@ -222,42 +223,13 @@ TEST(GradientSync, OnADeviceBackendEveryCollectiveRunsOnAHostCopy) {
   });
 }
 
-// Collectives "on" the pretend device, as the fake communicator's are: the other rank adds
-// nothing, so the sum is this rank's share, then scaled. Counts what it was asked into `calls`
-// (which outlives the GradientSync that owns it).
-struct DeviceCalls {
-  int allreduces = 0, waits = 0;
-};
-class FakeDeviceCollectives final : public DeviceCollectives {
- public:
-  FakeDeviceCollectives(Backend& backend, DeviceCalls& calls) : backend_(backend), calls_(calls) {}
-  std::string name() const override { return "fake-nccl"; }
-  void allreduce_sum(void* values, size_t n, DType dtype, double scale) override {
-    ++calls_.allreduces;
-    EXPECT_TRUE(device_memory().owns(values)) << "a device collective on host memory";
-    if (scale != 1.0) backend_.vector_ops(dtype)->scale(scale, values, values, n);
-  }
-  void wait(double timeout_s, const std::string& what) override {
-    ++calls_.waits;
-    EXPECT_EQ(timeout_s, 42.0);
-    EXPECT_NE(what.find("on fake-nccl"), std::string::npos) << what;
-  }
-
- private:
-  const test::CountingMemory& device_memory() const {
-    return static_cast<const test::CountingMemory&>(backend_.memory());
-  }
-  Backend& backend_;
-  DeviceCalls& calls_;
-};
-
 // With the backend's own collectives (NCCL on the cuda backend) the buckets are reduced where
 // they are: no host copy, the MPI communicator is asked nothing, and the result is the host
 // run's bit for bit.
 TEST(GradientSync, DeviceCollectivesReduceTheBucketsInPlace) {
   for_each_exchange([](GradientCompression compress, bool lagged, const std::vector<char>& want) {
     test::CountingBackend device(/*pretend_device=*/true);
-    DeviceCalls calls;
+    test::DeviceCalls calls;
     size_t buckets = 0;
     std::string reduction;
     const std::vector<char> got = synchronised_gradients(
@@ -265,13 +237,18 @@ TEST(GradientSync, DeviceCollectivesReduceTheBucketsInPlace) {
         [](const void*) { ADD_FAILURE() << "a bucket went to the MPI communicator"; },
         [&](GradientSync& sync, test::FakeCommunicator&) {
           EXPECT_EQ(sync.reduction(), "through host copies");
-          sync.reduce_on_device(std::make_unique<FakeDeviceCollectives>(device, calls), 42.0);
+          sync.reduce_on_device(std::make_unique<test::FakeDeviceCollectives>(device, calls), 42.0);
           buckets = sync.buckets().size();
           reduction = sync.reduction();
         });
     EXPECT_EQ(reduction, "on the device (fake-nccl)");
     EXPECT_EQ(calls.allreduces, static_cast<int>(buckets));
     EXPECT_GE(calls.waits, 1);
+    EXPECT_EQ(calls.stream_waits, 0);
+    for (size_t i = 0; i < calls.whats.size(); ++i) {
+      EXPECT_EQ(calls.timeouts[i], 42.0);
+      EXPECT_NE(calls.whats[i].find("on fake-nccl"), std::string::npos) << calls.whats[i];
+    }
     ASSERT_EQ(got.size(), want.size());
     EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
   });

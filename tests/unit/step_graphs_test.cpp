@@ -17,12 +17,15 @@
 #include <string>
 #include <vector>
 
+#include "crest/dist/gradient_sync.hpp"
 #include "crest/engine/train_step.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/cosmoflow.hpp"
 #include "crest/optim/optimizer.hpp"
 #include "support/bound_batches.hpp"
 #include "support/dropout_cosmoflow.hpp"
+#include "support/fake_communicator.hpp"
+#include "support/fake_device_collectives.hpp"
 
 namespace crest {
 namespace {
@@ -153,6 +156,55 @@ TEST(StepGraphs, AProfiledStepRunsAsQueued) {
   EXPECT_EQ(device.stream().waits_while_recording, 0);
 }
 
+// Two ranks (a fake job whose other rank adds nothing) on each side: the device's buckets reduced
+// by its own collectives, the reference backend's by the host communicator.
+struct ExchangingSgdSteps : test::DeviceAndHostPrograms {
+  ExchangingSgdSteps() {
+    device_sync.reduce_on_device(std::make_unique<test::FakeDeviceCollectives>(device, calls),
+                                 42.0);
+    device_sgd.attach(on_device.params(), on_device.vec());
+    host_sgd.attach(on_host.params(), on_host.vec());
+  }
+  test::FakeCommunicator device_comm{0, 2}, host_comm{0, 2};
+  // Small buckets: several, the first started while backward runs.
+  GradientSync device_sync{device_comm, on_device.params(), on_device.gradient_ready_order(), 1e-3,
+                           2e-3},
+      host_sync{host_comm, on_host.params(), on_host.gradient_ready_order(), 1e-3, 2e-3};
+  test::DeviceCalls calls;
+  SgdKeras device_sgd{0.9}, host_sgd{0.9};
+  TrainStep device_step{on_device, device_sgd, &device_sync},
+      host_step{on_host, host_sgd, &host_sync};
+};
+
+// With several ranks the exchange is recorded with the passes: the buckets backward starts, the
+// rest, and the stream put behind them (join) without a wait; the step waits once, after the
+// launch, within the deadline. The losses and weights are the host exchange's bit for bit.
+TEST(StepGraphs, AnExchangeOnTheDeviceIsRecordedWithThePasses) {
+  ExchangingSgdSteps p;
+  ASSERT_GT(p.device_sync.buckets().size(), 1U);
+  p.device_step.record_passes();
+  const int steps = 4;
+  for (int s = 0; s < steps; ++s) {
+    EXPECT_EQ(p.device_step.run(0.01).loss, p.host_step.run(0.01).loss) << "step " << s;
+    EXPECT_EQ(values_of(p.on_device), values_of(p.on_host)) << "step " << s;
+  }
+  EXPECT_EQ(p.device_step.recorded_steps(), 1);
+  EXPECT_EQ(p.device_step.replayed_steps(), 2);
+  EXPECT_EQ(p.device.stream().waits_while_recording, 0) << "an exchange waited inside a recording";
+  // Every step joined where its passes ran (the first as queued, the second inside its
+  // recording, the others as the pretend device runs a launched recording: again) and waited
+  // after them; none waited for the collectives alone.
+  EXPECT_EQ(p.calls.waits, 0);
+  EXPECT_EQ(p.calls.joins, steps);
+  EXPECT_EQ(p.calls.stream_waits, steps);
+  EXPECT_EQ(p.calls.allreduces, steps * static_cast<int>(p.device_sync.buckets().size()));
+  for (size_t i = 0; i < p.calls.whats.size(); ++i) {
+    EXPECT_EQ(p.calls.timeouts[i], 42.0);
+    EXPECT_NE(p.calls.whats[i].find("on fake-nccl"), std::string::npos) << p.calls.whats[i];
+  }
+  EXPECT_EQ(p.device_sync.stats().steps, steps);
+}
+
 TEST(StepGraphs, WhatARecordingCannotServeIsRefusedByName) {
   const test::DropoutCosmoFlow m;
   auto host = make_backend("reference");
@@ -173,6 +225,23 @@ TEST(StepGraphs, WhatARecordingCannotServeIsRefusedByName) {
   lagged.attach(ex.params(), ex.vec(), 1, /*gradient_lag=*/true);
   TrainStep lag_step(ex, lagged, nullptr);
   EXPECT_NE(record_passes_error(lag_step).find("train.gradient_lag"), std::string::npos);
+
+  // An exchange through host copies, or one that narrows its buckets, waits on the host.
+  test::FakeCommunicator comm(0, 2);
+  SgdKeras exchanging(0.9);
+  exchanging.attach(ex.params(), ex.vec());
+  GradientSync host_copies(comm, ex.params(), ex.gradient_ready_order(), 1e-3, 2e-3);
+  TrainStep host_copies_step(ex, exchanging, &host_copies);
+  EXPECT_NE(record_passes_error(host_copies_step).find("reduced on the device (NCCL)"),
+            std::string::npos)
+      << record_passes_error(host_copies_step);
+  test::DeviceCalls calls;
+  GradientSync narrowed(comm, ex.params(), ex.gradient_ready_order(), 1e-3, 2e-3,
+                        GradientCompression::bf16);
+  narrowed.reduce_on_device(std::make_unique<test::FakeDeviceCollectives>(device, calls), 42.0);
+  TrainStep narrowed_step(ex, exchanging, &narrowed);
+  EXPECT_NE(record_passes_error(narrowed_step).find("dist.compress: none"), std::string::npos)
+      << record_passes_error(narrowed_step);
 }
 
 }  // namespace

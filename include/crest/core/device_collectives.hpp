@@ -23,6 +23,14 @@ class DeviceCollectives {
   // completed within `timeout_s`, aborts the collectives and throws naming `what` (a rank
   // stopped responding: the watchdog's rule for MPI collectives).
   virtual void wait(double timeout_s, const std::string& what) = 0;
+  // Makes the backend's stream wait for every collective queued so far, without blocking the
+  // host: a step recorded as a graph (crest.cuda_graphs) orders its update behind its exchange
+  // this way, and waits after the launch (wait_stream).
+  virtual void join() = 0;
+  // Blocks until the work queued on the backend's stream so far is complete — a launched
+  // recording, whose collectives are inside it — at most `timeout_s`, with wait()'s rules for a
+  // deadline passed or an error the library reports.
+  virtual void wait_stream(double timeout_s, const std::string& what) = 0;
 };
 
 }  // namespace crest

@@ -147,6 +147,19 @@ class GradientSync {
   // first bucket starts. Never set (0): no loss scaling, and an fp16 overflow is an error. Does
   // nothing on one rank, where nothing is exchanged: the caller unscales.
   void set_loss_scale(double scale) { loss_scale_ = scale; }
+  double loss_scale() const { return loss_scale_; }
+
+  // A step recorded as a graph (crest.cuda_graphs, TrainStep) with its exchange inside: possible
+  // where every bucket is reduced in place by the device's collectives without a read on the
+  // host — no compression (narrowing reads the largest value back) and no divided parameter (a
+  // part goes through host copies). "" where it is, else why not. Always "" on one rank.
+  std::string why_not_recordable() const;
+  // Inside the recording: starts every bucket not started yet, in bucket order, and puts the
+  // device's stream behind the collectives without blocking (DeviceCollectives::join).
+  void queue_finish();
+  // After the recording's launch: waits for the stream, which holds the collectives, within the
+  // deadline (DeviceCollectives::wait_stream), and counts the step.
+  void finish_recorded();
 
   const GradientSyncStats& stats() const { return stats_; }
   void reset_stats() { stats_ = {}; }

@@ -160,8 +160,10 @@ class TrainStep {
   // steps launch those graphs again, recording anew only where a host value the kernels take
   // changed (the inputs' addresses, the loss scale, the sideband's flags: StepGraph,
   // src/engine/step_graph.hpp; docs/cuda.md "Step graphs"). Needs a stream that records (the
-  // cuda backend), one rank (the gradient exchange waits on the host while backward runs), no
-  // gradient accumulation and no gradient lag: a usage error names what is in the way. Local
+  // cuda backend), on several ranks an exchange the device queues without the host
+  // (GradientSync::why_not_recordable: NCCL, no compression, no divided parameter; it is then
+  // recorded with the passes), no gradient accumulation and no gradient lag: a usage error
+  // names what is in the way. Local
   // SGD steps, profiled steps and a test overflow run as they are queued; so does the update of
   // an optimizer that takes its step in one part (Optimizer::replays_update).
   void record_passes();
@@ -180,7 +182,7 @@ class TrainStep {
   };
   void on_gradient_ready(int slot);
   // Forward, the sideband, backward: recorded where record_passes() asked and the step allows.
-  void run_passes(StepResult& r, bool sideband_written, bool failed_here);
+  void run_passes(StepResult& r, bool sideband_written, bool failed_here, bool recorded);
   // The passes' kernels, after the executor's begin_forward; `forward_done` set where given.
   void queue_passes(const SidebandFlags* sideband, StepResult* forward_done);
   // What the recorded passes' kernels take from the host, as pass_graph_'s next key.

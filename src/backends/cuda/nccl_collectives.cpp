@@ -3,7 +3,10 @@
 // travels while backward goes on computing the next; wait() puts the compute stream behind every
 // collective queued (the update reads their sums) and blocks until they are done, polling NCCL's
 // asynchronous error and a deadline, the watchdog's rule: past it, or on an NCCL error, the
-// communicator is aborted and the error names the collective.
+// communicator is aborted and the error names the collective. A step recorded as a CUDA graph
+// records its collectives too (NCCL's operations can be captured): join() orders the compute
+// stream behind them inside the recording, and wait_stream() is the step's timed wait after the
+// launch.
 #include "cuda/nccl_collectives.hpp"
 
 #include <dlfcn.h>
@@ -104,11 +107,13 @@ class NcclCollectives final : public DeviceCollectives {
     CREST_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     CREST_CUDA(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
     CREST_CUDA(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+    CREST_CUDA(cudaEventCreateWithFlags(&stream_done_, cudaEventDisableTiming));
     check(nccl().comm_init_rank(&comm_, ranks, id, rank), "ncclCommInitRank");
   }
   ~NcclCollectives() override {
     // Never throws: an aborted communicator is gone already.
     if (comm_ && !aborted_) nccl().comm_destroy(comm_);
+    if (stream_done_) cudaEventDestroy(stream_done_);
     if (done_) cudaEventDestroy(done_);
     if (queued_) cudaEventDestroy(queued_);
     if (stream_) cudaStreamDestroy(stream_);
@@ -125,15 +130,36 @@ class NcclCollectives final : public DeviceCollectives {
     check(nccl().all_reduce(values, values, n, nccl_type(dtype), ncclSum, comm_, stream_),
           "ncclAllReduce");
     if (scale != 1.0) ops(dtype).scale(scale, values, values, n);
+    queued_since_join_ = true;
   }
 
   void wait(double timeout_s, const std::string& what) override {
+    join();
+    poll(done_, timeout_s, what);
+  }
+
+  // Only where a collective was queued since the last join: an event of the collectives' stream
+  // recorded outside a recording cannot be waited for inside one.
+  void join() override {
+    if (!queued_since_join_) return;
+    queued_since_join_ = false;
     CREST_CUDA(cudaEventRecord(done_, stream_));
     CREST_CUDA(cudaStreamWaitEvent(c_->stream, done_, 0));
+  }
+
+  void wait_stream(double timeout_s, const std::string& what) override {
+    CREST_CUDA(cudaEventRecord(stream_done_, c_->stream));
+    poll(stream_done_, timeout_s, what);
+  }
+
+ private:
+  // Until `event` completes, NCCL reports an error, or the deadline passes (then the
+  // communicator is aborted).
+  void poll(cudaEvent_t event, double timeout_s, const std::string& what) {
     const auto start = std::chrono::steady_clock::now();
     auto pause = std::chrono::microseconds(20);
     for (;;) {
-      const cudaError_t state = cudaEventQuery(done_);
+      const cudaError_t state = cudaEventQuery(event);
       if (state == cudaSuccess) return;
       if (state != cudaErrorNotReady) CREST_CUDA(state);
       ncclResult_t async = ncclSuccess;
@@ -150,7 +176,6 @@ class NcclCollectives final : public DeviceCollectives {
     }
   }
 
- private:
   [[noreturn]] void fail(const std::string& text) {
     aborted_ = true;
     nccl().comm_abort(comm_);
@@ -167,7 +192,8 @@ class NcclCollectives final : public DeviceCollectives {
   std::shared_ptr<Context> c_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t queued_ = nullptr, done_ = nullptr;
+  cudaEvent_t queued_ = nullptr, done_ = nullptr, stream_done_ = nullptr;
+  bool queued_since_join_ = false;
   std::map<DType, std::unique_ptr<VectorOps>> ops_;
   bool aborted_ = false;
 };
