@@ -16,7 +16,7 @@ namespace crest::test {
 
 struct DeviceCalls {
   int allreduces = 0, waits = 0, joins = 0, stream_waits = 0;
-  std::vector<double> timeouts;   // of every wait and stream wait, in order
+  std::vector<double> timeouts;    // of every wait and stream wait, in order
   std::vector<std::string> whats;  // what each of them named
 };
 

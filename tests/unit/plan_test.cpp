@@ -118,7 +118,7 @@ TEST(Plan, TheLagHidesTheExchangeBehindTheNextStep) {
 
 // docs/convergence.md: momentum SGD with a one-step-old gradient is stable only for steps
 // lr·h < 1 − m, against 2 (1 + m) synchronously; Adam's first moment is a momentum too, and
-// the lag slowed it; LAMB trained with the lag.
+// the lag slowed it; so did LAMB's on CosmoFlow (not on DeepCAM).
 TEST(Plan, TheLagUnderMomentumSgdIsCautionedAndNeverRecommended) {
   OptimizerConfig sgd;
   sgd.momentum = 0.9;
@@ -141,8 +141,11 @@ TEST(Plan, TheLagUnderMomentumSgdIsCautionedAndNeverRecommended) {
             "target synchronous training reached in 7 (docs/convergence.md)");
   EXPECT_NE(lag_caution(larc_over_adam).find("LARC (beta1 0.9)"), std::string::npos);
   lamb.name = "LAMB";
-  for (const OptimizerConfig& o : {lamb, plain})  // plain: SGD, momentum 0
-    EXPECT_EQ(lag_caution(o), "") << o.name;
+  EXPECT_EQ(lag_caution(lamb),
+            "the lag under LAMB (beta1 0.9): DeepCAM's fixture trained as fast as synchronously, "
+            "CosmoFlow's missed in 20 epochs the target synchronous training reached in 9-11 "
+            "(docs/convergence.md)");
+  EXPECT_EQ(lag_caution(plain), "");  // SGD, momentum 0
 
   // The lag's candidates carry the note; 20 % faster, they still leave the recommendation to
   // synchronous data parallelism.

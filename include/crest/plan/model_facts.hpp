@@ -54,8 +54,9 @@ struct ModelFacts {
 // still far below): a rate tuned for synchronous training stalls or diverges
 // (docs/convergence.md). Adam's first moment is a momentum too: under Adam (AdamW, LARC over
 // either) CosmoFlow's fixture missed with the lag, in 20 epochs, the target synchronous
-// training reached in 7. LAMB trained DeepCAM with the lag as fast as without (eight seeds):
-// not cautioned. The note for `optimizer`, or "".
+// training reached in 7. LAMB's is too: it trained DeepCAM with the lag as fast as without
+// (eight seeds) but CosmoFlow not in 20 epochs (synchronously 9-11). The note for `optimizer`,
+// or "".
 std::string lag_caution(const OptimizerConfig& optimizer);
 
 // Compiles the config's model for training on one process, plan only (collective over nothing),
