@@ -32,32 +32,51 @@ bool same_weights(Backend& cuda, const Executor& a, const Executor& b) {
   return std::memcmp(wa.data(), wb.data(), bytes) == 0;
 }
 
+// Two programs of one small CosmoFlow (dropout on) on the cuda backend, with the same weights and
+// two batch buffers each.
+struct QueuedAndRecorded {
+  QueuedAndRecorded(Backend& backend, uint64_t seed)
+      : cuda(backend),
+        m(build_cosmoflow(test::small_cosmoflow(32, 2, /*dropout=*/0.5))),
+        queued(m.graph, cuda, options(seed)),
+        recorded(m.graph, cuda, options(seed)) {}
+  static CompileOptions options(uint64_t seed) {
+    CompileOptions o;
+    o.batch = 2;
+    o.seed = seed;
+    return o;
+  }
+  // Six steps at lr(s), the buffers bound in turn (as BatchFeed binds its two), the second
+  // program's passes recorded: every loss and the weights after every step bit for bit.
+  void train(TrainStep& queued_step, TrainStep& recorded_step, double (*lr)(int)) {
+    ASSERT_TRUE(same_weights(cuda, queued, recorded));
+    recorded_step.record_passes();
+    for (int s = 0; s < 6; ++s) {
+      queued_batches.bind(queued, s % 2);
+      recorded_batches.bind(recorded, s % 2);
+      EXPECT_EQ(recorded_step.run(lr(s)).loss, queued_step.run(lr(s)).loss) << "step " << s;
+      EXPECT_TRUE(same_weights(cuda, queued, recorded)) << "step " << s;
+    }
+    // Batches A B A B A B: A queued, B and A recorded, then launched again.
+    EXPECT_EQ(recorded_step.recorded_steps(), 2);
+    EXPECT_EQ(recorded_step.replayed_steps(), 3);
+  }
+  Backend& cuda;
+  const CosmoFlowModel m;
+  Executor queued, recorded;
+  const test::BoundBatches queued_batches{queued, 2}, recorded_batches{recorded, 2};
+};
+
 TEST(CudaStepGraph, ARecordedStepTrainsAsTheQueuedStepBitForBit) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
-  const CosmoFlowModel m = build_cosmoflow(test::small_cosmoflow(32, 2, /*dropout=*/0.5));
-  CompileOptions o;
-  o.batch = 2;
-  o.seed = 5;
-  Executor queued(m.graph, *cuda, o), recorded(m.graph, *cuda, o);
-  const test::BoundBatches queued_batches(queued, 2), recorded_batches(recorded, 2);
-  ASSERT_TRUE(same_weights(*cuda, queued, recorded));
+  QueuedAndRecorded p(*cuda, 5);
   Adam queued_adam(0.9, 0.999, 1e-8, 0.0, false), recorded_adam(0.9, 0.999, 1e-8, 0.0, false);
-  queued_adam.attach(queued.params(), queued.vec());
-  recorded_adam.attach(recorded.params(), recorded.vec());
-  TrainStep queued_step(queued, queued_adam, nullptr),
-      recorded_step(recorded, recorded_adam, nullptr);
-  recorded_step.record_passes();
-  for (int s = 0; s < 6; ++s) {
-    const double lr = 1e-3 * (s + 1);
-    queued_batches.bind(queued, s % 2);
-    recorded_batches.bind(recorded, s % 2);
-    EXPECT_EQ(recorded_step.run(lr).loss, queued_step.run(lr).loss) << "step " << s;
-    EXPECT_TRUE(same_weights(*cuda, queued, recorded)) << "step " << s;
-  }
-  // Batches A B A B A B: A queued, B and A recorded, then launched again.
-  EXPECT_EQ(recorded_step.recorded_steps(), 2);
-  EXPECT_EQ(recorded_step.replayed_steps(), 3);
+  queued_adam.attach(p.queued.params(), p.queued.vec());
+  recorded_adam.attach(p.recorded.params(), p.recorded.vec());
+  TrainStep queued_step(p.queued, queued_adam, nullptr),
+      recorded_step(p.recorded, recorded_adam, nullptr);
+  p.train(queued_step, recorded_step, [](int s) { return 1e-3 * (s + 1); });
   EXPECT_EQ(recorded_step.recorded_updates(), 1);
   EXPECT_EQ(recorded_step.replayed_updates(), 4);
 }
@@ -67,18 +86,14 @@ TEST(CudaStepGraph, ARecordedStepTrainsAsTheQueuedStepBitForBit) {
 // fake job's other rank adds nothing), so every bucket is summed and scaled by 1/2 on the device.
 // One program queues every exchange and waits for it; the other records it with the passes
 // (GradientSync::queue_finish: NCCL's operations captured into the CUDA graph) and waits after the
-// launch. Every loss and the weights after every step agree bit for bit.
+// launch.
 TEST(CudaStepGraph, AnExchangeRecordedWithNcclTrainsAsTheQueuedExchange) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
   const Support nccl = cuda->supports_device_collectives();
   ASSERT_TRUE(nccl) << nccl.reason;
-  const CosmoFlowModel m = build_cosmoflow(test::small_cosmoflow(32, 2, /*dropout=*/0.5));
-  CompileOptions o;
-  o.batch = 2;
-  o.seed = 7;
-  Executor queued(m.graph, *cuda, o), recorded(m.graph, *cuda, o);
-  const test::BoundBatches queued_batches(queued, 2), recorded_batches(recorded, 2);
+  QueuedAndRecorded p(*cuda, 7);
+  Executor &queued = p.queued, &recorded = p.recorded;
   test::FakeCommunicator queued_comm(0, 2), recorded_comm(0, 2);
   GradientSync queued_sync(queued_comm, queued.params(), queued.gradient_ready_order(), 0.05, 0.1),
       recorded_sync(recorded_comm, recorded.params(), recorded.gradient_ready_order(), 0.05, 0.1);
@@ -91,15 +106,7 @@ TEST(CudaStepGraph, AnExchangeRecordedWithNcclTrainsAsTheQueuedExchange) {
   recorded_sgd.attach(recorded.params(), recorded.vec());
   TrainStep queued_step(queued, queued_sgd, &queued_sync),
       recorded_step(recorded, recorded_sgd, &recorded_sync);
-  recorded_step.record_passes();
-  for (int s = 0; s < 6; ++s) {
-    queued_batches.bind(queued, s % 2);
-    recorded_batches.bind(recorded, s % 2);
-    EXPECT_EQ(recorded_step.run(0.01).loss, queued_step.run(0.01).loss) << "step " << s;
-    EXPECT_TRUE(same_weights(*cuda, queued, recorded)) << "step " << s;
-  }
-  EXPECT_EQ(recorded_step.recorded_steps(), 2);
-  EXPECT_EQ(recorded_step.replayed_steps(), 3);
+  p.train(queued_step, recorded_step, [](int) { return 0.01; });
   EXPECT_EQ(recorded_sync.stats().steps, 6);
 }
 
