@@ -227,27 +227,44 @@ TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
   }
 }
 
+// cuBLASLt's products: odd sizes, with the bias in the forward's epilogue and without a bias,
+// and a layer large enough for a tiled algorithm.
 TEST(CudaAgreement, DenseAgreesWithTheReferenceInEveryPass) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
   auto ref = make_backend("reference");
-  const DenseDesc d{3, 7, 5, true, DType::f32};
-  auto rk = ref->dense(d);
-  auto ck = cuda->dense(d);
-  MirroredValues src(*cuda, 21, 1), w(*cuda, 35, 2), b(*cuda, 5, 3), dst(*cuda, 15, 0);
-  MirroredValues diff_dst(*cuda, 15, 4), diff_src(*cuda, 21, 0), dw(*cuda, 35, 0), db(*cuda, 5, 0);
-  std::vector<char> rs(rk->scratch_bytes());
-  Buffer cs(ck->scratch_bytes(), 256, cuda->memory());
-  rk->forward(src.ref(), w.ref(), b.ref(), dst.ref(), rs.data());
-  ck->forward(src.dev(), w.dev(), b.dev(), dst.dev(), cs.data());
-  EXPECT_LT(dst.error(), kTolerance);
-  rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
-  ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
-  EXPECT_LT(diff_src.error(), kTolerance);
-  rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), db.ref(), rs.data());
-  ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), db.dev(), cs.data());
-  EXPECT_LT(dw.error(), kTolerance);
-  EXPECT_LT(db.error(), kTolerance);
+  for (const DenseDesc& d :
+       {DenseDesc{3, 7, 5, true, DType::f32}, DenseDesc{3, 7, 5, false, DType::f32},
+        DenseDesc{8, 300, 96, true, DType::f32}}) {
+    SCOPED_TRACE(std::to_string(d.n) + "x" + std::to_string(d.in_features) + "->" +
+                 std::to_string(d.out_features) + (d.bias ? " with a bias" : " without"));
+    auto rk = ref->dense(d);
+    auto ck = cuda->dense(d);
+    const auto n = static_cast<size_t>(d.n), in = static_cast<size_t>(d.in_features),
+               out = static_cast<size_t>(d.out_features);
+    MirroredValues src(*cuda, n * in, 1), w(*cuda, out * in, 2), b(*cuda, out, 3),
+        dst(*cuda, n * out, 0);
+    MirroredValues diff_dst(*cuda, n * out, 4), diff_src(*cuda, n * in, 0), dw(*cuda, out * in, 0),
+        db(*cuda, out, 0);
+    const void* ref_bias = d.bias ? b.ref() : nullptr;
+    const void* dev_bias = d.bias ? b.dev() : nullptr;
+    std::vector<char> rs(rk->scratch_bytes());
+    Buffer cs(ck->scratch_bytes(), 256, cuda->memory());
+    rk->forward(src.ref(), w.ref(), ref_bias, dst.ref(), rs.data());
+    ck->forward(src.dev(), w.dev(), dev_bias, dst.dev(), cs.data());
+    EXPECT_LT(dst.error(), kTolerance) << "forward";
+    rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
+    ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
+    EXPECT_LT(diff_src.error(), kTolerance) << "backward data";
+    rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), d.bias ? db.ref() : nullptr,
+                         rs.data());
+    ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), d.bias ? db.dev() : nullptr,
+                         cs.data());
+    EXPECT_LT(dw.error(), kTolerance) << "weight gradient";
+    if (d.bias) {
+      EXPECT_LT(db.error(), kTolerance) << "bias gradient";
+    }
+  }
 }
 
 TEST(CudaAgreement, ActivationsAndConcatenationAgreeWithTheReference) {

@@ -13,6 +13,7 @@ Context::~Context() {
   // Destructors must not throw: errors here are ignored (the process is ending or the context is
   // being dropped after an earlier error that was already reported).
   if (cudnn) cudnnDestroy(cudnn);
+  if (cublas_lt) cublasLtDestroy(cublas_lt);
   if (cublas) cublasDestroy(cublas);
   if (cublas_workspace) cudaFree(cublas_workspace);
   for (cudaStream_t s : {copy_stream, stream})
@@ -82,6 +83,7 @@ std::shared_ptr<Context> open_context() {
   // (docs/cuda.md).
   CREST_CUBLAS(
       cublasSetMathMode(c->cublas, c->tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  CREST_CUBLAS(cublasLtCreate(&c->cublas_lt));
   CREST_CUDNN(cudnnCreate(&c->cudnn));
   CREST_CUDNN(cudnnSetStream(c->cudnn, c->stream));
   return c;

@@ -1,7 +1,9 @@
 // Private to the CUDA backend: what every CUDA kernel of one backend shares — the device, the
-// stream all work is issued on, and the cuBLAS and cuDNN handles bound to that stream. One
-// context per backend object; its kernels keep it alive (shared_ptr) for as long as they live.
+// stream all work is issued on, and the cuBLAS, cuBLASLt and cuDNN handles (cuBLASLt's calls
+// name the stream). One context per backend object; its kernels keep it alive (shared_ptr) for
+// as long as they live.
 #pragma once
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 #include <cudnn.h>
@@ -21,6 +23,7 @@ struct Context {
   // the next step's batch while this one computes.
   cudaStream_t copy_stream = nullptr;
   cublasHandle_t cublas = nullptr;
+  cublasLtHandle_t cublas_lt = nullptr;  // the dense layers' products (dense.cpp)
   // cuBLAS's workspace, fixed (cublasSetWorkspace): a recorded step (a CUDA graph) then holds no
   // allocation of cuBLAS's own, and recording every step allocates nothing.
   void* cublas_workspace = nullptr;
