@@ -217,6 +217,9 @@ run() {
   check op_table 90 "$dir/bin/crest_tests" \
     --gtest_filter='*OpTable.EveryBackendAgrees*:*OpTable.HalfPrecision*'
   check peak 40 "$dir/bin/crest" bench peak --backend cuda --size 8192 --iters 10
+  # Device memory through NCCL (one rank: the image has one GPU), the sum checked.
+  check allreduce_nccl 30 "$dir/bin/crest" bench allreduce --backend cuda --sizes 4K,1M,64M \
+    --iters 5
   check too_large_refused 20 too_large_refused "$dir/bin/crest" bench train --model cosmoflow \
     --size 512 --batch 64 --steps 1 --warmup 0 --backend cuda
   train_checks "" float32 2 CREST_CUDNN_ALGORITHMS=measured
@@ -249,6 +252,7 @@ summarize() {
   grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$logs/agreement.log" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$logs/op_table.log" || true
   grep -h '"bench":"peak"' "$logs/peak.log" "$logs/peak_tf32.log" 2>/dev/null || true
+  grep -h '"bench":"allreduce"' "$logs/allreduce_nccl.log" 2>/dev/null || true
   grep -h '"bench":"pipeline"' "$logs/pipeline_stage.log" 2>/dev/null || true
   grep -h '"bench":"train"' "$logs/step_graphs.log" 2>/dev/null || true
   for f in "$logs"/train_*.log; do

@@ -14,6 +14,7 @@
 
 #include "crest/data/safetensors.hpp"
 #include "support/cli_util.hpp"
+#include "support/mirrored_values.hpp"
 #include "support/scoped_env.hpp"
 #include "support/weights_compare.hpp"
 
@@ -211,6 +212,7 @@ TEST(DataParallel, BenchAllreduceChecksTheSumAndReportsBusBandwidth) {
     for (const auto& j : lines) {
       EXPECT_EQ(j["ranks"], ranks);
       EXPECT_EQ(j["communicator"], "mpi");
+      EXPECT_EQ(j["memory"], "host");
       EXPECT_EQ(j["checked"], true);
       EXPECT_GT(j["time_us"].get<double>(), 0);
       // nccl-tests: algbw = bytes / time; busbw = algbw * 2 (n - 1) / n.
@@ -223,6 +225,22 @@ TEST(DataParallel, BenchAllreduceChecksTheSumAndReportsBusBandwidth) {
   const auto bad = run_crest("bench allreduce --sizes 1X");
   EXPECT_EQ(bad.code, 2) << bad.out;
   EXPECT_NE(bad.out.find("'1X' is not a size"), std::string::npos) << bad.out;
+}
+
+// --backend: a host backend's memory is the host's (MPI, as without one); a device backend this
+// machine cannot run (no GPU, or crest built without it) is refused, naming it. On a GPU the
+// device check runs it through NCCL (scripts/device-check.sh, allreduce_nccl).
+TEST(DataParallel, BenchAllreduceOnABackendsMemory) {
+  const auto host = run_crest("bench allreduce --sizes 1K --iters 1 --backend reference");
+  ASSERT_EQ(host.code, 0) << host.out;
+  const auto lines = json_lines(host.out);
+  ASSERT_EQ(lines.size(), 1U) << host.out;
+  EXPECT_EQ(lines[0]["memory"], "host");
+  EXPECT_EQ(lines[0]["checked"], true);
+  if (test::cuda_usable()) GTEST_SKIP() << "a usable CUDA device: the device check runs it";
+  const auto cuda = run_crest("bench allreduce --sizes 1K --iters 1 --backend cuda");
+  EXPECT_EQ(cuda.code, 2) << cuda.out;
+  EXPECT_NE(cuda.out.find("cuda"), std::string::npos) << cuda.out;
 }
 
 TEST(DataParallel, BenchTrainUnderMpirunReportsGlobalThroughputAndHiddenCommunication) {
