@@ -10,12 +10,16 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <fstream>
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "crest/backends/kernels.hpp"
+#include "crest/core/error.hpp"
 #include "crest/core/tensor.hpp"
+#include "support/cli_util.hpp"
 #include "support/mirrored_values.hpp"
 #include "support/scoped_env.hpp"
 
@@ -224,6 +228,50 @@ TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
     rk->backward(diff_dst.ref(), rw.data(), diff_src.ref(), rs.data());
     ck->backward(diff_dst.dev(), cw.data(), diff_src.dev(), cs.data());
     EXPECT_LT(diff_src.error(), kTolerance) << "backward";
+  }
+}
+
+// A run's measured cuDNN algorithms go into its record (Backend::set_layout_tuning), and a
+// resumed run takes the record's instead of measuring: here a record edited to other deterministic
+// algorithms (implicit GEMM forward, ALGO_1 data and filter gradients), which the new kernel names
+// and computes with, agreeing with the reference; a record that does not fit is refused, naming
+// the file.
+TEST(CudaAgreement, MeasuredAlgorithmsAreRecordedAndAResumeTakesTheRecord) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  const test::TempDir dir;
+  const ConvDesc d = conv2d(3, 5, 9, 3, 1, 1);
+  LayoutTuning fresh;
+  fresh.record_file = dir.file("layouts.rank0.json");
+  fresh.cache_file = dir.file("cache.json");
+  {
+    auto cuda = make_backend("cuda");
+    cuda->set_layout_tuning(fresh);
+    EXPECT_NE(cuda->conv(d, conv_src(d))->implementation().find("(measured)"), std::string::npos);
+  }
+  nlohmann::json record = nlohmann::json::parse(std::ifstream(fresh.record_file));
+  ASSERT_EQ(record["choices"].size(), 1U) << record.dump();
+  const std::string problem = record["choices"].begin().key();
+  EXPECT_EQ(problem.rfind("cudnn ", 0), 0U) << problem;
+  const auto rewrite = [&](const std::string& choice) {
+    record["choices"][problem] = choice;
+    std::ofstream(fresh.record_file) << record.dump();
+  };
+  LayoutTuning resumed = fresh;
+  resumed.reuse_record = resumed.measure = true;
+  rewrite("fwd 0 bwd-data 1 bwd-filter 1");
+  auto cuda = make_backend("cuda");
+  auto ref = make_backend("reference");
+  cuda->set_layout_tuning(resumed);
+  EXPECT_EQ(cuda->conv(d, conv_src(d))->implementation(),
+            "cudnn fwd 0 / bwd-data 1 / bwd-filter 1 (measured)");
+  expect_conv_agreement(*cuda, *ref, d);
+  rewrite("fwd 99");
+  cuda->set_layout_tuning(resumed);
+  try {
+    cuda->conv(d, conv_src(d));
+    ADD_FAILURE() << "a record that does not fit was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(fresh.record_file), std::string::npos) << e.what();
   }
 }
 

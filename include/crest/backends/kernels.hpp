@@ -485,8 +485,9 @@ class Backend {
   // Sets the number of compute threads this backend uses; returns the number it will really use
   // (what a run reports: the reference backend is single-threaded whatever it is asked).
   virtual int set_threads(int threads) = 0;
-  // How convolution layouts are chosen from now on (kernels created later); the default
-  // ignores it (a backend with one layout per problem has nothing to choose).
+  // How the convolutions created from now on keep what they choose by measuring (TunedChoices,
+  // src/backends/tuned_choices.hpp): oneDNN's layouts, cuda's cuDNN algorithms. The default
+  // ignores it (a backend that measures nothing has nothing to keep).
   virtual void set_layout_tuning(const LayoutTuning& /*tuning*/) {}
 
   // The machine's GEMM rate through this backend's library for `dtype` (n^3, best of `iters`).

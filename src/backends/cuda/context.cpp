@@ -89,6 +89,15 @@ std::shared_ptr<Context> open_context() {
   return c;
 }
 
+std::string machine_signature(const Context& c) {
+  int runtime = 0, blas = 0;
+  CREST_CUDA(cudaRuntimeGetVersion(&runtime));
+  CREST_CUBLAS(cublasGetVersion(c.cublas, &blas));
+  return std::string(c.properties.name) + " sm_" + std::to_string(c.properties.major) +
+         std::to_string(c.properties.minor) + "; cuDNN " + std::to_string(cudnnGetVersion()) +
+         " cuBLAS " + std::to_string(blas) + " CUDA " + std::to_string(runtime);
+}
+
 cudnnDataType_t cudnn_type(DType dtype) {
   switch (dtype) {
     case DType::f32:

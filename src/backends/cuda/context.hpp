@@ -12,6 +12,7 @@
 #include <memory>
 
 #include "crest/backends/kernels.hpp"
+#include "tuned_choices.hpp"
 
 namespace crest::cuda {
 
@@ -33,6 +34,9 @@ struct Context {
   // TF32 (inputs rounded to 10 mantissa bits, float32 accumulation). Off by default: float32
   // stays strict and agrees with the reference to 1e-5.
   bool tf32 = false;
+  // The run's kept choices (the cuDNN algorithms; Backend::set_layout_tuning), read by the
+  // convolutions made afterwards; null before.
+  std::shared_ptr<TunedChoices> tuned;
 
   Context() = default;
   Context(const Context&) = delete;
@@ -50,6 +54,10 @@ Support device_available();
 // as CREST_CUDA_TF32 says (0 or 1; another value is a usage error naming the variable). Throws
 // crest::Error (usage) with device_available()'s reason when the machine cannot run it.
 std::shared_ptr<Context> open_context();
+
+// What a measured cuDNN choice depends on besides the problem: the GPU, its compute capability,
+// the cuDNN, cuBLAS (the im2col weight gradient) and CUDA runtime versions.
+std::string machine_signature(const Context& c);
 
 // The cuDNN data type of a crest dtype (f32, f64, bf16, f16).
 cudnnDataType_t cudnn_type(DType dtype);

@@ -306,6 +306,7 @@ class CudnnConv final : public ConvKernel {
         bytes_of((d_.transposed ? d_.in_size : d_.out_size).data(), r, d_.n, s_.out_channels);
     p.filter_bytes = bytes_of(d_.kernel.data(), r, s_.out_channels, s_.in_channels / d_.groups);
     p.key = problem_key(p.fwd, p.bwd_data, p.bwd_filter);
+    p.tuned = c_->tuned.get();
     gemm_ = gemm_weight_grad();
     if (d_.groups == 1 && d_.dtype == DType::f32) {
       p.gemm = &gemm_;

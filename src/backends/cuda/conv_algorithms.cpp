@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <sstream>
 #include <string>
 
 #include "cuda/check.hpp"
@@ -168,6 +170,86 @@ ConvAlgorithms by_measurement(const ConvProblem& p) {
   return a;
 }
 
+// The choice as the tuned choices keep it: "fwd 1 bwd-data 3 bwd-filter im2col", the passes
+// that run only.
+std::string describe(const ConvProblem& p, const ConvAlgorithms& a) {
+  std::string text;
+  if (p.fwd) text += " fwd " + std::to_string(static_cast<int>(a.fwd));
+  if (p.bwd_data) text += " bwd-data " + std::to_string(static_cast<int>(a.bwd_data));
+  if (p.bwd_filter)
+    text += " bwd-filter " + (a.bwd_filter_gemm ? std::string("im2col")
+                                                : std::to_string(static_cast<int>(a.bwd_filter)));
+  return text.empty() ? text : text.substr(1);
+}
+
+// An algorithm number of a kept choice: a whole number below `count`.
+template <typename Algo>
+bool parse_algorithm(const std::string& word, int count, Algo& algo) {
+  if (word.empty() || word.size() > 3 || word.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  const int v = std::stoi(word);
+  if (v >= count) return false;
+  algo = static_cast<Algo>(v);
+  return true;
+}
+
+// A kept choice back as algorithms, with the workspace they need; false where the text does not
+// describe this problem's passes (another version's, or damaged).
+bool from_description(const ConvProblem& p, const std::string& text, ConvAlgorithms& a) {
+  std::istringstream in(text);
+  std::string pass, value;
+  bool fwd = false, bwd_data = false, bwd_filter = false;
+  while (in >> pass >> value) {
+    if (pass == "fwd" && p.fwd && !fwd) {
+      fwd = parse_algorithm(value, CUDNN_CONVOLUTION_FWD_ALGO_COUNT, a.fwd);
+      if (!fwd) return false;
+    } else if (pass == "bwd-data" && p.bwd_data && !bwd_data) {
+      bwd_data = parse_algorithm(value, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, a.bwd_data);
+      if (!bwd_data) return false;
+    } else if (pass == "bwd-filter" && p.bwd_filter && !bwd_filter) {
+      a.bwd_filter_gemm = value == "im2col" && p.gemm;
+      bwd_filter = a.bwd_filter_gemm ||
+                   parse_algorithm(value, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, a.bwd_filter);
+      if (!bwd_filter) return false;
+    } else {
+      return false;
+    }
+  }
+  if (fwd != p.fwd || bwd_data != p.bwd_data || bwd_filter != p.bwd_filter) return false;
+  size_t bytes = 0;
+  if (p.fwd) {
+    CREST_CUDNN(cudnnGetConvolutionForwardWorkspaceSize(p.handle, p.in, p.filter, p.conv, p.out,
+                                                        a.fwd, &bytes));
+    a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  }
+  if (p.bwd_data) {
+    CREST_CUDNN(cudnnGetConvolutionBackwardDataWorkspaceSize(p.handle, p.filter, p.out, p.conv,
+                                                             p.in, a.bwd_data, &bytes));
+    a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  }
+  if (p.bwd_filter && a.bwd_filter_gemm) {
+    a.workspace_bytes = std::max(a.workspace_bytes, p.gemm->scratch_bytes());
+  } else if (p.bwd_filter) {
+    CREST_CUDNN(cudnnGetConvolutionBackwardFilterWorkspaceSize(p.handle, p.in, p.out, p.conv,
+                                                               p.filter, a.bwd_filter, &bytes));
+    a.workspace_bytes = std::max(a.workspace_bytes, bytes);
+  }
+  a.measured = true;
+  return true;
+}
+
+// The run's kept choice for `problem` (a resumed run's record first, then under crest.autotune
+// the machine's cache) into `a`; false where there is none.
+bool kept_choice(const ConvProblem& p, const std::string& problem, ConvAlgorithms& a) {
+  const std::optional<std::string> known = p.tuned ? p.tuned->known(problem) : std::nullopt;
+  if (!known) return false;
+  if (!from_description(p, *known, a))
+    throw_input("cuda: the kept cuDNN algorithms '" + *known + "' for " + problem +
+                " do not fit this convolution (the run's record " + p.tuned->record_path() +
+                " or the cache " + p.tuned->cache_path() + " is damaged): delete it");
+  return true;
+}
+
 }  // namespace
 
 ConvAlgorithms choose_conv_algorithms(const ConvProblem& p) {
@@ -184,16 +266,26 @@ ConvAlgorithms choose_conv_algorithms(const ConvProblem& p) {
     return a;
   }
   static std::mutex mutex;
-  static std::map<std::string, ConvAlgorithms> cache;
+  static std::map<std::string, ConvAlgorithms> cache;  // measured in this process
   const std::lock_guard<std::mutex> lock(mutex);
-  const auto it = cache.find(p.key);
-  if (it != cache.end()) return it->second;
-  // cuDNN runs the candidates on the handle's stream: earlier work there must not be timed.
-  cudaStream_t stream = nullptr;
-  CREST_CUDNN(cudnnGetStream(p.handle, &stream));
-  CREST_CUDA(cudaStreamSynchronize(stream));
-  const ConvAlgorithms a = by_measurement(p);
-  cache.emplace(p.key, a);
+  const std::string problem = "cudnn " + p.key;
+  ConvAlgorithms a;
+  bool measured_now = false;
+  if (!kept_choice(p, problem, a)) {
+    if (const auto it = cache.find(p.key); it != cache.end()) {
+      a = it->second;
+    } else {
+      // cuDNN runs the candidates on the handle's stream: earlier work there must not be timed.
+      cudaStream_t stream = nullptr;
+      CREST_CUDNN(cudnnGetStream(p.handle, &stream));
+      CREST_CUDA(cudaStreamSynchronize(stream));
+      a = by_measurement(p);
+      cache.emplace(p.key, a);
+      measured_now = true;
+    }
+  }
+  // Into the run's record; a new measurement under crest.autotune into the machine's cache too.
+  if (p.tuned) p.tuned->remember(problem, describe(p, a), measured_now && p.tuned->measures());
   return a;
 }
 

@@ -3,11 +3,12 @@
 // `measured` (the default) runs every algorithm cuDNN offers once on scratch tensors of the
 // layer's extents (cudnnFind*AlgorithmEx) and takes the fastest deterministic one whose workspace
 // fits; the answer is kept per problem for the life of the process, so a model's repeated layers
-// and a second executor (validation, inference) measure nothing again. `heuristic` takes cuDNN's
-// heuristic ranking without running anything. Measuring also times crest's own weight gradient
-// (im2col and cuBLAS, gemm_weight_grad.hpp) where it applies, and takes it when it is faster
-// than cuDNN's; `im2col` takes it wherever it applies, the heuristics elsewhere (what the tests
-// use to check it). CREST_CUDNN_ALGORITHMS=measured|heuristic|im2col selects (docs/cuda.md).
+// and a second executor (validation, inference) measure nothing again, and in the run's tuned
+// choices (ConvProblem::tuned), so a resumed run takes the same algorithms. `heuristic` takes
+// cuDNN's heuristic ranking without running anything. Measuring also times crest's own weight
+// gradient (im2col and cuBLAS, gemm_weight_grad.hpp) where it applies, and takes it when it is
+// faster than cuDNN's; `im2col` takes it wherever it applies, the heuristics elsewhere (what the
+// tests use to check it). CREST_CUDNN_ALGORITHMS=measured|heuristic|im2col selects (docs/cuda.md).
 // Deterministic algorithms only, in every mode, so a step repeats bit for bit.
 #pragma once
 #include <cublas_v2.h>
@@ -17,6 +18,7 @@
 #include <string>
 
 #include "cuda/gemm_weight_grad.hpp"
+#include "tuned_choices.hpp"
 
 namespace crest::cuda {
 
@@ -33,6 +35,10 @@ struct ConvProblem {
   // The weight gradient through im2col and cuBLAS, where it applies (else null).
   const GemmWeightGrad* gemm = nullptr;
   cublasHandle_t blas = nullptr;
+  // The run's kept choices (Backend::set_layout_tuning; null without): a measured choice goes
+  // into the run's record (and, under crest.autotune, the machine's cache), and a resumed run
+  // takes its record's choice instead of measuring, so it computes as the run it continues.
+  TunedChoices* tuned = nullptr;
 };
 
 struct ConvAlgorithms {

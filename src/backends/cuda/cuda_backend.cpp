@@ -67,6 +67,12 @@ class CudaBackend final : public Backend {
     return gemm_peak(*context_, dtype, n, iters);
   }
 
+  // The convolutions made from now on keep their measured cuDNN algorithms in the run's record
+  // (and under crest.autotune in the machine's cache), and a resumed run takes them from there.
+  void set_layout_tuning(const LayoutTuning& tuning) override {
+    context_->tuned = std::make_shared<TunedChoices>(tuning, machine_signature(*context_));
+  }
+
   Support supports_device_collectives() const override { return nccl_available(); }
   std::unique_ptr<DeviceCollectives> device_collectives(
       int rank, int ranks,
