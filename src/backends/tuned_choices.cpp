@@ -156,7 +156,7 @@ std::optional<std::string> TunedChoices::known(const std::string& problem) {
 }
 
 void TunedChoices::remember(const std::string& problem, const std::string& candidate,
-                           bool measured) {
+                            bool measured) {
   record_[problem] = candidate;
   if (!options_.record_file.empty()) write_record();
   if (measured) store_in_cache(problem, candidate);
