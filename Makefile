@@ -49,12 +49,14 @@ run: build-crest
 venv: test-deps
 	@bash scripts/setup-venv.sh
 
-# Every C++ source must match .clang-format (CI runs this before the tests).
+# Every C++ source must match .clang-format (CI runs this before the tests): the tracked ones and
+# the new ones not yet added (git's ignored files aside), so a file is right before its commit.
+SOURCES = git ls-files --cached --others --exclude-standard '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' '*.cuh'
 format-check: test-deps
-	@git ls-files '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' '*.cuh' | xargs clang-format --dry-run -Werror
+	@$(SOURCES) | xargs clang-format --dry-run -Werror
 
 format: test-deps
-	@git ls-files '*.cpp' '*.hpp' '*.h' '*.inc' '*.cu' '*.cuh' | xargs clang-format -i
+	@$(SOURCES) | xargs clang-format -i
 
 # clang-tidy (.clang-tidy) on the lines changed since BASE (default: the merge-base with main).
 tidy: test-deps configure
