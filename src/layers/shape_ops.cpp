@@ -61,6 +61,10 @@ std::vector<Shape> ConcatLayer::infer_shapes(const std::vector<Shape>& in) const
 }
 
 void ConcatLayer::create(CreateContext& ctx) {
+  // Producers whose layouts the backend cannot concatenate together (a plain one beside a
+  // channels-last one, say) hand their values over plain.
+  if (!ctx.backend.supports(ctx.in_formats))
+    for (MemFormat& f : ctx.in_formats) f = plain_format(f.shape, f.dtype);
   kernel_ = ctx.backend.concat(ctx.in_formats);
   ctx.out_formats = {kernel_->dst_format()};
   srcs_.assign(ctx.in_formats.size(), nullptr);

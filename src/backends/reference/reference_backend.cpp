@@ -29,6 +29,14 @@ class ReferenceBackend final : public Backend {
       return Support::no("the reference backend cannot read blocked format " + f.str());
     return Backend::supports(d, f);
   }
+  // Concatenation copies plain blocks: the concat layer hands other layouts over plain.
+  Support supports(const std::vector<MemFormat>& srcs) const override {
+    if (Support s = Backend::supports(srcs); !s) return s;
+    for (const MemFormat& f : srcs)
+      if (f.layout != Layout::plain)
+        return Support::no("the reference backend concatenates plain tensors only, not " + f.str());
+    return Support::yes();
+  }
 
  protected:
   // The hints are ignored: the reference kernels always work in plain layout and the compile
