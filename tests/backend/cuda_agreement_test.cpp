@@ -1,8 +1,10 @@
 // The CUDA backend against the reference backend, kernel by kernel, on a GPU: convolutions
 // (2-D and 3-D, strided, dilated, grouped, depthwise, transposed, 1x1, unequal padding), pooling,
 // dense, activations, concatenation, layout reorders and the vector ops, each pass compared in
-// float32 (the reference's float32 loops; cuDNN and cuBLAS run without TF32). Inputs go in and
-// results come out through the backend's memory resource, as everything outside a backend must.
+// float32 (the reference's float32 loops; cuDNN and cuBLAS run without TF32), in plain layout and,
+// where a kernel computes channels-last, in that layout too (its values reordered on the device:
+// test::InKernelFormat). Inputs go in and results come out through the backend's memory resource,
+// as everything outside a backend must.
 // Skipped where no device is usable: scripts/device-check.sh runs these on the GPU machine
 // (docs/cuda.md).
 #include <gtest/gtest.h>
@@ -20,12 +22,14 @@
 #include "crest/core/error.hpp"
 #include "crest/core/tensor.hpp"
 #include "support/cli_util.hpp"
+#include "support/kernel_format.hpp"
 #include "support/mirrored_values.hpp"
 #include "support/scoped_env.hpp"
 
 namespace crest {
 namespace {
 
+using test::InKernelFormat;
 using test::kTolerance;
 using test::MirroredValues;
 
@@ -92,10 +96,10 @@ std::vector<ConvCase> conv_cases() {
   return c;
 }
 
-MemFormat conv_src(const ConvDesc& d) {
+MemFormat conv_src(const ConvDesc& d, Layout layout = Layout::plain) {
   std::vector<int64_t> dims{d.n, d.in_channels};
   for (int a = 0; a < d.spatial_rank; ++a) dims.push_back(d.in_size[static_cast<size_t>(a)]);
-  return plain_format(Shape(dims), DType::f32);
+  return plain_format(Shape(dims), DType::f32, layout);
 }
 
 size_t weight_count(const ConvDesc& d) {
@@ -105,11 +109,14 @@ size_t weight_count(const ConvDesc& d) {
   return n;
 }
 
-// One convolution on both backends, every pass; the cuda kernel's algorithms in the messages.
-void expect_conv_agreement(Backend& cuda, Backend& ref, const ConvDesc& d) {
+// One convolution on both backends, every pass, the cuda kernel made with a producer of layout
+// `hint`; the cuda kernel's algorithms and layout in the messages. Returns the cuda kernel's.
+std::string expect_conv_agreement(Backend& cuda, Backend& ref, const ConvDesc& d,
+                                  Layout hint = Layout::plain) {
   auto rk = ref.conv(d, conv_src(d));
-  auto ck = cuda.conv(d, conv_src(d));
-  ASSERT_EQ(ck->dst_format().shape, rk->dst_format().shape);
+  auto ck = cuda.conv(d, conv_src(d, hint));
+  EXPECT_EQ(ck->dst_format().shape, rk->dst_format().shape);
+  if (ck->dst_format().shape != rk->dst_format().shape) return ck->implementation();
   const std::string how = ck->implementation();
   const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
   const size_t w_n = weight_count(d), b_n = static_cast<size_t>(d.out_channels);
@@ -118,19 +125,31 @@ void expect_conv_agreement(Backend& cuda, Backend& ref, const ConvDesc& d) {
       db(cuda, b_n, 0);
   std::vector<char> rs(rk->scratch_bytes());
   Buffer cs(ck->scratch_bytes(), 256, cuda.memory());
+  InKernelFormat x(cuda, ck->src_format()), y(cuda, ck->dst_format()), dy(cuda, ck->dst_format()),
+      dx(cuda, ck->src_format());
   rk->forward(src.ref(), w.ref(), b.ref(), dst.ref(), rs.data());
-  ck->forward(src.dev(), w.dev(), b.dev(), dst.dev(), cs.data());
+  ck->forward(x.in(src), w.dev(), b.dev(), y.out(dst), cs.data());
+  y.back(dst);
   EXPECT_LT(dst.error(), kTolerance) << "forward, " << how;
   rk->backward_data(diff_dst.ref(), w.ref(), diff_src.ref(), rs.data());
-  ck->backward_data(diff_dst.dev(), w.dev(), diff_src.dev(), cs.data());
+  ck->backward_data(dy.in(diff_dst), w.dev(), dx.out(diff_src), cs.data());
+  dx.back(diff_src);
   EXPECT_LT(diff_src.error(), kTolerance) << "backward data, " << how;
   const bool bias = d.bias;
   rk->backward_weights(src.ref(), diff_dst.ref(), dw.ref(), bias ? db.ref() : nullptr, rs.data());
-  ck->backward_weights(src.dev(), diff_dst.dev(), dw.dev(), bias ? db.dev() : nullptr, cs.data());
+  ck->backward_weights(x.in(src), dy.in(diff_dst), dw.dev(), bias ? db.dev() : nullptr, cs.data());
   EXPECT_LT(dw.error(), kTolerance) << "weight gradient, " << how;
   if (bias) {
     EXPECT_LT(db.error(), kTolerance) << "bias gradient, " << how;
   }
+  return how;
+}
+
+// Whether a convolution's padding differs between the sides of an axis.
+bool pads_unequally(const ConvDesc& d) {
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a)
+    if (d.pad_lo[a] != d.pad_hi[a]) return true;
+  return false;
 }
 
 TEST(CudaAgreement, ConvolutionsAgreeWithTheReferenceInEveryPass) {
@@ -140,6 +159,63 @@ TEST(CudaAgreement, ConvolutionsAgreeWithTheReferenceInEveryPass) {
   for (const ConvCase& c : conv_cases()) {
     SCOPED_TRACE(c.name);
     expect_conv_agreement(*cuda, *ref, c.d);
+  }
+}
+
+// CREST_CUDA_LAYOUT=channels_last: a convolution fed channels-last values computes channels-last
+// (cuDNN's NHWC tensors and filters, the weights transposed in scratch, a 2-D extension for
+// unequal padding) and agrees with the reference in every pass; a 3-D one with unequal padding
+// computes plain and says why. By default (`follow`) a float32 convolution computes plain and a
+// bf16 one channels-last where fed channels-last; `plain` keeps both plain; another value is
+// refused naming the variable.
+TEST(CudaAgreement, ChannelsLastConvolutionsAgreeWithTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto ref = make_backend("reference");
+  {
+    const test::ScopedEnv forced("CREST_CUDA_LAYOUT", "channels_last");
+    auto cuda = make_backend("cuda");
+    for (const ConvCase& c : conv_cases()) {
+      SCOPED_TRACE(c.name);
+      const std::string how = expect_conv_agreement(*cuda, *ref, c.d, Layout::channels_last);
+      const char* want = pads_unequally(c.d) && c.d.spatial_rank == 3
+                             ? " plain (channels-last: unequal padding of a 3-D convolution)"
+                             : " channels-last";
+      EXPECT_NE(how.find(want), std::string::npos) << how;
+    }
+    ConvDesc v = conv_cases().back().d;  // 3-D, `same` padding of an even kernel
+    ASSERT_EQ(v.spatial_rank, 3);
+    for (size_t a = 0; a < 3; ++a) {
+      v.kernel[a] = 2;
+      v.pad_lo[a] = 0;
+      v.pad_hi[a] = 1;
+    }
+    SCOPED_TRACE("3d_even_kernel_same_padding");
+    const std::string how = expect_conv_agreement(*cuda, *ref, v, Layout::channels_last);
+    EXPECT_NE(how.find(" plain (channels-last: unequal padding"), std::string::npos) << how;
+  }
+  ConvDesc half = conv_cases().front().d;
+  half.dtype = DType::bf16;
+  const auto layout_made = [&](Backend& cuda, const ConvDesc& d) {
+    MemFormat hint = conv_src(d, Layout::channels_last);
+    hint.dtype = d.dtype;
+    return cuda.conv(d, hint)->src_format().layout;
+  };
+  {
+    auto cuda = make_backend("cuda");
+    EXPECT_EQ(layout_made(*cuda, conv_cases().front().d), Layout::plain) << "float32, follow";
+    EXPECT_EQ(layout_made(*cuda, half), Layout::channels_last) << "bf16, follow";
+  }
+  {
+    const test::ScopedEnv plain("CREST_CUDA_LAYOUT", "plain");
+    auto cuda = make_backend("cuda");
+    EXPECT_EQ(layout_made(*cuda, half), Layout::plain) << "bf16, plain";
+  }
+  const test::ScopedEnv wrong("CREST_CUDA_LAYOUT", "nhwc");
+  try {
+    make_backend("cuda");
+    ADD_FAILURE() << "CREST_CUDA_LAYOUT=nhwc was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("CREST_CUDA_LAYOUT"), std::string::npos) << e.what();
   }
 }
 
@@ -199,10 +275,9 @@ PoolDesc exact_tiling(PoolDesc d) {
   return d;
 }
 
-TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
-  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
-  auto cuda = make_backend("cuda");
-  auto ref = make_backend("reference");
+// Every pooling case on both backends, both passes, the cuda kernel made with a producer of
+// layout `hint`.
+void expect_pooling_agrees(Backend& cuda, Backend& ref, Layout hint) {
   const std::vector<std::pair<std::string, PoolDesc>> cases{
       {"max_2x2", pool_desc(PoolKind::max, 2, 2, 2, 0)},
       {"max_3d", pool_desc(PoolKind::max, 3, 2, 2, 0)},
@@ -214,21 +289,45 @@ TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
        unequal_padding(pool_desc(PoolKind::avg_include_pad, 3, 3, 1, 1))}};
   for (const auto& [name, d] : cases) {
     SCOPED_TRACE(name);
-    auto rk = ref->pool(d, plain_format(Shape{1}, DType::f32));
-    auto ck = cuda->pool(d, plain_format(Shape{1}, DType::f32));
+    auto rk = ref.pool(d, plain_format(Shape{1}, DType::f32));
+    auto ck = cuda.pool(d, plain_format(Shape{1}, DType::f32, hint));
+    const bool unequal = d.pad_lo[0] != d.pad_hi[0];
+    const bool channels_last =
+        hint == Layout::channels_last && (d.kind == PoolKind::max || !unequal);
+    EXPECT_EQ(ck->src_format().layout, channels_last ? Layout::channels_last : Layout::plain);
     const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
-    MirroredValues src(*cuda, src_n, 5), dst(*cuda, dst_n, 0), diff_dst(*cuda, dst_n, 6),
-        diff_src(*cuda, src_n, 0);
+    MirroredValues src(cuda, src_n, 5), dst(cuda, dst_n, 0), diff_dst(cuda, dst_n, 6),
+        diff_src(cuda, src_n, 0);
     std::vector<char> rw(rk->workspace_bytes()), rs(rk->scratch_bytes());
-    Buffer cw(ck->workspace_bytes(), 256, cuda->memory()),
-        cs(ck->scratch_bytes(), 256, cuda->memory());
+    Buffer cw(ck->workspace_bytes(), 256, cuda.memory()),
+        cs(ck->scratch_bytes(), 256, cuda.memory());
+    InKernelFormat x(cuda, ck->src_format()), y(cuda, ck->dst_format()), dy(cuda, ck->dst_format()),
+        dx(cuda, ck->src_format());
     rk->forward(src.ref(), dst.ref(), rw.data(), rs.data());
-    ck->forward(src.dev(), dst.dev(), cw.data(), cs.data());
+    ck->forward(x.in(src), y.out(dst), cw.data(), cs.data());
+    y.back(dst);
     EXPECT_LT(dst.error(), kTolerance) << "forward";
     rk->backward(diff_dst.ref(), rw.data(), diff_src.ref(), rs.data());
-    ck->backward(diff_dst.dev(), cw.data(), diff_src.dev(), cs.data());
+    ck->backward(dy.in(diff_dst), cw.data(), dx.out(diff_src), cs.data());
+    dx.back(diff_src);
     EXPECT_LT(diff_src.error(), kTolerance) << "backward";
   }
+}
+
+// Each pooling made with a producer of each layout (CREST_CUDA_LAYOUT=channels_last for the
+// second): max pooling computes in either, an average channels-last unless its padding is
+// unequal.
+TEST(CudaAgreement, PoolingAgreesWithTheReferenceBothWays) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto ref = make_backend("reference");
+  {
+    auto cuda = make_backend("cuda");
+    expect_pooling_agrees(*cuda, *ref, Layout::plain);
+  }
+  const test::ScopedEnv forced("CREST_CUDA_LAYOUT", "channels_last");
+  auto cuda = make_backend("cuda");
+  SCOPED_TRACE("channels-last");
+  expect_pooling_agrees(*cuda, *ref, Layout::channels_last);
 }
 
 // A run's measured cuDNN algorithms go into its record (Backend::set_layout_tuning), and a
@@ -315,6 +414,37 @@ TEST(CudaAgreement, DenseAgreesWithTheReferenceInEveryPass) {
   }
 }
 
+// Three inputs of one layout concatenated along the channels and the gradient split back, against
+// the reference's plain concatenation: bytes moved only, so exactly.
+void expect_concatenation_agrees(Backend& cuda, Backend& ref, Layout layout) {
+  SCOPED_TRACE(layout_name(layout));
+  const std::vector<Shape> shapes{Shape{2, 1, 4, 3}, Shape{2, 3, 4, 3}, Shape{2, 2, 4, 3}};
+  std::vector<MemFormat> plain, srcs;
+  for (const Shape& shape : shapes) {
+    plain.push_back(plain_format(shape, DType::f32));
+    srcs.push_back(plain_format(shape, DType::f32, layout));
+  }
+  auto rc = ref.concat(plain);
+  auto cc = cuda.concat(srcs);
+  ASSERT_EQ(cc->dst_format().shape, rc->dst_format().shape);
+  EXPECT_EQ(cc->dst_format().layout, layout);
+  MirroredValues a(cuda, 24, 1), b(cuda, 72, 2), c(cuda, 48, 3), out(cuda, 144, 0),
+      dout(cuda, 144, 4);
+  MirroredValues da(cuda, 24, 0), dc(cuda, 48, 0);
+  InKernelFormat xa(cuda, srcs[0]), xb(cuda, srcs[1]), xc(cuda, srcs[2]), y(cuda, cc->dst_format()),
+      dy(cuda, cc->dst_format()), dxa(cuda, srcs[0]), dxc(cuda, srcs[2]);
+  rc->forward({a.ref(), b.ref(), c.ref()}, out.ref());
+  cc->forward({xa.in(a), xb.in(b), xc.in(c)}, y.out(out));
+  y.back(out);
+  EXPECT_EQ(out.error(), 0) << "concatenation moves bytes only";
+  rc->backward(dout.ref(), {da.ref(), nullptr, dc.ref()});
+  cc->backward(dy.in(dout), {dxa.out(da), nullptr, dxc.out(dc)});
+  dxa.back(da);
+  dxc.back(dc);
+  EXPECT_EQ(da.error(), 0);
+  EXPECT_EQ(dc.error(), 0);
+}
+
 TEST(CudaAgreement, ActivationsAndConcatenationAgreeWithTheReference) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   auto cuda = make_backend("cuda");
@@ -335,22 +465,11 @@ TEST(CudaAgreement, ActivationsAndConcatenationAgreeWithTheReference) {
     ck->backward(y.dev(), dy.dev(), dx.dev());
     EXPECT_LT(dx.error(), kTolerance);
   }
-  const std::vector<MemFormat> srcs{plain_format(Shape{2, 1, 4}, DType::f32),
-                                    plain_format(Shape{2, 3, 4}, DType::f32),
-                                    plain_format(Shape{2, 2, 4}, DType::f32)};
-  auto rc = ref->concat(srcs);
-  auto cc = cuda->concat(srcs);
-  ASSERT_EQ(cc->dst_format().shape, rc->dst_format().shape);
-  MirroredValues a(*cuda, 8, 1), b(*cuda, 24, 2), c(*cuda, 16, 3), out(*cuda, 48, 0),
-      dout(*cuda, 48, 4);
-  MirroredValues da(*cuda, 8, 0), dc(*cuda, 16, 0);
-  rc->forward({a.ref(), b.ref(), c.ref()}, out.ref());
-  cc->forward({a.dev(), b.dev(), c.dev()}, out.dev());
-  EXPECT_EQ(out.error(), 0) << "concatenation moves bytes only";
-  rc->backward(dout.ref(), {da.ref(), nullptr, dc.ref()});
-  cc->backward(dout.dev(), {da.dev(), nullptr, dc.dev()});
-  EXPECT_EQ(da.error(), 0);
-  EXPECT_EQ(dc.error(), 0);
+  for (const Layout layout : {Layout::plain, Layout::channels_last})
+    expect_concatenation_agrees(*cuda, *ref, layout);
+  // Layouts mixed: refused (the concat layer then hands every input over plain).
+  EXPECT_FALSE(cuda->supports({plain_format(Shape{2, 1, 4}, DType::f32),
+                               plain_format(Shape{2, 3, 4}, DType::f32, Layout::channels_last)}));
 }
 
 // The data files' channels-last order to plain and back, in shapes that leave partial tiles of

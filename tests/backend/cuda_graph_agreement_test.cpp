@@ -3,7 +3,9 @@
 // SGD with momentum (each backend's own optimizer kernel) agree within 1e-4 in float32, and
 // under mixed precision (bf16, fp16: cuDNN and cuBLAS on the tensor cores against the
 // reference's emulation of 16-bit kernels) within a bound of a few of the type's roundings
-// carried through the network. Tensors go in and
+// carried through the network. Under mixed precision CosmoFlow's channels-last batch makes its
+// kernels compute channels-last; float32 and the other models' plain inputs keep theirs plain,
+// unless CREST_CUDA_LAYOUT says otherwise. Tensors go in and
 // come out through the backend's memory resource (test::write_host, test::HostCopy). Skipped
 // where no device is usable (scripts/device-check.sh runs it on the GPU machine).
 #include <gtest/gtest.h>
@@ -142,6 +144,23 @@ TEST(CudaGraphAgreement, Tf32TrainsAsTheReferenceWithinItsRounding) {
     ADD_FAILURE() << "CREST_CUDA_TF32=yes was accepted";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("CREST_CUDA_TF32"), std::string::npos) << e.what();
+  }
+}
+
+// Every kernel that can made channels-last (CREST_CUDA_LAYOUT=channels_last: reorders where a
+// plain producer meets it), then every kernel plain (CosmoFlow's channels-last batch reordered
+// once), in float32 and bf16: the layouts change how cuDNN computes, not what.
+TEST(CudaGraphAgreement, EveryLayoutTrainsAsTheReference) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  for (const char* layout : {"channels_last", "plain"}) {
+    SCOPED_TRACE(layout);
+    const test::ScopedEnv forced("CREST_CUDA_LAYOUT", layout);
+    for (const Precision& p : {kFloat32, kHalves[0]}) {
+      expect_training_agrees(build_cosmoflow(cosmoflow32()).graph, 2, p);
+      expect_training_agrees(test::segmentation_model().graph, 2, p);
+      expect_training_agrees(test::branchy_model().graph, 3, p);
+      expect_training_agrees(test::pooling3d_model().graph, 2, p);
+    }
   }
 }
 

@@ -3,6 +3,8 @@
 // in float32 on a GPU. Batch norm runs 1-D, 2-D and 3-D, with and without its fused ReLU, and
 // with and without a BatchStatReducer (synchronised batch norm). Sizes are odd, and some cases
 // give a channel more values than a block has threads, so the per-channel reductions loop.
+// Channels-last batch norm and channel sums give the plain kernels' bits (the same values summed
+// in the same order).
 // Skipped where no device is usable: scripts/device-check.sh runs these on the GPU machine
 // (docs/cuda.md).
 #include <gtest/gtest.h>
@@ -11,6 +13,7 @@
 #include <array>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "crest/backends/batch_norm_kernel.hpp"
@@ -20,11 +23,14 @@
 #include "crest/backends/kernels.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/tensor.hpp"
+#include "support/kernel_format.hpp"
 #include "support/mirrored_values.hpp"
+#include "support/scoped_env.hpp"
 
 namespace crest {
 namespace {
 
+using test::InKernelFormat;
 using test::kTolerance;
 using test::MirroredValues;
 
@@ -87,6 +93,13 @@ TEST(CudaRegisteredKernels, ChannelSumAgreesWithTheReference) {
     rk->run(x.ref(), sums.ref());
     ck->run(x.dev(), sums.dev());
     EXPECT_LT(sums.error(), kTolerance);
+    if (shape.rank() < 3) continue;
+    const MemFormat channels_last = plain_format(shape, DType::f32, Layout::channels_last);
+    auto cl = make_kernel<ChannelSumKernel>(*cuda, {channels_last});
+    InKernelFormat xl(*cuda, channels_last);
+    MirroredValues sums_cl(*cuda, channels, 0);
+    cl->run(xl.in(x), sums_cl.dev());
+    EXPECT_EQ(sums_cl.device_values(), sums.device_values()) << "channels-last";
   }
 }
 
@@ -121,9 +134,8 @@ TEST(CudaRegisteredKernels, MakersRefuseWhatTheCudaBackendCannotRun) {
   // Mixed precision's 16-bit values are taken (the op table checks what they compute).
   EXPECT_EQ(refusal<ExpandKernel>(*cuda, {2, 3, 5, DType::bf16}), "");
   EXPECT_EQ(refusal<ChannelAffineKernel>(*cuda, {2, 3, 5, true, DType::f16}), "");
-  const MemFormat channels_last =
-      plain_format(Shape{2, 3, 4, 5}, DType::f32, Layout::channels_last);
-  const std::string sum = refusal<ChannelSumKernel>(*cuda, {channels_last});
+  const std::string sum =
+      refusal<ChannelSumKernel>(*cuda, {plain_format(Shape{2, 3, 4, 5}, DType::f64)});
   EXPECT_NE(sum.find("channel_sum"), std::string::npos) << sum;
   BatchNormDesc bn;
   bn.dtype = DType::f64;
@@ -312,6 +324,54 @@ TEST(CudaRegisteredKernels, BatchNormWithoutAnInputGradientAgreesWithTheReferenc
     expect_backward_agrees(r, c, t, false);
     EXPECT_EQ(c.group.sizes, r.group.sizes);
     EXPECT_EQ(c.group.sizes.size(), synchronised ? 3u : 0u);
+  }
+}
+
+// Fed channels-last values (CREST_CUDA_LAYOUT=channels_last: float32 would follow them only under
+// TF32), batch norm computes channels-last, and every pass (the training forward with the running
+// statistics, inference, backward) gives the plain kernel's bits, alone and synchronised.
+TEST(CudaRegisteredKernels, ChannelsLastBatchNormGivesThePlainBits) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  auto plain = make_backend("cuda");
+  const test::ScopedEnv forced("CREST_CUDA_LAYOUT", "channels_last");
+  auto cuda = make_backend("cuda");
+  for (const BatchNormCase& bc : batch_norm_cases()) {
+    SCOPED_TRACE(bc.name);
+    BatchNormDesc cl = bc.d;
+    cl.src_hint = plain_format(Shape{1, 1, 1}, DType::f32, Layout::channels_last);
+    BatchNormSide p(*plain, bc.d, bc.synchronised), c(*cuda, cl, bc.synchronised);
+    ASSERT_EQ(p.kernel->format().layout, Layout::plain);
+    ASSERT_EQ(c.kernel->format().layout, Layout::channels_last);
+    BatchNormTensors tp(*plain, bc.d), tc(*cuda, bc.d);
+    InKernelFormat x(*cuda, c.kernel->format()), y(*cuda, c.kernel->format()),
+        inferred(*cuda, c.kernel->format()), dy(*cuda, c.kernel->format()),
+        dx(*cuda, c.kernel->format());
+    p.kernel->forward_training(tp.src.dev(), tp.dev_params(), tp.dst.dev(), p.workspace.data(),
+                               p.scratch.data(), p.reducer);
+    c.kernel->forward_training(x.in(tc.src), tc.dev_params(), y.out(tc.dst), c.workspace.data(),
+                               c.scratch.data(), c.reducer);
+    y.back(tc.dst);
+    p.kernel->forward_inference(tp.src.dev(), tp.dev_params(), tp.inferred.dev(), p.scratch.data());
+    c.kernel->forward_inference(x.in(tc.src), tc.dev_params(), inferred.out(tc.inferred),
+                                c.scratch.data());
+    inferred.back(tc.inferred);
+    p.kernel->backward(tp.src.dev(), tp.diff_dst.dev(), tp.dev_params(), p.workspace.data(),
+                       tp.diff_src.dev(), tp.diff_weight.dev(), tp.diff_bias.dev(),
+                       p.scratch.data(), p.reducer);
+    c.kernel->backward(x.in(tc.src), dy.in(tc.diff_dst), tc.dev_params(), c.workspace.data(),
+                       dx.out(tc.diff_src), tc.diff_weight.dev(), tc.diff_bias.dev(),
+                       c.scratch.data(), c.reducer);
+    dx.back(tc.diff_src);
+    for (const auto& [name, from_plain, from_channels_last] :
+         {std::tuple{"training forward", &tp.dst, &tc.dst},
+          std::tuple{"running mean", &tp.running_mean, &tc.running_mean},
+          std::tuple{"running variance", &tp.running_var, &tc.running_var},
+          std::tuple{"inference forward", &tp.inferred, &tc.inferred},
+          std::tuple{"input gradient", &tp.diff_src, &tc.diff_src},
+          std::tuple{"weight gradient", &tp.diff_weight, &tc.diff_weight},
+          std::tuple{"bias gradient", &tp.diff_bias, &tc.diff_bias}})
+      EXPECT_EQ(from_channels_last->device_values(), from_plain->device_values()) << name;
+    EXPECT_EQ(c.group.sizes, p.group.sizes);
   }
 }
 

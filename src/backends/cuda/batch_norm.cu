@@ -1,14 +1,16 @@
-// The batch_norm kernel (crest/backends/batch_norm_kernel.hpp) on device memory: plain [n,
-// channels, spatial...] values of float32, or of bf16 / fp16 under mixed precision (read as
-// float, each result rounded once; parameters and running statistics stay float32), whatever
-// layout the producer hints (the compile step reorders into format()). It follows the reference
-// (reference/batch_norm.cpp) step by step and in its precision: statistics and backward sums
-// accumulated in double, the variance in two passes (the mean first, then squared deviations), each
-// element normalised in double and rounded to float before the fused ReLU, the running statistics
-// updated in float. CMakeLists.txt compiles this file with --fmad=false, so each element's formula
-// rounds as the reference's does; only the order of the per-channel sums differs. Those are one
-// block per channel: each thread adds a strided slice of the channel's values, the block combines
-// its threads in a fixed tree, so every run gives the same bits.
+// The batch_norm kernel (crest/backends/batch_norm_kernel.hpp) on device memory: [n, channels,
+// spatial...] values of float32, or of bf16 / fp16 under mixed precision (read as float, each
+// result rounded once; parameters and running statistics stay float32), plain or channels-last
+// as the producer hints (context.hpp; the compile step reorders into format()). Channels-last
+// values are plain [n x spatial, channels, 1] to the kernels below: each channel's values are
+// visited in the same order as plain ones, so both layouts give the same bits. It follows the
+// reference (reference/batch_norm.cpp) step by step and in its precision: statistics and backward
+// sums accumulated in double, the variance in two passes (the mean first, then squared deviations),
+// each element normalised in double and rounded to float before the fused ReLU, the running
+// statistics updated in float. CMakeLists.txt compiles this file with --fmad=false, so each
+// element's formula rounds as the reference's does; only the order of the per-channel sums differs.
+// Those are one block per channel: each thread adds a strided slice of the channel's values, the
+// block combines its threads in a fixed tree, so every run gives the same bits.
 //
 // Without a reducer nothing waits for the device. With one (synchronised batch norm) the sums go
 // through host memory, as the reducer takes it, in the reference's sequence: the sums of x with
@@ -165,20 +167,28 @@ size_t spatial_of(const BatchNormDesc& d) {
   return spatial;
 }
 
+// The values as the kernels address them: plain [n, channels, spatial], or channels-last as plain
+// [n x spatial, channels, 1].
+Planes planes_of(const BatchNormDesc& d, Layout layout) {
+  const auto n = static_cast<size_t>(d.n), channels = static_cast<size_t>(d.channels);
+  if (layout == Layout::channels_last) return {n * spatial_of(d), channels, 1};
+  return {n, channels, spatial_of(d)};
+}
+
 template <typename E>
 class BatchNorm final : public BatchNormKernel {
   using T = Stored<E>;
 
  public:
-  BatchNorm(std::shared_ptr<Context> context, const BatchNormDesc& d)
+  BatchNorm(std::shared_ptr<Context> context, const BatchNormDesc& d, Layout layout)
       : context_(std::move(context)),
         d_(d),
-        shape_(shape_of(d)),
-        p_{static_cast<size_t>(d.n), static_cast<size_t>(d.channels), spatial_of(d)},
+        format_(plain_format(shape_of(d), E::kDType, layout)),
+        p_(planes_of(d, layout)),
         post_{d.post_op.kind == EltwiseKind::relu, d.post_op.alpha},
         host_(2 * p_.channels + 1) {}
 
-  MemFormat format() const override { return plain_format(shape_, E::kDType); }
+  MemFormat format() const override { return format_; }
   size_t workspace_bytes() const override { return (2 * p_.channels + 1) * sizeof(double); }
   // Backward's sums of dy and dy * x_hat, kept in double from the reduction to the input
   // gradient.
@@ -318,7 +328,7 @@ class BatchNorm final : public BatchNormKernel {
 
   std::shared_ptr<Context> context_;
   BatchNormDesc d_;
-  Shape shape_;
+  MemFormat format_;
   Planes p_;
   PostOp post_;
   std::vector<double> host_;  // 2C + 1 sums handed to a reducer (sized at creation)
@@ -330,8 +340,10 @@ std::unique_ptr<BatchNormKernel> make_batch_norm(Backend& backend, const BatchNo
   if (d.post_op.kind != EltwiseKind::none && !batch_norm_fuses(d.post_op))
     throw_usage("the cuda backend's batch_norm fuses only relu with slope 0 as its post-op");
   std::unique_ptr<BatchNormKernel> kernel;
+  const std::shared_ptr<Context> context = context_of(backend);
+  const Layout layout = computed_layout(*context, d.src_hint, d.dtype);
   for_element_type(d.dtype, "batch_norm", [&](auto e) {
-    kernel = std::make_unique<BatchNorm<decltype(e)>>(context_of(backend), d);
+    kernel = std::make_unique<BatchNorm<decltype(e)>>(context, d, layout);
   });
   return kernel;
 }

@@ -1,6 +1,7 @@
 // The channel_sum kernel (crest/backends/channel_sum_kernel.hpp) on device memory, and the
-// per-channel sums the convolutions' and dense layers' bias gradients are: plain [N, C,
-// spatial...] tensors of float32, bf16 or fp16, summed per channel in double as the reference
+// per-channel sums the convolutions' and dense layers' bias gradients are: [N, C, spatial...]
+// tensors of float32, bf16 or fp16 (channels-last ones as plain [N x spatial, C, 1]: the same
+// values in the same order), summed per channel in double as the reference
 // sums them (reference/channel_sum.cpp) and rounded to float once. One block per channel: each
 // thread adds a strided slice of the channel's values, the block combines its threads in a fixed
 // tree, so every run gives the same bits (not the reference's: its loop adds one value after
@@ -38,6 +39,10 @@ class ChannelSum final : public ChannelSumKernel {
         channels_(static_cast<size_t>(f.shape[1])),
         spatial_(1) {
     for (int a = 2; a < f.shape.rank(); ++a) spatial_ *= static_cast<size_t>(f.shape[a]);
+    if (f.layout == Layout::channels_last) {
+      n_ *= spatial_;
+      spatial_ = 1;
+    }
   }
 
   void run(const void* src, void* sums) override {
@@ -52,8 +57,9 @@ class ChannelSum final : public ChannelSumKernel {
 
 std::unique_ptr<ChannelSumKernel> make_channel_sum(Backend& backend, const ChannelSumDesc& d) {
   const MemFormat& f = d.format;
-  if (f.layout != Layout::plain)
-    throw_usage("the cuda backend's channel_sum runs plain tensors only, not " + f.str());
+  if (f.layout != Layout::plain && f.layout != Layout::channels_last)
+    throw_usage("the cuda backend's channel_sum runs plain or channels-last tensors, not " +
+                f.str());
   if (f.shape.rank() < 2)
     throw_usage(
         "the cuda backend's channel_sum takes [N, C, spatial...] tensors of rank >= 2, not " +

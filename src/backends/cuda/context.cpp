@@ -61,13 +61,40 @@ bool tf32_requested() {
   throw_usage("CREST_CUDA_TF32: unknown value '" + value + "' (expected 0 or 1)");
 }
 
+LayoutChoice layouts_requested() {
+  const char* v = std::getenv("CREST_CUDA_LAYOUT");
+  const std::string value = v ? v : "follow";
+  if (value == "follow") return LayoutChoice::follow;
+  if (value == "plain") return LayoutChoice::plain;
+  if (value == "channels_last") return LayoutChoice::channels_last;
+  throw_usage("CREST_CUDA_LAYOUT: unknown value '" + value +
+              "' (expected follow, plain or channels_last)");
+}
+
 }  // namespace
+
+Layout computed_layout(const Context& c, const MemFormat& hint, DType dtype) {
+  switch (c.layouts) {
+    case LayoutChoice::plain:
+      return Layout::plain;
+    case LayoutChoice::channels_last:
+      return Layout::channels_last;
+    case LayoutChoice::follow:
+      break;
+  }
+  // Strict float32 runs on the CUDA cores, where channels-last gains little and crest's own
+  // weight gradient (plain) measured fastest on CosmoFlow's first layer (docs/cuda.md).
+  const bool tensor_cores = is_half(dtype) || c.tf32;
+  return hint.layout == Layout::channels_last && tensor_cores ? Layout::channels_last
+                                                              : Layout::plain;
+}
 
 std::shared_ptr<Context> open_context() {
   const Support s = device_available();
   if (!s) throw_usage("backend 'cuda' cannot run on this machine: " + s.reason);
   auto c = std::make_shared<Context>();
   c->tf32 = tf32_requested();
+  c->layouts = layouts_requested();
   int visible = 0;
   CREST_CUDA(cudaGetDeviceCount(&visible));
   CREST_CUDA(cudaSetDevice(device_of_this_rank(visible)));

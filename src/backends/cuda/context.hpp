@@ -9,12 +9,20 @@
 #include <cudnn.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "crest/backends/kernels.hpp"
 #include "tuned_choices.hpp"
 
 namespace crest::cuda {
+
+// Which layout the convolutions, batch norms and poolings compute in (CREST_CUDA_LAYOUT):
+// `follow` (the default) their producer's where they run on the tensor cores (16-bit values, or
+// float32 under TF32: a network fed channels-last batches then computes channels-last throughout,
+// the order cuDNN's tensor-core kernels read without transposing), else plain; or always `plain`
+// or always `channels_last` (what the tests use to cover each).
+enum class LayoutChoice : uint8_t { follow, plain, channels_last };
 
 struct Context {
   int device = 0;
@@ -34,6 +42,7 @@ struct Context {
   // TF32 (inputs rounded to 10 mantissa bits, float32 accumulation). Off by default: float32
   // stays strict and agrees with the reference to 1e-5.
   bool tf32 = false;
+  LayoutChoice layouts = LayoutChoice::follow;
   // The run's kept choices (the cuDNN algorithms; Backend::set_layout_tuning), read by the
   // convolutions made afterwards; null before.
   std::shared_ptr<TunedChoices> tuned;
@@ -51,9 +60,14 @@ Support device_available();
 // Opens this rank's device (device 0, or the node-local rank modulo the visible devices where a
 // launcher says the local rank: CUDA_VISIBLE_DEVICES or the launcher's binding narrows them):
 // a non-blocking stream and both library handles on it, a second stream for overlapped copies, TF32
-// as CREST_CUDA_TF32 says (0 or 1; another value is a usage error naming the variable). Throws
+// as CREST_CUDA_TF32 says (0 or 1) and the layouts as CREST_CUDA_LAYOUT does (another value is a
+// usage error naming the variable). Throws
 // crest::Error (usage) with device_available()'s reason when the machine cannot run it.
 std::shared_ptr<Context> open_context();
+
+// The layout a kernel of values of `dtype` computes in, given the format its producer hands it
+// (plain or channels-last; a kernel that cannot compute channels-last asks for plain instead).
+Layout computed_layout(const Context& c, const MemFormat& hint, DType dtype);
 
 // What a measured cuDNN choice depends on besides the problem: the GPU, its compute capability,
 // the cuDNN, cuBLAS (the im2col weight gradient) and CUDA runtime versions.

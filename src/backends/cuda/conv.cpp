@@ -18,6 +18,17 @@
 // them, and cuDNN's 16-bit weight gradient is widened into the float32 one (the 16-bit rounding
 // of each gradient is what torch.autocast's convolutions give too). The bias is added and its
 // gradient summed by crest's own kernels in every type (float32 bias; sums in double).
+//
+// A kernel computes channels-last (NHWC/NDHWC) where its producer hands it channels-last values
+// (CREST_CUDA_LAYOUT: context.hpp), as cuDNN's tensor-core kernels read them without transposing:
+// the weights, kept plain [k, c, spatial...] as every backend keeps them, are transposed into
+// cuDNN's NHWC filter order in scratch for each pass that reads them (rounded to 16 bits on the
+// way under mixed precision) and the weight gradient transposed back. A channels-last tensor is
+// plain [n x spatial, c] to the bias kernels, whose per-channel sums then add the same values in
+// the same order, and to the extension above a sample is a plane with the channels as its
+// innermost axis. A 3-D convolution with unequal padding (the extension's copy has 3 axes) and a
+// problem without a deterministic channels-last algorithm compute plain, saying why in
+// implementation().
 #include <algorithm>
 #include <array>
 #include <string>
@@ -82,28 +93,41 @@ size_t aligned(size_t bytes) { return (bytes + 255) / 256 * 256; }
 
 class CudnnConv final : public ConvKernel {
  public:
-  CudnnConv(std::shared_ptr<Context> context, const ConvDesc& d)
+  // `why_plain`: why a kernel asked for channels-last computes plain ("" otherwise).
+  CudnnConv(std::shared_ptr<Context> context, const ConvDesc& d, Layout layout,
+            std::string why_plain = "")
       : c_(std::move(context)),
         d_(d),
         s_(sides_of(d)),
-        in_(d.dtype, d.n, s_.in_channels, s_.pad.size.data(), d.spatial_rank),
+        layout_(layout),
+        why_plain_(std::move(why_plain)),
+        in_(d.dtype, d.n, s_.in_channels, s_.pad.size.data(), d.spatial_rank, layout),
         out_(d.dtype, d.n, s_.out_channels, (d.transposed ? d.in_size : d.out_size).data(),
-             d.spatial_rank),
-        filter_(d.dtype, d.transposed ? d.in_channels : d.out_channels,
-                (d.transposed ? d.out_channels : d.in_channels) / d.groups, d.kernel.data(),
-                d.spatial_rank),
+             d.spatial_rank, layout),
+        filter_(d.dtype, filter_k(), filter_c(), d.kernel.data(), d.spatial_rank, layout),
         conv_(d, s_.pad.common, c_->tf32) {
     if (s_.pad.extended)
       extension_bytes_ = aligned(bytes_of(s_.pad.size.data(), d.spatial_rank, d.n, s_.in_channels));
-    if (is_half(d.dtype)) half_weights_bytes_ = aligned(weight_count() * dtype_size(d.dtype));
+    if (is_half(d.dtype) || channels_last())
+      weights_copy_bytes_ = aligned(weight_count() * dtype_size(d.dtype));
     check_extents();
-    choose_algorithms();
+  }
+
+  void choose_algorithms() {
+    ConvProblem p = problem();
+    gemm_ = gemm_weight_grad();
+    if (d_.groups == 1 && d_.dtype == DType::f32 && !channels_last()) {  // im2col reads plain
+      p.gemm = &gemm_;
+      p.blas = c_->cublas;
+    }
+    algorithms_ = choose_conv_algorithms(p);
+    gemm_.column_bytes = algorithms_.gemm_column_bytes;
   }
 
   MemFormat src_format() const override { return format_of(d_.in_channels, d_.in_size); }
   MemFormat dst_format() const override { return format_of(d_.out_channels, d_.out_size); }
   size_t scratch_bytes() const override {
-    return extension_bytes_ + half_weights_bytes_ + algorithms_.workspace_bytes;
+    return extension_bytes_ + weights_copy_bytes_ + algorithms_.workspace_bytes;
   }
 
   void forward(const void* src, const void* weights_f32, const void* bias, void* dst,
@@ -123,8 +147,8 @@ class CudnnConv final : public ConvKernel {
                                           out_.get(), dst));
     }
     if (d_.bias)
-      add_channel_bias(d_.dtype, dst, static_cast<const float*>(bias), batch(), out_channels(),
-                       out_spatial(), c_->stream);
+      add_channel_bias(d_.dtype, dst, static_cast<const float*>(bias), bias_rows(), out_channels(),
+                       bias_spatial(), c_->stream);
   }
 
   void backward_data(const void* diff_dst, const void* weights_f32, void* diff_src,
@@ -156,17 +180,16 @@ class CudnnConv final : public ConvKernel {
       gemm_.run(c_->cublas, c_->stream, static_cast<const float*>(x), static_cast<const float*>(dy),
                 static_cast<float*>(diff_weights), static_cast<float*>(workspace(scratch)));
     } else {
-      // A 16-bit gradient first goes to the 16-bit weights' place in scratch.
-      void* dw = is_half(d_.dtype) ? half_weights(scratch) : diff_weights;
+      // A 16-bit or channels-last gradient first goes to the weights copy's place in scratch.
+      void* dw = weights_copy_bytes_ ? weights_copy(scratch) : diff_weights;
       CREST_CUDNN(cudnnConvolutionBackwardFilter(
           c_->cudnn, &one, in_.get(), x, out_.get(), dy, conv_.get(), algorithms_.bwd_filter,
           workspace(scratch), algorithms_.workspace_bytes, &zero, filter_.get(), dw));
-      if (dw != diff_weights)
-        convert_elements(d_.dtype, dw, DType::f32, diff_weights, weight_count(), c_->stream);
+      if (dw != diff_weights) weight_gradient_from_computed(dw, diff_weights);
     }
     if (d_.bias && diff_bias)
-      channel_sums(d_.dtype, diff_dst, static_cast<float*>(diff_bias), batch(), out_channels(),
-                   out_spatial(), c_->stream);
+      channel_sums(d_.dtype, diff_dst, static_cast<float*>(diff_bias), bias_rows(), out_channels(),
+                   bias_spatial(), c_->stream);
   }
 
   std::string implementation() const override {
@@ -175,55 +198,108 @@ class CudnnConv final : public ConvKernel {
            (algorithms_.bwd_filter_gemm ? std::string("im2col+cublas")
                                         : std::to_string(algorithms_.bwd_filter)) +
            (algorithms_.measured ? " (measured)" : " (heuristic)") +
-           (s_.pad.extended ? " (unequal padding: zero-extended input)" : "");
+           (s_.pad.extended ? " (unequal padding: zero-extended input)" : "") +
+           (channels_last()      ? " channels-last"
+            : why_plain_.empty() ? ""
+                                 : " plain (channels-last: " + why_plain_ + ")");
   }
 
  private:
+  bool channels_last() const { return layout_ == Layout::channels_last; }
+
   MemFormat format_of(int64_t channels, const std::array<int64_t, 3>& size) const {
     std::vector<int64_t> dims{d_.n, channels};
     dims.insert(dims.end(), size.begin(), size.begin() + d_.spatial_rank);
-    return plain_format(Shape(dims), d_.dtype);
+    return plain_format(Shape(dims), d_.dtype, layout_);
   }
 
-  // Scratch: the conv_in extension first (when the padding is unequal), then the 16-bit weights
-  // (under mixed precision), then cuDNN's workspace.
+  // Scratch: the conv_in extension first (when the padding is unequal), then the weights in the
+  // layout and type cuDNN reads (under mixed precision or channels-last), then cuDNN's workspace.
   void* extension(void* scratch) const { return scratch; }
-  void* half_weights(void* scratch) const { return static_cast<char*>(scratch) + extension_bytes_; }
+  void* weights_copy(void* scratch) const { return static_cast<char*>(scratch) + extension_bytes_; }
   void* workspace(void* scratch) const {
-    return static_cast<char*>(scratch) + extension_bytes_ + half_weights_bytes_;
+    return static_cast<char*>(scratch) + extension_bytes_ + weights_copy_bytes_;
   }
   size_t planes() const { return static_cast<size_t>(d_.n * s_.in_channels); }
 
-  // The layer's dst as plain [batch, out_channels, out_spatial], for the bias.
-  size_t batch() const { return static_cast<size_t>(d_.n); }
-  size_t out_channels() const { return static_cast<size_t>(d_.out_channels); }
+  // The layer's dst as plain [rows, out_channels, spatial] for the bias: [n, c, spatial] plain,
+  // [n x spatial, c, 1] channels-last.
   size_t out_spatial() const {
     size_t spatial = 1;
     for (int a = 0; a < d_.spatial_rank; ++a)
       spatial *= static_cast<size_t>(d_.out_size[static_cast<size_t>(a)]);
     return spatial;
   }
-  size_t weight_count() const {
+  size_t bias_rows() const {
+    return static_cast<size_t>(d_.n) * (channels_last() ? out_spatial() : 1);
+  }
+  size_t bias_spatial() const { return channels_last() ? 1 : out_spatial(); }
+  size_t out_channels() const { return static_cast<size_t>(d_.out_channels); }
+
+  // cuDNN's filter [k, c, taps...]: k its conv_out channels, c a group's conv_in channels.
+  int64_t filter_k() const { return d_.transposed ? d_.in_channels : d_.out_channels; }
+  int64_t filter_c() const {
+    return (d_.transposed ? d_.out_channels : d_.in_channels) / d_.groups;
+  }
+  size_t taps() const {
     size_t taps = 1;
     for (int a = 0; a < d_.spatial_rank; ++a)
       taps *= static_cast<size_t>(d_.kernel[static_cast<size_t>(a)]);
-    return static_cast<size_t>(s_.out_channels) * static_cast<size_t>(s_.in_channels / d_.groups) *
-           taps;
+    return taps;
+  }
+  size_t weight_count() const { return static_cast<size_t>(filter_k() * filter_c()) * taps(); }
+
+  // The weights as cuDNN reads them: float32 plain as they are; else rounded to 16 bits and/or
+  // transposed to [k, taps, c] into scratch.
+  const void* weights_as_computed(const void* weights, void* scratch) const {
+    if (!weights_copy_bytes_) return weights;
+    void* copy = weights_copy(scratch);
+    const auto k = static_cast<size_t>(filter_k()), c = static_cast<size_t>(filter_c());
+    if (!channels_last())
+      convert_elements(DType::f32, weights, d_.dtype, copy, weight_count(), c_->stream);
+    else if (is_half(d_.dtype))
+      transpose_converting(weights, DType::f32, copy, d_.dtype, k, c, taps(), c_->stream);
+    else
+      transpose_batched(weights, copy, k, c, taps(), sizeof(float), c_->stream);
+    return copy;
   }
 
-  // The weights in the type cuDNN reads: float32 as they are, else rounded into scratch.
-  const void* weights_as_computed(const void* weights, void* scratch) const {
-    if (!is_half(d_.dtype)) return weights;
-    convert_elements(DType::f32, weights, d_.dtype, half_weights(scratch), weight_count(),
-                     c_->stream);
-    return half_weights(scratch);
+  // cuDNN's weight gradient `dw` (16-bit and/or [k, taps, c]) into the float32 plain one.
+  void weight_gradient_from_computed(const void* dw, void* diff_weights) const {
+    const auto k = static_cast<size_t>(filter_k()), c = static_cast<size_t>(filter_c());
+    if (!channels_last())
+      convert_elements(d_.dtype, dw, DType::f32, diff_weights, weight_count(), c_->stream);
+    else if (is_half(d_.dtype))
+      transpose_converting(dw, d_.dtype, diff_weights, DType::f32, k, taps(), c, c_->stream);
+    else
+      transpose_batched(dw, diff_weights, k, taps(), c, sizeof(float), c_->stream);
+  }
+
+  // The extension's copy as copy_window sees it: planes of conv_in's spatial extents, or, for a
+  // channels-last tensor, a plane per sample with the channels as one more, unpadded, innermost
+  // axis (so a channels-last extension has at most 2 spatial axes).
+  struct WindowCopy {
+    std::array<int64_t, 3> size, extended, offset;
+    int rank;
+    size_t planes;
+  };
+  WindowCopy window_copy() const {
+    WindowCopy w{s_.in_size, s_.pad.size, s_.pad.offset, d_.spatial_rank, planes()};
+    if (!channels_last()) return w;
+    const auto channels_axis = static_cast<size_t>(d_.spatial_rank);
+    w.size[channels_axis] = w.extended[channels_axis] = s_.in_channels;
+    w.offset[channels_axis] = 0;
+    w.rank += 1;
+    w.planes = static_cast<size_t>(d_.n);
+    return w;
   }
 
   // What cuDNN reads as conv_in: `t` itself, or its zero-padded extension.
   const void* conv_in(const void* t, void* scratch) const {
     if (!s_.pad.extended) return t;
-    copy_window(d_.dtype, t, s_.in_size, extension(scratch), s_.pad.size, s_.pad.offset,
-                d_.spatial_rank, planes(), c_->stream);
+    const WindowCopy w = window_copy();
+    copy_window(d_.dtype, t, w.size, extension(scratch), w.extended, w.offset, w.rank, w.planes,
+                c_->stream);
     return extension(scratch);
   }
   // Where cuDNN writes conv_in: `t` itself, or the extension, which crop_into() copies into t.
@@ -232,9 +308,10 @@ class CudnnConv final : public ConvKernel {
   }
   void crop_into(void* t, void* scratch) const {
     if (!s_.pad.extended) return;
-    const std::array<int64_t, 3> back{-s_.pad.offset[0], -s_.pad.offset[1], -s_.pad.offset[2]};
-    copy_window(d_.dtype, extension(scratch), s_.pad.size, t, s_.in_size, back, d_.spatial_rank,
-                planes(), c_->stream);
+    const WindowCopy w = window_copy();
+    const std::array<int64_t, 3> back{-w.offset[0], -w.offset[1], -w.offset[2]};
+    copy_window(d_.dtype, extension(scratch), w.extended, t, w.size, back, w.rank, w.planes,
+                c_->stream);
   }
 
   // The conv_out extents cuDNN derives from conv_in must be the descriptor's (it cannot
@@ -255,11 +332,11 @@ class CudnnConv final : public ConvKernel {
 
   // Every field that defines the problem, for the algorithm cache.
   std::string problem_key(bool fwd, bool bwd_data, bool bwd_filter) const {
-    std::string k = std::string(dtype_name(d_.dtype)) + (c_->tf32 ? " tf32" : "") + " n" +
-                    std::to_string(d_.n) + " c" + std::to_string(s_.in_channels) + ">" +
-                    std::to_string(s_.out_channels) + " g" + std::to_string(d_.groups) +
-                    (d_.transposed ? " t" : "") + " passes" + std::to_string(fwd) +
-                    std::to_string(bwd_data) + std::to_string(bwd_filter);
+    std::string k = std::string(dtype_name(d_.dtype)) + (c_->tf32 ? " tf32" : "") +
+                    (channels_last() ? " nhwc" : "") + " n" + std::to_string(d_.n) + " c" +
+                    std::to_string(s_.in_channels) + ">" + std::to_string(s_.out_channels) + " g" +
+                    std::to_string(d_.groups) + (d_.transposed ? " t" : "") + " passes" +
+                    std::to_string(fwd) + std::to_string(bwd_data) + std::to_string(bwd_filter);
     for (size_t a = 0; a < static_cast<size_t>(d_.spatial_rank); ++a)
       k += " [" + std::to_string(s_.pad.size[a]) + " k" + std::to_string(d_.kernel[a]) + " s" +
            std::to_string(d_.stride[a]) + " d" + std::to_string(d_.dilation[a]) + " p" +
@@ -289,7 +366,8 @@ class CudnnConv final : public ConvKernel {
     return g;
   }
 
-  void choose_algorithms() {
+  // The problem in cuDNN's forward direction, for choosing its algorithms.
+  ConvProblem problem() const {
     ConvProblem p;
     p.handle = c_->cudnn;
     p.in = in_.get();
@@ -307,24 +385,20 @@ class CudnnConv final : public ConvKernel {
     p.filter_bytes = bytes_of(d_.kernel.data(), r, s_.out_channels, s_.in_channels / d_.groups);
     p.key = problem_key(p.fwd, p.bwd_data, p.bwd_filter);
     p.tuned = c_->tuned.get();
-    gemm_ = gemm_weight_grad();
-    if (d_.groups == 1 && d_.dtype == DType::f32) {
-      p.gemm = &gemm_;
-      p.blas = c_->cublas;
-    }
-    algorithms_ = choose_conv_algorithms(p);
-    gemm_.column_bytes = algorithms_.gemm_column_bytes;
+    return p;
   }
 
   std::shared_ptr<Context> c_;
   ConvDesc d_;
   Sides s_;
+  Layout layout_;              // of src, dst and their gradients: plain or channels-last
+  std::string why_plain_;      // why channels-last was asked for and not taken
   TensorDescriptor in_, out_;  // conv_in (extended), conv_out
   FilterDescriptor filter_;
   ConvolutionDescriptor conv_;
   ConvAlgorithms algorithms_;
   GemmWeightGrad gemm_;  // used when algorithms_.bwd_filter_gemm
-  size_t extension_bytes_ = 0, half_weights_bytes_ = 0;
+  size_t extension_bytes_ = 0, weights_copy_bytes_ = 0;
 };
 
 }  // namespace
@@ -344,8 +418,26 @@ Support conv_support(const ConvDesc& d) {
   return Support::yes();
 }
 
-std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const ConvDesc& d) {
-  return std::make_unique<CudnnConv>(std::move(context), d);
+// Channels-last where the layout policy asks for it and cuDNN can run it, else plain.
+std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const ConvDesc& d,
+                                      const MemFormat& hint) {
+  std::string why_plain;
+  if (computed_layout(*context, hint, d.dtype) == Layout::channels_last) {
+    if (sides_of(d).pad.extended && d.spatial_rank == 3) {
+      why_plain = "unequal padding of a 3-D convolution";
+    } else {
+      try {
+        auto k = std::make_unique<CudnnConv>(context, d, Layout::channels_last);
+        k->choose_algorithms();
+        return k;
+      } catch (const NoDeterministicAlgorithm& e) {
+        why_plain = e.what();
+      }
+    }
+  }
+  auto k = std::make_unique<CudnnConv>(std::move(context), d, Layout::plain, why_plain);
+  k->choose_algorithms();
+  return k;
 }
 
 }  // namespace crest::cuda

@@ -25,8 +25,7 @@ Perf first_deterministic(const Perf* perf, int count, size_t max_workspace, cons
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
         perf[i].memory <= max_workspace)
       return perf[i];
-  throw_runtime(std::string("cuDNN offers no deterministic ") + pass +
-                " algorithm for this convolution");
+  throw NoDeterministicAlgorithm(pass);
 }
 
 enum class Choice { measured, heuristic, im2col };

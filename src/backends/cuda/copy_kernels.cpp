@@ -1,8 +1,9 @@
 // The kernels that move values: a reorder between plain and channels-last formats of one shape
 // (a copy when both are the same layout, else a transpose per sample; either converting between
-// float32 and a 16-bit type where the two formats' types differ) and channel concatenation, one
-// strided 2-D copy per input (rows: the batch; a row: that input's channels times the spatial
-// extent).
+// float32 and a 16-bit type where the two formats' types differ) and channel concatenation of
+// tensors of one layout, one strided 2-D copy per input (plain: a row per sample, that input's
+// channels times the spatial extent; channels-last: a row per sample and position, that input's
+// channels).
 #include "cuda/check.hpp"
 #include "cuda/cuda_kernels.hpp"
 
@@ -75,20 +76,23 @@ class CudaConcat final : public ConcatKernel {
   CudaConcat(std::shared_ptr<Context> context, const std::vector<MemFormat>& srcs)
       : c_(std::move(context)) {
     Shape shape = srcs.front().shape;
+    const Layout layout = srcs.front().layout;
     batch_ = static_cast<size_t>(shape[0]);
+    if (layout == Layout::channels_last)
+      for (int a = 2; a < shape.rank(); ++a) batch_ *= static_cast<size_t>(shape[a]);
     int64_t channels = 0;
     for (const MemFormat& s : srcs) {
-      row_bytes_.push_back(s.bytes / batch_);
+      row_bytes_.push_back(batch_ ? s.bytes / batch_ : 0);
       channels += s.shape[1];
     }
     shape[1] = channels;
-    dst_ = plain_format(shape, srcs.front().dtype);
+    dst_ = plain_format(shape, srcs.front().dtype, layout);
   }
 
   MemFormat dst_format() const override { return dst_; }
 
   void forward(const std::vector<const void*>& srcs, void* dst) override {
-    const size_t dst_row = dst_.bytes / batch_;
+    const size_t dst_row = batch_ ? dst_.bytes / batch_ : 0;
     size_t offset = 0;
     for (size_t i = 0; i < srcs.size(); ++i) {
       CREST_CUDA(cudaMemcpy2DAsync(static_cast<char*>(dst) + offset, dst_row, srcs[i],
@@ -99,7 +103,7 @@ class CudaConcat final : public ConcatKernel {
   }
 
   void backward(const void* diff_dst, const std::vector<void*>& diff_srcs) override {
-    const size_t dst_row = dst_.bytes / batch_;
+    const size_t dst_row = batch_ ? dst_.bytes / batch_ : 0;
     size_t offset = 0;
     for (size_t i = 0; i < diff_srcs.size(); ++i) {
       if (diff_srcs[i])
@@ -112,7 +116,7 @@ class CudaConcat final : public ConcatKernel {
 
  private:
   std::shared_ptr<Context> c_;
-  size_t batch_ = 1;
+  size_t batch_ = 1;  // rows: samples, or channels-last samples x positions
   std::vector<size_t> row_bytes_;
   MemFormat dst_;
 };

@@ -1,8 +1,9 @@
 // The CUDA backend object (docs/cuda.md): device memory, one stream, and cuDNN, cuBLAS and
 // CUDA kernels behind the Backend interface. It computes in float32, and under mixed precision
-// in bf16 (compute capability 8.0 and up) or fp16, on plain layouts; channels-last tensors (the
-// data files' order) are reordered to plain. The plugin's entry point (plugin.hpp) hands the loader
-// the factory and the question whether this machine can run it.
+// in bf16 (compute capability 8.0 and up) or fp16, on plain or channels-last layouts (a network
+// fed the data files' channels-last batches computes channels-last; context.hpp). The plugin's
+// entry point (plugin.hpp) hands the loader the factory and the question whether this machine can
+// run it.
 #include <mutex>
 
 #include "crest/backends/kernels.hpp"
@@ -17,7 +18,6 @@
 namespace crest::cuda {
 namespace {
 
-bool is_plain(const MemFormat& f) { return f.layout == Layout::plain; }
 bool is_dense(const MemFormat& f) {
   return f.layout == Layout::plain || f.layout == Layout::channels_last;
 }
@@ -108,17 +108,20 @@ class CudaBackend final : public Backend {
   Support supports(const std::vector<MemFormat>& srcs) const override {
     if (Support s = Backend::supports(srcs); !s) return s;
     for (const MemFormat& f : srcs)
-      if (!is_plain(f)) return Support::no("the cuda backend concatenates plain tensors only");
+      if (!is_dense(f) || f.layout != srcs.front().layout)
+        return Support::no(
+            "the cuda backend concatenates tensors of one layout, plain or channels-last, not " +
+            srcs.front().str() + " with " + f.str());
     return Support::yes();
   }
 
  protected:
-  // Hints are ignored: every kernel here reads and writes plain layout.
-  std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& /*hint*/) override {
-    return make_conv(context_, d);
+  // A kernel computes in its producer's layout where it can (CREST_CUDA_LAYOUT: context.hpp).
+  std::unique_ptr<ConvKernel> create_conv(const ConvDesc& d, const MemFormat& hint) override {
+    return make_conv(context_, d, hint);
   }
-  std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& /*hint*/) override {
-    return make_pool(context_, d);
+  std::unique_ptr<PoolKernel> create_pool(const PoolDesc& d, const MemFormat& hint) override {
+    return make_pool(context_, d, hint);
   }
   std::unique_ptr<EltwiseKernel> create_eltwise(const EltwiseDesc& d, const MemFormat& f) override {
     return make_eltwise(context_, d, f);

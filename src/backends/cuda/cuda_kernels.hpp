@@ -18,8 +18,11 @@ std::shared_ptr<Context> context_of(Backend& backend);
 Support conv_support(const ConvDesc& d);
 Support pool_support(const PoolDesc& d);
 
-std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const ConvDesc& d);
-std::unique_ptr<PoolKernel> make_pool(std::shared_ptr<Context> context, const PoolDesc& d);
+// `hint`: the producer's format, which the kernel computes in where it can (computed_layout).
+std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const ConvDesc& d,
+                                      const MemFormat& hint);
+std::unique_ptr<PoolKernel> make_pool(std::shared_ptr<Context> context, const PoolDesc& d,
+                                      const MemFormat& hint);
 std::unique_ptr<DenseKernel> make_dense(std::shared_ptr<Context> context, const DenseDesc& d);
 std::unique_ptr<EltwiseKernel> make_eltwise(std::shared_ptr<Context> context, const EltwiseDesc& d,
                                             const MemFormat& f);
@@ -45,7 +48,8 @@ void eltwise_backward(const EltwiseDesc& d, DType dtype, const void* y, const vo
 // dst[i] = src[i] converted from `from` to `to` (to a 16-bit type: rounded to nearest even).
 void convert_elements(DType from, const void* src, DType to, void* dst, size_t count,
                       cudaStream_t stream);
-// Plain [n, channels, spatial] y of `dtype`: y[., c, .] += bias[c], a float32 bias.
+// Plain [n, channels, spatial] y of `dtype`: y[., c, .] += bias[c], a float32 bias. (A
+// channels-last tensor is plain [n x spatial, channels, 1] here and in channel_sums.)
 void add_channel_bias(DType dtype, void* y, const float* bias, size_t n, size_t channels,
                       size_t spatial, cudaStream_t stream);
 // sums[c] = the sum over n and spatial of plain [n, channels, spatial] x of `dtype`, added in
@@ -80,11 +84,12 @@ void transpose_batched(const void* src, void* dst, size_t batch, size_t rows, si
 void transpose_converting(const void* src, DType from, void* dst, DType to, size_t batch,
                           size_t rows, size_t cols, cudaStream_t stream);
 // Max pooling (max_pool.cu): `taps` holds, per output, the window tap of its maximum, one byte
-// each where max_pool_taps_fit_a_byte (at most 255 taps), else an int32 each. Values of d.dtype.
+// each where max_pool_taps_fit_a_byte (at most 255 taps), else an int32 each. Values of d.dtype,
+// plain or channels-last (`layout`).
 bool max_pool_taps_fit_a_byte(const PoolDesc& d);
-void max_pool_forward(const PoolDesc& d, const void* src, void* dst, void* taps,
+void max_pool_forward(const PoolDesc& d, Layout layout, const void* src, void* dst, void* taps,
                       cudaStream_t stream);
-void max_pool_backward(const PoolDesc& d, const void* diff_dst, const void* taps, void* diff_src,
-                       cudaStream_t stream);
+void max_pool_backward(const PoolDesc& d, Layout layout, const void* diff_dst, const void* taps,
+                       void* diff_src, cudaStream_t stream);
 
 }  // namespace crest::cuda

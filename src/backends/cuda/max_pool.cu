@@ -9,7 +9,9 @@
 // takes the maximum of its real elements), ties and NaNs keep the first maximum in row-major
 // window order (strictly greater replaces), and an input's gradient adds its windows' gradients
 // in row-major output order. Values are float32, bf16 or fp16 (elements.cuh), compared and added
-// in float: a 16-bit maximum is stored exactly, a gradient sum rounds once.
+// in float: a 16-bit maximum is stored exactly, a gradient sum rounds once. Tensors are plain or
+// channels-last; each output's window and each input's windows are visited in the same order in
+// both, so both layouts give the same bits.
 #include <cstdint>
 
 #include "cuda/check.hpp"
@@ -26,7 +28,37 @@ struct Dims {
 
 struct Geometry {
   Dims in, out, kernel, stride, pad;  // pad: before each axis
+  int64_t channels;
+  bool channels_last;
 };
+
+// An element's place: its plane (n x channels + c) and spatial position.
+struct Position {
+  size_t plane;
+  int64_t z, y, x;
+};
+
+// The position of flat index i of a tensor of extents e.
+__device__ Position position_of(const Geometry& g, const Dims& e, size_t i) {
+  const auto channels = static_cast<size_t>(g.channels);
+  const size_t c = g.channels_last ? i % channels : 0;
+  const size_t rest = g.channels_last ? i / channels : i;
+  const auto w = static_cast<size_t>(e.w), h = static_cast<size_t>(e.h),
+             d = static_cast<size_t>(e.d);
+  const size_t outer = rest / w / h / d;  // the plane, or channels-last the sample
+  return {g.channels_last ? outer * channels + c : outer, static_cast<int64_t>(rest / w / h % d),
+          static_cast<int64_t>(rest / w % h), static_cast<int64_t>(rest % w)};
+}
+
+// The flat index of (plane, z, y, x) in a tensor of extents e.
+__device__ size_t offset_of(const Geometry& g, const Dims& e, size_t plane, int64_t z, int64_t y,
+                            int64_t x) {
+  const auto spatial = static_cast<size_t>((z * e.h + y) * e.w + x);
+  const auto volume = static_cast<size_t>(e.d * e.h * e.w);
+  if (!g.channels_last) return plane * volume + spatial;
+  const auto channels = static_cast<size_t>(g.channels);
+  return (plane / channels * volume + spatial) * channels + plane % channels;
+}
 
 Dims dims(const std::array<int64_t, 3>& v, int rank, int64_t missing) {
   if (rank == 1) return {missing, missing, v[0]};
@@ -38,11 +70,8 @@ template <typename E, typename Tap>
 __global__ void max_pool_forward(const Stored<E>* src, Stored<E>* dst, Tap* taps, Geometry g,
                                  size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
-    const auto ow = static_cast<int64_t>(i % g.out.w);
-    const auto oh = static_cast<int64_t>(i / g.out.w % g.out.h);
-    const auto od = static_cast<int64_t>(i / g.out.w / g.out.h % g.out.d);
-    const size_t plane = i / g.out.w / g.out.h / g.out.d;
-    const Stored<E>* x = src + plane * static_cast<size_t>(g.in.d * g.in.h * g.in.w);
+    const Position o = position_of(g, g.out, i);
+    const int64_t od = o.z, oh = o.y, ow = o.x;
     float best = 0.f;
     int64_t best_tap = -1;
     for (int64_t kd = 0; kd < g.kernel.d; ++kd) {
@@ -54,7 +83,7 @@ __global__ void max_pool_forward(const Stored<E>* src, Stored<E>* dst, Tap* taps
         for (int64_t kw = 0; kw < g.kernel.w; ++kw) {
           const int64_t xw = ow * g.stride.w - g.pad.w + kw;
           if (xw < 0 || xw >= g.in.w) continue;
-          const float v = E::load(x[(z * g.in.h + y) * g.in.w + xw]);
+          const float v = E::load(src[offset_of(g, g.in, o.plane, z, y, xw)]);
           if (best_tap < 0 || v > best) {
             best = v;
             best_tap = (kd * g.kernel.h + kh) * g.kernel.w + kw;
@@ -81,11 +110,8 @@ template <typename E, typename Tap>
 __global__ void max_pool_backward(const Stored<E>* diff_dst, const Tap* taps, Stored<E>* diff_src,
                                   Geometry g, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
-    const auto x = static_cast<int64_t>(i % g.in.w);
-    const auto y = static_cast<int64_t>(i / g.in.w % g.in.h);
-    const auto z = static_cast<int64_t>(i / g.in.w / g.in.h % g.in.d);
-    const size_t plane = i / g.in.w / g.in.h / g.in.d;
-    const size_t out_plane = plane * static_cast<size_t>(g.out.d * g.out.h * g.out.w);
+    const Position p = position_of(g, g.in, i);
+    const int64_t z = p.z, y = p.y, x = p.x;
     int64_t d0, d1, h0, h1, w0, w1;
     windows_over(z, g.kernel.d, g.stride.d, g.pad.d, g.out.d, &d0, &d1);
     windows_over(y, g.kernel.h, g.stride.h, g.pad.h, g.out.h, &h0, &h1);
@@ -98,7 +124,7 @@ __global__ void max_pool_backward(const Stored<E>* diff_dst, const Tap* taps, St
               ((z - (od * g.stride.d - g.pad.d)) * g.kernel.h + (y - (oh * g.stride.h - g.pad.h))) *
                   g.kernel.w +
               (x - (ow * g.stride.w - g.pad.w));
-          const size_t o = out_plane + static_cast<size_t>((od * g.out.h + oh) * g.out.w + ow);
+          const size_t o = offset_of(g, g.out, p.plane, od, oh, ow);
           if (static_cast<int64_t>(taps[o]) == tap) sum += E::load(diff_dst[o]);
         }
     diff_src[i] = E::store(sum);
@@ -113,11 +139,8 @@ template <typename E, typename Tap>
 __global__ void max_pool_backward_tiled(const Stored<E>* diff_dst, const Tap* taps,
                                         Stored<E>* diff_src, Geometry g, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
-    const auto ow = static_cast<int64_t>(i % g.out.w);
-    const auto oh = static_cast<int64_t>(i / g.out.w % g.out.h);
-    const auto od = static_cast<int64_t>(i / g.out.w / g.out.h % g.out.d);
-    const size_t plane = i / g.out.w / g.out.h / g.out.d;
-    Stored<E>* dx = diff_src + plane * static_cast<size_t>(g.in.d * g.in.h * g.in.w);
+    const Position o = position_of(g, g.out, i);
+    const int64_t od = o.z, oh = o.y, ow = o.x;
     const auto tap = static_cast<int64_t>(taps[i]);
     const Stored<E> gradient = E::store(0.f + E::load(diff_dst[i])), zero = E::store(0.f);
     for (int64_t kd = 0; kd < g.kernel.d; ++kd)
@@ -126,7 +149,7 @@ __global__ void max_pool_backward_tiled(const Stored<E>* diff_dst, const Tap* ta
           const int64_t z = od * g.kernel.d + kd, y = oh * g.kernel.h + kh,
                         x = ow * g.kernel.w + kw;
           const bool at_max = (kd * g.kernel.h + kh) * g.kernel.w + kw == tap;
-          dx[(z * g.in.h + y) * g.in.w + x] = at_max ? gradient : zero;
+          diff_src[offset_of(g, g.in, o.plane, z, y, x)] = at_max ? gradient : zero;
         }
   }
 }
@@ -139,10 +162,11 @@ bool tiles_exactly(const PoolDesc& d) {
   return true;
 }
 
-Geometry geometry_of(const PoolDesc& d) {
+Geometry geometry_of(const PoolDesc& d, Layout layout) {
   const int r = d.spatial_rank;
-  return {dims(d.in_size, r, 1), dims(d.out_size, r, 1), dims(d.kernel, r, 1), dims(d.stride, r, 1),
-          dims(d.pad_lo, r, 0)};
+  return {dims(d.in_size, r, 1),          dims(d.out_size, r, 1), dims(d.kernel, r, 1),
+          dims(d.stride, r, 1),           dims(d.pad_lo, r, 0),   d.channels,
+          layout == Layout::channels_last};
 }
 
 size_t elements(const Dims& e, const PoolDesc& d) {
@@ -184,9 +208,9 @@ void backward_with(const Geometry& g, bool tiled, const void* diff_dst, const vo
 
 }  // namespace
 
-void max_pool_forward(const PoolDesc& d, const void* src, void* dst, void* taps,
+void max_pool_forward(const PoolDesc& d, Layout layout, const void* src, void* dst, void* taps,
                       cudaStream_t stream) {
-  const Geometry g = geometry_of(d);
+  const Geometry g = geometry_of(d, layout);
   const size_t count = elements(g.out, d);
   if (count == 0) return;
   for_element_type(d.dtype, "max pooling", [&](auto e) {
@@ -200,9 +224,9 @@ void max_pool_forward(const PoolDesc& d, const void* src, void* dst, void* taps,
 }
 
 // Where the windows tile the input, a thread per window (output); else a thread per input.
-void max_pool_backward(const PoolDesc& d, const void* diff_dst, const void* taps, void* diff_src,
-                       cudaStream_t stream) {
-  const Geometry g = geometry_of(d);
+void max_pool_backward(const PoolDesc& d, Layout layout, const void* diff_dst, const void* taps,
+                       void* diff_src, cudaStream_t stream) {
+  const Geometry g = geometry_of(d, layout);
   const bool tiled = tiles_exactly(d);
   const size_t count = tiled ? elements(g.out, d) : elements(g.in, d);
   if (count == 0) return;

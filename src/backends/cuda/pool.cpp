@@ -11,6 +11,9 @@
 // Under mixed precision (bf16, fp16 values) max pooling runs on the 16-bit values; an average
 // runs cuDNN in float32 on a widened copy of the input (the copy the workspace keeps anyway) and
 // rounds its output once, the reference's emulation step by step.
+//
+// Both compute channels-last where the producer hands them channels-last values (context.hpp),
+// except an average with unequal padding (its extension is cut per plane), which computes plain.
 #include <algorithm>
 #include <array>
 #include <string>
@@ -28,24 +31,23 @@ cudnnPoolingMode_t average_mode(PoolKind kind) {
                                            : CUDNN_POOLING_AVERAGE_COUNT_EXCLUDE_PADDING;
 }
 
-MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size, DType dtype) {
+MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size, DType dtype,
+                      Layout layout) {
   std::vector<int64_t> dims{d.n, d.channels};
   dims.insert(dims.end(), size.begin(), size.begin() + d.spatial_rank);
-  return plain_format(Shape(dims), dtype);
-}
-MemFormat pool_format(const PoolDesc& d, const std::array<int64_t, 3>& size) {
-  return pool_format(d, size, d.dtype);
+  return plain_format(Shape(dims), dtype, layout);
 }
 
 size_t count_of(const MemFormat& f) { return static_cast<size_t>(f.shape.numel()); }
 
 class CrestMaxPool final : public PoolKernel {
  public:
-  CrestMaxPool(std::shared_ptr<Context> context, const PoolDesc& d)
+  CrestMaxPool(std::shared_ptr<Context> context, const PoolDesc& d, Layout layout)
       : c_(std::move(context)),
         d_(d),
-        src_format_(pool_format(d, d.in_size)),
-        dst_format_(pool_format(d, d.out_size)) {}
+        layout_(layout),
+        src_format_(pool_format(d, d.in_size, d.dtype, layout)),
+        dst_format_(pool_format(d, d.out_size, d.dtype, layout)) {}
 
   MemFormat src_format() const override { return src_format_; }
   MemFormat dst_format() const override { return dst_format_; }
@@ -57,33 +59,37 @@ class CrestMaxPool final : public PoolKernel {
   size_t scratch_bytes() const override { return 0; }
 
   void forward(const void* src, void* dst, void* workspace, void* /*scratch*/) override {
-    max_pool_forward(d_, src, dst, workspace, c_->stream);
+    max_pool_forward(d_, layout_, src, dst, workspace, c_->stream);
   }
   void backward(const void* diff_dst, const void* workspace, void* diff_src,
                 void* /*scratch*/) override {
-    max_pool_backward(d_, diff_dst, workspace, diff_src, c_->stream);
+    max_pool_backward(d_, layout_, diff_dst, workspace, diff_src, c_->stream);
   }
 
  private:
   std::shared_ptr<Context> c_;
   PoolDesc d_;
+  Layout layout_;
   MemFormat src_format_, dst_format_;
 };
 
 // Average pooling through cuDNN, in float32 for 16-bit values too (`wide_`).
 class CudnnPool final : public PoolKernel {
  public:
-  CudnnPool(std::shared_ptr<Context> context, const PoolDesc& d)
+  // `layout`: plain, or channels-last where the padding is equal on both sides.
+  CudnnPool(std::shared_ptr<Context> context, const PoolDesc& d, Layout layout)
       : c_(std::move(context)),
         d_(d),
         wide_(is_half(d.dtype)),
         e_(padding_extension(d.in_size, d.pad_lo, d.pad_hi, d.spatial_rank)),
-        src_format_(pool_format(d, d.in_size)),
-        dst_format_(pool_format(d, d.out_size)),
-        ext_format_(pool_format(d, e_.size, computed())),
-        out_format_(pool_format(d, d.out_size, computed())),
-        src_(computed(), d.n, d.channels, e_.size.data(), d.spatial_rank),
-        dst_(computed(), d.n, d.channels, d.out_size.data(), d.spatial_rank) {
+        src_format_(pool_format(d, d.in_size, d.dtype, layout)),
+        dst_format_(pool_format(d, d.out_size, d.dtype, layout)),
+        ext_format_(pool_format(d, e_.size, computed(), layout)),
+        out_format_(pool_format(d, d.out_size, computed(), layout)),
+        src_(computed(), d.n, d.channels, e_.size.data(), d.spatial_rank, layout),
+        dst_(computed(), d.n, d.channels, d.out_size.data(), d.spatial_rank, layout) {
+    CREST_CHECK(!e_.extended || layout == Layout::plain,
+                "a pooling with unequal padding computes plain");
     CREST_CUDNN(cudnnCreatePoolingDescriptor(&pool_));
     try {
       describe();
@@ -235,9 +241,12 @@ Support pool_support(const PoolDesc& d) {
   return Support::yes();
 }
 
-std::unique_ptr<PoolKernel> make_pool(std::shared_ptr<Context> context, const PoolDesc& d) {
-  if (d.kind == PoolKind::max) return std::make_unique<CrestMaxPool>(std::move(context), d);
-  return std::make_unique<CudnnPool>(std::move(context), d);
+std::unique_ptr<PoolKernel> make_pool(std::shared_ptr<Context> context, const PoolDesc& d,
+                                      const MemFormat& hint) {
+  const Layout layout = computed_layout(*context, hint, d.dtype);
+  if (d.kind == PoolKind::max) return std::make_unique<CrestMaxPool>(std::move(context), d, layout);
+  const bool unequal = padding_extension(d.in_size, d.pad_lo, d.pad_hi, d.spatial_rank).extended;
+  return std::make_unique<CudnnPool>(std::move(context), d, unequal ? Layout::plain : layout);
 }
 
 }  // namespace crest::cuda
