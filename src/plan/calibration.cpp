@@ -146,6 +146,23 @@ MeasuredAllreduce fit_allreduce(int ranks, const std::vector<std::pair<double, d
   return m;
 }
 
+// Allreduce points by the memory they were reduced in ("host": MPI; "device": a device backend's
+// collectives, NCCL, where `crest bench allreduce`'s "memory" names that backend; host where a
+// line has none) and ranks: (bytes, s).
+using AllreducePoints =
+    std::map<std::pair<std::string, int>, std::vector<std::pair<double, double>>>;
+
+// The memory the machine's gradient exchange reduces in: on a node of devices (cores_per_node 0)
+// the devices' (NCCL), on a CPU node the host's (MPI). The two are never fitted together (their
+// latency and bandwidth differ by orders of magnitude); only an input with none of the machine's
+// kind has the other's fitted.
+std::string exchange_memory(const Machine& m, const AllreducePoints& points) {
+  const std::string wanted = m.cores_per_node == 0 ? "device" : "host";
+  for (const auto& [key, p] : points)
+    if (key.first == wanted) return wanted;
+  return wanted == "device" ? "host" : "device";
+}
+
 }  // namespace
 
 CalibrationSummary calibrate(Machine& machine, std::istream& lines, const std::string& source) {
@@ -165,7 +182,7 @@ CalibrationSummary calibrate(Machine& machine, std::istream& lines, const std::s
       throw_input(source + ":" + std::to_string(number) + ": expected a JSON object");
     parsed.emplace_back(std::move(j), number);
   }
-  std::map<int, std::vector<std::pair<double, double>>> allreduce;  // ranks -> (bytes, s)
+  AllreducePoints allreduce;
   for (size_t i = 0; i < parsed.size(); ++i) {
     const Line& l = parsed[i];
     const std::string bench = l.j.value("bench", "");
@@ -197,15 +214,19 @@ CalibrationSummary calibrate(Machine& machine, std::istream& lines, const std::s
       keep_faster(machine.measured_loader, loader_of(l, source));
       ++s.loaders;
     } else if (bench == "allreduce" && l.j.value("ranks", 1) > 1) {
-      allreduce[static_cast<int>(number_of(l, "ranks", source))].emplace_back(
+      const auto ranks = static_cast<int>(number_of(l, "ranks", source));
+      const bool device = l.j.value("memory", "host") != "host";
+      allreduce[{device ? "device" : "host", ranks}].emplace_back(
           number_of(l, "bytes", source), number_of(l, "time_us", source) / 1e6);
     } else {
       ++s.ignored_lines;
     }
   }
   // The fit of the most ranks that still share one node: what a node's ranks see.
-  for (const auto& [ranks, points] : allreduce) {
-    if (ranks > machine.ranks_per_node || points.size() < 2) {
+  const std::string memory = exchange_memory(machine, allreduce);
+  for (const auto& [key, points] : allreduce) {
+    const int ranks = key.second;
+    if (key.first != memory || ranks > machine.ranks_per_node || points.size() < 2) {
       s.ignored_lines += static_cast<int>(points.size());
       continue;
     }

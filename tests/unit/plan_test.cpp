@@ -548,6 +548,48 @@ TEST(PlanCalibration, FoldsProfilesAndFitsTheAllreduce) {
   }
 }
 
+// Host (MPI) and device-memory (NCCL) allreduce lines in one input are never fitted together: a
+// node of devices fits the device lines, a CPU node the host lines, and either fits the other
+// kind where its own is missing.
+TEST(PlanCalibration, AllreduceLinesOfTheMachinesMemoryAreFittedAlone) {
+  // Exact ring times on 2 ranks: host 5 us and 2 GB/s, device 20 us and 100 GB/s.
+  const auto lines = [](bool host, bool device) {
+    std::ostringstream out;
+    out << std::setprecision(17);
+    for (double bytes : {4096.0, 1048576.0, 33554432.0}) {
+      if (host)
+        out << R"({"bench":"allreduce","ranks":2,"memory":"host","bytes":)" << bytes
+            << R"(,"time_us":)" << (10e-6 + bytes / 2e9) * 1e6 << "}\n";
+      if (device)
+        out << R"({"bench":"allreduce","ranks":2,"memory":"cuda","bytes":)" << bytes
+            << R"(,"time_us":)" << (40e-6 + bytes / 100e9) * 1e6 << "}\n";
+    }
+    return out.str();
+  };
+  Machine cpu = device_node();
+  cpu.cores_per_node = 4;
+  struct Case {
+    Machine machine;
+    bool host, device;
+    double gb_s, latency_us;
+    int ignored;
+  };
+  for (const Case& c :
+       {Case{device_node(), true, true, 100, 20, 3}, Case{cpu, true, true, 2, 5, 3},
+        Case{device_node(), true, false, 2, 5, 0}, Case{cpu, false, true, 100, 20, 0}}) {
+    SCOPED_TRACE(std::string(c.machine.cores_per_node ? "CPU node" : "device node") +
+                 (c.host ? ", host lines" : "") + (c.device ? ", device lines" : ""));
+    Machine m = c.machine;
+    std::istringstream in(lines(c.host, c.device));
+    const CalibrationSummary s = calibrate(m, in, "bench.jsonl");
+    EXPECT_EQ(s.allreduce_fits, 1);
+    EXPECT_EQ(s.ignored_lines, c.ignored);
+    ASSERT_TRUE(m.measured_allreduce);
+    EXPECT_NEAR(m.measured_allreduce->link.gb_s, c.gb_s, 1e-9 * c.gb_s);
+    EXPECT_NEAR(m.measured_allreduce->link.latency_us, c.latency_us, 1e-6);
+  }
+}
+
 TEST(PlanCalibration, ASplitRunsMeasurementGivesThatSplitsTimes) {
   // crest bench train --spatial 2,1,1 --profile: rank 0's block times, halo included, for a
   // batch of 2 per group; the unsplit prediction is left to the unsplit measurement or rate.
