@@ -12,6 +12,11 @@
 // in float: a 16-bit maximum is stored exactly, a gradient sum rounds once. Tensors are plain or
 // channels-last; each output's window and each input's windows are visited in the same order in
 // both, so both layouts give the same bits.
+//
+// Index arithmetic runs in 32 bits where every index of both tensors fits (CosmoFlow's first pool
+// at 128^3 and batch 8: 537M inputs), in 64 bits beyond: decoding an element's position takes a
+// division per axis, and a 64-bit division several times a 32-bit one's instructions (the 64-bit
+// forward and backward of that pool took about ten times their memory-bound time on an H200).
 #include <cstdint>
 
 #include "cuda/check.hpp"
@@ -22,66 +27,68 @@
 namespace crest::cuda {
 namespace {
 
+template <typename I>
 struct Dims {
-  int64_t d, h, w;
+  I d, h, w;
 };
 
+template <typename I>
 struct Geometry {
-  Dims in, out, kernel, stride, pad;  // pad: before each axis
-  int64_t channels;
+  Dims<I> in, out, kernel, stride, pad;  // pad: before each axis
+  I channels;
   bool channels_last;
 };
 
 // An element's place: its plane (n x channels + c) and spatial position.
+template <typename I>
 struct Position {
-  size_t plane;
-  int64_t z, y, x;
+  I plane;
+  I z, y, x;
 };
 
 // The position of flat index i of a tensor of extents e.
-__device__ Position position_of(const Geometry& g, const Dims& e, size_t i) {
-  const auto channels = static_cast<size_t>(g.channels);
-  const size_t c = g.channels_last ? i % channels : 0;
-  const size_t rest = g.channels_last ? i / channels : i;
-  const auto w = static_cast<size_t>(e.w), h = static_cast<size_t>(e.h),
-             d = static_cast<size_t>(e.d);
-  const size_t outer = rest / w / h / d;  // the plane, or channels-last the sample
-  return {g.channels_last ? outer * channels + c : outer, static_cast<int64_t>(rest / w / h % d),
-          static_cast<int64_t>(rest / w % h), static_cast<int64_t>(rest % w)};
+template <typename I>
+__device__ Position<I> position_of(const Geometry<I>& g, const Dims<I>& e, I i) {
+  const I c = g.channels_last ? i % g.channels : 0;
+  const I rest = g.channels_last ? i / g.channels : i;
+  const I outer = rest / e.w / e.h / e.d;  // the plane, or channels-last the sample
+  return {g.channels_last ? outer * g.channels + c : outer, rest / e.w / e.h % e.d,
+          rest / e.w % e.h, rest % e.w};
 }
 
 // The flat index of (plane, z, y, x) in a tensor of extents e.
-__device__ size_t offset_of(const Geometry& g, const Dims& e, size_t plane, int64_t z, int64_t y,
-                            int64_t x) {
-  const auto spatial = static_cast<size_t>((z * e.h + y) * e.w + x);
-  const auto volume = static_cast<size_t>(e.d * e.h * e.w);
+template <typename I>
+__device__ I offset_of(const Geometry<I>& g, const Dims<I>& e, I plane, I z, I y, I x) {
+  const I spatial = (z * e.h + y) * e.w + x;
+  const I volume = e.d * e.h * e.w;
   if (!g.channels_last) return plane * volume + spatial;
-  const auto channels = static_cast<size_t>(g.channels);
-  return (plane / channels * volume + spatial) * channels + plane % channels;
+  return (plane / g.channels * volume + spatial) * g.channels + plane % g.channels;
 }
 
-Dims dims(const std::array<int64_t, 3>& v, int rank, int64_t missing) {
-  if (rank == 1) return {missing, missing, v[0]};
-  if (rank == 2) return {missing, v[0], v[1]};
-  return {v[0], v[1], v[2]};
+template <typename I>
+Dims<I> dims(const std::array<int64_t, 3>& v, int rank, I missing) {
+  const auto at = [&](size_t a) { return static_cast<I>(v[a]); };
+  if (rank == 1) return {missing, missing, at(0)};
+  if (rank == 2) return {missing, at(0), at(1)};
+  return {at(0), at(1), at(2)};
 }
 
-template <typename E, typename Tap>
-__global__ void max_pool_forward(const Stored<E>* src, Stored<E>* dst, Tap* taps, Geometry g,
+template <typename E, typename Tap, typename I>
+__global__ void max_pool_forward(const Stored<E>* src, Stored<E>* dst, Tap* taps, Geometry<I> g,
                                  size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
-    const Position o = position_of(g, g.out, i);
-    const int64_t od = o.z, oh = o.y, ow = o.x;
+    const Position<I> o = position_of(g, g.out, static_cast<I>(i));
+    const I od = o.z, oh = o.y, ow = o.x;
     float best = 0.f;
-    int64_t best_tap = -1;
-    for (int64_t kd = 0; kd < g.kernel.d; ++kd) {
-      const int64_t z = od * g.stride.d - g.pad.d + kd;
+    I best_tap = -1;
+    for (I kd = 0; kd < g.kernel.d; ++kd) {
+      const I z = od * g.stride.d - g.pad.d + kd;
       if (z < 0 || z >= g.in.d) continue;
-      for (int64_t kh = 0; kh < g.kernel.h; ++kh) {
-        const int64_t y = oh * g.stride.h - g.pad.h + kh;
+      for (I kh = 0; kh < g.kernel.h; ++kh) {
+        const I y = oh * g.stride.h - g.pad.h + kh;
         if (y < 0 || y >= g.in.h) continue;
-        for (int64_t kw = 0; kw < g.kernel.w; ++kw) {
-          const int64_t xw = ow * g.stride.w - g.pad.w + kw;
+        for (I kw = 0; kw < g.kernel.w; ++kw) {
+          const I xw = ow * g.stride.w - g.pad.w + kw;
           if (xw < 0 || xw >= g.in.w) continue;
           const float v = E::load(src[offset_of(g, g.in, o.plane, z, y, xw)]);
           if (best_tap < 0 || v > best) {
@@ -98,34 +105,34 @@ __global__ void max_pool_forward(const Stored<E>* src, Stored<E>* dst, Tap* taps
 
 // The outputs whose windows hold input position p along one axis: first .. last (empty when
 // first > last).
-__device__ void windows_over(int64_t p, int64_t kernel, int64_t stride, int64_t pad, int64_t out,
-                             int64_t* first, int64_t* last) {
-  const int64_t hi = p + pad;          // o * stride <= p + pad
-  const int64_t lo = hi - kernel + 1;  // o * stride >= p + pad - kernel + 1
+template <typename I>
+__device__ void windows_over(I p, I kernel, I stride, I pad, I out, I* first, I* last) {
+  const I hi = p + pad;          // o * stride <= p + pad
+  const I lo = hi - kernel + 1;  // o * stride >= p + pad - kernel + 1
   *first = lo <= 0 ? 0 : (lo + stride - 1) / stride;
   *last = min(hi / stride, out - 1);
 }
 
-template <typename E, typename Tap>
+template <typename E, typename Tap, typename I>
 __global__ void max_pool_backward(const Stored<E>* diff_dst, const Tap* taps, Stored<E>* diff_src,
-                                  Geometry g, size_t count) {
+                                  Geometry<I> g, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
-    const Position p = position_of(g, g.in, i);
-    const int64_t z = p.z, y = p.y, x = p.x;
-    int64_t d0, d1, h0, h1, w0, w1;
+    const Position<I> p = position_of(g, g.in, static_cast<I>(i));
+    const I z = p.z, y = p.y, x = p.x;
+    I d0, d1, h0, h1, w0, w1;
     windows_over(z, g.kernel.d, g.stride.d, g.pad.d, g.out.d, &d0, &d1);
     windows_over(y, g.kernel.h, g.stride.h, g.pad.h, g.out.h, &h0, &h1);
     windows_over(x, g.kernel.w, g.stride.w, g.pad.w, g.out.w, &w0, &w1);
     float sum = 0.f;
-    for (int64_t od = d0; od <= d1; ++od)
-      for (int64_t oh = h0; oh <= h1; ++oh)
-        for (int64_t ow = w0; ow <= w1; ++ow) {
-          const int64_t tap =
+    for (I od = d0; od <= d1; ++od)
+      for (I oh = h0; oh <= h1; ++oh)
+        for (I ow = w0; ow <= w1; ++ow) {
+          const I tap =
               ((z - (od * g.stride.d - g.pad.d)) * g.kernel.h + (y - (oh * g.stride.h - g.pad.h))) *
                   g.kernel.w +
               (x - (ow * g.stride.w - g.pad.w));
-          const size_t o = offset_of(g, g.out, p.plane, od, oh, ow);
-          if (static_cast<int64_t>(taps[o]) == tap) sum += E::load(diff_dst[o]);
+          const I o = offset_of(g, g.out, p.plane, od, oh, ow);
+          if (static_cast<I>(taps[o]) == tap) sum += E::load(diff_dst[o]);
         }
     diff_src[i] = E::store(sum);
   }
@@ -135,19 +142,18 @@ __global__ void max_pool_backward(const Stored<E>* diff_dst, const Tap* taps, St
 // stride: CosmoFlow's pools): each input element lies in one window, so a thread per window
 // writes the window's gradient (0 + dy at the maximum, as the reference adds it to zero, and 0
 // elsewhere) with the divisions of one index instead of one per input element.
-template <typename E, typename Tap>
+template <typename E, typename Tap, typename I>
 __global__ void max_pool_backward_tiled(const Stored<E>* diff_dst, const Tap* taps,
-                                        Stored<E>* diff_src, Geometry g, size_t count) {
+                                        Stored<E>* diff_src, Geometry<I> g, size_t count) {
   for (size_t i = first_index(); i < count; i += grid_stride()) {
-    const Position o = position_of(g, g.out, i);
-    const int64_t od = o.z, oh = o.y, ow = o.x;
-    const auto tap = static_cast<int64_t>(taps[i]);
+    const Position<I> o = position_of(g, g.out, static_cast<I>(i));
+    const I od = o.z, oh = o.y, ow = o.x;
+    const auto tap = static_cast<I>(taps[i]);
     const Stored<E> gradient = E::store(0.f + E::load(diff_dst[i])), zero = E::store(0.f);
-    for (int64_t kd = 0; kd < g.kernel.d; ++kd)
-      for (int64_t kh = 0; kh < g.kernel.h; ++kh)
-        for (int64_t kw = 0; kw < g.kernel.w; ++kw) {
-          const int64_t z = od * g.kernel.d + kd, y = oh * g.kernel.h + kh,
-                        x = ow * g.kernel.w + kw;
+    for (I kd = 0; kd < g.kernel.d; ++kd)
+      for (I kh = 0; kh < g.kernel.h; ++kh)
+        for (I kw = 0; kw < g.kernel.w; ++kw) {
+          const I z = od * g.kernel.d + kd, y = oh * g.kernel.h + kh, x = ow * g.kernel.w + kw;
           const bool at_max = (kd * g.kernel.h + kh) * g.kernel.w + kw == tap;
           diff_src[offset_of(g, g.in, o.plane, z, y, x)] = at_max ? gradient : zero;
         }
@@ -162,15 +168,26 @@ bool tiles_exactly(const PoolDesc& d) {
   return true;
 }
 
-Geometry geometry_of(const PoolDesc& d, Layout layout) {
+template <typename I>
+Geometry<I> geometry_of(const PoolDesc& d, Layout layout) {
   const int r = d.spatial_rank;
-  return {dims(d.in_size, r, 1),          dims(d.out_size, r, 1), dims(d.kernel, r, 1),
-          dims(d.stride, r, 1),           dims(d.pad_lo, r, 0),   d.channels,
+  return {dims<I>(d.in_size, r, 1),       dims<I>(d.out_size, r, 1), dims<I>(d.kernel, r, 1),
+          dims<I>(d.stride, r, 1),        dims<I>(d.pad_lo, r, 0),   static_cast<I>(d.channels),
           layout == Layout::channels_last};
 }
 
-size_t elements(const Dims& e, const PoolDesc& d) {
-  return static_cast<size_t>(d.n * d.channels * e.d * e.h * e.w);
+size_t elements(const std::array<int64_t, 3>& size, const PoolDesc& d) {
+  size_t count = static_cast<size_t>(d.n * d.channels);
+  for (size_t a = 0; a < static_cast<size_t>(d.spatial_rank); ++a)
+    count *= static_cast<size_t>(size[a]);
+  return count;
+}
+
+// Index arithmetic in 32 bits where every index fits (a 64-bit division takes several times a
+// 32-bit one's instructions, and a pooling does several per element).
+bool fits_32_bits(const PoolDesc& d) {
+  const auto most = static_cast<size_t>(INT32_MAX);
+  return elements(d.in_size, d) <= most && elements(d.out_size, d) <= most;
 }
 
 }  // namespace
@@ -183,42 +200,53 @@ bool max_pool_taps_fit_a_byte(const PoolDesc& d) {
 
 namespace {
 
-// The launches for element type E and tap type Tap.
-template <typename E, typename Tap>
-void forward_with(const Geometry& g, const void* src, void* dst, void* taps, size_t count,
+// The launches for element type E, tap type Tap and index type I.
+template <typename E, typename Tap, typename I>
+void forward_with(const Geometry<I>& g, const void* src, void* dst, void* taps, size_t count,
                   cudaStream_t stream) {
-  max_pool_forward<E, Tap><<<grid_for(count, kThreads), kThreads, 0, stream>>>(
+  max_pool_forward<E, Tap, I><<<grid_for(count, kThreads), kThreads, 0, stream>>>(
       static_cast<const Stored<E>*>(src), static_cast<Stored<E>*>(dst), static_cast<Tap*>(taps), g,
       count);
 }
 
-template <typename E, typename Tap>
-void backward_with(const Geometry& g, bool tiled, const void* diff_dst, const void* taps,
+template <typename E, typename Tap, typename I>
+void backward_with(const Geometry<I>& g, bool tiled, const void* diff_dst, const void* taps,
                    void* diff_src, size_t count, cudaStream_t stream) {
   const auto* dy = static_cast<const Stored<E>*>(diff_dst);
   auto* dx = static_cast<Stored<E>*>(diff_src);
   const auto* t = static_cast<const Tap*>(taps);
   if (tiled)
-    max_pool_backward_tiled<E, Tap>
+    max_pool_backward_tiled<E, Tap, I>
         <<<grid_for(count, kThreads), kThreads, 0, stream>>>(dy, t, dx, g, count);
   else
-    max_pool_backward<E, Tap>
+    max_pool_backward<E, Tap, I>
         <<<grid_for(count, kThreads), kThreads, 0, stream>>>(dy, t, dx, g, count);
+}
+
+// The launch's element, tap and index types, for f(E{}, Tap{}, I{}).
+template <typename F>
+void with_types(const PoolDesc& d, F&& f) {
+  for_element_type(d.dtype, "max pooling", [&](auto e) {
+    const bool byte_taps = max_pool_taps_fit_a_byte(d);
+    if (fits_32_bits(d)) {
+      if (byte_taps) return f(e, uint8_t{}, int32_t{});
+      return f(e, int32_t{}, int32_t{});
+    }
+    if (byte_taps) return f(e, uint8_t{}, int64_t{});
+    return f(e, int32_t{}, int64_t{});
+  });
 }
 
 }  // namespace
 
 void max_pool_forward(const PoolDesc& d, Layout layout, const void* src, void* dst, void* taps,
                       cudaStream_t stream) {
-  const Geometry g = geometry_of(d, layout);
-  const size_t count = elements(g.out, d);
+  const size_t count = elements(d.out_size, d);
   if (count == 0) return;
-  for_element_type(d.dtype, "max pooling", [&](auto e) {
-    using E = decltype(e);
-    if (max_pool_taps_fit_a_byte(d))
-      forward_with<E, uint8_t>(g, src, dst, taps, count, stream);
-    else
-      forward_with<E, int32_t>(g, src, dst, taps, count, stream);
+  with_types(d, [&](auto e, auto tap, auto index) {
+    using I = decltype(index);
+    forward_with<decltype(e), decltype(tap), I>(geometry_of<I>(d, layout), src, dst, taps, count,
+                                                stream);
   });
   CREST_CUDA_LAUNCHED();
 }
@@ -226,16 +254,13 @@ void max_pool_forward(const PoolDesc& d, Layout layout, const void* src, void* d
 // Where the windows tile the input, a thread per window (output); else a thread per input.
 void max_pool_backward(const PoolDesc& d, Layout layout, const void* diff_dst, const void* taps,
                        void* diff_src, cudaStream_t stream) {
-  const Geometry g = geometry_of(d, layout);
   const bool tiled = tiles_exactly(d);
-  const size_t count = tiled ? elements(g.out, d) : elements(g.in, d);
+  const size_t count = tiled ? elements(d.out_size, d) : elements(d.in_size, d);
   if (count == 0) return;
-  for_element_type(d.dtype, "max pooling", [&](auto e) {
-    using E = decltype(e);
-    if (max_pool_taps_fit_a_byte(d))
-      backward_with<E, uint8_t>(g, tiled, diff_dst, taps, diff_src, count, stream);
-    else
-      backward_with<E, int32_t>(g, tiled, diff_dst, taps, diff_src, count, stream);
+  with_types(d, [&](auto e, auto tap, auto index) {
+    using I = decltype(index);
+    backward_with<decltype(e), decltype(tap), I>(geometry_of<I>(d, layout), tiled, diff_dst, taps,
+                                                 diff_src, count, stream);
   });
   CREST_CUDA_LAUNCHED();
 }
