@@ -242,6 +242,9 @@ run() {
   if [ -d "$dir/peers" ] && [ "${CHECK_PEERS:-1}" != 0 ]; then
     check torch_peers 120 torch_peers "$dir/peers"
   fi
+  # bf16 with every kernel plain, beside the bf16 runs above, whose convolutions, batch norms and
+  # poolings compute channels-last: what channels-last gains on the tensor cores.
+  train_checks _bf16_plain bf16 8 CREST_CUDA_LAYOUT=plain CREST_CUDNN_ALGORITHMS=measured
   train_checks _heuristic float32 2 CREST_CUDNN_ALGORITHMS=heuristic
   summarize >>"$OUT/summary.txt"
 }
@@ -250,6 +253,7 @@ run() {
 # training run's figures, the peers' figures.
 summarize() {
   grep -h -E '^\[ +(OK|FAILED|SKIPPED) +\] [A-Za-z].*\([0-9]+ ms\)$' "$logs/agreement.log" || true
+  grep -h '^\[ LAYOUT \]' "$logs/agreement.log" || true
   grep -h -E '^\[ (UNSUPPORTED | +FAILED +)\] [A-Za-z]' "$logs/op_table.log" || true
   grep -h '"bench":"peak"' "$logs/peak.log" "$logs/peak_tf32.log" 2>/dev/null || true
   grep -h '"bench":"allreduce"' "$logs/allreduce_nccl.log" 2>/dev/null || true
