@@ -157,7 +157,7 @@ using AllreducePoints =
 // latency and bandwidth differ by orders of magnitude); only an input with none of the machine's
 // kind has the other's fitted.
 std::string exchange_memory(const Machine& m, const AllreducePoints& points) {
-  const std::string wanted = m.cores_per_node == 0 ? "device" : "host";
+  std::string wanted = m.cores_per_node == 0 ? "device" : "host";
   for (const auto& [key, p] : points)
     if (key.first == wanted) return wanted;
   return wanted == "device" ? "host" : "device";

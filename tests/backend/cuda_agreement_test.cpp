@@ -118,7 +118,7 @@ std::string expect_conv_agreement(Backend& cuda, Backend& ref, const ConvDesc& d
   auto ck = cuda.conv(d, conv_src(d, hint));
   EXPECT_EQ(ck->dst_format().shape, rk->dst_format().shape);
   if (ck->dst_format().shape != rk->dst_format().shape) return ck->implementation();
-  const std::string how = ck->implementation();
+  std::string how = ck->implementation();
   const size_t src_n = numel(rk->src_format()), dst_n = numel(rk->dst_format());
   const size_t w_n = weight_count(d), b_n = static_cast<size_t>(d.out_channels);
   MirroredValues src(cuda, src_n, 1), w(cuda, w_n, 2), b(cuda, b_n, 3), dst(cuda, dst_n, 0);

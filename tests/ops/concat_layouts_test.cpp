@@ -14,7 +14,7 @@ namespace {
 constexpr int64_t kBatch = 2, kSpatial = 12;  // [3, 4]
 
 // The value of channel c at (n, s) of input `which`.
-float value_at(int which, int64_t n, int64_t c, int64_t s) {
+float value_at(int64_t which, int64_t n, int64_t c, int64_t s) {
   return static_cast<float>(which * 1000 + n * 100 + c * 20 + s);
 }
 
