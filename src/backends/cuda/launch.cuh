@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 
 namespace crest::cuda {
 
@@ -36,12 +37,24 @@ inline __device__ double block_sum(double value) {
 }
 
 // Plain [n, channels, spatial]: the flat index of channel c's j-th value (j over n, then space).
+// Where every index fits 32 bits the divisions are 32-bit ones (a 64-bit division takes several
+// times the instructions, and these run once per element); the indices are the same either way.
 struct Planes {
   size_t n, channels, spatial;
   __host__ __device__ size_t elements() const { return n * channels * spatial; }
   __host__ __device__ size_t per_channel() const { return n * spatial; }
-  __device__ size_t channel_of(size_t i) const { return i / spatial % channels; }
+  __host__ __device__ bool fits_32_bits() const { return elements() <= UINT32_MAX; }
+  __device__ size_t channel_of(size_t i) const {
+    if (fits_32_bits())
+      return static_cast<uint32_t>(i) / static_cast<uint32_t>(spatial) %
+             static_cast<uint32_t>(channels);
+    return i / spatial % channels;
+  }
   __device__ size_t at(size_t c, size_t j) const {
+    if (fits_32_bits()) {
+      const auto s = static_cast<uint32_t>(spatial), k = static_cast<uint32_t>(j);
+      return (k / s * static_cast<uint32_t>(channels) + static_cast<uint32_t>(c)) * s + k % s;
+    }
     return (j / spatial * channels + c) * spatial + j % spatial;
   }
 };
