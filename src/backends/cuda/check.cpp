@@ -30,6 +30,7 @@ void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line) 
   const std::string text =
       std::string("cuDNN: ") + cudnnGetErrorString(st) + " in " + where(call, file, line);
   if (st == CUDNN_STATUS_ALLOC_FAILED) throw_input(text + ": the device is out of memory");
+  if (st / 1000 == CUDNN_STATUS_NOT_SUPPORTED / 1000) throw CudnnUnsupported(text);
   throw_runtime(text);
 }
 

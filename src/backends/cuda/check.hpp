@@ -17,6 +17,14 @@ namespace crest::cuda {
 [[noreturn]] void fail_cublas(cublasStatus_t st, const char* call, const char* file, int line);
 [[noreturn]] void fail_cudnn(cudnnStatus_t st, const char* call, const char* file, int line);
 
+// cuDNN cannot run a problem as it is described (CUDNN_STATUS_NOT_SUPPORTED and its refinements,
+// or no deterministic algorithm for a pass): a runtime error, which a caller with another way to
+// run it catches (a convolution asked for channels-last then computes plain).
+class CudnnUnsupported : public Error {
+ public:
+  explicit CudnnUnsupported(const std::string& message) : Error(ErrorKind::runtime, message) {}
+};
+
 }  // namespace crest::cuda
 
 #define CREST_CUDA(call)                                                    \

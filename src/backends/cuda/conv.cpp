@@ -27,8 +27,8 @@
 // plain [n x spatial, c] to the bias kernels, whose per-channel sums then add the same values in
 // the same order, and to the extension above a sample is a plane with the channels as its
 // innermost axis. A 3-D convolution with unequal padding (the extension's copy has 3 axes) and a
-// problem without a deterministic channels-last algorithm compute plain, saying why in
-// implementation().
+// problem cuDNN cannot run channels-last (no deterministic algorithm for a pass, or not
+// supported) compute plain, saying why in implementation().
 #include <algorithm>
 #include <array>
 #include <string>
@@ -430,7 +430,7 @@ std::unique_ptr<ConvKernel> make_conv(std::shared_ptr<Context> context, const Co
         auto k = std::make_unique<CudnnConv>(context, d, Layout::channels_last);
         k->choose_algorithms();
         return k;
-      } catch (const NoDeterministicAlgorithm& e) {
+      } catch (const CudnnUnsupported& e) {
         why_plain = e.what();
       }
     }

@@ -25,7 +25,8 @@ Perf first_deterministic(const Perf* perf, int count, size_t max_workspace, cons
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].determinism == CUDNN_DETERMINISTIC &&
         perf[i].memory <= max_workspace)
       return perf[i];
-  throw NoDeterministicAlgorithm(pass);
+  throw CudnnUnsupported(std::string("cuDNN offers no deterministic ") + pass +
+                         " algorithm for this convolution");
 }
 
 enum class Choice { measured, heuristic, im2col };

@@ -17,7 +17,6 @@
 #include <cstddef>
 #include <string>
 
-#include "crest/core/error.hpp"
 #include "cuda/gemm_weight_grad.hpp"
 #include "tuned_choices.hpp"
 
@@ -54,16 +53,8 @@ struct ConvAlgorithms {
   bool measured = false;
 };
 
-// Throws NoDeterministicAlgorithm where cuDNN has none for a pass (in this layout, say).
+// Throws CudnnUnsupported (check.hpp) where cuDNN has no deterministic algorithm for a pass, or
+// cannot run the problem at all (in this layout, say).
 ConvAlgorithms choose_conv_algorithms(const ConvProblem& p);
-
-// cuDNN offers no deterministic algorithm for one of the problem's passes: a runtime error, which
-// a kernel asking for channels-last answers by computing plain.
-class NoDeterministicAlgorithm : public Error {
- public:
-  explicit NoDeterministicAlgorithm(const std::string& pass)
-      : Error(ErrorKind::runtime,
-              "cuDNN offers no deterministic " + pass + " algorithm for this convolution") {}
-};
 
 }  // namespace crest::cuda
