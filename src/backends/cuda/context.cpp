@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "crest/core/env_setting.hpp"
 #include "cuda/check.hpp"
 
 namespace crest::cuda {
@@ -54,21 +55,18 @@ int device_of_this_rank(int visible) {
 }
 
 bool tf32_requested() {
-  const char* v = std::getenv("CREST_CUDA_TF32");
-  const std::string value = v ? v : "0";
-  if (value == "0") return false;
-  if (value == "1") return true;
-  throw_usage("CREST_CUDA_TF32: unknown value '" + value + "' (expected 0 or 1)");
+  return env_setting<bool>("CREST_CUDA_TF32", {{"", false, "strict float32"},
+                                               {"0", false, "strict float32"},
+                                               {"1", true, "TF32 on the tensor cores"}});
 }
 
 LayoutChoice layouts_requested() {
-  const char* v = std::getenv("CREST_CUDA_LAYOUT");
-  const std::string value = v ? v : "follow";
-  if (value == "follow") return LayoutChoice::follow;
-  if (value == "plain") return LayoutChoice::plain;
-  if (value == "channels_last") return LayoutChoice::channels_last;
-  throw_usage("CREST_CUDA_LAYOUT: unknown value '" + value +
-              "' (expected follow, plain or channels_last)");
+  return env_setting<LayoutChoice>(
+      "CREST_CUDA_LAYOUT",
+      {{"", LayoutChoice::follow, "as follow"},
+       {"follow", LayoutChoice::follow, "the producer's layout on the tensor cores"},
+       {"plain", LayoutChoice::plain, "every kernel plain"},
+       {"channels_last", LayoutChoice::channels_last, "every kernel that can channels-last"}});
 }
 
 }  // namespace

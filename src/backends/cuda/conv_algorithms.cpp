@@ -11,6 +11,7 @@
 #include <sstream>
 #include <string>
 
+#include "crest/core/env_setting.hpp"
 #include "cuda/check.hpp"
 
 namespace crest::cuda {
@@ -32,13 +33,12 @@ Perf first_deterministic(const Perf* perf, int count, size_t max_workspace, cons
 enum class Choice { measured, heuristic, im2col };
 
 Choice choice() {
-  const char* v = std::getenv("CREST_CUDNN_ALGORITHMS");
-  const std::string mode = v ? v : "measured";
-  if (mode == "measured") return Choice::measured;
-  if (mode == "heuristic") return Choice::heuristic;
-  if (mode == "im2col") return Choice::im2col;
-  throw_usage("CREST_CUDNN_ALGORITHMS: unknown value '" + mode +
-              "' (expected measured, heuristic or im2col)");
+  return env_setting<Choice>(
+      "CREST_CUDNN_ALGORITHMS",
+      {{"", Choice::measured, "as measured"},
+       {"measured", Choice::measured, "the fastest deterministic algorithm, timed"},
+       {"heuristic", Choice::heuristic, "cuDNN's heuristic ranking"},
+       {"im2col", Choice::im2col, "crest's weight gradient wherever it applies"}});
 }
 
 ConvAlgorithms from_heuristics(const ConvProblem& p) {

@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "crest/core/env_setting.hpp"
 #include "crest/core/error.hpp"
 #include "onednn/channel_sum.hpp"
 #include "onednn/lane_addressing.hpp"
@@ -399,13 +400,10 @@ double winograd_tile_use(const ConvDesc& d) {
 }
 
 WinogradSetting winograd_setting() {
-  const char* v = std::getenv("CREST_WINOGRAD");
-  const std::string value = v != nullptr ? v : "";
-  if (value.empty()) return WinogradSetting::automatic;
-  if (value == "0") return WinogradSetting::off;
-  if (value == "1") return WinogradSetting::everywhere;
-  throw_usage("CREST_WINOGRAD: '" + value +
-              "' is not a setting (0: never Winograd, 1: wherever it serves, unset: by rule)");
+  return env_setting<WinogradSetting>("CREST_WINOGRAD",
+                                      {{"", WinogradSetting::automatic, "by rule"},
+                                       {"0", WinogradSetting::off, "never Winograd"},
+                                       {"1", WinogradSetting::everywhere, "wherever it serves"}});
 }
 
 bool winograd_applies(const ConvDesc& d) {
