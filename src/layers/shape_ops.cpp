@@ -60,11 +60,34 @@ std::vector<Shape> ConcatLayer::infer_shapes(const std::vector<Shape>& in) const
   return {out};
 }
 
+namespace {
+
+// Inputs whose layouts the backend cannot concatenate together (a plain one beside a
+// channels-last one, say) all in one layout: of plain and channels-last, the one most of their
+// bytes already have where the backend takes it (the fewest bytes reordered), else plain.
+std::vector<MemFormat> concatenable(Backend& backend, const std::vector<MemFormat>& in) {
+  if (backend.supports(in)) return in;
+  size_t channels_last_bytes = 0, total = 0;
+  for (const MemFormat& f : in) {
+    total += f.bytes;
+    if (f.layout == Layout::channels_last) channels_last_bytes += f.bytes;
+  }
+  const auto all_in = [&](Layout layout) {
+    std::vector<MemFormat> out;
+    for (const MemFormat& f : in) out.push_back(plain_format(f.shape, f.dtype, layout));
+    return out;
+  };
+  if (2 * channels_last_bytes > total) {
+    std::vector<MemFormat> channels_last = all_in(Layout::channels_last);
+    if (backend.supports(channels_last)) return channels_last;
+  }
+  return all_in(Layout::plain);
+}
+
+}  // namespace
+
 void ConcatLayer::create(CreateContext& ctx) {
-  // Producers whose layouts the backend cannot concatenate together (a plain one beside a
-  // channels-last one, say) hand their values over plain.
-  if (!ctx.backend.supports(ctx.in_formats))
-    for (MemFormat& f : ctx.in_formats) f = plain_format(f.shape, f.dtype);
+  ctx.in_formats = concatenable(ctx.backend, ctx.in_formats);
   kernel_ = ctx.backend.concat(ctx.in_formats);
   ctx.out_formats = {kernel_->dst_format()};
   srcs_.assign(ctx.in_formats.size(), nullptr);

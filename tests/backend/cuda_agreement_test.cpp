@@ -475,7 +475,7 @@ TEST(CudaAgreement, ActivationsAndConcatenationAgreeWithTheReference) {
   }
   for (const Layout layout : {Layout::plain, Layout::channels_last})
     expect_concatenation_agrees(*cuda, *ref, layout);
-  // Layouts mixed: refused (the concat layer then hands every input over plain).
+  // Layouts mixed: refused (the concat layer then asks for one layout).
   EXPECT_FALSE(cuda->supports({plain_format(Shape{2, 1, 4}, DType::f32),
                                plain_format(Shape{2, 3, 4}, DType::f32, Layout::channels_last)}));
 }

@@ -1,7 +1,9 @@
-// Reference concatenation along the channel axis (dim 1) of plain tensors.
+// Reference concatenation along the channel axis (dim 1) of tensors of one layout, plain or
+// channels-last.
 //
-// Concatenation only moves elements, so it works on bytes: for each batch item, input i's
-// channels (a contiguous block in plain layout) land after those of inputs 0..i-1.
+// Concatenation only moves elements, so it works on bytes: for each row (a batch item in plain
+// layout; a batch item's position in channels-last layout), input i's channels, a contiguous
+// block there, land after those of inputs 0..i-1.
 #include <cstring>
 #include <string>
 #include <utility>
@@ -17,7 +19,8 @@ class Concat final : public ConcatKernel {
   Concat(const std::vector<MemFormat>& srcs, MemFormat dst) : dst_(std::move(dst)) {
     const size_t elem = dtype_size(dst_.dtype);
     batch_ = dst_.shape[0];
-    // Bytes per batch item of each input, and of the output.
+    if (dst_.layout == Layout::channels_last) batch_ = dst_.shape.numel() / dst_.shape[1];
+    // Bytes per row of each input, and of the output.
     for (const MemFormat& f : srcs)
       block_bytes_.push_back(static_cast<size_t>(f.shape.numel() / batch_) * elem);
     dst_block_bytes_ = static_cast<size_t>(dst_.shape.numel() / batch_) * elem;
@@ -72,9 +75,11 @@ std::unique_ptr<ConcatKernel> make_concat(const std::vector<MemFormat>& srcs) {
   Shape out = first.shape;
   out[1] = 0;
   for (const MemFormat& f : srcs) {
-    if (f.layout != Layout::plain)
-      throw_runtime("concat: the reference backend concatenates plain tensors only, got " +
-                    f.str());
+    if (f.layout != first.layout || f.layout == Layout::blocked)
+      throw_runtime(
+          "concat: the reference backend concatenates tensors of one layout, plain or "
+          "channels-last, got " +
+          first.str() + " and " + f.str());
     bool same = f.dtype == first.dtype && f.shape.rank() == first.shape.rank();
     for (int d = 0; same && d < f.shape.rank(); ++d)
       if (d != 1 && f.shape[d] != first.shape[d]) same = false;
@@ -84,7 +89,7 @@ std::unique_ptr<ConcatKernel> make_concat(const std::vector<MemFormat>& srcs) {
     out[1] += f.shape[1];
   }
   if (first.shape[0] <= 0) throw_input("concat: batch must be positive, got " + first.str());
-  return std::make_unique<Concat>(srcs, plain_format(out, first.dtype));
+  return std::make_unique<Concat>(srcs, plain_format(out, first.dtype, first.layout));
 }
 
 }  // namespace crest::reference

@@ -29,12 +29,15 @@ class ReferenceBackend final : public Backend {
       return Support::no("the reference backend cannot read blocked format " + f.str());
     return Backend::supports(d, f);
   }
-  // Concatenation copies plain blocks: the concat layer hands other layouts over plain.
+  // Concatenation copies rows of one layout: the concat layer reorders a mix into one.
   Support supports(const std::vector<MemFormat>& srcs) const override {
     if (Support s = Backend::supports(srcs); !s) return s;
     for (const MemFormat& f : srcs)
-      if (f.layout != Layout::plain)
-        return Support::no("the reference backend concatenates plain tensors only, not " + f.str());
+      if (f.layout != srcs.front().layout || f.layout == Layout::blocked)
+        return Support::no(
+            "the reference backend concatenates tensors of one layout, plain or channels-last, "
+            "not " +
+            srcs.front().str() + " with " + f.str());
     return Support::yes();
   }
 
