@@ -74,6 +74,7 @@ std::vector<MemFormat> concatenable(Backend& backend, const std::vector<MemForma
   }
   const auto all_in = [&](Layout layout) {
     std::vector<MemFormat> out;
+    out.reserve(in.size());
     for (const MemFormat& f : in) out.push_back(plain_format(f.shape, f.dtype, layout));
     return out;
   };
