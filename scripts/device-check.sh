@@ -212,7 +212,7 @@ run() {
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
   } | tee "$OUT/summary.txt"
   check libraries 30 libraries_resolve "$dir/bin/crest_tests" "$dir/bin/libcrest_cuda.so"
-  check agreement 120 gtest_all_ran "$dir/bin/crest_tests" \
+  check agreement 180 gtest_all_ran "$dir/bin/crest_tests" \
     --gtest_filter='CudaAgreement.*:CudaVectorOps.*:CudaRegisteredKernels.*:CudaGraphAgreement.*:CudaStepGraph.*:CudaNccl.*'
   check op_table 90 "$dir/bin/crest_tests" \
     --gtest_filter='*OpTable.EveryBackendAgrees*:*OpTable.HalfPrecision*'
