@@ -245,6 +245,10 @@ run() {
   # bf16 with every kernel plain, beside the bf16 runs above, whose convolutions, batch norms and
   # poolings compute channels-last: what channels-last gains on the tensor cores.
   train_checks _bf16_plain bf16 8 CREST_CUDA_LAYOUT=plain CREST_CUDNN_ALGORITHMS=measured
+  # The batch 1 for CosmoFlow too (DeepCAM's ran above).
+  check train_cosmoflow_128_b1_bf16 60 env CREST_CUDNN_ALGORITHMS=measured "$dir/bin/crest" bench \
+    train --model cosmoflow --size 128 --batch 1 --steps 5 --warmup 2 --backend cuda --profile \
+    --precision bf16
   train_checks _heuristic float32 2 CREST_CUDNN_ALGORITHMS=heuristic
   summarize >>"$OUT/summary.txt"
 }
