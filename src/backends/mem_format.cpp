@@ -27,4 +27,19 @@ MemFormat plain_format(const Shape& shape, DType dtype, Layout layout) {
   return f;
 }
 
+int64_t channel_rows(const MemFormat& f) {
+  if (f.layout != Layout::channels_last) return f.shape[0];
+  return f.shape[1] > 0 ? f.shape.numel() / f.shape[1] : 0;
+}
+
+Support rows_concatenable(const std::vector<MemFormat>& srcs, const std::string& backend) {
+  for (const MemFormat& f : srcs)
+    if (f.layout == Layout::blocked || f.layout != srcs.front().layout)
+      return Support::no("the " + backend +
+                         " backend concatenates tensors of one layout, plain or channels-last, "
+                         "not " +
+                         srcs.front().str() + " with " + f.str());
+  return Support::yes();
+}
+
 }  // namespace crest

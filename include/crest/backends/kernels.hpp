@@ -432,6 +432,13 @@ struct Support {
   static Support no(std::string why) { return {false, std::move(why)}; }
 };
 
+// Channel concatenation by rows, as the reference and cuda backends run it: a row is a sample of
+// a plain tensor, or one position of a sample of a channels-last one, and holds an input's
+// channels contiguously. channel_rows: how many rows `f` has. rows_concatenable: whether `srcs`
+// share one such layout (else no, naming `backend` and the formats).
+int64_t channel_rows(const MemFormat& f);
+Support rows_concatenable(const std::vector<MemFormat>& srcs, const std::string& backend);
+
 // ---------------------------------------------------------------------------------------------
 
 // A backend's compute peak: the best rate of a timed n x n x n GEMM (`crest bench peak`, the

@@ -77,9 +77,7 @@ class CudaConcat final : public ConcatKernel {
       : c_(std::move(context)) {
     Shape shape = srcs.front().shape;
     const Layout layout = srcs.front().layout;
-    batch_ = static_cast<size_t>(shape[0]);
-    if (layout == Layout::channels_last)
-      for (int a = 2; a < shape.rank(); ++a) batch_ *= static_cast<size_t>(shape[a]);
+    batch_ = static_cast<size_t>(channel_rows(srcs.front()));
     int64_t channels = 0;
     for (const MemFormat& s : srcs) {
       row_bytes_.push_back(batch_ ? s.bytes / batch_ : 0);

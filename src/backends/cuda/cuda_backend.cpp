@@ -107,12 +107,7 @@ class CudaBackend final : public Backend {
   }
   Support supports(const std::vector<MemFormat>& srcs) const override {
     if (Support s = Backend::supports(srcs); !s) return s;
-    for (const MemFormat& f : srcs)
-      if (!is_dense(f) || f.layout != srcs.front().layout)
-        return Support::no(
-            "the cuda backend concatenates tensors of one layout, plain or channels-last, not " +
-            srcs.front().str() + " with " + f.str());
-    return Support::yes();
+    return rows_concatenable(srcs, name());
   }
 
  protected:

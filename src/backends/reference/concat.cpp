@@ -18,8 +18,7 @@ class Concat final : public ConcatKernel {
  public:
   Concat(const std::vector<MemFormat>& srcs, MemFormat dst) : dst_(std::move(dst)) {
     const size_t elem = dtype_size(dst_.dtype);
-    batch_ = dst_.shape[0];
-    if (dst_.layout == Layout::channels_last) batch_ = dst_.shape.numel() / dst_.shape[1];
+    batch_ = channel_rows(dst_);
     // Bytes per row of each input, and of the output.
     for (const MemFormat& f : srcs)
       block_bytes_.push_back(static_cast<size_t>(f.shape.numel() / batch_) * elem);
@@ -75,11 +74,6 @@ std::unique_ptr<ConcatKernel> make_concat(const std::vector<MemFormat>& srcs) {
   Shape out = first.shape;
   out[1] = 0;
   for (const MemFormat& f : srcs) {
-    if (f.layout != first.layout || f.layout == Layout::blocked)
-      throw_runtime(
-          "concat: the reference backend concatenates tensors of one layout, plain or "
-          "channels-last, got " +
-          first.str() + " and " + f.str());
     bool same = f.dtype == first.dtype && f.shape.rank() == first.shape.rank();
     for (int d = 0; same && d < f.shape.rank(); ++d)
       if (d != 1 && f.shape[d] != first.shape[d]) same = false;

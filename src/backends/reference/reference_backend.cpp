@@ -32,13 +32,7 @@ class ReferenceBackend final : public Backend {
   // Concatenation copies rows of one layout: the concat layer reorders a mix into one.
   Support supports(const std::vector<MemFormat>& srcs) const override {
     if (Support s = Backend::supports(srcs); !s) return s;
-    for (const MemFormat& f : srcs)
-      if (f.layout != srcs.front().layout || f.layout == Layout::blocked)
-        return Support::no(
-            "the reference backend concatenates tensors of one layout, plain or channels-last, "
-            "not " +
-            srcs.front().str() + " with " + f.str());
-    return Support::yes();
+    return rows_concatenable(srcs, name());
   }
 
  protected:
