@@ -7,6 +7,7 @@
 #include <string>
 
 #include "support/cli_util.hpp"
+#include "support/test_util.hpp"
 #include "support/tiny_run.hpp"
 #include "support/weights_compare.hpp"
 
@@ -28,6 +29,7 @@ CliRun crest_with_cache(const std::string& cache, const std::string& args) {
 const std::string kTiny = crest::test::tiny_cosmoflow_args();
 
 TEST(AutotuneResume, ResumeUsesTheRecordedLayoutsWithoutMeasuring) {
+  CREST_SKIP_WITHOUT_BACKEND("onednn");  // the reference backend has no layouts to measure
   TempDir d;
   const std::string cache = d.file("cache.json");
   CliRun straight = crest_with_cache(
