@@ -16,6 +16,13 @@
 // helper would be outlined once, for the baseline). Helpers defined outside the .inc are inlined
 // into each copy. Results are the same from every copy where each element is computed on its own
 // or reductions keep their order (CMakeLists.txt turns off FMA contraction).
+//
+// A lambda inside such a helper is a function of its own, compiled for the baseline wherever the
+// optimiser leaves it out of line. One that takes or returns a 64-byte vector value (lanes.hpp,
+// double_lanes.hpp) must then be inlined (CREST_INLINED_LAMBDA): the AVX-512 copy passes the
+// value in a zmm register, the baseline lambda reads it from the stack. Which lambdas GCC inlines
+// otherwise is its heuristics' choice: under AddressSanitizer's instrumentation GCC 12 kept the
+// 3-D Winograd's output lambda out of line, and every bf16 output of the AVX-512 copy was garbage.
 #pragma once
 #include <string>
 
@@ -38,6 +45,9 @@ std::string cpu_isa_spelling(std::string name);
 std::string cpu_level_cap();
 
 }  // namespace crest
+
+// After a lambda's parameter list: the lambda is inlined wherever it is called, or the build fails.
+#define CREST_INLINED_LAMBDA __attribute__((always_inline))
 
 // Calls loop function `f` (overloads and templates deduce as usual) in the copy cpu_level() picks.
 #define CREST_WIDEST_VECTORS_CALL(f, ...)                                         \

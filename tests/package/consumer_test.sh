@@ -13,8 +13,11 @@ cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log" ||
   { cat "$tmp/install.log"; exit 1; }
 test -f "$tmp/prefix/lib/cmake/crest/crestConfig.cmake" ||
   { echo "no crestConfig.cmake under $tmp/prefix/lib/cmake/crest"; exit 1; }
+# The program is compiled with the build's own flags: a sanitizer build's libcrest needs its
+# runtime loaded first, which only an instrumented program does.
+flags=$(sed -n 's/^CMAKE_CXX_FLAGS:STRING=//p' "$build/CMakeCache.txt")
 cmake -S "$here" -B "$tmp/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" -DCMAKE_BUILD_TYPE=Release \
-  > "$tmp/configure.log" || { cat "$tmp/configure.log"; exit 1; }
+  -DCMAKE_CXX_FLAGS="$flags" > "$tmp/configure.log" || { cat "$tmp/configure.log"; exit 1; }
 cmake --build "$tmp/build" > "$tmp/build.log" 2>&1 || { cat "$tmp/build.log"; exit 1; }
 # The program loads libcrest.so from the prefix, not from the build tree.
 # (ldd's whole output first: `ldd | grep -q` under pipefail fails when grep stops reading early.)

@@ -85,7 +85,7 @@ struct LambChunk {
     u_low += u0 * u0;
     u_high += u1 * u1;
   }
-  const auto pairwise = [](EightDoubles low, EightDoubles high) {
+  const auto pairwise = [](EightDoubles low, EightDoubles high) CREST_INLINED_LAMBDA {
     const EightDoubles p = low + high;
     return ((p[0] + p[4]) + (p[2] + p[6])) + ((p[1] + p[5]) + (p[3] + p[7]));
   };

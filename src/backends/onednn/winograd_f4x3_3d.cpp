@@ -82,7 +82,7 @@ template <typename T>
                                               int64_t first, int64_t rows, float* v) {
   const TileOrigin o = origin(g, t);
   const int64_t count = lanes_in_block(g.in_channels, b);
-  auto row = [&](int i, int j, Lanes* r) {
+  auto row = [&](int i, int j, Lanes* r) CREST_INLINED_LAMBDA {
     const int64_t z = o.z - g.pad[0] + i, y = o.y - g.pad[1] + j;
     for (int k = 0; k < 6; ++k) {
       const int64_t x = o.x - g.pad[2] + k;
@@ -91,7 +91,7 @@ template <typename T>
                  : Lanes{};
     }
   };
-  auto put = [&](int xi, Lanes value) {
+  auto put = [&](int xi, Lanes value) CREST_INLINED_LAMBDA {
     store(v + point_at(xi, rows, t - first, g.in_channels, b), value);
   };
   three_axes<6, 6, winograd::input_1d>(row, put);
@@ -102,13 +102,13 @@ template <typename T>
                                                const OutputActivation& act, int64_t t, int64_t b,
                                                int64_t first, int64_t rows, T* out) {
   const TileOrigin o = origin(g, t);
-  auto row = [&](int i, int j, Lanes* r) {
+  auto row = [&](int i, int j, Lanes* r) CREST_INLINED_LAMBDA {
     for (int k = 0; k < 6; ++k)
       r[k] = load(m + point_at((i * 6 + j) * 6 + k, rows, t - first, g.out_channels, b));
   };
   const int64_t count = lanes_in_block(g.out_channels, b);
   const Lanes shift = bias != nullptr ? load_first(bias + b * kLanes, count) : Lanes{};
-  auto put = [&](int at, Lanes value) {
+  auto put = [&](int at, Lanes value) CREST_INLINED_LAMBDA {
     const int64_t z = o.z + at / 16, y = o.y + at / 4 % 4, x = o.x + at % 4;
     if (inside(g.out_size, z, y, x))
       store_first(out + voxel_at(g.out, g.out_size, o.n, b, z, y, x), activated(value + shift, act),
@@ -123,7 +123,7 @@ template <typename T>
                                                  float* tiles) {
   const TileOrigin o = origin(g, t);
   const int64_t count = lanes_in_block(g.out_channels, b);
-  auto row = [&](int i, int j, Lanes* r) {
+  auto row = [&](int i, int j, Lanes* r) CREST_INLINED_LAMBDA {
     const int64_t z = o.z + i, y = o.y + j;
     for (int k = 0; k < 4; ++k) {
       const int64_t x = o.x + k;
@@ -132,7 +132,7 @@ template <typename T>
                  : Lanes{};
     }
   };
-  auto put = [&](int xi, Lanes value) {
+  auto put = [&](int xi, Lanes value) CREST_INLINED_LAMBDA {
     store(tiles + point_at(xi, rows, t - first, g.out_channels, b), value);
   };
   three_axes<4, 6, winograd::gradient_1d>(row, put);
