@@ -10,8 +10,8 @@
 
 #include "bench_model.hpp"
 #include "commands.hpp"
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
-#include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/session.hpp"
 #include "crest/graph/executor.hpp"
@@ -55,9 +55,8 @@ void bench_infer(const BenchInferArgs& a) {
   const HybridGroups groups =
       make_hybrid_groups(*comm, a.spatial, "bench infer: --spatial",
                          parse_halo_overlap(a.halo_overlap, "bench infer: --halo-overlap"));
-  // The node's cores shared among its ranks.
-  SessionOptions so = bench_session_options(a, Purpose::inference, a.batch,
-                                            std::max(1, hardware_threads() / comm->local_size()));
+  SessionOptions so =
+      bench_session_options(a, Purpose::inference, a.batch, threads_per_rank(comm->local_size()));
   so.spatial = groups.split;
   const Session session(m.graph, so);
   Backend& backend = session.backend();

@@ -22,8 +22,8 @@
 
 #include "bench_model.hpp"
 #include "commands.hpp"
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
-#include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/pipeline_training_session.hpp"
 #include "crest/engine/session.hpp"
@@ -227,7 +227,7 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   const BuiltModel m = build_model(bench_model_config(a));
   TrainingSessionOptions to;
   to.session = bench_session_options(a, Purpose::training, a.micro_batch,
-                                     std::max(1, hardware_threads() / comm->local_size()));
+                                     threads_per_rank(comm->local_size()));
   to.optimizer = bench_optimizer_config(a.model, a.optimizer);
   int group = 1;
   for (int parts : a.spatial) group *= std::max(1, parts);

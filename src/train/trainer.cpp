@@ -11,12 +11,12 @@
 #include <map>
 #include <ostream>
 #include <sstream>
-#include <thread>
 #include <type_traits>
 
 #include "batch_ahead.hpp"
 #include "checkpointer.hpp"
 #include "config/text.hpp"
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/node_memory.hpp"
 #include "crest/core/units.hpp"
@@ -1471,8 +1471,7 @@ MemoryLimit memory_limit_per_rank(const Config& config, int local_ranks) {
 
 int compute_threads_per_rank(const Config& config, int local_ranks) {
   if (config.crest.threads > 0) return config.crest.threads;
-  return static_cast<int>(
-      std::max(1u, std::thread::hardware_concurrency() / static_cast<unsigned>(local_ranks)));
+  return threads_per_rank(local_ranks);
 }
 
 }  // namespace crest

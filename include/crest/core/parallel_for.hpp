@@ -5,7 +5,7 @@
 
 namespace crest {
 
-// The machine's hardware threads (std::thread::hardware_concurrency), at least 1.
+// The CPUs this process may run on (usable_cpus, crest/core/cpus.hpp), at least 1.
 int hardware_threads();
 
 // How many threads parallel_for(n, threads, ...) runs: min(threads, n), threads < 1 counting as
