@@ -5,7 +5,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include <thread>
+
+#include "crest/core/error.hpp"
 
 namespace crest {
 
@@ -37,6 +41,30 @@ int threads_per_rank(int local_ranks, int usable, int online) {
 
 int threads_per_rank(int local_ranks) {
   return threads_per_rank(local_ranks, usable_cpus(), online_cpus());
+}
+
+int parse_omp_num_threads(const char* value) {
+  if (value == nullptr) return 0;
+  const std::string text(value);
+  const size_t begin = text.find_first_not_of(" \t");
+  if (begin == std::string::npos) return 0;
+  const size_t end = text.find(',', begin);
+  std::string first = text.substr(begin, end == std::string::npos ? end : end - begin);
+  first.erase(first.find_last_not_of(" \t") + 1);
+  const bool digits = !first.empty() && first.size() <= 9 &&
+                      first.find_first_not_of("0123456789") == std::string::npos;
+  const int threads = digits ? std::atoi(first.c_str()) : 0;
+  if (threads < 1)
+    throw_usage("OMP_NUM_THREADS='" + text +
+                "': its first entry must be a positive thread count (unset it, or give "
+                "crest.threads or --threads a count)");
+  return threads;
+}
+
+int default_threads_per_rank(int local_ranks) {
+  if (const int asked = parse_omp_num_threads(std::getenv("OMP_NUM_THREADS")); asked > 0)
+    return asked;
+  return threads_per_rank(local_ranks);
 }
 
 }  // namespace crest

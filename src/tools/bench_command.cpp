@@ -19,10 +19,10 @@
 
 #include "bench_model.hpp"
 #include "commands.hpp"
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/core/name_registry.hpp"
-#include "crest/core/parallel_for.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/dist/gradient_sync.hpp"
 #include "crest/engine/training_session.hpp"
@@ -35,8 +35,6 @@
 
 namespace crest::tools {
 namespace {
-
-int resolve_threads(int t) { return t > 0 ? t : hardware_threads(); }
 
 struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   int64_t batch = 2;
@@ -152,10 +150,8 @@ void bench_train(const BenchTrainArgs& a) {
   const HybridGroups groups =
       make_hybrid_groups(*comm, a.spatial, "bench train: --spatial",
                          parse_halo_overlap(a.halo_overlap, "bench train: --halo-overlap"));
-  // Default threads: the node's cores shared among its ranks.
   TrainingSessionOptions to;
-  to.session = bench_session_options(a, Purpose::training, a.batch,
-                                     std::max(1, resolve_threads(0) / comm->local_size()));
+  to.session = bench_session_options(a, Purpose::training, a.batch, comm->local_size());
   to.session.spatial = groups.split;
   to.session.split_outputs = true;  // as crest train: nothing gathers the prediction
   to.spatial_group = groups.spatial.get();
@@ -367,7 +363,8 @@ void bench_train(const BenchTrainArgs& a) {
 
 void bench_peak(const std::string& backend_name, int threads_arg, int64_t n, int iters) {
   auto backend = make_backend(backend_name);
-  const int threads = backend->set_threads(resolve_threads(threads_arg));
+  const int threads =
+      backend->set_threads(threads_arg > 0 ? threads_arg : default_threads_per_rank(1));
   for (DType t : {DType::f32, DType::bf16, DType::f16}) {
     const PeakRate p = backend->peak(t, n, iters);
     nlohmann::json j;
@@ -395,7 +392,8 @@ void register_bench(CLI::App& app) {
   train->add_option("--batch", ta->batch, "batch size");
   train->add_option("--steps", ta->steps, "timed steps");
   train->add_option("--warmup", ta->warmup, "untimed steps first");
-  train->add_option("--threads", ta->threads, "compute threads (0 = all cores)");
+  train->add_option("--threads", ta->threads,
+                    std::string("compute threads per rank (") + kDefaultThreadsHelp + ")");
   train->add_option("--backend", ta->backend, "a registered backend (default: the fastest built)");
   train->add_option("--precision", ta->precision,
                     "float32, bf16 or fp16 (mixed precision: 16-bit activations, float32 weights)");
@@ -447,7 +445,8 @@ void register_bench(CLI::App& app) {
   auto peak_backend = std::make_shared<std::string>(default_backend_name());
   CLI::App* peak =
       bench->add_subcommand("peak", "GEMM GFLOP/s (fp32, bf16, fp16): the roofline reference");
-  peak->add_option("--threads", *threads, "compute threads (0 = all cores)");
+  peak->add_option("--threads", *threads,
+                   std::string("compute threads (") + kDefaultThreadsHelp + ")");
   peak->add_option("--size", *n, "matrix size");
   peak->add_option("--iters", *iters, "timed runs (best is reported)");
   peak->add_option("--backend", *peak_backend, "a registered backend (default: the fastest built)");

@@ -10,7 +10,6 @@
 
 #include "bench_model.hpp"
 #include "commands.hpp"
-#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/session.hpp"
@@ -55,8 +54,7 @@ void bench_infer(const BenchInferArgs& a) {
   const HybridGroups groups =
       make_hybrid_groups(*comm, a.spatial, "bench infer: --spatial",
                          parse_halo_overlap(a.halo_overlap, "bench infer: --halo-overlap"));
-  SessionOptions so =
-      bench_session_options(a, Purpose::inference, a.batch, threads_per_rank(comm->local_size()));
+  SessionOptions so = bench_session_options(a, Purpose::inference, a.batch, comm->local_size());
   so.spatial = groups.split;
   const Session session(m.graph, so);
   Backend& backend = session.backend();
@@ -106,7 +104,8 @@ void register_bench_infer(CLI::App& bench) {
   cmd->add_option("--batch", a->batch, "batch size");
   cmd->add_option("--passes", a->passes, "timed passes (the best is reported)");
   cmd->add_option("--warmup", a->warmup, "untimed passes first");
-  cmd->add_option("--threads", a->threads, "compute threads (0 = all cores)");
+  cmd->add_option("--threads", a->threads,
+                  std::string("compute threads per rank (") + kDefaultThreadsHelp + ")");
   cmd->add_option("--backend", a->backend, "a registered backend (default: the fastest built)");
   cmd->add_option("--precision", a->precision, "float32, bf16 or fp16");
   cmd->add_flag("--profile", a->profile, "also print per-layer times");

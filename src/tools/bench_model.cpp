@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "crest/core/bf16.hpp"
+#include "crest/core/cpus.hpp"
 #include "crest/core/fp16.hpp"
 #include "crest/core/host_staging.hpp"
 #include "crest/core/name_registry.hpp"
@@ -15,10 +16,10 @@
 namespace crest::tools {
 
 SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int64_t batch,
-                                     int default_threads) {
+                                     int local_ranks) {
   SessionOptions so;
   so.backend = a.backend;
-  so.threads = a.threads > 0 ? a.threads : default_threads;
+  so.threads = a.threads > 0 ? a.threads : default_threads_per_rank(local_ranks);
   if (a.autotune) so.layout_tuning.emplace().measure = true;
   so.purpose = purpose;
   so.precision = parse_enum<Precision>(a.precision, "--precision");

@@ -33,9 +33,10 @@ struct BenchRunArgs {
   bool autotune = false;              // choose conv layouts by measuring them (crest.autotune)
 };
 
-// The engine session of a model benchmark: `default_threads` where --threads is 0.
+// The engine session of a model benchmark; where --threads is 0, the default threads of one of
+// `local_ranks` ranks on a node (default_threads_per_rank), as crest train's.
 SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int64_t batch,
-                                     int default_threads);
+                                     int local_ranks);
 
 // `optimizer` (a registered name, any spelling), or the model's reference optimizer where it is
 // "", with the config's defaults for it and a momentum of 0.9 where it takes one (the peers' SGD).

@@ -22,7 +22,6 @@
 
 #include "bench_model.hpp"
 #include "commands.hpp"
-#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/dist/communicator.hpp"
 #include "crest/engine/pipeline_training_session.hpp"
@@ -226,8 +225,7 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   auto comm = make_world_communicator(wo);
   const BuiltModel m = build_model(bench_model_config(a));
   TrainingSessionOptions to;
-  to.session = bench_session_options(a, Purpose::training, a.micro_batch,
-                                     threads_per_rank(comm->local_size()));
+  to.session = bench_session_options(a, Purpose::training, a.micro_batch, comm->local_size());
   to.optimizer = bench_optimizer_config(a.model, a.optimizer);
   int group = 1;
   for (int parts : a.spatial) group *= std::max(1, parts);
@@ -274,7 +272,7 @@ void register_bench_pipeline(CLI::App& bench) {
   cmd->add_option("--backend", a->backend, "a registered backend (default: the fastest built)");
   cmd->add_option("--precision", a->precision, "float32 | bf16 | fp16 | float64");
   cmd->add_option("--threads", a->threads,
-                  "compute threads per rank (default: the node's cores / ranks)");
+                  std::string("compute threads per rank (") + kDefaultThreadsHelp + ")");
   cmd->add_option("--stages", a->stages,
                   "pipeline stages (default: one per rank); the ranks are stages x replicas");
   cmd->add_option("--spatial", a->spatial,

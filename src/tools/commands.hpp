@@ -9,6 +9,10 @@ namespace crest::tools {
 // (crest train stopped early by a signal or its time budget: docs/checkpoints.md).
 inline int command_exit_code = 0;
 
+// What a compute-thread option's 0 means (crest/core/cpus.hpp: default_threads_per_rank).
+inline constexpr const char* kDefaultThreadsHelp =
+    "0 = OMP_NUM_THREADS where set, else this rank's share of the CPUs it may run on";
+
 void register_train(CLI::App& app);              // crest train
 void register_bench(CLI::App& app);              // crest bench train | peak | loader
 void register_data_tools(CLI::App& app);         // crest datagen | stage | validate | inspect

@@ -57,7 +57,8 @@ void register_predict(CLI::App& app) {
   cmd->add_option("--out,-o", args->opts.out, "the HDF5 file to write")->required();
   cmd->add_option("--batch", args->batch, "samples per forward pass (same as data.batch_size)");
   cmd->add_option("--precision", args->precision, "float32, bf16, fp16 or float64");
-  cmd->add_option("--threads", args->threads, "compute threads per rank");
+  cmd->add_option("--threads", args->threads,
+                  std::string("compute threads per rank (") + kDefaultThreadsHelp + ")");
   cmd->add_flag("--probabilities", args->opts.probabilities,
                 "segmentation: also write the class probabilities (float16)");
   cmd->add_flag("--skip-bad", args->opts.skip_bad,

@@ -34,9 +34,9 @@ void register_train(CLI::App& app) {
                   "write a Chrome-trace timeline of every rank (chrome://tracing, Perfetto)");
   cmd->add_option("--save-weights", args->opts.save_weights,
                   "write the trained weights (safetensors)");
-  cmd->add_option(
-      "--threads", args->threads,
-      "compute threads per rank (same as crest.threads=N; default: the node's cores / its ranks)");
+  cmd->add_option("--threads", args->threads,
+                  std::string("compute threads per rank (same as crest.threads=N; ") +
+                      kDefaultThreadsHelp + ")");
   cmd->add_option("--precision", args->precision,
                   "float32, bf16, fp16 or float64 (same as crest.precision=...)");
   cmd->add_option("--resume", args->resume,

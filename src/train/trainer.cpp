@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <iomanip>
 #include <map>
@@ -477,7 +478,9 @@ void TrainingRun::print_header() {
   log << "crest " << CREST_VERSION << " | config " << config_.source << " | backend "
       << backend_->name();
   if (const std::string isa = backend_->instruction_sets(); !isa.empty()) log << " (" << isa << ")";
-  log << " | " << threads_ << " threads";
+  log << " | " << threads_ << (threads_ == 1 ? " thread" : " threads");
+  if (config_.crest.threads == 0 && parse_omp_num_threads(std::getenv("OMP_NUM_THREADS")) > 0)
+    log << " (OMP_NUM_THREADS)";
   if (comm_->size() > 1) {
     log << " per rank | " << comm_->size() << " ranks (" << comm_->name() << ", "
         << comm_->local_size() << " on this node) | ";
@@ -1471,7 +1474,7 @@ MemoryLimit memory_limit_per_rank(const Config& config, int local_ranks) {
 
 int compute_threads_per_rank(const Config& config, int local_ranks) {
   if (config.crest.threads > 0) return config.crest.threads;
-  return threads_per_rank(local_ranks);
+  return default_threads_per_rank(local_ranks);
 }
 
 }  // namespace crest

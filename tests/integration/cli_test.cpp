@@ -57,7 +57,7 @@ TEST(Cli, ReferenceBackendWarnsAndReportsTheThreadItUses) {
   CliRun r =
       crest("train --config " + kDemo + " crest.backend=reference crest.threads=2 --dry-run");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("backend reference | 1 threads"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("backend reference | 1 thread |"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("warning: crest.backend=reference"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("100x slower"), std::string::npos) << r.out;
   if (!crest::test::has_backend("onednn")) return;  // the default is then the reference backend
@@ -68,6 +68,26 @@ TEST(Cli, ReferenceBackendWarnsAndReportsTheThreadItUses) {
   EXPECT_NE(r.out.find(", crest loops "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find(") | 2 threads"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("warning:"), std::string::npos) << r.out;
+}
+
+// With crest.threads 0 a job script's OMP_NUM_THREADS sets the count, as it does for OpenMP;
+// crest.threads overrides it, and a value that is no count is refused before anything runs.
+TEST(Cli, OmpNumThreadsSetsTheDefaultCountAndABadOneIsRefused) {
+  if (!crest::test::has_backend("onednn")) GTEST_SKIP() << "backend 'onednn' is not built";
+  const std::string train = std::string(CREST_BINARY) + " train --config " + kDemo + " --dry-run";
+  CliRun r = crest::test::run_shell("env OMP_NUM_THREADS=3,1 " + train + " crest.threads=0 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(") | 3 threads (OMP_NUM_THREADS)"), std::string::npos) << r.out;
+  r = crest::test::run_shell("env OMP_NUM_THREADS=3 " + train + " crest.threads=1 2>&1");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find(") | 1 thread |"), std::string::npos) << r.out;
+  TempDir d;
+  r = crest::test::run_shell("env OMP_NUM_THREADS=many " + std::string(CREST_BINARY) +
+                             " train --config " + kDemo +
+                             " crest.threads=0 output_dir=" + d.file("out") + " 2>&1");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("OMP_NUM_THREADS='many'"), std::string::npos) << r.out;
+  EXPECT_EQ(d.entries(), 0u) << "a refused run must write nothing";
 }
 
 // One variable caps oneDNN and crest's own loops alike (widest_vectors.hpp); the lines say so.

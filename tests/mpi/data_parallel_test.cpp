@@ -143,7 +143,7 @@ TEST(DataParallel, TooFewSamplesForEveryRankIsAnErrorNotAHang) {
   EXPECT_NE(r.out.find("2 samples cannot give every one of 4 ranks a full batch of 1"),
             std::string::npos)
       << r.out;
-  EXPECT_NE(r.out.find("1 threads per rank"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("1 thread per rank"), std::string::npos) << r.out;
 }
 
 // Starts a long 2-rank job, waits until it trains (its first epoch line: both ranks are past

@@ -6,8 +6,10 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
 #include <thread>
 
+#include "crest/core/error.hpp"
 #include "crest/core/parallel_for.hpp"
 
 namespace crest {
@@ -70,6 +72,30 @@ TEST(Cpus, ATaskConfinedToOneCpuCountsOne) {
   EXPECT_EQ(confined, 1);
   EXPECT_EQ(confined_threads, 1);
   EXPECT_EQ(usable_cpus(), all);
+}
+
+// OMP_NUM_THREADS as OpenMP reads it: the outermost level of a list, blanks around it allowed.
+TEST(Cpus, OmpNumThreadsGivesItsFirstEntry) {
+  EXPECT_EQ(parse_omp_num_threads(nullptr), 0);
+  EXPECT_EQ(parse_omp_num_threads(""), 0);
+  EXPECT_EQ(parse_omp_num_threads("  "), 0);
+  EXPECT_EQ(parse_omp_num_threads("8"), 8);
+  EXPECT_EQ(parse_omp_num_threads(" 16 "), 16);
+  EXPECT_EQ(parse_omp_num_threads("4,2"), 4);
+  EXPECT_EQ(parse_omp_num_threads("3 ,1"), 3);
+}
+
+TEST(Cpus, AnOmpNumThreadsThatIsNoCountIsRefusedNamingTheVariable) {
+  for (const char* bad : {"0", "-2", "abc", "4x", "2.5", ",4", "99999999999"}) {
+    try {
+      parse_omp_num_threads(bad);
+      ADD_FAILURE() << "accepted OMP_NUM_THREADS='" << bad << "'";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.kind(), ErrorKind::usage) << bad;
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string("OMP_NUM_THREADS='") + bad + "'"), std::string::npos) << what;
+    }
+  }
 }
 
 }  // namespace

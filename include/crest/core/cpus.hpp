@@ -28,4 +28,15 @@ int threads_per_rank(int local_ranks);
 // The same rule for given counts (threads_per_rank reads them from the calling thread).
 int threads_per_rank(int local_ranks, int usable, int online);
 
+// The thread count an OMP_NUM_THREADS value asks for: its first entry (the outermost level of a
+// nested list such as "8,2"), or 0 where the value is null or blank. Throws a usage error naming
+// the variable where the entry is not a positive integer.
+int parse_omp_num_threads(const char* value);
+
+// Compute threads per rank where crest.threads (or --threads) is 0: OMP_NUM_THREADS where it is
+// set, as OpenMP itself reads it (per process: a job script's `export OMP_NUM_THREADS=8` with
+// `srun -c 16` on cores with two hardware threads keeps one thread per core), otherwise
+// threads_per_rank(local_ranks).
+int default_threads_per_rank(int local_ranks);
+
 }  // namespace crest

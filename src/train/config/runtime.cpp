@@ -1,11 +1,13 @@
 // crest: (a crest addition) the backend, its threads, the precision it computes in and whether
 // it chooses layouts by measuring them.
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "config/sections.hpp"
 #include "crest/backends/kernels.hpp"
+#include "crest/core/cpus.hpp"
 
 namespace crest::config {
 namespace {
@@ -64,7 +66,19 @@ void check_graphs(const SectionReader& r, const S& s) {
                               "crest.backend: cuda)");
 }
 
+// threads: 0 takes OMP_NUM_THREADS where it is set: a value that is no count is refused here,
+// with the config, before the run writes anything.
+void check_threads(const SectionReader& r, const S& s) {
+  if (s.threads != 0) return;
+  try {
+    parse_omp_num_threads(std::getenv("OMP_NUM_THREADS"));
+  } catch (const Error& e) {
+    r.fail("threads", std::string("0 takes the count from the environment: ") + e.what());
+  }
+}
+
 void check_runtime(const SectionReader& r, S& s) {
+  check_threads(r, s);
   check_precision(r, s);
   check_graphs(r, s);
 }
