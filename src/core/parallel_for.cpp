@@ -8,11 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "crest/core/cpus.hpp"
-
 namespace crest {
-
-int hardware_threads() { return usable_cpus(); }
 
 int parallel_for_workers(size_t n, int threads) {
   return static_cast<int>(std::min(static_cast<size_t>(std::max(threads, 1)), n));

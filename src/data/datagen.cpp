@@ -8,6 +8,7 @@
 #include <ostream>
 #include <vector>
 
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/hash_rng.hpp"
 #include "crest/core/parallel_for.hpp"
@@ -87,7 +88,7 @@ DatagenResult generate_dataset(const DatagenOptions& options, std::ostream& log)
   std::vector<Job> jobs;
   for (int s = 0; s < 2; ++s)
     for (int64_t i = 0; i < counts[s]; ++i) jobs.push_back({s, i});
-  const int hw = hardware_threads();
+  const int hw = usable_cpus();
   const int threads = o.threads > 0 ? o.threads : hw;
   const int workers = parallel_for_workers(jobs.size(), threads);
   // Files in parallel; the cores left over go to OpenMP inside each generator.

@@ -6,9 +6,9 @@
 #include <chrono>
 #include <cstring>
 
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/half_codes.hpp"
-#include "crest/core/parallel_for.hpp"
 #include "crest/data/deepcam_reference_order.hpp"
 #include "crest/dist/communicator.hpp"
 
@@ -64,7 +64,7 @@ DataLoader::DataLoader(std::shared_ptr<const SampleSource> source, const LoaderO
     slots_.push_back(std::move(s));
   }
   int threads = opts_.threads;
-  if (threads <= 0) threads = std::min(hardware_threads(), 4);
+  if (threads <= 0) threads = std::min(usable_cpus(), 4);
   for (int i = 0; i < threads; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 

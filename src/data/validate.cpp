@@ -6,6 +6,7 @@
 #include <ostream>
 #include <sstream>
 
+#include "crest/core/cpus.hpp"
 #include "crest/core/error.hpp"
 #include "crest/core/name_registry.hpp"
 #include "crest/core/parallel_for.hpp"
@@ -110,7 +111,7 @@ ValidateReport validate_dataset(const ValidateOptions& o, std::ostream& log) {
   std::vector<SampleFileFacts> facts(files.size());
   std::vector<std::string> errors(files.size());
   Progress progress("validate", static_cast<int64_t>(files.size()));
-  const int threads = o.threads > 0 ? o.threads : hardware_threads();
+  const int threads = o.threads > 0 ? o.threads : usable_cpus();
   std::vector<std::vector<std::byte>> records(
       static_cast<size_t>(parallel_for_workers(files.size(), threads)));  // one per worker
   // A bad file is a finding, not a failure: every file is checked and its error kept.

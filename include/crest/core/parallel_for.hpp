@@ -5,9 +5,6 @@
 
 namespace crest {
 
-// The CPUs this process may run on (usable_cpus, crest/core/cpus.hpp), at least 1.
-int hardware_threads();
-
 // How many threads parallel_for(n, threads, ...) runs: min(threads, n), threads < 1 counting as
 // 1 (0 for n = 0). Per-worker state is indexed by `worker` below this.
 int parallel_for_workers(size_t n, int threads);
