@@ -25,7 +25,7 @@ enum class Purpose {
 
 struct SessionOptions {
   std::string backend = default_backend_name();
-  int threads = 0;  // compute threads; 0 leaves the backend's default (all cores)
+  int threads = 0;  // compute threads; 0 leaves the backend's default (OpenMP's, on the CPUs)
   // Applied after the threads: the layout cache is keyed by a machine signature that includes
   // them. Unset: the backend's fixed layout rule.
   std::optional<LayoutTuning> layout_tuning;

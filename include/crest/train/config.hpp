@@ -234,7 +234,7 @@ struct RuntimeConfig {
   // A name from backend_names(); the fastest built one by default ("onednn" where oneDNN was
   // found at build time, else "reference").
   std::string backend = default_backend_name();
-  int threads = 0;  // compute threads per rank; 0 = all cores
+  int threads = 0;  // compute threads per rank; 0 = default_threads_per_rank (core/cpus.hpp)
   // float64 needs a backend that supports it; bf16 and fp16 a backend and CPU that run them fast
   Precision precision = Precision::float32;
   // Choose each convolution's memory layouts by timing the candidates (cached per machine and
