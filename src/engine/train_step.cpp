@@ -205,16 +205,22 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
 // This step's gradients go aside and start their allreduce; the previous step's, averaged, take
 // their place in the gradient buffer (sideband included) and make the update (LaggedGradients).
 void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
-  lag_->swap(have_previous);
+  // The allreduce unscales the average; this rank's own gradient, under loss scaling, is its own.
+  lag_->swap(have_previous, exchanges() && scaler_ ? 1.0 / ex_.loss_scale() : 1.0);
   r.gradients_done = Timeline::now();
-  if (!have_previous) {  // the first window: nothing to apply yet
+  if (!have_previous && !lag_->corrects_locally()) {  // the first window: nothing to apply yet
     r.loss = ex_.loss();
     r.updated = false;
     r.update_done = r.gradients_done;
     return;
   }
-  decide_update(r, lr);
+  decide_update(r, lr, lag_->corrects_locally());
   r.update_done = Timeline::now();
+}
+
+void TrainStep::correct_lag_locally() {
+  CREST_CHECK(lag_ && micro_batches_ == 0, "the lag's correction is set before the first step");
+  lag_->correct_locally();
 }
 
 void TrainStep::set_local_steps(int steps) {
@@ -267,11 +273,8 @@ bool TrainStep::overflow_anywhere(StepResult& r, double norm_sq) {
 // rank saw, the job learns here. A rank that skipped a non-finite update is an optimizer step
 // behind: all take the largest count (Adam's and LAMB's bias correction).
 void TrainStep::average_models(StepResult& r) {
+  average_model_and_state();
   Communicator& comm = sync_->communicator();
-  const ParamStore& params = ex_.params();
-  average_store_layout(comm, params, params.values(), params.bytes());
-  for (const auto& state : optimizer_.state())
-    average_store_layout(comm, params, state.second->data(), params.trainable_bytes());
   double flags[4] = {window_stop_ ? 1.0 : 0.0, window_nonfinite_loss_ ? 1.0 : 0.0,
                      window_failed_ ? 1.0 : 0.0, window_nonfinite_gradient_ ? 1.0 : 0.0};
   comm.allreduce_sum(flags, 4);
@@ -290,11 +293,25 @@ void TrainStep::average_models(StepResult& r) {
 StepResult TrainStep::end_local_window() {
   StepResult r;
   if (local_window_open()) average_models(r);
+  if (lag_ && lag_->corrects_locally()) settle();  // the corrected lag's models, likewise
   return r;
 }
 
+void TrainStep::average_model_and_state() {
+  Communicator& comm = sync_->communicator();
+  const ParamStore& params = ex_.params();
+  average_store_layout(comm, params, params.values(), params.bytes());
+  for (const auto& state : optimizer_.state())
+    if (state.second != optimizer_.lagged_gradient())
+      average_store_layout(comm, params, state.second->data(), params.trainable_bytes());
+}
+
 void TrainStep::settle() {
-  if (lag_) lag_->settle();
+  if (!lag_) return;
+  lag_->settle();
+  if (!lag_->corrects_locally()) return;
+  if (lag_->models_diverged()) average_model_and_state();
+  lag_->restart_correction();
 }
 
 // One rank, no accumulation: no multiply runs over the gradients that 1/S could join.
@@ -311,9 +328,16 @@ void TrainStep::unscale_where_nothing_else_does() {
 // local pass over them answers for the whole job: the sum of squares, which a NaN or infinity
 // anywhere poisons. It is the pass every update makes for train.on_nonfinite; with a loss scaler
 // it is the overflow check as well, made once per optimizer step on the window's summed gradient.
-void TrainStep::decide_update(StepResult& r, double lr) {
-  const double norm_sq = read_update_facts(r);
+void TrainStep::decide_update(StepResult& r, double lr, bool corrected) {
+  double norm_sq = read_update_facts(r);
   if (r.rank_failed) return;  // the run ends: nothing to decide
+  // The lag's local correction holds this rank's own fresh gradient, which the check above does
+  // not see on the other ranks: where it is not finite, this rank takes the average alone, which
+  // every rank checks alike (the next average carries the bad values to all of them).
+  if (corrected && !std::isfinite(norm_sq)) {
+    lag_->drop_correction();
+    norm_sq = ex_.params().grad_sum_squares();
+  }
   const bool gradients_finite = std::isfinite(norm_sq);
   // Any non-finite value the scaler does not skip, and any without a scaler, is
   // train.on_nonfinite's (LossScaler::skips_overflow).

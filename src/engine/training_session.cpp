@@ -20,7 +20,8 @@ std::unique_ptr<Optimizer> attached_optimizer(const TrainingSessionOptions& o, E
 SessionOptions training_options(const TrainingSessionOptions& o) {
   CREST_CHECK(o.session.purpose == Purpose::training, "a training session needs Purpose::training");
   SessionOptions so = o.session;
-  so.beside.trainable_copies = training_state_copies(o.optimizer, o.accumulation, o.gradient_lag);
+  so.beside.trainable_copies =
+      training_state_copies(o.optimizer, o.accumulation, o.gradient_lag, o.lag_local_correction);
   return so;
 }
 
@@ -39,6 +40,7 @@ TrainingSession::TrainingSession(const Graph& graph, const TrainingSessionOption
   ex.set_batch_stat_reducer(bn_group_.get());
   if (o.loss_scaling) scaler_ = std::make_unique<LossScaler>(*o.loss_scaling);
   step_ = std::make_unique<TrainStep>(ex, *optimizer_, sync_.get(), scaler_.get());
+  if (o.lag_local_correction) step_->correct_lag_locally();
   if (o.step_graphs) step_->record_passes();
   step_->set_spatial_group(o.spatial_group);
 }

@@ -6,7 +6,9 @@
 namespace crest {
 
 // The optimizer's state (Optimizer::state_buffers: its moments, an accumulation window's sum, the
-// lagged gradient) and, under the gradient lag, LaggedGradients' spare.
-int training_state_copies(const OptimizerConfig& optimizer, int accumulation, bool gradient_lag);
+// lagged gradient) and, under the gradient lag, LaggedGradients' spare (and, with its local
+// correction, this rank's previous gradient).
+int training_state_copies(const OptimizerConfig& optimizer, int accumulation, bool gradient_lag,
+                          bool lag_local_correction = false);
 
 }  // namespace crest

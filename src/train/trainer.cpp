@@ -339,6 +339,7 @@ TrainingSessionOptions TrainingRun::session_options() const {
   to.optimizer = config_.optimizer;
   to.accumulation = config_.train.gradient_accumulation_frequency;
   to.gradient_lag = config_.train.gradient_lag > 0;
+  to.lag_local_correction = config_.train.gradient_lag_local_correction;
   to.step_graphs = config_.crest.cuda_graphs;
   to.sync = {.first_bucket_mb = config_.dist.first_bucket_mb,
              .bucket_mb = config_.dist.bucket_mb,
@@ -586,10 +587,12 @@ std::string TrainingRun::stage_ranks_text(int s) const {
 // How gradients meet, where it is not every step's synchronous allreduce.
 std::string TrainingRun::exchange_schedule() const {
   const TrainConfig& t = config_.train;
+  const std::string corrected =
+      t.gradient_lag_local_correction ? " with each rank's own gradient in its share's place" : "";
   if (t.gradient_lag > 0 && t.gradient_lag_start_epoch > 0)
-    return ", applied one step late after " + std::to_string(t.gradient_lag_start_epoch) +
-           " synchronous epochs (train.gradient_lag)";
-  if (t.gradient_lag > 0) return ", applied one step late (train.gradient_lag: 1)";
+    return ", applied one step late" + corrected + " after " +
+           std::to_string(t.gradient_lag_start_epoch) + " synchronous epochs (train.gradient_lag)";
+  if (t.gradient_lag > 0) return ", applied one step late" + corrected + " (train.gradient_lag: 1)";
   if (t.local_sgd_steps <= 1) return "";
   std::string s = ", local SGD: models averaged every " + std::to_string(t.local_sgd_steps) +
                   " steps and at each epoch's end";

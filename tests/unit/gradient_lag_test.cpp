@@ -6,8 +6,10 @@
 // process and through a (fake) 2-rank exchange whose other rank contributes nothing, so the
 // average is half this rank's gradient; under dynamic loss scaling (the scale growing every update)
 // too; a lag that starts later (train.gradient_lag's start_epoch) applies each window's own
-// gradient before its start window, nothing at it, and the previous window's after.
-// settle() leaves the lagged gradient, as checkpoints hold it, averaged.
+// gradient before its start window, nothing at it, and the previous window's after; with the
+// local correction, the previous window's average less this rank's share of then plus its own
+// gradient now. settle() leaves the lagged gradient, as checkpoints hold it, averaged (and, with
+// the correction, the models averaged and the correction restarted).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -125,14 +127,33 @@ void expect_near(const std::vector<double>& got, const std::vector<double>& want
 }
 
 // Windows of k micro-batches (k = 1: every step updates): each micro-batch's gradient counts 1/k,
-// and an update applies a whole window's average (a lagged one: the previous window's). The lag
-// starts at window `start` (the windows before it are synchronous).
-void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr,
-                    int64_t start = 0) {
-  Training t(lag, exchange, k, scaler);
-  t.step->set_lag_start_window(start);
-  const double share = (exchange ? 0.5 : 1.0) / k;
-  std::vector<double> window, previous;  // this window's averaged gradient, the last one's
+// and an update applies a whole window's average (a lagged one: the previous window's; with the
+// local correction, the previous window's average less this rank's own gradient then plus its
+// own now). The lag starts at window `start` (the windows before it are synchronous).
+struct Expected {
+  bool lag = false, exchange = false, corrected = false;
+  int k = 1;
+  LossScaler* scaler = nullptr;
+  int64_t start = 0;
+};
+
+// What an update applies: `average` and `own` are this window's gradients (the exchange's
+// average, this rank's own), `previous` and `own_previous` the last window's.
+std::vector<double> corrected_update(const std::vector<double>& previous,
+                                     const std::vector<double>& own_previous,
+                                     const std::vector<double>& own) {
+  std::vector<double> u(own.size());
+  for (size_t i = 0; i < u.size(); ++i) u[i] = previous[i] - own_previous[i] + own[i];
+  return u;
+}
+
+void expect_updates(const Expected& e) {
+  Training t(e.lag, e.exchange, e.k, e.scaler);
+  if (e.corrected) t.step->correct_lag_locally();
+  t.step->set_lag_start_window(e.start);
+  const double share = (e.exchange ? 0.5 : 1.0) / e.k;
+  // This window's averaged gradient and this rank's own, the last window's of each.
+  std::vector<double> window, own, previous, own_previous, corrected;
   int64_t updates = 0;
   for (uint64_t m = 0; m < 8; ++m) {
     const Batch b = t.feed(m);
@@ -140,27 +161,58 @@ void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr
     const StepResult r = t.step->run(kLr);
     const std::vector<double> g = gradient(before, b);
     window.resize(g.size(), 0.0);
-    for (size_t i = 0; i < g.size(); ++i) window[i] += share * g[i];
-    const bool ends = (m + 1) % k == 0;
-    const auto at = static_cast<int64_t>(m) / k;  // the window
-    const std::vector<double>* applied = !ends                ? nullptr
-                                         : !lag || at < start ? &window
-                                         : at == start        ? nullptr
-                                                              : &previous;
+    own.resize(g.size(), 0.0);
+    for (size_t i = 0; i < g.size(); ++i) {
+      window[i] += share * g[i];
+      own[i] += g[i] / e.k;
+    }
+    const bool ends = (m + 1) % e.k == 0;
+    const auto at = static_cast<int64_t>(m) / e.k;  // the window
+    if (ends && e.corrected && at > e.start)
+      corrected = corrected_update(previous, own_previous, own);
+    const std::vector<double>* applied = !ends                    ? nullptr
+                                         : !e.lag || at < e.start ? &window
+                                         : at == e.start          ? (e.corrected ? &own : nullptr)
+                                         : e.corrected            ? &corrected
+                                                                  : &previous;
     EXPECT_EQ(r.updated, applied != nullptr) << "micro-batch " << m;
     std::vector<double> want = before.w;
     if (applied)
       for (size_t i = 0; i < want.size(); ++i) want[i] -= kLr * (*applied)[i];
     expect_near(t.weights().w, want, "weights after micro-batch " + std::to_string(m));
     updates += applied ? 1 : 0;
-    if (ends) previous = std::exchange(window, {});
+    if (ends) {
+      previous = std::exchange(window, {});
+      own_previous = std::exchange(own, {});
+    }
   }
   EXPECT_EQ(t.opt->steps_taken(), updates);
-  if (!lag) return;
+  if (!e.lag) return;
   // What a checkpoint taken now holds: the last window's averaged gradient, not yet applied.
+  const Point before = t.weights();
   t.step->settle();
   ASSERT_NE(t.opt->lagged_gradient(), nullptr);
   expect_near(t.read(t.opt->lagged_gradient()->data()).w, previous, "the lagged gradient");
+  if (!e.corrected) return;
+  // The ranks' models are averaged (the fake's other rank holds zeros: half of this one's).
+  std::vector<double> averaged = before.w;
+  for (double& w : averaged) w *= e.exchange ? 0.5 : 1.0;
+  expect_near(t.weights().w, averaged, "the weights after settle()");
+  // The correction restarts: the next update applies this rank's own gradient alone.
+  std::vector<double> next(averaged.size(), 0.0);
+  for (int j = 0; j < e.k; ++j) {
+    const Batch b = t.feed(100 + static_cast<uint64_t>(j));
+    const std::vector<double> g = gradient(t.weights(), b);
+    for (size_t i = 0; i < g.size(); ++i) next[i] += g[i] / e.k;
+    t.step->run(kLr);
+  }
+  for (size_t i = 0; i < next.size(); ++i) averaged[i] -= kLr * next[i];
+  expect_near(t.weights().w, averaged, "the weights after the update that follows");
+}
+
+void expect_updates(bool lag, bool exchange, int k, LossScaler* scaler = nullptr,
+                    int64_t start = 0) {
+  expect_updates({.lag = lag, .exchange = exchange, .k = k, .scaler = scaler, .start = start});
 }
 
 TEST(GradientLag, EachUpdateAppliesThePreviousWindowsAveragedGradient) {
@@ -199,6 +251,34 @@ TEST(GradientLag, ALagStartingLaterIsSynchronousUntilItsWindow) {
                    std::to_string(k));
       expect_updates(true, exchange, k, nullptr, 2);
     }
+}
+
+// train.gradient_lag.correction: local (delayed gradient averaging): every update is the previous
+// window's average less this rank's own gradient of then plus its own now (on one process: its
+// own gradient, which is the synchronous update); the lag's first window applies the own gradient
+// alone (there is no stale share to replace); under
+// dynamic loss scaling the own gradients are unscaled as the average is; settle() averages the
+// models and restarts the correction, so the next update is the own gradient alone.
+TEST(GradientLag, TheLocalCorrectionPutsTheOwnGradientInPlaceOfItsStaleShare) {
+  for (const int k : {1, 2})
+    for (const bool exchange : {false, true})
+      for (const bool scaled : {false, true}) {
+        SCOPED_TRACE(std::string(exchange ? "2 ranks" : "one process") + ", windows of " +
+                     std::to_string(k) + (scaled ? ", loss scaling" : ""));
+        LossScalerOptions grows;
+        grows.initial_scale = 1024;
+        grows.growth_interval = 1;
+        LossScaler scaler(grows);
+        expect_updates({.lag = true,
+                        .exchange = exchange,
+                        .corrected = true,
+                        .k = k,
+                        .scaler = scaled ? &scaler : nullptr,
+                        .start = 1});
+        if (scaled) {
+          EXPECT_GT(scaler.scale(), 1024) << "the scale did not change";
+        }
+      }
 }
 
 TEST(GradientLag, IsStateTheCheckpointHolds) {

@@ -137,7 +137,8 @@ class TrainStep {
   void set_spatial_group(Communicator* group) { spatial_group_ = group; }
   // Collective: averages an open window's models now, as its last step would (the trainer calls
   // it at every epoch's end, in every run, so validation and checkpoints see one model). The
-  // result carries the window's flags (`decided`); nothing when no window is open.
+  // result carries the window's flags (`decided`); nothing when no window is open. Under the
+  // lag's local correction it averages the ranks' diverged models as settle() does.
   StepResult end_local_window();
   bool local_window_open() const { return local_since_average_ > 0; }
 
@@ -146,10 +147,18 @@ class TrainStep {
   // run's first window. Set once, before the first step; a resumed run sets the same window, so
   // it finds the phase from its micro-batch count. Default 0: lagged from the first window.
   void set_lag_start_window(int64_t window) { lag_start_window_ = window; }
+  // The lag's local correction (train.gradient_lag.correction: local, LaggedGradients): each
+  // rank updates with its own fresh gradient in place of its stale share of the average. Once,
+  // before the first step; needs the lag.
+  void correct_lag_locally();
   // Gradient lag: waits for the allreduce in flight, so the lagged gradient (optimizer state) is
   // the job's average. Collective: every rank calls it at the same point. No-op without the lag.
+  // With the local correction it also averages the ranks' models and optimizer state where they
+  // diverged and restarts the correction, so a checkpoint, validation and the saved weights see
+  // the job's model: the trainer calls it at every epoch's end and checkpoint, in every run.
   void settle();
-  // Memory the step holds besides the optimizer state: the lag's second gradient copy.
+  // Memory the step holds besides the optimizer state: the lag's second gradient copy (and the
+  // correction's).
   size_t extra_bytes() const { return lag_ ? lag_->extra_bytes() : 0; }
 
   // Test hook (CREST_TEST_GRAD_OVERFLOW_AT_STEP): the next micro-batch's first finished gradient
@@ -193,12 +202,16 @@ class TrainStep {
   // Whether micro-batch `n`'s window runs with the lag.
   bool lagged(int64_t n) const { return lag_ && n / accumulation_ >= lag_start_window_; }
   void unscale_where_nothing_else_does();
-  void decide_update(StepResult& r, double lr);
+  // `corrected`: the gradients hold the lag's local correction (LaggedGradients).
+  void decide_update(StepResult& r, double lr, bool corrected = false);
   void apply_lagged(StepResult& r, double lr, bool have_previous);
   void update_locally(StepResult& r, double lr);
   // Under local SGD and dynamic loss scaling: whether any rank's step overflowed (a collective).
   bool overflow_anywhere(StepResult& r, double norm_sq);
   void average_models(StepResult& r);
+  // The mean over the ranks of the weights, the non-trained state and the optimizer's state
+  // buffers other than the lagged gradient (the same on every rank).
+  void average_model_and_state();
 
   Executor& ex_;
   Optimizer& optimizer_;

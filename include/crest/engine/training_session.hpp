@@ -36,6 +36,8 @@ struct TrainingSessionOptions {
   int accumulation = 1;  // micro-batches per optimizer step (train.gradient_accumulation_frequency)
   // train.gradient_lag: each update applies the step before's averaged gradients (TrainStep).
   bool gradient_lag = false;
+  // train.gradient_lag.correction: local (TrainStep::correct_lag_locally); needs gradient_lag.
+  bool lag_local_correction = false;
   GradientSyncOptions sync;
   // Batch norm's statistics are summed over this many consecutive data-parallel groups
   // (dist.batchnorm_group_size) and, under a spatial split (session.spatial), over the ranks of

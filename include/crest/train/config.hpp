@@ -205,6 +205,10 @@ struct TrainConfig {
   // before.
   int gradient_lag = 0;
   int64_t gradient_lag_start_epoch = 0;
+  // train.gradient_lag.correction: local — each rank updates with the average of the step before
+  // less its own share of it plus its own fresh gradient (delayed gradient averaging), and the
+  // ranks' models are averaged at every checkpoint and epoch end.
+  bool gradient_lag_local_correction = false;
   // Local SGD (train.local_sgd: {steps, start_epoch}; docs/distributed.md "Local SGD"): after
   // start_epoch synchronous epochs (post-local SGD when > 0), windows of `steps` local updates,
   // each ending with the mean of the ranks' models; steps 1: synchronous throughout.

@@ -1,6 +1,7 @@
 // train: the reference's loss, metrics and stopping rules, then crest additions.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <optional>
 #include <sstream>
 
@@ -196,10 +197,13 @@ NumberCheck open_unit_interval() {
 }
 
 // A {steps: N, start_epoch: E} mapping (local_sgd's, gradient_lag's): N in [min_steps,
-// max_steps], E >= 0; other keys are refused naming them.
+// max_steps], E >= 0. `other` reads a key of the caller's own (returns false for one it does not
+// know); unknown keys are refused naming them and `accepts`.
 void read_steps_from_epoch(const SectionReader& r, const Entry& e, const std::string& key,
                            int64_t min_steps, int64_t max_steps, int64_t& steps,
-                           int64_t& start_epoch) {
+                           int64_t& start_epoch, const std::string& accepts,
+                           const std::function<bool(const std::string& at, const YAML::Node& k,
+                                                    const YAML::Node& v)>& other = {}) {
   const std::string path = r.path_of(key);
   for (auto kv = e.value.begin(); kv != e.value.end(); ++kv) {
     const std::string name = kv->first.IsScalar() ? kv->first.Scalar() : "?";
@@ -208,13 +212,24 @@ void read_steps_from_epoch(const SectionReader& r, const Entry& e, const std::st
       steps = r.to_int(at, kv->first, kv->second, min_steps, max_steps);
     else if (name == "start_epoch")
       start_epoch = r.to_int(at, kv->first, kv->second, 0, 1 << 30);
-    else
-      r.source().fail(at, kv->first, "unknown key (" + key + " accepts: steps, start_epoch)");
+    else if (!other || !other(at, kv->first, kv->second))
+      r.source().fail(at, kv->first, "unknown key (" + key + " accepts: " + accepts + ")");
   }
 }
 
-// gradient_lag: 0 | 1, or {steps: 0 | 1, start_epoch: E} (synchronous epochs first, then the
-// lag: its stable steps are far smaller, and a network's first epochs are often its sharpest).
+// gradient_lag.correction: none | local.
+bool read_lag_correction(const SectionReader& r, const std::string& at, const YAML::Node& k,
+                         const YAML::Node& v, bool& local) {
+  const std::string value = v.IsScalar() ? v.Scalar() : "";
+  if (value != "none" && value != "local")
+    r.source().fail(at, k, "expected none or local, got " + describe(v));
+  local = value == "local";
+  return true;
+}
+
+// gradient_lag: 0 | 1, or {steps: 0 | 1, start_epoch: E, correction: none | local} (synchronous
+// epochs first, then the lag: its stable steps are far smaller, and a network's first epochs are
+// often its sharpest; the local correction: docs/distributed.md "Gradient lag").
 Field<S> gradient_lag_field() {
   return {"gradient_lag",
           [](const SectionReader& r, S& t) {
@@ -226,18 +241,30 @@ Field<S> gradient_lag_field() {
             }
             if (!e->value.IsMap())
               r.fail("gradient_lag",
-                     "expected 0, 1 or {steps: 0 | 1, start_epoch: E}, got " + describe(e->value));
+                     "expected 0, 1 or {steps: 0 | 1, start_epoch: E, correction: none | local}, "
+                     "got " +
+                         describe(e->value));
             int64_t steps = 1;
-            read_steps_from_epoch(r, *e, "gradient_lag", 0, 1, steps, t.gradient_lag_start_epoch);
+            read_steps_from_epoch(
+                r, *e, "gradient_lag", 0, 1, steps, t.gradient_lag_start_epoch,
+                "steps, start_epoch, correction",
+                [&](const std::string& at, const YAML::Node& k, const YAML::Node& v) {
+                  return at.ends_with(".correction") &&
+                         read_lag_correction(r, at, k, v, t.gradient_lag_local_correction);
+                });
             t.gradient_lag = static_cast<int>(steps);
+            if (t.gradient_lag_local_correction && t.gradient_lag == 0)
+              r.fail("gradient_lag", "correction: local corrects a lag: it needs steps: 1");
           },
           [](const S& t, Lines& out) {
             const std::string steps = std::to_string(t.gradient_lag);
-            if (t.gradient_lag_start_epoch == 0)
+            if (t.gradient_lag_start_epoch == 0 && !t.gradient_lag_local_correction)
               out.add("gradient_lag", steps);
             else
-              out.add("gradient_lag", "{steps: " + steps + ", start_epoch: " +
-                                          std::to_string(t.gradient_lag_start_epoch) + "}");
+              out.add("gradient_lag",
+                      "{steps: " + steps +
+                          ", start_epoch: " + std::to_string(t.gradient_lag_start_epoch) +
+                          (t.gradient_lag_local_correction ? ", correction: local" : "") + "}");
           }};
 }
 
@@ -250,7 +277,7 @@ Field<S> local_sgd_field() {
             if (!e->value.IsMap())
               r.fail("local_sgd", "expected {steps: H, start_epoch: E}, got " + describe(e->value));
             read_steps_from_epoch(r, *e, "local_sgd", 1, 1 << 20, t.local_sgd_steps,
-                                  t.local_sgd_start_epoch);
+                                  t.local_sgd_start_epoch, "steps, start_epoch");
           },
           [](const S& t, Lines& out) {
             if (t.local_sgd_steps > 1)
