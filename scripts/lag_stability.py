@@ -9,7 +9,7 @@ eigenvalue of its matrix lies inside the unit circle. x = lr * h; crest's Keras 
     Nesterov:    v' = m v - x w;  w' = w + m v' - x w
     with the lag, the gradient term x w is the previous step's, x w_prev.
 
-A form crest does not implement, for comparison: the lag with a local correction (delayed
+The lag with a local correction (train.gradient_lag: {steps: 1, correction: local}; delayed
 gradient averaging, Zhu et al., NeurIPS 2021), where rank r applies avg g(t-1) - g_r(t-1) + g_r(t)
 with g_r at its own weights. The ranks' mean then follows the synchronous recurrence exactly; what
 can diverge is a rank's deviation d from the mean, whose gradient term is x (d - d_prev). That

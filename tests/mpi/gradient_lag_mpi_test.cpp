@@ -269,6 +269,28 @@ TEST(GradientLagMpi, WithTheLocalCorrectionANonFiniteGradientOnOneRankStopsBothA
   EXPECT_EQ(one.out.find("global step 3"), std::string::npos) << one.out;
 }
 
+// `bench train --gradient-lag 1 --lag-correction local` times the corrected lag (its JSON says
+// so); the option's bad values and what it needs are refused, exit 2.
+TEST(GradientLagMpi, BenchTrainTimesTheCorrectedLagAndRefusesWhatItCannotTime) {
+  const std::string bench =
+      "bench train --model cosmoflow --size 32 --conv-size 4 --batch 1 --steps 2 --warmup 1 "
+      "--threads 1 --gradient-lag 1 ";
+  const auto lines = test::json_lines(run_crest_mpi(2, bench + "--lag-correction local").out);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0]["lag_correction"], "local");
+  EXPECT_EQ(lines[0]["gradient_lag"], 1);
+  const struct {
+    std::string args, says;
+  } bad[] = {{bench + "--lag-correction yes", "--lag-correction is none or local, got 'yes'"},
+             {"bench train --model cosmoflow --size 32 --conv-size 4 --lag-correction local",
+              "--lag-correction local corrects --gradient-lag 1"}};
+  for (const auto& b : bad) {
+    const auto refused = run_crest_mpi(2, b.args);
+    EXPECT_EQ(refused.code, 2) << refused.out;
+    EXPECT_NE(refused.out.find(b.says), std::string::npos) << refused.out;
+  }
+}
+
 TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
   test::expect_refused(
       kSmall, "gradient_lag",
