@@ -94,18 +94,22 @@ test::CliRun run_on_a_slow_link(const std::string& args) {
                           std::string(CREST_BINARY) + " " + args);
 }
 
-// A straight 2-epoch run keeps its checkpoints of steps 6 (epoch 1's end), 9 (mid-epoch 2) and
-// 12; a copy of its run directory without the newer ones resumes from each of the older two.
-TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
+// A straight 2-epoch run with the lag `lag` keeps its checkpoints of steps 6 (epoch 1's end), 9
+// (mid-epoch 2) and 12; a copy of its run directory without the newer ones resumes from each of
+// the older two, on the slow link.
+void expect_exact_resumes_on_a_slow_link(const std::string& lag) {
   TempDir d;
-  const std::string args = kSmall +
-                           "data.n_epochs=2 data.batch_size=1 train.gradient_lag=1 "
-                           "'train.checkpoint_every=3 steps'";
+  const std::string args =
+      kSmall + lag + " data.n_epochs=2 data.batch_size=1 'train.checkpoint_every=3 steps'";
   const auto straight = run_on_a_slow_link(args + run_outputs(d, "straight"));
   ASSERT_EQ(straight.code, 0) << straight.out;
   const auto kept = list_checkpoints(d.file("straight/checkpoints"));
   ASSERT_EQ(kept.size(), 3u) << straight.out;
   test::expect_resumes_end_as_straight(d, kept, {1, 0}, run_on_a_slow_link);
+}
+
+TEST(GradientLagMpi, AResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
+  expect_exact_resumes_on_a_slow_link("train.gradient_lag=1");
 }
 
 // train.gradient_lag: {steps: 1, start_epoch: 1}: the first epoch is the synchronous run's bit
@@ -245,14 +249,7 @@ TEST(GradientLagMpi, TheLocalCorrectionKeepsTheRanksNearTheSynchronousRun) {
 }
 
 TEST(GradientLagMpi, WithTheLocalCorrectionAResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
-  TempDir d;
-  const std::string args =
-      kSmall + kCorrected + "data.n_epochs=2 data.batch_size=1 'train.checkpoint_every=3 steps'";
-  const auto straight = run_on_a_slow_link(args + run_outputs(d, "straight"));
-  ASSERT_EQ(straight.code, 0) << straight.out;
-  const auto kept = list_checkpoints(d.file("straight/checkpoints"));
-  ASSERT_EQ(kept.size(), 3u) << straight.out;
-  test::expect_resumes_end_as_straight(d, kept, {1, 0}, run_on_a_slow_link);
+  expect_exact_resumes_on_a_slow_link(kCorrected);
 }
 
 // An infinity in step 3's gradients on one of two ranks: that rank's corrected update would hold
