@@ -52,6 +52,7 @@ std::string Decomposition::name() const {
   const int d = data_parallel();
   if (s.empty())
     return ranks == 1            ? "one rank"
+           : lag_correction      ? "data + corrected lag"
            : gradient_lag        ? "data + lag"
            : local_sgd_steps > 1 ? "local SGD (" + std::to_string(local_sgd_steps) + " steps)"
                                  : "data";
@@ -62,7 +63,9 @@ std::string Decomposition::name() const {
 std::vector<std::string> Prediction::overrides() const {
   std::vector<std::string> o{"data.batch_size=" + std::to_string(batch_per_replica)};
   if (d.spatial_ranks() > 1) o.push_back("dist.spatial=" + compact_list(d.spatial));
-  if (d.gradient_lag) o.emplace_back("train.gradient_lag=1");
+  if (d.gradient_lag)
+    o.emplace_back(d.lag_correction ? "train.gradient_lag={steps: 1, correction: local}"
+                                    : "train.gradient_lag=1");
   if (d.local_sgd_steps > 1)
     o.push_back("train.local_sgd={steps: " + std::to_string(d.local_sgd_steps) + "}");
   if (d.pipeline_stages > 1) {
@@ -450,7 +453,10 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     const std::vector<double>& share = times.split_measured ? whole : sc.share;
     const Totals t = totals(times, share, batch);
     p.update_s = times.update_s;
-    p.compute_s = t.forward + t.backward + p.update_s;
+    // The lag's local correction: four passes over the gradients, priced as one more update
+    // (CosmoFlow 64^3 on one thread: 5-11 ms against a 6 ms SGD update, docs/performance.md).
+    const double correction_s = d.lag_correction ? times.update_s : 0.0;
+    p.compute_s = t.forward + t.backward + p.update_s + correction_s;
     const double grad_scale = o.gradient_element_bytes / 4.0;
     std::vector<double> bytes, backward_s;
     for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -478,6 +484,7 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     p.memory_bytes = static_cast<double>(model.parameter_bytes) +
                      static_cast<double>(model.trainable_bytes) * (1 + state_ratio) +
                      (d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) : 0.0) +
+                     (d.lag_correction ? static_cast<double>(model.trainable_bytes) : 0.0) +
                      static_cast<double>(model.arena_bytes(batch)) * sc.sample_share -
                      sc.divided_bytes * (1 - sc.sample_share) * (2 + state_ratio);
   }
@@ -520,9 +527,10 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     p.fits = false;
     p.notes.emplace_back("needs more memory per rank than the machine's memory_gb_per_rank");
   }
-  if (d.gradient_lag && !model.lag_caution.empty()) {
+  const std::string& caution = d.lag_correction ? model.corrected_lag_caution : model.lag_caution;
+  if (d.gradient_lag && !caution.empty()) {
     p.cautioned = true;
-    p.notes.push_back(model.lag_caution);
+    p.notes.push_back(caution);
   }
   return p;
 }
@@ -563,6 +571,7 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
   if (divides(ranks)) {
     c.push_back({.ranks = ranks});
     if (ranks > 1) c.push_back({.ranks = ranks, .gradient_lag = true});
+    if (ranks > 1) c.push_back({.ranks = ranks, .gradient_lag = true, .lag_correction = true});
     if (ranks > 1 && local_sgd_steps > 1)
       c.push_back({.ranks = ranks, .local_sgd_steps = local_sgd_steps});
   }

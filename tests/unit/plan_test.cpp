@@ -167,6 +167,64 @@ TEST(Plan, TheLagUnderMomentumSgdIsCautionedAndNeverRecommended) {
   EXPECT_EQ(ranked[recommended_index(ranked)].d.name(), "data");
 }
 
+// The lag with its local correction: the plain lag's exchange and memory plus one gradient copy,
+// its passes priced as one more update; under momentum SGD it carries no caution (the ranks'
+// mean takes the synchronous update), so where the exchange is exposed it is recommended over
+// synchronous data parallelism; under LAMB it is cautioned, and LARS and LARC are unmeasured.
+TEST(Plan, TheCorrectedLagIsPricedAndRecommendedUnderMomentumSgd) {
+  OptimizerConfig sgd;
+  sgd.momentum = 0.9;
+  ModelFacts f = two_layers();
+  f.gradient_lag_bytes = 2 * f.trainable_bytes;
+  f.lag_caution = lag_caution(sgd);
+  f.corrected_lag_caution = corrected_lag_caution(sgd);
+  EXPECT_EQ(f.corrected_lag_caution, "");
+  Machine slow = device_node();
+  slow.intra_node.gb_s = 0.1;
+  // The update measured (2 ms for the model's 10 MB): the correction is priced from it.
+  std::istringstream profile(
+      R"({"bench":"train","model":"two","backend":"onednn","precision":"float32","threads":2,)"
+      R"("batch":2,"ranks":1,"step_s_min":0.014,"update_s_min":0.002,"trainable_bytes":10000000})"
+      "\n"
+      R"({"layer":"a","forward_ms":4,"backward_ms":8,"forward_flop":2e9})"
+      "\n"
+      R"({"layer":"b","forward_ms":4,"backward_ms":8,"forward_flop":2e9})"
+      "\n");
+  calibrate(slow, profile, "bench.jsonl");
+  const Decomposition corrected_lag{.ranks = 2, .gradient_lag = true, .lag_correction = true};
+  const Prediction plain = predict(f, slow, {.ranks = 2, .gradient_lag = true}, batch(4));
+  const Prediction corrected = predict(f, slow, corrected_lag, batch(4));
+  const Prediction data = predict(f, slow, {.ranks = 2}, batch(4));
+  EXPECT_EQ(corrected.d.name(), "data + corrected lag");
+  EXPECT_EQ(corrected.overrides(),
+            (std::vector<std::string>{"data.batch_size=2",
+                                      "train.gradient_lag={steps: 1, correction: local}"}));
+  EXPECT_NEAR(corrected.memory_bytes - plain.memory_bytes, static_cast<double>(f.trainable_bytes),
+              1.0);
+  EXPECT_NEAR(corrected.compute_s - plain.compute_s, plain.update_s, 1e-12);
+  EXPECT_GT(plain.update_s, 0);
+  EXPECT_TRUE(plain.cautioned);
+  EXPECT_FALSE(corrected.cautioned);
+  EXPECT_GT(data.exposed_exchange_s, corrected.exposed_exchange_s);
+  const std::vector<Prediction> ranked = rank_predictions({plain, corrected, data});
+  EXPECT_EQ(ranked[recommended_index(ranked)].d.name(), "data + corrected lag");
+
+  OptimizerConfig lamb, lars, larc_over_lamb, adam;
+  lamb.name = "LAMB";
+  lars.name = "LARS";
+  larc_over_lamb.name = "LARC";
+  larc_over_lamb.larc_base = "LAMB";
+  adam.name = "Adam";
+  EXPECT_NE(corrected_lag_caution(lamb).find("worse than with the plain lag"), std::string::npos);
+  EXPECT_NE(corrected_lag_caution(larc_over_lamb).find("under LAMB"), std::string::npos);
+  EXPECT_NE(corrected_lag_caution(lars).find("not measured"), std::string::npos);
+  EXPECT_EQ(corrected_lag_caution(adam), "");
+  f.corrected_lag_caution = corrected_lag_caution(lamb);
+  const Prediction under_lamb = predict(f, slow, corrected_lag, batch(4));
+  EXPECT_TRUE(under_lamb.cautioned);
+  EXPECT_EQ(under_lamb.notes.back(), f.corrected_lag_caution);
+}
+
 TEST(Plan, LocalSgdAveragesWeightsAndStateOnceAWindow) {
   // Weights and momentum, 20 MB: 2 ms per averaging, every 4 steps.
   const Prediction p =
@@ -330,15 +388,15 @@ TEST(Plan, TheRecommendationChangesTrainingLeastWithinFivePercent) {
 
 TEST(Plan, CandidatesHoldTheGlobalBatch) {
   const ModelFacts f = two_layers();
-  // 4 ranks, global batch 4: data, lag, local SGD; 2-way splits (3 axes) x 2 data; 4-way splits
-  // (6 ways over 3 axes); two layers are too few for pipeline stages.
-  EXPECT_EQ(candidate_decompositions(f, 4, batch(4)).size(), 12u);
+  // 4 ranks, global batch 4: data, lag, corrected lag, local SGD; 2-way splits (3 axes) x 2
+  // data; 4-way splits (6 ways over 3 axes); two layers are too few for pipeline stages.
+  EXPECT_EQ(candidate_decompositions(f, 4, batch(4)).size(), 13u);
   // Under dynamic loss scaling local SGD stays a candidate; each of its steps also sums two
   // overflow flags, so it costs a little more than without.
   PlanOptions scaled = batch(4);
   scaled.dynamic_loss_scaling = true;
   const std::vector<Decomposition> with_scaling = candidate_decompositions(f, 4, scaled);
-  EXPECT_EQ(with_scaling.size(), 12u);
+  EXPECT_EQ(with_scaling.size(), 13u);
   const Decomposition local{.ranks = 4, .local_sgd_steps = 4};
   EXPECT_GT(predict(f, device_node(), local, scaled).step_s,
             predict(f, device_node(), local, batch(4)).step_s);

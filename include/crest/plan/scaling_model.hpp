@@ -17,10 +17,11 @@ struct Decomposition {
   std::vector<int> spatial{};  // parts per spatial axis (dist.spatial); empty: no split
   int pipeline_stages = 1, micro_batches = 1;  // pipeline: stages x micro-batches (1: none)
   bool gradient_lag = false;                   // train.gradient_lag 1
-  int local_sgd_steps = 1;                     // train.local_sgd.steps (1: synchronous)
-  int spatial_ranks() const;                   // ranks holding one sample
-  int data_parallel() const;                   // replicas of the model
-  std::string name() const;                    // "data", "spatial [2, 1, 1]", ...
+  bool lag_correction = false;  // with gradient_lag: train.gradient_lag.correction: local
+  int local_sgd_steps = 1;      // train.local_sgd.steps (1: synchronous)
+  int spatial_ranks() const;    // ranks holding one sample
+  int data_parallel() const;    // replicas of the model
+  std::string name() const;     // "data", "spatial [2, 1, 1]", ...
 };
 
 struct PlanOptions {
