@@ -2,9 +2,10 @@
 """How well `crest plan` predicts crest's own runs on this machine (docs/scaling.md, "Checked
 against measured runs"): calibrates two copies of a machine description from crest's benchmarks
 (one from one rank's profiles alone; one also from each rank count's independent ranks, which
-measure how ranks computing side by side slow each other), asks `crest plan` for each rank count's data-parallel, gradient-lag and local SGD step (and,
-with --spatial, a depth split; with --pipeline M, K stages over the K ranks with M micro-batches
-of --batch samples each), measures the same runs with `crest bench train` (`crest bench
+measure how ranks computing side by side slow each other), asks `crest plan` for each rank
+count's data-parallel, gradient-lag (plain and corrected) and local SGD step (and, with
+--spatial, a depth split; with --pipeline M, K stages over the K ranks with M micro-batches of
+--batch samples each), measures the same runs with `crest bench train` (`crest bench
 pipeline`; interleaved rounds, best step of each; local SGD: the best window's mean step),
 and prints one JSON line per case with the predicted and measured step and their ratio (of
 both calibrations).
@@ -47,6 +48,7 @@ def case_kinds(ranks, spatial, pipeline):
     if ranks == 1:
         return [([], "one rank")]
     kinds = [([], "data"), (["--gradient-lag", "1"], "data + lag"),
+             (["--gradient-lag", "1", "--lag-correction", "local"], "data + corrected lag"),
              (["--local-sgd", str(LOCAL_SGD_STEPS)], f"local SGD ({LOCAL_SGD_STEPS} steps)")]
     if spatial:
         kinds.append((["--spatial", f"{ranks},1,1"], f"spatial [{ranks}, 1, 1]"))

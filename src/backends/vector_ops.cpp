@@ -51,6 +51,15 @@ void VectorOps::lamb_trust_update(void* w, const void* u, size_t count, const Up
   axpy(-at->lr * ratio, u, w, count);
 }
 
+void VectorOps::lag_correction(void* grads, const void* average, void* own_previous, void* sent,
+                               size_t count, double own_scale, bool replace_share) {
+  copy(grads, sent, count);
+  if (replace_share) axpy(-1.0, average, own_previous, count);
+  scale(own_scale, sent, grads, count);
+  if (replace_share) axpy(-1.0, own_previous, grads, count);
+  scale(own_scale, sent, own_previous, count);
+}
+
 void VectorOps::sgd_keras_at_step(void* w, const void* g, void* v, size_t count,
                                   const UpdateStep* at, double momentum, bool nesterov) {
   sgd_keras(w, g, v, count, at->lr, momentum, nesterov);

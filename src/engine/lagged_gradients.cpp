@@ -4,6 +4,12 @@
 
 namespace crest {
 
+namespace {
+
+void* byte_offset(void* p, size_t bytes) { return static_cast<char*>(p) + bytes; }
+
+}  // namespace
+
 LaggedGradients::LaggedGradients(const ParamStore& params, Buffer& lagged, GradientSync* sync)
     : params_(params),
       lagged_(lagged),
@@ -18,37 +24,47 @@ void LaggedGradients::correct_locally() {
 }
 
 void LaggedGradients::swap(bool have_previous, double own_scale) {
-  const size_t count = lagged_.bytes() / dtype_size(params_.dtype());
   settle();
-  params_.ops().copy(params_.grads(), spare_.data(), count);
-  if (have_previous) params_.ops().copy(lagged_.data(), params_.grads(), count);
+  if (own_previous_)
+    swap_correcting(have_previous, own_scale);
+  else
+    swap_plain(have_previous);
   std::swap(lagged_, spare_);
   // spare_ now holds the previous step's average, lagged_ this step's own gradients.
-  if (own_previous_) apply_correction(have_previous, own_scale);
   if (sync_) {
     sync_->start_all(lagged_.data());
     in_flight_ = true;
   }
 }
 
-// own_previous - average is taken first, so where they are equal (one rank) the update is this
-// rank's own gradient bit for bit. Without a previous average (the lag's first window) there is
-// no stale share to replace: the update is the own gradient, and the flags this rank raised in
-// the sideband reach every rank with the next average instead.
-void LaggedGradients::apply_correction(bool have_previous, double own_scale) {
+void LaggedGradients::swap_plain(bool have_previous) {
+  const size_t count = lagged_.bytes() / dtype_size(params_.dtype());
+  params_.ops().copy(params_.grads(), spare_.data(), count);
+  if (have_previous) params_.ops().copy(lagged_.data(), params_.grads(), count);
+}
+
+// One pass over the trainable gradients (VectorOps::lag_correction) makes the copy to be sent and
+// the corrected update; the rest of the buffer (the sideband's flags) is copied as the plain lag
+// copies it. own_previous - average is taken first, so where they are equal (one rank) the update
+// is this rank's own gradient bit for bit. Without a previous average (the lag's first window)
+// there is no stale share to replace: the update is the own gradient, and the flags this rank
+// raised in the sideband reach every rank with the next average instead.
+void LaggedGradients::swap_correcting(bool have_previous, double own_scale) {
   VectorOps& ops = params_.ops();
   const size_t n = params_.trainable_count_padded();
-  void* grads = params_.grads();
-  if (!have_previous) {
-    have_own_previous_ = false;
-    ops.fill(spare_.data(), n, 0.0);  // drop_correction's average: none
+  const size_t rest = lagged_.bytes() / dtype_size(params_.dtype()) - n;
+  const size_t offset = params_.trainable_bytes();
+  if (!have_previous) have_own_previous_ = false;
+  ops.lag_correction(params_.grads(), lagged_.data(), own_previous_->data(), spare_.data(), n,
+                     own_scale, have_own_previous_);
+  ops.copy(params_.sideband(), byte_offset(spare_.data(), offset), rest);
+  if (have_previous) {
+    ops.copy(byte_offset(lagged_.data(), offset), params_.sideband(), rest);
+  } else {
+    ops.fill(lagged_.data(), n, 0.0);  // drop_correction's average: none
     ops.fill(params_.sideband(), ParamStore::kSidebandBytes / dtype_size(params_.dtype()), 0.0);
   }
-  if (have_own_previous_) ops.axpy(-1.0, spare_.data(), own_previous_->data(), n);
-  ops.scale(own_scale, lagged_.data(), grads, n);
-  if (have_own_previous_) ops.axpy(-1.0, own_previous_->data(), grads, n);
   diverged_ = diverged_ || sync_ != nullptr;
-  ops.scale(own_scale, lagged_.data(), own_previous_->data(), n);
   have_own_previous_ = true;
 }
 

@@ -453,9 +453,10 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     const std::vector<double>& share = times.split_measured ? whole : sc.share;
     const Totals t = totals(times, share, batch);
     p.update_s = times.update_s;
-    // The lag's local correction: four passes over the gradients, priced as one more update
-    // (CosmoFlow 64^3 on one thread: 5-11 ms against a 6 ms SGD update, docs/performance.md).
-    const double correction_s = d.lag_correction ? times.update_s : 0.0;
+    // The lag's local correction: one pass streaming the gradients six times where the plain
+    // lag's copies (not priced) stream them four, priced as a third of an update (a momentum-SGD
+    // update and its finiteness check stream them six times; docs/scaling.md).
+    const double correction_s = d.lag_correction ? times.update_s / 3.0 : 0.0;
     p.compute_s = t.forward + t.backward + p.update_s + correction_s;
     const double grad_scale = o.gradient_element_bytes / 4.0;
     std::vector<double> bytes, backward_s;

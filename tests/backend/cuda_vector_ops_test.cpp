@@ -68,6 +68,20 @@ TEST(CudaVectorOps, ElementWiseOpsAgreeWithTheReference) {
   EXPECT_LT(y.error(), kTolerance) << "dropout";
 }
 
+TEST(CudaVectorOps, TheLagCorrectionAgreesWithTheReferenceBitForBit) {
+  CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
+  Ops o;
+  for (bool replace_share : {true, false}) {
+    MirroredValues g(*o.cuda, kCount, 4), avg(*o.cuda, kCount, 5), prev(*o.cuda, kCount, 6);
+    MirroredValues sent(*o.cuda, kCount, 7);
+    o.r->lag_correction(g.ref(), avg.ref(), prev.ref(), sent.ref(), kCount, 0.3, replace_share);
+    o.c->lag_correction(g.dev(), avg.dev(), prev.dev(), sent.dev(), kCount, 0.3, replace_share);
+    EXPECT_EQ(g.error(), 0) << "the update, replace " << replace_share;
+    EXPECT_EQ(prev.error(), 0) << "the own previous gradient";
+    EXPECT_EQ(sent.error(), 0) << "the gradient sent";
+  }
+}
+
 TEST(CudaVectorOps, ReductionsAgreeAndRepeatBitForBit) {
   CREST_SKIP_WITHOUT_A_CUDA_DEVICE();
   Ops o;

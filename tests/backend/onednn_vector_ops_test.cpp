@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "backend/backend_test_util.hpp"
 #include "crest/core/error.hpp"
@@ -230,6 +231,42 @@ TEST_F(OneDnnVectorOps, Optimizers) {
   EXPECT_THROW(dnn->adam(w.data(), grad.data(), m.data(), v.data(), kCount, 1e-3, 0.9, 0.999, 1e-8,
                          0.0, false, 0),
                Error);
+}
+
+// The fused pass gives the bits of the reference's and of the base class's copy-axpy-scale
+// composition (the rounding LaggedGradients relied on before it was fused); one rank, whose
+// previous gradient is the average, gets its own scaled gradient exactly.
+TEST_F(OneDnnVectorOps, LagCorrectionIsTheCompositionBitForBit) {
+  const auto average = random_floats(kCount, 76), previous = random_floats(kCount, 77);
+  for (bool replace_share : {true, false}) {
+    for (double own_scale : {1.0, 1.0 / 1024, 0.3}) {
+      std::vector<float> g_ref = a, p_ref = previous, s_ref(kCount);
+      std::vector<float> g_dnn = a, p_dnn = previous, s_dnn(kCount);
+      std::vector<float> g_base = a, p_base = previous, s_base(kCount);
+      ref->lag_correction(g_ref.data(), average.data(), p_ref.data(), s_ref.data(), kCount,
+                          own_scale, replace_share);
+      dnn->lag_correction(g_dnn.data(), average.data(), p_dnn.data(), s_dnn.data(), kCount,
+                          own_scale, replace_share);
+      dnn->VectorOps::lag_correction(g_base.data(), average.data(), p_base.data(), s_base.data(),
+                                     kCount, own_scale, replace_share);
+      const std::string where =
+          "scale " + std::to_string(own_scale) + ", replace " + std::to_string(replace_share);
+      EXPECT_EQ(s_dnn, a) << where;
+      EXPECT_EQ(g_dnn, g_ref) << where;
+      EXPECT_EQ(p_dnn, p_ref) << where;
+      EXPECT_EQ(s_ref, a) << where;
+      EXPECT_EQ(g_base, g_ref) << where;
+      EXPECT_EQ(p_base, p_ref) << where;
+      if (replace_share || own_scale != 1.0) {
+        EXPECT_NE(g_dnn, a) << where;  // the update is not the gradient
+      }
+    }
+  }
+  std::vector<float> g = a, p = b, sent(kCount), scaled(kCount);
+  dnn->lag_correction(g.data(), b.data(), p.data(), sent.data(), kCount, 0.25, true);
+  dnn->scale(0.25, a.data(), scaled.data(), kCount);
+  EXPECT_EQ(g, scaled) << "one rank: previous == average";
+  EXPECT_EQ(p, scaled);
 }
 
 TEST(OneDnnBackend, Identity) {

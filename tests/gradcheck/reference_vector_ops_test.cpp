@@ -34,6 +34,21 @@ TEST(Reference, VectorOpsBasics) {
   EXPECT_EQ(a, b);
 }
 
+// The lag's local correction: sent = own; update = s own - (previous - average); previous = s own;
+// without a share to replace the update is s own. Values chosen so that each rounding is exact.
+TEST(Reference, LagCorrectionKnownValues) {
+  auto v = ops();
+  std::vector<double> grads{1, -2, 4}, average{0.5, 0.5, 0.5}, previous{1.5, 0.5, -1}, sent(3);
+  v->lag_correction(grads.data(), average.data(), previous.data(), sent.data(), 3, 0.5, true);
+  EXPECT_EQ(sent, (std::vector<double>{1, -2, 4}));
+  EXPECT_EQ(grads, (std::vector<double>{0.5 - 1, -1 - 0, 2 + 1.5}));
+  EXPECT_EQ(previous, (std::vector<double>{0.5, -1, 2}));
+  v->lag_correction(grads.data(), average.data(), previous.data(), sent.data(), 3, 2.0, false);
+  EXPECT_EQ(sent, (std::vector<double>{-0.5, -1, 3.5}));
+  EXPECT_EQ(grads, (std::vector<double>{-1, -2, 7}));
+  EXPECT_EQ(previous, grads);
+}
+
 // bf16 addition (crest's vector loop, compiled per ISA) gives crest::float_to_bf16 of the float
 // sum for every pair: halfway cases, signed zeros, overflow to infinity, NaN; enough elements for
 // the parallel path and a tail.

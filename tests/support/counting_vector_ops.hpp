@@ -51,6 +51,10 @@ class CountingVectorOps final : public VectorOps {
   void scale(double alpha, const void* x, void* dst, size_t count) override {
     inner_->scale(alpha, x, dst, count);
   }
+  void lag_correction(void* grads, const void* average, void* own_previous, void* sent,
+                      size_t count, double own_scale, bool replace_share) override {
+    inner_->lag_correction(grads, average, own_previous, sent, count, own_scale, replace_share);
+  }
   void dropout_at(const void* x, void* dst, size_t count, float p, uint64_t seed,
                   uint64_t first) override {
     if (dropouts_) ++dropouts_->host_seeded;

@@ -390,6 +390,17 @@ class VectorOps {
   virtual void lamb_trust_update(void* w, const void* u, size_t count, const UpdateStep* at,
                                  const double* sums);
 
+  // The gradient lag's local correction (LaggedGradients), one pass over the trainable
+  // gradients: with o = grads[i] (this rank's gradient of the step) and s_o = T(own_scale o),
+  //   sent[i] = o; own_previous[i] = s_o;
+  //   grads[i] = replace_share ? T(s_o - T(own_previous[i] - average[i])) : s_o
+  // (own_previous[i] read before it is written; T the dtype, every product and difference in
+  // double), so one rank, whose previous gradient is the average, applies s_o bit for bit. The
+  // default makes the copy, axpy and scale calls that round the same way; a backend whose buffers
+  // do not stay in cache between them fuses them (six memory streams instead of twelve).
+  virtual void lag_correction(void* grads, const void* average, void* own_previous, void* sent,
+                              size_t count, double own_scale, bool replace_share);
+
   // 16-bit floats for communication (gradient compression), written once above these two.
   // narrow: v = float(x[i]) * float(scale) (a float product), dst[i] = the 16-bit code of v in
   // `to` (DType::bf16 or DType::f16), rounded to nearest even exactly as crest/core/bf16.hpp and

@@ -57,10 +57,12 @@ class LaggedGradients {
   }
 
  private:
-  // grads = own_scale * own - (own_previous - average), the trainable part (own: this step's
-  // gradient, in lagged_; average: the previous step's, in spare_). own_previous then takes
-  // own_scale * own.
-  void apply_correction(bool have_previous, double own_scale);
+  // Before lagged_ and spare_ change places: this step's gradients (in the gradient buffer) go
+  // to spare_ and the previous step's average (lagged_) takes their place...
+  void swap_plain(bool have_previous);
+  // ... or, with the local correction, grads = own_scale * own - (own_previous - average) in the
+  // trainable part, and own_previous takes own_scale * own.
+  void swap_correcting(bool have_previous, double own_scale);
 
   const ParamStore& params_;
   Buffer& lagged_;

@@ -310,6 +310,29 @@ struct Scale {
   __device__ void operator()(size_t i) const { dst[i] = static_cast<T>(alpha * x[i]); }
 };
 
+// VectorOps::lag_correction, element i (the host's rounding: every product and difference in
+// double, each result rounded to T).
+template <typename T>
+struct LagCorrection {
+  T* grads;
+  const T* average;
+  T* own_previous;
+  T* sent;
+  double own_scale;
+  bool replace_share;
+  __device__ void operator()(size_t i) const {
+    const T own = grads[i];
+    const T scaled = static_cast<T>(own_scale * static_cast<double>(own));
+    const T stale =
+        static_cast<T>(static_cast<double>(own_previous[i]) - static_cast<double>(average[i]));
+    sent[i] = own;
+    grads[i] = replace_share
+                   ? static_cast<T>(static_cast<double>(scaled) - static_cast<double>(stale))
+                   : scaled;
+    own_previous[i] = scaled;
+  }
+};
+
 template <typename T>
 struct SquareOf {
   const T* x;
@@ -1006,6 +1029,13 @@ class Ops final : public DeviceOps {
 
   void scale(double alpha, const void* x, void* dst, size_t count) override {
     for_each(count, Scale<T>{alpha, static_cast<const T*>(x), static_cast<T*>(dst)});
+  }
+
+  void lag_correction(void* grads, const void* average, void* own_previous, void* sent,
+                      size_t count, double own_scale, bool replace_share) override {
+    for_each(count, LagCorrection<T>{static_cast<T*>(grads), static_cast<const T*>(average),
+                                     static_cast<T*>(own_previous), static_cast<T*>(sent),
+                                     own_scale, replace_share});
   }
 
   double sum_squares(const void* x, size_t count) override {

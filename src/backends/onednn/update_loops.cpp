@@ -114,6 +114,12 @@ void axpy_loop(double alpha, const float* x, float* y, size_t count) {
   CREST_WIDEST_VECTORS_CALL(axpy_loop, alpha, x, y, count);
 }
 
+void lag_correction_loop(float* grads, const float* average, float* own_previous, float* sent,
+                         size_t count, double own_scale, bool replace_share) {
+  CREST_WIDEST_VECTORS_CALL(lag_correction_loop, grads, average, own_previous, sent, count,
+                            own_scale, replace_share);
+}
+
 void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr, double momentum,
                     bool nesterov) {
   CREST_WIDEST_VECTORS_CALL(sgd_keras_loop, w, g, v, count, lr, momentum, nesterov);

@@ -67,6 +67,9 @@ void sgd_keras_loop(float* w, const float* g, float* v, size_t count, double lr,
 void adam_loop(float* w, const float* g, float* m, float* v, size_t count, const AdamStep& s);
 void lars_update_loop(float* w, const float* g, float* buf, size_t count, double lr,
                       double momentum, double grad_scale, double weight_decay);
+// VectorOps::lag_correction, one pass over the four buffers.
+void lag_correction_loop(float* grads, const float* average, float* own_previous, float* sent,
+                         size_t count, double own_scale, bool replace_share);
 // The sum of squares in double (the global gradient norm, LAMB's per-tensor norms: three passes
 // over every parameter per step). Within a chunk, 16 running sums take every 16th element and are
 // added pairwise at the end: an order fixed by the code, not by the vector width, so every copy

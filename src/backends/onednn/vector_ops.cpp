@@ -231,6 +231,13 @@ class F32Ops final : public VectorOps {
               AdamStep{lr, beta1, beta2, eps, weight_decay, decoupled, step});
   }
 
+  void lag_correction(void* grads, const void* average, void* own_previous, void* sent,
+                      size_t count, double own_scale, bool replace_share) override {
+    lag_correction_loop(static_cast<float*>(grads), static_cast<const float*>(average),
+                        static_cast<float*>(own_previous), static_cast<float*>(sent), count,
+                        own_scale, replace_share);
+  }
+
   void lars_update(void* w_v, const void* g_v, void* buf_v, size_t count, double lr,
                    double momentum, double grad_scale, double weight_decay) override {
     lars_update_loop(static_cast<float*>(w_v), static_cast<const float*>(g_v),

@@ -186,6 +186,25 @@ class Ops final : public VectorOps {
     }
   }
 
+  void lag_correction(void* grads_v, const void* average_v, void* own_previous_v, void* sent_v,
+                      size_t count, double own_scale, bool replace_share) override {
+    T* grads = static_cast<T*>(grads_v);
+    const T* average = static_cast<const T*>(average_v);
+    T* own_previous = static_cast<T*>(own_previous_v);
+    T* sent = static_cast<T*>(sent_v);
+    for (size_t i = 0; i < count; ++i) {
+      const T own = grads[i];
+      const T scaled = static_cast<T>(own_scale * static_cast<double>(own));
+      const T stale =
+          static_cast<T>(static_cast<double>(own_previous[i]) - static_cast<double>(average[i]));
+      sent[i] = own;
+      grads[i] = replace_share
+                     ? static_cast<T>(static_cast<double>(scaled) - static_cast<double>(stale))
+                     : scaled;
+      own_previous[i] = scaled;
+    }
+  }
+
   void lars_update(void* w_v, const void* g_v, void* buf_v, size_t count, double lr,
                    double momentum, double grad_scale, double weight_decay) override {
     T* w = static_cast<T*>(w_v);
