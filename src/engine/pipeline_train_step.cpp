@@ -27,6 +27,7 @@ PipelineTrainStep::PipelineTrainStep(PipelineStage& stage, Optimizer& optimizer,
   }
   if (Buffer* lagged = optimizer.lagged_gradient())
     lag_ = std::make_unique<LaggedGradients>(ex.params(), *lagged, sync_.get());
+  if (lag_ && options.lag_local_correction) lag_->correct_locally();
 }
 
 namespace {
@@ -72,6 +73,18 @@ bool PipelineTrainStep::swap_lagged(bool have_previous, double local_loss) {
   return have_previous && read_loss_flag(params);
 }
 
+// The sum of squares of the gradients the update applies. The lag's local correction holds this
+// replica's own fresh gradient, which no other replica sees: where it is not finite, this rank
+// takes the average alone (TrainStep::decide_update's rule), and the next average carries the bad
+// values to every replica.
+double PipelineTrainStep::applied_sum_squares(bool lagging) {
+  const ParamStore& params = stage_.executor().params();
+  const double sum = params.grad_sum_squares();
+  if (!lagging || !lag_->corrects_locally() || std::isfinite(sum)) return sum;
+  lag_->drop_correction();
+  return params.grad_sum_squares();
+}
+
 PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& feed,
                                           bool stop_here, bool failed_here) {
   Executor& ex = stage_.executor();
@@ -100,7 +113,7 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
     sync_->finish();
   }
   // Summed over the world, each stage counted once per replica.
-  double facts[5] = {local_loss, ex.params().grad_sum_squares(), stop_here ? 1.0 : 0.0,
+  double facts[5] = {local_loss, applied_sum_squares(lagging), stop_here ? 1.0 : 0.0,
                      failed_here ? 1.0 : 0.0, applied_loss_nonfinite ? 1.0 : 0.0};
   world_.allreduce_sum(facts, 5);
   r.loss = facts[0] / replicas_;
@@ -113,7 +126,7 @@ PipelineStepResult PipelineTrainStep::run(double lr, const PipelineStage::Feed& 
     update_locally(r, lr, local_loss);
     return r;
   }
-  if (lagging && !have_previous) return r;  // nothing to apply yet
+  if (lagging && !have_previous && !lag_->corrects_locally()) return r;  // nothing to apply yet
   if (!decide(r)) return r;
   // This stage's part of the norm is what an optimizer scaling by the global norm must not use.
   optimizer_.offer_gradient_sum_squares(r.grad_norm_sq);
@@ -174,10 +187,7 @@ void PipelineTrainStep::update_locally(PipelineStepResult& r, double lr, double 
 // replica skipped an update ends non-finite, every replica taking the largest step count (Adam's
 // and LAMB's bias correction).
 void PipelineTrainStep::average_models(PipelineStepResult& r) {
-  const ParamStore& params = stage_.executor().params();
-  average_store_layout(*replica_comm_, params, params.values(), params.bytes());
-  for (const auto& state : optimizer_.state())
-    average_store_layout(*replica_comm_, params, state.second->data(), params.trainable_bytes());
+  average_model_and_state();
   double skipped = window_nonfinite_ ? 1.0 : 0.0;
   world_.allreduce_sum(&skipped, 1);
   r.finite = skipped == 0;
@@ -188,14 +198,27 @@ void PipelineTrainStep::average_models(PipelineStepResult& r) {
   local_since_average_ = 0;
 }
 
+void PipelineTrainStep::average_model_and_state() {
+  const ParamStore& params = stage_.executor().params();
+  average_store_layout(*replica_comm_, params, params.values(), params.bytes());
+  for (const auto& state : optimizer_.state())
+    if (state.second != optimizer_.lagged_gradient())
+      average_store_layout(*replica_comm_, params, state.second->data(), params.trainable_bytes());
+}
+
 PipelineStepResult PipelineTrainStep::end_local_window() {
   PipelineStepResult r;
   if (local_window_open()) average_models(r);
+  if (lag_ && lag_->corrects_locally()) settle();  // the corrected lag's models, likewise
   return r;
 }
 
 void PipelineTrainStep::settle() {
-  if (lag_) lag_->settle();
+  if (!lag_) return;
+  lag_->settle();
+  if (!lag_->corrects_locally()) return;
+  if (lag_->models_diverged()) average_model_and_state();
+  lag_->restart_correction();
 }
 
 }  // namespace crest

@@ -38,7 +38,8 @@ SessionOptions plan_only(SessionOptions so) {
 // buffers: PipelineStage).
 CompileOptions stage_compile_options(const TrainingSessionOptions& o, const Backend& backend) {
   CompileOptions co = compile_options(o.session, backend);
-  co.beside.trainable_copies = training_state_copies(o.optimizer, 1, o.gradient_lag);
+  co.beside.trainable_copies =
+      training_state_copies(o.optimizer, 1, o.gradient_lag, o.lag_local_correction);
   return co;
 }
 
@@ -109,7 +110,7 @@ PipelineTrainingSession::PipelineTrainingSession(const Graph& graph,
   step_ = std::make_unique<PipelineTrainStep>(
       *stage_, *optimizer_,
       PipelineStepComms{world, replicas_.get(), pipeline_.get(), o.spatial_group},
-      PipelineStepOptions{o.sync, o.gradient_lag, scaler_.get()});
+      PipelineStepOptions{o.sync, o.gradient_lag, scaler_.get(), o.lag_local_correction});
   saved_ = std::make_unique<PipelineSavedState>(*this, world);
   // Every rank checks the file against the whole model and reads its stage's part: the same file
   // everywhere, so no message, and the same errors on every rank.

@@ -57,7 +57,7 @@ std::string Decomposition::name() const {
            : local_sgd_steps > 1 ? "local SGD (" + std::to_string(local_sgd_steps) + " steps)"
                                  : "data";
   if (d > 1) s += " x " + std::to_string(d) + " data";
-  return gradient_lag ? s + " + lag" : s;
+  return gradient_lag ? s + (lag_correction ? " + corrected lag" : " + lag") : s;
 }
 
 std::vector<std::string> Prediction::overrides() const {
@@ -317,6 +317,13 @@ double pipeline_slots_seconds(const ModelFacts& model, const Machine& m, const P
   return total;
 }
 
+// The lag's local correction: one pass streaming the gradients six times where the plain lag's
+// copies (not priced) stream them four, priced as a third of the update (a momentum-SGD update
+// and its finiteness check stream them six times; docs/scaling.md).
+double lag_correction_seconds(const Decomposition& d, double update_s) {
+  return d.lag_correction ? update_s / 3.0 : 0.0;
+}
+
 void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTimes& times,
                       const Placement& place, double batch, const SpatialCosts& sc, Prediction& p) {
   const int stages = p.d.pipeline_stages, micro = p.d.micro_batches, group = p.d.spatial_ranks();
@@ -361,7 +368,7 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
       pipeline_slots_seconds(model, m, place, p.threads_per_rank, ends, share, p) * per_micro;
   p.update_s =
       times.update_s * stage_bytes / std::max(1.0, static_cast<double>(model.trainable_bytes));
-  p.compute_s += p.update_s;
+  p.compute_s += p.update_s + lag_correction_seconds(p.d, p.update_s);
   const int d = p.d.data_parallel();
   p.gradient_exchange_s =
       allreduce_seconds(m, stage_bytes, d * group, std::max(1, place.ranks_on_node / stages));
@@ -371,9 +378,11 @@ void predict_pipeline(const ModelFacts& model, const Machine& m, const ComputeTi
   const double state = static_cast<double>(model.optimizer_state_bytes) /
                        std::max(1.0, static_cast<double>(model.trainable_bytes));
   const int in_flight = std::min(micro, stages);  // 1F1B: the first stage holds K micro-batches
-  const double lag = p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) /
-                                            static_cast<double>(model.trainable_bytes)
-                                      : 0.0;  // the stage's two more gradient copies
+  // The stage's two more gradient copies (and the correction's previous gradient).
+  const double lag = (p.d.gradient_lag ? static_cast<double>(model.gradient_lag_bytes) /
+                                             static_cast<double>(model.trainable_bytes)
+                                       : 0.0) +
+                     (p.d.lag_correction ? 1.0 : 0.0);
   // Every rank holds its stage's alone: checkpoints stream the stages' tensors to rank 0
   // (docs/distributed.md "Pipeline stages"); with M > 1 also the micro-batches' gradient sum.
   const double sum = micro > 1 ? 1.0 : 0.0;
@@ -453,11 +462,7 @@ Prediction predict(const ModelFacts& model, const Machine& m, const Decompositio
     const std::vector<double>& share = times.split_measured ? whole : sc.share;
     const Totals t = totals(times, share, batch);
     p.update_s = times.update_s;
-    // The lag's local correction: one pass streaming the gradients six times where the plain
-    // lag's copies (not priced) stream them four, priced as a third of an update (a momentum-SGD
-    // update and its finiteness check stream them six times; docs/scaling.md).
-    const double correction_s = d.lag_correction ? times.update_s / 3.0 : 0.0;
-    p.compute_s = t.forward + t.backward + p.update_s + correction_s;
+    p.compute_s = t.forward + t.backward + p.update_s + lag_correction_seconds(d, p.update_s);
     const double grad_scale = o.gradient_element_bytes / 4.0;
     std::vector<double> bytes, backward_s;
     for (size_t i = 0; i < model.layers.size(); ++i) {
@@ -589,9 +594,15 @@ std::vector<Decomposition> candidate_decompositions(const ModelFacts& model, int
       if (batch % mb != 0) continue;
       c.push_back({.ranks = ranks, .pipeline_stages = k, .micro_batches = mb});
       // With replicas to average over, the lag hides their exchange behind the next schedule.
-      if (ranks > k)
+      if (ranks > k) {
         c.push_back(
             {.ranks = ranks, .pipeline_stages = k, .micro_batches = mb, .gradient_lag = true});
+        c.push_back({.ranks = ranks,
+                     .pipeline_stages = k,
+                     .micro_batches = mb,
+                     .gradient_lag = true,
+                     .lag_correction = true});
+      }
     }
     // Stages split spatially (groups of S = 2, 4 or 8 ranks, as a node holds them): at the most
     // micro-batches (4K, 2K or K) the replica's batch allows, the smallest bubble.

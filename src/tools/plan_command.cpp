@@ -131,10 +131,14 @@ void print_table(const PlanArgs& a, const Machine& m, int ranks,
   std::cout << "\n"
             << ranks << " rank" << (ranks > 1 ? "s" : "") << ", global batch "
             << ranked.front().batch_per_replica * ranked.front().d.data_parallel() << ":\n";
-  std::cout << "  " << std::left << std::setw(40) << "decomposition" << std::right << std::setw(10)
-            << "step (s)" << std::setw(11) << "samples/s" << std::setw(8) << "effic."
-            << std::setw(17) << "exchange/hidden" << std::setw(11) << "halo+p2p" << std::setw(13)
-            << "memory/rank"
+  // The name column as wide as the longest name (a pipeline's over replicas with a lag is long).
+  size_t name_width = 40;
+  for (const Prediction& p : ranked) name_width = std::max(name_width, p.d.name().size() + 1);
+  const int width = static_cast<int>(name_width);
+  std::cout << "  " << std::left << std::setw(width) << "decomposition" << std::right
+            << std::setw(10) << "step (s)" << std::setw(11) << "samples/s" << std::setw(8)
+            << "effic." << std::setw(17) << "exchange/hidden" << std::setw(11) << "halo+p2p"
+            << std::setw(13) << "memory/rank"
             << "  notes\n";
   for (const Prediction& p : ranked) {
     std::string notes;
@@ -144,7 +148,7 @@ void print_table(const PlanArgs& a, const Machine& m, int ranks,
         p.gradient_exchange_s > 0
             ? fixed(p.gradient_exchange_s, 3) + "/" + fixed(100 * p.hidden_fraction(), 0) + "%"
             : "-";
-    std::cout << "  " << std::left << std::setw(40) << p.d.name() << std::right << std::setw(10)
+    std::cout << "  " << std::left << std::setw(width) << p.d.name() << std::right << std::setw(10)
               << fixed(p.step_s, 3) << std::setw(11) << fixed(p.samples_per_s, 2) << std::setw(7)
               << fixed(100 * p.efficiency, 0) << "%" << std::setw(17) << exchange << std::setw(11)
               << fixed(p.halo_s + p.pipeline_s, 3) << std::setw(13) << human_bytes(p.memory_bytes)

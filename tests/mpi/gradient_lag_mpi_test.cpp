@@ -303,8 +303,9 @@ TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
         "train.gradient_lag.correction (from override"},
        {"data.batch_size=2 dist.spatial=[2,1,1] " + kCorrected,
         "with train.gradient_lag.correction: local is not supported yet"},
-       {"data.batch_size=2 'dist.pipeline={stages: 2, micro_batches: 1}' " + kCorrected,
-        "stages 2 with train.gradient_lag.correction: local is not supported"},
+       {"data.batch_size=2 'dist.pipeline={stages: 2, micro_batches: 1}' dist.spatial=[2,1,1] " +
+            kCorrected,
+        "with train.gradient_lag.correction: local is not supported yet"},
        {"'train.gradient_lag={steps: 2}'", "train.gradient_lag.steps"},
        {"'train.gradient_lag=[1]'", "expected 0, 1 or {steps: 0 | 1"}});
 }

@@ -434,6 +434,62 @@ TEST(PipelineTrain, AResumeMidEpochUnderTheLagIsBitIdentical) {
       4, kSmall + kPipeline + "}' train.gradient_lag=1 data.n_train=24 data.n_valid=8");
 }
 
+// The lag's local correction under a pipeline: each replica applies its own fresh gradient in
+// place of its stale share of the average, from the first step, and the replicas' stages are
+// averaged at every epoch's end, so 2 stages take the steps of one process accumulating the
+// micro-batches with the corrected lag (the synchronous run's: nothing to correct on one
+// replica), and 2 stages x 2 replicas those of two ranks doing so (float64, 1e-10), which differ
+// from the plain lag's.
+TEST(PipelineTrain, TheCorrectedLagTakesTheStepsOfProcessesAccumulatingWithIt) {
+  TempDir d;
+  const std::string f64 = kSmall +
+                          "data.n_train=16 data.n_valid=8 data.n_epochs=2 crest.backend=reference "
+                          "crest.precision=float64 ";
+  const std::string corrected = "'train.gradient_lag={steps: 1, correction: local}' ";
+  expect_two_stages_take_one_processs_steps(d, f64 + corrected);
+  const auto sync = run_crest_mpi(2, f64 + kPipeline + "}'" + run_outputs(d, "sync"));
+  ASSERT_EQ(sync.code, 0) << sync.out;
+  expect_same_run(d, "sync", "two");
+  const auto ranks = run_crest_mpi(2, f64 + corrected + kOneProcess + run_outputs(d, "ranks"));
+  ASSERT_EQ(ranks.code, 0) << ranks.out;
+  const auto four = run_crest_mpi(4, f64 + corrected + kPipeline + "}'" + run_outputs(d, "four"));
+  ASSERT_EQ(four.code, 0) << four.out;
+  EXPECT_NE(four.out.find("with each rank's own gradient in its share's place"), std::string::npos)
+      << four.out;
+  expect_same_run(d, "ranks", "four");
+  const auto plain =
+      run_crest_mpi(4, f64 + "train.gradient_lag=1 " + kPipeline + "}'" + run_outputs(d, "plain"));
+  ASSERT_EQ(plain.code, 0) << plain.out;
+  EXPECT_GT(worst_relative_difference(d.file("four.safetensors"), d.file("plain.safetensors")),
+            1e-6);
+}
+
+// With the correction a checkpoint mid-epoch holds the replicas' averaged stages (the
+// correction restarts there), and a run resumed there ends bit for bit where the straight run did.
+TEST(PipelineTrain, AResumeMidEpochUnderTheCorrectedLagIsBitIdentical) {
+  expect_mid_epoch_resumes_are_bit_identical(
+      4, kSmall + kPipeline +
+             "}' 'train.gradient_lag={steps: 1, correction: local}' data.n_train=24 "
+             "data.n_valid=8");
+}
+
+// An infinity in step 3's gradients of replica 0's second stage (rank 1) under the corrected lag:
+// that rank's corrected update would hold it, so it takes the average alone there; step 4's
+// average carries it to every replica, and the job stops there, naming it, as two data-parallel
+// ranks do (GradientLagMpi).
+TEST(PipelineTrain, WithTheCorrectedLagANonFiniteGradientOnOneReplicaStopsAllAtTheNextStep) {
+  TempDir d;
+  const auto four = test::run_mpirun(
+      "-np 4 -x CREST_TEST_GRAD_OVERFLOW_AT_STEP=3@1 " + std::string(CREST_BINARY) + " " + kSmall +
+          kPipeline +
+          "}' 'train.gradient_lag={steps: 1, correction: local}' data.n_train=48 data.n_valid=8" +
+          run_outputs(d, "four"),
+      300);
+  EXPECT_NE(four.code, 0) << four.out;
+  EXPECT_NE(four.out.find("global step 4"), std::string::npos) << four.out;
+  EXPECT_EQ(four.out.find("global step 3"), std::string::npos) << four.out;
+}
+
 // train.local_sgd under a pipeline: each replica's pipeline updates alone and every H-th update
 // (and each epoch's end) averages the replicas' stages, so 2 stages x 2 replicas take the steps of
 // 2 ranks accumulating the micro-batches with local SGD (float64, 1e-10): windows of 2 over 3

@@ -407,8 +407,9 @@ TEST(Plan, CandidatesHoldTheGlobalBatch) {
 }
 
 // Pipelines (at least two layers a stage): K stages x M micro-batches for M = K, 2K, 4K where
-// they divide a replica's batch, each also with the lag where there are replicas to average
-// over, and under dynamic loss scaling too. The lag hides at most the schedule's length.
+// they divide a replica's batch, each also with the lag, plain and corrected, where there are
+// replicas to average over, and under dynamic loss scaling too. The lag hides at most the
+// schedule's length; the correction adds a gradient copy and a third of the stage's update.
 TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   ModelFacts f = two_layers();
   f.layers = {layer("a", 1e9, 2e9, 8'000'000), layer("b", 1e9, 2e9, 2'000'000),
@@ -418,14 +419,16 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   std::vector<std::string> pipelines;
   for (const Decomposition& d : candidate_decompositions(f, 4, o))
     if (d.pipeline_stages > 1) pipelines.push_back(d.name());
-  // 2 stages x 2 replicas (4 samples each: M = 2, 4) with and without the lag; 2 stages each
+  // 2 stages x 2 replicas (4 samples each: M = 2, 4) with and without the lags; 2 stages each
   // split among 2 ranks (one replica of 8 samples: M = 8) along each axis; 4 layers are too few
   // for 4 stages.
   EXPECT_EQ(pipelines, (std::vector<std::string>{
                            "pipeline 2 stages x 2 micro x 2 data",
                            "pipeline 2 stages x 2 micro x 2 data + lag",
+                           "pipeline 2 stages x 2 micro x 2 data + corrected lag",
                            "pipeline 2 stages x 4 micro x 2 data",
                            "pipeline 2 stages x 4 micro x 2 data + lag",
+                           "pipeline 2 stages x 4 micro x 2 data + corrected lag",
                            "pipeline 2 stages x 8 micro, spatial [1, 1, 2]",
                            "pipeline 2 stages x 8 micro, spatial [1, 2, 1]",
                            "pipeline 2 stages x 8 micro, spatial [2, 1, 1]",
@@ -455,6 +458,32 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
   EXPECT_NEAR(predict(f, slow, lagged, batch(8)).memory_bytes - plain.memory_bytes, 2 * 14e6, 1.0);
   EXPECT_EQ(lag.overrides(),
             (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
+                                      "dist.pipeline.stages=2", "dist.pipeline.micro_batches=2"}));
+  // The update measured (2 ms for the model's 14 MB): the correction is priced from it.
+  std::istringstream profile(
+      R"({"bench":"train","model":"two","backend":"onednn","precision":"float32","threads":2,)"
+      R"("batch":2,"ranks":1,"step_s_min":0.05,"update_s_min":0.002,"trainable_bytes":14000000})"
+      "\n"
+      R"({"layer":"a","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
+      "\n"
+      R"({"layer":"b","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
+      "\n"
+      R"({"layer":"c","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
+      "\n"
+      R"({"layer":"d","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
+      "\n");
+  calibrate(slow, profile, "bench.jsonl");
+  Decomposition corrected_lag = lagged;
+  corrected_lag.lag_correction = true;
+  const Prediction corrected = predict(f, slow, corrected_lag, batch(8));
+  const Prediction lag_again = predict(f, slow, lagged, batch(8));
+  EXPECT_NEAR(corrected.memory_bytes - lag_again.memory_bytes, 14e6, 1.0);
+  EXPECT_GT(lag_again.update_s, 0);
+  EXPECT_NEAR(corrected.compute_s - lag_again.compute_s, lag_again.update_s / 3,
+              1e-12 * lag_again.compute_s);
+  EXPECT_EQ(corrected.overrides(),
+            (std::vector<std::string>{"data.batch_size=4",
+                                      "train.gradient_lag={steps: 1, correction: local}",
                                       "dist.pipeline.stages=2", "dist.pipeline.micro_batches=2"}));
 }
 

@@ -15,7 +15,11 @@
 // travels during the next step's schedule, whose update applies them (the first step updates
 // nothing), as a data-parallel rank accumulating the micro-batches does. The loss's finiteness
 // travels with them in the gradients' sideband, so a step's update is skipped for the loss of the
-// step it applies; stop requests and rank failures act at once.
+// step it applies; stop requests and rank failures act at once. With the local correction
+// (train.gradient_lag.correction: local) each replica applies its own fresh gradient in place of
+// its stale share of the average, updating from the first step on, and the replicas' stages are
+// averaged at every epoch's end and checkpoint, as TrainStep's ranks are: 2 stages take the steps
+// of one process accumulating the micro-batches under the corrected lag.
 //
 // Dynamic loss scaling (train.loss_scaling: dynamic; crest/optim/loss_scaler.hpp): the last
 // stage seeds backward with S, every stage divides its (averaged) gradients by S before anything
@@ -71,8 +75,9 @@ struct PipelineStepComms {
 
 struct PipelineStepOptions {
   GradientSyncOptions sync;
-  bool gradient_lag = false;     // train.gradient_lag: 1
-  LossScaler* scaler = nullptr;  // dynamic loss scaling; null: off
+  bool gradient_lag = false;          // train.gradient_lag: 1
+  LossScaler* scaler = nullptr;       // dynamic loss scaling; null: off
+  bool lag_local_correction = false;  // train.gradient_lag.correction: local
 };
 
 class PipelineTrainStep {
@@ -87,8 +92,9 @@ class PipelineTrainStep {
   // read), which every rank learns in the step's facts.
   PipelineStepResult run(double lr, const PipelineStage::Feed& feed, bool stop_here = false,
                          bool failed_here = false);
-  // Gradient lag: waits for the allreduce in flight (before a checkpoint, at the run's end).
-  // Collective over the replicas; no-op without the lag.
+  // Gradient lag: waits for the allreduce in flight (before a checkpoint, at the run's end);
+  // with the local correction, also averages the replicas' models if they differ and restarts
+  // the correction (TrainStep::settle). Collective over the replicas; no-op without the lag.
   void settle();
   // Gradient lag from step (batch) `step` on, counted from the run's start: the steps before it
   // are synchronous; the first lagged one has nothing to apply.
@@ -102,7 +108,8 @@ class PipelineTrainStep {
   // ranks. One replica: every step is a synchronous one.
   void set_local_steps(int steps);
   // Collective over the world: averages an open window's models now, as its last step would (at
-  // every epoch's end). Its result carries the window's decision; nothing when none is open.
+  // every epoch's end), and settles the corrected lag. Its result carries the window's decision;
+  // nothing when none is open.
   PipelineStepResult end_local_window();
   bool local_window_open() const { return local_since_average_ > 0; }
 
@@ -114,10 +121,14 @@ class PipelineTrainStep {
   // Lag: this step's gradients aside (its loss's finiteness in their sideband), the previous
   // step's in their place; returns whether the applied step's loss was non-finite on this rank.
   bool swap_lagged(bool have_previous, double local_loss);
+  double applied_sum_squares(bool lagging);
   // Local SGD: the replica's own update (decided over its line of stages) and, at a window's end,
   // the models' mean over the replicas.
   void update_locally(PipelineStepResult& r, double lr, double local_loss);
   void average_models(PipelineStepResult& r);
+  // The mean over the replicas of the stage's weights, non-trained state and optimizer state (the
+  // lagged gradient, the same on every replica once settled, left alone).
+  void average_model_and_state();
 
   PipelineStage& stage_;
   Optimizer& optimizer_;

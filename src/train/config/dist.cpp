@@ -165,7 +165,6 @@ void resolve_pipeline(const SectionReader& dist_reader, const Config& c) {
     dist_reader.fail("pipeline", "stage_starts names " + std::to_string(p.stage_starts.size()) +
                                      " layers for " + std::to_string(p.stages) +
                                      " stages (the first layer of each stage after the first)");
-  if (c.train.gradient_lag_local_correction) refuse("train.gradient_lag.correction: local");
   if (c.train.gradient_accumulation_frequency > 1)
     refuse("train.gradient_accumulation_frequency " +
            std::to_string(c.train.gradient_accumulation_frequency) +
