@@ -5,7 +5,8 @@ against measured runs"): calibrates two copies of a machine description from cre
 measure how ranks computing side by side slow each other), asks `crest plan` for each rank
 count's data-parallel, gradient-lag (plain and corrected) and local SGD step (and, with
 --spatial, a depth split; with --pipeline M, K stages over the K ranks with M micro-batches of
---batch samples each), measures the same runs with `crest bench train` (`crest bench
+--batch samples each, and from 4 ranks 2 stages x ranks / 2 replicas with and without the
+lags), measures the same runs with `crest bench train` (`crest bench
 pipeline`; interleaved rounds, best step of each; local SGD: the best window's mean step),
 and prints one JSON line per case with the predicted and measured step and their ratio (of
 both calibrations).
@@ -55,6 +56,12 @@ def case_kinds(ranks, spatial, pipeline):
     if pipeline:
         kinds.append((["--micro-batches", str(pipeline)],
                       f"pipeline {ranks} stages x {pipeline} micro"))
+    if pipeline and ranks > 2 and ranks % 2 == 0:  # 2 stages over replicas, their exchange lagged
+        stages = ["--micro-batches", str(pipeline), "--stages", "2"]
+        name = f"pipeline 2 stages x {pipeline} micro x {ranks // 2} data"
+        kinds += [(stages, name), (stages + ["--gradient-lag", "1"], name + " + lag"),
+                  (stages + ["--gradient-lag", "1", "--lag-correction", "local"],
+                   name + " + corrected lag")]
     return kinds
 
 
@@ -85,6 +92,8 @@ def plans_of(a, machine):
             batches.insert(0, a.batch)
         if a.pipeline and r > 1:  # a pipeline's batch is its M micro-batches
             batches.append(a.batch * a.pipeline)
+        if a.pipeline and r > 2 and r % 2 == 0:  # 2 stages x r / 2 replicas
+            batches.append(a.batch * a.pipeline * (r // 2))
         for global_batch in batches:
             for x in run([a.crest, "plan", "--config", a.config, "--machine", machine,
                           *overrides, "--ranks", str(r), "--global-batch", str(global_batch),
@@ -108,7 +117,9 @@ def main():
                    help="also each rank count's depth split of one sample, planned from the "
                         "unsplit profile (nothing of the split is calibrated)")
     p.add_argument("--pipeline", type=int, default=0, metavar="M",
-                   help="also each rank count's pipeline (one stage per rank) of M micro-batches")
+                   help="also each rank count's pipeline (one stage per rank) of M micro-batches, "
+                        "and from 4 ranks 2 stages over replicas, synchronous and with the "
+                        "lags")
     a = p.parse_args()
     work = tempfile.mkdtemp(prefix="crest-plan-check-")
     size = ["--model", "cosmoflow", "--size", str(a.size), "--batch", str(a.batch)]

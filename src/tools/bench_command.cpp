@@ -45,9 +45,8 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   // Under mpirun: gradient buckets, and the 1-rank samples/s the scaling efficiency is against.
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
-  int gradient_lag = 0;                 // as train.gradient_lag
-  std::string lag_correction = "none";  // as train.gradient_lag.correction
-  int local_sgd = 1;                    // as train.local_sgd.steps (1: synchronous)
+  BenchLagArgs lag;
+  int local_sgd = 1;  // as train.local_sgd.steps (1: synchronous)
   std::string optimizer;  // a registered optimizer; "" = the model's reference optimizer
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
@@ -79,20 +78,13 @@ void check_bench_train_args(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
   if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
-  if (a.gradient_lag < 0 || a.gradient_lag > 1)
-    throw_usage("bench train: --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
-  if (a.lag_correction != "none" && a.lag_correction != "local")
-    throw_usage("bench train: --lag-correction is none or local, got '" + a.lag_correction + "'");
-  if (a.lag_correction == "local" && (a.gradient_lag == 0 || !a.spatial.empty()))
-    throw_usage(
-        "bench train: --lag-correction local corrects --gradient-lag 1, without --spatial (as "
-        "train.gradient_lag.correction)");
+  check_lag_args(a.lag, "bench train", !a.spatial.empty());
   if (a.local_sgd < 1) throw_usage("bench train: --local-sgd must be >= 1 steps per window");
-  if (a.local_sgd > 1 && a.gradient_lag > 0)
+  if (a.local_sgd > 1 && a.lag.gradient_lag > 0)
     throw_usage(
         "bench train: --local-sgd does not combine with --gradient-lag, as train.local_sgd does "
         "not");
-  if (a.independent && (a.gradient_lag > 0 || a.local_sgd > 1 || !a.spatial.empty() ||
+  if (a.independent && (a.lag.gradient_lag > 0 || a.local_sgd > 1 || !a.spatial.empty() ||
                         a.baseline > 0 || a.compress != "none"))
     throw_usage(
         "bench train: --independent exchanges nothing, so it takes none of --gradient-lag, "
@@ -167,8 +159,7 @@ void bench_train(const BenchTrainArgs& a) {
              .bucket_mb = a.bucket_mb,
              .compression = parse_gradient_compression(a.compress),
              .timeout_s = a.timeout_s};
-  to.gradient_lag = a.gradient_lag > 0;
-  to.lag_local_correction = a.lag_correction == "local";
+  set_lag_options(a.lag, to);
   to.step_graphs = a.graphs;
   // Ranks that share samples: the global batch counts each sample once.
   const int data_parallel = groups.data_parallel;
@@ -285,8 +276,8 @@ void bench_train(const BenchTrainArgs& a) {
     j["global_batch"] = a.batch * data_parallel;
     j["gradient_buckets"] = sync.buckets().size();
     j["compress"] = a.compress;
-    j["gradient_lag"] = a.gradient_lag;
-    j["lag_correction"] = a.lag_correction;
+    j["gradient_lag"] = a.lag.gradient_lag;
+    j["lag_correction"] = a.lag.lag_correction;
     j["local_sgd_steps"] = a.local_sgd;
     if (a.local_sgd > 1) j["window_step_s_min"] = window;
     j["allreduce_s_per_step"] = allreduce;
@@ -428,12 +419,7 @@ void register_bench(CLI::App& app) {
                     "momentum 0.9 or DeepCAM's LAMB)");
   train->add_option("--compress", ta->compress,
                     "under mpirun: gradient buckets as none (float32), bf16 or fp16");
-  train->add_option("--gradient-lag", ta->gradient_lag,
-                    "under mpirun: 1 applies each step's averaged gradients one step later, so "
-                    "their allreduce runs during the next step (as train.gradient_lag)");
-  train->add_option("--lag-correction", ta->lag_correction,
-                    "under mpirun, with --gradient-lag 1: none, or local (each rank's own fresh "
-                    "gradient in place of its stale share; as train.gradient_lag.correction)");
+  add_lag_options(*train, ta->lag);
   train->add_option("--local-sgd", ta->local_sgd,
                     "under mpirun: H local steps per window, the last averaging the models (as "
                     "train.local_sgd.steps); step_s_mean is a window's cost per step");

@@ -65,6 +65,31 @@ std::pair<int64_t, int64_t> image_size(const BenchModelArgs& a) {
                       : 1152};
 }
 
+void add_lag_options(CLI::App& cmd, BenchLagArgs& a) {
+  cmd.add_option("--gradient-lag", a.gradient_lag,
+                 "under mpirun: 1 applies each step's averaged gradients one step later, so "
+                 "their allreduce runs during the next step (as train.gradient_lag)");
+  cmd.add_option("--lag-correction", a.lag_correction,
+                 "under mpirun, with --gradient-lag 1: none, or local (each rank's own fresh "
+                 "gradient in place of its stale share; as train.gradient_lag.correction)");
+}
+
+void check_lag_args(const BenchLagArgs& a, const std::string& command, bool spatial) {
+  if (a.gradient_lag < 0 || a.gradient_lag > 1)
+    throw_usage(command + ": --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
+  if (a.lag_correction != "none" && a.lag_correction != "local")
+    throw_usage(command + ": --lag-correction is none or local, got '" + a.lag_correction + "'");
+  if (a.lag_correction == "local" && (a.gradient_lag == 0 || spatial))
+    throw_usage(command +
+                ": --lag-correction local corrects --gradient-lag 1, without --spatial (as "
+                "train.gradient_lag.correction)");
+}
+
+void set_lag_options(const BenchLagArgs& a, TrainingSessionOptions& to) {
+  to.gradient_lag = a.gradient_lag > 0;
+  to.lag_local_correction = a.lag_correction == "local";
+}
+
 void add_model_options(CLI::App& cmd, BenchModelArgs& a) {
   cmd.add_option("--model", a.model, "a registered model (cosmoflow, deepcam, tiramisu, resnet50)");
   cmd.add_option("--size", a.size, "cosmoflow: cube size (a multiple of 32)");

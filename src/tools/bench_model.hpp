@@ -11,6 +11,7 @@
 
 #include "crest/engine/random_batch.hpp"
 #include "crest/engine/session.hpp"
+#include "crest/engine/training_session.hpp"
 #include "crest/graph/executor.hpp"
 #include "crest/models/built_model.hpp"
 #include "crest/optim/optimizer_config.hpp"
@@ -41,6 +42,20 @@ SessionOptions bench_session_options(const BenchRunArgs& a, Purpose purpose, int
 // `optimizer` (a registered name, any spelling), or the model's reference optimizer where it is
 // "", with the config's defaults for it and a momentum of 0.9 where it takes one (the peers' SGD).
 OptimizerConfig bench_optimizer_config(const std::string& model, const std::string& optimizer);
+
+// The gradient lag of a training benchmark (crest bench train, crest bench pipeline), as
+// train.gradient_lag: 0 | 1 and its correction: none | local.
+struct BenchLagArgs {
+  int gradient_lag = 0;
+  std::string lag_correction = "none";
+};
+// --gradient-lag and --lag-correction.
+void add_lag_options(CLI::App& cmd, BenchLagArgs& a);
+// Bad values and a correction without a lag, or with a spatial split (a rank's gradient is a
+// share of its sample's), exit 2 naming `command`'s flags.
+void check_lag_args(const BenchLagArgs& a, const std::string& command, bool spatial);
+// train.gradient_lag's options of a training session.
+void set_lag_options(const BenchLagArgs& a, TrainingSessionOptions& to);
 
 // --model, --size, --conv-size, --dropout (CosmoFlow's keys), --height, --width (the image
 // models': DeepCAM's, the Tiramisu's and ResNet-50's).

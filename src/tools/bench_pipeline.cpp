@@ -13,6 +13,8 @@
 // rescaled to what the stage measured, the model cut again, the batches timed again while the
 // cut moves). --spatial d,h,w splits each stage's samples among a group of that many ranks (as
 // dist.spatial with dist.pipeline): the ranks are then stages x groups x replicas.
+// --gradient-lag 1 (and --lag-correction local) lags the replicas' allreduce behind the next
+// batch's schedule, as train.gradient_lag does.
 #include <algorithm>
 #include <chrono>
 #include <iostream>
@@ -44,6 +46,7 @@ struct BenchPipelineArgs : BenchModelArgs, BenchRunArgs {
   int stages = 0;            // 0: one per rank; else the ranks are stages x data-parallel replicas
   std::vector<int> spatial;  // each stage's samples split among this many ranks per axis
   std::string optimizer;     // "" = the model's reference optimizer
+  BenchLagArgs lag;          // the replicas' allreduce behind the next batch (--stages K < ranks)
   std::string balance = "time";  // cut where the measured time (or the FLOPs) of the stages balance
   int rebalance = 2;             // re-cuts from the stages' measured compute times (--balance time)
   double timeout_s = 300;
@@ -209,6 +212,8 @@ void report_pipeline(const BenchPipelineArgs& a, const PipelineTrainingSession& 
   nlohmann::json j = bench_json_head("pipeline", a, session.backend(), a.precision, a.micro_batch,
                                      session.whole().threads());
   j["optimizer"] = optimizer;
+  j["gradient_lag"] = a.lag.gradient_lag;
+  j["lag_correction"] = a.lag.lag_correction;
   add_pipeline_figures(j, a, session.ranks(), best, all);
   j["earlier_cuts"] = rounds;
   std::cout << j.dump() << std::endl;
@@ -220,6 +225,7 @@ void bench_pipeline(const BenchPipelineArgs& a) {
         "bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1, "
         "--rebalance >= 0");
   const PipelineScheduleKind schedule = parse_schedule(a.schedule);
+  check_lag_args(a.lag, "bench pipeline", !a.spatial.empty());
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);
@@ -227,6 +233,7 @@ void bench_pipeline(const BenchPipelineArgs& a) {
   TrainingSessionOptions to;
   to.session = bench_session_options(a, Purpose::training, a.micro_batch, comm->local_size());
   to.optimizer = bench_optimizer_config(a.model, a.optimizer);
+  set_lag_options(a.lag, to);
   int group = 1;
   for (int parts : a.spatial) group *= std::max(1, parts);
   const int stages = a.stages > 0 ? a.stages : std::max(1, comm->size() / group);
@@ -280,6 +287,7 @@ void register_bench_pipeline(CLI::App& bench) {
                   "CosmoFlow), as dist.spatial")
       ->delimiter(',');
   cmd->add_option("--optimizer", a->optimizer, "a registered optimizer (default: the model's)");
+  add_lag_options(*cmd, a->lag);
   cmd->add_option("--batch", a->micro_batch, "samples per micro-batch");
   cmd->add_option("--micro-batches", a->micro_batches, "micro-batches per batch (M)");
   cmd->add_option("--schedule", a->schedule, "gpipe | 1f1b");

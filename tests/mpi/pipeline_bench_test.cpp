@@ -1,7 +1,8 @@
 // crest bench pipeline under mpirun: a CosmoFlow cut into 2 stages trains, and the JSON line says
 // what each stage held (GPipe keeps every micro-batch's activations, 1F1B at most K - s, with
 // recomputation one set; the cuts a time-balanced cut measured before its last); 2 stages x 2
-// replicas on 4 ranks; 2 stages each split spatially in two; and every bad flag exits 2 naming it.
+// replicas on 4 ranks, their exchange also lagged; 2 stages each split spatially in two; and every
+// bad flag exits 2 naming it.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -83,6 +84,22 @@ TEST(PipelineBench, TwoStagesTimesTwoReplicasOnFourRanks) {
   EXPECT_EQ(lines[0]["data_parallel"], 2);
   EXPECT_EQ(lines[0]["global_batch"], 8);
   EXPECT_EQ(lines[0]["optimizer"], "LAMB");
+  EXPECT_EQ(lines[0]["gradient_lag"], 0);
+}
+
+// --gradient-lag 1 (and its local correction) lags the replicas' allreduce behind the next
+// batch's schedule, as train.gradient_lag does; the JSON line says which ran.
+TEST(PipelineBench, TheReplicasExchangeLagsBehindTheNextBatch) {
+  for (const std::string correction : {"none", "local"}) {
+    const auto r = run_crest_mpi(
+        4, kBench + "--stages 2 --gradient-lag 1 --lag-correction " + correction, 300);
+    ASSERT_EQ(r.code, 0) << r.out;
+    const auto lines = test::json_lines(r.out);
+    ASSERT_EQ(lines.size(), 1u) << r.out;
+    EXPECT_EQ(lines[0]["data_parallel"], 2);
+    EXPECT_EQ(lines[0]["gradient_lag"], 1);
+    EXPECT_EQ(lines[0]["lag_correction"], correction);
+  }
 }
 
 // --spatial: 2 stages, each a group of 2 ranks splitting the samples' depth. Each stage's figures
@@ -124,7 +141,12 @@ TEST(PipelineBench, BadFlagsAreNamed) {
            {"--stages 3", "--stages 3 does not divide the 2 ranks"},
            {"--balance luck", "--balance is time or flops"},
            {"--batch 0", "--batch >= 1"},
-           {"--rebalance -1", "--rebalance >= 0"}}) {
+           {"--rebalance -1", "--rebalance >= 0"},
+           {"--gradient-lag 2", "bench pipeline: --gradient-lag is 0 or 1, got 2"},
+           {"--gradient-lag 1 --lag-correction yes", "--lag-correction is none or local"},
+           {"--lag-correction local", "--lag-correction local corrects --gradient-lag 1"},
+           {"--gradient-lag 1 --lag-correction local --spatial 1,1,1",
+            "--lag-correction local corrects --gradient-lag 1, without --spatial"}}) {
     const auto r = run_crest_mpi(2, kBench + flags);
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(said), std::string::npos) << flags << "\n" << r.out;
