@@ -46,7 +46,7 @@ struct BenchTrainArgs : BenchModelArgs, BenchRunArgs {
   double bucket_mb = 25, first_bucket_mb = 1, baseline = 0, timeout_s = 300;
   std::string compress = "none";
   BenchLagArgs lag;
-  int local_sgd = 1;  // as train.local_sgd.steps (1: synchronous)
+  int local_sgd = 1;      // as train.local_sgd.steps (1: synchronous)
   std::string optimizer;  // a registered optimizer; "" = the model's reference optimizer
   // Under mpirun: each sample split among groups of ranks along its spatial axes (dist.spatial).
   std::vector<int> spatial;
