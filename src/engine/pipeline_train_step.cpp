@@ -69,6 +69,10 @@ void PipelineTrainStep::unscale() {
 bool PipelineTrainStep::swap_lagged(bool have_previous, double local_loss) {
   const ParamStore& params = stage_.executor().params();
   write_loss_flag(params, !std::isfinite(local_loss));
+  // The correction's own gradient is the stage's whole samples': a spatial group's shares of it
+  // are averaged first, synchronously (TrainStep's rule).
+  if (lag_->corrects_locally() && group_)
+    average_replicated(*group_, params, params.grads(), params.trainable_bytes());
   lag_->swap(have_previous);
   return have_previous && read_loss_flag(params);
 }

@@ -205,6 +205,11 @@ StepResult TrainStep::run(double lr, bool stop_here, bool failed_here) {
 // This step's gradients go aside and start their allreduce; the previous step's, averaged, take
 // their place in the gradient buffer (sideband included) and make the update (LaggedGradients).
 void TrainStep::apply_lagged(StepResult& r, double lr, bool have_previous) {
+  // The correction's own gradient is the rank's sample's: a spatial group's shares of it are
+  // averaged first, synchronously (a local SGD step's rule).
+  if (lag_->corrects_locally() && spatial_group_)
+    average_replicated(*spatial_group_, ex_.params(), ex_.params().grads(),
+                       ex_.params().trainable_bytes());
   // The allreduce unscales the average; this rank's own gradient, under loss scaling, is its own.
   lag_->swap(have_previous, exchanges() && scaler_ ? 1.0 / ex_.loss_scale() : 1.0);
   r.gradients_done = Timeline::now();

@@ -78,7 +78,7 @@ void check_bench_train_args(const BenchTrainArgs& a) {
   if (a.steps < 1 || a.warmup < 0 || a.batch < 1)
     throw_usage("bench train: --steps >= 1, --warmup >= 0, --batch >= 1");
   if (a.peak_gflops < 0) throw_usage("bench train: --peak-gflops must be > 0 (or 0 to measure it)");
-  check_lag_args(a.lag, "bench train", !a.spatial.empty());
+  check_lag_args(a.lag, "bench train");
   if (a.local_sgd < 1) throw_usage("bench train: --local-sgd must be >= 1 steps per window");
   if (a.local_sgd > 1 && a.lag.gradient_lag > 0)
     throw_usage(

@@ -74,14 +74,14 @@ void add_lag_options(CLI::App& cmd, BenchLagArgs& a) {
                  "gradient in place of its stale share; as train.gradient_lag.correction)");
 }
 
-void check_lag_args(const BenchLagArgs& a, const std::string& command, bool spatial) {
+void check_lag_args(const BenchLagArgs& a, const std::string& command) {
   if (a.gradient_lag < 0 || a.gradient_lag > 1)
     throw_usage(command + ": --gradient-lag is 0 or 1, got " + std::to_string(a.gradient_lag));
   if (a.lag_correction != "none" && a.lag_correction != "local")
     throw_usage(command + ": --lag-correction is none or local, got '" + a.lag_correction + "'");
-  if (a.lag_correction == "local" && (a.gradient_lag == 0 || spatial))
+  if (a.lag_correction == "local" && a.gradient_lag == 0)
     throw_usage(command +
-                ": --lag-correction local corrects --gradient-lag 1, without --spatial (as "
+                ": --lag-correction local corrects --gradient-lag 1 (as "
                 "train.gradient_lag.correction)");
 }
 

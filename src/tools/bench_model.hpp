@@ -51,9 +51,8 @@ struct BenchLagArgs {
 };
 // --gradient-lag and --lag-correction.
 void add_lag_options(CLI::App& cmd, BenchLagArgs& a);
-// Bad values and a correction without a lag, or with a spatial split (a rank's gradient is a
-// share of its sample's), exit 2 naming `command`'s flags.
-void check_lag_args(const BenchLagArgs& a, const std::string& command, bool spatial);
+// Bad values and a correction without a lag exit 2 naming `command`'s flags.
+void check_lag_args(const BenchLagArgs& a, const std::string& command);
 // train.gradient_lag's options of a training session.
 void set_lag_options(const BenchLagArgs& a, TrainingSessionOptions& to);
 

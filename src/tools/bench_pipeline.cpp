@@ -225,7 +225,7 @@ void bench_pipeline(const BenchPipelineArgs& a) {
         "bench pipeline: --steps >= 1, --warmup >= 0, --batch >= 1, --micro-batches >= 1, "
         "--rebalance >= 0");
   const PipelineScheduleKind schedule = parse_schedule(a.schedule);
-  check_lag_args(a.lag, "bench pipeline", !a.spatial.empty());
+  check_lag_args(a.lag, "bench pipeline");
   WorldOptions wo;
   wo.timeout_s = a.timeout_s;
   auto comm = make_world_communicator(wo);

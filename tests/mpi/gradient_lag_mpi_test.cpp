@@ -248,6 +248,36 @@ TEST(GradientLagMpi, TheLocalCorrectionKeepsTheRanksNearTheSynchronousRun) {
   EXPECT_LT(corrected_off, 0.75 * lag_off) << "lag " << lag_off << ", corrected " << corrected_off;
 }
 
+// Under dist.spatial a rank's gradient is a share of its sample's: each group averages its shares
+// (synchronously) before the correction, so one sample split in two takes the synchronous steps
+// of one process (nothing to correct on one replica), and 2 groups of 2 those of 2 ranks with the
+// corrected lag (float64, 1e-10).
+TEST(GradientLagMpi, WithTheLocalCorrectionASplitSampleTakesItsWholeSamplesSteps) {
+  TempDir d;
+  const std::string f64 =
+      kSmall + "data.n_epochs=1 data.batch_size=2 crest.backend=reference crest.precision=float64 ";
+  const struct {
+    std::string reference, split;
+    int reference_ranks, split_ranks;
+  } pairs[] = {{f64, f64 + kCorrected + "dist.spatial=[2,1,1]", 1, 2},
+               {f64 + kCorrected, f64 + kCorrected + "dist.spatial=[2,1,1]", 2, 4}};
+  for (const auto& p : pairs) {
+    const std::string at = std::to_string(&p - pairs);
+    const auto reference =
+        run_crest_mpi(p.reference_ranks, p.reference + run_outputs(d, "reference" + at));
+    ASSERT_EQ(reference.code, 0) << reference.out;
+    const auto split = run_crest_mpi(p.split_ranks, p.split + run_outputs(d, "split" + at));
+    ASSERT_EQ(split.code, 0) << split.out;
+    EXPECT_LE(worst_relative_difference(d.file("reference" + at + ".safetensors"),
+                                        d.file("split" + at + ".safetensors")),
+              1e-10)
+        << at;
+  }
+  EXPECT_GT(
+      worst_relative_difference(d.file("reference0.safetensors"), d.file("split1.safetensors")),
+      1e-6);
+}
+
 TEST(GradientLagMpi, WithTheLocalCorrectionAResumeMidEpochOrAtAnEpochsEndIsBitIdentical) {
   expect_exact_resumes_on_a_slow_link(kCorrected);
 }
@@ -289,25 +319,19 @@ TEST(GradientLagMpi, BenchTrainTimesTheCorrectedLagAndRefusesWhatItCannotTime) {
 }
 
 TEST(GradientLagMpi, WhatItCannotCombineWithIsRefusedNamingTheKeys) {
-  test::expect_refused(
-      kSmall, "gradient_lag",
-      {{"train.gradient_lag=2", "train.gradient_lag"},
-       {"train.gradient_lag=1 'train.local_sgd={steps: 2}'",
-        "local_sgd.steps 2 with gradient_lag 1"},
-       {"'train.gradient_lag={steps: 0, start_epoch: 1}'", "no lag to start"},
-       {"'train.gradient_lag={steps: 1, start: 1}'",
-        "unknown key (gradient_lag accepts: steps, start_epoch, correction)"},
-       {"'train.gradient_lag={steps: 0, correction: local}'",
-        "correction: local corrects a lag: it needs steps: 1"},
-       {"'train.gradient_lag={steps: 1, correction: yes}'",
-        "train.gradient_lag.correction (from override"},
-       {"data.batch_size=2 dist.spatial=[2,1,1] " + kCorrected,
-        "with train.gradient_lag.correction: local is not supported yet"},
-       {"data.batch_size=2 'dist.pipeline={stages: 2, micro_batches: 1}' dist.spatial=[2,1,1] " +
-            kCorrected,
-        "with train.gradient_lag.correction: local is not supported yet"},
-       {"'train.gradient_lag={steps: 2}'", "train.gradient_lag.steps"},
-       {"'train.gradient_lag=[1]'", "expected 0, 1 or {steps: 0 | 1"}});
+  test::expect_refused(kSmall, "gradient_lag",
+                       {{"train.gradient_lag=2", "train.gradient_lag"},
+                        {"train.gradient_lag=1 'train.local_sgd={steps: 2}'",
+                         "local_sgd.steps 2 with gradient_lag 1"},
+                        {"'train.gradient_lag={steps: 0, start_epoch: 1}'", "no lag to start"},
+                        {"'train.gradient_lag={steps: 1, start: 1}'",
+                         "unknown key (gradient_lag accepts: steps, start_epoch, correction)"},
+                        {"'train.gradient_lag={steps: 0, correction: local}'",
+                         "correction: local corrects a lag: it needs steps: 1"},
+                        {"'train.gradient_lag={steps: 1, correction: yes}'",
+                         "train.gradient_lag.correction (from override"},
+                        {"'train.gradient_lag={steps: 2}'", "train.gradient_lag.steps"},
+                        {"'train.gradient_lag=[1]'", "expected 0, 1 or {steps: 0 | 1"}});
 }
 
 }  // namespace

@@ -144,9 +144,7 @@ TEST(PipelineBench, BadFlagsAreNamed) {
            {"--rebalance -1", "--rebalance >= 0"},
            {"--gradient-lag 2", "bench pipeline: --gradient-lag is 0 or 1, got 2"},
            {"--gradient-lag 1 --lag-correction yes", "--lag-correction is none or local"},
-           {"--lag-correction local", "--lag-correction local corrects --gradient-lag 1"},
-           {"--gradient-lag 1 --lag-correction local --spatial 1,1,1",
-            "--lag-correction local corrects --gradient-lag 1, without --spatial"}}) {
+           {"--lag-correction local", "--lag-correction local corrects --gradient-lag 1"}}) {
     const auto r = run_crest_mpi(2, kBench + flags);
     EXPECT_EQ(r.code, 2) << flags << "\n" << r.out;
     EXPECT_NE(r.out.find(said), std::string::npos) << flags << "\n" << r.out;

@@ -580,7 +580,8 @@ TEST(PipelineTrain, AResumeUnderLossScalingKeepsTheScale) {
 // dist.spatial under dist.pipeline (4 ranks: 2 stages, each a group of 2 splitting the samples):
 // the run takes the steps of one process accumulating the micro-batches, float64 within 1e-10 —
 // both schedules, recomputed, the samples split along depth or width, and with the gradient lag
-// (against one process accumulating with the lag). The second stage's dense head divides its
+// (against one process accumulating with the lag) and with its local correction (each group's
+// shares averaged before the correction). The second stage's dense head divides its
 // weight among its group (the flattened features arrive as blocks), and its checkpoints and
 // weights file hold the whole tensors.
 TEST(PipelineTrain, StagesSplitSpatiallyTakeTheStepsOfOneProcessAccumulating) {
@@ -590,7 +591,8 @@ TEST(PipelineTrain, StagesSplitSpatiallyTakeTheStepsOfOneProcessAccumulating) {
     std::string pipeline, spatial, extra;
   } runs[] = {{"}'", "[2,1,1]", ""},
               {", schedule: gpipe, recompute: true}'", "[1,1,2]", ""},
-              {"}'", "[2,1,1]", " train.gradient_lag=1"}};
+              {"}'", "[2,1,1]", " train.gradient_lag=1"},
+              {"}'", "[2,1,1]", " 'train.gradient_lag={steps: 1, correction: local}'"}};
   for (const auto& r : runs) {
     SCOPED_TRACE(r.pipeline + " " + r.spatial + r.extra);
     const std::string at = std::to_string(&r - runs);
@@ -611,8 +613,10 @@ TEST(PipelineTrain, ReplicasOfSplitStagesTakeTheStepsOfTwoRanksAccumulating) {
   const std::string f64 =
       kSmall + "data.n_train=16 data.n_valid=8 crest.backend=reference crest.precision=float64 ";
   // Synchronous, then local SGD (each stage's group averages its gradient shares every step, the
-  // replicas' stages their models every 2 batches).
-  for (const std::string extra : {"", " 'train.local_sgd={steps: 2}'"}) {
+  // replicas' stages their models every 2 batches), then the corrected lag (the group's shares
+  // averaged every step, the replicas' average corrected by each replica's own gradient).
+  for (const std::string extra : {"", " 'train.local_sgd={steps: 2}'",
+                                  " 'train.gradient_lag={steps: 1, correction: local}'"}) {
     SCOPED_TRACE(extra);
     const std::string at = std::to_string(extra.size());
     expect_pipeline_takes_its_steps(

@@ -129,13 +129,6 @@ void resolve_spatial(const SectionReader& dist_reader, Config& c) {
                                     " splits samples, which runs in float32 or "
                                     "float64; crest.precision is " +
                                     enum_name(c.crest.precision));
-  // A rank's gradient of a replicated parameter is its share of its sample's: the lag's local
-  // correction would need the group's sum every step.
-  if (ranks > 1 && c.train.gradient_lag_local_correction)
-    dist_reader.fail("spatial", list_text(parts) +
-                                    " with train.gradient_lag.correction: local is not "
-                                    "supported yet (a rank's gradient is a share of its "
-                                    "sample's)");
   // The ranks of a group read blocks of one sample, and a block one of them cannot read (a
   // truncated npy file, a non-finite value in one block) would put that rank alone on a spare
   // sample while the others stay on this one: their blocks would mix two samples.
