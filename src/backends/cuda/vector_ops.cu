@@ -28,6 +28,7 @@
 #include "cuda/launch.cuh"
 #include "cuda/vector_ops.hpp"
 #include "float16_codes.hpp"
+#include "lag_correction_element.hpp"
 #include "vector_op_checks.hpp"
 
 namespace crest::cuda {
@@ -310,8 +311,7 @@ struct Scale {
   __device__ void operator()(size_t i) const { dst[i] = static_cast<T>(alpha * x[i]); }
 };
 
-// VectorOps::lag_correction, element i (the host's rounding: every product and difference in
-// double, each result rounded to T).
+// VectorOps::lag_correction, element i (the host backends' loop body).
 template <typename T>
 struct LagCorrection {
   T* grads;
@@ -321,15 +321,7 @@ struct LagCorrection {
   double own_scale;
   bool replace_share;
   __device__ void operator()(size_t i) const {
-    const T own = grads[i];
-    const T scaled = static_cast<T>(own_scale * static_cast<double>(own));
-    const T stale =
-        static_cast<T>(static_cast<double>(own_previous[i]) - static_cast<double>(average[i]));
-    sent[i] = own;
-    grads[i] = replace_share
-                   ? static_cast<T>(static_cast<double>(scaled) - static_cast<double>(stale))
-                   : scaled;
-    own_previous[i] = scaled;
+    lag_correct_element(grads, average, own_previous, sent, i, own_scale, replace_share);
   }
 };
 

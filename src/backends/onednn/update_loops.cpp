@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "lag_correction_element.hpp"
 #include "onednn/double_lanes.hpp"
 #include "widest_vectors.hpp"
 

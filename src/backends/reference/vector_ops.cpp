@@ -9,6 +9,7 @@
 #include "dropout_hash.hpp"
 #include "float16_codes.hpp"
 #include "half_vector_ops.hpp"
+#include "lag_correction_element.hpp"
 #include "reference/reference_kernels.hpp"
 #include "vector_op_checks.hpp"
 
@@ -192,17 +193,8 @@ class Ops final : public VectorOps {
     const T* average = static_cast<const T*>(average_v);
     T* own_previous = static_cast<T*>(own_previous_v);
     T* sent = static_cast<T*>(sent_v);
-    for (size_t i = 0; i < count; ++i) {
-      const T own = grads[i];
-      const T scaled = static_cast<T>(own_scale * static_cast<double>(own));
-      const T stale =
-          static_cast<T>(static_cast<double>(own_previous[i]) - static_cast<double>(average[i]));
-      sent[i] = own;
-      grads[i] = replace_share
-                     ? static_cast<T>(static_cast<double>(scaled) - static_cast<double>(stale))
-                     : scaled;
-      own_previous[i] = scaled;
-    }
+    for (size_t i = 0; i < count; ++i)
+      lag_correct_element(grads, average, own_previous, sent, i, own_scale, replace_share);
   }
 
   void lars_update(void* w_v, const void* g_v, void* buf_v, size_t count, double lr,
