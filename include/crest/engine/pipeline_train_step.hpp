@@ -121,6 +121,8 @@ class PipelineTrainStep {
   // Lag: this step's gradients aside (its loss's finiteness in their sideband), the previous
   // step's in their place; returns whether the applied step's loss was non-finite on this rank.
   bool swap_lagged(bool have_previous, double local_loss);
+  // The sum of squares of the gradients the update applies; under the corrected lag a rank whose
+  // own gradient is not finite takes the average alone first (LaggedGradients::drop_correction).
   double applied_sum_squares(bool lagging);
   // Local SGD: the replica's own update (decided over its line of stages) and, at a window's end,
   // the models' mean over the replicas.
