@@ -57,6 +57,23 @@ ModelFacts two_layers() {
   return f;
 }
 
+// Calibrates `m` from a one-rank `crest bench train --profile` of the model "two" at batch 2 on 2
+// threads: its step, its update (update_s_min) and each of `layers` at 2 GFLOP forward in
+// `forward_ms` (backward twice that).
+void calibrate_profile(Machine& m, double step_s, double update_s, double trainable_bytes,
+                       const std::vector<std::string>& layers, double forward_ms) {
+  std::ostringstream text;
+  text << R"({"bench":"train","model":"two","backend":"onednn","precision":"float32",)"
+       << R"("threads":2,"batch":2,"ranks":1,"step_s_min":)" << step_s << R"(,"update_s_min":)"
+       << update_s << R"(,"trainable_bytes":)" << trainable_bytes << "}\n";
+  for (const std::string& name : layers)
+    text << R"({"layer":")" << name << R"(","forward_ms":)" << forward_ms << R"(,"backward_ms":)"
+         << 2 * forward_ms << R"(,"forward_flop":2e9})"
+         << "\n";
+  std::istringstream profile(text.str());
+  calibrate(m, profile, "bench.jsonl");
+}
+
 PlanOptions batch(int64_t global) {
   PlanOptions o;
   o.global_batch = global;
@@ -182,15 +199,7 @@ TEST(Plan, TheCorrectedLagIsPricedAndRecommendedUnderMomentumSgd) {
   Machine slow = device_node();
   slow.intra_node.gb_s = 0.1;
   // The update measured (2 ms for the model's 10 MB): the correction is priced from it.
-  std::istringstream profile(
-      R"({"bench":"train","model":"two","backend":"onednn","precision":"float32","threads":2,)"
-      R"("batch":2,"ranks":1,"step_s_min":0.014,"update_s_min":0.002,"trainable_bytes":10000000})"
-      "\n"
-      R"({"layer":"a","forward_ms":4,"backward_ms":8,"forward_flop":2e9})"
-      "\n"
-      R"({"layer":"b","forward_ms":4,"backward_ms":8,"forward_flop":2e9})"
-      "\n");
-  calibrate(slow, profile, "bench.jsonl");
+  calibrate_profile(slow, 0.014, 0.002, 10e6, {"a", "b"}, 4);
   const Decomposition corrected_lag{.ranks = 2, .gradient_lag = true, .lag_correction = true};
   const Prediction plain = predict(f, slow, {.ranks = 2, .gradient_lag = true}, batch(4));
   const Prediction corrected = predict(f, slow, corrected_lag, batch(4));
@@ -460,19 +469,7 @@ TEST(Plan, PipelineCandidatesTakeTheLagAndLossScaling) {
             (std::vector<std::string>{"data.batch_size=4", "train.gradient_lag=1",
                                       "dist.pipeline.stages=2", "dist.pipeline.micro_batches=2"}));
   // The update measured (2 ms for the model's 14 MB): the correction is priced from it.
-  std::istringstream profile(
-      R"({"bench":"train","model":"two","backend":"onednn","precision":"float32","threads":2,)"
-      R"("batch":2,"ranks":1,"step_s_min":0.05,"update_s_min":0.002,"trainable_bytes":14000000})"
-      "\n"
-      R"({"layer":"a","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
-      "\n"
-      R"({"layer":"b","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
-      "\n"
-      R"({"layer":"c","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
-      "\n"
-      R"({"layer":"d","forward_ms":2,"backward_ms":4,"forward_flop":2e9})"
-      "\n");
-  calibrate(slow, profile, "bench.jsonl");
+  calibrate_profile(slow, 0.05, 0.002, 14e6, {"a", "b", "c", "d"}, 2);
   Decomposition corrected_lag = lagged;
   corrected_lag.lag_correction = true;
   const Prediction corrected = predict(f, slow, corrected_lag, batch(8));
